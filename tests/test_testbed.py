@@ -1,0 +1,142 @@
+"""The testbed: idempotent, boots in Docker and as a process, refuses stale or old artifacts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engine import testbed as tb_mod
+from engine.cli import main
+from engine.runtime import docker as rd
+from engine.runtime import process as rp
+from engine.runtime.base import LaunchPlan, free_port
+
+RULER = [sys.executable, "-m", "engine.cli"]
+
+
+def wait_health(base_url: str, timeout: float = 120) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            r = httpx.get(base_url + "/health", timeout=5)
+            if r.status_code == 200:
+                return dict(r.json())
+            last = f"{r.status_code} {r.text[:100]}"
+        except httpx.TransportError as e:
+            last = type(e).__name__
+        time.sleep(0.5)
+    raise AssertionError(f"{base_url}/health not ready after {timeout} s: {last}")
+
+
+def chat(base_url: str) -> dict[str, object]:
+    r = httpx.post(base_url + "/v1/chat/completions", timeout=120, json={
+        "messages": [{"role": "user", "content": "Say hello."}],
+        "max_tokens": 8, "temperature": 0, "seed": 1})
+    r.raise_for_status()
+    return dict(r.json())
+
+
+def test_testbed_is_idempotent(testbed: tb_mod.Testbed) -> None:
+    started = time.monotonic()
+    out = subprocess.run([*RULER, "testbed", "--json"], capture_output=True, text=True, check=True)
+    elapsed = time.monotonic() - started
+    data = json.loads(out.stdout)
+    assert data["built"] == [], f"second call built again: {data['built']}"
+    for path in [data["llama_server"], data["llama_quantize"], *data["models"].values()]:
+        assert Path(path).is_file(), path
+    assert set(data["models"]) == {"Q4_1", "Q8_0", "Q2_K"}
+    if rd.daemon_answers():
+        assert data["image"] == testbed.image and data["image_id"]
+    print(f"second `ruler testbed --json` took {elapsed:.1f} s")
+
+
+def test_image_boots_in_docker_and_answers(testbed: tb_mod.Testbed, testbed_image: str) -> None:
+    model = testbed.models["Q4_1"]
+    port = free_port()
+    plan = LaunchPlan(
+        name=f"ruler-test-testbed-{os.getpid()}", argv=["-m", str(model), "-c", "1024",
+                                                        "--host", "0.0.0.0", "--port", "8080"],
+        env={}, secret_env={}, host_port=port, container_port=8080, image=testbed_image,
+        mounts=[str(model.parent)], labels={"ruler.campaign": "test", "ruler.run": "t",
+                                            "ruler.window": "t"}, keep=False)
+    server = rd.start(plan)
+    try:
+        assert wait_health(server.base_url) == {"status": "ok"}
+        reply = chat(server.base_url)
+        assert reply["usage"]["completion_tokens"] > 0  # type: ignore[index]
+    finally:
+        server.stop()
+
+
+def test_testbed_boots_as_a_process(testbed: tb_mod.Testbed) -> None:
+    port = free_port()
+    plan = LaunchPlan(name="ruler-test-process", argv=[
+        str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "1024",
+        "--host", "127.0.0.1", "--port", str(port)], env={}, secret_env={}, host_port=port)
+    server = rp.start(plan)
+    try:
+        assert wait_health(server.base_url) == {"status": "ok"}
+        reply = chat(server.base_url)
+        assert reply["usage"]["completion_tokens"] > 0  # type: ignore[index]
+    finally:
+        server.stop()
+    assert not server.alive()
+
+
+def test_too_old_llama_server_on_path_is_not_used(testbed: tb_mod.Testbed, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stand-in binary: the only way to have a llama-server without --spec-type on this machine.
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\necho 'usage: llama-server [--draft-max N]'\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    said: list[str] = []
+    got = tb_mod.ensure(log=said.append, with_image=False)
+    assert any("too old" in s for s in said), said
+    assert got.llama_server != fake and got.binary_source == "built"
+    assert got.built == []
+
+
+def test_corrupt_cached_model_is_made_again(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    shutil.copytree(testbed.models_dir, root / "models")
+    (root / "tmp").mkdir()
+    victim = root / "models" / tb_mod.model_name("Q2_K")
+    size = victim.stat().st_size
+    with victim.open("r+b") as f:
+        f.truncate(size // 2)
+    said: list[str] = []
+    built: list[str] = []
+    models = tb_mod.ensure_models(root, testbed.llama_quantize, said.append, built, [])
+    assert any("does not match its manifest" in s for s in said), said
+    assert built == [str(root / "models")]
+    assert models["Q2_K"].stat().st_size == size
+    again: list[str] = []
+    tb_mod.ensure_models(root, testbed.llama_quantize, said.append, again, [])
+    assert again == []
+
+
+def test_manifest_rejects_a_changed_file(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"x" * 100)
+    tb_mod._write_manifest(tmp_path, ["a"])
+    assert tb_mod._manifest_ok(tmp_path, ["a"])
+    (tmp_path / "a").write_bytes(b"y" * 100)  # same size, other bytes
+    assert not tb_mod._manifest_ok(tmp_path, ["a"])
+
+
+@pytest.mark.parametrize("argv", [["bogus"], ["testbed", "--nope"], []])
+def test_bad_command_line_exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert "usage: ruler" in capsys.readouterr().err
