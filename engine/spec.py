@@ -1,0 +1,526 @@
+"""The campaign file: schema, diagnostics with YAML line:col, semantic checks, helpers.
+
+docs/campaign.md is the reference this module implements. Loading never stops at the first
+problem: YAML duplicates, every schema error and every semantic error are collected into one
+SpecError so a user fixes a file in one pass.
+"""
+
+import json
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    PrivateAttr,
+    Strict,
+    StringConstraints,
+    ValidationError,
+)
+from pydantic_core import PydanticCustomError
+
+from engine.yamlmarks import (
+    Issue,
+    MarkedDoc,
+    Problem,
+    describe,
+    duplicate_issues,
+    load_marked,
+    place,
+    schema_issue,
+    suggest,
+    yaml_problem,
+)
+
+CONTROL = "control"
+NAME_PATTERN = "[a-z0-9][a-z0-9-]*"
+
+Scalar = str | int | float
+ArgValue = Scalar | bool | tuple[Scalar, ...] | None
+Gpus = Literal["all"] | int | tuple[str | int, ...] | None
+
+
+# --- value types --------------------------------------------------------------------------
+# YAML already gives typed scalars, so fields are strict: "4" is not an integer, 1 is not a
+# bool. Mixed-type values get a single plain validator instead of a pydantic Union, whose
+# errors would come back once per union member.
+
+
+def _is_scalar(value: object) -> bool:
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
+
+
+def _type_error(kind: str, expected: str, value: object) -> PydanticCustomError:
+    return PydanticCustomError(kind, f"expected {expected}, got {describe(value)}")
+
+
+def _check_arg(value: object) -> ArgValue:
+    if value is None or isinstance(value, bool) or _is_scalar(value):
+        return value  # type: ignore[return-value]
+    if isinstance(value, list | tuple) and all(_is_scalar(v) for v in value):
+        return tuple(value)
+    raise _type_error("arg_value", "a string, number, true/false/null or a list of those", value)
+
+
+def _check_env(value: object) -> str:
+    # Numbers are fine (CUDA_VISIBLE_DEVICES: 0); a bool is ambiguous ("True"? "1"?), so quote it.
+    if _is_scalar(value):
+        return str(value)
+    raise _type_error("env_value", "a string", value)
+
+
+def _check_gpus(value: object) -> Gpus:
+    if value is None or value == "all" or (isinstance(value, int) and not isinstance(value, bool)):
+        return value  # type: ignore[return-value]
+    if isinstance(value, list) and all(_is_scalar(v) and not isinstance(v, float) for v in value):
+        return tuple(value)
+    raise _type_error("gpus", "null, 'all', a GPU count or a list of device ids", value)
+
+
+Str = Annotated[str, Strict()]
+Bool = Annotated[bool, Strict()]
+PosInt = Annotated[int, Strict(), Field(ge=1)]
+Port = Annotated[int, Strict(), Field(ge=1, le=65535)]
+Seconds = Annotated[float, Strict(), Field(gt=0)]
+Name = Annotated[str, StringConstraints(strict=True, pattern=f"^{NAME_PATTERN}$")]
+Argv = tuple[Str, ...]
+Arg = Annotated[ArgValue, PlainValidator(_check_arg)]
+EnvStr = Annotated[str, PlainValidator(_check_env)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- schema -------------------------------------------------------------------------------
+
+
+class DockerSpec(_Frozen):
+    image: Str | None = None
+    command: Argv = ()  # empty: the image's entrypoint
+    container_port: Port | None = None  # None: the adapter's default
+    gpus: Annotated[Gpus, PlainValidator(_check_gpus)] = None
+    shm_size: Str | None = None
+    ipc: Str | None = None
+    volumes: tuple[Str, ...] = ()
+    keep: Bool = True
+
+
+class ProcessSpec(_Frozen):
+    command: Argv | None = None
+
+
+class AttachSpec(_Frozen):
+    url: Str | None = None  # with or without /v1: engine.runtime.base normalises it
+
+
+class Control(_Frozen):
+    model: Str
+    artifacts: dict[Str, Str] = {}
+    args: dict[Str, Arg] = {}
+    env: dict[Str, EnvStr] = {}
+
+
+class Change(_Frozen):
+    args: dict[Str, Arg] = {}  # null removes the flag
+    env: dict[Str, EnvStr | None] = {}  # null removes the variable
+    image: Str | None = None
+    command: Argv | None = None
+    model: Str | None = None
+    artifacts: dict[Str, Str] = {}
+
+    def axes(self) -> list[str]:
+        """One name per changed axis, in the order the doc lists them."""
+        axes = [f"args {k}" for k in self.args] + [f"env {k}" for k in self.env]
+        axes += [key for key in ("image", "command", "model") if getattr(self, key) is not None]
+        return axes + [f"artifacts {k}" for k in self.artifacts]
+
+
+class Window(_Frozen):
+    name: Name
+    axis: Str = ""
+    lossy: Bool = False
+    multi_axis: Bool = False
+    change: Change = Change()
+
+    def axes(self) -> list[str]:
+        return self.change.axes()
+
+
+class PromptClass(_Frozen):
+    prompts: Annotated[tuple[Str, ...], Field(min_length=1)] | None = None
+    file: Str | None = None
+
+
+class Sampling(_Frozen):
+    temperature: Annotated[float, Strict(), Field(ge=0)] = 0.0
+    seed: Annotated[int, Strict()] | None = None
+
+
+class Workload(_Frozen):
+    classes: Annotated[dict[Str, PromptClass], Field(min_length=1)]
+    concurrency: Annotated[tuple[PosInt, ...], Field(min_length=1)]
+    reps: PosInt
+    requests_per_rep: PosInt | None = None
+    max_tokens: PosInt = 128
+    sampling: Sampling = Sampling()
+    knobs: dict[Str, Any] = {}
+
+    def requests_for(self, concurrency: int) -> int:
+        return self.requests_per_rep or max(2 * concurrency, 4)
+
+
+class Leak(_Frozen):
+    min_concurrency: PosInt = 8
+    spread: Annotated[float, Strict(), Field(gt=0, lt=1)] = 0.10
+    max_reruns: Annotated[int, Strict(), Field(ge=0)] = 2
+
+
+class Timeouts(_Frozen):
+    boot: Seconds = 600
+    request: Seconds = 300
+    window: Seconds = 3600
+
+
+class ServerConfig(_Frozen):
+    """What one window actually boots: the control with the window's change applied."""
+
+    model: str
+    artifacts: dict[str, str]
+    args: dict[str, Arg]  # removed/false flags already dropped
+    env: dict[str, str]
+    image: str | None
+    command: tuple[str, ...] | None  # None: the runtime section's own command
+
+
+class Campaign(_Frozen):
+    name: Name
+    server: Literal["sglang", "vllm", "llamacpp"]
+    runtime: Literal["docker", "process", "attach", "auto"] = "auto"
+    description: Str | None = None
+    docker: DockerSpec = DockerSpec()
+    process: ProcessSpec = ProcessSpec()
+    attach: AttachSpec = AttachSpec()
+    host_port: Port | None = None
+    pass_env: tuple[Str, ...] = ()
+    control: Control
+    windows: tuple[Window, ...]
+    sessions: dict[Str, tuple[Str, ...]]
+    control_position: Literal["first", "last"] = "first"
+    workload: Workload
+    leak: Leak = Leak()
+    timeouts: Timeouts = Timeouts()
+
+    # Private, so a YAML key can never set them; filled by load_campaign.
+    _source_path: Path = PrivateAttr(default_factory=Path)
+    _source_text: str = PrivateAttr(default="")
+
+    @property
+    def source_path(self) -> Path:
+        return self._source_path
+
+    @property
+    def source_text(self) -> str:
+        return self._source_text
+
+    def window(self, name: str) -> Window:
+        for window in self.windows:
+            if window.name == name:
+                return window
+        raise KeyError(f"no window named {name!r}")
+
+    def windows_in(self, session: str) -> list[str]:
+        """The boot order of a session, the control included."""
+        names = list(self.sessions[session])
+        return [CONTROL, *names] if self.control_position == "first" else [*names, CONTROL]
+
+    def config_for(self, window_name: str, runtime: str | None = None) -> ServerConfig:
+        """The effective server configuration of a window ("control" gives the control).
+
+        `command` is the window's change.command; when it has none and `runtime` is given
+        ("docker" or "process"), that runtime's command; else None. The campaign's own runtime
+        is deliberately not assumed: `ruler run --runtime` may override it.
+        """
+        change = Change() if window_name == CONTROL else self.window(window_name).change
+        base = {"docker": self.docker.command, "process": self.process.command}.get(runtime or "")
+        return ServerConfig(
+            model=self.control.model if change.model is None else change.model,
+            artifacts={**self.control.artifacts, **change.artifacts},
+            args=_merge(self.control.args, change.args),
+            env=_merge(self.control.env, change.env),
+            image=self.docker.image if change.image is None else change.image,
+            command=base if change.command is None else change.command,
+        )
+
+    def prompts(self, class_name: str, variables: Mapping[str, str] | None = None) -> list[str]:
+        """The prompts of a class; a file path is expanded with `variables` when given."""
+        cls = self.workload.classes[class_name]
+        if cls.prompts is not None:
+            return list(cls.prompts)
+        assert cls.file is not None  # validation guarantees exactly one of the two
+        file = cls.file if variables is None else expand(cls.file, variables)
+        return read_prompts(self.source_path.parent / file)
+
+
+V = TypeVar("V")
+
+
+def _merge(base: Mapping[str, V], delta: Mapping[str, V | None]) -> dict[str, V]:
+    """Set/replace from delta; null (and false, for flags) means absent."""
+    merged = {**base, **delta}
+    return {k: v for k, v in merged.items() if v is not None and v is not False}
+
+
+# --- prompts and variables ------------------------------------------------------------------
+
+
+def read_prompts(path: Path) -> list[str]:
+    """.txt (or anything else): non-empty lines; .yaml/.yml/.json: a list of strings;
+    .jsonl: one JSON string or {"prompt": ...} per non-empty line."""
+    text = path.read_text(encoding="utf-8")
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return [_jsonl_prompt(path, line) for line in text.splitlines() if line.strip()]
+    if suffix in (".yaml", ".yml", ".json"):
+        data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+        if isinstance(data, list) and all(isinstance(p, str) for p in data):
+            return data
+        raise ValueError(f"{path}: expected a list of strings")
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _jsonl_prompt(path: Path, line: str) -> str:
+    item = json.loads(line)
+    if isinstance(item, dict):
+        item = item.get("prompt")
+    if not isinstance(item, str):
+        raise ValueError(f"{path}: each line must be a JSON string or {{\"prompt\": ...}}")
+    return item
+
+
+_VARIABLE = re.compile(r"\$\{([^{}]*)\}")
+
+
+class UnresolvedVariable(KeyError):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+    def __str__(self) -> str:  # reads well alone and in "unresolved variable {exc}"
+        return f"${{{self.name}}}"
+
+
+def expand(s: str, variables: Mapping[str, str]) -> str:
+    """Replace every ${name} with variables[name]; unknown names raise UnresolvedVariable."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in variables:
+            raise UnresolvedVariable(name)
+        return str(variables[name])
+
+    return _VARIABLE.sub(substitute, s)
+
+
+def render_args(args: Mapping[str, ArgValue], variables: Mapping[str, str]) -> list[str]:
+    """Flags mapping -> argv: true is a bare flag, false/null are skipped, a list repeats."""
+    argv: list[str] = []
+    for flag, value in args.items():
+        if value is True:
+            argv.append(flag)
+        elif value is not None and value is not False:
+            items = value if isinstance(value, tuple | list) else (value,)
+            for item in items:
+                argv += [flag, expand(str(item), variables)]
+    return argv
+
+
+# --- loading --------------------------------------------------------------------------------
+
+
+class SpecError(Exception):
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(map(str, problems)))
+
+
+def load_campaign(path: str | Path) -> Campaign:
+    path = Path(path)
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise SpecError([Problem(file, 1, 1, f"cannot read campaign file ({reason})")]) from None
+    try:
+        doc = load_marked(text)
+    except yaml.YAMLError as exc:
+        raise SpecError([yaml_problem(file, exc)]) from None
+    if doc.data is None:
+        raise SpecError([Problem(file, 1, 1, "campaign file is empty")])
+
+    issues = duplicate_issues(doc)
+    campaign: Campaign | None = None
+    try:
+        campaign = Campaign.model_validate(doc.data)
+    except ValidationError as exc:
+        issues += [schema_issue(err, Campaign) for err in exc.errors()]
+    if isinstance(doc.data, dict):
+        issues += _semantic_issues(doc.data, doc, path.parent)
+    if issues or campaign is None:
+        raise SpecError(sorted({place(file, doc, issue) for issue in issues}))
+    campaign._source_path = path.resolve()
+    campaign._source_text = text
+    return campaign
+
+
+# --- semantic checks ---------------------------------------------------------------------
+# These run on the raw YAML data, whatever the schema said, so one pass reports everything.
+# Each check only looks at values of the right shape; wrong shapes are the schema's to report.
+
+
+def _semantic_issues(raw: Mapping[Any, Any], doc: MarkedDoc, base_dir: Path) -> list[Issue]:
+    return (_check_windows(raw, doc) + _check_axes(raw) + _check_sessions(raw)
+            + _check_classes(raw, base_dir) + _check_runtime(raw))
+
+
+def _window_names(raw: Mapping[Any, Any]) -> list[tuple[int, str]]:
+    items = raw.get("windows")
+    if not isinstance(items, list):
+        return []
+    return [(i, w["name"]) for i, w in enumerate(items) if isinstance(w, dict)
+            and isinstance(w.get("name"), str)]
+
+
+def _session_lists(raw: Mapping[Any, Any]) -> dict[Any, list[Any]]:
+    sessions = raw.get("sessions")
+    if not isinstance(sessions, dict):
+        return {}
+    return {name: items for name, items in sessions.items() if isinstance(items, list)}
+
+
+def _check_windows(raw: Mapping[Any, Any], doc: MarkedDoc) -> list[Issue]:
+    issues: list[Issue] = []
+    first: dict[str, int] = {}
+    listed = {n for items in _session_lists(raw).values() for n in items if isinstance(n, str)}
+    for i, name in _window_names(raw):
+        where = ("windows", i, "name")
+        if name == CONTROL:
+            issues.append((where, False, "'control' is reserved and cannot name a window"))
+        elif name in first:
+            line = doc.locate(("windows", first[name], "name")).line
+            issues.append((where, False, f"duplicate window name {name!r} (first at line {line})"))
+        else:
+            first[name] = i
+        if name != CONTROL and isinstance(raw.get("sessions"), dict) and name not in listed:
+            issues.append((where, False, f"window {name!r} is in no session"))
+    return issues
+
+
+def _check_axes(raw: Mapping[Any, Any]) -> list[Issue]:
+    issues: list[Issue] = []
+    for i, item in enumerate(raw["windows"] if isinstance(raw.get("windows"), list) else []):
+        try:
+            window = Window.model_validate(item)
+        except ValidationError:
+            continue  # the schema reports it; counting axes of a broken change would mislead
+        axes = window.axes()
+        if not axes:
+            message = f"window {window.name!r} changes nothing; a window changes exactly one axis"
+        elif len(axes) > 1 and not window.multi_axis:
+            message = (f"window {window.name!r} changes {len(axes)} axes ({', '.join(axes)}); "
+                       "set multi_axis: true to allow it")
+        else:
+            continue
+        issues.append((("windows", i, "change"), True, message))
+    return issues
+
+
+def _check_sessions(raw: Mapping[Any, Any]) -> list[Issue]:
+    names = [name for _, name in _window_names(raw)]
+    issues: list[Issue] = []
+    for session, items in _session_lists(raw).items():
+        seen: set[str] = set()
+        for j, name in enumerate(items):
+            where = ("sessions", session, j)
+            if not isinstance(name, str):
+                continue
+            if name == CONTROL:
+                message = f"session {session!r} lists 'control'; every session boots it already"
+            elif name not in names:
+                message = f"session {session!r} names unknown window {name!r}"
+                message += suggest(name, names)
+            elif name in seen:
+                message = f"window {name!r} is listed twice in session {session!r}"
+            else:
+                seen.add(name)
+                continue
+            issues.append((where, False, message))
+    return issues
+
+
+def _check_classes(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
+    workload = raw.get("workload")
+    classes = workload.get("classes") if isinstance(workload, dict) else None
+    issues: list[Issue] = []
+    for name, cls in classes.items() if isinstance(classes, dict) else []:
+        if not isinstance(cls, dict):
+            continue
+        where = ("workload", "classes", name)
+        has_prompts, file = cls.get("prompts") is not None, cls.get("file")
+        if has_prompts == (file is not None):
+            state = "has both 'prompts' and 'file'" if has_prompts else "has no 'prompts' or 'file'"
+            issues.append((where, True, f"class {name!r} {state}; give exactly one"))
+        elif isinstance(file, str) and "${" not in file:  # ${...} resolves only at run time
+            resolved = (base_dir / file).resolve()
+            if not resolved.is_file():
+                issues.append(((*where, "file"), False, f"prompt file not found: {resolved}"))
+    return issues
+
+
+_RUNTIME_NEEDS = {
+    "docker": [("docker", "image")],
+    "process": [("process", "command")],
+    "attach": [("attach", "url")],
+    "auto": [("docker", "image"), ("process", "command")],
+}
+
+
+def _check_runtime(raw: Mapping[Any, Any]) -> list[Issue]:
+    runtime = raw.get("runtime", "auto")
+    needs = _RUNTIME_NEEDS.get(runtime) if isinstance(runtime, str) else None
+    if not needs or any(_dig(raw, *keys) for keys in needs):
+        return []
+    wanted = " or ".join(".".join(keys) for keys in needs)
+    return [(("runtime",), False, f"runtime {runtime!r} needs {wanted}")]
+
+
+def _dig(raw: Mapping[Any, Any], section: str, key: str) -> Any:
+    value = raw.get(section)
+    return value.get(key) if isinstance(value, dict) else None
+
+
+# --- CLI --------------------------------------------------------------------------------
+
+
+def cmd_validate(path: str) -> int:
+    """`ruler validate FILE`: a one-line summary and 0, or every problem on stderr and 2."""
+    try:
+        campaign = load_campaign(path)
+    except SpecError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 2
+    workload = campaign.workload
+    print(
+        f"OK: {campaign.name}: {len(campaign.windows)} windows in {len(campaign.sessions)} "
+        f"sessions, {len(workload.classes)} classes x concurrency {list(workload.concurrency)}, "
+        f"{workload.reps} reps"
+    )
+    return 0
