@@ -121,7 +121,7 @@ class AttachSpec(_Frozen):
 
 
 class Control(_Frozen):
-    model: Str
+    model: Str | None = None  # optional: an attached server, or a model named only in args
     artifacts: dict[Str, Str] = {}
     args: dict[Str, Arg] = {}
     env: dict[Str, EnvStr] = {}
@@ -166,7 +166,7 @@ class Sampling(_Frozen):
 class Workload(_Frozen):
     classes: Annotated[dict[Str, PromptClass], Field(min_length=1)]
     concurrency: Annotated[tuple[PosInt, ...], Field(min_length=1)]
-    reps: PosInt
+    reps: PosInt = 3  # the notes: three reps after the warm pass
     requests_per_rep: PosInt | None = None
     max_tokens: PosInt = 128
     sampling: Sampling = Sampling()
@@ -191,7 +191,7 @@ class Timeouts(_Frozen):
 class ServerConfig(_Frozen):
     """What one window actually boots: the control with the window's change applied."""
 
-    model: str
+    model: str | None
     artifacts: dict[str, str]
     args: dict[str, Arg]  # removed/false flags already dropped
     env: dict[str, str]

@@ -1,0 +1,99 @@
+"""The boot watcher: tails a server's log from its first byte, extracts boot facts, gates readiness.
+
+"Boot log or it did not happen": a window counts only when its server said so in the log and its
+health probe answers ready while the process or container is alive.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from engine.runtime.base import Server
+from engine.servers.base import BootFacts, Fact, Readiness, ServerAdapter
+
+TAIL_LINES = 200
+
+
+class LogPump(threading.Thread):
+    """Copies the server's output to ``boot.log`` and feeds boot facts until frozen."""
+
+    def __init__(self, server: Server, adapter: ServerAdapter, log_path: Path,
+                 on_fact: Callable[[Fact], None], scrub: Callable[[str], str] = lambda s: s) -> None:
+        super().__init__(daemon=True, name="log-pump")
+        self.server, self.adapter, self.log_path = server, adapter, log_path
+        self.on_fact, self.scrub = on_fact, scrub
+        self.facts = BootFacts()
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.lines_seen = 0
+        self._frozen = threading.Event()
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        with self.log_path.open("a", encoding="utf-8", buffering=1) as out:
+            for line in self.server.lines():
+                line = self.scrub(line)
+                out.write(line + "\n")
+                with self._lock:
+                    self.lines_seen += 1
+                    self.tail.append(line)
+                    new = [] if self._frozen.is_set() else self.facts.feed(self.adapter, line)
+                for fact in new:
+                    self.on_fact(fact)
+
+    def freeze(self) -> BootFacts:
+        """Stop collecting boot facts (later lines are per-request chatter); the log goes on."""
+        with self._lock:
+            self._frozen.set()
+            return self.facts
+
+    def tail_text(self, n: int = 60) -> str:
+        with self._lock:
+            return "\n".join(list(self.tail)[-n:])
+
+
+@dataclass
+class BootOutcome:
+    ready: bool
+    seconds: float
+    reason: str = ""
+    error_lines: list[str] = field(default_factory=list)
+
+
+def probe(client: httpx.Client, base_url: str, adapter: ServerAdapter) -> Readiness:
+    try:
+        r = client.get(base_url + adapter.health_path, timeout=5.0)
+    except httpx.TransportError:
+        return adapter.readiness(None, b"")
+    return adapter.readiness(r.status_code, r.content)
+
+
+def wait_ready(server: Server, adapter: ServerAdapter, pump: LogPump, timeout: float,
+               interval: float = 0.5, cancelled: Callable[[], bool] = lambda: False) -> BootOutcome:
+    started = time.monotonic()
+    with httpx.Client() as client:
+        while True:
+            elapsed = time.monotonic() - started
+            if cancelled():
+                return BootOutcome(False, elapsed, "boot cancelled by the operator")
+            if not server.alive():
+                pump.join(timeout=5)  # let the last lines (the error) land
+                code = server.exit_code()
+                return BootOutcome(False, elapsed, f"server exited during boot (exit code {code})",
+                                   list(pump.facts.errors))
+            state = probe(client, server.base_url, adapter)
+            if state is Readiness.READY:
+                return BootOutcome(True, elapsed)
+            if state is Readiness.DEAD:
+                return BootOutcome(False, elapsed, "health probe reports a dead engine",
+                                   list(pump.facts.errors))
+            if elapsed > timeout:
+                return BootOutcome(False, elapsed, f"not ready after {timeout:.0f} s (boot timeout)",
+                                   list(pump.facts.errors))
+            time.sleep(interval)

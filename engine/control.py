@@ -1,0 +1,119 @@
+"""The control socket: ``RUN_DIR/control.sock``, owner-only, JSON lines request/response.
+
+A request is ``{"cmd": "advance", "args": [...]}``; the reply is ``{"ok": true, "reply": "..."}`` or
+``{"ok": false, "error": "why not now"}``. Every accepted command is journaled with who and when.
+Garbage gets an error reply; the engine never stops for a bad client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import socketserver
+import struct
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SOCKET = "control.sock"
+MAX_LINE = 64 * 1024
+
+Handler = Callable[[str, list[str], dict[str, Any]], str]  # raises CommandRefused when it does not apply
+
+
+class CommandRefused(Exception):
+    """The command does not apply now; the message says why."""
+
+
+def peer(sock: socket.socket) -> dict[str, Any]:
+    """The connecting process's pid/uid/gid from the kernel (SO_PEERCRED), not from the client."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", creds)
+    return {"pid": pid, "uid": uid, "gid": gid}
+
+
+class _Conn(socketserver.StreamRequestHandler):
+    server: _Server
+
+    def handle(self) -> None:
+        who = peer(self.request)
+        if who["uid"] not in (os.getuid(), 0):
+            self._send({"ok": False, "error": "refused: not the engine's owner"})
+            return
+        while True:
+            raw = self.rfile.readline(MAX_LINE)
+            if not raw:
+                return
+            self._send(self.server.dispatch(raw, who))
+
+    def _send(self, obj: dict[str, Any]) -> None:
+        try:
+            self.wfile.write(json.dumps(obj).encode() + b"\n")
+            self.wfile.flush()
+        except OSError:
+            pass  # the client went away; nothing to tell it
+
+
+class _Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: str, handler: Handler) -> None:
+        self.handler = handler
+        old = os.umask(0o177)  # the socket is born 0600: no window where others may connect
+        try:
+            super().__init__(path, _Conn)
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+
+    def dispatch(self, raw: bytes, who: dict[str, Any]) -> dict[str, Any]:
+        try:
+            req = json.loads(raw)
+            if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
+                raise ValueError("expected a JSON object with a string 'cmd'")
+            args = req.get("args", [])
+            if not isinstance(args, list):
+                raise ValueError("'args' must be a list")
+        except ValueError as e:
+            return {"ok": False, "error": f"bad request: {e}"}
+        try:
+            return {"ok": True, "reply": self.handler(req["cmd"], [str(a) for a in args], who)}
+        except CommandRefused as e:
+            return {"ok": False, "error": str(e)}
+        except Exception as e:  # noqa: BLE001 - a handler bug must not kill the engine
+            return {"ok": False, "error": f"internal error: {type(e).__name__}: {e}"}
+
+
+class ControlServer:
+    """Serves the socket on a daemon thread until closed."""
+
+    def __init__(self, run_dir: Path, handler: Handler) -> None:
+        self.path = run_dir / SOCKET
+        self.path.unlink(missing_ok=True)  # a dead engine's socket; the run lock guards liveness
+        self._server = _Server(str(self.path), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
+                                        name="control-socket")
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self.path.unlink(missing_ok=True)
+
+
+def send(run_dir: Path, cmd: str, args: list[str] | None = None,
+         timeout: float = 10.0) -> dict[str, Any]:
+    """One command, one reply. Raises OSError when no engine listens."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(Path(run_dir) / SOCKET))
+        s.sendall(json.dumps({"cmd": cmd, "args": args or []}).encode() + b"\n")
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    return dict(json.loads(buf)) if buf else {"ok": False, "error": "engine closed the connection"}

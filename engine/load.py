@@ -1,0 +1,167 @@
+"""The load generator: C workers streaming OpenAI chat completions, one record per request.
+
+It watches itself too: event-loop lag and the client's CPU time per pass, so a rep where the
+client, not the server, may be the bottleneck is flagged rather than believed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from httpx_sse import aconnect_sse
+
+from engine.servers.base import ServerAdapter
+
+LAG_TICK = 0.005  # the lag monitor's sleep; lag = how late it wakes
+CLIENT_BOUND_LAG_MS = 20.0
+CLIENT_BOUND_CPU = 0.8  # client CPU seconds per wall second on its one thread
+
+
+@dataclass
+class PassResult:
+    records: list[dict[str, Any]]
+    lag_p99_ms: float
+    client_cpu_s: float
+    wall_s: float
+    achieved_concurrency: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def client_bound(self) -> bool:
+        return (self.lag_p99_ms > CLIENT_BOUND_LAG_MS
+                or self.client_cpu_s > CLIENT_BOUND_CPU * max(self.wall_s, 1e-9))
+
+    def summary(self) -> dict[str, Any]:
+        return {"lag_p99_ms": round(self.lag_p99_ms, 3), "client_cpu_s": round(self.client_cpu_s, 4),
+                "wall_s": round(self.wall_s, 4), "client_bound": self.client_bound,
+                "achieved_concurrency": round(self.achieved_concurrency, 3), **self.extra}
+
+
+def request_body(prompt: str, max_tokens: int, sampling: dict[str, Any],
+                 knobs: dict[str, Any]) -> dict[str, Any]:
+    """Sampling is always explicit (server defaults come from the model otherwise); knobs verbatim."""
+    return {
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **sampling,
+        **knobs,
+    }
+
+
+async def _one(client: httpx.AsyncClient, url: str, body: dict[str, Any], adapter: ServerAdapter,
+               record: dict[str, Any]) -> None:
+    record["start"] = time.monotonic()
+    last = record["start"]
+    gaps: list[float] = []
+    text_len = 0
+    try:
+        async with aconnect_sse(client, "POST", url, json=body) as events:
+            if events.response.status_code != 200:
+                await events.response.aread()
+                record["error"] = f"HTTP {events.response.status_code}: {events.response.text[:300]}"
+                return
+            async for sse in events.aiter_sse():
+                now = time.monotonic()
+                if sse.data == "[DONE]":
+                    break
+                try:
+                    chunk = json.loads(sse.data)
+                except ValueError:
+                    record["error"] = f"malformed stream chunk: {sse.data[:200]!r}"
+                    return
+                if "error" in chunk:
+                    record["error"] = f"stream error: {json.dumps(chunk['error'])[:300]}"
+                    return
+                record["chunks"] += 1
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    piece = (delta.get("content") or "") + (delta.get("reasoning_content") or "")
+                    if piece:
+                        text_len += len(piece)
+                        if record["first_token"] is None:
+                            record["first_token"] = now
+                        else:
+                            gaps.append(now - last)
+                        last = now
+                    if choice.get("finish_reason"):
+                        record["finish_reason"] = choice["finish_reason"]
+                usage = chunk.get("usage")
+                if usage:
+                    record["completion_tokens"] = usage.get("completion_tokens")
+                    record["prompt_tokens"] = usage.get("prompt_tokens")
+                acc = adapter.request_acceptance(chunk)
+                if acc:
+                    record["acceptance"] = acc
+    except (TimeoutError, httpx.HTTPError) as e:
+        record["error"] = f"{type(e).__name__}: {e}"[:300]
+    finally:
+        record["end"] = time.monotonic()
+        record["text_chars"] = text_len
+        record["gaps_ms"] = [round(g * 1000, 2) for g in gaps]
+        if record.get("completion_tokens") is None and not record.get("error"):
+            record["error"] = "no usage in the stream: completion tokens unknown"
+
+
+async def _lag_monitor(samples: list[float], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        t = time.monotonic()
+        await asyncio.sleep(LAG_TICK)
+        samples.append(time.monotonic() - t - LAG_TICK)
+
+
+async def run_pass(base_url: str, adapter: ServerAdapter, prompts: Sequence[str], concurrency: int,
+                   n_requests: int, max_tokens: int, sampling: dict[str, Any],
+                   knobs: dict[str, Any], timeout: float) -> PassResult:
+    """n_requests requests over exactly ``concurrency`` workers; every rep sends the same prompts."""
+    url = base_url + adapter.chat_path
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(n_requests):
+        queue.put_nowait(i)
+    records: list[dict[str, Any]] = []
+    limits = httpx.Limits(max_connections=concurrency + 2, max_keepalive_connections=concurrency)
+    lag: list[float] = []
+    stop = asyncio.Event()
+    in_flight = [0, 0.0]  # current, integral of in-flight over time
+
+    async def worker(w: int, client: httpx.AsyncClient) -> None:
+        while True:
+            try:
+                i = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            rec: dict[str, Any] = {"worker": w, "index": i, "prompt_index": i % len(prompts),
+                                   "first_token": None, "completion_tokens": None, "chunks": 0,
+                                   "error": None}
+            records.append(rec)
+            body = request_body(prompts[i % len(prompts)], max_tokens, sampling, knobs)
+            in_flight[0] += 1
+            await _one(client, url, body, adapter, rec)
+            in_flight[0] -= 1
+
+    async def sampler() -> None:
+        while not stop.is_set():
+            await asyncio.sleep(0.05)
+            in_flight[1] += in_flight[0] * 0.05
+
+    cpu0, t0 = time.thread_time(), time.monotonic()
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0),
+                                 limits=limits) as client:
+        mon = asyncio.create_task(_lag_monitor(lag, stop))
+        samp = asyncio.create_task(sampler())
+        await asyncio.gather(*(worker(w, client) for w in range(concurrency)))
+        stop.set()
+        await asyncio.gather(mon, samp)
+    wall = time.monotonic() - t0
+    lag_ms = sorted(x * 1000 for x in lag) or [0.0]
+    p99 = lag_ms[min(len(lag_ms) - 1, int(0.99 * len(lag_ms)))]
+    records.sort(key=lambda r: r["index"])
+    return PassResult(records, p99, time.thread_time() - cpu0, wall,
+                      in_flight[1] / wall if wall > 0 else 0.0)

@@ -1,0 +1,103 @@
+"""The run directory and its fixed file names.
+
+results/<YYYY-MM-DD>-<campaign>[-N]/
+  campaign.yaml  env.json  journal.jsonl  throughput.csv
+  windows/<session>-<window>/boot.log boot-facts.json boot-excerpt.txt rejection.txt reps/...
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from engine import __version__
+
+CAMPAIGN = "campaign.yaml"
+ENV = "env.json"
+JOURNAL = "journal.jsonl"
+THROUGHPUT = "throughput.csv"
+
+
+def new_run_dir(results_root: Path, campaign: str, today: dt.date | None = None) -> Path:
+    """Claim ``<date>-<campaign>``, or the first free ``-2``, ``-3``...; mkdir makes it atomic."""
+    results_root.mkdir(parents=True, exist_ok=True)
+    stem = f"{(today or dt.date.today()).isoformat()}-{campaign}"
+    n = 1
+    while True:
+        path = results_root / (stem if n == 1 else f"{stem}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
+
+
+def window_dir(run_dir: Path, session: str, window: str) -> Path:
+    d = run_dir / "windows" / f"{session}-{window}"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Readers (the console, a crash) see the old file or the new one, never half of one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def _nvidia_smi() -> str | None:
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"nvidia-smi failed: {e}"
+    return out.stdout or out.stderr
+
+
+def _docker_facts(images: list[str]) -> dict[str, Any]:
+    try:
+        from engine.runtime import docker as rd
+
+        dc = rd.client()
+        facts: dict[str, Any] = {"server_version": dc.version().get("Version"), "images": {}}
+    except Exception as e:  # noqa: BLE001 - no daemon is a fact worth recording, not an error
+        return {"server_version": None, "note": f"no Docker daemon ({type(e).__name__})"}
+    for name in images:
+        try:
+            img = dc.images.get(name)
+            facts["images"][name] = {"id": img.id, "digests": img.attrs.get("RepoDigests", [])}
+        except Exception as e:  # noqa: BLE001
+            facts["images"][name] = {"error": f"{type(e).__name__}: {e}"}
+    return facts
+
+
+def env_facts(runtime: str, images: list[str], extra: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "ruler_version": __version__,
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "runtime": runtime,
+        "host": {
+            "node": platform.node(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+        "docker": _docker_facts(images) if runtime == "docker" else None,
+        "nvidia_smi": _nvidia_smi(),
+        **extra,
+    }

@@ -1,0 +1,310 @@
+"""The campaign state machine: session -> window (control first) -> boot -> measure -> stop.
+
+Every step is a journal event; files under the run directory are receipts written beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine import results
+from engine.boot import BootOutcome, LogPump, wait_ready
+from engine.journal import Event, Journal
+from engine.runtime import attach as rt_attach
+from engine.runtime.base import LaunchError, LaunchPlan, Server, free_port
+from engine.servers import get_adapter
+from engine.servers.base import BootFacts, Fact, ServerAdapter
+from engine.spec import Campaign, ServerConfig, expand, render_args
+from engine.state import RunState, apply
+from engine.stats import LeakPolicy
+
+CONTROL = "control"
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY", re.I)
+
+
+class EngineError(RuntimeError):
+    """Ruler itself failed (not the server under test): exit code 1."""
+
+
+@dataclass
+class Controls:
+    """Operator requests, set from signal handlers or the control socket, read between steps."""
+
+    abort: threading.Event = field(default_factory=threading.Event)
+    advance: threading.Event = field(default_factory=threading.Event)
+    rewarm: threading.Event = field(default_factory=threading.Event)
+    paused: threading.Event = field(default_factory=threading.Event)
+    reruns: list[str] = field(default_factory=list)  # row keys queued by the operator
+
+    def stopping(self) -> bool:
+        return self.abort.is_set() or self.advance.is_set()
+
+    def wait_if_paused(self) -> None:
+        while self.paused.is_set() and not self.abort.is_set():
+            self.abort.wait(0.2)
+
+
+@dataclass
+class WindowContext:
+    """What a measurement phase needs about the window it runs in."""
+
+    session: str
+    window: str
+    dir: Path
+    server: Server
+    adapter: ServerAdapter
+    config: ServerConfig
+    facts: BootFacts
+
+
+Phase = Callable[["Runner", WindowContext], None]
+
+
+class Redactor:
+    """Secret values never reach a file: every recorded line passes through here."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        self.secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for s in self.secrets:
+            text = text.replace(s, "<redacted>")
+        return text
+
+
+def resolve_runtime(campaign: Campaign, requested: str | None) -> str:
+    runtime = requested or campaign.runtime
+    if runtime != "auto":
+        return runtime
+    if campaign.docker and campaign.docker.image:
+        from engine.runtime import docker as rd
+
+        if rd.daemon_answers():
+            return "docker"
+    if campaign.process and campaign.process.command:
+        return "process"
+    raise EngineError("runtime auto: no Docker daemon answers and the campaign has no process.command")
+
+
+class Runner:
+    def __init__(self, campaign: Campaign, run_dir: Path, runtime: str,
+                 variables: dict[str, str], printer: Callable[[Event], None] | None = None,
+                 phases: list[Phase] | None = None, controls: Controls | None = None) -> None:
+        self.campaign, self.run_dir, self.runtime = campaign, run_dir, runtime
+        self.variables = variables
+        self.printer = printer
+        self.phases = phases or []
+        self.controls = controls or Controls()
+        self.adapter = get_adapter(campaign.server)
+        self.journal = Journal(run_dir / results.JOURNAL)
+        self.run_id = run_dir.name
+        self.secret_env = {k: os.environ[k] for k in campaign.pass_env if k in os.environ}
+        inline = [v for c in self._configs() for k, v in c.env.items()
+                  if v is not None and SECRET_NAME.search(k)]
+        self.redact = Redactor([*self.secret_env.values(), *map(str, inline)])
+        self.control_facts: dict[str, BootFacts] = {}
+        self.state = RunState()
+        leak = campaign.leak
+        self.leak_policy = LeakPolicy(leak.min_concurrency, leak.spread, leak.max_reruns)
+
+    # ------------------------------------------------------------ plumbing
+
+    def emit(self, kind: str, **data: Any) -> Event:
+        event = self.journal.append(kind, **data)
+        apply(self.state, event)
+        if kind == "row_done":
+            from engine.measure import write_throughput
+
+            write_throughput(self.run_dir, [r.row for r in self.state.rows.values() if r.row])
+        if self.printer:
+            self.printer(event)
+        return event
+
+    def _configs(self) -> list[ServerConfig]:
+        return [self.campaign.config_for(CONTROL)] + [
+            self.campaign.config_for(w.name) for w in self.campaign.windows]
+
+    def _vars(self, config: ServerConfig) -> dict[str, str]:
+        v = dict(os.environ) | self.variables
+        model = expand(config.model, v) if config.model else ""
+        v["model"] = model
+        for name, path in config.artifacts.items():
+            v[f"artifacts.{name}"] = expand(str(path), v)
+        return v
+
+    def images(self) -> list[str]:
+        out: list[str] = []
+        for c in self._configs():
+            if c.image:
+                img = expand(c.image, dict(os.environ) | self.variables)
+                if img not in out:
+                    out.append(img)
+        return out
+
+    def plan(self, session: str, window: str, config: ServerConfig) -> LaunchPlan:
+        v = self._vars(config)
+        args = render_args(config.args, v)
+        env = {k: expand(str(val), v) for k, val in config.env.items() if val is not None}
+        secret = {k: val for k, val in env.items() if SECRET_NAME.search(k)}
+        env = {k: val for k, val in env.items() if k not in secret}
+        port = self.campaign.host_port or free_port()
+        name = f"ruler-{self.campaign.name}-{session}-{window}"
+        labels = {"ruler.campaign": self.campaign.name, "ruler.run": self.run_id,
+                  "ruler.window": f"{session}-{window}"}
+        mounts = sorted({str(Path(p).parent) for p in [v["model"]] + [
+            v[f"artifacts.{a}"] for a in config.artifacts] if p and os.path.isabs(p)})
+        if self.runtime == "docker":
+            d = self.campaign.docker
+            assert d is not None
+            cport = d.container_port or self.adapter.default_container_port
+            command = [expand(c, v) for c in (config.command or d.command or ())]
+            argv = command + args + self.adapter.log_args() + self.adapter.listen_args("0.0.0.0", cport)
+            return LaunchPlan(name, argv, env, {**self.secret_env, **secret}, port, cport,
+                              image=expand(config.image or d.image or "", v), mounts=mounts,
+                              labels=labels, gpus=d.gpus, shm_size=d.shm_size, ipc=d.ipc,
+                              volumes=[expand(x, v) for x in d.volumes], keep=d.keep)
+        if self.runtime == "attach":
+            return LaunchPlan(name, [], env, {}, 0, labels=labels)
+        command = [expand(c, v) for c in (config.command or self.campaign.process.command or ())]
+        argv = command + args + self.adapter.log_args() + self.adapter.listen_args("127.0.0.1", port)
+        return LaunchPlan(name, argv, env, {**self.secret_env, **secret}, port, labels=labels)
+
+    def _start(self, plan: LaunchPlan) -> Server:
+        if self.runtime == "docker":
+            from engine.runtime import docker as rd
+
+            return rd.start(plan)
+        if self.runtime == "attach":
+            assert self.campaign.attach is not None
+            return rt_attach.AttachedServer(self.campaign.attach.url)
+        from engine.runtime import process as rp
+
+        return rp.start(plan)
+
+    # ------------------------------------------------------------ the campaign
+
+    def run(self) -> str:
+        c = self.campaign
+        self.emit("run_started", campaign=c.name, run=self.run_id, runtime=self.runtime,
+                  server=c.server, pid=os.getpid(),
+                  sessions={s: c.windows_in(s) for s in c.sessions},
+                  axes={w.name: w.axis for w in c.windows})
+        status = "finished"
+        try:
+            for session in c.sessions:
+                if self.controls.abort.is_set():
+                    break
+                self.emit("session_started", session=session)
+                self.control_facts.pop(session, None)
+                for window in c.windows_in(session):
+                    if self.controls.abort.is_set():
+                        break
+                    self.run_window(session, window)
+            if self.controls.abort.is_set():
+                status = "aborted"
+        except Exception as e:
+            self.emit("engine_error", error=f"{type(e).__name__}: {e}")
+            self.emit("run_finished", status="error")
+            self.journal.close()
+            raise
+        self.emit("run_finished", status=status)
+        self.journal.close()
+        return status
+
+    def run_window(self, session: str, window: str) -> None:
+        config = self.campaign.config_for(window)
+        wdir = results.window_dir(self.run_dir, session, window)
+        axis = "control" if window == CONTROL else self.campaign.window(window).axis
+        try:
+            plan = self.plan(session, window, config)
+        except KeyError as e:
+            self._reject(session, window, wdir, f"unresolved variable {e}", [])
+            return
+        self.emit("window_started", session=session, window=window, axis=axis,
+                  runtime=self.runtime, plan=plan.describe(),
+                  log=str((wdir / "boot.log").relative_to(self.run_dir)))
+        try:
+            server = self._start(plan)
+        except LaunchError as e:
+            self._reject(session, window, wdir, str(e), [])
+            return
+        self.emit("server_started", session=session, window=window, **server.identity)
+        pump = LogPump(server, self.adapter, wdir / "boot.log", self._on_fact(session, window),
+                       self.redact)
+        pump.start()
+        try:
+            self._boot_and_measure(session, window, wdir, server, pump, config)
+        finally:
+            server.stop()
+            pump.join(timeout=10)
+            self.emit("server_stopped", session=session, window=window,
+                      exit_code=server.exit_code(), kept=plan.keep)
+
+    def _on_fact(self, session: str, window: str) -> Callable[[Fact], None]:
+        def on_fact(fact: Fact) -> None:
+            self.emit("boot_fact", session=session, window=window, key=fact.key, value=fact.value)
+        return on_fact
+
+    def _boot_and_measure(self, session: str, window: str, wdir: Path, server: Server,
+                          pump: LogPump, config: ServerConfig) -> None:
+        boot = wait_ready(server, self.adapter, pump, self.campaign.timeouts.boot,
+                          cancelled=self.controls.abort.is_set)
+        if not boot.ready:
+            self._reject(session, window, wdir, boot.reason, boot.error_lines, pump, boot)
+            return
+        facts = pump.freeze()
+        self._record_boot(session, window, wdir, facts, boot)
+        ctx = WindowContext(session, window, wdir, server, self.adapter, config, facts)
+        from engine.measure import WindowFailed
+
+        try:
+            for phase in self.phases:
+                if self.controls.abort.is_set() or self.controls.advance.is_set():
+                    break
+                phase(self, ctx)
+        except WindowFailed as e:
+            pump.join(timeout=5)
+            results.write_atomic(wdir / "failure.txt", self.redact(
+                f"reason: {e}\n\nlast lines of the log:\n{pump.tail_text()}\n"))
+            self.emit("window_finished", session=session, window=window, status="failed",
+                      reason=str(e))
+            return
+        self.controls.advance.clear()
+        status = "aborted" if self.controls.abort.is_set() else "done"
+        self.emit("window_finished", session=session, window=window, status=status)
+
+    def _record_boot(self, session: str, window: str, wdir: Path, facts: BootFacts,
+                     boot: BootOutcome) -> None:
+        data: dict[str, Any] = {"session": session, "window": window,
+                                "boot_seconds": round(boot.seconds, 2), **facts.as_json()}
+        if self.runtime == "attach":
+            data["note"] = "attach runtime: no lifecycle and no boot log, so no boot facts"
+        if window == CONTROL:
+            self.control_facts[session] = facts
+        elif session in self.control_facts:
+            data["diff_vs_control"] = facts.diff(self.control_facts[session])
+        results.write_json(wdir / "boot-facts.json", data)
+        excerpt = [f.line for f in facts.facts.values()] + facts.warnings + facts.errors
+        results.write_atomic(wdir / "boot-excerpt.txt", "\n".join(dict.fromkeys(excerpt)) + "\n")
+        self.emit("window_ready", session=session, window=window, boot_s=round(boot.seconds, 2),
+                  facts={k: f.value for k, f in facts.facts.items()},
+                  diff=data.get("diff_vs_control"))
+
+    def _reject(self, session: str, window: str, wdir: Path, reason: str, errors: list[str],
+                pump: LogPump | None = None, boot: BootOutcome | None = None) -> None:
+        tail = pump.tail_text() if pump else ""
+        text = f"reason: {reason}\n\nerror lines (verbatim):\n" + "\n".join(errors or ["(none)"])
+        if tail:
+            text += f"\n\nlast lines of the log:\n{tail}"
+        results.write_atomic(wdir / "rejection.txt", self.redact(text) + "\n")
+        if pump:
+            results.write_json(wdir / "boot-facts.json", {
+                "session": session, "window": window, "rejected": True, **pump.facts.as_json()})
+        self.emit("window_rejected", session=session, window=window, reason=reason,
+                  errors=[self.redact(e) for e in errors[:20]])

@@ -1,0 +1,144 @@
+"""A server in a fresh Docker container per window, through the docker SDK.
+
+Ruler only ever touches containers that carry its labels: a name clash with a foreign container is
+an error, never a removal.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import docker
+import docker.errors
+from docker.types import DeviceRequest
+
+from engine.runtime.base import LaunchError, LaunchPlan
+
+LABEL_CAMPAIGN = "ruler.campaign"
+LABEL_RUN = "ruler.run"
+LABEL_WINDOW = "ruler.window"
+
+
+def client() -> docker.DockerClient:
+    return docker.from_env(timeout=60)
+
+
+def daemon_answers() -> bool:
+    try:
+        client().ping()
+        return True
+    except Exception:  # noqa: BLE001 - any failure means no usable daemon
+        return False
+
+
+def _is_ours(container: Any) -> bool:
+    return LABEL_CAMPAIGN in (container.labels or {})
+
+
+def _device_requests(gpus: str | int | list[str] | None) -> list[DeviceRequest]:
+    if gpus is None:
+        return []
+    if gpus == "all":
+        return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    if isinstance(gpus, int):
+        return [DeviceRequest(count=gpus, capabilities=[["gpu"]])]
+    return [DeviceRequest(device_ids=[str(g) for g in gpus], capabilities=[["gpu"]])]
+
+
+def _clear_name(dc: docker.DockerClient, name: str) -> None:
+    """A kept container of an earlier run holds the name: rename it aside, keeping it."""
+    try:
+        old = dc.containers.get(name)
+    except docker.errors.NotFound:
+        return
+    if not _is_ours(old):
+        raise LaunchError(f"a container named {name} exists without ruler's labels; "
+                            "ruler will not touch it: rename or remove it yourself")
+    if old.status == "running":
+        old.stop(timeout=10)
+    run = old.labels.get(LABEL_RUN, old.short_id)
+    old.rename(f"{name}--{run}")
+
+
+class DockerServer:
+    def __init__(self, plan: LaunchPlan, dc: docker.DockerClient | None = None) -> None:
+        self._dc = dc or client()
+        self._plan = plan
+        _clear_name(self._dc, plan.name)
+        volumes: dict[str, dict[str, str]] = {p: {"bind": p, "mode": "ro"} for p in plan.mounts}
+        for spec in plan.volumes:
+            host, _, rest = spec.partition(":")
+            bind, _, mode = rest.partition(":")
+            volumes[host] = {"bind": bind or host, "mode": mode or "rw"}
+        try:
+            self._c = self._dc.containers.create(
+                plan.image,
+                command=plan.argv or None,
+                name=plan.name,
+                labels=plan.labels,
+                environment={**plan.env, **plan.secret_env, "RULER_CONTAINER": plan.name},
+                ports={f"{plan.container_port}/tcp": ("127.0.0.1", plan.host_port)},
+                volumes=volumes,
+                device_requests=_device_requests(plan.gpus),
+                shm_size=plan.shm_size,
+                ipc_mode=plan.ipc,
+                detach=True,
+            )
+            self._c.start()
+        except docker.errors.ImageNotFound as e:
+            raise LaunchError(f"image {plan.image} not found: {e.explanation}") from e
+        except docker.errors.APIError as e:
+            raise LaunchError(f"docker could not start {plan.name}: {e.explanation}") from e
+        self.base_url = f"http://127.0.0.1:{plan.host_port}"
+        self.identity: dict[str, object] = {
+            "runtime": "docker", "name": plan.name, "id": self._c.id,
+            "image": plan.image, "image_id": self._c.image.id,
+        }
+        self._stopped = threading.Event()
+
+    def lines(self) -> Iterator[str]:
+        # The json-file log holds everything since start, so following from here loses nothing.
+        buf = b""
+        for chunk in self._c.logs(stream=True, follow=True, stdout=True, stderr=True):
+            buf += chunk
+            *complete, buf = buf.split(b"\n")
+            for raw in complete:
+                yield raw.decode("utf-8", "replace").rstrip("\r")
+        if buf:
+            yield buf.decode("utf-8", "replace")
+
+    def _state(self) -> dict[str, Any]:
+        try:
+            self._c.reload()
+        except docker.errors.NotFound:
+            return {"Status": "removed", "ExitCode": None}
+        return dict(self._c.attrs.get("State", {}))
+
+    def alive(self) -> bool:
+        return self._state().get("Status") in ("created", "running", "restarting")
+
+    def exit_code(self) -> int | None:
+        state = self._state()
+        return None if state.get("Status") in ("created", "running") else state.get("ExitCode")
+
+    def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        try:
+            self._c.stop(timeout=10)
+            if not self._plan.keep:
+                self._c.remove()
+        except docker.errors.NotFound:
+            pass
+
+
+def start(plan: LaunchPlan) -> DockerServer:
+    return DockerServer(plan)
+
+
+def containers_of_run(run_id: str) -> list[Any]:
+    """Every container carrying this run's label, running or not (resume finds the dead engine's)."""
+    return list(client().containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}))

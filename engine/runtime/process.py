@@ -1,0 +1,55 @@
+"""A server as a local subprocess in its own process group; the group ends with the window."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+
+from engine.runtime.base import LaunchError, LaunchPlan
+
+
+class ProcessServer:
+    def __init__(self, plan: LaunchPlan) -> None:
+        env = {**os.environ, **plan.env, **plan.secret_env, "RULER_CONTAINER": plan.name}
+        # A new session: a hangup of ruler's terminal does not reach it, and killpg takes it all.
+        try:
+            self._proc = subprocess.Popen(
+                plan.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+            )
+        except OSError as e:
+            raise LaunchError(f"could not start {plan.argv[0]}: {e}") from e
+        self.base_url = f"http://127.0.0.1:{plan.host_port}"
+        self.identity: dict[str, object] = {"runtime": "process", "pid": self._proc.pid,
+                                            "name": plan.name}
+
+    def lines(self) -> Iterator[str]:
+        assert self._proc.stdout is not None
+        for raw in self._proc.stdout:
+            yield raw.decode("utf-8", "replace").rstrip("\r\n")
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def exit_code(self) -> int | None:
+        return self._proc.poll()
+
+    def stop(self, grace: float = 10.0) -> None:
+        if self._proc.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(self._proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self._proc.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def start(plan: LaunchPlan) -> ProcessServer:
+    return ProcessServer(plan)

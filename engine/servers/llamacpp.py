@@ -1,0 +1,558 @@
+"""llama.cpp (``llama-server``) adapter: command line, readiness, and boot facts from its log.
+
+Formats were checked against the llama.cpp source vendored in llama-cpp-python 0.3.36
+(``src/llama-kv-cache.cpp``, ``src/llama-model.cpp``, ``src/llama-model-loader.cpp``,
+``src/llama-context.cpp``, ``tools/server/server*.cpp``, ``common/arg.cpp``,
+``common/speculative.cpp``, ``common/log.cpp``) and against real logs recorded from that build
+(``tests/fixtures/logs/``, where the README says how each was made). Older wordings we accept
+are marked "older"; they come from public logs of older builds.
+
+Log shape
+---------
+``common_init()`` turns on a timestamp and a level letter, so a line reads
+``0.00.423.206 I llama_kv_cache: size = ...``. The prefix (and any ANSI colour) is stripped
+before matching, while facts keep the verbatim line. The letter, when present, decides
+error/warning: ``E`` is an error, ``W`` a warning, ``I``/``D`` neither. Bare lines (argument
+errors printed with ``fprintf`` before logging starts, the continuation lines of multi-line
+messages, logs of builds without the prefix) are classified by wording.
+
+This build maps libllama's INFO messages to *trace* verbosity (4) while the default threshold
+is 3: without ``-lv 4`` the KV-cache, buffer, ``print_info`` and ``llama_context`` lines are
+not printed at all. :meth:`LlamaCppAdapter.log_args` returns ``["-lv", "4"]``.
+
+Fact keys (examples are real lines from the fixtures, prefix dropped)
+--------------------------------------------------------------------
+Model-level keys (``model.*``, ``weights.*``, ``kv.*``, ``ctx.*``, ``compute.*``,
+``output.*``) get the prefix ``draft.`` once the log says the draft model is loading
+(``common_speculative_init_result: loading draft model '/tmp/models/q2k.gguf'``; older
+``srv load_model: loading draft model '...'``; MTP: ``creating MTP draft context ...``). The
+drafter is loaded after the target, in the same log, and prints the same wording.
+
+KV cache, ``llama_kv_cache: size =   45.00 MiB (  1024 cells,  30 layers,  2/2 seqs),
+K (f16):   22.50 MiB, V (f16):   22.50 MiB`` (older prefix ``llama_kv_cache_unified:``, older
+``1 seqs`` and ``1/ 1 seqs``; 2024 ``llama_new_context_with_model: KV self size  = ...``):
+``kv.size_mib``, ``kv.cells``, ``kv.layers``, ``kv.seqs``, ``kv.streams``, ``kv.tokens``,
+``kv.k_type``, ``kv.k_mib``, ``kv.v_type``, ``kv.v_mib``. ``cells`` is per stream: without a
+unified cache each sequence has its own stream (``-c 2048 -np 2`` prints ``1024 cells, 2/2
+seqs``), so the tokens the cache holds are ``kv.tokens`` = cells x streams.
+``kv.<BUF>_mib`` from ``llama_kv_cache:        CPU KV buffer size =    45.00 MiB``.
+Sliding-window models build two caches (``llama_kv_cache_iswa: creating     SWA KV cache, size
+= 768 cells``): the SWA cache's facts are ``kv.swa.*`` (indexer caches ``kv.indexer.*``), and
+``kv.base_cells`` is the non-SWA size announced.
+
+Weights: ``weights.<BUF>_mib`` from ``load_tensors:   CPU_Mapped model buffer size =    92.10
+MiB`` (also ``CPU_REPACK``, ``CUDA0``...; older ``llm_load_tensors: CPU buffer size = ...``);
+``weights.offloaded_layers`` / ``weights.offloadable_layers`` from ``load_tensors: offloaded
+25/25 layers to GPU`` (CPU builds print no such line).
+
+Model metadata, ``print_info: file type   = Q4_1`` (older ``llm_load_print_meta:``):
+``model.file_format``, ``model.file_type``, ``model.file_size_mib`` and ``model.bpw`` (from
+``file size   = 92.10 MiB (5.74 BPW)``, GiB converted), ``model.arch``, ``model.n_ctx_train``,
+``model.n_embd``, ``model.n_layer``, ``model.n_head``, ``model.n_head_kv``, ``model.n_ff``,
+``model.n_expert``, ``model.n_expert_used``, ``model.type`` (``256M``), ``model.params``
+(string as printed, ``134.52 M``), ``model.name``, ``model.vocab_type``, ``model.n_vocab``;
+from ``llama_model_loader: loaded meta data with 33 key-value pairs and 272 tensors from
+/tmp/models/... (version GGUF V3 (latest))``: ``model.n_kv``, ``model.n_tensors``,
+``model.path``.
+
+Context, ``llama_context: n_ctx                 = 2048``: ``ctx.n_ctx``, ``ctx.n_ctx_seq``
+(older ``n_ctx_per_seq``), ``ctx.n_seq_max``, ``ctx.n_batch``, ``ctx.n_ubatch``,
+``ctx.causal_attn``, ``ctx.flash_attn`` (requested: ``auto``), ``ctx.kv_unified`` (bool);
+``ctx.flash_attn_resolved`` from ``resolve_fused_ops: Flash Attention enabled``;
+``compute.<BUF>_mib`` from ``sched_reserve:        CPU compute buffer size =    14.51 MiB``
+(older prefix ``llama_context:``) and ``output.<BUF>_mib`` from ``llama_context:        CPU
+output buffer size =     0.38 MiB``.
+
+Server (never prefixed):
+``server.model`` from ``srv    load_model: loading model '/tmp/models/...'``;
+``slots.n``, ``slots.n_ctx_slot``, ``slots.kv_unified`` from ``srv    load_model:
+initializing, n_slots = 2, n_ctx_slot = 1024, kv_unified = 'false'`` (older ``initializing
+slots, n_slots = 1``); ``slots.n_ctx`` from ``slot   load_model: id  0 | task -1 | new slot,
+n_ctx = 1024`` (older ``new slot n_ctx_slot = N``);
+``chat.example_start`` (first line of ``srv          init: init: chat template,
+example_format: '<|im_start|>system``), ``chat.thinking`` (``chat template, thinking = 0``,
+older ``Enable thinking? 0``), ``chat.template`` (older ``main: chat template,
+chat_template: ...``);
+``ready`` = True from ``srv  llama_server: model loaded`` (older ``main: model loaded``) and
+from ``srv  llama_server: listening on http://127.0.0.1:18080`` (older ``main: server is
+listening on http://... - starting the main loop``), which also gives ``server.url``;
+``exit.reason`` from ``srv  llama_server: exiting due to model loading error`` (-> ``model
+loading error``) and from argument errors, ``error: invalid argument: --foo`` (-> ``invalid
+argument: --foo``) or ``error while handling argument "--spec-type": unknown speculative type:
+nonsense``, which also give ``exit.bad_arg``.
+
+Speculative decoding (``spec.*``, never prefixed): ``spec.draft_model`` (path);
+``spec.enabled`` (False on ``no implementations specified for speculative decoding``);
+``spec.impl.<type>`` = True from ``spec common_specu: adding speculative implementation
+'draft-simple'``; ``spec.n_max``, ``spec.n_min``, ``spec.p_min`` from ``- n_max=7, n_min=0,
+p_min=0.000000``; ``spec.draft_gpu_layers``, ``spec.draft_cache_k``, ... from ``- gpu_layers=-1,
+cache_k=f16, ...``; ``spec.ctx_initialized`` from ``speculative decoding context initialized``.
+Per request (last request wins): ``spec.accept_rate``, ``spec.accepted``, ``spec.generated``,
+``spec.mean_len`` from ``slot print_timing: id  1 | task 0 | draft acceptance = 0.53846 (   49
+accepted /    91 generated), mean len =  4.77`` (older ``draft acceptance rate = ...`` without
+mean len); ``spec.acc_per_pos`` (string) from ``acc per pos = (0.769, ...)``;
+``timing.prompt_ms``/``_tokens``/``_tps`` and ``timing.eval_ms``/``_tokens``/``_tps`` from the
+``prompt eval time`` / ``eval time`` lines of ``print_timing``. Lifetime counters (cumulative
+over the server's life, not per request): ``spec.lifetime.<impl>.gen_drafts``, ``.acc_drafts``,
+``.gen_tokens``, ``.acc_tokens`` from ``statistics     draft-simple: #calls(b,g,a) = ...``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from engine.servers.base import Fact, FactValue, Readiness, ServerAdapter, parse_number
+
+_Add = Callable[[str, FactValue], None]  # parse_line's collector: add(key, value)
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+# "M.SS.mmm.uuu L " from common_log when prefix/timestamps are on (the default since
+# common_init()); a build with --no-log-timestamps keeps only the level letter.
+_PREFIX_RE = re.compile(r"^(?:\d+\.\d{2}\.\d{3}\.\d{3} +)?(?:(?P<level>[IWED]) )?")
+
+_NUM = r"[-+]?\d+(?:\.\d+)?"
+
+# Keys that describe one loaded model (target or drafter) and so take the scope prefix.
+_MODEL_LEVEL = ("model.", "weights.", "kv.", "ctx.", "compute.", "output.")
+
+_DRAFT_SCOPE = "draft."
+# kv sub-sections (SWA / indexer caches) ride in the scope after this separator, because the
+# adapter is stateless and the scope string is the only state BootFacts hands back.
+_KV_SEP = "|"
+
+
+def _split_prefix(line: str) -> tuple[str | None, str]:
+    """Return (level letter or None, message without ANSI codes and log prefix)."""
+    clean = _ANSI_RE.sub("", line.rstrip("\r\n"))
+    m = _PREFIX_RE.match(clean)
+    assert m is not None  # the pattern matches the empty string
+    # Some wrappers indent what they relay (" llama_kv_cache_unified: size = ..."): drop that too.
+    return m.group("level"), clean[m.end() :].lstrip()
+
+
+def _num_or_str(text: str) -> FactValue:
+    try:
+        return parse_number(text)
+    except ValueError:
+        return text
+
+
+def _buf_name(name: str) -> str:
+    # Buffer names like "CPU_Mapped", "CUDA0", "RPC[10.0.0.1:50052]": keep a key-safe spelling.
+    return re.sub(r"[^A-Za-z0-9_]+", "_", name.strip()).strip("_") or "unknown"
+
+
+# --- model-level patterns --------------------------------------------------------------
+
+_KV_SIZE_RE = re.compile(
+    r"^llama_kv_cache\w*:\s+size\s*=\s*(?P<size>" + _NUM + r") MiB \(\s*(?P<cells>\d+) cells,"
+    r"\s*(?P<layers>\d+) layers,\s*(?P<seqs>\d+)(?:/\s*(?P<streams>\d+))? seqs\),"
+    r"\s*K \((?P<kt>[^)]+)\):\s*(?P<k>" + _NUM + r") MiB,"
+    r"\s*V \((?P<vt>[^)]+)\):\s*(?P<v>" + _NUM + r") MiB"
+)
+# 2024 builds: "llama_new_context_with_model: KV self size  =  256.00 MiB, K (f16): ..., V ..."
+_KV_SELF_RE = re.compile(
+    r"\bKV self size\s*=\s*(?P<size>" + _NUM + r") MiB,"
+    r"\s*K \((?P<kt>[^)]+)\):\s*(?P<k>" + _NUM + r") MiB,"
+    r"\s*V \((?P<vt>[^)]+)\):\s*(?P<v>" + _NUM + r") MiB"
+)
+_KV_BUF_RE = re.compile(
+    r"^llama_kv_cache\w*:\s+(?P<buf>\S.*?) KV buffer size\s*=\s*(?P<mib>" + _NUM + r") MiB"
+)
+_KV_ISWA_RE = re.compile(
+    r"^llama_kv_cache_iswa:\s+creating\s+(?P<which>non-SWA|SWA) KV cache, size = (?P<n>\d+) cells"
+)
+_KV_INDEXER_RE = re.compile(r"creating indexer KV cache, size = (?P<n>\d+) cells")
+_MODEL_BUF_RE = re.compile(
+    r"^(?:\w+:\s+)?(?P<buf>\S+) model buffer size\s*=\s*(?P<mib>" + _NUM + r") MiB"
+)
+_OLD_TENSOR_BUF_RE = re.compile(
+    r"^(?:llm_)?load_tensors:\s+(?P<buf>\S+) buffer size\s*=\s*(?P<mib>" + _NUM + r") MiB"
+)
+_OFFLOAD_RE = re.compile(r"^(?:llm_)?load_tensors: offloaded (?P<n>\d+)/(?P<of>\d+) layers to GPU")
+_META_RE = re.compile(
+    r"^(?:print_info|llm_load_print_meta):\s+(?P<k>\S(?:.*?\S)?)\s*=\s*(?P<v>.*?)\s*$"
+)
+_LOADER_RE = re.compile(
+    r"^llama_model_loader: loaded meta data with (?P<kv>\d+) key-value pairs and "
+    r"(?P<t>\d+) tensors from (?P<path>.+?) \(version"
+)
+_CTX_RE = re.compile(
+    r"^(?:llama_context|llama_new_context_with_model):\s+(?P<k>n_ctx|n_ctx_seq|n_ctx_per_seq|"
+    r"n_seq_max|n_batch|n_ubatch|flash_attn|kv_unified|causal_attn)\s*=\s*(?P<v>\S+)\s*$"
+)
+# "resolve_fused_ops: Flash Attention enabled" / "...: Flash Attention not supported, set to
+# disabled"; older builds: "llama_context: Flash Attention was auto, set to enabled".
+_FA_RESOLVED_RE = re.compile(
+    r"^\w+: Flash Attention (?:was \w+, set to (?P<a>\w+)|(?P<b>enabled)|not supported, set to"
+    r" (?P<c>\w+))\s*$"
+)
+_CTX_BUF_RE = re.compile(
+    r"^\w+:\s+(?P<buf>\S+)\s+(?P<kind>compute|output) buffer size\s*=\s*(?P<mib>" + _NUM + r") MiB"
+)
+
+_META_KEYS = {
+    "arch": "model.arch",
+    "n_ctx_train": "model.n_ctx_train",
+    "n_embd": "model.n_embd",
+    "n_layer": "model.n_layer",
+    "n_head": "model.n_head",
+    "n_head_kv": "model.n_head_kv",
+    "n_ff": "model.n_ff",
+    "n_expert": "model.n_expert",
+    "n_expert_used": "model.n_expert_used",
+    "model type": "model.type",
+    "model params": "model.params",
+    "general.name": "model.name",
+    "vocab type": "model.vocab_type",
+    "n_vocab": "model.n_vocab",
+    "file format": "model.file_format",
+    "file type": "model.file_type",
+    "model ftype": "model.file_type",  # llm_load_print_meta (2024)
+}
+_FILE_SIZE_RE = re.compile(
+    r"(?P<size>" + _NUM + r") (?P<unit>MiB|GiB) \((?P<bpw>" + _NUM + r") BPW\)"
+)
+
+# --- server-level patterns -------------------------------------------------------------
+
+_LOADING_MODEL_RE = re.compile(r"\bload_model: loading model '(?P<m>.*)'\s*$")
+_DRAFT_RE = re.compile(r"\bloading draft model '(?P<m>.*)'\s*$")
+_MTP_RE = re.compile(r"\bcreating MTP draft context against the target model '(?P<m>.*)'\s*$")
+_SLOTS_RE = re.compile(
+    r"\binitializing, n_slots = (?P<n>\d+), n_ctx_slot = (?P<ctx>\d+)"
+    r"(?:, kv_unified = '(?P<u>\w+)')?"
+)
+# Older builds: "srv          init: initializing slots, n_slots = 1" (no per-slot context).
+_OLD_SLOTS_RE = re.compile(r"\binitializing slots, n_slots = (?P<n>\d+)")
+_NEW_SLOT_RE = re.compile(r"\bnew slot,? n_ctx(?:_slot)? = (?P<n>\d+)")
+# Older builds print the template name (or its whole Jinja source, across many lines) first.
+_CHAT_TMPL_RE = re.compile(r"\bchat template, chat_template: (?P<t>.*?)(?:, example_format:.*)?$")
+_CHAT_THINK_RE = re.compile(r"\bchat template, thinking = (?P<t>\d)")
+_OLD_THINK_RE = re.compile(r"\binit: Enable thinking\? (?P<t>\d)")  # builds of late 2025
+# The example is multi-line and only its first line carries the log prefix; that line
+# ("<|im_start|>system") is enough to tell template families apart.
+_CHAT_EXAMPLE_RE = re.compile(r"\bexample_format: '(?P<t>.*)$")
+# This build prints "srv  llama_server: model loaded"; older ones "main: model loaded".
+_MODEL_LOADED_RE = re.compile(r"\b(?:main|llama_server): model loaded\s*$")
+# Not the pre-load "HTTP server is listening, hostname: ..." of older builds: that one has no
+# URL and comes before the model is loaded.
+_LISTENING_RE = re.compile(r"\blistening on (?P<url>(?:https?|unix)://\S+)")
+_EXITING_RE = re.compile(r"\bexiting due to (?P<why>.+?)\s*$")
+# common/arg.cpp throws these before any logging is set up and the process exits with status 1;
+# they are bare fprintf lines ("error: invalid argument: --foo",
+# 'error while handling argument "--spec-type": unknown speculative type: nonsense').
+_ARG_ERROR_RE = re.compile(
+    r"^(?:error: (?P<a>.+?)|(?P<b>error while handling argument \"(?P<arg>[^\"]+)\": .+?))\s*$"
+)
+_INVALID_ARG_RE = re.compile(r"^invalid argument: (?P<arg>\S+)")
+_SPEC_IMPL_RE = re.compile(r"\badding speculative implementation '(?P<t>[^']+)'")
+_SPEC_PARAMS_RE = re.compile(
+    r"\w+: - n_max=(?P<max>\d+), n_min=(?P<min>\d+), p_min=(?P<p>" + _NUM + r")"
+)
+# "spec common_specu: - gpu_layers=-1, cache_k=f16, cache_v=f16, ctx_tgt=yes, ctx_dft=yes, ..."
+_SPEC_DRAFT_CFG_RE = re.compile(r"\w+: - (?P<kv>gpu_layers=.*)$")
+_SPEC_NONE_RE = re.compile(r"\bno implementations specified for speculative decoding")
+_SPEC_CTX_OK_RE = re.compile(r"\bspeculative decoding context initialized")
+_ACC_POS_RE = re.compile(r"\|\s+acc per pos = \((?P<v>[^)]*)\)")
+# Lifetime counters of one speculative implementation, printed after every request.
+_SPEC_STATS_RE = re.compile(
+    r"\bstatistics\s+(?P<impl>\S+): .*?#gen drafts =\s*(?P<gd>\d+), #acc drafts =\s*(?P<ad>\d+),"
+    r" #gen tokens =\s*(?P<gt>\d+), #acc tokens =\s*(?P<at>\d+)"
+)
+_ACCEPT_RE = re.compile(
+    r"\bdraft acceptance(?: rate)? = (?P<rate>" + _NUM + r") \(\s*(?P<acc>\d+) accepted /"
+    r"\s*(?P<gen>\d+) generated\)(?:, mean len =\s*(?P<len>" + _NUM + r"))?"
+)
+_TIMING_RE = re.compile(
+    r"\bprint_timing.*?\b(?P<which>prompt eval|eval) time =\s*(?P<ms>" + _NUM + r") ms /"
+    r"\s*(?P<n>\d+) tokens \(\s*" + _NUM + r" ms per token,\s*(?P<tps>" + _NUM + r") tokens"
+)
+
+# --- error / warning wording for lines without a level letter ---------------------------
+
+_ERROR_RE = re.compile(
+    r"^error\b|\berror:|\berror while handling\b|\berror loading\b|\bexiting due to\b"
+    r"|\bfailed to\b|\bunknown argument\b|\binvalid argument\b|\bunknown value\b"
+    r"|\bunknown speculative type\b|\bcouldn't (?:bind|start)\b|GGML_ASSERT|terminate called"
+    r"|\bwhat\(\):|Segmentation fault|core dumped",
+    re.IGNORECASE,
+)
+_WARNING_RE = re.compile(r"^warn(?:ing)?\b|\bwarning\b|\bDEPRECATED\b|^notice:", re.IGNORECASE)
+
+
+# /metrics counters (served with --metrics); "drafts" counts verification steps.
+_SPEC_METRICS = {
+    "drafts": "llamacpp:spec_decode_num_drafts_total",
+    "drafted": "llamacpp:spec_decode_num_draft_tokens_total",
+    "accepted": "llamacpp:spec_decode_num_accepted_tokens_total",
+}
+
+
+def _bool(text: str) -> bool:
+    return text.strip().strip("'\"").lower() in ("true", "1", "yes", "on", "enabled")
+
+
+class LlamaCppAdapter(ServerAdapter):
+    name = "llamacpp"
+    default_container_port = 8080  # ghcr.io/ggml-org/llama.cpp:server* images
+    health_path = "/health"
+
+    def listen_args(self, host: str, port: int) -> list[str]:
+        return ["--host", host, "--port", str(port)]
+
+    def log_args(self) -> list[str]:
+        # Boot facts are libllama INFO lines, printed only at trace verbosity (see docstring).
+        return ["-lv", "4"]
+
+    # -- scope ------------------------------------------------------------------------
+
+    def scope(self, line: str, current: str) -> str | None:
+        _, msg = _split_prefix(line)
+        if _DRAFT_RE.search(msg) or _MTP_RE.search(msg):
+            return _DRAFT_SCOPE  # a new model section; its kv sub-section starts empty
+        model, _, _ = current.partition(_KV_SEP)
+        m = _KV_ISWA_RE.search(msg)
+        if m:
+            return model if m.group("which") == "non-SWA" else f"{model}{_KV_SEP}swa"
+        if _KV_INDEXER_RE.search(msg):
+            return f"{model}{_KV_SEP}indexer"
+        return None
+
+    # -- facts ------------------------------------------------------------------------
+
+    def parse_line(self, line: str, scope: str = "") -> list[Fact]:
+        line = line.rstrip("\r\n")
+        _, msg = _split_prefix(line)
+        model_prefix, _, kv_part = scope.partition(_KV_SEP)
+        kv_prefix = f"kv.{kv_part}." if kv_part else "kv."
+        out: list[Fact] = []
+
+        def add(key: str, value: FactValue) -> None:
+            if key.startswith("kv."):
+                key = kv_prefix + key[len("kv.") :]
+            if key.startswith(_MODEL_LEVEL):
+                key = model_prefix + key
+            out.append(Fact(key, value, line))
+
+        self._kv(msg, add)
+        self._weights(msg, add)
+        self._model(msg, add)
+        self._ctx(msg, add)
+        self._server(msg, add)
+        self._spec(msg, add)
+        return out
+
+    def _kv(self, msg: str, add: _Add) -> None:
+        m = _KV_SIZE_RE.search(msg) or _KV_SELF_RE.search(msg)
+        if m:
+            g = m.groupdict()
+            add("kv.size_mib", parse_number(g["size"]))
+            if g.get("cells") is not None:
+                cells, streams = int(g["cells"]), int(g.get("streams") or 1)
+                add("kv.cells", cells)
+                add("kv.layers", int(g["layers"]))
+                add("kv.seqs", int(g["seqs"]))
+                if g.get("streams") is not None:
+                    add("kv.streams", streams)
+                # Without a unified KV cache each sequence gets its own stream and "cells" is
+                # per stream (-c 2048 -np 2 prints "1024 cells, 2/2 seqs"): tokens the cache
+                # holds in all = cells x streams.
+                add("kv.tokens", cells * streams)
+            add("kv.k_type", g["kt"].strip())
+            add("kv.k_mib", parse_number(g["k"]))
+            add("kv.v_type", g["vt"].strip())
+            add("kv.v_mib", parse_number(g["v"]))
+            return
+        m = _KV_BUF_RE.search(msg)
+        if m:
+            add(f"kv.{_buf_name(m.group('buf'))}_mib", parse_number(m.group("mib")))
+            return
+        m = _KV_ISWA_RE.search(msg)
+        if m:
+            # The scope already moved on for the SWA line, so "kv.cells" lands in kv.swa.*.
+            add("kv.base_cells" if m.group("which") == "non-SWA" else "kv.cells", int(m["n"]))
+            return
+        m = _KV_INDEXER_RE.search(msg)
+        if m:
+            add("kv.cells", int(m["n"]))
+
+    def _weights(self, msg: str, add: _Add) -> None:
+        m = _MODEL_BUF_RE.search(msg) or _OLD_TENSOR_BUF_RE.search(msg)
+        if m:
+            add(f"weights.{_buf_name(m.group('buf'))}_mib", parse_number(m.group("mib")))
+            return
+        m = _OFFLOAD_RE.search(msg)
+        if m:
+            add("weights.offloaded_layers", int(m["n"]))
+            add("weights.offloadable_layers", int(m["of"]))
+
+    def _model(self, msg: str, add: _Add) -> None:
+        m = _META_RE.search(msg)
+        if m:
+            k, v = m.group("k"), m.group("v")
+            if k in ("file size", "model size"):
+                s = _FILE_SIZE_RE.search(v)
+                if s:
+                    size = float(parse_number(s["size"]))
+                    mib = round(size * 1024, 2) if s["unit"] == "GiB" else size
+                    add("model.file_size_mib", mib)
+                    add("model.bpw", float(parse_number(s["bpw"])))
+            elif k in _META_KEYS:
+                key = _META_KEYS[k]
+                # model.params keeps its unit ("134.52 M"); the rest become numbers when they are.
+                add(key, v if key == "model.params" else _num_or_str(v))
+            return
+        m = _LOADER_RE.search(msg)
+        if m:
+            add("model.n_kv", int(m["kv"]))
+            add("model.n_tensors", int(m["t"]))
+            add("model.path", m["path"])
+
+    def _ctx(self, msg: str, add: _Add) -> None:
+        m = _CTX_RE.search(msg)
+        if m:
+            k, v = m.group("k"), m.group("v")
+            if k == "n_ctx_per_seq":  # older name of n_ctx_seq
+                k = "n_ctx_seq"
+            add(f"ctx.{k}", _bool(v) if k == "kv_unified" else _num_or_str(v))
+            return
+        m = _FA_RESOLVED_RE.search(msg)
+        if m:
+            add("ctx.flash_attn_resolved", m["a"] or m["b"] or m["c"])
+            return
+        m = _CTX_BUF_RE.search(msg)
+        if m:
+            add(f"{m['kind']}.{_buf_name(m['buf'])}_mib", parse_number(m["mib"]))
+
+    def _server(self, msg: str, add: _Add) -> None:
+        if "chat template, " in msg:
+            # One line can hold both the template and the start of its example (older builds).
+            if m := _CHAT_TMPL_RE.search(msg):
+                add("chat.template", m["t"])
+            if m := _CHAT_EXAMPLE_RE.search(msg):
+                add("chat.example_start", m["t"])
+            if m := _CHAT_THINK_RE.search(msg):
+                add("chat.thinking", m["t"] == "1")
+        elif m := _OLD_THINK_RE.search(msg):
+            add("chat.thinking", m["t"] == "1")
+        elif m := _LOADING_MODEL_RE.search(msg):
+            add("server.model", m["m"])
+        elif m := _SLOTS_RE.search(msg):
+            add("slots.n", int(m["n"]))
+            add("slots.n_ctx_slot", int(m["ctx"]))
+            if m["u"] is not None:
+                add("slots.kv_unified", _bool(m["u"]))
+        elif m := _OLD_SLOTS_RE.search(msg):
+            add("slots.n", int(m["n"]))
+        elif m := _NEW_SLOT_RE.search(msg):
+            add("slots.n_ctx", int(m["n"]))
+        elif _MODEL_LOADED_RE.search(msg):
+            add("ready", True)
+        elif m := _LISTENING_RE.search(msg):
+            add("server.url", m["url"].removesuffix(","))
+            add("ready", True)
+        elif m := _EXITING_RE.search(msg):
+            add("exit.reason", m["why"])
+        elif m := _ARG_ERROR_RE.match(msg):
+            reason = m["a"] or m["b"]
+            add("exit.reason", reason)
+            arg = m["arg"] or ((im := _INVALID_ARG_RE.match(reason)) and im["arg"])
+            if arg:
+                add("exit.bad_arg", arg)
+
+    def _spec(self, msg: str, add: _Add) -> None:
+        if m := _DRAFT_RE.search(msg):
+            add("spec.draft_model", m["m"])
+        elif m := _MTP_RE.search(msg):
+            add("spec.draft_model", m["m"])
+            add("spec.mtp", True)
+        elif m := _SPEC_IMPL_RE.search(msg):
+            add("spec.enabled", True)
+            add(f"spec.impl.{m['t']}", True)
+        elif _SPEC_NONE_RE.search(msg):
+            add("spec.enabled", False)
+        elif _SPEC_CTX_OK_RE.search(msg):
+            add("spec.ctx_initialized", True)
+        elif m := _SPEC_DRAFT_CFG_RE.search(msg):
+            for item in m["kv"].split(", "):
+                k, sep, v = item.partition("=")
+                if sep and re.fullmatch(r"\w+", k):
+                    add(f"spec.draft_{k}", _num_or_str(v))
+        elif m := _ACC_POS_RE.search(msg):
+            add("spec.acc_per_pos", m["v"])
+        elif m := _SPEC_STATS_RE.search(msg):
+            pre = f"spec.lifetime.{m['impl']}"
+            add(f"{pre}.gen_drafts", int(m["gd"]))
+            add(f"{pre}.acc_drafts", int(m["ad"]))
+            add(f"{pre}.gen_tokens", int(m["gt"]))
+            add(f"{pre}.acc_tokens", int(m["at"]))
+        elif m := _SPEC_PARAMS_RE.search(msg):
+            add("spec.n_max", int(m["max"]))
+            add("spec.n_min", int(m["min"]))
+            add("spec.p_min", float(parse_number(m["p"])))
+        elif m := _ACCEPT_RE.search(msg):
+            add("spec.accept_rate", float(parse_number(m["rate"])))
+            add("spec.accepted", int(m["acc"]))
+            add("spec.generated", int(m["gen"]))
+            if m["len"] is not None:
+                add("spec.mean_len", float(parse_number(m["len"])))
+        elif m := _TIMING_RE.search(msg):
+            which = "prompt" if m["which"] == "prompt eval" else "eval"
+            add(f"timing.{which}_ms", float(parse_number(m["ms"])))
+            add(f"timing.{which}_tokens", int(m["n"]))
+            add(f"timing.{which}_tps", float(parse_number(m["tps"])))
+
+    # -- classification ---------------------------------------------------------------
+
+    def is_error(self, line: str) -> bool:
+        level, msg = _split_prefix(line)
+        if level is not None:
+            # The level letter is the server's own judgement; wording can mislead (an INFO line
+            # may mention "failed to" while describing a fallback).
+            return level == "E"
+        return bool(_ERROR_RE.search(msg)) and not _WARNING_RE.search(msg)
+
+    def is_warning(self, line: str) -> bool:
+        level, msg = _split_prefix(line)
+        if level is not None:
+            return level == "W"
+        return bool(_WARNING_RE.search(msg))
+
+    def is_ready_line(self, line: str) -> bool:
+        _, msg = _split_prefix(line)
+        return bool(_MODEL_LOADED_RE.search(msg) or _LISTENING_RE.search(msg))
+
+    def readiness(self, status: int | None, body: bytes) -> Readiness:
+        if status is None:
+            return Readiness.LOADING  # refused: not listening yet (or not started)
+        if status == 200:
+            return Readiness.READY  # body is {"status":"ok"}; any 200 means it serves
+        if status == 503:
+            # {"error":{"code":503,"message":"Loading model","type":"unavailable_error"}};
+            # older builds also answered 503 {"status":"loading model"} or "no slot available"
+            # (busy, not dead), so every 503 means "not yet".
+            return Readiness.LOADING
+        # 500 "Model failed to load" (older builds kept serving after a failed load), 404 (not
+        # a llama-server): neither will become ready by waiting.
+        return Readiness.DEAD
+
+    # -- speculative-decoding counters --------------------------------------------------
+
+    def spec_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
+        if not all(name in samples for name in _SPEC_METRICS.values()):
+            return None  # started without --metrics, or a build without these counters
+        return {key: samples[name] for key, name in _SPEC_METRICS.items()}
+
+    def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, int] | None:
+        # "timings" rides on the final response / last stream chunk; draft_n and
+        # draft_n_accepted are only present when something was drafted (server-common.cpp).
+        timings = chunk.get("timings")
+        if not isinstance(timings, dict):
+            return None
+        drafted, accepted = timings.get("draft_n"), timings.get("draft_n_accepted")
+        if not isinstance(drafted, int) or not isinstance(accepted, int):
+            return None
+        return {"drafted": drafted, "accepted": accepted}

@@ -1,0 +1,129 @@
+"""Spread, leak rules and per-rep figures: pure functions, tested on the campaign notes' numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LeakPolicy:
+    min_concurrency: int = 8
+    spread: float = 0.10
+    max_reruns: int = 2
+
+
+def spread(values: Sequence[float]) -> float:
+    """(max - min) / mean of the reps' aggregate tok/s; 0 for fewer than two reps."""
+    if len(values) < 2:
+        return 0.0
+    mean = float(np.mean(values))
+    return float((max(values) - min(values)) / mean) if mean > 0 else float("inf")
+
+
+def suspect_rep(values: Sequence[float], threshold: float) -> int | None:
+    """The index of a rep that sits far below the others the moment the newest lands, else None.
+
+    The newest rep is compared with the median of the earlier ones. When it is far below, it is the
+    suspect; when it is far above, the low earlier rep is (a slow first rep only shows as such once
+    a normal one arrives).
+    """
+    if len(values) < 2:
+        return None
+    *earlier, new = values
+    ref = float(np.median(earlier))
+    if ref <= 0:
+        return None
+    if new < ref * (1 - threshold):
+        return len(values) - 1
+    if new * (1 - threshold) > ref:
+        return int(np.argmin(earlier))
+    return None
+
+
+def classify(values: Sequence[float], concurrency: int, policy: LeakPolicy) -> str:
+    """ok; void (a leaked pass at C >= min_concurrency: rerun it); noisy (wide but below that C)."""
+    if spread(values) <= policy.spread:
+        return "ok"
+    return "void" if concurrency >= policy.min_concurrency else "noisy"
+
+
+def median(values: Sequence[float]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(np.median(vals)) if vals else None
+
+
+def rep_figures(records: Sequence[dict[str, Any]], concurrency: int) -> dict[str, Any]:
+    """One rep's figures from its per-request records (the same function recomputes receipts)."""
+    ok = [r for r in records if not r.get("error")]
+    failed = len(records) - len(ok)
+    if not ok:
+        return {"requests": len(records), "failed": failed, "agg_tok_s": 0.0, "per_user_tok_s": 0.0,
+                "ttft_ms": None, "decode_tok_s": None, "tokens": 0, "wall_s": 0.0}
+    wall = max(r["end"] for r in records) - min(r["start"] for r in records)
+    tokens = sum(int(r.get("completion_tokens") or 0) for r in ok)
+    agg = tokens / wall if wall > 0 else 0.0
+    ttfts = [(r["first_token"] - r["start"]) * 1000 for r in ok if r.get("first_token")]
+    decode = [(int(r["completion_tokens"]) - 1) / (r["end"] - r["first_token"]) for r in ok
+              if r.get("first_token") and r.get("completion_tokens", 0) > 1
+              and r["end"] > r["first_token"]]
+    return {
+        "requests": len(records),
+        "failed": failed,
+        "tokens": tokens,
+        "wall_s": round(wall, 6),
+        "agg_tok_s": round(agg, 3),
+        "per_user_tok_s": round(agg / concurrency, 3),
+        "ttft_ms": round(median(ttfts), 2) if ttfts else None,
+        "decode_tok_s": round(median(decode), 3) if decode else None,
+    }
+
+
+def acceptance(drafts: float, drafted: float, accepted: float) -> dict[str, float | None]:
+    """Length = 1 + accepted / verify steps (bonus token included); rate = accepted / drafted."""
+    return {
+        "accept_len": round(1 + accepted / drafts, 4) if drafts > 0 else None,
+        "accept_rate": round(accepted / drafted, 4) if drafted > 0 else None,
+    }
+
+
+def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], concurrency: int,
+                policy: LeakPolicy) -> dict[str, Any]:
+    """A shape's row from its reps (header, request records): what throughput.csv holds.
+
+    The same function runs live and when a row is recomputed from its receipts.
+    """
+    figs = [rep_figures(records, concurrency) for _, records in reps]
+    aggs = [f["agg_tok_s"] for f in figs]
+    failed = sum(f["failed"] for f in figs)
+    drafts = drafted = accepted = 0.0
+    have_metrics = all(h.get("metrics_delta") for h, _ in reps) and bool(reps)
+    for header, records in reps:
+        if have_metrics:
+            d = header["metrics_delta"]
+            drafts, drafted = drafts + d["drafts"], drafted + d["drafted"]
+            accepted += d["accepted"]
+        else:
+            for r in records:
+                acc = r.get("acceptance") or {}
+                drafted += acc.get("drafted", 0)
+                accepted += acc.get("accepted", 0)
+    acc = acceptance(drafts, drafted, accepted)
+    source = "metrics" if have_metrics and drafted else ("per-request" if drafted else "")
+    status = "void" if failed else classify(aggs, concurrency, policy)
+    return {
+        "reps": len(figs),
+        "rep_tok_s": aggs,
+        "agg_tok_s": round(median(aggs) or 0.0, 3),
+        "per_user_tok_s": round(median([f["per_user_tok_s"] for f in figs]) or 0.0, 3),
+        "ttft_ms": median([f["ttft_ms"] for f in figs if f["ttft_ms"] is not None]),
+        "decode_tok_s": median([f["decode_tok_s"] for f in figs if f["decode_tok_s"] is not None]),
+        **acc,
+        "accept_source": source,
+        "spread": round(spread(aggs), 4),
+        "status": status,
+        "failed_requests": failed,
+    }

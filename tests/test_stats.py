@@ -1,0 +1,64 @@
+"""Spread and leak rules on the campaign notes' own figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import stats
+
+POLICY = stats.LeakPolicy(min_concurrency=8, spread=0.10, max_reruns=2)
+
+
+def test_the_notes_leaked_c8_is_void() -> None:
+    reps = [135.0, 700.0, 700.0]
+    assert stats.spread(reps) == pytest.approx(565 / 511.6667, rel=1e-4)  # 110 %+
+    assert stats.classify(reps, 8, POLICY) == "void"
+
+
+def test_the_notes_clean_c1_is_ok() -> None:
+    reps = [201.0, 200.5, 202.7]
+    assert stats.spread(reps) == pytest.approx(2.2 / 201.4, rel=1e-4)
+    assert stats.classify(reps, 1, POLICY) == "ok"
+
+
+def test_wide_spread_below_min_concurrency_is_noisy_not_void() -> None:
+    assert stats.classify([135.0, 700.0, 700.0], 4, POLICY) == "noisy"
+
+
+def test_the_notes_clean_c8_at_6_percent_is_ok() -> None:
+    assert stats.classify([712.0, 732.0, 756.0], 8, POLICY) == "ok"
+
+
+def test_a_slow_rep_is_suspected_the_moment_it_lands() -> None:
+    assert stats.suspect_rep([700.0], 0.10) is None
+    assert stats.suspect_rep([700.0, 135.0], 0.10) == 1  # the newest is low
+    assert stats.suspect_rep([135.0, 700.0], 0.10) == 0  # a normal rep exposes the slow first
+    assert stats.suspect_rep([700.0, 690.0, 705.0], 0.10) is None
+
+
+def test_acceptance_definitions() -> None:
+    # SERVERS.md: length = tokens committed per verify step (bonus included); rate = accepted/drafted
+    got = stats.acceptance(drafts=1000, drafted=7000, accepted=2480)
+    assert got == {"accept_len": 3.48, "accept_rate": pytest.approx(0.3543, abs=1e-4)}
+    assert stats.acceptance(0, 0, 0) == {"accept_len": None, "accept_rate": None}
+
+
+def test_rep_figures_from_records() -> None:
+    recs = [
+        {"start": 0.0, "first_token": 0.1, "end": 1.0, "completion_tokens": 46, "error": None},
+        {"start": 0.0, "first_token": 0.2, "end": 2.0, "completion_tokens": 91, "error": None},
+    ]
+    f = stats.rep_figures(recs, 2)
+    assert f["agg_tok_s"] == pytest.approx(137 / 2.0)
+    assert f["per_user_tok_s"] == pytest.approx(137 / 4.0)
+    assert f["ttft_ms"] == pytest.approx(150.0)
+    assert f["decode_tok_s"] == pytest.approx((50.0 + 50.0) / 2)
+
+
+def test_a_rep_with_failed_requests_voids_the_row() -> None:
+    ok = {"start": 0.0, "first_token": 0.1, "end": 1.0, "completion_tokens": 10, "error": None}
+    bad = {"start": 0.0, "first_token": None, "end": 0.5, "completion_tokens": None,
+           "error": "HTTP 500"}
+    reps = [({}, [ok]), ({}, [ok, bad]), ({}, [ok])]
+    row = stats.row_figures(reps, 1, POLICY)
+    assert row["status"] == "void" and row["failed_requests"] == 1
