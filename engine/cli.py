@@ -42,6 +42,61 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return cmd_run(args)
 
 
+def _cmd_engine(args: argparse.Namespace) -> int:
+    from engine.launch import cmd_engine
+
+    return cmd_engine(args)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from engine.launch import BadInput
+    from engine.status import print_status, run_dir_arg
+
+    try:
+        print_status(run_dir_arg(args.run_dir), args.json)
+    except BadInput as e:
+        print(e, file=sys.stderr)
+        return 2
+    return 0
+
+
+def _cmd_ctl(args: argparse.Namespace) -> int:
+    from engine.control import send
+    from engine.launch import BadInput
+    from engine.status import run_dir_arg
+
+    try:
+        run_dir = run_dir_arg(args.run_dir)
+    except BadInput as e:
+        print(e, file=sys.stderr)
+        return 2
+    try:
+        reply = send(run_dir, args.cmd, args.args)
+    except OSError as e:
+        print(f"no engine answers on {run_dir}/control.sock ({e.strerror or e}); "
+              f"is it running? `ruler status {run_dir}` tells", file=sys.stderr)
+        return 1
+    if reply.get("ok"):
+        print(reply["reply"])
+        return 0
+    print(f"refused: {reply.get('error')}", file=sys.stderr)
+    return 1
+
+
+def _cmd_attach(args: argparse.Namespace) -> int:
+    from engine.launch import BadInput
+    from engine.status import run_dir_arg
+
+    try:
+        run_dir = run_dir_arg(args.run_dir)
+    except BadInput as e:
+        print(e, file=sys.stderr)
+        return 2
+    from tui.app import run_console
+
+    return run_console(run_dir)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ruler",
@@ -59,13 +114,38 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("file")
     v.set_defaults(func=_cmd_validate)
 
-    r = sub.add_parser("run", help="run a campaign")
-    r.add_argument("file")
-    r.add_argument("--headless", action="store_true", help="plain progress lines, no console")
+    r = sub.add_parser("run", help="run a campaign (console on a terminal, else headless)")
+    r.add_argument("file", nargs="?")
+    mode = r.add_mutually_exclusive_group()
+    mode.add_argument("--headless", action="store_true",
+                      help="run in the foreground with plain progress lines")
+    mode.add_argument("--detach", action="store_true",
+                      help="start the engine in the background and return")
+    r.add_argument("--resume", metavar="RUN_DIR", help="continue a run whose engine died")
     r.add_argument("--results-dir", default="results", help="where run directories go")
     r.add_argument("--runtime", choices=["docker", "process", "attach"],
                    help="override the campaign's runtime")
     r.set_defaults(func=_cmd_run)
+
+    e = sub.add_parser("engine", help=argparse.SUPPRESS)
+    e.add_argument("run_dir")
+    e.set_defaults(func=_cmd_engine)
+
+    s = sub.add_parser("status", help="where a campaign stands (latest run by default)")
+    s.add_argument("run_dir", nargs="?")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_cmd_status)
+
+    c = sub.add_parser("ctl", help="send one command to a run's engine")
+    c.add_argument("run_dir")
+    c.add_argument("cmd", choices=["abort", "advance", "rewarm", "pause", "resume", "rerun",
+                                   "status"])
+    c.add_argument("args", nargs="*")
+    c.set_defaults(func=_cmd_ctl)
+
+    a = sub.add_parser("attach", help="open the console on a run (latest by default)")
+    a.add_argument("run_dir", nargs="?")
+    a.set_defaults(func=_cmd_attach)
     return p
 
 

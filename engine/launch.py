@@ -1,15 +1,46 @@
-"""Starting a run: validate, resolve the runtime and the testbed, claim the run directory."""
+"""Starting, detaching and resuming runs.
+
+``ruler run`` validates, resolves the runtime and the testbed, claims the run directory and records
+``engine.json`` (what the engine process needs). The engine itself (``ruler engine RUN_DIR``, run in
+the foreground by ``--headless`` or in a new session by ``--detach``) takes the run lock, writes
+``engine.pid``, serves the control socket and runs the campaign to its end.
+"""
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import json
+import os
+import signal
+import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
+from typing import IO, Any
 
 from engine import results
 from engine.progress import printer
-from engine.runner import EngineError, Phase, Runner, resolve_runtime
+from engine.runner import (
+    EngineError,
+    Phase,
+    Runner,
+    frozen_prompts,
+    images,
+    redactor_for,
+    resolve_runtime,
+)
 from engine.spec import Campaign, SpecError, load_campaign
+
+ENGINE_JSON = "engine.json"
+LOCK = "engine.lock"
+PID = "engine.pid"
+LOG = "engine.log"
+
+
+class BadInput(Exception):
+    """Exit code 2: the message names the problem."""
 
 
 def testbed_variables(campaign: Campaign, with_image: bool) -> dict[str, str]:
@@ -30,28 +61,156 @@ def default_phases() -> list[Phase]:
     return [Measurement()]
 
 
+def _load(path: str | Path) -> Campaign:
+    try:
+        return load_campaign(path)
+    except SpecError as e:
+        raise BadInput("\n".join(str(p) for p in e.problems)) from e
+    except OSError as e:
+        raise BadInput(f"{path}: {e.strerror or e}") from e
+
+
+def prepare(file: str, results_dir: str, runtime_override: str | None) -> Path:
+    """Validate and claim a run directory; nothing is started yet."""
+    campaign = _load(file)
+    runtime = resolve_runtime(campaign, runtime_override)
+    variables = testbed_variables(campaign, with_image=runtime == "docker")
+    run_dir = results.new_run_dir(Path(results_dir), campaign.name)
+    results.write_json(run_dir / ENGINE_JSON, {
+        "run_id": f"{run_dir.name}.{uuid.uuid4().hex[:8]}",
+        "campaign_source": str(Path(file).resolve()), "runtime": runtime, "variables": variables})
+    frozen_prompts(campaign, run_dir)
+    results.write_atomic(run_dir / results.CAMPAIGN, redactor_for(campaign)(campaign.source_text))
+    results.write_json(run_dir / results.ENV, results.env_facts(
+        runtime, images(campaign, variables) if runtime == "docker" else [], {"testbed": variables}))
+    return run_dir
+
+
+def _take_lock(run_dir: Path) -> IO[str]:
+    """One engine per run directory: the lock lives as long as the engine process."""
+    f = open(run_dir / LOCK, "a+")  # noqa: SIM115 - held until the process exits
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = read_pid(run_dir)
+        f.close()
+        raise BadInput(f"another engine (pid {pid}) is already running {run_dir}; "
+                       f"attach to it with: ruler attach {run_dir}") from None
+    return f
+
+
+def read_pid(run_dir: Path) -> int | None:
+    try:
+        return int((run_dir / PID).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def engine_alive(run_dir: Path) -> bool:
+    """True while some process holds the run lock (a pid file alone can outlive its engine)."""
+    try:
+        with open(run_dir / LOCK, "a+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+def _campaign_for(run_dir: Path, info: dict[str, Any]) -> Campaign:
+    """The campaign as it was frozen: a source edited since then is refused, not silently used."""
+    source = Path(info["campaign_source"])
+    campaign = _load(source)
+    if redactor_for(campaign)(campaign.source_text) != (run_dir / results.CAMPAIGN).read_text():
+        raise BadInput(f"{source} changed since the run started; the run's frozen copy is "
+                       f"{run_dir / results.CAMPAIGN}: restore the source to resume")
+    return campaign
+
+
+def run_engine(run_dir: Path, echo: bool) -> int:
+    """The engine process: lock, pid, control socket, signals, then the campaign."""
+    from engine.control import ControlServer
+
+    lock = _take_lock(run_dir)
+    info = json.loads((run_dir / ENGINE_JSON).read_text())
+    campaign = _campaign_for(run_dir, info)
+    (run_dir / PID).write_text(f"{os.getpid()}\n")
+    runner = Runner(campaign, run_dir, info["runtime"], info["variables"],
+                    printer() if echo else None, default_phases())
+
+    def graceful(signum: int, _frame: object) -> None:
+        runner.emit("signal", signal=signal.Signals(signum).name)
+        runner.controls.abort.set()
+
+    signal.signal(signal.SIGTERM, graceful)
+    signal.signal(signal.SIGINT, graceful)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a dropped SSH link is not a reason to stop
+    control = ControlServer(run_dir, runner.command)
+    try:
+        status = runner.run()
+    finally:
+        control.close()
+        (run_dir / PID).unlink(missing_ok=True)
+        lock.close()
+    return 0 if status in ("finished", "aborted") else 1
+
+
+def spawn_detached(run_dir: Path) -> int:
+    """Start the engine in its own session: a hangup of this terminal does not reach it."""
+    with open(run_dir / LOG, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "engine.cli", "engine", str(run_dir)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, close_fds=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # wait until it serves, so `ctl` works right away
+        if (run_dir / "control.sock").exists():
+            return proc.pid
+        if proc.poll() is not None:
+            tail = (run_dir / LOG).read_text(errors="replace")[-2000:]
+            raise EngineError(f"the engine exited at once (code {proc.returncode}):\n{tail}")
+        time.sleep(0.05)
+    return proc.pid
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     try:
-        campaign = load_campaign(args.file)
-    except SpecError as e:
-        for p in e.problems:
-            print(p, file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"{args.file}: {e.strerror or e}", file=sys.stderr)
-        return 2
-    try:
-        runtime = resolve_runtime(campaign, args.runtime)
-        variables = testbed_variables(campaign, with_image=runtime == "docker")
-        run_dir = results.new_run_dir(Path(args.results_dir), campaign.name)
-        runner = Runner(campaign, run_dir, runtime, variables, printer(), default_phases())
-        results.write_atomic(run_dir / results.CAMPAIGN, runner.redact(campaign.source_text))
-        results.write_json(run_dir / results.ENV, results.env_facts(
-            runtime, runner.images() if runtime == "docker" else [], {"testbed": variables}))
+        if args.resume:
+            run_dir = Path(args.resume)
+            if not (run_dir / ENGINE_JSON).exists():
+                raise BadInput(f"{run_dir} is not a ruler run directory (no {ENGINE_JSON})")
+            if engine_alive(run_dir):
+                raise BadInput(f"an engine is still running {run_dir}: nothing to resume")
+        else:
+            if not args.file:
+                raise BadInput("ruler run: give a campaign FILE or --resume RUN_DIR")
+            run_dir = prepare(args.file, args.results_dir, args.runtime)
         print(f"run directory: {run_dir}", flush=True)
-        status = runner.run()
+        interactive = sys.stdin.isatty() and sys.stdout.isatty()
+        if args.headless or not (args.detach or interactive):
+            code = run_engine(run_dir, echo=True)
+            print(f"run directory: {run_dir}")
+            return code
+        pid = spawn_detached(run_dir)
+        if args.detach or not interactive:
+            print(f"engine detached (pid {pid}); follow it with: ruler attach {run_dir}")
+            return 0
+        from tui.app import run_console
+
+        return run_console(run_dir)
+    except BadInput as e:
+        print(e, file=sys.stderr)
+        return 2
     except EngineError as e:
         print(f"ruler run: {e}", file=sys.stderr)
         return 1
-    print(f"run directory: {run_dir}")
-    return 0 if status in ("finished", "aborted") else 1
+
+
+def cmd_engine(args: argparse.Namespace) -> int:
+    try:
+        return run_engine(Path(args.run_dir), echo=True)
+    except BadInput as e:
+        print(e, file=sys.stderr)
+        return 2

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,8 +119,13 @@ async def _lag_monitor(samples: list[float], stop: asyncio.Event) -> None:
 
 async def run_pass(base_url: str, adapter: ServerAdapter, prompts: Sequence[str], concurrency: int,
                    n_requests: int, max_tokens: int, sampling: dict[str, Any],
-                   knobs: dict[str, Any], timeout: float) -> PassResult:
-    """n_requests requests over exactly ``concurrency`` workers; every rep sends the same prompts."""
+                   knobs: dict[str, Any], timeout: float,
+                   stop: Callable[[], bool] = lambda: False) -> PassResult:
+    """n_requests requests over exactly ``concurrency`` workers; every rep sends the same prompts.
+
+    ``stop()`` turning true (abort, SIGTERM) cancels the requests in flight; they are recorded as
+    cancelled rather than left to finish.
+    """
     url = base_url + adapter.chat_path
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(n_requests):
@@ -128,7 +133,7 @@ async def run_pass(base_url: str, adapter: ServerAdapter, prompts: Sequence[str]
     records: list[dict[str, Any]] = []
     limits = httpx.Limits(max_connections=concurrency + 2, max_keepalive_connections=concurrency)
     lag: list[float] = []
-    stop = asyncio.Event()
+    done = asyncio.Event()
     in_flight = [0, 0.0]  # current, integral of in-flight over time
 
     async def worker(w: int, client: httpx.AsyncClient) -> None:
@@ -147,17 +152,23 @@ async def run_pass(base_url: str, adapter: ServerAdapter, prompts: Sequence[str]
             in_flight[0] -= 1
 
     async def sampler() -> None:
-        while not stop.is_set():
+        while not done.is_set():
             await asyncio.sleep(0.05)
             in_flight[1] += in_flight[0] * 0.05
 
     cpu0, t0 = time.thread_time(), time.monotonic()
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0),
                                  limits=limits) as client:
-        mon = asyncio.create_task(_lag_monitor(lag, stop))
+        mon = asyncio.create_task(_lag_monitor(lag, done))
         samp = asyncio.create_task(sampler())
-        await asyncio.gather(*(worker(w, client) for w in range(concurrency)))
-        stop.set()
+        workers = [asyncio.create_task(worker(w, client)) for w in range(concurrency)]
+        while not all(w.done() for w in workers):
+            if stop():
+                for w in workers:
+                    w.cancel()
+            await asyncio.wait(workers, timeout=0.1)
+        await asyncio.gather(*workers, return_exceptions=True)
+        done.set()
         await asyncio.gather(mon, samp)
     wall = time.monotonic() - t0
     lag_ms = sorted(x * 1000 for x in lag) or [0.0]

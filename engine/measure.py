@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from engine import results, stats
 from engine.load import PassResult, run_pass
 from engine.servers.base import ServerAdapter
+from engine.state import row_key
 
 if TYPE_CHECKING:
     from engine.runner import Runner, WindowContext
@@ -96,81 +97,145 @@ def write_throughput(run_dir: Path, rows: list[dict[str, Any]]) -> None:
     results.write_atomic(run_dir / results.THROUGHPUT, buf.getvalue())
 
 
+Rep = tuple[dict[str, Any], list[dict[str, Any]]]
+
+
 class Measurement:
-    """Callable phase: ``Measurement()(runner, ctx)`` measures every shape of the window."""
+    """Callable phase: ``Measurement()(runner, ctx)`` measures every shape of the window.
+
+    On resume, rows already complete are skipped and an interrupted row continues at its next rep
+    (after a fresh warm pass: the server is a new one). Operator reruns of void rows queued for this
+    window run after its regular shapes.
+    """
 
     def __call__(self, runner: Runner, ctx: WindowContext) -> None:
         wl = runner.campaign.workload
         for cls in wl.classes:
-            prompts = runner.campaign.prompts(cls)
             for c in wl.concurrency:
-                if runner.controls.abort.is_set() or runner.controls.advance.is_set():
+                if runner.controls.stopping():
                     return
-                self.shape(runner, ctx, cls, prompts, c)
+                row = runner.state.rows.get(row_key(ctx.session, ctx.window, cls, c))
+                if row and row.complete:
+                    continue
+                self.shape(runner, ctx, cls, c)
+        self.reruns(runner, ctx)
 
-    def _pass(self, runner: Runner, ctx: WindowContext, prompts: list[str],
+    def reruns(self, runner: Runner, ctx: WindowContext) -> None:
+        prefix = f"{ctx.session}-{ctx.window}/"
+        while not runner.controls.stopping():
+            key = next((k for k in runner.controls.reruns if k.startswith(prefix)), None)
+            if key is None:
+                return
+            runner.controls.reruns.remove(key)
+            row = runner.state.rows[key]
+            self.shape(runner, ctx, row.cls, row.concurrency, rerun=True)
+
+    def _pass(self, runner: Runner, ctx: WindowContext, cls: str,
               c: int) -> tuple[PassResult, dict[str, float] | None]:
         wl = runner.campaign.workload
-        n = wl.requests_for(c)
         before = scrape(ctx.server.base_url, ctx.adapter)
-        res = asyncio.run(run_pass(ctx.server.base_url, ctx.adapter, prompts, c, n, wl.max_tokens,
-                                   dict(wl.sampling), dict(wl.knobs),
-                                   runner.campaign.timeouts.request))
+        res = asyncio.run(run_pass(ctx.server.base_url, ctx.adapter, runner.prompts[cls], c,
+                                   wl.requests_for(c), wl.max_tokens, dict(wl.sampling),
+                                   dict(wl.knobs), runner.campaign.timeouts.request,
+                                   stop=runner.controls.abort.is_set))
         delta = _delta(before, scrape(ctx.server.base_url, ctx.adapter))
         if any(r.get("error") for r in res.records) and not ctx.server.alive():
             raise WindowFailed(f"server died during a pass (exit code {ctx.server.exit_code()})")
         return res, delta
 
-    def shape(self, runner: Runner, ctx: WindowContext, cls: str, prompts: list[str],
-              c: int) -> None:
-        policy = runner.leak_policy
+    def _warm(self, runner: Runner, ctx: WindowContext, where: dict[str, Any], attempt: int,
+              label: str) -> None:
+        warm, delta = self._pass(runner, ctx, where["class"], where["concurrency"])
+        path = shape_files(ctx.dir, where["class"], where["concurrency"], attempt, label)
+        write_rep(path, {**where, "attempt": attempt, "rep": label, "metrics_delta": delta,
+                         "client": warm.summary()}, warm.records)
+        fig = stats.rep_figures(warm.records, where["concurrency"])
+        runner.emit("warm_done", **where, attempt=attempt, label=label, agg_tok_s=fig["agg_tok_s"],
+                    failed=fig["failed"], file=str(path.relative_to(runner.run_dir)))
+
+    def _resumed(self, runner: Runner, key: str) -> tuple[int, list[Rep], list[str]]:
+        """The interrupted attempt of a row and its finished reps, read back from the receipts."""
+        row = runner.state.rows.get(key)
+        if not row or not row.attempt:
+            return 0, [], []
+        files = row.files.get(row.attempt, {})
+        paths = [files[r] for r in sorted(files)]
+        return row.attempt, [read_rep(runner.run_dir / p) for p in paths], paths
+
+    def shape(self, runner: Runner, ctx: WindowContext, cls: str, c: int,
+              rerun: bool = False) -> None:
+        policy, ctl = runner.leak_policy, runner.controls
         where = {"session": ctx.session, "window": ctx.window, "class": cls, "concurrency": c}
-        attempt, sources, row = 0, [], {}
+        key = row_key(ctx.session, ctx.window, cls, c)
+        attempt, reps, paths = self._resumed(runner, key)
+        if rerun:
+            reps, paths = [], []  # an operator rerun starts a fresh attempt
+        elif reps:
+            runner.emit("shape_resumed", **where, attempt=attempt, reps_kept=len(reps))
+        first_attempt, row = attempt + (0 if reps else 1), {}
         while True:
-            attempt += 1
-            runner.emit("shape_started", **where, attempt=attempt)
-            warm, delta = self._pass(runner, ctx, prompts, c)
-            warm_path = shape_files(ctx.dir, cls, c, attempt, "warm")
-            write_rep(warm_path, {**where, "attempt": attempt, "rep": "warm",
-                                  "metrics_delta": delta, "client": warm.summary()}, warm.records)
-            warm_fig = stats.rep_figures(warm.records, c)
-            runner.emit("warm_done", **where, attempt=attempt, agg_tok_s=warm_fig["agg_tok_s"],
-                        failed=warm_fig["failed"])
-            reps: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
-            paths: list[str] = []
-            for rep in range(1, runner.campaign.workload.reps + 1):
-                if runner.controls.abort.is_set():
-                    return
-                res, delta = self._pass(runner, ctx, prompts, c)
+            if not reps:
+                attempt += 1
+                runner.emit("shape_started", **where, attempt=attempt, rerun=rerun)
+            if len(reps) < runner.campaign.workload.reps:
+                self._warm(runner, ctx, where, attempt, f"warm{len(reps) + 1}" if reps else "warm")
+            while len(reps) < runner.campaign.workload.reps:
+                ctl.wait_if_paused()
+                if ctl.stopping():
+                    return self._aborted(runner, where, c, reps, paths, attempt, rerun)
+                if ctl.rewarm.is_set():
+                    ctl.rewarm.clear()
+                    self._warm(runner, ctx, where, attempt, f"rewarm{len(reps) + 1}")
+                rep = len(reps) + 1
+                res, delta = self._pass(runner, ctx, cls, c)
+                if ctl.abort.is_set():  # the pass was cancelled mid-flight: not a rep
+                    return self._aborted(runner, where, c, reps, paths, attempt, rerun)
                 header = {**where, "attempt": attempt, "rep": rep, "metrics_delta": delta,
                           "client": res.summary()}
                 path = shape_files(ctx.dir, cls, c, attempt, rep)
                 write_rep(path, header, res.records)
                 reps.append((header, res.records))
                 paths.append(str(path.relative_to(runner.run_dir)))
-                fig = stats.rep_figures(res.records, c)
-                acc = stats.row_figures([(header, res.records)], c, policy)
-                runner.emit("rep_done", **where, attempt=attempt, rep=rep, **fig,
-                            accept_len=acc["accept_len"], accept_rate=acc["accept_rate"],
-                            client_bound=res.client_bound, lag_p99_ms=round(res.lag_p99_ms, 2),
-                            file=paths[-1])
-                aggs = [stats.rep_figures(r, c)["agg_tok_s"] for _, r in reps]
-                suspect = stats.suspect_rep(aggs, policy.spread)
-                if suspect is not None:
-                    runner.emit("leak_suspected", **where, attempt=attempt, rep=suspect + 1,
-                                agg_tok_s=aggs[suspect], median=stats.median(aggs))
-            sources.extend(paths)
+                self._rep_done(runner, where, attempt, rep, res, header, paths[-1], reps)
             row = stats.row_figures(reps, c, policy)
-            if row["status"] != "void" or attempt > policy.max_reruns:
+            if row["status"] != "void" or attempt - first_attempt >= policy.max_reruns:
                 break
-            reason = (f"{row['failed_requests']} failed requests" if row["failed_requests"]
-                      else f"spread {row['spread']:.1%} > {policy.spread:.0%} at C{c}")
-            runner.emit("row_void", **where, attempt=attempt, spread=row["spread"], reason=reason,
-                        rep_tok_s=row["rep_tok_s"], rerun=True)
+            runner.emit("row_void", **where, attempt=attempt, spread=row["spread"],
+                        reason=_void_reason(row, policy, c), rep_tok_s=row["rep_tok_s"], rerun=True)
+            reps, paths = [], []
         reason = ""
         if row["status"] == "void":
-            reason = (f"{row['failed_requests']} failed requests" if row["failed_requests"] else
-                      f"spread {row['spread']:.1%} after {attempt} attempts: operator, look")
-        axis = "control" if ctx.window == "control" else runner.campaign.window(ctx.window).axis
-        runner.emit("row_done", **where, axis=axis, attempts=attempt, reason=reason,
-                    source=";".join(paths), all_sources=sources, **row)
+            reason = _void_reason(row, policy, c) + f" after {attempt - first_attempt + 1} attempts"
+        runner.emit("row_done", **where, axis=runner.axis(ctx.window), attempts=attempt,
+                    reason=reason, source=";".join(paths), **row)
+
+    def _rep_done(self, runner: Runner, where: dict[str, Any], attempt: int, rep: int,
+                  res: PassResult, header: dict[str, Any], path: str, reps: list[Rep]) -> None:
+        c, policy = where["concurrency"], runner.leak_policy
+        fig = stats.rep_figures(res.records, c)
+        acc = stats.row_figures([(header, res.records)], c, policy)
+        runner.emit("rep_done", **where, attempt=attempt, rep=rep, **fig,
+                    accept_len=acc["accept_len"], accept_rate=acc["accept_rate"],
+                    client_bound=res.client_bound, lag_p99_ms=round(res.lag_p99_ms, 2), file=path)
+        aggs = [stats.rep_figures(r, c)["agg_tok_s"] for _, r in reps]
+        suspect = stats.suspect_rep(aggs, policy.spread)
+        if suspect is not None:
+            runner.emit("leak_suspected", **where, attempt=attempt, rep=suspect + 1,
+                        agg_tok_s=aggs[suspect], median=stats.median(aggs))
+
+    def _aborted(self, runner: Runner, where: dict[str, Any], c: int, reps: list[Rep],
+                 paths: list[str], attempt: int, rerun: bool) -> None:
+        why = "operator abort" if runner.controls.abort.is_set() else "operator advanced the window"
+        if rerun:  # the void row stands as it was; the cut-short rerun is on record
+            runner.emit("rerun_aborted", **where, attempt=attempt, reason=why, reps=len(reps))
+            return
+        row = stats.row_figures(reps, c, runner.leak_policy) if reps else {}
+        runner.emit("row_done", **where, axis=runner.axis(where["window"]), attempts=attempt,
+                    reason=f"{why} after {len(reps)} reps", source=";".join(paths),
+                    **{**row, "status": "aborted"})
+
+
+def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, c: int) -> str:
+    if row["failed_requests"]:
+        return f"{row['failed_requests']} failed requests"
+    return f"spread {row['spread']:.1%} > {policy.spread:.0%} at C{c}"

@@ -49,9 +49,21 @@ def format_event(e: Event) -> str | None:
     if k == "row_void":
         return f"{shape} VOID ({e['reason']}): rewarming and rerunning"
     if k == "row_done":
+        if "agg_tok_s" not in e:
+            return f"{shape} row {e['status']}: {e.get('reason', '')}"
+        why = f" ({e['reason']})" if e.get("reason") else ""
         return (f"{shape} row {e['status']}: {e['agg_tok_s']:.1f} tok/s "
                 f"({e['per_user_tok_s']:.1f}/user) spread {e['spread']:.1%} "
-                f"reps {e['rep_tok_s']} attempts {e['attempts']}")
+                f"reps {e['rep_tok_s']} attempts {e['attempts']}{why}")
+    if k == "rerun_aborted":
+        return f"{shape} rerun cut short ({e['reason']}); the void row stands"
+    if k == "command":
+        return f"operator: {e['cmd']} {' '.join(e.get('args', []))} -> {e['reply']}"
+    if k == "window_reboot":
+        return f"{w} booting again for a rerun of {e['row']}"
+    if k in ("run_resumed", "stray_stopped", "shape_resumed", "signal"):
+        detail = {x: v for x, v in e.items() if x not in ("seq", "ts", "kind")}
+        return f"{k.replace('_', ' ')}: {detail}"
     if k == "engine_error":
         return f"ENGINE ERROR: {e['error']}"
     if k == "run_finished":

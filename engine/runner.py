@@ -5,6 +5,7 @@ Every step is a journal event; files under the run directory are receipts writte
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -15,13 +16,13 @@ from typing import Any
 
 from engine import results
 from engine.boot import BootOutcome, LogPump, wait_ready
-from engine.journal import Event, Journal
+from engine.journal import Event, Journal, read_events
 from engine.runtime import attach as rt_attach
 from engine.runtime.base import LaunchError, LaunchPlan, Server, free_port
 from engine.servers import get_adapter
 from engine.servers.base import BootFacts, Fact, ServerAdapter
 from engine.spec import Campaign, ServerConfig, expand, render_args
-from engine.state import RunState, apply
+from engine.state import apply, fold
 from engine.stats import LeakPolicy
 
 CONTROL = "control"
@@ -78,6 +79,51 @@ class Redactor:
         return text
 
 
+def run_id(run_dir: Path) -> str:
+    """The run's label on its containers: the directory name plus a random part fixed at prepare,
+    so two results trees with the same dated name never share containers."""
+    path = run_dir / "engine.json"
+    if path.exists():
+        rid = json.loads(path.read_text()).get("run_id")
+        if rid:
+            return str(rid)
+    return run_dir.name
+
+
+def configs(campaign: Campaign) -> list[ServerConfig]:
+    return [campaign.config_for(CONTROL)] + [campaign.config_for(w.name) for w in campaign.windows]
+
+
+def images(campaign: Campaign, variables: dict[str, str]) -> list[str]:
+    """Every image the campaign boots, resolved, for env.json's ids and digests."""
+    out: list[str] = []
+    for c in configs(campaign):
+        image = c.image or campaign.docker.image
+        if image:
+            img = expand(image, dict(os.environ) | variables)
+            if img not in out:
+                out.append(img)
+    return out
+
+
+def redactor_for(campaign: Campaign) -> Redactor:
+    """Passed-through env values and inline secret-looking env values never reach a file."""
+    passed = [os.environ[k] for k in campaign.pass_env if k in os.environ]
+    inline = [str(v) for c in configs(campaign) for k, v in c.env.items()
+              if v is not None and SECRET_NAME.search(k)]
+    return Redactor(passed + inline)
+
+
+def frozen_prompts(campaign: Campaign, run_dir: Path) -> dict[str, list[str]]:
+    """The prompts are frozen into the run at its start, so a resume sends the same ones."""
+    path = run_dir / "prompts.json"
+    if path.exists():
+        return dict(json.loads(path.read_text()))
+    prompts = {cls: campaign.prompts(cls) for cls in campaign.workload.classes}
+    results.write_json(path, prompts)
+    return prompts
+
+
 def resolve_runtime(campaign: Campaign, requested: str | None) -> str:
     runtime = requested or campaign.runtime
     if runtime != "auto":
@@ -103,17 +149,23 @@ class Runner:
         self.controls = controls or Controls()
         self.adapter = get_adapter(campaign.server)
         self.journal = Journal(run_dir / results.JOURNAL)
-        self.run_id = run_dir.name
+        self.run_id = run_id(run_dir)
         self.secret_env = {k: os.environ[k] for k in campaign.pass_env if k in os.environ}
-        inline = [v for c in self._configs() for k, v in c.env.items()
-                  if v is not None and SECRET_NAME.search(k)]
-        self.redact = Redactor([*self.secret_env.values(), *map(str, inline)])
+        self.redact = redactor_for(campaign)
         self.control_facts: dict[str, BootFacts] = {}
-        self.state = RunState()
+        # A journal already there means a resume: its fold is where the campaign stands.
+        self.state = fold(read_events(run_dir / results.JOURNAL))
+        self.resuming = self.state.last_seq > 0
+        self.prompts = frozen_prompts(campaign, run_dir)
+        self.server: Server | None = None
+        self.reboots: dict[str, int] = {}
         leak = campaign.leak
         self.leak_policy = LeakPolicy(leak.min_concurrency, leak.spread, leak.max_reruns)
 
     # ------------------------------------------------------------ plumbing
+
+    def axis(self, window: str) -> str:
+        return "control" if window == CONTROL else self.campaign.window(window).axis
 
     def emit(self, kind: str, **data: Any) -> Event:
         event = self.journal.append(kind, **data)
@@ -123,12 +175,14 @@ class Runner:
 
             write_throughput(self.run_dir, [r.row for r in self.state.rows.values() if r.row])
         if self.printer:
-            self.printer(event)
+            try:
+                self.printer(event)
+            except Exception as e:  # noqa: BLE001 - a display bug must not stop a campaign
+                print(f"(could not print event {event['seq']}: {type(e).__name__}: {e})")
         return event
 
     def _configs(self) -> list[ServerConfig]:
-        return [self.campaign.config_for(CONTROL)] + [
-            self.campaign.config_for(w.name) for w in self.campaign.windows]
+        return configs(self.campaign)
 
     def _vars(self, config: ServerConfig) -> dict[str, str]:
         v = dict(os.environ) | self.variables
@@ -138,23 +192,14 @@ class Runner:
             v[f"artifacts.{name}"] = expand(str(path), v)
         return v
 
-    def images(self) -> list[str]:
-        out: list[str] = []
-        for c in self._configs():
-            if c.image:
-                img = expand(c.image, dict(os.environ) | self.variables)
-                if img not in out:
-                    out.append(img)
-        return out
-
-    def plan(self, session: str, window: str, config: ServerConfig) -> LaunchPlan:
+    def plan(self, session: str, window: str, config: ServerConfig, tag: str = "") -> LaunchPlan:
         v = self._vars(config)
         args = render_args(config.args, v)
         env = {k: expand(str(val), v) for k, val in config.env.items() if val is not None}
         secret = {k: val for k, val in env.items() if SECRET_NAME.search(k)}
         env = {k: val for k, val in env.items() if k not in secret}
         port = self.campaign.host_port or free_port()
-        name = f"ruler-{self.campaign.name}-{session}-{window}"
+        name = f"ruler-{self.campaign.name}-{session}-{window}{tag}"
         labels = {"ruler.campaign": self.campaign.name, "ruler.run": self.run_id,
                   "ruler.window": f"{session}-{window}"}
         mounts = sorted({str(Path(p).parent) for p in [v["model"]] + [
@@ -191,10 +236,15 @@ class Runner:
 
     def run(self) -> str:
         c = self.campaign
-        self.emit("run_started", campaign=c.name, run=self.run_id, runtime=self.runtime,
-                  server=c.server, pid=os.getpid(),
-                  sessions={s: c.windows_in(s) for s in c.sessions},
-                  axes={w.name: w.axis for w in c.windows})
+        if self.resuming:
+            self.emit("run_resumed", pid=os.getpid(), rows_done=sum(
+                r.complete for r in self.state.rows.values()))
+            self._stop_strays()
+        else:
+            self.emit("run_started", campaign=c.name, run=self.run_id, runtime=self.runtime,
+                      server=c.server, pid=os.getpid(),
+                      sessions={s: c.windows_in(s) for s in c.sessions},
+                      axes={w.name: w.axis for w in c.windows})
         status = "finished"
         try:
             for session in c.sessions:
@@ -205,7 +255,11 @@ class Runner:
                 for window in c.windows_in(session):
                     if self.controls.abort.is_set():
                         break
+                    if self._window_complete(session, window):
+                        self._reload_control_facts(session, window)
+                        continue
                     self.run_window(session, window)
+                    self._drain_reruns()
             if self.controls.abort.is_set():
                 status = "aborted"
         except Exception as e:
@@ -217,30 +271,145 @@ class Runner:
         self.journal.close()
         return status
 
-    def run_window(self, session: str, window: str) -> None:
+    # ------------------------------------------------------------ resume and reruns
+
+    def _window_complete(self, session: str, window: str) -> bool:
+        ws = self.state.windows.get(f"{session}-{window}")
+        return bool(ws) and ws.status in ("done", "failed", "advanced", "rejected")
+
+    def _reload_control_facts(self, session: str, window: str) -> None:
+        path = self.run_dir / "windows" / f"{session}-{window}" / "boot-facts.json"
+        if window == CONTROL and path.exists():
+            data = json.loads(path.read_text())
+            self.control_facts[session] = BootFacts(facts={
+                k: Fact(k, v, data.get("lines", {}).get(k, "")) for k, v in data["facts"].items()})
+
+    def _stop_strays(self) -> None:
+        """A killed engine leaves its server running: find it (label, or pid + RULER_CONTAINER
+        in its environment), stop it, keep a container."""
+        if self.runtime == "docker":
+            from engine.runtime import docker as rd
+
+            for container in rd.containers_of_run(self.run_id):
+                if container.status == "running":
+                    container.stop(timeout=10)
+                    self.emit("stray_stopped", name=container.name, id=container.id)
+        elif self.runtime == "process":
+            from engine.runtime.process import stop_stray
+
+            for ws in self.state.windows.values():
+                pid, name = ws.server.get("pid"), ws.server.get("name")
+                if pid and name and stop_stray(int(pid), str(name)):
+                    self.emit("stray_stopped", name=name, pid=pid)
+
+    def _drain_reruns(self) -> None:
+        """Reruns the operator queued for windows no longer up: boot each such window again."""
+        from engine.measure import Measurement
+
+        while self.controls.reruns and not self.controls.abort.is_set():
+            key = self.controls.reruns[0]
+            row = self.state.rows[key]
+            wkey = f"{row.session}-{row.window}"
+            self.reboots[wkey] = reboot = self.reboots.get(wkey, 0) + 1
+            self.emit("window_reboot", session=row.session, window=row.window, row=key,
+                      reason="operator rerun of a void row", reboot=reboot)
+            self.run_window(row.session, row.window, tag=f"-rerun{reboot}",
+                            phases=[Measurement().reruns])
+            self.controls.reruns[:] = [k for k in self.controls.reruns if k != key]
+
+    # ------------------------------------------------------------ operator commands
+
+    def command(self, cmd: str, args: list[str], who: dict[str, Any]) -> str:
+        """One control-socket command; raises CommandRefused saying why when it does not apply."""
+        from engine.control import CommandRefused
+
+        st, ctl = self.state, self.controls
+        current = st.windows.get(st.current or "")
+        if cmd == "status":
+            return self.status_line()
+        if st.status != "running":
+            raise CommandRefused(f"the campaign is {st.status}; nothing to {cmd}")
+        if cmd == "abort":
+            ctl.abort.set()
+            reply = ("aborting: the current server is stopped (a container is kept); "
+                     "rows in flight become aborted")
+        elif cmd == "advance":
+            if not current or current.status not in ("booting", "measuring"):
+                raise CommandRefused("no window is up to advance from")
+            ctl.advance.set()
+            reply = f"ending window {current.session}/{current.window}; the campaign goes on with the next"
+        elif cmd == "rewarm":
+            if not current or current.status != "measuring":
+                raise CommandRefused("no window is measuring: a warm pass needs a live server")
+            ctl.rewarm.set()
+            reply = "a warm pass runs before the next rep"
+        elif cmd in ("pause", "resume"):
+            if (cmd == "pause") == ctl.paused.is_set():
+                raise CommandRefused(f"already {'paused' if ctl.paused.is_set() else 'running'}")
+            (ctl.paused.set if cmd == "pause" else ctl.paused.clear)()
+            reply = "pausing before the next rep" if cmd == "pause" else "resuming"
+        elif cmd == "rerun":
+            reply = self._queue_rerun(args)
+        else:
+            raise CommandRefused(f"unknown command {cmd!r}; known: abort, advance, rewarm, pause, "
+                                 "resume, rerun ROW, status")
+        self.emit("command", cmd=cmd, args=args, who=who, reply=reply)
+        return reply
+
+    def _queue_rerun(self, args: list[str]) -> str:
+        from engine.control import CommandRefused
+
+        if len(args) != 1:
+            raise CommandRefused("usage: rerun ROW (e.g. s1-control/prose/c4)")
+        key = args[0]
+        row = self.state.rows.get(key)
+        if row is None:
+            void = [k for k, r in self.state.rows.items() if r.status == "void"]
+            raise CommandRefused(f"no row {key!r}; void rows: {', '.join(void) or 'none'}")
+        if row.status != "void":
+            raise CommandRefused(f"row {key} is {row.status}, not void")
+        if key in self.controls.reruns:
+            raise CommandRefused(f"row {key} is already queued")
+        self.controls.reruns.append(key)
+        up = self.state.current == f"{row.session}-{row.window}"
+        return f"queued {key}: " + ("runs after this window's shapes" if up else
+                                     "its window will be booted again after the current one")
+
+    def status_line(self) -> str:
+        st = self.state
+        rows = list(st.rows.values())
+        done = sum(r.complete for r in rows)
+        void = sum(r.status == "void" for r in rows)
+        return (f"{st.campaign} {st.status}{' (paused)' if st.paused else ''}: "
+                f"window {st.current or '-'}, rows done {done}, void {void}")
+
+    def run_window(self, session: str, window: str, tag: str = "",
+                   phases: list[Phase] | None = None) -> None:
         config = self.campaign.config_for(window)
         wdir = results.window_dir(self.run_dir, session, window)
-        axis = "control" if window == CONTROL else self.campaign.window(window).axis
         try:
-            plan = self.plan(session, window, config)
+            plan = self.plan(session, window, config, tag)
         except KeyError as e:
             self._reject(session, window, wdir, f"unresolved variable {e}", [])
             return
-        self.emit("window_started", session=session, window=window, axis=axis,
-                  runtime=self.runtime, plan=plan.describe(),
-                  log=str((wdir / "boot.log").relative_to(self.run_dir)))
+        self.emit("window_started", session=session, window=window, axis=self.axis(window),
+                  runtime=self.runtime, plan=plan.describe(), tag=tag,
+                  log=str((wdir / f"boot{tag}.log").relative_to(self.run_dir)))
         try:
             server = self._start(plan)
         except LaunchError as e:
             self._reject(session, window, wdir, str(e), [])
             return
         self.emit("server_started", session=session, window=window, **server.identity)
-        pump = LogPump(server, self.adapter, wdir / "boot.log", self._on_fact(session, window),
-                       self.redact)
+        pump = LogPump(server, self.adapter, wdir / f"boot{tag}.log",
+                       self._on_fact(session, window), self.redact)
         pump.start()
+        self.server = server
         try:
-            self._boot_and_measure(session, window, wdir, server, pump, config)
+            self._boot_and_measure(session, window, wdir, server, pump, config, tag,
+                                   self.phases if phases is None else phases)
         finally:
+            self.server = None
             server.stop()
             pump.join(timeout=10)
             self.emit("server_stopped", session=session, window=window,
@@ -252,20 +421,21 @@ class Runner:
         return on_fact
 
     def _boot_and_measure(self, session: str, window: str, wdir: Path, server: Server,
-                          pump: LogPump, config: ServerConfig) -> None:
+                          pump: LogPump, config: ServerConfig, tag: str,
+                          phases: list[Phase]) -> None:
         boot = wait_ready(server, self.adapter, pump, self.campaign.timeouts.boot,
                           cancelled=self.controls.abort.is_set)
         if not boot.ready:
             self._reject(session, window, wdir, boot.reason, boot.error_lines, pump, boot)
             return
         facts = pump.freeze()
-        self._record_boot(session, window, wdir, facts, boot)
+        self._record_boot(session, window, wdir, facts, boot, tag)
         ctx = WindowContext(session, window, wdir, server, self.adapter, config, facts)
         from engine.measure import WindowFailed
 
         try:
-            for phase in self.phases:
-                if self.controls.abort.is_set() or self.controls.advance.is_set():
+            for phase in phases:
+                if self.controls.stopping():
                     break
                 phase(self, ctx)
         except WindowFailed as e:
@@ -275,12 +445,13 @@ class Runner:
             self.emit("window_finished", session=session, window=window, status="failed",
                       reason=str(e))
             return
+        status = ("aborted" if self.controls.abort.is_set() else
+                  "advanced" if self.controls.advance.is_set() else "done")
         self.controls.advance.clear()
-        status = "aborted" if self.controls.abort.is_set() else "done"
         self.emit("window_finished", session=session, window=window, status=status)
 
     def _record_boot(self, session: str, window: str, wdir: Path, facts: BootFacts,
-                     boot: BootOutcome) -> None:
+                     boot: BootOutcome, tag: str = "") -> None:
         data: dict[str, Any] = {"session": session, "window": window,
                                 "boot_seconds": round(boot.seconds, 2), **facts.as_json()}
         if self.runtime == "attach":
@@ -289,9 +460,9 @@ class Runner:
             self.control_facts[session] = facts
         elif session in self.control_facts:
             data["diff_vs_control"] = facts.diff(self.control_facts[session])
-        results.write_json(wdir / "boot-facts.json", data)
+        results.write_json(wdir / f"boot-facts{tag}.json", data)
         excerpt = [f.line for f in facts.facts.values()] + facts.warnings + facts.errors
-        results.write_atomic(wdir / "boot-excerpt.txt", "\n".join(dict.fromkeys(excerpt)) + "\n")
+        results.write_atomic(wdir / f"boot-excerpt{tag}.txt", "\n".join(dict.fromkeys(excerpt)) + "\n")
         self.emit("window_ready", session=session, window=window, boot_s=round(boot.seconds, 2),
                   facts={k: f.value for k, f in facts.facts.items()},
                   diff=data.get("diff_vs_control"))

@@ -40,6 +40,9 @@ from engine.yamlmarks import (
 
 CONTROL = "control"
 NAME_PATTERN = "[a-z0-9][a-z0-9-]*"
+# The greedy prompts a campaign gets when its quality section names none (ships with ruler).
+DEFAULT_GREEDY_FILE = Path(__file__).resolve().parent.parent / "campaigns" / "prompts" / "greedy.txt"
+DEFAULT_SEED = 1234  # quality requests always send a seed; this one when the campaign has none
 
 Scalar = str | int | float
 ArgValue = Scalar | bool | tuple[Scalar, ...] | None
@@ -81,6 +84,15 @@ def _check_gpus(value: object) -> Gpus:
     if isinstance(value, list) and all(_is_scalar(v) and not isinstance(v, float) for v in value):
         return tuple(value)
     raise _type_error("gpus", "null, 'all', a GPU count or a list of device ids", value)
+
+
+def _check_oracle(value: object) -> "str | OracleReceipt":
+    # A plain validator: a pydantic union would report one error per member.
+    if value == "control":
+        return "control"
+    if isinstance(value, dict) and set(value) == {"receipt"} and isinstance(value["receipt"], str):
+        return OracleReceipt(receipt=value["receipt"])
+    raise _type_error("oracle", "'control' or {receipt: path}", value)
 
 
 Str = Annotated[str, Strict()]
@@ -176,6 +188,45 @@ class Workload(_Frozen):
         return self.requests_per_rep or max(2 * concurrency, 4)
 
 
+class OracleReceipt(_Frozen):
+    receipt: Str  # a reference.json ruler wrote in an earlier run; relative to the campaign file
+
+
+class GreedySpec(_Frozen):
+    prompts: Annotated[tuple[Str, ...], Field(min_length=1)] | None = None
+    file: Str | None = None  # neither: ruler's campaigns/prompts/greedy.txt
+    n: PosInt = 20  # the campaign notes: greedy equivalence on 20 prompts
+    max_tokens: PosInt = 48
+    seed: Annotated[int, Strict()] | None = None  # None: workload.sampling.seed, else 1234
+
+
+class TeacherForcedSpec(_Frozen):
+    top_k: Annotated[int, Strict(), Field(ge=1, le=100)] = 10
+    positions: PosInt = 4  # scored positions per prompt, spread over the control's continuation
+
+
+class KLSpec(_Frozen):
+    texts: Annotated[tuple[Str, ...], Field(min_length=1)] | None = None
+    file: Str | None = None  # neither: the greedy prompts with the oracle's continuations
+    top_k: Annotated[int, Strict(), Field(ge=1, le=100)] = 10
+    positions: PosInt = 4  # per text
+    oracle: Annotated[Any, PlainValidator(_check_oracle)] = "control"
+
+
+class ToolProbeSpec(_Frozen):
+    n: PosInt = 10
+    max_tokens: PosInt = 128
+
+
+class QualitySpec(_Frozen):
+    enabled: Bool = True
+    greedy: GreedySpec = GreedySpec()
+    teacher_forced: TeacherForcedSpec = TeacherForcedSpec()
+    kl: KLSpec = KLSpec()
+    knobs_check: Bool = True
+    tool_probe: ToolProbeSpec | None = None
+
+
 class Leak(_Frozen):
     min_concurrency: PosInt = 8
     spread: Annotated[float, Strict(), Field(gt=0, lt=1)] = 0.10
@@ -216,6 +267,7 @@ class Campaign(_Frozen):
     workload: Workload
     leak: Leak = Leak()
     timeouts: Timeouts = Timeouts()
+    quality: QualitySpec = QualitySpec()
 
     # Private, so a YAML key can never set them; filled by load_campaign.
     _source_path: Path = PrivateAttr(default_factory=Path)
@@ -266,6 +318,37 @@ class Campaign(_Frozen):
         assert cls.file is not None  # validation guarantees exactly one of the two
         file = cls.file if variables is None else expand(cls.file, variables)
         return read_prompts(self.source_path.parent / file)
+
+    def greedy_prompts(self, variables: Mapping[str, str] | None = None) -> list[str]:
+        """The first `quality.greedy.n` greedy prompts (fewer when the source has fewer)."""
+        g = self.quality.greedy
+        if g.prompts is not None:
+            prompts = list(g.prompts)
+        elif g.file is not None:
+            prompts = read_prompts(self._resolve(g.file, variables))
+        else:
+            prompts = read_prompts(DEFAULT_GREEDY_FILE)
+        return prompts[: g.n]
+
+    def kl_texts(self, variables: Mapping[str, str] | None = None) -> list[str] | None:
+        """The fixed KL texts, or None: KL then scores the greedy prompts' continuations."""
+        kl = self.quality.kl
+        if kl.texts is not None:
+            return list(kl.texts)
+        return read_prompts(self._resolve(kl.file, variables)) if kl.file is not None else None
+
+    def oracle_receipt(self, variables: Mapping[str, str] | None = None) -> Path | None:
+        oracle = self.quality.kl.oracle
+        return self._resolve(oracle.receipt, variables) if isinstance(oracle, OracleReceipt) else None
+
+    def quality_seed(self) -> int:
+        seed = self.quality.greedy.seed
+        if seed is None:
+            seed = self.workload.sampling.seed
+        return DEFAULT_SEED if seed is None else seed
+
+    def _resolve(self, file: str, variables: Mapping[str, str] | None) -> Path:
+        return self.source_path.parent / (file if variables is None else expand(file, variables))
 
 
 V = TypeVar("V")
@@ -387,7 +470,7 @@ def load_campaign(path: str | Path) -> Campaign:
 
 def _semantic_issues(raw: Mapping[Any, Any], doc: MarkedDoc, base_dir: Path) -> list[Issue]:
     return (_check_windows(raw, doc) + _check_axes(raw) + _check_sessions(raw)
-            + _check_classes(raw, base_dir) + _check_runtime(raw))
+            + _check_classes(raw, base_dir) + _check_runtime(raw) + _check_quality(raw, base_dir))
 
 
 def _window_names(raw: Mapping[Any, Any]) -> list[tuple[int, str]]:
@@ -481,6 +564,33 @@ def _check_classes(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
             resolved = (base_dir / file).resolve()
             if not resolved.is_file():
                 issues.append(((*where, "file"), False, f"prompt file not found: {resolved}"))
+    return issues
+
+
+def _check_file(where: tuple[Any, ...], file: object, base_dir: Path, what: str) -> list[Issue]:
+    if not isinstance(file, str) or "${" in file:  # ${...} resolves only at run time
+        return []
+    resolved = (base_dir / file).resolve()
+    return [] if resolved.is_file() else [(where, False, f"{what} not found: {resolved}")]
+
+
+def _check_quality(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
+    quality = raw.get("quality")
+    if not isinstance(quality, dict):
+        return []
+    issues: list[Issue] = []
+    for section, inline in (("greedy", "prompts"), ("kl", "texts")):
+        part = quality.get(section)
+        if not isinstance(part, dict):
+            continue
+        where = ("quality", section)
+        if part.get(inline) is not None and part.get("file") is not None:
+            issues.append((where, True, f"quality.{section} has both {inline!r} and 'file'; give one"))
+        issues += _check_file((*where, "file"), part.get("file"), base_dir, "prompt file")
+        oracle = part.get("oracle")
+        if section == "kl" and isinstance(oracle, dict):
+            issues += _check_file((*where, "oracle", "receipt"), oracle.get("receipt"), base_dir,
+                                  "oracle receipt")
     return issues
 
 

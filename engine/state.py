@@ -22,6 +22,7 @@ class WindowState:
     errors: list[str] = field(default_factory=list)
     server: dict[str, Any] = field(default_factory=dict)
     log: str = ""
+    verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)  # check -> verdict event
 
     @property
     def key(self) -> str:
@@ -39,6 +40,7 @@ class RowState:
     attempt: int = 0
     status: str = "pending"  # pending warm measuring ok noisy void failed aborted
     reps: dict[int, dict[int, float]] = field(default_factory=dict)  # attempt -> rep -> tok/s
+    files: dict[int, dict[int, str]] = field(default_factory=dict)  # attempt -> rep -> receipt
     suspects: set[tuple[int, int]] = field(default_factory=set)  # (attempt, rep)
     voids: list[str] = field(default_factory=list)
     row: dict[str, Any] = field(default_factory=dict)  # the final throughput.csv row
@@ -46,6 +48,11 @@ class RowState:
     @property
     def key(self) -> str:
         return row_key(self.session, self.window, self.cls, self.concurrency)
+
+    @property
+    def complete(self) -> bool:
+        """Finished for good: resume skips it (an aborted row is measured again)."""
+        return self.status in ("ok", "noisy", "void", "failed")
 
 
 def row_key(session: str, window: str, cls: str, concurrency: int) -> str:
@@ -68,6 +75,9 @@ class RunState:
     finished_ts: float | None = None
     error: str = ""
     rows: dict[str, RowState] = field(default_factory=dict)
+    paused: bool = False
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    resumes: int = 0
 
     def row(self, e: Event) -> RowState:
         key = row_key(e["session"], e["window"], e["class"], e["concurrency"])
@@ -123,15 +133,29 @@ def apply(state: RunState, e: Event) -> RunState:
     elif kind == "warm_done":
         state.row(e).status = "measuring"
     elif kind == "rep_done":
-        state.row(e).reps.setdefault(e["attempt"], {})[e["rep"]] = e["agg_tok_s"]
+        r = state.row(e)
+        r.reps.setdefault(e["attempt"], {})[e["rep"]] = e["agg_tok_s"]
+        r.files.setdefault(e["attempt"], {})[e["rep"]] = e["file"]
     elif kind == "leak_suspected":
         state.row(e).suspects.add((e["attempt"], e["rep"]))
+    elif kind == "rerun_aborted":
+        r = state.row(e)
+        r.status = r.row.get("status", "pending")  # the row as it stood before the rerun
     elif kind == "row_void":
         state.row(e).voids.append(e["reason"])
     elif kind == "row_done":
         r = state.row(e)
         r.status = e["status"]
         r.row = {k: v for k, v in e.items() if k not in ("seq", "ts", "kind")}
+    elif kind == "verdict":
+        _w(state, e).verdicts[e["check"]] = {k: v for k, v in e.items() if k not in ("seq", "kind")}
+    elif kind == "command":
+        state.commands.append({k: v for k, v in e.items() if k not in ("seq", "kind")})
+        if e["cmd"] in ("pause", "resume"):
+            state.paused = e["cmd"] == "pause"
+    elif kind == "run_resumed":
+        state.status, state.pid, state.resumes = "running", e.get("pid"), state.resumes + 1
+        state.paused = False
     elif kind == "engine_error":
         state.error = e["error"]
     elif kind == "run_finished":

@@ -125,14 +125,16 @@ def test_two_session_campaign_in_docker(testbed_image: str, docker_client, tmp_p
     run, proc = run_headless(tmp_path, "docker", "docker-run")
     try:
         check_run(run, proc)
+        run_id = json.loads((run / "engine.json").read_text())["run_id"]
+        assert run_id.startswith(run.name)
         containers = {c.name: c for c in docker_client.containers.list(
-            all=True, filters={"label": f"ruler.run={run.name}"})}
+            all=True, filters={"label": f"ruler.run={run_id}"})}
         assert set(containers) == {f"ruler-docker-run-{w}" for w in
                                    ("s1-control", "s1-ctx", "s2-control", "s2-qv8")}
         c = containers["ruler-docker-run-s1-ctx"]
         assert {k: v for k, v in c.labels.items() if k in ("ruler.campaign", "ruler.run",
                                                             "ruler.window")} == {
-            "ruler.campaign": "docker-run", "ruler.run": run.name, "ruler.window": "s1-ctx"}
+            "ruler.campaign": "docker-run", "ruler.run": run_id, "ruler.window": "s1-ctx"}
         assert c.status == "exited"  # stopped and kept
         assert "RULER_CONTAINER=ruler-docker-run-s1-ctx" in c.attrs["Config"]["Env"]
         ports = c.attrs["HostConfig"]["PortBindings"]["8080/tcp"]
@@ -141,7 +143,7 @@ def test_two_session_campaign_in_docker(testbed_image: str, docker_client, tmp_p
         assert env["docker"]["server_version"]
         assert env["docker"]["images"][testbed_image]["id"].startswith("sha256:")
     finally:
-        for c in docker_client.containers.list(all=True, filters={"label": f"ruler.run={run.name}"}):
+        for c in docker_client.containers.list(all=True, filters={"label": "ruler.campaign=docker-run"}):
             c.remove(force=True)
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from engine.runtime.base import LaunchError, LaunchPlan
 
@@ -53,3 +55,25 @@ class ProcessServer:
 
 def start(plan: LaunchPlan) -> ProcessServer:
     return ProcessServer(plan)
+
+
+def stop_stray(pid: int, name: str) -> bool:
+    """End a server a dead engine left behind, only if its environment proves it is that server."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if f"RULER_CONTAINER={name}".encode() not in environ:
+        return False  # the pid was reused by something that is not ours
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return True
+        for _ in range(50):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            time.sleep(0.1)
+    return True

@@ -12,10 +12,13 @@ control's, and a reader must be able to check a number against the server's own 
 from __future__ import annotations
 
 import enum
+import json
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
+
+import httpx
 
 FactValue = int | float | str | bool
 
@@ -56,6 +59,67 @@ class Readiness(enum.Enum):
     LOADING = "loading"  # not answering yet, or answering "still loading"
     READY = "ready"  # health endpoint says it can serve
     DEAD = "dead"  # answered with a state that will not turn into READY
+
+
+class Unsupported(NotImplementedError):
+    """The server (or this adapter) cannot answer a quality request; the receipt says so."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A greedy continuation, in token ids so that no retokenisation sits between two servers."""
+
+    text: str
+    token_ids: list[int]
+    stop: str  # "eos", "length", or the server's own word
+
+
+@dataclass(frozen=True)
+class NextToken:
+    """The next-token distribution after a forced prefix, as far as the server shows it."""
+
+    top: list[tuple[int, float]]  # (token id, logprob), best first, at most top_k
+    pieces: dict[int, str]  # token id -> text, for receipts a person can read
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """One non-streamed chat answer, reduced to what the ruler and tool checks read."""
+
+    content: str
+    reasoning: str | None  # reasoning the server split out of content, if it did
+    completion_tokens: int | None
+    reasoning_tokens: int | None  # None: the server reports no reasoning count
+    tool_calls: list[dict[str, Any]]
+    finish_reason: str | None
+    raw: dict[str, Any]
+
+
+def chat_reply(body: dict[str, Any]) -> ChatReply:
+    """Parse an OpenAI chat completion body (non-streamed)."""
+    choice = (body.get("choices") or [{}])[0]
+    msg = choice.get("message") or {}
+    usage = body.get("usage") or {}
+    details = usage.get("completion_tokens_details") or {}
+    reasoning_tokens = details.get("reasoning_tokens", usage.get("reasoning_tokens"))
+    return ChatReply(
+        content=msg.get("content") or "",
+        reasoning=msg.get("reasoning_content") or msg.get("reasoning"),
+        completion_tokens=usage.get("completion_tokens"),
+        reasoning_tokens=reasoning_tokens if isinstance(reasoning_tokens, int) else None,
+        tool_calls=list(msg.get("tool_calls") or []),
+        finish_reason=choice.get("finish_reason"),
+        raw=body,
+    )
+
+
+def post_json(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST and return the JSON answer; a non-200 raises with the server's own words."""
+    r = client.post(path, json=body)
+    if r.status_code != 200:
+        raise httpx.HTTPStatusError(f"{path}: HTTP {r.status_code}: {r.text[:300]}",
+                                    request=r.request, response=r)
+    return dict(r.json())
 
 
 class ServerAdapter(ABC):
@@ -120,6 +184,62 @@ class ServerAdapter(ABC):
     def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, int] | None:
         """``{"drafted": n, "accepted": m}`` from one response body or stream chunk, or None."""
         return None
+
+    # -- quality requests (engine.quality) -------------------------------------------------
+    # Each takes an httpx.Client whose base_url is the server's (no /v1): adapters stay
+    # stateless and the caller owns the connection pool and the timeout.
+
+    def render_chat(self, client: httpx.Client, messages: list[dict[str, Any]],
+                    knobs: dict[str, Any]) -> str:
+        """The prompt text the chat endpoint would build from ``messages`` and ``knobs``."""
+        raise Unsupported(f"{self.name}: rendering the chat template is not implemented")
+
+    def tokenize(self, client: httpx.Client, text: str) -> list[int]:
+        """Token ids of ``text`` exactly as the chat endpoint tokenizes a rendered prompt."""
+        raise Unsupported(f"{self.name}: tokenizing is not implemented")
+
+    def generate(self, client: httpx.Client, prompt_ids: list[int], max_tokens: int,
+                 seed: int) -> Generation:
+        """Greedy continuation (temperature 0) of a prompt given as token ids."""
+        raise Unsupported(f"{self.name}: greedy generation from token ids is not implemented")
+
+    def next_token(self, client: httpx.Client, ids: list[int], top_k: int,
+                   fresh: bool) -> NextToken:
+        """Teacher forcing, one position: the top-k next-token logprobs after ``ids``.
+
+        ``fresh`` asks the server to compute the whole prefix again; otherwise it may reuse the
+        prefix it kept from the previous call. The caller sends the same sequence of calls to
+        every server it compares, so both sides see the same batches.
+        """
+        raise Unsupported(f"{self.name}: teacher-forced scoring is not implemented")
+
+    def quality_fields(self) -> dict[str, Any]:
+        """Request fields that make a chat request reproducible (e.g. no cached prefix)."""
+        return {}
+
+    def chat(self, client: httpx.Client, body: dict[str, Any]) -> ChatReply:
+        """One non-streamed OpenAI chat completion (knob and tool checks)."""
+        payload = {**body, "stream": False, **self.quality_fields()}
+        return chat_reply(post_json(client, self.chat_path, payload))
+
+    def reasoning_counts(self) -> bool:
+        """Whether the server reports reasoning token counts at all (a missing count is then a sign)."""
+        return True
+
+
+def tool_arguments(call: dict[str, Any]) -> dict[str, Any] | None:
+    """The parsed JSON arguments of one OpenAI tool call, or None when they do not parse."""
+    fn = call.get("function") or {}
+    args = fn.get("arguments")
+    if not fn.get("name"):
+        return None
+    if isinstance(args, dict):
+        return args
+    try:
+        parsed = json.loads(args) if isinstance(args, str) else None
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 @dataclass

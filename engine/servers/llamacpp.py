@@ -95,6 +95,24 @@ mean len); ``spec.acc_per_pos`` (string) from ``acc per pos = (0.769, ...)``;
 ``prompt eval time`` / ``eval time`` lines of ``print_timing``. Lifetime counters (cumulative
 over the server's life, not per request): ``spec.lifetime.<impl>.gen_drafts``, ``.acc_drafts``,
 ``.gen_tokens``, ``.acc_tokens`` from ``statistics     draft-simple: #calls(b,g,a) = ...``.
+
+Quality requests (``tools/server/server-context.cpp``, ``server-common.cpp``, ``server-task.cpp``)
+----------------------------------------------------------------------------------------------
+llama-server has no prompt logprobs and rejects ``echo``, so teacher forcing scores one position
+per request: ``POST /completion`` with the prefix as a list of token ids, ``n_predict: 1`` and
+``n_probs: k`` answers ``completion_probabilities[0].top_logprobs`` = ``[{id, token, bytes,
+logprob}]``, a softmax over the whole vocabulary taken before sampling (``post_sampling_probs``
+false). The chat template is rendered by ``POST /apply-template`` (the same
+``oaicompat_chat_params_parse`` the chat endpoint runs, knobs included) and tokenized by ``POST
+/tokenize`` with ``add_special`` and ``parse_special`` true, as the chat endpoint tokenizes its
+prompt; an array of ids sent as ``prompt`` is used verbatim (``tokenize_mixed``).
+
+Reproducibility: the logits of a position depend on how the prefix was batched (a prefix
+evaluated in one batch vs. a cached prefix plus one new token differ in the last digits, and a
+greedy continuation can flip on that). So generation and chat requests send ``cache_prompt:
+false`` (the whole prompt is evaluated again), and scoring pins slot 0 (``id_slot``): the first
+position of a text is evaluated fresh, the following ones extend the cached prefix, and every
+server compared sees the same sequence of batches. The server reports no reasoning token counts.
 """
 
 from __future__ import annotations
@@ -103,7 +121,18 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from engine.servers.base import Fact, FactValue, Readiness, ServerAdapter, parse_number
+import httpx
+
+from engine.servers.base import (
+    Fact,
+    FactValue,
+    Generation,
+    NextToken,
+    Readiness,
+    ServerAdapter,
+    parse_number,
+    post_json,
+)
 
 _Add = Callable[[str, FactValue], None]  # parse_line's collector: add(key, value)
 
@@ -545,6 +574,43 @@ class LlamaCppAdapter(ServerAdapter):
         if not all(name in samples for name in _SPEC_METRICS.values()):
             return None  # started without --metrics, or a build without these counters
         return {key: samples[name] for key, name in _SPEC_METRICS.items()}
+
+    # -- quality requests (see the module docstring) -------------------------------------
+
+    def render_chat(self, client: httpx.Client, messages: list[dict[str, Any]],
+                    knobs: dict[str, Any]) -> str:
+        return str(post_json(client, "/apply-template", {"messages": messages, **knobs})["prompt"])
+
+    def tokenize(self, client: httpx.Client, text: str) -> list[int]:
+        body = {"content": text, "add_special": True, "parse_special": True}
+        return [int(t) for t in post_json(client, "/tokenize", body)["tokens"]]
+
+    def generate(self, client: httpx.Client, prompt_ids: list[int], max_tokens: int,
+                 seed: int) -> Generation:
+        out = post_json(client, "/completion", {
+            "prompt": prompt_ids, "n_predict": max_tokens, "temperature": 0, "seed": seed,
+            "return_tokens": True, "cache_prompt": False})
+        stop = out.get("stop_type") or ""
+        return Generation(str(out.get("content", "")), [int(t) for t in out.get("tokens", [])],
+                          {"limit": "length"}.get(stop, stop))
+
+    def next_token(self, client: httpx.Client, ids: list[int], top_k: int,
+                   fresh: bool) -> NextToken:
+        out = post_json(client, "/completion", {
+            "prompt": ids, "n_predict": 1, "temperature": 0, "n_probs": top_k,
+            "cache_prompt": not fresh, "id_slot": 0})
+        probs = out.get("completion_probabilities") or []
+        if not probs or "top_logprobs" not in probs[0]:
+            raise ValueError(f"/completion answered without top_logprobs: {str(out)[:300]}")
+        top = probs[0]["top_logprobs"]
+        return NextToken([(int(t["id"]), float(t["logprob"])) for t in top],
+                         {int(t["id"]): str(t.get("token", "")) for t in top})
+
+    def quality_fields(self) -> dict[str, Any]:
+        return {"cache_prompt": False}
+
+    def reasoning_counts(self) -> bool:
+        return False  # no reasoning_tokens in usage (server-task.cpp)
 
     def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, int] | None:
         # "timings" rides on the final response / last stream chunk; draft_n and

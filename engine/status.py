@@ -1,0 +1,78 @@
+"""``ruler status`` and ``ruler ctl``: where a campaign stands, and one command to its engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engine import results
+from engine.journal import read_events
+from engine.launch import BadInput, engine_alive, read_pid
+from engine.state import fold
+
+
+def latest_run(results_dir: str | Path = "results") -> Path:
+    runs = [p for p in Path(results_dir).glob("*/") if (p / results.JOURNAL).exists()]
+    if not runs:
+        raise BadInput(f"no runs under {results_dir}/; give a RUN_DIR")
+    return max(runs, key=lambda p: (p / results.JOURNAL).stat().st_mtime)
+
+
+def run_dir_arg(value: str | None) -> Path:
+    run_dir = Path(value) if value else latest_run()
+    if not (run_dir / results.JOURNAL).exists():
+        raise BadInput(f"{run_dir} is not a ruler run directory (no {results.JOURNAL})")
+    return run_dir
+
+
+def summary(run_dir: Path) -> dict[str, Any]:
+    st = fold(read_events(run_dir / results.JOURNAL))
+    rows = list(st.rows.values())
+    live = [r for r in rows if not r.complete and r.attempt]
+    shape = live[-1] if live else None
+    last_rep = None
+    for r in rows:
+        for attempt, reps in r.reps.items():
+            for rep, tok in reps.items():
+                last_rep = {"row": r.key, "attempt": attempt, "rep": rep, "agg_tok_s": tok}
+    alive = engine_alive(run_dir)
+    return {
+        "run_dir": str(run_dir),
+        "campaign": st.campaign,
+        "status": st.status if alive or st.status != "running" else "engine not running (resume it)",
+        "paused": st.paused,
+        "engine": {"alive": alive, "pid": read_pid(run_dir) if alive else None},
+        "current": {
+            "window": st.current,
+            "shape": shape.key if shape else None,
+            "attempt": shape.attempt if shape else None,
+            "reps_done": len(shape.reps.get(shape.attempt, {})) if shape else None,
+        },
+        "rows": {s: sum(r.status == s for r in rows)
+                 for s in ("ok", "noisy", "void", "failed", "aborted")} | {"total": len(rows)},
+        "windows": {k: w.status for k, w in st.windows.items()},
+        "last_rep": last_rep,
+    }
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    cur, rows = s["current"], s["rows"]
+    engine = f"alive (pid {s['engine']['pid']})" if s["engine"]["alive"] else "not running"
+    lines = [
+        f"{s['campaign']}  {s['status']}{'  PAUSED' if s['paused'] else ''}  engine {engine}",
+        f"  run     {s['run_dir']}",
+        f"  now     window {cur['window'] or '-'}  shape {cur['shape'] or '-'}"
+        + (f"  attempt {cur['attempt']} reps done {cur['reps_done']}" if cur["shape"] else ""),
+        "  rows    " + "  ".join(f"{k} {v}" for k, v in rows.items()),
+    ]
+    if s["last_rep"]:
+        r = s["last_rep"]
+        lines.append(f"  last    {r['row']} attempt {r['attempt']} rep {r['rep']}: "
+                     f"{r['agg_tok_s']:.1f} tok/s")
+    return "\n".join(lines)
+
+
+def print_status(run_dir: Path, as_json: bool) -> None:
+    s = summary(run_dir)
+    print(json.dumps(s, indent=2) if as_json else format_summary(s))

@@ -1,0 +1,271 @@
+"""The detached engine and its control socket, with real processes and a real llama-server."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import control
+from engine import testbed as tb_mod
+from engine.journal import read_events
+from engine.launch import engine_alive, read_pid
+
+RULER = [sys.executable, "-m", "engine.cli"]
+
+CAMPAIGN = """\
+name: ctl
+server: llamacpp
+runtime: process
+process:
+  command: ["${{testbed.llama_server}}"]
+control:
+  model: ${{testbed.models}}/SmolLM2-135M-Instruct.Q4_1.gguf
+  args: {{-m: "${{model}}", -c: 1024, -np: 2, -t: 1, --metrics: true}}
+windows:
+  - name: ctx
+    axis: context 2048
+    change:
+      args: {{-c: 2048}}
+sessions:
+  s1: [ctx]
+  s2: [ctx]
+workload:
+  classes:
+    prose: {{prompts: ["Write one sentence about the sea.", "Name three colours."]}}
+    code: {{prompts: ["Write a Python function that adds two numbers."]}}
+  concurrency: [1, 2]
+  reps: {reps}
+  requests_per_rep: 2
+  max_tokens: 16
+leak: {{min_concurrency: 1, spread: {spread}, max_reruns: 0}}
+timeouts: {{boot: 120, request: 60}}
+"""
+
+
+def start_detached(tmp_path: Path, reps: int = 3, spread: float = 0.5) -> Path:
+    spec = tmp_path / "ctl.yaml"
+    spec.write_text(CAMPAIGN.format(reps=reps, spread=spread))
+    out = subprocess.run([*RULER, "run", str(spec), "--detach", "--results-dir",
+                          str(tmp_path / "results")], capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    assert "engine detached" in out.stdout
+    return next((tmp_path / "results").iterdir())
+
+
+def events(run: Path) -> list[dict[str, Any]]:
+    return read_events(run / "journal.jsonl")
+
+
+def wait_for(run: Path, pred: Callable[[list[dict[str, Any]]], bool], timeout: float = 120,
+             what: str = "") -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        evs = events(run)
+        if pred(evs):
+            return evs
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; last events: "
+                         f"{[e['kind'] for e in events(run)[-8:]]}")
+
+
+def kinds(evs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in evs if e["kind"] == kind]
+
+
+def finish(run: Path) -> None:
+    """Leave no engine behind: abort it and wait for the lock to go."""
+    if engine_alive(run):
+        with contextlib.suppress(OSError):
+            control.send(run, "abort")
+        deadline = time.monotonic() + 60
+        while engine_alive(run) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        pid = read_pid(run)
+        if pid and engine_alive(run):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_engine_survives_the_terminal_and_refuses_a_second(testbed: tb_mod.Testbed,
+                                                           tmp_path: Path) -> None:
+    spec = tmp_path / "ctl.yaml"
+    spec.write_text(CAMPAIGN.format(reps=2, spread=0.5))
+    # A "terminal": a shell in its own process group that runs ruler, then lingers.
+    term = subprocess.Popen(["bash", "-c", f"{' '.join(RULER)} run {spec} --detach --results-dir "
+                             f"{tmp_path / 'results'} < /dev/null; sleep 600"],
+                            start_new_session=True, stdout=subprocess.PIPE, text=True)
+    run = None
+    try:
+        deadline = time.monotonic() + 120
+        while run is None and time.monotonic() < deadline:
+            runs = list((tmp_path / "results").glob("*/engine.pid"))
+            run = runs[0].parent if runs else None
+            time.sleep(0.1)
+        assert run is not None
+        wait_for(run, lambda e: bool(kinds(e, "rep_done")), what="a first rep")
+        os.killpg(term.pid, signal.SIGHUP)
+        os.killpg(term.pid, signal.SIGKILL)  # the whole terminal is gone
+        term.wait(10)
+        seen = len(kinds(events(run), "rep_done"))
+        wait_for(run, lambda e: len(kinds(e, "rep_done")) > seen + 1, what="reps after the hangup")
+        assert engine_alive(run)
+        # One engine per run directory.
+        second = subprocess.run([*RULER, "engine", str(run)], capture_output=True, text=True,
+                                timeout=60)
+        assert second.returncode == 2
+        assert "another engine" in second.stderr and "is already running" in second.stderr
+        evs = wait_for(run, lambda e: bool(kinds(e, "run_finished")), timeout=300, what="the end")
+        assert kinds(evs, "run_finished")[-1]["status"] == "finished"
+    finally:
+        if run:
+            finish(run)
+        if term.poll() is None:
+            os.killpg(term.pid, signal.SIGKILL)
+
+
+def test_kill_9_then_resume_keeps_every_finished_rep(testbed: tb_mod.Testbed,
+                                                      tmp_path: Path) -> None:
+    run = start_detached(tmp_path, reps=3)
+    try:
+        # Kill mid-shape: right after the first rep of the third row.
+        wait_for(run, lambda e: len(kinds(e, "row_done")) >= 2 and e[-1]["kind"] == "rep_done"
+                 and e[-1]["rep"] == 1, what="the middle of a shape")
+        pid = read_pid(run)
+        assert pid
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while engine_alive(run) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        before = events(run)
+        reps_before = [(e["session"], e["window"], e["class"], e["concurrency"], e["attempt"],
+                        e["rep"], e["agg_tok_s"]) for e in kinds(before, "rep_done")]
+        rows_before = list(csv.DictReader((run / "throughput.csv").open()))
+        files_before = {p: p.read_bytes() for p in (run / "windows").rglob("reps/*.jsonl")}
+        server_pid = kinds(before, "server_started")[-1]["pid"]
+        print(f"killed after {len(reps_before)} reps, {len(rows_before)} rows")
+
+        out = subprocess.run([*RULER, "run", "--resume", str(run), "--headless"],
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        after = events(run)
+        assert after[: len(before)] == before  # the journal only grew
+        reps_after = [(e["session"], e["window"], e["class"], e["concurrency"], e["attempt"],
+                       e["rep"], e["agg_tok_s"]) for e in kinds(after, "rep_done")]
+        assert reps_after[: len(reps_before)] == reps_before
+        # No finished rep measured twice: each (row, attempt, rep) appears once.
+        assert len({r[:6] for r in reps_after}) == len(reps_after)
+        resumed = kinds(after, "shape_resumed")
+        assert resumed and resumed[0]["reps_kept"] >= 1
+        rows_after = list(csv.DictReader((run / "throughput.csv").open()))
+        keyed = {(r["session"], r["window"], r["class"], r["concurrency"]): r for r in rows_after}
+        for r in rows_before:
+            assert keyed[(r["session"], r["window"], r["class"], r["concurrency"])] == r
+        assert len(rows_after) == 2 * 2 * 4  # 2 classes x 2 concurrencies x 4 windows
+        for path, data in files_before.items():
+            assert path.read_bytes() == data
+        assert kinds(after, "stray_stopped")[0]["pid"] == server_pid
+        with pytest.raises(ProcessLookupError):
+            os.kill(server_pid, 0)
+        print(f"after resume: {len(reps_after)} reps, {len(rows_after)} rows")
+    finally:
+        finish(run)
+
+
+def test_each_command_changes_what_the_engine_does(testbed: tb_mod.Testbed,
+                                                   tmp_path: Path) -> None:
+    # spread 0.0001 makes every row void (and max_reruns 0 leaves it so): something to rerun.
+    run = start_detached(tmp_path, reps=2, spread=0.0001)
+    try:
+        wait_for(run, lambda e: bool(kinds(e, "rep_done")), what="a first rep")
+        assert control.send(run, "resume") == {"ok": False, "error": "already running"}
+        assert control.send(run, "pause")["ok"]
+        time.sleep(1.5)  # a pass in flight may finish; then nothing moves
+        n = len(kinds(events(run), "rep_done"))
+        time.sleep(3)
+        assert len(kinds(events(run), "rep_done")) == n
+        assert control.send(run, "resume")["ok"]
+        wait_for(run, lambda e: len(kinds(e, "rep_done")) > n, what="reps after resume")
+
+        assert control.send(run, "rewarm")["ok"]
+        wait_for(run, lambda e: any(str(w.get("label", "")).startswith("rewarm")
+                                    for w in kinds(e, "warm_done")), what="the rewarm pass")
+
+        evs = wait_for(run, lambda e: any(r["status"] == "void" for r in kinds(e, "row_done")),
+                       what="a void row")
+        void = next(r for r in kinds(evs, "row_done") if r["status"] == "void")
+        key = f"{void['session']}-{void['window']}/{void['class']}/c{void['concurrency']}"
+        reply = control.send(run, "rerun", [key])
+        assert reply["ok"], reply
+        assert control.send(run, "rerun", ["s9-nope/x/c1"])["ok"] is False
+        wait_for(run, lambda e: any(s.get("rerun") and s["class"] == void["class"]
+                                    and s["concurrency"] == void["concurrency"]
+                                    for s in kinds(e, "shape_started")), what="the rerun")
+
+        window = events(run)[-1].get("window")
+        assert control.send(run, "advance")["ok"]
+        wait_for(run, lambda e: any(w["status"] == "advanced" for w in kinds(e, "window_finished")),
+                 what="the advanced window")
+
+        assert control.send(run, "abort")["ok"]
+        evs = wait_for(run, lambda e: bool(kinds(e, "run_finished")), what="the abort")
+        assert kinds(evs, "run_finished")[-1]["status"] == "aborted"
+        cmds = [e["cmd"] for e in kinds(evs, "command")]
+        assert cmds == ["pause", "resume", "rewarm", "rerun", "advance", "abort"]
+        assert all(e["who"]["uid"] == os.getuid() for e in kinds(evs, "command"))
+        assert window
+    finally:
+        finish(run)
+
+
+def test_socket_is_owner_only_and_survives_garbage() -> None:
+    if os.getuid() != 0:
+        pytest.skip("needs root to run a process as another user")
+    seen: list[str] = []
+
+    def handler(cmd: str, args: list[str], who: dict[str, Any]) -> str:
+        seen.append(cmd)
+        if cmd == "boom":
+            raise control.CommandRefused("not now")
+        return f"did {cmd}"
+
+    # A directory the other user may enter: then only the socket's own mode keeps them out.
+    tmp_path = Path(tempfile.mkdtemp(prefix="ruler-sock-"))
+    tmp_path.chmod(0o755)
+    server = control.ControlServer(tmp_path, handler)
+    try:
+        assert (tmp_path / "control.sock").stat().st_mode & 0o777 == 0o600
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(tmp_path / "control.sock"))
+            f = s.makefile("rwb")
+            for garbage in (b"not json\n", b"[1, 2]\n", b'{"cmd": 5}\n', b"\xff\xfe\n"):
+                f.write(garbage)
+                f.flush()
+                reply = json.loads(f.readline())
+                assert reply["ok"] is False and reply["error"].startswith("bad request")
+        assert control.send(tmp_path, "boom") == {"ok": False, "error": "not now"}
+        assert control.send(tmp_path, "status") == {"ok": True, "reply": "did status"}
+        # Another user's process cannot connect.
+        probe = ("import socket,sys;s=socket.socket(socket.AF_UNIX)\n"
+                 "try:\n s.connect(sys.argv[1]); print('connected')\n"
+                 "except PermissionError: print('denied')")
+        out = subprocess.run(["/usr/bin/python3", "-c", probe, str(tmp_path / "control.sock")],
+                             capture_output=True, text=True, timeout=30, user="nobody")
+        assert out.stdout.strip() == "denied", out.stderr
+    finally:
+        server.close()
+        shutil.rmtree(tmp_path)
+    assert seen == ["boom", "status"]

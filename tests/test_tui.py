@@ -1,0 +1,404 @@
+"""The console (tui/) against recorded runs with a real control socket, and against a real engine.
+
+The recorded runs under fixtures/journals/ are prefixes of a real headless run on the testbed
+(fixtures/journals/build.py says how they were cut). For them a :class:`StandIn` serves a real
+``control.sock`` with ``engine.control.ControlServer`` and journals each accepted command as the
+engine does; it stands in for the engine only because a recorded run has none.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from engine import testbed as tb_mod
+from engine.control import CommandRefused, ControlServer
+from engine.journal import Journal, read_events
+from engine.state import fold
+from tui.app import RulerConsole
+from tui.follow import Link
+from tui.widgets import BootLog, FollowTable
+
+JOURNALS = Path(__file__).parent / "fixtures" / "journals"
+REPLIES = {"abort": "aborting: the current server is stopped (a container is kept); rows in "
+                    "flight become aborted",
+           "advance": "ending window s2/control; the campaign goes on with the next",
+           "rewarm": "a warm pass runs before the next rep",
+           "pause": "pausing before the next rep", "resume": "resuming"}
+
+
+def recorded(name: str, tmp_path: Path) -> Path:
+    run = tmp_path / "run"  # short: a Unix socket path has ~100 bytes
+    shutil.copytree(JOURNALS / name, run)
+    return run
+
+
+def last_ts(run: Path) -> float:
+    return float(read_events(run / "journal.jsonl")[-1]["ts"])
+
+
+class StandIn:
+    """A real control socket on a recorded run, answering as engine.runner's command() does."""
+
+    def __init__(self, run: Path) -> None:
+        self.run, self.got = run, []  # type: ignore[var-annotated]
+        self.journal = Journal(run / "journal.jsonl")
+        self.server = ControlServer(run, self.handle)
+
+    def handle(self, cmd: str, args: list[str], who: dict[str, Any]) -> str:
+        if cmd == "status":
+            return "stand-in engine: running"  # read-only: not journaled, as in the engine
+        self.got.append((cmd, args))
+        if cmd == "rerun":
+            row = fold(read_events(self.run / "journal.jsonl")).rows.get(args[0])
+            if row is None or row.status != "void":
+                raise CommandRefused(f"row {args[0]} is {row.status if row else 'unknown'}, not void")
+            reply = f"queued {args[0]}: runs after this window's shapes"
+        else:
+            reply = REPLIES[cmd]
+        self.journal.append("command", cmd=cmd, args=args, who=who, reply=reply)
+        return reply
+
+    def close(self) -> None:
+        self.server.close()
+        self.journal.close()
+
+
+@pytest.fixture
+def measuring(tmp_path: Path):  # type: ignore[no-untyped-def]
+    run = recorded("measuring", tmp_path)
+    engine = StandIn(run)
+    yield run, engine
+    engine.close()
+
+
+def screen_text(app: RulerConsole) -> str:
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+async def until(pilot: Pilot[Any], cond: Callable[[], object], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting; screen:\n{screen_text(pilot.app)}")
+        await pilot.pause(0.05)
+
+
+async def settled(pilot: Pilot[Any]) -> None:
+    app = pilot.app
+    await until(pilot, lambda: app.caught_up and (app.probe is None or app.link is not None))
+    await pilot.pause(0.1)
+
+
+def table_text(app: RulerConsole, which: str) -> list[list[str]]:
+    t = app.ui.reps if which == "#reps" else app.ui.windows
+    return [[str(c) for c in t.get_row(k)] for k in t.keys]
+
+
+def append(run: Path, events: list[dict[str, Any]]) -> None:
+    seq = read_events(run / "journal.jsonl")[-1]["seq"]
+    with open(run / "journal.jsonl", "a") as f:
+        for e in events:
+            seq += 1
+            f.write(json.dumps({"seq": seq, "ts": time.time(), **e}) + "\n")
+
+
+# ------------------------------------------------------------------ keys over a real socket
+
+
+@pytest.mark.timeout(120)
+async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None:  # type: ignore[no-untyped-def]
+    run, engine = measuring
+    app = RulerConsole(run, probe_interval=0.3)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        assert app.link and app.link.connected
+        assert "engine connected" in screen_text(app)
+
+        for key, cmd in (("n", "advance"), ("w", "rewarm"), ("p", "pause")):
+            await pilot.press(key)
+            await until(pilot, lambda cmd=cmd: engine.got and engine.got[-1][0] == cmd)
+            await until(pilot, lambda cmd=cmd: REPLIES[cmd][:40] in screen_text(app))
+        # The pause came back through the journal: the header says so and p now resumes.
+        await until(pilot, lambda: "PAUSED" in screen_text(app))
+        await pilot.press("p")
+        await until(pilot, lambda: engine.got[-1] == ("resume", []))
+        await until(pilot, lambda: "PAUSED" not in screen_text(app))
+
+        # r on a row that is not void is refused here, without bothering the engine.
+        sent = len(engine.got)
+        await pilot.press("r")
+        await until(pilot, lambda: "not void: nothing to rerun" in screen_text(app))
+        assert len(engine.got) == sent
+        # The reps cursor follows the live row (code c1); one up is prose c2, a void row.
+        await pilot.press("up")
+        await pilot.press("r")
+        await until(pilot, lambda: engine.got[-1] == ("rerun", ["s2-control/prose/c2"]))
+        await until(pilot, lambda: "queued s2-control/prose/c2" in screen_text(app))
+
+        # a asks first: n keeps going and sends nothing, y aborts.
+        await pilot.press("a")
+        await until(pilot, lambda: "Abort the campaign?" in screen_text(app))
+        await pilot.press("n")
+        await until(pilot, lambda: "abort cancelled" in screen_text(app))
+        assert engine.got[-1][0] == "rerun"
+        await pilot.press("a")
+        await until(pilot, lambda: "Abort the campaign?" in screen_text(app))
+        await pilot.press("y")
+        await until(pilot, lambda: engine.got[-1][0] == "abort")
+        await until(pilot, lambda: "aborting: the current server is stopped" in screen_text(app))
+
+    commands = [e for e in read_events(run / "journal.jsonl") if e["kind"] == "command"]
+    assert [c["cmd"] for c in commands] == ["advance", "rewarm", "pause", "resume", "rerun", "abort"]
+
+
+async def test_a_refusal_is_shown_as_the_engine_worded_it(measuring) -> None:  # type: ignore[no-untyped-def]
+    run, engine = measuring
+    app = RulerConsole(run, probe_interval=0.3)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        app._command("rerun", ["s2-control/prose/c1"])  # a noisy row: the engine refuses
+        await until(pilot, lambda: "refused" in screen_text(app))
+        assert "row s2-control/prose/c1 is noisy, not void" in screen_text(app)
+
+
+async def test_every_key_is_in_the_command_palette(measuring) -> None:  # type: ignore[no-untyped-def]
+    run, engine = measuring
+    app = RulerConsole(run, probe_interval=0.3)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for key in "anwrp/f?q":
+            assert any(f"({key})" in t for t in titles), key
+        await pilot.press("ctrl+p")
+        await pilot.press(*"rewarm")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await until(pilot, lambda: engine.got and engine.got[-1][0] == "rewarm")
+        await until(pilot, lambda: REPLIES["rewarm"] in screen_text(app))
+
+
+async def test_footer_shows_the_keys_and_help_says_the_engine_keeps_running(measuring) -> None:  # type: ignore[no-untyped-def]
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        footer = screen_text(app).splitlines()[-1]
+        for word in ("abort", "advance", "rewarm", "rerun", "pause", "find", "follow", "help", "quit"):
+            assert word in footer
+        await pilot.press("question_mark")
+        await until(pilot, lambda: "the engine keeps running" in screen_text(app))
+        await pilot.press("escape")
+        await until(pilot, lambda: "the engine keeps running" not in screen_text(app))
+
+
+# ------------------------------------------------------------------ live journal and log
+
+
+async def test_a_leak_event_marks_its_rep_the_moment_it_lands(measuring) -> None:  # type: ignore[no-untyped-def]
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        code_c1 = "s2-control/code/c1"
+        reps = app.query_one("#reps", FollowTable)
+        cell = lambda: str(reps.get_cell(code_c1, "reps tok/s"))  # noqa: E731
+        assert cell().startswith("4.8! 6.2 ")  # rep 1 already suspected, rep 2 not
+        where = {"session": "s2", "window": "control", "class": "code", "concurrency": 1}
+        append(run, [{"kind": "leak_suspected", **where, "attempt": 1, "rep": 2, "agg_tok_s": 6.237,
+                      "median": 5.5}])
+        t0 = time.monotonic()
+        await until(pilot, lambda: "6.2!" in cell(), timeout=5)
+        print(f"leak on screen after {time.monotonic() - t0:.3f} s")
+        assert "4.8! 6.2!" in screen_text(app)
+
+
+async def test_rows_follow_the_journal_and_a_void_row_shows_its_reason(measuring) -> None:  # type: ignore[no-untyped-def]
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settled(pilot)
+        rows = {r[0].strip(): r for r in table_text(app, "#reps")}
+        assert rows["prose c2"][4].strip() == "VOID"
+        assert "spread 140.7% > 10% at C2 after 2 attempts" in rows["prose c2"][-1]
+        assert rows["prose c2"][5].strip() == "2"  # the rerun shows as a second attempt
+        # The rest of the real run lands: the row finishes, the window and the campaign too.
+        evs = read_events(JOURNALS / "finished" / "journal.jsonl")
+        cut = read_events(run / "journal.jsonl")[-1]["seq"]
+        append(run, [{k: v for k, v in e.items() if k not in ("seq", "ts")} for e in evs
+                     if e["seq"] > cut])
+        await until(pilot, lambda: app.state.status == "finished")
+        await until(pilot, lambda: "done" in screen_text(app).splitlines()[0])
+        assert "engine ?" in screen_text(app)  # no probe in this test
+
+
+async def test_the_boot_log_follows_searches_and_stops_following(measuring) -> None:  # type: ignore[no-untyped-def]
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        log = app.query_one(BootLog)
+        n = log.line_count
+        assert n == len((run / "windows/s2-control/boot.log").read_text().splitlines())
+        with open(run / "windows/s2-control/boot.log", "a") as f:
+            f.write("".join(f"9.99.000.{i:03d} I srv  test line {i}\n" for i in range(50)))
+        await until(pilot, lambda: log.line_count == n + 50)
+        await until(pilot, lambda: "test line 49" in screen_text(app))  # following: the tail shows
+        await pilot.press("slash")
+        await pilot.press(*"n_ctx_seq", "enter")
+        await until(pilot, lambda: log.match is not None)
+        assert "n_ctx_seq" in log.lines[log.match]
+        assert not log.auto_scroll and "follow off" in screen_text(app)
+        first = log.match
+        await pilot.press("enter")  # the next older match, wrapping around
+        await until(pilot, lambda: log.match != first)
+        await pilot.press("escape")
+        await pilot.press("f")
+        await until(pilot, lambda: log.auto_scroll and "test line 49" in screen_text(app))
+
+
+async def test_a_lost_engine_shows_disconnected_and_comes_back(tmp_path: Path) -> None:
+    run = recorded("measuring", tmp_path)
+    app = RulerConsole(run, probe_interval=0.2)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        assert "DISCONNECTED" in screen_text(app)
+        engine = StandIn(run)
+        try:
+            await until(pilot, lambda: "engine connected" in screen_text(app))
+        finally:
+            engine.close()
+        await until(pilot, lambda: "DISCONNECTED" in screen_text(app))
+        await pilot.press("n")  # a key with no engine: told so, nothing hangs
+        await until(pilot, lambda: "no engine answers" in screen_text(app))
+
+
+async def test_detach_and_reattach_rebuild_the_same_picture(measuring) -> None:  # type: ignore[no-untyped-def]
+    run, _ = measuring
+    first = RulerConsole(run, probe=None)
+    async with first.run_test(size=(100, 30)) as pilot:
+        await settled(pilot)
+        append(run, [{"kind": "rep_done", "session": "s2", "window": "control", "class": "code",
+                      "concurrency": 1, "attempt": 1, "rep": 3, "agg_tok_s": 17.156,
+                      "per_user_tok_s": 17.156, "file": "windows/s2-control/reps/code-c1-1-3.jsonl"}])
+        await until(pilot, lambda: "17.2" in str(first.ui.reps.get_cell("s2-control/code/c1",
+                                                                         "reps tok/s")))
+        await pilot.press("q")
+    reps, windows = table_text(first, "#reps"), table_text(first, "#windows")
+    second = RulerConsole(run, probe=None)
+    async with second.run_test(size=(100, 30)) as pilot:
+        await settled(pilot)
+        assert table_text(second, "#reps") == reps
+        assert table_text(second, "#windows") == windows
+        assert second.state == fold(read_events(run / "journal.jsonl"))
+
+
+async def test_no_color_keeps_every_mark_in_the_text(measuring, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    run, _ = measuring
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = RulerConsole(run, probe=None)
+    assert app.no_color
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        text = screen_text(app)
+        for mark in ("VOID", "4.8!", "2 void", "▶ s2 control", "~5.5", "measuring"):
+            assert mark in text, mark
+
+
+# ------------------------------------------------------------------ snapshots
+
+
+SNAPSHOTS = ["booting", "measuring", "rejected", "finished"]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+@pytest.mark.parametrize("name", SNAPSHOTS)
+def test_snapshot(name: str, size: tuple[int, int], tmp_path: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    run = recorded(name, tmp_path)
+    # Frozen: the clock 5 s after the last event, and the engine link (no engine in a recording).
+    link = Link(name != "finished", "recorded")
+    app = RulerConsole(run, clock=lambda: last_ts(run) + 5, probe=lambda *_: link)
+    assert snap_compare(app, terminal_size=size, run_before=settled)
+
+
+# ------------------------------------------------------------------ a real engine
+
+
+LIVE = """\
+name: tui-live
+server: llamacpp
+runtime: process
+process:
+  command: ["${testbed.llama_server}"]
+control:
+  model: ${testbed.models}/SmolLM2-135M-Instruct.Q4_1.gguf
+  args: {-m: "${model}", -c: 1024, -np: 1, -t: 2, --metrics: true}
+windows:
+  - name: ctx
+    axis: context 2048
+    change:
+      args: {-c: 2048}
+sessions:
+  s1: [ctx]
+workload:
+  classes:
+    prose: {prompts: ["Name three colours.", "Write one sentence about the sea."]}
+  concurrency: [1]
+  reps: 3
+  requests_per_rep: 2
+  max_tokens: 24
+timeouts:
+  boot: 120
+  request: 60
+"""
+
+
+@pytest.mark.server
+@pytest.mark.timeout(600)
+async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
+    spec = tmp_path / "live.yaml"
+    spec.write_text(LIVE)
+    results = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "run", str(spec), "--headless",
+                             "--results-dir", str(results)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(results.glob("*/control.sock")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()  # type: ignore[union-attr]
+            time.sleep(0.1)
+        run = next(results.iterdir())
+        app = RulerConsole(run, probe_interval=0.5)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: app.link is not None and app.link.connected, timeout=30)
+            # A rep lands on screen as the engine measures it.
+            await until(pilot, lambda: any(r.reps for r in app.state.rows.values()), timeout=300)
+            await until(pilot, lambda: any(any(ch.isdigit() for ch in row[1])
+                                           for row in table_text(app, "#reps")), timeout=10)
+            assert app.query_one(BootLog).line_count > 0
+            await pilot.press("p")
+            await until(pilot, lambda: "pausing before the next rep" in screen_text(app))
+            await until(pilot, lambda: "PAUSED" in screen_text(app))
+            await pilot.press("p")
+            await until(pilot, lambda: "resuming" in screen_text(app))
+            await pilot.press("a", "y")
+            await until(pilot, lambda: app.state.status == "aborted", timeout=120)
+            await until(pilot, lambda: "ABORTED" in screen_text(app))
+            await until(pilot, lambda: "engine exited" in screen_text(app), timeout=30)
+        assert proc.wait(timeout=120) == 0
+        cmds = [(e["cmd"], e["reply"]) for e in read_events(run / "journal.jsonl")
+                if e["kind"] == "command"]
+        assert [c for c, _ in cmds] == ["pause", "resume", "abort"]
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=60)
