@@ -13,8 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-from httpx_sse import aconnect_sse
+import aiohttp
 
 from engine.servers.base import ServerAdapter
 
@@ -56,56 +55,72 @@ def request_body(prompt: str, max_tokens: int, sampling: dict[str, Any],
     }
 
 
-async def _one(client: httpx.AsyncClient, url: str, body: dict[str, Any], adapter: ServerAdapter,
-               record: dict[str, Any]) -> None:
-    record["start"] = time.monotonic()
-    last = record["start"]
-    gaps: list[float] = []
-    text_len = 0
+def _handle(payload: bytes, now: float, adapter: ServerAdapter, record: dict[str, Any],
+            state: list[Any]) -> bool:
+    """One SSE data payload; False ends the stream. ``state`` = [last arrival, gaps, text_len]."""
+    if payload == b"[DONE]":
+        return False
     try:
-        async with aconnect_sse(client, "POST", url, json=body) as events:
-            if events.response.status_code != 200:
-                await events.response.aread()
-                record["error"] = f"HTTP {events.response.status_code}: {events.response.text[:300]}"
+        chunk = json.loads(payload)
+    except ValueError:
+        record["error"] = f"malformed stream chunk: {payload[:200]!r}"
+        return False
+    if "error" in chunk:
+        record["error"] = f"stream error: {json.dumps(chunk['error'])[:300]}"
+        return False
+    record["chunks"] += 1
+    for choice in chunk.get("choices") or ():
+        delta = choice.get("delta") or {}
+        n = len(delta.get("content") or "") + len(delta.get("reasoning_content") or "")
+        if n:
+            state[2] += n
+            if record["first_token"] is None:
+                record["first_token"] = now
+            else:
+                state[1].append(now - state[0])
+            state[0] = now
+        if choice.get("finish_reason"):
+            record["finish_reason"] = choice["finish_reason"]
+    usage = chunk.get("usage")
+    if usage:
+        record["completion_tokens"] = usage.get("completion_tokens")
+        record["prompt_tokens"] = usage.get("prompt_tokens")
+    acc = adapter.request_acceptance(chunk)
+    if acc:
+        record["acceptance"] = acc
+    return True
+
+
+async def _one(session: aiohttp.ClientSession, url: str, body: dict[str, Any],
+               adapter: ServerAdapter, record: dict[str, Any]) -> None:
+    record["start"] = time.monotonic()
+    state: list[Any] = [record["start"], [], 0]
+    try:
+        async with session.post(url, json=body) as response:
+            if response.status != 200:
+                text = await response.text(errors="replace")
+                record["error"] = f"HTTP {response.status}: {text[:300]}"
                 return
-            async for sse in events.aiter_sse():
-                now = time.monotonic()
-                if sse.data == "[DONE]":
-                    break
-                try:
-                    chunk = json.loads(sse.data)
-                except ValueError:
-                    record["error"] = f"malformed stream chunk: {sse.data[:200]!r}"
-                    return
-                if "error" in chunk:
-                    record["error"] = f"stream error: {json.dumps(chunk['error'])[:300]}"
-                    return
-                record["chunks"] += 1
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    piece = (delta.get("content") or "") + (delta.get("reasoning_content") or "")
-                    if piece:
-                        text_len += len(piece)
-                        if record["first_token"] is None:
-                            record["first_token"] = now
-                        else:
-                            gaps.append(now - last)
-                        last = now
-                    if choice.get("finish_reason"):
-                        record["finish_reason"] = choice["finish_reason"]
-                usage = chunk.get("usage")
-                if usage:
-                    record["completion_tokens"] = usage.get("completion_tokens")
-                    record["prompt_tokens"] = usage.get("prompt_tokens")
-                acc = adapter.request_acceptance(chunk)
-                if acc:
-                    record["acceptance"] = acc
-    except (TimeoutError, httpx.HTTPError) as e:
+            # SSE by hand on bytes: data lines accumulate until a blank line ends the event.
+            data: list[bytes] = []
+            async for raw in response.content:
+                line = raw.rstrip(b"\r\n")
+                if line.startswith(b"data:"):
+                    data.append(line[5:].lstrip(b" "))
+                elif not line and data:
+                    payload = data[0] if len(data) == 1 else b"\n".join(data)
+                    data = []
+                    if not _handle(payload, time.monotonic(), adapter, record, state):
+                        break
+    except (TimeoutError, aiohttp.ClientError) as e:
         record["error"] = f"{type(e).__name__}: {e}"[:300]
+    except asyncio.CancelledError:
+        record["error"] = "cancelled: the operator stopped the pass"
+        raise
     finally:
         record["end"] = time.monotonic()
-        record["text_chars"] = text_len
-        record["gaps_ms"] = [round(g * 1000, 2) for g in gaps]
+        record["text_chars"] = state[2]
+        record["gaps_ms"] = [round(g * 1000, 2) for g in state[1]]
         if record.get("completion_tokens") is None and not record.get("error"):
             record["error"] = "no usage in the stream: completion tokens unknown"
 
@@ -131,12 +146,11 @@ async def run_pass(base_url: str, adapter: ServerAdapter, prompts: Sequence[str]
     for i in range(n_requests):
         queue.put_nowait(i)
     records: list[dict[str, Any]] = []
-    limits = httpx.Limits(max_connections=concurrency + 2, max_keepalive_connections=concurrency)
     lag: list[float] = []
     done = asyncio.Event()
     in_flight = [0, 0.0]  # current, integral of in-flight over time
 
-    async def worker(w: int, client: httpx.AsyncClient) -> None:
+    async def worker(w: int, client: aiohttp.ClientSession) -> None:
         while True:
             try:
                 i = queue.get_nowait()
@@ -157,8 +171,11 @@ async def run_pass(base_url: str, adapter: ServerAdapter, prompts: Sequence[str]
             in_flight[1] += in_flight[0] * 0.05
 
     cpu0, t0 = time.thread_time(), time.monotonic()
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0),
-                                 limits=limits) as client:
+    # aiohttp, not httpx, on this hot path: its C HTTP parser costs a fraction of h11's per
+    # streamed chunk (bench/client_bench.py measured both), and the client must not be the bottleneck.
+    connector = aiohttp.TCPConnector(limit=concurrency + 2)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(
+            total=timeout, sock_connect=10.0)) as client:
         mon = asyncio.create_task(_lag_monitor(lag, done))
         samp = asyncio.create_task(sampler())
         workers = [asyncio.create_task(worker(w, client)) for w in range(concurrency)]
