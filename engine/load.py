@@ -173,7 +173,10 @@ async def run_pass(base_url: str, adapter: ServerAdapter, prompts: Sequence[str]
     cpu0, t0 = time.thread_time(), time.monotonic()
     # aiohttp, not httpx, on this hot path: its C HTTP parser costs a fraction of h11's per
     # streamed chunk (bench/client_bench.py measured both), and the client must not be the bottleneck.
-    connector = aiohttp.TCPConnector(limit=concurrency + 2)
+    # One connection per request: llama-server drops kept-alive connections after some streamed
+    # responses and aiohttp then writes into a closed socket ("Can not write request body", seen
+    # on every fourth request here). A loopback connect costs far less than a request.
+    connector = aiohttp.TCPConnector(limit=concurrency + 2, force_close=True)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(
             total=timeout, sock_connect=10.0)) as client:
         mon = asyncio.create_task(_lag_monitor(lag, done))
