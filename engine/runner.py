@@ -159,6 +159,7 @@ class Runner:
         self.prompts = frozen_prompts(campaign, run_dir)
         self.server: Server | None = None
         self.reboots: dict[str, int] = {}
+        self._emit_lock = threading.RLock()
         leak = campaign.leak
         self.leak_policy = LeakPolicy(leak.min_concurrency, leak.spread, leak.max_reruns)
 
@@ -168,6 +169,10 @@ class Runner:
         return "control" if window == CONTROL else self.campaign.window(window).axis
 
     def emit(self, kind: str, **data: Any) -> Event:
+        with self._emit_lock:  # the runner and the control socket's thread both emit
+            return self._emit(kind, data)
+
+    def _emit(self, kind: str, data: dict[str, Any]) -> Event:
         event = self.journal.append(kind, **data)
         apply(self.state, event)
         if kind == "row_done":
@@ -320,68 +325,10 @@ class Runner:
     # ------------------------------------------------------------ operator commands
 
     def command(self, cmd: str, args: list[str], who: dict[str, Any]) -> str:
-        """One control-socket command; raises CommandRefused saying why when it does not apply."""
-        from engine.control import CommandRefused
+        """One control-socket command (see engine.operator); called on the socket's thread."""
+        from engine.operator import handle
 
-        st, ctl = self.state, self.controls
-        current = st.windows.get(st.current or "")
-        if cmd == "status":
-            return self.status_line()
-        if st.status != "running":
-            raise CommandRefused(f"the campaign is {st.status}; nothing to {cmd}")
-        if cmd == "abort":
-            ctl.abort.set()
-            reply = ("aborting: the current server is stopped (a container is kept); "
-                     "rows in flight become aborted")
-        elif cmd == "advance":
-            if not current or current.status not in ("booting", "measuring"):
-                raise CommandRefused("no window is up to advance from")
-            ctl.advance.set()
-            reply = f"ending window {current.session}/{current.window}; the campaign goes on with the next"
-        elif cmd == "rewarm":
-            if not current or current.status != "measuring":
-                raise CommandRefused("no window is measuring: a warm pass needs a live server")
-            ctl.rewarm.set()
-            reply = "a warm pass runs before the next rep"
-        elif cmd in ("pause", "resume"):
-            if (cmd == "pause") == ctl.paused.is_set():
-                raise CommandRefused(f"already {'paused' if ctl.paused.is_set() else 'running'}")
-            (ctl.paused.set if cmd == "pause" else ctl.paused.clear)()
-            reply = "pausing before the next rep" if cmd == "pause" else "resuming"
-        elif cmd == "rerun":
-            reply = self._queue_rerun(args)
-        else:
-            raise CommandRefused(f"unknown command {cmd!r}; known: abort, advance, rewarm, pause, "
-                                 "resume, rerun ROW, status")
-        self.emit("command", cmd=cmd, args=args, who=who, reply=reply)
-        return reply
-
-    def _queue_rerun(self, args: list[str]) -> str:
-        from engine.control import CommandRefused
-
-        if len(args) != 1:
-            raise CommandRefused("usage: rerun ROW (e.g. s1-control/prose/c4)")
-        key = args[0]
-        row = self.state.rows.get(key)
-        if row is None:
-            void = [k for k, r in self.state.rows.items() if r.status == "void"]
-            raise CommandRefused(f"no row {key!r}; void rows: {', '.join(void) or 'none'}")
-        if row.status != "void":
-            raise CommandRefused(f"row {key} is {row.status}, not void")
-        if key in self.controls.reruns:
-            raise CommandRefused(f"row {key} is already queued")
-        self.controls.reruns.append(key)
-        up = self.state.current == f"{row.session}-{row.window}"
-        return f"queued {key}: " + ("runs after this window's shapes" if up else
-                                     "its window will be booted again after the current one")
-
-    def status_line(self) -> str:
-        st = self.state
-        rows = list(st.rows.values())
-        done = sum(r.complete for r in rows)
-        void = sum(r.status == "void" for r in rows)
-        return (f"{st.campaign} {st.status}{' (paused)' if st.paused else ''}: "
-                f"window {st.current or '-'}, rows done {done}, void {void}")
+        return handle(self, cmd, args, who)
 
     def run_window(self, session: str, window: str, tag: str = "",
                    phases: list[Phase] | None = None) -> None:
@@ -424,7 +371,13 @@ class Runner:
                           pump: LogPump, config: ServerConfig, tag: str,
                           phases: list[Phase]) -> None:
         boot = wait_ready(server, self.adapter, pump, self.campaign.timeouts.boot,
-                          cancelled=self.controls.abort.is_set)
+                          cancelled=self.controls.stopping)
+        if not boot.ready and self.controls.stopping():
+            status = "aborted" if self.controls.abort.is_set() else "advanced"
+            self.controls.advance.clear()
+            self.emit("window_finished", session=session, window=window, status=status,
+                      reason="the operator ended the window during its boot")
+            return
         if not boot.ready:
             self._reject(session, window, wdir, boot.reason, boot.error_lines, pump, boot)
             return
