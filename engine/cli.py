@@ -37,9 +37,22 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        if not args.file:
+            print("ruler run --dry-run: give a campaign FILE", file=sys.stderr)
+            return 2
+        from engine.dryrun import cmd_dry_run
+
+        return cmd_dry_run(args.file, args.runtime)
     from engine.launch import cmd_run
 
     return cmd_run(args)
+
+
+def _cmd_facts(args: argparse.Namespace) -> int:
+    from engine.facts import cmd_facts
+
+    return cmd_facts(args.server, args.logfile, args.json)
 
 
 def _cmd_engine(args: argparse.Namespace) -> int:
@@ -121,11 +134,19 @@ def build_parser() -> argparse.ArgumentParser:
                       help="run in the foreground with plain progress lines")
     mode.add_argument("--detach", action="store_true",
                       help="start the engine in the background and return")
+    mode.add_argument("--dry-run", action="store_true",
+                      help="print each window's invocation, knobs and watched boot facts; start nothing")
     r.add_argument("--resume", metavar="RUN_DIR", help="continue a run whose engine died")
     r.add_argument("--results-dir", default="results", help="where run directories go")
     r.add_argument("--runtime", choices=["docker", "process", "attach"],
                    help="override the campaign's runtime")
     r.set_defaults(func=_cmd_run)
+
+    f = sub.add_parser("facts", help="boot facts from a saved server log (any run, ruler's or not)")
+    f.add_argument("--server", required=True, help="sglang | vllm | llamacpp")
+    f.add_argument("logfile")
+    f.add_argument("--json", action="store_true", help="the boot facts as JSON instead of a table")
+    f.set_defaults(func=_cmd_facts)
 
     e = sub.add_parser("engine", help=argparse.SUPPRESS)
     e.add_argument("run_dir")

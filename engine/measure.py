@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from engine import results, stats
 from engine.load import PassResult, run_pass
 from engine.servers.base import ServerAdapter
+from engine.servers.prometheus import summed_samples
 from engine.state import row_key
 
 if TYPE_CHECKING:
@@ -42,12 +42,7 @@ def scrape(base_url: str, adapter: ServerAdapter) -> dict[str, float] | None:
         return None
     if r.status_code != 200:
         return None
-    samples: dict[str, float] = {}
-    for family in text_string_to_metric_families(r.text):
-        for s in family.samples:
-            if not s.labels:
-                samples[s.name] = float(s.value)
-    return adapter.spec_counters(samples)
+    return adapter.spec_counters(summed_samples(r.text))
 
 
 def _delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:

@@ -59,13 +59,13 @@ def test_registry_returns_llamacpp_adapter() -> None:
     assert adapter.name == "llamacpp"
     assert adapter.default_container_port == 8080
     assert adapter.health_path == "/health"
-    assert known_adapters() == ["llamacpp"]
+    assert known_adapters() == ["llamacpp", "sglang", "vllm"]
 
 
 def test_registry_unknown_name_names_the_known_ones() -> None:
     with pytest.raises(ValueError, match="llamacpp") as err:
-        get_adapter("vllm")
-    assert "'vllm'" in str(err.value)
+        get_adapter("tgi")
+    assert "'tgi'" in str(err.value)
 
 
 def test_listen_and_log_args() -> None:

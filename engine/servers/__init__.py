@@ -12,11 +12,15 @@ from engine.servers.base import (
     parse_number,
 )
 from engine.servers.llamacpp import LlamaCppAdapter
+from engine.servers.sglang import SGLangAdapter
+from engine.servers.vllm import VLLMAdapter
 
 # Factories, not instances: adapters are stateless today, but a fresh one per call keeps a
 # future stateful adapter from leaking state between boots.
 _ADAPTERS: dict[str, Callable[[], ServerAdapter]] = {
     "llamacpp": LlamaCppAdapter,
+    "sglang": SGLangAdapter,
+    "vllm": VLLMAdapter,
 }
 
 

@@ -1,0 +1,49 @@
+"""``ruler run FILE --dry-run``: the GLM campaign's plan, compared exactly with a snapshot.
+
+The environment is fixed (HOME, no HF_TOKEN) and the testbed cache is not consulted, so the
+output is the same on every machine. Regenerate after an intended change with
+``RULER_UPDATE_SNAPSHOTS=1 pytest tests/test_dryrun.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from engine.dryrun import cmd_dry_run, dry_run
+from engine.spec import cmd_validate
+
+ROOT = Path(__file__).resolve().parent.parent
+GLM = ROOT / "campaigns" / "glm53-flash-round3.yaml"
+SNAPSHOT = Path(__file__).parent / "__snapshots__" / "test_dryrun" / "glm53-flash-round3.txt"
+ENV = {"HOME": "/home/operator"}
+
+
+def test_glm_campaign_validates(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cmd_validate(str(GLM)) == 0
+    assert "OK: glm53-flash-round3: 8 windows in 2 sessions" in capsys.readouterr().out
+
+
+def test_glm_dry_run_matches_snapshot() -> None:
+    text = dry_run(str(GLM), None, environ=ENV, testbed={})
+    if os.environ.get("RULER_UPDATE_SNAPSHOTS"):
+        SNAPSHOT.write_text(text)
+    assert text == SNAPSHOT.read_text()
+
+
+def test_dry_run_never_shows_a_secret_value() -> None:
+    text = dry_run(str(GLM), None, environ={**ENV, "HF_TOKEN": "hf_secretvalue123"}, testbed={})
+    assert "hf_secretvalue123" not in text
+    assert "-e HF_TOKEN \\" in text and "(set on this host)" in text
+
+
+def test_testbed_variables_stay_unresolved_without_a_cache() -> None:
+    text = dry_run(str(ROOT / "campaigns" / "demo-smollm2.yaml"), "process", environ=ENV, testbed={})
+    assert "${testbed.llama_server}" in text and "--port <free port>" in text
+
+
+def test_cmd_dry_run_bad_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cmd_dry_run(str(tmp_path / "missing.yaml"), None) == 2
+    assert "cannot read campaign file" in capsys.readouterr().err

@@ -1,0 +1,324 @@
+"""SGLang adapter: boot facts per wording, readiness, acceptance formulas, request bodies.
+
+Lines are verbatim from public logs or rendered from SGLang 0.5.23's format strings; the
+fixtures README says which is which and where each came from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engine import stats
+from engine.servers import BootFacts, Readiness, get_adapter
+from engine.servers.sglang import (
+    SGLangAdapter,
+    sglang_counters,
+    summed_samples,
+    teacher_forced_body,
+)
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+ADAPTER = SGLangAdapter()
+
+
+def facts_of(line: str, scope: str = "") -> dict[str, object]:
+    found = ADAPTER.parse_line(line, scope)
+    assert all(f.line == line for f in found)  # the verbatim line rides with every fact
+    return {f.key: f.value for f in found}
+
+
+def boot(name: str) -> BootFacts:
+    facts = BootFacts()
+    facts.feed_text(ADAPTER, (LOGS / name).read_text())
+    return facts
+
+
+# One case per wording: (line, facts it must give). "issue" lines are verbatim public logs,
+# "0.5.23" lines are rendered from the current format strings.
+WORDINGS = {
+    "load-end-0.5.23-quant": (
+        "[2026-09-15 21:03:32 TP0] Load weight end. elapsed=61.32 s, type=Glm5MoeForCausalLM, "
+        "quant=modelopt_fp4, quant_algo=NVFP4, avail mem=76.40 GB, mem usage=104.22 GB.",
+        {"weights.load_s": 61.32, "weights.arch": "Glm5MoeForCausalLM",
+         "weights.quant": "quant=modelopt_fp4, quant_algo=NVFP4", "weights.avail_gb": 76.4,
+         "weights.mem_gb": 104.22}),
+    "load-end-issue-older-dtype": (
+        "[2025-07-02 07:41:58 DP0 TP0] Load weight end. type=DeepseekV3ForCausalLM, "
+        "dtype=torch.bfloat16, avail mem=21.73 GB, mem usage=166.59 GB.",
+        {"weights.arch": "DeepseekV3ForCausalLM", "weights.dtype": "torch.bfloat16",
+         "weights.avail_gb": 21.73, "weights.mem_gb": 166.59}),
+    "load-begin": ("[2026-09-15 21:02:31 TP0] Load weight begin. avail mem=180.62 GB",
+                   {"weights.begin_avail_gb": 180.62}),
+    "kv-dtype-k-v": (
+        "[2026-06-08 07:20:53 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1106304, "
+        "K size: 25.32 GB, V size: 25.32 GB",
+        {"kv.dtype": "torch.bfloat16", "kv.tokens": 1106304, "kv.k_gb": 25.32, "kv.v_gb": 25.32}),
+    "kv-older-no-dtype": (
+        "[2025-10-16 09:06:22 TP5] KV Cache is allocated. #tokens: 2795207, K size: 53.31 GB, "
+        "V size: 53.31 GB",
+        {"kv.tokens": 2795207, "kv.k_gb": 53.31, "kv.v_gb": 53.31}),
+    "kv-oldest-no-tokens": ("KV Cache is allocated. K size: 1.09 GB, V size: 1.09 GB",
+                            {"kv.k_gb": 1.09, "kv.v_gb": 1.09}),
+    "kv-mla-labelled": (
+        "[2026-09-15 21:03:34 TP0] MiniMax MSA-v1 main NVFP4 KV Cache is allocated. "
+        "dtype: torch.float8_e4m3fn, #tokens: 577024, KV size: 3.81 GB",
+        {"kv.minimax_msa_v1_main_nvfp4.dtype": "torch.float8_e4m3fn",
+         "kv.minimax_msa_v1_main_nvfp4.tokens": 577024, "kv.minimax_msa_v1_main_nvfp4.kv_gb": 3.81}),
+    "kv-va-upper-bound": (
+        "KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 600000, KV size: 12.00 GB",
+        {"kv.tokens": 600000, "kv.kv_gb": 12.0, "kv.va_upper_bound": True}),
+    "kv-post-capture": (
+        "Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 577024, "
+        "KV size: 11.00 GB, avail mem=15.20 GB",
+        {"kv.post_capture.tokens": 577024, "kv.post_capture.kv_gb": 11.0,
+         "kv.post_capture.avail_gb": 15.2}),
+    "mamba-with-intermediate": (
+        "Mamba Cache is allocated. max_mamba_cache_size: 48, conv_state size: 0.11GB, ssm_state "
+        "size: 1.38GB intermediate_ssm_state_cache size: 9.57GB intermediate_conv_window_cache "
+        "size: 0.24GB ",
+        {"mamba.max_size": 48, "mamba.conv_gb": 0.11, "mamba.ssm_gb": 1.38,
+         "mamba.intermediate_ssm_gb": 9.57, "mamba.intermediate_conv_window_gb": 0.24}),
+    "swa-pool-issue": ("SWAKVPool mem usage: 79.94 GB, swa size: 798276, full size: 997846",
+                       {"kv.swa_pool_gb": 79.94, "kv.swa_tokens": 798276, "kv.full_tokens": 997846}),
+    "pool-end": ("[2025-10-16 09:06:22 TP5] Memory pool end. avail mem=11.87 GB", {"pool.avail_gb": 11.87}),
+    "capture-named-begin": (
+        "Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=7, avail mem=18.01 GB",
+        {"graph.target_verify.backend": "full", "graph.target_verify.num_tokens_per_req": 7}),
+    "capture-named-end-bs": (
+        "Capture target verify CUDA graph end. bs=[1, 2, 4, 8, 16, 32, 48], elapsed=41.07 s, "
+        "mem usage=2.31 GB, avail mem=15.70 GB.",
+        {"graph.target_verify.elapsed_s": 41.07, "graph.target_verify.mem_gb": 2.31,
+         "graph.target_verify.avail_gb": 15.7}),
+    "capture-named-end-no-bs": (
+        "Capture target decode CUDA graph end. elapsed=22.18 s, mem usage=1.91 GB, avail mem=14.18 GB.",
+        {"graph.target_decode.elapsed_s": 22.18, "graph.target_decode.mem_gb": 1.91}),
+    "capture-older-begin": (
+        "[2025-10-16 09:06:22 TP7] Capture cuda graph begin. This can take up to several minutes. "
+        "avail mem=12.01 GB",
+        {"graph.begin_avail_gb": 12.01}),
+    "capture-older-end": (
+        "[2025-11-30 12:50:15] Capture cuda graph end. Time elapsed: 5.37 s. mem usage=1.44 GB. "
+        "avail mem=38.05 GB.",
+        {"graph.elapsed_s": 5.37, "graph.mem_gb": 1.44, "graph.avail_gb": 38.05}),
+    "scheduler-summary": (
+        "max_total_num_tokens=577024, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=48, context_len=202752, available_gpu_mem=15.28 GB",
+        {"sched.max_total_num_tokens": 577024, "sched.max_running_requests": 48,
+         "sched.context_len": 202752, "sched.available_gpu_mem_gb": 15.28}),
+    "scheduler-summary-older": ("max_total_num_tokens=57033, available_gpu_mem=7.93 GB",
+                                {"sched.max_total_num_tokens": 57033, "sched.available_gpu_mem_gb": 7.93}),
+    "kda-chain-verify": ("[2026-09-15 21:03:35 TP0] KDA fused chain-verify kernel enabled (topk==1 path).",
+                         {"kda.fused_chain_verify": True}),
+    "ready": ("[2026-09-15 21:04:41] The server is fired up and ready to roll!", {"ready": True}),
+    "startup-timings": (
+        "Engine startup timings (s): load_weight=61.32, kv_cache_allocation=1.88, scheduler_e2e=141.20, "
+        "cuda_graph={target_verify=41.07, draft_decode=8.02}, tokenizer_e2e=143.91",
+        {"startup.load_weight_s": 61.32, "startup.tokenizer_e2e_s": 143.91}),
+    "not-enough-memory-issue": (
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+        {"exit.error.RuntimeError": "Not enough memory. Please try to increase --mem-fraction-static."}),
+    "replayssm-guard-notes": (
+        "ValueError: --enable-linear-replayssm-spec with DSPARK/DFLASH requires a KDA (kimi_linear) "
+        "model; got a non-KDA model.",
+        {"exit.error.ValueError": "--enable-linear-replayssm-spec with DSPARK/DFLASH requires a KDA "
+                                  "(kimi_linear) model; got a non-KDA model."}),
+    "scheduler-exception-issue": (
+        "[2025-03-29 18:18:34 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        {"exit.scheduler_exception": True}),
+    "init-failed": ("Initialization failed. Please see the error messages above.",
+                    {"exit.init_failed": True}),
+    "rank-died": (
+        "RuntimeError: Rank 0 scheduler died during initialization (exit code: -9). If exit code is -9 "
+        "(SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.",
+        {"exit.rank_died": 0, "exit.code": -9}),
+    "decode-batch-accept": (
+        "[2026-08-14 14:02:47 TP0] Decode batch, #running-req: 3, #token: 266624, token usage: 0.43, "
+        "accept len: 1.67, accept rate: 0.13, pre-allocated usage: 0.22, #prealloc-req: 0, "
+        "#transfer-req: 1, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 183.10, "
+        "#queue-req: 0",
+        {"periodic.running_req": 3, "periodic.accept_len": 1.67, "periodic.accept_rate": 0.13,
+         "periodic.cuda_graph": True, "periodic.gen_tps": 183.1}),
+    "decode-batch-older-dot": (
+        "[2025-09-03 18:33:19 TP0] Decode batch. #running-req: 1, #token: 137, token usage: 0.00, "
+        "cuda graph: True, gen throughput (token/s): 1.06, #queue-req: 0, ",
+        {"periodic.tokens": 137, "periodic.gen_tps": 1.06}),
+    "ray-prefixed": (
+        "(SGLangEngine pid=41820) [2026-03-22 13:53:37 TP0] Decode batch, #running-req: 6, #token: 42414, "
+        "token usage: 0.04, cuda graph: True, gen throughput (token/s): 1374.02, #queue-req: 0,",
+        {"periodic.running_req": 6, "periodic.gen_tps": 1374.02}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WORDINGS))
+def test_wording(name: str) -> None:
+    line, expected = WORDINGS[name]
+    got = facts_of(line)
+    assert {k: got.get(k) for k in expected} == expected
+
+
+def test_server_args_keep_what_windows_change() -> None:
+    line = (LOGS / "sglang_0523_glm_boot.log").read_text().splitlines()[0]
+    got = facts_of(line)
+    assert got["args.speculative_algorithm"] == "DFLASH"
+    assert got["args.speculative_dflash_block_size"] == 7
+    assert got["args.enable_linear_replayssm_spec"] is False
+    assert got["args.mem_fraction_static"] == 0.85
+
+
+def test_drafter_lines_are_scoped_per_rank() -> None:
+    facts = boot("sglang_0523_glm_boot.log")
+    assert facts.value("weights.mem_gb") == 104.22 and facts.value("draft.weights.mem_gb") == 2.68
+    assert facts.value("kv.k_gb") == 5.5 and facts.value("draft.kv.k_gb") == 0.61
+    # Capture lines name their role, so the target's verify graph is not called the drafter's.
+    assert facts.value("graph.target_verify.mem_gb") == 2.31
+    assert "draft.graph.target_verify.mem_gb" not in facts.facts
+    assert facts.value("sched.max_total_num_tokens") == 577024
+
+
+def test_unknown_boot_line_is_kept_verbatim() -> None:
+    facts = boot("sglang_0523_glm_boot.log")
+    unparsed = {k: f for k, f in facts.facts.items() if k.startswith("unparsed.")}
+    assert [f.value for f in unparsed.values()] == [
+        "Some future pool: graph scratch reserved 1.25 GB for 48 slots"]
+    # Same message, other timestamp and rank: same key, so control and window diff as equal.
+    again = facts_of("[2026-09-16 01:00:00 TP3] Some future pool: graph scratch reserved 1.25 GB "
+                     "for 48 slots")
+    assert set(again) == set(unparsed)
+    access = '[2026-04-05 20:02:51] INFO:     127.0.0.1:40052 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+    assert facts_of(access) == {}
+
+
+def test_rejected_boot_keeps_cause_and_errors() -> None:
+    facts = boot("sglang_replayssm_reject.log")
+    assert facts.value("exit.error.ValueError", "").startswith("--enable-linear-replayssm-spec")
+    assert facts.value("exit.rank_died") == 0 and facts.value("exit.code") == 1
+    assert facts.value("ready") is None
+    assert any("requires a KDA" in e for e in facts.errors)
+    assert not any(k.startswith("unparsed.") for k in facts.facts)  # traceback frames are not facts
+
+
+def test_classification() -> None:
+    assert ADAPTER.is_error("[2025-03-29 18:18:34 TP0] Scheduler hit an exception: "
+                            "Traceback (most recent call last):")
+    assert not ADAPTER.is_error("[2025-10-16 09:06:22 TP5] Memory pool end. avail mem=11.87 GB")
+    assert ADAPTER.is_warning("[2026-09-15 21:03:35 TP0] Warning: torchcodec is not installed")
+    assert not ADAPTER.is_warning("RuntimeError: deprecated path failed")  # errors are never warnings
+
+
+def test_ready_line_is_after_sglang_warm_up() -> None:
+    assert ADAPTER.is_ready_line("[2026-09-15 21:04:41] The server is fired up and ready to roll!")
+    # uvicorn says this before SGLang's own warm-up request: not ready yet.
+    assert not ADAPTER.is_ready_line("[2026-09-15 21:04:36] INFO:     Application startup complete.")
+
+
+def test_readiness() -> None:
+    assert ADAPTER.readiness(None, b"") is Readiness.LOADING  # connection refused
+    assert ADAPTER.readiness(503, b"") is Readiness.LOADING  # until its own warm-up ends
+    assert ADAPTER.readiness(200, b"") is Readiness.READY
+    assert ADAPTER.readiness(404, b"") is Readiness.DEAD
+
+
+def test_registry_and_command_line() -> None:
+    adapter = get_adapter("sglang")
+    assert isinstance(adapter, SGLangAdapter)
+    assert adapter.default_container_port == 30000
+    assert adapter.listen_args("0.0.0.0", 30000) == ["--host", "0.0.0.0", "--port", "30000"]
+    assert adapter.log_args() == []
+    assert adapter.metrics_requirement(["--enable-metrics"]) is None
+    assert "--enable-metrics" in (adapter.metrics_requirement([]) or "")
+
+
+def test_acceptance_formula_worked_example() -> None:
+    # Delta generation tokens 3480 over 1000 verify calls at block 7: length 3.48, rate 0.41.
+    before = sglang_counters(10_000, 4_000, 7)
+    after = sglang_counters(13_480, 5_000, 7)
+    delta = {k: after[k] - before[k] for k in after}
+    acc = stats.acceptance(delta["drafts"], delta["drafted"], delta["accepted"])
+    assert acc["accept_len"] == 3.48
+    assert round(acc["accept_rate"], 2) == 0.41  # (3.48 - 1) / (7 - 1)
+
+
+def test_spec_counters_sum_labelled_samples() -> None:
+    samples = summed_samples((LOGS / "sglang_metrics.txt").read_text())
+    counters = ADAPTER.spec_counters(samples)
+    assert counters == {"drafts": 1000.0, "drafted": 6000.0, "accepted": 2480.0}
+    # The lifetime gauge is never what the figure comes from.
+    assert stats.acceptance(**counters)["accept_len"] == 3.48 != samples["sglang:spec_accept_length"]
+
+
+def test_missing_metrics_names_the_flag() -> None:
+    assert "--enable-metrics" in (ADAPTER.missing_metrics(404, None) or "")
+    assert ADAPTER.missing_metrics(200, summed_samples((LOGS / "sglang_metrics.txt").read_text())) is None
+    assert "--speculative-algorithm" in (ADAPTER.missing_metrics(200, {}) or "")
+    assert ADAPTER.spec_counters({}) is None
+
+
+def test_request_acceptance() -> None:
+    openai = {"choices": [], "sglext": {"spec_tokens_details": {
+        "spec_verify_ct": 10, "spec_num_correct_drafts": 25, "spec_num_proposed_drafts": 60}}}
+    assert ADAPTER.request_acceptance(openai) == {"drafted": 60, "accepted": 25, "drafts": 10}
+    native = {"text": "x", "meta_info": {"completion_tokens": 35, "spec_verify_ct": 10,
+                                         "spec_num_correct_drafts": 25, "spec_num_proposed_drafts": 60}}
+    assert ADAPTER.request_acceptance(native) == {"drafted": 60, "accepted": 25, "drafts": 10}
+    assert ADAPTER.request_acceptance({"choices": [{"delta": {"content": "x"}}]}) is None
+    assert ADAPTER.load_fields() == {"return_spec_tokens_details": True}
+
+
+def test_teacher_forced_body() -> None:
+    assert teacher_forced_body([1, 2, 3, 4, 5], 3, 10) == {
+        "input_ids": [1, 2, 3, 4, 5], "sampling_params": {"max_new_tokens": 0, "temperature": 0},
+        "return_logprob": True, "logprob_start_len": 3, "top_logprobs_num": 10}
+
+
+def _client(answer: dict[str, object], seen: list[dict[str, object]]) -> httpx.Client:
+    # Not a fake server: a recorded answer shape handed back so the parsing can be checked.
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append({"path": request.url.path, "body": json.loads(request.content)})
+        return httpx.Response(200, json=answer)
+    return httpx.Client(base_url="http://sglang", transport=httpx.MockTransport(handler))
+
+
+def test_score_sequence_reads_input_top_logprobs() -> None:
+    answer = {"text": "", "meta_info": {"input_top_logprobs": [
+        [[-0.1, 4, "a"], [-2.5, 9, "b"]], [[-0.3, 5, "c"], [-1.5, 4, "a"]]]}}
+    seen: list[dict[str, object]] = []
+    with _client(answer, seen) as client:
+        rows = ADAPTER.score_sequence(client, [1, 2, 3, 4, 5], 3, 2)
+    assert seen == [{"path": "/generate", "body": teacher_forced_body([1, 2, 3, 4, 5], 3, 2)}]
+    assert [r.top if r else None for r in rows] == [[(4, -0.1), (9, -2.5)], [(5, -0.3), (4, -1.5)]]
+
+
+def test_next_token_reads_output_top_logprobs() -> None:
+    answer = {"text": "a", "meta_info": {"output_top_logprobs": [[[-0.1, 4, "a"], [-2.5, 9, "b"]]]}}
+    seen: list[dict[str, object]] = []
+    with _client(answer, seen) as client:
+        nt = ADAPTER.next_token(client, [1, 2, 3], 2, fresh=True)
+    assert nt.top == [(4, -0.1), (9, -2.5)] and nt.pieces[9] == "b"
+    body = seen[0]["body"]
+    assert isinstance(body, dict) and body["sampling_params"] == {"max_new_tokens": 1, "temperature": 0}
+    assert body["top_logprobs_num"] == 2 and body["return_logprob"] is True
+
+
+def test_reasoning_fields_of_a_chat_answer() -> None:
+    answer = {"choices": [{"message": {"content": "4", "reasoning_content": "2+2 is 4"},
+                           "finish_reason": "stop"}],
+              "usage": {"completion_tokens": 9, "reasoning_tokens": 7}, "sglext": {"output_ids": [[19, 2]]}}
+    seen: list[dict[str, object]] = []
+    with _client(answer, seen) as client:
+        reply, ids = ADAPTER.chat_tokens(client, {"messages": [], "reasoning_effort": "low"})
+    assert reply.reasoning == "2+2 is 4" and reply.reasoning_tokens == 7 and ids == [19, 2]
+    body = seen[0]["body"]
+    assert isinstance(body, dict) and body["return_output_ids_in_sglext"] is True
+    assert body["reasoning_effort"] == "low" and ADAPTER.reasoning_counts()
+
+
+def test_every_public_line_is_recognised() -> None:
+    # Each verbatim public line gives a fact or is an error the boot record keeps.
+    for line in (LOGS / "sglang_issue_lines.log").read_text().splitlines():
+        found = facts_of(line)
+        assert found or ADAPTER.is_error(line), line
+        assert not any(k.startswith("unparsed.") for k in found), line
