@@ -90,6 +90,10 @@ def acceptance(drafts: float, drafted: float, accepted: float) -> dict[str, floa
     }
 
 
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
 def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], concurrency: int,
                 policy: LeakPolicy) -> dict[str, Any]:
     """A shape's row from its reps (header, request records): what throughput.csv holds.
@@ -119,8 +123,9 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
         "rep_tok_s": aggs,
         "agg_tok_s": round(median(aggs) or 0.0, 3),
         "per_user_tok_s": round(median([f["per_user_tok_s"] for f in figs]) or 0.0, 3),
-        "ttft_ms": median([f["ttft_ms"] for f in figs if f["ttft_ms"] is not None]),
-        "decode_tok_s": median([f["decode_tok_s"] for f in figs if f["decode_tok_s"] is not None]),
+        "ttft_ms": _round(median([f["ttft_ms"] for f in figs if f["ttft_ms"] is not None]), 2),
+        "decode_tok_s": _round(median([f["decode_tok_s"] for f in figs
+                                       if f["decode_tok_s"] is not None]), 3),
         **acc,
         "accept_source": source,
         "spread": round(spread(aggs), 4),
