@@ -9,6 +9,7 @@ engine does; it stands in for the engine only because a recorded run has none.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from engine import testbed as tb_mod
 from engine.control import CommandRefused, ControlServer
 from engine.journal import Journal, read_events
 from engine.state import fold
-from tui.app import RulerConsole
+from tui.app import RulerConsole, farewell
 from tui.follow import Link
 from tui.widgets import BootLog, FollowTable
 
@@ -201,6 +202,40 @@ async def test_footer_shows_the_keys_and_help_says_the_engine_keeps_running(meas
         await until(pilot, lambda: "the engine keeps running" not in screen_text(app))
 
 
+async def test_picking_a_window_shows_it_and_esc_goes_back_to_the_live_one(measuring) -> None:  # type: ignore[no-untyped-def]
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        assert app.shown == "s2-control"
+        await pilot.press("shift+tab", "up")  # windows list, one up: s1 ctx
+        await until(pilot, lambda: app.shown == "s1-ctx" and app.pinned)
+        await until(pilot, lambda: "reps · s1-ctx (picked; esc: live)" in screen_text(app))
+        assert [r[0].strip() for r in table_text(app, "#reps")] == [
+            "prose c1", "prose c2", "code c1", "code c2"]
+        assert "boot log s1-ctx (no log yet)" not in screen_text(app)  # it has a path, just no file
+        # The engine moves on: a picked window stays on screen.
+        append(run, [{"kind": "rep_done", "session": "s2", "window": "control", "class": "code",
+                      "concurrency": 1, "attempt": 1, "rep": 3, "agg_tok_s": 17.156,
+                      "per_user_tok_s": 17.156, "file": "x"}])
+        await pilot.pause(0.5)
+        assert app.shown == "s1-ctx"
+        await pilot.press("escape")
+        await until(pilot, lambda: app.shown == "s2-control" and not app.pinned)
+
+
+async def test_a_command_from_another_client_is_shown(measuring) -> None:  # type: ignore[no-untyped-def]
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        append(run, [{"kind": "command", "cmd": "pause", "args": [],
+                      "who": {"pid": 1, "uid": os.getuid(), "gid": os.getgid()},
+                      "reply": "pausing before the next rep"}])
+        await until(pilot, lambda: "pause (pid 1):" in screen_text(app))
+        assert "PAUSED" in screen_text(app)
+
+
 # ------------------------------------------------------------------ live journal and log
 
 
@@ -314,6 +349,29 @@ async def test_no_color_keeps_every_mark_in_the_text(measuring, monkeypatch: pyt
             assert mark in text, mark
 
 
+def test_quitting_says_whether_the_engine_goes_on(tmp_path: Path) -> None:
+    run = recorded("measuring", tmp_path)
+    st = fold(read_events(run / "journal.jsonl"))
+    (run / "engine.pid").write_text(f"{os.getpid()}\n")  # a live pid stands for the engine
+    assert farewell(run, st) == (f"engine still running (pid {os.getpid()}); "
+                                 f"reattach with: ruler attach {run}")
+    (run / "engine.pid").unlink()
+    st.pid = None
+    assert "resume it with: ruler run --resume" in farewell(run, st)
+    done = fold(read_events(JOURNALS / "finished" / "journal.jsonl"))
+    assert farewell(run, done) == "campaign finished"
+
+
+def test_without_a_terminal_attach_prints_progress_lines(tmp_path: Path) -> None:
+    run = recorded("finished", tmp_path)
+    proc = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                           "from tui.app import run_console; sys.exit(run_console(Path(sys.argv[1])))",
+                           str(run)], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "REJECTED: server exited during boot" in lines[-2] and lines[-1].endswith("run finished")
+
+
 # ------------------------------------------------------------------ snapshots
 
 
@@ -381,7 +439,8 @@ async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) ->
         async with app.run_test(size=(80, 24)) as pilot:
             await until(pilot, lambda: app.link is not None and app.link.connected, timeout=30)
             # A rep lands on screen as the engine measures it.
-            await until(pilot, lambda: any(r.reps for r in app.state.rows.values()), timeout=300)
+            await until(pilot, lambda: any(any(r.reps.values()) for r in app.state.rows.values()),
+                        timeout=300)
             await until(pilot, lambda: any(any(ch.isdigit() for ch in row[1])
                                            for row in table_text(app, "#reps")), timeout=10)
             assert app.query_one(BootLog).line_count > 0

@@ -1,0 +1,254 @@
+"""The console's Textual-free parts: following files in batches, and what the view derives."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+from engine.journal import Journal, read_events
+from engine.state import fold
+from tui import view
+from tui.follow import Batch, Follower, Tail
+
+JOURNALS = Path(__file__).parent / "fixtures" / "journals"
+
+
+# ------------------------------------------------------------------ Tail
+
+
+def test_tail_hands_out_complete_lines_only(tmp_path: Path) -> None:
+    p = tmp_path / "f"
+    p.write_bytes(b"one\ntw")
+    t = Tail(p)
+    assert t.read(1 << 20) == [b"one"]
+    with p.open("ab") as f:
+        f.write(b"o\nthree\n")
+    assert t.read(1 << 20) == [b"two", b"three"]
+    assert t.read(1 << 20) == [] and t.at_eof
+
+
+def test_tail_goes_on_after_a_torn_journal_tail_is_cut(tmp_path: Path) -> None:
+    """The engine cuts a torn last line on resume; nothing is read twice or lost."""
+    p = tmp_path / "journal.jsonl"
+    j = Journal(p)
+    j.append("a")
+    j.close()
+    with p.open("ab") as f:
+        f.write(b'{"seq":2,"ts":1,"ki')  # the write a kill -9 interrupted
+    t = Tail(p)
+    assert [json.loads(x)["kind"] for x in t.read(1 << 20)] == ["a"]
+    j = Journal(p)  # resume: truncates the torn line, appends after it
+    j.append("b")
+    j.close()
+    assert [json.loads(x)["kind"] for x in t.read(1 << 20)] == ["b"]
+    assert not t.reset
+
+
+def test_tail_starts_over_when_the_file_is_replaced(tmp_path: Path) -> None:
+    p = tmp_path / "f"
+    p.write_bytes(b"old 1\nold 2\n")
+    t = Tail(p)
+    assert len(t.read(1 << 20)) == 2
+    tmp = tmp_path / "g"
+    tmp.write_bytes(b"new 1\n")
+    tmp.replace(p)
+    assert t.read(1 << 20) == [b"new 1"]
+    assert t.reset
+
+
+def test_tail_of_a_huge_log_reads_only_its_end(tmp_path: Path) -> None:
+    p = tmp_path / "boot.log"
+    p.write_bytes(b"".join(b"line %06d\n" % i for i in range(100_000)))
+    t = Tail(p, start_from_end=64 * 1024)
+    lines = t.read(1 << 20)
+    assert lines[-1] == b"line 099999"
+    assert all(x.startswith(b"line ") and len(x) == 11 for x in lines)  # no fragment first
+    assert len(lines) < 64 * 1024 // 11 + 1
+
+
+# ------------------------------------------------------------------ Follower
+
+
+class Catcher:
+    def __init__(self) -> None:
+        self.batches: list[Batch] = []
+        self.cond = threading.Condition()
+
+    def __call__(self, b: Batch) -> None:
+        with self.cond:
+            self.batches.append(b)
+            self.cond.notify_all()
+
+    def wait(self, pred, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not pred(self.batches):
+                left = deadline - time.monotonic()
+                assert left > 0, self.batches
+                self.cond.wait(left)
+
+
+def run_follower(f: Follower) -> tuple[threading.Thread, threading.Event]:
+    stop = threading.Event()
+    t = threading.Thread(target=f.run, args=(stop.is_set,), daemon=True)
+    t.start()
+    return t, stop
+
+
+def test_follower_batches_and_waits_for_each_ack(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "windows/s1-control").mkdir(parents=True)
+    (run / "journal.jsonl").write_bytes((JOURNALS / "booting/journal.jsonl").read_bytes())
+    log = run / "windows/s1-control/boot.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)))
+    got = Catcher()
+    f = Follower(run, got, interval=0.02, max_log_lines=1000)
+    gen = f.watch_log("windows/s1-control/boot.log")
+    t, stop = run_follower(f)
+    try:
+        got.wait(lambda bs: len(bs) >= 1)
+        time.sleep(0.3)
+        assert len(got.batches) == 1  # no ack yet: nothing more is handed over
+        first = got.batches[0]
+        events = list(first.events)
+        f.ack()
+        got.wait(lambda bs: bs[-1].caught_up)
+        f.ack()
+        for b in got.batches[1:]:
+            events += b.events
+        assert events == read_events(run / "journal.jsonl")  # every event, once, in order
+        lines = [x for b in got.batches if b.log_gen == gen for x in b.log]
+        assert lines == [f"line {i}" for i in range(100)]
+        assert got.batches[0].log_clear or any(b.log_clear for b in got.batches if b.log_gen == gen)
+
+        # A flood while the App is busy (no ack): one batch at most goes out, the rest waits,
+        # bounded; when the App catches up, the lines it missed are counted, not handed over.
+        n = len(got.batches)
+        with log.open("a") as out:
+            out.write("".join(f"flood {i}\n" for i in range(5000)))
+        time.sleep(0.3)
+        assert len(got.batches) - n <= 1
+        for _ in range(20):
+            f.ack()
+            time.sleep(0.02)
+        got.wait(lambda bs: any("flood 4999" in b.log for b in bs))
+        flood = [b for b in got.batches[n:] if any(x.startswith("flood") for x in b.log)]
+        assert all(len(b.log) <= 1000 for b in got.batches)
+        shown = sum(len(b.log) for b in flood)
+        assert shown + sum(b.log_dropped for b in got.batches[n:]) == 5000
+        assert shown < 5000
+    finally:
+        stop.set()
+        t.join(timeout=5)
+
+
+def test_follower_switches_logs_by_generation(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "a").mkdir(parents=True)
+    (run / "b").mkdir()
+    (run / "journal.jsonl").write_text("")
+    (run / "a/boot.log").write_text("from a\n")
+    (run / "b/boot.log").write_text("from b\n")
+    got = Catcher()
+    f = Follower(run, lambda b: (got(b), f.ack()), interval=0.02)
+    t, stop = run_follower(f)
+    try:
+        ga = f.watch_log("a/boot.log")
+        got.wait(lambda bs: any(b.log_gen == ga and b.log for b in bs))
+        gb = f.watch_log("b/boot.log")
+        got.wait(lambda bs: any(b.log_gen == gb and b.log for b in bs))
+        assert [x for b in got.batches if b.log_gen == gb for x in b.log] == ["from b"]
+        assert next(b for b in got.batches if b.log_gen == gb).log_clear
+    finally:
+        stop.set()
+        t.join(timeout=5)
+
+
+# ------------------------------------------------------------------ view
+
+
+def finished_state():  # type: ignore[no-untyped-def]
+    events = read_events(JOURNALS / "finished/journal.jsonl")
+    tl = view.Timeline()
+    for e in events:
+        tl.apply(e)
+    return fold(events), tl
+
+
+def test_window_status_puts_the_worst_news_first() -> None:
+    st, _ = finished_state()
+    assert view.window_status(st, "s2-qv8") == ("REJECTED", "error")
+    assert view.window_status(st, "s1-ctx") == ("1 void", "error")
+    ws = st.windows["s1-ctx"]
+    assert view.window_notes(st, "s1-ctx") == [("knobs act", "success"), ("greedy 20/20", "success")]
+    ws.verdicts["no_effect"] = {"check": "no_effect", "verdict": "no observable effect",
+                                "summary": "no observable effect"}
+    assert view.window_status(st, "s1-ctx") == ("1 void", "error")
+    st.rows["s1-ctx/code/c2"].status = "ok"
+    assert view.window_status(st, "s1-ctx") == ("no effect", "warning")
+    ws.verdicts["knobs"] = {"check": "knobs", "verdict": "ruler suspect",
+                            "summary": "RULER SUSPECT: seed inert (same output)"}
+    assert view.window_status(st, "s1-ctx") == ("ruler suspect", "error")
+    ws.verdicts["greedy"] = {"check": "greedy", "verdict": "diverged",
+                             "figures": {"identical": 17, "n": 20}}
+    assert ("greedy 17/20", "error") in view.window_notes(st, "s1-ctx")
+
+
+def test_headline_is_the_median_of_per_shape_ratios() -> None:
+    st, _ = finished_state()
+    pairs = view.shape_pairs(st, "s1-ctx")
+    # Void rows carry polluted numbers: they are left out on both sides.
+    assert [p[0] for p in pairs] == ["prose c1", "code c1"] or len(pairs) >= 1
+    d, provisional = view.headline(st, "s1-ctx")  # type: ignore[misc]
+    ratios = sorted(h / c for _, h, c, _ in pairs)
+    assert abs(d - (ratios[len(ratios) // 2] if len(ratios) % 2 else
+                    (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2) + 1) < 1e-9
+    assert not provisional
+    # A control is compared with the previous session's control: boot-to-boot drift.
+    assert view.reference(st, "s2-control").key == "s1-control"  # type: ignore[union-attr]
+    assert view.reference(st, "s1-control") is None
+
+
+def test_a_suspected_rep_is_marked_and_a_void_row_says_why() -> None:
+    st, tl = finished_state()
+    row = st.rows["s1-ctx/code/c2"]
+    cells = view.row_cells(row, tl.reps)
+    assert [t for t, _ in cells["reps tok/s"]] == ["7.2", "4.5!", "8.5"]
+    assert cells["status"] == [("VOID", "error")]
+    assert cells["why"][0][0] == "spread 58.9% > 10% at C2 after 2 attempts"
+    assert all(style == "error" or style == "warning" for c in cells.values() for _, style in c)
+    assert cells["att"][0][0] == "2"
+
+
+def test_facts_panel_marks_what_differs_from_the_control() -> None:
+    st, _ = finished_state()
+    lines = view.facts_lines(st, "s1-ctx")
+    changed = [t for t, s in lines if t.startswith("≠")]
+    assert "≠ ctx.n_ctx 4096 ← 2048" in changed
+    assert all(s == "warning" for t, s in lines if t.startswith("≠"))
+    assert any(t.startswith("=") and "equal" in t for t, _ in lines)
+
+
+def test_eta_extrapolates_from_finished_windows() -> None:
+    events = read_events(JOURNALS / "measuring/journal.jsonl")
+    tl = view.Timeline()
+    for e in events:
+        tl.apply(e)
+    st = fold(events)
+    now = events[-1]["ts"]
+    left = view.eta(st, tl, now)
+    assert left is not None and left > 0
+    spans = [tl.end[k] - tl.start[k] for k in ("s1-control", "s1-ctx")]
+    # One pending window (s2-qv8) plus what is left of the current one.
+    assert left <= sum(spans) / 2 * 2 + 1
+    assert view.fmt_secs(left).count(":") == 1
+
+
+def test_the_workload_comes_from_the_frozen_campaign_until_the_journal_says() -> None:
+    tl = view.Timeline()
+    tl.learn_workload(JOURNALS / "booting" / "campaign.yaml")
+    assert (tl.shapes, tl.reps) == (4, 3)  # 2 classes x 2 concurrencies, 3 reps
+    tl.learn_workload(JOURNALS / "no-such-run" / "campaign.yaml")
+    assert (tl.shapes, tl.reps) == (4, 3)

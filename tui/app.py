@@ -1,0 +1,561 @@
+"""The ruler console: a thin client of a run directory.
+
+It learns everything from ``journal.jsonl`` (folded with ``engine.state.apply``, the one way state is
+derived) and acts only through ``control.sock``. I/O happens in thread workers that never touch a
+widget (harlequin's rule): they post messages, and the handlers here own every change of state and
+screen, inside ``batch_update()``. Quitting leaves the engine running; reattaching folds the whole
+journal again and follows it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widget import Widget
+from textual.widgets import Footer, Input, Sparkline
+from textual.worker import get_current_worker
+
+from engine import control
+from engine.journal import Event
+from engine.progress import printer
+from engine.servers import get_adapter
+from engine.state import RunState, apply
+from tui import view
+from tui.follow import Batch, Follower, Link, engine_pid, pid_alive, probe
+from tui.widgets import (
+    BootLog,
+    ConfirmAbort,
+    FollowTable,
+    HelpScreen,
+    LineClassifier,
+    Panel,
+    lines_text,
+    tag_styles,
+    to_text,
+)
+
+Probe = Callable[[Path, "int | None"], Link]
+Send = Callable[..., dict[str, Any]]
+WINDOW_COLUMNS = ["window", "status", "Δ ctl", "notes", "axis"]
+
+
+class Followed(Message):
+    """A batch of journal events and log lines from the follower thread."""
+
+    def __init__(self, batch: Batch) -> None:
+        super().__init__()
+        self.batch = batch
+
+
+class Linked(Message):
+    """What the engine probe found; only the latest matters."""
+
+    def __init__(self, link: Link) -> None:
+        super().__init__()
+        self.link = link
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, Linked)
+
+
+class Replied(Message):
+    """The engine's answer to one command."""
+
+    def __init__(self, cmd: str, args: list[str], reply: dict[str, Any]) -> None:
+        super().__init__()
+        self.cmd, self.args, self.reply = cmd, args, reply
+
+
+@dataclass
+class Ui:
+    head: Panel
+    windows: FollowTable
+    reps: FollowTable
+    right: Vertical
+    spark: Sparkline
+    spark_label: Panel
+    bars: Panel
+    log: BootLog
+    logbox: Vertical
+    search: Input
+    facts: Panel
+    status: Panel
+
+
+class RulerConsole(App[None]):
+    """The console on one run directory.
+
+    ``clock`` gives the wall time for elapsed/remaining (tests freeze it); ``probe`` checks the
+    engine (None: never, the header says "engine ?"); ``send`` is ``engine.control.send``.
+    """
+
+    CSS_PATH = Path(__file__).with_name("app.tcss")
+    TITLE = "ruler"
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS = [
+        Binding("a", "abort", "abort"),
+        Binding("n", "advance", "advance"),
+        Binding("w", "rewarm", "rewarm"),
+        Binding("r", "rerun", "rerun"),
+        Binding("p", "pause", "pause"),
+        Binding("slash", "search", "find"),
+        Binding("f", "follow", "follow"),
+        Binding("question_mark", "help", "help"),
+        Binding("q", "quit_console", "quit"),
+        Binding("escape", "live", "live", show=False),
+    ]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
+
+    def __init__(self, run_dir: Path, *, clock: Callable[[], float] = time.time,
+                 probe: Probe | None = probe, probe_interval: float = 2.0,
+                 send: Send = control.send, max_log_lines: int = 5000,
+                 follow_interval: float = 0.1) -> None:
+        super().__init__()
+        self.run_dir = Path(run_dir)
+        self.clock, self.probe, self.probe_interval = clock, probe, probe_interval
+        self.send, self.max_log_lines = send, max_log_lines
+        self.state = RunState()
+        self.timeline = self._new_timeline()
+        self.link: Link | None = None
+        self.caught_up = False  # the journal and the shown log were read to their end
+        self.shown: str | None = None  # the window on screen
+        self.pinned = False  # the operator picked `shown`: stop following the engine
+        self.row_pinned = False  # same for the row under the reps cursor
+        self.classify = LineClassifier()
+        self.tags = tag_styles({})  # the theme's colours once mounted
+        self.follower = Follower(self.run_dir, lambda b: self.post_message(Followed(b)),
+                                 interval=follow_interval, max_log_lines=max_log_lines)
+        self._log_rel: str | None = None
+        self._log_gen = 0
+        self._reps_for: str | None = None
+        self._status: list[view.Seg] = [("attaching to " + str(self.run_dir), "muted")]
+        self._ui: Ui | None = None  # the widgets, once mounted
+        self._frozen = False
+        self._pending: dict[str, Timer] = {}  # commands sent, not answered yet
+
+    # ------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield Panel(id="head")
+        with Horizontal(id="body"):
+            yield FollowTable(WINDOW_COLUMNS, id="windows")
+            with Vertical(id="right"):
+                yield FollowTable(view.REP_COLUMNS, id="reps")
+                with Horizontal(id="chart"):
+                    with Vertical(id="sparkbox"):
+                        yield Panel(id="spark-label")
+                        yield Sparkline([], id="spark")
+                    yield Panel(id="bars")
+        with Horizontal(id="bottom"):
+            with Vertical(id="logbox"):
+                yield BootLog(self.classify, self.max_log_lines, id="log")
+                yield Input(id="search", placeholder="search the log: enter = next older match, "
+                                                     "esc = close")
+            yield Panel(id="facts")
+        yield Panel(id="status")
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        q = self.query_one
+        # Held, not queried: a modal screen on top must not hide them from the handlers.
+        self._ui = Ui(q("#head", Panel), q("#windows", FollowTable), q("#reps", FollowTable),
+                      q("#right", Vertical), q("#spark", Sparkline), q("#spark-label", Panel),
+                      q("#bars", Panel), q(BootLog), q("#logbox", Vertical), q("#search", Input),
+                      q("#facts", Panel), q("#status", Panel))
+        self.tags = tag_styles(self.theme_variables)
+        self.ui.log.tags = self.tags
+        self.ui.search.display = False
+        self.ui.windows.border_title = "windows"
+        self.ui.reps.focus()
+        self._render_all()
+        self._follow()
+        if self.probe is not None:
+            self._probe_loop()
+        self.set_interval(1.0, self._render_head)
+
+    def _new_timeline(self) -> view.Timeline:
+        tl = view.Timeline()
+        tl.learn_workload(self.run_dir / "campaign.yaml")
+        return tl
+
+    @property
+    def ui(self) -> Ui:
+        assert self._ui is not None, "used before mount"
+        return self._ui
+
+    # ------------------------------------------------------------ workers (no widgets in here)
+
+    @work(thread=True, exclusive=True, group="follow", exit_on_error=False)
+    def _follow(self) -> None:
+        worker = get_current_worker()
+        self.follower.run(lambda: worker.is_cancelled)
+
+    @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
+    def _probe_loop(self) -> None:
+        worker = get_current_worker()
+        assert self.probe is not None
+        while not worker.is_cancelled:
+            link = self.probe(self.run_dir, self.state.pid)
+            self.post_message(Linked(link))
+            # Retry a lost engine every second; a healthy one is asked less often.
+            deadline = time.monotonic() + (self.probe_interval if link.connected else 1.0)
+            while time.monotonic() < deadline and not worker.is_cancelled:
+                time.sleep(0.05)
+
+    @work(thread=True, group="command", exit_on_error=False)
+    def _send(self, cmd: str, args: list[str]) -> None:
+        try:
+            reply = self.send(self.run_dir, cmd, args, timeout=5.0)
+        except (OSError, ValueError) as e:
+            reply = {"ok": False, "error": f"no engine answers on control.sock "
+                                           f"({getattr(e, 'strerror', None) or e})"}
+        self.post_message(Replied(cmd, args, reply))
+
+    # ------------------------------------------------------------ messages
+
+    def on_followed(self, message: Followed) -> None:
+        b = message.batch
+        if b.journal_reset:
+            self.state, self.timeline = RunState(), self._new_timeline()
+        fresh = [e for e in b.events if e["seq"] > self.state.last_seq]
+        self._apply(fresh)
+        log = self.ui.log
+        with self.batch_update():
+            if fresh or b.journal_reset:
+                self._render_all()
+            if b.log_gen == self._log_gen:
+                if b.log_clear:
+                    log.clear()
+                lines = b.log
+                if b.log_dropped:
+                    lines = [f"[ruler: {b.log_dropped:,} lines not shown: the log outran the "
+                             f"screen; they are in the file]", *lines]
+                if lines:
+                    log.write_lines(lines, scroll_end=False)
+                    log.follow_tail()
+        was = self.caught_up
+        self.caught_up = b.caught_up and b.log_gen == self._log_gen
+        if self.caught_up and not was and not self._frozen:
+            # Textual's startup objects and the folded journal live as long as the console: out
+            # of the collector's sight, a full collection scans only what the flood leaves behind
+            # (unfrozen, those pauses reached 80 ms under a 10,000 lines/s log).
+            gc.collect()
+            gc.freeze()
+            self._frozen = True
+        if self.caught_up and not was and self._status[0][0].startswith("attaching"):
+            news = (view.campaign_summary(self.state) if self.state.status != "running"
+                    else "following")
+            self._say([("attached:", "bold"), (f"{self.state.last_seq} journal events;", "muted"),
+                       (news, "")])
+        self.follower.ack()
+
+    def _apply(self, events: Iterable[Event]) -> None:
+        for e in events:
+            apply(self.state, e)
+            self.timeline.apply(e)
+            if e["kind"] == "command" and self.caught_up and e.get("who", {}).get("pid") != os.getpid():
+                # Someone else (`ruler ctl`, a second console) steered the engine: say so.
+                who = e.get("who", {}).get("pid", "?")
+                self._say([(" ".join([e["cmd"], *e.get("args", [])]) + f" (pid {who}):", "bold"),
+                           (str(e.get("reply", "")), "")])
+            if e["kind"] in ("run_started", "run_resumed") and self.classify.adapter is None:
+                # An adapter this client does not know: plain lines.
+                with contextlib.suppress(ValueError):
+                    self.classify.adapter = get_adapter(self.state.server)
+
+    def on_linked(self, message: Linked) -> None:
+        was = self.link
+        self.link = message.link
+        if was is not None and was.connected and not message.link.connected \
+                and self.state.status == "running":
+            self._say([("engine disconnected:", "error"), (message.link.detail, "")])
+        elif was is not None and not was.connected and message.link.connected:
+            self._say([("engine connected again:", "success"), (message.link.detail, "")])
+        self._render_head()
+
+    def on_replied(self, message: Replied) -> None:
+        r, what = message.reply, " ".join([message.cmd, *message.args])
+        # "waiting" is only worth a frame when the engine is slow to answer.
+        timer = self._pending.pop(what, None)
+        if timer is not None:
+            timer.stop()
+        if r.get("ok"):
+            self._say([(f"{what}:", "bold"), (str(r.get("reply", "")), "success")])
+        else:
+            self._say([(f"{what} refused:", "error"), (str(r.get("error", "")), "")])
+            self.notify(str(r.get("error", "")), title=f"{what} refused", severity="error",
+                        timeout=6)
+
+    @on(FollowTable.Picked, "#windows")
+    def _window_picked(self, message: FollowTable.Picked) -> None:
+        self.shown = message.key
+        self.pinned = message.key != view.focus_window(self.state)
+        self._render_all()
+
+    @on(FollowTable.Picked, "#reps")
+    def _row_picked(self, message: FollowTable.Picked) -> None:
+        live = view.live_row(self.state, self.shown)
+        self.row_pinned = live is None or message.key != live.key
+        self._render_chart()
+
+    @on(Input.Submitted, "#search")
+    def _search(self, message: Input.Submitted) -> None:
+        log = self.ui.log
+        y = log.find(message.value)
+        if y is None:
+            self._say([(f"/{message.value}:", "bold"),
+                       (f"no match in the {log.line_count} lines held", "warning")])
+        else:
+            self._say([(f"/{message.value}:", "bold"), (f"line {y + 1} of {log.line_count}", "")])
+        self._render_log_title()
+
+    # ------------------------------------------------------------ actions (keys and palette)
+
+    def action_abort(self) -> None:
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._command("abort")
+            else:
+                self._say([("abort cancelled: nothing sent", "muted")])
+
+        self.push_screen(ConfirmAbort(), answered)
+
+    def action_advance(self) -> None:
+        self._command("advance")
+
+    def action_rewarm(self) -> None:
+        self._command("rewarm")
+
+    def action_rerun(self) -> None:
+        key = self.ui.reps.cursor_key()
+        row = self.state.rows.get(key or "")
+        if row is None:
+            self._say([("rerun:", "bold"), ("put the reps cursor on a void row first", "warning")])
+        elif row.status != "void":
+            self._say([("rerun:", "bold"), (f"{key} is {row.status}, not void: nothing to rerun",
+                                            "warning")])
+        else:
+            self._command("rerun", [key])
+
+    def action_pause(self) -> None:
+        self._command("resume" if self.state.paused else "pause")
+
+    def action_search(self) -> None:
+        box = self.ui.search
+        box.display = True
+        box.focus()
+
+    def action_follow(self) -> None:
+        log = self.ui.log
+        log.set_follow(not log.auto_scroll)
+        self._say([("follow", "bold"), ("on" if log.auto_scroll else "off (f to follow again)", "")])
+
+    def on_boot_log_follow_changed(self) -> None:
+        self._render_log_title()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_quit_console(self) -> None:
+        self.exit()
+
+    def action_live(self) -> None:
+        box = self.ui.search
+        if box.display:
+            box.display = False
+            log = self.ui.log
+            log.term, log.match = "", None
+            log.refresh()
+            self.ui.reps.focus()
+            self._render_log_title()
+            return
+        self.pinned = self.row_pinned = False
+        self._render_all()
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Abort the campaign (a)", "Stop the campaign; asks first", self.action_abort)
+        yield SystemCommand("Advance (n)", "End the current window, go on with the next",
+                            self.action_advance)
+        yield SystemCommand("Rewarm (w)", "A warm pass before the next rep", self.action_rewarm)
+        yield SystemCommand("Rerun the selected void row (r)", "Queue the void row under the "
+                            "reps cursor again", self.action_rerun)
+        yield SystemCommand("Pause / resume (p)", "Pause or resume between reps", self.action_pause)
+        yield SystemCommand("Search the boot log (/)", "Find a line in the log", self.action_search)
+        yield SystemCommand("Follow the log on/off (f)", "Toggle following the live log",
+                            self.action_follow)
+        yield SystemCommand("Help (?)", "Keys and marks", self.action_help)
+        yield SystemCommand("Quit the console (q)", "The engine keeps running",
+                            self.action_quit_console)
+
+    def _command(self, cmd: str, args: list[str] | None = None) -> None:
+        what = " ".join([cmd, *(args or [])])
+        self._pending[what] = self.set_timer(
+            0.15, lambda: self._say([(what, "bold"), ("sent, waiting for the engine…", "muted")]))
+        self._send(cmd, list(args or []))
+
+    def _say(self, segs: list[view.Seg]) -> None:
+        self._status = segs
+        self.ui.status.set(to_text(segs, self.tags))
+
+    # ------------------------------------------------------------ rendering
+
+    def _render_all(self) -> None:
+        if not self.pinned or self.shown not in self.state.windows:
+            self.shown = view.focus_window(self.state)
+            self.pinned = False
+        self._render_head()
+        self._render_windows()
+        self._render_reps()
+        self._render_facts()
+        self._render_chart()
+        self._watch_log()
+        self.ui.status.set(to_text(self._status, self.tags))
+
+    def _render_head(self) -> None:
+        link = (self.link.connected, self.link.detail) if self.link else None
+        lines = view.header_lines(self.state, self.timeline, self.shown, link, self.clock())
+        text = to_text(lines[0], self.tags)
+        text.append("\n")
+        text.append_text(to_text(lines[1], self.tags))
+        self.ui.head.set(text)
+
+    def _render_windows(self) -> None:
+        st, table = self.state, self.ui.windows
+        rows = []
+        for key in st.order:
+            ws = st.windows[key]
+            mark = "▶ " if key == st.current else "  "
+            rows.append((key, [[(f"{mark}{ws.session} {ws.window}", "bold" if mark.strip() else "")],
+                               [view.window_status(st, key)], [view.delta_seg(st, key)],
+                               view.window_notes(st, key), [(ws.axis, "muted")]]))
+        table.sync(rows, self.tags)
+        table.show_key(self.shown)
+
+    def _render_reps(self) -> None:
+        table = self.ui.reps
+        if self._reps_for != self.shown:
+            table.reset()
+            self._reps_for, self.row_pinned = self.shown, False
+        rows = view.window_rows(self.state, self.shown) if self.shown else []
+        table.sync([(r.key, [view.row_cells(r, self.timeline.reps)[c] for c in view.REP_COLUMNS])
+                    for r in rows], self.tags)
+        if not self.row_pinned:
+            live = view.live_row(self.state, self.shown)
+            table.show_key(live.key if live else (rows[-1].key if rows else None))
+        title = f"reps · {self.shown or '-'}"
+        if self.pinned:
+            title += " (picked; esc: live)"
+        self._title(self.ui.right, title)
+
+    def _render_facts(self) -> None:
+        facts = self.ui.facts
+        self._title(facts, f"boot facts · {self.shown or '-'}")
+        facts.set(lines_text(view.facts_lines(self.state, self.shown), self.tags))
+
+    def _render_chart(self) -> None:
+        # The sparkline is the window's reps in landing order: a leak is a dip in its shape's run.
+        series = view.window_series(self.state, self.shown)
+        self.ui.spark.data = series  # reassigned, never mutated
+        label: list[view.Seg] = [("tok/s per rep", "muted")]
+        if series:
+            label += [(f"{len(series)} reps {view.fmt_tok(min(series))}–{view.fmt_tok(max(series))}",
+                       ""), ("last", "muted"), (view.fmt_tok(series[-1]), "bold")]
+        key = self.ui.reps.cursor_key()
+        row = self.state.rows.get(key or "")
+        if row and row.reps:
+            label += [("·", "muted"), (f"{row.cls} c{row.concurrency}:", "bold"),
+                      (" ".join(view.fmt_tok(v) for v in view.rep_series(row)), "")]
+        self.ui.spark_label.set(to_text(label, self.tags))
+        bars = view.bars_lines(self.state, self.shown, width=8)
+        self.ui.bars.set(Text("\n").join(to_text(line, self.tags, sep="") for line in bars))
+
+    def _watch_log(self) -> None:
+        ws = self.state.windows.get(self.shown or "")
+        rel = ws.log if ws and ws.log else None
+        if rel != self._log_rel:
+            self._log_rel = rel
+            self._log_gen = self.follower.watch_log(rel)
+            log = self.ui.log
+            log.clear()
+            log.match = None
+            self.caught_up = False
+        self._render_log_title()
+
+    def _render_log_title(self) -> None:
+        log = self.ui.log
+        follow = "following" if log.auto_scroll else "follow off (f)"
+        name = Path(self._log_rel).name if self._log_rel else ""
+        where = (self.shown or "-") + ("" if name in ("", "boot.log") else f" {name}")
+        where += "" if self._log_rel else " (no log yet)"
+        search = f" · /{log.term}" if log.term else ""
+        self._title(self.ui.logbox, f"boot log {where} · {follow}{search}")
+
+    @staticmethod
+    def _title(widget: Widget, title: str) -> None:
+        if widget.border_title != title:  # a border title repaints the whole box
+            widget.border_title = title
+
+
+def farewell(run_dir: Path, state: RunState) -> str:
+    """What the terminal says once the console is closed: the engine is never stopped by it."""
+    pid = engine_pid(run_dir, state.pid)
+    if state.status == "running" and pid_alive(pid):
+        return f"engine still running (pid {pid}); reattach with: ruler attach {run_dir}"
+    if state.status == "running":
+        return (f"the engine is not running and the campaign is not finished; "
+                f"resume it with: ruler run --resume {run_dir}")
+    if state.status == "new":
+        return f"no campaign in {run_dir}/journal.jsonl yet"
+    return f"campaign {state.status}"
+
+
+def follow_plain(run_dir: Path) -> int:
+    """No terminal (a pipe, a log file): the engine's plain progress lines, to the end of the run."""
+    emit = printer()
+    done = threading.Event()
+    follower = Follower(run_dir, lambda b: None)
+
+    def post(b: Batch) -> None:
+        for e in b.events:
+            emit(e)
+            if e["kind"] == "run_finished":
+                done.set()
+        follower.ack()
+
+    follower.post = post
+    with contextlib.suppress(KeyboardInterrupt):  # ^C stops following, never the engine
+        follower.run(done.is_set)
+    return 0
+
+
+def run_console(run_dir: Path) -> int:
+    """Open the console on ``run_dir``; returns when the operator quits. The engine is left alone."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return follow_plain(Path(run_dir))
+    app = RulerConsole(Path(run_dir))
+    app.run()
+    print(farewell(Path(run_dir), app.state))
+    return app.return_code or 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_console(Path(sys.argv[1])))

@@ -1,0 +1,274 @@
+"""Following a run directory from a worker thread: the journal and one window's log, in batches.
+
+No Textual here (as toolong keeps ``log_file.py`` free of it): a thread reads and hands over
+:class:`Batch` objects through a callback; the App applies them. A batch is handed over only after
+the App acknowledged the previous one, so a slow screen makes batches bigger, never a queue longer:
+a server log growing at 10,000 lines a second costs the UI one bounded batch per tick.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine import control
+from engine.journal import Event
+
+CHUNK = 64 * 1024
+JOURNAL = "journal.jsonl"
+PID_FILE = "engine.pid"
+
+
+class Tail:
+    """Complete lines appended to one file, read 64 KiB at a time.
+
+    A line without its newline is read again next time rather than kept: the engine, resuming
+    after a kill, cuts a torn last line and writes a new one in its place, and the new bytes must
+    not be glued to the torn ones. A file cut shorter than what was handed out, or replaced,
+    starts over and sets :attr:`reset`.
+    """
+
+    def __init__(self, path: Path, start_from_end: int | None = None) -> None:
+        self.path = path
+        self._start_from_end = start_from_end
+        self._f: Any = None
+        self._ino: int | None = None
+        self.consumed = 0  # end of the last complete line handed out
+        self.reset = False
+        self.at_eof = False
+        self._skip_fragment = False
+
+    def _open(self) -> bool:
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - kept open while following
+        except OSError:
+            return False
+        st = os.fstat(f.fileno())
+        self._f, self._ino, self.consumed = f, st.st_ino, 0
+        if self._start_from_end is not None and st.st_size > self._start_from_end:
+            # A huge log of a finished window: only its end is worth reading.
+            self.consumed = st.st_size - self._start_from_end
+            self._skip_fragment = True
+        return True
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def _check_replaced(self) -> None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return
+        if st.st_ino != self._ino:
+            self.close()
+            self.reset = True
+            self._start_from_end = None  # a new file: read it all
+            self._open()
+        elif st.st_size < self.consumed:
+            self.consumed, self.reset = 0, True
+
+    def read(self, budget: int) -> list[bytes]:
+        """Complete lines (without newline) from up to ``budget`` bytes; sets :attr:`at_eof`."""
+        self.at_eof = False
+        if self._f is None and not self._open():
+            self.at_eof = True
+            return []
+        self._check_replaced()
+        lines: list[bytes] = []
+        fragment = b""
+        self._f.seek(self.consumed)
+        read = 0
+        while read < budget:
+            data = self._f.read(CHUNK)
+            if not data:
+                self.at_eof = True
+                break
+            read += len(data)
+            parts = (fragment + data).split(b"\n")
+            fragment = parts.pop()
+            if self._skip_fragment and parts:
+                self.consumed += len(parts[0]) + 1
+                parts = parts[1:]
+                self._skip_fragment = False
+            self.consumed += sum(len(x) + 1 for x in parts)
+            lines.extend(parts)
+        return lines
+
+
+def parse_events(lines: list[bytes]) -> list[Event]:
+    out: list[Event] = []
+    for raw in lines:
+        try:
+            e = json.loads(raw)
+        except ValueError:
+            continue  # a complete but corrupt line: not an event, and not worth stopping for
+        if isinstance(e, dict) and "seq" in e and "kind" in e:
+            out.append(e)
+    return out
+
+
+@dataclass
+class Batch:
+    """What changed since the last batch."""
+
+    events: list[Event] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+    log_gen: int = 0  # which watch_log() call these lines belong to
+    log_clear: bool = False  # a new log, or the file started over: clear the view first
+    log_dropped: int = 0  # lines skipped before these (the screen fell behind a flood)
+    journal_reset: bool = False  # the journal was replaced: rebuild the state from scratch
+    caught_up: bool = False  # both files were read to their end when this batch was cut
+
+    def empty(self) -> bool:
+        return not (self.events or self.log or self.log_clear or self.journal_reset
+                    or self.log_dropped)
+
+
+class Follower:
+    """Reads the journal and the watched log; hands over batches at most every ``interval`` s."""
+
+    def __init__(self, run_dir: Path, post: Callable[[Batch], Any], *, interval: float = 0.05,
+                 max_events: int = 5000, max_log_lines: int = 5000,
+                 log_tail_bytes: int = 512 * 1024, budget: int = 4 * CHUNK) -> None:
+        self.run_dir = run_dir
+        self.post = post
+        self.interval, self.max_events, self.max_log_lines = interval, max_events, max_log_lines
+        self.log_tail_bytes, self.budget = log_tail_bytes, budget
+        self._journal = Tail(run_dir / JOURNAL)
+        self._log: Tail | None = None
+        self._lock = threading.Lock()
+        self._want: tuple[int, str | None] = (0, None)
+        self._gen = 0
+        self._acked = threading.Event()
+        self._acked.set()
+        self._lines: deque[str] = deque(maxlen=max_log_lines)  # log lines not handed over yet
+
+    def watch_log(self, rel: str | None) -> int:
+        """Follow another log (relative to the run directory); returns its generation."""
+        with self._lock:
+            if rel != self._want[1]:
+                self._want = (self._want[0] + 1, rel)
+            return self._want[0]
+
+    def ack(self) -> None:
+        """The App applied the last batch: the next one may be handed over."""
+        self._acked.set()
+
+    def _switch_log(self, pending: Batch) -> None:
+        with self._lock:
+            gen, rel = self._want
+        if gen == self._gen:
+            return
+        if self._log:
+            self._log.close()
+        self._gen = gen
+        self._log = Tail(self.run_dir / rel, self.log_tail_bytes) if rel else None
+        self._lines.clear()
+        pending.log_gen, pending.log_clear = gen, True
+
+    def _read(self, pending: Batch) -> bool:
+        """One round of reading; True when something new arrived."""
+        got = False
+        if len(pending.events) < self.max_events:
+            lines = self._journal.read(self.budget)
+            if self._journal.reset:
+                self._journal.reset = False
+                pending.events, pending.journal_reset = [], True
+            if lines:
+                pending.events.extend(parse_events(lines))
+                got = True
+        self._switch_log(pending)
+        if self._log is not None:
+            lines = self._log.read(self.budget)
+            if self._log.reset:
+                self._log.reset = False
+                self._lines.clear()
+                pending.log_clear = True
+            if lines:
+                # A bounded view of a flood: what does not fit is counted, and said, not shown.
+                pending.log_dropped += max(0, len(self._lines) + len(lines) - self.max_log_lines)
+                self._lines.extend(b.decode("utf-8", "replace").rstrip("\r") for b in lines)
+                got = True
+        pending.caught_up = self._journal.at_eof and (self._log is None or self._log.at_eof)
+        return got
+
+    def run(self, cancelled: Callable[[], bool]) -> None:
+        pending = Batch()
+        last_post = float("-inf")
+        told_caught_up = False
+        try:
+            while not cancelled():
+                got = self._read(pending)
+                now = time.monotonic()
+                full = len(pending.events) >= self.max_events
+                has = not pending.empty() or bool(self._lines)
+                due = now - last_post >= self.interval or full
+                news = has or (pending.caught_up and not told_caught_up)
+                if news and due and self._acked.is_set():
+                    pending.log = list(self._lines)
+                    self._lines.clear()
+                    self._acked.clear()
+                    told_caught_up = pending.caught_up
+                    self.post(pending)
+                    last_post = now
+                    pending = Batch(log_gen=self._gen)
+                elif not got:
+                    time.sleep(self.interval / 4)
+                if not pending.caught_up:
+                    told_caught_up = False
+        finally:
+            self._journal.close()
+            if self._log:
+                self._log.close()
+
+
+# ------------------------------------------------------------------ is the engine there?
+
+
+@dataclass(frozen=True)
+class Link:
+    connected: bool
+    detail: str
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, it is just not ours
+    return True
+
+
+def engine_pid(run_dir: Path, fallback: int | None) -> int | None:
+    try:
+        return int((run_dir / PID_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return fallback
+
+
+def probe(run_dir: Path, pid_hint: int | None,
+          send: Callable[..., dict[str, Any]] = control.send) -> Link:
+    """Connected when the socket answers ``status``; otherwise say what is known about the pid."""
+    pid = engine_pid(run_dir, pid_hint)
+    try:
+        reply = send(run_dir, "status", [], timeout=2.0)
+    except (OSError, ValueError) as e:
+        if pid_alive(pid):
+            return Link(False, f"engine pid {pid} is alive but its socket does not answer ({e})")
+        return Link(False, f"no engine answers ({'pid ' + str(pid) + ' gone' if pid else 'no pid'})")
+    if reply.get("ok"):
+        return Link(True, str(reply.get("reply", "")))
+    return Link(True, str(reply.get("error", "")))

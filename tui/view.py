@@ -1,0 +1,545 @@
+"""What the console shows, derived from ``engine.state`` and the journal. No Textual here.
+
+Everything is plain text plus a style tag (``error``, ``warning``, ``success``, ``accent``,
+``muted``, ``bold`` or ``""``); ``tui.widgets`` maps tags to theme colours. Every colour is paired
+with a glyph or a word ("!", "VOID", "≠") so a NO_COLOR terminal loses nothing.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.journal import Event
+from engine.state import RowState, RunState, WindowState, row_key
+
+Seg = tuple[str, str]  # (text, style tag)
+
+LIVE_ROW = ("warm", "measuring")
+GOOD_ROW = ("ok", "noisy")
+FINAL_ROW = ("ok", "noisy", "void", "failed")
+OVER = ("done", "rejected", "failed", "aborted", "advanced")
+BAD_VERDICT = ("suspect", "fail", "failed", "diverged", "divergent", "error", "bad")
+GOOD_VERDICT = ("ok", "pass", "passed", "equivalent", "equal", "identical", "good")
+CONTROL = "control"
+
+
+@dataclass
+class Timeline:
+    """Timestamps fold() does not keep: when each window started and ended (for the ETA)."""
+
+    start: dict[str, float] = field(default_factory=dict)
+    end: dict[str, float] = field(default_factory=dict)
+    reps: int | None = None  # reps per shape, learnt from the first finished row
+    shapes: int | None = None  # shapes per window, learnt from run_started or a finished window
+    quality: set[str] = field(default_factory=set)  # windows whose quality phase began
+
+    def learn_workload(self, campaign_yaml: Path) -> None:
+        """Shapes and reps per window from the run's frozen campaign.yaml, until the journal says
+        (run_started has no workload yet); without them the ETA waits for a finished window."""
+        try:
+            wl = yaml.safe_load(campaign_yaml.read_text()).get("workload", {})
+            self.shapes = len(wl["classes"]) * len(wl["concurrency"])
+            self.reps = int(wl.get("reps", 3)) if self.reps is None else self.reps
+        except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError, ValueError):
+            pass
+
+    def apply(self, e: Event) -> None:
+        kind = e["kind"]
+        key = f"{e.get('session')}-{e.get('window')}"
+        if kind == "run_started":
+            wl = e.get("workload") or {}
+            if wl.get("classes") and wl.get("concurrency"):
+                self.shapes = len(wl["classes"]) * len(wl["concurrency"])
+            self.reps = wl.get("reps", self.reps)
+        elif kind == "window_started":
+            self.start[key] = e["ts"]
+            self.end.pop(key, None)
+            self.quality.discard(key)
+        elif kind in ("window_finished", "window_rejected"):
+            self.end[key] = e["ts"]
+        elif kind == "row_done" and e.get("reps") and self.reps is None:
+            self.reps = int(e["reps"])
+        elif kind == "quality_done":
+            self.quality.discard(key)
+        elif kind == "verdict" or kind.startswith("quality"):
+            self.quality.add(key)
+        elif kind == "shape_started":
+            self.quality.discard(key)
+
+
+# ------------------------------------------------------------------ formatting
+
+
+def fmt_secs(s: float | None) -> str:
+    if s is None:
+        return "?"
+    s = max(0, int(s))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def fmt_tok(v: Any) -> str:
+    if v is None or v == "":
+        return "-"
+    v = float(v)
+    return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.1f}"
+
+
+def fmt_pct(v: float | None, signed: bool = False) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+.1%}" if signed else f"{v:.1%}"
+
+
+# ------------------------------------------------------------------ where the campaign stands
+
+
+def window_rows(state: RunState, wkey: str) -> list[RowState]:
+    return [r for r in state.rows.values() if f"{r.session}-{r.window}" == wkey]
+
+
+def live_row(state: RunState, wkey: str | None) -> RowState | None:
+    if not wkey:
+        return None
+    live = [r for r in window_rows(state, wkey) if r.status in LIVE_ROW]
+    return live[-1] if live else None
+
+
+def focus_window(state: RunState) -> str | None:
+    """The window worth showing when the operator has not picked one: the current one; between
+    windows and after the campaign, the last one with rows (the last started one otherwise)."""
+    if state.current:
+        return state.current
+    measured = {f"{r.session}-{r.window}" for r in state.rows.values()}
+    started = [k for k in state.order if state.windows[k].status != "pending"]
+    with_rows = [k for k in started if k in measured]
+    return (with_rows or started or state.order or [None])[-1]
+
+
+def phase(state: RunState, tl: Timeline) -> Seg:
+    if state.status == "finished":
+        return "done", "success"
+    if state.status in ("aborted", "error"):
+        return state.status.upper(), "error"
+    if state.status == "new":
+        return "starting", "muted"
+    ws = state.windows.get(state.current or "")
+    if ws is None:
+        return "between windows", "muted"
+    if ws.status == "booting":
+        return "booting", "accent"
+    row = live_row(state, ws.key)
+    if row:
+        return ("warm", "accent") if row.status == "warm" else ("measuring", "accent")
+    if ws.key in tl.quality:
+        return "quality", "accent"
+    return ws.status, "muted"
+
+
+def position(state: RunState, wkey: str | None) -> tuple[int, int]:
+    m = len(state.order)
+    return (state.order.index(wkey) + 1 if wkey in state.order else 0), m
+
+
+def elapsed(state: RunState, now: float) -> float | None:
+    if state.started_ts is None:
+        return None
+    return (state.finished_ts or now) - state.started_ts
+
+
+def eta(state: RunState, tl: Timeline, now: float) -> float | None:
+    """Remaining time: the mean measured window times the windows left, minus the current one's age."""
+    if state.status != "running":
+        return 0.0
+    spans = [tl.end[k] - tl.start[k] for k, w in state.windows.items()
+             if w.status in ("done", "advanced") and k in tl.start and k in tl.end]
+    pending = sum(w.status == "pending" for w in state.windows.values())
+    cur = state.current
+    if spans:
+        per_window = statistics.fmean(spans)
+    elif cur and cur in tl.start and tl.shapes:
+        # Nothing finished yet: extrapolate the current window from its finished shapes.
+        done = sum(r.status in FINAL_ROW for r in window_rows(state, cur))
+        if not done:
+            return None
+        per_window = (now - tl.start[cur]) / done * tl.shapes
+    else:
+        return None
+    current_left = max(0.0, per_window - (now - tl.start[cur])) if cur in tl.start else 0.0
+    return per_window * pending + current_left
+
+
+# ------------------------------------------------------------------ window vs control
+
+
+def row_value(r: RowState | None) -> tuple[float, bool] | None:
+    """(tok/s, provisional): the final median, or the running median of the attempt in flight."""
+    if r is None:
+        return None
+    if r.status in GOOD_ROW and r.row.get("agg_tok_s") is not None:
+        return float(r.row["agg_tok_s"]), False
+    if r.status in LIVE_ROW:
+        reps = list(r.reps.get(r.attempt, {}).values())
+        if reps:
+            return statistics.median(reps), True
+    return None
+
+
+def reference(state: RunState, wkey: str) -> WindowState | None:
+    """What a window is compared with: its session's control; a control, the previous session's
+    control (boot-to-boot drift, the reason the control is booted again every session)."""
+    ws = state.windows.get(wkey)
+    if ws is None:
+        return None
+    if ws.window != CONTROL:
+        return state.windows.get(f"{ws.session}-{CONTROL}")
+    controls = [k for k in state.order if state.windows[k].window == CONTROL]
+    i = controls.index(wkey)
+    return state.windows[controls[i - 1]] if i > 0 else None
+
+
+def shape_pairs(state: RunState, wkey: str) -> list[tuple[str, float, float, bool]]:
+    """(shape, window tok/s, reference tok/s, provisional) for shapes measured in both."""
+    ref = reference(state, wkey)
+    if ref is None:
+        return []
+    out = []
+    for r in window_rows(state, wkey):
+        here = row_value(r)
+        there = row_value(state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency)))
+        if here and there and there[0] > 0:
+            out.append((f"{r.cls} c{r.concurrency}", here[0], there[0], here[1] or there[1]))
+    return out
+
+
+def headline(state: RunState, wkey: str) -> tuple[float, bool] | None:
+    """Median over matched shapes of window/reference - 1: shapes at different concurrency differ
+    by multiples, so a ratio per shape keeps one fast shape from deciding the headline."""
+    pairs = shape_pairs(state, wkey)
+    if not pairs:
+        return None
+    return (statistics.median(h / c for _, h, c, _ in pairs) - 1,
+            any(p for *_, p in pairs))
+
+
+# ------------------------------------------------------------------ the windows list
+
+
+def verdict_seg(v: dict[str, Any]) -> Seg:
+    """A verdict event (engine/quality.py) in a few words for the windows list."""
+    check, verdict = str(v.get("check", "")), str(v.get("verdict", "")).lower()
+    fig = v.get("figures") or {}
+    if verdict in ("unsupported", "no reference", "reference"):
+        return f"{check} {verdict}", "muted"
+    if verdict == "error":
+        return f"{check} error", "error"
+    if is_ruler_suspect(v):
+        return "ruler suspect", "error"
+    if check == "knobs":
+        return "knobs act", "success"
+    if check == "greedy" and "n" in fig:
+        return f"greedy {fig.get('identical')}/{fig['n']}", "success" if verdict == "identical" \
+            else "error"
+    if check == "no_effect" or is_no_effect(v):
+        return {"no observable effect": ("no effect", "warning"),
+                "observable effect": ("effect seen", "success")}.get(verdict, ("effect ?", "muted"))
+    if check == "teacher_forced":
+        return f"Δlogp {verdict}", {"exact": "success", "differs": "warning"}.get(verdict, "")
+    if check == "kl":
+        return f"KL {verdict}", "warning" if verdict == "above floor" else ""
+    if check == "drift":
+        return ("drift", "warning") if verdict == "drift" else ("no drift", "muted")
+    if check == "tool_probe" and "n" in fig:
+        return f"tools {fig.get('ok')}/{fig['n']}", "success" if verdict == "ok" else "error"
+    text = str(v.get("summary") or "")
+    text = text if 0 < len(text) <= 24 else f"{check} {verdict}"
+    if any(b in verdict for b in BAD_VERDICT):
+        return text, "error"
+    return text, "success" if verdict in GOOD_VERDICT else ""
+
+
+def is_no_effect(v: dict[str, Any]) -> bool:
+    return str(v.get("verdict", "")).lower().replace("_", " ") == "no observable effect"
+
+
+def is_ruler_suspect(v: dict[str, Any]) -> bool:
+    verdict = str(v.get("verdict", "")).lower()
+    return "ruler suspect" in verdict or (str(v.get("check", "")).lower() in ("knobs", "ruler")
+                                          and any(b in verdict for b in BAD_VERDICT))
+
+
+def verdicts(ws: WindowState) -> list[dict[str, Any]]:
+    return list(ws.verdicts.values())
+
+
+def window_status(state: RunState, wkey: str) -> Seg:
+    """One word per window, the most important first: rejected, ruler suspect, void rows, no effect."""
+    ws = state.windows[wkey]
+    vs = verdicts(ws)
+    voids = sum(r.status == "void" for r in window_rows(state, wkey))
+    if ws.status in ("rejected", "failed"):
+        return ws.status.upper(), "error"
+    if any(is_ruler_suspect(v) for v in vs):
+        return "ruler suspect", "error"
+    if ws.status in ("booting", "measuring"):
+        return ws.status, "accent"
+    if voids:
+        return f"{voids} void", "error"
+    if ws.status in ("aborted", "advanced"):
+        return ws.status, "warning"
+    if any(is_no_effect(v) for v in vs):
+        return "no effect", "warning"
+    if ws.status == "done":
+        return "done", "success"
+    return ws.status, "muted"
+
+
+def window_notes(state: RunState, wkey: str) -> list[Seg]:
+    ws = state.windows[wkey]
+    notes = [verdict_seg(v) for v in verdicts(ws)]
+    voids = sum(r.status == "void" for r in window_rows(state, wkey))
+    if voids and ws.status in ("booting", "measuring"):
+        notes.insert(0, (f"{voids} void", "error"))
+    if ws.status in ("rejected", "failed") and ws.reason:
+        notes.append((ws.reason, "error"))
+    return notes
+
+
+def delta_seg(state: RunState, wkey: str) -> Seg:
+    ws = state.windows[wkey]
+    if ws.window == CONTROL:
+        return "ctl", "muted"
+    h = headline(state, wkey)
+    if h is None:
+        return "", ""
+    d, provisional = h
+    text = ("~" if provisional else "") + fmt_pct(d, signed=True)
+    return text, "success" if d > 0.02 else "error" if d < -0.02 else ""
+
+
+# ------------------------------------------------------------------ the reps table
+
+
+REP_COLUMNS = ["shape", "reps tok/s", "median", "spread", "status", "att", "user", "acc len",
+               "acc rate", "ttft ms", "why"]
+
+STATUS_WORD = {"ok": ("ok", "success"), "noisy": ("noisy", "warning"), "void": ("VOID", "error"),
+               "warm": ("warm", "accent"), "measuring": ("meas", "accent"),
+               "pending": ("pending", "muted"), "failed": ("FAILED", "error"),
+               "aborted": ("aborted", "warning")}
+
+
+def rep_segs(r: RowState, expected: int | None) -> list[Seg]:
+    """The attempt's reps as they land; a suspected leak carries "!" on its rep."""
+    reps = r.reps.get(r.attempt, {})
+    segs: list[Seg] = []
+    for rep in sorted(reps):
+        suspect = (r.attempt, rep) in r.suspects
+        segs.append((fmt_tok(reps[rep]) + ("!" if suspect else ""), "warning" if suspect else ""))
+    if r.status in LIVE_ROW and (expected is None or len(reps) < expected):
+        segs.append(("…", "muted"))
+    return segs
+
+
+def spread(values: list[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    return (max(values) - min(values)) / mean if mean else None
+
+
+def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
+    """Cells per column, each a list of segments; a void row is all error colour."""
+    final = r.row
+    live_reps = list(r.reps.get(r.attempt, {}).values())
+    if final:
+        med, sp, prov = final.get("agg_tok_s"), final.get("spread"), False
+    else:
+        med = statistics.median(live_reps) if live_reps else None
+        sp, prov = spread(live_reps), True
+    word, style = STATUS_WORD.get(r.status, (r.status, ""))
+    why = str(final.get("reason") or "")
+    earlier = [f"a{i + 1} void: {v}" for i, v in enumerate(r.voids)]
+    if not why and earlier:
+        why = "; ".join(earlier)
+    rate = final.get("accept_rate")
+    cells: dict[str, list[Seg]] = {
+        "shape": [(f"{r.cls} c{r.concurrency}", "bold")],
+        "reps tok/s": rep_segs(r, expected_reps),
+        "median": [(("~" if prov and med is not None else "") + fmt_tok(med), "muted" if prov else "")],
+        "spread": [(fmt_pct(sp) if sp is not None else "-", "muted" if prov else "")],
+        "status": [(word, style)],
+        "att": [(str(r.attempt or "-"), "warning" if r.attempt > 1 else "")],
+        "user": [(fmt_tok(final.get("per_user_tok_s")), "")],
+        "acc len": [(f"{final['accept_len']:.2f}" if final.get("accept_len") else "-", "")],
+        "acc rate": [(fmt_pct(rate) if rate is not None and rate != "" else "-", "")],
+        "ttft ms": [(fmt_tok(final.get("ttft_ms")), "")],
+        "why": [(why, "error" if r.status == "void" else "muted")],
+    }
+    if r.status == "void":
+        cells = {k: [(t, "error" if s in ("", "muted", "bold") else s) for t, s in v]
+                 for k, v in cells.items()}
+    return cells
+
+
+# ------------------------------------------------------------------ boot facts
+
+
+KEY_FACT_PREFIXES = ("kv.", "ctx.", "weights.", "compute.", "spec.", "slots.")
+
+
+def facts_lines(state: RunState, wkey: str | None) -> list[Seg]:
+    ws = state.windows.get(wkey or "")
+    if ws is None:
+        return [("no window yet", "muted")]
+    if ws.status == "pending":
+        return [(f"{ws.key}: not booted yet", "muted")]
+    out: list[Seg] = []
+    if ws.status == "rejected":
+        out.append((f"REJECTED: {ws.reason}", "error"))
+        out += [(e, "error") for e in ws.errors[:4]]
+    boot = f"ready in {ws.boot_s:.1f} s" if ws.boot_s is not None else ws.status
+    out.append((f"{boot} · {len(ws.facts)} facts", "bold"))
+    control = state.windows.get(f"{ws.session}-{CONTROL}")
+    if ws.window == CONTROL:
+        keys = [k for k in ws.facts if k.startswith(KEY_FACT_PREFIXES)][:12]
+        out += [(f"  {k} {_short(ws.facts[k])}", "") for k in keys]
+        return out
+    diff = ws.diff if ws.diff is not None else _provisional_diff(ws, control)
+    if diff is None:
+        out.append(("no control facts to compare with", "muted"))
+        return out
+    provisional = " (so far)" if ws.diff is None else ""
+    changed = diff.get("changed", {})
+    out.append((f"vs control{provisional}: {len(changed)} changed", "bold"))
+    for k, (here, there) in changed.items():
+        out.append((f"≠ {k} {_short(here)} ← {_short(there)}", "warning"))
+    for k, v in diff.get("only_here", {}).items():
+        out.append((f"+ {k} {_short(v)}", "accent"))
+    for k, v in diff.get("only_there", {}).items():
+        out.append((f"- {k} {_short(v)}", "muted"))
+    out.append((f"= {len(diff.get('equal', []))} equal", "muted"))
+    return out
+
+
+def _short(v: Any, n: int = 24) -> str:
+    s = str(v)
+    return s if len(s) <= n else "…" + s[-(n - 1):]
+
+
+def _provisional_diff(ws: WindowState, control: WindowState | None) -> dict[str, Any] | None:
+    if control is None or not control.facts:
+        return None
+    here, there = ws.facts, control.facts
+    common = sorted(here.keys() & there.keys())
+    return {"changed": {k: [here[k], there[k]] for k in common if here[k] != there[k]},
+            "only_here": {}, "only_there": {},  # still booting: absence means nothing yet
+            "equal": [k for k in common if here[k] == there[k]]}
+
+
+# ------------------------------------------------------------------ the chart
+
+
+EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def bar(frac: float, width: int) -> str:
+    cells = max(0.0, min(1.0, frac)) * width
+    full = int(cells)
+    part = EIGHTHS[int((cells - full) * 8)] if full < width else ""
+    return ("█" * full + part).ljust(width)
+
+
+def bars_lines(state: RunState, wkey: str | None, width: int = 10) -> list[list[Seg]]:
+    """Window-versus-control bars: the headline first, then one pair of bars per shape."""
+    ws = state.windows.get(wkey or "")
+    if ws is None:
+        return []
+    ref = reference(state, ws.key)
+    if ref is None:
+        return [[(f"{ws.key}: the reference of session {ws.session}", "muted")]]
+    what = f"drift vs {ref.session} control" if ws.window == CONTROL else "vs control"
+    pairs = shape_pairs(state, ws.key)
+    h = headline(state, ws.key)
+    if h is None:
+        return [[(f"{what}: no shape measured in both yet", "muted")]]
+    d, provisional = h
+    out = [[(f"{what} ", "bold"), (("~" if provisional else "") + fmt_pct(d, signed=True),
+                                   "success" if d > 0.02 else "error" if d < -0.02 else ""),
+            (f" (median of {len(pairs)} shapes; this │ ref)", "muted")]]
+    for shape, here, there, _ in pairs:
+        top = max(here, there)
+        out.append([(f"{shape:<9} ", ""), (bar(here / top, width), "accent"), (f" {fmt_tok(here):>6}", ""),
+                    (" │ ", "muted"), (bar(there / top, width), "muted"), (f" {fmt_tok(there):>6}", "")])
+    return out
+
+
+def rep_series(r: RowState | None) -> list[float]:
+    """Every rep of every attempt in landing order: a void attempt then its rerun, side by side."""
+    if r is None:
+        return []
+    return [r.reps[a][n] for a in sorted(r.reps) for n in sorted(r.reps[a])]
+
+
+def window_series(state: RunState, wkey: str | None) -> list[float]:
+    """tok/s of every rep of a window in landing order (shapes run one after another)."""
+    return [v for r in window_rows(state, wkey) for v in rep_series(r)] if wkey else []
+
+
+def campaign_summary(state: RunState) -> str:
+    windows = [w.status for w in state.windows.values()]
+    rows = [r.status for r in state.rows.values()]
+    w = ", ".join(f"{windows.count(s)} {s}" for s in dict.fromkeys(windows))
+    r = ", ".join(f"{rows.count(s)} {s}" for s in dict.fromkeys(rows))
+    return f"campaign {state.status}: windows {w or 'none'}; rows {r or 'none'}"
+
+
+# ------------------------------------------------------------------ the header
+
+
+def header_lines(state: RunState, tl: Timeline, shown: str | None, link: tuple[bool, str] | None,
+                 now: float) -> list[list[Seg]]:
+    """Two lines: where the campaign stands; then the engine link (first, so it is never cut
+    off on a narrow terminal), the axis and the shape in flight."""
+    cur = state.windows.get(state.current or "")
+    where = cur or state.windows.get(shown or "")
+    n, m = position(state, where.key if where else None)
+    line1: list[Seg] = [(state.campaign or "(waiting for the journal)", "bold")]
+    if where:
+        line1 += [("·", "muted"), (f"{where.session} {n}/{m}", ""), (where.window, "bold")]
+    line1 += [("·", "muted"), phase(state, tl)]
+    if state.paused:
+        line1.append(("PAUSED", "warning"))
+    line1 += [("·", "muted"), (fmt_secs(elapsed(state, now)), "")]
+    if state.status == "running":
+        line1.append(("~" + fmt_secs(eta(state, tl, now)) + " left", "muted"))
+    line2: list[Seg] = [*link_segs(state, link)]
+    row = live_row(state, cur.key if cur else None)
+    if row:
+        done = len(row.reps.get(row.attempt, {}))
+        of = f"/{tl.reps}" if tl.reps else ""
+        what = "warm pass" if row.status == "warm" else f"rep {min(done + 1, tl.reps or done + 1)}{of}"
+        line2 += [("·", "muted"), (f"{row.cls} c{row.concurrency}", "bold"),
+                  (f"attempt {row.attempt}", "warning" if row.attempt > 1 else ""), (what, "")]
+    if state.error:
+        line2 += [("·", "muted"), (f"engine error: {state.error}", "error")]
+    if where:
+        line2 += [("·", "muted"), ("axis:", "muted"), (where.axis or "-", "")]
+    return [line1, line2]
+
+
+def link_segs(state: RunState, link: tuple[bool, str] | None) -> list[Seg]:
+    if link is None:
+        return [("engine ?", "muted")]
+    connected, _detail = link
+    if connected:
+        return [("● engine connected", "success")]
+    if state.status in ("finished", "aborted", "error"):
+        return [("○ engine exited", "muted")]
+    return [("○ engine DISCONNECTED (retrying)", "error")]

@@ -1,0 +1,352 @@
+"""The console's widgets: tables updated cell by cell, the boot log with highlights and search,
+and the two modal screens. They render what ``tui.view`` derived; they hold no campaign state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from rich.highlighter import Highlighter
+from rich.style import Style
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.color import Color
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widget import Widget
+from textual.widgets import DataTable, Log, Static
+from textual.widgets.data_table import ColumnKey
+
+from engine.servers.base import ServerAdapter
+from tui.view import Seg
+
+
+def tag_styles(theme_variables: dict[str, str]) -> dict[str, Style]:
+    """Theme colours per tag. Colour is never the only cue: the text carries a glyph or a word."""
+
+    def c(name: str) -> str:
+        return Color.parse(theme_variables.get(name, "white")).rich_color.name
+
+    return {
+        "error": Style(color=c("error-lighten-1"), bold=True),  # plain error is dim in 256 colours
+        "warning": Style(color=c("warning")),
+        "success": Style(color=c("success")),
+        # textual-dark's accent is its warning orange: a light primary keeps "live" apart from "look".
+        "accent": Style(color=c("primary-lighten-2")),
+        "muted": Style(dim=True),
+        "bold": Style(bold=True),
+        "fact": Style(color=c("primary-lighten-2"), bold=True),
+        "match": Style(reverse=True, bold=True),
+        "": Style(),
+    }
+
+
+def to_text(segs: Iterable[Seg], styles: dict[str, Style], sep: str = " ", end: str = "") -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for i, (s, tag) in enumerate(segs):
+        if i and sep:
+            text.append(sep)
+        text.append(s, styles.get(tag, Style()))
+    text.append(end)
+    return text
+
+
+def lines_text(lines: Sequence[Seg], styles: dict[str, Style]) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for i, (s, tag) in enumerate(lines):
+        if i:
+            text.append("\n")
+        text.append(s, styles.get(tag, Style()))
+    return text
+
+
+class Panel(Widget):
+    """Text in a box whose size CSS fixes. Unlike Static.update, setting new text only repaints
+    this widget, never re-lays out the screen, and the same text again costs nothing: the header
+    and panels change at every journal batch while a log floods."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self._text = Text()
+
+    @property
+    def text(self) -> Text:
+        return self._text
+
+    def set(self, text: Text) -> None:
+        if text != self._text:
+            self._text = text
+            self.refresh()
+
+    def render(self) -> Text:
+        return self._text
+
+
+class FollowTable(DataTable[Text]):
+    """A DataTable updated in place by row key (only changed cells are touched, as dolphie does).
+
+    Cursor moves made by the operator post :class:`Picked`; moves the app makes to follow the
+    campaign do not, so "the operator chose this row" is never confused with "the live row moved".
+    """
+
+    class Picked(Message):
+        def __init__(self, table: FollowTable, key: str) -> None:
+            super().__init__()
+            self.table, self.key = table, key
+
+        @property
+        def control(self) -> FollowTable:
+            return self.table
+
+    def __init__(self, columns: Sequence[str], **kw: object) -> None:
+        # No cell padding: a trailing space per cell instead, so 80 columns hold five of them.
+        super().__init__(cursor_type="row", cell_padding=0, **kw)  # type: ignore[arg-type]
+        self._columns = list(columns)
+        self._cells: dict[str, list[tuple[Seg, ...]]] = {}
+
+    def on_mount(self) -> None:
+        for col in self._columns:
+            self.add_column(col + " ", key=col)
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self._cells)
+
+    def reset(self) -> None:
+        self.clear()
+        self._cells.clear()
+
+    def sync(self, rows: Sequence[tuple[str, list[list[Seg]]]], styles: dict[str, Style]) -> None:
+        """Make the table show ``rows`` (key, cells in column order), touching only what changed."""
+        want = [k for k, _ in rows]
+        if want[: len(self._cells)] != list(self._cells):
+            self.reset()  # rows went away or moved: rare (a rebuilt journal), so just start over
+        changed = False
+        for key, cells in rows:
+            frozen = [tuple(c) for c in cells]
+            old = self._cells.get(key)
+            changed = changed or old != frozen
+            if old is None:
+                self.add_row(*(to_text(c, styles, end=" ") for c in cells), key=key)
+            else:
+                for col, before, after in zip(self._columns, old, frozen, strict=True):
+                    if before != after:
+                        text = to_text(after, styles, end=" ")
+                        # Re-measuring columns re-lays out the screen: only when the cell outgrew it.
+                        wider = text.cell_len > self.columns[ColumnKey(col)].content_width
+                        self.update_cell(key, col, text, update_width=wider)
+            self._cells[key] = frozen
+        if changed:
+            # DataTable keys its render caches by an update counter, so every update leaves the old
+            # entries behind until 10,000 cells are cached: drop them, the live table is small.
+            self._clear_caches()
+
+    def cursor_key(self) -> str | None:
+        keys = self.keys
+        return keys[self.cursor_row] if 0 <= self.cursor_row < len(keys) else None
+
+    def show_key(self, key: str | None) -> None:
+        """Move the cursor to ``key`` (the app following the campaign: no Picked)."""
+        if key in self._cells and self.cursor_key() != key:
+            self.move_cursor(row=self.keys.index(key), animate=False)
+
+    def _picked(self) -> None:
+        key = self.cursor_key()
+        if key is not None:
+            self.post_message(self.Picked(self, key))
+
+    # The operator's own moves: DataTable's cursor actions, then say so.
+    def action_cursor_up(self) -> None:
+        super().action_cursor_up()
+        self._picked()
+
+    def action_cursor_down(self) -> None:
+        super().action_cursor_down()
+        self._picked()
+
+    def action_page_up(self) -> None:
+        super().action_page_up()
+        self._picked()
+
+    def action_page_down(self) -> None:
+        super().action_page_down()
+        self._picked()
+
+    def action_scroll_top(self) -> None:
+        super().action_scroll_top()
+        self._picked()
+
+    def action_scroll_bottom(self) -> None:
+        super().action_scroll_bottom()
+        self._picked()
+
+    def action_select_cursor(self) -> None:
+        super().action_select_cursor()
+        self._picked()
+
+
+class LineClassifier:
+    """error / warning / fact per log line, by the server adapter's own patterns (cached: the
+    visible lines are classified on every repaint)."""
+
+    def __init__(self) -> None:
+        self.adapter: ServerAdapter | None = None
+        self._cache: dict[str, str] = {}
+
+    def __call__(self, line: str) -> str:
+        if self.adapter is None:
+            return ""
+        tag = self._cache.get(line)
+        if tag is None:
+            a = self.adapter
+            tag = ("error" if a.is_error(line) else "warning" if a.is_warning(line)
+                   else "fact" if a.parse_line(line) else "")
+            if len(self._cache) > 8192:
+                self._cache.clear()
+            self._cache[line] = tag
+        return tag
+
+
+class _LogHighlighter(Highlighter):
+    def __init__(self, log: BootLog) -> None:
+        self.log = log
+
+    def highlight(self, text: Text) -> None:
+        tag = self.log.classify(text.plain)
+        if tag:
+            text.stylize(self.log.tags.get(tag, Style()))
+        term = self.log.term
+        if term:
+            match = self.log.tags.get("match", Style(reverse=True))
+            text.highlight_words([term], match, case_sensitive=False)
+
+
+class BootLog(Log):
+    """The server's log: plain lines, bounded, boot facts and errors highlighted, searchable.
+
+    ``auto_scroll`` is the follow switch: while on, every write and every resize shows the tail;
+    scrolling back (keys or wheel) turns it off, as reading old lines should not be yanked away.
+    """
+
+    class FollowChanged(Message):
+        pass
+
+    def __init__(self, classify: Callable[[str], str], max_lines: int, **kw: object) -> None:
+        super().__init__(highlight=True, max_lines=max_lines, auto_scroll=True, **kw)  # type: ignore[arg-type]
+        self.classify = classify
+        self.tags: dict[str, Style] = {}
+        self.term = ""
+        self.match: int | None = None
+        self.highlighter = _LogHighlighter(self)
+
+    def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
+        # Log measures every new line's width in a thread worker (one per write) to size its
+        # horizontal scroll; this log never scrolls sideways (long lines are cut, search finds
+        # them), so skip it: at 10,000 lines/s that is a thread hop and 1,000 measurements a tick.
+        return
+
+    def follow_tail(self) -> None:
+        if self.auto_scroll:
+            self.scroll_end(animate=False, x_axis=False)
+
+    def set_follow(self, on: bool) -> None:
+        if on != self.auto_scroll:
+            self.auto_scroll = on
+            self.post_message(self.FollowChanged())
+        if on:
+            self.match = None
+            self.follow_tail()
+
+    def on_resize(self) -> None:
+        self.follow_tail()
+
+    def action_scroll_up(self) -> None:
+        self.set_follow(False)
+        super().action_scroll_up()
+
+    def action_page_up(self) -> None:
+        self.set_follow(False)
+        super().action_page_up()
+
+    def action_scroll_home(self) -> None:
+        self.set_follow(False)
+        super().action_scroll_home()
+
+    def _on_mouse_scroll_up(self, event: object) -> None:
+        self.set_follow(False)
+        super()._on_mouse_scroll_up(event)  # type: ignore[arg-type]
+
+    def find(self, term: str) -> int | None:
+        """The next older line holding ``term`` (wrapping around); scrolls to it."""
+        if term != self.term:
+            self.term, self.match = term, None
+        lines = self.lines
+        if not term or not lines:
+            self.refresh()
+            return None
+        needle = term.lower()
+        start = (self.match if self.match is not None else len(lines)) - 1
+        n = len(lines)
+        for i in range(n):
+            y = (start - i) % n
+            if needle in lines[y].lower():
+                self.set_follow(False)  # the operator is reading: stop following
+                self.match = y
+                self.scroll_to(y=max(0, y - self.size.height // 2), animate=False)
+                self.refresh()
+                return y
+        self.match = None
+        self.refresh()
+        return None
+
+
+class ConfirmAbort(ModalScreen[bool]):
+    BINDINGS = [Binding("y", "answer(True)", "abort"), Binding("n", "answer(False)", "keep going"),
+                Binding("escape", "answer(False)", "keep going")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static("[b]Abort the campaign?[/b]\n\n"
+                         "The current server is stopped (a container is kept) and rows in flight "
+                         "become [i]aborted[/i]. Finished rows stay in the results.\n\n"
+                         "[b]y[/b] abort    [b]n[/b] / [b]esc[/b] keep going")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+HELP = """\
+[b]ruler console[/b]: every key sends one command to the engine and shows its reply.
+
+  [b]a[/b]       abort the campaign (asks first)
+  [b]n[/b]       advance: end the current window, go on with the next
+  [b]w[/b]       rewarm: a warm pass before the next rep
+  [b]r[/b]       rerun the void row under the cursor (reps table)
+  [b]p[/b]       pause / resume between reps
+  [b]/[/b]       search the boot log ([b]enter[/b] next older match, [b]esc[/b] close)
+  [b]f[/b]       follow the boot log on / off
+  [b]esc[/b]     back to the live window and shape
+  [b]tab[/b]     windows list -> reps table -> boot log
+  [b]ctrl+p[/b]  command palette (every key is there too)
+  [b]q[/b]       quit the console: [b]the engine keeps running[/b];
+          reattach with [b]ruler attach RUN_DIR[/b]
+
+[b]Marks[/b]
+  [b]4.5![/b]    a rep suspected of a leaked autotune pass (far below the median)
+  [b]VOID[/b]    spread over the limit: error colour, the reason in [i]why[/i]; att > 1 = rerun
+  [b]~[/b]       provisional: the shape is still measuring
+  [b]≠[/b]       a boot fact that differs from this session's control
+  [b]Δ ctl[/b]   median over shapes of (window / control) - 1
+  [b]▶[/b]       the window the engine is on
+
+[b]esc[/b] closes this help."""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape", "dismiss", "close"), Binding("question_mark", "dismiss", "close"),
+                Binding("q", "dismiss", "close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(HELP)
