@@ -97,7 +97,7 @@ async def until(pilot: Pilot[Any], cond: Callable[[], object], timeout: float = 
 async def settled(pilot: Pilot[Any]) -> None:
     app = pilot.app
     await until(pilot, lambda: app.caught_up and (app.probe is None or app.link is not None))
-    await pilot.pause(0.1)
+    await pilot.pause(0.5)  # let queued refreshes land: under load 0.1 s was not always enough
 
 
 def table_text(app: RulerConsole, which: str) -> list[list[str]]:
