@@ -17,7 +17,7 @@ from engine.spec import cmd_validate
 
 ROOT = Path(__file__).resolve().parent.parent
 GLM = ROOT / "campaigns" / "glm53-flash-round3.yaml"
-SNAPSHOT = Path(__file__).parent / "__snapshots__" / "test_dryrun" / "glm53-flash-round3.txt"
+SNAPSHOT = Path(__file__).parent / "fixtures" / "dryrun" / "glm53-flash-round3.txt"
 ENV = {"HOME": "/home/operator"}
 
 
