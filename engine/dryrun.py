@@ -32,7 +32,6 @@ _WATCHED = {
                  "draft.kv.*", "ready", "exit.reason"),
 }
 # The flag that makes /metrics carry the acceptance counters, for adapters without the hook.
-_METRICS_FLAG = {"llamacpp": "--metrics"}
 
 
 def cached_testbed() -> dict[str, str]:
@@ -125,13 +124,7 @@ def process_lines(plan: LaunchPlan, fixed_port: bool) -> list[str]:
 
 
 def metrics_note(adapter: ServerAdapter, argv: list[str]) -> str:
-    hook = getattr(adapter, "metrics_requirement", None)
-    if hook is not None:
-        return hook(argv) or "ok: per-rep acceptance from /metrics deltas"
-    flag = _METRICS_FLAG.get(adapter.name)
-    if flag and flag not in argv:
-        return f"{flag} missing: acceptance falls back to per-request counts"
-    return "ok: per-rep acceptance from /metrics deltas"
+    return adapter.metrics_requirement(argv) or "ok: per-rep acceptance from /metrics deltas"
 
 
 def _change(campaign: Campaign, window: str) -> str:
@@ -147,9 +140,9 @@ def describe(campaign: Campaign, runner: Runner, runtime: str, environ: Mapping[
     out = [f"campaign {c.name}: server {c.server}, runtime {runtime}, {len(c.windows)} windows in "
            f"{len(c.sessions)} sessions, control {c.control_position} in every session",
            "nothing is started: this is what `ruler run` would do", ""]
-    body = request_body("<prompt of the class>", wl.max_tokens, dict(wl.sampling), dict(wl.knobs))
+    extra = adapter.load_fields()
+    body = request_body("<prompt of the class>", wl.max_tokens, dict(wl.sampling), dict(wl.knobs), extra)
     out.append(f"requests: POST {adapter.chat_path}  {json.dumps(body)}")
-    extra = getattr(adapter, "load_fields", lambda: {})()
     if extra:
         out.append(f"  adapter request fields (per-request acceptance): {json.dumps(extra)}")
     classes = ", ".join(f"{n} ({len(runner.prompts[n])} prompts)" for n in wl.classes)

@@ -42,14 +42,18 @@ class PassResult:
                 "achieved_concurrency": round(self.achieved_concurrency, 3), **self.extra}
 
 
-def request_body(prompt: str, max_tokens: int, sampling: dict[str, Any],
-                 knobs: dict[str, Any]) -> dict[str, Any]:
-    """Sampling is always explicit (server defaults come from the model otherwise); knobs verbatim."""
+def request_body(prompt: str, max_tokens: int, sampling: dict[str, Any], knobs: dict[str, Any],
+                 adapter_fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Sampling is always explicit (server defaults come from the model otherwise); knobs verbatim.
+
+    ``adapter_fields`` (:meth:`ServerAdapter.load_fields`) go first so a campaign's knob wins.
+    """
     return {
         "messages": [{"role": "user", "content": prompt}],
         "max_tokens": max_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},
+        **(adapter_fields or {}),
         **sampling,
         **knobs,
     }
@@ -142,6 +146,7 @@ async def run_pass(base_url: str, adapter: ServerAdapter, prompts: Sequence[str]
     cancelled rather than left to finish.
     """
     url = base_url + adapter.chat_path
+    fields = adapter.load_fields()
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(n_requests):
         queue.put_nowait(i)
@@ -160,7 +165,7 @@ async def run_pass(base_url: str, adapter: ServerAdapter, prompts: Sequence[str]
                                    "first_token": None, "completion_tokens": None, "chunks": 0,
                                    "error": None}
             records.append(rec)
-            body = request_body(prompts[i % len(prompts)], max_tokens, sampling, knobs)
+            body = request_body(prompts[i % len(prompts)], max_tokens, sampling, knobs, fields)
             in_flight[0] += 1
             await _one(client, url, body, adapter, rec)
             in_flight[0] -= 1

@@ -19,7 +19,6 @@ import httpx
 from engine import results, stats
 from engine.load import PassResult, run_pass
 from engine.servers.base import ServerAdapter
-from engine.servers.prometheus import summed_samples
 from engine.state import row_key
 
 if TYPE_CHECKING:
@@ -34,15 +33,15 @@ class WindowFailed(RuntimeError):
     """The server died or stopped answering mid-window: the window fails, the campaign goes on."""
 
 
-def scrape(base_url: str, adapter: ServerAdapter) -> dict[str, float] | None:
-    """The adapter's speculative-decoding counters from /metrics, or None when not exposed."""
+def scrape(base_url: str, adapter: ServerAdapter) -> tuple[dict[str, float] | None, str | None]:
+    """The adapter's speculative-decoding counters, or None and why (naming the server flag)."""
     try:
         r = httpx.get(base_url + adapter.metrics_path, timeout=10.0)
     except httpx.HTTPError:
-        return None
-    if r.status_code != 200:
-        return None
-    return adapter.spec_counters(summed_samples(r.text))
+        return None, adapter.missing_metrics(None, None)
+    samples = adapter.metric_samples(r.text) if r.status_code == 200 else None
+    why = adapter.missing_metrics(r.status_code, samples)
+    return (adapter.spec_counters(samples) if samples is not None else None), why
 
 
 def _delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
@@ -128,12 +127,15 @@ class Measurement:
     def _pass(self, runner: Runner, ctx: WindowContext, cls: str,
               c: int) -> tuple[PassResult, dict[str, float] | None]:
         wl = runner.campaign.workload
-        before = scrape(ctx.server.base_url, ctx.adapter)
+        before, _ = scrape(ctx.server.base_url, ctx.adapter)
         res = asyncio.run(run_pass(ctx.server.base_url, ctx.adapter, runner.prompts[cls], c,
                                    wl.requests_for(c), wl.max_tokens, dict(wl.sampling),
                                    dict(wl.knobs), runner.campaign.timeouts.request,
                                    stop=runner.controls.abort.is_set))
-        delta = _delta(before, scrape(ctx.server.base_url, ctx.adapter))
+        after, why = scrape(ctx.server.base_url, ctx.adapter)
+        delta = _delta(before, after)
+        if delta is None:
+            res.extra["metrics_missing"] = why or "metrics counters changed shape during the pass"
         if any(r.get("error") for r in res.records) and not ctx.server.alive():
             raise WindowFailed(f"server died during a pass (exit code {ctx.server.exit_code()})")
         return res, delta

@@ -328,6 +328,14 @@ def test_spec_counters_from_real_metrics_scrape() -> None:
     }
     assert ADAPTER.spec_counters(samples) == {"drafts": 13.0, "drafted": 91.0, "accepted": 49.0}
     assert ADAPTER.spec_counters({"llamacpp:prompt_tokens_total": 38.0}) is None
+    # What the rep receipt says when the delta cannot be taken, naming the flag.
+    assert ADAPTER.spec_counters(ADAPTER.metric_samples(read("llamacpp_draft_metrics.txt"))) == {
+        "drafts": 13.0, "drafted": 91.0, "accepted": 49.0}
+    assert ADAPTER.missing_metrics(200, samples) is None
+    assert "--metrics" in (ADAPTER.missing_metrics(501, None) or "")
+    assert "speculation is off" in (ADAPTER.missing_metrics(200, {"llamacpp:prompt_tokens_total": 3.0}) or "")
+    assert "--metrics" in (ADAPTER.metrics_requirement(["-m", "x.gguf"]) or "")
+    assert ADAPTER.metrics_requirement(["--metrics"]) is None
 
 
 def test_request_acceptance_from_real_response() -> None:

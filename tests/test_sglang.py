@@ -13,11 +13,12 @@ import httpx
 import pytest
 
 from engine import stats
+from engine.load import request_body
 from engine.servers import BootFacts, Readiness, get_adapter
+from engine.servers.prometheus import summed_samples
 from engine.servers.sglang import (
     SGLangAdapter,
     sglang_counters,
-    summed_samples,
     teacher_forced_body,
 )
 
@@ -322,3 +323,11 @@ def test_every_public_line_is_recognised() -> None:
         found = facts_of(line)
         assert found or ADAPTER.is_error(line), line
         assert not any(k.startswith("unparsed.") for k in found), line
+
+
+def test_load_requests_carry_the_adapter_fields() -> None:
+    body = request_body("p", 8, {"temperature": 0}, {}, ADAPTER.load_fields())
+    assert body["return_spec_tokens_details"] is True and body["stream"] is True
+    # A campaign knob of the same name wins over the adapter's default.
+    knob = request_body("p", 8, {}, {"return_spec_tokens_details": False}, ADAPTER.load_fields())
+    assert knob["return_spec_tokens_details"] is False

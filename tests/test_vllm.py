@@ -14,7 +14,7 @@ import pytest
 
 from engine import stats
 from engine.servers import BootFacts, Readiness, get_adapter
-from engine.servers.sglang import summed_samples
+from engine.servers.prometheus import summed_samples
 from engine.servers.vllm import VLLMAdapter, teacher_forced_body
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"

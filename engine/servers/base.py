@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from engine.servers.prometheus import summed_samples
+
 FactValue = int | float | str | bool
 
 # A failing boot can print thousands of near-identical lines (one per tensor, per retry); the
@@ -130,6 +132,7 @@ class ServerAdapter(ABC):
     health_path: str
     chat_path: str = "/v1/chat/completions"
     metrics_path: str = "/metrics"
+    metrics_flag: str = ""  # the server flag without which metrics_path has no spec counters
 
     @abstractmethod
     def listen_args(self, host: str, port: int) -> list[str]:
@@ -185,6 +188,30 @@ class ServerAdapter(ABC):
         """``{"drafted": n, "accepted": m}`` from one response body or stream chunk, or None."""
         return None
 
+    def metric_samples(self, text: str) -> dict[str, float]:
+        """Samples of one scrape of :attr:`metrics_path` as :meth:`spec_counters` reads them."""
+        return summed_samples(text)
+
+    def missing_metrics(self, status: int | None, samples: dict[str, float] | None) -> str | None:
+        """Why a rep's acceptance cannot come from the metrics delta, naming the flag; None if it can."""
+        if status is None:
+            return f"no answer on {self.metrics_path}"
+        if status != 200 or samples is None:
+            return f"{self.metrics_path} answered HTTP {status}: the server needs {self.metrics_flag}"
+        if self.spec_counters(samples) is None:
+            return "no speculative-decoding counters: speculation is off or no draft has run yet"
+        return None
+
+    def metrics_requirement(self, argv: list[str]) -> str | None:
+        """A warning when the command line cannot give per-rep acceptance from the metrics delta."""
+        if self.metrics_flag and self.metrics_flag not in argv:
+            return f"{self.metrics_flag} missing: acceptance falls back to per-request counts"
+        return None
+
+    def load_fields(self) -> dict[str, Any]:
+        """Extra fields of every load-generator request (e.g. per-request acceptance details)."""
+        return {}
+
     # -- quality requests (engine.quality) -------------------------------------------------
     # Each takes an httpx.Client whose base_url is the server's (no /v1): adapters stay
     # stateless and the caller owns the connection pool and the timeout.
@@ -197,6 +224,14 @@ class ServerAdapter(ABC):
     def tokenize(self, client: httpx.Client, text: str) -> list[int]:
         """Token ids of ``text`` exactly as the chat endpoint tokenizes a rendered prompt."""
         raise Unsupported(f"{self.name}: tokenizing is not implemented")
+
+    def chat_tokens(self, client: httpx.Client, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
+        """A non-streamed chat completion (as :meth:`chat`) and the token ids it generated.
+
+        Preferred for greedy equivalence: the reply is the served endpoint's own. Without it the
+        engine renders, tokenizes and calls :meth:`generate`.
+        """
+        raise Unsupported(f"{self.name}: token ids of a chat completion are not available")
 
     def generate(self, client: httpx.Client, prompt_ids: list[int], max_tokens: int,
                  seed: int) -> Generation:
@@ -212,6 +247,12 @@ class ServerAdapter(ABC):
         every server it compares, so both sides see the same batches.
         """
         raise Unsupported(f"{self.name}: teacher-forced scoring is not implemented")
+
+    def score_sequence(self, client: httpx.Client, ids: list[int], start: int,
+                       top_k: int) -> list[NextToken | None]:
+        """Teacher forcing in one request: element j is the top-k that predicted ``ids[start + j]``
+        (None where the server gave none). Optional: without it, :meth:`next_token` per position."""
+        raise Unsupported(f"{self.name}: prompt logprobs are not available")
 
     def quality_fields(self) -> dict[str, Any]:
         """Request fields that make a chat request reproducible (e.g. no cached prefix)."""

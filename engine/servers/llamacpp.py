@@ -107,12 +107,17 @@ false). The chat template is rendered by ``POST /apply-template`` (the same
 /tokenize`` with ``add_special`` and ``parse_special`` true, as the chat endpoint tokenizes its
 prompt; an array of ids sent as ``prompt`` is used verbatim (``tokenize_mixed``).
 
-Reproducibility: the logits of a position depend on how the prefix was batched (a prefix
-evaluated in one batch vs. a cached prefix plus one new token differ in the last digits, and a
-greedy continuation can flip on that). So generation and chat requests send ``cache_prompt:
-false`` (the whole prompt is evaluated again), and scoring pins slot 0 (``id_slot``): the first
-position of a text is evaluated fresh, the following ones extend the cached prefix, and every
-server compared sees the same sequence of batches. The server reports no reasoning token counts.
+Greedy continuations come from the chat endpoint itself with ``logprobs: true, top_logprobs: 1``:
+every ``choices[0].logprobs.content`` entry carries the token ``id`` (the end-of-generation token
+included), so the continuation is known in ids without tokenizing text again.
+
+Reproducibility: the logits of a position depend on the state of the slot's KV cache (a prefix
+evaluated in one batch vs. a cached prefix plus one new token differ in the last digits, and on the
+testbed a greedy continuation flips on that: "Hello there! How can I..." vs "Hello, I'shine!").
+So chat requests send ``cache_prompt: false`` (the whole prompt is evaluated again), and scoring
+pins slot 0 (``id_slot``): the first position of a text is evaluated fresh, the following ones
+extend the cached prefix, so every server compared sees the same sequence of batches. The
+server reports no reasoning token counts.
 """
 
 from __future__ import annotations
@@ -124,6 +129,7 @@ from typing import Any
 import httpx
 
 from engine.servers.base import (
+    ChatReply,
     Fact,
     FactValue,
     Generation,
@@ -326,6 +332,7 @@ def _bool(text: str) -> bool:
 
 class LlamaCppAdapter(ServerAdapter):
     name = "llamacpp"
+    metrics_flag = "--metrics"
     default_container_port = 8080  # ghcr.io/ggml-org/llama.cpp:server* images
     health_path = "/health"
 
@@ -584,6 +591,14 @@ class LlamaCppAdapter(ServerAdapter):
     def tokenize(self, client: httpx.Client, text: str) -> list[int]:
         body = {"content": text, "add_special": True, "parse_special": True}
         return [int(t) for t in post_json(client, "/tokenize", body)["tokens"]]
+
+    def chat_tokens(self, client: httpx.Client, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
+        # With logprobs each generated token comes back with its id (the end-of-generation token
+        # included); top_logprobs 1 keeps the per-token softmax the cheapest the server offers.
+        reply = self.chat(client, {**body, "logprobs": True, "top_logprobs": 1})
+        choice = (reply.raw.get("choices") or [{}])[0]
+        entries = (choice.get("logprobs") or {}).get("content") or []
+        return reply, [int(e["id"]) for e in entries]
 
     def generate(self, client: httpx.Client, prompt_ids: list[int], max_tokens: int,
                  seed: int) -> Generation:

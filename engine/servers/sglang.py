@@ -124,7 +124,6 @@ from engine.servers.base import (
     parse_number,
     post_json,
 )
-from engine.servers.prometheus import summed_samples
 
 _Add = Callable[[str, FactValue], None]
 
@@ -531,10 +530,6 @@ class SGLangAdapter(ServerAdapter):
 
     # -- acceptance ---------------------------------------------------------------------------
 
-    def metric_samples(self, text: str) -> dict[str, float]:
-        """Samples of one ``/metrics`` scrape as :meth:`spec_counters` reads them."""
-        return summed_samples(text)
-
     def spec_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
         if _METRIC_GEN not in samples or _METRIC_VERIFY not in samples:
             return None
@@ -552,12 +547,6 @@ class SGLangAdapter(ServerAdapter):
         if _METRIC_BLOCK not in samples:
             return ("no sglang:spec_num_draft_tokens: acceptance length only; the rate needs the "
                     "block size (a newer SGLang exports it)")
-        return None
-
-    def metrics_requirement(self, argv: list[str]) -> str | None:
-        """A warning when the command line cannot give per-rep acceptance from /metrics."""
-        if self.metrics_flag not in argv:
-            return f"{self.metrics_flag} missing: acceptance falls back to per-request counts"
         return None
 
     def load_fields(self) -> dict[str, Any]:

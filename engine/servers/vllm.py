@@ -90,7 +90,6 @@ from engine.servers.base import (
     Unsupported,
     post_json,
 )
-from engine.servers.prometheus import summed_samples
 from engine.servers.sglang import (
     looks_like_boot_fact,
     num,
@@ -308,9 +307,6 @@ class VLLMAdapter(ServerAdapter):
 
     # -- acceptance ---------------------------------------------------------------------------
 
-    def metric_samples(self, text: str) -> dict[str, float]:
-        return summed_samples(text)
-
     def spec_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
         if not all(name in samples for name in _METRICS.values()):
             return None
@@ -330,9 +326,6 @@ class VLLMAdapter(ServerAdapter):
         if self.metrics_flag not in argv:
             return "no --speculative-config: no spec-decode counters, acceptance is not measured"
         return None
-
-    def load_fields(self) -> dict[str, Any]:
-        return {}  # per-request metrics are a server flag, not a request field
 
     def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, int] | None:
         spec = (chunk.get("metrics") or {}).get("speculative_decoding")
