@@ -216,6 +216,7 @@ class KLSpec(_Frozen):
 class ToolProbeSpec(_Frozen):
     n: PosInt = 10
     max_tokens: PosInt = 128
+    tool_choice: Literal["auto", "required"] = "auto"  # required: the server must force a call
 
 
 class QualitySpec(_Frozen):

@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from engine.spec import (
+    DEFAULT_GREEDY_FILE,
     Campaign,
     Problem,
     SpecError,
@@ -13,6 +14,7 @@ from engine.spec import (
     cmd_validate,
     expand,
     load_campaign,
+    read_prompts,
     render_args,
 )
 
@@ -388,3 +390,62 @@ def test_expand() -> None:
     assert expand("no refs, $HOME and ${ left alone", {}) == "no refs, $HOME and ${ left alone"
     with pytest.raises(UnresolvedVariable):
         expand("${missing}", {})
+
+
+# --- the quality section ----------------------------------------------------------------------
+
+
+def test_quality_defaults_without_a_section(tmp_path: Path) -> None:
+    c = load_campaign(write(tmp_path, BASE))
+    q = c.quality
+    assert q.enabled and q.knobs_check and q.tool_probe is None
+    assert (q.greedy.n, q.greedy.max_tokens, q.teacher_forced.top_k, q.kl.oracle) == (
+        20, 48, 10, "control")
+    assert len(c.greedy_prompts()) == 20  # ruler's own campaigns/prompts/greedy.txt
+    assert c.greedy_prompts() == read_prompts(DEFAULT_GREEDY_FILE)
+    assert c.kl_texts() is None and c.oracle_receipt() is None
+    assert c.quality_seed() == 1234
+
+
+QUALITY = """\
+quality:
+  greedy: {prompts: [a, b, c], n: 2, max_tokens: 16, seed: 7}
+  teacher_forced: {top_k: 5, positions: 3}
+  kl: {file: texts.txt, top_k: 8, oracle: {receipt: oracle.json}}
+  knobs_check: false
+  tool_probe: {n: 4, tool_choice: required}
+"""
+
+
+def test_quality_section_loads(tmp_path: Path) -> None:
+    (tmp_path / "texts.txt").write_text("one text\nanother text\n")
+    (tmp_path / "oracle.json").write_text("{}")
+    c = load_campaign(write(tmp_path, BASE + QUALITY))
+    assert c.greedy_prompts() == ["a", "b"] and c.quality_seed() == 7
+    assert c.kl_texts() == ["one text", "another text"]
+    assert c.oracle_receipt() == tmp_path.resolve() / "oracle.json"
+    assert c.quality.tool_probe is not None and c.quality.tool_probe.tool_choice == "required"
+    assert not c.quality.knobs_check
+
+
+def test_quality_problems_are_all_reported(tmp_path: Path) -> None:
+    text = BASE + QUALITY.replace("{receipt: oracle.json}", "oracel").replace(
+        "{prompts: [a, b, c],", "{prompts: [a], file: none.txt,").replace("top_k: 5", "top_k: 0")
+    missing = (tmp_path / "none.txt").resolve()
+    texts = (tmp_path / "texts.txt").resolve()
+    assert problems(tmp_path, text) == [
+        "23:3: quality.greedy has both 'prompts' and 'file'; give one",
+        f"23:32: prompt file not found: {missing}",
+        "24:27: quality.teacher_forced.top_k: must be at least 1, got 0",
+        f"25:14: prompt file not found: {texts}",
+        "25:43: quality.kl.oracle: expected 'control' or {receipt: path}, got 'oracel'",
+    ]
+
+
+def test_quality_missing_receipt_and_misspelt_key(tmp_path: Path) -> None:
+    (tmp_path / "texts.txt").write_text("x y\n")
+    text = BASE + QUALITY.replace("knobs_check", "knob_check")
+    assert problems(tmp_path, text) == [
+        f"25:53: oracle receipt not found: {(tmp_path / 'oracle.json').resolve()}",
+        "26:3: unknown key 'knob_check' in quality; did you mean 'knobs_check'?",
+    ]
