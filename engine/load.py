@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import orjson
 
 from engine.servers.base import ServerAdapter
 
@@ -65,9 +66,12 @@ def _handle(payload: bytes, now: float, adapter: ServerAdapter, record: dict[str
     if payload == b"[DONE]":
         return False
     try:
-        chunk = json.loads(payload)
-    except ValueError:
+        chunk = orjson.loads(payload)
+    except orjson.JSONDecodeError:
         record["error"] = f"malformed stream chunk: {payload[:200]!r}"
+        return False
+    if not isinstance(chunk, dict):
+        record["error"] = f"malformed stream chunk (not an object): {payload[:200]!r}"
         return False
     if "error" in chunk:
         record["error"] = f"stream error: {json.dumps(chunk['error'])[:300]}"
@@ -95,6 +99,22 @@ def _handle(payload: bytes, now: float, adapter: ServerAdapter, record: dict[str
     return True
 
 
+def _events(buf: bytes) -> tuple[list[bytes], bytes]:
+    """Complete SSE events' data payloads in ``buf`` and the unfinished rest.
+
+    Events end at a blank line; a payload of several ``data:`` lines is joined with newlines.
+    """
+    if b"\r" in buf:
+        buf = buf.replace(b"\r\n", b"\n")  # a lone trailing \r waits for its \n in the rest
+    *events, rest = buf.split(b"\n\n")
+    out = []
+    for event in events:
+        data = [line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
+        if data:
+            out.append(data[0] if len(data) == 1 else b"\n".join(data))
+    return out, rest
+
+
 async def _one(session: aiohttp.ClientSession, url: str, body: dict[str, Any],
                adapter: ServerAdapter, record: dict[str, Any]) -> None:
     record["start"] = time.monotonic()
@@ -105,17 +125,15 @@ async def _one(session: aiohttp.ClientSession, url: str, body: dict[str, Any],
                 text = await response.text(errors="replace")
                 record["error"] = f"HTTP {response.status}: {text[:300]}"
                 return
-            # SSE by hand on bytes: data lines accumulate until a blank line ends the event.
-            data: list[bytes] = []
-            async for raw in response.content:
-                line = raw.rstrip(b"\r\n")
-                if line.startswith(b"data:"):
-                    data.append(line[5:].lstrip(b" "))
-                elif not line and data:
-                    payload = data[0] if len(data) == 1 else b"\n".join(data)
-                    data = []
-                    if not _handle(payload, time.monotonic(), adapter, record, state):
-                        break
+            # SSE by hand on whole network reads, not line by line: one await per read and one
+            # timestamp per read (when the bytes arrived), whatever the number of events in it.
+            buf = b""
+            async for block in response.content.iter_any():
+                now = time.monotonic()
+                payloads, buf = _events(buf + block)
+                for payload in payloads:
+                    if not _handle(payload, now, adapter, record, state):
+                        return
     except (TimeoutError, aiohttp.ClientError) as e:
         record["error"] = f"{type(e).__name__}: {e}"[:300]
     except asyncio.CancelledError:
