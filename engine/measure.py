@@ -177,6 +177,8 @@ class Measurement:
             if len(reps) < runner.campaign.workload.reps:
                 self._warm(runner, ctx, where, attempt, f"warm{len(reps) + 1}" if reps else "warm")
             while len(reps) < runner.campaign.workload.reps:
+                if ctl.paused.is_set():  # the pause takes effect here, between reps: say so
+                    runner.emit("paused", **where, attempt=attempt, rep=len(reps) + 1)
                 ctl.wait_if_paused()
                 if ctl.stopping():
                     return self._aborted(runner, where, c, reps, paths, attempt, rerun)

@@ -55,6 +55,8 @@ def format_event(e: Event) -> str | None:
         return (f"{shape} row {e['status']}: {e['agg_tok_s']:.1f} tok/s "
                 f"({e['per_user_tok_s']:.1f}/user) spread {e['spread']:.1%} "
                 f"reps {e['rep_tok_s']} attempts {e['attempts']}{why}")
+    if k == "paused":
+        return f"{shape} paused before rep {e['rep']} (attempt {e['attempt']}); resume to go on"
     if k == "rerun_aborted":
         return f"{shape} rerun cut short ({e['reason']}); the void row stands"
     if k == "command":

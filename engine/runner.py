@@ -249,7 +249,9 @@ class Runner:
             self.emit("run_started", campaign=c.name, run=self.run_id, runtime=self.runtime,
                       server=c.server, pid=os.getpid(),
                       sessions={s: c.windows_in(s) for s in c.sessions},
-                      axes={w.name: w.axis for w in c.windows})
+                      axes={w.name: w.axis for w in c.windows},
+                      workload={"classes": list(c.workload.classes),
+                                "concurrency": list(c.workload.concurrency), "reps": c.workload.reps})
         status = "finished"
         try:
             for session in c.sessions:

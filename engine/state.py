@@ -8,6 +8,8 @@ from typing import Any
 
 from engine.journal import Event
 
+QUALITY_STARTED = "quality_started"  # engine/quality/phase.py: a window's quality checks begin
+
 
 @dataclass
 class WindowState:
@@ -23,6 +25,9 @@ class WindowState:
     server: dict[str, Any] = field(default_factory=dict)
     log: str = ""
     verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)  # check -> verdict event
+    started_ts: float | None = None  # this boot's window_started (a rerun boots it again)
+    ended_ts: float | None = None  # window_finished or window_rejected
+    quality: bool = False  # between quality_started and quality_done
 
     @property
     def key(self) -> str:
@@ -75,7 +80,9 @@ class RunState:
     finished_ts: float | None = None
     error: str = ""
     rows: dict[str, RowState] = field(default_factory=dict)
-    paused: bool = False
+    paused: bool = False  # a pause was asked for (the command was accepted)
+    pause_held: bool = False  # the pause took effect: the engine waits between reps
+    workload: dict[str, Any] = field(default_factory=dict)  # classes, concurrency, reps
     commands: list[dict[str, Any]] = field(default_factory=list)
     resumes: int = 0
 
@@ -105,6 +112,7 @@ def apply(state: RunState, e: Event) -> RunState:
         state.runtime, state.server, state.pid = e["runtime"], e["server"], e.get("pid")
         state.status = "running"
         state.started_ts = state.started_ts or e["ts"]
+        state.workload = e.get("workload") or {}
         for session, windows in e.get("sessions", {}).items():
             for w in windows:
                 ws = state.window(session, w)
@@ -112,6 +120,7 @@ def apply(state: RunState, e: Event) -> RunState:
     elif kind == "window_started":
         ws = _w(state, e)
         ws.status, ws.axis, ws.log = "booting", e.get("axis", ws.axis), e.get("log", "")
+        ws.started_ts, ws.ended_ts, ws.quality = e["ts"], None, False
         state.current = ws.key
     elif kind == "server_started":
         _w(state, e).server = {k: v for k, v in e.items() if k not in ("seq", "ts", "kind")}
@@ -124,8 +133,14 @@ def apply(state: RunState, e: Event) -> RunState:
     elif kind == "window_rejected":
         ws = _w(state, e)
         ws.status, ws.reason, ws.errors = "rejected", e["reason"], e.get("errors", [])
+        ws.ended_ts, ws.quality = e["ts"], False
     elif kind == "window_finished":
-        _w(state, e).status = e.get("status", "done")
+        ws = _w(state, e)
+        ws.status, ws.ended_ts, ws.quality = e.get("status", "done"), e["ts"], False
+    elif kind == QUALITY_STARTED:
+        _w(state, e).quality = True
+    elif kind == "quality_done":
+        _w(state, e).quality = False
     elif kind == "shape_started":
         r = state.row(e)
         r.attempt, r.status = e["attempt"], "warm"
@@ -153,13 +168,17 @@ def apply(state: RunState, e: Event) -> RunState:
         state.commands.append({k: v for k, v in e.items() if k not in ("seq", "kind")})
         if e["cmd"] in ("pause", "resume"):
             state.paused = e["cmd"] == "pause"
+            state.pause_held = state.pause_held and state.paused
+    elif kind == "paused":
+        state.pause_held = True
     elif kind == "run_resumed":
         state.status, state.pid, state.resumes = "running", e.get("pid"), state.resumes + 1
-        state.paused = False
+        state.paused = state.pause_held = False
     elif kind == "engine_error":
         state.error = e["error"]
     elif kind == "run_finished":
         state.status, state.finished_ts, state.current = e["status"], e["ts"], None
+        state.pause_held = False
     return state
 
 
