@@ -19,14 +19,14 @@ import httpx
 from engine import results, stats
 from engine.load import PassResult, run_pass
 from engine.servers.base import ServerAdapter
-from engine.state import row_key
+from engine.state import RunState, row_key
 
 if TYPE_CHECKING:
     from engine.runner import Runner, WindowContext
 
 CSV_COLUMNS = ["session", "window", "axis", "class", "concurrency", "reps", "agg_tok_s",
                "per_user_tok_s", "ttft_ms", "decode_tok_s", "accept_len", "accept_rate",
-               "accept_source", "spread", "status", "attempts", "reason", "source"]
+               "accept_source", "spread", "status", "attempts", "reason", "source", "ruler_check"]
 
 
 class WindowFailed(RuntimeError):
@@ -82,6 +82,15 @@ def recompute_row(run_dir: Path, source: str, concurrency: int,
     return stats.row_figures(reps, concurrency, policy)
 
 
+def throughput_rows(state: RunState) -> list[dict[str, Any]]:
+    """The finished rows, each with its window's ruler check verdict ("ruler suspect" loudly)."""
+    def ruler(session: str, window: str) -> str:
+        ws = state.windows.get(f"{session}-{window}")
+        return str(ws.verdicts.get("knobs", {}).get("verdict", "")) if ws else ""
+
+    return [{**r.row, "ruler_check": ruler(r.session, r.window)} for r in state.rows.values() if r.row]
+
+
 def write_throughput(run_dir: Path, rows: list[dict[str, Any]]) -> None:
     buf = io.StringIO()
     w = csv.DictWriter(buf, CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
@@ -111,8 +120,24 @@ class Measurement:
                 row = runner.state.rows.get(row_key(ctx.session, ctx.window, cls, c))
                 if row and row.complete:
                     continue
-                self.shape(runner, ctx, cls, c)
+                try:
+                    self.shape(runner, ctx, cls, c)
+                except WindowFailed:
+                    self._not_measured(runner, ctx)
+                    raise
         self.reruns(runner, ctx)
+
+    def _not_measured(self, runner: Runner, ctx: WindowContext) -> None:
+        """Every shape of a failed window without a row gets one: throughput.csv has no gaps."""
+        wl = runner.campaign.workload
+        for cls in wl.classes:
+            for c in wl.concurrency:
+                row = runner.state.rows.get(row_key(ctx.session, ctx.window, cls, c))
+                if row and row.row:
+                    continue
+                runner.emit("row_done", session=ctx.session, window=ctx.window, **{"class": cls},
+                            concurrency=c, axis=runner.axis(ctx.window), attempts=0, status="failed",
+                            reason="not measured: the server failed earlier in the window", source="")
 
     def reruns(self, runner: Runner, ctx: WindowContext) -> None:
         prefix = f"{ctx.session}-{ctx.window}/"
@@ -170,38 +195,45 @@ class Measurement:
         elif reps:
             runner.emit("shape_resumed", **where, attempt=attempt, reps_kept=len(reps))
         first_attempt, row = attempt + (0 if reps else 1), {}
-        while True:
-            if not reps:
-                attempt += 1
-                runner.emit("shape_started", **where, attempt=attempt, rerun=rerun)
-            if len(reps) < runner.campaign.workload.reps:
-                self._warm(runner, ctx, where, attempt, f"warm{len(reps) + 1}" if reps else "warm")
-            while len(reps) < runner.campaign.workload.reps:
-                if ctl.paused.is_set():  # the pause takes effect here, between reps: say so
-                    runner.emit("paused", **where, attempt=attempt, rep=len(reps) + 1)
-                ctl.wait_if_paused()
-                if ctl.stopping():
-                    return self._aborted(runner, where, c, reps, paths, attempt, rerun)
-                if ctl.rewarm.is_set():
-                    ctl.rewarm.clear()
-                    self._warm(runner, ctx, where, attempt, f"rewarm{len(reps) + 1}")
-                rep = len(reps) + 1
-                res, delta = self._pass(runner, ctx, cls, c)
-                if ctl.abort.is_set():  # the pass was cancelled mid-flight: not a rep
-                    return self._aborted(runner, where, c, reps, paths, attempt, rerun)
-                header = {**where, "attempt": attempt, "rep": rep, "metrics_delta": delta,
-                          "client": res.summary()}
-                path = shape_files(ctx.dir, cls, c, attempt, rep)
-                write_rep(path, header, res.records)
-                reps.append((header, res.records))
-                paths.append(str(path.relative_to(runner.run_dir)))
-                self._rep_done(runner, where, attempt, rep, res, header, paths[-1], reps)
-            row = stats.row_figures(reps, c, policy)
-            if row["status"] != "void" or attempt - first_attempt >= policy.max_reruns:
-                break
-            runner.emit("row_void", **where, attempt=attempt, spread=row["spread"],
-                        reason=_void_reason(row, policy, c), rep_tok_s=row["rep_tok_s"], rerun=True)
-            reps, paths = [], []
+        try:
+            while True:
+                if not reps:
+                    attempt += 1
+                    runner.emit("shape_started", **where, attempt=attempt, rerun=rerun)
+                if len(reps) < runner.campaign.workload.reps:
+                    self._warm(runner, ctx, where, attempt, f"warm{len(reps) + 1}" if reps else "warm")
+                while len(reps) < runner.campaign.workload.reps:
+                    if ctl.paused.is_set():  # the pause takes effect here, between reps: say so
+                        runner.emit("paused", **where, attempt=attempt, rep=len(reps) + 1)
+                    ctl.wait_if_paused()
+                    if ctl.stopping():
+                        return self._aborted(runner, where, c, reps, paths, attempt, rerun)
+                    if ctl.rewarm.is_set():
+                        ctl.rewarm.clear()
+                        self._warm(runner, ctx, where, attempt, f"rewarm{len(reps) + 1}")
+                    rep = len(reps) + 1
+                    res, delta = self._pass(runner, ctx, cls, c)
+                    if ctl.abort.is_set():  # the pass was cancelled mid-flight: not a rep
+                        return self._aborted(runner, where, c, reps, paths, attempt, rerun)
+                    header = {**where, "attempt": attempt, "rep": rep, "metrics_delta": delta,
+                              "client": res.summary()}
+                    path = shape_files(ctx.dir, cls, c, attempt, rep)
+                    write_rep(path, header, res.records)
+                    reps.append((header, res.records))
+                    paths.append(str(path.relative_to(runner.run_dir)))
+                    self._rep_done(runner, where, attempt, rep, res, header, paths[-1], reps)
+                row = stats.row_figures(reps, c, policy)
+                if row["status"] != "void" or attempt - first_attempt >= policy.max_reruns:
+                    break
+                runner.emit("row_void", **where, attempt=attempt, spread=row["spread"],
+                            reason=_void_reason(row, policy, c), rep_tok_s=row["rep_tok_s"], rerun=True)
+                reps, paths = [], []
+        except WindowFailed as e:
+            fig = stats.row_figures(reps, c, policy) if reps else {}
+            runner.emit("row_done", **where, axis=runner.axis(ctx.window), attempts=attempt,
+                        reason=f"the server failed after {len(reps)} reps: {e}",
+                        source=";".join(paths), **{**fig, "status": "failed"})
+            raise
         reason = ""
         if row["status"] == "void":
             reason = _void_reason(row, policy, c) + f" after {attempt - first_attempt + 1} attempts"
