@@ -110,6 +110,18 @@ def _cmd_attach(args: argparse.Namespace) -> int:
     return run_console(run_dir)
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from engine.report import cmd_report
+
+    return cmd_report(args.run_dir)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from engine.compare import cmd_compare
+
+    return cmd_compare(args.run_dirs, args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ruler",
@@ -167,6 +179,15 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("attach", help="open the console on a run (latest by default)")
     a.add_argument("run_dir", nargs="?")
     a.set_defaults(func=_cmd_attach)
+
+    rp = sub.add_parser("report", help="write report.md and PNG charts into a run directory")
+    rp.add_argument("run_dir")
+    rp.set_defaults(func=_cmd_report)
+
+    cp = sub.add_parser("compare", help="the same rows of several runs side by side, with deltas")
+    cp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="two or more; the first is A")
+    cp.add_argument("--json", action="store_true", help="the comparison as JSON")
+    cp.set_defaults(func=_cmd_compare)
     return p
 
 

@@ -1,0 +1,174 @@
+"""``ruler compare RUN_A RUN_B [...]``: the same rows of several runs side by side.
+
+A row means the same thing in every run (one shape of one window: median rep tok/s, spread over
+the reps, acceptance from the same definitions), whatever the server, so runs on SGLang and vLLM
+compare row by row. The first run is the baseline. A row of another run is matched to a baseline
+row by session, window, class and concurrency; failing that by window name (in any session),
+then by the window's axis text, so a campaign whose sessions or window names were reorganised
+still lines up. Each match says how it was made; rows nothing matched are listed as such.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.report import CONTROL, Delta, ReportError, Row, RunView, delta, load_run, pct, tok
+
+EXACT, BY_NAME, BY_AXIS = "exact", "window name", "axis"
+
+
+@dataclass
+class Match:
+    """One line of the comparison: a row per run (None where the run has none)."""
+
+    rows: list[Row | None]
+    how: list[str]  # per run: exact | window name | axis | "" (no row)
+
+    @property
+    def first(self) -> Row:
+        return next(r for r in self.rows if r is not None)
+
+    def label(self) -> str:
+        r = self.first
+        return f"{r.session}-{r.window} {r.cls} C{r.concurrency}"
+
+
+def _rules(base: Row) -> list[tuple[str, Callable[[Row], bool]]]:
+    same_shape: Callable[[Row], bool] = lambda r: r.shape == base.shape  # noqa: E731
+    rules = [(EXACT, lambda r: r.key == base.key),
+             (BY_NAME, lambda r: same_shape(r) and r.window == base.window)]
+    if base.window != CONTROL and base.axis:  # every control's axis is "control": name only
+        rules.append((BY_AXIS, lambda r: same_shape(r) and r.window != CONTROL
+                      and r.axis == base.axis))
+    return rules
+
+
+def match_rows(views: Sequence[RunView]) -> list[Match]:
+    """Baseline rows in their order, each with its match in every other run, then the leftovers."""
+    used: list[set[int]] = [set() for _ in views]
+    out: list[Match] = []
+    for base in views[0].rows:
+        m = Match([base], [EXACT])
+        for j, view in enumerate(views[1:], start=1):
+            found: tuple[int, str] | None = None
+            for how, rule in _rules(base):
+                found = next(((i, how) for i, r in enumerate(view.rows)
+                              if i not in used[j] and rule(r)), None)
+                if found:
+                    break
+            if found:
+                used[j].add(found[0])
+            m.rows.append(view.rows[found[0]] if found else None)
+            m.how.append(found[1] if found else "")
+        out.append(m)
+    for j, view in enumerate(views[1:], start=1):
+        for i, r in enumerate(view.rows):
+            if i not in used[j]:
+                rows: list[Row | None] = [None] * len(views)
+                rows[j] = r
+                how = [""] * len(views)
+                how[j] = "only here"
+                out.append(Match(rows, how))
+    return out
+
+
+def control_of(view: RunView, row: Row | None) -> Row | None:
+    if row is None:
+        return None
+    return view.rows_of(row.session, CONTROL).get(row.shape)
+
+
+def cell(row: Row | None) -> str:
+    if row is None:
+        return "-"
+    if row.agg_tok_s is None:
+        return row.status or "-"
+    text = f"{tok(row.agg_tok_s)} ±{pct(row.spread)}"
+    return text if row.usable else f"{text} {row.status}"
+
+
+def run_line(tag: str, view: RunView) -> str:
+    st, host = view.state, (view.env.get("host") or {})
+    return (f"{tag} = {view.dir} (campaign {st.campaign or '?'}, server {st.server or '?'}, runtime "
+            f"{st.runtime or '?'}, host {host.get('node', '?')}, ruler "
+            f"{view.env.get('ruler_version', '?')}, status {st.status}, {len(view.rows)} rows)")
+
+
+def tags(n: int) -> list[str]:
+    return [chr(ord("A") + i) if i < 26 else f"R{i + 1}" for i in range(n)]
+
+
+def comparison(views: Sequence[RunView]) -> tuple[list[str], list[list[str]], list[dict[str, Any]]]:
+    """Headers, text rows and the same as JSON records."""
+    t = tags(len(views))
+    headers = ["row"] + [f"{x} tok/s" for x in t] + [f"Δ {x} vs A" for x in t[1:]] + [
+        f"{x} Δ vs own control" for x in t] + [f"{x} accept len/rate" for x in t] + ["matched by"]
+    text: list[list[str]] = []
+    records: list[dict[str, Any]] = []
+    for m in match_rows(views):
+        base = m.rows[0]
+        vs_first: list[Delta | None] = [delta(r, base) if r is not None and base is not None
+                                        else None for r in m.rows[1:]]
+        vs_ctl = [delta(r, control_of(v, r)) if r is not None and r.window != CONTROL else None
+                  for v, r in zip(views, m.rows, strict=True)]
+        accept = [f"{r.accept_len:.2f}/{r.accept_rate:.3f}" if r and r.accept_len is not None
+                  and r.accept_rate is not None else "-" for r in m.rows]
+        how = ", ".join(f"{x}: {h}" for x, h in zip(t[1:], m.how[1:], strict=True) if h) or "-"
+        text.append([m.label()] + [cell(r) for r in m.rows]
+                    + [d.text() if d else "-" for d in vs_first]
+                    + [d.text() if d else "-" for d in vs_ctl] + accept + [how])
+        records.append({"row": m.label(), "matched_by": m.how,
+                        "runs": [r.as_json() if r else None for r in m.rows],
+                        "delta_vs_first": [None] + [d.as_json() if d else None for d in vs_first],
+                        "delta_vs_own_control": [d.as_json() if d else None for d in vs_ctl]})
+    return headers, text, records
+
+
+def aligned(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """A markdown table padded into columns: readable in a terminal, pasteable into a post."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+    return [line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows]
+
+
+def servers_note(views: Sequence[RunView]) -> str:
+    servers = list(dict.fromkeys(v.state.server for v in views if v.state.server))
+    if len(servers) < 2:
+        return ""
+    return (f"servers differ ({' vs '.join(servers)}): the rows compare because each was measured "
+            "by the same ruler (same requests, same tok/s, spread and acceptance definitions).")
+
+
+def cmd_compare(run_dirs: list[str], as_json: bool = False) -> int:
+    if len(run_dirs) < 2:
+        print("ruler compare: give at least two run directories", file=sys.stderr)
+        return 2
+    try:
+        views = [load_run(d) for d in run_dirs]
+    except ReportError as e:
+        print(e, file=sys.stderr)
+        return 2
+    headers, text, records = comparison(views)
+    if as_json:
+        print(json.dumps({"runs": [{"tag": x, "dir": str(v.dir), "campaign": v.state.campaign,
+                                    "server": v.state.server, "runtime": v.state.runtime,
+                                    "status": v.state.status}
+                                   for x, v in zip(tags(len(views)), views, strict=True)],
+                          "rows": records}, indent=2, default=str))
+        return 0
+    for x, v in zip(tags(len(views)), views, strict=True):
+        print(run_line(x, v))
+    note = servers_note(views)
+    if note:
+        print(note)
+    print("Δ: (run - A) / A per row; inside spread: |Δ| <= the larger of the two rows' spreads.")
+    print()
+    print("\n".join(aligned(headers, text)))
+    return 0

@@ -1,0 +1,123 @@
+"""The methods section, from the frozen campaign, env.json and the invocations the journal recorded,
+so that the report can be argued with."""
+
+from __future__ import annotations
+
+import json
+
+from engine import __version__
+from engine.report.run import RunView, read_json
+from engine.report.text import table, when
+from engine.report.windows import change_text
+from engine.spec import Campaign
+
+
+def methods(view: RunView) -> list[str]:
+    """What was run and how, from the frozen campaign, env.json and the recorded invocations."""
+    c, env, st = view.campaign, view.env, view.state
+    host = env.get("host") or {}
+    out = ["## Methods", ""]
+    out += [f"- **ruler**: {env.get('ruler_version', '?')} measured the run; this report was "
+            f"written by ruler {__version__}.",
+            f"- **Host**: {host.get('node', '?')}, {host.get('platform', '?')}, "
+            f"{host.get('cpus', '?')} CPUs, Python {host.get('python', '?')}; GPUs: "
+            + (gpu_line(env.get("nvidia_smi")) or "none recorded (no nvidia-smi)") + ".",
+            f"- **Runtime**: {st.runtime or env.get('runtime', '?')}; server adapter "
+            f"`{st.server or view.raw_campaign.get('server', '?')}`; run started "
+            f"{env.get('started', when(st.started_ts))}"
+            + (f", resumed {st.resumes} times" if st.resumes else "") + "."]
+    out += images(view)
+    if view.campaign_note:
+        out += [f"- **Campaign**: {view.campaign_note}; the methods below are partial.", ""]
+    if c is not None:
+        wl, leak = c.workload, c.leak
+        prompts = read_json(view.dir / "prompts.json")
+        classes = ", ".join(f"{k} ({len(prompts.get(k, []))} prompts)" for k in wl.classes)
+        per_c = ", ".join(f"C{n}: {wl.requests_for(n)}" for n in wl.concurrency)
+        out += [
+            f"- **Workload**: classes {classes}; concurrency {', '.join(map(str, wl.concurrency))}; "
+            f"{wl.reps} reps per shape; requests per rep {per_c}; max_tokens {wl.max_tokens}; "
+            f"sampling {json.dumps(wl.sampling.model_dump())}; knobs sent verbatim "
+            f"{json.dumps(wl.knobs) if wl.knobs else 'none'}. Streaming chat completions, one "
+            "connection per request; tok/s counts the server's usage.completion_tokens.",
+            "- **Warm policy**: every attempt of a shape starts with one warm pass of the same "
+            "shape (prompts, concurrency, request count), recorded as "
+            "`<class>-c<C>-<attempt>-warm.jsonl` and discarded; an operator rewarm adds another.",
+            f"- **Leak policy**: at C >= {leak.min_concurrency} a spread over {leak.spread * 100:g} % is "
+            f"a leaked pass: the row is void, rewarmed and rerun up to {leak.max_reruns} times, "
+            f"every void attempt kept; below C {leak.min_concurrency} such a row is *noisy*. A rep "
+            f"more than {leak.spread * 100:g} % below the median of the earlier reps is flagged as it "
+            "lands.",
+            "- **Acceptance**: length = 1 + accepted / verify steps; rate = accepted / drafted; from "
+            "the server's /metrics counters scraped around each rep (`metrics`), else summed per "
+            "request (`per-request`).",
+            f"- **Quality**: {quality_text(c)}",
+            f"- **Timeouts**: boot {c.timeouts.boot:g} s, request {c.timeouts.request:g} s, "
+            f"window {c.timeouts.window:g} s.",
+            f"- **Sessions** (control {c.control_position}): "
+            + "; ".join(f"{s}: {', '.join(c.windows_in(s))}" for s in c.sessions) + ".", ""]
+    out += flags(view)
+    return out
+
+
+def gpu_line(smi: str | None) -> str:
+    if not smi:
+        return ""
+    names = [ln.strip(" |") for ln in smi.splitlines() if "NVIDIA" in ln and "SMI" not in ln]
+    return "; ".join(n.split("  ")[0] for n in names[:8]) or "nvidia-smi output in env.json"
+
+
+def quality_text(c: Campaign) -> str:
+    q = c.quality
+    if not q.enabled:
+        return "off (no greedy, teacher-forced or KL checks were run)."
+    oracle = q.kl.oracle if isinstance(q.kl.oracle, str) else f"receipt {q.kl.oracle.receipt}"
+    return (f"greedy equivalence on {q.greedy.n} prompts x {q.greedy.max_tokens} tokens (seed "
+            f"{c.quality_seed()}), first differing character recorded; teacher-forced |Δlogp| of "
+            f"the control's continuations, top-{q.teacher_forced.top_k}, "
+            f"{q.teacher_forced.positions} positions per prompt; KL(oracle || window) for lossy "
+            f"windows, top-{q.kl.top_k}, oracle {oracle}; ruler check of the knobs "
+            f"{'on' if q.knobs_check else 'off'}; tool probe "
+            f"{f'{q.tool_probe.n} calls' if q.tool_probe else 'off'}.")
+
+
+def images(view: RunView) -> list[str]:
+    docker = view.env.get("docker") or {}
+    out = []
+    for name, info in (docker.get("images") or {}).items():
+        digests = ", ".join(info.get("digests") or []) or "no registry digest"
+        out.append(f"- **Image** `{name}`: id `{info.get('id', info.get('error', '?'))}` ({digests})")
+    seen = {ws.server.get("image_id") for ws in view.windows() if ws.server.get("image_id")}
+    if len(seen) > 1:
+        out.append(f"- **Images booted**: {len(seen)} distinct image ids (per window below)")
+    if docker.get("server_version"):
+        out.append(f"- **Docker engine**: {docker['server_version']}")
+    return out
+
+
+def flags(view: RunView) -> list[str]:
+    """The invocation each window actually booted, as the journal recorded it."""
+    rows = []
+    for ws in view.windows():
+        started = view.of("window_started", ws.session, ws.window)
+        plan = started[0].get("plan", {}) if started else {}
+        argv = " ".join(str(a) for a in plan.get("argv", [])) or "-"
+        lossy = "lossy" if view.lossy(ws.window) else ""
+        rows.append([ws.key, ws.axis, lossy, change_text(view, ws.window) or "-",
+                     f"`{argv}`" if argv != "-" else "-", plan.get("image") or "-",
+                     ws.server.get("image_id", "-")[:19] if ws.server.get("image_id") else "-"])
+    if not rows:
+        return []
+    return ["### Flags per window", "", "As booted (recorded argv; `${...}` resolved):", ""] + table(
+        ["window", "axis", "", "change vs control", "argv", "image", "image id"], rows)
+
+
+def files(view: RunView) -> list[str]:
+    names = ["campaign.yaml", "env.json", "journal.jsonl", "throughput.csv", "verdicts.csv",
+             "drift.json", "prompts.json"]
+    present = [f"`{n}`" for n in names if (view.dir / n).exists()]
+    return ["## Receipts", "", f"In this run directory: {', '.join(present)}; per window under "
+            "`windows/<session>-<window>/`: boot.log, boot-facts.json (with its diff against the "
+            "control), boot-excerpt.txt, rejection.txt or failure.txt where it applies, the quality "
+            "receipts, and `reps/` with every warm pass and rep, request by request.", ""]
+

@@ -1,0 +1,185 @@
+"""One run directory, read: throughput.csv rows typed, the folded journal, the frozen campaign, env.json.
+
+Nothing is measured again. Each rep's tok/s is the one the row_done event recorded from the
+receipts, recomputed from the receipts when an older journal lacks it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine import results, stats
+from engine.journal import Event, read_events
+from engine.measure import read_rep
+from engine.spec import Campaign
+from engine.state import RunState, WindowState, fold, row_key
+
+CONTROL = "control"
+USABLE = ("ok", "noisy")  # a void, failed or aborted row has no figure to compare
+
+
+class ReportError(Exception):
+    """Bad input (exit code 2): the directory is not a ruler run."""
+
+
+def _num(text: str | None) -> float | None:
+    return float(text) if text not in (None, "") else None
+
+
+@dataclass
+class Row:
+    """One throughput.csv row, typed, with its reps' aggregate tok/s."""
+
+    session: str
+    window: str
+    axis: str
+    cls: str
+    concurrency: int
+    reps: int
+    agg_tok_s: float | None
+    per_user_tok_s: float | None
+    ttft_ms: float | None
+    decode_tok_s: float | None
+    accept_len: float | None
+    accept_rate: float | None
+    accept_source: str
+    spread: float | None
+    status: str
+    attempts: int
+    reason: str
+    source: str
+    rep_tok_s: list[float] = field(default_factory=list)
+
+    @property
+    def usable(self) -> bool:
+        return self.status in USABLE and bool(self.agg_tok_s)
+
+    @property
+    def shape(self) -> tuple[str, int]:
+        return self.cls, self.concurrency
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return self.session, self.window, self.cls, self.concurrency
+
+    def label(self) -> str:
+        return f"{self.session}-{self.window}/{self.cls}/C{self.concurrency}"
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def receipt_rep_tok_s(run_dir: Path, source: str, concurrency: int) -> list[float]:
+    """Each rep's aggregate tok/s recomputed from the per-request receipts the row names."""
+    return [stats.rep_figures(records, concurrency)["agg_tok_s"]
+            for _, records in (read_rep(run_dir / p) for p in source.split(";") if p)]
+
+
+def read_rows(run_dir: Path, state: RunState) -> list[Row]:
+    path = run_dir / results.THROUGHPUT
+    if not path.exists():
+        return []
+    rows = []
+    with path.open(newline="") as f:
+        for r in csv.DictReader(f):
+            c = int(r["concurrency"])
+            row = Row(r["session"], r["window"], r["axis"], r["class"], c, int(r["reps"] or 0),
+                      _num(r["agg_tok_s"]), _num(r["per_user_tok_s"]), _num(r["ttft_ms"]),
+                      _num(r["decode_tok_s"]), _num(r["accept_len"]), _num(r["accept_rate"]),
+                      r["accept_source"], _num(r["spread"]), r["status"], int(r["attempts"] or 0),
+                      r["reason"], r["source"])
+            journal = state.rows.get(row_key(row.session, row.window, row.cls, c))
+            reps = journal.row.get("rep_tok_s") if journal and journal.row.get(
+                "source") == row.source else None
+            row.rep_tok_s = list(reps) if reps is not None else receipt_rep_tok_s(
+                run_dir, row.source, c)
+            rows.append(row)
+    return rows
+
+
+def read_campaign(run_dir: Path) -> tuple[Campaign | None, dict[str, Any], str]:
+    """The frozen campaign through the schema only: its prompt files sit beside the original
+    campaign file, not in the run directory, so the file checks of ``load_campaign`` do not apply."""
+    path = run_dir / results.CAMPAIGN
+    if not path.exists():
+        return None, {}, "no campaign.yaml in the run directory"
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+        return Campaign.model_validate(raw), raw, ""
+    except Exception as e:  # noqa: BLE001 - an old or hand-edited copy still gets a report
+        return None, raw if isinstance(raw, dict) else {}, f"campaign.yaml unreadable ({type(e).__name__})"
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+@dataclass
+class RunView:
+    """Everything the report and compare read from one run directory."""
+
+    dir: Path
+    events: list[Event]
+    state: RunState
+    rows: list[Row]
+    campaign: Campaign | None
+    raw_campaign: dict[str, Any]
+    campaign_note: str
+    env: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    def windows(self) -> list[WindowState]:
+        return [self.state.windows[k] for k in self.state.order]
+
+    def sessions(self) -> list[str]:
+        return list(dict.fromkeys([w.session for w in self.windows()] + [r.session for r in self.rows]))
+
+    def rows_of(self, session: str, window: str) -> dict[tuple[str, int], Row]:
+        return {r.shape: r for r in self.rows if r.session == session and r.window == window}
+
+    def classes(self) -> list[str]:
+        return list(dict.fromkeys(r.cls for r in self.rows))
+
+    def concurrencies(self) -> list[int]:
+        return sorted({r.concurrency for r in self.rows})
+
+    def of(self, kind: str, session: str | None = None, window: str | None = None) -> list[Event]:
+        return [e for e in self.events if e["kind"] == kind
+                and (session is None or e.get("session") == session)
+                and (window is None or e.get("window") == window)]
+
+    def window_file(self, ws: WindowState, name: str) -> Path:
+        return self.dir / "windows" / ws.key / name
+
+    def lossy(self, window: str) -> bool:
+        if self.campaign is None or window == CONTROL:
+            return False
+        try:
+            return self.campaign.window(window).lossy
+        except KeyError:
+            return False
+
+
+def load_run(run_dir: str | Path) -> RunView:
+    d = Path(run_dir)
+    if not (d / results.JOURNAL).exists() and not (d / results.THROUGHPUT).exists():
+        raise ReportError(f"{d} is not a ruler run directory (no {results.JOURNAL} or "
+                          f"{results.THROUGHPUT})")
+    events = read_events(d / results.JOURNAL)
+    state = fold(events)
+    campaign, raw, note = read_campaign(d)
+    return RunView(d, events, state, read_rows(d, state), campaign, raw, note, read_json(d / results.ENV))
+

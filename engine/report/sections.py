@@ -1,0 +1,127 @@
+"""The run-level sections: header, windows at a glance, the controls and their drift."""
+
+from __future__ import annotations
+
+from engine.report.run import CONTROL, Row, RunView, read_json
+from engine.report.text import acceptance_text, delta, fixed, pct, reps_text, table, tok, when
+from engine.report.verdicts import verdict_cell, verdict_lines
+from engine.report.windows import history, window_status
+
+
+def header(view: RunView) -> list[str]:
+    st = view.state
+    desc = view.campaign.description if view.campaign and view.campaign.description else ""
+    windows = [w for w in view.windows() if w.window != CONTROL]
+    lines = [f"# {st.campaign or view.raw_campaign.get('name', view.name)}: ruler report", ""]
+    if desc:
+        lines += [desc, ""]
+    lines += [
+        f"Run `{st.run or view.name}` on `{st.server or view.raw_campaign.get('server', '?')}` "
+        f"({st.runtime or view.env.get('runtime', '?')} runtime), status **{st.status}**: "
+        f"{len(windows)} windows in {len(view.sessions())} sessions, {len(view.rows)} rows in "
+        f"`throughput.csv`. Started {when(st.started_ts)}, finished {when(st.finished_ts)}.", "",
+        "Every figure below is read from `throughput.csv`, the per-request receipts it names and "
+        "the journal; nothing was measured again. A row's tok/s is the median of its reps; its "
+        "spread is (max - min) / mean of the reps; a delta is (window - control) / control against "
+        "the same session's control, marked *inside spread* when it is no larger than the larger "
+        "of the two rows' spreads.", ""]
+    if st.error:
+        lines += [f"**Engine error**: {st.error}", ""]
+    return lines
+
+
+def summary(view: RunView) -> list[str]:
+    rows = []
+    for ws in view.windows():
+        if ws.window == CONTROL:
+            continue
+        ctl = view.rows_of(ws.session, CONTROL)
+        deltas = [delta(r, ctl.get(r.shape)) for r in view.rows_of(ws.session, ws.window).values()]
+        vals = [d.value for d in deltas if d.value is not None]
+        span = (f"{min(vals) * 100:+.1f} % .. {max(vals) * 100:+.1f} %" if len(vals) > 1
+                else f"{vals[0] * 100:+.1f} %" if vals else "-")
+        inside = f"{sum(d.inside for d in deltas)}/{len(vals)}" if vals else "-"
+        rows.append([f"{ws.session}-{ws.window}", ws.axis, ws.status, span, inside,
+                     verdict_cell(ws, "greedy"), verdict_cell(ws, "teacher_forced"),
+                     verdict_cell(ws, "kl") if view.lossy(ws.window) else "-",
+                     verdict_cell(ws, "no_effect"), verdict_cell(ws, "knobs")])
+    if not rows:
+        return []
+    return ["## Windows at a glance", ""] + table(
+        ["window", "axis", "status", "Δ tok/s (all rows)", "inside spread", "greedy",
+         "|Δlogp| p99", "KL mean", "no observable effect", "ruler check"], rows)
+
+
+def control_row_cells(rows: dict[tuple[str, int], Row], classes: list[str], low: int,
+                      top: int) -> list[str]:
+    """The notes' control line: lowest C per class, highest C aggregate and per user, acceptance."""
+    cells = []
+    for cls in classes:
+        r = rows.get((cls, low))
+        cells.append(f"{tok(r.agg_tok_s)} ({pct(r.spread)})" if r else "-")
+    for cls in classes:
+        r = rows.get((cls, top))
+        cells.append(f"{tok(r.agg_tok_s)} / {tok(r.per_user_tok_s)} ({pct(r.spread)}, {r.status})"
+                     if r else "-")
+    for cls in classes:
+        r = rows.get((cls, low))
+        cells.append(acceptance_text(r) if r else "-")
+    return cells
+
+
+def controls(view: RunView) -> list[str]:
+    classes, concs = view.classes(), view.concurrencies()
+    if not concs:
+        return ["## Controls", "", "No throughput rows.", ""]
+    low, top = concs[0], concs[-1]
+    heads = ([f"{c} C{low} tok/s (spread)" for c in classes]
+             + [f"{c} C{top} agg / per user (spread)" for c in classes]
+             + [f"{c} C{low} accept len / rate" for c in classes])
+    ctl_windows = [ws for ws in view.windows() if ws.window == CONTROL]
+    lines = ["## Controls", "", "Each session boots the control again; its row is the reference of "
+             "every window in that session.", ""]
+    lines += table(["session", "status", "boot s"] + heads, [
+        [ws.session, ws.status, fixed(ws.boot_s, 1)] + control_row_cells(
+            view.rows_of(ws.session, CONTROL), classes, low, top) for ws in ctl_windows])
+    for ws in ctl_windows:
+        lines += [f"### {ws.session}: control", ""]
+        lines += window_status(view, ws)
+        rows = view.rows_of(ws.session, CONTROL)
+        if rows:
+            lines += table(["class", "C", "tok/s", "per user", "TTFT ms", "decode tok/s",
+                            "accept len / rate", "spread", "reps tok/s", "status", "attempts"],
+                           [[r.cls, r.concurrency, tok(r.agg_tok_s), tok(r.per_user_tok_s),
+                             fixed(r.ttft_ms, 1), tok(r.decode_tok_s), acceptance_text(r),
+                             pct(r.spread), reps_text(r), r.status, r.attempts]
+                            for r in rows.values()])
+        lines += verdict_lines(view, ws) + [""] + history(view, ws)
+    return lines + drift(view)
+
+
+def drift(view: RunView) -> list[str]:
+    sessions = [ws.session for ws in view.windows() if ws.window == CONTROL]
+    if len(sessions) < 2:
+        return []
+    shapes = list(dict.fromkeys(r.shape for r in view.rows if r.window == CONTROL))
+    body = []
+    for cls, c in shapes:
+        cells, prev = [], None
+        for s in sessions:
+            r = view.rows_of(s, CONTROL).get((cls, c))
+            cell = f"{tok(r.agg_tok_s)} ({pct(r.spread)})" if r else "-"
+            if r and prev:
+                cell += f", {delta(r, prev).text()}"
+            cells.append(cell)
+            prev = r or prev
+        body.append([cls, c] + cells)
+    lines = ["### Control drift across sessions", "",
+             "Each control row against the previous session's control row of the same shape.", ""]
+    lines += table(["class", "C"] + sessions, body)
+    data = read_json(view.dir / "drift.json")
+    for d in data.get("rows", []):
+        lines.append(f"- `drift.json`: {d.get('session')} {d.get('class')} C{d.get('concurrency')} "
+                     f"{d.get('delta_pct'):+.2f} % vs {d.get('against')}: {d.get('verdict')}"
+                     if d.get("delta_pct") is not None else f"- `drift.json`: {d}")
+    return lines + ([""] if data.get("rows") else [])
+
+

@@ -1,0 +1,70 @@
+"""Quality verdicts of a window, from the journal's ``verdict`` events, with their receipts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.report.run import CONTROL, RunView
+from engine.report.text import link
+from engine.state import WindowState
+
+CHECK_LABELS = {
+    "knobs": "ruler check", "greedy": "greedy", "teacher_forced": "teacher-forced |Δlogp|",
+    "self_score": "self-score", "kl": "KL", "no_effect": "no observable effect",
+    "tool_probe": "tool calls", "drift": "control drift", "reference": "reference",
+}
+
+
+def expected_checks(view: RunView, ws: WindowState) -> list[str]:
+    """The checks a window of this campaign should carry: missing ones read "not measured"."""
+    c = view.campaign
+    if c is not None and not c.quality.enabled:
+        return []
+    checks = ["greedy", "self_score"] if ws.window == CONTROL else ["greedy", "teacher_forced",
+                                                                     "no_effect"]
+    if view.lossy(ws.window):
+        checks.append("kl")
+    if c is None or (c.workload.knobs and c.quality.knobs_check):
+        checks.insert(0, "knobs")
+    return checks
+
+
+def figure(ws: WindowState, check: str, key: str) -> Any:
+    return (ws.verdicts.get(check, {}).get("figures") or {}).get(key)
+
+
+def verdict_cell(ws: WindowState, check: str) -> str:
+    """The summary table's short form of one check."""
+    if ws.status == "rejected":
+        return "rejected"
+    v = ws.verdicts.get(check)
+    if v is None:
+        return "not measured"
+    if check == "greedy" and figure(ws, check, "n") is not None:
+        return f"{figure(ws, check, 'identical')}/{figure(ws, check, 'n')}"
+    if check == "teacher_forced" and figure(ws, check, "p99") is not None:
+        return f"{figure(ws, check, 'p99'):.3g}"
+    if check == "kl" and figure(ws, check, "mean") is not None:
+        return f"{figure(ws, check, 'mean'):.4g} ({v['verdict']})"
+    return str(v["verdict"])
+
+
+def verdict_lines(view: RunView, ws: WindowState) -> list[str]:
+    expected = expected_checks(view, ws)
+    if not ws.verdicts:
+        why = "quality checks off in the campaign" if not expected else "no verdict in the journal"
+        return [f"- quality checks: not measured ({why})"]
+    order = [c for c in CHECK_LABELS if c in ws.verdicts] + [c for c in ws.verdicts
+                                                             if c not in CHECK_LABELS]
+    out = []
+    for check in order:
+        v = ws.verdicts[check]
+        receipt = link(view, v.get("file"))
+        said = str(v.get("summary") or "")
+        said = said if said.lower().startswith(str(v["verdict"]).lower()) else (
+            f"{v['verdict']}: {said}" if said else str(v["verdict"]))
+        out.append(f"- **{CHECK_LABELS.get(check, check)}**: {said}"
+                   + (f" ({receipt})" if receipt else ""))
+    out += [f"- **{CHECK_LABELS[c]}**: not measured" for c in expected if c not in ws.verdicts]
+    return out
+

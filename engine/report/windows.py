@@ -1,0 +1,156 @@
+"""Per window: what changed, its rows against the session's control, verdicts, rejection, history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.quality import IGNORED_FACT
+from engine.report.run import CONTROL, USABLE, RunView, read_json
+from engine.report.text import acceptance_text, delta, link, pct, reps_text, table, tok, when
+from engine.report.verdicts import verdict_lines
+from engine.state import WindowState
+
+
+def window_status(view: RunView, ws: WindowState) -> list[str]:
+    parts = [f"status **{ws.status}**"]
+    if ws.boot_s is not None:
+        parts.append(f"ready in {ws.boot_s:.1f} s")
+    if ws.server.get("image_id"):
+        parts.append(f"image `{ws.server['image_id'][:19]}`")
+    change = change_text(view, ws.window)
+    if change:
+        parts.append(f"change: {change}")
+    lines = [" · ".join(parts), ""]
+    finished = view.of("window_finished", ws.session, ws.window)
+    if finished and finished[-1].get("reason"):
+        lines += [f"Window ended: {finished[-1]['reason']} "
+                  f"{link(view, f'windows/{ws.key}/failure.txt')}".rstrip(), ""]
+    return lines
+
+
+def _flag(flag: str, value: Any) -> str:
+    if value is True:
+        return flag
+    if isinstance(value, list | tuple):
+        return " ".join(f"{flag} {v}" for v in value)
+    return f"{flag} {value}"
+
+
+def change_text(view: RunView, window: str) -> str:
+    """The window's one axis (or several, with multi_axis), with the control's value beside it."""
+    c = view.campaign
+    if c is None or window == CONTROL:
+        return ""
+    try:
+        w = c.window(window)
+    except KeyError:
+        return ""
+    ch, ctl = w.change, c.control
+    parts = []
+    for k, v in ch.args.items():
+        old = ctl.args.get(k)
+        now = f"`{k}` removed" if v is None or v is False else f"`{_flag(k, v)}`"
+        was = f" (control `{_flag(k, old)}`)" if old not in (None, False) else ""
+        parts.append(now + was)
+    for k, v in ch.env.items():
+        parts.append(f"env `{k}={v}`" if v is not None else f"env `{k}` removed")
+    for key in ("image", "model", "command"):
+        v = getattr(ch, key)
+        if v is not None:
+            old = getattr(ctl, key, None) if key == "model" else (
+                c.docker.image if key == "image" else None)
+            parts.append(f"{key} `{v}`" + (f" (control `{old}`)" if old else ""))
+    parts += [f"artifact {k} `{v}`" for k, v in ch.artifacts.items()]
+    return "; ".join(parts) + (" (multi-axis)" if w.multi_axis else "")
+
+
+def rejection(view: RunView, ws: WindowState) -> list[str]:
+    path = view.window_file(ws, "rejection.txt")
+    lines = ws.errors
+    if path.exists():
+        text = path.read_text(errors="replace")
+        block = text.split("error lines (verbatim):\n", 1)[-1].split("\n\n", 1)[0]
+        lines = [x for x in block.splitlines() if x.strip()] or lines
+    out = [f"**Rejected at boot**: {ws.reason}", ""]
+    if lines:
+        out += ["Verbatim from the server:", "", "```"] + lines + ["```", ""]
+    receipt = link(view, f"windows/{ws.key}/rejection.txt")
+    return out + ([f"Receipt: {receipt}", ""] if receipt else [])
+
+
+def history(view: RunView, ws: WindowState) -> list[str]:
+    """Flagged reps, void attempts, reruns and rows that are not ok, in the order they happened:
+    the audit trail behind the window's numbers."""
+    out: list[str] = []
+    flagged: set[tuple[Any, ...]] = set()  # a rep can be flagged again as later reps land
+    for e in view.events:
+        if e.get("session") != ws.session or e.get("window") != ws.window:
+            continue
+        shape = f"{e.get('class')} C{e.get('concurrency')}"
+        if e["kind"] == "leak_suspected":
+            key = (e["class"], e["concurrency"], e["attempt"], e["rep"])
+            if key not in flagged:
+                flagged.add(key)
+                out.append(f"- {shape}: attempt {e['attempt']} rep {e['rep']} flagged as it "
+                           f"landed: {tok(e['agg_tok_s'])} tok/s against a median of "
+                           f"{tok(e['median'])}")
+        elif e["kind"] == "row_void":
+            reps = ", ".join(tok(v) for v in e.get("rep_tok_s", []))
+            out.append(f"- {shape}: attempt {e['attempt']} **void** ({e['reason']}; reps {reps} "
+                       "tok/s): rewarmed and measured again")
+        elif e["kind"] == "rerun_aborted":
+            out.append(f"- {shape}: rerun attempt {e['attempt']} cut short ({e['reason']}); the "
+                       "row stands as it was")
+        elif e["kind"] == "window_reboot":
+            out.append(f"- window booted again ({e['reason']}) for {e['row']}")
+    for cmd in view.state.commands:
+        if cmd.get("cmd") == "rerun" and any(str(a).startswith(f"{ws.key}/")
+                                              for a in cmd.get("args", [])):
+            out.append(f"- operator: rerun {' '.join(map(str, cmd['args']))} at {when(cmd.get('ts'))}")
+    for r in view.rows_of(ws.session, ws.window).values():
+        if r.status not in USABLE:
+            out.append(f"- {r.cls} C{r.concurrency}: row **{r.status}** after {r.attempts} "
+                       f"attempt{'s' if r.attempts != 1 else ''}: {r.reason or '-'}")
+    return (["Void rows, reruns and flagged reps:", ""] + out + [""]) if out else []
+
+
+def windows(view: RunView) -> list[str]:
+    lines = ["## Windows", ""]
+    for ws in view.windows():
+        if ws.window == CONTROL:
+            continue
+        lines += [f"### {ws.session}-{ws.window}: {ws.axis}", ""] + window_status(view, ws)
+        if ws.status == "rejected":
+            lines += rejection(view, ws)
+            continue
+        diff = read_json(view.window_file(ws, "boot-facts.json")).get("diff_vs_control") or {}
+        # Per-boot facts (paths, the listening URL, request timings) differ on every boot.
+        changed = {k: v for k, v in (diff.get("changed") or {}).items()
+                   if not IGNORED_FACT.search(k)}
+        if changed:
+            shown = [f"`{k}` {v[0]} vs {v[1]}" for k, v in list(changed.items())[:10]]
+            more = f" and {len(changed) - 10} more" if len(changed) > 10 else ""
+            lines += [f"Boot facts that differ from the control: {', '.join(shown)}{more} "
+                      f"({len(diff.get('equal', []))} equal; "
+                      f"{link(view, f'windows/{ws.key}/boot-facts.json')}).", ""]
+        elif diff:
+            lines += [f"Boot facts: none differs from the control's ({len(diff.get('equal', []))} "
+                      "equal; paths, the URL and request timings differ on every boot and are "
+                      "left out).", ""]
+        ctl = view.rows_of(ws.session, CONTROL)
+        rows = view.rows_of(ws.session, ws.window)
+        if rows:
+            lines += table(
+                ["class", "C", "tok/s", "control", "Δ tok/s", "per user", "Δ per user",
+                 "spread (window / control)", "reps tok/s", "accept len / rate", "control accept",
+                 "status", "attempts"],
+                [[r.cls, r.concurrency, tok(r.agg_tok_s), tok(c.agg_tok_s) if c else "-",
+                  delta(r, c).text(), tok(r.per_user_tok_s), delta(r, c, "per_user_tok_s").text(),
+                  f"{pct(r.spread)} / {pct(c.spread) if c else '-'}", reps_text(r),
+                  acceptance_text(r), acceptance_text(c) if c else "-", r.status, r.attempts]
+                 for r in rows.values() for c in [ctl.get(r.shape)]])
+        else:
+            lines += ["No throughput rows.", ""]
+        lines += verdict_lines(view, ws) + [""] + history(view, ws)
+    return lines
+

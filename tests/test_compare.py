@@ -1,0 +1,107 @@
+"""ruler compare on the two real runs of tests/test_report.py (built once per session).
+
+Run B has one class, one session and its drafter window under another name with the same axis,
+so the comparison has to match rows exactly, by axis, and list what only one run has.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from test_report import POLICY_A, POLICY_B, csv_rows, recomputed, run_a, run_b  # noqa: F401
+
+from engine.compare import cmd_compare, comparison, match_rows
+from engine.report import Delta, load_run, pct, tok
+
+pytestmark = pytest.mark.timeout(3600)  # the shared runs may be built here (see test_report)
+
+
+def test_rows_side_by_side_with_deltas(run_a: Path, run_b: Path) -> None:  # noqa: F811
+    headers, text, _ = comparison([load_run(run_a), load_run(run_b)])
+    assert headers[:4] == ["row", "A tok/s", "B tok/s", "Δ B vs A"]
+    line = dict(zip(headers, next(t for t in text if t[0] == "s1-control prose C1"), strict=True))
+    a = recomputed(run_a, ("s1", "control", "prose", 1), POLICY_A)
+    b = recomputed(run_b, ("s1", "control", "prose", 1), POLICY_B)
+    assert line["A tok/s"] == f"{tok(a['agg_tok_s'])} ±{pct(a['spread'])}"
+    assert line["B tok/s"] == f"{tok(b['agg_tok_s'])} ±{pct(b['spread'])}"
+    d = (b["agg_tok_s"] - a["agg_tok_s"]) / a["agg_tok_s"]
+    inside = abs(d) <= max(a["spread"], b["spread"])
+    assert line["Δ B vs A"] == f"{d * 100:+.1f} %" + (" (inside spread)" if inside else "")
+    assert line["matched by"] == "B: exact"
+    assert line["A accept len/rate"] == f"{a['accept_len']:.2f}/{a['accept_rate']:.3f}"
+
+
+def test_windows_matched_by_axis_and_leftovers_listed(run_a: Path, run_b: Path) -> None:  # noqa: F811
+    matches = match_rows([load_run(run_a), load_run(run_b)])
+    by_label = {m.label(): m for m in matches}
+    block5 = by_label["s1-block5 prose C1"]
+    assert block5.how == ["exact", "axis"]
+    assert block5.rows[1] is not None and block5.rows[1].window == "draft5"
+    # Run B has no code class and no second session: those A rows stand alone.
+    assert by_label["s1-block5 code C1"].rows[1] is None
+    assert by_label["s2-control prose C1"].rows[1] is None
+    assert all(m.rows[0] is not None for m in matches)  # B has nothing A lacks
+    assert len(matches) == len(csv_rows(run_a))
+
+
+def test_inside_spread_flag_follows_the_spreads(run_a: Path, run_b: Path) -> None:  # noqa: F811
+    headers, text, records = comparison([load_run(run_a), load_run(run_b)])
+    checked = 0
+    for rec, line in zip(records, text, strict=True):
+        a, b = rec["runs"]
+        d = rec["delta_vs_first"][1]
+        if a is None or b is None or d is None or d["value"] is None:
+            continue
+        tol = max(a["spread"], b["spread"])
+        assert d["inside"] == (abs(d["value"]) <= tol)
+        assert line[headers.index("Δ B vs A")].endswith("(inside spread)") == d["inside"]
+        checked += 1
+    assert checked >= 2
+    assert Delta(0.01, 0.02).text().endswith("(inside spread)")
+
+
+def test_each_run_against_its_own_control(run_a: Path, run_b: Path) -> None:  # noqa: F811
+    headers, text, _ = comparison([load_run(run_a), load_run(run_b)])
+    line = dict(zip(headers, next(t for t in text if t[0] == "s1-block5 prose C1"), strict=True))
+    w = recomputed(run_b, ("s1", "draft5", "prose", 1), POLICY_B)
+    c = recomputed(run_b, ("s1", "control", "prose", 1), POLICY_B)
+    d = (w["agg_tok_s"] - c["agg_tok_s"]) / c["agg_tok_s"]
+    assert line["B Δ vs own control"].startswith(f"{d * 100:+.1f} %")
+
+
+def test_cmd_compare_table_and_json(run_a: Path, run_b: Path,  # noqa: F811
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert cmd_compare([str(run_a), str(run_b)]) == 0
+    out = capsys.readouterr().out
+    assert f"A = {run_a}" in out and f"B = {run_b}" in out
+    assert "| s1-control prose C1" in out
+    assert cmd_compare([str(run_a), str(run_b)], as_json=True) == 0
+    data = json.loads(capsys.readouterr().out)
+    print(out)  # the table, for a person reading the test log
+    assert [r["tag"] for r in data["runs"]] == ["A", "B"]
+    row = next(r for r in data["rows"] if r["row"] == "s1-block5 prose C1")
+    assert row["matched_by"] == ["exact", "axis"] and row["runs"][1]["window"] == "draft5"
+
+
+def test_across_servers(run_a: Path, run_b: Path, tmp_path: Path,  # noqa: F811
+                        capsys: pytest.CaptureFixture[str]) -> None:
+    """No SGLang or vLLM here: a copy of run B whose journal names another server stands in. The
+    rows match all the same (nothing in the matching looks at the server) and the output says so."""
+    other = tmp_path / "vllm-run"
+    shutil.copytree(run_b, other)
+    journal = other / "journal.jsonl"
+    journal.write_text(journal.read_text().replace('"server":"llamacpp"', '"server":"vllm"', 1))
+    assert cmd_compare([str(run_a), str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "servers differ (llamacpp vs vllm)" in out
+    assert "| s1-block5 prose C1" in out and "B: axis" in out
+
+
+def test_cmd_compare_needs_two_runs(run_a: Path, tmp_path: Path,  # noqa: F811
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert cmd_compare([str(run_a)]) == 2
+    assert cmd_compare([str(run_a), str(tmp_path)]) == 2
+    assert "not a ruler run directory" in capsys.readouterr().err

@@ -1,0 +1,387 @@
+"""ruler report on real runs of the testbed: every number checked against the receipts.
+
+Two small real runs (llama-server as a process), built once per test session and shared with
+tests/test_compare.py:
+
+- run A, through the Runner with [Measurement(), Quality()]: a control with a Q2_K drafter, a
+  lossless window (draft block 5) and a window rejected at boot (q8_0 V cache with flash attention
+  off); two sessions, so the control drifts; a leak policy with a tiny spread threshold from C2,
+  so the C2 rows are void for real, after a rewarm and a rerun each;
+- run B, measurement only (no quality receipts, like an older run): one class, the drafter window
+  renamed but with the same axis, so compare has to match it by axis.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import testbed as tb_mod
+from engine.journal import read_events
+from engine.measure import recompute_row
+from engine.report import (
+    CHARTS_SKIPPED,
+    REPORT,
+    Delta,
+    cmd_report,
+    delta,
+    load_run,
+    pct,
+    receipt_rep_tok_s,
+    tok,
+    write_report,
+)
+from engine.state import fold
+from engine.stats import LeakPolicy
+
+# The control both runs share: a Q8_0 target with a Q2_K drafter, one server thread.
+HEAD = """\
+name: {name}
+server: llamacpp
+runtime: process
+process:
+  command: ["${{testbed.llama_server}}"]
+control:
+  model: ${{testbed.models}}/SmolLM2-135M-Instruct.Q8_0.gguf
+  artifacts:
+    drafter: ${{testbed.models}}/SmolLM2-135M-Instruct.Q2_K.gguf
+  args:
+    -m: ${{model}}
+    -md: ${{artifacts.drafter}}
+    --spec-type: draft-simple
+    --spec-draft-n-max: 7
+    -c: 2048
+    -np: 2
+    -t: 1
+    -fa: "off"
+    --metrics: true
+timeouts: {{boot: 120, request: 120}}
+"""
+SHAPES = """\
+  concurrency: [1, 2]
+  reps: 2
+  requests_per_rep: 2
+  max_tokens: 12
+  sampling: {temperature: 0, seed: 1234}
+"""
+PROSE = 'prose: {prompts: ["Write one sentence about the sea."]}'
+
+RUN_A = HEAD.format(name="report-a") + f"""\
+description: report test run A
+windows:
+  - name: block5
+    axis: draft block 5
+    change:
+      args: {{--spec-draft-n-max: 5}}
+  - name: qv8
+    axis: q8_0 V cache without flash attention
+    change:
+      args: {{--cache-type-v: q8_0}}
+sessions:
+  s1: [block5]
+  s2: [qv8]
+workload:
+  classes:
+    {PROSE}
+    code: {{prompts: ["Write a Python function that adds two numbers."]}}
+{SHAPES}  knobs:
+    chat_template_kwargs: {{enable_thinking: false}}
+quality:
+  greedy: {{n: 2, max_tokens: 12}}
+  teacher_forced: {{top_k: 10, positions: 3}}
+leak:
+  min_concurrency: 2
+  spread: 0.0001
+  max_reruns: 1
+"""
+
+RUN_B = HEAD.format(name="report-b") + f"""\
+windows:
+  - name: draft5
+    axis: draft block 5
+    change:
+      args: {{--spec-draft-n-max: 5}}
+sessions:
+  s1: [draft5]
+workload:
+  classes:
+    {PROSE}
+{SHAPES}quality: {{enabled: false}}
+"""
+# The first test to ask for a run pays for building it (minutes on a busy 2-core box): the
+# 900 s per-test default would cut a session-scoped build short.
+pytestmark = pytest.mark.timeout(3600)
+POLICY_A = LeakPolicy(2, 0.0001, 1)
+POLICY_B = LeakPolicy()
+
+_RUNS: dict[str, Path] = {}  # built once per session, whichever test file asks first
+
+
+def real_run(name: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real run through the Runner (the way engine.launch runs the engine)."""
+    if name in _RUNS:
+        return _RUNS[name]
+    from engine.launch import ENGINE_JSON, prepare
+    from engine.measure import Measurement
+    from engine.quality import Quality
+    from engine.runner import Runner
+    from engine.spec import load_campaign
+
+    tmp = tmp_path_factory.mktemp(f"report-{name}")
+    spec = tmp / f"report-{name}.yaml"
+    spec.write_text(RUN_A if name == "a" else RUN_B)
+    run = prepare(str(spec), str(tmp / "results"), "process")
+    info = json.loads((run / ENGINE_JSON).read_text())
+    phases = [Measurement(), Quality()] if name == "a" else [Measurement()]
+    runner = Runner(load_campaign(spec), run, info["runtime"], info["variables"], None, phases)
+    assert runner.run() == "finished"
+    _RUNS[name] = run
+    return run
+
+
+@pytest.fixture(scope="session")
+def run_a(testbed: tb_mod.Testbed, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return real_run("a", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def run_b(testbed: tb_mod.Testbed, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return real_run("b", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def report_a(run_a: Path) -> str:
+    write_report(run_a)
+    return (run_a / REPORT).read_text()
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def csv_rows(run: Path) -> dict[tuple[str, str, str, int], dict[str, str]]:
+    return {(r["session"], r["window"], r["class"], int(r["concurrency"])): r
+            for r in csv.DictReader((run / "throughput.csv").open())}
+
+
+def md_cells(line: str) -> list[str]:
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def md_table(text: str, heading: str) -> list[dict[str, str]]:
+    """The first markdown table after a heading line, as dicts by header (pipes unescaped)."""
+    lines = text.splitlines()
+    i = lines.index(heading)
+    while not lines[i].startswith("|"):
+        i += 1
+    head = md_cells(lines[i])
+    rows: list[dict[str, str]] = []
+    for ln in lines[i + 2:]:
+        if not ln.startswith("|"):
+            break
+        rows.append(dict(zip(head, md_cells(ln), strict=True)))
+    return rows
+
+
+def section(text: str, heading: str) -> str:
+    start = text.index(heading + "\n")
+    level = heading.split(" ")[0]
+    rest = text[start + len(heading) + 1:]
+    ends = [rest.find(f"\n{h} ") for h in ("#" * n for n in range(1, len(level) + 1))]
+    ends = [e for e in ends if e >= 0]
+    return rest[:min(ends)] if ends else rest
+
+
+def pick(rows: list[dict[str, str]], cls: str, c: int) -> dict[str, str]:
+    return next(r for r in rows if r["class"] == cls and r["C"] == str(c))
+
+
+def recomputed(run: Path, key: tuple[str, str, str, int], policy: LeakPolicy) -> dict[str, Any]:
+    row = csv_rows(run)[key]
+    return {**recompute_row(run, row["source"], key[3], policy), "status": row["status"]}
+
+
+# ------------------------------------------------------------------------------ tests
+
+
+def test_delta_marks_differences_inside_the_spread() -> None:
+    assert Delta(0.012, 0.05).text() == "+1.2 % (inside spread)"
+    assert Delta(-0.06, 0.02).text() == "-6.0 %"
+    assert Delta(0.05, 0.05).inside  # the edge counts as inside, as in the no-effect check
+    assert Delta(None, why="void").text() == "n/a (void)"
+
+
+def test_control_table_is_recomputed_from_the_receipts(run_a: Path, report_a: str) -> None:
+    table = md_table(report_a, "### s1: control")
+    assert {(r["class"], r["C"]) for r in table} == {("prose", "1"), ("prose", "2"), ("code", "1"),
+                                                     ("code", "2")}
+    for cls in ("prose", "code"):
+        for c in (1, 2):
+            again = recomputed(run_a, ("s1", "control", cls, c), POLICY_A)
+            cells = pick(table, cls, c)
+            assert cells["tok/s"] == tok(again["agg_tok_s"])
+            assert cells["per user"] == tok(again["per_user_tok_s"])
+            assert cells["spread"] == pct(again["spread"])
+            assert cells["reps tok/s"] == ", ".join(tok(v) for v in again["rep_tok_s"])
+            assert cells["accept len / rate"] == f"{again['accept_len']:.2f} / {again['accept_rate']:.3f}"
+            assert cells["status"] == again["status"]
+
+
+def test_window_deltas_against_the_sessions_control(run_a: Path, report_a: str) -> None:
+    table = md_table(report_a, "### s1-block5: draft block 5")
+    for cls in ("prose", "code"):
+        w = recomputed(run_a, ("s1", "block5", cls, 1), POLICY_A)
+        ctl = recomputed(run_a, ("s1", "control", cls, 1), POLICY_A)
+        d = (w["agg_tok_s"] - ctl["agg_tok_s"]) / ctl["agg_tok_s"]
+        inside = abs(d) <= max(w["spread"], ctl["spread"])
+        cells = pick(table, cls, 1)
+        assert cells["tok/s"] == tok(w["agg_tok_s"]) and cells["control"] == tok(ctl["agg_tok_s"])
+        assert cells["Δ tok/s"] == f"{d * 100:+.1f} %" + (" (inside spread)" if inside else "")
+        assert cells["spread (window / control)"] == f"{pct(w['spread'])} / {pct(ctl['spread'])}"
+        assert cells["reps tok/s"] == ", ".join(
+            tok(v) for v in receipt_rep_tok_s(run_a, csv_rows(run_a)[("s1", "block5", cls, 1)][
+                "source"], 1))
+    # A row judged against a void control row (or void itself) has no delta, and says why.
+    assert pick(table, "prose", 2)["Δ tok/s"] == "n/a (void)"
+
+
+def test_void_rows_and_their_reruns_are_on_record(run_a: Path, report_a: str) -> None:
+    rows = csv_rows(run_a)
+    void = [k for k, r in rows.items() if r["status"] == "void"]
+    assert void, "the tiny leak threshold must void the C2 rows"
+    events = read_events(run_a / "journal.jsonl")
+    voids = [e for e in events if e["kind"] == "row_void"]
+    assert voids and all(e["concurrency"] == 2 for e in voids)
+    block5 = [k for k in void if k[1] == "block5"]
+    assert block5, void
+    s, w, cls, c = block5[0]
+    text = section(report_a, "### s1-block5: draft block 5")
+    row = rows[block5[0]]
+    assert f"- {cls} C{c}: row **void** after {row['attempts']} attempts: {row['reason']}" in text
+    first = next(e for e in voids if (e["session"], e["window"], e["class"]) == (s, w, cls))
+    assert (f"- {cls} C{c}: attempt {first['attempt']} **void** ({first['reason']}; reps "
+            f"{', '.join(tok(v) for v in first['rep_tok_s'])} tok/s)") in text
+    assert int(row["attempts"]) == 2  # one rerun, as max_reruns: 1 allows
+    cells = pick(md_table(report_a, "### s1-block5: draft block 5"), cls, c)
+    assert (cells["status"], cells["attempts"]) == ("void", "2")
+
+
+def test_rejected_window_keeps_the_servers_words(run_a: Path, report_a: str) -> None:
+    text = section(report_a, "### s2-qv8: q8_0 V cache without flash attention")
+    assert "**Rejected at boot**" in text
+    verbatim = (run_a / "windows" / "s2-qv8" / "rejection.txt").read_text()
+    line = next(ln for ln in verbatim.splitlines()
+                if "quantized V cache requires flash_attn to be enabled" in ln)
+    assert f"\n{line}\n" in text  # verbatim, in the fenced block
+    assert "[rejection.txt](windows/s2-qv8/rejection.txt)" in text
+    glance = md_table(report_a, "## Windows at a glance")
+    qv8 = next(r for r in glance if r["window"] == "s2-qv8")
+    assert qv8["status"] == "rejected" and qv8["greedy"] == "rejected"
+
+
+def test_verdicts_come_from_the_journal(run_a: Path, report_a: str) -> None:
+    ws = fold(read_events(run_a / "journal.jsonl")).windows["s1-block5"]
+    greedy, tf = ws.verdicts["greedy"], ws.verdicts["teacher_forced"]
+    glance = next(r for r in md_table(report_a, "## Windows at a glance") if r["window"] == "s1-block5")
+    assert glance["greedy"] == f"{greedy['figures']['identical']}/{greedy['figures']['n']}"
+    assert glance["|Δlogp| p99"] == f"{tf['figures']['p99']:.3g}"
+    assert glance["ruler check"] == "ruler suspect"  # SmolLM2's template ignores enable_thinking
+    assert glance["no observable effect"] == ws.verdicts["no_effect"]["verdict"]
+    text = section(report_a, "### s1-block5: draft block 5")
+    assert f"- **greedy**: {greedy['summary']}" in text or f"- **greedy**: {greedy['verdict']}: " \
+        f"{greedy['summary']}" in text
+    assert "[teacher-forced.json](windows/s1-block5/teacher-forced.json)" in text
+    assert "RULER SUSPECT: chat_template_kwargs" in text
+    assert "`spec.n_max` 5 vs 7" in text  # the boot fact the axis changes
+    assert "server.url" not in text  # a per-boot fact is not a difference
+
+
+def test_controls_and_drift(run_a: Path, report_a: str) -> None:
+    rows = csv_rows(run_a)
+    ctl = md_table(report_a, "## Controls")
+    s2 = next(r for r in ctl if r["session"] == "s2")
+    p1 = rows[("s2", "control", "prose", 1)]
+    assert s2["prose C1 tok/s (spread)"] == f"{tok(float(p1['agg_tok_s']))} ({pct(float(p1['spread']))})"
+    top = rows[("s2", "control", "code", 2)]
+    assert s2["code C2 agg / per user (spread)"] == (
+        f"{tok(float(top['agg_tok_s']))} / {tok(float(top['per_user_tok_s']))} "
+        f"({pct(float(top['spread']))}, {top['status']})")
+    drift = md_table(report_a, "### Control drift across sessions")
+    view = load_run(run_a)
+    for cls in ("prose", "code"):
+        d = delta(view.rows_of("s2", "control")[(cls, 1)], view.rows_of("s1", "control")[(cls, 1)])
+        assert pick(drift, cls, 1)["s2"].endswith(d.text())
+    assert "`drift.json`" in report_a if (run_a / "drift.json").exists() else True
+
+
+def test_methods_say_how_it_was_measured(run_a: Path, report_a: str) -> None:
+    methods = section(report_a, "## Methods")
+    env = json.loads((run_a / "env.json").read_text())
+    assert f"**ruler**: {env['ruler_version']}" in methods
+    assert env["host"]["node"] in methods and f"{env['host']['cpus']} CPUs" in methods
+    assert "2 reps per shape" in methods and "max_tokens 12" in methods
+    assert "at C >= 2 a spread over 0.01 % is a leaked pass" in methods
+    assert "rerun up to 1 times" in methods and "one warm pass" in methods
+    assert '{"chat_template_kwargs": {"enable_thinking": false}}' in methods
+    flags = md_table(report_a, "### Flags per window")
+    block5 = next(r for r in flags if r["window"] == "s1-block5")
+    assert block5["change vs control"] == "`--spec-draft-n-max 5` (control `--spec-draft-n-max 7`)"
+    assert "--spec-draft-n-max 5" in block5["argv"] and "-fa off" in block5["argv"]
+    qv8 = next(r for r in flags if r["window"] == "s2-qv8")
+    assert "--cache-type-v q8_0" in qv8["argv"]
+
+
+def test_charts_are_written(run_a: Path, report_a: str) -> None:
+    pytest.importorskip("matplotlib")
+    names = ["report-tok-s.png", "report-acceptance.png", "report-control-drift.png"]
+    for name in names:
+        data = (run_a / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, name
+        assert f"]({name})" in report_a
+        print(f"{name}: {len(data)} bytes")
+    assert CHARTS_SKIPPED not in report_a
+
+
+def test_report_without_the_plotting_extra(run_a: Path, report_a: str, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The missing extra is simulated in-process: sys.modules["matplotlib"] = None makes every
+    ``import matplotlib`` raise ImportError, as on an install without ruler[report]."""
+    copy = tmp_path / run_a.name
+    shutil.copytree(run_a, copy, ignore=shutil.ignore_patterns("report*"))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    for mod in [m for m in sys.modules if m.startswith("matplotlib.")]:
+        monkeypatch.setitem(sys.modules, mod, None)
+    assert cmd_report(str(copy)) == 0
+    text = (copy / REPORT).read_text()
+    assert CHARTS_SKIPPED in section(text, "## Charts")
+    assert not list(copy.glob("*.png"))
+    with_charts = report_a
+    # Every table is there all the same: the text differs only in the charts section.
+    for heading in ("## Windows at a glance", "### s1: control", "### s1-block5: draft block 5",
+                    "### Flags per window"):
+        assert md_table(text, heading) == md_table(with_charts, heading)
+
+
+def test_run_without_quality_receipts_says_not_measured(run_b: Path) -> None:
+    path, _, _ = write_report(run_b)
+    text = path.read_text()
+    glance = md_table(text, "## Windows at a glance")
+    assert glance[0]["window"] == "s1-draft5"
+    assert glance[0]["greedy"] == "not measured" and glance[0]["no observable effect"] == "not measured"
+    assert "quality checks: not measured (quality checks off in the campaign)" in text
+    assert "**Quality**: off" in text
+    table = md_table(text, "### s1-draft5: draft block 5")
+    again = recomputed(run_b, ("s1", "draft5", "prose", 2), POLICY_B)
+    assert pick(table, "prose", 2)["tok/s"] == tok(again["agg_tok_s"])
+
+
+def test_cmd_report_refuses_a_directory_that_is_not_a_run(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert cmd_report(str(tmp_path)) == 2
+    assert "not a ruler run directory" in capsys.readouterr().err
