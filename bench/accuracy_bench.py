@@ -1,0 +1,149 @@
+"""Accuracy benchmark: ruler's decode tok/s and token counts against llama-server's own timings.
+
+The testbed's llama-server runs as a local process (as tests/test_testbed.py starts it). ruler's
+load generator (``engine.load.run_pass``) sends streamed chat completions at C1 and C4; for the
+same requests llama-server reports, in the final stream chunk, ``timings.predicted_n`` (tokens
+generated) and ``timings.predicted_per_second`` = (predicted_n - 1) / (last token - first token),
+timed inside the server (tools/server/server-common.h: the first token comes from the prompt pass,
+so it is not a decode step). ruler's per-request decode tok/s is the same quantity timed at the
+client: (completion_tokens - 1) / (end - first_token), the definition ``engine.stats`` uses.
+
+Per concurrency it prints: token counts (ruler's usage count against predicted_n), the ratio
+ruler / server of decode tok/s per request (median and range), and the rep-level ratio: ruler's
+row figure (``stats.rep_figures`` decode_tok_s, the median over requests) against the median of
+the server's per-request figures. Target: within 2 % at C1 and C4.
+
+    .venv/bin/python bench/accuracy_bench.py [--max-tokens 64] [--requests 8] [--threads 1] [--drafter]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine import stats, testbed  # noqa: E402
+from engine.load import run_pass  # noqa: E402
+from engine.runtime import process as rp  # noqa: E402
+from engine.runtime.base import LaunchPlan, free_port  # noqa: E402
+from engine.servers import LlamaCppAdapter  # noqa: E402
+
+PROMPTS = ["Write a short story about a lighthouse keeper.",
+           "Explain how a hash map works, step by step.",
+           "Describe the water cycle to a ten-year-old.",
+           "Write a Python function that merges two sorted lists, with comments."]
+TARGET = 0.02
+
+
+class TimingsAdapter(LlamaCppAdapter):
+    """The adapter sees the final chunk in request_acceptance: keep its ``timings`` in the record
+    too (as record["acceptance"]["timings"]), without touching the load generator."""
+
+    def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, Any] | None:
+        acc: dict[str, Any] = dict(super().request_acceptance(chunk) or {})
+        if isinstance(chunk.get("timings"), dict):
+            acc["timings"] = chunk["timings"]
+        return acc or None
+
+
+def start_server(tb: testbed.Testbed, drafter: bool, threads: int,
+                 log: list[str]) -> rp.ProcessServer:
+    port = free_port()
+    argv = [str(tb.llama_server), "-m", str(tb.models["Q8_0"]), "-c", "4096", "-np", "4",
+            "-t", str(threads), "--host", "127.0.0.1", "--port", str(port)]
+    if drafter:
+        argv += ["-md", str(tb.models["Q2_K"]), "--spec-type", "draft-simple",
+                 "--spec-draft-n-max", "7"]
+    server = rp.start(LaunchPlan(f"ruler-accuracy-bench-{port}", argv, {}, {}, port))
+    # Drain the log: an unread pipe fills up and stalls the server mid-benchmark.
+    threading.Thread(target=lambda: log.extend(server.lines()), daemon=True).start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(server.base_url + "/health", timeout=5).status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        if not server.alive():
+            break
+        time.sleep(0.3)
+    server.stop()
+    raise SystemExit("llama-server did not become ready:\n" + "\n".join(log[-20:]))
+
+
+def per_request(records: list[dict[str, Any]]) -> list[dict[str, float]]:
+    out = []
+    for r in records:
+        t = (r.get("acceptance") or {}).get("timings") or {}
+        if r.get("error") or not t or not r.get("first_token") or r["completion_tokens"] < 2:
+            continue
+        ruler = (r["completion_tokens"] - 1) / (r["end"] - r["first_token"])
+        out.append({"tokens": r["completion_tokens"], "server_tokens": t["predicted_n"],
+                    "ruler_tps": ruler, "server_tps": t["predicted_per_second"],
+                    "ratio": ruler / t["predicted_per_second"]})
+    return out
+
+
+def measure(server: rp.ProcessServer, c: int, n: int, max_tokens: int) -> dict[str, Any]:
+    adapter = TimingsAdapter()
+    asyncio.run(run_pass(server.base_url, adapter, PROMPTS, c, max(2 * c, 4), max_tokens,
+                         {"temperature": 0, "seed": 1234}, {}, 300))  # warm pass, discarded
+    res = asyncio.run(run_pass(server.base_url, adapter, PROMPTS, c, n, max_tokens,
+                               {"temperature": 0, "seed": 1234}, {}, 300))
+    reqs = per_request(res.records)
+    rep = stats.rep_figures(res.records, c)
+    server_median = statistics.median(q["server_tps"] for q in reqs)
+    ratios = [q["ratio"] for q in reqs]
+    return {"c": c, "requests": len(res.records), "compared": len(reqs),
+            "tokens": sum(q["tokens"] for q in reqs),
+            "server_tokens": sum(q["server_tokens"] for q in reqs),
+            "equal": sum(q["tokens"] == q["server_tokens"] for q in reqs),
+            "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+            "rep_ruler": rep["decode_tok_s"], "rep_server": server_median,
+            "rep_ratio": rep["decode_tok_s"] / server_median, "client_bound": res.client_bound}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--requests", type=int, default=8, help="per concurrency (at least 2 x C)")
+    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
+    p.add_argument("--drafter", action="store_true", help="with the Q2_K drafter (bursty streams)")
+    # One server thread leaves the other core of a 2-core box to the client, whose clock is judged.
+    p.add_argument("--threads", type=int, default=1, help="llama-server -t")
+    args = p.parse_args()
+    tb = testbed.ensure(with_image=False)
+    log: list[str] = []
+    server = start_server(tb, args.drafter, args.threads, log)
+    try:
+        rows = [measure(server, c, max(args.requests, 2 * c), args.max_tokens)
+                for c in args.concurrency]
+    finally:
+        server.stop()
+    print(f"llama-server {tb.version}, SmolLM2-135M Q8_0{' + Q2_K drafter' if args.drafter else ''},"
+          f" -np 4 -t {args.threads}, max_tokens {args.max_tokens}")
+    print(f"{'C':>3} {'reqs':>5} {'tokens ruler/server':>20} {'equal':>6} "
+          f"{'decode ratio median [min, max]':>31} {'rep decode ruler/server':>26}  verdict")
+    worst = 0.0
+    for r in rows:
+        off = max(abs(r["median"] - 1), abs(r["rep_ratio"] - 1))
+        worst = max(worst, off)
+        print(f"C{r['c']:<2} {r['compared']:>5} {r['tokens']:>9}/{r['server_tokens']:<10} "
+              f"{r['equal']:>3}/{r['compared']:<2} {r['median']:>14.4f} [{r['min']:.4f}, "
+              f"{r['max']:.4f}] {r['rep_ruler']:>10.3f}/{r['rep_server']:<8.3f}"
+              f"={r['rep_ratio']:.4f}  {'within' if off <= TARGET else 'OUTSIDE'} 2 %"
+              + ("  (client bound!)" if r["client_bound"] else ""))
+    return 0 if worst <= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
