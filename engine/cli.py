@@ -150,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print each window's invocation, knobs and watched boot facts; start nothing")
     r.add_argument("--resume", metavar="RUN_DIR", help="continue a run whose engine died")
     r.add_argument("--results-dir", default="results", help="where run directories go")
+    r.add_argument("--baseline", metavar="RUN_DIR",
+                   help="an earlier run: control drift is also measured against its controls")
     r.add_argument("--runtime", choices=["docker", "process", "attach"],
                    help="override the campaign's runtime")
     r.set_defaults(func=_cmd_run)

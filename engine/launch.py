@@ -55,10 +55,22 @@ def testbed_variables(campaign: Campaign, with_image: bool) -> dict[str, str]:
         raise EngineError(f"testbed: {e}") from e
 
 
-def default_phases() -> list[Phase]:
+def default_phases(baseline: str | None = None) -> list[Phase]:
+    """Measurement, then the quality and ruler checks (``baseline``: a run for control drift)."""
     from engine.measure import Measurement
+    from engine.quality import Quality
 
-    return [Measurement()]
+    return [Measurement(), Quality(Path(baseline) if baseline else None)]
+
+
+def baseline_arg(value: str | None) -> str | None:
+    """``--baseline RUN_DIR``: a finished run with a throughput.csv, as an absolute path."""
+    if not value:
+        return None
+    path = Path(value)
+    if not (path / results.THROUGHPUT).is_file():
+        raise BadInput(f"--baseline {value}: not a ruler run directory with a {results.THROUGHPUT}")
+    return str(path.resolve())
 
 
 def _load(path: str | Path) -> Campaign:
@@ -70,15 +82,18 @@ def _load(path: str | Path) -> Campaign:
         raise BadInput(f"{path}: {e.strerror or e}") from e
 
 
-def prepare(file: str, results_dir: str, runtime_override: str | None) -> Path:
+def prepare(file: str, results_dir: str, runtime_override: str | None,
+            baseline: str | None = None) -> Path:
     """Validate and claim a run directory; nothing is started yet."""
     campaign = _load(file)
+    baseline = baseline_arg(baseline)
     runtime = resolve_runtime(campaign, runtime_override)
     variables = testbed_variables(campaign, with_image=runtime == "docker")
     run_dir = results.new_run_dir(Path(results_dir), campaign.name)
     results.write_json(run_dir / ENGINE_JSON, {
         "run_id": f"{run_dir.name}.{uuid.uuid4().hex[:8]}",
-        "campaign_source": str(Path(file).resolve()), "runtime": runtime, "variables": variables})
+        "campaign_source": str(Path(file).resolve()), "runtime": runtime, "variables": variables,
+        "baseline": baseline})
     frozen_prompts(campaign, run_dir)
     results.write_atomic(run_dir / results.CAMPAIGN, redactor_for(campaign)(campaign.source_text))
     results.write_json(run_dir / results.ENV, results.env_facts(
@@ -138,7 +153,7 @@ def run_engine(run_dir: Path, echo: bool) -> int:
     campaign = _campaign_for(run_dir, info)
     (run_dir / PID).write_text(f"{os.getpid()}\n")
     runner = Runner(campaign, run_dir, info["runtime"], info["variables"],
-                    printer() if echo else None, default_phases())
+                    printer() if echo else None, default_phases(info.get("baseline")))
 
     def graceful(signum: int, _frame: object) -> None:
         runner.emit("signal", signal=signal.Signals(signum).name)
@@ -186,7 +201,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             if not args.file:
                 raise BadInput("ruler run: give a campaign FILE or --resume RUN_DIR")
-            run_dir = prepare(args.file, args.results_dir, args.runtime)
+            run_dir = prepare(args.file, args.results_dir, args.runtime,
+                              getattr(args, "baseline", None))
         print(f"run directory: {run_dir}", flush=True)
         interactive = sys.stdin.isatty() and sys.stdout.isatty()
         if args.headless or not (args.detach or interactive):

@@ -55,6 +55,15 @@ def format_event(e: Event) -> str | None:
         return (f"{shape} row {e['status']}: {e['agg_tok_s']:.1f} tok/s "
                 f"({e['per_user_tok_s']:.1f}/user) spread {e['spread']:.1%} "
                 f"reps {e['rep_tok_s']} attempts {e['attempts']}{why}")
+    if k == "quality_started":
+        return f"{w} quality checks"
+    if k == "verdict":
+        said = e.get("summary") or e["verdict"]
+        if not said.lower().startswith(e["verdict"].lower()):
+            said = f"{e['verdict']}: {said}"
+        return f"{w} {e['check']}: {said}"
+    if k == "quality_done":
+        return f"{w} quality {e['status']} in {e['seconds']:.0f} s ({e['requests']} requests)"
     if k == "paused":
         return f"{shape} paused before rep {e['rep']} (attempt {e['attempt']}); resume to go on"
     if k == "rerun_aborted":

@@ -175,10 +175,10 @@ class Runner:
     def _emit(self, kind: str, data: dict[str, Any]) -> Event:
         event = self.journal.append(kind, **data)
         apply(self.state, event)
-        if kind == "row_done":
-            from engine.measure import write_throughput
+        if kind == "row_done" or (kind == "verdict" and data.get("check") == "knobs"):
+            from engine.measure import throughput_rows, write_throughput
 
-            write_throughput(self.run_dir, [r.row for r in self.state.rows.values() if r.row])
+            write_throughput(self.run_dir, throughput_rows(self.state))
         if self.printer:
             try:
                 self.printer(event)

@@ -52,6 +52,8 @@ def summary(run_dir: Path) -> dict[str, Any]:
         "rows": {s: sum(r.status == s for r in rows)
                  for s in ("ok", "noisy", "void", "failed", "aborted")} | {"total": len(rows)},
         "windows": {k: w.status for k, w in st.windows.items()},
+        "ruler_suspect": [k for k, w in st.windows.items()
+                          if w.verdicts.get("knobs", {}).get("verdict") == "ruler suspect"],
         "last_rep": last_rep,
     }
 
@@ -66,6 +68,8 @@ def format_summary(s: dict[str, Any]) -> str:
         + (f"  attempt {cur['attempt']} reps done {cur['reps_done']}" if cur["shape"] else ""),
         "  rows    " + "  ".join(f"{k} {v}" for k, v in rows.items()),
     ]
+    if s["ruler_suspect"]:
+        lines.append(f"  RULER SUSPECT (a request knob is inert): {', '.join(s['ruler_suspect'])}")
     if s["last_rep"]:
         r = s["last_rep"]
         lines.append(f"  last    {r['row']} attempt {r['attempt']} rep {r['rep']}: "

@@ -1,0 +1,80 @@
+"""What every check of one window shares: its context, receipts, verdict events, timing, guards."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from engine import results
+from engine.quality.probe import Probe
+from engine.quality.reference import Reference, ReferenceStore
+from engine.servers.base import Unsupported
+
+if TYPE_CHECKING:
+    from engine.runner import Runner, WindowContext
+    from engine.spec import Campaign
+
+CONTROL = "control"
+
+
+class Checks:
+    """One window's checks; each writes its receipt and journals its verdict."""
+
+    def __init__(self, refs: ReferenceStore, baseline_dir: Path | None, runner: Runner,
+                 ctx: WindowContext, probe: Probe) -> None:
+        self.refs, self.baseline_dir = refs, baseline_dir
+        self.runner, self.ctx, self.probe = runner, ctx, probe
+        self.c: Campaign = runner.campaign
+        self.q = self.c.quality
+        self.seed = self.c.quality_seed()
+        self.knobs = dict(self.c.workload.knobs)
+        self.top_k = max(self.q.teacher_forced.top_k, self.q.kl.top_k)
+        self.is_control = ctx.window == CONTROL
+        self.lossy = not self.is_control and self.c.window(ctx.window).lossy
+        self.stages: dict[str, float] = {}  # seconds per stage, for the quality_done event
+
+    def verdict(self, check: str, verdict: str, summary: str, file: str | None,
+                **figures: Any) -> None:
+        rel = str((self.ctx.dir / file).relative_to(self.runner.run_dir)) if file else None
+        self.runner.emit("verdict", session=self.ctx.session, window=self.ctx.window, check=check,
+                         verdict=verdict, summary=summary, file=rel, figures=figures)
+
+    def write(self, name: str, data: dict[str, Any]) -> None:
+        results.write_json(self.ctx.dir / name, {"session": self.ctx.session,
+                                                 "window": self.ctx.window, **data})
+
+    def timed(self, stage: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.monotonic()
+        try:
+            return fn()
+        finally:
+            self.stages[stage] = round(self.stages.get(stage, 0) + time.monotonic() - t0, 3)
+
+    def guarded(self, check: str, fn: Callable[[], Any]) -> Any:
+        """A check the server cannot answer is a verdict, not a crash of the campaign."""
+        try:
+            return fn()
+        except Unsupported as e:
+            self.verdict(check, "unsupported", str(e), None)
+        except (httpx.HTTPStatusError, ValueError, KeyError) as e:
+            if isinstance(e, httpx.HTTPStatusError) or self.ctx.server.alive():
+                self.verdict(check, "error", f"{type(e).__name__}: {e}"[:300], None)
+            else:
+                raise
+        return None
+
+    def session_reference(self) -> Reference | None:
+        return self.refs.get(self.runner.run_dir, self.ctx.session)
+
+    def previous_reference(self) -> Reference | None:
+        """The nearest earlier session's control reference, if any."""
+        sessions = list(self.c.sessions)
+        for s in reversed(sessions[:sessions.index(self.ctx.session)]):
+            ref = self.refs.get(self.runner.run_dir, s)
+            if ref is not None:
+                return ref
+        return None

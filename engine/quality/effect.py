@@ -1,0 +1,72 @@
+"""Is there anything to see? Boot facts and throughput rows of a window against its control.
+
+A window whose boot facts equal the control's, whose throughput rows sit inside the control's
+spread and whose greedy outputs are identical is "no observable effect" (the campaign notes: "the
+flags parse and do nothing").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# Boot facts that legitimately differ from boot to boot, or come from requests rather than the
+# boot: file paths (the model's type, size and shape are facts of their own), the listening URL
+# (a port per window), request timings and speculative-decoding counters of served requests.
+IGNORED_FACT = re.compile(
+    r"(^|\.)path$|^server\.model$|^spec\.draft_model$|^server\.url$|^timing\.|^ready$"
+    r"|^spec\.(accept_rate|accepted|generated|mean_len|acc_per_pos)$|^spec\.lifetime\.")
+
+
+def fact_diff(window: dict[str, Any], control: dict[str, Any]) -> dict[str, Any]:
+    """Boot facts that differ, ignoring the per-boot ones (IGNORED_FACT)."""
+    keys = {k for k in window.keys() | control.keys() if not IGNORED_FACT.search(k)}
+    return {k: [window.get(k), control.get(k)] for k in sorted(keys)
+            if window.get(k) != control.get(k) or type(window.get(k)) is not type(control.get(k))}
+
+
+def rows_inside(window: dict[tuple[str, int], dict[str, Any]],
+                control: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
+    """Each window row against the control's row of the same shape: |delta| within the spread.
+
+    The tolerance is the larger of the two rows' spreads: the noise each measured of itself.
+    A row that is void, failed or aborted on either side cannot be judged.
+    """
+    out: list[dict[str, Any]] = []
+    for (cls, c), w in sorted(window.items()):
+        ctl = control.get((cls, c))
+        if not ctl or not ctl.get("agg_tok_s") or w.get("status") not in ("ok", "noisy") or \
+                ctl.get("status") not in ("ok", "noisy"):
+            out.append({"class": cls, "concurrency": c, "judged": False})
+            continue
+        delta = (w["agg_tok_s"] - ctl["agg_tok_s"]) / ctl["agg_tok_s"]
+        tol = max(float(w.get("spread") or 0), float(ctl.get("spread") or 0))
+        out.append({"class": cls, "concurrency": c, "judged": True, "delta": round(delta, 4),
+                    "tolerance": round(tol, 4), "inside": abs(delta) <= tol,
+                    "agg_tok_s": w["agg_tok_s"], "control_agg_tok_s": ctl["agg_tok_s"]})
+    return {"rows": out, "judged": bool(out) and all(r["judged"] for r in out),
+            "inside": bool(out) and all(r.get("inside") for r in out)}
+
+
+def no_effect_verdict(facts: dict[str, Any] | None, rows: dict[str, Any],
+                      greedy: dict[str, Any]) -> tuple[str, list[str]]:
+    """The verdict and its reasons from the fact diff (None: no control facts), the rows and greedy."""
+    differ: list[str] = []
+    missing: list[str] = []
+    if facts is None:
+        missing.append("no control boot facts")
+    elif facts:
+        differ.append("boot facts differ: " + ", ".join(
+            f"{k} {v[0]!r} vs {v[1]!r}" for k, v in list(facts.items())[:5]))
+    if not rows["rows"]:
+        missing.append("no throughput rows")
+    for r in rows["rows"]:
+        shape = f"{r['class']}/c{r['concurrency']}"
+        if not r["judged"]:
+            missing.append(f"{shape} cannot be judged (void, failed or missing)")
+        elif not r["inside"]:
+            differ.append(f"{shape} {r['delta']:+.1%} outside spread {r['tolerance']:.1%}")
+    if greedy["identical"] != greedy["n"]:
+        differ.append(f"greedy {greedy['identical']}/{greedy['n']}")
+    verdict = "observable effect" if differ else "undetermined" if missing else "no observable effect"
+    return verdict, differ + missing

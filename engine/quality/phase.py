@@ -1,0 +1,121 @@
+"""The quality phase: ``Quality()(runner, ctx)`` runs every quality and ruler check of a window.
+
+Journal: ``quality_started`` when it begins, a ``verdict`` event per check, ``quality_done``
+(status done or stopped, seconds, requests, seconds per stage) at its end; ``verdicts.csv`` is
+rewritten after every window.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from engine.quality.checks import CONTROL
+from engine.quality.control import ControlChecks
+from engine.quality.knobs import KNOB_PROMPTS, knob_check
+from engine.quality.probe import Probe, Stopped
+from engine.quality.reference import ReferenceStore
+from engine.quality.tools import tool_probe
+from engine.quality.verdicts import verdict_row, write_verdicts
+from engine.quality.window import WindowChecks
+
+if TYPE_CHECKING:
+    from engine.runner import Runner, WindowContext
+
+
+class Quality:
+    """Callable phase. ``baseline_dir`` (another run directory) adds a baseline to ``drift.json``."""
+
+    def __init__(self, baseline_dir: Path | None = None) -> None:
+        self.baseline_dir = baseline_dir
+        self.refs = ReferenceStore()  # session -> its control's reference
+
+    def __call__(self, runner: Runner, ctx: WindowContext) -> None:
+        if not runner.campaign.quality.enabled:
+            return
+        runner.emit("quality_started", session=ctx.session, window=ctx.window)
+        started = time.monotonic()
+        timeout = httpx.Timeout(runner.campaign.timeouts.request, connect=10.0)
+        status = "done"
+        with httpx.Client(base_url=ctx.server.base_url, timeout=timeout) as client:
+            probe = Probe(ctx.adapter, client, runner.controls.stopping)
+            run = WindowRun(self.refs, self.baseline_dir, runner, ctx, probe)
+            try:
+                run.all()
+            except Stopped:
+                status = "stopped"
+            except httpx.TransportError as e:
+                if not ctx.server.alive():
+                    from engine.measure import WindowFailed
+
+                    raise WindowFailed(f"server died during the quality checks ({e})") from e
+                raise
+            finally:
+                write_verdicts(runner.run_dir, self.rows(runner))
+        runner.emit("quality_done", session=ctx.session, window=ctx.window, status=status,
+                    seconds=round(time.monotonic() - started, 2), requests=probe.requests,
+                    stages=run.stages)
+
+    @staticmethod
+    def rows(runner: Runner) -> list[dict[str, Any]]:
+        out = []
+        for key in runner.state.order:
+            ws = runner.state.windows[key]
+            if not ws.verdicts:
+                continue
+            lossy = ws.window != CONTROL and runner.campaign.window(ws.window).lossy
+            out.append(verdict_row(ws.session, ws.window, ws.axis, lossy, ws.verdicts))
+        return out
+
+
+class WindowRun(ControlChecks, WindowChecks):
+    """The checks of one window, in order: greedy, knobs, reference or comparison, tools."""
+
+    def all(self) -> None:
+        mine = self.guarded("greedy", lambda: self.timed("greedy", self.greedy_outputs))
+        if self.q.knobs_check and self.knobs:
+            self.guarded("knobs", lambda: self.timed("knobs", lambda: self.knobs_check(mine or [])))
+        if mine is None:
+            return
+        for g in mine:
+            g.pop("reply")  # kept for the knob check; receipts hold its parts
+        if self.is_control:
+            self.guarded("reference", lambda: self.control(mine))
+        else:
+            self.window(mine)
+        if self.q.tool_probe is not None:
+            self.guarded("tool_probe", lambda: self.timed("tools", self.tools))
+
+    def greedy_outputs(self) -> list[dict[str, Any]]:
+        return self.probe.greedy(self.c.greedy_prompts(), self.knobs, self.q.greedy.max_tokens,
+                                 self.seed)
+
+    def knobs_check(self, greedy: list[dict[str, Any]]) -> None:
+        """The ruler check; its with-every-knob side is the greedy replies (the same requests)."""
+        prompts = self.c.greedy_prompts()[:KNOB_PROMPTS]
+        with_all = [g["reply"] for g in greedy[:KNOB_PROMPTS] if g["reply"] is not None]
+        report = knob_check(self.probe, prompts, self.knobs, self.q.greedy.max_tokens, self.seed,
+                            with_all)
+        self.write("knobs.json", report)
+        if report["suspects"]:
+            why = "; ".join(f"{n}: {', '.join(report['knobs'][n]['reasons'])}"
+                            for n in report["suspects"])
+            summary = f"RULER SUSPECT: {', '.join(report['suspects'])} inert ({why})"
+        else:
+            summary = f"{len(report['knobs'])}/{len(report['knobs'])} knobs act"
+        self.verdict("knobs", report["verdict"], summary, "knobs.json",
+                     suspects=report["suspects"], knobs=list(report["knobs"]))
+
+    def tools(self) -> None:
+        tp = self.q.tool_probe
+        assert tp is not None
+        report = tool_probe(self.probe, tp.n, tp.max_tokens, self.seed, self.knobs, tp.tool_choice)
+        self.write("tools.json", report)
+        whys = sorted({c.get("why") or c.get("error", "") for c in report["calls"] if not c["ok"]})
+        summary = f"{report['ok']}/{report['n']} parseable tool calls" + (
+            f" ({'; '.join(whys)[:200]})" if whys else "")
+        self.verdict("tool_probe", "ok" if report["ok"] == report["n"] else "failed", summary,
+                     "tools.json", ok=report["ok"], n=report["n"])
