@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from engine.journal import Journal, read_events
-from engine.state import fold
+from engine.state import QUALITY_STARTED, fold
 from tui import view
 from tui.follow import Batch, Follower, Tail
 
@@ -170,11 +170,8 @@ def test_follower_switches_logs_by_generation(tmp_path: Path) -> None:
 
 
 def finished_state():  # type: ignore[no-untyped-def]
-    events = read_events(JOURNALS / "finished/journal.jsonl")
-    tl = view.Timeline()
-    for e in events:
-        tl.apply(e)
-    return fold(events), tl
+    return fold(read_events(JOURNALS / "finished/journal.jsonl")), view.frozen_workload(
+        JOURNALS / "finished" / "campaign.yaml")
 
 
 def test_window_status_puts_the_worst_news_first() -> None:
@@ -212,9 +209,9 @@ def test_headline_is_the_median_of_per_shape_ratios() -> None:
 
 
 def test_a_suspected_rep_is_marked_and_a_void_row_says_why() -> None:
-    st, tl = finished_state()
+    st, wl = finished_state()
     row = st.rows["s1-ctx/code/c2"]
-    cells = view.row_cells(row, tl.reps)
+    cells = view.row_cells(row, wl.reps)
     assert [t for t, _ in cells["reps tok/s"]] == ["7.2", "4.5!", "8.5"]
     assert cells["status"] == [("VOID", "error")]
     assert cells["why"][0][0] == "spread 58.9% > 10% at C2 after 2 attempts"
@@ -233,22 +230,58 @@ def test_facts_panel_marks_what_differs_from_the_control() -> None:
 
 def test_eta_extrapolates_from_finished_windows() -> None:
     events = read_events(JOURNALS / "measuring/journal.jsonl")
-    tl = view.Timeline()
-    for e in events:
-        tl.apply(e)
     st = fold(events)
+    wl = view.frozen_workload(JOURNALS / "measuring" / "campaign.yaml")
     now = events[-1]["ts"]
-    left = view.eta(st, tl, now)
-    assert left is not None and left > 0
-    spans = [tl.end[k] - tl.start[k] for k in ("s1-control", "s1-ctx")]
-    # One pending window (s2-qv8) plus what is left of the current one.
-    assert left <= sum(spans) / 2 * 2 + 1
+    left = view.eta(st, wl, now)
+    # The fold keeps each window's start and end: s1's two windows took these.
+    spans = [st.windows[k].ended_ts - st.windows[k].started_ts  # type: ignore[operator]
+             for k in ("s1-control", "s1-ctx")]
+    began = st.windows["s2-control"].started_ts
+    assert began is not None and all(s > 0 for s in spans)
+    # One pending window (s2-qv8) at the mean span, plus what is left of the current one.
+    mean = sum(spans) / 2
+    assert left == mean + max(0.0, mean - (now - began))
     assert view.fmt_secs(left).count(":") == 1
 
 
-def test_the_workload_comes_from_the_frozen_campaign_until_the_journal_says() -> None:
-    tl = view.Timeline()
-    tl.learn_workload(JOURNALS / "booting" / "campaign.yaml")
-    assert (tl.shapes, tl.reps) == (4, 3)  # 2 classes x 2 concurrencies, 3 reps
-    tl.learn_workload(JOURNALS / "no-such-run" / "campaign.yaml")
-    assert (tl.shapes, tl.reps) == (4, 3)
+def test_the_workload_comes_from_the_journal_or_else_the_frozen_campaign() -> None:
+    frozen = view.frozen_workload(JOURNALS / "booting" / "campaign.yaml")
+    assert frozen == view.Workload(shapes=4, reps=3)  # 2 classes x 2 concurrencies, 3 reps
+    assert view.frozen_workload(JOURNALS / "no-such-run" / "campaign.yaml") == view.Workload()
+    st = fold(read_events(JOURNALS / "booting/journal.jsonl"))
+    assert view.workload(st, frozen) == frozen  # recorded before run_started carried it
+    st.workload = {"classes": ["prose", "code", "tools"], "concurrency": [1], "reps": 5}
+    assert view.workload(st, frozen) == view.Workload(shapes=3, reps=5)
+
+
+def test_the_header_tells_a_pause_asked_for_from_a_pause_in_effect() -> None:
+    events = read_events(JOURNALS / "measuring/journal.jsonl")
+    st, seq, now = fold(events), events[-1]["seq"], events[-1]["ts"]
+    wl = view.frozen_workload(JOURNALS / "measuring" / "campaign.yaml")
+
+    def head() -> str:
+        return " ".join(t for line in view.header_lines(st, wl, st.current, (True, ""), now)
+                        for t, _ in line)
+
+    where = {"session": "s2", "window": "control", "class": "code", "concurrency": 1}
+    fold([{"seq": seq + 1, "ts": now, "kind": "command", "cmd": "pause", "args": [], "reply": ""}], st)
+    assert "pausing after this rep" in head() and "PAUSED" not in head()
+    fold([{"seq": seq + 2, "ts": now, "kind": "paused", **where, "attempt": 1, "rep": 3}], st)
+    assert "PAUSED" in head() and "pausing" not in head()
+    fold([{"seq": seq + 3, "ts": now, "kind": "command", "cmd": "resume", "args": [], "reply": ""}], st)
+    assert "PAUSED" not in head() and "pausing" not in head()
+
+
+def test_quality_started_puts_the_window_in_the_quality_phase() -> None:
+    events = read_events(JOURNALS / "measuring/journal.jsonl")
+    st, seq, ts = fold(events), events[-1]["seq"], events[-1]["ts"]
+    for r in view.window_rows(st, "s2-control"):
+        r.status = "ok"  # the shapes are over: what comes next is the quality phase
+    assert view.phase(st) == ("measuring", "muted")
+    fold([{"seq": seq + 1, "ts": ts, "kind": QUALITY_STARTED, "session": "s2", "window": "control"}], st)
+    assert view.phase(st) == ("quality", "accent")
+    assert view.window_status(st, "s2-control") == ("quality", "accent")  # the windows list too
+    fold([{"seq": seq + 2, "ts": ts, "kind": "quality_done", "session": "s2", "window": "control",
+           "status": "done"}], st)
+    assert view.phase(st) == ("measuring", "muted")

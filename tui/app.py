@@ -133,7 +133,8 @@ class RulerConsole(App[None]):
         self.clock, self.probe, self.probe_interval = clock, probe, probe_interval
         self.send, self.max_log_lines = send, max_log_lines
         self.state = RunState()
-        self.timeline = self._new_timeline()
+        # For journals written before run_started carried the workload: the frozen campaign says it.
+        self.fallback_workload = view.frozen_workload(self.run_dir / "campaign.yaml")
         self.link: Link | None = None
         self.caught_up = False  # the journal and the shown log were read to their end
         self.shown: str | None = None  # the window on screen
@@ -191,10 +192,9 @@ class RulerConsole(App[None]):
             self._probe_loop()
         self.set_interval(1.0, self._render_head)
 
-    def _new_timeline(self) -> view.Timeline:
-        tl = view.Timeline()
-        tl.learn_workload(self.run_dir / "campaign.yaml")
-        return tl
+    @property
+    def workload(self) -> view.Workload:
+        return view.workload(self.state, self.fallback_workload)
 
     @property
     def ui(self) -> Ui:
@@ -234,7 +234,7 @@ class RulerConsole(App[None]):
     def on_followed(self, message: Followed) -> None:
         b = message.batch
         if b.journal_reset:
-            self.state, self.timeline = RunState(), self._new_timeline()
+            self.state = RunState()
         fresh = [e for e in b.events if e["seq"] > self.state.last_seq]
         self._apply(fresh)
         log = self.ui.log
@@ -270,7 +270,6 @@ class RulerConsole(App[None]):
     def _apply(self, events: Iterable[Event]) -> None:
         for e in events:
             apply(self.state, e)
-            self.timeline.apply(e)
             if e["kind"] == "command" and self.caught_up and e.get("who", {}).get("pid") != os.getpid():
                 # Someone else (`ruler ctl`, a second console) steered the engine: say so.
                 who = e.get("who", {}).get("pid", "?")
@@ -432,7 +431,7 @@ class RulerConsole(App[None]):
 
     def _render_head(self) -> None:
         link = (self.link.connected, self.link.detail) if self.link else None
-        lines = view.header_lines(self.state, self.timeline, self.shown, link, self.clock())
+        lines = view.header_lines(self.state, self.workload, self.shown, link, self.clock())
         text = to_text(lines[0], self.tags)
         text.append("\n")
         text.append_text(to_text(lines[1], self.tags))
@@ -456,8 +455,9 @@ class RulerConsole(App[None]):
             table.reset()
             self._reps_for, self.row_pinned = self.shown, False
         rows = view.window_rows(self.state, self.shown) if self.shown else []
-        table.sync([(r.key, [view.row_cells(r, self.timeline.reps)[c] for c in view.REP_COLUMNS])
-                    for r in rows], self.tags)
+        reps = self.workload.reps
+        cells = [(r, view.row_cells(r, reps)) for r in rows]
+        table.sync([(r.key, [c[col] for col in view.REP_COLUMNS]) for r, c in cells], self.tags)
         if not self.row_pinned:
             live = view.live_row(self.state, self.shown)
             table.show_key(live.key if live else (rows[-1].key if rows else None))

@@ -8,13 +8,12 @@ with a glyph or a word ("!", "VOID", "≠") so a NO_COLOR terminal loses nothing
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from engine.journal import Event
 from engine.state import RowState, RunState, WindowState, row_key
 
 Seg = tuple[str, str]  # (text, style tag)
@@ -28,48 +27,32 @@ GOOD_VERDICT = ("ok", "pass", "passed", "equivalent", "equal", "identical", "goo
 CONTROL = "control"
 
 
-@dataclass
-class Timeline:
-    """Timestamps fold() does not keep: when each window started and ended (for the ETA)."""
+@dataclass(frozen=True)
+class Workload:
+    """Shapes per window and reps per shape: what the ETA and "rep 2/3" need."""
 
-    start: dict[str, float] = field(default_factory=dict)
-    end: dict[str, float] = field(default_factory=dict)
-    reps: int | None = None  # reps per shape, learnt from the first finished row
-    shapes: int | None = None  # shapes per window, learnt from run_started or a finished window
-    quality: set[str] = field(default_factory=set)  # windows whose quality phase began
+    shapes: int | None = None
+    reps: int | None = None
 
-    def learn_workload(self, campaign_yaml: Path) -> None:
-        """Shapes and reps per window from the run's frozen campaign.yaml, until the journal says
-        (run_started has no workload yet); without them the ETA waits for a finished window."""
+    @classmethod
+    def of(cls, wl: dict[str, Any]) -> Workload:
         try:
-            wl = yaml.safe_load(campaign_yaml.read_text()).get("workload", {})
-            self.shapes = len(wl["classes"]) * len(wl["concurrency"])
-            self.reps = int(wl.get("reps", 3)) if self.reps is None else self.reps
-        except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError, ValueError):
-            pass
+            return cls(len(wl["classes"]) * len(wl["concurrency"]), int(wl.get("reps", 3)))
+        except (KeyError, TypeError, ValueError):
+            return cls()
 
-    def apply(self, e: Event) -> None:
-        kind = e["kind"]
-        key = f"{e.get('session')}-{e.get('window')}"
-        if kind == "run_started":
-            wl = e.get("workload") or {}
-            if wl.get("classes") and wl.get("concurrency"):
-                self.shapes = len(wl["classes"]) * len(wl["concurrency"])
-            self.reps = wl.get("reps", self.reps)
-        elif kind == "window_started":
-            self.start[key] = e["ts"]
-            self.end.pop(key, None)
-            self.quality.discard(key)
-        elif kind in ("window_finished", "window_rejected"):
-            self.end[key] = e["ts"]
-        elif kind == "row_done" and e.get("reps") and self.reps is None:
-            self.reps = int(e["reps"])
-        elif kind == "quality_done":
-            self.quality.discard(key)
-        elif kind == "verdict" or kind.startswith("quality"):
-            self.quality.add(key)
-        elif kind == "shape_started":
-            self.quality.discard(key)
+
+def frozen_workload(campaign_yaml: Path) -> Workload:
+    """The run's frozen campaign.yaml: for journals written before run_started carried the workload."""
+    try:
+        wl = yaml.safe_load(campaign_yaml.read_text()).get("workload", {})
+    except (OSError, yaml.YAMLError, AttributeError):
+        return Workload()
+    return Workload.of(wl) if isinstance(wl, dict) else Workload()
+
+
+def workload(state: RunState, fallback: Workload) -> Workload:
+    return Workload.of(state.workload) if state.workload else fallback
 
 
 # ------------------------------------------------------------------ formatting
@@ -122,7 +105,7 @@ def focus_window(state: RunState) -> str | None:
     return (with_rows or started or state.order or [None])[-1]
 
 
-def phase(state: RunState, tl: Timeline) -> Seg:
+def phase(state: RunState) -> Seg:
     if state.status == "finished":
         return "done", "success"
     if state.status in ("aborted", "error"):
@@ -134,11 +117,11 @@ def phase(state: RunState, tl: Timeline) -> Seg:
         return "between windows", "muted"
     if ws.status == "booting":
         return "booting", "accent"
+    if ws.quality:
+        return "quality", "accent"
     row = live_row(state, ws.key)
     if row:
         return ("warm", "accent") if row.status == "warm" else ("measuring", "accent")
-    if ws.key in tl.quality:
-        return "quality", "accent"
     return ws.status, "muted"
 
 
@@ -153,25 +136,26 @@ def elapsed(state: RunState, now: float) -> float | None:
     return (state.finished_ts or now) - state.started_ts
 
 
-def eta(state: RunState, tl: Timeline, now: float) -> float | None:
+def eta(state: RunState, wl: Workload, now: float) -> float | None:
     """Remaining time: the mean measured window times the windows left, minus the current one's age."""
     if state.status != "running":
         return 0.0
-    spans = [tl.end[k] - tl.start[k] for k, w in state.windows.items()
-             if w.status in ("done", "advanced") and k in tl.start and k in tl.end]
+    spans = [w.ended_ts - w.started_ts for w in state.windows.values()
+             if w.status in ("done", "advanced") and w.started_ts is not None and w.ended_ts is not None]
     pending = sum(w.status == "pending" for w in state.windows.values())
-    cur = state.current
+    cur = state.windows.get(state.current or "")
+    began = cur.started_ts if cur else None
     if spans:
         per_window = statistics.fmean(spans)
-    elif cur and cur in tl.start and tl.shapes:
+    elif cur and began is not None and wl.shapes:
         # Nothing finished yet: extrapolate the current window from its finished shapes.
-        done = sum(r.status in FINAL_ROW for r in window_rows(state, cur))
+        done = sum(r.status in FINAL_ROW for r in window_rows(state, cur.key))
         if not done:
             return None
-        per_window = (now - tl.start[cur]) / done * tl.shapes
+        per_window = (now - began) / done * wl.shapes
     else:
         return None
-    current_left = max(0.0, per_window - (now - tl.start[cur])) if cur in tl.start else 0.0
+    current_left = max(0.0, per_window - (now - began)) if began is not None else 0.0
     return per_window * pending + current_left
 
 
@@ -251,6 +235,9 @@ def verdict_seg(v: dict[str, Any]) -> Seg:
                 "observable effect": ("effect seen", "success")}.get(verdict, ("effect ?", "muted"))
     if check == "teacher_forced":
         return f"Δlogp {verdict}", {"exact": "success", "differs": "warning"}.get(verdict, "")
+    if check == "self_score":  # a control scored twice: the scoring itself must repeat
+        return ("self-score same", "muted") if verdict == "repeat-identical" \
+            else ("self-score differs", "warning")
     if check == "kl":
         return f"KL {verdict}", "warning" if verdict == "above floor" else ""
     if check == "drift":
@@ -288,7 +275,7 @@ def window_status(state: RunState, wkey: str) -> Seg:
     if any(is_ruler_suspect(v) for v in vs):
         return "ruler suspect", "error"
     if ws.status in ("booting", "measuring"):
-        return ws.status, "accent"
+        return "quality" if ws.quality else ws.status, "accent"
     if voids:
         return f"{voids} void", "error"
     if ws.status in ("aborted", "advanced"):
@@ -503,7 +490,7 @@ def campaign_summary(state: RunState) -> str:
 # ------------------------------------------------------------------ the header
 
 
-def header_lines(state: RunState, tl: Timeline, shown: str | None, link: tuple[bool, str] | None,
+def header_lines(state: RunState, wl: Workload, shown: str | None, link: tuple[bool, str] | None,
                  now: float) -> list[list[Seg]]:
     """Two lines: where the campaign stands; then the engine link (first, so it is never cut
     off on a narrow terminal), the axis and the shape in flight."""
@@ -513,18 +500,20 @@ def header_lines(state: RunState, tl: Timeline, shown: str | None, link: tuple[b
     line1: list[Seg] = [(state.campaign or "(waiting for the journal)", "bold")]
     if where:
         line1 += [("·", "muted"), (f"{where.session} {n}/{m}", ""), (where.window, "bold")]
-    line1 += [("·", "muted"), phase(state, tl)]
-    if state.paused:
+    line1 += [("·", "muted"), phase(state)]
+    if state.pause_held:
         line1.append(("PAUSED", "warning"))
+    elif state.paused:  # accepted, not in effect yet: the rep in flight runs to its end
+        line1.append(("pausing after this rep", "warning"))
     line1 += [("·", "muted"), (fmt_secs(elapsed(state, now)), "")]
     if state.status == "running":
-        line1.append(("~" + fmt_secs(eta(state, tl, now)) + " left", "muted"))
+        line1.append(("~" + fmt_secs(eta(state, wl, now)) + " left", "muted"))
     line2: list[Seg] = [*link_segs(state, link)]
     row = live_row(state, cur.key if cur else None)
     if row:
         done = len(row.reps.get(row.attempt, {}))
-        of = f"/{tl.reps}" if tl.reps else ""
-        what = "warm pass" if row.status == "warm" else f"rep {min(done + 1, tl.reps or done + 1)}{of}"
+        of = f"/{wl.reps}" if wl.reps else ""
+        what = "warm pass" if row.status == "warm" else f"rep {min(done + 1, wl.reps or done + 1)}{of}"
         line2 += [("·", "muted"), (f"{row.cls} c{row.concurrency}", "bold"),
                   (f"attempt {row.attempt}", "warning" if row.attempt > 1 else ""), (what, "")]
     if state.error:

@@ -104,18 +104,23 @@ class FollowTable(DataTable[Text]):
         super().__init__(cursor_type="row", cell_padding=0, **kw)  # type: ignore[arg-type]
         self._columns = list(columns)
         self._cells: dict[str, list[tuple[Seg, ...]]] = {}
+        self._widths: dict[str, list[int]] = {}  # row key -> each cell's width
 
     def on_mount(self) -> None:
-        for col in self._columns:
-            self.add_column(col + " ", key=col)
+        self.reset()
 
     @property
     def keys(self) -> list[str]:
         return list(self._cells)
 
     def reset(self) -> None:
-        self.clear()
+        # Columns too: DataTable.clear() keeps their widths, so an empty table would carry the
+        # widths of whatever window was shown before.
+        self.clear(columns=True)
+        for col in self._columns:
+            self.add_column(col + " ", key=col)
         self._cells.clear()
+        self._widths.clear()
 
     def sync(self, rows: Sequence[tuple[str, list[list[Seg]]]], styles: dict[str, Style]) -> None:
         """Make the table show ``rows`` (key, cells in column order), touching only what changed."""
@@ -128,19 +133,32 @@ class FollowTable(DataTable[Text]):
             old = self._cells.get(key)
             changed = changed or old != frozen
             if old is None:
-                self.add_row(*(to_text(c, styles, end=" ") for c in cells), key=key)
+                texts = [to_text(c, styles, end=" ") for c in cells]
+                self.add_row(*texts, key=key)
+                self._widths[key] = [t.cell_len for t in texts]
             else:
-                for col, before, after in zip(self._columns, old, frozen, strict=True):
+                for i, (col, before, after) in enumerate(zip(self._columns, old, frozen, strict=True)):
                     if before != after:
                         text = to_text(after, styles, end=" ")
-                        # Re-measuring columns re-lays out the screen: only when the cell outgrew it.
-                        wider = text.cell_len > self.columns[ColumnKey(col)].content_width
-                        self.update_cell(key, col, text, update_width=wider)
+                        self.update_cell(key, col, text)
+                        self._widths[key][i] = text.cell_len
             self._cells[key] = frozen
         if changed:
+            self._fit_columns()
             # DataTable keys its render caches by an update counter, so every update leaves the old
             # entries behind until 10,000 cells are cached: drop them, the live table is small.
             self._clear_caches()
+
+    def _fit_columns(self) -> None:
+        """Each column as wide as its widest cell (or label) now. DataTable only widens columns,
+        and on its next idle: widths then depended on what had been on screen before, and when
+        the table found itself idle (the flaky snapshots)."""
+        for i, col in enumerate(self._columns):
+            column = self.columns[ColumnKey(col)]
+            want = max([len(col) + 1, *(w[i] for w in self._widths.values())])
+            if column.content_width != want:
+                column.content_width = want
+                self._require_update_dimensions = True  # the virtual width, on the next idle
 
     def cursor_key(self) -> str | None:
         keys = self.keys
@@ -248,7 +266,9 @@ class BootLog(Log):
 
     def follow_tail(self) -> None:
         if self.auto_scroll:
-            self.scroll_end(animate=False, x_axis=False)
+            # Now, from the size already known: the lazy scroll_end waits a refresh, a frame of
+            # latency per batch. Forced, as it does nothing while the widget is not laid out.
+            self.scroll_end(animate=False, immediate=True, force=True, x_axis=False)
 
     def set_follow(self, on: bool) -> None:
         if on != self.auto_scroll:
