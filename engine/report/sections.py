@@ -42,9 +42,8 @@ def summary(view: RunView) -> list[str]:
                 else f"{vals[0] * 100:+.1f} %" if vals else "-")
         inside = f"{sum(d.inside for d in deltas)}/{len(vals)}" if vals else "-"
         rows.append([f"{ws.session}-{ws.window}", ws.axis, ws.status, span, inside,
-                     verdict_cell(ws, "greedy"), verdict_cell(ws, "teacher_forced"),
-                     verdict_cell(ws, "kl") if view.lossy(ws.window) else "-",
-                     verdict_cell(ws, "no_effect"), verdict_cell(ws, "knobs")])
+                     *(verdict_cell(view, ws, c) if c != "kl" or view.lossy(ws.window) else "-"
+                       for c in ("greedy", "teacher_forced", "kl", "no_effect", "knobs"))])
     if not rows:
         return []
     return ["## Windows at a glance", ""] + table(
@@ -59,7 +58,7 @@ def control_row_cells(rows: dict[tuple[str, int], Row], classes: list[str], low:
     for cls in classes:
         r = rows.get((cls, low))
         cells.append(f"{tok(r.agg_tok_s)} ({pct(r.spread)})" if r else "-")
-    for cls in classes:
+    for cls in classes if top != low else ():
         r = rows.get((cls, top))
         cells.append(f"{tok(r.agg_tok_s)} / {tok(r.per_user_tok_s)} ({pct(r.spread)}, {r.status})"
                      if r else "-")
@@ -75,7 +74,7 @@ def controls(view: RunView) -> list[str]:
         return ["## Controls", "", "No throughput rows.", ""]
     low, top = concs[0], concs[-1]
     heads = ([f"{c} C{low} tok/s (spread)" for c in classes]
-             + [f"{c} C{top} agg / per user (spread)" for c in classes]
+             + [f"{c} C{top} agg / per user (spread)" for c in classes if top != low]
              + [f"{c} C{low} accept len / rate" for c in classes])
     ctl_windows = [ws for ws in view.windows() if ws.window == CONTROL]
     lines = ["## Controls", "", "Each session boots the control again; its row is the reference of "

@@ -33,11 +33,14 @@ def figure(ws: WindowState, check: str, key: str) -> Any:
     return (ws.verdicts.get(check, {}).get("figures") or {}).get(key)
 
 
-def verdict_cell(ws: WindowState, check: str) -> str:
+def verdict_cell(view: RunView, ws: WindowState, check: str) -> str:
     """The summary table's short form of one check."""
     if ws.status == "rejected":
         return "rejected"
     v = ws.verdicts.get(check)
+    c = view.campaign
+    if v is None and check == "knobs" and c is not None and c.quality.enabled and not c.workload.knobs:
+        return "no knobs"  # nothing to check, rather than a check that did not happen
     if v is None:
         return "not measured"
     if check == "greedy" and figure(ws, check, "n") is not None:
