@@ -250,7 +250,8 @@ class Measurement:
                     client_bound=res.client_bound, lag_p99_ms=round(res.lag_p99_ms, 2), file=path)
         aggs = [stats.rep_figures(r, c)["agg_tok_s"] for _, r in reps]
         suspect = stats.suspect_rep(aggs, policy.spread)
-        if suspect is not None:
+        row = runner.state.rows.get(row_key(where["session"], where["window"], where["class"], c))
+        if suspect is not None and not (row and (attempt, suspect + 1) in row.suspects):  # said once
             runner.emit("leak_suspected", **where, attempt=attempt, rep=suspect + 1,
                         agg_tok_s=aggs[suspect], median=stats.median(aggs))
 

@@ -3,9 +3,9 @@
 The slow rep is made by a slowing TCP proxy in front of the real llama-server (fault injection: a
 real server cannot be told to leak an autotune pass on cue). The proxy forwards every byte; a chat
 request that opens while the engine's own journal says rep 2 of the control's first attempt is under
-way (rep 1 done, rep 2 not) has each chunk from the server held for a while, as a server stuck in an
-autotune pass would. Keying on the journal, not on a request count, keeps the slow rep the same
-whatever else the engine sends (probes, warm passes, quality checks).
+way (rep 1 done, rep 2 not) has its whole response held back, three times as long as the server took
+to give it, as a server stuck in an autotune pass would. Keying on the journal, not on a request
+count, keeps the slow rep the same whatever else the engine sends (probes, warm passes, quality).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import csv
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,9 +47,11 @@ workload:
   reps: 3
   requests_per_rep: 4
   max_tokens: 16
-leak: {{min_concurrency: 2, spread: 0.25, max_reruns: 2}}
+leak: {{min_concurrency: 2, spread: 0.25, max_reruns: 1}}
 quality: {{enabled: false}}
 """
+
+HOLD = 3.0  # the slow rep's requests take about HOLD + 1 times as long
 
 
 class SlowingProxy(threading.Thread):
@@ -59,14 +62,29 @@ class SlowingProxy(threading.Thread):
         self.ready = threading.Event()
         self.loop = asyncio.new_event_loop()
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    delay: bool) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while data := await reader.read(65536):
-                if delay:
-                    await asyncio.sleep(0.15)
                 writer.write(data)
                 await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def _held(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """The whole response, held back for HOLD times as long as the server took to give it.
+
+        Relative, not a fixed delay: under CPU load the server itself slows, and a fixed delay
+        could drown in that noise; this rep is always about HOLD + 1 times slower.
+        """
+        t0, data = time.monotonic(), b""
+        try:
+            while block := await reader.read(65536):
+                data += block
+            await asyncio.sleep(HOLD * (time.monotonic() - t0))
+            writer.write(data)
+            await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
@@ -80,7 +98,8 @@ class SlowingProxy(threading.Thread):
             self.slowed += 1
             slow = True
         up_w.write(first)
-        await asyncio.gather(self._pipe(reader, up_w, False), self._pipe(up_r, writer, slow))
+        back = self._held(up_r, writer) if slow else self._pipe(up_r, writer)
+        await asyncio.gather(self._pipe(reader, up_w), back)
 
     async def _main(self) -> None:
         server = await asyncio.start_server(self._client, "127.0.0.1", self.port)
@@ -136,6 +155,7 @@ def test_leaked_rep_is_voided_rewarmed_and_rerun(testbed: tb_mod.Testbed, tmp_pa
     control = [e for e in events if e.get("window") == "control"]
     leaks = [e for e in control if e["kind"] == "leak_suspected"]
     assert leaks and (leaks[0]["attempt"], leaks[0]["rep"]) == (1, 2), leaks
+    assert [(e["attempt"], e["rep"]) for e in leaks].count((1, 2)) == 1  # said once, when it landed
     voids = [e for e in control if e["kind"] == "row_void"]
     assert voids and voids[0]["attempt"] == 1 and voids[0]["rerun"] is True
     attempt1 = [e["agg_tok_s"] for e in control if e["kind"] == "rep_done" and e["attempt"] == 1]
