@@ -5,7 +5,8 @@ the reps, acceptance from the same definitions), whatever the server, so runs on
 compare row by row. The first run is the baseline. A row of another run is matched to a baseline
 row by session, window, class and concurrency; failing that by window name (in any session),
 then by the window's axis text, so a campaign whose sessions or window names were reorganised
-still lines up. Each match says how it was made; rows nothing matched are listed as such.
+still lines up. Each match says how it was made; rows nothing matched are listed as such. A
+window without rows (rejected at boot, failed) takes part as one line carrying its status.
 """
 
 from __future__ import annotations
@@ -34,7 +35,20 @@ class Match:
 
     def label(self) -> str:
         r = self.first
+        if not r.concurrency:
+            return f"{r.session}-{r.window} (window)"
         return f"{r.session}-{r.window} {r.cls} C{r.concurrency}"
+
+
+def comparable_rows(view: RunView) -> list[Row]:
+    """The run's rows, plus a stand-in (no class, C0) for each window that has none: a window
+    rejected at boot in one run and measured in another is a result to see side by side."""
+    have = {(r.session, r.window) for r in view.rows}
+    return list(view.rows) + [
+        Row(ws.session, ws.window, ws.axis, "", 0, 0, None, None, None, None, None, None, "", None,
+            ws.status, 0, ws.reason, "")
+        for ws in view.windows()
+        if (ws.session, ws.window) not in have and ws.status in ("rejected", "failed", "aborted")]
 
 
 def _rules(base: Row) -> list[tuple[str, Callable[[Row], bool]]]:
@@ -49,30 +63,31 @@ def _rules(base: Row) -> list[tuple[str, Callable[[Row], bool]]]:
 
 def match_rows(views: Sequence[RunView]) -> list[Match]:
     """Baseline rows in their order, each with its match in every other run, then the leftovers."""
+    rows = [comparable_rows(v) for v in views]
     used: list[set[int]] = [set() for _ in views]
     out: list[Match] = []
-    for base in views[0].rows:
+    for base in rows[0]:
         m = Match([base], [EXACT])
-        for j, view in enumerate(views[1:], start=1):
+        for j, theirs in enumerate(rows[1:], start=1):
             found: tuple[int, str] | None = None
             for how, rule in _rules(base):
-                found = next(((i, how) for i, r in enumerate(view.rows)
+                found = next(((i, how) for i, r in enumerate(theirs)
                               if i not in used[j] and rule(r)), None)
                 if found:
                     break
             if found:
                 used[j].add(found[0])
-            m.rows.append(view.rows[found[0]] if found else None)
+            m.rows.append(theirs[found[0]] if found else None)
             m.how.append(found[1] if found else "")
         out.append(m)
-    for j, view in enumerate(views[1:], start=1):
-        for i, r in enumerate(view.rows):
+    for j, theirs in enumerate(rows[1:], start=1):
+        for i, r in enumerate(theirs):
             if i not in used[j]:
-                rows: list[Row | None] = [None] * len(views)
-                rows[j] = r
+                alone: list[Row | None] = [None] * len(views)
+                alone[j] = r
                 how = [""] * len(views)
                 how[j] = "only here"
-                out.append(Match(rows, how))
+                out.append(Match(alone, how))
     return out
 
 
@@ -113,8 +128,8 @@ def comparison(views: Sequence[RunView]) -> tuple[list[str], list[list[str]], li
         base = m.rows[0]
         vs_first: list[Delta | None] = [delta(r, base) if r is not None and base is not None
                                         else None for r in m.rows[1:]]
-        vs_ctl = [delta(r, control_of(v, r)) if r is not None and r.window != CONTROL else None
-                  for v, r in zip(views, m.rows, strict=True)]
+        vs_ctl = [delta(r, control_of(v, r)) if r is not None and r.window != CONTROL
+                  and r.concurrency else None for v, r in zip(views, m.rows, strict=True)]
         accept = [f"{r.accept_len:.2f}/{r.accept_rate:.3f}" if r and r.accept_len is not None
                   and r.accept_rate is not None else "-" for r in m.rows]
         how = ", ".join(f"{x}: {h}" for x, h in zip(t[1:], m.how[1:], strict=True) if h) or "-"

@@ -7,6 +7,7 @@ so the comparison has to match rows exactly, by axis, and list what only one run
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -44,7 +45,10 @@ def test_windows_matched_by_axis_and_leftovers_listed(run_a: Path, run_b: Path) 
     assert by_label["s1-block5 code C1"].rows[1] is None
     assert by_label["s2-control prose C1"].rows[1] is None
     assert all(m.rows[0] is not None for m in matches)  # B has nothing A lacks
-    assert len(matches) == len(csv_rows(run_a))
+    # A window rejected at boot has no row; it is compared all the same, as the window's status.
+    qv8 = by_label["s2-qv8 (window)"]
+    assert qv8.rows[0] is not None and qv8.rows[0].status == "rejected" and qv8.rows[1] is None
+    assert len(matches) == len(csv_rows(run_a)) + 1
 
 
 def test_inside_spread_flag_follows_the_spreads(run_a: Path, run_b: Path) -> None:  # noqa: F811
@@ -78,6 +82,7 @@ def test_cmd_compare_table_and_json(run_a: Path, run_b: Path,  # noqa: F811
     out = capsys.readouterr().out
     assert f"A = {run_a}" in out and f"B = {run_b}" in out
     assert "| s1-control prose C1" in out
+    assert re.search(r"^\| s2-qv8 \(window\) +\| rejected +\| - ", out, re.M)
     assert cmd_compare([str(run_a), str(run_b)], as_json=True) == 0
     data = json.loads(capsys.readouterr().out)
     print(out)  # the table, for a person reading the test log
