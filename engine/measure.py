@@ -7,7 +7,6 @@ reps. A void attempt (a leaked autotune pass at C >= min_concurrency) is rewarme
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
 import json
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from engine import results, stats
-from engine.load import PassResult, run_pass
+from engine.load import PassResult, measure_pass
 from engine.servers.base import ServerAdapter
 from engine.state import RunState, row_key
 
@@ -153,10 +152,9 @@ class Measurement:
               c: int) -> tuple[PassResult, dict[str, float] | None]:
         wl = runner.campaign.workload
         before, _ = scrape(ctx.server.base_url, ctx.adapter)
-        res = asyncio.run(run_pass(ctx.server.base_url, ctx.adapter, runner.prompts[cls], c,
-                                   wl.requests_for(c), wl.max_tokens, dict(wl.sampling),
-                                   dict(wl.knobs), runner.campaign.timeouts.request,
-                                   stop=runner.controls.abort.is_set))
+        res = measure_pass(ctx.server.base_url, ctx.adapter, runner.prompts[cls], c,
+                           wl.requests_for(c), wl.max_tokens, dict(wl.sampling), dict(wl.knobs),
+                           runner.campaign.timeouts.request, stop=runner.controls.abort.is_set)
         after, why = scrape(ctx.server.base_url, ctx.adapter)
         delta = _delta(before, after)
         if delta is None:
