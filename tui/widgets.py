@@ -4,6 +4,7 @@ and the two modal screens. They render what ``tui.view`` derived; they hold no c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from rich.highlighter import Highlighter
 from rich.style import Style
@@ -105,6 +106,7 @@ class FollowTable(DataTable[Text]):
         self._columns = list(columns)
         self._cells: dict[str, list[tuple[Seg, ...]]] = {}
         self._widths: dict[str, list[int]] = {}  # row key -> each cell's width
+        self._rendered: dict[tuple[Any, ...], Any] = {}  # a cell's lines, keyed by what it shows
 
     def on_mount(self) -> None:
         self.reset()
@@ -121,6 +123,7 @@ class FollowTable(DataTable[Text]):
             self.add_column(col + " ", key=col)
         self._cells.clear()
         self._widths.clear()
+        self._rendered.clear()
 
     def sync(self, rows: Sequence[tuple[str, list[list[Seg]]]], styles: dict[str, Style]) -> None:
         """Make the table show ``rows`` (key, cells in column order), touching only what changed."""
@@ -148,6 +151,27 @@ class FollowTable(DataTable[Text]):
             # DataTable keys its render caches by an update counter, so every update leaves the old
             # entries behind until 10,000 cells are cached: drop them, the live table is small.
             self._clear_caches()
+
+    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
+                     cursor: bool = False, hover: bool = False) -> Any:
+        """DataTable's cell rendering, cached by the cell's content rather than by the table's
+        update counter: one landing rep used to re-render every cell of both tables through
+        Rich (~1 ms a cell), the slowest frames under a log flood (bench/ui_bench.py)."""
+        if row_index < 0 or column_index < 0:  # the header row, row labels: DataTable's own cache
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        row_key = self._row_locations.get_key(row_index)
+        column_key = self._column_locations.get_key(column_index)
+        cell = self._data[row_key][column_key]
+        what = (cell.plain, tuple(cell.spans), cell.style) if isinstance(cell, Text) else str(cell)
+        key = (row_index, column_index, what, base_style, width, cursor, hover,
+               self._show_hover_cursor, self._pseudo_class_state, self.show_cursor)
+        lines = self._rendered.get(key)
+        if lines is None:
+            if len(self._rendered) > 4096:  # old contents: a live table is a few dozen cells
+                self._rendered.clear()
+            lines = self._rendered[key] = super()._render_cell(
+                row_index, column_index, base_style, width, cursor, hover)
+        return lines
 
     def _fit_columns(self) -> None:
         """Each column as wide as its widest cell (or label) now. DataTable only widens columns,
