@@ -126,7 +126,7 @@ def drift_chart(view: RunView, path: Path) -> Path | None:
     """Each control row across sessions: boot-to-boot drift, measured rather than assumed."""
     ctl = [r for r in view.rows if r.window == "control" and r.agg_tok_s]
     sessions = list(dict.fromkeys(r.session for r in ctl))
-    if not ctl:
+    if len(sessions) < 2:  # one boot of the control has no drift to show
         return None
     fig, axes = _figure(max(6.0, 1.2 * len(sessions) + 3), 4.0)
     ax = axes[0, 0]
