@@ -1,7 +1,7 @@
 """Accuracy benchmark: ruler's decode tok/s and token counts against llama-server's own timings.
 
 The testbed's llama-server runs as a local process (as tests/test_testbed.py starts it). ruler's
-load generator (``engine.load.run_pass``) sends streamed chat completions at C1 and C4; for the
+load generator (``engine.load.measure_pass``) sends streamed chat completions at C1 and C4; for the
 same requests llama-server reports, in the final stream chunk, ``timings.predicted_n`` (tokens
 generated) and ``timings.predicted_per_second`` = (predicted_n - 1) / (last token - first token),
 timed inside the server (tools/server/server-common.h: the first token comes from the prompt pass,
@@ -19,7 +19,6 @@ the server's per-request figures. Target: within 2 % at C1 and C4.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import sys
 import threading
@@ -32,7 +31,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import stats, testbed  # noqa: E402
-from engine.load import run_pass  # noqa: E402
+from engine.load import measure_pass  # noqa: E402
 from engine.runtime import process as rp  # noqa: E402
 from engine.runtime.base import LaunchPlan, free_port  # noqa: E402
 from engine.servers import LlamaCppAdapter  # noqa: E402
@@ -95,10 +94,11 @@ def per_request(records: list[dict[str, Any]]) -> list[dict[str, float]]:
 
 def measure(server: rp.ProcessServer, c: int, n: int, max_tokens: int) -> dict[str, Any]:
     adapter = TimingsAdapter()
-    asyncio.run(run_pass(server.base_url, adapter, PROMPTS, c, max(2 * c, 4), max_tokens,
-                         {"temperature": 0, "seed": 1234}, {}, 300))  # warm pass, discarded
-    res = asyncio.run(run_pass(server.base_url, adapter, PROMPTS, c, n, max_tokens,
-                               {"temperature": 0, "seed": 1234}, {}, 300))
+    # The passes run as Measurement runs them (engine.load.measure_pass, on uvloop).
+    measure_pass(server.base_url, adapter, PROMPTS, c, max(2 * c, 4), max_tokens,
+                 {"temperature": 0, "seed": 1234}, {}, 300)  # warm pass, discarded
+    res = measure_pass(server.base_url, adapter, PROMPTS, c, n, max_tokens,
+                       {"temperature": 0, "seed": 1234}, {}, 300)
     reqs = per_request(res.records)
     rep = stats.rep_figures(res.records, c)
     server_median = statistics.median(q["server_tps"] for q in reqs)
