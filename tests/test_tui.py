@@ -518,3 +518,27 @@ async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) ->
         if proc.poll() is None:
             proc.terminate()
             proc.wait(timeout=60)
+
+
+async def test_rep_bars_start_at_zero() -> None:
+    from textual.app import App, ComposeResult
+
+    from tui.widgets import RepBars
+
+    class Bars(App[None]):
+        CSS = "RepBars { width: 6; height: 1; }"
+
+        def compose(self) -> ComposeResult:
+            yield RepBars()
+
+    async with Bars().run_test(size=(20, 4)) as pilot:
+        bars = pilot.app.query_one(RepBars)
+        bars.data = [700.0, 135.0, 700.0]  # the notes' leaked C8 rep: a stub between full bars
+        await pilot.pause()
+        assert str(bars.render()) == "█▂█"
+        bars.data = [1.78, 1.81]  # 2 % apart: two full bars, not an empty one beside a full one
+        await pilot.pause()
+        assert str(bars.render()) == "██"
+        bars.data = [float(v) for v in range(1, 10)]  # more reps than fit: the newest six
+        await pilot.pause()
+        assert str(bars.render()) == "▄▄▅▆▇█"  # 4/9 .. 9/9 of eight steps, rounded

@@ -29,7 +29,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Footer, Input, Sparkline
+from textual.widgets import Footer, Input
 from textual.worker import get_current_worker
 
 from engine import control
@@ -46,6 +46,7 @@ from tui.widgets import (
     HelpScreen,
     LineClassifier,
     Panel,
+    RepBars,
     lines_text,
     tag_styles,
     to_text,
@@ -89,7 +90,7 @@ class Ui:
     windows: FollowTable
     reps: FollowTable
     right: Vertical
-    spark: Sparkline
+    spark: RepBars
     spark_label: Panel
     bars: Panel
     log: BootLog
@@ -163,7 +164,7 @@ class RulerConsole(App[None]):
                 with Horizontal(id="chart"):
                     with Vertical(id="sparkbox"):
                         yield Panel(id="spark-label")
-                        yield Sparkline([], id="spark")
+                        yield RepBars(id="spark")
                     yield Panel(id="bars")
         with Horizontal(id="bottom"):
             with Vertical(id="logbox"):
@@ -178,7 +179,7 @@ class RulerConsole(App[None]):
         q = self.query_one
         # Held, not queried: a modal screen on top must not hide them from the handlers.
         self._ui = Ui(q("#head", Panel), q("#windows", FollowTable), q("#reps", FollowTable),
-                      q("#right", Vertical), q("#spark", Sparkline), q("#spark-label", Panel),
+                      q("#right", Vertical), q("#spark", RepBars), q("#spark-label", Panel),
                       q("#bars", Panel), q(BootLog), q("#logbox", Vertical), q("#search", Input),
                       q("#facts", Panel), q("#status", Panel))
         self.tags = tag_styles(self.theme_variables)
@@ -476,13 +477,12 @@ class RulerConsole(App[None]):
         facts.set(lines_text(view.facts_lines(self.state, self.shown), self.tags))
 
     def _render_chart(self) -> None:
-        # The sparkline is the window's reps in landing order: a leak is a dip in its shape's run.
+        # The window's reps in landing order, bars from zero: a leak is a stub among full bars.
         series = view.window_series(self.state, self.shown)
         self.ui.spark.data = series  # reassigned, never mutated
-        label: list[view.Seg] = [("tok/s per rep", "muted")]
+        label: list[view.Seg] = [("reps vs their shape's median", "muted")]
         if series:
-            label += [(f"{len(series)} reps {view.fmt_tok(min(series))}–{view.fmt_tok(max(series))}",
-                       ""), ("last", "muted"), (view.fmt_tok(series[-1]), "bold")]
+            label += [(f"{len(series)} reps, lowest {min(series):.0%}", "")]
         key = self.ui.reps.cursor_key()
         row = self.state.rows.get(key or "")
         if row and row.reps:

@@ -475,8 +475,18 @@ def rep_series(r: RowState | None) -> list[float]:
 
 
 def window_series(state: RunState, wkey: str | None) -> list[float]:
-    """tok/s of every rep of a window in landing order (shapes run one after another)."""
-    return [v for r in window_rows(state, wkey) for v in rep_series(r)] if wkey else []
+    """Every rep of a window in landing order, each as a fraction of its own shape's median.
+
+    Shapes differ by orders of magnitude (C1 against C8), so raw tok/s side by side would hide a
+    leak in the small ones; against its own shape's median every sound rep stands near 1 and a
+    leaked one is a stub.
+    """
+    out: list[float] = []
+    for r in window_rows(state, wkey) if wkey else []:
+        reps = rep_series(r)
+        mid = statistics.median(reps) if reps else 0.0
+        out += [v / mid if mid > 0 else 0.0 for v in reps]
+    return out
 
 
 def campaign_summary(state: RunState) -> str:
