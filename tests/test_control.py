@@ -53,6 +53,7 @@ workload:
   max_tokens: 16
 leak: {{min_concurrency: 1, spread: {spread}, max_reruns: 0}}
 timeouts: {{boot: 120, request: 60}}
+quality: {{enabled: false}}  # the control plane is under test here, not the checks
 """
 
 

@@ -61,6 +61,7 @@ leak:
 timeouts:
   boot: 120
   request: 60
+quality: {{greedy: {{n: 2, max_tokens: 8}}, teacher_forced: {{positions: 1}}}}
 """
 
 
@@ -112,6 +113,12 @@ def check_run(run: Path, proc: subprocess.CompletedProcess[str]) -> None:
         assert float(row["agg_tok_s"]) == pytest.approx(again["agg_tok_s"])
         assert float(row["agg_tok_s"]) > 0
         assert row["status"] in ("ok", "noisy"), row  # void here could only mean failed requests
+
+    # The quality phase ran in this runtime too: greedy against the session's control.
+    verdicts = {(v["session"], v["window"]): v for v in csv.DictReader((run / "verdicts.csv").open())}
+    assert verdicts[("s1", "ctx")]["greedy"] in ("0/2", "1/2", "2/2")
+    assert verdicts[("s1", "control")]["greedy"] == "reference"
+    assert (run / "windows" / "s1-ctx" / "greedy.json").is_file()
 
 
 def test_two_session_campaign_as_processes(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
@@ -170,6 +177,7 @@ workload:
   reps: 2
   requests_per_rep: 1
   max_tokens: 4
+quality: {{greedy: {{n: 2, max_tokens: 4}}, teacher_forced: {{positions: 1}}}}  # its requests too
 """
 
 

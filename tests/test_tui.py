@@ -469,6 +469,7 @@ workload:
 timeouts:
   boot: 120
   request: 60
+quality: {enabled: false}  # the console is under test here, not the checks
 """
 
 
