@@ -153,6 +153,12 @@ def test_rows_inside_the_spread() -> None:
     void = rows_inside({("prose", 1): {"agg_tok_s": 100.0, "spread": 0.5, "status": "void"}},
                        control)
     assert not void["judged"]
+    # The campaign's declared noise is a floor under the rows' own spreads.
+    floored = rows_inside({("prose", 1): {"agg_tok_s": 88.0, "spread": 0.02, "status": "ok"}},
+                          control, floor=0.20)
+    assert floored["inside"] and floored["rows"][0]["tolerance"] == 0.20
+    assert not rows_inside({("prose", 1): {"agg_tok_s": 75.0, "spread": 0.02, "status": "ok"}},
+                           control, floor=0.20)["inside"]
 
 
 def write_throughput(run_dir: Path, rows: list[tuple[str, str, str, int, float, float]]) -> None:

@@ -95,7 +95,8 @@ class WindowChecks(Checks):
     def no_effect(self, greedy: dict[str, Any]) -> None:
         """Boot facts equal, throughput rows inside the control's spread, greedy identical."""
         control_facts = self.control_facts()
-        rows = rows_inside(self.rows(self.ctx.window), self.rows(CONTROL))
+        rows = rows_inside(self.rows(self.ctx.window), self.rows(CONTROL),
+                           floor=self.runner.campaign.leak.spread)
         facts = None if control_facts is None else fact_diff(self.ctx.facts.as_json()["facts"],
                                                              control_facts)
         verdict, reasons = no_effect_verdict(facts, rows, greedy)
