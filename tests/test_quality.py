@@ -378,6 +378,7 @@ workload:
 quality:
   greedy: {{n: {n}, max_tokens: 16}}
   teacher_forced: {{top_k: 10, positions: 3}}
+leak: {{spread: 0.20}}  # the declared noise of a shared 2-core CPU: the no-effect tolerance's floor
 timeouts: {{boot: 120, request: 120}}
 """
 N = 5

@@ -31,7 +31,7 @@ control:
     -m: ${{model}}
     -c: 2048
     -np: 2
-    -t: 2
+    -t: 1              # two threads spin against any other busy process on 2 cores
     -fa: "off"
     --metrics: true
 windows:

@@ -451,7 +451,7 @@ process:
   command: ["${testbed.llama_server}"]
 control:
   model: ${testbed.models}/SmolLM2-135M-Instruct.Q4_1.gguf
-  args: {-m: "${model}", -c: 1024, -np: 1, -t: 2, --metrics: true}
+  args: {-m: "${model}", -c: 1024, -np: 1, -t: 1, --metrics: true}
 windows:
   - name: ctx
     axis: context 2048
