@@ -62,29 +62,26 @@ class SlowingProxy(threading.Thread):
         self.ready = threading.Event()
         self.loop = asyncio.new_event_loop()
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
-    async def _held(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """The whole response, held back for HOLD times as long as the server took to give it.
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    hold: bool = False) -> None:
+        """Forward every byte; with ``hold``, the whole response, held back for HOLD times as
+        long as the server took to give it.
 
         Relative, not a fixed delay: under CPU load the server itself slows, and a fixed delay
-        could drown in that noise; this rep is always about HOLD + 1 times slower.
+        could drown in that noise; a held rep is always about HOLD + 1 times slower.
         """
-        t0, data = time.monotonic(), b""
+        t0, held = time.monotonic(), b""
         try:
-            while block := await reader.read(65536):
-                data += block
-            await asyncio.sleep(HOLD * (time.monotonic() - t0))
-            writer.write(data)
-            await writer.drain()
+            while data := await reader.read(65536):
+                if hold:
+                    held += data
+                    continue
+                writer.write(data)
+                await writer.drain()
+            if hold:
+                await asyncio.sleep(HOLD * (time.monotonic() - t0))
+                writer.write(held)
+                await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
@@ -98,8 +95,7 @@ class SlowingProxy(threading.Thread):
             self.slowed += 1
             slow = True
         up_w.write(first)
-        back = self._held(up_r, writer) if slow else self._pipe(up_r, writer)
-        await asyncio.gather(self._pipe(reader, up_w), back)
+        await asyncio.gather(self._pipe(reader, up_w), self._pipe(up_r, writer, hold=slow))
 
     async def _main(self) -> None:
         server = await asyncio.start_server(self._client, "127.0.0.1", self.port)
