@@ -22,10 +22,12 @@ demo: testbed
 
 test: testbed
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q -ra
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

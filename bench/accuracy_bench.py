@@ -1,12 +1,12 @@
 """Accuracy benchmark: ruler's decode tok/s and token counts against llama-server's own timings.
 
 The testbed's llama-server runs as a local process (as tests/test_testbed.py starts it). ruler's
-load generator (``engine.load.measure_pass``) sends streamed chat completions at C1 and C4; for the
+load generator (``engine.run.load.measure_pass``) sends streamed chat completions at C1 and C4; for the
 same requests llama-server reports, in the final stream chunk, ``timings.predicted_n`` (tokens
 generated) and ``timings.predicted_per_second`` = (predicted_n - 1) / (last token - first token),
 timed inside the server (tools/server/server-common.h: the first token comes from the prompt pass,
 so it is not a decode step). ruler's per-request decode tok/s is the same quantity timed at the
-client: (completion_tokens - 1) / (end - first_token), the definition ``engine.stats`` uses.
+client: (completion_tokens - 1) / (end - first_token), the definition ``engine.run.stats`` uses.
 
 Per concurrency it prints: token counts (ruler's usage count against predicted_n), the ratio
 ruler / server of decode tok/s per request (median and range), and the rep-level ratio: ruler's
@@ -30,8 +30,9 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import stats, testbed  # noqa: E402
-from engine.load import measure_pass  # noqa: E402
+from engine import testbed  # noqa: E402
+from engine.run import stats
+from engine.run.load import measure_pass  # noqa: E402
 from engine.runtime import process as rp  # noqa: E402
 from engine.runtime.base import LaunchPlan, free_port  # noqa: E402
 from engine.servers import LlamaCppAdapter  # noqa: E402
@@ -94,7 +95,7 @@ def per_request(records: list[dict[str, Any]]) -> list[dict[str, float]]:
 
 def measure(server: rp.ProcessServer, c: int, n: int, max_tokens: int) -> dict[str, Any]:
     adapter = TimingsAdapter()
-    # The passes run as Measurement runs them (engine.load.measure_pass, on uvloop).
+    # The passes run as Measurement runs them (engine.run.load.measure_pass, on uvloop).
     measure_pass(server.base_url, adapter, PROMPTS, c, max(2 * c, 4), max_tokens,
                  {"temperature": 0, "seed": 1234}, {}, 300)  # warm pass, discarded
     res = measure_pass(server.base_url, adapter, PROMPTS, c, n, max_tokens,

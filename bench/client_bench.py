@@ -81,7 +81,7 @@ def _cpu() -> float:
 
 
 def ruler_client(port: int, c: int, seconds: float, out: Any) -> None:
-    from engine.load import measure_pass
+    from engine.run.load import measure_pass
     from engine.servers import get_adapter
 
     adapter = get_adapter("llamacpp")

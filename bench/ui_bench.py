@@ -36,8 +36,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.control import ControlServer  # noqa: E402
-from engine.journal import Journal, read_events  # noqa: E402
+from engine.record.journal import Journal, read_events  # noqa: E402
+from engine.run.control import ControlServer  # noqa: E402
 
 RECORDED = ROOT / "tests" / "fixtures" / "journals" / "measuring"
 ANSI = re.compile(rb"\x1b\[[0-9;?<=>$]*[ -/]*[@-~]"  # CSI: colours, cursor moves, modes
@@ -94,7 +94,7 @@ class Screen:
 
 
 class StandIn:
-    """The engine's side of the socket: answers and journals like engine.runner's command()."""
+    """The engine's side of the socket: answers and journals like engine.run.runner's command()."""
 
     def __init__(self, run: Path, journal: Journal, lock: threading.Lock) -> None:
         self.n, self.journal, self.lock = 0, journal, lock

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from test_report import POLICY_A, POLICY_B, csv_rows, recomputed, run_a, run_b  # noqa: F401
 
-from engine.compare import cmd_compare, comparison, match_rows
 from engine.report import Delta, load_run, pct, tok
+from engine.report.compare import cmd_compare, comparison, match_rows
 
 pytestmark = pytest.mark.timeout(3600)  # the shared runs may be built here (see test_report)
 

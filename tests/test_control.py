@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from engine import control
 from engine import testbed as tb_mod
-from engine.journal import read_events
-from engine.launch import engine_alive, read_pid
+from engine.record.journal import read_events
+from engine.record.liveness import engine_alive, read_pid
+from engine.run import control
 
-RULER = [sys.executable, "-m", "engine.cli"]
+RULER = [sys.executable, "-m", "engine"]
 
 CAMPAIGN = """\
 name: ctl

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.dryrun import cmd_dry_run, dry_run
-from engine.spec import cmd_validate
+from engine.campaign.dryrun import cmd_dry_run, dry_run
+from engine.campaign.spec import cmd_validate
 
 ROOT = Path(__file__).resolve().parent.parent
 GLM = ROOT / "campaigns" / "glm53-flash-round3.yaml"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.facts import cmd_facts
+from engine.commands.facts import cmd_facts
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from engine import testbed as tb_mod
-from engine.journal import read_events
-from engine.state import fold
+from engine.record.journal import read_events
+from engine.record.state import fold
 
 CAMPAIGN = """\
 name: dies
@@ -78,7 +78,7 @@ def test_server_death_mid_window_fails_it_and_the_campaign_goes_on(testbed: tb_m
     killer = threading.Thread(target=kill_after_first_rep, args=(results, killed, stop), daemon=True)
     killer.start()
     try:
-        proc = subprocess.run([sys.executable, "-m", "engine.cli", "run", str(spec), "--headless",
+        proc = subprocess.run([sys.executable, "-m", "engine", "run", str(spec), "--headless",
                                "--results-dir", str(results)], capture_output=True, text=True,
                               timeout=600)
     finally:

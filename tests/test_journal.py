@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.journal import Journal, read_events
-from engine.state import fold
+from engine.record.journal import Journal, read_events
+from engine.record.state import fold
 
 
 def test_events_are_numbered_and_readable(tmp_path: Path) -> None:

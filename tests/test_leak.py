@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine import testbed as tb_mod
-from engine.journal import read_events
+from engine.record.journal import read_events
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 
@@ -137,7 +137,7 @@ def test_leaked_rep_is_voided_rewarmed_and_rerun(testbed: tb_mod.Testbed, tmp_pa
     spec = tmp_path / "leak.yaml"
     spec.write_text(CAMPAIGN.format(port=proxy.port))
     try:
-        out = subprocess.run([sys.executable, "-m", "engine.cli", "run", str(spec), "--headless",
+        out = subprocess.run([sys.executable, "-m", "engine", "run", str(spec), "--headless",
                               "--results-dir", str(results)], capture_output=True, text=True,
                              timeout=600)
         print(out.stdout[-3000:])

@@ -1,4 +1,4 @@
-"""engine.load: SSE framing, and failures recorded per request without crashing the pass.
+"""engine.run.load: SSE framing, and failures recorded per request without crashing the pass.
 
 The failure cases use a fake server: a real llama-server cannot be made to send a malformed chunk,
 cut a stream mid-way or answer one request in four with HTTP 500 on cue (fault injection). The
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine.load import _events, request_body, run_pass
+from engine.run.load import _events, request_body, run_pass
 from engine.runtime.base import free_port
 from engine.servers import get_adapter
 

@@ -19,8 +19,7 @@ import httpx
 import pytest
 
 from engine import testbed as tb_mod
-from engine.journal import read_events
-from engine.progress import format_event
+from engine.commands.progress import format_event
 from engine.quality import Quality
 from engine.quality.drift import control_drift
 from engine.quality.effect import fact_diff, rows_inside
@@ -39,6 +38,7 @@ from engine.quality.reference import Item, Reference, compare_kl, compare_scores
 from engine.quality.tools import tool_probe
 from engine.quality.verdicts import verdict_row, write_verdicts
 from engine.quality.window import KL_MIN, TF_CLOSE
+from engine.record.journal import read_events
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, Server, free_port
 from engine.servers import LlamaCppAdapter
@@ -243,7 +243,7 @@ def test_verdicts_read_on_the_progress_line() -> None:
 
 
 def test_bad_baseline_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from engine.cli import main
+    from engine.commands.cli import main
 
     spec = tmp_path / "c.yaml"
     spec.write_text(CAMPAIGN.format(n=2))
@@ -386,10 +386,10 @@ N = 5
 
 @pytest.fixture(scope="module")
 def run_dir(testbed: tb_mod.Testbed, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from engine.launch import ENGINE_JSON, prepare
-    from engine.measure import Measurement
-    from engine.runner import Runner
-    from engine.spec import load_campaign
+    from engine.campaign.spec import load_campaign
+    from engine.commands.launch import ENGINE_JSON, prepare
+    from engine.run.measure import Measurement
+    from engine.run.runner import Runner
 
     tmp = tmp_path_factory.mktemp("quality")
     spec = tmp / "quality-run.yaml"
@@ -439,7 +439,7 @@ def test_inert_knob_is_caught(run_dir: Path) -> None:
     assert k["template_renders_same"] is True and k["reasoning_knob"]
     assert len(k["pairs"]) == 3 and not any(p["differs"] for p in k["pairs"])
     # Visible without opening the JSON: verdicts.csv, every throughput row, ruler status.
-    from engine.status import format_summary, summary
+    from engine.commands.status import format_summary, summary
 
     verdicts = list(csv.DictReader((run_dir / "verdicts.csv").open()))
     assert {r["knobs"] for r in verdicts} == {"ruler suspect"}

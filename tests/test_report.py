@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from engine import testbed as tb_mod
-from engine.journal import read_events
-from engine.measure import recompute_row
+from engine.record.journal import read_events
+from engine.record.state import fold
 from engine.report import (
     CHARTS_SKIPPED,
     REPORT,
@@ -38,8 +38,8 @@ from engine.report import (
     tok,
     write_report,
 )
-from engine.state import fold
-from engine.stats import LeakPolicy
+from engine.run.measure import recompute_row
+from engine.run.stats import LeakPolicy
 
 # The control both runs share: a Q8_0 target with a Q2_K drafter, one server thread.
 HEAD = """\
@@ -125,14 +125,14 @@ _RUNS: dict[str, Path] = {}  # built once per session, whichever test file asks 
 
 
 def real_run(name: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One real run through the Runner (the way engine.launch runs the engine)."""
+    """One real run through the Runner (the way engine.commands.launch runs the engine)."""
     if name in _RUNS:
         return _RUNS[name]
-    from engine.launch import ENGINE_JSON, prepare
-    from engine.measure import Measurement
+    from engine.campaign.spec import load_campaign
+    from engine.commands.launch import ENGINE_JSON, prepare
     from engine.quality import Quality
-    from engine.runner import Runner
-    from engine.spec import load_campaign
+    from engine.run.measure import Measurement
+    from engine.run.runner import Runner
 
     tmp = tmp_path_factory.mktemp(f"report-{name}")
     spec = tmp / f"report-{name}.yaml"

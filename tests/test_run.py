@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from engine import testbed as tb_mod
-from engine.journal import read_events
-from engine.measure import recompute_row
-from engine.state import fold
-from engine.stats import LeakPolicy
+from engine.record.journal import read_events
+from engine.record.state import fold
+from engine.run.measure import recompute_row
+from engine.run.stats import LeakPolicy
 
 CAMPAIGN = """\
 name: {name}
@@ -70,7 +70,7 @@ def run_headless(tmp_path: Path, runtime: str, name: str) -> tuple[Path, subproc
     spec.write_text(CAMPAIGN.format(name=name, runtime=runtime))
     results = tmp_path / "results"
     proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "run", str(spec), "--headless",
+        [sys.executable, "-m", "engine", "run", str(spec), "--headless",
          "--results-dir", str(results)], capture_output=True, text=True, timeout=900)
     print(proc.stdout[-4000:], proc.stderr[-2000:])
     runs = sorted(results.iterdir())
@@ -197,7 +197,7 @@ def test_attach_never_sends_v1_twice_and_records_no_secret(
     try:
         spec = tmp_path / "attach.yaml"
         spec.write_text(ATTACH.format(url=f"http://127.0.0.1:{port}{suffix}"))
-        proc = subprocess.run([sys.executable, "-m", "engine.cli", "run", str(spec), "--headless",
+        proc = subprocess.run([sys.executable, "-m", "engine", "run", str(spec), "--headless",
                                "--results-dir", str(tmp_path / "results")],
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine import stats
-from engine.load import request_body
+from engine.run import stats
+from engine.run.load import request_body
 from engine.servers import BootFacts, Readiness, get_adapter
 from engine.servers.prometheus import summed_samples
 from engine.servers.sglang import (

@@ -1,11 +1,11 @@
-"""engine.spec: loading, line:col diagnostics, semantic checks, config_for and render_args."""
+"""engine.campaign.spec: loading, line:col diagnostics, semantic checks, config_for and render_args."""
 
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from engine.spec import (
+from engine.campaign.spec import (
     DEFAULT_GREEDY_FILE,
     Campaign,
     Problem,

@@ -15,12 +15,12 @@ import httpx
 import pytest
 
 from engine import testbed as tb_mod
-from engine.cli import main
+from engine.commands.cli import main
 from engine.runtime import docker as rd
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 
-RULER = [sys.executable, "-m", "engine.cli"]
+RULER = [sys.executable, "-m", "engine"]
 
 
 def wait_health(base_url: str, timeout: float = 120) -> dict[str, object]:

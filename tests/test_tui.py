@@ -2,7 +2,7 @@
 
 The recorded runs under fixtures/journals/ are prefixes of a real headless run on the testbed
 (fixtures/journals/build.py says how they were cut). For them a :class:`StandIn` serves a real
-``control.sock`` with ``engine.control.ControlServer`` and journals each accepted command as the
+``control.sock`` with ``engine.run.control.ControlServer`` and journals each accepted command as the
 engine does; it stands in for the engine only because a recorded run has none.
 """
 
@@ -22,9 +22,9 @@ import pytest
 from textual.pilot import Pilot
 
 from engine import testbed as tb_mod
-from engine.control import CommandRefused, ControlServer
-from engine.journal import Journal, read_events
-from engine.state import fold
+from engine.record.journal import Journal, read_events
+from engine.record.state import fold
+from engine.run.control import CommandRefused, ControlServer
 from tui.app import RulerConsole, farewell
 from tui.follow import Link
 from tui.widgets import BootLog, FollowTable
@@ -48,7 +48,7 @@ def last_ts(run: Path) -> float:
 
 
 class StandIn:
-    """A real control socket on a recorded run, answering as engine.runner's command() does."""
+    """A real control socket on a recorded run, answering as engine.run.runner's command() does."""
 
     def __init__(self, run: Path) -> None:
         self.run, self.got = run, []  # type: ignore[var-annotated]
@@ -147,7 +147,7 @@ async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None
         await until(pilot, lambda: "pausing after this rep" in screen_text(app))
         assert "PAUSED" not in screen_text(app)
         # ...which the engine journals between reps (engine/measure.py): now it holds.
-        engine.journal.append("paused", session="s2", window="control", **{"class": "code"},
+        engine.record.journal.append("paused", session="s2", window="control", **{"class": "code"},
                               concurrency=1, attempt=1, rep=3)
         await until(pilot, lambda: "PAUSED" in screen_text(app))
         await pilot.press("p")  # p now resumes
@@ -479,7 +479,7 @@ async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) ->
     spec = tmp_path / "live.yaml"
     spec.write_text(LIVE)
     results = tmp_path / "r"
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "run", str(spec), "--headless",
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "run", str(spec), "--headless",
                              "--results-dir", str(results)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:

@@ -7,8 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from engine.journal import Journal, read_events
-from engine.state import QUALITY_STARTED, fold
+from engine.record.journal import Journal, read_events
+from engine.record.state import QUALITY_STARTED, fold
 from tui import view
 from tui.follow import Batch, Follower, Tail
 

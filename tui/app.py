@@ -1,6 +1,6 @@
 """The ruler console: a thin client of a run directory.
 
-It learns everything from ``journal.jsonl`` (folded with ``engine.state.apply``, the one way state is
+It learns everything from ``journal.jsonl`` (folded with ``engine.record.state.apply``, the one way state is
 derived) and acts only through ``control.sock``. I/O happens in thread workers that never touch a
 widget (harlequin's rule): they post messages, and the handlers here own every change of state and
 screen, inside ``batch_update()``. Quitting leaves the engine running; reattaching folds the whole
@@ -32,11 +32,11 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input
 from textual.worker import get_current_worker
 
-from engine import control
-from engine.journal import Event
-from engine.progress import printer
+from engine.commands.progress import printer
+from engine.record.journal import Event
+from engine.record.state import RunState, apply
+from engine.run import control
 from engine.servers import get_adapter
-from engine.state import RunState, apply
 from tui import view
 from tui.follow import Batch, Follower, Link, engine_pid, pid_alive, probe
 from tui.widgets import (
@@ -104,7 +104,7 @@ class RulerConsole(App[None]):
     """The console on one run directory.
 
     ``clock`` gives the wall time for elapsed/remaining (tests freeze it); ``probe`` checks the
-    engine (None: never, the header says "engine ?"); ``send`` is ``engine.control.send``.
+    engine (None: never, the header says "engine ?"); ``send`` is ``engine.run.control.send``.
     """
 
     CSS_PATH = Path(__file__).with_name("app.tcss")

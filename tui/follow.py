@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine import control
-from engine.journal import Event
+from engine.record.journal import Event
+from engine.record.liveness import read_pid
+from engine.run import control
 
 CHUNK = 64 * 1024
 JOURNAL = "journal.jsonl"
-PID_FILE = "engine.pid"
 
 
 class Tail:
@@ -253,10 +253,8 @@ def pid_alive(pid: int | None) -> bool:
 
 
 def engine_pid(run_dir: Path, fallback: int | None) -> int | None:
-    try:
-        return int((run_dir / PID_FILE).read_text().strip())
-    except (OSError, ValueError):
-        return fallback
+    pid = read_pid(run_dir)
+    return fallback if pid is None else pid
 
 
 def probe(run_dir: Path, pid_hint: int | None,

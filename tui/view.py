@@ -1,4 +1,4 @@
-"""What the console shows, derived from ``engine.state`` and the journal. No Textual here.
+"""What the console shows, derived from ``engine.record.state`` and the journal. No Textual here.
 
 Everything is plain text plus a style tag (``error``, ``warning``, ``success``, ``accent``,
 ``muted``, ``bold`` or ``""``); ``tui.widgets`` maps tags to theme colours. Every colour is paired
@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from engine.state import RowState, RunState, WindowState, row_key
+from engine.record.events import CONTROL
+from engine.record.state import RowState, RunState, WindowState, row_key
 
 Seg = tuple[str, str]  # (text, style tag)
 
@@ -24,7 +25,6 @@ FINAL_ROW = ("ok", "noisy", "void", "failed")
 OVER = ("done", "rejected", "failed", "aborted", "advanced")
 BAD_VERDICT = ("suspect", "fail", "failed", "diverged", "divergent", "error", "bad")
 GOOD_VERDICT = ("ok", "pass", "passed", "equivalent", "equal", "identical", "good")
-CONTROL = "control"
 
 
 @dataclass(frozen=True)

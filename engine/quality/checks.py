@@ -5,30 +5,27 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
-from engine import results
+from engine.campaign.spec import Campaign
 from engine.quality.probe import Probe
 from engine.quality.reference import Reference, ReferenceStore
+from engine.record import results
+from engine.record.events import CONTROL
+from engine.run.context import RunContext, WindowContext
 from engine.servers.base import Unsupported
-
-if TYPE_CHECKING:
-    from engine.runner import Runner, WindowContext
-    from engine.spec import Campaign
-
-CONTROL = "control"
 
 
 class Checks:
     """One window's checks; each writes its receipt and journals its verdict."""
 
-    def __init__(self, refs: ReferenceStore, baseline_dir: Path | None, runner: Runner,
+    def __init__(self, refs: ReferenceStore, baseline_dir: Path | None, run: RunContext,
                  ctx: WindowContext, probe: Probe) -> None:
         self.refs, self.baseline_dir = refs, baseline_dir
-        self.runner, self.ctx, self.probe = runner, ctx, probe
-        self.c: Campaign = runner.campaign
+        self.run, self.ctx, self.probe = run, ctx, probe
+        self.c: Campaign = run.campaign
         self.q = self.c.quality
         self.seed = self.c.quality_seed()
         self.knobs = dict(self.c.workload.knobs)
@@ -39,8 +36,8 @@ class Checks:
 
     def verdict(self, check: str, verdict: str, summary: str, file: str | None,
                 **figures: Any) -> None:
-        rel = str((self.ctx.dir / file).relative_to(self.runner.run_dir)) if file else None
-        self.runner.emit("verdict", session=self.ctx.session, window=self.ctx.window, check=check,
+        rel = str((self.ctx.dir / file).relative_to(self.run.run_dir)) if file else None
+        self.run.emit("verdict", session=self.ctx.session, window=self.ctx.window, check=check,
                          verdict=verdict, summary=summary, file=rel, figures=figures)
 
     def write(self, name: str, data: dict[str, Any]) -> None:
@@ -68,13 +65,13 @@ class Checks:
         return None
 
     def session_reference(self) -> Reference | None:
-        return self.refs.get(self.runner.run_dir, self.ctx.session)
+        return self.refs.get(self.run.run_dir, self.ctx.session)
 
     def previous_reference(self) -> Reference | None:
         """The nearest earlier session's control reference, if any."""
         sessions = list(self.c.sessions)
         for s in reversed(sessions[:sessions.index(self.ctx.session)]):
-            ref = self.refs.get(self.runner.run_dir, s)
+            ref = self.refs.get(self.run.run_dir, s)
             if ref is not None:
                 return ref
         return None

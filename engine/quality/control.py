@@ -11,8 +11,8 @@ import json
 import time
 from typing import Any
 
-from engine import __version__, results
-from engine.quality.checks import CONTROL, Checks
+from engine import __version__
+from engine.quality.checks import Checks
 from engine.quality.drift import DRIFT, drift_summary, write_drift
 from engine.quality.maths import greedy_compare, greedy_summary
 from engine.quality.probe import greedy_items
@@ -26,6 +26,8 @@ from engine.quality.reference import (
     load_reference,
     same_items,
 )
+from engine.record import results
+from engine.record.events import CONTROL
 
 
 class ControlChecks(Checks):
@@ -131,7 +133,7 @@ class ControlChecks(Checks):
         for window in self.c.windows_in(self.ctx.session):
             if window == CONTROL:
                 break
-            path = results.window_dir(self.runner.run_dir, self.ctx.session, window) / "greedy.json"
+            path = results.window_dir(self.run.run_dir, self.ctx.session, window) / "greedy.json"
             if not path.exists():
                 continue
             data = json.loads(path.read_text())
@@ -141,28 +143,28 @@ class ControlChecks(Checks):
             data.update(reference=f"{self.ctx.session}-control (ran after this window)",
                         comparison=cmp)
             results.write_json(path, data)
-            self.runner.emit("verdict", session=self.ctx.session, window=window, check="greedy",
+            self.run.emit("verdict", session=self.ctx.session, window=window, check="greedy",
                              verdict="identical" if cmp["identical"] == cmp["n"] else "diverged",
                              summary=greedy_summary(cmp),
-                             file=str(path.relative_to(self.runner.run_dir)),
+                             file=str(path.relative_to(self.run.run_dir)),
                              figures={"identical": cmp["identical"], "n": cmp["n"],
                                       "first_divergence": cmp["first_divergence"],
                                       "reference": data["reference"]})
 
     def drift(self) -> None:
-        rows = [r for r in write_drift(self.runner.run_dir, self.baseline_dir)
+        rows = [r for r in write_drift(self.run.run_dir, self.baseline_dir)
                 if r["session"] == self.ctx.session]
         if not rows:
             return
         verdict, summary, worst = drift_summary(rows)
-        self.runner.emit("verdict", session=self.ctx.session, window=self.ctx.window, check="drift",
+        self.run.emit("verdict", session=self.ctx.session, window=self.ctx.window, check="drift",
                          verdict=verdict, summary=summary, file=DRIFT, figures={"worst_pct": worst})
 
     def provenance(self) -> dict[str, Any]:
         facts = self.ctx.facts.as_json()["facts"]
         keep = ("model.path", "model.name", "model.file_type", "model.n_vocab", "model.params",
                 "spec.draft_model", "server.model")
-        return {"run": self.runner.run_id, "campaign": self.c.name, "session": self.ctx.session,
+        return {"run": self.run.run_id, "campaign": self.c.name, "session": self.ctx.session,
                 "window": self.ctx.window, "server": self.ctx.adapter.name,
                 "ruler_version": __version__, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "facts": {k: facts[k] for k in keep if k in facts}}

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from engine import results
+from engine.record import results
+from engine.record.events import CONTROL
 
-CONTROL = "control"
 DRIFT = "drift.json"
 
 

@@ -1,4 +1,4 @@
-"""The quality phase: ``Quality()(runner, ctx)`` runs every quality and ruler check of a window.
+"""The quality phase: ``Quality()(run, ctx)`` runs every quality and ruler check of a window.
 
 Journal: ``quality_started`` when it begins, a ``verdict`` event per check, ``quality_done``
 (status done or stopped, seconds, requests, seconds per stage) at its end; ``verdicts.csv`` is
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
-from engine.quality.checks import CONTROL
+from engine.errors import WindowFailed
 from engine.quality.control import ControlChecks
 from engine.quality.knobs import KNOB_PROMPTS, knob_check
 from engine.quality.probe import Probe, Stopped
@@ -21,9 +21,8 @@ from engine.quality.reference import ReferenceStore
 from engine.quality.tools import tool_probe
 from engine.quality.verdicts import verdict_row, write_verdicts
 from engine.quality.window import WindowChecks
-
-if TYPE_CHECKING:
-    from engine.runner import Runner, WindowContext
+from engine.record.events import CONTROL
+from engine.run.context import RunContext, WindowContext
 
 
 class Quality:
@@ -33,40 +32,38 @@ class Quality:
         self.baseline_dir = baseline_dir
         self.refs = ReferenceStore()  # session -> its control's reference
 
-    def __call__(self, runner: Runner, ctx: WindowContext) -> None:
-        if not runner.campaign.quality.enabled:
+    def __call__(self, run: RunContext, ctx: WindowContext) -> None:
+        if not run.campaign.quality.enabled:
             return
-        runner.emit("quality_started", session=ctx.session, window=ctx.window)
+        run.emit("quality_started", session=ctx.session, window=ctx.window)
         started = time.monotonic()
-        timeout = httpx.Timeout(runner.campaign.timeouts.request, connect=10.0)
+        timeout = httpx.Timeout(run.campaign.timeouts.request, connect=10.0)
         status = "done"
         with httpx.Client(base_url=ctx.server.base_url, timeout=timeout) as client:
-            probe = Probe(ctx.adapter, client, runner.controls.stopping)
-            run = WindowRun(self.refs, self.baseline_dir, runner, ctx, probe)
+            probe = Probe(ctx.adapter, client, run.controls.stopping)
+            checks = WindowRun(self.refs, self.baseline_dir, run, ctx, probe)
             try:
-                run.all()
+                checks.all()
             except Stopped:
                 status = "stopped"
             except httpx.TransportError as e:
                 if not ctx.server.alive():
-                    from engine.measure import WindowFailed
-
                     raise WindowFailed(f"server died during the quality checks ({e})") from e
                 raise
             finally:
-                write_verdicts(runner.run_dir, self.rows(runner))
-        runner.emit("quality_done", session=ctx.session, window=ctx.window, status=status,
+                write_verdicts(run.run_dir, self.rows(run))
+        run.emit("quality_done", session=ctx.session, window=ctx.window, status=status,
                     seconds=round(time.monotonic() - started, 2), requests=probe.requests,
-                    stages=run.stages)
+                    stages=checks.stages)
 
     @staticmethod
-    def rows(runner: Runner) -> list[dict[str, Any]]:
+    def rows(run: RunContext) -> list[dict[str, Any]]:
         out = []
-        for key in runner.state.order:
-            ws = runner.state.windows[key]
+        for key in run.state.order:
+            ws = run.state.windows[key]
             if not ws.verdicts:
                 continue
-            lossy = ws.window != CONTROL and runner.campaign.window(ws.window).lossy
+            lossy = ws.window != CONTROL and run.campaign.window(ws.window).lossy
             out.append(verdict_row(ws.session, ws.window, ws.axis, lossy, ws.verdicts))
         return out
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from engine import results
 from engine.quality.maths import abs_stats, forced_logprob, kl_topk, truncate
+from engine.record import results
 
 REFERENCE = "reference.json"
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from engine import results
+from engine.record import results
 
 VERDICTS = "verdicts.csv"
 VERDICT_COLUMNS = [

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine import results
-from engine.quality.checks import CONTROL, Checks
+from engine.quality.checks import Checks
 from engine.quality.effect import IGNORED_FACT, fact_diff, no_effect_verdict, rows_inside
 from engine.quality.maths import greedy_compare, greedy_summary
 from engine.quality.reference import (
@@ -17,6 +16,8 @@ from engine.quality.reference import (
     load_reference,
     same_items,
 )
+from engine.record import results
+from engine.record.events import CONTROL
 
 TF_CLOSE = 0.05  # nats: a p99 |dlogp| at or below this is numeric noise, not a different model
 KL_CLEAR = 10.0  # a lossy window's KL is "above floor" when > KL_CLEAR x floor ...
@@ -96,7 +97,7 @@ class WindowChecks(Checks):
         """Boot facts equal, throughput rows inside the control's spread, greedy identical."""
         control_facts = self.control_facts()
         rows = rows_inside(self.rows(self.ctx.window), self.rows(CONTROL),
-                           floor=self.runner.campaign.leak.spread)
+                           floor=self.run.campaign.leak.spread)
         facts = None if control_facts is None else fact_diff(self.ctx.facts.as_json()["facts"],
                                                              control_facts)
         verdict, reasons = no_effect_verdict(facts, rows, greedy)
@@ -107,12 +108,12 @@ class WindowChecks(Checks):
         self.verdict("no_effect", verdict, summary, "no-effect.json")
 
     def control_facts(self) -> dict[str, Any] | None:
-        facts = self.runner.control_facts.get(self.ctx.session)
+        facts = self.run.control_facts.get(self.ctx.session)
         if facts is not None:
             return facts.as_json()["facts"]
-        path = results.window_dir(self.runner.run_dir, self.ctx.session, CONTROL) / "boot-facts.json"
+        path = results.window_dir(self.run.run_dir, self.ctx.session, CONTROL) / "boot-facts.json"
         return json.loads(path.read_text()).get("facts") if path.exists() else None
 
     def rows(self, window: str) -> dict[tuple[str, int], dict[str, Any]]:
-        return {(r.cls, r.concurrency): r.row for r in self.runner.state.rows.values()
+        return {(r.cls, r.concurrency): r.row for r in self.run.state.rows.values()
                 if r.session == self.ctx.session and r.window == window and r.row}

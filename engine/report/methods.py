@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 from engine import __version__
+from engine.campaign.spec import Campaign
 from engine.report.run import RunView, read_json
 from engine.report.text import table, when
 from engine.report.windows import change_text
-from engine.spec import Campaign
 
 
 def methods(view: RunView) -> list[str]:

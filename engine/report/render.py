@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from engine import results
+from engine.record import results
 from engine.report.methods import files, methods
 from engine.report.run import ReportError, RunView, load_run
 from engine.report.sections import controls, header, summary

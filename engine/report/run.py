@@ -14,13 +14,14 @@ from typing import Any
 
 import yaml
 
-from engine import results, stats
-from engine.journal import Event, read_events
-from engine.measure import read_rep
-from engine.spec import Campaign
-from engine.state import RunState, WindowState, fold, row_key
+from engine.campaign.spec import Campaign
+from engine.record import results
+from engine.record.events import CONTROL
+from engine.record.journal import Event, read_events
+from engine.record.results import read_rep
+from engine.record.state import RunState, WindowState, fold, row_key
+from engine.run import stats
 
-CONTROL = "control"
 USABLE = ("ok", "noisy")  # a void, failed or aborted row has no figure to compare
 
 

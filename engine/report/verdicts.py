@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.record.state import WindowState
 from engine.report.run import CONTROL, RunView
 from engine.report.text import link
-from engine.state import WindowState
 
 CHECK_LABELS = {
     "knobs": "ruler check", "greedy": "greedy", "teacher_forced": "teacher-forced |Δlogp|",

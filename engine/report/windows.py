@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from engine.quality import IGNORED_FACT
+from engine.record.state import WindowState
 from engine.report.run import CONTROL, USABLE, RunView, read_json
 from engine.report.text import acceptance_text, delta, link, pct, reps_text, table, tok, when
 from engine.report.verdicts import verdict_lines
-from engine.state import WindowState
 
 
 def window_status(view: RunView, ws: WindowState) -> list[str]:

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine import results
-from engine.journal import read_events
-from engine.launch import BadInput, engine_alive, read_pid
-from engine.state import fold
+from engine.errors import BadInput
+from engine.record import results
+from engine.record.journal import read_events
+from engine.record.liveness import engine_alive, read_pid
+from engine.record.state import fold
 
 
 def latest_run(results_dir: str | Path = "results") -> Path:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.journal import Event
+from engine.record.journal import Event
 
 QUALITY_STARTED = "quality_started"  # engine/quality/phase.py: a window's quality checks begin
 

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from engine import __version__
+from engine.errors import BadInput
 
 
 def _cmd_testbed(args: argparse.Namespace) -> int:
@@ -31,7 +32,7 @@ def _cmd_testbed(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from engine.spec import cmd_validate
+    from engine.campaign.spec import cmd_validate
 
     return cmd_validate(args.file)
 
@@ -41,29 +42,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if not args.file:
             print("ruler run --dry-run: give a campaign FILE", file=sys.stderr)
             return 2
-        from engine.dryrun import cmd_dry_run
+        from engine.campaign.dryrun import cmd_dry_run
 
         return cmd_dry_run(args.file, args.runtime)
-    from engine.launch import cmd_run
+    from engine.commands.launch import cmd_run
 
     return cmd_run(args)
 
 
 def _cmd_facts(args: argparse.Namespace) -> int:
-    from engine.facts import cmd_facts
+    from engine.commands.facts import cmd_facts
 
     return cmd_facts(args.server, args.logfile, args.json)
 
 
 def _cmd_engine(args: argparse.Namespace) -> int:
-    from engine.launch import cmd_engine
+    from engine.commands.launch import cmd_engine
 
     return cmd_engine(args)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from engine.launch import BadInput
-    from engine.status import print_status, run_dir_arg
+    from engine.commands.status import print_status, run_dir_arg
 
     try:
         print_status(run_dir_arg(args.run_dir), args.json)
@@ -74,9 +74,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_ctl(args: argparse.Namespace) -> int:
-    from engine.control import send
-    from engine.launch import BadInput
-    from engine.status import run_dir_arg
+    from engine.commands.status import run_dir_arg
+    from engine.run.control import send
 
     try:
         run_dir = run_dir_arg(args.run_dir)
@@ -97,17 +96,16 @@ def _cmd_ctl(args: argparse.Namespace) -> int:
 
 
 def _cmd_attach(args: argparse.Namespace) -> int:
-    from engine.launch import BadInput
-    from engine.status import run_dir_arg
+    from engine.commands.status import run_dir_arg
 
     try:
         run_dir = run_dir_arg(args.run_dir)
     except BadInput as e:
         print(e, file=sys.stderr)
         return 2
-    from tui.app import run_console
+    from engine.commands.console import open_console
 
-    return run_console(run_dir)
+    return open_console(run_dir)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -117,7 +115,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from engine.compare import cmd_compare
+    from engine.report.compare import cmd_compare
 
     return cmd_compare(args.run_dirs, args.json)
 

@@ -10,61 +10,26 @@ import os
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine import results
-from engine.boot import BootOutcome, LogPump, wait_ready
-from engine.journal import Event, Journal, read_events
+from engine.campaign.spec import Campaign, ServerConfig, expand, render_args
+from engine.errors import EngineError, WindowFailed
+from engine.record import results
+from engine.record.events import CONTROL
+from engine.record.journal import Event, Journal, read_events
+from engine.record.state import RunState, apply, fold
+from engine.run.boot import BootOutcome, LogPump, wait_ready
+from engine.run.context import Controls, Phase, RunContext, WindowContext
+from engine.run.measure import Measurement
+from engine.run.operator import handle
+from engine.run.stats import LeakPolicy
 from engine.runtime import attach as rt_attach
 from engine.runtime.base import LaunchError, LaunchPlan, Server, free_port
 from engine.servers import get_adapter
-from engine.servers.base import BootFacts, Fact, ServerAdapter
-from engine.spec import Campaign, ServerConfig, expand, render_args
-from engine.state import apply, fold
-from engine.stats import LeakPolicy
+from engine.servers.base import BootFacts, Fact
 
-CONTROL = "control"
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY", re.I)
-
-
-class EngineError(RuntimeError):
-    """Ruler itself failed (not the server under test): exit code 1."""
-
-
-@dataclass
-class Controls:
-    """Operator requests, set from signal handlers or the control socket, read between steps."""
-
-    abort: threading.Event = field(default_factory=threading.Event)
-    advance: threading.Event = field(default_factory=threading.Event)
-    rewarm: threading.Event = field(default_factory=threading.Event)
-    paused: threading.Event = field(default_factory=threading.Event)
-    reruns: list[str] = field(default_factory=list)  # row keys queued by the operator
-
-    def stopping(self) -> bool:
-        return self.abort.is_set() or self.advance.is_set()
-
-    def wait_if_paused(self) -> None:
-        while self.paused.is_set() and not self.abort.is_set():
-            self.abort.wait(0.2)
-
-
-@dataclass
-class WindowContext:
-    """What a measurement phase needs about the window it runs in."""
-
-    session: str
-    window: str
-    dir: Path
-    server: Server
-    adapter: ServerAdapter
-    config: ServerConfig
-    facts: BootFacts
-
-
-Phase = Callable[["Runner", WindowContext], None]
 
 
 class Redactor:
@@ -160,13 +125,15 @@ class Runner:
         self.server: Server | None = None
         self.reboots: dict[str, int] = {}
         self._emit_lock = threading.RLock()
+        # Files derived from the fold (throughput.csv) follow the journal, event by event.
+        self.listeners: list[Callable[[Event, RunState], None]] = [results.ThroughputWriter(run_dir)]
         leak = campaign.leak
         self.leak_policy = LeakPolicy(leak.min_concurrency, leak.spread, leak.max_reruns)
+        # What phases and operator commands see of the run: never the runner itself.
+        self.ctx = RunContext(campaign, run_dir, self.run_id, self.state, self.controls, self.emit,
+                              self.prompts, self.leak_policy, self.control_facts)
 
     # ------------------------------------------------------------ plumbing
-
-    def axis(self, window: str) -> str:
-        return "control" if window == CONTROL else self.campaign.window(window).axis
 
     def emit(self, kind: str, **data: Any) -> Event:
         with self._emit_lock:  # the runner and the control socket's thread both emit
@@ -175,10 +142,8 @@ class Runner:
     def _emit(self, kind: str, data: dict[str, Any]) -> Event:
         event = self.journal.append(kind, **data)
         apply(self.state, event)
-        if kind == "row_done" or (kind == "verdict" and data.get("check") == "knobs"):
-            from engine.measure import throughput_rows, write_throughput
-
-            write_throughput(self.run_dir, throughput_rows(self.state))
+        for listen in self.listeners:
+            listen(event, self.state)
         if self.printer:
             try:
                 self.printer(event)
@@ -311,8 +276,6 @@ class Runner:
 
     def _drain_reruns(self) -> None:
         """Reruns the operator queued for windows no longer up: boot each such window again."""
-        from engine.measure import Measurement
-
         while self.controls.reruns and not self.controls.abort.is_set():
             key = self.controls.reruns[0]
             row = self.state.rows[key]
@@ -327,10 +290,8 @@ class Runner:
     # ------------------------------------------------------------ operator commands
 
     def command(self, cmd: str, args: list[str], who: dict[str, Any]) -> str:
-        """One control-socket command (see engine.operator); called on the socket's thread."""
-        from engine.operator import handle
-
-        return handle(self, cmd, args, who)
+        """One control-socket command (see engine.run.operator); called on the socket's thread."""
+        return handle(self.ctx, cmd, args, who)
 
     def run_window(self, session: str, window: str, tag: str = "",
                    phases: list[Phase] | None = None) -> None:
@@ -341,7 +302,7 @@ class Runner:
         except KeyError as e:
             self._reject(session, window, wdir, f"unresolved variable {e}", [])
             return
-        self.emit("window_started", session=session, window=window, axis=self.axis(window),
+        self.emit("window_started", session=session, window=window, axis=self.ctx.axis(window),
                   runtime=self.runtime, plan=plan.describe(), tag=tag,
                   log=str((wdir / f"boot{tag}.log").relative_to(self.run_dir)))
         try:
@@ -386,13 +347,11 @@ class Runner:
         facts = pump.freeze()
         self._record_boot(session, window, wdir, facts, boot, tag)
         ctx = WindowContext(session, window, wdir, server, self.adapter, config, facts)
-        from engine.measure import WindowFailed
-
         try:
             for phase in phases:
                 if self.controls.stopping():
                     break
-                phase(self, ctx)
+                phase(self.ctx, ctx)
         except WindowFailed as e:
             pump.join(timeout=5)
             results.write_atomic(wdir / "failure.txt", self.redact(

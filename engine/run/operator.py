@@ -1,25 +1,23 @@
 """Operator commands from the control socket: what each does now, or why it does not apply.
 
-Commands only set flags on ``runner.controls``; the runner's thread acts on them between steps
+Commands only set flags on ``run.controls``; the run's thread acts on them between steps
 (abort also cancels the requests in flight). Every accepted command is journaled with who sent it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from engine.control import CommandRefused
-
-if TYPE_CHECKING:
-    from engine.runner import Runner
+from engine.run.context import RunContext
+from engine.run.control import CommandRefused
 
 
-def handle(runner: Runner, cmd: str, args: list[str], who: dict[str, Any]) -> str:
+def handle(run: RunContext, cmd: str, args: list[str], who: dict[str, Any]) -> str:
     """One control-socket command; raises CommandRefused saying why when it does not apply."""
-    st, ctl = runner.state, runner.controls
+    st, ctl = run.state, run.controls
     current = st.windows.get(st.current or "")
     if cmd == "status":
-        return status_line(runner)
+        return status_line(run)
     if st.status != "running":
         raise CommandRefused(f"the campaign is {st.status}; nothing to {cmd}")
     if cmd == "abort":
@@ -42,32 +40,32 @@ def handle(runner: Runner, cmd: str, args: list[str], who: dict[str, Any]) -> st
         (ctl.paused.set if cmd == "pause" else ctl.paused.clear)()
         reply = "pausing before the next rep" if cmd == "pause" else "resuming"
     elif cmd == "rerun":
-        reply = _queue_rerun(runner, args)
+        reply = _queue_rerun(run, args)
     else:
         raise CommandRefused(f"unknown command {cmd!r}; known: abort, advance, rewarm, pause, "
                              "resume, rerun ROW, status")
-    runner.emit("command", cmd=cmd, args=args, who=who, reply=reply)
+    run.emit("command", cmd=cmd, args=args, who=who, reply=reply)
     return reply
 
-def _queue_rerun(runner: Runner, args: list[str]) -> str:
+def _queue_rerun(run: RunContext, args: list[str]) -> str:
     if len(args) != 1:
         raise CommandRefused("usage: rerun ROW (e.g. s1-control/prose/c4)")
     key = args[0]
-    row = runner.state.rows.get(key)
+    row = run.state.rows.get(key)
     if row is None:
-        void = [k for k, r in runner.state.rows.items() if r.status == "void"]
+        void = [k for k, r in run.state.rows.items() if r.status == "void"]
         raise CommandRefused(f"no row {key!r}; void rows: {', '.join(void) or 'none'}")
     if row.status != "void":
         raise CommandRefused(f"row {key} is {row.status}, not void")
-    if key in runner.controls.reruns:
+    if key in run.controls.reruns:
         raise CommandRefused(f"row {key} is already queued")
-    runner.controls.reruns.append(key)
-    up = runner.state.current == f"{row.session}-{row.window}"
+    run.controls.reruns.append(key)
+    up = run.state.current == f"{row.session}-{row.window}"
     return f"queued {key}: " + ("runs after this window's shapes" if up else
                                  "its window will be booted again after the current one")
 
-def status_line(runner: Runner) -> str:
-    st = runner.state
+def status_line(run: RunContext) -> str:
+    st = run.state
     rows = list(st.rows.values())
     done = sum(r.complete for r in rows)
     void = sum(r.status == "void" for r in rows)

@@ -1,7 +1,7 @@
 """``ruler run FILE --dry-run``: what a run would start, send and watch, without starting it.
 
 The operator checks this before burning GPU hours, so the invocation comes from the very code
-that starts servers: :meth:`engine.runner.Runner.plan` on a throw-away run directory, shown the
+that starts servers: :meth:`engine.run.runner.Runner.plan` on a throw-away run directory, shown the
 way ``docker run`` would spell it. Nothing here builds the testbed, pulls an image or opens a
 port: ``${testbed.*}`` resolves from the cache when it is already there and otherwise stays
 unresolved in the output, like any variable the host does not define.
@@ -18,11 +18,13 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from engine.load import request_body
-from engine.runner import CONTROL, EngineError, Runner, resolve_runtime
+from engine.campaign.spec import Campaign, SpecError, load_campaign
+from engine.errors import EngineError
+from engine.record.events import CONTROL
+from engine.run.load import request_body
+from engine.run.runner import Runner, resolve_runtime
 from engine.runtime.base import LaunchPlan
 from engine.servers.base import ServerAdapter
-from engine.spec import Campaign, SpecError, load_campaign
 
 DRY_RUN_ID = "dry-run"  # the ruler.run label shown; a real run gets a dated, random one
 _VARIABLE = re.compile(r"\$\{([^}]+)\}")

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Any
 
-from engine.journal import Event
+from engine.record.journal import Event
 
 
 def _diff_summary(diff: dict[str, Any] | None) -> str:

@@ -20,10 +20,13 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
-from engine import results
-from engine.progress import printer
-from engine.runner import (
-    EngineError,
+from engine.campaign.spec import Campaign, SpecError, load_campaign
+from engine.commands.console import open_console
+from engine.commands.progress import printer
+from engine.errors import BadInput, EngineError
+from engine.record import results
+from engine.record.liveness import LOCK, PID, engine_alive, read_pid
+from engine.run.runner import (
     Phase,
     Runner,
     frozen_prompts,
@@ -31,16 +34,9 @@ from engine.runner import (
     redactor_for,
     resolve_runtime,
 )
-from engine.spec import Campaign, SpecError, load_campaign
 
 ENGINE_JSON = "engine.json"
-LOCK = "engine.lock"
-PID = "engine.pid"
 LOG = "engine.log"
-
-
-class BadInput(Exception):
-    """Exit code 2: the message names the problem."""
 
 
 def testbed_variables(campaign: Campaign, with_image: bool) -> dict[str, str]:
@@ -57,8 +53,8 @@ def testbed_variables(campaign: Campaign, with_image: bool) -> dict[str, str]:
 
 def default_phases(baseline: str | None = None) -> list[Phase]:
     """Measurement, then the quality and ruler checks (``baseline``: a run for control drift)."""
-    from engine.measure import Measurement
     from engine.quality import Quality
+    from engine.run.measure import Measurement
 
     return [Measurement(), Quality(Path(baseline) if baseline else None)]
 
@@ -114,26 +110,6 @@ def _take_lock(run_dir: Path) -> IO[str]:
     return f
 
 
-def read_pid(run_dir: Path) -> int | None:
-    try:
-        return int((run_dir / PID).read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def engine_alive(run_dir: Path) -> bool:
-    """True while some process holds the run lock (a pid file alone can outlive its engine)."""
-    try:
-        with open(run_dir / LOCK, "a+") as f:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            fcntl.flock(f, fcntl.LOCK_UN)
-            return False
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-
-
 def _campaign_for(run_dir: Path, info: dict[str, Any]) -> Campaign:
     """The campaign as it was frozen: a source edited since then is refused, not silently used."""
     source = Path(info["campaign_source"])
@@ -146,7 +122,7 @@ def _campaign_for(run_dir: Path, info: dict[str, Any]) -> Campaign:
 
 def run_engine(run_dir: Path, echo: bool) -> int:
     """The engine process: lock, pid, control socket, signals, then the campaign."""
-    from engine.control import ControlServer
+    from engine.run.control import ControlServer
 
     lock = _take_lock(run_dir)
     info = json.loads((run_dir / ENGINE_JSON).read_text())
@@ -176,7 +152,7 @@ def spawn_detached(run_dir: Path) -> int:
     """Start the engine in its own session: a hangup of this terminal does not reach it."""
     with open(run_dir / LOG, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.cli", "engine", str(run_dir)],
+            [sys.executable, "-m", "engine", "engine", str(run_dir)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True)
     deadline = time.monotonic() + 30
@@ -213,9 +189,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.detach or not interactive:
             print(f"engine detached (pid {pid}); follow it with: ruler attach {run_dir}")
             return 0
-        from tui.app import run_console
-
-        return run_console(run_dir)
+        return open_console(run_dir)
     except BadInput as e:
         print(e, file=sys.stderr)
         return 2

@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from engine.yamlmarks import (
+from engine.campaign.yamlmarks import (
     Issue,
     MarkedDoc,
     Problem,
@@ -37,11 +37,11 @@ from engine.yamlmarks import (
     suggest,
     yaml_problem,
 )
+from engine.record.events import CONTROL
 
-CONTROL = "control"
 NAME_PATTERN = "[a-z0-9][a-z0-9-]*"
 # The greedy prompts a campaign gets when its quality section names none (ships with ruler).
-DEFAULT_GREEDY_FILE = Path(__file__).resolve().parent.parent / "campaigns" / "prompts" / "greedy.txt"
+DEFAULT_GREEDY_FILE = Path(__file__).resolve().parents[2] / "campaigns" / "prompts" / "greedy.txt"
 DEFAULT_SEED = 1234  # quality requests always send a seed; this one when the campaign has none
 
 Scalar = str | int | float

@@ -1,0 +1,1 @@
+"""What a run records: typed events and their vocabulary, the journal, its fold, the results files."""

@@ -1,0 +1,79 @@
+"""What a phase (measurement, quality) and an operator command are given: never the runner itself.
+
+``RunContext`` is the run as a phase sees it (its campaign, its folded state, the operator's
+controls, an emit function); ``WindowContext`` is the window a phase runs in.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from engine.campaign.spec import Campaign, ServerConfig
+from engine.record.events import CONTROL
+from engine.record.journal import Event
+from engine.record.state import RunState
+from engine.run.stats import LeakPolicy
+from engine.runtime.base import Server
+from engine.servers.base import BootFacts, ServerAdapter
+
+
+class Emit(Protocol):
+    """Append one event to the journal (and fold it into the state); returns the event."""
+
+    def __call__(self, kind: str, **data: Any) -> Event: ...
+
+
+@dataclass
+class Controls:
+    """Operator requests, set from signal handlers or the control socket, read between steps."""
+
+    abort: threading.Event = field(default_factory=threading.Event)
+    advance: threading.Event = field(default_factory=threading.Event)
+    rewarm: threading.Event = field(default_factory=threading.Event)
+    paused: threading.Event = field(default_factory=threading.Event)
+    reruns: list[str] = field(default_factory=list)  # row keys queued by the operator
+
+    def stopping(self) -> bool:
+        return self.abort.is_set() or self.advance.is_set()
+
+    def wait_if_paused(self) -> None:
+        while self.paused.is_set() and not self.abort.is_set():
+            self.abort.wait(0.2)
+
+
+@dataclass
+class RunContext:
+    """The run as its phases see it. ``state`` is the live fold: read it, change it only by emit."""
+
+    campaign: Campaign
+    run_dir: Path
+    run_id: str
+    state: RunState
+    controls: Controls
+    emit: Emit
+    prompts: dict[str, list[str]]  # frozen at the run's start: a resume sends the same ones
+    leak_policy: LeakPolicy
+    control_facts: dict[str, BootFacts] = field(default_factory=dict)  # session -> its control's
+
+    def axis(self, window: str) -> str:
+        return CONTROL if window == CONTROL else self.campaign.window(window).axis
+
+
+@dataclass
+class WindowContext:
+    """What a measurement phase needs about the window it runs in."""
+
+    session: str
+    window: str
+    dir: Path
+    server: Server
+    adapter: ServerAdapter
+    config: ServerConfig
+    facts: BootFacts
+
+
+Phase = Callable[[RunContext, WindowContext], None]
