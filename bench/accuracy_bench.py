@@ -63,7 +63,7 @@ def start_server(tb: testbed.Testbed, drafter: bool, threads: int,
     if drafter:
         argv += ["-md", str(tb.models["Q2_K"]), "--spec-type", "draft-simple",
                  "--spec-draft-n-max", "7"]
-    server = rp.start(LaunchPlan(f"ruler-accuracy-bench-{port}", argv, {}, {}, port))
+    server = rp.ProcessServer(LaunchPlan(f"ruler-accuracy-bench-{port}", argv, {}, {}, port))
     # Drain the log: an unread pipe fills up and stalls the server mid-benchmark.
     threading.Thread(target=lambda: log.extend(server.lines()), daemon=True).start()
     deadline = time.monotonic() + 120

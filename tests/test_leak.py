@@ -127,7 +127,7 @@ def during_rep_two(results: Path) -> Callable[[], bool]:
 
 def test_leaked_rep_is_voided_rewarmed_and_rerun(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
     port = free_port()
-    server = rp.start(LaunchPlan("leak-target", [
+    server = rp.ProcessServer(LaunchPlan("leak-target", [
         str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "2048", "-np", "2",
         "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
     results = tmp_path / "results"

@@ -260,7 +260,7 @@ def start(testbed: tb_mod.Testbed, *args: str) -> Iterator[Server]:
     port = free_port()
     argv = [str(testbed.llama_server), *args, "-c", "2048", "-np", "1", "-t", "1",
             "--host", "127.0.0.1", "--port", str(port)]
-    server = rp.start(LaunchPlan(f"ruler-test-quality-{port}", argv, {}, {}, port))
+    server = rp.ProcessServer(LaunchPlan(f"ruler-test-quality-{port}", argv, {}, {}, port))
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

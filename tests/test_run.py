@@ -189,7 +189,7 @@ def test_attach_never_sends_v1_twice_and_records_no_secret(
     from engine.runtime.base import LaunchPlan, free_port
 
     port = free_port()
-    server = rp.start(LaunchPlan("attach-target", [
+    server = rp.ProcessServer(LaunchPlan("attach-target", [
         str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "1024",
         "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
     secret = "hf_ruler_test_secret_value_1234"

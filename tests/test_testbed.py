@@ -69,7 +69,7 @@ def test_image_boots_in_docker_and_answers(testbed: tb_mod.Testbed, testbed_imag
         env={}, secret_env={}, host_port=port, container_port=8080, image=testbed_image,
         mounts=[str(model.parent)], labels={"ruler.campaign": "test", "ruler.run": "t",
                                             "ruler.window": "t"}, keep=False)
-    server = rd.start(plan)
+    server = rd.DockerServer(plan)
     try:
         assert wait_health(server.base_url) == {"status": "ok"}
         reply = chat(server.base_url)
@@ -83,7 +83,7 @@ def test_testbed_boots_as_a_process(testbed: tb_mod.Testbed) -> None:
     plan = LaunchPlan(name="ruler-test-process", argv=[
         str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "1024",
         "--host", "127.0.0.1", "--port", str(port)], env={}, secret_env={}, host_port=port)
-    server = rp.start(plan)
+    server = rp.ProcessServer(plan)
     try:
         assert wait_health(server.base_url) == {"status": "ok"}
         reply = chat(server.base_url)

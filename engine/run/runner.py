@@ -24,8 +24,9 @@ from engine.run.context import Controls, Phase, RunContext, WindowContext
 from engine.run.measure import Measurement
 from engine.run.operator import handle
 from engine.run.stats import LeakPolicy
-from engine.runtime import attach as rt_attach
-from engine.runtime.base import LaunchError, LaunchPlan, Server, free_port
+from engine.runtime.attach import AttachRuntime
+from engine.runtime.base import LaunchError, LaunchPlan, Runtime, Server, free_port
+from engine.runtime.process import ProcessRuntime
 from engine.servers import get_adapter
 from engine.servers.base import BootFacts, Fact
 
@@ -89,6 +90,18 @@ def frozen_prompts(campaign: Campaign, run_dir: Path) -> dict[str, list[str]]:
     return prompts
 
 
+def runtime_for(campaign: Campaign, name: str) -> Runtime:
+    """The runtime a resolved name stands for (docker's SDK is imported only when it is used)."""
+    if name == "docker":
+        from engine.runtime.docker import DockerRuntime
+
+        return DockerRuntime()
+    if name == "attach":
+        assert campaign.attach is not None
+        return AttachRuntime(campaign.attach.url)
+    return ProcessRuntime()
+
+
 def resolve_runtime(campaign: Campaign, requested: str | None) -> str:
     runtime = requested or campaign.runtime
     if runtime != "auto":
@@ -104,10 +117,13 @@ def resolve_runtime(campaign: Campaign, requested: str | None) -> str:
 
 
 class Runner:
-    def __init__(self, campaign: Campaign, run_dir: Path, runtime: str,
+    def __init__(self, campaign: Campaign, run_dir: Path, runtime: str | Runtime,
                  variables: dict[str, str], printer: Callable[[Event], None] | None = None,
                  phases: list[Phase] | None = None, controls: Controls | None = None) -> None:
-        self.campaign, self.run_dir, self.runtime = campaign, run_dir, runtime
+        self.campaign, self.run_dir = campaign, run_dir
+        # A name from the campaign or the command line; tests hand a Runtime of their own.
+        self.rt = runtime_for(campaign, runtime) if isinstance(runtime, str) else runtime
+        self.runtime = self.rt.name
         self.variables = variables
         self.printer = printer
         self.phases = phases or []
@@ -190,18 +206,6 @@ class Runner:
         argv = command + args + self.adapter.log_args() + self.adapter.listen_args("127.0.0.1", port)
         return LaunchPlan(name, argv, env, {**self.secret_env, **secret}, port, labels=labels)
 
-    def _start(self, plan: LaunchPlan) -> Server:
-        if self.runtime == "docker":
-            from engine.runtime import docker as rd
-
-            return rd.start(plan)
-        if self.runtime == "attach":
-            assert self.campaign.attach is not None
-            return rt_attach.AttachedServer(self.campaign.attach.url)
-        from engine.runtime import process as rp
-
-        return rp.start(plan)
-
     # ------------------------------------------------------------ the campaign
 
     def run(self) -> str:
@@ -257,22 +261,10 @@ class Runner:
                 k: Fact(k, v, data.get("lines", {}).get(k, "")) for k, v in data["facts"].items()})
 
     def _stop_strays(self) -> None:
-        """A killed engine leaves its server running: find it (label, or pid + RULER_CONTAINER
-        in its environment), stop it, keep a container."""
-        if self.runtime == "docker":
-            from engine.runtime import docker as rd
-
-            for container in rd.containers_of_run(self.run_id):
-                if container.status == "running":
-                    container.stop(timeout=10)
-                    self.emit("stray_stopped", name=container.name, id=container.id)
-        elif self.runtime == "process":
-            from engine.runtime.process import stop_stray
-
-            for ws in self.state.windows.values():
-                pid, name = ws.server.get("pid"), ws.server.get("name")
-                if pid and name and stop_stray(int(pid), str(name)):
-                    self.emit("stray_stopped", name=name, pid=pid)
+        """A killed engine leaves its server running: its runtime finds it and stops it."""
+        servers = [ws.server for ws in self.state.windows.values() if ws.server]
+        for ident in self.rt.stop_strays(self.run_id, servers):
+            self.emit("stray_stopped", **ident)
 
     def _drain_reruns(self) -> None:
         """Reruns the operator queued for windows no longer up: boot each such window again."""
@@ -306,7 +298,7 @@ class Runner:
                   runtime=self.runtime, plan=plan.describe(), tag=tag,
                   log=str((wdir / f"boot{tag}.log").relative_to(self.run_dir)))
         try:
-            server = self._start(plan)
+            server = self.rt.start(plan)
         except LaunchError as e:
             self._reject(session, window, wdir, str(e), [])
             return

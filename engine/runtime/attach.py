@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
-from engine.runtime.base import normalize_base_url
+from engine.runtime.base import LaunchPlan, normalize_base_url
 
 
 class AttachedServer:
@@ -23,3 +23,18 @@ class AttachedServer:
 
     def stop(self) -> None:
         """Not ours to stop."""
+
+
+class AttachRuntime:
+    """A server someone else runs: every window talks to the same URL; nothing to stop."""
+
+    name = "attach"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def start(self, plan: LaunchPlan) -> AttachedServer:
+        return AttachedServer(self.url)
+
+    def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+        return []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -80,4 +80,20 @@ class Server(Protocol):
 
     def stop(self) -> None:
         """End the server; a container is stopped and kept unless the plan says otherwise."""
+        ...
+
+
+class Runtime(Protocol):
+    """One way to run a window's server (docker, process, attach; slurm next). Adding a runtime is
+    adding one module with a class like this and a line in ``engine.runtime.RUNTIMES``."""
+
+    name: str
+
+    def start(self, plan: LaunchPlan) -> Server:
+        """Start the planned server; raise LaunchError saying why it could not start at all."""
+        ...
+
+    def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+        """A killed engine leaves its server running: stop what this run started (``servers``: the
+        identities its journal recorded), never anything else; return the identities stopped."""
         ...

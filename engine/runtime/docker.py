@@ -7,7 +7,7 @@ an error, never a removal.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import docker
@@ -135,8 +135,21 @@ class DockerServer:
             pass
 
 
-def start(plan: LaunchPlan) -> DockerServer:
-    return DockerServer(plan)
+class DockerRuntime:
+    """A fresh container per window; a killed engine's containers are found by the run's label."""
+
+    name = "docker"
+
+    def start(self, plan: LaunchPlan) -> DockerServer:
+        return DockerServer(plan)
+
+    def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+        stopped: list[dict[str, object]] = []
+        for container in containers_of_run(run_id):
+            if container.status == "running":
+                container.stop(timeout=10)
+                stopped.append({"name": container.name, "id": container.id})
+        return stopped
 
 
 def containers_of_run(run_id: str) -> list[Any]:

@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from engine.runtime.base import LaunchError, LaunchPlan
@@ -53,8 +53,21 @@ class ProcessServer:
                 continue
 
 
-def start(plan: LaunchPlan) -> ProcessServer:
-    return ProcessServer(plan)
+class ProcessRuntime:
+    """A local subprocess per window; a killed engine's servers are found by the pids it journaled."""
+
+    name = "process"
+
+    def start(self, plan: LaunchPlan) -> ProcessServer:
+        return ProcessServer(plan)
+
+    def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+        stopped: list[dict[str, object]] = []
+        for ident in servers:
+            pid, name = ident.get("pid"), ident.get("name")
+            if isinstance(pid, int) and name and stop_stray(pid, str(name)):
+                stopped.append({"name": name, "pid": pid})
+        return stopped
 
 
 def stop_stray(pid: int, name: str) -> bool:
