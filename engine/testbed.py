@@ -7,6 +7,7 @@ only when complete, so an interrupted run never leaves something that looks fini
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -393,6 +394,15 @@ def ensure_image(server: Path, quantize: Path, version: str, log: Log, built: li
 def ensure(log: Log = _stderr, with_image: bool = True) -> Testbed:
     root = cache_root()
     (root / "tmp").mkdir(parents=True, exist_ok=True)
+    # Two processes preparing at once (two test sessions, `make demo` beside `make test`) would
+    # build into the same tree and break each other's objects: the second waits for the first,
+    # then finds everything built.
+    with open(root / "ensure.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure(root, log, with_image)
+
+
+def _ensure(root: Path, log: Log, with_image: bool) -> Testbed:
     built: list[str] = []
     reused: list[str] = []
     server, quantize, source = ensure_binaries(root, log, built, reused)
