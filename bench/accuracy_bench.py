@@ -1,6 +1,6 @@
 """Accuracy benchmark: ruler's decode tok/s and token counts against llama-server's own timings.
 
-The testbed's llama-server runs as a local process (as tests/test_testbed.py starts it). ruler's
+The testbed's llama-server runs as a local process (as tests/integration/test_testbed.py starts it). ruler's
 load generator (``engine.run.load.measure_pass``) sends streamed chat completions at C1 and C4; for the
 same requests llama-server reports, in the final stream chunk, ``timings.predicted_n`` (tokens
 generated) and ``timings.predicted_per_second`` = (predicted_n - 1) / (last token - first token),

@@ -17,7 +17,7 @@ from engine.servers import BootFacts, Readiness, get_adapter
 from engine.servers.prometheus import summed_samples
 from engine.servers.vllm import VLLMAdapter, teacher_forced_body
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 ADAPTER = VLLMAdapter()
 
 

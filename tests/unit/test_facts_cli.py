@@ -9,7 +9,7 @@ import pytest
 
 from engine.commands.facts import cmd_facts
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 
 
 def test_json_numbers_are_numbers(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,7 +1,7 @@
 """ruler report on real runs of the testbed: every number checked against the receipts.
 
 Two small real runs (llama-server as a process), built once per test session and shared with
-tests/test_compare.py:
+tests/integration/test_compare.py:
 
 - run A, through the Runner with [Measurement(), Quality()]: a control with a Q2_K drafter, a
   lossless window (draft block 5) and a window rejected at boot (q8_0 V cache with flash attention

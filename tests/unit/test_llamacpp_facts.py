@@ -22,7 +22,7 @@ from engine.servers import (
 )
 from engine.servers.base import MAX_ERRORS
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 ADAPTER = LlamaCppAdapter()
 
 

@@ -1,4 +1,4 @@
-"""ruler compare on the two real runs of tests/test_report.py (built once per session).
+"""ruler compare on the two real runs of tests/integration/test_report.py (built once per session).
 
 Run B has one class, one session and its drafter window under another name with the same axis,
 so the comparison has to match rows exactly, by axis, and list what only one run has.

@@ -18,7 +18,7 @@ from engine.campaign.spec import (
     render_args,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "spec"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "spec"
 VALID = FIXTURES / "valid.yaml"
 
 # The smallest valid campaign; each malformed case edits it. Line numbers in the expected

@@ -44,7 +44,7 @@ from engine.runtime.base import LaunchPlan, Server, free_port
 from engine.servers import LlamaCppAdapter
 from engine.servers.base import ChatReply, chat_reply, tool_arguments
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 # ------------------------------------------------------------------------------ pure maths
 

@@ -2,7 +2,7 @@
 
 The environment is fixed (HOME, no HF_TOKEN) and the testbed cache is not consulted, so the
 output is the same on every machine. Regenerate after an intended change with
-``RULER_UPDATE_SNAPSHOTS=1 pytest tests/test_dryrun.py``.
+``RULER_UPDATE_SNAPSHOTS=1 pytest tests/unit/test_dryrun.py``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 from engine.campaign.dryrun import cmd_dry_run, dry_run
 from engine.campaign.spec import cmd_validate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GLM = ROOT / "campaigns" / "glm53-flash-round3.yaml"
-SNAPSHOT = Path(__file__).parent / "fixtures" / "dryrun" / "glm53-flash-round3.txt"
+SNAPSHOT = Path(__file__).parents[1] / "fixtures" / "dryrun" / "glm53-flash-round3.txt"
 ENV = {"HOME": "/home/operator"}
 
 

@@ -12,7 +12,7 @@ from engine.record.state import QUALITY_STARTED, fold
 from tui import view
 from tui.follow import Batch, Follower, Tail
 
-JOURNALS = Path(__file__).parent / "fixtures" / "journals"
+JOURNALS = Path(__file__).parents[1] / "fixtures" / "journals"
 
 
 # ------------------------------------------------------------------ Tail

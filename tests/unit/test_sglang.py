@@ -22,7 +22,7 @@ from engine.servers.sglang import (
     teacher_forced_body,
 )
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 ADAPTER = SGLangAdapter()
 
 

@@ -29,7 +29,7 @@ from tui.app import RulerConsole, farewell
 from tui.follow import Link
 from tui.widgets import BootLog, FollowTable
 
-JOURNALS = Path(__file__).parent / "fixtures" / "journals"
+JOURNALS = Path(__file__).parents[1] / "fixtures" / "journals"
 REPLIES = {"abort": "aborting: the current server is stopped (a container is kept); rows in "
                     "flight become aborted",
            "advance": "ending window s2/control; the campaign goes on with the next",
