@@ -4,7 +4,6 @@ and the two modal screens. They render what ``tui.view`` derived; they hold no c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from rich.highlighter import Highlighter
 from rich.style import Style
@@ -16,10 +15,11 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import DataTable, Log, Static
+from textual.widgets import Static
 from textual.widgets.data_table import ColumnKey
 
 from engine.servers.base import ServerAdapter
+from tui._textual_hacks import ContentCachedCells, NoLineMeasure, WheelBackHook
 from tui.view import Seg
 
 
@@ -121,7 +121,7 @@ class RepBars(Widget):
         return Text("\n".join(lines), style="bold")
 
 
-class FollowTable(DataTable[Text]):
+class FollowTable(ContentCachedCells):
     """A DataTable updated in place by row key (only changed cells are touched, as dolphie does).
 
     Cursor moves made by the operator post :class:`Picked`; moves the app makes to follow the
@@ -143,7 +143,6 @@ class FollowTable(DataTable[Text]):
         self._columns = list(columns)
         self._cells: dict[str, list[tuple[Seg, ...]]] = {}
         self._widths: dict[str, list[int]] = {}  # row key -> each cell's width
-        self._rendered: dict[tuple[Any, ...], Any] = {}  # a cell's lines, keyed by what it shows
 
     def on_mount(self) -> None:
         self.reset()
@@ -160,7 +159,7 @@ class FollowTable(DataTable[Text]):
             self.add_column(col + " ", key=col)
         self._cells.clear()
         self._widths.clear()
-        self._rendered.clear()
+        self.forget_rendered()
 
     def sync(self, rows: Sequence[tuple[str, list[list[Seg]]]], styles: dict[str, Style]) -> None:
         """Make the table show ``rows`` (key, cells in column order), touching only what changed."""
@@ -185,30 +184,7 @@ class FollowTable(DataTable[Text]):
             self._cells[key] = frozen
         if changed:
             self._fit_columns()
-            # DataTable keys its render caches by an update counter, so every update leaves the old
-            # entries behind until 10,000 cells are cached: drop them, the live table is small.
-            self._clear_caches()
-
-    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
-                     cursor: bool = False, hover: bool = False) -> Any:
-        """DataTable's cell rendering, cached by the cell's content rather than by the table's
-        update counter: one landing rep used to re-render every cell of both tables through
-        Rich (~1 ms a cell), the slowest frames under a log flood (bench/ui_bench.py)."""
-        if row_index < 0 or column_index < 0:  # the header row, row labels: DataTable's own cache
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        row_key = self._row_locations.get_key(row_index)
-        column_key = self._column_locations.get_key(column_index)
-        cell = self._data[row_key][column_key]
-        what = (cell.plain, tuple(cell.spans), cell.style) if isinstance(cell, Text) else str(cell)
-        key = (row_index, column_index, what, base_style, width, cursor, hover,
-               self._show_hover_cursor, self._pseudo_class_state, self.show_cursor)
-        lines = self._rendered.get(key)
-        if lines is None:
-            if len(self._rendered) > 4096:  # old contents: a live table is a few dozen cells
-                self._rendered.clear()
-            lines = self._rendered[key] = super()._render_cell(
-                row_index, column_index, base_style, width, cursor, hover)
-        return lines
+            self.forget_rendered()
 
     def _fit_columns(self) -> None:
         """Each column as wide as its widest cell (or label) now. DataTable only widens columns,
@@ -219,7 +195,7 @@ class FollowTable(DataTable[Text]):
             want = max([len(col) + 1, *(w[i] for w in self._widths.values())])
             if column.content_width != want:
                 column.content_width = want
-                self._require_update_dimensions = True  # the virtual width, on the next idle
+                self.virtual_size_stale()
 
     def cursor_key(self) -> str | None:
         keys = self.keys
@@ -301,7 +277,7 @@ class _LogHighlighter(Highlighter):
             text.highlight_words([term], match, case_sensitive=False)
 
 
-class BootLog(Log):
+class BootLog(NoLineMeasure, WheelBackHook):
     """The server's log: plain lines, bounded, boot facts and errors highlighted, searchable.
 
     ``auto_scroll`` is the follow switch: while on, every write and every resize shows the tail;
@@ -318,12 +294,6 @@ class BootLog(Log):
         self.term = ""
         self.match: int | None = None
         self.highlighter = _LogHighlighter(self)
-
-    def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
-        # Log measures every new line's width in a thread worker (one per write) to size its
-        # horizontal scroll; this log never scrolls sideways (long lines are cut, search finds
-        # them), so skip it: at 10,000 lines/s that is a thread hop and 1,000 measurements a tick.
-        return
 
     def follow_tail(self) -> None:
         if self.auto_scroll:
@@ -354,9 +324,8 @@ class BootLog(Log):
         self.set_follow(False)
         super().action_scroll_home()
 
-    def _on_mouse_scroll_up(self, event: object) -> None:
+    def scrolled_back(self) -> None:
         self.set_follow(False)
-        super()._on_mouse_scroll_up(event)  # type: ignore[arg-type]
 
     def find(self, term: str) -> int | None:
         """The next older line holding ``term`` (wrapping around); scrolls to it."""
