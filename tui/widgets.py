@@ -18,7 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 from textual.widgets.data_table import ColumnKey
 
-from engine.servers.base import ServerAdapter
+from engine.servers.logs import LogReader
 from tui._textual_hacks import ContentCachedCells, NoLineMeasure, WheelBackHook
 from tui.view import Seg
 
@@ -246,7 +246,7 @@ class LineClassifier:
     visible lines are classified on every repaint)."""
 
     def __init__(self) -> None:
-        self.adapter: ServerAdapter | None = None
+        self.adapter: LogReader | None = None
         self._cache: dict[str, str] = {}
 
     def __call__(self, line: str) -> str:

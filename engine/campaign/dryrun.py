@@ -21,19 +21,13 @@ from pathlib import Path
 from engine.campaign.spec import Campaign, SpecError, load_campaign
 from engine.errors import EngineError
 from engine.record.events import CONTROL
-from engine.run.load import request_body
 from engine.run.runner import Runner, resolve_runtime
 from engine.runtime.base import LaunchPlan
-from engine.servers.base import ServerAdapter
+from engine.servers.adapter import ServerAdapter
+from engine.servers.client import request_body
 
 DRY_RUN_ID = "dry-run"  # the ruler.run label shown; a real run gets a dated, random one
 _VARIABLE = re.compile(r"\$\{([^}]+)\}")
-# Boot facts ruler diffs per window, for adapters that do not list their own.
-_WATCHED = {
-    "llamacpp": ("kv.cells", "kv.tokens", "kv.size_mib", "weights.*_mib", "slots.n", "spec.impl.*",
-                 "draft.kv.*", "ready", "exit.reason"),
-}
-# The flag that makes /metrics carry the acceptance counters, for adapters without the hook.
 
 
 def cached_testbed() -> dict[str, str]:
@@ -157,8 +151,7 @@ def describe(campaign: Campaign, runner: Runner, runtime: str, environ: Mapping[
                    f"{q.greedy.max_tokens} tokens; teacher-forced top-{q.teacher_forced.top_k} at "
                    f"{q.teacher_forced.positions} positions (lossless windows); KL top-{q.kl.top_k} "
                    f"vs oracle {oracle} (lossy windows)")
-    watched = getattr(adapter, "watched_facts", None) or _WATCHED.get(c.server, ())
-    out.append(f"boot facts watched: {', '.join(watched)}; ready line: {getattr(adapter, 'ready_text', '?')}")
+    out.append(f"boot facts watched: {', '.join(adapter.watched_facts)}; ready line: {adapter.ready_text}")
     out.append(f"timeouts: boot {c.timeouts.boot:g} s, request {c.timeouts.request:g} s, "
                f"window {c.timeouts.window:g} s")
     for session in c.sessions:

@@ -15,7 +15,7 @@ from engine.quality.reference import Reference, ReferenceStore
 from engine.record import results
 from engine.record.events import CONTROL
 from engine.run.context import RunContext, WindowContext
-from engine.servers.base import Unsupported
+from engine.servers.client import Unsupported
 
 
 class Checks:

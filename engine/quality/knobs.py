@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.quality.probe import Probe, messages
-from engine.servers.base import ChatReply, Unsupported
+from engine.servers.client import ChatReply, Unsupported
 
 KNOB_PROMPTS = 3  # greedy prompts the knob check sends again without each knob
 THINK_TAGS = ("<think>", "</think>")

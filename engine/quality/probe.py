@@ -10,7 +10,8 @@ import httpx
 
 from engine.quality.maths import spread_positions
 from engine.quality.reference import Item, Scores
-from engine.servers.base import ChatReply, ServerAdapter, Unsupported
+from engine.servers.adapter import ServerAdapter
+from engine.servers.client import ChatReply, Unsupported
 
 
 class Stopped(Exception):

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 
 from engine.quality.probe import Probe
-from engine.servers.base import tool_arguments
+from engine.servers.client import tool_arguments
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather in a city",

@@ -16,7 +16,9 @@ from pathlib import Path
 import httpx
 
 from engine.runtime.base import Server
-from engine.servers.base import BootFacts, Fact, Readiness, ServerAdapter
+from engine.servers.adapter import ServerAdapter
+from engine.servers.client import Readiness
+from engine.servers.logs import BootFacts, Fact
 
 TAIL_LINES = 200
 

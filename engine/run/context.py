@@ -18,7 +18,8 @@ from engine.record.journal import Event
 from engine.record.state import RunState
 from engine.run.stats import LeakPolicy
 from engine.runtime.base import Server
-from engine.servers.base import BootFacts, ServerAdapter
+from engine.servers.adapter import ServerAdapter
+from engine.servers.logs import BootFacts
 
 
 class Emit(Protocol):

@@ -17,7 +17,8 @@ import aiohttp
 import orjson
 import uvloop
 
-from engine.servers.base import ServerAdapter
+from engine.servers.adapter import ServerAdapter
+from engine.servers.client import request_body
 
 LAG_TICK = 0.005  # the lag monitor's sleep; lag = how late it wakes
 CLIENT_BOUND_LAG_MS = 20.0
@@ -42,23 +43,6 @@ class PassResult:
         return {"lag_p99_ms": round(self.lag_p99_ms, 3), "client_cpu_s": round(self.client_cpu_s, 4),
                 "wall_s": round(self.wall_s, 4), "client_bound": self.client_bound,
                 "achieved_concurrency": round(self.achieved_concurrency, 3), **self.extra}
-
-
-def request_body(prompt: str, max_tokens: int, sampling: dict[str, Any], knobs: dict[str, Any],
-                 adapter_fields: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Sampling is always explicit (server defaults come from the model otherwise); knobs verbatim.
-
-    ``adapter_fields`` (:meth:`ServerAdapter.load_fields`) go first so a campaign's knob wins.
-    """
-    return {
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": max_tokens,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        **(adapter_fields or {}),
-        **sampling,
-        **knobs,
-    }
 
 
 def _handle(payload: bytes, now: float, adapter: ServerAdapter, record: dict[str, Any],

@@ -18,7 +18,7 @@ from engine.record.state import row_key
 from engine.run import stats
 from engine.run.context import RunContext, WindowContext
 from engine.run.load import PassResult, measure_pass
-from engine.servers.base import ServerAdapter
+from engine.servers.adapter import ServerAdapter
 
 
 def scrape(base_url: str, adapter: ServerAdapter) -> tuple[dict[str, float] | None, str | None]:

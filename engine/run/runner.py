@@ -28,7 +28,7 @@ from engine.runtime.attach import AttachRuntime
 from engine.runtime.base import LaunchError, LaunchPlan, Runtime, Server, free_port
 from engine.runtime.process import ProcessRuntime
 from engine.servers import get_adapter
-from engine.servers.base import BootFacts, Fact
+from engine.servers.logs import BootFacts, Fact
 
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY", re.I)
 

@@ -1,22 +1,29 @@
-"""Server adapters, looked up by name (the ``server:`` field of a campaign)."""
+"""Server adapters, looked up by name (the ``server:`` field of a campaign).
+
+An adapter is one class per server (:class:`~engine.servers.adapter.ServerAdapter`) made of three
+parts, each documented in its module with what a new server must implement:
+
+* :mod:`engine.servers.launch` -- the command-line arguments ruler adds (listen, log verbosity,
+  the metrics flag);
+* :mod:`engine.servers.logs` -- reading the server's log: boot facts, errors, warnings, the ready
+  line;
+* :mod:`engine.servers.client` -- the HTTP calls: readiness, metrics, the load generator's request
+  and the quality requests.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.servers.base import (
-    BootFacts,
-    Fact,
-    Readiness,
-    ServerAdapter,
-    parse_number,
-)
+from engine.servers.adapter import ServerAdapter
+from engine.servers.client import Readiness
 from engine.servers.llamacpp import LlamaCppAdapter
+from engine.servers.logs import BootFacts, Fact, parse_number
 from engine.servers.sglang import SGLangAdapter
 from engine.servers.vllm import VLLMAdapter
 
-# Factories, not instances: adapters are stateless today, but a fresh one per call keeps a
-# future stateful adapter from leaking state between boots.
+# Factories, not instances: a client part may keep a cache (rendered prompts), so each caller
+# gets an adapter of its own.
 _ADAPTERS: dict[str, Callable[[], ServerAdapter]] = {
     "llamacpp": LlamaCppAdapter,
     "sglang": SGLangAdapter,

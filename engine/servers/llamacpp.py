@@ -128,17 +128,9 @@ from typing import Any
 
 import httpx
 
-from engine.servers.base import (
-    ChatReply,
-    Fact,
-    FactValue,
-    Generation,
-    NextToken,
-    Readiness,
-    ServerAdapter,
-    parse_number,
-    post_json,
-)
+from engine.servers.adapter import ServerAdapter
+from engine.servers.client import ChatReply, Generation, NextToken, Readiness, post_json
+from engine.servers.logs import Fact, FactValue, parse_number
 
 _Add = Callable[[str, FactValue], None]  # parse_line's collector: add(key, value)
 
@@ -335,6 +327,9 @@ class LlamaCppAdapter(ServerAdapter):
     metrics_flag = "--metrics"
     default_container_port = 8080  # ghcr.io/ggml-org/llama.cpp:server* images
     health_path = "/health"
+    ready_text = "llama_server: model loaded"  # "main: model loaded" in older builds
+    watched_facts = ("kv.cells", "kv.tokens", "kv.size_mib", "weights.*_mib", "slots.n", "spec.impl.*",
+                     "draft.kv.*", "ready", "exit.reason")
 
     def listen_args(self, host: str, port: int) -> list[str]:
         return ["--host", host, "--port", str(port)]

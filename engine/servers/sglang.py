@@ -113,17 +113,9 @@ from typing import Any
 
 import httpx
 
-from engine.servers.base import (
-    ChatReply,
-    Fact,
-    FactValue,
-    NextToken,
-    Readiness,
-    ServerAdapter,
-    Unsupported,
-    parse_number,
-    post_json,
-)
+from engine.servers.adapter import ServerAdapter
+from engine.servers.client import ChatReply, NextToken, Readiness, Unsupported, post_json
+from engine.servers.logs import Fact, FactValue, parse_number
 
 _Add = Callable[[str, FactValue], None]
 

@@ -80,16 +80,9 @@ from typing import Any
 
 import httpx
 
-from engine.servers.base import (
-    ChatReply,
-    Fact,
-    FactValue,
-    NextToken,
-    Readiness,
-    ServerAdapter,
-    Unsupported,
-    post_json,
-)
+from engine.servers.adapter import ServerAdapter
+from engine.servers.client import ChatReply, NextToken, Readiness, Unsupported, post_json
+from engine.servers.logs import Fact, FactValue
 from engine.servers.sglang import (
     looks_like_boot_fact,
     num,

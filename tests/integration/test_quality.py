@@ -42,7 +42,7 @@ from engine.record.journal import read_events
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, Server, free_port
 from engine.servers import LlamaCppAdapter
-from engine.servers.base import ChatReply, chat_reply, tool_arguments
+from engine.servers.client import ChatReply, chat_reply, tool_arguments
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 

@@ -20,7 +20,7 @@ from engine.servers import (
     known_adapters,
     parse_number,
 )
-from engine.servers.base import MAX_ERRORS
+from engine.servers.logs import MAX_ERRORS
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 ADAPTER = LlamaCppAdapter()

@@ -15,9 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine.run.load import _events, request_body, run_pass
+from engine.run.load import _events, run_pass
 from engine.runtime.base import free_port
 from engine.servers import get_adapter
+from engine.servers.client import request_body
 
 
 def test_events_frame_sse_across_reads() -> None:

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from engine.run import stats
-from engine.run.load import request_body
 from engine.servers import BootFacts, Readiness, get_adapter
+from engine.servers.client import request_body
 from engine.servers.prometheus import summed_samples
 from engine.servers.sglang import (
     SGLangAdapter,

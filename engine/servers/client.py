@@ -1,60 +1,36 @@
-"""Server-adapter interface: what every LLM server adapter must tell the engine.
+"""The HTTP part of a server adapter: readiness, metrics, load requests and quality requests.
 
-An adapter knows one server's command line (how to make it listen), its health endpoint, and
-its log wording. It is stateless so one instance can read many logs; the little state a log
-needs (which model section a line belongs to, e.g. the drafter's) lives in :class:`BootFacts`,
-which accumulates one boot log.
+Everything ruler asks a running server goes through a :class:`ServerClient`:
 
-Facts keep the verbatim line they came from: a window's boot facts are diffed against the
-control's, and a reader must be able to check a number against the server's own words.
+* readiness: :attr:`~ServerClient.health_path` and :meth:`~ServerClient.readiness`, polled
+  until the boot is READY or DEAD;
+* load: :func:`request_body` (the streamed chat request every load worker sends, plus
+  :meth:`~ServerClient.load_fields`) and :meth:`~ServerClient.request_acceptance` on each chunk;
+* metrics: :meth:`~ServerClient.metric_samples` and :meth:`~ServerClient.spec_counters` on a
+  scrape of :attr:`~ServerClient.metrics_path` before and after each rep, and
+  :meth:`~ServerClient.missing_metrics` when the delta cannot give the acceptance;
+* quality (``engine.quality``): the chat template, tokens and logprobs the server shows.
+
+A new server must implement :meth:`~ServerClient.readiness` and set ``health_path``; the rest
+has defaults that speak OpenAI chat and plain Prometheus, and quality calls the server cannot
+answer raise :class:`Unsupported`, which the receipt records instead of a number.
+
+A client holds no connection: each call takes an ``httpx.Client`` whose ``base_url`` is the
+server's (no ``/v1``), so the caller owns the pool and the timeout. It may keep a small cache
+(SGLang's rendered prompts), which is why :func:`engine.servers.get_adapter` makes a fresh one.
 """
 
 from __future__ import annotations
 
 import enum
 import json
-import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from engine.servers.prometheus import summed_samples
-
-FactValue = int | float | str | bool
-
-# A failing boot can print thousands of near-identical lines (one per tensor, per retry); the
-# first ones carry the cause, so keep those and count the rest instead of growing without bound.
-MAX_ERRORS = 200
-MAX_WARNINGS = 200
-
-_NUMBER_RE = re.compile(r"[-+]?(?:\d[\d,_]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
-
-
-def parse_number(text: str) -> int | float:
-    """Parse a number as servers print it: ``2,042,016`` -> 2042016, ``3.81`` -> 3.81.
-
-    Thousands separators (``,`` or ``_``) are dropped; a value with a decimal point or an
-    exponent is a float, anything else an int. Surrounding whitespace is ignored.
-    Raises ValueError when ``text`` is not one number.
-    """
-    s = text.strip()
-    if not _NUMBER_RE.fullmatch(s):
-        raise ValueError(f"not a number: {text!r}")
-    s = s.replace(",", "").replace("_", "")
-    if any(c in s for c in ".eE"):
-        return float(s)
-    return int(s)
-
-
-@dataclass(frozen=True)
-class Fact:
-    """One fact extracted from a server log line."""
-
-    key: str  # stable dotted name, e.g. "kv.cells"; documented per adapter
-    value: FactValue
-    line: str  # the verbatim log line it came from
 
 
 class Readiness(enum.Enum):
@@ -124,52 +100,14 @@ def post_json(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str
     return dict(r.json())
 
 
-class ServerAdapter(ABC):
-    """What the engine needs to know about one kind of LLM server."""
+class ServerClient(ABC):
+    """The requests ruler sends a running server, and how it reads the answers."""
 
-    name: str
-    default_container_port: int
+    name: str  # the adapter's name, in Unsupported messages
     health_path: str
     chat_path: str = "/v1/chat/completions"
     metrics_path: str = "/metrics"
-    metrics_flag: str = ""  # the server flag without which metrics_path has no spec counters
-
-    @abstractmethod
-    def listen_args(self, host: str, port: int) -> list[str]:
-        """Command-line arguments that make the server listen on ``host:port``."""
-
-    def log_args(self) -> list[str]:
-        """Extra arguments needed for the boot log to contain the facts parse_line reads.
-
-        Empty unless the server hides them at its default verbosity.
-        """
-        return []
-
-    def scope(self, line: str, current: str) -> str | None:
-        """Return a new key scope when ``line`` opens a new section, else None.
-
-        A server that loads several models into one log (a speculative drafter after the
-        target) prints the same wording for each; :class:`BootFacts` keeps the current scope
-        and hands it back to :meth:`parse_line` (and here as ``current``) so the facts of
-        each model stay apart. The scope string is the adapter's own; the target's is ``""``.
-        """
-        return None
-
-    @abstractmethod
-    def parse_line(self, line: str, scope: str = "") -> list[Fact]:
-        """Facts found on one log line (empty when none); ``scope`` is from :meth:`scope`."""
-
-    @abstractmethod
-    def is_error(self, line: str) -> bool:
-        """True when the line reports an error (kept verbatim in the boot record)."""
-
-    @abstractmethod
-    def is_warning(self, line: str) -> bool:
-        """True when the line is a warning; never True for a line is_error accepts."""
-
-    @abstractmethod
-    def is_ready_line(self, line: str) -> bool:
-        """True when the line says the server now accepts requests."""
+    metrics_flag: str = ""  # named by missing_metrics; the launch part checks the command line for it
 
     @abstractmethod
     def readiness(self, status: int | None, body: bytes) -> Readiness:
@@ -202,19 +140,15 @@ class ServerAdapter(ABC):
             return "no speculative-decoding counters: speculation is off or no draft has run yet"
         return None
 
-    def metrics_requirement(self, argv: list[str]) -> str | None:
-        """A warning when the command line cannot give per-rep acceptance from the metrics delta."""
-        if self.metrics_flag and self.metrics_flag not in argv:
-            return f"{self.metrics_flag} missing: acceptance falls back to per-request counts"
-        return None
-
     def load_fields(self) -> dict[str, Any]:
-        """Extra fields of every load-generator request (e.g. per-request acceptance details)."""
+        """Extra fields of every load-generator request (e.g. per-request acceptance details).
+
+        :func:`request_body` merges them under the campaign's sampling and knobs.
+        """
         return {}
 
     # -- quality requests (engine.quality) -------------------------------------------------
-    # Each takes an httpx.Client whose base_url is the server's (no /v1): adapters stay
-    # stateless and the caller owns the connection pool and the timeout.
+    # Each takes an httpx.Client whose base_url is the server's (no /v1); see the module docstring.
 
     def render_chat(self, client: httpx.Client, messages: list[dict[str, Any]],
                     knobs: dict[str, Any]) -> str:
@@ -283,80 +217,19 @@ def tool_arguments(call: dict[str, Any]) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-@dataclass
-class BootFacts:
-    """Facts, errors and warnings accumulated over one boot log."""
+def request_body(prompt: str, max_tokens: int, sampling: dict[str, Any], knobs: dict[str, Any],
+                 adapter_fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The streamed chat request a load worker sends (and the dry run shows).
 
-    facts: dict[str, Fact] = field(default_factory=dict)  # last value wins per key
-    errors: list[str] = field(default_factory=list)  # verbatim, in log order, capped
-    warnings: list[str] = field(default_factory=list)  # verbatim, in log order, capped
-    dropped_errors: int = 0
-    dropped_warnings: int = 0
-    scope: str = ""  # current model section, see ServerAdapter.scope
-
-    def feed(self, adapter: ServerAdapter, line: str) -> list[Fact]:
-        """Read one log line; return the facts found on it."""
-        line = line.rstrip("\r\n")
-        new_scope = adapter.scope(line, self.scope)
-        if new_scope is not None:
-            self.scope = new_scope
-        found = adapter.parse_line(line, self.scope)
-        for fact in found:
-            self.facts[fact.key] = fact
-        if adapter.is_error(line):
-            if len(self.errors) < MAX_ERRORS:
-                self.errors.append(line)
-            else:
-                self.dropped_errors += 1
-        elif adapter.is_warning(line):
-            if len(self.warnings) < MAX_WARNINGS:
-                self.warnings.append(line)
-            else:
-                self.dropped_warnings += 1
-        return found
-
-    def feed_text(self, adapter: ServerAdapter, text: str) -> list[Fact]:
-        """Feed a whole captured log; return every fact found, in order."""
-        found: list[Fact] = []
-        for line in text.splitlines():
-            found.extend(self.feed(adapter, line))
-        return found
-
-    def value(self, key: str, default: FactValue | None = None) -> FactValue | None:
-        fact = self.facts.get(key)
-        return default if fact is None else fact.value
-
-    def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "facts": {k: f.value for k, f in self.facts.items()},
-            "lines": {k: f.line for k, f in self.facts.items()},
-            "errors": list(self.errors),
-            "warnings": list(self.warnings),
-        }
-        # Only mention truncation when it happened, so ordinary records stay small.
-        if self.dropped_errors:
-            out["dropped_errors"] = self.dropped_errors
-        if self.dropped_warnings:
-            out["dropped_warnings"] = self.dropped_warnings
-        return out
-
-    def diff(self, other: BootFacts) -> dict[str, Any]:
-        """Compare fact values with another boot (typically this window vs the control)."""
-        changed: dict[str, list[FactValue]] = {}
-        equal: list[str] = []
-        for key in sorted(self.facts.keys() & other.facts.keys()):
-            a, b = self.facts[key].value, other.facts[key].value
-            if a == b and type(a) is type(b):
-                equal.append(key)
-            else:
-                changed[key] = [a, b]
-        return {
-            "changed": changed,
-            "only_here": {
-                k: self.facts[k].value for k in sorted(self.facts.keys() - other.facts.keys())
-            },
-            "only_there": {
-                k: other.facts[k].value for k in sorted(other.facts.keys() - self.facts.keys())
-            },
-            "equal": equal,
-        }
+    Sampling is always explicit (server defaults come from the model otherwise); knobs verbatim.
+    ``adapter_fields`` (:meth:`ServerClient.load_fields`) go first so a campaign's knob wins.
+    """
+    return {
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **(adapter_fields or {}),
+        **sampling,
+        **knobs,
+    }
