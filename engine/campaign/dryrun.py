@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from engine.campaign.spec import Campaign, SpecError, load_campaign
+from engine.campaign.spec import Campaign, PromptFileError, SpecError, load_campaign
 from engine.errors import EngineError
 from engine.record.events import CONTROL
 from engine.run.runner import Runner, resolve_runtime
@@ -218,6 +218,9 @@ def cmd_dry_run(campaign_path: str, runtime: str | None) -> int:
     except SpecError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)
+        return 2
+    except PromptFileError as e:  # a ${...} file path the host resolves to nothing usable
+        print(f"{campaign_path}: prompt file {e}", file=sys.stderr)
         return 2
     except EngineError as e:
         print(f"ruler run --dry-run: {e}", file=sys.stderr)

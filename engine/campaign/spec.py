@@ -6,21 +6,22 @@ SpecError so a user fixes a file in one pass.
 """
 
 import json
+import math
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     PlainValidator,
     PrivateAttr,
     Strict,
-    StringConstraints,
     ValidationError,
 )
 from pydantic_core import PydanticCustomError
@@ -30,6 +31,7 @@ from engine.campaign.yamlmarks import (
     MarkedDoc,
     Problem,
     describe,
+    dotted,
     duplicate_issues,
     load_marked,
     place,
@@ -39,7 +41,24 @@ from engine.campaign.yamlmarks import (
 )
 from engine.record.events import CONTROL
 
-NAME_PATTERN = "[a-z0-9][a-z0-9-]*"
+# Names become parts of paths, container names and row keys: the run directory
+# `<date>-<campaign>`, `windows/<session>-<window>/`, `reps/<class>-c<N>-...jsonl`, the container
+# `ruler-<campaign>-<session>-<window>` and the row `<session>-<window>/<class>/c<N>`. Lower case
+# only (a case-insensitive disk would merge `Code` and `code`), never '/' or a leading '.', and no
+# '-' in a session name, so `<session>-<window>` splits one way only: no two windows share a
+# directory or a container. Docker names allow [a-zA-Z0-9][a-zA-Z0-9_.-]*, a superset.
+NAME_PATTERN = "[a-z0-9][a-z0-9_-]*"  # campaign, window and class names
+SESSION_PATTERN = "[a-z0-9][a-z0-9_]*"
+ARTIFACT_PATTERN = "[A-Za-z0-9_][A-Za-z0-9_.-]*"  # what ${artifacts.NAME} can spell
+ENV_PATTERN = "[A-Za-z_][A-Za-z0-9_]*"  # POSIX; '=' in a name would set another variable
+MAX_NAME = 64
+RERUN_SUFFIX = re.compile(r"-rerun\d+\Z")  # a rebooted window's container: <name>-rerunN (runner.py)
+
+# Bounds past which a value is a typo, not a plan; every one is also finite.
+MAX_SECONDS = 7 * 24 * 3600
+MAX_CONCURRENCY = 4096
+MAX_TOKENS = 1 << 20
+MAX_CAMPAIGN_BYTES = 1 << 20  # a campaign is a few kilobytes; prompts belong in prompt files
 # The greedy prompts a campaign gets when its quality section names none (ships with ruler).
 DEFAULT_GREEDY_FILE = Path(__file__).resolve().parents[2] / "campaigns" / "prompts" / "greedy.txt"
 DEFAULT_SEED = 1234  # quality requests always send a seed; this one when the campaign has none
@@ -86,6 +105,19 @@ def _check_gpus(value: object) -> Gpus:
     raise _type_error("gpus", "null, 'all', a GPU count or a list of device ids", value)
 
 
+def _named(pattern: str, why: str) -> Any:
+    """A string type for a name: `pattern`, at most MAX_NAME characters, and why it must be so."""
+    regex = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if len(value) > MAX_NAME or not regex.fullmatch(value):
+            raise PydanticCustomError("name", f"must match {pattern} (at most {MAX_NAME} "
+                                              f"characters; {why}), got {describe(value)}")
+        return value
+
+    return Annotated[str, Strict(), AfterValidator(check)]
+
+
 def _check_oracle(value: object) -> "str | OracleReceipt":
     # A plain validator: a pydantic union would report one error per member.
     if value == "control":
@@ -99,8 +131,14 @@ Str = Annotated[str, Strict()]
 Bool = Annotated[bool, Strict()]
 PosInt = Annotated[int, Strict(), Field(ge=1)]
 Port = Annotated[int, Strict(), Field(ge=1, le=65535)]
-Seconds = Annotated[float, Strict(), Field(gt=0)]
-Name = Annotated[str, StringConstraints(strict=True, pattern=f"^{NAME_PATTERN}$")]
+Seconds = Annotated[float, Strict(), Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
+Tokens = Annotated[int, Strict(), Field(ge=1, le=MAX_TOKENS)]
+Seed = Annotated[int, Strict(), Field(ge=-(1 << 63), lt=1 << 63)]  # what every server parses
+Name = _named(NAME_PATTERN, "it names directories, files and containers")
+SessionName = _named(SESSION_PATTERN, "no '-', which joins session and window in directory and "
+                                      "container names")
+ArtifactName = _named(ARTIFACT_PATTERN, "${artifacts.NAME} must be able to spell it")
+EnvName = _named(ENV_PATTERN, "an environment variable name")
 Argv = tuple[Str, ...]
 Arg = Annotated[ArgValue, PlainValidator(_check_arg)]
 EnvStr = Annotated[str, PlainValidator(_check_env)]
@@ -134,18 +172,18 @@ class AttachSpec(_Frozen):
 
 class Control(_Frozen):
     model: Str | None = None  # optional: an attached server, or a model named only in args
-    artifacts: dict[Str, Str] = {}
+    artifacts: dict[ArtifactName, Str] = {}
     args: dict[Str, Arg] = {}
-    env: dict[Str, EnvStr] = {}
+    env: dict[EnvName, EnvStr] = {}
 
 
 class Change(_Frozen):
     args: dict[Str, Arg] = {}  # null removes the flag
-    env: dict[Str, EnvStr | None] = {}  # null removes the variable
+    env: dict[EnvName, EnvStr | None] = {}  # null removes the variable
     image: Str | None = None
     command: Argv | None = None
     model: Str | None = None
-    artifacts: dict[Str, Str] = {}
+    artifacts: dict[ArtifactName, Str] = {}
 
     def axes(self) -> list[str]:
         """One name per changed axis, in the order the doc lists them."""
@@ -171,16 +209,17 @@ class PromptClass(_Frozen):
 
 
 class Sampling(_Frozen):
-    temperature: Annotated[float, Strict(), Field(ge=0)] = 0.0
-    seed: Annotated[int, Strict()] | None = None
+    temperature: Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)] = 0.0
+    seed: Seed | None = None
 
 
 class Workload(_Frozen):
-    classes: Annotated[dict[Str, PromptClass], Field(min_length=1)]
-    concurrency: Annotated[tuple[PosInt, ...], Field(min_length=1)]
-    reps: PosInt = 3  # the notes: three reps after the warm pass
-    requests_per_rep: PosInt | None = None
-    max_tokens: PosInt = 128
+    classes: Annotated[dict[Name, PromptClass], Field(min_length=1)]
+    concurrency: Annotated[tuple[Annotated[int, Strict(), Field(ge=1, le=MAX_CONCURRENCY)], ...],
+                           Field(min_length=1)]
+    reps: Annotated[int, Strict(), Field(ge=1, le=1000)] = 3  # the notes: three after the warm pass
+    requests_per_rep: Annotated[int, Strict(), Field(ge=1, le=100_000)] | None = None
+    max_tokens: Tokens = 128
     sampling: Sampling = Sampling()
     knobs: dict[Str, Any] = {}
 
@@ -195,27 +234,30 @@ class OracleReceipt(_Frozen):
 class GreedySpec(_Frozen):
     prompts: Annotated[tuple[Str, ...], Field(min_length=1)] | None = None
     file: Str | None = None  # neither: ruler's campaigns/prompts/greedy.txt
-    n: PosInt = 20  # the campaign notes: greedy equivalence on 20 prompts
-    max_tokens: PosInt = 48
-    seed: Annotated[int, Strict()] | None = None  # None: workload.sampling.seed, else 1234
+    n: Annotated[int, Strict(), Field(ge=1, le=10_000)] = 20  # the notes: 20 greedy prompts
+    max_tokens: Tokens = 48
+    seed: Seed | None = None  # None: workload.sampling.seed, else 1234
+
+
+Positions = Annotated[int, Strict(), Field(ge=1, le=1024)]
 
 
 class TeacherForcedSpec(_Frozen):
     top_k: Annotated[int, Strict(), Field(ge=1, le=100)] = 10
-    positions: PosInt = 4  # scored positions per prompt, spread over the control's continuation
+    positions: Positions = 4  # scored positions per prompt, spread over the control's continuation
 
 
 class KLSpec(_Frozen):
     texts: Annotated[tuple[Str, ...], Field(min_length=1)] | None = None
     file: Str | None = None  # neither: the greedy prompts with the oracle's continuations
     top_k: Annotated[int, Strict(), Field(ge=1, le=100)] = 10
-    positions: PosInt = 4  # per text
+    positions: Positions = 4  # per text
     oracle: Annotated[Any, PlainValidator(_check_oracle)] = "control"
 
 
 class ToolProbeSpec(_Frozen):
-    n: PosInt = 10
-    max_tokens: PosInt = 128
+    n: Annotated[int, Strict(), Field(ge=1, le=10_000)] = 10
+    max_tokens: Tokens = 128
     tool_choice: Literal["auto", "required"] = "auto"  # required: the server must force a call
 
 
@@ -229,9 +271,9 @@ class QualitySpec(_Frozen):
 
 
 class Leak(_Frozen):
-    min_concurrency: PosInt = 8
-    spread: Annotated[float, Strict(), Field(gt=0, lt=1)] = 0.10
-    max_reruns: Annotated[int, Strict(), Field(ge=0)] = 2
+    min_concurrency: PosInt = 8  # above every concurrency: the check never runs
+    spread: Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)] = 0.10
+    max_reruns: Annotated[int, Strict(), Field(ge=0, le=100)] = 2
 
 
 class Timeouts(_Frozen):
@@ -260,10 +302,10 @@ class Campaign(_Frozen):
     process: ProcessSpec = ProcessSpec()
     attach: AttachSpec = AttachSpec()
     host_port: Port | None = None
-    pass_env: tuple[Str, ...] = ()
+    pass_env: tuple[EnvName, ...] = ()
     control: Control
     windows: tuple[Window, ...]
-    sessions: dict[Str, tuple[Str, ...]]
+    sessions: dict[SessionName, tuple[Str, ...]]
     control_position: Literal["first", "last"] = "first"
     workload: Workload
     leak: Leak = Leak()
@@ -364,27 +406,104 @@ def _merge(base: Mapping[str, V], delta: Mapping[str, V | None]) -> dict[str, V]
 # --- prompts and variables ------------------------------------------------------------------
 
 
+class NotUtf8(ValueError):
+    def __init__(self, line: int, col: int, byte: int) -> None:
+        super().__init__(f"not UTF-8 text (byte 0x{byte:02x} at line {line}, column {col})")
+        self.line, self.col, self.byte = line, col, byte
+
+
+def decode_text(data: bytes) -> str:
+    """UTF-8 bytes as text with universal newlines, as `Path.read_text` gives; NotUtf8 says where not."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        head = data[:exc.start]
+        line_start = head.rfind(b"\n") + 1
+        col = len(head[line_start:].decode("utf-8", errors="replace")) + 1
+        raise NotUtf8(head.count(b"\n") + 1, col, data[exc.start]) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+class PromptFileError(ValueError):
+    """A prompt file ruler cannot send prompts from; reads as `path[:line]: problem`."""
+
+    def __init__(self, path: Path, problem: str, line: int | None = None) -> None:
+        super().__init__(f"{path}{f':{line}' if line else ''}: {problem}")
+        self.path, self.problem, self.line = path, problem, line
+
+
 def read_prompts(path: Path) -> list[str]:
     """.txt (or anything else): non-empty lines; .yaml/.yml/.json: a list of strings;
-    .jsonl: one JSON string or {"prompt": ...} per non-empty line."""
-    text = path.read_text(encoding="utf-8")
+    .jsonl: one JSON string or {"prompt": ...} per non-empty line.
+
+    A file that gives no prompt, an empty prompt or anything but UTF-8 text is a PromptFileError:
+    sending nothing would measure nothing and still print rows.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PromptFileError(path, f"cannot read ({exc.strerror or exc})") from None
+    try:
+        text = decode_text(data)
+    except NotUtf8 as exc:
+        raise PromptFileError(path, f"not UTF-8 text (byte 0x{exc.byte:02x} at column {exc.col})",
+                              exc.line) from None
+    if not text.strip():
+        raise PromptFileError(path, "no prompts: the file is empty")
     suffix = path.suffix.lower()
+    lines = list(enumerate(text.split("\n"), 1))
     if suffix == ".jsonl":
-        return [_jsonl_prompt(path, line) for line in text.splitlines() if line.strip()]
-    if suffix in (".yaml", ".yml", ".json"):
-        data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
-        if isinstance(data, list) and all(isinstance(p, str) for p in data):
-            return data
-        raise ValueError(f"{path}: expected a list of strings")
-    return [line for line in text.splitlines() if line.strip()]
+        found = [(n, _jsonl_prompt(path, n, line)) for n, line in lines if line.strip()]
+    elif suffix in (".yaml", ".yml", ".json"):
+        found = _listed_prompts(path, text, suffix == ".json")
+    else:
+        found = [(n, line) for n, line in lines if line.strip()]
+    if not found:
+        raise PromptFileError(path, "no prompts")
+    for n, prompt in found:
+        if not prompt.strip():
+            raise PromptFileError(path, "an empty prompt", n)
+    return [prompt for _, prompt in found]
 
 
-def _jsonl_prompt(path: Path, line: str) -> str:
-    item = json.loads(line)
+def _listed_prompts(path: Path, text: str, is_json: bool) -> list[tuple[int | None, str]]:
+    """A JSON or YAML list of strings, with the line of each where the parser keeps it."""
+    doc: MarkedDoc | None = None
+    try:
+        if is_json:
+            data = json.loads(text)
+        else:
+            doc = load_marked(text)  # the campaign's limits: no alias bomb in a prompt file either
+            data = doc.data
+    except json.JSONDecodeError as exc:
+        raise PromptFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
+    except yaml.YAMLError as exc:
+        problem = yaml_problem(str(path), exc)
+        raise PromptFileError(path, problem.message, problem.line) from None
+    except RecursionError:
+        raise PromptFileError(path, "not a list of strings (nested too deeply)") from None
+    if not isinstance(data, list):
+        raise PromptFileError(path, f"expected a list of strings, got {describe(data)}")
+    found: list[tuple[int | None, str]] = []
+    for i, item in enumerate(data):
+        line = doc.locate((i,)).line if doc else None
+        if not isinstance(item, str):
+            raise PromptFileError(path, f"item {i + 1} is {describe(item)}, not a string", line)
+        found.append((line, item))
+    return found
+
+
+def _jsonl_prompt(path: Path, n: int, line: str) -> str:
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise PromptFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", n) from None
+    except RecursionError:
+        raise PromptFileError(path, "not JSON ruler reads (nested too deeply)", n) from None
     if isinstance(item, dict):
         item = item.get("prompt")
     if not isinstance(item, str):
-        raise ValueError(f"{path}: each line must be a JSON string or {{\"prompt\": ...}}")
+        raise PromptFileError(path, "expected a JSON string or {\"prompt\": ...}", n)
     return item
 
 
@@ -438,10 +557,19 @@ def load_campaign(path: str | Path) -> Campaign:
     path = Path(path)
     file = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
+        with path.open("rb") as f:
+            data = f.read(MAX_CAMPAIGN_BYTES + 1)  # never more: the file may be /dev/zero
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
         raise SpecError([Problem(file, 1, 1, f"cannot read campaign file ({reason})")]) from None
+    if len(data) > MAX_CAMPAIGN_BYTES:
+        raise SpecError([Problem(file, 1, 1, f"campaign file is larger than {MAX_CAMPAIGN_BYTES // 1024} "
+                                             "KiB; a campaign is a few (prompts belong in prompt files)")])
+    try:
+        text = decode_text(data)
+    except NotUtf8 as exc:
+        message = f"not UTF-8 text (byte 0x{exc.byte:02x}); save the file as UTF-8"
+        raise SpecError([Problem(file, exc.line, exc.col, message)]) from None
     try:
         doc = load_marked(text)
     except yaml.YAMLError as exc:
@@ -471,7 +599,8 @@ def load_campaign(path: str | Path) -> Campaign:
 
 def _semantic_issues(raw: Mapping[Any, Any], doc: MarkedDoc, base_dir: Path) -> list[Issue]:
     return (_check_windows(raw, doc) + _check_axes(raw) + _check_sessions(raw)
-            + _check_classes(raw, base_dir) + _check_runtime(raw) + _check_quality(raw, base_dir))
+            + _check_classes(raw, base_dir) + _check_runtime(raw) + _check_quality(raw, base_dir)
+            + _check_knobs(raw))
 
 
 def _window_names(raw: Mapping[Any, Any]) -> list[tuple[int, str]]:
@@ -497,6 +626,10 @@ def _check_windows(raw: Mapping[Any, Any], doc: MarkedDoc) -> list[Issue]:
         where = ("windows", i, "name")
         if name == CONTROL:
             issues.append((where, False, "'control' is reserved and cannot name a window"))
+        elif RERUN_SUFFIX.search(name):
+            issues.append((where, False, f"window {name!r}: a name ending in -rerun<N> is reserved "
+                                         "(a window booted again for a rerun gets that suffix on "
+                                         "its container's name)"))
         elif name in first:
             line = doc.locate(("windows", first[name], "name")).line
             issues.append((where, False, f"duplicate window name {name!r} (first at line {line})"))
@@ -561,18 +694,30 @@ def _check_classes(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
         if has_prompts == (file is not None):
             state = "has both 'prompts' and 'file'" if has_prompts else "has no 'prompts' or 'file'"
             issues.append((where, True, f"class {name!r} {state}; give exactly one"))
-        elif isinstance(file, str) and "${" not in file:  # ${...} resolves only at run time
-            resolved = (base_dir / file).resolve()
-            if not resolved.is_file():
-                issues.append(((*where, "file"), False, f"prompt file not found: {resolved}"))
+        else:
+            issues += _check_file((*where, "file"), file, base_dir, "prompt file", read_prompts)
     return issues
 
 
-def _check_file(where: tuple[Any, ...], file: object, base_dir: Path, what: str) -> list[Issue]:
+def _check_file(where: tuple[Any, ...], file: object, base_dir: Path, what: str,
+                read: Callable[[Path], object] | None = None) -> list[Issue]:
+    """The file exists and, with `read` (a reader raising ValueError), reads; else one issue."""
     if not isinstance(file, str) or "${" in file:  # ${...} resolves only at run time
         return []
-    resolved = (base_dir / file).resolve()
-    return [] if resolved.is_file() else [(where, False, f"{what} not found: {resolved}")]
+    try:
+        resolved = (base_dir / file).resolve()
+        found = resolved.is_file()
+    except (OSError, ValueError) as exc:  # a NUL byte, a name longer than the system allows
+        reason = getattr(exc, "strerror", None) or str(exc)
+        return [(where, False, f"{what} {describe(file)} cannot be a path ({reason})")]
+    if not found:
+        return [(where, False, f"{what} not found: {resolved}")]
+    try:
+        if read is not None:
+            read(resolved)
+    except ValueError as exc:  # PromptFileError: it names the file and the line
+        return [(where, False, f"{what} {exc}")]
+    return []
 
 
 def _check_quality(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
@@ -587,11 +732,31 @@ def _check_quality(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
         where = ("quality", section)
         if part.get(inline) is not None and part.get("file") is not None:
             issues.append((where, True, f"quality.{section} has both {inline!r} and 'file'; give one"))
-        issues += _check_file((*where, "file"), part.get("file"), base_dir, "prompt file")
+        issues += _check_file((*where, "file"), part.get("file"), base_dir, "prompt file",
+                              read_prompts)
         oracle = part.get("oracle")
         if section == "kl" and isinstance(oracle, dict):
             issues += _check_file((*where, "oracle", "receipt"), oracle.get("receipt"), base_dir,
                                   "oracle receipt")
+    return issues
+
+
+def _check_knobs(raw: Mapping[Any, Any]) -> list[Issue]:
+    """Knobs go into every request as JSON, which has no infinity or NaN."""
+    issues: list[Issue] = []
+
+    def walk(value: Any, path: tuple[Any, ...]) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            issues.append((path, False, f"{dotted(path)}: must be a finite number, got "
+                                        f"{describe(value)} (requests are JSON)"))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, (*path, key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, (*path, i))
+
+    walk(_dig(raw, "workload", "knobs"), ("workload", "knobs"))
     return issues
 
 

@@ -7,7 +7,9 @@ plain Python data from it, recording marks by key path on the way. The second ha
 errors and pydantic `ValidationError.errors()` entries into plain messages at those marks.
 """
 
+import bisect
 import difflib
+import math
 import re
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
@@ -17,12 +19,21 @@ from typing import Annotated, Any, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel
 from yaml.constructor import ConstructorError
+from yaml.events import AliasEvent, Event
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.reader import ReaderError
 
 # A path into the data: mapping keys and list indices, the same shape as pydantic's `loc`.
 KeyPath = tuple[Hashable, ...]
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+
+# Limits a campaign is far inside and a hostile or broken file is not: nesting past MAX_DEPTH
+# would exhaust Python's stack, and aliases are how a small file expands into gigabytes
+# ("billion laughs"). A campaign uses an alias or a `<<` merge for a shared block at most.
+MAX_DEPTH = 32
+MAX_ALIASES = 100
+MAX_EXPANDED = 10_000  # values repeated by aliases, over the whole document
 
 
 @dataclass(frozen=True)
@@ -68,35 +79,94 @@ class MarkedDoc:
         return Mark(1, 1)
 
 
+class Refused(yaml.YAMLError):
+    """Text ruler will not load although it may be YAML: past a limit, or a value it cannot hold."""
+
+    def __init__(self, mark: Mark, message: str) -> None:
+        super().__init__(message)
+        self.mark = mark
+        self.message = message
+
+
 def load_marked(text: str) -> MarkedDoc:
-    """Parse one YAML document. Raises yaml.YAMLError (usually MarkedYAMLError) on bad YAML."""
-    loader = yaml.SafeLoader(text)
+    """Parse one YAML document. Raises yaml.YAMLError (MarkedYAMLError or Refused) on bad YAML."""
+    lines = _Lines(text)
+    try:
+        loader = _Loader(text, lines)
+    except ReaderError as exc:  # a character YAML forbids; the reader checks the text up front
+        raise Refused(lines.at(exc.position),
+                      f"character #x{exc.character:04x} is not allowed in YAML ({exc.reason})") from None
     try:
         root = loader.get_single_node()
         doc = MarkedDoc(data=None)
         if root is not None:
             doc.data = _Builder(loader, doc).build(root, ())
         return doc
+    except yaml.MarkedYAMLError as exc:
+        for mark in (exc.problem_mark, exc.context_mark):
+            if mark is not None:
+                at = lines.at(mark.index)
+                mark.line, mark.column = at.line - 1, at.col - 1
+        raise
     finally:
         loader.dispose()
 
 
-def _mark(node: Node) -> Mark:
-    return Mark(node.start_mark.line + 1, node.start_mark.column + 1)
+class _Lines:
+    """Line and column as an editor counts them: YAML also breaks lines at U+0085, U+2028 and
+    U+2029, which would put a problem on a line no editor shows."""
+
+    def __init__(self, text: str) -> None:
+        self._starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def at(self, index: int) -> Mark:
+        line = bisect.bisect_right(self._starts, index)
+        return Mark(line, index - self._starts[line - 1] + 1)
+
+    def of(self, node: Node | Event) -> Mark:
+        return self.at(node.start_mark.index)
+
+
+class _Loader(yaml.SafeLoader):
+    """Composes with the depth and alias limits checked as it goes, before Python's stack is."""
+
+    def __init__(self, text: str, lines: _Lines) -> None:
+        super().__init__(text)
+        self.lines = lines
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        event = self.peek_event()
+        if isinstance(event, AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise Refused(self.lines.of(event), f"more than {MAX_ALIASES} aliases; a campaign needs "
+                                            "a few at most (write the values out)")
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise Refused(self.lines.of(event), f"nested more than {MAX_DEPTH} levels deep")
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self._depth -= 1
 
 
 class _Builder:
     """Turns composed nodes into dicts/lists/scalars, filling the doc's position maps."""
 
-    def __init__(self, loader: yaml.SafeLoader, doc: MarkedDoc) -> None:
+    def __init__(self, loader: _Loader, doc: MarkedDoc) -> None:
         self._loader = loader
         self._doc = doc
         self._active: set[int] = set()  # node ids on the current path, to stop alias cycles
+        self._built: set[int] = set()  # node ids built once: building one again repeats it
+        self._expanded = 0
 
     def build(self, node: Node, path: KeyPath) -> Any:
-        self._doc.values[path] = _mark(node)
+        self._doc.values[path] = self._at(node)
+        self._count(node, path)
         if isinstance(node, ScalarNode):
-            return self._loader.construct_object(node)
+            return self._scalar(node)
         if id(node) in self._active:
             raise ConstructorError(None, None, "recursive alias", node.start_mark)
         self._active.add(id(node))
@@ -108,6 +178,30 @@ class _Builder:
         finally:
             self._active.discard(id(node))
 
+    def _at(self, node: Node) -> Mark:
+        return self._loader.lines.of(node)
+
+    def _count(self, node: Node, path: KeyPath) -> None:
+        # Aliases nest: one within the depth limit can still build a value far deeper.
+        if len(path) > MAX_DEPTH:
+            raise Refused(self._at(node), f"nested more than {MAX_DEPTH} levels deep (through aliases)")
+        if id(node) in self._built:
+            self._expanded += 1
+            if self._expanded > MAX_EXPANDED:
+                raise Refused(self._at(node), f"aliases repeat more than {MAX_EXPANDED} values; "
+                                           "a campaign needs a few (write the values out)")
+        self._built.add(id(node))
+
+    def _scalar(self, node: ScalarNode) -> Any:
+        try:
+            return self._loader.construct_object(node)
+        except ValueError as exc:  # e.g. an integer of 5000 digits, or 2024-02-30
+            reason = str(exc).split(";")[0]  # drop Python's advice on raising its own limit
+            raise Refused(self._at(node), f"cannot read value {node.value[:40]!r} ({reason})") from None
+        except (TypeError, KeyError, IndexError, AttributeError):  # PyYAML on `!!int ''`, `!!bool x`
+            tag = node.tag.rsplit(":", 1)[-1]
+            raise Refused(self._at(node), f"cannot read value {node.value[:40]!r} as !!{tag}") from None
+
     def _mapping(self, node: MappingNode, path: KeyPath) -> dict[Hashable, Any]:
         # Duplicates are looked for among the mapping's own keys, before '<<' merges are
         # flattened in: a key overriding a merged one is intended, not a duplicate.
@@ -116,7 +210,7 @@ class _Builder:
         out: dict[Hashable, Any] = {}
         for key_node, value_node in node.value:
             key = self._key(key_node)
-            self._doc.keys[(*path, key)] = _mark(key_node)
+            self._doc.keys[(*path, key)] = self._at(key_node)
             out[key] = self.build(value_node, (*path, key))
         return out
 
@@ -125,7 +219,7 @@ class _Builder:
         for key_node, _ in node.value:
             if key_node.tag == _MERGE_TAG:
                 continue
-            key, mark = self._key(key_node), _mark(key_node)
+            key, mark = self._key(key_node), self._at(key_node)
             if key in seen:
                 self._doc.duplicates.append(Duplicate((*path, key), mark, seen[key]))
             else:
@@ -135,7 +229,7 @@ class _Builder:
         if not isinstance(node, ScalarNode):
             message = "mapping keys must be plain scalars"
             raise ConstructorError(None, None, message, node.start_mark)
-        return self._loader.construct_object(node)
+        return self._scalar(node)
 
 
 # --- problems --------------------------------------------------------------------------------
@@ -170,6 +264,8 @@ def duplicate_issues(doc: MarkedDoc) -> list[Issue]:
 
 
 def yaml_problem(file: str, exc: yaml.YAMLError) -> Problem:
+    if isinstance(exc, Refused):
+        return Problem(file, exc.mark.line, exc.mark.col, exc.message)
     if not isinstance(exc, yaml.MarkedYAMLError):
         return Problem(file, 1, 1, f"YAML error: {exc}")
     mark = exc.problem_mark or exc.context_mark
@@ -190,7 +286,11 @@ def describe(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return repr(value)
+        return repr(value) if len(value) <= 80 else f"{value[:80]!r}..."
+    if isinstance(value, int) and value.bit_length() > 128:  # str() refuses past 4300 digits
+        return f"an integer of {value.bit_length()} bits"
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")  # YAML's spelling
     if isinstance(value, int | float):
         return str(value)
     if isinstance(value, list | tuple):
@@ -230,8 +330,10 @@ def schema_issue(err: Mapping[str, Any], root: type[BaseModel]) -> Issue:
     """One pydantic error as a plain message; `root` is the validated model (for did-you-mean)."""
     loc: KeyPath = tuple(err["loc"])
     kind = err["type"]
-    if loc and loc[-1] == "[key]":  # a mapping key of the wrong type: point at the key
-        return loc[:-1], True, f"{dotted(loc[:-2])}: key {describe(loc[-2])} must be a string"
+    if loc and loc[-1] == "[key]":  # a bad mapping key: point at the key
+        key = describe(loc[-2])
+        problem = "must be a string" if kind == "string_type" else _detail(err)
+        return loc[:-1], True, f"{dotted(loc[:-2])}: key {key} {problem.removesuffix(f', got {key}')}"
     if kind == "extra_forbidden":
         parent, key = loc[:-1], loc[-1]
         where = f"in {dotted(parent)}" if parent else "at top level"
@@ -252,6 +354,8 @@ def _detail(err: Mapping[str, Any]) -> str:
     if kind in _BOUNDS:
         word, key = _BOUNDS[kind]
         return f"must be {word} {ctx[key]}, got {got}"
+    if kind == "finite_number":
+        return f"must be a finite number, got {got}"
     if kind == "string_pattern_mismatch":
         return f"must match {ctx['pattern'].strip('^$')}, got {got}"
     if kind == "too_short":

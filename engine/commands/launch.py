@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
-from engine.campaign.spec import Campaign, SpecError, load_campaign
+from engine.campaign.spec import Campaign, PromptFileError, SpecError, UnresolvedVariable, load_campaign
 from engine.commands.console import open_console
 from engine.commands.progress import printer
 from engine.errors import BadInput, EngineError
@@ -29,6 +29,7 @@ from engine.record.liveness import LOCK, PID, engine_alive, read_pid
 from engine.run.runner import (
     Phase,
     Runner,
+    class_prompts,
     frozen_prompts,
     images,
     redactor_for,
@@ -85,12 +86,18 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
     baseline = baseline_arg(baseline)
     runtime = resolve_runtime(campaign, runtime_override)
     variables = testbed_variables(campaign, with_image=runtime == "docker")
+    try:  # a file only the run can resolve (${...}) is read before a run directory exists
+        class_prompts(campaign, variables)
+    except PromptFileError as e:
+        raise BadInput(f"{file}: prompt file {e}") from e
+    except UnresolvedVariable as e:
+        raise BadInput(f"{file}: unresolved variable {e} in a prompt file's path") from e
     run_dir = results.new_run_dir(Path(results_dir), campaign.name)
     results.write_json(run_dir / ENGINE_JSON, {
         "run_id": f"{run_dir.name}.{uuid.uuid4().hex[:8]}",
         "campaign_source": str(Path(file).resolve()), "runtime": runtime, "variables": variables,
         "baseline": baseline})
-    frozen_prompts(campaign, run_dir)
+    frozen_prompts(campaign, run_dir, variables)
     results.write_atomic(run_dir / results.CAMPAIGN, redactor_for(campaign)(campaign.source_text))
     results.write_json(run_dir / results.ENV, results.env_facts(
         runtime, images(campaign, variables) if runtime == "docker" else [], {"testbed": variables}))

@@ -9,7 +9,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,12 +80,21 @@ def redactor_for(campaign: Campaign) -> Redactor:
     return Redactor(passed + inline)
 
 
-def frozen_prompts(campaign: Campaign, run_dir: Path) -> dict[str, list[str]]:
+def class_prompts(campaign: Campaign, variables: Mapping[str, str]) -> dict[str, list[str]]:
+    """Every class's prompts, a ${...} in a file path resolved like the server configuration's.
+
+    Raises PromptFileError or UnresolvedVariable.
+    """
+    v = dict(os.environ) | dict(variables)
+    return {cls: campaign.prompts(cls, v) for cls in campaign.workload.classes}
+
+
+def frozen_prompts(campaign: Campaign, run_dir: Path, variables: Mapping[str, str]) -> dict[str, list[str]]:
     """The prompts are frozen into the run at its start, so a resume sends the same ones."""
     path = run_dir / "prompts.json"
     if path.exists():
         return dict(json.loads(path.read_text()))
-    prompts = {cls: campaign.prompts(cls) for cls in campaign.workload.classes}
+    prompts = class_prompts(campaign, variables)
     results.write_json(path, prompts)
     return prompts
 
@@ -137,7 +146,7 @@ class Runner:
         # A journal already there means a resume: its fold is where the campaign stands.
         self.state = fold(read_events(run_dir / results.JOURNAL))
         self.resuming = self.state.last_seq > 0
-        self.prompts = frozen_prompts(campaign, run_dir)
+        self.prompts = frozen_prompts(campaign, run_dir, variables)
         self.server: Server | None = None
         self.reboots: dict[str, int] = {}
         self._emit_lock = threading.RLock()

@@ -47,3 +47,17 @@ def test_testbed_variables_stay_unresolved_without_a_cache() -> None:
 def test_cmd_dry_run_bad_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cmd_dry_run(str(tmp_path / "missing.yaml"), None) == 2
     assert "cannot read campaign file" in capsys.readouterr().err
+
+
+def test_cmd_dry_run_bad_variable_prompt_file_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A ${...} prompt file only the run resolves: the dry run reads it too, and says which."""
+    (tmp_path / "p.txt").write_bytes(b"\xff\n")
+    text = (ROOT / "campaigns" / "demo-smollm2.yaml").read_text()
+    path = tmp_path / "demo.yaml"
+    path.write_text(text.replace("{file: prompts/prose.txt}", '{file: "${PROMPTS}/p.txt"}'))
+    (tmp_path / "prompts").symlink_to(ROOT / "campaigns" / "prompts")
+    monkeypatch.setenv("PROMPTS", str(tmp_path))
+    assert cmd_dry_run(str(path), "process") == 2
+    assert capsys.readouterr().err == (
+        f"{path}: prompt file {tmp_path}/p.txt:1: not UTF-8 text (byte 0xff at column 1)\n")

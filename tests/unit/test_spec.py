@@ -17,6 +17,7 @@ from engine.campaign.spec import (
     read_prompts,
     render_args,
 )
+from engine.commands.cli import main
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "spec"
 VALID = FIXTURES / "valid.yaml"
@@ -154,7 +155,8 @@ def test_cmd_validate_problems(tmp_path: Path, capsys: pytest.CaptureFixture[str
     path = write(tmp_path, edit(("reps: 3", "reps: 0"), ("name: demo", "name: Demo")))
     assert cmd_validate(str(path)) == 2
     assert capsys.readouterr().err.splitlines() == [
-        f"{path}:1:7: name: must match [a-z0-9][a-z0-9-]*, got 'Demo'",
+        f"{path}:1:7: name: must match [a-z0-9][a-z0-9_-]* (at most 64 characters; it names "
+        "directories, files and containers), got 'Demo'",
         f"{path}:21:9: workload.reps: must be at least 1, got 0",
     ]
 
@@ -332,7 +334,8 @@ def test_session_lists_control(tmp_path: Path) -> None:
     ("reps: 3", "reps: 0", "21:9: workload.reps: must be at least 1, got 0"),
     ("reps: 3", "reps: 3\nleak: {spread: 1.5}", "22:16: leak.spread: must be less than 1.0, got 1.5"),
     ("reps: 3", "reps: 3\nleak: {spread: 0}", "22:16: leak.spread: must be greater than 0.0, got 0"),
-    ("name: demo", "name: -demo", "1:7: name: must match [a-z0-9][a-z0-9-]*, got '-demo'"),
+    ("name: demo", "name: -demo", "1:7: name: must match [a-z0-9][a-z0-9_-]* (at most 64 "
+     "characters; it names directories, files and containers), got '-demo'"),
 ])
 def test_range_and_pattern_checks(tmp_path: Path, old: str, new: str, expected: str) -> None:
     assert problems(tmp_path, edit((old, new))) == [expected]
@@ -449,3 +452,287 @@ def test_quality_missing_receipt_and_misspelt_key(tmp_path: Path) -> None:
         f"25:53: oracle receipt not found: {(tmp_path / 'oracle.json').resolve()}",
         "26:3: unknown key 'knob_check' in quality; did you mean 'knobs_check'?",
     ]
+
+
+# --- names that become paths, container names and row keys -------------------------------------
+
+SESSION_RULE = ("must match [a-z0-9][a-z0-9_]* (at most 64 characters; no '-', which joins "
+                "session and window in directory and container names)")
+NAME_RULE = ("must match [a-z0-9][a-z0-9_-]* (at most 64 characters; it names directories, files "
+             "and containers)")
+
+
+def test_session_name_with_a_space_is_refused(tmp_path: Path) -> None:
+    """"Session 1" validated, then Docker rejected every window's container name."""
+    assert problems(tmp_path, edit(("s1: [block5]", "Session 1: [block5]"))) == [
+        f"16:3: sessions: key 'Session 1' {SESSION_RULE}"]
+
+
+def test_session_and_window_that_join_to_one_directory_are_refused(tmp_path: Path) -> None:
+    """`s1` + `x-y` and `s1-x` + `y` both made windows/s1-x-y: one window never ran."""
+    text = edit(("  - name: block5\n", "  - name: x-y\n    change: {model: a.gguf}\n"
+                                       "  - name: y\n    change: {model: b.gguf}\n  - name: block5\n"),
+                ("s1: [block5]", "s1: [block5, x-y]\n  s1-x: [y]"))
+    assert problems(tmp_path, text) == [f"21:3: sessions: key 's1-x' {SESSION_RULE}"]
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("prose: {prompts", "../x: {prompts", f"19:5: workload.classes: key '../x' {NAME_RULE}"),
+    ("prose: {prompts", "Prose: {prompts", f"19:5: workload.classes: key 'Prose' {NAME_RULE}"),
+    ("s1: [block5]", "../s: [block5]", f"16:3: sessions: key '../s' {SESSION_RULE}"),
+    ("s1: [block5]", ".hidden: [block5]", f"16:3: sessions: key '.hidden' {SESSION_RULE}"),
+    ("name: demo", "name: a/b", f"1:7: name: {NAME_RULE}, got 'a/b'"),
+    ("name: demo", "name: " + "d" * 65, f"1:7: name: {NAME_RULE}, got '{'d' * 65}'"),
+    ("s1: [block5]", "s" * 65 + ": [block5]", f"16:3: sessions: key '{'s' * 65}' {SESSION_RULE}"),
+    ("  model: m.gguf", "  model: m.gguf\n  artifacts: {'a}b': x.gguf}",
+     "8:15: control.artifacts: key 'a}b' must match [A-Za-z0-9_][A-Za-z0-9_.-]* (at most 64 "
+     "characters; ${artifacts.NAME} must be able to spell it)"),
+    ("  model: m.gguf", "  model: m.gguf\n  env: {'A=B': x}",
+     "8:9: control.env: key 'A=B' must match [A-Za-z_][A-Za-z0-9_]* (at most 64 characters; "
+     "an environment variable name)"),
+    ("reps: 3", "reps: 3\npass_env: [HF TOKEN]",
+     "22:12: pass_env[0]: must match [A-Za-z_][A-Za-z0-9_]* (at most 64 characters; an environment "
+     "variable name), got 'HF TOKEN'"),
+])
+def test_names_that_are_not_safe_in_paths_are_refused(tmp_path: Path, old: str, new: str,
+                                                      expected: str) -> None:
+    assert problems(tmp_path, edit((old, new))) == [expected]
+
+
+def test_window_name_like_a_rerun_container_is_reserved(tmp_path: Path) -> None:
+    """Window `block5` rebooted for a rerun runs as container ...-block5-rerun1."""
+    text = edit(("name: block5", "name: block5-rerun1"), ("[block5]", "[block5-rerun1]"))
+    assert problems(tmp_path, text) == [
+        "12:11: window 'block5-rerun1': a name ending in -rerun<N> is reserved (a window booted "
+        "again for a rerun gets that suffix on its container's name)"]
+
+
+def test_names_with_underscores_and_dashes_load(tmp_path: Path) -> None:
+    text = edit(("name: demo", "name: demo_2"), ("name: block5", "name: block-5_b"),
+                ("[block5]", "[block-5_b]"), ("s1:", "day_1:"), ("prose:", "long-prose_2:"))
+    c = load_campaign(write(tmp_path, text))
+    assert (c.name, list(c.sessions), list(c.workload.classes)) == (
+        "demo_2", ["day_1"], ["long-prose_2"])
+
+
+# --- size, depth and aliases ---------------------------------------------------------------------
+
+
+def test_billion_laughs_is_refused_at_once(tmp_path: Path) -> None:
+    """Nine levels of nine aliases: PyYAML would build 9**9 values (2 GB in 30 s before)."""
+    bomb = "  knobs:\n    l0: &l0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"    l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 10))
+    assert problems(tmp_path, BASE + bomb) == [
+        "23:35: aliases repeat more than 10000 values; a campaign needs a few (write the values out)"]
+
+
+def test_too_many_aliases_are_refused(tmp_path: Path) -> None:
+    text = BASE + "  knobs:\n    a: &a 1\n" + "".join(f"    k{i}: *a\n" for i in range(101))
+    assert problems(tmp_path, text) == [
+        "124:11: more than 100 aliases; a campaign needs a few at most (write the values out)"]
+
+
+def test_deep_nesting_is_refused_not_a_recursion_error(tmp_path: Path) -> None:
+    text = BASE + "  knobs: {x: " + "[" * 5000 + "]" * 5000 + "}\n"
+    assert problems(tmp_path, text) == ["22:43: nested more than 32 levels deep"]
+
+
+def test_nesting_through_aliases_is_refused(tmp_path: Path) -> None:
+    deep = "[" * 20 + "1" + "]" * 20
+    text = BASE + f"  knobs:\n    a: &a {deep}\n    b: &b [{'[' * 19}*a{']' * 19}]\n"
+    assert problems(tmp_path, text) == ["23:21: nested more than 32 levels deep (through aliases)"]
+
+
+def test_anchors_and_merges_for_a_shared_block_load(tmp_path: Path) -> None:
+    text = edit(("    change:\n      args: {--spec-draft-n-max: 5}",
+                 "    change: &five\n      args: {--spec-draft-n-max: 5}\n"
+                 "  - name: six\n    change:\n      <<: *five\n      model: six.gguf\n"
+                 "      args: {--spec-draft-n-max: 6}\n    multi_axis: true"),
+                ("[block5]", "[block5, six]"))
+    c = load_campaign(write(tmp_path, text))
+    assert c.window("six").axes() == ["args --spec-draft-n-max", "model"]
+    assert c.config_for("six").args["--spec-draft-n-max"] == 6
+
+
+def test_a_campaign_over_1_mib_is_refused(tmp_path: Path) -> None:
+    text = BASE + "# " + "x" * (1 << 20) + "\n"
+    assert problems(tmp_path, text) == [
+        "1:1: campaign file is larger than 1024 KiB; a campaign is a few (prompts belong in prompt files)"]
+
+
+def test_a_campaign_that_is_not_utf8_names_the_place(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_bytes(edit(("s1: [block5]", "s1: [block5]  # caf\xe9")).encode("latin-1"))
+    with pytest.raises(SpecError) as info:
+        load_campaign(path)
+    assert [str(p) for p in info.value.problems] == [
+        f"{path}:16:22: not UTF-8 text (byte 0xe9); save the file as UTF-8"]
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("reps: 3", "reps: 3\n  knobs: {a: \"\x07\"}",
+     "22:15: character #x0007 is not allowed in YAML (special characters are not allowed)"),
+    ("reps: 3", "reps: " + "9" * 5000,
+     "21:9: cannot read value '9999999999999999999999999999999999999999' (Exceeds the limit "
+     "(4300 digits) for integer string conversion: value has 5000 digits)"),
+    ("reps: 3", "reps: 0x" + "f" * 5000,
+     "21:9: workload.reps: must be at most 1000, got an integer of 20000 bits"),
+    ("reps: 3", "reps: 3\n  knobs: {day: 2024-02-30}",
+     "22:16: cannot read value '2024-02-30' (day is out of range for month)"),
+])
+def test_values_python_cannot_hold_are_problems_not_tracebacks(tmp_path: Path, old: str, new: str,
+                                                              expected: str) -> None:
+    assert problems(tmp_path, edit((old, new))) == [expected]
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("reps: 3", "reps: 3\n  knobs: {a: !!int }", "22:14: cannot read value '' as !!int"),
+    ("reps: 3", "reps: 3\n  knobs: {a: !!bool maybe}", "22:14: cannot read value 'maybe' as !!bool"),
+    ("reps: 3", "reps: 3\n  knobs: {a: !!timestamp soon}", "22:14: cannot read value 'soon' as !!timestamp"),
+])
+def test_tagged_values_pyyaml_cannot_build_are_problems(tmp_path: Path, old: str, new: str,
+                                                        expected: str) -> None:
+    assert problems(tmp_path, edit((old, new))) == [expected]
+
+
+def test_lines_are_counted_as_an_editor_counts_them(tmp_path: Path) -> None:
+    """YAML also breaks lines at U+0085 and U+2028; an editor does not, nor does `grep -n`."""
+    text = edit(("name: demo", "name: demo  # caf\x85 \u2028"), ("reps: 3", "reps: 0"))
+    assert problems(tmp_path, text) == ["21:9: workload.reps: must be at least 1, got 0"]
+
+
+# --- numeric bounds ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("reps: 3", "reps: 3\ntimeouts: {request: .inf}",
+     "22:21: timeouts.request: must be a finite number, got .inf"),
+    ("reps: 3", "reps: 3\ntimeouts: {boot: .nan}", "22:18: timeouts.boot: must be a finite number, got .nan"),
+    ("reps: 3", "reps: 3\ntimeouts: {window: 1.0e+9}",
+     "22:20: timeouts.window: must be at most 604800.0, got 1000000000.0"),
+    ("reps: 3", "reps: 3\ntimeouts: {window: -1}",
+     "22:20: timeouts.window: must be greater than 0.0, got -1"),
+    ("reps: 3", "reps: 3\nleak: {spread: .nan}", "22:16: leak.spread: must be a finite number, got .nan"),
+    ("reps: 3", "reps: 3\nleak: {max_reruns: 1000}", "22:20: leak.max_reruns: must be at most 100, got 1000"),
+    ("reps: 3", "reps: 1000000", "21:9: workload.reps: must be at most 1000, got 1000000"),
+    ("[1, 4]", "[1, 100000]", "20:20: workload.concurrency[1]: must be at most 4096, got 100000"),
+    ("reps: 3", "reps: 3\n  max_tokens: 0", "22:15: workload.max_tokens: must be at least 1, got 0"),
+    ("reps: 3", "reps: 3\n  requests_per_rep: 1000000",
+     "22:21: workload.requests_per_rep: must be at most 100000, got 1000000"),
+    ("reps: 3", "reps: 3\n  sampling: {temperature: .inf}",
+     "22:27: workload.sampling.temperature: must be a finite number, got .inf"),
+    ("reps: 3", "reps: 3\n  sampling: {seed: 18446744073709551616}",
+     "22:20: workload.sampling.seed: must be less than 9223372036854775808, got 18446744073709551616"),
+])
+def test_bounds_are_finite_and_positive(tmp_path: Path, old: str, new: str, expected: str) -> None:
+    """`request: .inf` validated, then every request failed with "no usage in the stream"."""
+    assert problems(tmp_path, edit((old, new))) == [expected]
+
+
+def test_every_non_finite_knob_is_reported(tmp_path: Path) -> None:
+    text = edit(("reps: 3", "reps: 3\n  knobs: {min_p: .inf, nested: [1, -.inf]}"))
+    assert problems(tmp_path, text) == [
+        "22:18: workload.knobs.min_p: must be a finite number, got .inf (requests are JSON)",
+        "22:36: workload.knobs.nested[1]: must be a finite number, got -.inf (requests are JSON)"]
+
+
+# --- prompt files are read at validate ------------------------------------------------------------
+
+
+def class_file(tmp_path: Path, name: str, data: bytes) -> list[str]:
+    """The problems of BASE with the class's prompts in `name`, holding `data`."""
+    (tmp_path / name).write_bytes(data)
+    return problems(tmp_path, edit(("{prompts: [hello]}", f"{{file: {name}}}")))
+
+
+@pytest.mark.parametrize(("name", "data", "problem"), [
+    ("p.txt", b"", "no prompts: the file is empty"),
+    ("p.txt", b"\n  \n\t\n", "no prompts: the file is empty"),
+    ("p.txt", b"first prompt\ncaf\xe9 au lait\n", "2: not UTF-8 text (byte 0xe9 at column 4)"),
+    ("p.jsonl", b'"one"\n{"prompt": "two"}\n{"prompt": \n', "3: not JSON (Expecting value, column 12)"),
+    ("p.jsonl", b'"one"\n{"text": "two"}\n', "2: expected a JSON string or {\"prompt\": ...}"),
+    ("p.jsonl", b'"one"\n"  "\n', "2: an empty prompt"),
+    ("p.yaml", b"- one\n- two\n- {three: 3}\n", "3: item 3 is a mapping, not a string"),
+    ("p.yaml", b"prompts: [one]\n", "expected a list of strings, got a mapping"),
+    ("p.yaml", b"- one\n- [unclosed\n", "3: YAML syntax error: expected ',' or ']', but got '<stream end>' "
+                                          "(while parsing a flow sequence at line 2, column 3)"),
+    ("p.json", b'["one",\n 2]', "item 2 is 2, not a string"),
+    ("p.json", b'["one",\n ', "2: not JSON (Expecting value, column 2)"),
+    ("p.json", b"[]", "no prompts"),
+])
+def test_prompt_files_are_read_at_validate(tmp_path: Path, name: str, data: bytes, problem: str) -> None:
+    """An empty file ran to rows of 0.0 tok/s; a non-UTF-8 one died mid-run with a traceback."""
+    path = (tmp_path / name).resolve()
+    sep = ":" if problem[0].isdigit() else ": "  # `path:line: problem` where a line is known
+    assert class_file(tmp_path, name, data) == [f"19:19: prompt file {path}{sep}{problem}"]
+
+
+def test_quality_prompt_files_are_read_at_validate(tmp_path: Path) -> None:
+    (tmp_path / "greedy.txt").write_text("")
+    (tmp_path / "texts.txt").write_bytes(b"ok\n\xff\n")
+    text = BASE + "quality:\n  greedy: {file: greedy.txt}\n  kl: {file: texts.txt}\n"
+    assert problems(tmp_path, text) == [
+        f"23:18: prompt file {(tmp_path / 'greedy.txt').resolve()}: no prompts: the file is empty",
+        f"24:14: prompt file {(tmp_path / 'texts.txt').resolve()}:2: not UTF-8 text (byte 0xff at column 1)",
+    ]
+
+
+# --- the command line: exit 2 and file:line:col, and `ruler run` claims no directory ---------------
+
+
+def ruler(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`ruler ARGS` in-process, as `python -m engine` runs it: (exit code, stdout, stderr)."""
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+LAUGHS = "  knobs:\n    l0: &l0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"    l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 10))
+
+
+@pytest.mark.parametrize(("text", "files", "expected"), [
+    (edit(("s1: [block5]", "Session 1: [block5]")), {}, f"16:3: sessions: key 'Session 1' {SESSION_RULE}"),
+    (edit(("prose: {prompts", "../x: {prompts")), {}, f"19:5: workload.classes: key '../x' {NAME_RULE}"),
+    (edit(("s1: [block5]", "s1-x: [block5]")), {}, f"16:3: sessions: key 's1-x' {SESSION_RULE}"),
+    (BASE + LAUGHS, {}, "23:35: aliases repeat more than 10000 values; a campaign needs a few "
+                        "(write the values out)"),
+    (BASE + "  knobs: " + "[" * 3000 + "]" * 3000 + "\n", {}, "22:40: nested more than 32 levels deep"),
+    (BASE + "#" * (1 << 20), {}, "1:1: campaign file is larger than 1024 KiB; a campaign is a few "
+                                 "(prompts belong in prompt files)"),
+    (BASE + "timeouts: {request: .inf}\n", {}, "22:21: timeouts.request: must be a finite number, got .inf"),
+    (edit(("{prompts: [hello]}", "{file: p.txt}")), {"p.txt": b""},
+     "19:19: prompt file {dir}/p.txt: no prompts: the file is empty"),
+    (edit(("{prompts: [hello]}", "{file: p.txt}")), {"p.txt": b"one\ntwo \xff\n"},
+     "19:19: prompt file {dir}/p.txt:2: not UTF-8 text (byte 0xff at column 5)"),
+], ids=["session-space", "class-traversal", "session-dash", "billion-laughs", "deep", "over-1-mib",
+        "inf-timeout", "empty-prompts", "non-utf8-prompts"])  # short ids: pytest puts them in the env
+def test_cli_validate_exits_2_with_file_line_col(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 text: str, files: dict[str, bytes], expected: str) -> None:
+    path = write(tmp_path, text)
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    assert ruler(capsys, "validate", str(path)) == (
+        2, "", f"{path}:{expected.format(dir=tmp_path.resolve())}\n")
+
+
+def test_cli_run_refuses_a_session_docker_would_reject_and_claims_no_directory(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, "Session 1" validated, every window was rejected by Docker and the run exited 0."""
+    path = write(tmp_path, edit(("s1: [block5]", "Session 1: [block5]")))
+    assert ruler(capsys, "run", str(path), "--headless", "--results-dir", str(tmp_path / "results")) == (
+        2, "", f"{path}:16:3: sessions: key 'Session 1' {SESSION_RULE}\n")
+    assert not (tmp_path / "results").exists()
+
+
+def test_cli_run_reads_a_variable_prompt_file_before_claiming_a_directory(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ${...} prompt file can only be read by the run: an empty one is bad input, no stub run."""
+    (tmp_path / "data").mkdir()
+    prompts = tmp_path / "data" / "p.txt"
+    prompts.write_bytes(b"")
+    path = write(tmp_path, edit(("{prompts: [hello]}", '{file: "${PROMPTS}/p.txt"}')))
+    monkeypatch.setenv("PROMPTS", str(tmp_path / "data"))
+    assert ruler(capsys, "run", str(path), "--headless", "--results-dir", str(tmp_path / "results")) == (
+        2, "", f"{path}: prompt file {prompts}: no prompts: the file is empty\n")
+    assert not (tmp_path / "results").exists()
