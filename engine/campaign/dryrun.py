@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from engine.campaign.spec import Campaign, PromptFileError, SpecError, load_campaign
+from engine.campaign.spec import Campaign, PromptFileError, SpecError, load_campaign, percent
 from engine.errors import EngineError
 from engine.record.events import CONTROL
 from engine.run.runner import Runner, resolve_runtime
@@ -144,7 +144,7 @@ def describe(campaign: Campaign, runner: Runner, runtime: str, environ: Mapping[
     classes = ", ".join(f"{n} ({len(runner.prompts[n])} prompts)" for n in wl.classes)
     out.append(f"shapes: {classes} x concurrency {list(wl.concurrency)}; per shape 1 warm pass "
                f"(discarded) + {wl.reps} reps; leak: C>={c.leak.min_concurrency} spread "
-               f">{c.leak.spread:.0%} voids the row, up to {c.leak.max_reruns} reruns")
+               f">{percent(c.leak.spread)} voids the row, up to {c.leak.max_reruns} reruns")
     if q.enabled:
         oracle = q.kl.oracle if isinstance(q.kl.oracle, str) else f"receipt {q.kl.oracle.receipt}"
         out.append(f"quality: knob check {'on' if q.knobs_check else 'off'}; greedy {q.greedy.n} prompts x "

@@ -10,6 +10,7 @@ import math
 import re
 import sys
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -268,6 +269,17 @@ class QualitySpec(_Frozen):
     kl: KLSpec = KLSpec()
     knobs_check: Bool = True
     tool_probe: ToolProbeSpec | None = None
+
+
+def percent(fraction: float) -> str:
+    """A threshold as a percentage with every digit it was given: 0.1 -> 10%, 0.005 -> 0.5%.
+
+    `:.0%` would print a 0.005 leak spread as "0%", a threshold nothing passes.
+    """
+    digits = format(Decimal(repr(fraction)) * 100, "f")
+    if "." in digits:
+        digits = digits.rstrip("0").rstrip(".")
+    return f"{digits}%"
 
 
 class Leak(_Frozen):

@@ -15,7 +15,8 @@ def _diff_summary(diff: dict[str, Any] | None) -> str:
     changed = diff.get("changed", {})
     if not changed:
         return " | boot facts equal to the control"
-    items = [f"{k} {a}->{b}" for k, (a, b) in list(changed.items())[:4]]
+    # BootFacts.diff lists [this window's value, the control's]; the line reads control -> window.
+    items = [f"{k} {control}->{window}" for k, (window, control) in list(changed.items())[:4]]
     more = f" (+{len(changed) - 4})" if len(changed) > 4 else ""
     return " | vs control: " + ", ".join(items) + more
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from engine.campaign.spec import percent
 from engine.errors import WindowFailed
 from engine.record.results import read_rep, write_rep
 from engine.record.state import row_key
@@ -220,4 +221,7 @@ class Measurement:
 def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, c: int) -> str:
     if row["failed_requests"]:
         return f"{row['failed_requests']} failed requests"
-    return f"spread {row['spread']:.1%} > {policy.spread:.0%} at C{c}"
+    threshold = percent(policy.spread)
+    # One digit past the threshold's own, so the two never print alike ("0.51% > 0.5%").
+    digits = len(threshold.rstrip("%").partition(".")[2]) + 1
+    return f"spread {row['spread']:.{digits}%} > {threshold} at C{c}"

@@ -49,6 +49,16 @@ def test_cmd_dry_run_bad_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "cannot read campaign file" in capsys.readouterr().err
 
 
+def test_a_fine_leak_spread_prints_with_its_digits(tmp_path: Path) -> None:
+    """`leak.spread: 0.005` printed as ">0%": a threshold every row would seem to break."""
+    text = (ROOT / "campaigns" / "demo-smollm2.yaml").read_text()
+    path = tmp_path / "demo.yaml"
+    path.write_text(text.replace("  spread: 0.20 ", "  spread: 0.005"))
+    (tmp_path / "prompts").symlink_to(ROOT / "campaigns" / "prompts")
+    out = dry_run(str(path), "process", environ=ENV, testbed={})
+    assert "leak: C>=4 spread >0.5% voids the row, up to 1 reruns" in out
+
+
 def test_cmd_dry_run_bad_variable_prompt_file_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """A ${...} prompt file only the run resolves: the dry run reads it too, and says which."""

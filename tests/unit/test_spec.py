@@ -14,6 +14,7 @@ from engine.campaign.spec import (
     cmd_validate,
     expand,
     load_campaign,
+    percent,
     read_prompts,
     render_args,
 )
@@ -364,6 +365,14 @@ def test_several_problems_all_reported(tmp_path: Path) -> None:
         "20:20: workload.concurrency[1]: expected an integer, got 'four'",
         "22:3: duplicate key 'reps' (first at line 21)",
     ]
+
+
+@pytest.mark.parametrize(("fraction", "printed"), [
+    (0.10, "10%"), (0.005, "0.5%"), (0.07, "7%"), (0.125, "12.5%"), (0.0001, "0.01%"), (0.3, "30%"),
+])
+def test_thresholds_print_with_the_digits_they_have(fraction: float, printed: str) -> None:
+    """A 0.005 leak spread printed as "0%" by `:.0%`."""
+    assert percent(fraction) == printed
 
 
 # --- argv rendering and variables -------------------------------------------------------------

@@ -62,3 +62,12 @@ def test_a_rep_with_failed_requests_voids_the_row() -> None:
     reps = [({}, [ok]), ({}, [ok, bad]), ({}, [ok])]
     row = stats.row_figures(reps, 1, POLICY)
     assert row["status"] == "void" and row["failed_requests"] == 1
+
+
+def test_void_reason_prints_the_threshold_and_a_spread_that_differs_from_it() -> None:
+    from engine.run.measure import _void_reason
+
+    row = {"failed_requests": 0, "spread": 0.0051}
+    policy = stats.LeakPolicy(min_concurrency=8, spread=0.005)
+    assert _void_reason(row, policy, 8) == "spread 0.51% > 0.5% at C8"
+    assert _void_reason({**row, "spread": 0.1234}, POLICY, 8) == "spread 12.3% > 10% at C8"

@@ -1,0 +1,26 @@
+"""Plain progress lines read the way the run went: a boot-fact change reads control -> window."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.commands.progress import format_event
+from engine.servers import BootFacts, LlamaCppAdapter
+
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
+
+
+def boot(name: str) -> BootFacts:
+    facts = BootFacts()
+    facts.feed_text(LlamaCppAdapter(), (LOGS / name).read_text(encoding="utf-8"))
+    return facts
+
+
+def test_window_ready_line_reads_from_the_control_to_the_window() -> None:
+    """Control `-c 2048`, window `-c 4096` (real llama-server logs): the line said 4096->2048."""
+    control, window = boot("llamacpp_c2048_np2.log"), boot("llamacpp_c4096_np2.log")
+    diff = window.diff(control)  # as engine/runner.py records it
+    line = format_event({"kind": "window_ready", "session": "s1", "window": "ctx4k", "boot_s": 3.14,
+                         "diff": diff})
+    assert line == ("s1/ctx4k ready in 3.1 s | vs control: compute.CPU_mib 14.51->15.51, "
+                    "ctx.n_ctx 2048->4096, ctx.n_ctx_seq 1024->2048, kv.CPU_mib 45.0->90.0 (+8)")
