@@ -1,8 +1,14 @@
 """engine.campaign.spec: loading, line:col diagnostics, semantic checks, config_for and render_args."""
 
+import re
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from engine.campaign.spec import (
@@ -19,6 +25,10 @@ from engine.campaign.spec import (
     render_args,
 )
 from engine.commands.cli import main
+from engine.record import results
+from engine.record.state import row_key
+from engine.run.measure import shape_files
+from engine.run.runner import Runner
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "spec"
 VALID = FIXTURES / "valid.yaml"
@@ -684,6 +694,160 @@ def test_quality_prompt_files_are_read_at_validate(tmp_path: Path) -> None:
         f"23:18: prompt file {(tmp_path / 'greedy.txt').resolve()}: no prompts: the file is empty",
         f"24:14: prompt file {(tmp_path / 'texts.txt').resolve()}:2: not UTF-8 text (byte 0xff at column 1)",
     ]
+
+
+# --- properties: whatever the input, a Campaign or located problems ------------------------------
+
+SETTINGS = settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+YAMLISH = st.lists(st.sampled_from(
+    ["\n", " ", "  ", "- ", ": ", ":", "[", "]", "{", "}", ", ", "&a ", "*a", "<<: ", "!!int ",
+     "!!str ", "!!binary ", "'", '"', "#", "? ", "|", ">", "---", "...", "%YAML 1.1", "\\", "\t",
+     ".inf", ".nan", "-1", "0x1f", "1e9", "2024-02-30", "yes", "null", "~", "name", "sessions",
+     "windows", "workload", "s1", "block5", "\x00", "\x85", "\ufeff", "é"]), max_size=60).map("".join)
+SCALARS = (st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+           | st.integers(min_value=2**63 - 2, max_value=2**70))
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
+                      | st.dictionaries(st.text(max_size=8) | st.sampled_from(["args", "file", "n"]),
+                                        inner, max_size=4), max_leaves=12)
+
+
+def base_data() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(BASE)
+    return data
+
+
+def paths_of(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out += paths_of(item, (*path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            out += paths_of(item, (*path, i))
+    return out
+
+
+def load_or_problems(path: Path) -> Campaign | None:
+    """The loader's whole contract: a Campaign, or a SpecError whose problems lie in the file."""
+    lines = path.read_bytes().replace(b"\r\n", b"\n").replace(b"\r", b"\n").count(b"\n") + 1
+    try:
+        return load_campaign(path)
+    except SpecError as exc:
+        assert exc.problems
+        for p in exc.problems:
+            assert p.file == str(path) and p.message
+            assert 1 <= p.line <= lines and p.col >= 1, p
+        return None
+
+
+@SETTINGS
+@given(text=st.text() | YAMLISH | st.binary().map(lambda b: b.decode("latin-1")))
+def test_any_text_gives_a_campaign_or_located_problems(text: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "c.yaml"
+        path.write_bytes(text.encode("utf-8", errors="surrogatepass"))
+        load_or_problems(path)
+
+
+@SETTINGS
+@given(data=st.data(), insert=YAMLISH | st.text(max_size=10))
+def test_any_edit_of_a_campaign_gives_a_campaign_or_located_problems(data: st.DataObject,
+                                                                     insert: str) -> None:
+    at = data.draw(st.integers(0, len(BASE)))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "c.yaml"
+        path.write_text(BASE[:at] + insert + BASE[at:])
+        load_or_problems(path)
+
+
+@SETTINGS
+@given(data=st.data(), value=VALUES)
+def test_any_value_anywhere_gives_a_campaign_or_located_problems(data: st.DataObject,
+                                                                 value: Any) -> None:
+    raw = base_data()
+    path = data.draw(st.sampled_from(paths_of(raw)[1:]))
+    extra = data.draw(st.sampled_from(["", "knobs", "leak", "timeouts", "quality", "docker"]))
+    parent = raw
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    if extra == "knobs" and isinstance(raw["workload"], dict):
+        raw["workload"]["knobs"] = value
+    elif extra:  # also a value in a section BASE leaves out
+        raw[extra] = value
+    with tempfile.TemporaryDirectory() as tmp:
+        file = Path(tmp) / "c.yaml"
+        file.write_text(yaml.safe_dump(raw, allow_unicode=True))
+        load_or_problems(file)
+
+
+PATHS = st.text(max_size=12) | st.sampled_from(["\x00", "x" * 5000, "/", ".", "..", "/dev/null", "/proc"])
+
+
+@SETTINGS
+@given(cls=PATHS, greedy=PATHS, kl=PATHS, receipt=PATHS)
+def test_any_file_path_gives_a_campaign_or_located_problems(cls: str, greedy: str, kl: str,
+                                                            receipt: str) -> None:
+    raw = base_data()
+    raw["workload"]["classes"]["prose"] = {"file": cls}
+    raw["quality"] = {"greedy": {"file": greedy}, "kl": {"file": kl, "oracle": {"receipt": receipt}}}
+    with tempfile.TemporaryDirectory() as tmp:
+        file = Path(tmp) / "c.yaml"
+        file.write_text(yaml.safe_dump(raw, allow_unicode=True))
+        load_or_problems(file)
+
+
+NAMES = (st.text(max_size=70) | st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,8}", fullmatch=True)
+         | st.sampled_from(["", ".", "..", "../x", "a/b", "a b", "A", "s1", "s1-x", "x-y", "y",
+                            "control", "x-rerun1", "x-rerun", "x.y", "-x", "_x", "x_y", "é"]))
+
+
+@SETTINGS
+@given(sessions=st.lists(NAMES, min_size=1, max_size=3), windows=st.lists(NAMES, min_size=1, max_size=3),
+       classes=st.lists(NAMES, min_size=1, max_size=3), name=NAMES)
+def test_names_that_validate_are_safe_to_join(sessions: list[str], windows: list[str],
+                                              classes: list[str], name: str) -> None:
+    """Every directory, receipt, row key and container a valid campaign names is its own."""
+    raw = base_data()
+    raw["name"] = name
+    raw["windows"] = [{"name": w, "change": {"model": f"{i}.gguf"}} for i, w in enumerate(windows)]
+    raw["sessions"] = {s: list(windows) for s in sessions}
+    raw["workload"]["classes"] = {c: {"prompts": ["hello"]} for c in classes}
+    with tempfile.TemporaryDirectory() as tmp:
+        file = Path(tmp) / "c.yaml"
+        file.write_text(yaml.safe_dump(raw, allow_unicode=True))
+        campaign = load_or_problems(file)
+        if campaign is None:
+            return
+        run = Path(tmp) / "run"
+        (run / "windows").mkdir(parents=True)
+        (run / "engine.json").write_text('{"run_id": "r"}')
+        runner = Runner(campaign, run, "process", {})
+        dirs, keys, files, containers = set(), set(), set(), set()
+        for session in campaign.sessions:
+            for window in campaign.windows_in(session):
+                wdir = results.window_dir(run, session, window)
+                assert wdir.resolve().parent == (run / "windows").resolve()
+                dirs.add(wdir.name)
+                for tag in ("", "-rerun1", "-rerun12"):
+                    plan = runner.plan(session, window, campaign.config_for(window), tag)
+                    assert re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+", plan.name), plan.name
+                    containers.add(plan.name)
+                for cls in campaign.workload.classes:
+                    for c in (1, 12):
+                        keys.add(row_key(session, window, cls, c))
+                        for attempt, rep in ((1, 1), (1, "warm"), (2, "warm2"), (12, 3)):
+                            rep_file = shape_files(wdir, cls, c, attempt, rep)
+                            assert rep_file.resolve().parent == (wdir / "reps").resolve()
+                            files.add(rep_file.relative_to(run))
+        runner.journal.close()
+        n_windows = sum(len(campaign.windows_in(s)) for s in campaign.sessions)
+        n_classes = len(campaign.workload.classes)
+        assert len(dirs) == n_windows
+        assert len(containers) == 3 * n_windows
+        assert len(keys) == n_windows * n_classes * 2
+        assert len(files) == n_windows * n_classes * 2 * 4
 
 
 # --- the command line: exit 2 and file:line:col, and `ruler run` claims no directory ---------------
