@@ -25,6 +25,7 @@ from engine.commands.console import open_console
 from engine.commands.progress import printer
 from engine.errors import BadInput, EngineError
 from engine.record import results
+from engine.record.events import EventKind
 from engine.record.liveness import LOCK, PID, engine_alive, read_pid
 from engine.run.runner import (
     Phase,
@@ -139,7 +140,7 @@ def run_engine(run_dir: Path, echo: bool) -> int:
                     printer() if echo else None, default_phases(info.get("baseline")))
 
     def graceful(signum: int, _frame: object) -> None:
-        runner.emit("signal", signal=signal.Signals(signum).name)
+        runner.emit(EventKind.SIGNAL, signal=signal.Signals(signum).name)
         runner.controls.abort.set()
 
     signal.signal(signal.SIGTERM, graceful)

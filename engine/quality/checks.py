@@ -13,7 +13,7 @@ from engine.campaign.spec import Campaign
 from engine.quality.probe import Probe
 from engine.quality.reference import Reference, ReferenceStore
 from engine.record import results
-from engine.record.events import CONTROL
+from engine.record.events import CONTROL, EventKind
 from engine.run.context import RunContext, WindowContext
 from engine.servers.client import Unsupported
 
@@ -37,7 +37,7 @@ class Checks:
     def verdict(self, check: str, verdict: str, summary: str, file: str | None,
                 **figures: Any) -> None:
         rel = str((self.ctx.dir / file).relative_to(self.run.run_dir)) if file else None
-        self.run.emit("verdict", session=self.ctx.session, window=self.ctx.window, check=check,
+        self.run.emit(EventKind.VERDICT, session=self.ctx.session, window=self.ctx.window, check=check,
                          verdict=verdict, summary=summary, file=rel, figures=figures)
 
     def write(self, name: str, data: dict[str, Any]) -> None:

@@ -27,7 +27,7 @@ from engine.quality.reference import (
     same_items,
 )
 from engine.record import results
-from engine.record.events import CONTROL
+from engine.record.events import CONTROL, EventKind
 
 
 class ControlChecks(Checks):
@@ -143,7 +143,7 @@ class ControlChecks(Checks):
             data.update(reference=f"{self.ctx.session}-control (ran after this window)",
                         comparison=cmp)
             results.write_json(path, data)
-            self.run.emit("verdict", session=self.ctx.session, window=window, check="greedy",
+            self.run.emit(EventKind.VERDICT, session=self.ctx.session, window=window, check="greedy",
                              verdict="identical" if cmp["identical"] == cmp["n"] else "diverged",
                              summary=greedy_summary(cmp),
                              file=str(path.relative_to(self.run.run_dir)),
@@ -157,7 +157,7 @@ class ControlChecks(Checks):
         if not rows:
             return
         verdict, summary, worst = drift_summary(rows)
-        self.run.emit("verdict", session=self.ctx.session, window=self.ctx.window, check="drift",
+        self.run.emit(EventKind.VERDICT, session=self.ctx.session, window=self.ctx.window, check="drift",
                          verdict=verdict, summary=summary, file=DRIFT, figures={"worst_pct": worst})
 
     def provenance(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from engine.quality.reference import ReferenceStore
 from engine.quality.tools import tool_probe
 from engine.quality.verdicts import verdict_row, write_verdicts
 from engine.quality.window import WindowChecks
-from engine.record.events import CONTROL
+from engine.record.events import CONTROL, EventKind
 from engine.run.context import RunContext, WindowContext
 
 
@@ -35,7 +35,7 @@ class Quality:
     def __call__(self, run: RunContext, ctx: WindowContext) -> None:
         if not run.campaign.quality.enabled:
             return
-        run.emit("quality_started", session=ctx.session, window=ctx.window)
+        run.emit(EventKind.QUALITY_STARTED, session=ctx.session, window=ctx.window)
         started = time.monotonic()
         timeout = httpx.Timeout(run.campaign.timeouts.request, connect=10.0)
         status = "done"
@@ -52,7 +52,7 @@ class Quality:
                 raise
             finally:
                 write_verdicts(run.run_dir, self.rows(run))
-        run.emit("quality_done", session=ctx.session, window=ctx.window, status=status,
+        run.emit(EventKind.QUALITY_DONE, session=ctx.session, window=ctx.window, status=status,
                     seconds=round(time.monotonic() - started, 2), requests=probe.requests,
                     stages=checks.stages)
 

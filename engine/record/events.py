@@ -1,6 +1,405 @@
-"""The run's vocabulary: the words every consumer of the journal (fold, progress lines, report,
-console) shares, defined once."""
+"""The run's vocabulary, defined once: every event kind with its fields, and the words (window and
+row statuses, run statuses, checks, verdicts) that the fold, the progress lines, the report and the
+console share.
 
-from __future__ import annotations
+An event on disk is one JSON object: ``seq``, ``ts``, ``kind`` and the fields of its kind's
+TypedDict below. Every enum is a ``StrEnum``: its members are the very strings the journal holds, so
+a journal written before this module existed reads the same. The runner checks each event against
+its kind before it is written (:func:`check`): a ruler bug fails loudly, never as a malformed journal.
+"""
+
+# No ``from __future__ import annotations``: TypedDict reads NotRequired[...] only from evaluated
+# annotations, and __required_keys__ is what ``check`` relies on.
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, NotRequired, TypedDict
+
+from engine.errors import EngineError
 
 CONTROL = "control"  # the window every session boots first; every other window is a delta to it
+
+
+class EventKind(StrEnum):
+    # the run
+    RUN_STARTED = "run_started"
+    RUN_RESUMED = "run_resumed"
+    SESSION_STARTED = "session_started"
+    SIGNAL = "signal"
+    STRAY_STOPPED = "stray_stopped"
+    COMMAND = "command"
+    ENGINE_ERROR = "engine_error"
+    RUN_FINISHED = "run_finished"
+    # a window
+    WINDOW_REBOOT = "window_reboot"
+    WINDOW_STARTED = "window_started"
+    SERVER_STARTED = "server_started"
+    BOOT_FACT = "boot_fact"
+    WINDOW_READY = "window_ready"
+    WINDOW_REJECTED = "window_rejected"
+    QUALITY_STARTED = "quality_started"
+    VERDICT = "verdict"
+    QUALITY_DONE = "quality_done"
+    WINDOW_FINISHED = "window_finished"
+    SERVER_STOPPED = "server_stopped"
+    # a shape (class x concurrency) of a window
+    SHAPE_STARTED = "shape_started"
+    SHAPE_RESUMED = "shape_resumed"
+    WARM_DONE = "warm_done"
+    PAUSED = "paused"
+    REP_DONE = "rep_done"
+    LEAK_SUSPECTED = "leak_suspected"
+    ROW_VOID = "row_void"
+    RERUN_ABORTED = "rerun_aborted"
+    ROW_DONE = "row_done"
+
+
+class RunStatus(StrEnum):
+    NEW = "new"  # no run_started folded yet
+    RUNNING = "running"
+    FINISHED = "finished"
+    ABORTED = "aborted"
+    ERROR = "error"
+
+
+class WindowStatus(StrEnum):
+    PENDING = "pending"  # listed in run_started, not booted yet
+    BOOTING = "booting"
+    MEASURING = "measuring"  # ready: measurement and quality phases
+    DONE = "done"
+    ADVANCED = "advanced"  # the operator ended it; the campaign went on
+    ABORTED = "aborted"
+    FAILED = "failed"  # the server died mid-window
+    REJECTED = "rejected"  # it never became ready
+
+
+class RowStatus(StrEnum):
+    PENDING = "pending"
+    WARM = "warm"  # the attempt's warm pass
+    MEASURING = "measuring"
+    OK = "ok"
+    NOISY = "noisy"  # spread above the limit below the leak concurrency
+    VOID = "void"  # a leaked pass (or failed requests): no figure
+    FAILED = "failed"
+    ABORTED = "aborted"  # cut short by the operator: measured again on resume
+
+
+class QualityStatus(StrEnum):
+    DONE = "done"
+    STOPPED = "stopped"  # the operator aborted or advanced during the checks
+
+
+class Check(StrEnum):
+    """A quality or ruler check: the ``check`` of a verdict event."""
+
+    KNOBS = "knobs"
+    GREEDY = "greedy"
+    REFERENCE = "reference"  # the control becoming the session's reference (only when that fails)
+    TEACHER_FORCED = "teacher_forced"
+    SELF_SCORE = "self_score"
+    KL = "kl"
+    NO_EFFECT = "no_effect"
+    TOOL_PROBE = "tool_probe"
+    DRIFT = "drift"
+
+
+class Verdict(StrEnum):
+    """Every verdict word a check emits (engine/quality/__init__.py has the table per check)."""
+
+    ACTS = "acts"
+    RULER_SUSPECT = "ruler suspect"
+    IDENTICAL = "identical"
+    DIVERGED = "diverged"
+    NO_REFERENCE = "no reference"
+    REFERENCE = "reference"  # a first session's control: it is the reference
+    EXACT = "exact"
+    CLOSE = "close"
+    DIFFERS = "differs"
+    REPEAT_IDENTICAL = "repeat-identical"
+    REPEAT_DIFFERS = "repeat-differs"
+    ABOVE_FLOOR = "above floor"
+    AT_FLOOR = "at floor"
+    FLOOR = "floor"  # a control's KL verdict: the floor it measured
+    NO_OBSERVABLE_EFFECT = "no observable effect"
+    OBSERVABLE_EFFECT = "observable effect"
+    UNDETERMINED = "undetermined"
+    OK = "ok"
+    FAILED = "failed"
+    WITHIN_SPREAD = "within spread"
+    DRIFT = "drift"
+    ERROR = "error"  # any check: the server answered with an error
+    UNSUPPORTED = "unsupported"  # any check: the server cannot answer it
+
+
+# Statuses in the groups every consumer asks about.
+LIVE_ROWS = frozenset({RowStatus.WARM, RowStatus.MEASURING})
+USABLE_ROWS = frozenset({RowStatus.OK, RowStatus.NOISY})  # a row with a figure to compare
+COMPLETE_ROWS = USABLE_ROWS | {RowStatus.VOID, RowStatus.FAILED}  # resume skips them
+UP_WINDOWS = frozenset({WindowStatus.BOOTING, WindowStatus.MEASURING})
+COMPLETE_WINDOWS = frozenset({WindowStatus.DONE, WindowStatus.ADVANCED, WindowStatus.FAILED,
+                              WindowStatus.REJECTED})  # resume skips them; aborted ones boot again
+OVER_RUNS = frozenset({RunStatus.FINISHED, RunStatus.ABORTED, RunStatus.ERROR})
+
+
+# ---------------------------------------------------------------- the fields of each kind
+
+class Where(TypedDict):
+    session: str
+    window: str
+
+
+Shape = TypedDict("Shape", {"session": str, "window": str, "class": str, "concurrency": int})
+
+
+class Workload(TypedDict):
+    classes: list[str]
+    concurrency: list[int]
+    reps: int
+
+
+class RunStarted(TypedDict):
+    campaign: str
+    run: str
+    runtime: str
+    server: str
+    pid: int
+    sessions: dict[str, list[str]]  # session -> its windows in boot order, the control included
+    axes: dict[str, str]  # window -> its axis label
+    workload: Workload
+
+
+class RunResumed(TypedDict):
+    pid: int
+    rows_done: int
+
+
+class SessionStarted(TypedDict):
+    session: str
+
+
+class Signal(TypedDict):
+    signal: str  # its name: SIGTERM, SIGINT
+
+
+class StrayStopped(TypedDict):
+    """A server a killed engine left running; its fields are the runtime's identity (open)."""
+
+    name: str
+
+
+class Command(TypedDict):
+    cmd: str
+    args: list[str]
+    who: dict[str, Any]  # the peer's pid, uid, gid
+    reply: str
+
+
+class EngineErrorEvent(TypedDict):
+    error: str
+
+
+class RunFinished(TypedDict):
+    status: RunStatus
+
+
+class WindowReboot(Where):
+    row: str  # the void row whose rerun boots the window again
+    reason: str
+    reboot: int
+
+
+class WindowStarted(Where):
+    axis: str
+    runtime: str
+    plan: dict[str, Any]  # LaunchPlan.describe()
+    tag: str  # "" or "-rerunN"
+    log: str  # the boot log, relative to the run directory
+
+
+class ServerStarted(Where):
+    """Where and the runtime's identity of the server (open: container id, pid, url...)."""
+
+    runtime: str
+
+
+class BootFact(Where):
+    key: str
+    value: Any
+
+
+class WindowReady(Where):
+    boot_s: float
+    facts: dict[str, Any]
+    diff: dict[str, Any] | None  # BootFacts.diff against the session's control; None for it
+
+
+class WindowRejected(Where):
+    reason: str
+    errors: list[str]
+
+
+class QualityStarted(Where):
+    pass
+
+
+class VerdictEvent(Where):
+    check: Check
+    verdict: Verdict
+    summary: str
+    file: str | None  # the receipt, relative to the run directory
+    figures: dict[str, Any]
+
+
+class QualityDone(Where):
+    status: QualityStatus
+    seconds: float
+    requests: int
+    stages: dict[str, float]
+
+
+class WindowFinished(Where):
+    status: WindowStatus
+    reason: NotRequired[str]
+
+
+class ServerStopped(Where):
+    exit_code: int | None
+    kept: bool
+
+
+class ShapeStarted(Shape):
+    attempt: int
+    rerun: bool
+
+
+class ShapeResumed(Shape):
+    attempt: int
+    reps_kept: int
+
+
+class WarmDone(Shape):
+    attempt: int
+    label: str  # warm, warm2..., rewarm2...
+    agg_tok_s: float
+    failed: int
+    file: str
+
+
+class Paused(Shape):
+    attempt: int
+    rep: int  # the rep it waits before
+
+
+class RepDone(Shape):
+    attempt: int
+    rep: int
+    requests: int  # from here to decode_tok_s: stats.rep_figures
+    failed: int
+    tokens: int
+    wall_s: float
+    agg_tok_s: float
+    per_user_tok_s: float
+    ttft_ms: float | None
+    decode_tok_s: float | None
+    accept_len: float | None
+    accept_rate: float | None
+    client_bound: bool
+    lag_p99_ms: float
+    file: str
+
+
+class LeakSuspected(Shape):
+    attempt: int
+    rep: int
+    agg_tok_s: float
+    median: float | None
+
+
+class RowVoid(Shape):
+    attempt: int
+    spread: float
+    reason: str
+    rep_tok_s: list[float]
+    rerun: bool
+
+
+class RerunAborted(Shape):
+    attempt: int
+    reason: str
+    reps: int
+
+
+class RowDone(Shape):
+    """A finished row. The figures (stats.row_figures) are absent when no rep was measured."""
+
+    axis: str
+    attempts: int
+    reason: str
+    source: str  # the receipts, ";"-separated, relative to the run directory
+    status: RowStatus
+    reps: NotRequired[int]
+    rep_tok_s: NotRequired[list[float]]
+    agg_tok_s: NotRequired[float]
+    per_user_tok_s: NotRequired[float]
+    ttft_ms: NotRequired[float | None]
+    decode_tok_s: NotRequired[float | None]
+    accept_len: NotRequired[float | None]
+    accept_rate: NotRequired[float | None]
+    accept_source: NotRequired[str]
+    spread: NotRequired[float]
+    failed_requests: NotRequired[int]
+
+
+FIELDS: dict[EventKind, type] = {
+    EventKind.RUN_STARTED: RunStarted,
+    EventKind.RUN_RESUMED: RunResumed,
+    EventKind.SESSION_STARTED: SessionStarted,
+    EventKind.SIGNAL: Signal,
+    EventKind.STRAY_STOPPED: StrayStopped,
+    EventKind.COMMAND: Command,
+    EventKind.ENGINE_ERROR: EngineErrorEvent,
+    EventKind.RUN_FINISHED: RunFinished,
+    EventKind.WINDOW_REBOOT: WindowReboot,
+    EventKind.WINDOW_STARTED: WindowStarted,
+    EventKind.SERVER_STARTED: ServerStarted,
+    EventKind.BOOT_FACT: BootFact,
+    EventKind.WINDOW_READY: WindowReady,
+    EventKind.WINDOW_REJECTED: WindowRejected,
+    EventKind.QUALITY_STARTED: QualityStarted,
+    EventKind.VERDICT: VerdictEvent,
+    EventKind.QUALITY_DONE: QualityDone,
+    EventKind.WINDOW_FINISHED: WindowFinished,
+    EventKind.SERVER_STOPPED: ServerStopped,
+    EventKind.SHAPE_STARTED: ShapeStarted,
+    EventKind.SHAPE_RESUMED: ShapeResumed,
+    EventKind.WARM_DONE: WarmDone,
+    EventKind.PAUSED: Paused,
+    EventKind.REP_DONE: RepDone,
+    EventKind.LEAK_SUSPECTED: LeakSuspected,
+    EventKind.ROW_VOID: RowVoid,
+    EventKind.RERUN_ABORTED: RerunAborted,
+    EventKind.ROW_DONE: RowDone,
+}
+OPEN = frozenset({EventKind.SERVER_STARTED, EventKind.STRAY_STOPPED})  # + the runtime's identity
+ENVELOPE = frozenset({"seq", "ts", "kind"})  # what the journal adds to every event
+
+
+class MalformedEvent(EngineError):
+    """Ruler tried to journal an event its kind does not define: a bug in ruler, never input."""
+
+
+def check(kind: str, data: Mapping[str, Any]) -> EventKind:
+    """The kind, when ``data`` has every required field of it and no field it does not define."""
+    try:
+        known = EventKind(kind)
+    except ValueError:
+        raise MalformedEvent(f"unknown event kind {kind!r}") from None
+    spec = FIELDS[known]
+    missing = spec.__required_keys__ - data.keys()  # type: ignore[attr-defined]
+    defined = spec.__required_keys__ | spec.__optional_keys__  # type: ignore[attr-defined]
+    extra = set() if known in OPEN else data.keys() - defined
+    if missing or extra:
+        raise MalformedEvent(f"{known} event: " + "; ".join(
+            ([f"missing {', '.join(sorted(missing))}"] if missing else [])
+            + ([f"undefined {', '.join(sorted(extra))}"] if extra else [])))
+    return known

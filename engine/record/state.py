@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.record.events import (
+    COMPLETE_ROWS,
+    CONTROL,
+    ENVELOPE,
+    EventKind,
+    RowStatus,
+    RunStatus,
+    WindowStatus,
+)
 from engine.record.journal import Event
-
-QUALITY_STARTED = "quality_started"  # engine/quality/phase.py: a window's quality checks begin
 
 
 @dataclass
@@ -16,7 +23,7 @@ class WindowState:
     session: str
     window: str
     axis: str = ""
-    status: str = "pending"  # pending booting measuring done rejected failed aborted
+    status: str = WindowStatus.PENDING
     boot_s: float | None = None
     facts: dict[str, Any] = field(default_factory=dict)
     diff: dict[str, Any] | None = None
@@ -43,7 +50,7 @@ class RowState:
     cls: str
     concurrency: int
     attempt: int = 0
-    status: str = "pending"  # pending warm measuring ok noisy void failed aborted
+    status: str = RowStatus.PENDING
     reps: dict[int, dict[int, float]] = field(default_factory=dict)  # attempt -> rep -> tok/s
     files: dict[int, dict[int, str]] = field(default_factory=dict)  # attempt -> rep -> receipt
     suspects: set[tuple[int, int]] = field(default_factory=set)  # (attempt, rep)
@@ -57,7 +64,7 @@ class RowState:
     @property
     def complete(self) -> bool:
         """Finished for good: resume skips it (an aborted row is measured again)."""
-        return self.status in ("ok", "noisy", "void", "failed")
+        return self.status in COMPLETE_ROWS
 
 
 def row_key(session: str, window: str, cls: str, concurrency: int) -> str:
@@ -71,7 +78,7 @@ class RunState:
     runtime: str = ""
     server: str = ""
     pid: int | None = None
-    status: str = "new"  # new running finished aborted error
+    status: str = RunStatus.NEW
     windows: dict[str, WindowState] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     current: str | None = None
@@ -104,81 +111,163 @@ def _w(state: RunState, e: Event) -> WindowState:
     return state.window(e["session"], e["window"])
 
 
+_NO_TS = frozenset({"seq", "kind"})  # verdicts and commands keep their time
+
+
+def _fields(e: Event, drop: frozenset[str] = ENVELOPE) -> dict[str, Any]:
+    return {k: v for k, v in e.items() if k not in drop}
+
+
+# One handler per event kind that changes the state; every other kind is on record only.
+
+def _run_started(state: RunState, e: Event) -> None:
+    state.campaign, state.run = e["campaign"], e["run"]
+    state.runtime, state.server, state.pid = e["runtime"], e["server"], e.get("pid")
+    state.status = RunStatus.RUNNING
+    state.started_ts = state.started_ts or e["ts"]
+    state.workload = e.get("workload") or {}
+    for session, windows in e.get("sessions", {}).items():
+        for w in windows:
+            ws = state.window(session, w)
+            ws.axis = CONTROL if w == CONTROL else e.get("axes", {}).get(w, "")
+
+
+def _window_started(state: RunState, e: Event) -> None:
+    ws = _w(state, e)
+    ws.status, ws.axis, ws.log = WindowStatus.BOOTING, e.get("axis", ws.axis), e.get("log", "")
+    ws.started_ts, ws.ended_ts, ws.quality = e["ts"], None, False
+    state.current = ws.key
+
+
+def _server_started(state: RunState, e: Event) -> None:
+    _w(state, e).server = _fields(e)
+
+
+def _boot_fact(state: RunState, e: Event) -> None:
+    _w(state, e).facts[e["key"]] = e["value"]
+
+
+def _window_ready(state: RunState, e: Event) -> None:
+    ws = _w(state, e)
+    ws.status, ws.boot_s, ws.diff = WindowStatus.MEASURING, e["boot_s"], e.get("diff")
+    ws.facts.update(e.get("facts", {}))
+
+
+def _window_rejected(state: RunState, e: Event) -> None:
+    ws = _w(state, e)
+    ws.status, ws.reason, ws.errors = WindowStatus.REJECTED, e["reason"], e.get("errors", [])
+    ws.ended_ts, ws.quality = e["ts"], False
+
+
+def _window_finished(state: RunState, e: Event) -> None:
+    ws = _w(state, e)
+    ws.status, ws.ended_ts, ws.quality = e.get("status", WindowStatus.DONE), e["ts"], False
+
+
+def _quality_started(state: RunState, e: Event) -> None:
+    _w(state, e).quality = True
+
+
+def _quality_done(state: RunState, e: Event) -> None:
+    _w(state, e).quality = False
+
+
+def _shape_started(state: RunState, e: Event) -> None:
+    r = state.row(e)
+    r.attempt, r.status = e["attempt"], RowStatus.WARM
+    r.reps.setdefault(e["attempt"], {})
+
+
+def _warm_done(state: RunState, e: Event) -> None:
+    state.row(e).status = RowStatus.MEASURING
+
+
+def _rep_done(state: RunState, e: Event) -> None:
+    r = state.row(e)
+    r.reps.setdefault(e["attempt"], {})[e["rep"]] = e["agg_tok_s"]
+    r.files.setdefault(e["attempt"], {})[e["rep"]] = e["file"]
+
+
+def _leak_suspected(state: RunState, e: Event) -> None:
+    state.row(e).suspects.add((e["attempt"], e["rep"]))
+
+
+def _rerun_aborted(state: RunState, e: Event) -> None:
+    r = state.row(e)
+    r.status = r.row.get("status", RowStatus.PENDING)  # the row as it stood before the rerun
+
+
+def _row_void(state: RunState, e: Event) -> None:
+    state.row(e).voids.append(e["reason"])
+
+
+def _row_done(state: RunState, e: Event) -> None:
+    r = state.row(e)
+    r.status = e["status"]
+    r.row = _fields(e)
+
+
+def _verdict(state: RunState, e: Event) -> None:
+    _w(state, e).verdicts[e["check"]] = _fields(e, _NO_TS)
+
+
+def _command(state: RunState, e: Event) -> None:
+    state.commands.append(_fields(e, _NO_TS))
+    if e["cmd"] in ("pause", "resume"):
+        state.paused = e["cmd"] == "pause"
+        state.pause_held = state.pause_held and state.paused
+
+
+def _paused(state: RunState, e: Event) -> None:
+    state.pause_held = True
+
+
+def _run_resumed(state: RunState, e: Event) -> None:
+    state.status, state.pid, state.resumes = RunStatus.RUNNING, e.get("pid"), state.resumes + 1
+    state.paused = state.pause_held = False
+
+
+def _engine_error(state: RunState, e: Event) -> None:
+    state.error = e["error"]
+
+
+def _run_finished(state: RunState, e: Event) -> None:
+    state.status, state.finished_ts, state.current = e["status"], e["ts"], None
+    state.pause_held = False
+
+
+Handler = Callable[[RunState, Event], None]
+HANDLERS: dict[str, Handler] = {
+    EventKind.RUN_STARTED: _run_started,
+    EventKind.WINDOW_STARTED: _window_started,
+    EventKind.SERVER_STARTED: _server_started,
+    EventKind.BOOT_FACT: _boot_fact,
+    EventKind.WINDOW_READY: _window_ready,
+    EventKind.WINDOW_REJECTED: _window_rejected,
+    EventKind.WINDOW_FINISHED: _window_finished,
+    EventKind.QUALITY_STARTED: _quality_started,
+    EventKind.QUALITY_DONE: _quality_done,
+    EventKind.SHAPE_STARTED: _shape_started,
+    EventKind.WARM_DONE: _warm_done,
+    EventKind.REP_DONE: _rep_done,
+    EventKind.LEAK_SUSPECTED: _leak_suspected,
+    EventKind.RERUN_ABORTED: _rerun_aborted,
+    EventKind.ROW_VOID: _row_void,
+    EventKind.ROW_DONE: _row_done,
+    EventKind.VERDICT: _verdict,
+    EventKind.COMMAND: _command,
+    EventKind.PAUSED: _paused,
+    EventKind.RUN_RESUMED: _run_resumed,
+    EventKind.ENGINE_ERROR: _engine_error,
+    EventKind.RUN_FINISHED: _run_finished,
+}
+
+
 def apply(state: RunState, e: Event) -> RunState:
-    kind = e["kind"]
     state.last_seq = e["seq"]
-    if kind == "run_started":
-        state.campaign, state.run = e["campaign"], e["run"]
-        state.runtime, state.server, state.pid = e["runtime"], e["server"], e.get("pid")
-        state.status = "running"
-        state.started_ts = state.started_ts or e["ts"]
-        state.workload = e.get("workload") or {}
-        for session, windows in e.get("sessions", {}).items():
-            for w in windows:
-                ws = state.window(session, w)
-                ws.axis = "control" if w == "control" else e.get("axes", {}).get(w, "")
-    elif kind == "window_started":
-        ws = _w(state, e)
-        ws.status, ws.axis, ws.log = "booting", e.get("axis", ws.axis), e.get("log", "")
-        ws.started_ts, ws.ended_ts, ws.quality = e["ts"], None, False
-        state.current = ws.key
-    elif kind == "server_started":
-        _w(state, e).server = {k: v for k, v in e.items() if k not in ("seq", "ts", "kind")}
-    elif kind == "boot_fact":
-        _w(state, e).facts[e["key"]] = e["value"]
-    elif kind == "window_ready":
-        ws = _w(state, e)
-        ws.status, ws.boot_s, ws.diff = "measuring", e["boot_s"], e.get("diff")
-        ws.facts.update(e.get("facts", {}))
-    elif kind == "window_rejected":
-        ws = _w(state, e)
-        ws.status, ws.reason, ws.errors = "rejected", e["reason"], e.get("errors", [])
-        ws.ended_ts, ws.quality = e["ts"], False
-    elif kind == "window_finished":
-        ws = _w(state, e)
-        ws.status, ws.ended_ts, ws.quality = e.get("status", "done"), e["ts"], False
-    elif kind == QUALITY_STARTED:
-        _w(state, e).quality = True
-    elif kind == "quality_done":
-        _w(state, e).quality = False
-    elif kind == "shape_started":
-        r = state.row(e)
-        r.attempt, r.status = e["attempt"], "warm"
-        r.reps.setdefault(e["attempt"], {})
-    elif kind == "warm_done":
-        state.row(e).status = "measuring"
-    elif kind == "rep_done":
-        r = state.row(e)
-        r.reps.setdefault(e["attempt"], {})[e["rep"]] = e["agg_tok_s"]
-        r.files.setdefault(e["attempt"], {})[e["rep"]] = e["file"]
-    elif kind == "leak_suspected":
-        state.row(e).suspects.add((e["attempt"], e["rep"]))
-    elif kind == "rerun_aborted":
-        r = state.row(e)
-        r.status = r.row.get("status", "pending")  # the row as it stood before the rerun
-    elif kind == "row_void":
-        state.row(e).voids.append(e["reason"])
-    elif kind == "row_done":
-        r = state.row(e)
-        r.status = e["status"]
-        r.row = {k: v for k, v in e.items() if k not in ("seq", "ts", "kind")}
-    elif kind == "verdict":
-        _w(state, e).verdicts[e["check"]] = {k: v for k, v in e.items() if k not in ("seq", "kind")}
-    elif kind == "command":
-        state.commands.append({k: v for k, v in e.items() if k not in ("seq", "kind")})
-        if e["cmd"] in ("pause", "resume"):
-            state.paused = e["cmd"] == "pause"
-            state.pause_held = state.pause_held and state.paused
-    elif kind == "paused":
-        state.pause_held = True
-    elif kind == "run_resumed":
-        state.status, state.pid, state.resumes = "running", e.get("pid"), state.resumes + 1
-        state.paused = state.pause_held = False
-    elif kind == "engine_error":
-        state.error = e["error"]
-    elif kind == "run_finished":
-        state.status, state.finished_ts, state.current = e["status"], e["ts"], None
-        state.pause_held = False
+    handler = HANDLERS.get(e["kind"])  # a kind this version does not fold (a newer engine's) is skipped
+    if handler is not None:
+        handler(state, e)
     return state
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from engine.campaign.spec import Campaign, ServerConfig
-from engine.record.events import CONTROL
+from engine.record.events import CONTROL, EventKind
 from engine.record.journal import Event
 from engine.record.state import RunState
 from engine.run.stats import LeakPolicy
@@ -23,9 +23,13 @@ from engine.servers.logs import BootFacts
 
 
 class Emit(Protocol):
-    """Append one event to the journal (and fold it into the state); returns the event."""
+    """Append one event to the journal (and fold it into the state); returns the event.
 
-    def __call__(self, kind: str, **data: Any) -> Event: ...
+    ``data`` is the kind's fields as ``engine.record.events`` defines them; anything else raises
+    ``MalformedEvent`` before the journal is touched.
+    """
+
+    def __call__(self, kind: EventKind, **data: Any) -> Event: ...
 
 
 @dataclass

@@ -14,6 +14,7 @@ import httpx
 
 from engine.campaign.spec import percent
 from engine.errors import WindowFailed
+from engine.record.events import EventKind
 from engine.record.results import read_rep, write_rep
 from engine.record.state import row_key
 from engine.run import stats
@@ -87,7 +88,7 @@ class Measurement:
                 row = run.state.rows.get(row_key(ctx.session, ctx.window, cls, c))
                 if row and row.row:
                     continue
-                run.emit("row_done", session=ctx.session, window=ctx.window, **{"class": cls},
+                run.emit(EventKind.ROW_DONE, session=ctx.session, window=ctx.window, **{"class": cls},
                             concurrency=c, axis=run.axis(ctx.window), attempts=0, status="failed",
                             reason="not measured: the server failed earlier in the window", source="")
 
@@ -123,7 +124,7 @@ class Measurement:
         write_rep(path, {**where, "attempt": attempt, "rep": label, "metrics_delta": delta,
                          "client": warm.summary()}, warm.records)
         fig = stats.rep_figures(warm.records, where["concurrency"])
-        run.emit("warm_done", **where, attempt=attempt, label=label, agg_tok_s=fig["agg_tok_s"],
+        run.emit(EventKind.WARM_DONE, **where, attempt=attempt, label=label, agg_tok_s=fig["agg_tok_s"],
                     failed=fig["failed"], file=str(path.relative_to(run.run_dir)))
 
     def _resumed(self, run: RunContext, key: str) -> tuple[int, list[Rep], list[str]]:
@@ -144,18 +145,18 @@ class Measurement:
         if rerun:
             reps, paths = [], []  # an operator rerun starts a fresh attempt
         elif reps:
-            run.emit("shape_resumed", **where, attempt=attempt, reps_kept=len(reps))
+            run.emit(EventKind.SHAPE_RESUMED, **where, attempt=attempt, reps_kept=len(reps))
         first_attempt, row = attempt + (0 if reps else 1), {}
         try:
             while True:
                 if not reps:
                     attempt += 1
-                    run.emit("shape_started", **where, attempt=attempt, rerun=rerun)
+                    run.emit(EventKind.SHAPE_STARTED, **where, attempt=attempt, rerun=rerun)
                 if len(reps) < run.campaign.workload.reps:
                     self._warm(run, ctx, where, attempt, f"warm{len(reps) + 1}" if reps else "warm")
                 while len(reps) < run.campaign.workload.reps:
                     if ctl.paused.is_set():  # the pause takes effect here, between reps: say so
-                        run.emit("paused", **where, attempt=attempt, rep=len(reps) + 1)
+                        run.emit(EventKind.PAUSED, **where, attempt=attempt, rep=len(reps) + 1)
                     ctl.wait_if_paused()
                     if ctl.stopping():
                         return self._aborted(run, where, c, reps, paths, attempt, rerun)
@@ -176,19 +177,19 @@ class Measurement:
                 row = stats.row_figures(reps, c, policy)
                 if row["status"] != "void" or attempt - first_attempt >= policy.max_reruns:
                     break
-                run.emit("row_void", **where, attempt=attempt, spread=row["spread"],
+                run.emit(EventKind.ROW_VOID, **where, attempt=attempt, spread=row["spread"],
                             reason=_void_reason(row, policy, c), rep_tok_s=row["rep_tok_s"], rerun=True)
                 reps, paths = [], []
         except WindowFailed as e:
             fig = stats.row_figures(reps, c, policy) if reps else {}
-            run.emit("row_done", **where, axis=run.axis(ctx.window), attempts=attempt,
+            run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
                         reason=f"the server failed after {len(reps)} reps: {e}",
                         source=";".join(paths), **{**fig, "status": "failed"})
             raise
         reason = ""
         if row["status"] == "void":
             reason = _void_reason(row, policy, c) + f" after {attempt - first_attempt + 1} attempts"
-        run.emit("row_done", **where, axis=run.axis(ctx.window), attempts=attempt,
+        run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
                     reason=reason, source=";".join(paths), **row)
 
     def _rep_done(self, run: RunContext, where: dict[str, Any], attempt: int, rep: int,
@@ -196,24 +197,24 @@ class Measurement:
         c, policy = where["concurrency"], run.leak_policy
         fig = stats.rep_figures(res.records, c)
         acc = stats.row_figures([(header, res.records)], c, policy)
-        run.emit("rep_done", **where, attempt=attempt, rep=rep, **fig,
+        run.emit(EventKind.REP_DONE, **where, attempt=attempt, rep=rep, **fig,
                     accept_len=acc["accept_len"], accept_rate=acc["accept_rate"],
                     client_bound=res.client_bound, lag_p99_ms=round(res.lag_p99_ms, 2), file=path)
         aggs = [stats.rep_figures(r, c)["agg_tok_s"] for _, r in reps]
         suspect = stats.suspect_rep(aggs, policy.spread)
         row = run.state.rows.get(row_key(where["session"], where["window"], where["class"], c))
         if suspect is not None and not (row and (attempt, suspect + 1) in row.suspects):  # said once
-            run.emit("leak_suspected", **where, attempt=attempt, rep=suspect + 1,
+            run.emit(EventKind.LEAK_SUSPECTED, **where, attempt=attempt, rep=suspect + 1,
                         agg_tok_s=aggs[suspect], median=stats.median(aggs))
 
     def _aborted(self, run: RunContext, where: dict[str, Any], c: int, reps: list[Rep],
                  paths: list[str], attempt: int, rerun: bool) -> None:
         why = "operator abort" if run.controls.abort.is_set() else "operator advanced the window"
         if rerun:  # the void row stands as it was; the cut-short rerun is on record
-            run.emit("rerun_aborted", **where, attempt=attempt, reason=why, reps=len(reps))
+            run.emit(EventKind.RERUN_ABORTED, **where, attempt=attempt, reason=why, reps=len(reps))
             return
         row = stats.row_figures(reps, c, run.leak_policy) if reps else {}
-        run.emit("row_done", **where, axis=run.axis(where["window"]), attempts=attempt,
+        run.emit(EventKind.ROW_DONE, **where, axis=run.axis(where["window"]), attempts=attempt,
                     reason=f"{why} after {len(reps)} reps", source=";".join(paths),
                     **{**row, "status": "aborted"})
 

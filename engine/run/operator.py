@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.record.events import EventKind
 from engine.run.context import RunContext
 from engine.run.control import CommandRefused
 
@@ -44,7 +45,7 @@ def handle(run: RunContext, cmd: str, args: list[str], who: dict[str, Any]) -> s
     else:
         raise CommandRefused(f"unknown command {cmd!r}; known: abort, advance, rewarm, pause, "
                              "resume, rerun ROW, status")
-    run.emit("command", cmd=cmd, args=args, who=who, reply=reply)
+    run.emit(EventKind.COMMAND, cmd=cmd, args=args, who=who, reply=reply)
     return reply
 
 def _queue_rerun(run: RunContext, args: list[str]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from engine.campaign.spec import Campaign, ServerConfig, expand, render_args
 from engine.errors import EngineError, WindowFailed
 from engine.record import results
-from engine.record.events import CONTROL
+from engine.record.events import CONTROL, EventKind, check
 from engine.record.journal import Event, Journal, read_events
 from engine.record.state import RunState, apply, fold
 from engine.run.boot import BootOutcome, LogPump, wait_ready
@@ -160,11 +160,12 @@ class Runner:
 
     # ------------------------------------------------------------ plumbing
 
-    def emit(self, kind: str, **data: Any) -> Event:
+    def emit(self, kind: EventKind, **data: Any) -> Event:
         with self._emit_lock:  # the runner and the control socket's thread both emit
             return self._emit(kind, data)
 
-    def _emit(self, kind: str, data: dict[str, Any]) -> Event:
+    def _emit(self, kind: EventKind, data: dict[str, Any]) -> Event:
+        check(kind, data)  # a malformed event is a ruler bug: raised before it reaches the journal
         event = self.journal.append(kind, **data)
         apply(self.state, event)
         for listen in self.listeners:
@@ -220,11 +221,11 @@ class Runner:
     def run(self) -> str:
         c = self.campaign
         if self.resuming:
-            self.emit("run_resumed", pid=os.getpid(), rows_done=sum(
+            self.emit(EventKind.RUN_RESUMED, pid=os.getpid(), rows_done=sum(
                 r.complete for r in self.state.rows.values()))
             self._stop_strays()
         else:
-            self.emit("run_started", campaign=c.name, run=self.run_id, runtime=self.runtime,
+            self.emit(EventKind.RUN_STARTED, campaign=c.name, run=self.run_id, runtime=self.runtime,
                       server=c.server, pid=os.getpid(),
                       sessions={s: c.windows_in(s) for s in c.sessions},
                       axes={w.name: w.axis for w in c.windows},
@@ -235,7 +236,7 @@ class Runner:
             for session in c.sessions:
                 if self.controls.abort.is_set():
                     break
-                self.emit("session_started", session=session)
+                self.emit(EventKind.SESSION_STARTED, session=session)
                 self.control_facts.pop(session, None)
                 for window in c.windows_in(session):
                     if self.controls.abort.is_set():
@@ -248,11 +249,11 @@ class Runner:
             if self.controls.abort.is_set():
                 status = "aborted"
         except Exception as e:
-            self.emit("engine_error", error=f"{type(e).__name__}: {e}")
-            self.emit("run_finished", status="error")
+            self.emit(EventKind.ENGINE_ERROR, error=f"{type(e).__name__}: {e}")
+            self.emit(EventKind.RUN_FINISHED, status="error")
             self.journal.close()
             raise
-        self.emit("run_finished", status=status)
+        self.emit(EventKind.RUN_FINISHED, status=status)
         self.journal.close()
         return status
 
@@ -273,7 +274,7 @@ class Runner:
         """A killed engine leaves its server running: its runtime finds it and stops it."""
         servers = [ws.server for ws in self.state.windows.values() if ws.server]
         for ident in self.rt.stop_strays(self.run_id, servers):
-            self.emit("stray_stopped", **ident)
+            self.emit(EventKind.STRAY_STOPPED, **ident)
 
     def _drain_reruns(self) -> None:
         """Reruns the operator queued for windows no longer up: boot each such window again."""
@@ -282,7 +283,7 @@ class Runner:
             row = self.state.rows[key]
             wkey = f"{row.session}-{row.window}"
             self.reboots[wkey] = reboot = self.reboots.get(wkey, 0) + 1
-            self.emit("window_reboot", session=row.session, window=row.window, row=key,
+            self.emit(EventKind.WINDOW_REBOOT, session=row.session, window=row.window, row=key,
                       reason="operator rerun of a void row", reboot=reboot)
             self.run_window(row.session, row.window, tag=f"-rerun{reboot}",
                             phases=[Measurement().reruns])
@@ -303,7 +304,7 @@ class Runner:
         except KeyError as e:
             self._reject(session, window, wdir, f"unresolved variable {e}", [])
             return
-        self.emit("window_started", session=session, window=window, axis=self.ctx.axis(window),
+        self.emit(EventKind.WINDOW_STARTED, session=session, window=window, axis=self.ctx.axis(window),
                   runtime=self.runtime, plan=plan.describe(), tag=tag,
                   log=str((wdir / f"boot{tag}.log").relative_to(self.run_dir)))
         try:
@@ -311,7 +312,7 @@ class Runner:
         except LaunchError as e:
             self._reject(session, window, wdir, str(e), [])
             return
-        self.emit("server_started", session=session, window=window, **server.identity)
+        self.emit(EventKind.SERVER_STARTED, session=session, window=window, **server.identity)
         pump = LogPump(server, self.adapter, wdir / f"boot{tag}.log",
                        self._on_fact(session, window), self.redact)
         pump.start()
@@ -323,12 +324,12 @@ class Runner:
             self.server = None
             server.stop()
             pump.join(timeout=10)
-            self.emit("server_stopped", session=session, window=window,
+            self.emit(EventKind.SERVER_STOPPED, session=session, window=window,
                       exit_code=server.exit_code(), kept=plan.keep)
 
     def _on_fact(self, session: str, window: str) -> Callable[[Fact], None]:
         def on_fact(fact: Fact) -> None:
-            self.emit("boot_fact", session=session, window=window, key=fact.key, value=fact.value)
+            self.emit(EventKind.BOOT_FACT, session=session, window=window, key=fact.key, value=fact.value)
         return on_fact
 
     def _boot_and_measure(self, session: str, window: str, wdir: Path, server: Server,
@@ -339,7 +340,7 @@ class Runner:
         if not boot.ready and self.controls.stopping():
             status = "aborted" if self.controls.abort.is_set() else "advanced"
             self.controls.advance.clear()
-            self.emit("window_finished", session=session, window=window, status=status,
+            self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status=status,
                       reason="the operator ended the window during its boot")
             return
         if not boot.ready:
@@ -357,13 +358,13 @@ class Runner:
             pump.join(timeout=5)
             results.write_atomic(wdir / "failure.txt", self.redact(
                 f"reason: {e}\n\nlast lines of the log:\n{pump.tail_text()}\n"))
-            self.emit("window_finished", session=session, window=window, status="failed",
+            self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status="failed",
                       reason=str(e))
             return
         status = ("aborted" if self.controls.abort.is_set() else
                   "advanced" if self.controls.advance.is_set() else "done")
         self.controls.advance.clear()
-        self.emit("window_finished", session=session, window=window, status=status)
+        self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status=status)
 
     def _record_boot(self, session: str, window: str, wdir: Path, facts: BootFacts,
                      boot: BootOutcome, tag: str = "") -> None:
@@ -378,7 +379,7 @@ class Runner:
         results.write_json(wdir / f"boot-facts{tag}.json", data)
         excerpt = [f.line for f in facts.facts.values()] + facts.warnings + facts.errors
         results.write_atomic(wdir / f"boot-excerpt{tag}.txt", "\n".join(dict.fromkeys(excerpt)) + "\n")
-        self.emit("window_ready", session=session, window=window, boot_s=round(boot.seconds, 2),
+        self.emit(EventKind.WINDOW_READY, session=session, window=window, boot_s=round(boot.seconds, 2),
                   facts={k: f.value for k, f in facts.facts.items()},
                   diff=data.get("diff_vs_control"))
 
@@ -392,5 +393,5 @@ class Runner:
         if pump:
             results.write_json(wdir / "boot-facts.json", {
                 "session": session, "window": window, "rejected": True, **pump.facts.as_json()})
-        self.emit("window_rejected", session=session, window=window, reason=reason,
+        self.emit(EventKind.WINDOW_REJECTED, session=session, window=window, reason=reason,
                   errors=[self.redact(e) for e in errors[:20]])

@@ -7,8 +7,9 @@ import threading
 import time
 from pathlib import Path
 
+from engine.record.events import EventKind
 from engine.record.journal import Journal, read_events
-from engine.record.state import QUALITY_STARTED, fold
+from engine.record.state import fold
 from tui import view
 from tui.follow import Batch, Follower, Tail
 
@@ -279,7 +280,8 @@ def test_quality_started_puts_the_window_in_the_quality_phase() -> None:
     for r in view.window_rows(st, "s2-control"):
         r.status = "ok"  # the shapes are over: what comes next is the quality phase
     assert view.phase(st) == ("measuring", "muted")
-    fold([{"seq": seq + 1, "ts": ts, "kind": QUALITY_STARTED, "session": "s2", "window": "control"}], st)
+    fold([{"seq": seq + 1, "ts": ts, "kind": EventKind.QUALITY_STARTED, "session": "s2",
+           "window": "control"}], st)
     assert view.phase(st) == ("quality", "accent")
     assert view.window_status(st, "s2-control") == ("quality", "accent")  # the windows list too
     fold([{"seq": seq + 2, "ts": ts, "kind": "quality_done", "session": "s2", "window": "control",
