@@ -13,7 +13,7 @@ from engine.record.events import ENVELOPE, EventKind, MalformedEvent, RowStatus,
 from engine.record.journal import Journal, read_events
 from engine.run.runner import Runner
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 RECORDED = sorted((FIXTURES / "journals").glob("*/journal.jsonl"))
 EVERY_KIND = FIXTURES / "fold" / "every-kind.jsonl"
 
