@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from engine.campaign.redact import argv_warnings, is_secret, redactor_for
 from engine.campaign.spec import Campaign, PromptFileError, SpecError, load_campaign, percent
 from engine.errors import EngineError
 from engine.record.events import CONTROL
@@ -49,13 +50,15 @@ def dry_variables(campaign: Campaign, environ: Mapping[str, str],
                   known: Mapping[str, str]) -> dict[str, str]:
     """A value for every ``${name}`` the campaign uses: the host's, or the reference itself.
 
+    A secret stays the reference: the dry run is pasted into tickets and chats.
     ``model`` and ``artifacts.*`` are left to the runner, which derives them per window.
     """
     out: dict[str, str] = {}
     for name in sorted(set(_VARIABLE.findall(campaign.source_text))):
         if name == "model" or name.startswith("artifacts."):
             continue
-        out[name] = known.get(name, environ.get(name, f"${{{name}}}"))
+        reference = f"${{{name}}}"
+        out[name] = reference if is_secret(name) else known.get(name, environ.get(name, reference))
     return out
 
 
@@ -97,7 +100,9 @@ def docker_lines(plan: LaunchPlan, pass_env: list[str], environ: Mapping[str, st
     for name in sorted(pass_env):
         opts.append(f"-e {name}")
         state = "set on this host" if name in environ else "NOT set on this host"
-        notes.append(f"{name} is passed through by name; its value is never recorded ({state})")
+        kept = ("its value is never recorded" if is_secret(name) else
+                "not a secret's name, so its value is not redacted where it appears")
+        notes.append(f"{name} is passed through by name; {kept} ({state})")
     for name in sorted(set(plan.secret_env) - set(pass_env)):
         opts.append(f"-e {name}")
         notes.append(f"{name} looks secret: passed by name, its value is never recorded")
@@ -135,7 +140,8 @@ def describe(campaign: Campaign, runner: Runner, runtime: str, environ: Mapping[
     q = c.quality
     out = [f"campaign {c.name}: server {c.server}, runtime {runtime}, {len(c.windows)} windows in "
            f"{len(c.sessions)} sessions, control {c.control_position} in every session",
-           "nothing is started: this is what `ruler run` would do", ""]
+           "nothing is started: this is what `ruler run` would do"]
+    out += [str(w) for w in argv_warnings(c)] + [""]
     extra = adapter.load_fields()
     body = request_body("<prompt of the class>", wl.max_tokens, dict(wl.sampling), dict(wl.knobs), extra)
     out.append(f"requests: POST {adapter.chat_path}  {json.dumps(body)}")
@@ -206,7 +212,8 @@ def dry_run(campaign_path: str, runtime: str | None, environ: Mapping[str, str] 
         (run_dir / "engine.json").write_text(json.dumps({"run_id": DRY_RUN_ID}))
         runner = Runner(campaign, run_dir, chosen, variables)
         try:
-            return "\n".join(describe(campaign, runner, chosen, env)) + "\n"
+            # A secret can also reach the text by a path not spelled ${...} (an env: entry's value).
+            return redactor_for(campaign, env)("\n".join(describe(campaign, runner, chosen, env)) + "\n")
         finally:
             runner.journal.close()
 

@@ -27,6 +27,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from engine.campaign.redact import argv_warnings
 from engine.campaign.yamlmarks import (
     Issue,
     MarkedDoc,
@@ -811,4 +812,6 @@ def cmd_validate(path: str) -> int:
         f"sessions, {len(workload.classes)} classes x concurrency {list(workload.concurrency)}, "
         f"{workload.reps} reps"
     )
+    for warning in argv_warnings(campaign):
+        print(warning, file=sys.stderr)
     return 0

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
+from engine.campaign.redact import argv_warnings, redactor_for
 from engine.campaign.spec import Campaign, PromptFileError, SpecError, UnresolvedVariable, load_campaign
 from engine.commands.console import open_console
 from engine.commands.progress import printer
@@ -33,7 +34,6 @@ from engine.run.runner import (
     class_prompts,
     frozen_prompts,
     images,
-    redactor_for,
     resolve_runtime,
 )
 
@@ -84,6 +84,8 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
             baseline: str | None = None) -> Path:
     """Validate and claim a run directory; nothing is started yet."""
     campaign = _load(file)
+    for warning in argv_warnings(campaign):
+        print(warning, file=sys.stderr)
     baseline = baseline_arg(baseline)
     runtime = resolve_runtime(campaign, runtime_override)
     variables = testbed_variables(campaign, with_image=runtime == "docker")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from engine.campaign.redact import is_secret, redactor_for
 from engine.campaign.spec import Campaign, ServerConfig, expand, render_args
 from engine.errors import EngineError, WindowFailed
 from engine.record import results
@@ -29,20 +29,6 @@ from engine.runtime.base import LaunchError, LaunchPlan, Runtime, Server, free_p
 from engine.runtime.process import ProcessRuntime
 from engine.servers import get_adapter
 from engine.servers.logs import BootFacts, Fact
-
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY", re.I)
-
-
-class Redactor:
-    """Secret values never reach a file: every recorded line passes through here."""
-
-    def __init__(self, secrets: list[str]) -> None:
-        self.secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for s in self.secrets:
-            text = text.replace(s, "<redacted>")
-        return text
 
 
 def run_id(run_dir: Path) -> str:
@@ -70,14 +56,6 @@ def images(campaign: Campaign, variables: dict[str, str]) -> list[str]:
             if img not in out:
                 out.append(img)
     return out
-
-
-def redactor_for(campaign: Campaign) -> Redactor:
-    """Passed-through env values and inline secret-looking env values never reach a file."""
-    passed = [os.environ[k] for k in campaign.pass_env if k in os.environ]
-    inline = [str(v) for c in configs(campaign) for k, v in c.env.items()
-              if v is not None and SECRET_NAME.search(k)]
-    return Redactor(passed + inline)
 
 
 def class_prompts(campaign: Campaign, variables: Mapping[str, str]) -> dict[str, list[str]]:
@@ -166,7 +144,8 @@ class Runner:
 
     def _emit(self, kind: EventKind, data: dict[str, Any]) -> Event:
         check(kind, data)  # a malformed event is a ruler bug: raised before it reaches the journal
-        event = self.journal.append(kind, **data)
+        # The one door to the journal, so the plan's argv, error texts and boot facts alike.
+        event = self.journal.append(kind, **self.redact.data(data))
         apply(self.state, event)
         for listen in self.listeners:
             listen(event, self.state)
@@ -192,7 +171,7 @@ class Runner:
         v = self._vars(config)
         args = render_args(config.args, v)
         env = {k: expand(str(val), v) for k, val in config.env.items() if val is not None}
-        secret = {k: val for k, val in env.items() if SECRET_NAME.search(k)}
+        secret = {k: val for k, val in env.items() if is_secret(k)}
         env = {k: val for k, val in env.items() if k not in secret}
         port = self.campaign.host_port or free_port()
         name = f"ruler-{self.campaign.name}-{session}-{window}{tag}"

@@ -1,0 +1,132 @@
+"""Secrets: which variables hold one, the one filter every recorded string passes, and the warning
+for a secret put on a server's command line.
+
+Only values of secret-looking names are redacted. Redacting every passed-through value (``HF_HOME``,
+a model directory) would rewrite unrelated text wherever the value happens to occur: boot facts,
+the frozen campaign (``server: <redacted>cpp``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from engine.campaign.yamlmarks import KeyPath, Problem, load_marked
+
+if TYPE_CHECKING:
+    from engine.campaign.spec import Campaign
+
+# HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, OPENAI_KEY, HF_AUTH...; not
+# MAX_TOKENS or TOKENIZERS_PARALLELISM, whose values (4096, false) are no credential and occur
+# everywhere in a record.
+SECRET_NAME = re.compile(r"KEY|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|TOKEN(?!S|IZER)", re.I)
+# A shorter value is no credential (a flag like USE_AUTH_TOKEN=true) and replacing it would
+# corrupt unrelated text.
+MIN_SECRET_LEN = 8
+_REFERENCE = re.compile(r"\$\{([^{}]*)\}")
+
+
+def is_secret(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))
+
+
+def marker(name: str) -> str:
+    """What a secret's value is replaced with: it names the variable and stays valid plain YAML."""
+    return f"<redacted:{name}>"
+
+
+class Redactor:
+    """Secret values never reach a file: every recorded string passes through here."""
+
+    def __init__(self, secrets: Mapping[str, str]) -> None:
+        by_value: dict[str, str] = {}
+        for name, value in sorted(secrets.items()):
+            if len(value) >= MIN_SECRET_LEN:
+                by_value.setdefault(value, name)
+        # Longest first, so a secret that contains another is replaced whole.
+        self.secrets = sorted(by_value.items(), key=lambda kv: len(kv[0]), reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for value, name in self.secrets:
+            if value in text:
+                text = text.replace(value, marker(name))
+        return text
+
+    def data(self, value: Any) -> Any:
+        """The same for a journal event: every string in it, keys included."""
+        if not self.secrets:
+            return value
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, Mapping):
+            return {self.data(k): self.data(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.data(v) for v in value]
+        return value
+
+
+def redactor_for(campaign: Campaign, environ: Mapping[str, str] | None = None) -> Redactor:
+    """The secret-looking variables of this host (a process server inherits them all, and an
+    argument may expand any of them) and the campaign's secret-looking ``env`` entries."""
+    from engine.campaign.spec import expand
+
+    env = dict(os.environ if environ is None else environ)
+    secrets = {k: v for k, v in env.items() if is_secret(k)}
+    for entries in [campaign.control.env, *(w.change.env for w in campaign.windows)]:
+        for name, value in entries.items():
+            if value is None or not is_secret(name):
+                continue
+            try:
+                secrets.setdefault(name, expand(str(value), env))
+            except KeyError:
+                continue  # an unset ${...}: nothing to hide, and the window is rejected for it
+    return Redactor(secrets)
+
+
+def _argv_strings(raw: Mapping[Any, Any]) -> Iterator[tuple[KeyPath, str, str]]:
+    """(where, flag or "command", value) for every string that ends up on a server's argv."""
+    def args(path: KeyPath, mapping: object) -> Iterator[tuple[KeyPath, str, str]]:
+        for flag, value in mapping.items() if isinstance(mapping, dict) else []:
+            items = value if isinstance(value, list) else [value]
+            for i, item in enumerate(items):
+                if isinstance(item, str):
+                    yield (*path, flag, *((i,) if isinstance(value, list) else ())), str(flag), item
+
+    def command(path: KeyPath, items: object) -> Iterator[tuple[KeyPath, str, str]]:
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            if isinstance(item, str):
+                yield (*path, i), "command", item
+
+    control = raw.get("control")
+    yield from args(("control", "args"), control.get("args") if isinstance(control, dict) else None)
+    for section in ("docker", "process"):
+        part = raw.get(section)
+        yield from command((section, "command"), part.get("command") if isinstance(part, dict) else None)
+    windows = raw.get("windows")
+    for i, window in enumerate(windows if isinstance(windows, list) else []):
+        change = window.get("change") if isinstance(window, dict) else None
+        if isinstance(change, dict):
+            yield from args(("windows", i, "change", "args"), change.get("args"))
+            yield from command(("windows", i, "change", "command"), change.get("command"))
+
+
+def argv_warnings(campaign: Campaign) -> list[Problem]:
+    """A secret variable expanded into a server argument: ruler keeps its value out of every
+    record, but the host shows a command line to all its users (``ps``; ``docker inspect`` to
+    Docker users). Warned, not refused: some servers take a credential only as a flag."""
+    doc = load_marked(campaign.source_text)
+    if not isinstance(doc.data, dict):
+        return []
+    file = str(campaign.source_path)
+    out: list[Problem] = []
+    for path, flag, value in _argv_strings(doc.data):
+        for name in dict.fromkeys(n for n in _REFERENCE.findall(value) if is_secret(n)):
+            mark = doc.locate(path)
+            out.append(Problem(file, mark.line, mark.col, (
+                f"warning: {flag}: ${{{name}}} puts a secret on the server's command line, which "
+                "`ps` and `docker inspect` show to other users; ruler redacts it from its "
+                f"records, but prefer the environment (pass_env: [{name}]) if the server reads "
+                "it there")))
+    return out

@@ -1,0 +1,105 @@
+"""Secrets: which names are secret, what is redacted and how, and the warning for a secret on a
+server's command line (validate, dry run). A real run is in tests/integration/test_secrets.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.campaign.dryrun import dry_run
+from engine.campaign.redact import Redactor, argv_warnings, is_secret, redactor_for
+from engine.campaign.spec import cmd_validate, load_campaign
+
+TOKEN = "hf_rulerFakeToken0123456789abcdef"
+
+BASE = """\
+name: sec
+server: llamacpp
+runtime: process
+process:
+  command: ["/usr/bin/llama-server"]
+pass_env: [HF_TOKEN, HF_HOME]
+control:
+  model: /models/SmolLM2.gguf
+  args:
+    -m: ${model}
+    -c: 1024
+windows:
+  - name: flag
+    axis: the token as a flag
+    change:
+      args:
+        --hf-token: ${HF_TOKEN}
+sessions:
+  s1: [flag]
+workload:
+  classes:
+    prose: {prompts: ["Say hi."]}
+  concurrency: [1]
+  reps: 1
+"""
+
+
+@pytest.mark.parametrize("name", ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY",
+                                  "OPENAI_KEY", "MY_KEY_FILE", "AWS_SECRET_ACCESS_KEY",
+                                  "DB_PASSWORD", "GCP_CREDENTIALS", "HF_AUTH"])
+def test_secret_names(name: str) -> None:
+    assert is_secret(name)
+
+
+@pytest.mark.parametrize("name", ["HF_HOME", "MAX_TOKENS", "TOKENIZERS_PARALLELISM",
+                                  "CUDA_VISIBLE_DEVICES", "LLAMA_ARG_CTX_SIZE"])
+def test_not_secret_names(name: str) -> None:
+    assert not is_secret(name)
+
+
+def test_only_secret_values_are_redacted_and_named(tmp_path: Path) -> None:
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(BASE.replace("  model: /models/SmolLM2.gguf",
+                                 "  model: /models/SmolLM2.gguf\n  env: {OPENAI_API_KEY: sk-inline-12345}"))
+    campaign = load_campaign(spec)
+    redact = redactor_for(campaign, {"HF_TOKEN": TOKEN, "HF_HOME": "llama", "MAX_TOKENS": "4096"})
+    text = redact(campaign.source_text + f"\nlog: token={TOKEN} ctx=4096 server llamacpp\n")
+    # A passed-through HF_HOME of "llama" once made the frozen campaign say "server: <redacted>cpp".
+    assert "server: llamacpp" in text and "ctx=4096" in text
+    assert "token=<redacted:HF_TOKEN>" in text and TOKEN not in text
+    assert "OPENAI_API_KEY: <redacted:OPENAI_API_KEY>" in text  # an inline env: secret too
+    event = redact.data({"plan": {"argv": ["--hf-token", TOKEN]}, f"k{TOKEN}": 1})
+    assert event == {"plan": {"argv": ["--hf-token", "<redacted:HF_TOKEN>"]},
+                     "k<redacted:HF_TOKEN>": 1}
+
+
+def test_a_short_value_is_no_credential() -> None:
+    redact = Redactor({"USE_AUTH_TOKEN": "true", "HF_TOKEN": TOKEN})
+    assert redact("trust: true, token: " + TOKEN) == "trust: true, token: <redacted:HF_TOKEN>"
+
+
+def test_validate_warns_about_a_secret_on_the_command_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(BASE)
+    assert cmd_validate(str(spec)) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"{spec.resolve()}:17:21: warning: --hf-token: ${{HF_TOKEN}} puts a secret on "
+                   "the server's command line, which `ps` and `docker inspect` show to other "
+                   "users; ruler redacts it from its records, but prefer the environment "
+                   "(pass_env: [HF_TOKEN]) if the server reads it there"]
+    # Through the environment only: nothing to warn about.
+    spec.write_text(BASE.replace("        --hf-token: ${HF_TOKEN}", "        -c: 2048"))
+    assert argv_warnings(load_campaign(spec)) == []
+
+
+def test_dry_run_shows_the_reference_and_the_warning(tmp_path: Path) -> None:
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(BASE)
+    text = dry_run(str(spec), "process", environ={"HF_TOKEN": TOKEN, "HF_HOME": "/hf"}, testbed={})
+    assert TOKEN not in text
+    assert "--hf-token '${HF_TOKEN}'" in text
+    assert "warning: --hf-token: ${HF_TOKEN} puts a secret on the server's command line" in text
+    docker = dry_run(str(spec), "docker", environ={"HF_TOKEN": TOKEN, "HF_HOME": "/hf"}, testbed={})
+    assert TOKEN not in docker
+    assert ("note: HF_TOKEN is passed through by name; its value is never recorded "
+            "(set on this host)") in docker
+    assert ("note: HF_HOME is passed through by name; not a secret's name, so its value is not "
+            "redacted where it appears (set on this host)") in docker
