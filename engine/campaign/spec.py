@@ -45,7 +45,7 @@ from engine.record.events import CONTROL
 
 # Names become parts of paths, container names and row keys: the run directory
 # `<date>-<campaign>`, `windows/<session>-<window>/`, `reps/<class>-c<N>-...jsonl`, the container
-# `ruler-<campaign>-<session>-<window>` and the row `<session>-<window>/<class>/c<N>`. Lower case
+# `ruler-<campaign>-<session>-<window>-<run>` and the row `<session>-<window>/<class>/c<N>`. Lower case
 # only (a case-insensitive disk would merge `Code` and `code`), never '/' or a leading '.', and no
 # '-' in a session name, so `<session>-<window>` splits one way only: no two windows share a
 # directory or a container. Docker names allow [a-zA-Z0-9][a-zA-Z0-9_.-]*, a superset.

@@ -42,6 +42,12 @@ def run_id(run_dir: Path) -> str:
     return run_dir.name
 
 
+def run_token(run_id: str) -> str:
+    """The run's part of its server names: the random part of the run id (the whole id of a run
+    that has none), so no two runs ever ask for the same container name."""
+    return run_id.rsplit(".", 1)[-1]
+
+
 def configs(campaign: Campaign) -> list[ServerConfig]:
     return [campaign.config_for(CONTROL)] + [campaign.config_for(w.name) for w in campaign.windows]
 
@@ -174,7 +180,7 @@ class Runner:
         secret = {k: val for k, val in env.items() if is_secret(k)}
         env = {k: val for k, val in env.items() if k not in secret}
         port = self.campaign.host_port or free_port()
-        name = f"ruler-{self.campaign.name}-{session}-{window}{tag}"
+        name = f"ruler-{self.campaign.name}-{session}-{window}-{run_token(self.run_id)}{tag}"
         labels = {"ruler.campaign": self.campaign.name, "ruler.run": self.run_id,
                   "ruler.window": f"{session}-{window}"}
         mounts = sorted({str(Path(p).parent) for p in [v["model"]] + [

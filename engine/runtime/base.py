@@ -33,7 +33,7 @@ class LaunchError(RuntimeError):
 class LaunchPlan:
     """A fully resolved server start: nothing in it still needs the campaign file."""
 
-    name: str  # container name or process label: ruler-<campaign>-<session>-<window>
+    name: str  # container name or process label: ruler-<campaign>-<session>-<window>-<run token>[-rerunN]
     argv: list[str]  # process: the whole argv; docker: the container command (may be empty)
     env: dict[str, str]  # recorded
     secret_env: dict[str, str]  # passed through, never recorded

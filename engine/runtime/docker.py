@@ -1,7 +1,8 @@
 """A server in a fresh Docker container per window, through the docker SDK.
 
-Ruler only ever touches containers that carry its labels: a name clash with a foreign container is
-an error, never a removal.
+Ruler only ever touches containers of the run at hand: a container name carries the run's token, so
+only the same run's earlier attempt at a window can hold it; any other holder is an error, never a
+stop, a rename or a removal.
 """
 
 from __future__ import annotations
@@ -47,26 +48,32 @@ def _device_requests(gpus: str | int | list[str] | None) -> list[DeviceRequest]:
     return [DeviceRequest(device_ids=[str(g) for g in gpus], capabilities=[["gpu"]])]
 
 
-def _clear_name(dc: docker.DockerClient, name: str) -> None:
-    """A kept container of an earlier run holds the name: rename it aside, keeping it."""
+def _clear_name(dc: docker.DockerClient, plan: LaunchPlan) -> None:
+    """This run's own container from an attempt a killed engine left (a resume, a rerun counted
+    again) holds the name: stop it if a stray still runs it, and keep it under a name made of its
+    own id, which no other container can hold."""
+    name = plan.name
     try:
         old = dc.containers.get(name)
     except docker.errors.NotFound:
         return
     if not _is_ours(old):
         raise LaunchError(f"a container named {name} exists without ruler's labels; "
-                            "ruler will not touch it: rename or remove it yourself")
+                          "ruler will not touch it: rename or remove it yourself")
+    run = old.labels.get(LABEL_RUN)
+    if run != plan.labels.get(LABEL_RUN):
+        raise LaunchError(f"the container named {name} belongs to run {run}; ruler never "
+                          "touches another run's container: rename or remove it yourself")
     if old.status == "running":
         old.stop(timeout=10)
-    run = old.labels.get(LABEL_RUN, old.short_id)
-    old.rename(f"{name}--{run}")
+    old.rename(f"{name}--{old.short_id}")
 
 
 class DockerServer:
     def __init__(self, plan: LaunchPlan, dc: docker.DockerClient | None = None) -> None:
         self._dc = dc or client()
         self._plan = plan
-        _clear_name(self._dc, plan.name)
+        _clear_name(self._dc, plan)
         volumes: dict[str, dict[str, str]] = {p: {"bind": p, "mode": "ro"} for p in plan.mounts}
         for spec in plan.volumes:
             host, _, rest = spec.partition(":")

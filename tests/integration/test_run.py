@@ -136,14 +136,15 @@ def test_two_session_campaign_in_docker(testbed_image: str, docker_client, tmp_p
         assert run_id.startswith(run.name)
         containers = {c.name: c for c in docker_client.containers.list(
             all=True, filters={"label": f"ruler.run={run_id}"})}
-        assert set(containers) == {f"ruler-docker-run-{w}" for w in
+        token = run_id.rsplit(".", 1)[1]  # in every name: no other run can clash with them
+        assert set(containers) == {f"ruler-docker-run-{w}-{token}" for w in
                                    ("s1-control", "s1-ctx", "s2-control", "s2-qv8")}
-        c = containers["ruler-docker-run-s1-ctx"]
+        c = containers[f"ruler-docker-run-s1-ctx-{token}"]
         assert {k: v for k, v in c.labels.items() if k in ("ruler.campaign", "ruler.run",
                                                             "ruler.window")} == {
             "ruler.campaign": "docker-run", "ruler.run": run_id, "ruler.window": "s1-ctx"}
         assert c.status == "exited"  # stopped and kept
-        assert "RULER_CONTAINER=ruler-docker-run-s1-ctx" in c.attrs["Config"]["Env"]
+        assert f"RULER_CONTAINER=ruler-docker-run-s1-ctx-{token}" in c.attrs["Config"]["Env"]
         ports = c.attrs["HostConfig"]["PortBindings"]["8080/tcp"]
         assert ports[0]["HostIp"] == "127.0.0.1"
         env = json.loads((run / "env.json").read_text())
