@@ -1,7 +1,7 @@
 """``ruler run FILE --dry-run``: what a run would start, send and watch, without starting it.
 
 The operator checks this before burning GPU hours, so the invocation comes from the very code
-that starts servers: :meth:`engine.run.runner.Runner.plan` on a throw-away run directory, shown the
+that starts servers: :func:`engine.campaign.plan.plan_launch`, the runner's own planning, shown the
 way ``docker run`` would spell it. Nothing here builds the testbed, pulls an image or opens a
 port: ``${testbed.*}`` resolves from the cache when it is already there and otherwise stays
 unresolved in the output, like any variable the host does not define.
@@ -14,16 +14,15 @@ import os
 import re
 import shlex
 import sys
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 
-from engine.campaign.redact import argv_warnings, is_secret, redactor_for
+from engine.campaign.plan import class_prompts, plan_launch, resolve_runtime
+from engine.campaign.redact import argv_warnings, is_secret
 from engine.campaign.spec import Campaign, PromptFileError, SpecError, load_campaign, percent
 from engine.errors import EngineError
 from engine.record.events import CONTROL
-from engine.run.runner import Runner, resolve_runtime
 from engine.runtime.base import LaunchPlan
+from engine.servers import get_adapter
 from engine.servers.adapter import ServerAdapter
 from engine.servers.client import request_body
 
@@ -135,8 +134,10 @@ def _change(campaign: Campaign, window: str) -> str:
     return json.dumps(change, sort_keys=False)
 
 
-def describe(campaign: Campaign, runner: Runner, runtime: str, environ: Mapping[str, str]) -> list[str]:
-    c, adapter, wl = campaign, runner.adapter, campaign.workload
+def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
+             environ: Mapping[str, str]) -> list[str]:
+    c, adapter, wl = campaign, get_adapter(campaign.server), campaign.workload
+    prompts = class_prompts(campaign, variables)
     q = c.quality
     out = [f"campaign {c.name}: server {c.server}, runtime {runtime}, {len(c.windows)} windows in "
            f"{len(c.sessions)} sessions, control {c.control_position} in every session",
@@ -147,7 +148,7 @@ def describe(campaign: Campaign, runner: Runner, runtime: str, environ: Mapping[
     out.append(f"requests: POST {adapter.chat_path}  {json.dumps(body)}")
     if extra:
         out.append(f"  adapter request fields (per-request acceptance): {json.dumps(extra)}")
-    classes = ", ".join(f"{n} ({len(runner.prompts[n])} prompts)" for n in wl.classes)
+    classes = ", ".join(f"{n} ({len(prompts[n])} prompts)" for n in wl.classes)
     out.append(f"shapes: {classes} x concurrency {list(wl.concurrency)}; per shape 1 warm pass "
                f"(discarded) + {wl.reps} reps; leak: C>={c.leak.min_concurrency} spread "
                f">{percent(c.leak.spread)} voids the row, up to {c.leak.max_reruns} reruns")
@@ -163,12 +164,12 @@ def describe(campaign: Campaign, runner: Runner, runtime: str, environ: Mapping[
     for session in c.sessions:
         out += ["", f"session {session}: {' -> '.join(c.windows_in(session))}"]
         for i, window in enumerate(c.windows_in(session), 1):
-            out += window_lines(campaign, runner, runtime, environ, session, window, i)
+            out += window_lines(campaign, adapter, variables, runtime, environ, session, window, i)
     return out
 
 
-def window_lines(campaign: Campaign, runner: Runner, runtime: str, environ: Mapping[str, str],
-                 session: str, window: str, index: int) -> list[str]:
+def window_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapping[str, str], runtime: str,
+                 environ: Mapping[str, str], session: str, window: str, index: int) -> list[str]:
     w = None if window == CONTROL else campaign.window(window)
     kind = "control" if w is None else ("lossy: KL vs the oracle" if w.lossy else
                                          "lossless: greedy + teacher-forced |dlogp|")
@@ -177,7 +178,7 @@ def window_lines(campaign: Campaign, runner: Runner, runtime: str, environ: Mapp
            f"      change: {_change(campaign, window)}"]
     config = campaign.config_for(window)
     try:
-        plan = runner.plan(session, window, config)
+        plan = plan_launch(campaign, adapter, runtime, DRY_RUN_ID, session, window, variables, environ)
     except KeyError as e:  # an unresolved ${...}: the real run rejects the window the same way
         return out + [f"      unresolved variable {e}: the run would reject this window"]
     fixed = campaign.host_port is not None
@@ -191,7 +192,7 @@ def window_lines(campaign: Campaign, runner: Runner, runtime: str, environ: Mapp
         lines = process_lines(plan, fixed)
     out += [f"      {line}" for line in lines]
     out += [f"      note: {n}" for n in notes]
-    out.append(f"      metrics: {metrics_note(runner.adapter, plan.argv)}")
+    out.append(f"      metrics: {metrics_note(adapter, plan.argv)}")
     if not (campaign.docker.keep if runtime == "docker" else True):
         out.append("      the container is removed at window end (docker.keep: false)")
     return out
@@ -207,15 +208,7 @@ def dry_run(campaign_path: str, runtime: str | None, environ: Mapping[str, str] 
         chosen = resolve_runtime(campaign, None)
     known = dict(cached_testbed() if testbed is None else testbed)
     variables = dry_variables(campaign, env, known)
-    with tempfile.TemporaryDirectory(prefix="ruler-dry-run-") as tmp:
-        run_dir = Path(tmp)
-        (run_dir / "engine.json").write_text(json.dumps({"run_id": DRY_RUN_ID}))
-        runner = Runner(campaign, run_dir, chosen, variables)
-        try:
-            # A secret can also reach the text by a path not spelled ${...} (an env: entry's value).
-            return redactor_for(campaign, env)("\n".join(describe(campaign, runner, chosen, env)) + "\n")
-        finally:
-            runner.journal.close()
+    return "\n".join(describe(campaign, variables, chosen, env)) + "\n"
 
 
 def cmd_dry_run(campaign_path: str, runtime: str | None) -> int:

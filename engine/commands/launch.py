@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
+from engine.campaign.plan import class_prompts, images, resolve_runtime
 from engine.campaign.redact import argv_warnings, redactor_for
 from engine.campaign.spec import Campaign, PromptFileError, SpecError, UnresolvedVariable, load_campaign
 from engine.commands.console import open_console
@@ -28,14 +29,8 @@ from engine.errors import BadInput, EngineError
 from engine.record import results
 from engine.record.events import EventKind
 from engine.record.liveness import LOCK, PID, engine_alive, read_pid
-from engine.run.runner import (
-    Phase,
-    Runner,
-    class_prompts,
-    frozen_prompts,
-    images,
-    resolve_runtime,
-)
+from engine.run.context import Phase
+from engine.run.runner import Runner, frozen_prompts
 
 ENGINE_JSON = "engine.json"
 LOG = "engine.log"

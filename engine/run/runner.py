@@ -12,9 +12,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.campaign.redact import is_secret, redactor_for
-from engine.campaign.spec import Campaign, ServerConfig, expand, render_args
-from engine.errors import EngineError, WindowFailed
+from engine.campaign.plan import class_prompts, plan_launch
+from engine.campaign.redact import redactor_for
+from engine.campaign.spec import Campaign, ServerConfig
+from engine.errors import WindowFailed
 from engine.record import results
 from engine.record.events import CONTROL, EventKind, check
 from engine.record.journal import Event, Journal, read_events
@@ -25,7 +26,7 @@ from engine.run.measure import Measurement
 from engine.run.operator import handle
 from engine.run.stats import LeakPolicy
 from engine.runtime.attach import AttachRuntime
-from engine.runtime.base import LaunchError, LaunchPlan, Runtime, Server, free_port
+from engine.runtime.base import LaunchError, Runtime, Server
 from engine.runtime.process import ProcessRuntime
 from engine.servers import get_adapter
 from engine.servers.logs import BootFacts, Fact
@@ -40,37 +41,6 @@ def run_id(run_dir: Path) -> str:
         if rid:
             return str(rid)
     return run_dir.name
-
-
-def run_token(run_id: str) -> str:
-    """The run's part of its server names: the random part of the run id (the whole id of a run
-    that has none), so no two runs ever ask for the same container name."""
-    return run_id.rsplit(".", 1)[-1]
-
-
-def configs(campaign: Campaign) -> list[ServerConfig]:
-    return [campaign.config_for(CONTROL)] + [campaign.config_for(w.name) for w in campaign.windows]
-
-
-def images(campaign: Campaign, variables: dict[str, str]) -> list[str]:
-    """Every image the campaign boots, resolved, for env.json's ids and digests."""
-    out: list[str] = []
-    for c in configs(campaign):
-        image = c.image or campaign.docker.image
-        if image:
-            img = expand(image, dict(os.environ) | variables)
-            if img not in out:
-                out.append(img)
-    return out
-
-
-def class_prompts(campaign: Campaign, variables: Mapping[str, str]) -> dict[str, list[str]]:
-    """Every class's prompts, a ${...} in a file path resolved like the server configuration's.
-
-    Raises PromptFileError or UnresolvedVariable.
-    """
-    v = dict(os.environ) | dict(variables)
-    return {cls: campaign.prompts(cls, v) for cls in campaign.workload.classes}
 
 
 def frozen_prompts(campaign: Campaign, run_dir: Path, variables: Mapping[str, str]) -> dict[str, list[str]]:
@@ -95,20 +65,6 @@ def runtime_for(campaign: Campaign, name: str) -> Runtime:
     return ProcessRuntime()
 
 
-def resolve_runtime(campaign: Campaign, requested: str | None) -> str:
-    runtime = requested or campaign.runtime
-    if runtime != "auto":
-        return runtime
-    if campaign.docker and campaign.docker.image:
-        from engine.runtime import docker as rd
-
-        if rd.daemon_answers():
-            return "docker"
-    if campaign.process and campaign.process.command:
-        return "process"
-    raise EngineError("runtime auto: no Docker daemon answers and the campaign has no process.command")
-
-
 class Runner:
     def __init__(self, campaign: Campaign, run_dir: Path, runtime: str | Runtime,
                  variables: dict[str, str], printer: Callable[[Event], None] | None = None,
@@ -124,7 +80,6 @@ class Runner:
         self.adapter = get_adapter(campaign.server)
         self.journal = Journal(run_dir / results.JOURNAL)
         self.run_id = run_id(run_dir)
-        self.secret_env = {k: os.environ[k] for k in campaign.pass_env if k in os.environ}
         self.redact = redactor_for(campaign)
         self.control_facts: dict[str, BootFacts] = {}
         # A journal already there means a resume: its fold is where the campaign stands.
@@ -161,45 +116,6 @@ class Runner:
             except Exception as e:  # noqa: BLE001 - a display bug must not stop a campaign
                 print(f"(could not print event {event['seq']}: {type(e).__name__}: {e})")
         return event
-
-    def _configs(self) -> list[ServerConfig]:
-        return configs(self.campaign)
-
-    def _vars(self, config: ServerConfig) -> dict[str, str]:
-        v = dict(os.environ) | self.variables
-        model = expand(config.model, v) if config.model else ""
-        v["model"] = model
-        for name, path in config.artifacts.items():
-            v[f"artifacts.{name}"] = expand(str(path), v)
-        return v
-
-    def plan(self, session: str, window: str, config: ServerConfig, tag: str = "") -> LaunchPlan:
-        v = self._vars(config)
-        args = render_args(config.args, v)
-        env = {k: expand(str(val), v) for k, val in config.env.items() if val is not None}
-        secret = {k: val for k, val in env.items() if is_secret(k)}
-        env = {k: val for k, val in env.items() if k not in secret}
-        port = self.campaign.host_port or free_port()
-        name = f"ruler-{self.campaign.name}-{session}-{window}-{run_token(self.run_id)}{tag}"
-        labels = {"ruler.campaign": self.campaign.name, "ruler.run": self.run_id,
-                  "ruler.window": f"{session}-{window}"}
-        mounts = sorted({str(Path(p).parent) for p in [v["model"]] + [
-            v[f"artifacts.{a}"] for a in config.artifacts] if p and os.path.isabs(p)})
-        if self.runtime == "docker":
-            d = self.campaign.docker
-            assert d is not None
-            cport = d.container_port or self.adapter.default_container_port
-            command = [expand(c, v) for c in (config.command or d.command or ())]
-            argv = command + args + self.adapter.log_args() + self.adapter.listen_args("0.0.0.0", cport)
-            return LaunchPlan(name, argv, env, {**self.secret_env, **secret}, port, cport,
-                              image=expand(config.image or d.image or "", v), mounts=mounts,
-                              labels=labels, gpus=d.gpus, shm_size=d.shm_size, ipc=d.ipc,
-                              volumes=[expand(x, v) for x in d.volumes], keep=d.keep)
-        if self.runtime == "attach":
-            return LaunchPlan(name, [], env, {}, 0, labels=labels)
-        command = [expand(c, v) for c in (config.command or self.campaign.process.command or ())]
-        argv = command + args + self.adapter.log_args() + self.adapter.listen_args("127.0.0.1", port)
-        return LaunchPlan(name, argv, env, {**self.secret_env, **secret}, port, labels=labels)
 
     # ------------------------------------------------------------ the campaign
 
@@ -285,7 +201,8 @@ class Runner:
         config = self.campaign.config_for(window)
         wdir = results.window_dir(self.run_dir, session, window)
         try:
-            plan = self.plan(session, window, config, tag)
+            plan = plan_launch(self.campaign, self.adapter, self.runtime, self.run_id, session, window,
+                               self.variables, tag=tag)
         except KeyError as e:
             self._reject(session, window, wdir, f"unresolved variable {e}", [])
             return

@@ -1,0 +1,108 @@
+"""Launch planning: from the campaign to each window's fully resolved server start (a LaunchPlan).
+
+Pure, apart from picking a free port: the runner calls it to start a window, the dry run calls it
+to show what a run would start, so what the operator reads is what runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from engine.campaign.redact import is_secret
+from engine.campaign.spec import Campaign, ServerConfig, expand, render_args
+from engine.errors import EngineError
+from engine.record.events import CONTROL
+from engine.runtime.base import LaunchPlan, free_port
+from engine.servers.adapter import ServerAdapter
+
+
+def configs(campaign: Campaign) -> list[ServerConfig]:
+    return [campaign.config_for(CONTROL)] + [campaign.config_for(w.name) for w in campaign.windows]
+
+
+def images(campaign: Campaign, variables: Mapping[str, str]) -> list[str]:
+    """Every image the campaign boots, resolved, for env.json's ids and digests."""
+    out: list[str] = []
+    for c in configs(campaign):
+        image = c.image or campaign.docker.image
+        if image:
+            img = expand(image, dict(os.environ) | dict(variables))
+            if img not in out:
+                out.append(img)
+    return out
+
+
+def class_prompts(campaign: Campaign, variables: Mapping[str, str]) -> dict[str, list[str]]:
+    """Every class's prompts, a ${...} in a file path resolved like the server configuration's.
+
+    Raises PromptFileError or UnresolvedVariable.
+    """
+    v = dict(os.environ) | dict(variables)
+    return {cls: campaign.prompts(cls, v) for cls in campaign.workload.classes}
+
+
+def resolve_runtime(campaign: Campaign, requested: str | None) -> str:
+    runtime = requested or campaign.runtime
+    if runtime != "auto":
+        return runtime
+    if campaign.docker and campaign.docker.image:
+        from engine.runtime import docker as rd  # the SDK only when a campaign may use it
+
+        if rd.daemon_answers():
+            return "docker"
+    if campaign.process and campaign.process.command:
+        return "process"
+    raise EngineError("runtime auto: no Docker daemon answers and the campaign has no process.command")
+
+
+def run_token(run_id: str) -> str:
+    """The run's part of its server names: the random part of the run id (the whole id of a run
+    that has none), so no two runs ever ask for the same container name."""
+    return run_id.rsplit(".", 1)[-1]
+
+
+def window_vars(config: ServerConfig, variables: Mapping[str, str],
+                environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables a window's configuration expands with: the host's, the run's (testbed), and
+    the window's own ``model`` and ``artifacts.*``."""
+    v = dict(environ) | dict(variables)
+    v["model"] = expand(config.model, v) if config.model else ""
+    for name, path in config.artifacts.items():
+        v[f"artifacts.{name}"] = expand(str(path), v)
+    return v
+
+
+def plan_launch(campaign: Campaign, adapter: ServerAdapter, runtime: str, run_id: str,
+                session: str, window: str, variables: Mapping[str, str],
+                environ: Mapping[str, str] | None = None, tag: str = "") -> LaunchPlan:
+    """One window's server start. Raises KeyError (UnresolvedVariable) for a ${...} nobody defines:
+    the run rejects that window, the dry run says it would."""
+    environ = os.environ if environ is None else environ
+    config = campaign.config_for(window)
+    v = window_vars(config, variables, environ)
+    args = render_args(config.args, v)
+    env = {k: expand(str(val), v) for k, val in config.env.items() if val is not None}
+    secret = {k: val for k, val in env.items() if is_secret(k)}
+    env = {k: val for k, val in env.items() if k not in secret}
+    secret_env = {**{k: environ[k] for k in campaign.pass_env if k in environ}, **secret}
+    port = campaign.host_port or free_port()
+    name = f"ruler-{campaign.name}-{session}-{window}-{run_token(run_id)}{tag}"
+    labels = {"ruler.campaign": campaign.name, "ruler.run": run_id, "ruler.window": f"{session}-{window}"}
+    mounts = sorted({str(Path(p).parent) for p in [v["model"]] + [
+        v[f"artifacts.{a}"] for a in config.artifacts] if p and os.path.isabs(p)})
+    if runtime == "docker":
+        d = campaign.docker
+        cport = d.container_port or adapter.default_container_port
+        command = [expand(c, v) for c in (config.command or d.command or ())]
+        argv = command + args + adapter.log_args() + adapter.listen_args("0.0.0.0", cport)
+        return LaunchPlan(name, argv, env, secret_env, port, cport,
+                          image=expand(config.image or d.image or "", v), mounts=mounts,
+                          labels=labels, gpus=d.gpus, shm_size=d.shm_size, ipc=d.ipc,
+                          volumes=[expand(x, v) for x in d.volumes], keep=d.keep)
+    if runtime == "attach":
+        return LaunchPlan(name, [], env, {}, 0, labels=labels)
+    command = [expand(c, v) for c in (config.command or campaign.process.command or ())]
+    argv = command + args + adapter.log_args() + adapter.listen_args("127.0.0.1", port)
+    return LaunchPlan(name, argv, env, secret_env, port, labels=labels)
