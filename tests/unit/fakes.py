@@ -1,0 +1,434 @@
+"""A FAKE llama-server and a FAKE runtime, in-process, for the unit tier's run-loop tests.
+
+Nothing here is llama.cpp: :class:`FakeLlama` is a ``ThreadingHTTPServer`` that answers what the
+engine asks of llama-server (engine/servers/llamacpp.py, engine/run/load.py, engine/run/boot.py,
+engine/run/measure.py, engine/quality) with a toy deterministic "model", so that every path of the
+run loop (void, rerun, resume, advance, abort, a dying server, a boot that never becomes ready)
+runs in seconds and on cue. The behaviours a real server cannot be made to show on cue (a slow
+rep, a death mid-stream, a hang) are knobs on :class:`Behaviour`, flipped by a test the moment
+the engine journals an event (:class:`Hooks`). The real server is tested in tests/integration/.
+
+What the fake serves, and where the engine reads it:
+
+- its "boot log": real recorded llama-server output (tests/fixtures/logs/llamacpp_c{2048,4096}_np2.log,
+  chosen by the plan's ``-c``), so the llama.cpp adapter extracts real boot facts and sees ready;
+- ``GET /health``: 503 "Loading model" until the boot log has been printed, then 200;
+- ``POST /v1/chat/completions``: streamed (SSE chunks, a finish reason, then usage and timings
+  with draft counts) at a paced rate of tokens per second, or not streamed with per-token
+  logprobs and ids (the quality phase's greedy replies);
+- ``GET /metrics``: llama.cpp's Prometheus counters, speculative-decoding ones included, that
+  advance with every token served;
+- ``POST /apply-template``, ``POST /tokenize``, ``POST /completion`` (greedy generation from ids,
+  and ``n_probs`` top logprobs for teacher forcing).
+
+The toy model: text splits on whitespace into tokens, a word's id is stable (crc32), and the next
+token is a function of the last two ids, drawn from a small vocabulary. So a greedy reply is the
+same on every fake server for the same prompt, and teacher forcing agrees with it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from engine.record.journal import Event
+from engine.runtime.base import LaunchPlan, free_port
+
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
+READY_LINE = "srv  update_slots: all slots are idle"  # the last line a booted server prints
+WORDS = ["the", "sea", "is", "calm", "and", "blue", "under", "a", "wide", "sky", "while", "gulls",
+         "call", "over", "waves", "function", "adds", "two", "numbers", "returns", "their", "sum",
+         "in", "one", "line", "of", "code"]
+EOS = 2
+# Request fields that are not knobs: a knob is anything else a request carries.
+NOT_KNOBS = {"messages", "max_tokens", "stream", "stream_options", "temperature", "seed",
+             "logprobs", "top_logprobs", "cache_prompt", "id_slot", "tools", "tool_choice"}
+
+
+# ------------------------------------------------------------------ the toy model
+
+
+def token_id(word: str) -> int:
+    return 100 + zlib.crc32(word.encode()) % 100_000
+
+
+VOCAB = {token_id(w): w for w in WORDS}
+VOCAB_IDS = sorted(VOCAB)
+
+
+def tokenize(text: str) -> list[int]:
+    return [1] + [token_id(w) for w in text.split()]  # 1: the begin-of-text token (add_special)
+
+
+def piece(tid: int) -> str:
+    return "" if tid == EOS else " " + VOCAB.get(tid, f"<{tid}>")
+
+
+def ranked(prefix: list[int], salt: int = 0) -> list[int]:
+    """The vocabulary in order of preference after ``prefix``: the toy model's logits."""
+    a, b = (prefix[-2:] if len(prefix) >= 2 else [0, *prefix[-1:]])
+    h = zlib.crc32(f"{a},{b},{salt}".encode())
+    first = EOS if h % 23 == 0 and len(prefix) > 12 else VOCAB_IDS[h % len(VOCAB_IDS)]
+    rest = [t for t in VOCAB_IDS if t != first]
+    k = h % len(rest)
+    return [first, *rest[k:], *rest[:k]]
+
+
+def greedy(prompt_ids: list[int], max_tokens: int, salt: int = 0, stop_at_eos: bool = True) -> list[int]:
+    out: list[int] = []
+    while len(out) < max_tokens:
+        nxt = ranked(prompt_ids + out, salt)[0]
+        if nxt == EOS and not stop_at_eos:
+            nxt = ranked(prompt_ids + out, salt)[1]
+        out.append(nxt)
+        if nxt == EOS:
+            break
+    return out
+
+
+def render(messages: list[dict[str, Any]]) -> str:
+    text = "".join(f"<|im_start|>{m['role']} {m.get('content') or ''} <|im_end|> " for m in messages)
+    return text + "<|im_start|>assistant"
+
+
+def logprob(rank: int) -> float:
+    return round(-0.05 - 1.5 * rank, 4)
+
+
+# ------------------------------------------------------------------ behaviour
+
+
+@dataclass
+class Behaviour:
+    """What one fake server does. Tests flip the fields while it runs (from :class:`Hooks`)."""
+
+    tok_s: float = 160.0  # streamed tokens per second per request
+    boot_log: Path | None = None  # None: the recorded log for the plan's -c (2048 or 4096)
+    ready: bool = True  # False: /health answers 503 "Loading model" forever
+    boot_exit: int | None = None  # the process exits with this code once its boot log is out
+    die_mid_stream: bool = False  # the next chat request streams two tokens, then the server dies
+    hang: bool = False  # chat requests stream one token, then hang until the server ends
+    inert_knobs: set[str] = field(default_factory=set)  # knobs the fake's "template" ignores
+
+
+def log_for(plan: LaunchPlan) -> Path:
+    argv = plan.argv
+    ctx = argv[argv.index("-c") + 1] if "-c" in argv else "2048"
+    return LOGS / f"llamacpp_c{4096 if ctx == '4096' else 2048}_np2.log"
+
+
+# ------------------------------------------------------------------ the HTTP side
+
+
+class FakeLlama(ThreadingHTTPServer):
+    """The fake server's HTTP side; ``handle`` is one :class:`FakeServer`."""
+
+    daemon_threads = True
+
+    def __init__(self, port: int, handle: FakeServer) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.handle = handle
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeLlama
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        pass
+
+    def _json(self, status: int, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        s = self.server.handle
+        if self.path == "/health":
+            if s.booted.is_set() and s.behaviour.ready:
+                self._json(200, {"status": "ok"})
+            else:
+                self._json(503, {"error": {"message": "Loading model", "type": "unavailable_error",
+                                           "code": 503}})
+        elif self.path == "/metrics":
+            data = s.metrics_text().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        else:
+            self._json(404, {"error": {"message": "File Not Found", "code": 404}})
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        s = self.server.handle
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        if self.path == "/v1/chat/completions":
+            s.count("chat")
+            ids = tokenize(render(body["messages"]))
+            salt = s.salt(body)
+            if body.get("stream"):
+                self._stream(s, ids, int(body.get("max_tokens") or 16), salt)
+            else:
+                self._chat(ids, int(body.get("max_tokens") or 16), salt, bool(body.get("logprobs")))
+        elif self.path == "/apply-template":
+            self._json(200, {"prompt": render(body["messages"])})
+        elif self.path == "/tokenize":
+            self._json(200, {"tokens": tokenize(body["content"])})
+        elif self.path == "/completion":
+            self._completion(body)
+        else:
+            self._json(404, {"error": {"message": "File Not Found", "code": 404}})
+
+    def _chat(self, ids: list[int], max_tokens: int, salt: int, logprobs: bool) -> None:
+        out = greedy(ids, max_tokens, salt)
+        text = "".join(piece(t) for t in out).strip()
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                                  "finish_reason": "stop" if out[-1:] == [EOS] else "length"}
+        if logprobs:
+            choice["logprobs"] = {"content": [
+                {"id": t, "token": piece(t), "logprob": logprob(0),
+                 "top_logprobs": [{"id": t, "token": piece(t), "logprob": logprob(0)}]} for t in out]}
+        self._json(200, {"choices": [choice], "object": "chat.completion",
+                         "usage": {"completion_tokens": len(out), "prompt_tokens": len(ids),
+                                   "total_tokens": len(out) + len(ids)}})
+
+    def _stream(self, s: FakeServer, ids: list[int], max_tokens: int, salt: int) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        b = s.behaviour
+        dies, b.die_mid_stream = b.die_mid_stream, False
+        out = greedy(ids, max_tokens, salt, stop_at_eos=False)  # as a load request: max_tokens
+        gap = 1.0 / b.tok_s
+        for i, t in enumerate(out):
+            if i:
+                time.sleep(gap)
+            if s.ended.is_set():
+                return  # the server is gone: the stream stops mid-way, as a killed server's does
+            if dies and i == 2:
+                s.die()
+                return
+            if b.hang and i == 1:
+                s.ended.wait()
+                return
+            delta = {"choices": [{"index": 0, "delta": {"content": piece(t)}, "finish_reason": None}]}
+            self.wfile.write(b"data: " + json.dumps(delta).encode() + b"\n\n")
+            self.wfile.flush()
+        drafts, drafted, accepted = s.served(len(out))
+        last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+        usage = {"choices": [], "usage": {"completion_tokens": len(out), "prompt_tokens": len(ids),
+                                          "total_tokens": len(out) + len(ids)},
+                 "timings": {"predicted_n": len(out), "draft_n": drafted, "draft_n_accepted": accepted}}
+        self.wfile.write(b"data: " + json.dumps(last).encode() + b"\n\n"
+                         + b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
+        self.wfile.flush()
+
+    def _completion(self, body: dict[str, Any]) -> None:
+        prompt = body["prompt"]
+        ids = [int(t) for t in prompt] if isinstance(prompt, list) else tokenize(str(prompt))
+        n_probs = int(body.get("n_probs") or 0)
+        if n_probs:
+            top = ranked(ids)[:n_probs]
+            self._json(200, {"content": piece(top[0]), "completion_probabilities": [{
+                "id": top[0], "token": piece(top[0]), "logprob": logprob(0),
+                "top_logprobs": [{"id": t, "token": piece(t), "logprob": logprob(r)}
+                                 for r, t in enumerate(top)]}]})
+            return
+        out = greedy(ids, int(body.get("n_predict") or 16))
+        self._json(200, {"content": "".join(piece(t) for t in out), "tokens": out,
+                         "stop_type": "eos" if out[-1:] == [EOS] else "limit"})
+
+
+# ------------------------------------------------------------------ the server handle
+
+
+class FakeServer:
+    """A :class:`engine.runtime.base.Server` around one :class:`FakeLlama` (a FAKE, for tests)."""
+
+    def __init__(self, plan: LaunchPlan, behaviour: Behaviour) -> None:
+        self.plan, self.behaviour = plan, behaviour
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.identity: dict[str, object] = {"runtime": "fake", "name": plan.name, "port": self.port}
+        self.booted, self.ended = threading.Event(), threading.Event()
+        self.code: int | None = None
+        self.orphaned = False  # see orphan()
+        self.requests: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._counters = {"prompt_tokens": 0, "tokens_predicted": 0, "drafts": 0, "drafted": 0,
+                          "accepted": 0}
+        self.http = FakeLlama(self.port, self)
+        self._thread = threading.Thread(target=self.http.serve_forever, args=(0.05,), daemon=True,
+                                        name=f"fake-llama-{self.port}")
+        self._thread.start()
+
+    # -- what the engine calls
+
+    def lines(self) -> Iterator[str]:
+        text = (self.behaviour.boot_log or log_for(self.plan)).read_text().splitlines()
+        cut = next((i + 1 for i, line in enumerate(text) if line.endswith(READY_LINE)), len(text))
+        yield from text[:cut]
+        if self.behaviour.boot_exit is not None:
+            self._end(self.behaviour.boot_exit)
+            return
+        self.booted.set()
+        while not self.ended.wait(0.05):
+            if self.orphaned:
+                return  # the killed engine's end of the log pipe is gone
+        yield from text[cut:]  # what llama-server prints on its way out
+
+    def alive(self) -> bool:
+        return not self.ended.is_set()
+
+    def exit_code(self) -> int | None:
+        return self.code
+
+    def stop(self) -> None:
+        if not self.orphaned:
+            self._end(0)
+
+    # -- what tests call
+
+    def orphan(self) -> None:
+        """As the engine that started it is killed: its log pipe closes, the server runs on and
+        stop() does nothing (only a stray sweep ends it)."""
+        self.orphaned = True
+
+    def die(self, code: int = 137) -> None:
+        """As a SIGKILL: the port closes and every stream in flight is cut."""
+        self._end(code)
+
+    def count(self, what: str) -> None:
+        with self._lock:
+            self.requests[what] = self.requests.get(what, 0) + 1
+
+    def salt(self, body: dict[str, Any]) -> int:
+        """Knobs change the reply (as a real template or sampler would), except inert ones."""
+        knobs = {k: v for k, v in body.items()
+                 if k not in NOT_KNOBS and k not in self.behaviour.inert_knobs}
+        return zlib.crc32(json.dumps(knobs, sort_keys=True).encode()) if knobs else 0
+
+    def served(self, tokens: int) -> tuple[int, int, int]:
+        """Counts one streamed reply: a step per token, drafting two tokens and accepting one."""
+        drafts, drafted, accepted = tokens, 2 * tokens, tokens
+        with self._lock:
+            c = self._counters
+            c["tokens_predicted"] += tokens
+            c["drafts"] += drafts
+            c["drafted"] += drafted
+            c["accepted"] += accepted
+        return drafts, drafted, accepted
+
+    def metrics_text(self) -> str:
+        names = {"prompt_tokens": "prompt_tokens_total", "tokens_predicted": "tokens_predicted_total",
+                 "drafts": "spec_decode_num_drafts_total",
+                 "drafted": "spec_decode_num_draft_tokens_total",
+                 "accepted": "spec_decode_num_accepted_tokens_total"}
+        with self._lock:
+            return "".join(f"# TYPE llamacpp:{names[k]} counter\nllamacpp:{names[k]} {v}\n"
+                           for k, v in self._counters.items())
+
+    def _end(self, code: int) -> None:
+        with self._lock:
+            if self.ended.is_set():
+                return
+            self.code = code
+            self.ended.set()
+        self.http.shutdown()
+        self.http.server_close()
+
+
+class FakeRuntime:
+    """A :class:`engine.runtime.base.Runtime` whose servers are :class:`FakeServer` (a FAKE).
+
+    ``behave(plan)`` gives each window its behaviour (default: a healthy server).
+    """
+
+    name = "fake"
+
+    def __init__(self, behave: Callable[[LaunchPlan], Behaviour] | None = None) -> None:
+        self.behave = behave or (lambda plan: Behaviour())
+        self.servers: list[FakeServer] = []
+        self.strays_asked: list[list[dict[str, object]]] = []
+
+    def start(self, plan: LaunchPlan) -> FakeServer:
+        server = FakeServer(plan, self.behave(plan))
+        self.servers.append(server)
+        return server
+
+    @property
+    def current(self) -> FakeServer:
+        return self.servers[-1]
+
+    def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+        asked = list(servers)
+        self.strays_asked.append(asked)
+        stopped = []
+        for s in self.servers:
+            if s.alive() and any(a.get("name") == s.plan.name and a.get("port") == s.port
+                                 for a in asked):
+                s.orphaned = False
+                s.stop()
+                stopped.append({"name": s.plan.name, "port": s.port})
+        return stopped
+
+    def close(self) -> None:
+        for s in self.servers:
+            s.orphaned = False
+            s.stop()
+
+
+def by_window(behaviours: dict[str, Behaviour]) -> Callable[[LaunchPlan], Behaviour]:
+    """Behaviour per window name (as in the campaign); a healthy server for the others."""
+    def behave(plan: LaunchPlan) -> Behaviour:
+        window = re.sub(r"^[^-]+-", "", plan.labels.get("ruler.window", ""))
+        return behaviours.get(window, Behaviour())
+    return behave
+
+
+# ------------------------------------------------------------------ driving the engine on cue
+
+
+class Hooks:
+    """The runner's printer: each rule acts once, on the runner's thread, the moment the engine
+    journals an event that matches it, before the engine takes its next step (so "after rep 1"
+    means exactly that). An exception in an action is kept (the runner swallows a printer's) and
+    raised again by :meth:`check`."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.rules: list[tuple[dict[str, Any], Callable[[Event], None]]] = []
+        self.errors: list[BaseException] = []
+
+    def on(self, action: Callable[[Event], None], **match: Any) -> None:
+        self.rules.append((match, action))
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+        for rule in list(self.rules):
+            match, action = rule
+            if all(event.get(k) == v for k, v in match.items()):
+                self.rules.remove(rule)
+                try:
+                    action(event)
+                except BaseException as e:  # noqa: BLE001 - kept for check()
+                    self.errors.append(e)
+
+    def check(self) -> None:
+        if self.errors:
+            raise self.errors[0]
+        assert not self.rules, f"rules that never fired: {[m for m, _ in self.rules]}"
