@@ -1,10 +1,12 @@
 # Two entry points: `make demo` and `make test`. Both set up .venv and the cached testbed first.
+# `make unit` runs only the unit tier (no testbed needed).
+SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup testbed demo test lint clean
+.PHONY: setup testbed demo test unit lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,10 +22,23 @@ testbed: setup
 demo: testbed
 	$(BIN)/ruler run campaigns/demo-smollm2.yaml
 
+# The unit tier (in-process, seconds) then the integration tier (real llama-server, Docker,
+# sockets); a failing unit tier stops there. Each tier's pytest summary and time is printed again
+# at the end. A tier that collects no test exits 5 and fails the target.
 test: testbed
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q -ra
+	@rc=0; recap=""; \
+	for tier in unit integration; do \
+	  if [ $$rc -ne 0 ]; then recap+="$$tier tier: not run (the unit tier failed)"$$'\n'; continue; fi; \
+	  log=$$(mktemp); \
+	  $(BIN)/pytest -q -ra tests/$$tier 2>&1 | tee $$log; rc=$${PIPESTATUS[0]}; \
+	  recap+="$$tier tier: $$(tail -n 1 $$log)"$$'\n'; rm -f $$log; \
+	done; \
+	printf '\n%s' "$$recap"; exit $$rc
+
+unit: setup
+	$(BIN)/pytest -q -ra tests/unit
 
 lint: setup
 	$(BIN)/ruff check .
