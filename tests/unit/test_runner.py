@@ -201,8 +201,8 @@ def test_an_operator_rerun_of_a_void_row_boots_its_window_again(tmp: Path,
     reboot = events(run, "window_reboot")
     assert [(e["window"], e["row"], e["reboot"]) for e in reboot] == [
         ("control", "s1-control/prose/c2", 1)]
-    assert [s.plan.name for s in fake.servers] == [
-        "ruler-rerun-s1-control", "ruler-rerun-s1-ctx", "ruler-rerun-s1-control-rerun1"]
+    assert [s.plan.labels["ruler.window"] for s in fake.servers] == ["s1-control", "s1-ctx", "s1-control"]
+    assert fake.servers[2].plan.name == fake.servers[0].plan.name + "-rerun1"
     assert (run / "windows" / "s1-control" / "boot-rerun1.log").is_file()
     row = rows(run)["s1-control/prose/c2"]
     assert (row["status"], row["attempts"]) == ("ok", "2")
@@ -236,7 +236,7 @@ def test_a_killed_engine_resumes_at_the_next_rep(tmp: Path, fake: FakeRuntime) -
     after = after[next(i for i, e in enumerate(after) if e["kind"] == "run_resumed"):]
     assert after[0]["rows_done"] == 3
     assert [(e["name"], e["port"]) for e in after if e["kind"] == "stray_stopped"] == [
-        ("ruler-resume-s1-ctx", stray.port)]
+        (stray.plan.name, stray.port)]
     assert not stray.alive()
     # Nothing finished is measured again: one rep (after its warm pass) on a new server.
     assert [(e["window"], e["concurrency"], e["attempt"], e["rep"])
