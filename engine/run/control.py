@@ -13,9 +13,9 @@ import socket
 import socketserver
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 SOCKET = "control.sock"
 MAX_LINE = 64 * 1024
@@ -34,6 +34,44 @@ def peer(sock: socket.socket) -> dict[str, Any]:
     return {"pid": pid, "uid": uid, "gid": gid}
 
 
+def replies(rfile: IO[bytes], dispatch: Callable[[bytes], dict[str, Any]],
+            max_line: int = MAX_LINE) -> Iterator[dict[str, Any]]:
+    """One reply per request line, whatever the bytes: a line longer than ``max_line`` gets one
+    error, and the rest of it is read and dropped rather than taken for more requests."""
+    while True:
+        raw = rfile.readline(max_line)
+        if not raw:
+            return
+        if len(raw) < max_line or raw.endswith(b"\n"):
+            yield dispatch(raw)
+            continue
+        yield {"ok": False, "error": f"bad request: longer than {max_line} bytes"}
+        while raw and not raw.endswith(b"\n"):
+            raw = rfile.readline(max_line)
+
+
+def dispatch(raw: bytes, who: dict[str, Any], handler: Handler) -> dict[str, Any]:
+    """One request line to one reply; no exception leaves here (a bad client never stops the
+    engine, and its connection stays usable)."""
+    try:
+        req = json.loads(raw)
+        if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
+            raise ValueError("expected a JSON object with a string 'cmd'")
+        args = req.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str | int | float) for a in args):
+            raise ValueError("'args' must be a list of strings")
+    except RecursionError:
+        return {"ok": False, "error": "bad request: nested too deeply"}
+    except ValueError as e:
+        return {"ok": False, "error": f"bad request: {e}"}
+    try:
+        return {"ok": True, "reply": handler(req["cmd"], [str(a) for a in args], who)}
+    except CommandRefused as e:
+        return {"ok": False, "error": str(e)}
+    except Exception as e:  # noqa: BLE001 - a handler bug must not kill the engine
+        return {"ok": False, "error": f"internal error: {type(e).__name__}: {e}"}
+
+
 class _Conn(socketserver.StreamRequestHandler):
     server: _Server
 
@@ -42,11 +80,8 @@ class _Conn(socketserver.StreamRequestHandler):
         if who["uid"] not in (os.getuid(), 0):
             self._send({"ok": False, "error": "refused: not the engine's owner"})
             return
-        while True:
-            raw = self.rfile.readline(MAX_LINE)
-            if not raw:
-                return
-            self._send(self.server.dispatch(raw, who))
+        for reply in replies(self.rfile, lambda raw: dispatch(raw, who, self.server.handler)):
+            self._send(reply)
 
     def _send(self, obj: dict[str, Any]) -> None:
         try:
@@ -67,23 +102,6 @@ class _Server(socketserver.ThreadingUnixStreamServer):
         finally:
             os.umask(old)
         os.chmod(path, 0o600)
-
-    def dispatch(self, raw: bytes, who: dict[str, Any]) -> dict[str, Any]:
-        try:
-            req = json.loads(raw)
-            if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
-                raise ValueError("expected a JSON object with a string 'cmd'")
-            args = req.get("args", [])
-            if not isinstance(args, list):
-                raise ValueError("'args' must be a list")
-        except ValueError as e:
-            return {"ok": False, "error": f"bad request: {e}"}
-        try:
-            return {"ok": True, "reply": self.handler(req["cmd"], [str(a) for a in args], who)}
-        except CommandRefused as e:
-            return {"ok": False, "error": str(e)}
-        except Exception as e:  # noqa: BLE001 - a handler bug must not kill the engine
-            return {"ok": False, "error": f"internal error: {type(e).__name__}: {e}"}
 
 
 class ControlServer:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import os
 import shutil
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import testbed as tb_mod
 from engine.record.journal import read_events
@@ -192,6 +195,13 @@ def test_each_command_changes_what_the_engine_does(testbed: tb_mod.Testbed,
     run = start_detached(tmp_path, reps=2, spread=0.0001)
     try:
         wait_for(run, lambda e: bool(kinds(e, "rep_done")), what="a first rep")
+        with socket.socket(socket.AF_UNIX) as s:  # a client gone wrong: the engine shrugs it off
+            s.connect(str(run / control.SOCKET))
+            s.settimeout(30)
+            f = s.makefile("rwb")
+            f.write(b"[" * 60_000 + b"\n" + b"x" * 1_000_000 + b"\n" + b'{"cmd": "status"}\n')
+            f.flush()
+            assert [json.loads(f.readline())["ok"] for _ in range(3)] == [False, False, True]
         assert control.send(run, "resume") == {"ok": False, "error": "already running"}
         assert control.send(run, "pause")["ok"]
         time.sleep(1.5)  # a pass in flight may finish; then nothing moves
@@ -226,6 +236,7 @@ def test_each_command_changes_what_the_engine_does(testbed: tb_mod.Testbed,
         assert kinds(evs, "run_finished")[-1]["status"] == "aborted"
         cmds = [e["cmd"] for e in kinds(evs, "command")]
         assert cmds == ["pause", "resume", "rewarm", "rerun", "advance", "abort"]
+        assert "Traceback" not in (run / "engine.log").read_text()
         assert all(e["who"]["uid"] == os.getuid() for e in kinds(evs, "command"))
         assert window
     finally:
@@ -270,3 +281,59 @@ def test_socket_is_owner_only_and_survives_garbage() -> None:
         server.close()
         shutil.rmtree(tmp_path)
     assert seen == ["boom", "status"]
+
+
+# ------------------------------------------------------------------ bad requests
+
+def _did(cmd: str, args: list[str], who: dict[str, Any]) -> str:
+    return f"did {cmd} {' '.join(args)}".rstrip()
+
+
+def test_a_nested_or_over_long_request_gets_one_error_and_the_connection_stays_usable(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The real socket server with a stand-in handler (it answers "did CMD"): the parsing and
+    the connection are under test, not the commands."""
+    server = control.ControlServer(tmp_path, _did)
+    try:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(tmp_path / control.SOCKET))
+            s.settimeout(30)
+            f = s.makefile("rwb")
+            f.write(b"[" * 60_000 + b"\n" + b'{"cmd": "status"}\n')
+            f.flush()
+            assert json.loads(f.readline()) == {"ok": False,
+                                                 "error": "bad request: nested too deeply"}
+            assert json.loads(f.readline()) == {"ok": True, "reply": "did status"}
+            f.write(b"x" * (10 * 1024 * 1024) + b"\n" + b'{"cmd": "status", "args": ["2"]}\n')
+            f.flush()
+            assert json.loads(f.readline()) == {
+                "ok": False, "error": f"bad request: longer than {control.MAX_LINE} bytes"}
+            assert json.loads(f.readline()) == {"ok": True, "reply": "did status 2"}
+    finally:
+        server.close()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=400) | st.lists(
+    st.sampled_from([b'{"cmd": "status"}', b'{"cmd": "rerun", "args": ["a", 1, 2.5]}',
+                     b'{"cmd": "x", "args": [[1]]}', b'{"cmd": 1}', b"[]", b"{", b"\xff",
+                     b"[" * 3000, b'{"args": {}}', b"x" * 40, b""]),
+    max_size=8).map(b"\n".join))
+def test_whatever_arrives_each_line_gets_one_json_reply(data: bytes) -> None:
+    """``replies`` and ``dispatch`` as the socket uses them, on any bytes (long lines at 32)."""
+    who = {"pid": 1, "uid": os.getuid(), "gid": 0}
+    out = list(control.replies(io.BytesIO(data), lambda raw: control.dispatch(raw, who, _did),
+                               max_line=32))
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()  # the newline ends the last line; it does not start another
+    assert len(out) == len(lines)
+    for line, reply in zip(lines, out, strict=True):
+        assert set(reply) in ({"ok", "reply"}, {"ok", "error"})
+        json.dumps(reply)
+        if len(line) >= 32:
+            assert reply == {"ok": False, "error": "bad request: longer than 32 bytes"}
+        elif line.strip().startswith(b'{"cmd": "status"}'):
+            assert reply == {"ok": True, "reply": "did status"}
+
