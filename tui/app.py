@@ -236,11 +236,11 @@ class RulerConsole(App[None]):
         b = message.batch
         if b.journal_reset:
             self.state = RunState()
-        fresh = [e for e in b.events if e["seq"] > self.state.last_seq]
-        self._apply(fresh)
+        self.state.damage += b.damage  # lines that are not events; apply() adds seq anomalies
+        self._apply(zip(b.lines, b.events, strict=True))
         log = self.ui.log
         with self.batch_update():
-            if fresh or b.journal_reset:
+            if b.events or b.damage or b.journal_reset:
                 self._render_all()
             if b.log_gen == self._log_gen:
                 if b.log_clear:
@@ -272,9 +272,9 @@ class RulerConsole(App[None]):
                        (news, "")])
         self.follower.ack()
 
-    def _apply(self, events: Iterable[Event]) -> None:
-        for e in events:
-            apply(self.state, e)
+    def _apply(self, events: Iterable[tuple[int, Event]]) -> None:
+        for line, e in events:
+            apply(self.state, e, line)
             if e["kind"] == "command" and self.caught_up and e.get("who", {}).get("pid") != os.getpid():
                 # Someone else (`ruler ctl`, a second console) steered the engine: say so.
                 who = e.get("who", {}).get("pid", "?")
@@ -539,6 +539,8 @@ def follow_plain(run_dir: Path) -> int:
     follower = Follower(run_dir, lambda b: None)
 
     def post(b: Batch) -> None:
+        for d in b.damage:
+            print(f"journal.jsonl damaged: {d}", flush=True)
         for e in b.events:
             emit(e)
             if e["kind"] == "run_finished":

@@ -8,7 +8,6 @@ a server log growing at 10,000 lines a second costs the UI one bounded batch per
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -18,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.record.journal import Event
+from engine.record.journal import Damage, Event, Reader
 from engine.record.liveness import read_pid
 from engine.run import control
 
@@ -104,23 +103,13 @@ class Tail:
         return lines
 
 
-def parse_events(lines: list[bytes]) -> list[Event]:
-    out: list[Event] = []
-    for raw in lines:
-        try:
-            e = json.loads(raw)
-        except ValueError:
-            continue  # a complete but corrupt line: not an event, and not worth stopping for
-        if isinstance(e, dict) and "seq" in e and "kind" in e:
-            out.append(e)
-    return out
-
-
 @dataclass
 class Batch:
     """What changed since the last batch."""
 
     events: list[Event] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)  # each event's line in the journal
+    damage: list[Damage] = field(default_factory=list)  # journal lines that are not events
     log: list[str] = field(default_factory=list)
     log_gen: int = 0  # which watch_log() call these lines belong to
     log_clear: bool = False  # a new log, or the file started over: clear the view first
@@ -129,7 +118,7 @@ class Batch:
     caught_up: bool = False  # both files were read to their end when this batch was cut
 
     def empty(self) -> bool:
-        return not (self.events or self.log or self.log_clear or self.journal_reset
+        return not (self.events or self.damage or self.log or self.log_clear or self.journal_reset
                     or self.log_dropped)
 
 
@@ -144,6 +133,7 @@ class Follower:
         self.interval, self.max_events, self.max_log_lines = interval, max_events, max_log_lines
         self.log_tail_bytes, self.budget = log_tail_bytes, budget
         self._journal = Tail(run_dir / JOURNAL)
+        self._reader = Reader()
         self._log: Tail | None = None
         self._lock = threading.Lock()
         self._want: tuple[int, str | None] = (0, None)
@@ -182,9 +172,15 @@ class Follower:
             lines = self._journal.read(self.budget)
             if self._journal.reset:
                 self._journal.reset = False
-                pending.events, pending.journal_reset = [], True
+                self._reader = Reader()
+                pending.events, pending.lines, pending.damage = [], [], []
+                pending.journal_reset = True
             if lines:
-                pending.events.extend(parse_events(lines))
+                seen = len(self._reader.damage)
+                for line, e in self._reader.feed(lines):
+                    pending.lines.append(line)
+                    pending.events.append(e)
+                pending.damage += self._reader.damage[seen:]
                 got = True
         self._switch_log(pending)
         if self._log is not None:

@@ -500,6 +500,13 @@ def campaign_summary(state: RunState) -> str:
 # ------------------------------------------------------------------ the header
 
 
+def damage_text(state: RunState) -> str:
+    """The first damaged journal line, by position, and how many more (``ruler status`` lists them)."""
+    first = min(state.damage, key=lambda d: d.line or 0)
+    more = f" (+{len(state.damage) - 1} more)" if len(state.damage) > 1 else ""
+    return f"journal.jsonl damaged, {first}{more}"
+
+
 def header_lines(state: RunState, wl: Workload, shown: str | None, link: tuple[bool, str] | None,
                  now: float) -> list[list[Seg]]:
     """Two lines: where the campaign stands; then the engine link (first, so it is never cut
@@ -528,6 +535,8 @@ def header_lines(state: RunState, wl: Workload, shown: str | None, link: tuple[b
                   (f"attempt {row.attempt}", "warning" if row.attempt > 1 else ""), (what, "")]
     if state.error:
         line2 += [("·", "muted"), (f"engine error: {state.error}", "error")]
+    if state.damage:
+        line2 += [("·", "muted"), (damage_text(state), "error")]
     if where:
         line2 += [("·", "muted"), ("axis:", "muted"), (where.axis or "-", "")]
     return [line1, line2]

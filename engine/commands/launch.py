@@ -28,7 +28,9 @@ from engine.commands.progress import printer
 from engine.errors import BadInput, EngineError
 from engine.record import results
 from engine.record.events import EventKind
+from engine.record.journal import damage_report
 from engine.record.liveness import LOCK, PID, engine_alive, read_pid
+from engine.record.state import fold_journal
 from engine.run.context import Phase
 from engine.run.runner import Runner, frozen_prompts
 
@@ -125,11 +127,26 @@ def _campaign_for(run_dir: Path, info: dict[str, Any]) -> Campaign:
     return campaign
 
 
+def refuse_damaged(run_dir: Path) -> None:
+    """A damaged journal is not resumed: it is the run's only record, and appending after the
+    damage would bury it. Nothing is written; the operator decides what the bad lines were."""
+    path = run_dir / results.JOURNAL
+    damage = fold_journal(path).damage
+    if damage:
+        raise BadInput(
+            f"{damage_report(path, damage)}\n"
+            f"ruler will not resume {run_dir}: its journal has {len(damage)} damaged line(s), "
+            f"named above, and is left as it is. Move each one out of the journal (into a file "
+            f"of its own) or restore the journal from a copy, check it with "
+            f"`ruler status {run_dir}`, then resume again.")
+
+
 def run_engine(run_dir: Path, echo: bool) -> int:
     """The engine process: lock, pid, control socket, signals, then the campaign."""
     from engine.run.control import ControlServer
 
     lock = _take_lock(run_dir)
+    refuse_damaged(run_dir)
     info = json.loads((run_dir / ENGINE_JSON).read_text())
     campaign = _campaign_for(run_dir, info)
     (run_dir / PID).write_text(f"{os.getpid()}\n")
@@ -179,6 +196,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise BadInput(f"{run_dir} is not a ruler run directory (no {ENGINE_JSON})")
             if engine_alive(run_dir):
                 raise BadInput(f"an engine is still running {run_dir}: nothing to resume")
+            refuse_damaged(run_dir)
         else:
             if not args.file:
                 raise BadInput("ruler run: give a campaign FILE or --resume RUN_DIR")

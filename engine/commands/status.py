@@ -8,9 +8,9 @@ from typing import Any
 
 from engine.errors import BadInput
 from engine.record import results
-from engine.record.journal import read_events
+from engine.record.journal import Damage, damage_report
 from engine.record.liveness import engine_alive, read_pid
-from engine.record.state import fold
+from engine.record.state import fold_journal
 
 
 def latest_run(results_dir: str | Path = "results") -> Path:
@@ -28,7 +28,7 @@ def run_dir_arg(value: str | None) -> Path:
 
 
 def summary(run_dir: Path) -> dict[str, Any]:
-    st = fold(read_events(run_dir / results.JOURNAL))
+    st = fold_journal(run_dir / results.JOURNAL)
     rows = list(st.rows.values())
     live = [r for r in rows if not r.complete and r.attempt]
     shape = live[-1] if live else None
@@ -56,6 +56,7 @@ def summary(run_dir: Path) -> dict[str, Any]:
         "ruler_suspect": [k for k, w in st.windows.items()
                           if w.verdicts.get("knobs", {}).get("verdict") == "ruler suspect"],
         "last_rep": last_rep,
+        "journal_damage": [d.as_json() for d in st.damage],
     }
 
 
@@ -71,6 +72,12 @@ def format_summary(s: dict[str, Any]) -> str:
     ]
     if s["ruler_suspect"]:
         lines.append(f"  RULER SUSPECT (a request knob is inert): {', '.join(s['ruler_suspect'])}")
+    if s["journal_damage"]:
+        damage = [Damage(**d) for d in s["journal_damage"]]
+        lines.append(f"  JOURNAL DAMAGED at {len(damage)} line(s) (not an event, or out of "
+                     f"sequence); `ruler run --resume` refuses until they are moved aside:")
+        path = f"{s['run_dir']}/{results.JOURNAL}"
+        lines += ["    " + x for x in damage_report(path, damage).splitlines()]
     if s["last_rep"]:
         r = s["last_rep"]
         lines.append(f"  last    {r['row']} attempt {r['attempt']} rep {r['rep']}: "

@@ -1,7 +1,9 @@
 """The run's journal: one JSON event a line, fsync'd, the single source of truth.
 
 Every view of a run (the headless printer, the console, ``status``, resume) is ``fold(events)``.
-A torn last line, as a power loss leaves it, is dropped on read and cut off before the next append.
+A torn last line (no newline: the write never completed, as a power loss leaves it) is dropped on
+read and cut off before the next append. Any other line that is not an event is *damage*: reading
+skips it, says where it is, and nothing ever cuts it away: the file is the run's only record.
 """
 
 from __future__ import annotations
@@ -10,59 +12,143 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 Event = dict[str, Any]
+EXCERPT = 60  # characters of a damaged line worth showing
 
 
-def _parse(lines: Iterable[bytes]) -> Iterator[Event]:
-    for raw in lines:
-        if not raw.endswith(b"\n"):
-            return  # torn tail: the write never completed
-        try:
-            yield json.loads(raw)
-        except ValueError:
-            return
+@dataclass(frozen=True)
+class Damage:
+    """One line of the journal that is not the event it should be."""
+
+    line: int | None  # 1-based; None for an event that did not come from a file
+    reason: str
+    excerpt: str = ""
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" if self.line else "an event"
+        return f"{where}: {self.reason}" + (f": {self.excerpt}" if self.excerpt else "")
+
+    def as_json(self) -> dict[str, Any]:
+        return {"line": self.line, "reason": self.reason, "excerpt": self.excerpt}
+
+
+def excerpt(raw: bytes | str) -> str:
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    text = text.rstrip("\n")
+    short = text[:EXCERPT]
+    return repr(short)[1:-1] + ("…" if len(text) > EXCERPT else "")
+
+
+def _event(raw: bytes) -> Event | str:
+    """The event on one complete line, or why it is not one."""
+    if not raw.strip():
+        return "empty line"
+    try:
+        e = json.loads(raw)
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
+        return "not JSON"
+    if not isinstance(e, dict):
+        return "not a JSON object"
+    seq = e.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        return "no sequence number"
+    if not isinstance(e.get("kind"), str):
+        return "no kind"
+    return e
+
+
+class Reader:
+    """The one parser of journal lines. Fed complete lines in file order (each with or without
+    its newline), it numbers them, returns ``(line, event)`` for each event and keeps the rest in
+    :attr:`damage`. Sequence numbers are the fold's business (``engine.state.apply``)."""
+
+    def __init__(self) -> None:
+        self.line = 0
+        self.damage: list[Damage] = []
+
+    def feed(self, lines: Iterable[bytes]) -> list[tuple[int, Event]]:
+        out: list[tuple[int, Event]] = []
+        for raw in lines:
+            self.line += 1
+            got = _event(raw)
+            if isinstance(got, str):
+                self.damage.append(Damage(self.line, got, excerpt(raw)))
+            else:
+                out.append((self.line, got))
+        return out
+
+
+@dataclass
+class JournalRead:
+    events: list[tuple[int, Event]]  # (line, event)
+    damage: list[Damage]
+    length: int  # bytes up to the end of the last complete line
+    torn: bool  # a last line without its newline follows
+
+
+def read_journal(path: str | Path) -> JournalRead:
+    reader = Reader()
+    events: list[tuple[int, Event]] = []
+    length, torn = 0, False
+    try:
+        with open(path, "rb") as f:
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    torn = True  # the write never completed
+                    break
+                events += reader.feed([raw])
+                length += len(raw)
+    except FileNotFoundError:
+        pass
+    return JournalRead(events, reader.damage, length, torn)
 
 
 def read_events(path: str | Path) -> list[Event]:
-    try:
-        with open(path, "rb") as f:
-            return list(_parse(f))
-    except FileNotFoundError:
-        return []
+    """Every event in the file, damaged lines left out (``read_journal`` says which)."""
+    return [e for _, e in read_journal(path).events]
+
+
+def damage_report(path: str | Path, damage: list[Damage], limit: int = 5) -> str:
+    """``path:line: reason: excerpt`` for the first few, then how many more."""
+    lines = [f"{path}:{d.line}: {d.reason}" + (f": {d.excerpt}" if d.excerpt else "")
+             if d.line else f"{path}: {d}" for d in damage[:limit]]
+    if len(damage) > limit:
+        lines.append(f"... and {len(damage) - limit} more damaged lines")
+    return "\n".join(lines)
+
+
+class JournalDamaged(ValueError):
+    """The journal has lines that are not events: appending after them would bury them."""
+
+    def __init__(self, path: Path, damage: list[Damage]) -> None:
+        self.path, self.damage = path, damage
+        super().__init__(f"damaged journal:\n{damage_report(path, damage)}")
 
 
 class Journal:
-    """Append-only writer. Thread-safe: the runner and the control socket both write."""
+    """Append-only writer. Thread-safe: the runner and the control socket both write.
+
+    It cuts a torn last line and nothing else; a damaged journal is refused, never trimmed.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        good = self._good_length()
-        self._f = open(self.path, "ab")  # noqa: SIM115 - held for the run's lifetime
-        if self._f.tell() != good:
-            self._f.truncate(good)  # drop a torn tail so the next event starts on its own line
-        events = read_events(self.path)
-        self.seq = events[-1]["seq"] if events else 0
+        from engine.record.state import fold_read  # here: engine.record.state imports this module
 
-    def _good_length(self) -> int:
-        length = 0
-        try:
-            with open(self.path, "rb") as f:
-                for raw in f:
-                    if not raw.endswith(b"\n"):
-                        break
-                    try:
-                        json.loads(raw)
-                    except ValueError:
-                        break
-                    length += len(raw)
-        except FileNotFoundError:
-            pass
-        return length
+        read = read_journal(self.path)
+        damage = fold_read(read).damage  # lines that are not events, and seqs out of sequence
+        if damage:
+            raise JournalDamaged(self.path, damage)
+        self._f = open(self.path, "ab")  # noqa: SIM115 - held for the run's lifetime
+        if read.torn:
+            self._f.truncate(read.length)  # so the next event starts on its own line
+        self.seq = max((e["seq"] for _, e in read.events), default=0)
 
     def append(self, kind: str, **data: Any) -> Event:
         with self._lock:

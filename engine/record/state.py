@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from engine.record.events import (
@@ -15,7 +17,7 @@ from engine.record.events import (
     RunStatus,
     WindowStatus,
 )
-from engine.record.journal import Event
+from engine.record.journal import Damage, Event, JournalRead, excerpt, read_journal
 
 
 @dataclass
@@ -92,6 +94,7 @@ class RunState:
     workload: dict[str, Any] = field(default_factory=dict)  # classes, concurrency, reps
     commands: list[dict[str, Any]] = field(default_factory=list)
     resumes: int = 0
+    damage: list[Damage] = field(default_factory=list)  # journal lines that are not its next event
 
     def row(self, e: Event) -> RowState:
         key = row_key(e["session"], e["window"], e["class"], e["concurrency"])
@@ -263,16 +266,50 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
-def apply(state: RunState, e: Event) -> RunState:
-    state.last_seq = e["seq"]
+def apply(state: RunState, e: Event, line: int | None = None) -> RunState:
+    """Fold one event in. Each event's seq is the one before plus 1: an event that repeats or goes
+    back is recorded as damage and left out; one after a gap is recorded and folded in."""
+    seq, last = e["seq"], state.last_seq
+    if seq <= last:
+        why = f"duplicate seq {seq}" if seq == last else f"seq {seq} out of order (after {last})"
+        state.damage.append(Damage(line, why, _excerpt(e)))
+        return state
+    if seq != last + 1:
+        state.damage.append(Damage(line, f"seq {seq} after seq {last}: {seq - last - 1} events "
+                                         f"missing", _excerpt(e)))
+    state.last_seq = seq
     handler = HANDLERS.get(e["kind"])  # a kind this version does not fold (a newer engine's) is skipped
-    if handler is not None:
+    if handler is None:
+        return state
+    try:
         handler(state, e)
+    except (KeyError, TypeError) as ex:
+        # A hand-edited or foreign line: a known kind without the fields it carries.
+        what = f"no {ex.args[0]!r}" if isinstance(ex, KeyError) else str(ex)
+        state.damage.append(Damage(line, f"{e['kind']} event the fold cannot use ({what})",
+                                   _excerpt(e)))
     return state
+
+
+def _excerpt(e: Event) -> str:
+    return excerpt(json.dumps(e, separators=(",", ":"), default=str))
 
 
 def fold(events: Iterable[Event], state: RunState | None = None) -> RunState:
     state = state or RunState()
     for e in events:
         apply(state, e)
+    return state
+
+
+def fold_journal(path: str | Path) -> RunState:
+    """The state of a journal file, with every damaged line (its number and why) in ``damage``."""
+    return fold_read(read_journal(path))
+
+
+def fold_read(read: JournalRead) -> RunState:
+    state = RunState()
+    for line, e in read.events:
+        apply(state, e, line)
+    state.damage = sorted(read.damage + state.damage, key=lambda d: d.line or 0)
     return state

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -337,3 +338,72 @@ def test_whatever_arrives_each_line_gets_one_json_reply(data: bytes) -> None:
         elif line.strip().startswith(b'{"cmd": "status"}'):
             assert reply == {"ok": True, "reply": "did status"}
 
+
+# ------------------------------------------------------------------ a damaged journal
+
+TINY = """\
+name: tiny-{suffix}
+server: llamacpp
+runtime: process
+process:
+  command: ["${{testbed.llama_server}}"]
+control:
+  model: ${{testbed.models}}/SmolLM2-135M-Instruct.Q4_1.gguf
+  args: {{-m: "${{model}}", -c: 1024, -np: 1, -t: 1, --metrics: true}}
+windows:
+  - name: ctx
+    axis: context 2048
+    change:
+      args: {{-c: 2048}}
+sessions:
+  s1: [ctx]
+workload:
+  classes:
+    prose: {{prompts: ["Name three colours."]}}
+  concurrency: [1]
+  reps: 2
+  requests_per_rep: 1
+  max_tokens: 8
+timeouts: {{boot: 120, request: 60}}
+quality: {{enabled: false}}
+"""
+
+
+@pytest.mark.server
+def test_resume_refuses_a_damaged_journal_and_writes_nothing(testbed: tb_mod.Testbed,
+                                                             tmp_path: Path) -> None:
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(TINY.format(suffix=uuid.uuid4().hex[:6]))
+    out = subprocess.run([*RULER, "run", str(spec), "--detach", "--results-dir",
+                          str(tmp_path / "results")], capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    run = next((tmp_path / "results").iterdir())
+    try:
+        wait_for(run, lambda e: bool(kinds(e, "run_finished")), timeout=300, what="the end")
+        deadline = time.monotonic() + 30
+        while engine_alive(run) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        finish(run)
+    journal = run / "journal.jsonl"
+    lines = journal.read_bytes().splitlines(keepends=True)
+    # Damage in the middle of the finished run: after the control window's first rep.
+    k = next(i for i, x in enumerate(lines) if json.loads(x)["kind"] == "rep_done") + 1
+    for bad, reason in ((b"garbage\n", "not JSON: garbage"), (lines[k - 1], "duplicate seq")):
+        journal.write_bytes(b"".join(lines[:k] + [bad] + lines[k:]))
+        before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+        for argv in (["run", "--resume", str(run), "--headless"], ["engine", str(run)]):
+            out = subprocess.run([*RULER, *argv], capture_output=True, text=True, timeout=60)
+            assert out.returncode == 2, (out.stdout, out.stderr)
+            assert f"{journal}:{k + 1}: {reason}" in out.stderr
+            assert f"ruler will not resume {run}" in out.stderr
+            assert "Traceback" not in out.stderr
+            after = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+            assert after == before  # not one byte written, nothing measured again
+        status = subprocess.run([*RULER, "status", str(run), "--json"], capture_output=True,
+                                text=True, timeout=60)
+        s = json.loads(status.stdout)
+        assert [d["line"] for d in s["journal_damage"]] == [k + 1]
+        assert s["status"] == "finished" and s["rows"]["total"] == 2
+    print(out.stderr)

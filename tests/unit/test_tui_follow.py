@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from engine.record.events import EventKind
 from engine.record.journal import Journal, read_events
-from engine.record.state import fold
+from engine.record.state import RunState, apply, fold
 from tui import view
 from tui.follow import Batch, Follower, Tail
 
@@ -165,6 +166,41 @@ def test_follower_switches_logs_by_generation(tmp_path: Path) -> None:
     finally:
         stop.set()
         t.join(timeout=5)
+
+
+def test_follower_names_a_damaged_line_and_keeps_every_event_after_it(tmp_path: Path) -> None:
+    """A garbage line is reported with its number (it used to be skipped in silence); a repeated
+    seq appended later is reported by the fold; the console's header says so."""
+    run = tmp_path / "run"
+    run.mkdir()
+    recorded = (JOURNALS / "measuring/journal.jsonl").read_bytes().splitlines(keepends=True)
+    (run / "journal.jsonl").write_bytes(b"".join(recorded[:10] + [b"\x00\x00garbage\n"]
+                                                 + recorded[10:200]))
+    got = Catcher()
+    f = Follower(run, lambda b: (got(b), f.ack()), interval=0.02)
+    t, stop = run_follower(f)
+    try:
+        got.wait(lambda bs: bool(bs) and bs[-1].caught_up)
+        with (run / "journal.jsonl").open("ab") as out:
+            out.write(recorded[150] + b"".join(recorded[200:]))  # a line written twice
+        got.wait(lambda bs: sum(len(b.events) for b in bs) == len(recorded) + 1)
+    finally:
+        stop.set()
+        t.join(timeout=5)
+    assert [str(d) for b in got.batches for d in b.damage] == ["line 11: not JSON: \\x00\\x00garbage"]
+    st = RunState()
+    for b in got.batches:
+        st.damage += b.damage
+        for line, e in zip(b.lines, b.events, strict=True):
+            apply(st, e, line)
+    assert [(d.line, d.reason) for d in st.damage] == [(11, "not JSON"),
+                                                       (202, "seq 151 out of order (after 200)")]
+    full = fold(read_events(JOURNALS / "measuring/journal.jsonl"))
+    assert dataclasses.replace(st, damage=[]) == full
+    wl = view.frozen_workload(JOURNALS / "measuring" / "campaign.yaml")
+    head = " ".join(t for line in view.header_lines(st, wl, st.current, (True, ""), 0.0)
+                    for t, _ in line)
+    assert "journal.jsonl damaged, line 11: not JSON: \\x00\\x00garbage (+1 more)" in head
 
 
 # ------------------------------------------------------------------ view
