@@ -106,7 +106,7 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
 
 def _take_lock(run_dir: Path) -> IO[str]:
     """One engine per run directory: the lock lives as long as the engine process."""
-    f = open(run_dir / LOCK, "a+")  # noqa: SIM115 - held until the process exits
+    f = results.open_append(run_dir / LOCK, text=True)  # held until the process exits
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -149,7 +149,7 @@ def run_engine(run_dir: Path, echo: bool) -> int:
     refuse_damaged(run_dir)
     info = json.loads((run_dir / ENGINE_JSON).read_text())
     campaign = _campaign_for(run_dir, info)
-    (run_dir / PID).write_text(f"{os.getpid()}\n")
+    results.write_atomic(run_dir / PID, f"{os.getpid()}\n")
     runner = Runner(campaign, run_dir, info["runtime"], info["variables"],
                     printer() if echo else None, default_phases(info.get("baseline")))
 
@@ -172,7 +172,7 @@ def run_engine(run_dir: Path, echo: bool) -> int:
 
 def spawn_detached(run_dir: Path) -> int:
     """Start the engine in its own session: a hangup of this terminal does not reach it."""
-    with open(run_dir / LOG, "ab") as log:
+    with results.open_append(run_dir / LOG) as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "engine", "engine", str(run_dir)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.record.results import open_append
+
 Event = dict[str, Any]
 EXCERPT = 60  # characters of a damaged line worth showing
 
@@ -145,7 +147,7 @@ class Journal:
         damage = fold_read(read).damage  # lines that are not events, and seqs out of sequence
         if damage:
             raise JournalDamaged(self.path, damage)
-        self._f = open(self.path, "ab")  # noqa: SIM115 - held for the run's lifetime
+        self._f = open_append(self.path)
         if read.torn:
             self._f.truncate(read.length)  # so the next event starts on its own line
         self.seq = max((e["seq"] for _, e in read.events), default=0)

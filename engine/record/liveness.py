@@ -5,6 +5,8 @@ from __future__ import annotations
 import fcntl
 from pathlib import Path
 
+from engine.record.results import open_append
+
 LOCK = "engine.lock"  # held (flock) by the engine process for its whole life
 PID = "engine.pid"  # written by the engine at start, removed at its end
 
@@ -19,7 +21,7 @@ def read_pid(run_dir: Path) -> int | None:
 def engine_alive(run_dir: Path) -> bool:
     """True while some process holds the run lock."""
     try:
-        with open(run_dir / LOCK, "a+") as f:
+        with open_append(run_dir / LOCK) as f:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             fcntl.flock(f, fcntl.LOCK_UN)
             return False

@@ -3,6 +3,9 @@
 results/<YYYY-MM-DD>-<campaign>[-N]/
   campaign.yaml  env.json  journal.jsonl  throughput.csv
   windows/<session>-<window>/boot.log boot-facts.json boot-excerpt.txt rejection.txt reps/...
+
+Owner-only, like the control socket: directories 0700, files 0600 (a boot log or a prompt may
+hold what the operator would not show other users of the machine).
 """
 
 from __future__ import annotations
@@ -17,15 +20,19 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 from engine import __version__
-from engine.record.state import RunState
+
+if TYPE_CHECKING:  # state -> journal -> results (open_append): a runtime import would be a cycle
+    from engine.record.state import RunState
 
 CAMPAIGN = "campaign.yaml"
 ENV = "env.json"
 JOURNAL = "journal.jsonl"
 THROUGHPUT = "throughput.csv"
+DIR_MODE = 0o700
+FILE_MODE = 0o600
 
 CSV_COLUMNS = ["session", "window", "axis", "class", "concurrency", "reps", "agg_tok_s",
                "per_user_tok_s", "ttft_ms", "decode_tok_s", "accept_len", "accept_rate",
@@ -40,7 +47,7 @@ def new_run_dir(results_root: Path, campaign: str, today: dt.date | None = None)
     while True:
         path = results_root / (stem if n == 1 else f"{stem}-{n}")
         try:
-            path.mkdir()
+            path.mkdir(mode=DIR_MODE)
             return path
         except FileExistsError:
             n += 1
@@ -48,8 +55,18 @@ def new_run_dir(results_root: Path, campaign: str, today: dt.date | None = None)
 
 def window_dir(run_dir: Path, session: str, window: str) -> Path:
     d = run_dir / "windows" / f"{session}-{window}"
-    d.mkdir(parents=True, exist_ok=True)
+    d.parent.mkdir(mode=DIR_MODE, exist_ok=True)
+    d.mkdir(mode=DIR_MODE, exist_ok=True)
     return d
+
+
+def open_append(path: Path, text: bool = False) -> IO[Any]:
+    """A file appended to (journal, logs, lock), created owner-only like every other receipt;
+    as text it is line-buffered, so a follower sees each line as it is written."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    if text:
+        return os.fdopen(fd, "a", encoding="utf-8", buffering=1)
+    return os.fdopen(fd, "ab")
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from engine.record.results import open_append
 from engine.runtime.base import Server
 from engine.servers.adapter import ServerAdapter
 from engine.servers.client import Readiness
@@ -38,7 +39,7 @@ class LogPump(threading.Thread):
         self._lock = threading.Lock()
 
     def run(self) -> None:
-        with self.log_path.open("a", encoding="utf-8", buffering=1) as out:
+        with open_append(self.log_path, text=True) as out:
             for line in self.server.lines():
                 line = self.scrub(line)
                 out.write(line + "\n")

@@ -18,7 +18,7 @@ import httpx
 from engine.campaign.spec import percent
 from engine.errors import WindowFailed
 from engine.record.events import EventKind
-from engine.record.results import read_rep, write_rep
+from engine.record.results import DIR_MODE, read_rep, write_rep
 from engine.record.state import row_key
 from engine.run import stats
 from engine.run.context import RunContext, WindowContext
@@ -52,7 +52,7 @@ def _delta(before: dict[str, float] | None, after: dict[str, float] | None) -> d
 
 def shape_files(wdir: Path, cls: str, c: int, attempt: int, rep: int | str) -> Path:
     d = wdir / "reps"
-    d.mkdir(exist_ok=True)
+    d.mkdir(mode=DIR_MODE, exist_ok=True)
     return d / f"{cls}-c{c}-{attempt}-{rep}.jsonl"
 
 

@@ -386,6 +386,11 @@ def test_resume_refuses_a_damaged_journal_and_writes_nothing(testbed: tb_mod.Tes
             time.sleep(0.1)
     finally:
         finish(run)
+    # Every receipt is the owner's alone: the journal and the logs as much as the rep files.
+    modes = {str(p.relative_to(run)): oct(p.stat().st_mode & 0o777) for p in [run, *run.rglob("*")]}
+    assert {"journal.jsonl", "engine.log", "windows/s1-ctx/boot.log"} <= set(modes)
+    assert all(m == ("0o700" if (run / p).is_dir() else "0o600") for p, m in modes.items()), modes
+
     journal = run / "journal.jsonl"
     lines = journal.read_bytes().splitlines(keepends=True)
     # Damage in the middle of the finished run: after the control window's first rep.

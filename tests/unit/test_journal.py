@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.commands.cli import main
+from engine.record import results
 from engine.record.journal import Journal, JournalDamaged, read_events
 from engine.record.state import RunState, apply, fold, fold_journal
 
@@ -164,3 +165,16 @@ def test_a_valid_prefix_plus_garbage_folds_to_the_prefix_and_names_each_bad_line
     assert without_damage(state) == fold(valid)
     bad = list(range(n + 1, n + len(garbage) + 1))
     assert [d.line for d in state.damage] == bad  # each bad line once, by number; never the torn one
+
+
+def test_the_journal_and_the_logs_are_born_owner_only_like_every_receipt(tmp_path: Path) -> None:
+    run = results.new_run_dir(tmp_path / "results", "modes")
+    wdir = results.window_dir(run, "s1", "control")
+    Journal(run / results.JOURNAL).close()
+    with results.open_append(wdir / "boot.log", text=True) as log:
+        log.write("a line\n")
+    results.write_json(wdir / "boot-facts.json", {})
+    modes = {str(p.relative_to(run)): oct(p.stat().st_mode & 0o777) for p in [run, *run.rglob("*")]}
+    assert modes == {".": "0o700", "windows": "0o700", "windows/s1-control": "0o700",
+                     "journal.jsonl": "0o600", "windows/s1-control/boot.log": "0o600",
+                     "windows/s1-control/boot-facts.json": "0o600"}
