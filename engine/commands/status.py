@@ -74,10 +74,10 @@ def format_summary(s: dict[str, Any]) -> str:
         lines.append(f"  RULER SUSPECT (a request knob is inert): {', '.join(s['ruler_suspect'])}")
     if s["journal_damage"]:
         damage = [Damage(**d) for d in s["journal_damage"]]
-        lines.append(f"  JOURNAL DAMAGED at {len(damage)} line(s) (not an event, or out of "
-                     f"sequence); `ruler run --resume` refuses until they are moved aside:")
         path = f"{s['run_dir']}/{results.JOURNAL}"
+        lines.append(f"  JOURNAL DAMAGED at {len(damage)} line(s): not an event, or out of sequence")
         lines += ["    " + x for x in damage_report(path, damage).splitlines()]
+        lines.append("    `ruler run --resume` refuses until they are moved out of the journal")
     if s["last_rep"]:
         r = s["last_rep"]
         lines.append(f"  last    {r['row']} attempt {r['attempt']} rep {r['rep']}: "

@@ -107,7 +107,7 @@ def test_status_names_the_damaged_line(tmp_path: Path, capsys: pytest.CaptureFix
     (run / "journal.jsonl").write_bytes(b"".join(RECORDED[:50] + [b"[1, 2]\n"] + RECORDED[50:]))
     assert main(["status", str(run)]) == 0
     text = capsys.readouterr().out
-    assert "JOURNAL DAMAGED at 1 line(s)" in text
+    assert "JOURNAL DAMAGED at 1 line(s): not an event, or out of sequence" in text
     assert f"{run}/journal.jsonl:51: not a JSON object: [1, 2]" in text
     assert main(["status", str(run), "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
