@@ -196,6 +196,16 @@ def test_each_command_changes_what_the_engine_does(testbed: tb_mod.Testbed,
     run = start_detached(tmp_path, reps=2, spread=0.0001)
     try:
         wait_for(run, lambda e: bool(kinds(e, "rep_done")), what="a first rep")
+        assert control.send(run, "resume") == {"ok": False, "error": "already running"}
+        assert control.send(run, "pause")["ok"]
+        # A pass in flight finishes first (on a loaded box a rep outlasted a fixed 1.5 s wait);
+        # the engine journals "paused" when it holds, and from then on nothing moves.
+        wait_for(run, lambda e: bool(kinds(e, "paused")), what="the pause to hold")
+        n = len(kinds(events(run), "rep_done"))
+        time.sleep(3)
+        assert len(kinds(events(run), "rep_done")) == n
+        assert control.send(run, "resume")["ok"]
+        wait_for(run, lambda e: len(kinds(e, "rep_done")) > n, what="reps after resume")
         with socket.socket(socket.AF_UNIX) as s:  # a client gone wrong: the engine shrugs it off
             s.connect(str(run / control.SOCKET))
             s.settimeout(30)
@@ -203,14 +213,6 @@ def test_each_command_changes_what_the_engine_does(testbed: tb_mod.Testbed,
             f.write(b"[" * 60_000 + b"\n" + b"x" * 1_000_000 + b"\n" + b'{"cmd": "status"}\n')
             f.flush()
             assert [json.loads(f.readline())["ok"] for _ in range(3)] == [False, False, True]
-        assert control.send(run, "resume") == {"ok": False, "error": "already running"}
-        assert control.send(run, "pause")["ok"]
-        time.sleep(1.5)  # a pass in flight may finish; then nothing moves
-        n = len(kinds(events(run), "rep_done"))
-        time.sleep(3)
-        assert len(kinds(events(run), "rep_done")) == n
-        assert control.send(run, "resume")["ok"]
-        wait_for(run, lambda e: len(kinds(e, "rep_done")) > n, what="reps after resume")
 
         assert control.send(run, "rewarm")["ok"]
         wait_for(run, lambda e: any(str(w.get("label", "")).startswith("rewarm")
