@@ -22,6 +22,9 @@ from engine.servers.client import Readiness
 from engine.servers.logs import BootFacts, Fact
 
 TAIL_LINES = 200
+# After the health probe says ready, how long the log pump may take to read up to the server's own
+# ready line (a loaded machine lags the pump behind the server): the boot facts are frozen then.
+LOG_CATCH_UP_S = 10.0
 
 
 class LogPump(threading.Thread):
@@ -35,6 +38,7 @@ class LogPump(threading.Thread):
         self.facts = BootFacts()
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.lines_seen = 0
+        self.ready_seen = threading.Event()  # the server's own ready line was read
         self._frozen = threading.Event()
         self._lock = threading.Lock()
 
@@ -49,6 +53,17 @@ class LogPump(threading.Thread):
                     new = [] if self._frozen.is_set() else self.facts.feed(self.adapter, line)
                 for fact in new:
                     self.on_fact(fact)
+                if not self.ready_seen.is_set() and self.adapter.is_ready_line(line):
+                    self.ready_seen.set()
+
+    def caught_up(self, timeout: float) -> bool:
+        """Wait until the pump has read the server's ready line (or the log ended: attach has none)."""
+        deadline = time.monotonic() + timeout
+        while not self.ready_seen.is_set() and self.is_alive():
+            if time.monotonic() >= deadline:
+                return False
+            self.ready_seen.wait(0.05)
+        return True
 
     def freeze(self) -> BootFacts:
         """Stop collecting boot facts (later lines are per-request chatter); the log goes on."""
@@ -92,7 +107,10 @@ def wait_ready(server: Server, adapter: ServerAdapter, pump: LogPump, timeout: f
                                    list(pump.facts.errors))
             state = probe(client, server.base_url, adapter)
             if state is Readiness.READY:
-                return BootOutcome(True, elapsed)
+                # Health can answer before the pump has read the lines that precede the server's
+                # ready line: freezing the facts then would lose some of them.
+                pump.caught_up(LOG_CATCH_UP_S)
+                return BootOutcome(True, time.monotonic() - started)
             if state is Readiness.DEAD:
                 return BootOutcome(False, elapsed, "health probe reports a dead engine",
                                    list(pump.facts.errors))

@@ -95,7 +95,8 @@ class LogReader(ABC):
 
     @abstractmethod
     def is_ready_line(self, line: str) -> bool:
-        """True when the line says the server now accepts requests."""
+        """True when the line says the server now accepts requests: the boot watcher reads the log up
+        to it before it freezes the boot facts."""
 
 
 @dataclass
