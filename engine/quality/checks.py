@@ -52,12 +52,16 @@ class Checks:
             self.stages[stage] = round(self.stages.get(stage, 0) + time.monotonic() - t0, 3)
 
     def guarded(self, check: str, fn: Callable[[], Any]) -> Any:
-        """A check the server cannot answer is a verdict, not a crash of the campaign."""
+        """A check the server cannot answer is a verdict, not a crash of the campaign.
+
+        Whatever a live server sends (an HTTP error, a dropped connection, an answer that does not
+        parse: BadServerData is a ValueError) is this check's "error"; a dead server fails the window.
+        """
         try:
             return fn()
         except Unsupported as e:
             self.verdict(check, "unsupported", str(e), None)
-        except (httpx.HTTPStatusError, ValueError, KeyError) as e:
+        except (httpx.HTTPError, ValueError, KeyError) as e:
             if isinstance(e, httpx.HTTPStatusError) or self.ctx.server.alive():
                 self.verdict(check, "error", f"{type(e).__name__}: {e}"[:300], None)
             else:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from engine.quality.probe import Probe, messages
+from engine.quality.probe import Probe
 from engine.servers.client import ChatReply, Unsupported
 
 KNOB_PROMPTS = 3  # greedy prompts the knob check sends again without each knob
@@ -88,8 +88,7 @@ def judge_knob(probe: Probe, name: str, value: Any, knobs: dict[str, Any], rest:
 
 def _renders_same(probe: Probe, prompt: str, a: dict[str, Any], b: dict[str, Any]) -> bool | None:
     try:
-        same = (probe.adapter.render_chat(probe.client, messages(prompt), a) ==
-                probe.adapter.render_chat(probe.client, messages(prompt), b))
+        same = probe.render(prompt, a) == probe.render(prompt, b)
     except Unsupported:
         return None
     probe.requests += 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,7 @@ from engine.quality.maths import spread_positions
 from engine.quality.reference import Item, Scores
 from engine.servers.adapter import ServerAdapter
 from engine.servers.client import ChatReply, Unsupported
+from engine.servers.data import reading
 
 
 class Stopped(Exception):
@@ -48,6 +50,19 @@ class Probe:
         if self.stopping():
             raise Stopped
 
+    def reading(self, call: str) -> AbstractContextManager[None]:
+        """Around every adapter request: an answer the adapter cannot read is BadServerData (the
+        check's "error" verdict), whatever Python error the reading hit."""
+        return reading(f"{self.adapter.name} {call}")
+
+    def render(self, prompt: str, knobs: dict[str, Any]) -> str:
+        with self.reading("render_chat"):
+            return self.adapter.render_chat(self.client, messages(prompt), knobs)
+
+    def tokenize(self, text: str) -> list[int]:
+        with self.reading("tokenize"):
+            return self.adapter.tokenize(self.client, text)
+
     def greedy(self, prompts: Sequence[str], knobs: dict[str, Any], max_tokens: int,
                seed: int) -> list[dict[str, Any]]:
         """Greedy replies with the prompt and the continuation in token ids.
@@ -58,14 +73,15 @@ class Probe:
         out = []
         for prompt in prompts:
             self.check()
-            ids = self.adapter.tokenize(self.client,
-                                        self.adapter.render_chat(self.client, messages(prompt), knobs))
+            ids = self.tokenize(self.render(prompt, knobs))
             self.requests += 3
             try:
-                reply, cont = self.adapter.chat_tokens(self.client,
-                                                       request(prompt, knobs, max_tokens, seed))
+                with self.reading("chat_tokens"):
+                    reply, cont = self.adapter.chat_tokens(self.client,
+                                                           request(prompt, knobs, max_tokens, seed))
             except Unsupported:
-                gen = self.adapter.generate(self.client, ids, max_tokens, seed)
+                with self.reading("generate"):
+                    gen = self.adapter.generate(self.client, ids, max_tokens, seed)
                 out.append({"prompt": prompt, "prompt_ids": ids, "text": gen.text,
                             "token_ids": gen.token_ids, "finish_reason": gen.stop,
                             "completion_tokens": len(gen.token_ids), "reply": None})
@@ -82,8 +98,9 @@ class Probe:
         for item in items:
             self.check()
             try:
-                seq = self.adapter.score_sequence(self.client, item.prompt_ids + item.cont_ids,
-                                                  len(item.prompt_ids), top_k)
+                with self.reading("score_sequence"):
+                    seq = self.adapter.score_sequence(self.client, item.prompt_ids + item.cont_ids,
+                                                      len(item.prompt_ids), top_k)
                 self.requests += 1
             except Unsupported:
                 seq = None
@@ -92,8 +109,9 @@ class Probe:
                 nt = seq[t] if seq is not None and t < len(seq) else None
                 if nt is None:
                     self.check()
-                    nt = self.adapter.next_token(self.client, item.prompt_ids + item.cont_ids[:t],
-                                                 top_k, fresh=j == 0)
+                    with self.reading("next_token"):
+                        nt = self.adapter.next_token(self.client, item.prompt_ids + item.cont_ids[:t],
+                                                     top_k, fresh=j == 0)
                     self.requests += 1
                 forced = item.cont_ids[t]
                 rows.append({"t": t, "top": [[tid, lp] for tid, lp in nt.top[:top_k]],
@@ -105,23 +123,26 @@ class Probe:
              extra: dict[str, Any] | None = None) -> ChatReply:
         self.check()
         self.requests += 1
-        return self.adapter.chat(self.client, {**request(prompt, knobs, max_tokens, seed),
-                                               **(extra or {})})
+        with self.reading("chat"):
+            return self.adapter.chat(self.client, {**request(prompt, knobs, max_tokens, seed),
+                                                   **(extra or {})})
 
     def reply(self, prompt: str, knobs: dict[str, Any], max_tokens: int, seed: int) -> ChatReply:
         """A chat reply shaped exactly as the greedy ones (so the two can be compared)."""
         self.check()
         self.requests += 1
         try:
-            return self.adapter.chat_tokens(self.client, request(prompt, knobs, max_tokens, seed))[0]
+            with self.reading("chat_tokens"):
+                return self.adapter.chat_tokens(self.client, request(prompt, knobs, max_tokens, seed))[0]
         except Unsupported:
-            return self.adapter.chat(self.client, request(prompt, knobs, max_tokens, seed))
+            with self.reading("chat"):
+                return self.adapter.chat(self.client, request(prompt, knobs, max_tokens, seed))
 
     def text_items(self, texts: Sequence[str], positions: int) -> list[Item]:
         """Fixed texts as items: the first token is the prompt, every later one can be scored."""
         items = []
         for i, text in enumerate(texts):
-            ids = self.adapter.tokenize(self.client, text)
+            ids = self.tokenize(text)
             self.requests += 1
             if len(ids) >= 2:
                 items.append(Item(f"text-{i}", ids[:1], ids[1:],

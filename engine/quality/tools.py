@@ -8,6 +8,7 @@ import httpx
 
 from engine.quality.probe import Probe
 from engine.servers.client import tool_arguments
+from engine.servers.data import BadServerData
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather in a city",
@@ -28,8 +29,8 @@ def tool_probe(probe: Probe, n: int, max_tokens: int, seed: int, knobs: dict[str
         try:
             r = probe.chat(prompt, knobs, max_tokens, seed,
                            {"tools": TOOLS, "tool_choice": tool_choice})
-        except httpx.HTTPStatusError as e:
-            # A server that refuses tools answers 4xx/5xx: that is the probe's finding, not a crash.
+        except (httpx.HTTPStatusError, BadServerData) as e:
+            # A server that refuses tools answers 4xx/5xx (or garbage): the probe's finding, not a crash.
             out.append({"prompt": prompt, "ok": False, "error": str(e)})
             continue
         args = [tool_arguments(c) for c in r.tool_calls]

@@ -30,7 +30,20 @@ from typing import Any
 
 import httpx
 
+from engine.servers.data import (
+    BadServerData,
+    count,
+    mapping,
+    number,
+    optional_count,
+    show,
+    token_ids,
+)
+from engine.servers.data import text as as_text
 from engine.servers.prometheus import summed_samples
+
+# A logprob is at most 0; servers computing in half precision round the top one a little above.
+LOGPROB_SLACK = 1e-3
 
 
 class Readiness(enum.Enum):
@@ -51,6 +64,10 @@ class Generation:
     token_ids: list[int]
     stop: str  # "eos", "length", or the server's own word
 
+    def __post_init__(self) -> None:
+        token_ids(self.token_ids, "generated token ids")
+        as_text(self.stop, "stop")
+
 
 @dataclass(frozen=True)
 class NextToken:
@@ -58,6 +75,16 @@ class NextToken:
 
     top: list[tuple[int, float]]  # (token id, logprob), best first, at most top_k
     pieces: dict[int, str]  # token id -> text, for receipts a person can read
+
+    def __post_init__(self) -> None:
+        """Built from a server's answer: ids are counts and logprobs finite, or it is bad data."""
+        for tid, lp in self.top:
+            count(tid, "top token id")
+            if number(lp, f"logprob of token {tid}") > LOGPROB_SLACK:
+                raise BadServerData(f"logprob of token {tid} is {lp}: a probability above 1")
+        for tid, piece in self.pieces.items():
+            count(tid, "token id")
+            as_text(piece, f"text of token {tid}")
 
 
 @dataclass(frozen=True)
@@ -74,30 +101,42 @@ class ChatReply:
 
 
 def chat_reply(body: dict[str, Any]) -> ChatReply:
-    """Parse an OpenAI chat completion body (non-streamed)."""
-    choice = (body.get("choices") or [{}])[0]
-    msg = choice.get("message") or {}
-    usage = body.get("usage") or {}
-    details = usage.get("completion_tokens_details") or {}
+    """Parse an OpenAI chat completion body (non-streamed); a field of the wrong type is bad data."""
+    choices = body.get("choices") or [{}]
+    if not isinstance(choices, list):
+        raise BadServerData(f"choices is {show(choices)}, not a list")
+    choice = mapping(choices[0], "choices[0]")
+    msg = mapping(choice.get("message"), "message")
+    usage = mapping(body.get("usage"), "usage")
+    details = mapping(usage.get("completion_tokens_details"), "usage.completion_tokens_details")
     reasoning_tokens = details.get("reasoning_tokens", usage.get("reasoning_tokens"))
+    tool_calls = msg.get("tool_calls") or []
+    if not isinstance(tool_calls, list) or not all(isinstance(c, dict) for c in tool_calls):
+        raise BadServerData(f"message.tool_calls is {show(tool_calls)}, not a list of objects")
+    reasoning = msg.get("reasoning_content") or msg.get("reasoning")
     return ChatReply(
-        content=msg.get("content") or "",
-        reasoning=msg.get("reasoning_content") or msg.get("reasoning"),
-        completion_tokens=usage.get("completion_tokens"),
-        reasoning_tokens=reasoning_tokens if isinstance(reasoning_tokens, int) else None,
-        tool_calls=list(msg.get("tool_calls") or []),
-        finish_reason=choice.get("finish_reason"),
+        content=as_text(msg.get("content"), "message.content"),
+        reasoning=as_text(reasoning, "message.reasoning_content") if reasoning else None,
+        completion_tokens=optional_count(usage.get("completion_tokens"), "usage.completion_tokens"),
+        reasoning_tokens=optional_count(reasoning_tokens, "usage reasoning_tokens"),
+        tool_calls=list(tool_calls),
+        finish_reason=as_text(choice.get("finish_reason"), "finish_reason") or None,
         raw=body,
     )
 
 
 def post_json(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    """POST and return the JSON answer; a non-200 raises with the server's own words."""
+    """POST and return the JSON answer; a non-200 raises with the server's own words, an answer
+    that is not a JSON object raises :class:`BadServerData`."""
     r = client.post(path, json=body)
     if r.status_code != 200:
         raise httpx.HTTPStatusError(f"{path}: HTTP {r.status_code}: {r.text[:300]}",
                                     request=r.request, response=r)
-    return dict(r.json())
+    try:
+        out = r.json()
+    except ValueError as e:
+        raise BadServerData(f"{path} answered {show(r.text[:60])}: not JSON") from e
+    return mapping(out, f"{path} answer")
 
 
 class ServerClient(ABC):
@@ -204,7 +243,9 @@ class ServerClient(ABC):
 
 def tool_arguments(call: dict[str, Any]) -> dict[str, Any] | None:
     """The parsed JSON arguments of one OpenAI tool call, or None when they do not parse."""
-    fn = call.get("function") or {}
+    fn = call.get("function")
+    if not isinstance(fn, dict):
+        return None
     args = fn.get("arguments")
     if not fn.get("name"):
         return None

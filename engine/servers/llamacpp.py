@@ -130,6 +130,8 @@ import httpx
 
 from engine.servers.adapter import ServerAdapter
 from engine.servers.client import ChatReply, Generation, NextToken, Readiness, post_json
+from engine.servers.data import acceptance, mapping, token_ids
+from engine.servers.data import text as as_text
 from engine.servers.logs import Fact, FactValue, parse_number
 
 _Add = Callable[[str, FactValue], None]  # parse_line's collector: add(key, value)
@@ -581,11 +583,12 @@ class LlamaCppAdapter(ServerAdapter):
 
     def render_chat(self, client: httpx.Client, messages: list[dict[str, Any]],
                     knobs: dict[str, Any]) -> str:
-        return str(post_json(client, "/apply-template", {"messages": messages, **knobs})["prompt"])
+        return as_text(post_json(client, "/apply-template", {"messages": messages, **knobs})["prompt"],
+                       "/apply-template prompt")
 
     def tokenize(self, client: httpx.Client, text: str) -> list[int]:
         body = {"content": text, "add_special": True, "parse_special": True}
-        return [int(t) for t in post_json(client, "/tokenize", body)["tokens"]]
+        return token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
 
     def chat_tokens(self, client: httpx.Client, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
         # With logprobs each generated token comes back with its id (the end-of-generation token
@@ -593,7 +596,7 @@ class LlamaCppAdapter(ServerAdapter):
         reply = self.chat(client, {**body, "logprobs": True, "top_logprobs": 1})
         choice = (reply.raw.get("choices") or [{}])[0]
         entries = (choice.get("logprobs") or {}).get("content") or []
-        return reply, [int(e["id"]) for e in entries]
+        return reply, token_ids([e["id"] for e in entries], "logprobs.content ids")
 
     def generate(self, client: httpx.Client, prompt_ids: list[int], max_tokens: int,
                  seed: int) -> Generation:
@@ -601,7 +604,7 @@ class LlamaCppAdapter(ServerAdapter):
             "prompt": prompt_ids, "n_predict": max_tokens, "temperature": 0, "seed": seed,
             "return_tokens": True, "cache_prompt": False})
         stop = out.get("stop_type") or ""
-        return Generation(str(out.get("content", "")), [int(t) for t in out.get("tokens", [])],
+        return Generation(as_text(out.get("content"), "content"), token_ids(out.get("tokens", []), "tokens"),
                           {"limit": "length"}.get(stop, stop))
 
     def next_token(self, client: httpx.Client, ids: list[int], top_k: int,
@@ -613,8 +616,8 @@ class LlamaCppAdapter(ServerAdapter):
         if not probs or "top_logprobs" not in probs[0]:
             raise ValueError(f"/completion answered without top_logprobs: {str(out)[:300]}")
         top = probs[0]["top_logprobs"]
-        return NextToken([(int(t["id"]), float(t["logprob"])) for t in top],
-                         {int(t["id"]): str(t.get("token", "")) for t in top})
+        return NextToken([(t["id"], t["logprob"]) for t in top],
+                         {t["id"]: as_text(t.get("token"), "token") for t in top})
 
     def quality_fields(self) -> dict[str, Any]:
         return {"cache_prompt": False}
@@ -625,10 +628,5 @@ class LlamaCppAdapter(ServerAdapter):
     def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, int] | None:
         # "timings" rides on the final response / last stream chunk; draft_n and
         # draft_n_accepted are only present when something was drafted (server-common.cpp).
-        timings = chunk.get("timings")
-        if not isinstance(timings, dict):
-            return None
-        drafted, accepted = timings.get("draft_n"), timings.get("draft_n_accepted")
-        if not isinstance(drafted, int) or not isinstance(accepted, int):
-            return None
-        return {"drafted": drafted, "accepted": accepted}
+        timings = mapping(chunk.get("timings"), "timings")
+        return acceptance(timings.get("draft_n"), timings.get("draft_n_accepted"), None, "timings")

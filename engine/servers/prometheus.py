@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from engine.servers.data import BadServerData
+
 
 def summed_samples(text: str) -> dict[str, float]:
     """Prometheus text -> {sample name: value}, counters summed over their label sets.
@@ -11,13 +13,19 @@ def summed_samples(text: str) -> dict[str, float]:
     SGLang and vLLM label every sample (model name, engine, ``is_streaming``, ...), so keeping
     only unlabelled samples would find nothing; a counter's total over label sets is what a rep
     delta needs. Gauges take the largest value (several ranks report the same setting).
+    Text that is not Prometheus exposition (an HTML error page, a proxy's banner) raises
+    :class:`BadServerData` with the parser's reason; values are not checked here (NaN is valid
+    Prometheus), the counters a delta reads are.
     """
     out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            value = float(s.value)
-            if s.name.endswith("_total"):
-                out[s.name] = out.get(s.name, 0.0) + value
-            else:
-                out[s.name] = max(out.get(s.name, value), value)
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                value = float(s.value)
+                if s.name.endswith("_total"):
+                    out[s.name] = out.get(s.name, 0.0) + value
+                else:
+                    out[s.name] = max(out.get(s.name, value), value)
+    except (ValueError, TypeError, IndexError, KeyError) as e:  # the parser's ways of saying "not mine"
+        raise BadServerData(f"not Prometheus text ({type(e).__name__}: {str(e)[:120]})") from e
     return out

@@ -115,6 +115,8 @@ import httpx
 
 from engine.servers.adapter import ServerAdapter
 from engine.servers.client import ChatReply, NextToken, Readiness, Unsupported, post_json
+from engine.servers.data import acceptance, mapping, token_ids
+from engine.servers.data import text as as_text
 from engine.servers.logs import Fact, FactValue, parse_number
 
 _Add = Callable[[str, FactValue], None]
@@ -536,6 +538,8 @@ class SGLangAdapter(ServerAdapter):
         if _METRIC_VERIFY not in samples:
             return ("no sglang:spec_verify_calls_total yet: speculative decoding is off "
                     "(--speculative-algorithm) or no request has finished")
+        if _METRIC_GEN not in samples:
+            return f"no {_METRIC_GEN}: the committed tokens a verify step's length needs"
         if _METRIC_BLOCK not in samples:
             return ("no sglang:spec_num_draft_tokens: acceptance length only; the rate needs the "
                     "block size (a newer SGLang exports it)")
@@ -546,29 +550,25 @@ class SGLangAdapter(ServerAdapter):
         return {"return_spec_tokens_details": True}
 
     def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, int] | None:
-        details = (chunk.get("sglext") or {}).get("spec_tokens_details")
+        details = mapping(chunk.get("sglext"), "sglext").get("spec_tokens_details")
         if isinstance(details, list):
             details = details[0] if details else None
-        if not isinstance(details, dict):
+        if details is None:
             details = chunk.get("meta_info")  # native /generate
-        if not isinstance(details, dict):
-            return None
-        drafted = details.get("spec_num_proposed_drafts")
-        accepted = details.get("spec_num_correct_drafts")
-        steps = details.get("spec_verify_ct")
-        if not isinstance(drafted, int) or not isinstance(accepted, int) or not drafted:
-            return None
-        out = {"drafted": drafted, "accepted": accepted}
-        if isinstance(steps, int):
-            out["drafts"] = steps
-        return out
+        details = mapping(details, "spec_tokens_details")
+        if not details.get("spec_num_proposed_drafts"):
+            return None  # nothing drafted (yet): no acceptance to count
+        return acceptance(details.get("spec_num_proposed_drafts"), details.get("spec_num_correct_drafts"),
+                          details.get("spec_verify_ct"), "spec_tokens_details")
 
     # -- quality requests -----------------------------------------------------------------------
 
     def render_chat(self, client: httpx.Client, messages: list[dict[str, Any]],
                     knobs: dict[str, Any]) -> str:
-        ids = [int(t) for t in post_json(client, "/tokenize", {"messages": messages, **knobs})["tokens"]]
-        text = str(post_json(client, "/detokenize", {"tokens": ids, "skip_special_tokens": False})["text"])
+        ids = token_ids(post_json(client, "/tokenize", {"messages": messages, **knobs})["tokens"],
+                        "/tokenize tokens")
+        body = {"tokens": ids, "skip_special_tokens": False}
+        text = as_text(post_json(client, "/detokenize", body)["text"], "/detokenize text")
         self._rendered[text] = ids
         self._rendered.move_to_end(text)
         while len(self._rendered) > _TEXT_CACHE:
@@ -579,7 +579,7 @@ class SGLangAdapter(ServerAdapter):
         if text in self._rendered:
             return list(self._rendered[text])
         body = {"prompt": text, "add_special_tokens": False}
-        return [int(t) for t in post_json(client, "/tokenize", body)["tokens"]]
+        return token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
 
     def chat_tokens(self, client: httpx.Client, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
         # 0.5.23 returns the generated ids in sglext when asked (serving_chat.py); they include
@@ -590,7 +590,7 @@ class SGLangAdapter(ServerAdapter):
             ids = ids[0]
         if not ids:
             raise Unsupported("sglang: no sglext.output_ids in the chat answer (SGLang before 0.5.2x?)")
-        return reply, [int(t) for t in ids]
+        return reply, token_ids(ids, "sglext.output_ids")
 
     def next_token(self, client: httpx.Client, ids: list[int], top_k: int,
                    fresh: bool) -> NextToken:
@@ -633,8 +633,7 @@ def _scope_counts(scope: str) -> list[tuple[str, int]]:
 
 def _next_token(top: list[list[Any]]) -> NextToken:
     # SGLang entries are [logprob, token_id, text-or-None], best first.
-    return NextToken([(int(t[1]), float(t[0])) for t in top],
-                     {int(t[1]): str(t[2] or "") for t in top})
+    return NextToken([(t[1], t[0]) for t in top], {t[1]: as_text(t[2], "token text") for t in top})
 
 
 def sglang_counters(gen_tokens: float, verify_calls: float,

@@ -82,6 +82,8 @@ import httpx
 
 from engine.servers.adapter import ServerAdapter
 from engine.servers.client import ChatReply, NextToken, Readiness, Unsupported, post_json
+from engine.servers.data import acceptance, mapping, number, token_ids
+from engine.servers.data import text as as_text
 from engine.servers.logs import Fact, FactValue
 from engine.servers.sglang import (
     looks_like_boot_fact,
@@ -321,16 +323,10 @@ class VLLMAdapter(ServerAdapter):
         return None
 
     def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, int] | None:
-        spec = (chunk.get("metrics") or {}).get("speculative_decoding")
-        if not isinstance(spec, dict):
-            return None
-        drafted, accepted = spec.get("num_draft_tokens"), spec.get("num_accepted_draft_tokens")
-        if not isinstance(drafted, int) or not isinstance(accepted, int):
-            return None
-        out = {"drafted": drafted, "accepted": accepted}
-        if isinstance(spec.get("num_spec_steps"), int):
-            out["drafts"] = spec["num_spec_steps"]
-        return out
+        spec = mapping(mapping(chunk.get("metrics"), "metrics").get("speculative_decoding"),
+                       "metrics.speculative_decoding")
+        return acceptance(spec.get("num_draft_tokens"), spec.get("num_accepted_draft_tokens"),
+                          spec.get("num_spec_steps"), "metrics.speculative_decoding")
 
     # -- quality requests -----------------------------------------------------------------------
 
@@ -341,8 +337,8 @@ class VLLMAdapter(ServerAdapter):
         kwargs = dict(knobs.get("chat_template_kwargs") or {})
         kwargs.update({k: v for k, v in knobs.items() if k != "chat_template_kwargs"})
         body = {"messages": messages, "add_generation_prompt": True, "chat_template_kwargs": kwargs}
-        ids = [int(t) for t in post_json(client, "/tokenize", body)["tokens"]]
-        text = str(post_json(client, "/detokenize", {"tokens": ids})["prompt"])
+        ids = token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
+        text = as_text(post_json(client, "/detokenize", {"tokens": ids})["prompt"], "/detokenize prompt")
         self._rendered[text] = ids
         self._rendered.move_to_end(text)
         while len(self._rendered) > _TEXT_CACHE:
@@ -353,7 +349,7 @@ class VLLMAdapter(ServerAdapter):
         if text in self._rendered:
             return list(self._rendered[text])
         body = {"prompt": text, "add_special_tokens": False}
-        return [int(t) for t in post_json(client, "/tokenize", body)["tokens"]]
+        return token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
 
     def chat_tokens(self, client: httpx.Client, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
         # return_token_ids puts the generated ids on the choice (chat_completion/protocol.py).
@@ -362,7 +358,7 @@ class VLLMAdapter(ServerAdapter):
         ids = choice.get("token_ids")
         if not isinstance(ids, list):
             raise Unsupported("vllm: no choices[0].token_ids in the chat answer (vLLM before 0.10.2?)")
-        return reply, [int(t) for t in ids]
+        return reply, token_ids(ids, "choices[0].token_ids")
 
     def next_token(self, client: httpx.Client, ids: list[int], top_k: int,
                    fresh: bool) -> NextToken:
@@ -370,7 +366,7 @@ class VLLMAdapter(ServerAdapter):
         lp = (out["choices"][0].get("logprobs") or {}).get("top_logprobs") or []
         if not lp or not lp[0]:
             raise ValueError(f"/v1/completions answered without top_logprobs: {str(out)[:300]}")
-        pairs = sorted(((int(k.removeprefix("token_id:")), float(v)) for k, v in lp[0].items()),
+        pairs = sorted(((int(k.removeprefix("token_id:")), number(v, "logprob")) for k, v in lp[0].items()),
                        key=lambda p: -p[1])[:top_k]
         return NextToken(pairs, {t: "" for t, _ in pairs})
 
@@ -397,8 +393,8 @@ def _config_value(text: str) -> FactValue:
 def _prompt_row(row: dict[str, Any], top_k: int) -> NextToken:
     # {token_id: {logprob, rank, decoded_token}}: the top-k by rank plus the prompt's own token.
     items = sorted(((int(t), d) for t, d in row.items()), key=lambda p: p[1].get("rank") or 1 << 30)
-    top = [(t, float(d["logprob"])) for t, d in items if (d.get("rank") or 1 << 30) <= top_k]
-    return NextToken(top, {t: str(d.get("decoded_token") or "") for t, d in items})
+    top = [(t, d["logprob"]) for t, d in items if (d.get("rank") or 1 << 30) <= top_k]
+    return NextToken(top, {t: as_text(d.get("decoded_token"), "decoded_token") for t, d in items})
 
 
 def next_token_body(ids: list[int], top_k: int) -> dict[str, Any]:

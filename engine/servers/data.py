@@ -1,0 +1,102 @@
+"""What a server sends is data: every field is type-checked here before the engine believes it.
+
+A field that is not what the server's API promises raises :class:`BadServerData` naming the field
+and the value; the callers turn that into a request error, a discarded metrics delta or an "error"
+verdict, never an engine error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+class BadServerData(ValueError):
+    """A server answered something its API does not promise; the message says what and where."""
+
+
+def show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def count(value: Any, what: str) -> int:
+    """A non-negative integer (a bool is not one)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise BadServerData(f"{what} is {show(value)}, not a count")
+
+
+def optional_count(value: Any, what: str) -> int | None:
+    """A count, or None where the server left the field out (null is left out, too)."""
+    return None if value is None else count(value, what)
+
+
+def number(value: Any, what: str) -> float:
+    """A finite number (a bool is not one)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    raise BadServerData(f"{what} is {show(value)}, not a finite number")
+
+
+def counter(value: Any, what: str) -> float:
+    """A Prometheus counter's value: finite and non-negative."""
+    if number(value, what) < 0:
+        raise BadServerData(f"{what} is {show(value)}, a negative counter")
+    return float(value)
+
+
+def token_ids(values: Any, what: str) -> list[int]:
+    if not isinstance(values, list):
+        raise BadServerData(f"{what} is {show(values)}, not a list of token ids")
+    return [count(v, f"{what}[{i}]") for i, v in enumerate(values)]
+
+
+def text(value: Any, what: str) -> str:
+    """A string field; null reads as empty."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    raise BadServerData(f"{what} is {show(value)}, not a string")
+
+
+def mapping(value: Any, what: str) -> dict[str, Any]:
+    """A JSON object field; null reads as empty."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    raise BadServerData(f"{what} is {show(value)}, not an object")
+
+
+def acceptance(drafted: Any, accepted: Any, drafts: Any, where: str) -> dict[str, int] | None:
+    """Per-request speculative counts: None when the server sent none, else checked counts.
+
+    More tokens accepted than drafted cannot happen; such a reply is bad data, not a rate above 1.
+    """
+    if drafted is None and accepted is None:
+        return None
+    out = {"drafted": count(drafted, f"{where} drafted"), "accepted": count(accepted, f"{where} accepted")}
+    if out["accepted"] > out["drafted"]:
+        raise BadServerData(f"{where}: {out['accepted']} tokens accepted of {out['drafted']} drafted")
+    if drafts is not None:
+        out["drafts"] = count(drafts, f"{where} verify steps")
+    return out
+
+
+@contextmanager
+def reading(what: str) -> Iterator[None]:
+    """An adapter reading a server's JSON: an answer of a shape it did not expect is bad data.
+
+    The adapters index answers as the API documents them; a server that answers otherwise makes
+    them raise KeyError, TypeError and the like, which here become a reason naming the request.
+    """
+    try:
+        yield
+    except BadServerData as e:
+        raise BadServerData(f"{what}: {e}") from e
+    except (TypeError, AttributeError, IndexError, KeyError, ValueError) as e:
+        raise BadServerData(f"{what}: the answer does not parse ({type(e).__name__}: {e})") from e
