@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,10 +20,15 @@ import uvloop
 
 from engine.servers.adapter import ServerAdapter
 from engine.servers.client import request_body
+from engine.servers.data import BadServerData, mapping, optional_count, reading, show, text
 
 LAG_TICK = 0.005  # the lag monitor's sleep; lag = how late it wakes
 CLIENT_BOUND_LAG_MS = 20.0
 CLIENT_BOUND_CPU = 0.8  # client CPU seconds per wall second on its one thread
+# A server may batch tokens into one chunk (speculative steps, a stream interval), but not
+# thousands: a count beyond this per chunk is not a count the stream carried.
+MAX_TOKENS_PER_CHUNK = 1024
+_CR = re.compile(rb"\r\n?")
 
 
 @dataclass
@@ -47,7 +53,10 @@ class PassResult:
 
 def _handle(payload: bytes, now: float, adapter: ServerAdapter, record: dict[str, Any],
             state: list[Any]) -> bool:
-    """One SSE data payload; False ends the stream. ``state`` = [last arrival, gaps, text_len]."""
+    """One SSE data payload; False ends the stream. ``state`` = [last arrival, gaps, text_len].
+
+    Whatever the payload, the outcome is the record's fields or its error, never an exception.
+    """
     if payload == b"[DONE]":
         return False
     try:
@@ -61,10 +70,25 @@ def _handle(payload: bytes, now: float, adapter: ServerAdapter, record: dict[str
     if "error" in chunk:
         record["error"] = f"stream error: {json.dumps(chunk['error'])[:300]}"
         return False
+    try:
+        _read_chunk(chunk, now, adapter, record, state)
+    except BadServerData as e:
+        record["error"] = f"bad stream chunk: {e}"[:300]
+        return False
+    return True
+
+
+def _read_chunk(chunk: dict[str, Any], now: float, adapter: ServerAdapter, record: dict[str, Any],
+                state: list[Any]) -> None:
     record["chunks"] += 1
-    for choice in chunk.get("choices") or ():
-        delta = choice.get("delta") or {}
-        n = len(delta.get("content") or "") + len(delta.get("reasoning_content") or "")
+    choices = chunk.get("choices")
+    if not isinstance(choices, list | None):
+        raise BadServerData(f"choices is {show(choices)}, not a list")
+    for i, choice in enumerate(choices or ()):
+        choice = mapping(choice, f"choices[{i}]")
+        delta = mapping(choice.get("delta"), f"choices[{i}].delta")
+        n = (len(text(delta.get("content"), "delta.content"))
+             + len(text(delta.get("reasoning_content"), "delta.reasoning_content")))
         if n:
             state[2] += n
             if record["first_token"] is None:
@@ -73,24 +97,51 @@ def _handle(payload: bytes, now: float, adapter: ServerAdapter, record: dict[str
                 state[1].append(now - state[0])
             state[0] = now
         if choice.get("finish_reason"):
-            record["finish_reason"] = choice["finish_reason"]
-    usage = chunk.get("usage")
+            record["finish_reason"] = text(choice["finish_reason"], "finish_reason")
+    usage = mapping(chunk.get("usage"), "usage")
     if usage:
-        record["completion_tokens"] = usage.get("completion_tokens")
-        record["prompt_tokens"] = usage.get("prompt_tokens")
-    acc = adapter.request_acceptance(chunk)
+        tokens = optional_count(usage.get("completion_tokens"), "usage.completion_tokens")
+        if tokens is not None:
+            record["completion_tokens"] = tokens
+        record["prompt_tokens"] = optional_count(usage.get("prompt_tokens"), "usage.prompt_tokens")
+    with reading(f"{adapter.name} acceptance fields"):
+        acc = adapter.request_acceptance(chunk)
     if acc:
         record["acceptance"] = acc
-    return True
+
+
+def _token_limit(body: dict[str, Any]) -> int | None:
+    """The most completion tokens the request allows (a knob may set either OpenAI name)."""
+    limits = [v for k in ("max_tokens", "max_completion_tokens")
+              if isinstance(v := body.get(k), int) and not isinstance(v, bool) and v > 0]
+    return min(limits) if limits else None
+
+
+def implausible(record: dict[str, Any], limit: int | None) -> str | None:
+    """Why a finished request's token count cannot be true, or None.
+
+    A request cannot return more tokens than it allowed, nor many more than its chunks could
+    carry: such a count (10^12 for a two-chunk reply) would otherwise be a row of 10^13 tok/s.
+    """
+    tokens = record["completion_tokens"]
+    if limit is not None and tokens > limit:
+        return f"usage says {tokens} completion tokens, more than the request's limit of {limit}"
+    if tokens > MAX_TOKENS_PER_CHUNK * max(record["chunks"], 1):
+        return (f"usage says {tokens} completion tokens, more than {record['chunks']} stream "
+                f"chunks can carry")
+    return None
 
 
 def _events(buf: bytes) -> tuple[list[bytes], bytes]:
     """Complete SSE events' data payloads in ``buf`` and the unfinished rest.
 
     Events end at a blank line; a payload of several ``data:`` lines is joined with newlines.
+    Lines end in CRLF, LF or CR (the SSE spec); the rest comes back with its line ends already
+    LF, so the events are the same wherever the network cut the stream.
     """
     if b"\r" in buf:
-        buf = buf.replace(b"\r\n", b"\n")  # a lone trailing \r waits for its \n in the rest
+        held = b"\r" if buf.endswith(b"\r") else b""  # may be the first half of a CRLF
+        buf = _CR.sub(b"\n", buf[:len(buf) - len(held)]) + held
     *events, rest = buf.split(b"\n\n")
     out = []
     for event in events:
@@ -107,29 +158,56 @@ async def _one(session: aiohttp.ClientSession, url: str, body: dict[str, Any],
     try:
         async with session.post(url, json=body) as response:
             if response.status != 200:
-                text = await response.text(errors="replace")
-                record["error"] = f"HTTP {response.status}: {text[:300]}"
+                answer = await response.text(errors="replace")
+                record["error"] = f"HTTP {response.status}: {answer[:300]}"
                 return
             # SSE by hand on whole network reads, not line by line: one await per read and one
             # timestamp per read (when the bytes arrived), whatever the number of events in it.
             buf = b""
             async for block in response.content.iter_any():
-                now = time.monotonic()
-                payloads, buf = _events(buf + block)
-                for payload in payloads:
-                    if not _handle(payload, now, adapter, record, state):
-                        return
+                buf, more = read_stream(buf + block, time.monotonic(), adapter, record, state)
+                if not more:
+                    return
     except (TimeoutError, aiohttp.ClientError) as e:
         record["error"] = f"{type(e).__name__}: {e}"[:300]
     except asyncio.CancelledError:
         record["error"] = "cancelled: the operator stopped the pass"
         raise
+    except Exception as e:  # noqa: BLE001
+        # The server's bytes also pass through aiohttp's HTTP parser, which has errors of its own
+        # beyond ClientError; whatever a server sends, the request is an error and the pass's
+        # receipt is still written.
+        record["error"] = f"unreadable answer: {type(e).__name__}: {e}"[:300]
     finally:
-        record["end"] = time.monotonic()
-        record["text_chars"] = state[2]
-        record["gaps_ms"] = [round(g * 1000, 2) for g in state[1]]
-        if record.get("completion_tokens") is None and not record.get("error"):
+        finish(record, state, time.monotonic(), body)
+
+
+def new_record(worker: int, index: int, prompt_index: int) -> dict[str, Any]:
+    return {"worker": worker, "index": index, "prompt_index": prompt_index, "first_token": None,
+            "completion_tokens": None, "chunks": 0, "error": None}
+
+
+def read_stream(buf: bytes, now: float, adapter: ServerAdapter, record: dict[str, Any],
+                state: list[Any]) -> tuple[bytes, bool]:
+    """The complete events in ``buf`` into ``record``: the unfinished rest, and False once the
+    stream has ended (``[DONE]`` or an error)."""
+    payloads, rest = _events(buf)
+    for payload in payloads:
+        if not _handle(payload, now, adapter, record, state):
+            return rest, False
+    return rest, True
+
+
+def finish(record: dict[str, Any], state: list[Any], now: float, body: dict[str, Any]) -> None:
+    """A request's record once its stream ended: no usage or an implausible one is its error."""
+    record["end"] = now
+    record["text_chars"] = state[2]
+    record["gaps_ms"] = [round(g * 1000, 2) for g in state[1]]
+    if not record.get("error"):
+        if record.get("completion_tokens") is None:
             record["error"] = "no usage in the stream: completion tokens unknown"
+        else:
+            record["error"] = implausible(record, _token_limit(body))
 
 
 async def _lag_monitor(samples: list[float], stop: asyncio.Event) -> None:
@@ -164,9 +242,7 @@ async def run_pass(base_url: str, adapter: ServerAdapter, prompts: Sequence[str]
                 i = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            rec: dict[str, Any] = {"worker": w, "index": i, "prompt_index": i % len(prompts),
-                                   "first_token": None, "completion_tokens": None, "chunks": 0,
-                                   "error": None}
+            rec = new_record(w, i, i % len(prompts))
             records.append(rec)
             body = request_body(prompts[i % len(prompts)], max_tokens, sampling, knobs, fields)
             in_flight[0] += 1

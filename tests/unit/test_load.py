@@ -1,8 +1,9 @@
 """engine.run.load: SSE framing, and failures recorded per request without crashing the pass.
 
 The failure cases use a fake server: a real llama-server cannot be made to send a malformed chunk,
-cut a stream mid-way or answer one request in four with HTTP 500 on cue (fault injection). The
-happy path is tested against the real testbed server in test_run.py and test_leak.py.
+cut a stream mid-way, answer one request in four with HTTP 500 or send a usage count that is not a
+count on cue (fault injection). The happy path is tested against the real testbed server in
+test_run.py and test_leak.py; bad server data in a whole campaign in test_server_data.py.
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ GOOD = (_sse({"choices": [{"delta": {"content": "Hello"}}]})
 
 
 class FaultyServer(threading.Thread):
-    """Answers requests in turn: good, HTTP 500, malformed chunk, cut mid-stream, no usage, hang."""
+    """Answers each request with the fault its prompt names: good, HTTP 500, malformed chunk, cut
+    mid-stream, no usage, hang, a usage count that is a string or 10^12, choices not a list."""
 
-    FAULTS = ["good", "http500", "malformed", "cut", "nousage", "hang"]
+    FAULTS = ["good", "http500", "malformed", "cut", "nousage", "hang", "usagestring", "usagehuge",
+              "choicesstring"]
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
@@ -75,6 +78,12 @@ class FaultyServer(threading.Thread):
             writer.write(ok + _sse({"choices": [{"delta": {"content": "a"}}]}))
         elif fault == "nousage":
             writer.write(ok + _sse({"choices": [{"delta": {"content": "a"}}]}) + b"data: [DONE]\n\n")
+        elif fault in ("usagestring", "usagehuge"):
+            tokens = "2" if fault == "usagestring" else 10**12
+            usage = _sse({"choices": [], "usage": {"completion_tokens": tokens}})
+            writer.write(ok + _sse({"choices": [{"delta": {"content": "a"}}]}) + usage + b"data: [DONE]\n\n")
+        elif fault == "choicesstring":
+            writer.write(ok + _sse({"choices": "oops"}) + b"data: [DONE]\n\n")
         elif fault == "hang":
             writer.write(ok + _sse({"choices": [{"delta": {"content": "a"}}]}))
             await writer.drain()
@@ -123,4 +132,8 @@ def test_failures_are_recorded_per_request(faulty: FaultyServer) -> None:
     assert by["cut"]["error"] == "no usage in the stream: completion tokens unknown"
     assert by["nousage"]["error"] == "no usage in the stream: completion tokens unknown"
     assert "Timeout" in by["hang"]["error"]
+    assert by["usagestring"]["error"] == "bad stream chunk: usage.completion_tokens is '2', not a count"
+    assert by["usagehuge"]["error"] == ("usage says 1000000000000 completion tokens, more than the "
+                                        "request's limit of 8")
+    assert by["choicesstring"]["error"] == "bad stream chunk: choices is 'oops', not a list"
     assert all(r["end"] >= r["start"] for r in res.records)
