@@ -348,6 +348,8 @@ class RowDone(Shape):
     accept_source: NotRequired[str]
     spread: NotRequired[float]
     failed_requests: NotRequired[int]
+    error: NotRequired[str]  # the commonest request error ("" when none failed)
+    metrics_rejected: NotRequired[str]  # reps whose metrics delta was bad server data, and why
 
 
 FIELDS: dict[EventKind, type] = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import ssl
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import certifi
 import httpx
@@ -24,6 +24,7 @@ from engine.run import stats
 from engine.run.context import RunContext, WindowContext
 from engine.run.load import PassResult, measure_pass
 from engine.servers.adapter import ServerAdapter
+from engine.servers.data import BadServerData, counter, reading
 
 
 @functools.cache
@@ -33,21 +34,58 @@ def _tls() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
-def scrape(base_url: str, adapter: ServerAdapter) -> tuple[dict[str, float] | None, str | None]:
+class Scrape(NamedTuple):
+    """One read of the speculative-decoding counters."""
+
+    counters: dict[str, float] | None
+    why: str | None  # why there are no counters (or what they lack)
+    rejected: bool = False  # the answer was bad data, not merely without counters
+
+
+def read_counters(adapter: ServerAdapter, status: int, body: str) -> Scrape:
+    """The counters in one metrics answer, or None and why; whatever the body, never an exception."""
+    if status != 200:
+        return Scrape(None, adapter.missing_metrics(status, None))
+    try:
+        with reading(adapter.metrics_path):
+            samples = adapter.metric_samples(body)
+            counters = adapter.spec_counters(samples)
+            if counters is not None:
+                counters = {k: counter(v, k) for k, v in counters.items()}
+    except BadServerData as e:
+        return Scrape(None, str(e), rejected=True)
+    why = adapter.missing_metrics(status, samples)
+    return Scrape(counters, why or (None if counters is not None else "no speculative-decoding counters"))
+
+
+def scrape(base_url: str, adapter: ServerAdapter) -> Scrape:
     """The adapter's speculative-decoding counters, or None and why (naming the server flag)."""
     try:
         r = httpx.get(base_url + adapter.metrics_path, timeout=10.0, verify=_tls())
     except httpx.HTTPError:
-        return None, adapter.missing_metrics(None, None)
-    samples = adapter.metric_samples(r.text) if r.status_code == 200 else None
-    why = adapter.missing_metrics(r.status_code, samples)
-    return (adapter.spec_counters(samples) if samples is not None else None), why
+        return Scrape(None, adapter.missing_metrics(None, None))
+    return read_counters(adapter, r.status_code, r.text)
 
 
-def _delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
-    if not before or not after:
-        return None
-    return {k: after[k] - before[k] for k in after if k in before}
+def _delta(before: Scrape, after: Scrape) -> tuple[dict[str, float] | None, str | None, bool]:
+    """The counters' change over a pass, else None, why, and whether the server's data is at fault.
+
+    Lifetime counters only grow; one that shrank means the server restarted or reset them during
+    the pass, and a negative delta would read as a negative acceptance: the delta is discarded.
+    """
+    for s in (before, after):
+        if s.rejected:
+            return None, s.why, True
+    if before.counters is None or after.counters is None:
+        return None, after.why or before.why, False
+    common = [k for k in after.counters if k in before.counters]
+    if not common:
+        return None, "metrics counters changed shape during the pass", False
+    back = [f"{k} {before.counters[k]:g} -> {after.counters[k]:g}" for k in common
+            if after.counters[k] < before.counters[k]]
+    if back:
+        return None, f"counters went backwards ({', '.join(back)}): the server restarted or reset them", True
+    return {k: after.counters[k] - before.counters[k] for k in common}, None, False
 
 
 def shape_files(wdir: Path, cls: str, c: int, attempt: int, rep: int | str) -> Path:
@@ -115,14 +153,15 @@ class Measurement:
     def _pass(self, run: RunContext, ctx: WindowContext, cls: str,
               c: int) -> tuple[PassResult, dict[str, float] | None]:
         wl = run.campaign.workload
-        before, _ = scrape(ctx.server.base_url, ctx.adapter)
+        before = scrape(ctx.server.base_url, ctx.adapter)
         res = measure_pass(ctx.server.base_url, ctx.adapter, run.prompts[cls], c,
                            wl.requests_for(c), wl.max_tokens, dict(wl.sampling), dict(wl.knobs),
                            run.campaign.timeouts.request, stop=run.controls.abort.is_set)
-        after, why = scrape(ctx.server.base_url, ctx.adapter)
-        delta = _delta(before, after)
+        delta, why, rejected = _delta(before, scrape(ctx.server.base_url, ctx.adapter))
         if delta is None:
-            res.extra["metrics_missing"] = why or "metrics counters changed shape during the pass"
+            res.extra["metrics_missing"] = why or "no metrics counters"
+        if rejected:  # the row says so: bad data from the server, not a flag left off
+            res.extra["metrics_rejected"] = why
         if any(r.get("error") for r in res.records) and not ctx.server.alive():
             raise WindowFailed(f"server died during a pass (exit code {ctx.server.exit_code()})")
         return res, delta
@@ -196,9 +235,12 @@ class Measurement:
                         reason=f"the server failed after {len(reps)} reps: {e}",
                         source=";".join(paths), **{**fig, "status": "failed"})
             raise
-        reason = ""
+        reasons = []
         if row["status"] == "void":
-            reason = _void_reason(row, policy, c) + f" after {attempt - first_attempt + 1} attempts"
+            reasons.append(_void_reason(row, policy, c) + f" after {attempt - first_attempt + 1} attempts")
+        if row["metrics_rejected"]:
+            reasons.append(f"acceptance not measured: {row['metrics_rejected']}")
+        reason = "; ".join(reasons)
         run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
                     reason=reason, source=";".join(paths), **row)
 
@@ -231,7 +273,7 @@ class Measurement:
 
 def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, c: int) -> str:
     if row["failed_requests"]:
-        return f"{row['failed_requests']} failed requests"
+        return f"{row['failed_requests']} failed requests ({row['error']})"
     threshold = percent(policy.spread)
     # One digit past the threshold's own, so the two never print alike ("0.51% > 0.5%").
     digits = len(threshold.rstrip("%").partition(".")[2]) + 1

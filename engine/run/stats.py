@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -118,6 +119,9 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
     acc = acceptance(drafts, drafted, accepted)
     source = "metrics" if have_metrics and drafted else ("per-request" if drafted else "")
     status = "void" if failed else classify(aggs, concurrency, policy)
+    errors = Counter(str(r["error"]) for _, records in reps for r in records if r.get("error"))
+    rejected = [f"rep {h.get('rep')}: {h['client']['metrics_rejected']}" for h, _ in reps
+                if (h.get("client") or {}).get("metrics_rejected")]
     return {
         "reps": len(figs),
         "rep_tok_s": aggs,
@@ -131,4 +135,8 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
         "spread": round(spread(aggs), 4),
         "status": status,
         "failed_requests": failed,
+        # The commonest request error, so that a void row says why without opening its receipts.
+        "error": errors.most_common(1)[0][0][:200] if errors else "",
+        # Metrics deltas discarded because the server's counters were bad data (see measure._delta).
+        "metrics_rejected": "; ".join(rejected)[:300],
     }
