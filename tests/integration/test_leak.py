@@ -62,40 +62,52 @@ class SlowingProxy(threading.Thread):
         self.ready = threading.Event()
         self.loop = asyncio.new_event_loop()
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    hold: bool = False) -> None:
-        """Forward every byte; with ``hold``, the whole response, held back for HOLD times as
-        long as the server took to give it.
+    def holds(self, request: bytes) -> bool:
+        """Whether the response to this request (its first bytes) is held back whole."""
+        if request.startswith(b"POST /v1/chat/completions") and self.slow():
+            self.slowed += 1
+            return True
+        return False
+
+    async def release(self, request: bytes, response: bytes, took: float) -> bytes:
+        """A held response as the client gets it: the same bytes, HOLD times as late as the server
+        took to give them.
 
         Relative, not a fixed delay: under CPU load the server itself slows, and a fixed delay
         could drown in that noise; a held rep is always about HOLD + 1 times slower.
         """
+        await asyncio.sleep(HOLD * took)
+        return response
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    held_for: bytes | None = None) -> None:
+        """Forward every byte; with ``held_for`` (the request), the whole response, through
+        :meth:`release`."""
         t0, held = time.monotonic(), b""
         try:
             while data := await reader.read(65536):
-                if hold:
+                if held_for is not None:
                     held += data
                     continue
                 writer.write(data)
                 await writer.drain()
-            if hold:
-                await asyncio.sleep(HOLD * (time.monotonic() - t0))
-                writer.write(held)
+            if held_for is not None:
+                writer.write(await self.release(held_for, held, time.monotonic() - t0))
                 await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
             writer.close()
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def forward(self, first: bytes, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
         up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream)
-        first = await reader.read(65536)
-        slow = False
-        if first.startswith(b"POST /v1/chat/completions") and self.slow():
-            self.slowed += 1
-            slow = True
         up_w.write(first)
-        await asyncio.gather(self._pipe(reader, up_w), self._pipe(up_r, writer, hold=slow))
+        await asyncio.gather(self._pipe(reader, up_w),
+                             self._pipe(up_r, writer, held_for=first if self.holds(first) else None))
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await self.forward(await reader.read(65536), reader, writer)
 
     async def _main(self) -> None:
         server = await asyncio.start_server(self._client, "127.0.0.1", self.port)

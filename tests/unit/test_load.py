@@ -3,7 +3,8 @@
 The failure cases use a fake server: a real llama-server cannot be made to send a malformed chunk,
 cut a stream mid-way, answer one request in four with HTTP 500 or send a usage count that is not a
 count on cue (fault injection). The happy path is tested against the real testbed server in
-test_run.py and test_leak.py; bad server data in a whole campaign in test_server_data.py.
+test_run.py and test_leak.py; bad server data in a whole campaign in
+tests/integration/test_bad_server_campaign.py.
 """
 
 from __future__ import annotations
