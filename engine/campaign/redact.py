@@ -11,12 +11,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from engine.campaign.spec import Campaign, expand
 from engine.campaign.yamlmarks import KeyPath, Problem, load_marked
-
-if TYPE_CHECKING:
-    from engine.campaign.spec import Campaign
 
 # HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, OPENAI_KEY, HF_AUTH...; not
 # MAX_TOKENS or TOKENIZERS_PARALLELISM, whose values (4096, false) are no credential and occur
@@ -70,7 +68,6 @@ class Redactor:
 def redactor_for(campaign: Campaign, environ: Mapping[str, str] | None = None) -> Redactor:
     """The secret-looking variables of this host (a process server inherits them all, and an
     argument may expand any of them) and the campaign's secret-looking ``env`` entries."""
-    from engine.campaign.spec import expand
 
     env = dict(os.environ if environ is None else environ)
     secrets = {k: v for k, v in env.items() if is_secret(k)}

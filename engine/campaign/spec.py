@@ -8,7 +8,6 @@ SpecError so a user fixes a file in one pass.
 import json
 import math
 import re
-import sys
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from pathlib import Path
@@ -27,7 +26,6 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from engine.campaign.redact import argv_warnings
 from engine.campaign.yamlmarks import (
     Issue,
     MarkedDoc,
@@ -796,22 +794,3 @@ def _dig(raw: Mapping[Any, Any], section: str, key: str) -> Any:
 
 
 # --- CLI --------------------------------------------------------------------------------
-
-
-def cmd_validate(path: str) -> int:
-    """`ruler validate FILE`: a one-line summary and 0, or every problem on stderr and 2."""
-    try:
-        campaign = load_campaign(path)
-    except SpecError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        return 2
-    workload = campaign.workload
-    print(
-        f"OK: {campaign.name}: {len(campaign.windows)} windows in {len(campaign.sessions)} "
-        f"sessions, {len(workload.classes)} classes x concurrency {list(workload.concurrency)}, "
-        f"{workload.reps} reps"
-    )
-    for warning in argv_warnings(campaign):
-        print(warning, file=sys.stderr)
-    return 0

@@ -32,7 +32,7 @@ def _cmd_testbed(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from engine.campaign.spec import cmd_validate
+    from engine.commands.validate import cmd_validate
 
     return cmd_validate(args.file)
 

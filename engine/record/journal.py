@@ -9,15 +9,10 @@ skips it, says where it is, and nothing ever cuts it away: the file is the run's
 from __future__ import annotations
 
 import json
-import os
-import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from engine.record.results import open_append
 
 Event = dict[str, Any]
 EXCERPT = 60  # characters of a damaged line worth showing
@@ -122,45 +117,3 @@ def damage_report(path: str | Path, damage: list[Damage], limit: int = 5) -> str
     if len(damage) > limit:
         lines.append(f"... and {len(damage) - limit} more damaged lines")
     return "\n".join(lines)
-
-
-class JournalDamaged(ValueError):
-    """The journal has lines that are not events: appending after them would bury them."""
-
-    def __init__(self, path: Path, damage: list[Damage]) -> None:
-        self.path, self.damage = path, damage
-        super().__init__(f"damaged journal:\n{damage_report(path, damage)}")
-
-
-class Journal:
-    """Append-only writer. Thread-safe: the runner and the control socket both write.
-
-    It cuts a torn last line and nothing else; a damaged journal is refused, never trimmed.
-    """
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        from engine.record.state import fold_read  # here: engine.record.state imports this module
-
-        read = read_journal(self.path)
-        damage = fold_read(read).damage  # lines that are not events, and seqs out of sequence
-        if damage:
-            raise JournalDamaged(self.path, damage)
-        self._f = open_append(self.path)
-        if read.torn:
-            self._f.truncate(read.length)  # so the next event starts on its own line
-        self.seq = max((e["seq"] for _, e in read.events), default=0)
-
-    def append(self, kind: str, **data: Any) -> Event:
-        with self._lock:
-            self.seq += 1
-            event = {"seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **data}
-            self._f.write(json.dumps(event, separators=(",", ":"), default=str).encode() + b"\n")
-            self._f.flush()
-            os.fsync(self._f.fileno())
-            return event
-
-    def close(self) -> None:
-        with self._lock:
-            self._f.close()

@@ -10,9 +10,7 @@ hold what the operator would not show other users of the machine).
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 import json
 import os
 import platform
@@ -20,12 +18,9 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from engine import __version__
-
-if TYPE_CHECKING:  # state -> journal -> results (open_append): a runtime import would be a cycle
-    from engine.record.state import RunState
 
 CAMPAIGN = "campaign.yaml"
 ENV = "env.json"
@@ -33,11 +28,6 @@ JOURNAL = "journal.jsonl"
 THROUGHPUT = "throughput.csv"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
-
-CSV_COLUMNS = ["session", "window", "axis", "class", "concurrency", "reps", "agg_tok_s",
-               "per_user_tok_s", "ttft_ms", "decode_tok_s", "accept_len", "accept_rate",
-               "accept_source", "spread", "status", "attempts", "reason", "source", "ruler_check"]
-
 
 def new_run_dir(results_root: Path, campaign: str, today: dt.date | None = None) -> Path:
     """Claim ``<date>-<campaign>``, or the first free ``-2``, ``-3``...; mkdir makes it atomic."""
@@ -125,54 +115,3 @@ def env_facts(runtime: str, images: list[str], extra: dict[str, Any]) -> dict[st
         "nvidia_smi": _nvidia_smi(),
         **extra,
     }
-
-
-# ---------------------------------------------------------------- rep receipts, throughput.csv
-
-def write_rep(path: Path, header: dict[str, Any], records: list[dict[str, Any]]) -> None:
-    lines = [json.dumps({"kind": "rep", **header})]
-    lines += [json.dumps({"kind": "request", **r}) for r in records]
-    write_atomic(path, "\n".join(lines) + "\n")
-
-
-def read_rep(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    header: dict[str, Any] = {}
-    records: list[dict[str, Any]] = []
-    for line in path.read_text().splitlines():
-        obj = json.loads(line)
-        kind = obj.pop("kind")
-        if kind == "rep":
-            header = obj
-        else:
-            records.append(obj)
-    return header, records
-
-
-def throughput_rows(state: RunState) -> list[dict[str, Any]]:
-    """The finished rows, each with its window's ruler check verdict ("ruler suspect" loudly)."""
-    def ruler(session: str, window: str) -> str:
-        ws = state.windows.get(f"{session}-{window}")
-        return str(ws.verdicts.get("knobs", {}).get("verdict", "")) if ws else ""
-
-    return [{**r.row, "ruler_check": ruler(r.session, r.window)} for r in state.rows.values() if r.row]
-
-
-def write_throughput(run_dir: Path, rows: list[dict[str, Any]]) -> None:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    for row in rows:
-        w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
-    write_atomic(run_dir / THROUGHPUT, buf.getvalue())
-
-
-class ThroughputWriter:
-    """A journal listener: throughput.csv is rewritten when a row lands or a ruler-check verdict
-    changes its ``ruler_check`` column, so the file on disk always matches the fold."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
-
-    def __call__(self, event: dict[str, Any], state: RunState) -> None:
-        if event["kind"] == "row_done" or (event["kind"] == "verdict" and event.get("check") == "knobs"):
-            write_throughput(self.run_dir, throughput_rows(state))

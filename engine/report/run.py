@@ -18,7 +18,7 @@ from engine.campaign.spec import Campaign
 from engine.record import results
 from engine.record.events import CONTROL
 from engine.record.journal import Event, read_events
-from engine.record.results import read_rep
+from engine.record.receipts import read_rep
 from engine.record.state import RunState, WindowState, fold, row_key
 from engine.run import stats
 

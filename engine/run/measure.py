@@ -18,7 +18,8 @@ import httpx
 from engine.campaign.spec import percent
 from engine.errors import WindowFailed
 from engine.record.events import EventKind
-from engine.record.results import DIR_MODE, read_rep, write_rep
+from engine.record.receipts import read_rep, write_rep
+from engine.record.results import DIR_MODE
 from engine.record.state import row_key
 from engine.run import stats
 from engine.run.context import RunContext, WindowContext

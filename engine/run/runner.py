@@ -18,8 +18,10 @@ from engine.campaign.spec import Campaign, ServerConfig
 from engine.errors import WindowFailed
 from engine.record import results
 from engine.record.events import CONTROL, EventKind, check
-from engine.record.journal import Event, Journal, read_events
+from engine.record.journal import Event, read_events
+from engine.record.receipts import ThroughputWriter
 from engine.record.state import RunState, apply, fold
+from engine.record.writer import Journal
 from engine.run.boot import BootOutcome, LogPump, wait_ready
 from engine.run.context import Controls, Phase, RunContext, WindowContext
 from engine.run.measure import Measurement
@@ -90,7 +92,7 @@ class Runner:
         self.reboots: dict[str, int] = {}
         self._emit_lock = threading.RLock()
         # Files derived from the fold (throughput.csv) follow the journal, event by event.
-        self.listeners: list[Callable[[Event, RunState], None]] = [results.ThroughputWriter(run_dir)]
+        self.listeners: list[Callable[[Event, RunState], None]] = [ThroughputWriter(run_dir)]
         leak = campaign.leak
         self.leak_policy = LeakPolicy(leak.min_concurrency, leak.spread, leak.max_reruns)
         # What phases and operator commands see of the run: never the runner itself.

@@ -22,8 +22,9 @@ import pytest
 from textual.pilot import Pilot
 
 from engine import testbed as tb_mod
-from engine.record.journal import Journal, read_events
+from engine.record.journal import read_events
 from engine.record.state import fold
+from engine.record.writer import Journal
 from engine.run.control import CommandRefused, ControlServer
 from tui.app import RulerConsole, farewell
 from tui.follow import Link

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.campaign.dryrun import cmd_dry_run, dry_run
-from engine.campaign.spec import cmd_validate
+from engine.commands.validate import cmd_validate
 
 ROOT = Path(__file__).resolve().parents[2]
 GLM = ROOT / "campaigns" / "glm53-flash-round3.yaml"

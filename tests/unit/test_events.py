@@ -10,7 +10,8 @@ import pytest
 
 from engine.campaign.spec import load_campaign
 from engine.record.events import ENVELOPE, EventKind, MalformedEvent, RowStatus, check
-from engine.record.journal import Journal, read_events
+from engine.record.journal import read_events
+from engine.record.writer import Journal
 from engine.run.runner import Runner
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

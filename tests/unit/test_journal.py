@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from engine.commands.cli import main
 from engine.record import results
-from engine.record.journal import Journal, JournalDamaged, read_events
+from engine.record.journal import read_events
 from engine.record.state import RunState, apply, fold, fold_journal
+from engine.record.writer import Journal, JournalDamaged
 
 
 def test_events_are_numbered_and_readable(tmp_path: Path) -> None:

@@ -11,13 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from engine.campaign.plan import plan_launch
 from engine.campaign.spec import (
     DEFAULT_GREEDY_FILE,
     Campaign,
     Problem,
     SpecError,
     UnresolvedVariable,
-    cmd_validate,
     expand,
     load_campaign,
     percent,
@@ -25,10 +25,11 @@ from engine.campaign.spec import (
     render_args,
 )
 from engine.commands.cli import main
+from engine.commands.validate import cmd_validate
 from engine.record import results
 from engine.record.state import row_key
 from engine.run.measure import shape_files
-from engine.run.runner import Runner
+from engine.servers import get_adapter
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "spec"
 VALID = FIXTURES / "valid.yaml"
@@ -822,8 +823,7 @@ def test_names_that_validate_are_safe_to_join(sessions: list[str], windows: list
             return
         run = Path(tmp) / "run"
         (run / "windows").mkdir(parents=True)
-        (run / "engine.json").write_text('{"run_id": "r"}')
-        runner = Runner(campaign, run, "process", {})
+        adapter = get_adapter(campaign.server)
         dirs, keys, files, containers = set(), set(), set(), set()
         for session in campaign.sessions:
             for window in campaign.windows_in(session):
@@ -831,7 +831,7 @@ def test_names_that_validate_are_safe_to_join(sessions: list[str], windows: list
                 assert wdir.resolve().parent == (run / "windows").resolve()
                 dirs.add(wdir.name)
                 for tag in ("", "-rerun1", "-rerun12"):
-                    plan = runner.plan(session, window, campaign.config_for(window), tag)
+                    plan = plan_launch(campaign, adapter, "process", "r", session, window, {}, tag=tag)
                     assert re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+", plan.name), plan.name
                     containers.add(plan.name)
                 for cls in campaign.workload.classes:
@@ -841,7 +841,6 @@ def test_names_that_validate_are_safe_to_join(sessions: list[str], windows: list
                             rep_file = shape_files(wdir, cls, c, attempt, rep)
                             assert rep_file.resolve().parent == (wdir / "reps").resolve()
                             files.add(rep_file.relative_to(run))
-        runner.journal.close()
         n_windows = sum(len(campaign.windows_in(s)) for s in campaign.sessions)
         n_classes = len(campaign.workload.classes)
         assert len(dirs) == n_windows

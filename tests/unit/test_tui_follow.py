@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 from engine.record.events import EventKind
-from engine.record.journal import Journal, read_events
+from engine.record.journal import read_events
 from engine.record.state import RunState, apply, fold
+from engine.record.writer import Journal
 from tui import view
 from tui.follow import Batch, Follower, Tail
 

@@ -1,0 +1,67 @@
+"""The receipts every figure is computed from, and their schemas: one JSON-lines file per rep (the
+rep's header, then one record per request) and throughput.csv (one row per session, window, class
+and concurrency, naming the rep files it was computed from)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.record.results import THROUGHPUT, write_atomic
+from engine.record.state import RunState
+
+CSV_COLUMNS = ["session", "window", "axis", "class", "concurrency", "reps", "agg_tok_s",
+               "per_user_tok_s", "ttft_ms", "decode_tok_s", "accept_len", "accept_rate",
+               "accept_source", "spread", "status", "attempts", "reason", "source", "ruler_check"]
+
+
+def write_rep(path: Path, header: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    lines = [json.dumps({"kind": "rep", **header})]
+    lines += [json.dumps({"kind": "request", **r}) for r in records]
+    write_atomic(path, "\n".join(lines) + "\n")
+
+
+def read_rep(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    header: dict[str, Any] = {}
+    records: list[dict[str, Any]] = []
+    for line in path.read_text().splitlines():
+        obj = json.loads(line)
+        kind = obj.pop("kind")
+        if kind == "rep":
+            header = obj
+        else:
+            records.append(obj)
+    return header, records
+
+
+def throughput_rows(state: RunState) -> list[dict[str, Any]]:
+    """The finished rows, each with its window's ruler check verdict ("ruler suspect" loudly)."""
+    def ruler(session: str, window: str) -> str:
+        ws = state.windows.get(f"{session}-{window}")
+        return str(ws.verdicts.get("knobs", {}).get("verdict", "")) if ws else ""
+
+    return [{**r.row, "ruler_check": ruler(r.session, r.window)} for r in state.rows.values() if r.row]
+
+
+def write_throughput(run_dir: Path, rows: list[dict[str, Any]]) -> None:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
+    write_atomic(run_dir / THROUGHPUT, buf.getvalue())
+
+
+class ThroughputWriter:
+    """A journal listener: throughput.csv is rewritten when a row lands or a ruler-check verdict
+    changes its ``ruler_check`` column, so the file on disk always matches the fold."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+
+    def __call__(self, event: dict[str, Any], state: RunState) -> None:
+        if event["kind"] == "row_done" or (event["kind"] == "verdict" and event.get("check") == "knobs"):
+            write_throughput(self.run_dir, throughput_rows(state))
