@@ -7,6 +7,7 @@ Garbage gets an error reply; the engine never stops for a bad client.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -104,13 +105,32 @@ class _Server(socketserver.ThreadingUnixStreamServer):
         os.chmod(path, 0o600)
 
 
+# sun_path holds 108 bytes: a results tree deep enough (long tmp dirs, long campaign names) makes the
+# socket's path too long to bind or connect. /proc/self/fd/N/ names the same directory in ~20.
+_SUN_PATH = 100
+
+
+@contextlib.contextmanager
+def _addressable(path: Path) -> Iterator[str]:
+    """A name of ``path`` that fits in a Unix socket address, valid inside the ``with``."""
+    if len(os.fsencode(path)) <= _SUN_PATH:
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
+
+
 class ControlServer:
     """Serves the socket on a daemon thread until closed."""
 
     def __init__(self, run_dir: Path, handler: Handler) -> None:
         self.path = run_dir / SOCKET
         self.path.unlink(missing_ok=True)  # a dead engine's socket; the run lock guards liveness
-        self._server = _Server(str(self.path), handler)
+        with _addressable(self.path) as address:
+            self._server = _Server(address, handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
                                         name="control-socket")
         self._thread.start()
@@ -126,7 +146,8 @@ def send(run_dir: Path, cmd: str, args: list[str] | None = None,
     """One command, one reply. Raises OSError when no engine listens."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
-        s.connect(str(Path(run_dir) / SOCKET))
+        with _addressable(Path(run_dir) / SOCKET) as address:
+            s.connect(address)
         s.sendall(json.dumps({"cmd": cmd, "args": args or []}).encode() + b"\n")
         buf = b""
         while not buf.endswith(b"\n"):

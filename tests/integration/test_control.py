@@ -286,6 +286,21 @@ def test_socket_is_owner_only_and_survives_garbage() -> None:
     assert seen == ["boom", "status"]
 
 
+def test_a_run_directory_too_deep_for_a_socket_address_still_serves(tmp_path: Path) -> None:
+    """A Unix socket address holds 108 bytes; a results tree under a long path used to end the
+    engine with ``OSError: AF_UNIX path too long`` when it bound its socket."""
+    deep = tmp_path.joinpath(*["a-long-results-directory-name"] * 5)
+    deep.mkdir(parents=True)
+    assert len(str(deep / control.SOCKET)) > 108
+    server = control.ControlServer(deep, _did)
+    try:
+        assert (deep / control.SOCKET).stat().st_mode & 0o777 == 0o600
+        assert control.send(deep, "status") == {"ok": True, "reply": "did status"}
+    finally:
+        server.close()
+    assert not (deep / control.SOCKET).exists()
+
+
 # ------------------------------------------------------------------ bad requests
 
 def _did(cmd: str, args: list[str], who: dict[str, Any]) -> str:
