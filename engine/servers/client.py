@@ -52,8 +52,9 @@ class Readiness(enum.Enum):
     DEAD = "dead"  # answered with a state that will not turn into READY
 
 
-class Unsupported(NotImplementedError):
-    """The server (or this adapter) cannot answer a quality request; the receipt says so."""
+class Unsupported(Exception):
+    """The server (or this adapter) cannot answer a quality request; the receipt says so. A finding
+    about the server, not a gap in ruler: an "unsupported" verdict, never an error."""
 
 
 @dataclass(frozen=True)
