@@ -17,9 +17,9 @@ import yaml
 from engine.campaign.spec import Campaign
 from engine.record import results
 from engine.record.events import CONTROL
-from engine.record.journal import Event, read_events
+from engine.record.journal import Event, read_journal
 from engine.record.receipts import read_rep
-from engine.record.state import RunState, WindowState, fold, row_key
+from engine.record.state import RunState, WindowState, fold_read, row_key
 from engine.run import stats
 
 USABLE = ("ok", "noisy")  # a void, failed or aborted row has no figure to compare
@@ -179,8 +179,9 @@ def load_run(run_dir: str | Path) -> RunView:
     if not (d / results.JOURNAL).exists() and not (d / results.THROUGHPUT).exists():
         raise ReportError(f"{d} is not a ruler run directory (no {results.JOURNAL} or "
                           f"{results.THROUGHPUT})")
-    events = read_events(d / results.JOURNAL)
-    state = fold(events)
+    read = read_journal(d / results.JOURNAL)  # damaged lines are kept in state.damage, and said
+    events = [e for _, e in read.events]
+    state = fold_read(read)
     campaign, raw, note = read_campaign(d)
     return RunView(d, events, state, read_rows(d, state), campaign, raw, note, read_json(d / results.ENV))
 

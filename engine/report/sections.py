@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from engine.record import results
+from engine.record.journal import damage_report
 from engine.report.run import CONTROL, Row, RunView, read_json
 from engine.report.text import acceptance_text, delta, fixed, pct, reps_text, table, tok, when
 from engine.report.verdicts import verdict_cell, verdict_lines
@@ -27,6 +29,10 @@ def header(view: RunView) -> list[str]:
         "of the two rows' spreads.", ""]
     if st.error:
         lines += [f"**Engine error**: {st.error}", ""]
+    if st.damage:
+        lines += [f"**Journal damaged** at {len(st.damage)} line(s): the report folds every valid "
+                  "event around them; the lines themselves are not events.", "", "```",
+                  damage_report(view.dir / results.JOURNAL, st.damage), "```", ""]
     return lines
 
 
