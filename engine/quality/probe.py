@@ -11,8 +11,7 @@ import httpx
 
 from engine.quality.maths import spread_positions
 from engine.quality.reference import Item, Scores
-from engine.servers.adapter import ServerAdapter
-from engine.servers.client import ChatReply, Unsupported
+from engine.servers.client import ChatReply, ServerClient, Unsupported
 from engine.servers.data import reading
 
 
@@ -41,7 +40,7 @@ def greedy_text(reply: ChatReply) -> str:
 class Probe:
     """One window's server, through the adapter, and a request counter (the receipts' cost)."""
 
-    adapter: ServerAdapter
+    adapter: ServerClient
     client: httpx.Client
     stopping: Callable[[], bool]
     requests: int = 0

@@ -17,9 +17,8 @@ import httpx
 
 from engine.record.results import open_append
 from engine.runtime.base import Server
-from engine.servers.adapter import ServerAdapter
-from engine.servers.client import Readiness
-from engine.servers.logs import BootFacts, Fact
+from engine.servers.client import Readiness, ServerClient
+from engine.servers.logs import BootFacts, Fact, LogReader
 
 TAIL_LINES = 200
 # After the health probe says ready, how long the log pump may take to read up to the server's own
@@ -30,7 +29,7 @@ LOG_CATCH_UP_S = 10.0
 class LogPump(threading.Thread):
     """Copies the server's output to ``boot.log`` and feeds boot facts until frozen."""
 
-    def __init__(self, server: Server, adapter: ServerAdapter, log_path: Path,
+    def __init__(self, server: Server, adapter: LogReader, log_path: Path,
                  on_fact: Callable[[Fact], None], scrub: Callable[[str], str] = lambda s: s) -> None:
         super().__init__(daemon=True, name="log-pump")
         self.server, self.adapter, self.log_path = server, adapter, log_path
@@ -84,7 +83,7 @@ class BootOutcome:
     error_lines: list[str] = field(default_factory=list)
 
 
-def probe(client: httpx.Client, base_url: str, adapter: ServerAdapter) -> Readiness:
+def probe(client: httpx.Client, base_url: str, adapter: ServerClient) -> Readiness:
     try:
         r = client.get(base_url + adapter.health_path, timeout=5.0)
     except httpx.TransportError:
@@ -92,7 +91,7 @@ def probe(client: httpx.Client, base_url: str, adapter: ServerAdapter) -> Readin
     return adapter.readiness(r.status_code, r.content)
 
 
-def wait_ready(server: Server, adapter: ServerAdapter, pump: LogPump, timeout: float,
+def wait_ready(server: Server, adapter: ServerClient, pump: LogPump, timeout: float,
                interval: float = 0.5, cancelled: Callable[[], bool] = lambda: False) -> BootOutcome:
     started = time.monotonic()
     with httpx.Client() as client:

@@ -18,8 +18,7 @@ import aiohttp
 import orjson
 import uvloop
 
-from engine.servers.adapter import ServerAdapter
-from engine.servers.client import request_body
+from engine.servers.client import ServerClient, request_body
 from engine.servers.data import BadServerData, mapping, optional_count, reading, show, text
 
 LAG_TICK = 0.005  # the lag monitor's sleep; lag = how late it wakes
@@ -51,7 +50,7 @@ class PassResult:
                 "achieved_concurrency": round(self.achieved_concurrency, 3), **self.extra}
 
 
-def _handle(payload: bytes, now: float, adapter: ServerAdapter, record: dict[str, Any],
+def _handle(payload: bytes, now: float, adapter: ServerClient, record: dict[str, Any],
             state: list[Any]) -> bool:
     """One SSE data payload; False ends the stream. ``state`` = [last arrival, gaps, text_len].
 
@@ -78,7 +77,7 @@ def _handle(payload: bytes, now: float, adapter: ServerAdapter, record: dict[str
     return True
 
 
-def _read_chunk(chunk: dict[str, Any], now: float, adapter: ServerAdapter, record: dict[str, Any],
+def _read_chunk(chunk: dict[str, Any], now: float, adapter: ServerClient, record: dict[str, Any],
                 state: list[Any]) -> None:
     record["chunks"] += 1
     choices = chunk.get("choices")
@@ -152,7 +151,7 @@ def _events(buf: bytes) -> tuple[list[bytes], bytes]:
 
 
 async def _one(session: aiohttp.ClientSession, url: str, body: dict[str, Any],
-               adapter: ServerAdapter, record: dict[str, Any]) -> None:
+               adapter: ServerClient, record: dict[str, Any]) -> None:
     record["start"] = time.monotonic()
     state: list[Any] = [record["start"], [], 0]
     try:
@@ -187,7 +186,7 @@ def new_record(worker: int, index: int, prompt_index: int) -> dict[str, Any]:
             "completion_tokens": None, "chunks": 0, "error": None}
 
 
-def read_stream(buf: bytes, now: float, adapter: ServerAdapter, record: dict[str, Any],
+def read_stream(buf: bytes, now: float, adapter: ServerClient, record: dict[str, Any],
                 state: list[Any]) -> tuple[bytes, bool]:
     """The complete events in ``buf`` into ``record``: the unfinished rest, and False once the
     stream has ended (``[DONE]`` or an error)."""
@@ -217,7 +216,7 @@ async def _lag_monitor(samples: list[float], stop: asyncio.Event) -> None:
         samples.append(time.monotonic() - t - LAG_TICK)
 
 
-async def run_pass(base_url: str, adapter: ServerAdapter, prompts: Sequence[str], concurrency: int,
+async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str], concurrency: int,
                    n_requests: int, max_tokens: int, sampling: dict[str, Any],
                    knobs: dict[str, Any], timeout: float,
                    stop: Callable[[], bool] = lambda: False) -> PassResult:

@@ -24,7 +24,7 @@ from engine.record.state import row_key
 from engine.run import stats
 from engine.run.context import RunContext, WindowContext
 from engine.run.load import PassResult, measure_pass
-from engine.servers.adapter import ServerAdapter
+from engine.servers.client import ServerClient
 from engine.servers.data import BadServerData, counter, reading
 
 
@@ -43,7 +43,7 @@ class Scrape(NamedTuple):
     rejected: bool = False  # the answer was bad data, not merely without counters
 
 
-def read_counters(adapter: ServerAdapter, status: int, body: str) -> Scrape:
+def read_counters(adapter: ServerClient, status: int, body: str) -> Scrape:
     """The counters in one metrics answer, or None and why; whatever the body, never an exception."""
     if status != 200:
         return Scrape(None, adapter.missing_metrics(status, None))
@@ -59,7 +59,7 @@ def read_counters(adapter: ServerAdapter, status: int, body: str) -> Scrape:
     return Scrape(counters, why or (None if counters is not None else "no speculative-decoding counters"))
 
 
-def scrape(base_url: str, adapter: ServerAdapter) -> Scrape:
+def scrape(base_url: str, adapter: ServerClient) -> Scrape:
     """The adapter's speculative-decoding counters, or None and why (naming the server flag)."""
     try:
         r = httpx.get(base_url + adapter.metrics_path, timeout=10.0, verify=_tls())
