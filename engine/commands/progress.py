@@ -36,7 +36,7 @@ def format_event(e: Event) -> str | None:
         first = (e.get("errors") or [""])[0]
         return f"{w} REJECTED: {e['reason']}" + (f" | {first}" if first else "")
     if k == "window_finished":
-        return f"{w} {e.get('status', 'done')}"
+        return f"{w} {e.get('status', 'done')}" + (f": {e['reason']}" if e.get("reason") else "")
     shape = f"{w} {e.get('class', '')} C{e.get('concurrency', '')}"
     if k == "rep_done":
         acc = f" accept {e['accept_len']}/{e['accept_rate']}" if e.get("accept_rate") else ""

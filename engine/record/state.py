@@ -96,6 +96,11 @@ class RunState:
     resumes: int = 0
     damage: list[Damage] = field(default_factory=list)  # journal lines that are not its next event
 
+    @property
+    def measured(self) -> bool:
+        """Some row has figures: the campaign produced a result (else exit code 4)."""
+        return any(r.status in (RowStatus.OK, RowStatus.NOISY, RowStatus.VOID) for r in self.rows.values())
+
     def row(self, e: Event) -> RowState:
         key = row_key(e["session"], e["window"], e["class"], e["concurrency"])
         if key not in self.rows:
@@ -165,6 +170,7 @@ def _window_rejected(state: RunState, e: Event) -> None:
 def _window_finished(state: RunState, e: Event) -> None:
     ws = _w(state, e)
     ws.status, ws.ended_ts, ws.quality = e.get("status", WindowStatus.DONE), e["ts"], False
+    ws.reason = e.get("reason", "")  # a failed window says why (a dead server, the window timeout)
 
 
 def _quality_started(state: RunState, e: Event) -> None:

@@ -6,6 +6,7 @@ Reading and parsing live in ``engine.record.journal``; the refusal needs the fol
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -54,5 +55,6 @@ class Journal:
             return event
 
     def close(self) -> None:
-        with self._lock:
+        # Only an append that already raised (disk full) leaves bytes to flush.
+        with self._lock, contextlib.suppress(OSError):
             self._f.close()

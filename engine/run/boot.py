@@ -6,12 +6,14 @@ health probe answers ready while the process or container is alive.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -40,20 +42,42 @@ class LogPump(threading.Thread):
         self.ready_seen = threading.Event()  # the server's own ready line was read
         self._frozen = threading.Event()
         self._lock = threading.Lock()
+        self.error: OSError | None = None  # boot.log or a boot fact could not be written (disk full)
 
     def run(self) -> None:
-        with open_append(self.log_path, text=True) as out:
-            for line in self.server.lines():
-                line = self.scrub(line)
-                out.write(line + "\n")
-                with self._lock:
-                    self.lines_seen += 1
-                    self.tail.append(line)
-                    new = [] if self._frozen.is_set() else self.facts.feed(self.adapter, line)
-                for fact in new:
+        out: IO[str] | None = None
+        try:
+            out = open_append(self.log_path, text=True)
+        except OSError as e:
+            self.error = e
+        # The server's output is drained to its end whatever happens to boot.log: a server whose
+        # pipe is no longer read blocks mid-request.
+        for line in self.server.lines():
+            line = self.scrub(line)
+            if out is not None:
+                try:
+                    out.write(line + "\n")
+                except OSError as e:
+                    self.error = e
+                    with contextlib.suppress(OSError):  # the failed write already said why
+                        out.close()
+                    out = None
+            with self._lock:
+                self.lines_seen += 1
+                self.tail.append(line)
+                new = [] if self._frozen.is_set() else self.facts.feed(self.adapter, line)
+            for fact in new:
+                try:
                     self.on_fact(fact)
-                if not self.ready_seen.is_set() and self.adapter.is_ready_line(line):
-                    self.ready_seen.set()
+                except OSError as e:  # the journal is full or read-only: the runner stops on it
+                    self.error = e
+            if not self.ready_seen.is_set() and self.adapter.is_ready_line(line):
+                self.ready_seen.set()
+        if out is not None:
+            try:
+                out.close()
+            except OSError as e:
+                self.error = e
 
     def caught_up(self, timeout: float) -> bool:
         """Wait until the pump has read the server's ready line (or the log ended: attach has none)."""

@@ -7,13 +7,14 @@ controls, an emit function); ``WindowContext`` is the window a phase runs in.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from engine.campaign.spec import Campaign, ServerConfig
-from engine.record.events import CONTROL, EventKind
+from engine.record.events import CONTROL, EventKind, WindowStatus
 from engine.record.journal import Event
 from engine.record.state import RunState
 from engine.run.stats import LeakPolicy
@@ -41,13 +42,38 @@ class Controls:
     rewarm: threading.Event = field(default_factory=threading.Event)
     paused: threading.Event = field(default_factory=threading.Event)
     reruns: list[str] = field(default_factory=list)  # row keys queued by the operator
+    window_timeout: float = 0.0  # timeouts.window of the window in flight
+    deadline: float | None = None  # time.monotonic() at which that window runs out
+
+    def start_window(self, timeout: float) -> None:
+        self.window_timeout, self.deadline = timeout, time.monotonic() + timeout
+
+    def timed_out(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
     def stopping(self) -> bool:
-        return self.abort.is_set() or self.advance.is_set()
+        return self.abort.is_set() or self.advance.is_set() or self.timed_out()
+
+    def cut(self) -> bool:
+        """A pass in flight is cut short by an abort or the window timeout; an advance lets it end."""
+        return self.abort.is_set() or self.timed_out()
+
+    def ending(self) -> tuple[WindowStatus, str]:
+        """How the window in flight ends now: its status and why."""
+        if self.abort.is_set():
+            return WindowStatus.ABORTED, "operator abort"
+        if self.timed_out():
+            return WindowStatus.FAILED, f"window timeout after {self.window_timeout:g} s"
+        if self.advance.is_set():
+            return WindowStatus.ADVANCED, "operator advanced the window"
+        return WindowStatus.DONE, ""
 
     def wait_if_paused(self) -> None:
+        held = time.monotonic()
         while self.paused.is_set() and not self.abort.is_set():
             self.abort.wait(0.2)
+        if self.deadline is not None:  # a pause is the operator's time, not the window's
+            self.deadline += time.monotonic() - held
 
 
 @dataclass

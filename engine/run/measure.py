@@ -17,7 +17,7 @@ import httpx
 
 from engine.campaign.spec import percent
 from engine.errors import WindowFailed
-from engine.record.events import EventKind
+from engine.record.events import EventKind, RowStatus, WindowStatus
 from engine.record.receipts import read_rep, write_rep
 from engine.record.results import DIR_MODE
 from engine.record.state import row_key
@@ -118,6 +118,9 @@ class Measurement:
         for cls in wl.classes:
             for c in wl.concurrency:
                 if run.controls.stopping():
+                    status, why = run.controls.ending()
+                    if status == WindowStatus.FAILED:  # the window timed out: it fails like a dead server
+                        self._not_measured(run, ctx, f"not measured: {why}")
                     return
                 row = run.state.rows.get(row_key(ctx.session, ctx.window, cls, c))
                 if row and row.complete:
@@ -129,7 +132,8 @@ class Measurement:
                     raise
         self.reruns(run, ctx)
 
-    def _not_measured(self, run: RunContext, ctx: WindowContext) -> None:
+    def _not_measured(self, run: RunContext, ctx: WindowContext,
+                      reason: str = "not measured: the server failed earlier in the window") -> None:
         """Every shape of a failed window without a row gets one: throughput.csv has no gaps."""
         wl = run.campaign.workload
         for cls in wl.classes:
@@ -139,7 +143,7 @@ class Measurement:
                     continue
                 run.emit(EventKind.ROW_DONE, session=ctx.session, window=ctx.window, **{"class": cls},
                             concurrency=c, axis=run.axis(ctx.window), attempts=0, status="failed",
-                            reason="not measured: the server failed earlier in the window", source="")
+                            reason=reason, source="")
 
     def reruns(self, run: RunContext, ctx: WindowContext) -> None:
         prefix = f"{ctx.session}-{ctx.window}/"
@@ -157,7 +161,7 @@ class Measurement:
         before = scrape(ctx.server.base_url, ctx.adapter)
         res = measure_pass(ctx.server.base_url, ctx.adapter, run.prompts[cls], c,
                            wl.requests_for(c), wl.max_tokens, dict(wl.sampling), dict(wl.knobs),
-                           run.campaign.timeouts.request, stop=run.controls.abort.is_set)
+                           run.campaign.timeouts.request, stop=run.controls.cut)
         delta, why, rejected = _delta(before, scrape(ctx.server.base_url, ctx.adapter))
         if delta is None:
             res.extra["metrics_missing"] = why or "no metrics counters"
@@ -215,7 +219,7 @@ class Measurement:
                         self._warm(run, ctx, where, attempt, f"rewarm{len(reps) + 1}")
                     rep = len(reps) + 1
                     res, delta = self._pass(run, ctx, cls, c)
-                    if ctl.abort.is_set():  # the pass was cancelled mid-flight: not a rep
+                    if ctl.cut():  # the pass was cancelled mid-flight: not a rep
                         return self._aborted(run, where, c, reps, paths, attempt, rerun)
                     header = {**where, "attempt": attempt, "rep": rep, "metrics_delta": delta,
                               "client": res.summary()}
@@ -262,14 +266,17 @@ class Measurement:
 
     def _aborted(self, run: RunContext, where: dict[str, Any], c: int, reps: list[Rep],
                  paths: list[str], attempt: int, rerun: bool) -> None:
-        why = "operator abort" if run.controls.abort.is_set() else "operator advanced the window"
+        window_status, why = run.controls.ending()
         if rerun:  # the void row stands as it was; the cut-short rerun is on record
             run.emit(EventKind.RERUN_ABORTED, **where, attempt=attempt, reason=why, reps=len(reps))
             return
         row = stats.row_figures(reps, c, run.leak_policy) if reps else {}
+        said = (f"{why} ({len(reps)} reps done)" if window_status == WindowStatus.FAILED
+                else f"{why} after {len(reps)} reps")
         run.emit(EventKind.ROW_DONE, **where, axis=run.axis(where["window"]), attempts=attempt,
-                    reason=f"{why} after {len(reps)} reps", source=";".join(paths),
-                    **{**row, "status": "aborted"})
+                    reason=said, source=";".join(paths),
+                    **{**row, "status": RowStatus.FAILED if window_status == WindowStatus.FAILED
+                       else RowStatus.ABORTED})
 
 
 def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, c: int) -> str:

@@ -17,7 +17,7 @@ from engine.campaign.redact import redactor_for
 from engine.campaign.spec import Campaign, ServerConfig
 from engine.errors import WindowFailed
 from engine.record import results
-from engine.record.events import CONTROL, EventKind, check
+from engine.record.events import CONTROL, EventKind, WindowStatus, check
 from engine.record.journal import Event, read_events
 from engine.record.receipts import ThroughputWriter
 from engine.record.state import RunState, apply, fold
@@ -152,8 +152,11 @@ class Runner:
             if self.controls.abort.is_set():
                 status = "aborted"
         except Exception as e:
-            self.emit(EventKind.ENGINE_ERROR, error=f"{type(e).__name__}: {e}")
-            self.emit(EventKind.RUN_FINISHED, status="error")
+            try:
+                self.emit(EventKind.ENGINE_ERROR, error=f"{type(e).__name__}: {e}")
+                self.emit(EventKind.RUN_FINISHED, status="error")
+            except OSError:
+                pass  # the journal itself cannot be written: the error raised below says why
             self.journal.close()
             raise
         self.emit(EventKind.RUN_FINISHED, status=status)
@@ -208,6 +211,7 @@ class Runner:
         except KeyError as e:
             self._reject(session, window, wdir, f"unresolved variable {e}", [])
             return
+        self.controls.start_window(self.campaign.timeouts.window)  # boot included
         self.emit(EventKind.WINDOW_STARTED, session=session, window=window, axis=self.ctx.axis(window),
                   runtime=self.runtime, plan=plan.describe(), tag=tag,
                   log=str((wdir / f"boot{tag}.log").relative_to(self.run_dir)))
@@ -225,11 +229,13 @@ class Runner:
             self._boot_and_measure(session, window, wdir, server, pump, config, tag,
                                    self.phases if phases is None else phases)
         finally:
-            self.server = None
+            self.server, self.controls.deadline = None, None
             server.stop()
             pump.join(timeout=10)
             self.emit(EventKind.SERVER_STOPPED, session=session, window=window,
                       exit_code=server.exit_code(), kept=plan.keep)
+        if pump.error:  # boot.log could not be written: the run stops rather than lose receipts
+            raise pump.error
 
     def _on_fact(self, session: str, window: str) -> Callable[[Fact], None]:
         def on_fact(fact: Fact) -> None:
@@ -242,10 +248,14 @@ class Runner:
         boot = wait_ready(server, self.adapter, pump, self.campaign.timeouts.boot,
                           cancelled=self.controls.stopping)
         if not boot.ready and self.controls.stopping():
-            status = "aborted" if self.controls.abort.is_set() else "advanced"
+            status, why = self.controls.ending()
             self.controls.advance.clear()
+            why = (f"{why} during its boot" if status == WindowStatus.FAILED
+                   else "the operator ended the window during its boot")
+            if status == WindowStatus.FAILED:
+                self._write_failure(wdir, pump, why)
             self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status=status,
-                      reason="the operator ended the window during its boot")
+                      reason=why)
             return
         if not boot.ready:
             self._reject(session, window, wdir, boot.reason, boot.error_lines, pump, boot)
@@ -259,16 +269,22 @@ class Runner:
                     break
                 phase(self.ctx, ctx)
         except WindowFailed as e:
-            pump.join(timeout=5)
-            results.write_atomic(wdir / "failure.txt", self.redact(
-                f"reason: {e}\n\nlast lines of the log:\n{pump.tail_text()}\n"))
+            self._write_failure(wdir, pump, str(e))
             self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status="failed",
                       reason=str(e))
             return
-        status = ("aborted" if self.controls.abort.is_set() else
-                  "advanced" if self.controls.advance.is_set() else "done")
+        status, why = self.controls.ending()
         self.controls.advance.clear()
-        self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status=status)
+        if status == WindowStatus.FAILED:
+            self._write_failure(wdir, pump, why)
+        self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status=status,
+                  **({"reason": why} if status == WindowStatus.FAILED else {}))
+
+    def _write_failure(self, wdir: Path, pump: LogPump, reason: str) -> None:
+        if not pump.server.alive():
+            pump.join(timeout=5)  # let the dead server's last lines land
+        results.write_atomic(wdir / "failure.txt", self.redact(
+            f"reason: {reason}\n\nlast lines of the log:\n{pump.tail_text()}\n"))
 
     def _record_boot(self, session: str, window: str, wdir: Path, facts: BootFacts,
                      boot: BootOutcome, tag: str = "") -> None:
