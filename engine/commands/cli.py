@@ -1,14 +1,16 @@
-"""The ``ruler`` command line. Exit codes: 0 done, 1 engine error, 2 bad input."""
+"""The ``ruler`` command line. Exit codes: engine/errors.py (``ruler --help`` lists them)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any, TextIO
 
 from engine import __version__
-from engine.errors import BadInput
+from engine.errors import EXIT_CODES, BadInput
 
 
 def _cmd_testbed(args: argparse.Namespace) -> int:
@@ -124,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ruler",
         description="Campaign-control console for LLM-serving benchmarks.",
+        epilog="exit codes:\n" + "\n".join(f"  {code}  {said}" for code, said in EXIT_CODES.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"ruler {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -191,7 +195,41 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class ReaderGone:
+    """An output stream that becomes /dev/null once its reader has gone (``ruler status | head -1``):
+    the command still runs to its end and exits with its own code, and no traceback."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    def _gone(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())  # what is still buffered goes there at exit too
+        os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # Only pipes lose their reader; a terminal's streams stay as they are for the console.
+    if not (sys.stdout.isatty() or isinstance(sys.stdout, ReaderGone)):
+        sys.stdout = ReaderGone(sys.stdout)  # type: ignore[assignment]
+    if not (sys.stderr.isatty() or isinstance(sys.stderr, ReaderGone)):
+        sys.stderr = ReaderGone(sys.stderr)  # type: ignore[assignment]
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 

@@ -9,6 +9,8 @@ the foreground by ``--headless`` or in a new session by ``--detach``) takes the 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -25,7 +27,15 @@ from engine.campaign.redact import argv_warnings, redactor_for
 from engine.campaign.spec import Campaign, PromptFileError, SpecError, UnresolvedVariable, load_campaign
 from engine.commands.console import open_console
 from engine.commands.progress import printer
-from engine.errors import BadInput, EngineError
+from engine.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_ENGINE,
+    EXIT_NOTHING_MEASURED,
+    EXIT_OK,
+    EXIT_STOPPED,
+    BadInput,
+    EngineError,
+)
 from engine.record import results
 from engine.record.events import EventKind
 from engine.record.journal import damage_report
@@ -33,6 +43,9 @@ from engine.record.liveness import LOCK, PID, engine_alive, read_pid
 from engine.record.state import fold_journal
 from engine.run.context import Phase
 from engine.run.runner import Runner, frozen_prompts
+
+# A results disk that fills up or turns read-only mid-run: the run stops and says so.
+STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM}
 
 ENGINE_JSON = "engine.json"
 LOG = "engine.log"
@@ -84,6 +97,7 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
     for warning in argv_warnings(campaign):
         print(warning, file=sys.stderr)
     baseline = baseline_arg(baseline)
+    results.writable_dir(Path(results_dir), "--results-dir")
     runtime = resolve_runtime(campaign, runtime_override)
     variables = testbed_variables(campaign, with_image=runtime == "docker")
     try:  # a file only the run can resolve (${...}) is read before a run directory exists
@@ -92,15 +106,20 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
         raise BadInput(f"{file}: prompt file {e}") from e
     except UnresolvedVariable as e:
         raise BadInput(f"{file}: unresolved variable {e} in a prompt file's path") from e
-    run_dir = results.new_run_dir(Path(results_dir), campaign.name)
-    results.write_json(run_dir / ENGINE_JSON, {
-        "run_id": f"{run_dir.name}.{uuid.uuid4().hex[:8]}",
-        "campaign_source": str(Path(file).resolve()), "runtime": runtime, "variables": variables,
-        "baseline": baseline})
-    frozen_prompts(campaign, run_dir, variables)
-    results.write_atomic(run_dir / results.CAMPAIGN, redactor_for(campaign)(campaign.source_text))
-    results.write_json(run_dir / results.ENV, results.env_facts(
-        runtime, images(campaign, variables) if runtime == "docker" else [], {"testbed": variables}))
+    try:
+        run_dir = results.new_run_dir(Path(results_dir), campaign.name)
+        results.write_json(run_dir / ENGINE_JSON, {
+            "run_id": f"{run_dir.name}.{uuid.uuid4().hex[:8]}",
+            "campaign_source": str(Path(file).resolve()), "runtime": runtime,
+            "variables": variables, "baseline": baseline})
+        frozen_prompts(campaign, run_dir, variables)
+        results.write_atomic(run_dir / results.CAMPAIGN, redactor_for(campaign)(campaign.source_text))
+        results.write_json(run_dir / results.ENV, results.env_facts(
+            runtime, images(campaign, variables) if runtime == "docker" else [],
+            {"testbed": variables}))
+    except OSError as e:
+        raise BadInput(f"--results-dir {results_dir}: cannot write there "
+                       f"({e.strerror or e}{f': {e.filename}' if e.filename else ''})") from e
     return run_dir
 
 
@@ -145,13 +164,17 @@ def run_engine(run_dir: Path, echo: bool) -> int:
     """The engine process: lock, pid, control socket, signals, then the campaign."""
     from engine.run.control import ControlServer
 
-    lock = _take_lock(run_dir)
-    refuse_damaged(run_dir)
-    info = json.loads((run_dir / ENGINE_JSON).read_text())
-    campaign = _campaign_for(run_dir, info)
-    results.write_atomic(run_dir / PID, f"{os.getpid()}\n")
-    runner = Runner(campaign, run_dir, info["runtime"], info["variables"],
-                    printer() if echo else None, default_phases(info.get("baseline")))
+    try:
+        lock = _take_lock(run_dir)
+        refuse_damaged(run_dir)
+        info = json.loads((run_dir / ENGINE_JSON).read_text())
+        campaign = _campaign_for(run_dir, info)
+        results.write_atomic(run_dir / PID, f"{os.getpid()}\n")
+        runner = Runner(campaign, run_dir, info["runtime"], info["variables"],
+                        printer() if echo else None, default_phases(info.get("baseline")))
+    except OSError as e:
+        raise BadInput(f"{run_dir}: cannot use the run directory "
+                       f"({e.strerror or e}{f': {e.filename}' if e.filename else ''})") from e
 
     def graceful(signum: int, _frame: object) -> None:
         runner.emit(EventKind.SIGNAL, signal=signal.Signals(signum).name)
@@ -163,11 +186,21 @@ def run_engine(run_dir: Path, echo: bool) -> int:
     control = ControlServer(run_dir, runner.command)
     try:
         status = runner.run()
+    except OSError as e:
+        if e.errno not in STORAGE_ERRNOS:
+            raise
+        raise EngineError(
+            f"the run stopped: cannot write {e.filename or run_dir} ({e.strerror or e}). Its "
+            f"journal keeps every event written before that; make room, then continue with: "
+            f"ruler run --resume {run_dir}") from e
     finally:
         control.close()
-        (run_dir / PID).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only disk keeps the stale pid; the lock says
+            (run_dir / PID).unlink(missing_ok=True)
         lock.close()
-    return 0 if status in ("finished", "aborted") else 1
+    if status == "aborted":
+        return EXIT_STOPPED
+    return EXIT_OK if runner.state.measured else EXIT_NOTHING_MEASURED
 
 
 def spawn_detached(run_dir: Path) -> int:
@@ -215,10 +248,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return open_console(run_dir)
     except BadInput as e:
         print(e, file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     except EngineError as e:
         print(f"ruler run: {e}", file=sys.stderr)
-        return 1
+        return EXIT_ENGINE
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
@@ -226,4 +259,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
         return run_engine(Path(args.run_dir), echo=True)
     except BadInput as e:
         print(e, file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
+    except EngineError as e:
+        print(f"ruler engine: {e}", file=sys.stderr)
+        return EXIT_ENGINE

@@ -10,6 +10,7 @@ hold what the operator would not show other users of the machine).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine import __version__
+from engine.errors import BadInput
 
 CAMPAIGN = "campaign.yaml"
 ENV = "env.json"
@@ -28,6 +30,24 @@ JOURNAL = "journal.jsonl"
 THROUGHPUT = "throughput.csv"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+
+def writable_dir(path: Path, what: str) -> None:
+    """Raise BadInput naming ``path`` unless runs can be recorded under it: checked before anything
+    starts (a testbed build can take minutes), by writing a page into it and throwing it away."""
+    if path.exists() and not path.is_dir():
+        raise BadInput(f"{what} {path}: not a directory (it is a file)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path) as f:
+            f.write(b"\0" * 4096)
+            f.flush()
+            os.fsync(f.fileno())
+    except (NotADirectoryError, FileExistsError) as e:
+        file = next((p for p in [path, *path.parents] if p.exists() and not p.is_dir()), None)
+        raise BadInput(f"{what} {path}: {file or e.filename} is a file, not a directory") from e
+    except OSError as e:
+        raise BadInput(f"{what} {path}: cannot write there ({e.strerror or e})") from e
+
 
 def new_run_dir(results_root: Path, campaign: str, today: dt.date | None = None) -> Path:
     """Claim ``<date>-<campaign>``, or the first free ``-2``, ``-3``...; mkdir makes it atomic."""
@@ -62,11 +82,16 @@ def open_append(path: Path, text: bool = False) -> IO[Any]:
 def write_atomic(path: Path, text: str) -> None:
     """Readers (the console, a crash) see the old file or the new one, never half of one."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):  # a full disk leaves no half-written temporary behind
+            os.unlink(tmp)
+        raise
 
 
 def write_json(path: Path, data: Any) -> None:

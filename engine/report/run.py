@@ -88,20 +88,32 @@ def read_rows(run_dir: Path, state: RunState) -> list[Row]:
         return []
     rows = []
     with path.open(newline="") as f:
-        for r in csv.DictReader(f):
-            c = int(r["concurrency"])
-            row = Row(r["session"], r["window"], r["axis"], r["class"], c, int(r["reps"] or 0),
-                      _num(r["agg_tok_s"]), _num(r["per_user_tok_s"]), _num(r["ttft_ms"]),
-                      _num(r["decode_tok_s"]), _num(r["accept_len"]), _num(r["accept_rate"]),
-                      r["accept_source"], _num(r["spread"]), r["status"], int(r["attempts"] or 0),
-                      r["reason"], r["source"])
-            journal = state.rows.get(row_key(row.session, row.window, row.cls, c))
-            reps = journal.row.get("rep_tok_s") if journal and journal.row.get(
-                "source") == row.source else None
-            row.rep_tok_s = list(reps) if reps is not None else receipt_rep_tok_s(
-                run_dir, row.source, c)
-            rows.append(row)
+        reader = csv.DictReader(f)
+        try:
+            for r in reader:
+                rows.append(_row(run_dir, state, r))
+        except KeyError as e:
+            raise ReportError(f"{path}:{reader.line_num}: no {e.args[0]!r} column") from e
+        except (ValueError, TypeError, csv.Error) as e:  # TypeError: a row short of columns
+            raise ReportError(f"{path}:{reader.line_num}: cannot read this row ({e})") from e
+        except OSError as e:
+            raise ReportError(f"{path}:{reader.line_num}: a receipt it names cannot be read "
+                              f"({e.strerror}: {e.filename})") from e
     return rows
+
+
+def _row(run_dir: Path, state: RunState, r: dict[str, str]) -> Row:
+    c = int(r["concurrency"])
+    row = Row(r["session"], r["window"], r["axis"], r["class"], c, int(r["reps"] or 0),
+              _num(r["agg_tok_s"]), _num(r["per_user_tok_s"]), _num(r["ttft_ms"]),
+              _num(r["decode_tok_s"]), _num(r["accept_len"]), _num(r["accept_rate"]),
+              r["accept_source"], _num(r["spread"]), r["status"], int(r["attempts"] or 0),
+              r["reason"], r["source"])
+    journal = state.rows.get(row_key(row.session, row.window, row.cls, c))
+    reps = journal.row.get("rep_tok_s") if journal and journal.row.get(
+        "source") == row.source else None
+    row.rep_tok_s = list(reps) if reps is not None else receipt_rep_tok_s(run_dir, row.source, c)
+    return row
 
 
 def read_campaign(run_dir: Path) -> tuple[Campaign | None, dict[str, Any], str]:
