@@ -170,7 +170,7 @@ async def _one(session: aiohttp.ClientSession, url: str, body: dict[str, Any],
     except (TimeoutError, aiohttp.ClientError) as e:
         record["error"] = f"{type(e).__name__}: {e}"[:300]
     except asyncio.CancelledError:
-        record["error"] = "cancelled: the operator stopped the pass"
+        record["error"] = "cancelled: the pass was stopped (operator abort or window timeout)"
         raise
     except Exception as e:  # noqa: BLE001
         # The server's bytes also pass through aiohttp's HTTP parser, which has errors of its own
@@ -222,8 +222,8 @@ async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str],
                    stop: Callable[[], bool] = lambda: False) -> PassResult:
     """n_requests requests over exactly ``concurrency`` workers; every rep sends the same prompts.
 
-    ``stop()`` turning true (abort, SIGTERM) cancels the requests in flight; they are recorded as
-    cancelled rather than left to finish.
+    ``stop()`` turning true (abort, SIGTERM, the window timeout) cancels the requests in flight;
+    they are recorded as cancelled rather than left to finish.
     """
     url = base_url + adapter.chat_path
     fields = adapter.load_fields()
