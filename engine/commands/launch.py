@@ -37,7 +37,6 @@ from engine.errors import (
     EngineError,
 )
 from engine.record import results
-from engine.record.events import EventKind
 from engine.record.journal import damage_report
 from engine.record.liveness import LOCK, PID, engine_alive, read_pid
 from engine.record.state import fold_journal
@@ -177,7 +176,9 @@ def run_engine(run_dir: Path, echo: bool) -> int:
                        f"({e.strerror or e}{f': {e.filename}' if e.filename else ''})") from e
 
     def graceful(signum: int, _frame: object) -> None:
-        runner.emit(EventKind.SIGNAL, signal=signal.Signals(signum).name)
+        # Not emitted here: the handler may run inside Journal.append, whose lock the interrupted
+        # code holds; the runner's next event records it first (Runner.emit).
+        runner.controls.signals.append(signal.Signals(signum).name)
         runner.controls.abort.set()
 
     signal.signal(signal.SIGTERM, graceful)

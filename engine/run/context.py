@@ -42,6 +42,7 @@ class Controls:
     rewarm: threading.Event = field(default_factory=threading.Event)
     paused: threading.Event = field(default_factory=threading.Event)
     reruns: list[str] = field(default_factory=list)  # row keys queued by the operator
+    signals: list[str] = field(default_factory=list)  # caught, not yet in the journal
     window_timeout: float = 0.0  # timeouts.window of the window in flight
     deadline: float | None = None  # time.monotonic() at which that window runs out
 

@@ -103,6 +103,8 @@ class Runner:
 
     def emit(self, kind: EventKind, **data: Any) -> Event:
         with self._emit_lock:  # the runner and the control socket's thread both emit
+            while self.controls.signals:
+                self._emit(EventKind.SIGNAL, {"signal": self.controls.signals.pop(0)})
             return self._emit(kind, data)
 
     def _emit(self, kind: EventKind, data: dict[str, Any]) -> Event:
