@@ -33,18 +33,18 @@ FILE_MODE = 0o600
 
 def writable_dir(path: Path, what: str) -> None:
     """Raise BadInput naming ``path`` unless runs can be recorded under it: checked before anything
-    starts (a testbed build can take minutes), by writing a page into it and throwing it away."""
+    starts (a testbed build can take minutes), by writing a page into the directory that is or
+    will hold it and throwing it away; nothing is created."""
     if path.exists() and not path.is_dir():
         raise BadInput(f"{what} {path}: not a directory (it is a file)")
+    there = next(p for p in [path, *path.parents] if p.exists())
+    if not there.is_dir():
+        raise BadInput(f"{what} {path}: {there} is a file, not a directory")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path) as f:
+        with tempfile.TemporaryFile(dir=there) as f:
             f.write(b"\0" * 4096)
             f.flush()
             os.fsync(f.fileno())
-    except (NotADirectoryError, FileExistsError) as e:
-        file = next((p for p in [path, *path.parents] if p.exists() and not p.is_dir()), None)
-        raise BadInput(f"{what} {path}: {file or e.filename} is a file, not a directory") from e
     except OSError as e:
         raise BadInput(f"{what} {path}: cannot write there ({e.strerror or e})") from e
 
