@@ -16,6 +16,7 @@ import shlex
 import sys
 from collections.abc import Mapping
 
+from engine import testbed
 from engine.campaign.plan import class_prompts, plan_launch, resolve_runtime
 from engine.campaign.redact import argv_warnings, is_secret
 from engine.campaign.spec import Campaign, PromptFileError, SpecError, load_campaign, percent
@@ -32,8 +33,6 @@ _VARIABLE = re.compile(r"\$\{([^}]+)\}")
 
 def cached_testbed() -> dict[str, str]:
     """``${testbed.*}`` from the cache when a previous run already prepared it; never builds."""
-    from engine import testbed
-
     root = testbed.cache_root()
     binary = root / f"llama.cpp-{testbed.LLAMA_CPP_PYTHON}" / "bin" / "llama-server"
     models = root / "models"

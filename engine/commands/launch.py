@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
+from engine import testbed
 from engine.campaign.plan import class_prompts, images, resolve_runtime
 from engine.campaign.redact import argv_warnings, redactor_for
 from engine.campaign.spec import Campaign, PromptFileError, SpecError, UnresolvedVariable, load_campaign
@@ -36,11 +37,14 @@ from engine.errors import (
     BadInput,
     EngineError,
 )
+from engine.quality import Quality
 from engine.record import results
 from engine.record.journal import damage_report
 from engine.record.liveness import LOCK, PID, engine_alive, read_pid
 from engine.record.state import fold_journal
 from engine.run.context import Phase
+from engine.run.control import ControlServer
+from engine.run.measure import Measurement
 from engine.run.runner import Runner, frozen_prompts
 
 # A results disk that fills up or turns read-only mid-run: the run stops and says so.
@@ -54,8 +58,6 @@ def testbed_variables(campaign: Campaign, with_image: bool) -> dict[str, str]:
     """Prepare the local testbed only when the campaign references it."""
     if "${testbed." not in campaign.source_text:
         return {}
-    from engine import testbed
-
     try:
         return testbed.ensure(with_image=with_image).variables()
     except testbed.TestbedError as e:
@@ -64,9 +66,6 @@ def testbed_variables(campaign: Campaign, with_image: bool) -> dict[str, str]:
 
 def default_phases(baseline: str | None = None) -> list[Phase]:
     """Measurement, then the quality and ruler checks (``baseline``: a run for control drift)."""
-    from engine.quality import Quality
-    from engine.run.measure import Measurement
-
     return [Measurement(), Quality(Path(baseline) if baseline else None)]
 
 
@@ -161,8 +160,6 @@ def refuse_damaged(run_dir: Path) -> None:
 
 def run_engine(run_dir: Path, echo: bool) -> int:
     """The engine process: lock, pid, control socket, signals, then the campaign."""
-    from engine.run.control import ControlServer
-
     try:
         lock = _take_lock(run_dir)
         refuse_damaged(run_dir)
