@@ -226,7 +226,7 @@ class RulerConsole(App[None]):
         try:
             reply = self.send(self.run_dir, cmd, args, timeout=5.0)
         except (OSError, ValueError) as e:
-            reply = {"ok": False, "error": f"no engine answers on control.sock "
+            reply = {"ok": False, "error": f"no engine answers on {control.SOCKET} "
                                            f"({getattr(e, 'strerror', None) or e})"}
         self.post_message(Replied(cmd, args, reply))
 

@@ -170,9 +170,9 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
 def window_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapping[str, str], runtime: str,
                  environ: Mapping[str, str], session: str, window: str, index: int) -> list[str]:
     w = None if window == CONTROL else campaign.window(window)
-    kind = "control" if w is None else ("lossy: KL vs the oracle" if w.lossy else
-                                         "lossless: greedy + teacher-forced |dlogp|")
-    axis = "control" if w is None else w.axis or "(no axis label)"
+    kind = CONTROL if w is None else ("lossy: KL vs the oracle" if w.lossy else
+                                      "lossless: greedy + teacher-forced |dlogp|")
+    axis = CONTROL if w is None else w.axis or "(no axis label)"
     out = ["", f"  [{index}] {window}: {axis}  ({kind}{', multi-axis' if w and w.multi_axis else ''})",
            f"      change: {_change(campaign, window)}"]
     config = campaign.config_for(window)

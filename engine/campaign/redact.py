@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.campaign.spec import Campaign, expand
 from engine.campaign.yamlmarks import KeyPath, Problem, load_marked
+from engine.record.events import CONTROL
 
 # HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, OPENAI_KEY, HF_AUTH...; not
 # MAX_TOKENS or TOKENIZERS_PARALLELISM, whose values (4096, false) are no credential and occur
@@ -96,8 +97,8 @@ def _argv_strings(raw: Mapping[Any, Any]) -> Iterator[tuple[KeyPath, str, str]]:
             if isinstance(item, str):
                 yield (*path, i), "command", item
 
-    control = raw.get("control")
-    yield from args(("control", "args"), control.get("args") if isinstance(control, dict) else None)
+    control = raw.get(CONTROL)  # the control's section of the campaign file
+    yield from args((CONTROL, "args"), control.get("args") if isinstance(control, dict) else None)
     for section in ("docker", "process"):
         part = raw.get(section)
         yield from command((section, "command"), part.get("command") if isinstance(part, dict) else None)

@@ -120,8 +120,8 @@ def _named(pattern: str, why: str) -> Any:
 
 def _check_oracle(value: object) -> "str | OracleReceipt":
     # A plain validator: a pydantic union would report one error per member.
-    if value == "control":
-        return "control"
+    if value == CONTROL:
+        return CONTROL
     if isinstance(value, dict) and set(value) == {"receipt"} and isinstance(value["receipt"], str):
         return OracleReceipt(receipt=value["receipt"])
     raise _type_error("oracle", "'control' or {receipt: path}", value)
@@ -252,7 +252,7 @@ class KLSpec(_Frozen):
     file: Str | None = None  # neither: the greedy prompts with the oracle's continuations
     top_k: Annotated[int, Strict(), Field(ge=1, le=100)] = 10
     positions: Positions = 4  # per text
-    oracle: Annotated[Any, PlainValidator(_check_oracle)] = "control"
+    oracle: Annotated[Any, PlainValidator(_check_oracle)] = CONTROL
 
 
 class ToolProbeSpec(_Frozen):

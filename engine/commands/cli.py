@@ -81,7 +81,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _cmd_ctl(args: argparse.Namespace) -> int:
     from engine.commands.status import run_dir_arg
-    from engine.run.control import send
+    from engine.run.control import SOCKET, send
 
     try:
         run_dir = run_dir_arg(args.run_dir)
@@ -91,7 +91,7 @@ def _cmd_ctl(args: argparse.Namespace) -> int:
     try:
         reply = send(run_dir, args.cmd, args.args)
     except OSError as e:
-        print(f"no engine answers on {run_dir}/control.sock ({e.strerror or e}); "
+        print(f"no engine answers on {run_dir / SOCKET} ({e.strerror or e}); "
               f"is it running? `ruler status {run_dir}` tells", file=sys.stderr)
         return 1
     if reply.get("ok"):

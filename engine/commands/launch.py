@@ -39,11 +39,12 @@ from engine.errors import (
 )
 from engine.quality import Quality
 from engine.record import results
+from engine.record.events import RunStatus
 from engine.record.journal import damage_report
 from engine.record.liveness import LOCK, PID, engine_alive, read_pid
 from engine.record.state import fold_journal
 from engine.run.context import Phase
-from engine.run.control import ControlServer
+from engine.run.control import SOCKET, ControlServer
 from engine.run.measure import Measurement
 from engine.run.runner import Runner, frozen_prompts
 
@@ -196,7 +197,7 @@ def run_engine(run_dir: Path, echo: bool) -> int:
         with contextlib.suppress(OSError):  # a read-only disk keeps the stale pid; the lock says
             (run_dir / PID).unlink(missing_ok=True)
         lock.close()
-    if status == "aborted":
+    if status == RunStatus.ABORTED:
         return EXIT_STOPPED
     return EXIT_OK if runner.state.measured else EXIT_NOTHING_MEASURED
 
@@ -210,7 +211,7 @@ def spawn_detached(run_dir: Path) -> int:
             start_new_session=True, close_fds=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # wait until it serves, so `ctl` works right away
-        if (run_dir / "control.sock").exists():
+        if (run_dir / SOCKET).exists():
             return proc.pid
         if proc.poll() is not None:
             tail = (run_dir / LOG).read_text(errors="replace")[-2000:]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
+from engine.record.events import ENVELOPE, EventKind, WindowStatus
 from engine.record.journal import Event
 
 
@@ -21,66 +23,84 @@ def _diff_summary(diff: dict[str, Any] | None) -> str:
     return " | vs control: " + ", ".join(items) + more
 
 
+def _where(e: Event) -> str:
+    return f"{e.get('session', '')}/{e.get('window', '')}"
+
+
+def _shape(e: Event) -> str:
+    return f"{_where(e)} {e.get('class', '')} C{e.get('concurrency', '')}"
+
+
+def _rep_done(e: Event) -> str:
+    acc = f" accept {e['accept_len']}/{e['accept_rate']}" if e.get("accept_rate") else ""
+    flag = " CLIENT-BOUND?" if e.get("client_bound") else ""
+    fail = f" {e['failed']} failed" if e.get("failed") else ""
+    return (f"{_shape(e)} attempt {e['attempt']} rep {e['rep']}: {e['agg_tok_s']:.1f} tok/s"
+            f"{acc}{fail}{flag}")
+
+
+def _row_done(e: Event) -> str:
+    if "agg_tok_s" not in e:  # no rep was measured: the row has no figures
+        return f"{_shape(e)} row {e['status']}: {e.get('reason', '')}"
+    why = f" ({e['reason']})" if e.get("reason") else ""
+    return (f"{_shape(e)} row {e['status']}: {e['agg_tok_s']:.1f} tok/s "
+            f"({e['per_user_tok_s']:.1f}/user) spread {e['spread']:.1%} "
+            f"reps {e['rep_tok_s']} attempts {e['attempts']}{why}")
+
+
+def _verdict(e: Event) -> str:
+    said = e.get("summary") or e["verdict"]
+    if not said.lower().startswith(e["verdict"].lower()):
+        said = f"{e['verdict']}: {said}"
+    return f"{_where(e)} {e['check']}: {said}"
+
+
+def _window_rejected(e: Event) -> str:
+    first = (e.get("errors") or [""])[0]
+    return f"{_where(e)} REJECTED: {e['reason']}" + (f" | {first}" if first else "")
+
+
+def _as_is(e: Event) -> str:
+    detail = {x: v for x, v in e.items() if x not in ENVELOPE}
+    return f"{e['kind'].replace('_', ' ')}: {detail}"
+
+
+K = EventKind
+# One line per kind worth a line; a kind missing here (boot facts, warm passes...) prints nothing.
+LINES: dict[str, Callable[[Event], str]] = {
+    K.RUN_STARTED: lambda e: f"run {e['run']}: campaign {e['campaign']} on {e['server']} ({e['runtime']})",
+    K.SESSION_STARTED: lambda e: f"session {e['session']}",
+    K.WINDOW_STARTED: lambda e: f"{_where(e)} booting [{e.get('axis', '')}] {e['plan'].get('name', '')}",
+    K.WINDOW_READY: lambda e: f"{_where(e)} ready in {e['boot_s']:.1f} s{_diff_summary(e.get('diff'))}",
+    K.WINDOW_REJECTED: _window_rejected,
+    K.WINDOW_FINISHED: lambda e: (f"{_where(e)} {e.get('status', WindowStatus.DONE)}"
+                                  + (f": {e['reason']}" if e.get("reason") else "")),
+    K.REP_DONE: _rep_done,
+    K.LEAK_SUSPECTED: lambda e: (f"{_shape(e)} LEAK SUSPECTED on attempt {e['attempt']} rep {e['rep']}: "
+                                 f"{e['agg_tok_s']:.1f} tok/s vs median {e['median']:.1f}"),
+    K.ROW_VOID: lambda e: f"{_shape(e)} VOID ({e['reason']}): rewarming and rerunning",
+    K.ROW_DONE: _row_done,
+    K.QUALITY_STARTED: lambda e: f"{_where(e)} quality checks",
+    K.VERDICT: _verdict,
+    K.QUALITY_DONE: lambda e: (f"{_where(e)} quality {e['status']} in {e['seconds']:.0f} s "
+                               f"({e['requests']} requests)"),
+    K.PAUSED: lambda e: (f"{_shape(e)} paused before rep {e['rep']} (attempt {e['attempt']}); "
+                         "resume to go on"),
+    K.RERUN_ABORTED: lambda e: f"{_shape(e)} rerun cut short ({e['reason']}); the void row stands",
+    K.COMMAND: lambda e: f"operator: {e['cmd']} {' '.join(e.get('args', []))} -> {e['reply']}",
+    K.WINDOW_REBOOT: lambda e: f"{_where(e)} booting again for a rerun of {e['row']}",
+    K.RUN_RESUMED: _as_is,
+    K.STRAY_STOPPED: _as_is,
+    K.SHAPE_RESUMED: _as_is,
+    K.SIGNAL: _as_is,
+    K.ENGINE_ERROR: lambda e: f"ENGINE ERROR: {e['error']}",
+    K.RUN_FINISHED: lambda e: f"run {e['status']}",
+}
+
+
 def format_event(e: Event) -> str | None:
-    k = e["kind"]
-    w = f"{e.get('session', '')}/{e.get('window', '')}"
-    if k == "run_started":
-        return f"run {e['run']}: campaign {e['campaign']} on {e['server']} ({e['runtime']})"
-    if k == "session_started":
-        return f"session {e['session']}"
-    if k == "window_started":
-        return f"{w} booting [{e.get('axis', '')}] {e['plan'].get('name', '')}"
-    if k == "window_ready":
-        return f"{w} ready in {e['boot_s']:.1f} s{_diff_summary(e.get('diff'))}"
-    if k == "window_rejected":
-        first = (e.get("errors") or [""])[0]
-        return f"{w} REJECTED: {e['reason']}" + (f" | {first}" if first else "")
-    if k == "window_finished":
-        return f"{w} {e.get('status', 'done')}" + (f": {e['reason']}" if e.get("reason") else "")
-    shape = f"{w} {e.get('class', '')} C{e.get('concurrency', '')}"
-    if k == "rep_done":
-        acc = f" accept {e['accept_len']}/{e['accept_rate']}" if e.get("accept_rate") else ""
-        flag = " CLIENT-BOUND?" if e.get("client_bound") else ""
-        fail = f" {e['failed']} failed" if e.get("failed") else ""
-        return (f"{shape} attempt {e['attempt']} rep {e['rep']}: {e['agg_tok_s']:.1f} tok/s"
-                f"{acc}{fail}{flag}")
-    if k == "leak_suspected":
-        return (f"{shape} LEAK SUSPECTED on attempt {e['attempt']} rep {e['rep']}: "
-                f"{e['agg_tok_s']:.1f} tok/s vs median {e['median']:.1f}")
-    if k == "row_void":
-        return f"{shape} VOID ({e['reason']}): rewarming and rerunning"
-    if k == "row_done":
-        if "agg_tok_s" not in e:
-            return f"{shape} row {e['status']}: {e.get('reason', '')}"
-        why = f" ({e['reason']})" if e.get("reason") else ""
-        return (f"{shape} row {e['status']}: {e['agg_tok_s']:.1f} tok/s "
-                f"({e['per_user_tok_s']:.1f}/user) spread {e['spread']:.1%} "
-                f"reps {e['rep_tok_s']} attempts {e['attempts']}{why}")
-    if k == "quality_started":
-        return f"{w} quality checks"
-    if k == "verdict":
-        said = e.get("summary") or e["verdict"]
-        if not said.lower().startswith(e["verdict"].lower()):
-            said = f"{e['verdict']}: {said}"
-        return f"{w} {e['check']}: {said}"
-    if k == "quality_done":
-        return f"{w} quality {e['status']} in {e['seconds']:.0f} s ({e['requests']} requests)"
-    if k == "paused":
-        return f"{shape} paused before rep {e['rep']} (attempt {e['attempt']}); resume to go on"
-    if k == "rerun_aborted":
-        return f"{shape} rerun cut short ({e['reason']}); the void row stands"
-    if k == "command":
-        return f"operator: {e['cmd']} {' '.join(e.get('args', []))} -> {e['reply']}"
-    if k == "window_reboot":
-        return f"{w} booting again for a rerun of {e['row']}"
-    if k in ("run_resumed", "stray_stopped", "shape_resumed", "signal"):
-        detail = {x: v for x, v in e.items() if x not in ("seq", "ts", "kind")}
-        return f"{k.replace('_', ' ')}: {detail}"
-    if k == "engine_error":
-        return f"ENGINE ERROR: {e['error']}"
-    if k == "run_finished":
-        return f"run {e['status']}"
-    return None
+    line = LINES.get(e["kind"])
+    return line(e) if line else None
 
 
 def printer(stream: Any = None) -> Any:

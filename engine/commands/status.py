@@ -8,6 +8,7 @@ from typing import Any
 
 from engine.errors import BadInput
 from engine.record import results
+from engine.record.events import LIVE_ROWS, RowStatus, RunStatus
 from engine.record.journal import Damage, damage_report
 from engine.record.liveness import engine_alive, read_pid
 from engine.record.state import fold_journal
@@ -41,7 +42,7 @@ def summary(run_dir: Path) -> dict[str, Any]:
     return {
         "run_dir": str(run_dir),
         "campaign": st.campaign,
-        "status": st.status if alive or st.status != "running" else "engine not running (resume it)",
+        "status": st.status if alive or st.status != RunStatus.RUNNING else "engine not running (resume it)",
         "paused": st.paused,
         "engine": {"alive": alive, "pid": read_pid(run_dir) if alive else None},
         "current": {
@@ -50,11 +51,10 @@ def summary(run_dir: Path) -> dict[str, Any]:
             "attempt": shape.attempt if shape else None,
             "reps_done": len(shape.reps.get(shape.attempt, {})) if shape else None,
         },
-        "rows": {s: sum(r.status == s for r in rows)
-                 for s in ("ok", "noisy", "void", "failed", "aborted")} | {"total": len(rows)},
+        "rows": {str(s): sum(r.status == s for r in rows) for s in RowStatus  # as row_done left them
+                 if s not in LIVE_ROWS and s != RowStatus.PENDING} | {"total": len(rows)},
         "windows": {k: w.status for k, w in st.windows.items()},
-        "ruler_suspect": [k for k, w in st.windows.items()
-                          if w.verdicts.get("knobs", {}).get("verdict") == "ruler suspect"],
+        "ruler_suspect": [k for k, w in st.windows.items() if w.ruler_suspect],
         "last_rep": last_rep,
         "journal_damage": [d.as_json() for d in st.damage],
     }

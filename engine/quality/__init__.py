@@ -18,7 +18,8 @@ The phase (``phase.Quality``) runs after a window's measurement. In order:
   against a baseline run given with ``ruler run --baseline RUN_DIR``.
 
 Every verdict is a journal event ``verdict`` (session, window, check, verdict, summary, file,
-figures) and a column of the run-level ``verdicts.csv``. Checks and their verdicts:
+figures) and a column of the run-level ``verdicts.csv``. Checks and their verdicts (the words are
+``engine.record.events.Check`` and ``Verdict``):
 
 ==============  ==========================================================================
 knobs           acts | ruler suspect

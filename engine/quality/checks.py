@@ -13,7 +13,7 @@ from engine.campaign.spec import Campaign
 from engine.quality.probe import Probe
 from engine.quality.reference import Reference, ReferenceStore
 from engine.record import results
-from engine.record.events import CONTROL, EventKind
+from engine.record.events import CONTROL, Check, EventKind, Verdict
 from engine.run.context import RunContext, WindowContext
 from engine.servers.client import Unsupported
 
@@ -34,7 +34,7 @@ class Checks:
         self.lossy = not self.is_control and self.c.window(ctx.window).lossy
         self.stages: dict[str, float] = {}  # seconds per stage, for the quality_done event
 
-    def verdict(self, check: str, verdict: str, summary: str, file: str | None,
+    def verdict(self, check: Check, verdict: Verdict, summary: str, file: str | None,
                 **figures: Any) -> None:
         rel = str((self.ctx.dir / file).relative_to(self.run.run_dir)) if file else None
         self.run.emit(EventKind.VERDICT, session=self.ctx.session, window=self.ctx.window, check=check,
@@ -51,7 +51,7 @@ class Checks:
         finally:
             self.stages[stage] = round(self.stages.get(stage, 0) + time.monotonic() - t0, 3)
 
-    def guarded(self, check: str, fn: Callable[[], Any]) -> Any:
+    def guarded(self, check: Check, fn: Callable[[], Any]) -> Any:
         """A check the server cannot answer is a verdict, not a crash of the campaign.
 
         Whatever a live server sends (an HTTP error, a dropped connection, an answer that does not
@@ -60,10 +60,10 @@ class Checks:
         try:
             return fn()
         except Unsupported as e:
-            self.verdict(check, "unsupported", str(e), None)
+            self.verdict(check, Verdict.UNSUPPORTED, str(e), None)
         except (httpx.HTTPError, ValueError, KeyError) as e:
             if isinstance(e, httpx.HTTPStatusError) or self.ctx.server.alive():
-                self.verdict(check, "error", f"{type(e).__name__}: {e}"[:300], None)
+                self.verdict(check, Verdict.ERROR, f"{type(e).__name__}: {e}"[:300], None)
             else:
                 raise
         return None

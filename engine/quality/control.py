@@ -14,7 +14,7 @@ from typing import Any
 from engine import __version__
 from engine.quality.checks import Checks
 from engine.quality.drift import DRIFT, drift_summary, write_drift
-from engine.quality.maths import greedy_compare, greedy_summary
+from engine.quality.maths import greedy_compare, greedy_summary, greedy_verdict
 from engine.quality.probe import greedy_items
 from engine.quality.reference import (
     REFERENCE,
@@ -27,7 +27,7 @@ from engine.quality.reference import (
     same_items,
 )
 from engine.record import results
-from engine.record.events import CONTROL, EventKind
+from engine.record.events import CONTROL, Check, EventKind, Verdict
 
 
 class ControlChecks(Checks):
@@ -54,15 +54,14 @@ class ControlChecks(Checks):
         base = {"seed": self.seed, "max_tokens": self.q.greedy.max_tokens}
         if prev is None:
             self.write("greedy.json", {"reference": "self", **base, "outputs": mine})
-            self.verdict("greedy", "reference", f"reference: {len(mine)} prompts", "greedy.json",
-                         reference="self")
+            self.verdict(Check.GREEDY, Verdict.REFERENCE, f"reference: {len(mine)} prompts",
+                         "greedy.json", reference="self")
             return
         cmp = greedy_compare(prev.greedy, mine)
-        against = f"{prev.session}-control"
+        against = f"{prev.session}-{CONTROL}"
         self.write("greedy.json", {"reference": against, **base, "comparison": cmp, "outputs": mine})
-        self.verdict("greedy", "identical" if cmp["identical"] == cmp["n"] else "diverged",
-                     f"{greedy_summary(cmp)} vs {against}", "greedy.json",
-                     identical=cmp["identical"], n=cmp["n"],
+        self.verdict(Check.GREEDY, greedy_verdict(cmp), f"{greedy_summary(cmp)} vs {against}",
+                     "greedy.json", identical=cmp["identical"], n=cmp["n"],
                      first_divergence=cmp["first_divergence"], reference=against)
 
     def kl_side(self, items: list[Item], scores: Scores,
@@ -85,16 +84,16 @@ class ControlChecks(Checks):
         cmp = compare_scores(items, scores, repeat, self.q.teacher_forced.top_k)
         n = cmp["stats"]["n"]
         if cmp["identical"]:
-            verdict, summary = "repeat-identical", f"self-score repeat-identical on {n} tokens"
+            verdict, summary = Verdict.REPEAT_IDENTICAL, f"self-score repeat-identical on {n} tokens"
         else:
-            verdict = "repeat-differs"
+            verdict = Verdict.REPEAT_DIFFERS
             summary = f"self-score repeat differs: max |dlogp| {cmp['stats']['max']:.3g} on {n} tokens"
         self.write("teacher-forced.json", {
             "reference": "self (scored twice)", "top_k": self.q.teacher_forced.top_k,
             "self_score": {"identical": cmp["identical"], "n": n, "stats": cmp["stats"],
                            "floored": cmp["floored"], "worst": cmp["worst"]},
             "scores": scores, "repeat": repeat})
-        self.verdict("self_score", verdict, summary, "teacher-forced.json", **cmp["stats"])
+        self.verdict(Check.SELF_SCORE, verdict, summary, "teacher-forced.json", **cmp["stats"])
 
     def floors(self, ref: Reference, prev: Reference | None,
                receipt: Reference | None) -> dict[str, Any]:
@@ -105,7 +104,7 @@ class ControlChecks(Checks):
             floors["repeat"] = compare_kl(ref.kl_scores, ref.kl_repeat, k)
         if prev is not None and same_items(prev.kl_items, ref.kl_items):
             floors["previous_session"] = {**compare_kl(prev.kl_scores, ref.kl_scores, k),
-                                          "against": f"{prev.session}-control"}
+                                          "against": f"{prev.session}-{CONTROL}"}
         if receipt is not None and receipt.kl_repeat is not None:
             floors["oracle_repeat"] = compare_kl(receipt.kl_scores, receipt.kl_repeat, k)
         for f in floors.values():
@@ -115,7 +114,7 @@ class ControlChecks(Checks):
     def control_kl(self, ref: Reference, receipt: Reference | None) -> None:
         k = self.q.kl.top_k
         floor = ref.kl_floor()
-        data: dict[str, Any] = {"oracle": "control" if receipt is None else "receipt", "top_k": k,
+        data: dict[str, Any] = {"oracle": CONTROL if receipt is None else "receipt", "top_k": k,
                                 "floor": floor, "floors": ref.kl_floors}
         parts = [f"{name} {f['mean']:.3g}" for name, f in ref.kl_floors.items()]
         summary = f"KL floor: {', '.join(parts) or 'none measured'}"
@@ -125,7 +124,7 @@ class ControlChecks(Checks):
             data.update(provenance=receipt.provenance, control_vs_oracle=vs)
             summary += f"; control vs oracle mean {vs['mean']:.4g} p99 {vs['p99']:.4g}"
         self.write("kl.json", data)
-        self.verdict("kl", "floor", summary, "kl.json", floor=floor,
+        self.verdict(Check.KL, Verdict.FLOOR, summary, "kl.json", floor=floor,
                      mean=vs["mean"] if vs else None, p99=vs["p99"] if vs else None)
 
     def settle_earlier_windows(self, ref: Reference) -> None:
@@ -140,16 +139,15 @@ class ControlChecks(Checks):
             if data.get("reference") not in (None, "pending"):
                 continue
             cmp = greedy_compare(ref.greedy, data["outputs"])
-            data.update(reference=f"{self.ctx.session}-control (ran after this window)",
+            data.update(reference=f"{self.ctx.session}-{CONTROL} (ran after this window)",
                         comparison=cmp)
             results.write_json(path, data)
-            self.run.emit(EventKind.VERDICT, session=self.ctx.session, window=window, check="greedy",
-                             verdict="identical" if cmp["identical"] == cmp["n"] else "diverged",
-                             summary=greedy_summary(cmp),
-                             file=str(path.relative_to(self.run.run_dir)),
-                             figures={"identical": cmp["identical"], "n": cmp["n"],
-                                      "first_divergence": cmp["first_divergence"],
-                                      "reference": data["reference"]})
+            self.run.emit(EventKind.VERDICT, session=self.ctx.session, window=window,
+                          check=Check.GREEDY, verdict=greedy_verdict(cmp),
+                          summary=greedy_summary(cmp), file=str(path.relative_to(self.run.run_dir)),
+                          figures={"identical": cmp["identical"], "n": cmp["n"],
+                                   "first_divergence": cmp["first_divergence"],
+                                   "reference": data["reference"]})
 
     def drift(self) -> None:
         rows = [r for r in write_drift(self.run.run_dir, self.baseline_dir)
@@ -157,8 +155,9 @@ class ControlChecks(Checks):
         if not rows:
             return
         verdict, summary, worst = drift_summary(rows)
-        self.run.emit(EventKind.VERDICT, session=self.ctx.session, window=self.ctx.window, check="drift",
-                         verdict=verdict, summary=summary, file=DRIFT, figures={"worst_pct": worst})
+        self.run.emit(EventKind.VERDICT, session=self.ctx.session, window=self.ctx.window,
+                      check=Check.DRIFT, verdict=verdict, summary=summary, file=DRIFT,
+                      figures={"worst_pct": worst})
 
     def provenance(self) -> dict[str, Any]:
         facts = self.ctx.facts.as_json()["facts"]

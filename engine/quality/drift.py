@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from engine.record import results
-from engine.record.events import CONTROL
+from engine.record.events import CONTROL, USABLE_ROWS, Verdict
 
 DRIFT = "drift.json"
 
@@ -21,7 +21,7 @@ def _c1_rows(run_dir: Path) -> list[dict[str, str]]:
         return []
     with path.open() as f:
         rows = [r for r in csv.DictReader(f) if r["window"] == CONTROL and r["agg_tok_s"]
-                and r["status"] in ("ok", "noisy")]
+                and r["status"] in USABLE_ROWS]
     if not rows:
         return []
     low = min(int(r["concurrency"]) for r in rows)
@@ -37,7 +37,7 @@ def _drift_row(row: dict[str, str], ref_tok_s: float, ref_spread: float,
             "concurrency": int(row["concurrency"]), "against": against, "agg_tok_s": tok_s,
             "reference_tok_s": ref_tok_s, "delta_pct": None if delta is None else round(delta, 2),
             "spread": spread, "reference_spread": ref_spread,
-            "verdict": "within spread" if inside else "drift"}
+            "verdict": Verdict.WITHIN_SPREAD if inside else Verdict.DRIFT}
 
 
 def control_drift(run_dir: Path, baseline_dir: Path | None = None) -> list[dict[str, Any]]:
@@ -53,7 +53,7 @@ def control_drift(run_dir: Path, baseline_dir: Path | None = None) -> list[dict[
     for cls_rows in by_class.values():
         for prev, cur in zip(cls_rows, cls_rows[1:], strict=False):
             out.append(_drift_row(cur, float(prev["agg_tok_s"]), float(prev["spread"] or 0),
-                                  f"{prev['session']}-control"))
+                                  f"{prev['session']}-{CONTROL}"))
     if baseline_dir is not None:
         base: dict[str, list[dict[str, str]]] = {}
         for row in _c1_rows(baseline_dir):
@@ -75,10 +75,10 @@ def write_drift(run_dir: Path, baseline_dir: Path | None = None) -> list[dict[st
     return drift
 
 
-def drift_summary(rows: list[dict[str, Any]]) -> tuple[str, str, float | None]:
+def drift_summary(rows: list[dict[str, Any]]) -> tuple[Verdict, str, float | None]:
     """Verdict, one-line summary and the worst delta of one session's drift rows."""
     worst = max(rows, key=lambda r: abs(r["delta_pct"] or 0))
-    verdict = "drift" if any(r["verdict"] == "drift" for r in rows) else "within spread"
+    verdict = Verdict.DRIFT if any(r["verdict"] == Verdict.DRIFT for r in rows) else Verdict.WITHIN_SPREAD
     summary = ", ".join(f"{r['class']} C{r['concurrency']} "
                         + ("n/a" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%")
                         + f" vs {r['against']}" for r in rows)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from engine.record.events import USABLE_ROWS, Verdict
+
 # Boot facts that legitimately differ from boot to boot, or come from requests rather than the
 # boot: file paths (the model's type, size and shape are facts of their own), the listening URL
 # (a port per window), request timings and speculative-decoding counters of served requests.
@@ -38,8 +40,8 @@ def rows_inside(window: dict[tuple[str, int], dict[str, Any]],
     out: list[dict[str, Any]] = []
     for (cls, c), w in sorted(window.items()):
         ctl = control.get((cls, c))
-        if not ctl or not ctl.get("agg_tok_s") or w.get("status") not in ("ok", "noisy") or \
-                ctl.get("status") not in ("ok", "noisy"):
+        if not ctl or not ctl.get("agg_tok_s") or w.get("status") not in USABLE_ROWS or \
+                ctl.get("status") not in USABLE_ROWS:
             out.append({"class": cls, "concurrency": c, "judged": False})
             continue
         delta = (w["agg_tok_s"] - ctl["agg_tok_s"]) / ctl["agg_tok_s"]
@@ -52,7 +54,7 @@ def rows_inside(window: dict[tuple[str, int], dict[str, Any]],
 
 
 def no_effect_verdict(facts: dict[str, Any] | None, rows: dict[str, Any],
-                      greedy: dict[str, Any]) -> tuple[str, list[str]]:
+                      greedy: dict[str, Any]) -> tuple[Verdict, list[str]]:
     """The verdict and its reasons from the fact diff (None: no control facts), the rows and greedy."""
     differ: list[str] = []
     missing: list[str] = []
@@ -71,5 +73,6 @@ def no_effect_verdict(facts: dict[str, Any] | None, rows: dict[str, Any],
             differ.append(f"{shape} {r['delta']:+.1%} outside spread {r['tolerance']:.1%}")
     if greedy["identical"] != greedy["n"]:
         differ.append(f"greedy {greedy['identical']}/{greedy['n']}")
-    verdict = "observable effect" if differ else "undetermined" if missing else "no observable effect"
+    verdict = (Verdict.OBSERVABLE_EFFECT if differ else Verdict.UNDETERMINED if missing
+               else Verdict.NO_OBSERVABLE_EFFECT)
     return verdict, differ + missing

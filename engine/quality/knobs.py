@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.quality.probe import Probe
+from engine.record.events import Verdict
 from engine.servers.client import ChatReply, Unsupported
 
 KNOB_PROMPTS = 3  # greedy prompts the knob check sends again without each knob
@@ -54,8 +55,8 @@ def knob_check(probe: Probe, prompts: Sequence[str], knobs: dict[str, Any], max_
                 break
         report["knobs"][name] = judge_knob(probe, name, value, knobs, rest, prompts[0],
                                            base[:len(pairs)], pairs)
-    suspects = [n for n, k in report["knobs"].items() if k["verdict"] != "acts"]
-    report["verdict"] = "ruler suspect" if suspects else "acts"
+    suspects = [n for n, k in report["knobs"].items() if k["verdict"] != Verdict.ACTS]
+    report["verdict"] = Verdict.RULER_SUSPECT if suspects else Verdict.ACTS
     report["suspects"] = suspects
     return report
 
@@ -83,7 +84,8 @@ def judge_knob(probe: Probe, name: str, value: Any, knobs: dict[str, Any], rest:
     return {"value": value, "reasoning_knob": reasoning, "template_renders_same": rendered,
             "reasoning_counts": ("reported" if any(r.reasoning_tokens is not None for r in replies)
                                  else "missing" if counts else "not reported by this server"),
-            "verdict": "acts" if acts else "ruler suspect", "reasons": reasons, "pairs": pairs}
+            "verdict": Verdict.ACTS if acts else Verdict.RULER_SUSPECT, "reasons": reasons,
+            "pairs": pairs}
 
 
 def _renders_same(probe: Probe, prompt: str, a: dict[str, Any], b: dict[str, Any]) -> bool | None:

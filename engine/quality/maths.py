@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.record.events import CONTROL, Verdict
+
 PROB_EPS = 1e-12  # probabilities are clamped here before a log
 
 
@@ -88,11 +90,16 @@ def greedy_compare(ref: Sequence[dict[str, Any]], mine: Sequence[dict[str, Any]]
         div = first_divergence(r["text"], m["text"])
         per.append({"prompt": m["prompt"], "identical": div is None, "first_divergence": div,
                     "same_prompt_ids": r["prompt_ids"] == m["prompt_ids"],
-                    "control": r["text"], "window": m["text"]})
+                    CONTROL: r["text"], "window": m["text"]})
     same = sum(p["identical"] for p in per)
     divs = [p["first_divergence"] for p in per if p["first_divergence"] is not None]
     return {"identical": same, "n": len(per), "first_divergence": min(divs) if divs else None,
             "prompts": per}
+
+
+def greedy_verdict(cmp: dict[str, Any]) -> Verdict:
+    """Greedy equivalence holds only when every prompt's output is identical."""
+    return Verdict.IDENTICAL if cmp["identical"] == cmp["n"] else Verdict.DIVERGED
 
 
 def greedy_summary(cmp: dict[str, Any]) -> str:

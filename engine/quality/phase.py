@@ -21,7 +21,7 @@ from engine.quality.reference import ReferenceStore
 from engine.quality.tools import tool_probe
 from engine.quality.verdicts import verdict_row, write_verdicts
 from engine.quality.window import WindowChecks
-from engine.record.events import CONTROL, EventKind
+from engine.record.events import CONTROL, Check, EventKind, QualityStatus, Verdict
 from engine.run.context import RunContext, WindowContext
 
 
@@ -38,14 +38,14 @@ class Quality:
         run.emit(EventKind.QUALITY_STARTED, session=ctx.session, window=ctx.window)
         started = time.monotonic()
         timeout = httpx.Timeout(run.campaign.timeouts.request, connect=10.0)
-        status = "done"
+        status = QualityStatus.DONE
         with httpx.Client(base_url=ctx.server.base_url, timeout=timeout) as client:
             probe = Probe(ctx.adapter, client, run.controls.stopping)
             checks = WindowRun(self.refs, self.baseline_dir, run, ctx, probe)
             try:
                 checks.all()
             except Stopped:
-                status = "stopped"
+                status = QualityStatus.STOPPED
             except httpx.TransportError as e:
                 if not ctx.server.alive():
                     raise WindowFailed(f"server died during the quality checks ({e})") from e
@@ -72,19 +72,19 @@ class WindowRun(ControlChecks, WindowChecks):
     """The checks of one window, in order: greedy, knobs, reference or comparison, tools."""
 
     def all(self) -> None:
-        mine = self.guarded("greedy", lambda: self.timed("greedy", self.greedy_outputs))
+        mine = self.guarded(Check.GREEDY, lambda: self.timed("greedy", self.greedy_outputs))
         if self.q.knobs_check and self.knobs:
-            self.guarded("knobs", lambda: self.timed("knobs", lambda: self.knobs_check(mine or [])))
+            self.guarded(Check.KNOBS, lambda: self.timed("knobs", lambda: self.knobs_check(mine or [])))
         if mine is None:
             return
         for g in mine:
             g.pop("reply")  # kept for the knob check; receipts hold its parts
         if self.is_control:
-            self.guarded("reference", lambda: self.control(mine))
+            self.guarded(Check.REFERENCE, lambda: self.control(mine))
         else:
             self.window(mine)
         if self.q.tool_probe is not None:
-            self.guarded("tool_probe", lambda: self.timed("tools", self.tools))
+            self.guarded(Check.TOOL_PROBE, lambda: self.timed("tools", self.tools))
 
     def greedy_outputs(self) -> list[dict[str, Any]]:
         return self.probe.greedy(self.c.greedy_prompts(), self.knobs, self.q.greedy.max_tokens,
@@ -103,7 +103,7 @@ class WindowRun(ControlChecks, WindowChecks):
             summary = f"RULER SUSPECT: {', '.join(report['suspects'])} inert ({why})"
         else:
             summary = f"{len(report['knobs'])}/{len(report['knobs'])} knobs act"
-        self.verdict("knobs", report["verdict"], summary, "knobs.json",
+        self.verdict(Check.KNOBS, report["verdict"], summary, "knobs.json",
                      suspects=report["suspects"], knobs=list(report["knobs"]))
 
     def tools(self) -> None:
@@ -114,5 +114,5 @@ class WindowRun(ControlChecks, WindowChecks):
         whys = sorted({c.get("why") or c.get("error", "") for c in report["calls"] if not c["ok"]})
         summary = f"{report['ok']}/{report['n']} parseable tool calls" + (
             f" ({'; '.join(whys)[:200]})" if whys else "")
-        self.verdict("tool_probe", "ok" if report["ok"] == report["n"] else "failed", summary,
-                     "tools.json", ok=report["ok"], n=report["n"])
+        verdict = Verdict.OK if report["ok"] == report["n"] else Verdict.FAILED
+        self.verdict(Check.TOOL_PROBE, verdict, summary, "tools.json", ok=report["ok"], n=report["n"])

@@ -18,6 +18,7 @@ import numpy as np
 
 from engine.quality.maths import abs_stats, forced_logprob, kl_topk, truncate
 from engine.record import results
+from engine.record.events import CONTROL
 
 REFERENCE = "reference.json"
 
@@ -119,7 +120,7 @@ class ReferenceStore:
 
     def get(self, run_dir: Path, session: str) -> Reference | None:
         if session not in self.refs:
-            path = results.window_dir(run_dir, session, "control") / REFERENCE
+            path = results.window_dir(run_dir, session, CONTROL) / REFERENCE
             if path.exists():
                 self.refs[session] = load_reference(path)
         return self.refs.get(session)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.record import results
+from engine.record.events import Check
 
 VERDICTS = "verdicts.csv"
 VERDICT_COLUMNS = [
@@ -21,26 +22,26 @@ VERDICT_COLUMNS = [
 def verdict_row(session: str, window: str, axis: str, lossy: bool,
                 verdicts: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """One verdicts.csv row from a window's verdict events (check -> event)."""
-    def fig(check: str, key: str) -> Any:
+    def fig(check: Check, key: str) -> Any:
         return (verdicts.get(check, {}).get("figures") or {}).get(key)
 
-    def word(check: str) -> str:
+    def word(check: Check) -> str:
         return verdicts[check]["verdict"] if check in verdicts else ""
 
-    greedy_text = (f"{fig('greedy', 'identical')}/{fig('greedy', 'n')}"
-                   if fig("greedy", "n") is not None else word("greedy"))
-    tools = verdicts.get("tool_probe")
+    greedy_text = (f"{fig(Check.GREEDY, 'identical')}/{fig(Check.GREEDY, 'n')}"
+                   if fig(Check.GREEDY, "n") is not None else word(Check.GREEDY))
+    tools = verdicts.get(Check.TOOL_PROBE)
     return {
         "session": session, "window": window, "axis": axis, "lossy": lossy,
-        "knobs": word("knobs"), "greedy": greedy_text,
-        "first_divergence": fig("greedy", "first_divergence"),
-        "dlogp_p50": fig("teacher_forced", "p50"), "dlogp_p99": fig("teacher_forced", "p99"),
-        "dlogp_max": fig("teacher_forced", "max"), "floored": fig("teacher_forced", "floored"),
-        "self_score": verdicts.get("self_score", {}).get("summary", ""),
-        "kl_mean": fig("kl", "mean"), "kl_p99": fig("kl", "p99"), "kl_floor": fig("kl", "floor"),
-        "no_effect": word("no_effect"),
+        "knobs": word(Check.KNOBS), "greedy": greedy_text,
+        "first_divergence": fig(Check.GREEDY, "first_divergence"),
+        "dlogp_p50": fig(Check.TEACHER_FORCED, "p50"), "dlogp_p99": fig(Check.TEACHER_FORCED, "p99"),
+        "dlogp_max": fig(Check.TEACHER_FORCED, "max"), "floored": fig(Check.TEACHER_FORCED, "floored"),
+        "self_score": verdicts.get(Check.SELF_SCORE, {}).get("summary", ""),
+        "kl_mean": fig(Check.KL, "mean"), "kl_p99": fig(Check.KL, "p99"), "kl_floor": fig(Check.KL, "floor"),
+        "no_effect": word(Check.NO_EFFECT),
         "tool_calls": tools["summary"].split(" ")[0] if tools else "",
-        "reference": fig("greedy", "reference") or "",
+        "reference": fig(Check.GREEDY, "reference") or "",
     }
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from engine.quality.checks import Checks
 from engine.quality.effect import IGNORED_FACT, fact_diff, no_effect_verdict, rows_inside
-from engine.quality.maths import greedy_compare, greedy_summary
+from engine.quality.maths import greedy_compare, greedy_summary, greedy_verdict
 from engine.quality.reference import (
     Reference,
     Scores,
@@ -17,7 +17,7 @@ from engine.quality.reference import (
     same_items,
 )
 from engine.record import results
-from engine.record.events import CONTROL
+from engine.record.events import CONTROL, Check, Verdict
 
 TF_CLOSE = 0.05  # nats: a p99 |dlogp| at or below this is numeric noise, not a different model
 KL_CLEAR = 10.0  # a lossy window's KL is "above floor" when > KL_CLEAR x floor ...
@@ -31,40 +31,42 @@ class WindowChecks(Checks):
         if ref is None:
             self.write("greedy.json", {"reference": "pending", "seed": self.seed,
                                        "max_tokens": self.q.greedy.max_tokens, "outputs": mine})
-            self.verdict("greedy", "no reference", "the session's control has not run (yet)",
+            self.verdict(Check.GREEDY, Verdict.NO_REFERENCE, "the session's control has not run (yet)",
                          "greedy.json", reference="none")
             return
         cmp = greedy_compare(ref.greedy, mine)
-        self.write("greedy.json", {"reference": f"{ref.session}-control", "seed": self.seed,
+        against = f"{ref.session}-{CONTROL}"
+        self.write("greedy.json", {"reference": against, "seed": self.seed,
                                    "max_tokens": self.q.greedy.max_tokens, "comparison": cmp,
                                    "outputs": mine})
-        self.verdict("greedy", "identical" if cmp["identical"] == cmp["n"] else "diverged",
-                     greedy_summary(cmp), "greedy.json", identical=cmp["identical"], n=cmp["n"],
-                     first_divergence=cmp["first_divergence"], reference=f"{ref.session}-control")
+        self.verdict(Check.GREEDY, greedy_verdict(cmp), greedy_summary(cmp), "greedy.json",
+                     identical=cmp["identical"], n=cmp["n"], first_divergence=cmp["first_divergence"],
+                     reference=against)
         self.no_effect(cmp)
-        scores = self.guarded("teacher_forced", lambda: self.timed(
+        scores = self.guarded(Check.TEACHER_FORCED, lambda: self.timed(
             "score", lambda: self.probe.score(ref.items, ref.top_k)))
         if scores is None:
             return
         self.teacher_forced(ref, scores)
         if self.lossy:
-            self.guarded("kl", lambda: self.kl(ref, scores))
+            self.guarded(Check.KL, lambda: self.kl(ref, scores))
 
     def teacher_forced(self, ref: Reference, scores: Scores) -> None:
         k = self.q.teacher_forced.top_k
         cmp = compare_scores(ref.items, ref.scores, scores, k)
         st = cmp["stats"]
         if st["n"] == 0:
-            self.verdict("teacher_forced", "no reference", "no scored positions", None)
+            self.verdict(Check.TEACHER_FORCED, Verdict.NO_REFERENCE, "no scored positions", None)
             return
-        verdict = "exact" if st["max"] == 0 else "close" if st["p99"] <= TF_CLOSE else "differs"
+        verdict = (Verdict.EXACT if st["max"] == 0 else Verdict.CLOSE if st["p99"] <= TF_CLOSE
+                   else Verdict.DIFFERS)
         summary = (f"|dlogp| p50 {st['p50']:.3g} p99 {st['p99']:.3g} max {st['max']:.3g} on "
                    f"{st['n']} tokens" + (f" ({cmp['floored']} floored)" if cmp["floored"] else ""))
         self.write("teacher-forced.json", {
-            "reference": f"{ref.session}-control", "top_k": k, "stats": st,
+            "reference": f"{ref.session}-{CONTROL}", "top_k": k, "stats": st,
             "floored": cmp["floored"], "floor_rule": "outside the top-k: the k-th logprob",
             "worst": cmp["worst"], "positions": cmp["positions"], "scores": scores})
-        self.verdict("teacher_forced", verdict, summary, "teacher-forced.json", **st,
+        self.verdict(Check.TEACHER_FORCED, verdict, summary, "teacher-forced.json", **st,
                      floored=cmp["floored"])
 
     def kl(self, ref: Reference, scores: Scores) -> None:
@@ -78,7 +80,7 @@ class WindowChecks(Checks):
             oracle_scores = ref.kl_scores
             win = scores if same_items(ref.kl_items, ref.items) else self.timed(
                 "score", lambda: self.probe.score(ref.kl_items, self.top_k))
-            provenance = {"oracle": f"{ref.session}-control", **ref.provenance}
+            provenance = {"oracle": f"{ref.session}-{CONTROL}", **ref.provenance}
         k = self.q.kl.top_k
         res = compare_kl(oracle_scores, win, k)
         floor = ref.kl_floor()
@@ -90,7 +92,7 @@ class WindowChecks(Checks):
         floor_text = f"floor {floor:.3g}" if floor is not None else "no floor measured"
         summary = (f"KL mean {res['mean']:.4g} p99 {res['p99']:.4g} on {res['n']} positions "
                    f"({floor_text})")
-        self.verdict("kl", "above floor" if above else "at floor", summary, "kl.json",
+        self.verdict(Check.KL, Verdict.ABOVE_FLOOR if above else Verdict.AT_FLOOR, summary, "kl.json",
                      mean=res["mean"], p99=res["p99"], floor=floor)
 
     def no_effect(self, greedy: dict[str, Any]) -> None:
@@ -105,7 +107,7 @@ class WindowChecks(Checks):
                                       "ignored_facts": IGNORED_FACT.pattern, "rows": rows["rows"],
                                       "greedy": f"{greedy['identical']}/{greedy['n']}"})
         summary = verdict if not reasons else f"{verdict}: {'; '.join(reasons)}"
-        self.verdict("no_effect", verdict, summary, "no-effect.json")
+        self.verdict(Check.NO_EFFECT, verdict, summary, "no-effect.json")
 
     def control_facts(self) -> dict[str, Any] | None:
         facts = self.run.control_facts.get(self.ctx.session)

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engine.record.events import Check, EventKind
 from engine.record.results import THROUGHPUT, write_atomic
 from engine.record.state import RunState
 
@@ -41,7 +42,7 @@ def throughput_rows(state: RunState) -> list[dict[str, Any]]:
     """The finished rows, each with its window's ruler check verdict ("ruler suspect" loudly)."""
     def ruler(session: str, window: str) -> str:
         ws = state.windows.get(f"{session}-{window}")
-        return str(ws.verdicts.get("knobs", {}).get("verdict", "")) if ws else ""
+        return str(ws.verdicts.get(Check.KNOBS, {}).get("verdict", "")) if ws else ""
 
     return [{**r.row, "ruler_check": ruler(r.session, r.window)} for r in state.rows.values() if r.row]
 
@@ -63,5 +64,6 @@ class ThroughputWriter:
         self.run_dir = run_dir
 
     def __call__(self, event: dict[str, Any], state: RunState) -> None:
-        if event["kind"] == "row_done" or (event["kind"] == "verdict" and event.get("check") == "knobs"):
+        if event["kind"] == EventKind.ROW_DONE or (event["kind"] == EventKind.VERDICT
+                                                   and event.get("check") == Check.KNOBS):
             write_throughput(self.run_dir, throughput_rows(state))

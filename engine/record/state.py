@@ -12,9 +12,11 @@ from engine.record.events import (
     COMPLETE_ROWS,
     CONTROL,
     ENVELOPE,
+    Check,
     EventKind,
     RowStatus,
     RunStatus,
+    Verdict,
     WindowStatus,
 )
 from engine.record.journal import Damage, Event, JournalRead, excerpt, read_journal
@@ -41,6 +43,11 @@ class WindowState:
     @property
     def key(self) -> str:
         return f"{self.session}-{self.window}"
+
+    @property
+    def ruler_suspect(self) -> bool:
+        """The ruler check found a request knob inert: every figure of this window is suspect."""
+        return self.verdicts.get(Check.KNOBS, {}).get("verdict") == Verdict.RULER_SUSPECT
 
 
 @dataclass

@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.record.events import CONTROL, WindowStatus
+
 if TYPE_CHECKING:
     from engine.report.run import Row, RunView
 
@@ -84,7 +86,7 @@ def tok_s_chart(view: RunView, path: Path) -> Path | None:
     # Windows without rows (rejected at boot, failed) keep their place, labelled: a gap that says why.
     status = {ws.key: ws.status for ws in view.windows()}
     groups = list(dict.fromkeys([k for k in status if any(g == k for g, _, _ in by)
-                                 or status[k] in ("rejected", "failed")]
+                                 or status[k] in (WindowStatus.REJECTED, WindowStatus.FAILED)]
                                 + [g for g, _, _ in by]))
     fig, axes = _figure(max(6.0, 0.9 * len(groups) + 2), 3.6 * len(concs), len(concs), 1)
     for ax, c in zip(axes[:, 0], concs, strict=True):
@@ -124,7 +126,7 @@ def acceptance_chart(view: RunView, path: Path) -> Path | None:
 
 def drift_chart(view: RunView, path: Path) -> Path | None:
     """Each control row across sessions: boot-to-boot drift, measured rather than assumed."""
-    ctl = [r for r in view.rows if r.window == "control" and r.agg_tok_s]
+    ctl = [r for r in view.rows if r.window == CONTROL and r.agg_tok_s]
     sessions = list(dict.fromkeys(r.session for r in ctl))
     if len(sessions) < 2:  # one boot of the control has no drift to show
         return None

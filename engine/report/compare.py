@@ -17,7 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.record.events import WindowStatus
+from engine.record.receipts import CSV_COLUMNS
 from engine.report import CONTROL, Delta, ReportError, Row, RunView, delta, load_run, pct, tok
+from engine.report.run import csv_row
 
 EXACT, BY_NAME, BY_AXIS = "exact", "window name", "axis"
 
@@ -45,10 +48,12 @@ def comparable_rows(view: RunView) -> list[Row]:
     rejected at boot in one run and measured in another is a result to see side by side."""
     have = {(r.session, r.window) for r in view.rows}
     return list(view.rows) + [
-        Row(ws.session, ws.window, ws.axis, "", 0, 0, None, None, None, None, None, None, "", None,
-            ws.status, 0, ws.reason, "")
+        csv_row(dict.fromkeys(CSV_COLUMNS, "") | {"session": ws.session, "window": ws.window,
+                                                 "axis": ws.axis, "status": ws.status,
+                                                 "reason": ws.reason})
         for ws in view.windows()
-        if (ws.session, ws.window) not in have and ws.status in ("rejected", "failed", "aborted")]
+        if (ws.session, ws.window) not in have
+        and ws.status in (WindowStatus.REJECTED, WindowStatus.FAILED, WindowStatus.ABORTED)]
 
 
 def _rules(base: Row) -> list[tuple[str, Callable[[Row], bool]]]:

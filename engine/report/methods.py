@@ -7,6 +7,7 @@ import json
 
 from engine import __version__
 from engine.campaign.spec import Campaign
+from engine.record.events import EventKind
 from engine.report.run import RunView, read_json
 from engine.report.text import table, when
 from engine.report.windows import change_text
@@ -99,7 +100,7 @@ def flags(view: RunView) -> list[str]:
     """The invocation each window actually booted, as the journal recorded it."""
     rows = []
     for ws in view.windows():
-        started = view.of("window_started", ws.session, ws.window)
+        started = view.of(EventKind.WINDOW_STARTED, ws.session, ws.window)
         plan = started[0].get("plan", {}) if started else {}
         argv = " ".join(str(a) for a in plan.get("argv", [])) or "-"
         lossy = "lossy" if view.lossy(ws.window) else ""

@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from engine.campaign.spec import Campaign
-from engine.record import results
-from engine.record.events import CONTROL
+from engine.record import receipts, results
+from engine.record.events import CONTROL, USABLE_ROWS
 from engine.record.journal import Event, read_journal
 from engine.record.receipts import read_rep
 from engine.record.state import RunState, WindowState, fold_read, row_key
 from engine.run import stats
-
-USABLE = ("ok", "noisy")  # a void, failed or aborted row has no figure to compare
 
 
 class ReportError(Exception):
@@ -33,9 +32,15 @@ def _num(text: str | None) -> float | None:
     return float(text) if text not in (None, "") else None
 
 
+def _int(text: str | None) -> int:
+    return int(text) if text not in (None, "") else 0
+
+
 @dataclass
 class Row:
-    """One throughput.csv row, typed, with its reps' aggregate tok/s."""
+    """One throughput.csv row, typed, with its reps' aggregate tok/s. Each field is the column of
+    its name in ``receipts.CSV_COLUMNS`` (``cls`` is ``class``), read by :func:`csv_row`; the
+    types are what that function parses."""
 
     session: str
     window: str
@@ -59,7 +64,7 @@ class Row:
 
     @property
     def usable(self) -> bool:
-        return self.status in USABLE and bool(self.agg_tok_s)
+        return self.status in USABLE_ROWS and bool(self.agg_tok_s)
 
     @property
     def shape(self) -> tuple[str, int]:
@@ -74,6 +79,23 @@ class Row:
 
     def as_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+PARSE: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float | None": _num}
+TYPES = {f.name: str(f.type) for f in fields(Row) if f.name != "rep_tok_s"}  # the columns Row holds
+
+
+def csv_row(r: dict[str, str]) -> Row:
+    """A throughput.csv line (``csv.DictReader``) as a Row, column by column of
+    ``receipts.CSV_COLUMNS`` (``ruler_check`` stays with the window's verdicts). A column the file
+    lacks is a KeyError naming it, a line short of values a TypeError; an empty count reads as 0,
+    an empty figure as None."""
+    cells = {name: r[col] for col in receipts.CSV_COLUMNS
+             if (name := "cls" if col == "class" else col) in TYPES}
+    short = [name for name, text in cells.items() if text is None]  # DictReader's restval
+    if short:
+        raise TypeError(f"the line has no value for {', '.join(short)}")
+    return Row(**{name: PARSE[TYPES[name]](text) for name, text in cells.items()})
 
 
 def receipt_rep_tok_s(run_dir: Path, source: str, concurrency: int) -> list[float]:
@@ -103,12 +125,8 @@ def read_rows(run_dir: Path, state: RunState) -> list[Row]:
 
 
 def _row(run_dir: Path, state: RunState, r: dict[str, str]) -> Row:
-    c = int(r["concurrency"])
-    row = Row(r["session"], r["window"], r["axis"], r["class"], c, int(r["reps"] or 0),
-              _num(r["agg_tok_s"]), _num(r["per_user_tok_s"]), _num(r["ttft_ms"]),
-              _num(r["decode_tok_s"]), _num(r["accept_len"]), _num(r["accept_rate"]),
-              r["accept_source"], _num(r["spread"]), r["status"], int(r["attempts"] or 0),
-              r["reason"], r["source"])
+    row = csv_row(r)
+    c = row.concurrency
     journal = state.rows.get(row_key(row.session, row.window, row.cls, c))
     reps = journal.row.get("rep_tok_s") if journal and journal.row.get(
         "source") == row.source else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.record import results
+from engine.record.events import Check
 from engine.record.journal import damage_report
 from engine.report.run import CONTROL, Row, RunView, read_json
 from engine.report.text import acceptance_text, delta, fixed, pct, reps_text, table, tok, when
@@ -48,8 +49,9 @@ def summary(view: RunView) -> list[str]:
                 else f"{vals[0] * 100:+.1f} %" if vals else "-")
         inside = f"{sum(d.inside for d in deltas)}/{len(vals)}" if vals else "-"
         rows.append([f"{ws.session}-{ws.window}", ws.axis, ws.status, span, inside,
-                     *(verdict_cell(view, ws, c) if c != "kl" or view.lossy(ws.window) else "-"
-                       for c in ("greedy", "teacher_forced", "kl", "no_effect", "knobs"))])
+                     *(verdict_cell(view, ws, c) if c != Check.KL or view.lossy(ws.window) else "-"
+                       for c in (Check.GREEDY, Check.TEACHER_FORCED, Check.KL, Check.NO_EFFECT,
+                                 Check.KNOBS))])
     if not rows:
         return []
     return ["## Windows at a glance", ""] + table(

@@ -4,28 +4,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.record.events import Check, WindowStatus
 from engine.record.state import WindowState
 from engine.report.run import CONTROL, RunView
 from engine.report.text import link
 
 CHECK_LABELS = {
-    "knobs": "ruler check", "greedy": "greedy", "teacher_forced": "teacher-forced |Δlogp|",
-    "self_score": "self-score", "kl": "KL", "no_effect": "no observable effect",
-    "tool_probe": "tool calls", "drift": "control drift", "reference": "reference",
+    Check.KNOBS: "ruler check", Check.GREEDY: "greedy", Check.TEACHER_FORCED: "teacher-forced |Δlogp|",
+    Check.SELF_SCORE: "self-score", Check.KL: "KL", Check.NO_EFFECT: "no observable effect",
+    Check.TOOL_PROBE: "tool calls", Check.DRIFT: "control drift", Check.REFERENCE: "reference",
 }
 
 
-def expected_checks(view: RunView, ws: WindowState) -> list[str]:
+def expected_checks(view: RunView, ws: WindowState) -> list[Check]:
     """The checks a window of this campaign should carry: missing ones read "not measured"."""
     c = view.campaign
     if c is not None and not c.quality.enabled:
         return []
-    checks = ["greedy", "self_score"] if ws.window == CONTROL else ["greedy", "teacher_forced",
-                                                                     "no_effect"]
+    checks = ([Check.GREEDY, Check.SELF_SCORE] if ws.window == CONTROL
+              else [Check.GREEDY, Check.TEACHER_FORCED, Check.NO_EFFECT])
     if view.lossy(ws.window):
-        checks.append("kl")
+        checks.append(Check.KL)
     if c is None or (c.workload.knobs and c.quality.knobs_check):
-        checks.insert(0, "knobs")
+        checks.insert(0, Check.KNOBS)
     return checks
 
 
@@ -35,19 +36,19 @@ def figure(ws: WindowState, check: str, key: str) -> Any:
 
 def verdict_cell(view: RunView, ws: WindowState, check: str) -> str:
     """The summary table's short form of one check."""
-    if ws.status == "rejected":
-        return "rejected"
+    if ws.status == WindowStatus.REJECTED:
+        return WindowStatus.REJECTED
     v = ws.verdicts.get(check)
     c = view.campaign
-    if v is None and check == "knobs" and c is not None and c.quality.enabled and not c.workload.knobs:
+    if v is None and check == Check.KNOBS and c is not None and c.quality.enabled and not c.workload.knobs:
         return "no knobs"  # nothing to check, rather than a check that did not happen
     if v is None:
         return "not measured"
-    if check == "greedy" and figure(ws, check, "n") is not None:
+    if check == Check.GREEDY and figure(ws, check, "n") is not None:
         return f"{figure(ws, check, 'identical')}/{figure(ws, check, 'n')}"
-    if check == "teacher_forced" and figure(ws, check, "p99") is not None:
+    if check == Check.TEACHER_FORCED and figure(ws, check, "p99") is not None:
         return f"{figure(ws, check, 'p99'):.3g}"
-    if check == "kl" and figure(ws, check, "mean") is not None:
+    if check == Check.KL and figure(ws, check, "mean") is not None:
         return f"{figure(ws, check, 'mean'):.4g} ({v['verdict']})"
     return str(v["verdict"])
 

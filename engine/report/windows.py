@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine.quality import IGNORED_FACT
+from engine.record.events import USABLE_ROWS, EventKind, WindowStatus
 from engine.record.state import WindowState
-from engine.report.run import CONTROL, USABLE, RunView, read_json
+from engine.report.run import CONTROL, RunView, read_json
 from engine.report.text import acceptance_text, delta, link, pct, reps_text, table, tok, when
 from engine.report.verdicts import verdict_lines
 
@@ -21,7 +22,7 @@ def window_status(view: RunView, ws: WindowState) -> list[str]:
     if change:
         parts.append(f"change: {change}")
     lines = [" · ".join(parts), ""]
-    finished = view.of("window_finished", ws.session, ws.window)
+    finished = view.of(EventKind.WINDOW_FINISHED, ws.session, ws.window)
     if finished and finished[-1].get("reason"):
         lines += [f"Window ended: {finished[-1]['reason']} "
                   f"{link(view, f'windows/{ws.key}/failure.txt')}".rstrip(), ""]
@@ -87,28 +88,28 @@ def history(view: RunView, ws: WindowState) -> list[str]:
         if e.get("session") != ws.session or e.get("window") != ws.window:
             continue
         shape = f"{e.get('class')} C{e.get('concurrency')}"
-        if e["kind"] == "leak_suspected":
+        if e["kind"] == EventKind.LEAK_SUSPECTED:
             key = (e["class"], e["concurrency"], e["attempt"], e["rep"])
             if key not in flagged:
                 flagged.add(key)
                 out.append(f"- {shape}: attempt {e['attempt']} rep {e['rep']} flagged as it "
                            f"landed: {tok(e['agg_tok_s'])} tok/s against a median of "
                            f"{tok(e['median'])}")
-        elif e["kind"] == "row_void":
+        elif e["kind"] == EventKind.ROW_VOID:
             reps = ", ".join(tok(v) for v in e.get("rep_tok_s", []))
             out.append(f"- {shape}: attempt {e['attempt']} **void** ({e['reason']}; reps {reps} "
                        "tok/s): rewarmed and measured again")
-        elif e["kind"] == "rerun_aborted":
+        elif e["kind"] == EventKind.RERUN_ABORTED:
             out.append(f"- {shape}: rerun attempt {e['attempt']} cut short ({e['reason']}); the "
                        "row stands as it was")
-        elif e["kind"] == "window_reboot":
+        elif e["kind"] == EventKind.WINDOW_REBOOT:
             out.append(f"- window booted again ({e['reason']}) for {e['row']}")
     for cmd in view.state.commands:
         if cmd.get("cmd") == "rerun" and any(str(a).startswith(f"{ws.key}/")
                                               for a in cmd.get("args", [])):
             out.append(f"- operator: rerun {' '.join(map(str, cmd['args']))} at {when(cmd.get('ts'))}")
     for r in view.rows_of(ws.session, ws.window).values():
-        if r.status not in USABLE:
+        if r.status not in USABLE_ROWS:
             out.append(f"- {r.cls} C{r.concurrency}: row **{r.status}** after {r.attempts} "
                        f"attempt{'s' if r.attempts != 1 else ''}: {r.reason or '-'}")
     return (["Void rows, reruns and flagged reps:", ""] + out + [""]) if out else []
@@ -120,7 +121,7 @@ def windows(view: RunView) -> list[str]:
         if ws.window == CONTROL:
             continue
         lines += [f"### {ws.session}-{ws.window}: {ws.axis}", ""] + window_status(view, ws)
-        if ws.status == "rejected":
+        if ws.status == WindowStatus.REJECTED:
             lines += rejection(view, ws)
             continue
         diff = read_json(view.window_file(ws, "boot-facts.json")).get("diff_vs_control") or {}
@@ -141,7 +142,7 @@ def windows(view: RunView) -> list[str]:
         rows = view.rows_of(ws.session, ws.window)
         if rows:
             lines += table(
-                ["class", "C", "tok/s", "control", "Δ tok/s", "per user", "Δ per user",
+                ["class", "C", "tok/s", CONTROL, "Δ tok/s", "per user", "Δ per user",
                  "spread (window / control)", "reps tok/s", "accept len / rate", "control accept",
                  "status", "attempts"],
                 [[r.cls, r.concurrency, tok(r.agg_tok_s), tok(c.agg_tok_s) if c else "-",

@@ -142,7 +142,7 @@ class Measurement:
                 if row and row.row:
                     continue
                 run.emit(EventKind.ROW_DONE, session=ctx.session, window=ctx.window, **{"class": cls},
-                            concurrency=c, axis=run.axis(ctx.window), attempts=0, status="failed",
+                            concurrency=c, axis=run.axis(ctx.window), attempts=0, status=RowStatus.FAILED,
                             reason=reason, source="")
 
     def reruns(self, run: RunContext, ctx: WindowContext) -> None:
@@ -229,7 +229,7 @@ class Measurement:
                     paths.append(str(path.relative_to(run.run_dir)))
                     self._rep_done(run, where, attempt, rep, res, header, paths[-1], reps)
                 row = stats.row_figures(reps, c, policy)
-                if row["status"] != "void" or attempt - first_attempt >= policy.max_reruns:
+                if row["status"] != RowStatus.VOID or attempt - first_attempt >= policy.max_reruns:
                     break
                 run.emit(EventKind.ROW_VOID, **where, attempt=attempt, spread=row["spread"],
                             reason=_void_reason(row, policy, c), rep_tok_s=row["rep_tok_s"], rerun=True)
@@ -238,10 +238,10 @@ class Measurement:
             fig = stats.row_figures(reps, c, policy) if reps else {}
             run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
                         reason=f"the server failed after {len(reps)} reps: {e}",
-                        source=";".join(paths), **{**fig, "status": "failed"})
+                        source=";".join(paths), **{**fig, "status": RowStatus.FAILED})
             raise
         reasons = []
-        if row["status"] == "void":
+        if row["status"] == RowStatus.VOID:
             reasons.append(_void_reason(row, policy, c) + f" after {attempt - first_attempt + 1} attempts")
         if row["metrics_rejected"]:
             reasons.append(f"acceptance not measured: {row['metrics_rejected']}")

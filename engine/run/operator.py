@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.record.events import EventKind
+from engine.record.events import UP_WINDOWS, EventKind, RowStatus, RunStatus, WindowStatus
 from engine.run.context import RunContext
 from engine.run.control import CommandRefused
 
@@ -19,19 +19,19 @@ def handle(run: RunContext, cmd: str, args: list[str], who: dict[str, Any]) -> s
     current = st.windows.get(st.current or "")
     if cmd == "status":
         return status_line(run)
-    if st.status != "running":
+    if st.status != RunStatus.RUNNING:
         raise CommandRefused(f"the campaign is {st.status}; nothing to {cmd}")
     if cmd == "abort":
         ctl.abort.set()
         reply = ("aborting: the current server is stopped (a container is kept); "
                  "rows in flight become aborted")
     elif cmd == "advance":
-        if not current or current.status not in ("booting", "measuring"):
+        if not current or current.status not in UP_WINDOWS:
             raise CommandRefused("no window is up to advance from")
         ctl.advance.set()
         reply = f"ending window {current.session}/{current.window}; the campaign goes on with the next"
     elif cmd == "rewarm":
-        if not current or current.status != "measuring":
+        if not current or current.status != WindowStatus.MEASURING:
             raise CommandRefused("no window is measuring: a warm pass needs a live server")
         ctl.rewarm.set()
         reply = "a warm pass runs before the next rep"
@@ -54,9 +54,9 @@ def _queue_rerun(run: RunContext, args: list[str]) -> str:
     key = args[0]
     row = run.state.rows.get(key)
     if row is None:
-        void = [k for k, r in run.state.rows.items() if r.status == "void"]
+        void = [k for k, r in run.state.rows.items() if r.status == RowStatus.VOID]
         raise CommandRefused(f"no row {key!r}; void rows: {', '.join(void) or 'none'}")
-    if row.status != "void":
+    if row.status != RowStatus.VOID:
         raise CommandRefused(f"row {key} is {row.status}, not void")
     if key in run.controls.reruns:
         raise CommandRefused(f"row {key} is already queued")
@@ -69,6 +69,6 @@ def status_line(run: RunContext) -> str:
     st = run.state
     rows = list(st.rows.values())
     done = sum(r.complete for r in rows)
-    void = sum(r.status == "void" for r in rows)
+    void = sum(r.status == RowStatus.VOID for r in rows)
     return (f"{st.campaign} {st.status}{' (paused)' if st.paused else ''}: "
             f"window {st.current or '-'}, rows done {done}, void {void}")

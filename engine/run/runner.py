@@ -17,7 +17,14 @@ from engine.campaign.redact import redactor_for
 from engine.campaign.spec import Campaign, ServerConfig
 from engine.errors import WindowFailed
 from engine.record import results
-from engine.record.events import CONTROL, EventKind, WindowStatus, check
+from engine.record.events import (
+    COMPLETE_WINDOWS,
+    CONTROL,
+    EventKind,
+    RunStatus,
+    WindowStatus,
+    check,
+)
 from engine.record.journal import Event, read_events
 from engine.record.receipts import ThroughputWriter
 from engine.record.state import RunState, apply, fold
@@ -136,7 +143,7 @@ class Runner:
                       axes={w.name: w.axis for w in c.windows},
                       workload={"classes": list(c.workload.classes),
                                 "concurrency": list(c.workload.concurrency), "reps": c.workload.reps})
-        status = "finished"
+        status = RunStatus.FINISHED
         try:
             for session in c.sessions:
                 if self.controls.abort.is_set():
@@ -152,11 +159,11 @@ class Runner:
                     self.run_window(session, window)
                     self._drain_reruns()
             if self.controls.abort.is_set():
-                status = "aborted"
+                status = RunStatus.ABORTED
         except Exception as e:
             try:
                 self.emit(EventKind.ENGINE_ERROR, error=f"{type(e).__name__}: {e}")
-                self.emit(EventKind.RUN_FINISHED, status="error")
+                self.emit(EventKind.RUN_FINISHED, status=RunStatus.ERROR)
             except OSError:
                 pass  # the journal itself cannot be written: the error raised below says why
             self.journal.close()
@@ -169,7 +176,7 @@ class Runner:
 
     def _window_complete(self, session: str, window: str) -> bool:
         ws = self.state.windows.get(f"{session}-{window}")
-        return bool(ws) and ws.status in ("done", "failed", "advanced", "rejected")
+        return bool(ws) and ws.status in COMPLETE_WINDOWS
 
     def _reload_control_facts(self, session: str, window: str) -> None:
         path = self.run_dir / "windows" / f"{session}-{window}" / "boot-facts.json"
@@ -272,7 +279,7 @@ class Runner:
                 phase(self.ctx, ctx)
         except WindowFailed as e:
             self._write_failure(wdir, pump, str(e))
-            self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status="failed",
+            self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status=WindowStatus.FAILED,
                       reason=str(e))
             return
         status, why = self.controls.ending()

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.record.events import RowStatus
+
 
 @dataclass(frozen=True)
 class LeakPolicy:
@@ -48,8 +50,8 @@ def suspect_rep(values: Sequence[float], threshold: float) -> int | None:
 def classify(values: Sequence[float], concurrency: int, policy: LeakPolicy) -> str:
     """ok; void (a leaked pass at C >= min_concurrency: rerun it); noisy (wide but below that C)."""
     if spread(values) <= policy.spread:
-        return "ok"
-    return "void" if concurrency >= policy.min_concurrency else "noisy"
+        return RowStatus.OK
+    return RowStatus.VOID if concurrency >= policy.min_concurrency else RowStatus.NOISY
 
 
 def median(values: Sequence[float]) -> float | None:
@@ -118,7 +120,7 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
                 accepted += acc.get("accepted", 0)
     acc = acceptance(drafts, drafted, accepted)
     source = "metrics" if have_metrics and drafted else ("per-request" if drafted else "")
-    status = "void" if failed else classify(aggs, concurrency, policy)
+    status = RowStatus.VOID if failed else classify(aggs, concurrency, policy)
     errors = Counter(str(r["error"]) for _, records in reps for r in records if r.get("error"))
     rejected = [f"rep {h.get('rep')}: {h['client']['metrics_rejected']}" for h, _ in reps
                 if (h.get("client") or {}).get("metrics_rejected")]
