@@ -33,6 +33,7 @@ from textual.widgets import Footer, Input
 from textual.worker import get_current_worker
 
 from engine.commands.progress import printer
+from engine.record.events import EventKind, RowStatus, RunStatus
 from engine.record.journal import Event
 from engine.record.state import RunState, apply
 from engine.run import control
@@ -266,7 +267,7 @@ class RulerConsole(App[None]):
             gc.set_threshold(first, second, 100)
             self._frozen = True
         if self.caught_up and not was and self._status[0][0].startswith("attaching"):
-            news = (view.campaign_summary(self.state) if self.state.status != "running"
+            news = (view.campaign_summary(self.state) if self.state.status != RunStatus.RUNNING
                     else "following")
             self._say([("attached:", "bold"), (f"{self.state.last_seq} journal events;", "muted"),
                        (news, "")])
@@ -275,12 +276,14 @@ class RulerConsole(App[None]):
     def _apply(self, events: Iterable[tuple[int, Event]]) -> None:
         for line, e in events:
             apply(self.state, e, line)
-            if e["kind"] == "command" and self.caught_up and e.get("who", {}).get("pid") != os.getpid():
+            if e["kind"] == EventKind.COMMAND and self.caught_up \
+                    and e.get("who", {}).get("pid") != os.getpid():
                 # Someone else (`ruler ctl`, a second console) steered the engine: say so.
                 who = e.get("who", {}).get("pid", "?")
                 self._say([(" ".join([e["cmd"], *e.get("args", [])]) + f" (pid {who}):", "bold"),
                            (str(e.get("reply", "")), "")])
-            if e["kind"] in ("run_started", "run_resumed") and self.classify.adapter is None:
+            if e["kind"] in (EventKind.RUN_STARTED, EventKind.RUN_RESUMED) \
+                    and self.classify.adapter is None:
                 # An adapter this client does not know: plain lines.
                 with contextlib.suppress(ValueError):
                     self.classify.adapter = get_adapter(self.state.server)
@@ -289,7 +292,7 @@ class RulerConsole(App[None]):
         was = self.link
         self.link = message.link
         if was is not None and was.connected and not message.link.connected \
-                and self.state.status == "running":
+                and self.state.status == RunStatus.RUNNING:
             self._say([("engine disconnected:", "error"), (message.link.detail, "")])
         elif was is not None and not was.connected and message.link.connected:
             self._say([("engine connected again:", "success"), (message.link.detail, "")])
@@ -353,7 +356,7 @@ class RulerConsole(App[None]):
         row = self.state.rows.get(key or "")
         if row is None:
             self._say([("rerun:", "bold"), ("put the reps cursor on a void row first", "warning")])
-        elif row.status != "void":
+        elif row.status != RowStatus.VOID:
             self._say([("rerun:", "bold"), (f"{key} is {row.status}, not void: nothing to rerun",
                                             "warning")])
         else:
@@ -522,12 +525,12 @@ class RulerConsole(App[None]):
 def farewell(run_dir: Path, state: RunState) -> str:
     """What the terminal says once the console is closed: the engine is never stopped by it."""
     pid = engine_pid(run_dir, state.pid)
-    if state.status == "running" and pid_alive(pid):
+    if state.status == RunStatus.RUNNING and pid_alive(pid):
         return f"engine still running (pid {pid}); reattach with: ruler attach {run_dir}"
-    if state.status == "running":
+    if state.status == RunStatus.RUNNING:
         return (f"the engine is not running and the campaign is not finished; "
                 f"resume it with: ruler run --resume {run_dir}")
-    if state.status == "new":
+    if state.status == RunStatus.NEW:
         return f"no campaign in {run_dir}/journal.jsonl yet"
     return f"campaign {state.status}"
 
@@ -543,7 +546,7 @@ def follow_plain(run_dir: Path) -> int:
             print(f"journal.jsonl damaged: {d}", flush=True)
         for e in b.events:
             emit(e)
-            if e["kind"] == "run_finished":
+            if e["kind"] == EventKind.RUN_FINISHED:
                 done.set()
         follower.ack()
 

@@ -8,23 +8,31 @@ with a glyph or a word ("!", "VOID", "≠") so a NO_COLOR terminal loses nothing
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from engine.record.events import CONTROL
+from engine.record.events import (
+    COMPLETE_ROWS,
+    CONTROL,
+    LIVE_ROWS,
+    OVER_RUNS,
+    UP_WINDOWS,
+    USABLE_ROWS,
+    Check,
+    RowStatus,
+    RunStatus,
+    Verdict,
+    WindowStatus,
+)
 from engine.record.state import RowState, RunState, WindowState, row_key
+from engine.run import stats
+from engine.servers import BootFacts
 
 Seg = tuple[str, str]  # (text, style tag)
-
-LIVE_ROW = ("warm", "measuring")
-GOOD_ROW = ("ok", "noisy")
-FINAL_ROW = ("ok", "noisy", "void", "failed")
-OVER = ("done", "rejected", "failed", "aborted", "advanced")
-BAD_VERDICT = ("suspect", "fail", "failed", "diverged", "divergent", "error", "bad")
-GOOD_VERDICT = ("ok", "pass", "passed", "equivalent", "equal", "identical", "good")
 
 
 @dataclass(frozen=True)
@@ -90,7 +98,7 @@ def window_rows(state: RunState, wkey: str) -> list[RowState]:
 def live_row(state: RunState, wkey: str | None) -> RowState | None:
     if not wkey:
         return None
-    live = [r for r in window_rows(state, wkey) if r.status in LIVE_ROW]
+    live = [r for r in window_rows(state, wkey) if r.status in LIVE_ROWS]
     return live[-1] if live else None
 
 
@@ -100,28 +108,28 @@ def focus_window(state: RunState) -> str | None:
     if state.current:
         return state.current
     measured = {f"{r.session}-{r.window}" for r in state.rows.values()}
-    started = [k for k in state.order if state.windows[k].status != "pending"]
+    started = [k for k in state.order if state.windows[k].status != WindowStatus.PENDING]
     with_rows = [k for k in started if k in measured]
     return (with_rows or started or state.order or [None])[-1]
 
 
 def phase(state: RunState) -> Seg:
-    if state.status == "finished":
+    if state.status == RunStatus.FINISHED:
         return "done", "success"
-    if state.status in ("aborted", "error"):
+    if state.status in (RunStatus.ABORTED, RunStatus.ERROR):
         return state.status.upper(), "error"
-    if state.status == "new":
+    if state.status == RunStatus.NEW:
         return "starting", "muted"
     ws = state.windows.get(state.current or "")
     if ws is None:
         return "between windows", "muted"
-    if ws.status == "booting":
+    if ws.status == WindowStatus.BOOTING:
         return "booting", "accent"
     if ws.quality:
         return "quality", "accent"
     row = live_row(state, ws.key)
     if row:
-        return ("warm", "accent") if row.status == "warm" else ("measuring", "accent")
+        return ("warm", "accent") if row.status == RowStatus.WARM else ("measuring", "accent")
     return ws.status, "muted"
 
 
@@ -138,18 +146,19 @@ def elapsed(state: RunState, now: float) -> float | None:
 
 def eta(state: RunState, wl: Workload, now: float) -> float | None:
     """Remaining time: the mean measured window times the windows left, minus the current one's age."""
-    if state.status != "running":
+    if state.status != RunStatus.RUNNING:
         return 0.0
     spans = [w.ended_ts - w.started_ts for w in state.windows.values()
-             if w.status in ("done", "advanced") and w.started_ts is not None and w.ended_ts is not None]
-    pending = sum(w.status == "pending" for w in state.windows.values())
+             if w.status in (WindowStatus.DONE, WindowStatus.ADVANCED)
+             and w.started_ts is not None and w.ended_ts is not None]
+    pending = sum(w.status == WindowStatus.PENDING for w in state.windows.values())
     cur = state.windows.get(state.current or "")
     began = cur.started_ts if cur else None
     if spans:
         per_window = statistics.fmean(spans)
     elif cur and began is not None and wl.shapes:
         # Nothing finished yet: extrapolate the current window from its finished shapes.
-        done = sum(r.status in FINAL_ROW for r in window_rows(state, cur.key))
+        done = sum(r.status in COMPLETE_ROWS for r in window_rows(state, cur.key))
         if not done:
             return None
         per_window = (now - began) / done * wl.shapes
@@ -166,9 +175,9 @@ def row_value(r: RowState | None) -> tuple[float, bool] | None:
     """(tok/s, provisional): the final median, or the running median of the attempt in flight."""
     if r is None:
         return None
-    if r.status in GOOD_ROW and r.row.get("agg_tok_s") is not None:
+    if r.status in USABLE_ROWS and r.row.get("agg_tok_s") is not None:
         return float(r.row["agg_tok_s"]), False
-    if r.status in LIVE_ROW:
+    if r.status in LIVE_ROWS:
         reps = list(r.reps.get(r.attempt, {}).values())
         if reps:
             return statistics.median(reps), True
@@ -215,85 +224,84 @@ def headline(state: RunState, wkey: str) -> tuple[float, bool] | None:
 # ------------------------------------------------------------------ the windows list
 
 
+def _ratio(check: str, part: str) -> Callable[[dict[str, Any]], str]:
+    def text(v: dict[str, Any]) -> str:
+        fig = v.get("figures") or {}
+        return f"{check} {fig.get(part)}/{fig.get('n')}"
+    return text
+
+
+def _named(v: dict[str, Any]) -> str:
+    return f"{v.get('check', '')} {v.get('verdict', '')}"
+
+
+# Each verdict word the engine emits (engine.record.events.Verdict), in a few words and a colour.
+VERDICT_SEGS: dict[str, tuple[Callable[[dict[str, Any]], str], str]] = {
+    Verdict.ACTS: (lambda v: "knobs act", "success"),
+    Verdict.RULER_SUSPECT: (lambda v: "ruler suspect", "error"),
+    Verdict.IDENTICAL: (_ratio(Check.GREEDY, "identical"), "success"),
+    Verdict.DIVERGED: (_ratio(Check.GREEDY, "identical"), "error"),
+    Verdict.NO_REFERENCE: (_named, "muted"),
+    Verdict.REFERENCE: (_named, "muted"),
+    Verdict.EXACT: (lambda v: f"Δlogp {v['verdict']}", "success"),
+    Verdict.CLOSE: (lambda v: f"Δlogp {v['verdict']}", ""),
+    Verdict.DIFFERS: (lambda v: f"Δlogp {v['verdict']}", "warning"),
+    Verdict.REPEAT_IDENTICAL: (lambda v: "self-score same", "muted"),  # the scoring repeats
+    Verdict.REPEAT_DIFFERS: (lambda v: "self-score differs", "warning"),
+    Verdict.ABOVE_FLOOR: (lambda v: f"KL {v['verdict']}", "warning"),
+    Verdict.AT_FLOOR: (lambda v: f"KL {v['verdict']}", ""),
+    Verdict.FLOOR: (lambda v: f"KL {v['verdict']}", ""),
+    Verdict.NO_OBSERVABLE_EFFECT: (lambda v: "no effect", "warning"),
+    Verdict.OBSERVABLE_EFFECT: (lambda v: "effect seen", "success"),
+    Verdict.UNDETERMINED: (lambda v: "effect ?", "muted"),
+    Verdict.OK: (_ratio("tools", "ok"), "success"),
+    Verdict.FAILED: (_ratio("tools", "ok"), "error"),
+    Verdict.WITHIN_SPREAD: (lambda v: "no drift", "muted"),
+    Verdict.DRIFT: (lambda v: "drift", "warning"),
+    Verdict.ERROR: (_named, "error"),
+    Verdict.UNSUPPORTED: (_named, "muted"),
+}
+
+
 def verdict_seg(v: dict[str, Any]) -> Seg:
-    """A verdict event (engine/quality.py) in a few words for the windows list."""
-    check, verdict = str(v.get("check", "")), str(v.get("verdict", "")).lower()
-    fig = v.get("figures") or {}
-    if verdict in ("unsupported", "no reference", "reference"):
-        return f"{check} {verdict}", "muted"
-    if verdict == "error":
-        return f"{check} error", "error"
-    if is_ruler_suspect(v):
-        return "ruler suspect", "error"
-    if check == "knobs":
-        return "knobs act", "success"
-    if check == "greedy" and "n" in fig:
-        return f"greedy {fig.get('identical')}/{fig['n']}", "success" if verdict == "identical" \
-            else "error"
-    if check == "no_effect" or is_no_effect(v):
-        return {"no observable effect": ("no effect", "warning"),
-                "observable effect": ("effect seen", "success")}.get(verdict, ("effect ?", "muted"))
-    if check == "teacher_forced":
-        return f"Δlogp {verdict}", {"exact": "success", "differs": "warning"}.get(verdict, "")
-    if check == "self_score":  # a control scored twice: the scoring itself must repeat
-        return ("self-score same", "muted") if verdict == "repeat-identical" \
-            else ("self-score differs", "warning")
-    if check == "kl":
-        return f"KL {verdict}", "warning" if verdict == "above floor" else ""
-    if check == "drift":
-        return ("drift", "warning") if verdict == "drift" else ("no drift", "muted")
-    if check == "tool_probe" and "n" in fig:
-        return f"tools {fig.get('ok')}/{fig['n']}", "success" if verdict == "ok" else "error"
-    text = str(v.get("summary") or "")
-    text = text if 0 < len(text) <= 24 else f"{check} {verdict}"
-    if any(b in verdict for b in BAD_VERDICT):
-        return text, "error"
-    return text, "success" if verdict in GOOD_VERDICT else ""
+    """A verdict event in a few words for the windows list; a word this console does not know (a
+    newer engine's) is shown as it stands, without a colour that would claim to judge it."""
+    text, style = VERDICT_SEGS.get(str(v.get("verdict", "")), (_named, ""))
+    return text(v), style
 
 
-def is_no_effect(v: dict[str, Any]) -> bool:
-    return str(v.get("verdict", "")).lower().replace("_", " ") == "no observable effect"
-
-
-def is_ruler_suspect(v: dict[str, Any]) -> bool:
-    verdict = str(v.get("verdict", "")).lower()
-    return "ruler suspect" in verdict or (str(v.get("check", "")).lower() in ("knobs", "ruler")
-                                          and any(b in verdict for b in BAD_VERDICT))
-
-
-def verdicts(ws: WindowState) -> list[dict[str, Any]]:
-    return list(ws.verdicts.values())
+def verdict_word(ws: WindowState, check: Check) -> str:
+    return str(ws.verdicts.get(check, {}).get("verdict", ""))
 
 
 def window_status(state: RunState, wkey: str) -> Seg:
     """One word per window, the most important first: rejected, ruler suspect, void rows, no effect."""
     ws = state.windows[wkey]
-    vs = verdicts(ws)
-    voids = sum(r.status == "void" for r in window_rows(state, wkey))
-    if ws.status in ("rejected", "failed"):
+    voids = sum(r.status == RowStatus.VOID for r in window_rows(state, wkey))
+    if ws.status in (WindowStatus.REJECTED, WindowStatus.FAILED):
         return ws.status.upper(), "error"
-    if any(is_ruler_suspect(v) for v in vs):
+    if ws.ruler_suspect:
         return "ruler suspect", "error"
-    if ws.status in ("booting", "measuring"):
+    if ws.status in UP_WINDOWS:
         return "quality" if ws.quality else ws.status, "accent"
     if voids:
         return f"{voids} void", "error"
-    if ws.status in ("aborted", "advanced"):
+    if ws.status in (WindowStatus.ABORTED, WindowStatus.ADVANCED):
         return ws.status, "warning"
-    if any(is_no_effect(v) for v in vs):
+    if verdict_word(ws, Check.NO_EFFECT) == Verdict.NO_OBSERVABLE_EFFECT:
         return "no effect", "warning"
-    if ws.status == "done":
+    if ws.status == WindowStatus.DONE:
         return "done", "success"
     return ws.status, "muted"
 
 
 def window_notes(state: RunState, wkey: str) -> list[Seg]:
     ws = state.windows[wkey]
-    notes = [verdict_seg(v) for v in verdicts(ws)]
-    voids = sum(r.status == "void" for r in window_rows(state, wkey))
-    if voids and ws.status in ("booting", "measuring"):
+    notes = [verdict_seg(v) for v in ws.verdicts.values()]
+    voids = sum(r.status == RowStatus.VOID for r in window_rows(state, wkey))
+    if voids and ws.status in UP_WINDOWS:
         notes.insert(0, (f"{voids} void", "error"))
-    if ws.status in ("rejected", "failed") and ws.reason:
+    if ws.status in (WindowStatus.REJECTED, WindowStatus.FAILED) and ws.reason:
         notes.append((ws.reason, "error"))
     return notes
 
@@ -316,10 +324,11 @@ def delta_seg(state: RunState, wkey: str) -> Seg:
 REP_COLUMNS = ["shape", "reps tok/s", "median", "spread", "status", "att", "user", "acc len",
                "acc rate", "ttft ms", "why"]
 
-STATUS_WORD = {"ok": ("ok", "success"), "noisy": ("noisy", "warning"), "void": ("VOID", "error"),
-               "warm": ("warm", "accent"), "measuring": ("meas", "accent"),
-               "pending": ("pending", "muted"), "failed": ("FAILED", "error"),
-               "aborted": ("aborted", "warning")}
+STATUS_WORD: dict[str, Seg] = {
+    RowStatus.OK: ("ok", "success"), RowStatus.NOISY: ("noisy", "warning"),
+    RowStatus.VOID: ("VOID", "error"), RowStatus.WARM: ("warm", "accent"),
+    RowStatus.MEASURING: ("meas", "accent"), RowStatus.PENDING: ("pending", "muted"),
+    RowStatus.FAILED: ("FAILED", "error"), RowStatus.ABORTED: ("aborted", "warning")}
 
 
 def rep_segs(r: RowState, expected: int | None) -> list[Seg]:
@@ -329,16 +338,9 @@ def rep_segs(r: RowState, expected: int | None) -> list[Seg]:
     for rep in sorted(reps):
         suspect = (r.attempt, rep) in r.suspects
         segs.append((fmt_tok(reps[rep]) + ("!" if suspect else ""), "warning" if suspect else ""))
-    if r.status in LIVE_ROW and (expected is None or len(reps) < expected):
+    if r.status in LIVE_ROWS and (expected is None or len(reps) < expected):
         segs.append(("…", "muted"))
     return segs
-
-
-def spread(values: list[float]) -> float | None:
-    if len(values) < 2:
-        return None
-    mean = statistics.fmean(values)
-    return (max(values) - min(values)) / mean if mean else None
 
 
 def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
@@ -349,7 +351,7 @@ def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
         med, sp, prov = final.get("agg_tok_s"), final.get("spread"), False
     else:
         med = statistics.median(live_reps) if live_reps else None
-        sp, prov = spread(live_reps), True
+        sp, prov = (stats.spread(live_reps) if len(live_reps) > 1 else None), True
     word, style = STATUS_WORD.get(r.status, (r.status, ""))
     why = str(final.get("reason") or "")
     earlier = [f"a{i + 1} void: {v}" for i, v in enumerate(r.voids)]
@@ -367,9 +369,9 @@ def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
         "acc len": [(f"{final['accept_len']:.2f}" if final.get("accept_len") else "-", "")],
         "acc rate": [(fmt_pct(rate) if rate is not None and rate != "" else "-", "")],
         "ttft ms": [(fmt_tok(final.get("ttft_ms")), "")],
-        "why": [(why, "error" if r.status == "void" else "muted")],
+        "why": [(why, "error" if r.status == RowStatus.VOID else "muted")],
     }
-    if r.status == "void":
+    if r.status == RowStatus.VOID:
         cells = {k: [(t, "error" if s in ("", "muted", "bold") else s) for t, s in v]
                  for k, v in cells.items()}
     return cells
@@ -385,10 +387,10 @@ def facts_lines(state: RunState, wkey: str | None) -> list[Seg]:
     ws = state.windows.get(wkey or "")
     if ws is None:
         return [("no window yet", "muted")]
-    if ws.status == "pending":
+    if ws.status == WindowStatus.PENDING:
         return [(f"{ws.key}: not booted yet", "muted")]
     out: list[Seg] = []
-    if ws.status == "rejected":
+    if ws.status == WindowStatus.REJECTED:
         out.append((f"REJECTED: {ws.reason}", "error"))
         out += [(e, "error") for e in ws.errors[:4]]
     boot = f"ready in {ws.boot_s:.1f} s" if ws.boot_s is not None else ws.status
@@ -421,13 +423,11 @@ def _short(v: Any, n: int = 24) -> str:
 
 
 def _provisional_diff(ws: WindowState, control: WindowState | None) -> dict[str, Any] | None:
+    """The engine's diff (``BootFacts.diff``) of the facts so far, while the window boots."""
     if control is None or not control.facts:
         return None
-    here, there = ws.facts, control.facts
-    common = sorted(here.keys() & there.keys())
-    return {"changed": {k: [here[k], there[k]] for k in common if here[k] != there[k]},
-            "only_here": {}, "only_there": {},  # still booting: absence means nothing yet
-            "equal": [k for k in common if here[k] == there[k]]}
+    diff = BootFacts.of(ws.facts).diff(BootFacts.of(control.facts))
+    return {**diff, "only_here": {}, "only_there": {}}  # still booting: absence means nothing yet
 
 
 # ------------------------------------------------------------------ the chart
@@ -523,14 +523,15 @@ def header_lines(state: RunState, wl: Workload, shown: str | None, link: tuple[b
     elif state.paused:  # accepted, not in effect yet: the rep in flight runs to its end
         line1.append(("pausing after this rep", "warning"))
     line1 += [("·", "muted"), (fmt_secs(elapsed(state, now)), "")]
-    if state.status == "running":
+    if state.status == RunStatus.RUNNING:
         line1.append(("~" + fmt_secs(eta(state, wl, now)) + " left", "muted"))
     line2: list[Seg] = [*link_segs(state, link)]
     row = live_row(state, cur.key if cur else None)
     if row:
         done = len(row.reps.get(row.attempt, {}))
         of = f"/{wl.reps}" if wl.reps else ""
-        what = "warm pass" if row.status == "warm" else f"rep {min(done + 1, wl.reps or done + 1)}{of}"
+        what = ("warm pass" if row.status == RowStatus.WARM
+                else f"rep {min(done + 1, wl.reps or done + 1)}{of}")
         line2 += [("·", "muted"), (f"{row.cls} c{row.concurrency}", "bold"),
                   (f"attempt {row.attempt}", "warning" if row.attempt > 1 else ""), (what, "")]
     if state.error:
@@ -548,6 +549,6 @@ def link_segs(state: RunState, link: tuple[bool, str] | None) -> list[Seg]:
     connected, _detail = link
     if connected:
         return [("● engine connected", "success")]
-    if state.status in ("finished", "aborted", "error"):
+    if state.status in OVER_RUNS:
         return [("○ engine exited", "muted")]
     return [("○ engine DISCONNECTED (retrying)", "error")]

@@ -156,6 +156,11 @@ class BootFacts:
             out["dropped_warnings"] = self.dropped_warnings
         return out
 
+    @classmethod
+    def of(cls, values: dict[str, FactValue]) -> BootFacts:
+        """Facts as a journal holds them (``boot_fact`` events): values without their log lines."""
+        return cls(facts={k: Fact(k, v, "") for k, v in values.items()})
+
     def diff(self, other: BootFacts) -> dict[str, Any]:
         """Compare fact values with another boot (typically this window vs the control)."""
         changed: dict[str, list[FactValue]] = {}

@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from engine.record.events import EventKind
+from engine.record.events import EventKind, Verdict
 from engine.record.journal import read_events
 from engine.record.state import RunState, apply, fold
 from engine.record.writer import Journal
@@ -229,6 +229,28 @@ def test_window_status_puts_the_worst_news_first() -> None:
     ws.verdicts["greedy"] = {"check": "greedy", "verdict": "diverged",
                              "figures": {"identical": 17, "n": 20}}
     assert ("greedy 17/20", "error") in view.window_notes(st, "s1-ctx")
+
+
+def test_the_console_shows_the_engines_verdict_words_and_guesses_none() -> None:
+    """Each word the engine's checks emit has its own few words and colour; a word no check emits
+    (the console used to colour "pass", "equivalent" and "bad") stands as it is, uncoloured."""
+    assert set(Verdict) <= set(view.VERDICT_SEGS)
+    assert view.verdict_seg({"check": "greedy", "verdict": "equivalent", "summary": "all equal"}) == (
+        "greedy equivalent", "")
+    assert view.verdict_seg({"check": "x", "verdict": "pass"}) == ("x pass", "")
+    assert view.verdict_seg({"check": "knobs", "verdict": "bad"}) == ("knobs bad", "")
+    assert view.verdict_seg({"check": "tool_probe", "verdict": "failed",
+                             "figures": {"ok": 7, "n": 10}}) == ("tools 7/10", "error")
+
+
+def test_a_knob_check_that_errored_is_not_a_ruler_suspect() -> None:
+    """As for ``ruler status`` and throughput.csv's ruler_check: only "ruler suspect" is."""
+    st, _ = finished_state()
+    st.windows["s1-ctx"].verdicts["knobs"] = {"check": "knobs", "verdict": "error",
+                                              "summary": "HTTPStatusError: 500"}
+    st.rows["s1-ctx/code/c2"].status = "ok"  # no void row to outrank it
+    assert view.window_status(st, "s1-ctx") == ("done", "success")
+    assert ("knobs error", "error") in view.window_notes(st, "s1-ctx")
 
 
 def test_headline_is_the_median_of_per_shape_ratios() -> None:
