@@ -22,6 +22,7 @@ import pytest
 from textual.pilot import Pilot
 
 from engine import testbed as tb_mod
+from engine.errors import EXIT_STOPPED
 from engine.record.journal import read_events
 from engine.record.state import fold
 from engine.record.writer import Journal
@@ -512,7 +513,7 @@ async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) ->
             await until(pilot, lambda: app.state.status == "aborted", timeout=120)
             await until(pilot, lambda: "ABORTED" in screen_text(app))
             await until(pilot, lambda: "engine exited" in screen_text(app), timeout=30)
-        assert proc.wait(timeout=120) == 0
+        assert proc.wait(timeout=120) == EXIT_STOPPED  # an operator abort: exit 3, --resume goes on
         cmds = [(e["cmd"], e["reply"]) for e in read_events(run / "journal.jsonl")
                 if e["kind"] == "command"]
         assert [c for c, _ in cmds] == ["pause", "resume", "abort"]
