@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from engine import __version__
-from engine.errors import EXIT_CODES, BadInput
+from engine.errors import EXIT_BAD_INPUT, EXIT_CODES, BadInput
 
 
 def _cmd_testbed(args: argparse.Namespace) -> int:
@@ -46,8 +46,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         if not args.file:
-            print("ruler run --dry-run: give a campaign FILE", file=sys.stderr)
-            return 2
+            raise BadInput("ruler run --dry-run: give a campaign FILE")
         from engine.campaign.dryrun import cmd_dry_run
 
         return cmd_dry_run(args.file, args.runtime)
@@ -71,11 +70,7 @@ def _cmd_engine(args: argparse.Namespace) -> int:
 def _cmd_status(args: argparse.Namespace) -> int:
     from engine.commands.status import print_status, run_dir_arg
 
-    try:
-        print_status(run_dir_arg(args.run_dir), args.json)
-    except BadInput as e:
-        print(e, file=sys.stderr)
-        return 2
+    print_status(run_dir_arg(args.run_dir), args.json)
     return 0
 
 
@@ -83,11 +78,7 @@ def _cmd_ctl(args: argparse.Namespace) -> int:
     from engine.commands.status import run_dir_arg
     from engine.run.control import SOCKET, send
 
-    try:
-        run_dir = run_dir_arg(args.run_dir)
-    except BadInput as e:
-        print(e, file=sys.stderr)
-        return 2
+    run_dir = run_dir_arg(args.run_dir)
     try:
         reply = send(run_dir, args.cmd, args.args)
     except OSError as e:
@@ -104,11 +95,7 @@ def _cmd_ctl(args: argparse.Namespace) -> int:
 def _cmd_attach(args: argparse.Namespace) -> int:
     from engine.commands.status import run_dir_arg
 
-    try:
-        run_dir = run_dir_arg(args.run_dir)
-    except BadInput as e:
-        print(e, file=sys.stderr)
-        return 2
+    run_dir = run_dir_arg(args.run_dir)
     from engine.commands.console import open_console
 
     return open_console(run_dir)
@@ -235,7 +222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (sys.stderr.isatty() or isinstance(sys.stderr, ReaderGone)):
         sys.stderr = ReaderGone(sys.stderr)  # type: ignore[assignment]
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except BadInput as e:  # any command: the message names the problem and where
+        print(e, file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":
