@@ -23,8 +23,8 @@ demo: testbed
 	$(BIN)/ruler run campaigns/demo-smollm2.yaml
 
 # The unit tier (in-process, seconds) then the integration tier (real llama-server, Docker,
-# sockets); a failing unit tier stops there. Each tier's pytest summary and time is printed again
-# at the end. A tier that collects no test exits 5 and fails the target.
+# sockets; on two workers, a module per worker so module fixtures run once); a failing unit tier
+# stops there. Each tier's pytest summary and time is printed again at the end. A tier that collects no test exits 5 and fails the target.
 test: testbed
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
@@ -32,7 +32,8 @@ test: testbed
 	for tier in unit integration; do \
 	  if [ $$rc -ne 0 ]; then recap+="$$tier tier: not run (the unit tier failed)"$$'\n'; continue; fi; \
 	  log=$$(mktemp); \
-	  $(BIN)/pytest -q -ra tests/$$tier 2>&1 | tee $$log; rc=$${PIPESTATUS[0]}; \
+	  args=""; [ $$tier = integration ] && args="-n 2 --dist loadfile"; \
+	  $(BIN)/pytest -q -ra $$args tests/$$tier 2>&1 | tee $$log; rc=$${PIPESTATUS[0]}; \
 	  recap+="$$tier tier: $$(tail -n 1 $$log)"$$'\n'; rm -f $$log; \
 	done; \
 	printf '\n%s' "$$recap"; exit $$rc

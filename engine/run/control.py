@@ -111,7 +111,7 @@ _SUN_PATH = 100
 
 
 @contextlib.contextmanager
-def _addressable(path: Path) -> Iterator[str]:
+def addressable(path: Path) -> Iterator[str]:
     """A name of ``path`` that fits in a Unix socket address, valid inside the ``with``."""
     if len(os.fsencode(path)) <= _SUN_PATH:
         yield str(path)
@@ -129,7 +129,7 @@ class ControlServer:
     def __init__(self, run_dir: Path, handler: Handler) -> None:
         self.path = run_dir / SOCKET
         self.path.unlink(missing_ok=True)  # a dead engine's socket; the run lock guards liveness
-        with _addressable(self.path) as address:
+        with addressable(self.path) as address:
             self._server = _Server(address, handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
                                         name="control-socket")
@@ -146,7 +146,7 @@ def send(run_dir: Path, cmd: str, args: list[str] | None = None,
     """One command, one reply. Raises OSError when no engine listens."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
-        with _addressable(Path(run_dir) / SOCKET) as address:
+        with addressable(Path(run_dir) / SOCKET) as address:
             s.connect(address)
         s.sendall(json.dumps({"cmd": cmd, "args": args or []}).encode() + b"\n")
         buf = b""

@@ -207,7 +207,8 @@ def test_each_command_changes_what_the_engine_does(testbed: tb_mod.Testbed,
         assert control.send(run, "resume")["ok"]
         wait_for(run, lambda e: len(kinds(e, "rep_done")) > n, what="reps after resume")
         with socket.socket(socket.AF_UNIX) as s:  # a client gone wrong: the engine shrugs it off
-            s.connect(str(run / control.SOCKET))
+            with control.addressable(run / control.SOCKET) as address:  # deep tmp dirs under xdist
+                s.connect(address)
             s.settimeout(30)
             f = s.makefile("rwb")
             f.write(b"[" * 60_000 + b"\n" + b"x" * 1_000_000 + b"\n" + b'{"cmd": "status"}\n')
@@ -314,7 +315,8 @@ def test_a_nested_or_over_long_request_gets_one_error_and_the_connection_stays_u
     server = control.ControlServer(tmp_path, _did)
     try:
         with socket.socket(socket.AF_UNIX) as s:
-            s.connect(str(tmp_path / control.SOCKET))
+            with control.addressable(tmp_path / control.SOCKET) as address:
+                s.connect(address)
             s.settimeout(30)
             f = s.makefile("rwb")
             f.write(b"[" * 60_000 + b"\n" + b'{"cmd": "status"}\n')
