@@ -110,7 +110,7 @@ def _nvidia_smi() -> str | None:
 
 def _docker_facts(images: list[str]) -> dict[str, Any]:
     try:
-        from engine.runtime import docker as rd
+        from engine.runtime import docker as rd  # the Docker SDK only for a docker run's env.json
 
         dc = rd.client()
         facts: dict[str, Any] = {"server_version": dc.version().get("Version"), "images": {}}

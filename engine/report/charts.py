@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.record.events import CONTROL, WindowStatus
-
-if TYPE_CHECKING:
-    from engine.report.run import Row, RunView
+from engine.report.run import Row, RunView
 
 DPI = 110
 Bar = tuple[float, float, float, bool]  # height, whisker below, whisker above, void

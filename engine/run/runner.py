@@ -65,7 +65,7 @@ def frozen_prompts(campaign: Campaign, run_dir: Path, variables: Mapping[str, st
 def runtime_for(campaign: Campaign, name: str) -> Runtime:
     """The runtime a resolved name stands for (docker's SDK is imported only when it is used)."""
     if name == "docker":
-        from engine.runtime.docker import DockerRuntime
+        from engine.runtime.docker import DockerRuntime  # the Docker SDK only when a run uses it
 
         return DockerRuntime()
     if name == "attach":
