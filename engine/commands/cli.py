@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from engine import __version__
-from engine.errors import EXIT_BAD_INPUT, EXIT_CODES, BadInput
+from engine.errors import EXIT_BAD_INPUT, EXIT_CODES, EXIT_ENGINE, BadInput, EngineError
 
 
 def _cmd_testbed(args: argparse.Namespace) -> int:
@@ -227,6 +227,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInput as e:  # any command: the message names the problem and where
         print(e, file=sys.stderr)
         return EXIT_BAD_INPUT
+    except EngineError as e:  # ruler itself failed: said in one line, no traceback
+        print(f"ruler {args.command}: {e}", file=sys.stderr)
+        return EXIT_ENGINE
 
 
 if __name__ == "__main__":

@@ -29,8 +29,6 @@ from engine.campaign.spec import Campaign, PromptFileError, SpecError, Unresolve
 from engine.commands.console import open_console
 from engine.commands.progress import printer
 from engine.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_ENGINE,
     EXIT_NOTHING_MEASURED,
     EXIT_OK,
     EXIT_STOPPED,
@@ -221,44 +219,30 @@ def spawn_detached(run_dir: Path) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    try:
-        if args.resume:
-            run_dir = Path(args.resume)
-            if not (run_dir / ENGINE_JSON).exists():
-                raise BadInput(f"{run_dir} is not a ruler run directory (no {ENGINE_JSON})")
-            if engine_alive(run_dir):
-                raise BadInput(f"an engine is still running {run_dir}: nothing to resume")
-            refuse_damaged(run_dir)
-        else:
-            if not args.file:
-                raise BadInput("ruler run: give a campaign FILE or --resume RUN_DIR")
-            run_dir = prepare(args.file, args.results_dir, args.runtime,
-                              getattr(args, "baseline", None))
-        print(f"run directory: {run_dir}", flush=True)
-        interactive = sys.stdin.isatty() and sys.stdout.isatty()
-        if args.headless or not (args.detach or interactive):
-            code = run_engine(run_dir, echo=True)
-            print(f"run directory: {run_dir}")
-            return code
-        pid = spawn_detached(run_dir)
-        if args.detach or not interactive:
-            print(f"engine detached (pid {pid}); follow it with: ruler attach {run_dir}")
-            return 0
-        return open_console(run_dir)
-    except BadInput as e:
-        print(e, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except EngineError as e:
-        print(f"ruler run: {e}", file=sys.stderr)
-        return EXIT_ENGINE
+    if args.resume:
+        run_dir = Path(args.resume)
+        if not (run_dir / ENGINE_JSON).exists():
+            raise BadInput(f"{run_dir} is not a ruler run directory (no {ENGINE_JSON})")
+        if engine_alive(run_dir):
+            raise BadInput(f"an engine is still running {run_dir}: nothing to resume")
+        refuse_damaged(run_dir)
+    else:
+        if not args.file:
+            raise BadInput("ruler run: give a campaign FILE or --resume RUN_DIR")
+        run_dir = prepare(args.file, args.results_dir, args.runtime,
+                          getattr(args, "baseline", None))
+    print(f"run directory: {run_dir}", flush=True)
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    if args.headless or not (args.detach or interactive):
+        code = run_engine(run_dir, echo=True)
+        print(f"run directory: {run_dir}")
+        return code
+    pid = spawn_detached(run_dir)
+    if args.detach or not interactive:
+        print(f"engine detached (pid {pid}); follow it with: ruler attach {run_dir}")
+        return 0
+    return open_console(run_dir)
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
-    try:
-        return run_engine(Path(args.run_dir), echo=True)
-    except BadInput as e:
-        print(e, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except EngineError as e:
-        print(f"ruler engine: {e}", file=sys.stderr)
-        return EXIT_ENGINE
+    return run_engine(Path(args.run_dir), echo=True)
