@@ -14,7 +14,8 @@ from engine.campaign.redact import is_secret
 from engine.campaign.spec import Campaign, ServerConfig, expand, render_args
 from engine.errors import EngineError
 from engine.record.events import CONTROL
-from engine.runtime.base import LaunchPlan, free_port
+from engine.runtime.base import LaunchPlan, SlurmJob, free_port
+from engine.runtime.slurm import PORT_REF
 from engine.servers.adapter import ServerAdapter
 
 
@@ -76,9 +77,13 @@ def window_vars(config: ServerConfig, variables: Mapping[str, str],
 
 def plan_launch(campaign: Campaign, adapter: ServerAdapter, runtime: str, run_id: str,
                 session: str, window: str, variables: Mapping[str, str],
-                environ: Mapping[str, str] | None = None, tag: str = "") -> LaunchPlan:
+                environ: Mapping[str, str] | None = None, tag: str = "",
+                workdir: Path | None = None, place: str | None = None) -> LaunchPlan:
     """One window's server start. Raises KeyError (UnresolvedVariable) for a ${...} nobody defines:
-    the run rejects that window, the dry run says it would."""
+    the run rejects that window, the dry run says it would.
+
+    ``workdir`` is the window's directory (a Slurm job keeps its script and record there, and
+    writes its boot.log there); ``place`` the node the window must run on (its session's)."""
     environ = os.environ if environ is None else environ
     config = campaign.config_for(window)
     v = window_vars(config, variables, environ)
@@ -103,6 +108,34 @@ def plan_launch(campaign: Campaign, adapter: ServerAdapter, runtime: str, run_id
                           volumes=[expand(x, v) for x in d.volumes], keep=d.keep)
     if runtime == "attach":
         return LaunchPlan(name, [], env, {}, 0, labels=labels)
+    if runtime == "slurm":
+        return _slurm_plan(campaign, adapter, config, v, args, env, secret_env, name, labels, mounts,
+                           run_id, tag, workdir, place)
     command = [expand(c, v) for c in (config.command or campaign.process.command or ())]
     argv = command + args + adapter.log_args() + adapter.listen_args("127.0.0.1", port)
     return LaunchPlan(name, argv, env, secret_env, port, labels=labels)
+
+
+def _slurm_plan(campaign: Campaign, adapter: ServerAdapter, config: ServerConfig,
+                v: Mapping[str, str], args: list[str], env: dict[str, str],
+                secret_env: dict[str, str], name: str, labels: dict[str, str], mounts: list[str],
+                run_id: str, tag: str, workdir: Path | None, place: str | None) -> LaunchPlan:
+    """A window as a Slurm batch job: the node picks the port (the argv names it by reference)."""
+    sl = campaign.slurm
+    job = SlurmJob(start=sl.start, partition=sl.partition, account=sl.account, qos=sl.qos,
+                   time=sl.time, gres=sl.gres, exclusive=sl.exclusive, sbatch=sl.sbatch,
+                   comment=f"ruler-run={run_id}")
+    if sl.start == "process":
+        command = [expand(c, v) for c in (config.command or campaign.process.command or ())]
+        argv = command + args + adapter.log_args() + adapter.listen_args("0.0.0.0", PORT_REF)
+        return LaunchPlan(name, argv, env, secret_env, 0, labels=labels, mounts=mounts, slurm=job,
+                          workdir=workdir, tag=tag, place=place)
+    d = campaign.docker
+    command = [expand(c, v) for c in (config.command or d.command or ())]
+    # pyxis runs the container in the node's network: the server itself listens on the job's port.
+    cport = 0 if sl.start == "pyxis" else d.container_port or adapter.default_container_port
+    argv = command + args + adapter.log_args() + adapter.listen_args("0.0.0.0", cport or PORT_REF)
+    return LaunchPlan(name, argv, env, secret_env, 0, cport, labels=labels, mounts=mounts, slurm=job,
+                      image=expand(config.image or d.image or "", v), shm_size=d.shm_size, ipc=d.ipc,
+                      volumes=[expand(x, v) for x in d.volumes], keep=False, workdir=workdir, tag=tag,
+                      place=place)

@@ -166,6 +166,43 @@ class ProcessSpec(_Frozen):
     command: Argv | None = None
 
 
+# What sbatch's --time accepts: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or no limit.
+SLURM_TIME = re.compile(r"\d+(:\d\d){0,2}|\d+-\d+(:\d\d){0,2}|UNLIMITED|INFINITE")
+# sbatch options ruler sets itself, because the method or its receipts depend on them.
+SLURM_OWNED = ("--job-name", "-J", "--comment", "--output", "-o", "--error", "-e", "--open-mode",
+               "--nodes", "-N", "--ntasks", "-n", "--requeue", "--no-requeue", "--nodelist", "-w",
+               "--parsable", "--wrap")
+
+
+def _check_slurm_time(value: str) -> str:
+    if not SLURM_TIME.fullmatch(value):
+        raise PydanticCustomError("slurm_time", "must be a Slurm time limit (minutes, HH:MM:SS, "
+                                                f"D-HH:MM:SS or UNLIMITED), got {describe(value)}")
+    return value
+
+
+def _check_sbatch_option(value: str) -> str:
+    flag = value.split("=", 1)[0]
+    if not value.startswith("-") or " " in flag:
+        raise PydanticCustomError("sbatch", "each entry is one sbatch option as on the command line "
+                                            f"(--mem=0, --constraint=h200), got {describe(value)}")
+    if flag in SLURM_OWNED or any(flag.startswith(o) for o in SLURM_OWNED if len(o) == 2):
+        raise PydanticCustomError("sbatch", f"{flag} is set by ruler (job name, comment, output, "
+                                            "one node, no requeue, the session's node): leave it out")
+    return value
+
+
+class SlurmSpec(_Frozen):
+    start: Literal["process", "docker", "pyxis"] = "process"  # how the job starts the server
+    partition: Str | None = None
+    account: Str | None = None
+    qos: Str | None = None
+    time: Annotated[str, Strict(), AfterValidator(_check_slurm_time)] | None = None
+    gres: Str | None = None  # e.g. gpu:4
+    exclusive: Bool = True  # a fresh box per window
+    sbatch: tuple[Annotated[str, Strict(), AfterValidator(_check_sbatch_option)], ...] = ()
+
+
 class AttachSpec(_Frozen):
     url: Str | None = None  # with or without /v1: engine.runtime.base normalises it
 
@@ -291,6 +328,7 @@ class Timeouts(_Frozen):
     boot: Seconds = 600
     request: Seconds = 300
     window: Seconds = 3600
+    queue: Seconds = 3600  # a batch job (runtime slurm) waiting in its scheduler's queue
 
 
 class ServerConfig(_Frozen):
@@ -307,11 +345,12 @@ class ServerConfig(_Frozen):
 class Campaign(_Frozen):
     name: Name
     server: Literal["sglang", "vllm", "llamacpp"]
-    runtime: Literal["docker", "process", "attach", "auto"] = "auto"
+    runtime: Literal["docker", "process", "attach", "slurm", "auto"] = "auto"
     description: Str | None = None
     docker: DockerSpec = DockerSpec()
     process: ProcessSpec = ProcessSpec()
     attach: AttachSpec = AttachSpec()
+    slurm: SlurmSpec = SlurmSpec()
     host_port: Port | None = None
     pass_env: tuple[EnvName, ...] = ()
     control: Control
@@ -782,10 +821,14 @@ _RUNTIME_NEEDS = {
 def _check_runtime(raw: Mapping[Any, Any]) -> list[Issue]:
     runtime = raw.get("runtime", "auto")
     needs = _RUNTIME_NEEDS.get(runtime) if isinstance(runtime, str) else None
+    if runtime == "slurm":  # the job starts the campaign's command, or a container of its image
+        start = _dig(raw, "slurm", "start") or "process"
+        needs = [("process", "command")] if start == "process" else [("docker", "image")]
     if not needs or any(_dig(raw, *keys) for keys in needs):
         return []
     wanted = " or ".join(".".join(keys) for keys in needs)
-    return [(("runtime",), False, f"runtime {runtime!r} needs {wanted}")]
+    why = f" (slurm.start: {_dig(raw, 'slurm', 'start') or 'process'})" if runtime == "slurm" else ""
+    return [(("runtime",), False, f"runtime {runtime!r} needs {wanted}{why}")]
 
 
 def _dig(raw: Mapping[Any, Any], section: str, key: str) -> Any:

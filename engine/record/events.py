@@ -34,6 +34,8 @@ class EventKind(StrEnum):
     WINDOW_REBOOT = "window_reboot"
     WINDOW_STARTED = "window_started"
     SERVER_STARTED = "server_started"
+    WINDOW_QUEUED = "window_queued"  # a batch job waits in its scheduler's queue (each new reason)
+    WINDOW_PLACED = "window_placed"  # the job runs: its node and port are known; the boot clock starts
     BOOT_FACT = "boot_fact"
     WINDOW_READY = "window_ready"
     WINDOW_REJECTED = "window_rejected"
@@ -64,6 +66,7 @@ class RunStatus(StrEnum):
 
 class WindowStatus(StrEnum):
     PENDING = "pending"  # listed in run_started, not booted yet
+    QUEUED = "queued"  # its batch job waits in the scheduler's queue (runtime slurm)
     BOOTING = "booting"
     MEASURING = "measuring"  # ready: measurement and quality phases
     DONE = "done"
@@ -135,7 +138,7 @@ class Verdict(StrEnum):
 LIVE_ROWS = frozenset({RowStatus.WARM, RowStatus.MEASURING})
 USABLE_ROWS = frozenset({RowStatus.OK, RowStatus.NOISY})  # a row with a figure to compare
 COMPLETE_ROWS = USABLE_ROWS | {RowStatus.VOID, RowStatus.FAILED}  # resume skips them
-UP_WINDOWS = frozenset({WindowStatus.BOOTING, WindowStatus.MEASURING})
+UP_WINDOWS = frozenset({WindowStatus.QUEUED, WindowStatus.BOOTING, WindowStatus.MEASURING})
 COMPLETE_WINDOWS = frozenset({WindowStatus.DONE, WindowStatus.ADVANCED, WindowStatus.FAILED,
                               WindowStatus.REJECTED})  # resume skips them; aborted ones boot again
 OVER_RUNS = frozenset({RunStatus.FINISHED, RunStatus.ABORTED, RunStatus.ERROR})
@@ -222,6 +225,19 @@ class ServerStarted(Where):
     runtime: str
 
 
+class WindowQueued(Where):
+    job: str  # the scheduler's job id
+    state: str  # Slurm's job state (PENDING, CONFIGURING...)
+    reason: str  # Slurm's reason: Resources, Priority, ReqNodeNotAvail...
+
+
+class WindowPlaced(Where):
+    job: str
+    node: str  # the node the scheduler ran the job on: the session's place
+    url: str  # where the server listens (the job picked the port on its node)
+    queued_s: float  # from submission until the job said where it runs
+
+
 class BootFact(Where):
     key: str
     value: Any
@@ -265,6 +281,7 @@ class WindowFinished(Where):
 class ServerStopped(Where):
     exit_code: int | None
     kept: bool
+    record: NotRequired[dict[str, Any]]  # a batch job: its scheduler's final record (state, reason...)
 
 
 class ShapeStarted(Shape):
@@ -364,6 +381,8 @@ FIELDS: dict[EventKind, type] = {
     EventKind.WINDOW_REBOOT: WindowReboot,
     EventKind.WINDOW_STARTED: WindowStarted,
     EventKind.SERVER_STARTED: ServerStarted,
+    EventKind.WINDOW_QUEUED: WindowQueued,
+    EventKind.WINDOW_PLACED: WindowPlaced,
     EventKind.BOOT_FACT: BootFact,
     EventKind.WINDOW_READY: WindowReady,
     EventKind.WINDOW_REJECTED: WindowRejected,

@@ -18,6 +18,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -92,6 +93,31 @@ def write_atomic(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):  # a full disk leaves no half-written temporary behind
             os.unlink(tmp)
         raise
+
+
+def scrub_file(path: Path, scrub: Callable[[str], str]) -> bool:
+    """Rewrite a log another machine wrote (a batch job's boot.log) through ``scrub`` (the
+    redactor), atomically and line by line, when a line changes; True when it did."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            if not any(scrub(line) != line for line in f):
+                return False
+    except FileNotFoundError:
+        return False
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out, \
+                path.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                out.write(scrub(line))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return True
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -39,6 +39,8 @@ class WindowState:
     started_ts: float | None = None  # this boot's window_started (a rerun boots it again)
     ended_ts: float | None = None  # window_finished or window_rejected
     quality: bool = False  # between quality_started and quality_done
+    queue: str = ""  # a queued batch job: the scheduler's reason it waits (Resources, Priority...)
+    place: str = ""  # the node its batch job ran on
 
     @property
     def key(self) -> str:
@@ -150,12 +152,22 @@ def _run_started(state: RunState, e: Event) -> None:
 def _window_started(state: RunState, e: Event) -> None:
     ws = _w(state, e)
     ws.status, ws.axis, ws.log = WindowStatus.BOOTING, e.get("axis", ws.axis), e.get("log", "")
-    ws.started_ts, ws.ended_ts, ws.quality = e["ts"], None, False
+    ws.started_ts, ws.ended_ts, ws.quality, ws.queue = e["ts"], None, False, ""
     state.current = ws.key
 
 
 def _server_started(state: RunState, e: Event) -> None:
     _w(state, e).server = _fields(e)
+
+
+def _window_queued(state: RunState, e: Event) -> None:
+    ws = _w(state, e)
+    ws.status, ws.queue = WindowStatus.QUEUED, e["reason"]
+
+
+def _window_placed(state: RunState, e: Event) -> None:
+    ws = _w(state, e)
+    ws.status, ws.queue, ws.place = WindowStatus.BOOTING, "", e["node"]
 
 
 def _boot_fact(state: RunState, e: Event) -> None:
@@ -257,6 +269,8 @@ HANDLERS: dict[str, Handler] = {
     EventKind.RUN_STARTED: _run_started,
     EventKind.WINDOW_STARTED: _window_started,
     EventKind.SERVER_STARTED: _server_started,
+    EventKind.WINDOW_QUEUED: _window_queued,
+    EventKind.WINDOW_PLACED: _window_placed,
     EventKind.BOOT_FACT: _boot_fact,
     EventKind.WINDOW_READY: _window_ready,
     EventKind.WINDOW_REJECTED: _window_rejected,

@@ -18,7 +18,7 @@ from typing import IO
 import httpx
 
 from engine.record.results import open_append
-from engine.runtime.base import Server
+from engine.runtime.base import BatchServer, Server
 from engine.servers.client import Readiness, ServerClient
 from engine.servers.logs import BootFacts, Fact, LogReader
 
@@ -47,7 +47,9 @@ class LogPump(threading.Thread):
     def run(self) -> None:
         out: IO[str] | None = None
         try:
-            out = open_append(self.log_path, text=True)
+            # A batch job's node writes boot.log itself; the pump only reads it.
+            if not isinstance(self.server, BatchServer):
+                out = open_append(self.log_path, text=True)
         except OSError as e:
             self.error = e
         # The server's output is drained to its end whatever happens to boot.log: a server whose
@@ -87,6 +89,14 @@ class LogPump(threading.Thread):
                 return False
             self.ready_seen.wait(0.05)
         return True
+
+    def add_facts(self, facts: dict[str, str], source: str) -> list[Fact]:
+        """Facts the runtime knows and no log line says (a batch job's node, its GPUs)."""
+        added = [Fact(k, v, f"{source}: {k}={v}") for k, v in facts.items()]
+        with self._lock:
+            for fact in added:
+                self.facts.facts[fact.key] = fact
+        return added
 
     def freeze(self) -> BootFacts:
         """Stop collecting boot facts (later lines are per-request chatter); the log goes on."""

@@ -15,7 +15,7 @@ from typing import Any
 from engine.campaign.plan import class_prompts, plan_launch
 from engine.campaign.redact import redactor_for
 from engine.campaign.spec import Campaign, ServerConfig
-from engine.errors import WindowFailed
+from engine.errors import EngineError, WindowFailed
 from engine.record import results
 from engine.record.events import (
     COMPLETE_WINDOWS,
@@ -35,8 +35,9 @@ from engine.run.measure import Measurement
 from engine.run.operator import handle
 from engine.run.stats import LeakPolicy
 from engine.runtime.attach import AttachRuntime
-from engine.runtime.base import LaunchError, Runtime, Server
+from engine.runtime.base import BatchServer, LaunchError, Runtime, Server
 from engine.runtime.process import ProcessRuntime
+from engine.runtime.slurm import SlurmRuntime
 from engine.servers import get_adapter
 from engine.servers.logs import BootFacts, Fact
 
@@ -62,8 +63,11 @@ def frozen_prompts(campaign: Campaign, run_dir: Path, variables: Mapping[str, st
     return prompts
 
 
-def runtime_for(campaign: Campaign, name: str) -> Runtime:
-    """The runtime a resolved name stands for (docker's SDK is imported only when it is used)."""
+def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str]) -> Runtime:
+    """The runtime a resolved name stands for (docker's SDK is imported only when it is used).
+    ``secrets``: name -> value of what is redacted, which a Slurm job script names by reference."""
+    if name == "slurm":
+        return SlurmRuntime(secrets, campaign.slurm.partition)
     if name == "docker":
         from engine.runtime.docker import DockerRuntime  # the Docker SDK only when a run uses it
 
@@ -79,8 +83,10 @@ class Runner:
                  variables: dict[str, str], printer: Callable[[Event], None] | None = None,
                  phases: list[Phase] | None = None, controls: Controls | None = None) -> None:
         self.campaign, self.run_dir = campaign, run_dir
+        self.redact = redactor_for(campaign)
         # A name from the campaign or the command line; tests hand a Runtime of their own.
-        self.rt = runtime_for(campaign, runtime) if isinstance(runtime, str) else runtime
+        self.rt = (runtime_for(campaign, runtime, {n: v for v, n in self.redact.secrets})
+                   if isinstance(runtime, str) else runtime)
         self.runtime = self.rt.name
         self.variables = variables
         self.printer = printer
@@ -89,7 +95,6 @@ class Runner:
         self.adapter = get_adapter(campaign.server)
         self.journal = Journal(run_dir / results.JOURNAL)
         self.run_id = run_id(run_dir)
-        self.redact = redactor_for(campaign)
         self.control_facts: dict[str, BootFacts] = {}
         # A journal already there means a resume: its fold is where the campaign stands.
         self.state = fold(read_events(run_dir / results.JOURNAL))
@@ -135,7 +140,6 @@ class Runner:
         if self.resuming:
             self.emit(EventKind.RUN_RESUMED, pid=os.getpid(), rows_done=sum(
                 r.complete for r in self.state.rows.values()))
-            self._stop_strays()
         else:
             self.emit(EventKind.RUN_STARTED, campaign=c.name, run=self.run_id, runtime=self.runtime,
                       server=c.server, pid=os.getpid(),
@@ -145,6 +149,12 @@ class Runner:
                                 "concurrency": list(c.workload.concurrency), "reps": c.workload.reps})
         status = RunStatus.FINISHED
         try:
+            try:
+                self.rt.preflight(self.run_dir)
+            except LaunchError as e:  # this host cannot run the campaign's runtime: nothing to retry
+                raise EngineError(str(e)) from e
+            if self.resuming:
+                self._stop_strays()
             for session in c.sessions:
                 if self.controls.abort.is_set():
                     break
@@ -216,7 +226,7 @@ class Runner:
         wdir = results.window_dir(self.run_dir, session, window)
         try:
             plan = plan_launch(self.campaign, self.adapter, self.runtime, self.run_id, session, window,
-                               self.variables, tag=tag)
+                               self.variables, tag=tag, workdir=wdir, place=self._place(session))
         except KeyError as e:
             self._reject(session, window, wdir, f"unresolved variable {e}", [])
             return
@@ -241,10 +251,44 @@ class Runner:
             self.server, self.controls.deadline = None, None
             server.stop()
             pump.join(timeout=10)
+            record: dict[str, Any] = {}
+            if isinstance(server, BatchServer):
+                record = server.record()
+                # The node wrote boot.log unfiltered: secrets come out of it now, as from any record.
+                results.scrub_file(server.log_path, self.redact)
             self.emit(EventKind.SERVER_STOPPED, session=session, window=window,
-                      exit_code=server.exit_code(), kept=plan.keep)
+                      exit_code=server.exit_code(), kept=plan.keep,
+                      **({"record": record} if record else {}))
         if pump.error:  # boot.log could not be written: the run stops rather than lose receipts
             raise pump.error
+
+    def _place(self, session: str) -> str | None:
+        """Every window of a session runs where its control ran, so each delta is within one box
+        (the control itself goes wherever the scheduler puts it)."""
+        control = self.state.windows.get(f"{session}-{CONTROL}")
+        return control.place or None if control else None
+
+    def _wait_placed(self, session: str, window: str, server: Server, pump: LogPump) -> str | None:
+        """A batch job waits in its scheduler's queue: each new reason is journaled, and the boot
+        and window clocks start when it runs. Returns why it never ran, or None."""
+        if not isinstance(server, BatchServer):
+            return None
+        job = str(server.identity.get("job", ""))
+
+        def on_queue(state: str, reason: str) -> None:
+            self.emit(EventKind.WINDOW_QUEUED, session=session, window=window, job=job,
+                      state=state, reason=reason)
+
+        placed = server.wait_placed(self.campaign.timeouts.queue, self.controls.stopping, on_queue)
+        if not placed.placed:
+            return placed.reason
+        self.controls.start_window(self.campaign.timeouts.window)
+        self.emit(EventKind.WINDOW_PLACED, session=session, window=window, job=job,
+                  node=placed.facts.get("node", ""), url=server.base_url,
+                  queued_s=round(placed.waited_s, 2))
+        for fact in pump.add_facts(placed.facts, "slurm"):
+            self._on_fact(session, window)(fact)
+        return None
 
     def _on_fact(self, session: str, window: str) -> Callable[[Fact], None]:
         def on_fact(fact: Fact) -> None:
@@ -254,8 +298,13 @@ class Runner:
     def _boot_and_measure(self, session: str, window: str, wdir: Path, server: Server,
                           pump: LogPump, config: ServerConfig, tag: str,
                           phases: list[Phase]) -> None:
-        boot = wait_ready(server, self.adapter, pump, self.campaign.timeouts.boot,
-                          cancelled=self.controls.stopping)
+        unplaced = self._wait_placed(session, window, server, pump)
+        if unplaced is not None and not self.controls.stopping():
+            self._reject(session, window, wdir, unplaced, [], pump)
+            return
+        boot = (BootOutcome(False, 0.0, "cancelled in the queue") if unplaced is not None else
+                wait_ready(server, self.adapter, pump, self.campaign.timeouts.boot,
+                           cancelled=self.controls.stopping))
         if not boot.ready and self.controls.stopping():
             status, why = self.controls.ending()
             self.controls.advance.clear()
@@ -267,7 +316,8 @@ class Runner:
                       reason=why)
             return
         if not boot.ready:
-            self._reject(session, window, wdir, boot.reason, boot.error_lines, pump, boot)
+            self._reject(session, window, wdir, self._with_end(boot.reason, server), boot.error_lines,
+                         pump, boot)
             return
         facts = pump.freeze()
         self._record_boot(session, window, wdir, facts, boot, tag)
@@ -278,9 +328,10 @@ class Runner:
                     break
                 phase(self.ctx, ctx)
         except WindowFailed as e:
-            self._write_failure(wdir, pump, str(e))
+            why = self._with_end(str(e), server)
+            self._write_failure(wdir, pump, why)
             self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status=WindowStatus.FAILED,
-                      reason=str(e))
+                      reason=why)
             return
         status, why = self.controls.ending()
         self.controls.advance.clear()
@@ -288,6 +339,14 @@ class Runner:
             self._write_failure(wdir, pump, why)
         self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status=status,
                   **({"reason": why} if status == WindowStatus.FAILED else {}))
+
+    @staticmethod
+    def _with_end(reason: str, server: Server) -> str:
+        """A batch job's end, as its scheduler records it, beside ruler's own reason."""
+        if not isinstance(server, BatchServer):
+            return reason
+        ended = server.ended_text()
+        return f"{reason}; {ended}" if ended else reason
 
     def _write_failure(self, wdir: Path, pump: LogPump, reason: str) -> None:
         if not pump.server.alive():

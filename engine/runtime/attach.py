@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from engine.runtime.base import LaunchPlan, normalize_base_url
 
@@ -35,6 +36,9 @@ class AttachRuntime:
 
     def start(self, plan: LaunchPlan) -> AttachedServer:
         return AttachedServer(self.url)
+
+    def preflight(self, run_dir: Path) -> None:
+        """Nothing to check up front: a window that cannot start is rejected with the reason."""
 
     def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
         return []

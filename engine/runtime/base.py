@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
 
 
 def normalize_base_url(url: str) -> str:
@@ -29,6 +30,25 @@ class LaunchError(RuntimeError):
     """A server could not be started at all (no image, no binary, a name clash): says why."""
 
 
+# How a Slurm job starts its server: the campaign's command, a docker run on the node, or pyxis.
+SlurmStart = Literal["process", "docker", "pyxis"]
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """The batch job a window's server runs in: the campaign's ``slurm:`` section, resolved."""
+
+    start: SlurmStart = "process"
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = None  # sbatch --time (e.g. 02:00:00)
+    gres: str | None = None  # e.g. gpu:4
+    exclusive: bool = True  # a fresh box per window, as the method wants
+    sbatch: tuple[str, ...] = ()  # extra options, verbatim
+    comment: str = ""  # ruler-run=<run id>: how a resumed engine finds its jobs
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
     """A fully resolved server start: nothing in it still needs the campaign file."""
@@ -47,6 +67,12 @@ class LaunchPlan:
     ipc: str | None = None
     volumes: list[str] = field(default_factory=list)
     keep: bool = True
+    # Where a runtime keeps its own receipts for the window (a Slurm job script, its record) and the
+    # attempt's tag (``-rerun1``): the window directory the runner writes beside them.
+    workdir: Path | None = None
+    tag: str = ""
+    slurm: SlurmJob | None = None
+    place: str | None = None  # the box the window must run on: its session's control's node
 
     def describe(self) -> dict[str, object]:
         """The invocation as it may be recorded: secrets appear by name only."""
@@ -63,6 +89,9 @@ class LaunchPlan:
             "gpus": self.gpus,
             "shm_size": self.shm_size,
             "ipc": self.ipc,
+            **({"slurm": {k: v for k, v in vars(self.slurm).items() if v not in (None, ())}}
+               if self.slurm else {}),
+            **({"place": self.place} if self.place else {}),
         }
 
 
@@ -83,6 +112,41 @@ class Server(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Placement:
+    """How a batch server's wait in its scheduler's queue ended."""
+
+    placed: bool
+    waited_s: float
+    reason: str = ""  # why it was not placed (queue timeout, cancelled, ended in the queue)
+    facts: dict[str, str] = field(default_factory=dict)  # node, job, cpus, gpus: boot facts
+
+
+QueueReport = Callable[[str, str], None]  # (scheduler state, its reason), on every change
+
+
+@runtime_checkable
+class BatchServer(Server, Protocol):
+    """A server started as a batch job (Slurm): it waits in a queue before it runs somewhere, writes
+    its own log on a filesystem ruler shares, and its scheduler keeps a record of how it ended."""
+
+    log_path: Path  # the job writes the server's output here; ruler only reads it
+
+    def wait_placed(self, timeout: float, cancelled: Callable[[], bool],
+                    on_queue: QueueReport) -> Placement:
+        """Block until the job runs and has said where its server listens (``base_url`` is set
+        then), the queue timeout passes, the job ends, or ``cancelled()``."""
+        ...
+
+    def record(self) -> dict[str, object]:
+        """The scheduler's record of the job (state, reason, exit code, node), as it stands."""
+        ...
+
+    def ended_text(self) -> str:
+        """One line for a rejection or failure: how the scheduler says the job ended ("" while it runs)."""
+        ...
+
+
 class Runtime(Protocol):
     """One way to run a window's server (docker, process, attach; slurm next). Adding a runtime is
     adding one module with a class like this and a line in ``engine.runtime.RUNTIMES``."""
@@ -91,6 +155,10 @@ class Runtime(Protocol):
 
     def start(self, plan: LaunchPlan) -> Server:
         """Start the planned server; raise LaunchError saying why it could not start at all."""
+        ...
+
+    def preflight(self, run_dir: Path) -> None:
+        """Before the first window: raise LaunchError saying what this host lacks for the runtime."""
         ...
 
     def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:

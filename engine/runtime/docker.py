@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -149,6 +150,9 @@ class DockerRuntime:
 
     def start(self, plan: LaunchPlan) -> DockerServer:
         return DockerServer(plan)
+
+    def preflight(self, run_dir: Path) -> None:
+        """Nothing to check up front: a window that cannot start is rejected with the reason."""
 
     def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
         stopped: list[dict[str, object]] = []

@@ -61,6 +61,9 @@ class ProcessRuntime:
     def start(self, plan: LaunchPlan) -> ProcessServer:
         return ProcessServer(plan)
 
+    def preflight(self, run_dir: Path) -> None:
+        """Nothing to check up front: a window that cannot start is rejected with the reason."""
+
     def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
         stopped: list[dict[str, object]] = []
         for ident in servers:

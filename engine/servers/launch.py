@@ -23,7 +23,7 @@ class LaunchArgs(ABC):
     metrics_flag: str = ""  # the server flag without which metrics_path has no spec counters
 
     @abstractmethod
-    def listen_args(self, host: str, port: int) -> list[str]:
+    def listen_args(self, host: str, port: int | str) -> list[str]:
         """Command-line arguments that make the server listen on ``host:port``."""
 
     def log_args(self) -> list[str]:

@@ -333,7 +333,7 @@ class LlamaCppAdapter(ServerAdapter):
     watched_facts = ("kv.cells", "kv.tokens", "kv.size_mib", "weights.*_mib", "slots.n", "spec.impl.*",
                      "draft.kv.*", "ready", "exit.reason")
 
-    def listen_args(self, host: str, port: int) -> list[str]:
+    def listen_args(self, host: str, port: int | str) -> list[str]:
         return ["--host", host, "--port", str(port)]
 
     def log_args(self) -> list[str]:

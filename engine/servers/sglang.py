@@ -314,7 +314,7 @@ class SGLangAdapter(ServerAdapter):
         # not always the identity, and the ids are what the chat endpoint would have used.
         self._rendered: OrderedDict[str, list[int]] = OrderedDict()
 
-    def listen_args(self, host: str, port: int) -> list[str]:
+    def listen_args(self, host: str, port: int | str) -> list[str]:
         return ["--host", host, "--port", str(port)]
 
     # -- scope: which model a rank is loading ---------------------------------------------

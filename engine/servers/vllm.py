@@ -169,7 +169,7 @@ class VLLMAdapter(ServerAdapter):
     def __init__(self) -> None:
         self._rendered: OrderedDict[str, list[int]] = OrderedDict()
 
-    def listen_args(self, host: str, port: int) -> list[str]:
+    def listen_args(self, host: str, port: int | str) -> list[str]:
         return ["--host", host, "--port", str(port)]
 
     def parse_line(self, line: str, scope: str = "") -> list[Fact]:

@@ -374,6 +374,9 @@ class FakeRuntime:
     def current(self) -> FakeServer:
         return self.servers[-1]
 
+    def preflight(self, run_dir: Path) -> None:
+        """Nothing to check up front: a window that cannot start is rejected with the reason."""
+
     def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
         asked = list(servers)
         self.strays_asked.append(asked)
