@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine.campaign.redact import is_secret
-from engine.campaign.spec import Campaign, ServerConfig, expand, render_args
+from engine.campaign.spec import Campaign, Place, ServerConfig, expand, render_args
 from engine.errors import EngineError
 from engine.record.events import CONTROL
 from engine.runtime.base import LaunchPlan, SlurmJob, free_port
@@ -78,12 +78,14 @@ def window_vars(config: ServerConfig, variables: Mapping[str, str],
 def plan_launch(campaign: Campaign, adapter: ServerAdapter, runtime: str, run_id: str,
                 session: str, window: str, variables: Mapping[str, str],
                 environ: Mapping[str, str] | None = None, tag: str = "",
-                workdir: Path | None = None, place: str | None = None) -> LaunchPlan:
+                workdir: Path | None = None, node: str | None = None,
+                place: Place | None = None) -> LaunchPlan:
     """One window's server start. Raises KeyError (UnresolvedVariable) for a ${...} nobody defines:
     the run rejects that window, the dry run says it would.
 
     ``workdir`` is the window's directory (a Slurm job keeps its script and record there, and
-    writes its boot.log there); ``place`` the node the window must run on (its session's)."""
+    writes its boot.log there); ``node`` the Slurm node the window must run on (its session's);
+    ``place`` the session's place (its CPU set and GPUs)."""
     environ = os.environ if environ is None else environ
     config = campaign.config_for(window)
     v = window_vars(config, variables, environ)
@@ -97,29 +99,31 @@ def plan_launch(campaign: Campaign, adapter: ServerAdapter, runtime: str, run_id
     labels = {"ruler.campaign": campaign.name, "ruler.run": run_id, "ruler.window": f"{session}-{window}"}
     mounts = sorted({str(Path(p).parent) for p in [v["model"]] + [
         v[f"artifacts.{a}"] for a in config.artifacts] if p and os.path.isabs(p)})
+    cpus = place.cpus if place else None
     if runtime == "docker":
         d = campaign.docker
         cport = d.container_port or adapter.default_container_port
         command = [expand(c, v) for c in (config.command or d.command or ())]
         argv = command + args + adapter.log_args() + adapter.listen_args("0.0.0.0", cport)
+        gpus = place.gpus if place and place.gpus is not None else d.gpus
         return LaunchPlan(name, argv, env, secret_env, port, cport,
                           image=expand(config.image or d.image or "", v), mounts=mounts,
-                          labels=labels, gpus=d.gpus, shm_size=d.shm_size, ipc=d.ipc,
-                          volumes=[expand(x, v) for x in d.volumes], keep=d.keep)
+                          labels=labels, gpus=gpus, shm_size=d.shm_size, ipc=d.ipc,
+                          volumes=[expand(x, v) for x in d.volumes], keep=d.keep, cpus=cpus)
     if runtime == "attach":
         return LaunchPlan(name, [], env, {}, 0, labels=labels)
     if runtime == "slurm":
         return _slurm_plan(campaign, adapter, config, v, args, env, secret_env, name, labels, mounts,
-                           run_id, tag, workdir, place)
+                           run_id, tag, workdir, node)
     command = [expand(c, v) for c in (config.command or campaign.process.command or ())]
     argv = command + args + adapter.log_args() + adapter.listen_args("127.0.0.1", port)
-    return LaunchPlan(name, argv, env, secret_env, port, labels=labels)
+    return LaunchPlan(name, argv, env, secret_env, port, labels=labels, cpus=cpus)
 
 
 def _slurm_plan(campaign: Campaign, adapter: ServerAdapter, config: ServerConfig,
                 v: Mapping[str, str], args: list[str], env: dict[str, str],
                 secret_env: dict[str, str], name: str, labels: dict[str, str], mounts: list[str],
-                run_id: str, tag: str, workdir: Path | None, place: str | None) -> LaunchPlan:
+                run_id: str, tag: str, workdir: Path | None, node: str | None) -> LaunchPlan:
     """A window as a Slurm batch job: the node picks the port (the argv names it by reference)."""
     sl = campaign.slurm
     job = SlurmJob(start=sl.start, partition=sl.partition, account=sl.account, qos=sl.qos,
@@ -129,7 +133,7 @@ def _slurm_plan(campaign: Campaign, adapter: ServerAdapter, config: ServerConfig
         command = [expand(c, v) for c in (config.command or campaign.process.command or ())]
         argv = command + args + adapter.log_args() + adapter.listen_args("0.0.0.0", PORT_REF)
         return LaunchPlan(name, argv, env, secret_env, 0, labels=labels, mounts=mounts, slurm=job,
-                          workdir=workdir, tag=tag, place=place)
+                          workdir=workdir, tag=tag, place=node)
     d = campaign.docker
     command = [expand(c, v) for c in (config.command or d.command or ())]
     # pyxis runs the container in the node's network: the server itself listens on the job's port.
@@ -138,4 +142,4 @@ def _slurm_plan(campaign: Campaign, adapter: ServerAdapter, config: ServerConfig
     return LaunchPlan(name, argv, env, secret_env, 0, cport, labels=labels, mounts=mounts, slurm=job,
                       image=expand(config.image or d.image or "", v), shm_size=d.shm_size, ipc=d.ipc,
                       volumes=[expand(x, v) for x in d.volumes], keep=False, workdir=workdir, tag=tag,
-                      place=place)
+                      place=node)

@@ -203,6 +203,39 @@ class SlurmSpec(_Frozen):
     sbatch: tuple[Annotated[str, Strict(), AfterValidator(_check_sbatch_option)], ...] = ()
 
 
+CPUSET = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")  # what docker --cpuset-cpus and taskset -c take
+
+
+def _check_cpuset(value: str) -> str:
+    if not CPUSET.fullmatch(value):
+        raise PydanticCustomError("cpuset", f"must be a CPU list like 0-3 or 0,2, got {describe(value)}")
+    return value
+
+
+def _check_docker_host(value: str) -> str:
+    if not re.fullmatch(r"(unix|tcp|ssh)://\S+", value):
+        raise PydanticCustomError("docker_host", "must be unix:///path, tcp://host:port or "
+                                                 f"ssh://user@host, got {describe(value)}")
+    return value
+
+
+class Place(_Frozen):
+    """A box, or a fixed slice of one, that runs whole sessions: a session's control and all its
+    windows run on the same place, so every delta is measured within one box."""
+
+    name: SessionName
+    docker_host: Annotated[str, Strict(), AfterValidator(_check_docker_host)] | None = None
+    node: Str | None = None  # runtime slurm: the node (sbatch --nodelist)
+    cpus: Annotated[str, Strict(), AfterValidator(_check_cpuset)] | None = None
+    gpus: Annotated[Gpus, PlainValidator(_check_gpus)] = None  # docker device ids or a count
+
+    def describe(self) -> str:
+        bits = [f"docker {self.docker_host}" if self.docker_host else "",
+                f"node {self.node}" if self.node else "", f"cpus {self.cpus}" if self.cpus else "",
+                f"gpus {self.gpus}" if self.gpus is not None else ""]
+        return f"{self.name} ({', '.join(b for b in bits if b) or 'this machine'})"
+
+
 class AttachSpec(_Frozen):
     url: Str | None = None  # with or without /v1: engine.runtime.base normalises it
 
@@ -356,6 +389,8 @@ class Campaign(_Frozen):
     control: Control
     windows: tuple[Window, ...]
     sessions: dict[SessionName, tuple[Str, ...]]
+    places: tuple[Place, ...] = ()  # none: one place, this machine (or wherever Slurm puts it)
+    parallel: PosInt | None = None  # sessions at once: at most one per place (None: every place)
     control_position: Literal["first", "last"] = "first"
     workload: Workload
     leak: Leak = Leak()
@@ -648,7 +683,7 @@ def load_campaign(path: str | Path) -> Campaign:
 
 
 def _semantic_issues(raw: Mapping[Any, Any], doc: MarkedDoc, base_dir: Path) -> list[Issue]:
-    return (_check_windows(raw, doc) + _check_axes(raw) + _check_sessions(raw)
+    return (_check_windows(raw, doc) + _check_axes(raw) + _check_sessions(raw) + _check_places(raw)
             + _check_classes(raw, base_dir) + _check_runtime(raw) + _check_quality(raw, base_dir)
             + _check_knobs(raw))
 
@@ -729,6 +764,29 @@ def _check_sessions(raw: Mapping[Any, Any]) -> list[Issue]:
                 seen.add(name)
                 continue
             issues.append((where, False, message))
+    return issues
+
+
+def _check_places(raw: Mapping[Any, Any]) -> list[Issue]:
+    places = raw.get("places")
+    if not isinstance(places, list):
+        return []
+    issues: list[Issue] = []
+    seen: set[str] = set()
+    runtime = raw.get("runtime", "auto")
+    for i, spot in enumerate(places):
+        if not isinstance(spot, dict):
+            continue
+        name = spot.get("name")
+        if isinstance(name, str) and name in seen:
+            issues.append((("places", i, "name"), False, f"place {name!r} is listed twice"))
+        seen.add(str(name))
+        if spot.get("docker_host") and runtime not in ("docker", "auto"):
+            issues.append((("places", i, "docker_host"), False,
+                           f"docker_host needs runtime docker (the campaign's is {runtime!r})"))
+        if spot.get("node") and runtime != "slurm":
+            issues.append((("places", i, "node"), False,
+                           f"node needs runtime slurm (the campaign's is {runtime!r})"))
     return issues
 
 

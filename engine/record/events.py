@@ -178,6 +178,8 @@ class RunResumed(TypedDict):
 
 class SessionStarted(TypedDict):
     session: str
+    place: NotRequired[str]  # the place it runs on, when the campaign names places
+    where: NotRequired[dict[str, Any]]  # that place as the campaign describes it
 
 
 class Signal(TypedDict):

@@ -12,6 +12,7 @@ from engine.record.events import (
     COMPLETE_ROWS,
     CONTROL,
     ENVELOPE,
+    UP_WINDOWS,
     Check,
     EventKind,
     RowStatus,
@@ -104,6 +105,12 @@ class RunState:
     commands: list[dict[str, Any]] = field(default_factory=list)
     resumes: int = 0
     damage: list[Damage] = field(default_factory=list)  # journal lines that are not its next event
+    session_places: dict[str, str] = field(default_factory=dict)  # session -> the place it began on
+
+    @property
+    def live(self) -> list[WindowState]:
+        """Every window up now (queued, booting or measuring): one per place in a parallel run."""
+        return [self.windows[k] for k in self.order if self.windows[k].status in UP_WINDOWS]
 
     @property
     def measured(self) -> bool:
@@ -147,6 +154,11 @@ def _run_started(state: RunState, e: Event) -> None:
         for w in windows:
             ws = state.window(session, w)
             ws.axis = CONTROL if w == CONTROL else e.get("axes", {}).get(w, "")
+
+
+def _session_started(state: RunState, e: Event) -> None:
+    if e.get("place"):
+        state.session_places.setdefault(e["session"], e["place"])
 
 
 def _window_started(state: RunState, e: Event) -> None:
@@ -267,6 +279,7 @@ def _run_finished(state: RunState, e: Event) -> None:
 Handler = Callable[[RunState, Event], None]
 HANDLERS: dict[str, Handler] = {
     EventKind.RUN_STARTED: _run_started,
+    EventKind.SESSION_STARTED: _session_started,
     EventKind.WINDOW_STARTED: _window_started,
     EventKind.SERVER_STARTED: _server_started,
     EventKind.WINDOW_QUEUED: _window_queued,

@@ -1,22 +1,34 @@
 """Operator commands from the control socket: what each does now, or why it does not apply.
 
-Commands only set flags on ``run.controls``; the run's thread acts on them between steps
-(abort also cancels the requests in flight). Every accepted command is journaled with who sent it.
+Commands only set flags on a place's controls; that place's thread acts on them between steps
+(abort also cancels the requests in flight). When sessions run in parallel, ``advance``, ``rewarm``,
+``pause`` and ``resume`` name a session (``advance s2``) unless only one runs; ``abort`` ends them
+all; ``rerun ROW`` goes to the row's session's place. Every accepted command is journaled with who
+sent it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from engine.record.events import UP_WINDOWS, EventKind, RowStatus, RunStatus, WindowStatus
-from engine.run.context import RunContext
+from engine.run.context import Controls, RunContext
 from engine.run.control import CommandRefused
 
+SESSION_COMMANDS = ("advance", "rewarm", "pause", "resume")  # act on one session's window
 
-def handle(run: RunContext, cmd: str, args: list[str], who: dict[str, Any]) -> str:
-    """One control-socket command; raises CommandRefused saying why when it does not apply."""
+
+def handle(run: RunContext, cmd: str, args: list[str], who: dict[str, Any],
+           live: Mapping[str, Controls] | None = None) -> str:
+    """One control-socket command; raises CommandRefused saying why when it does not apply.
+    ``live``: the controls of each session running now (absent: the run's own, one at a time)."""
     st, ctl = run.state, run.controls
     current = st.windows.get(st.current or "")
+    if cmd in SESSION_COMMANDS and live:
+        session, args = _session_of(cmd, args, live) if len(live) > 1 or args else (next(iter(live)), args)
+        ctl = live[session]
+        current = next((w for w in st.live if w.session == session), None)
     if cmd == "status":
         return status_line(run)
     if st.status != RunStatus.RUNNING:
@@ -47,6 +59,16 @@ def handle(run: RunContext, cmd: str, args: list[str], who: dict[str, Any]) -> s
                              "resume, rerun ROW, status")
     run.emit(EventKind.COMMAND, cmd=cmd, args=args, who=who, reply=reply)
     return reply
+
+def _session_of(cmd: str, args: list[str], live: Mapping[str, Controls]) -> tuple[str, list[str]]:
+    """The session a command names (its first argument), which must be running now."""
+    if not args:
+        raise CommandRefused(f"sessions {', '.join(sorted(live))} run in parallel: "
+                             f"say which ({cmd} {sorted(live)[0]})")
+    if args[0] not in live:
+        raise CommandRefused(f"session {args[0]!r} is not running; running: {', '.join(sorted(live))}")
+    return args[0], args[1:]
+
 
 def _queue_rerun(run: RunContext, args: list[str]) -> str:
     if len(args) != 1:

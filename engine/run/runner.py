@@ -9,12 +9,13 @@ import json
 import os
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from engine.campaign.plan import class_prompts, plan_launch
 from engine.campaign.redact import redactor_for
-from engine.campaign.spec import Campaign, ServerConfig
+from engine.campaign.spec import Campaign, Place, ServerConfig
 from engine.errors import EngineError, WindowFailed
 from engine.record import results
 from engine.record.events import (
@@ -63,19 +64,38 @@ def frozen_prompts(campaign: Campaign, run_dir: Path, variables: Mapping[str, st
     return prompts
 
 
-def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str]) -> Runtime:
-    """The runtime a resolved name stands for (docker's SDK is imported only when it is used).
-    ``secrets``: name -> value of what is redacted, which a Slurm job script names by reference."""
+def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str],
+                place: Place | None = None) -> Runtime:
+    """The runtime a resolved name stands for on a place (docker's SDK is imported only when it is
+    used). ``secrets``: name -> value of what is redacted, which a Slurm job script names by
+    reference."""
     if name == "slurm":
         return SlurmRuntime(secrets, campaign.slurm.partition)
     if name == "docker":
         from engine.runtime.docker import DockerRuntime  # the Docker SDK only when a run uses it
 
-        return DockerRuntime()
+        return DockerRuntime(place.docker_host if place else None)
     if name == "attach":
         assert campaign.attach is not None
         return AttachRuntime(campaign.attach.url)
     return ProcessRuntime()
+
+
+@dataclass
+class Lane:
+    """Where sessions run one after another: a place (None: the one place of a campaign that names
+    none), its runtime, and the controls and server of the window in flight there."""
+
+    place: Place | None
+    rt: Runtime
+    controls: Controls
+    ctx: RunContext
+    server: Server | None = None
+    session: str = ""  # the session it runs now
+
+    @property
+    def name(self) -> str:
+        return self.place.name if self.place else ""
 
 
 class Runner:
@@ -84,9 +104,9 @@ class Runner:
                  phases: list[Phase] | None = None, controls: Controls | None = None) -> None:
         self.campaign, self.run_dir = campaign, run_dir
         self.redact = redactor_for(campaign)
+        secrets = {n: v for v, n in self.redact.secrets}
         # A name from the campaign or the command line; tests hand a Runtime of their own.
-        self.rt = (runtime_for(campaign, runtime, {n: v for v, n in self.redact.secrets})
-                   if isinstance(runtime, str) else runtime)
+        self.rt = runtime_for(campaign, runtime, secrets) if isinstance(runtime, str) else runtime
         self.runtime = self.rt.name
         self.variables = variables
         self.printer = printer
@@ -100,7 +120,6 @@ class Runner:
         self.state = fold(read_events(run_dir / results.JOURNAL))
         self.resuming = self.state.last_seq > 0
         self.prompts = frozen_prompts(campaign, run_dir, variables)
-        self.server: Server | None = None
         self.reboots: dict[str, int] = {}
         self._emit_lock = threading.RLock()
         # Files derived from the fold (throughput.csv) follow the journal, event by event.
@@ -110,6 +129,20 @@ class Runner:
         # What phases and operator commands see of the run: never the runner itself.
         self.ctx = RunContext(campaign, run_dir, self.run_id, self.state, self.controls, self.emit,
                               self.prompts, self.leak_policy, self.control_facts)
+        # One lane per place; a campaign without places has one, on the controls above, as before.
+        self.lanes = [self._lane(p, runtime, secrets) for p in campaign.places] if campaign.places \
+            else [Lane(None, self.rt, self.controls, self.ctx)]
+        self._place_names = {lane.name for lane in self.lanes}
+        self._slots = threading.Semaphore(min(len(self.lanes), campaign.parallel or len(self.lanes)))
+        self._pick = threading.Lock()
+
+    def _lane(self, place: Place, runtime: str | Runtime, secrets: Mapping[str, str]) -> Lane:
+        rt = runtime_for(self.campaign, runtime, secrets, place) if isinstance(runtime, str) else runtime
+        # Each place's window has its own advance, pause and clock; an abort, a signal and the
+        # queue of operator reruns are the whole run's (a place takes the reruns of its sessions).
+        controls = Controls(abort=self.controls.abort, signals=self.controls.signals,
+                            reruns=self.controls.reruns)
+        return Lane(place, rt, controls, replace(self.ctx, controls=controls))
 
     # ------------------------------------------------------------ plumbing
 
@@ -150,24 +183,17 @@ class Runner:
         status = RunStatus.FINISHED
         try:
             try:
-                self.rt.preflight(self.run_dir)
+                for rt in dict.fromkeys(lane.rt for lane in self.lanes):
+                    rt.preflight(self.run_dir)
             except LaunchError as e:  # this host cannot run the campaign's runtime: nothing to retry
                 raise EngineError(str(e)) from e
             if self.resuming:
                 self._stop_strays()
-            for session in c.sessions:
-                if self.controls.abort.is_set():
-                    break
-                self.emit(EventKind.SESSION_STARTED, session=session)
-                self.control_facts.pop(session, None)
-                for window in c.windows_in(session):
-                    if self.controls.abort.is_set():
-                        break
-                    if self._window_complete(session, window):
-                        self._reload_control_facts(session, window)
-                        continue
-                    self.run_window(session, window)
-                    self._drain_reruns()
+            pending = list(c.sessions)
+            if len(self.lanes) == 1:
+                self._work(self.lanes[0], pending)
+            else:
+                self._in_parallel(pending)
             if self.controls.abort.is_set():
                 status = RunStatus.ABORTED
         except Exception as e:
@@ -181,6 +207,64 @@ class Runner:
         self.emit(EventKind.RUN_FINISHED, status=status)
         self.journal.close()
         return status
+
+    # ------------------------------------------------------------ sessions on places
+
+    def _in_parallel(self, pending: list[str]) -> None:
+        """A worker per place; each takes the next session no other place holds. An unexpected
+        error on one place aborts the others (they end their windows as an abort does)."""
+        errors: list[BaseException] = []
+
+        def work(lane: Lane) -> None:
+            try:
+                self._work(lane, pending)
+            except BaseException as e:  # noqa: BLE001 - re-raised on the run's thread below
+                errors.append(e)
+                self.controls.abort.set()
+
+        threads = [threading.Thread(target=work, args=(lane,), name=f"place-{lane.name}", daemon=True)
+                   for lane in self.lanes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    def _next_session(self, lane: Lane, pending: list[str]) -> str | None:
+        """The next session this place may run: one begun on it before a resume, else any not
+        begun elsewhere (a session's control and windows stay on one box)."""
+        with self._pick:
+            for session in pending:
+                begun = self.state.session_places.get(session)
+                if begun is None or begun == lane.name or begun not in self._place_names:
+                    pending.remove(session)
+                    return session
+            return None
+
+    def _work(self, lane: Lane, pending: list[str]) -> None:
+        while not self.controls.abort.is_set():
+            session = self._next_session(lane, pending)
+            if session is None:
+                return
+            with self._slots:
+                if not self.controls.abort.is_set():
+                    self._run_session(lane, session)
+
+    def _run_session(self, lane: Lane, session: str) -> None:
+        lane.session = session
+        self.emit(EventKind.SESSION_STARTED, session=session, **({
+            "place": lane.name, "where": lane.place.model_dump(exclude_none=True)} if lane.place else {}))
+        self.control_facts.pop(session, None)
+        for window in self.campaign.windows_in(session):
+            if self.controls.abort.is_set():
+                break
+            if self._window_complete(session, window):
+                self._reload_control_facts(session, window)
+                continue
+            self.run_window(session, window, lane=lane)
+            self._drain_reruns(lane)
+        lane.session = ""
 
     # ------------------------------------------------------------ resume and reruns
 
@@ -196,46 +280,55 @@ class Runner:
                 k: Fact(k, v, data.get("lines", {}).get(k, "")) for k, v in data["facts"].items()})
 
     def _stop_strays(self) -> None:
-        """A killed engine leaves its server running: its runtime finds it and stops it."""
+        """A killed engine leaves its servers running: each place's runtime finds them and stops them."""
         servers = [ws.server for ws in self.state.windows.values() if ws.server]
-        for ident in self.rt.stop_strays(self.run_id, servers):
-            self.emit(EventKind.STRAY_STOPPED, **ident)
+        for rt in dict.fromkeys(lane.rt for lane in self.lanes):
+            for ident in rt.stop_strays(self.run_id, servers):
+                self.emit(EventKind.STRAY_STOPPED, **ident)
 
-    def _drain_reruns(self) -> None:
-        """Reruns the operator queued for windows no longer up: boot each such window again."""
-        while self.controls.reruns and not self.controls.abort.is_set():
-            key = self.controls.reruns[0]
+    def _drain_reruns(self, lane: Lane) -> None:
+        """Reruns the operator queued for windows no longer up: boot each such window again, on
+        this place (the operator queues a row on its session's place)."""
+        ctl = lane.controls
+        while not ctl.abort.is_set():
+            key = next((k for k in ctl.reruns if self.state.session_places.get(
+                self.state.rows[k].session, "") == lane.name), None)
+            if key is None:
+                return
             row = self.state.rows[key]
             wkey = f"{row.session}-{row.window}"
             self.reboots[wkey] = reboot = self.reboots.get(wkey, 0) + 1
             self.emit(EventKind.WINDOW_REBOOT, session=row.session, window=row.window, row=key,
                       reason="operator rerun of a void row", reboot=reboot)
             self.run_window(row.session, row.window, tag=f"-rerun{reboot}",
-                            phases=[Measurement().reruns])
-            self.controls.reruns[:] = [k for k in self.controls.reruns if k != key]
+                            phases=[Measurement().reruns], lane=lane)
+            ctl.reruns[:] = [k for k in ctl.reruns if k != key]
 
     # ------------------------------------------------------------ operator commands
 
     def command(self, cmd: str, args: list[str], who: dict[str, Any]) -> str:
         """One control-socket command (see engine.run.operator); called on the socket's thread."""
-        return handle(self.ctx, cmd, args, who)
+        return handle(self.ctx, cmd, args, who, {lane.session: lane.controls for lane in self.lanes
+                                                  if lane.session})
 
     def run_window(self, session: str, window: str, tag: str = "",
-                   phases: list[Phase] | None = None) -> None:
+                   phases: list[Phase] | None = None, lane: Lane | None = None) -> None:
+        lane = lane or self.lanes[0]
         config = self.campaign.config_for(window)
         wdir = results.window_dir(self.run_dir, session, window)
         try:
             plan = plan_launch(self.campaign, self.adapter, self.runtime, self.run_id, session, window,
-                               self.variables, tag=tag, workdir=wdir, place=self._place(session))
+                               self.variables, tag=tag, workdir=wdir, node=self._node(session, lane),
+                               place=lane.place)
         except KeyError as e:
             self._reject(session, window, wdir, f"unresolved variable {e}", [])
             return
-        self.controls.start_window(self.campaign.timeouts.window)  # boot included
+        lane.controls.start_window(self.campaign.timeouts.window)  # boot included
         self.emit(EventKind.WINDOW_STARTED, session=session, window=window, axis=self.ctx.axis(window),
                   runtime=self.runtime, plan=plan.describe(), tag=tag,
                   log=str((wdir / f"boot{tag}.log").relative_to(self.run_dir)))
         try:
-            server = self.rt.start(plan)
+            server = lane.rt.start(plan)
         except LaunchError as e:
             self._reject(session, window, wdir, str(e), [])
             return
@@ -243,12 +336,12 @@ class Runner:
         pump = LogPump(server, self.adapter, wdir / f"boot{tag}.log",
                        self._on_fact(session, window), self.redact)
         pump.start()
-        self.server = server
+        lane.server = server
         try:
-            self._boot_and_measure(session, window, wdir, server, pump, config, tag,
+            self._boot_and_measure(lane, session, window, wdir, server, pump, config, tag,
                                    self.phases if phases is None else phases)
         finally:
-            self.server, self.controls.deadline = None, None
+            lane.server, lane.controls.deadline = None, None
             server.stop()
             pump.join(timeout=10)
             record: dict[str, Any] = {}
@@ -262,13 +355,16 @@ class Runner:
         if pump.error:  # boot.log could not be written: the run stops rather than lose receipts
             raise pump.error
 
-    def _place(self, session: str) -> str | None:
-        """Every window of a session runs where its control ran, so each delta is within one box
-        (the control itself goes wherever the scheduler puts it)."""
+    def _node(self, session: str, lane: Lane) -> str | None:
+        """Every window of a session runs where its control ran, so each delta is within one box:
+        the place's node, else wherever the scheduler put the control."""
+        if lane.place and lane.place.node:
+            return lane.place.node
         control = self.state.windows.get(f"{session}-{CONTROL}")
         return control.place or None if control else None
 
-    def _wait_placed(self, session: str, window: str, server: Server, pump: LogPump) -> str | None:
+    def _wait_placed(self, lane: Lane, session: str, window: str, server: Server,
+                     pump: LogPump) -> str | None:
         """A batch job waits in its scheduler's queue: each new reason is journaled, and the boot
         and window clocks start when it runs. Returns why it never ran, or None."""
         if not isinstance(server, BatchServer):
@@ -279,10 +375,10 @@ class Runner:
             self.emit(EventKind.WINDOW_QUEUED, session=session, window=window, job=job,
                       state=state, reason=reason)
 
-        placed = server.wait_placed(self.campaign.timeouts.queue, self.controls.stopping, on_queue)
+        placed = server.wait_placed(self.campaign.timeouts.queue, lane.controls.stopping, on_queue)
         if not placed.placed:
             return placed.reason
-        self.controls.start_window(self.campaign.timeouts.window)
+        lane.controls.start_window(self.campaign.timeouts.window)
         self.emit(EventKind.WINDOW_PLACED, session=session, window=window, job=job,
                   node=placed.facts.get("node", ""), url=server.base_url,
                   queued_s=round(placed.waited_s, 2))
@@ -295,19 +391,20 @@ class Runner:
             self.emit(EventKind.BOOT_FACT, session=session, window=window, key=fact.key, value=fact.value)
         return on_fact
 
-    def _boot_and_measure(self, session: str, window: str, wdir: Path, server: Server,
+    def _boot_and_measure(self, lane: Lane, session: str, window: str, wdir: Path, server: Server,
                           pump: LogPump, config: ServerConfig, tag: str,
                           phases: list[Phase]) -> None:
-        unplaced = self._wait_placed(session, window, server, pump)
-        if unplaced is not None and not self.controls.stopping():
+        ctl = lane.controls
+        unplaced = self._wait_placed(lane, session, window, server, pump)
+        if unplaced is not None and not ctl.stopping():
             self._reject(session, window, wdir, unplaced, [], pump)
             return
         boot = (BootOutcome(False, 0.0, "cancelled in the queue") if unplaced is not None else
                 wait_ready(server, self.adapter, pump, self.campaign.timeouts.boot,
-                           cancelled=self.controls.stopping))
-        if not boot.ready and self.controls.stopping():
-            status, why = self.controls.ending()
-            self.controls.advance.clear()
+                           cancelled=ctl.stopping))
+        if not boot.ready and ctl.stopping():
+            status, why = ctl.ending()
+            ctl.advance.clear()
             why = (f"{why} during its boot" if status == WindowStatus.FAILED
                    else "the operator ended the window during its boot")
             if status == WindowStatus.FAILED:
@@ -324,17 +421,17 @@ class Runner:
         ctx = WindowContext(session, window, wdir, server, self.adapter, config, facts)
         try:
             for phase in phases:
-                if self.controls.stopping():
+                if ctl.stopping():
                     break
-                phase(self.ctx, ctx)
+                phase(lane.ctx, ctx)
         except WindowFailed as e:
             why = self._with_end(str(e), server)
             self._write_failure(wdir, pump, why)
             self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status=WindowStatus.FAILED,
                       reason=why)
             return
-        status, why = self.controls.ending()
-        self.controls.advance.clear()
+        status, why = ctl.ending()
+        ctl.advance.clear()
         if status == WindowStatus.FAILED:
             self._write_failure(wdir, pump, why)
         self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status=status,

@@ -72,7 +72,8 @@ class LaunchPlan:
     workdir: Path | None = None
     tag: str = ""
     slurm: SlurmJob | None = None
-    place: str | None = None  # the box the window must run on: its session's control's node
+    place: str | None = None  # the node a batch job must run on: its session's (sbatch --nodelist)
+    cpus: str | None = None  # the CPU set of the session's place (docker --cpuset-cpus, taskset -c)
 
     def describe(self) -> dict[str, object]:
         """The invocation as it may be recorded: secrets appear by name only."""
@@ -92,6 +93,7 @@ class LaunchPlan:
             **({"slurm": {k: v for k, v in vars(self.slurm).items() if v not in (None, ())}}
                if self.slurm else {}),
             **({"place": self.place} if self.place else {}),
+            **({"cpus": self.cpus} if self.cpus else {}),
         }
 
 

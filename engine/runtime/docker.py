@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import docker
 import docker.errors
@@ -23,8 +24,23 @@ LABEL_RUN = "ruler.run"
 LABEL_WINDOW = "ruler.window"
 
 
-def client() -> docker.DockerClient:
-    return docker.from_env(timeout=60)
+def client(docker_host: str | None = None) -> docker.DockerClient:
+    """The local daemon (DOCKER_HOST or its socket), or a place's: unix://, tcp:// or ssh://user@host
+    (through the ssh client of this machine, with its keys and known hosts)."""
+    if not docker_host:
+        return docker.from_env(timeout=60)
+    try:
+        return docker.DockerClient(base_url=docker_host, timeout=60,
+                                   use_ssh_client=docker_host.startswith("ssh://"))
+    except docker.errors.DockerException as e:
+        raise LaunchError(f"docker host {docker_host} does not answer: {e}") from e
+
+
+def remote_host(docker_host: str | None) -> str | None:
+    """The address a server on that daemon's machine is reached at; None for this machine's."""
+    if not docker_host or docker_host.startswith("unix://"):
+        return None
+    return urlsplit(docker_host).hostname
 
 
 def daemon_answers() -> bool:
@@ -71,7 +87,8 @@ def _clear_name(dc: docker.DockerClient, plan: LaunchPlan) -> None:
 
 
 class DockerServer:
-    def __init__(self, plan: LaunchPlan, dc: docker.DockerClient | None = None) -> None:
+    def __init__(self, plan: LaunchPlan, dc: docker.DockerClient | None = None,
+                 host: str | None = None) -> None:
         self._dc = dc or client()
         self._plan = plan
         _clear_name(self._dc, plan)
@@ -87,7 +104,11 @@ class DockerServer:
                 name=plan.name,
                 labels=plan.labels,
                 environment={**plan.env, **plan.secret_env, "RULER_CONTAINER": plan.name},
-                ports={f"{plan.container_port}/tcp": ("127.0.0.1", plan.host_port)},
+                # On another machine the daemon picks the port there (this machine's free port
+                # says nothing of that one's), published where ruler can reach it.
+                ports={f"{plan.container_port}/tcp": ("127.0.0.1", plan.host_port) if host is None
+                       else ("0.0.0.0", None)},
+                cpuset_cpus=plan.cpus,
                 volumes=volumes,
                 device_requests=_device_requests(plan.gpus),
                 shm_size=plan.shm_size,
@@ -99,7 +120,13 @@ class DockerServer:
             raise LaunchError(f"image {plan.image} not found: {e.explanation}") from e
         except docker.errors.APIError as e:
             raise LaunchError(f"docker could not start {plan.name}: {e.explanation}") from e
+        except docker.errors.DockerException as e:  # the place's daemon went away
+            raise LaunchError(f"docker could not start {plan.name}: {e}") from e
         self.base_url = f"http://127.0.0.1:{plan.host_port}"
+        if host is not None:
+            self._c.reload()
+            bound = (self._c.ports.get(f"{plan.container_port}/tcp") or [{}])[0].get("HostPort")
+            self.base_url = f"http://{host}:{bound}"
         self.identity: dict[str, object] = {
             "runtime": "docker", "name": plan.name, "id": self._c.id,
             "image": plan.image, "image_id": self._c.image.id,
@@ -144,25 +171,39 @@ class DockerServer:
 
 
 class DockerRuntime:
-    """A fresh container per window; a killed engine's containers are found by the run's label."""
+    """A fresh container per window; a killed engine's containers are found by the run's label.
+    ``docker_host``: a place's daemon (another machine's, over SSH or TCP); None for the local one."""
 
     name = "docker"
 
+    def __init__(self, docker_host: str | None = None) -> None:
+        self.docker_host = docker_host
+        self._dc: docker.DockerClient | None = None
+
+    def _client(self) -> docker.DockerClient:
+        if self._dc is None:
+            self._dc = client(self.docker_host)
+        return self._dc
+
     def start(self, plan: LaunchPlan) -> DockerServer:
-        return DockerServer(plan)
+        try:
+            dc = self._client()
+        except docker.errors.DockerException as e:
+            raise LaunchError(f"docker host {self.docker_host or 'local'} does not answer: {e}") from e
+        return DockerServer(plan, dc, remote_host(self.docker_host))
 
     def preflight(self, run_dir: Path) -> None:
         """Nothing to check up front: a window that cannot start is rejected with the reason."""
 
     def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
         stopped: list[dict[str, object]] = []
-        for container in containers_of_run(run_id):
+        for container in containers_of_run(run_id, self._client()):
             if container.status == "running":
                 container.stop(timeout=10)
                 stopped.append({"name": container.name, "id": container.id})
         return stopped
 
 
-def containers_of_run(run_id: str) -> list[Any]:
+def containers_of_run(run_id: str, dc: docker.DockerClient | None = None) -> list[Any]:
     """Every container carrying this run's label, running or not (resume finds the dead engine's)."""
-    return list(client().containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}))
+    return list((dc or client()).containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}))

@@ -16,9 +16,11 @@ class ProcessServer:
     def __init__(self, plan: LaunchPlan) -> None:
         env = {**os.environ, **plan.env, **plan.secret_env, "RULER_CONTAINER": plan.name}
         # A new session: a hangup of ruler's terminal does not reach it, and killpg takes it all.
+        # A place's CPU set: the server and every thread it starts stay on those CPUs.
+        argv = ["taskset", "-c", plan.cpus, *plan.argv] if plan.cpus else plan.argv
         try:
             self._proc = subprocess.Popen(
-                plan.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, env=env, start_new_session=True,
             )
         except OSError as e:
