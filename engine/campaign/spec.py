@@ -167,7 +167,7 @@ class ProcessSpec(_Frozen):
 
 
 # What sbatch's --time accepts: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or no limit.
-SLURM_TIME = re.compile(r"\d+(:\d\d){0,2}|\d+-\d+(:\d\d){0,2}|UNLIMITED|INFINITE")
+SLURM_TIME = re.compile(r"\d+(:\d\d){0,2}|\d+-\d+(:\d\d){0,2}|UNLIMITED|INFINITE", re.I)
 # sbatch options ruler sets itself, because the method or its receipts depend on them.
 SLURM_OWNED = ("--job-name", "-J", "--comment", "--output", "-o", "--error", "-e", "--open-mode",
                "--nodes", "-N", "--ntasks", "-n", "--requeue", "--no-requeue", "--nodelist", "-w",

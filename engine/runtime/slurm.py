@@ -85,14 +85,22 @@ def _state_of(job: Mapping[str, Any]) -> str:
     return str(state or "")
 
 
+def _set(value: Any) -> Any:
+    """A number as Slurm 23.02+ writes one that may be unset: ``{"set", "infinite", "number"}``."""
+    if isinstance(value, Mapping):
+        return value.get("number") if value.get("set") else None
+    return value
+
+
 def _exit_of(job: Mapping[str, Any]) -> str:
-    """``exit:signal`` as scontrol writes it (``1:0``, ``0:15``)."""
+    """``exit:signal`` as scontrol writes it (``1:0``, ``0:15``); "" while the job has none."""
     code = job.get("exit_code")
-    if isinstance(code, Mapping):  # Slurm 23.02+: {"status": ..., "return_code": ..., "signal": ...}
-        rc, sig = code.get("return_code"), code.get("signal")
-        rc = rc.get("number") if isinstance(rc, Mapping) else rc
-        sig = sig.get("id") if isinstance(sig, Mapping) else sig
-        return "" if rc is None else f"{rc}:{sig or 0}"
+    if isinstance(code, Mapping) and "set" in code:  # 23.02: the raw wait status, possibly unset
+        code = _set(code)
+    if isinstance(code, Mapping):  # 23.11+: {"status": [...], "return_code": {...}, "signal": {...}}
+        rc, sig = _set(code.get("return_code")), code.get("signal")
+        sig = _set(sig.get("id")) if isinstance(sig, Mapping) else sig
+        return "" if rc is None and not sig else f"{rc or 0}:{sig or 0}"
     if isinstance(code, int) and not isinstance(code, bool):  # 22.05: the raw wait status
         return f"{code >> 8}:{code & 0x7F}"
     return "" if code is None else str(code)

@@ -1,0 +1,349 @@
+"""runtime slurm, the parts that need no cluster: how ruler reads Slurm (squeue --json, scontrol -o),
+the job script it submits, the campaign's ``slurm:`` section, and the fold of a real Slurm run.
+
+Slurm's outputs here are real where this machine's Slurm (22.05.8, Debian's) can print them:
+tests/fixtures/slurm/squeue-22.05-*.json and scontrol-22.05.txt were captured from two jobs
+submitted for them (one that ran ``sleep 15; exit 3``, one held with ``sbatch --hold`` and then
+cancelled). Newer Slurm prints the same jobs in other shapes; those are written out below from
+Slurm's own source, each citing where. The real cluster runs are in tests/integration/test_slurm.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from engine.campaign.plan import plan_launch
+from engine.campaign.spec import load_campaign
+from engine.record.events import WindowStatus
+from engine.record.journal import read_events
+from engine.record.state import fold
+from engine.runtime.base import LaunchPlan
+from engine.runtime.slurm import JobState, _ended_line, _exit_of, job_script, parse_scontrol
+from engine.servers import get_adapter
+
+SLURM = Path(__file__).parents[1] / "fixtures" / "slurm"
+CAMPAIGN = SLURM / "campaign.yaml"
+JOURNAL = SLURM / "journal.jsonl"
+
+
+def jobs(name: str) -> dict[str, dict[str, Any]]:
+    data = json.loads((SLURM / name).read_text())
+    return {str(j["job_id"]): j for j in data["jobs"]}
+
+
+# ------------------------------------------------------------------ squeue --json
+
+
+def test_squeue_22_05_live_jobs() -> None:
+    """A running job and a held one, as `squeue --json` printed them here (Slurm 22.05.8)."""
+    live = jobs("squeue-22.05-live.json")
+    running, held = JobState.from_json(live["8"]), JobState.from_json(live["9"])
+    assert running == JobState("8", "ruler-face-probe", "ruler-run=face-probe", "RUNNING", "", "vm",
+                               "0:0")
+    assert running.active and not running.queued
+    assert held == JobState("9", "ruler-face-held", "ruler-run=face-probe", "PENDING", "JobHeldUser",
+                            "", "0:0")
+    assert held.active and held.queued
+
+
+def test_squeue_22_05_ended_jobs() -> None:
+    """The same jobs after their end: `exit 3` is the raw wait status 768, read as scontrol's 3:0."""
+    ended = jobs("squeue-22.05-ended.json")
+    assert ended["8"]["exit_code"] == 768
+    failed, cancelled = JobState.from_json(ended["8"]), JobState.from_json(ended["9"])
+    assert (failed.state, failed.reason, failed.node, failed.exit_code) == (
+        "FAILED", "NonZeroExitCode", "vm", "3:0")
+    assert (cancelled.state, cancelled.reason, cancelled.node) == ("CANCELLED", "JobHeldUser", "")
+    assert not failed.active and not cancelled.active
+
+
+def as_23_02(job: dict[str, Any]) -> dict[str, Any]:
+    """A 22.05 job as Slurm 23.02's `squeue --json` (data_parser v0.0.39) prints it: job_state is
+    still a string (DUMP_FUNC(JOB_STATE) writes job_state_string()), but exit_code is a number that
+    may be unset, ``{"set", "infinite", "number"}`` holding the raw wait status (slurm-23-02-7-1,
+    src/plugins/data_parser/v0.0.39/parsers.c: ``add_parse(UINT32_NO_VAL, exit_code, "exit_code")``
+    in the job-info parser and DUMP_FUNC(UINT32_NO_VAL))."""
+    out = copy.deepcopy(job)
+    out["exit_code"] = {"set": True, "infinite": False, "number": job["exit_code"]}
+    return out
+
+
+def as_23_11(job: dict[str, Any], status: str, rc: int | None, sig: int | None,
+             signame: str = "") -> dict[str, Any]:
+    """A job as Slurm 23.11+ prints it (data_parser v0.0.40; the same in v0.0.41 of 24.05 and
+    v0.0.43 of 25.05): job_state is a list of flags, the base state first
+    (``add_parse_bit_flag_array(slurm_job_info_t, JOB_STATE, ..., "job_state")``), and exit_code
+    is PROCESS_EXIT_CODE_VERBOSE: ``status`` flags, ``return_code`` and ``signal/id`` as unset-able
+    numbers, ``signal/name`` (slurm-23-11-10-1, src/plugins/data_parser/v0.0.40/parsers.c:
+    DUMP_FUNC(PROCESS_EXIT_CODE), PARSER_ARRAY(PROCESS_EXIT_CODE_VERBOSE), DUMP_FUNC(UINT32_NO_VAL)
+    and DUMP_FUNC(UINT16_NO_VAL))."""
+    def num(n: int | None) -> dict[str, Any]:
+        return {"set": n is not None, "infinite": False, "number": n or 0}
+
+    out = copy.deepcopy(job)
+    out["job_state"] = [job["job_state"]]
+    out["exit_code"] = {"status": [status], "return_code": num(rc),
+                        "signal": {"id": num(sig), "name": signame}}
+    return out
+
+
+def test_squeue_23_02_exit_code_is_an_unset_able_wait_status() -> None:
+    """Read as "" before: the dict has no return_code, so the job's exit code was lost."""
+    ended = jobs("squeue-22.05-ended.json")
+    failed = JobState.from_json(as_23_02(ended["8"]))
+    assert (failed.state, failed.exit_code) == ("FAILED", "3:0")
+    pending = as_23_02(jobs("squeue-22.05-live.json")["9"])
+    pending["exit_code"] = {"set": False, "infinite": False, "number": 0}  # NO_VAL: none yet
+    assert JobState.from_json(pending).exit_code == ""
+
+
+def test_squeue_23_11_job_state_list_and_verbose_exit_code() -> None:
+    """The signal id is itself an unset-able number: it was printed as the dict ("3:{'set': ...")."""
+    ended = jobs("squeue-22.05-ended.json")
+    failed = JobState.from_json(as_23_11(ended["8"], "ERROR", 3, None))
+    assert (failed.state, failed.reason, failed.exit_code) == ("FAILED", "NonZeroExitCode", "3:0")
+    done = JobState.from_json(as_23_11(ended["8"] | {"job_state": "COMPLETED"}, "SUCCESS", 0, None))
+    assert (done.state, done.exit_code) == ("COMPLETED", "0:0")
+    # WIFSIGNALED: no return code (NO_VAL), the signal's number; scontrol says 0:9.
+    killed = JobState.from_json(as_23_11(ended["9"], "SIGNALED", None, 9, "KILL"))
+    assert (killed.state, killed.exit_code) == ("CANCELLED", "0:9")
+    held = as_23_11(jobs("squeue-22.05-live.json")["9"], "PENDING", None, None)
+    state = JobState.from_json(held)
+    assert (state.state, state.reason, state.queued, state.exit_code) == (
+        "PENDING", "JobHeldUser", True, "")
+
+
+@pytest.mark.parametrize(("code", "said"), [
+    (0, "0:0"), (768, "3:0"), (256, "1:0"), (9, "0:9"), (15, "0:15"), (None, ""), ("1:0", "1:0")])
+def test_exit_of_a_raw_wait_status_reads_as_scontrol_writes_it(code: object, said: str) -> None:
+    """22.05 prints the raw wait status (exit << 8 | signal): 256 is `exit 1`, 9 a SIGKILL."""
+    assert _exit_of({"exit_code": code}) == said
+
+
+# ------------------------------------------------------------------ scontrol -o show job
+
+
+def test_parse_scontrol_on_real_lines() -> None:
+    """`scontrol -o show job` of the held job (PENDING), the failed one, the cancelled one."""
+    held, failed, cancelled = (parse_scontrol(line) for line in
+                               (SLURM / "scontrol-22.05.txt").read_text().splitlines())
+    assert (held["JobId"], held["JobState"], held["Reason"]) == ("9", "PENDING", "JobHeldUser")
+    assert {k: failed[k] for k in ("JobId", "JobName", "JobState", "Reason", "ExitCode", "NodeList",
+                                   "BatchHost", "Partition", "NumCPUs", "Comment")} == {
+        "JobId": "8", "JobName": "ruler-face-probe", "JobState": "FAILED",
+        "Reason": "NonZeroExitCode", "ExitCode": "3:0", "NodeList": "vm", "BatchHost": "vm",
+        "Partition": "debug", "NumCPUs": "1", "Comment": "ruler-run=face-probe"}
+    # A value holding '=' or ':' stays whole; keys with ':' and '/' are keys; an empty value is "".
+    assert failed["TRES"] == "cpu=1,node=1,billing=1"
+    assert failed["AllocNode:Sid"] == "localhost:7565"
+    assert failed["CPUs/Task"] == "1"
+    assert failed["Power"] == ""
+    assert (cancelled["JobState"], cancelled["NodeList"]) == ("CANCELLED", "")
+    assert _ended_line(failed, "8") == "Slurm job 8 FAILED (reason NonZeroExitCode, exit code 3:0, node vm)"
+    assert _ended_line(cancelled, "9") == "Slurm job 9 CANCELLED (reason JobHeldUser, exit code 0:0)"
+
+
+# ------------------------------------------------------------------ the job script
+
+
+def slurm_campaign(tmp_path: Path, start: str, **slurm: Any) -> Path:
+    """The fixture campaign with another slurm section; a secret in the control's args and env."""
+    spec = yaml.safe_load(CAMPAIGN.read_text())
+    spec["slurm"] = {"start": start, **slurm}
+    spec["docker"] = {"image": "ghcr.io/ggml-org/llama.cpp:server", "command": ["llama-server"]}
+    spec["control"]["args"]["--api-key"] = "${API_KEY}"
+    spec["control"]["env"] = {"HF_TOKEN": "${HF_TOKEN}", "LLAMA_LOG_COLORS": "off"}
+    path = tmp_path / "slurm.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+TOKEN, API_KEY = "hf_abcdefghijklmnop", "sk-0123456789abcdef"
+VARS = {"testbed.image": "img", "testbed.llama_server": "/opt/llama-server",
+        "testbed.models": "/models", "API_KEY": API_KEY}
+
+
+def plan_for(path: Path, window: str = "ctx", place: str | None = "node7") -> LaunchPlan:
+    campaign = load_campaign(path)
+    return plan_launch(campaign, get_adapter(campaign.server), "slurm", "2026-12-01-sltry.abcd1234",
+                       "s1", window, VARS, {"HF_TOKEN": TOKEN, "API_KEY": API_KEY},
+                       workdir=Path("/shared/results/run/windows") / f"s1-{window}", place=place)
+
+
+SECRETS = {"HF_TOKEN": TOKEN, "API_KEY": API_KEY}
+
+
+def test_every_sbatch_line(tmp_path: Path) -> None:
+    path = slurm_campaign(tmp_path, "process", partition="gpu", account="proj-7", qos="high",
+                          time="1-02:00:00", gres="gpu:4", sbatch=["--mem=0", "--constraint=h200"])
+    script = job_script(plan := plan_for(path), plan.workdir or Path(), SECRETS)
+    assert [line for line in script.splitlines() if line.startswith("#SBATCH")] == [
+        "#SBATCH --job-name=ruler-sltry-s1-ctx",
+        "#SBATCH --comment=ruler-run=2026-12-01-sltry.abcd1234",
+        "#SBATCH --output=/shared/results/run/windows/s1-ctx/boot.log",
+        "#SBATCH --open-mode=append",
+        "#SBATCH --nodes=1",
+        "#SBATCH --ntasks=1",
+        "#SBATCH --no-requeue",
+        "#SBATCH --exclusive",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --account=proj-7",
+        "#SBATCH --qos=high",
+        "#SBATCH --time=1-02:00:00",
+        "#SBATCH --gres=gpu:4",
+        "#SBATCH --nodelist=node7",
+        "#SBATCH --mem=0",
+        "#SBATCH --constraint=h200",
+    ]
+
+
+def test_a_shared_node_and_the_control_go_wherever_slurm_puts_them(tmp_path: Path) -> None:
+    path = slurm_campaign(tmp_path, "process", exclusive=False)
+    plan = plan_for(path, "control", place=None)
+    sbatch = [x for x in job_script(plan, plan.workdir or Path(), {}).splitlines() if "#SBATCH" in x]
+    assert not any("--exclusive" in x or "--nodelist" in x for x in sbatch)
+    assert "#SBATCH --output=/shared/results/run/windows/s1-control/boot.log" in sbatch
+
+
+@pytest.mark.parametrize("start", ["process", "docker", "pyxis"])
+def test_a_secret_is_a_reference_never_its_value(tmp_path: Path, start: str) -> None:
+    """job.sh is a receipt: the API key on the command line and HF_TOKEN in the environment are
+    named by their variables (the job has them from sbatch's exported environment)."""
+    plan = plan_for(slurm_campaign(tmp_path, start))
+    script = job_script(plan, plan.workdir or Path(), SECRETS)
+    assert TOKEN not in script and API_KEY not in script
+    assert '--api-key "${API_KEY}"' in script
+    assert "HF_TOKEN" not in script.replace("--env=HF_TOKEN ", "")  # docker passes it by name only
+    assert "export LLAMA_LOG_COLORS=off" in script
+
+
+def server_line(script: str) -> str:
+    lines = script.splitlines()
+    return lines[lines.index("server=$!") - 1]
+
+
+def test_process_start_line(tmp_path: Path) -> None:
+    plan = plan_for(slurm_campaign(tmp_path, "process"))
+    line = server_line(job_script(plan, plan.workdir or Path(), SECRETS))
+    assert line == ("/opt/llama-server -m /models/SmolLM2-135M-Instruct.Q4_1.gguf -c 4096 -np 2 -t 1 "
+                    '-fa off --metrics --api-key "${API_KEY}" -lv 4 --host 0.0.0.0 --port "$RULER_PORT" &')
+
+
+def test_docker_start_line(tmp_path: Path) -> None:
+    """The container's port (the adapter's 8080) is published to the job's port; the GPUs are the
+    job's; the container goes with the job (--rm, and the trap stops it on scancel's TERM)."""
+    plan = plan_for(slurm_campaign(tmp_path, "docker"))
+    script = job_script(plan, plan.workdir or Path(), SECRETS)
+    assert server_line(script) == (
+        "docker run --rm --name=ruler-sltry-s1-ctx-abcd1234 --init --label=ruler.campaign=sltry "
+        "--label=ruler.run=2026-12-01-sltry.abcd1234 --label=ruler.window=s1-ctx --env=HF_TOKEN "
+        "--env=LLAMA_LOG_COLORS=off --env=RULER_CONTAINER=ruler-sltry-s1-ctx-abcd1234 "
+        '--volume=/models:/models:ro --publish="$RULER_PORT:8080" '
+        '${RULER_GPUS:+--gpus "device=$RULER_GPUS"} ghcr.io/ggml-org/llama.cpp:server llama-server '
+        "-m /models/SmolLM2-135M-Instruct.Q4_1.gguf -c 4096 -np 2 -t 1 -fa off --metrics "
+        '--api-key "${API_KEY}" -lv 4 --host 0.0.0.0 --port 8080 &')
+    assert "trap 'docker stop --time=10 ruler-sltry-s1-ctx-abcd1234 >/dev/null 2>&1' TERM INT" in script
+    assert "RULER_GPUS=${SLURM_JOB_GPUS:-${SLURM_STEP_GPUS:-}}" in script
+
+
+def test_pyxis_start_line(tmp_path: Path) -> None:
+    """Rendered, not run: no pyxis here or on CI. The server listens on the job's port itself."""
+    plan = plan_for(slurm_campaign(tmp_path, "pyxis"))
+    script = job_script(plan, plan.workdir or Path(), SECRETS)
+    assert server_line(script) == (
+        "srun --ntasks=1 --container-image=ghcr.io/ggml-org/llama.cpp:server "
+        "--container-mounts=/models:/models:ro llama-server -m /models/SmolLM2-135M-Instruct.Q4_1.gguf "
+        '-c 4096 -np 2 -t 1 -fa off --metrics --api-key "${API_KEY}" -lv 4 --host 0.0.0.0 '
+        '--port "$RULER_PORT" &')
+    assert "trap 'kill -TERM \"$server\" 2>/dev/null' TERM INT" in script
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+@pytest.mark.parametrize("start", ["process", "docker", "pyxis"])
+def test_job_script_is_shellcheck_clean(tmp_path: Path, start: str) -> None:
+    plan = plan_for(slurm_campaign(tmp_path, start, partition="gpu", gres="gpu:2",
+                                   sbatch=["--mem=0"]))
+    script = tmp_path / "job.sh"
+    script.write_text(job_script(plan, plan.workdir or Path(), SECRETS))
+    done = subprocess.run(["shellcheck", "--shell=bash", str(script)], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stdout
+
+
+# ------------------------------------------------------------------ the slurm: section
+
+
+def validate(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "engine", "validate", str(path)],
+                          capture_output=True, text=True, check=False)
+
+
+def edited(tmp_path: Path, old: str, new: str) -> Path:
+    text = CAMPAIGN.read_text()
+    assert old in text
+    path = tmp_path / "campaign.yaml"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def test_a_bad_time_and_an_option_ruler_owns_are_refused_where_they_are(tmp_path: Path) -> None:
+    path = edited(tmp_path, '  time: "10:00"\n',
+                  '  time: "ten minutes"\n  sbatch: ["--mem=0", "--job-name=mine", "-wnode3"]\n')
+    done = validate(path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"{path}:9:9: slurm.time: must be a Slurm time limit (minutes, HH:MM:SS, D-HH:MM:SS or "
+        "UNLIMITED), got 'ten minutes'",
+        f"{path}:10:23: slurm.sbatch[1]: --job-name is set by ruler (job name, comment, output, one "
+        "node, no requeue, the session's node): leave it out",
+        f"{path}:10:42: slurm.sbatch[2]: -wnode3 is set by ruler (job name, comment, output, one "
+        "node, no requeue, the session's node): leave it out",
+    ]
+
+
+@pytest.mark.parametrize("limit", ["90", "30:00", "02:00:00", "1-0", "1-12:00", "2-00:00:00",
+                                   "UNLIMITED", "unlimited", "infinite"])
+def test_every_time_format_sbatch_takes(tmp_path: Path, limit: str) -> None:
+    """sbatch(1) --time: minutes, minutes:seconds, hours:minutes:seconds, days-hours,
+    days-hours:minutes, days-hours:minutes:seconds; "UNLIMITED"/"INFINITE" in any case
+    (time_str2mins in src/common/parse_time.c compares with xstrcasecmp)."""
+    done = validate(edited(tmp_path, '  time: "10:00"', f'  time: "{limit}"'))
+    assert done.returncode == 0, done.stderr
+
+
+def test_runtime_slurm_without_a_command_or_image(tmp_path: Path) -> None:
+    no_command = edited(tmp_path, 'process:\n  command: ["${testbed.llama_server}"]\n', "")
+    done = validate(no_command)
+    assert (done.returncode, done.stderr) == (
+        2, f"{no_command}:3:10: runtime 'slurm' needs process.command (slurm.start: process)\n")
+    no_image = edited(tmp_path, "docker:\n  image: ${testbed.image}\n  keep: true\nslurm:\n  start: process",
+                      "slurm:\n  start: docker")
+    done = validate(no_image)
+    assert (done.returncode, done.stderr) == (
+        2, f"{no_image}:3:10: runtime 'slurm' needs docker.image (slurm.start: docker)\n")
+
+
+# ------------------------------------------------------------------ the fold of a real run
+
+
+def test_the_fold_of_a_real_slurm_run_queued_then_placed() -> None:
+    """tests/fixtures/slurm/journal.jsonl: job 6 (s1-ctx) waited 2.8 s PENDING, then ran on vm."""
+    events = read_events(JOURNAL)
+    upto = {e["seq"]: i for i, e in enumerate(events)}
+    queued = fold(events[:upto[99] + 1]).windows["s1-ctx"]
+    assert (queued.status, queued.queue, queued.place) == (WindowStatus.QUEUED, "", "")
+    assert queued.server["job"] == "6"
+    placed = fold(events[:upto[100] + 1]).windows["s1-ctx"]
+    assert (placed.status, placed.queue, placed.place) == (WindowStatus.BOOTING, "", "vm")
+    end = fold(events)
+    assert {k: (w.status, w.place) for k, w in end.windows.items()} == {
+        "s1-control": ("done", "vm"), "s1-ctx": ("done", "vm"), "s1-qv8": ("rejected", "vm")}
