@@ -60,6 +60,17 @@ def _window_rejected(e: Event) -> str:
     return f"{_where(e)} REJECTED: {e['reason']}" + (f" | {first}" if first else "")
 
 
+def _window_queued(e: Event) -> str:
+    # Slurm says "None" (ruler records "") before its scheduler has looked at the job.
+    why = f" ({e['reason']})" if e.get("reason") else ""
+    return f"{_where(e)} queued: Slurm job {e['job']} {e['state']}{why}"
+
+
+def _window_placed(e: Event) -> str:
+    return (f"{_where(e)} runs on node {e['node']} (job {e['job']}, {e['queued_s']:.1f} s in the "
+            f"queue) {e['url']}")
+
+
 def _as_is(e: Event) -> str:
     detail = {x: v for x, v in e.items() if x not in ENVELOPE}
     return f"{e['kind'].replace('_', ' ')}: {detail}"
@@ -71,6 +82,8 @@ LINES: dict[str, Callable[[Event], str]] = {
     K.RUN_STARTED: lambda e: f"run {e['run']}: campaign {e['campaign']} on {e['server']} ({e['runtime']})",
     K.SESSION_STARTED: lambda e: f"session {e['session']}",
     K.WINDOW_STARTED: lambda e: f"{_where(e)} booting [{e.get('axis', '')}] {e['plan'].get('name', '')}",
+    K.WINDOW_QUEUED: _window_queued,
+    K.WINDOW_PLACED: _window_placed,
     K.WINDOW_READY: lambda e: f"{_where(e)} ready in {e['boot_s']:.1f} s{_diff_summary(e.get('diff'))}",
     K.WINDOW_REJECTED: _window_rejected,
     K.WINDOW_FINISHED: lambda e: (f"{_where(e)} {e.get('status', WindowStatus.DONE)}"

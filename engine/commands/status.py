@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.errors import BadInput
 from engine.record import results
-from engine.record.events import LIVE_ROWS, RowStatus, RunStatus
+from engine.record.events import CONTROL, LIVE_ROWS, RowStatus, RunStatus, WindowStatus
 from engine.record.journal import Damage, damage_report
 from engine.record.liveness import engine_alive, read_pid
 from engine.record.state import fold_journal
@@ -54,6 +54,11 @@ def summary(run_dir: Path) -> dict[str, Any]:
         "rows": {str(s): sum(r.status == s for r in rows) for s in RowStatus  # as row_done left them
                  if s not in LIVE_ROWS and s != RowStatus.PENDING} | {"total": len(rows)},
         "windows": {k: w.status for k, w in st.windows.items()},
+        # A batch job waiting in its scheduler's queue: its job and Slurm's reason ("" for none yet).
+        "queued": {k: {"job": str(w.server.get("job", "")), "reason": w.queue}
+                   for k, w in st.windows.items() if w.status == WindowStatus.QUEUED},
+        # Each session's node: where its control ran, and so every window of it (runtime slurm).
+        "nodes": {w.session: w.node for w in st.windows.values() if w.window == CONTROL and w.node},
         "ruler_suspect": [k for k, w in st.windows.items() if w.ruler_suspect],
         "last_rep": last_rep,
         "journal_damage": [d.as_json() for d in st.damage],
@@ -70,6 +75,11 @@ def format_summary(s: dict[str, Any]) -> str:
         + (f"  attempt {cur['attempt']} reps done {cur['reps_done']}" if cur["shape"] else ""),
         "  rows    " + "  ".join(f"{k} {v}" for k, v in rows.items()),
     ]
+    for key, q in s["queued"].items():
+        lines.append(f"  queued  {key}: Slurm job {q['job']} queued"
+                     + (f" ({q['reason']})" if q["reason"] else ""))
+    if s["nodes"]:
+        lines.append("  nodes   " + "  ".join(f"{sess} on {node}" for sess, node in s["nodes"].items()))
     if s["ruler_suspect"]:
         lines.append(f"  RULER SUSPECT (a request knob is inert): {', '.join(s['ruler_suspect'])}")
     if s["journal_damage"]:

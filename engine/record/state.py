@@ -52,6 +52,11 @@ class WindowState:
         """The ruler check found a request knob inert: every figure of this window is suspect."""
         return self.verdicts.get(Check.KNOBS, {}).get("verdict") == Verdict.RULER_SUSPECT
 
+    @property
+    def node(self) -> str:
+        """The node its batch job ran on: where it was placed, else the job's boot fact."""
+        return self.place or str(self.facts.get("node") or "")
+
 
 @dataclass
 class RowState:

@@ -23,7 +23,8 @@ import yaml
 
 from engine.campaign.plan import plan_launch
 from engine.campaign.spec import load_campaign
-from engine.record.events import WindowStatus
+from engine.commands.progress import format_event
+from engine.record.events import EventKind, WindowStatus
 from engine.record.journal import read_events
 from engine.record.state import fold
 from engine.runtime.base import LaunchPlan
@@ -343,7 +344,53 @@ def test_the_fold_of_a_real_slurm_run_queued_then_placed() -> None:
     assert (queued.status, queued.queue, queued.place) == (WindowStatus.QUEUED, "", "")
     assert queued.server["job"] == "6"
     placed = fold(events[:upto[100] + 1]).windows["s1-ctx"]
-    assert (placed.status, placed.queue, placed.place) == (WindowStatus.BOOTING, "", "vm")
+    assert (placed.status, placed.queue, placed.place, placed.node) == (WindowStatus.BOOTING, "", "vm", "vm")
     end = fold(events)
     assert {k: (w.status, w.place) for k, w in end.windows.items()} == {
         "s1-control": ("done", "vm"), "s1-ctx": ("done", "vm"), "s1-qv8": ("rejected", "vm")}
+
+
+# ------------------------------------------------------------------ what the operator reads
+
+
+def test_progress_lines_of_a_real_slurm_run() -> None:
+    lines = [format_event(e) for e in read_events(JOURNAL)
+             if e["kind"] in (EventKind.WINDOW_QUEUED, EventKind.WINDOW_PLACED) and e["window"] == "ctx"]
+    assert lines == ["s1/ctx queued: Slurm job 6 PENDING",  # Slurm's reason "None": not looked at yet
+                     "s1/ctx runs on node vm (job 6, 2.8 s in the queue) http://vm:34354"]
+    held = {"kind": EventKind.WINDOW_QUEUED, "session": "s1", "window": "ctx", "job": "12",
+            "state": "PENDING", "reason": "Resources"}
+    assert format_event(held) == "s1/ctx queued: Slurm job 12 PENDING (Resources)"
+
+
+def queued_run(tmp_path: Path) -> Path:
+    """The real journal cut where s1-ctx waits in the queue, and then one more poll of squeue: the
+    reason Slurm gives a job behind another that holds the node (as the integration test's is)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = JOURNAL.read_text().splitlines(keepends=True)[:99]
+    assert json.loads(lines[-1])["kind"] == EventKind.WINDOW_QUEUED
+    later = {"seq": 100, "ts": 1796096340.39, "kind": "window_queued", "session": "s1",
+             "window": "ctx", "job": "6", "state": "PENDING", "reason": "Resources"}
+    (run / "journal.jsonl").write_text("".join(lines) + json.dumps(later) + "\n")
+    return run
+
+
+def test_status_shows_a_queued_window_with_its_job_and_each_session_its_node(tmp_path: Path) -> None:
+    run = queued_run(tmp_path)
+    text = subprocess.run([sys.executable, "-m", "engine", "status", str(run)], capture_output=True,
+                          text=True, check=True).stdout.splitlines()
+    assert "  queued  s1-ctx: Slurm job 6 queued (Resources)" in text
+    assert "  nodes   s1 on vm" in text
+    data = json.loads(subprocess.run([sys.executable, "-m", "engine", "status", str(run), "--json"],
+                                     capture_output=True, text=True, check=True).stdout)
+    assert data["windows"]["s1-ctx"] == "queued"
+    assert data["queued"] == {"s1-ctx": {"job": "6", "reason": "Resources"}}
+    assert data["nodes"] == {"s1": "vm"}
+
+
+def test_a_session_node_falls_back_to_the_boot_fact() -> None:
+    """A journal without window_placed (its events are newer than the run): the job's node fact."""
+    events = [e for e in read_events(JOURNAL) if e["kind"] != EventKind.WINDOW_PLACED]
+    control = fold(events).windows["s1-control"]
+    assert (control.place, control.node) == ("", "vm")
