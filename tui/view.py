@@ -123,6 +123,8 @@ def phase(state: RunState) -> Seg:
     ws = state.windows.get(state.current or "")
     if ws is None:
         return "between windows", "muted"
+    if ws.status == WindowStatus.QUEUED:
+        return queued_text(ws), "warning"
     if ws.status == WindowStatus.BOOTING:
         return "booting", "accent"
     if ws.quality:
@@ -274,6 +276,11 @@ def verdict_word(ws: WindowState, check: Check) -> str:
     return str(ws.verdicts.get(check, {}).get("verdict", ""))
 
 
+def queued_text(ws: WindowState) -> str:
+    """A batch job waiting in Slurm's queue, with Slurm's reason (Resources, Priority...)."""
+    return f"queued ({ws.queue})" if ws.queue else "queued"
+
+
 def window_status(state: RunState, wkey: str) -> Seg:
     """One word per window, the most important first: rejected, ruler suspect, void rows, no effect."""
     ws = state.windows[wkey]
@@ -282,6 +289,8 @@ def window_status(state: RunState, wkey: str) -> Seg:
         return ws.status.upper(), "error"
     if ws.ruler_suspect:
         return "ruler suspect", "error"
+    if ws.status == WindowStatus.QUEUED:
+        return queued_text(ws), "warning"
     if ws.status in UP_WINDOWS:
         return "quality" if ws.quality else ws.status, "accent"
     if voids:
@@ -393,8 +402,11 @@ def facts_lines(state: RunState, wkey: str | None) -> list[Seg]:
     if ws.status == WindowStatus.REJECTED:
         out.append((f"REJECTED: {ws.reason}", "error"))
         out += [(e, "error") for e in ws.errors[:4]]
-    boot = f"ready in {ws.boot_s:.1f} s" if ws.boot_s is not None else ws.status
+    boot = (f"ready in {ws.boot_s:.1f} s" if ws.boot_s is not None else
+            queued_text(ws) if ws.status == WindowStatus.QUEUED else ws.status)
     out.append((f"{boot} · {len(ws.facts)} facts", "bold"))
+    if ws.server.get("job") or ws.node:  # a Slurm job: which one, and the node it runs on
+        out.append((f"Slurm job {ws.server.get('job', '?')} · node {ws.node or '-'}", "muted"))
     control = state.windows.get(f"{ws.session}-{CONTROL}")
     if ws.window == CONTROL:
         keys = [k for k in ws.facts if k.startswith(KEY_FACT_PREFIXES)][:12]
