@@ -8,9 +8,9 @@ import json
 from engine import __version__
 from engine.campaign.spec import Campaign
 from engine.record.events import EventKind
-from engine.report.run import RunView, read_json
+from engine.report.run import CONTROL, RunView, read_json
 from engine.report.text import table, when
-from engine.report.windows import change_text
+from engine.report.windows import change_text, slurm_record
 
 
 def methods(view: RunView) -> list[str]:
@@ -28,6 +28,7 @@ def methods(view: RunView) -> list[str]:
             f"{env.get('started', when(st.started_ts))}"
             + (f", resumed {st.resumes} times" if st.resumes else "") + "."]
     out += images(view)
+    out += slurm(view)
     if view.campaign_note:
         out += [f"- **Campaign**: {view.campaign_note}; the methods below are partial.", ""]
     if c is not None:
@@ -54,11 +55,54 @@ def methods(view: RunView) -> list[str]:
             "request (`per-request`).",
             f"- **Quality**: {quality_text(c)}",
             f"- **Timeouts**: boot {c.timeouts.boot:g} s, request {c.timeouts.request:g} s, "
-            f"window {c.timeouts.window:g} s.",
+            f"window {c.timeouts.window:g} s"
+            + (f", queue {c.timeouts.queue:g} s." if (st.runtime or env.get("runtime")) == "slurm"
+               else "."),
             f"- **Sessions** (control {c.control_position}): "
             + "; ".join(f"{s}: {', '.join(c.windows_in(s))}" for s in c.sessions) + ".", ""]
-    out += flags(view)
+    out += flags(view) + slurm_jobs(view)
     return out
+
+
+def slurm(view: RunView) -> list[str]:
+    """Runtime slurm: the batch jobs' settings, the node of each session (where its control ran,
+    and so every window of it), and each window's job as Slurm recorded its end."""
+    st, c = view.state, view.campaign
+    if (st.runtime or view.env.get("runtime")) != "slurm":
+        return []
+    out = []
+    if c is not None:
+        sl = c.slurm
+        opts = [f"{k} `{v}`" for k, v in (("partition", sl.partition), ("account", sl.account),
+                                         ("qos", sl.qos), ("time", sl.time), ("gres", sl.gres)) if v]
+        opts.append("an exclusive node" if sl.exclusive else "a shared node")
+        opts += [f"extra `{' '.join(sl.sbatch)}`"] if sl.sbatch else []
+        out.append(f"- **Slurm**: each window one batch job, its server started as `{sl.start}`; "
+                   f"{', '.join(opts)}. The job script of each window is its `job.sh`.")
+    nodes = {ws.session: ws.node for ws in view.windows() if ws.window == CONTROL and ws.node}
+    if nodes:
+        out.append("- **Nodes**: " + "; ".join(f"session {s} on `{n}`" for s, n in nodes.items())
+                   + " (each session's windows ran on its control's node).")
+    return out
+
+
+def slurm_jobs(view: RunView) -> list[str]:
+    """Each window's batch job: its node, its time in the queue, and its end as Slurm recorded it."""
+    rows = []
+    for ws in view.windows():
+        job = ws.server.get("job") or ws.facts.get("slurm_job")
+        if not job:
+            continue
+        placed = view.of(EventKind.WINDOW_PLACED, ws.session, ws.window)
+        rec = slurm_record(view, ws)
+        rows.append([ws.key, job, ws.node or "-",
+                     f"{placed[-1]['queued_s']:.1f}" if placed else "-",
+                     rec.get("JobState", "-"), rec.get("Reason", "-"), rec.get("ExitCode", "-")])
+    if not rows:
+        return []
+    return ["### Slurm jobs", "", "One batch job per window (its last boot); state, reason and exit "
+            "code as `scontrol -o show job` recorded them when the job ended:", ""] + table(
+        ["window", "job", "node", "queued s", "state", "reason", "exit code"], rows)
 
 
 def gpu_line(smi: str | None) -> str:
@@ -120,5 +164,8 @@ def files(view: RunView) -> list[str]:
     return ["## Receipts", "", f"In this run directory: {', '.join(present)}; per window under "
             "`windows/<session>-<window>/`: boot.log, boot-facts.json (with its diff against the "
             "control), boot-excerpt.txt, rejection.txt or failure.txt where it applies, the quality "
-            "receipts, and `reps/` with every warm pass and rep, request by request.", ""]
+            "receipts, and `reps/` with every warm pass and rep, request by request"
+            + ("; with runtime slurm also job.sh (the batch script as submitted), job.place (the "
+               "node and port the job reported) and job.record.txt (Slurm's record of the job's end)"
+               if view.state.runtime == "slurm" else "") + ".", ""]
 

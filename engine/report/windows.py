@@ -26,7 +26,28 @@ def window_status(view: RunView, ws: WindowState) -> list[str]:
     if finished and finished[-1].get("reason"):
         lines += [f"Window ended: {finished[-1]['reason']} "
                   f"{link(view, f'windows/{ws.key}/failure.txt')}".rstrip(), ""]
+        if ws.status == WindowStatus.FAILED:
+            lines += slurm_lines(view, ws)
     return lines
+
+
+def slurm_record(view: RunView, ws: WindowState) -> dict[str, Any]:
+    """Slurm's record of the window's last batch job, as server_stopped carried it ({} if none)."""
+    stopped = [e for e in view.of(EventKind.SERVER_STOPPED, ws.session, ws.window) if e.get("record")]
+    return dict(stopped[-1]["record"]) if stopped else {}
+
+
+def slurm_lines(view: RunView, ws: WindowState) -> list[str]:
+    """A rejected or failed window's batch job as Slurm recorded its end, with the receipt."""
+    rec = slurm_record(view, ws)
+    if not rec:
+        return []
+    keys = ("JobState", "Reason", "ExitCode", "NodeList", "Partition", "SubmitTime", "StartTime",
+            "EndTime")
+    said = ", ".join(f"{k} `{rec[k]}`" for k in keys if rec.get(k) not in (None, ""))
+    receipt = link(view, f"windows/{ws.key}/job.record.txt")
+    return [f"Slurm's record of job {rec.get('JobId', '?')}: {said}"
+            + (f" ({receipt})" if receipt else "") + ".", ""]
 
 
 def _flag(flag: str, value: Any) -> str:
@@ -75,6 +96,7 @@ def rejection(view: RunView, ws: WindowState) -> list[str]:
     out = [f"**Rejected at boot**: {ws.reason}", ""]
     if lines:
         out += ["Verbatim from the server:", "", "```"] + lines + ["```", ""]
+    out += slurm_lines(view, ws)
     receipt = link(view, f"windows/{ws.key}/rejection.txt")
     return out + ([f"Receipt: {receipt}", ""] if receipt else [])
 

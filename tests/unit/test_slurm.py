@@ -27,6 +27,7 @@ from engine.commands.progress import format_event
 from engine.record.events import EventKind, WindowStatus
 from engine.record.journal import read_events
 from engine.record.state import fold
+from engine.report import load_run, render
 from engine.runtime.base import LaunchPlan
 from engine.runtime.slurm import JobState, _ended_line, _exit_of, job_script, parse_scontrol
 from engine.servers import get_adapter
@@ -411,3 +412,70 @@ def test_the_console_shows_queued_with_slurms_reason_and_the_node() -> None:
     placed = fold(list(read_events(JOURNAL))[:100])
     assert view.phase(placed) == ("booting", "accent")
     assert ("Slurm job 6 · node vm", "muted") in view.facts_lines(placed, "s1-ctx")
+
+
+# ------------------------------------------------------------------ the report
+
+
+def report_of(tmp_path: Path, edit: Any = None) -> str:
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(CAMPAIGN, run / "campaign.yaml")
+    events = [json.loads(line) for line in JOURNAL.read_text().splitlines()]
+    for e in events:
+        (edit or (lambda e: None))(e)
+    (run / "journal.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (run / "windows" / "s1-qv8").mkdir(parents=True)
+    (run / "windows" / "s1-qv8" / "job.record.txt").write_text("(the receipt the report links)\n")
+    return render(load_run(run), [], "no charts")
+
+
+def test_report_names_the_runtime_each_sessions_node_and_each_windows_job(tmp_path: Path) -> None:
+    text = report_of(tmp_path)
+    assert "- **Runtime**: slurm;" in text
+    assert ("- **Slurm**: each window one batch job, its server started as `process`; time "
+            "`10:00`, an exclusive node. The job script of each window is its `job.sh`.") in text
+    assert ("- **Nodes**: session s1 on `vm` (each session's windows ran on its control's node)."
+            in text)
+    assert "- **Timeouts**: boot 120 s, request 60 s, window 3600 s, queue 3600 s." in text
+    table = text[text.index("### Slurm jobs"):text.index("## Receipts")].splitlines()
+    assert table[4:] == [
+        "| window | job | node | queued s | state | reason | exit code |",
+        "|---|---|---|---|---|---|---|",
+        "| s1-control | 5 | vm | 0.3 | COMPLETED | None | 0:0 |",
+        "| s1-ctx | 6 | vm | 2.8 | COMPLETED | None | 0:0 |",
+        "| s1-qv8 | 7 | vm | 2.5 | FAILED | NonZeroExitCode | 1:0 |", ""]
+    assert "job.sh (the batch script as submitted)" in text
+
+
+def test_report_shows_slurms_record_of_a_rejected_window(tmp_path: Path) -> None:
+    text = report_of(tmp_path)
+    qv8 = text[text.index("### s1-qv8"):text.index("## Charts")]
+    assert ("**Rejected at boot**: server exited during boot (exit code 1); Slurm job 7 FAILED "
+            "(reason NonZeroExitCode, exit code 1:0, node vm)") in qv8
+    assert ("Slurm's record of job 7: JobState `FAILED`, Reason `NonZeroExitCode`, ExitCode `1:0`, "
+            "NodeList `vm`, Partition `debug`, SubmitTime `2026-12-01T03:39:11`, StartTime "
+            "`2026-12-01T03:39:14`, EndTime `2026-12-01T03:39:14` "
+            "([job.record.txt](windows/s1-qv8/job.record.txt)).") in qv8
+
+
+def test_report_shows_slurms_record_of_a_failed_window(tmp_path: Path) -> None:
+    """The real journal with s1-ctx's end rewritten as a scancel mid-rep ends it (what
+    tests/integration/test_slurm.py does on the cluster): failed, and Slurm's record beside it."""
+    def cancelled(e: dict[str, Any]) -> None:
+        if e.get("window") != "ctx":
+            return
+        if e["kind"] == EventKind.WINDOW_FINISHED:
+            e.update(status="failed", reason="server died during a rep; Slurm job 6 CANCELLED "
+                                             "(reason None, exit code 0:15, node vm)")
+        if e["kind"] == EventKind.SERVER_STOPPED:
+            e["record"].update(JobState="CANCELLED", ExitCode="0:15")
+    ctx = report_of(tmp_path, cancelled)
+    ctx = ctx[ctx.index("### s1-ctx"):ctx.index("### s1-qv8")]
+    assert "Window ended: server died during a rep; Slurm job 6 CANCELLED" in ctx
+    assert "Slurm's record of job 6: JobState `CANCELLED`, Reason `None`, ExitCode `0:15`" in ctx
+
+
+def test_a_report_of_another_runtime_says_nothing_of_slurm() -> None:
+    text = render(load_run(Path(__file__).parents[1] / "fixtures" / "journals" / "finished"), [], "-")
+    assert "Slurm" not in text and "queue" not in text.split("## Methods")[1]
