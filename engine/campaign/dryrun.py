@@ -9,20 +9,23 @@ unresolved in the output, like any variable the host does not define.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
 import shlex
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from engine import testbed
 from engine.campaign.plan import class_prompts, plan_launch, resolve_runtime
-from engine.campaign.redact import argv_warnings, is_secret
+from engine.campaign.redact import argv_warnings, is_secret, redactor_for
 from engine.campaign.spec import Campaign, PromptFileError, SpecError, load_campaign, percent
 from engine.errors import EngineError
 from engine.record.events import CONTROL
-from engine.runtime.base import LaunchPlan
+from engine.runtime.base import LaunchPlan, SlurmJob
+from engine.runtime.slurm import job_script
 from engine.servers import get_adapter
 from engine.servers.adapter import ServerAdapter
 from engine.servers.client import request_body
@@ -122,6 +125,66 @@ def process_lines(plan: LaunchPlan, fixed_port: bool) -> list[str]:
     return [f"{env + ' ' if env else ''}{argv}{secrets}"]
 
 
+def slurm_lines(plan: LaunchPlan, secrets: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """(the window's batch job: its #SBATCH options and the line that starts its server, read from
+    the job script the run would submit; notes about it)."""
+    job = plan.slurm or SlurmJob()
+    workdir = plan.workdir or Path(".")
+    script = job_script(plan, workdir, secrets).splitlines()
+    lines = [f"sbatch --parsable {workdir / f'job{plan.tag}.sh'}  # with these #SBATCH options:"]
+    lines += [f"  {line.removeprefix('#SBATCH ')}" for line in script if line.startswith("#SBATCH ")]
+    lines.append(f"server on the node ({START[job.start]}): {script[script.index('server=$!') - 1]}")
+    notes = []
+    if job.start == "docker":
+        notes.append(f"the container's port {plan.container_port} is published to the port the job "
+                     "picks on its node; its GPUs are the job's (SLURM_JOB_GPUS)")
+    if job.start == "pyxis" and (not plan.argv or plan.argv[0].startswith("-")):
+        notes.append("no command: srun runs a program in the container, not the image's entrypoint, "
+                     "and would take the server's first flag for its own; give docker.command")
+    notes += [f"{name} reaches the job through sbatch's exported environment, by name: its value "
+              "is never written to job.sh" for name in sorted(plan.secret_env)]
+    return lines, notes
+
+
+START = {"process": "the campaign's command", "docker": "docker run --rm",
+         "pyxis": "srun --container-image, pyxis"}
+
+
+def job_secrets(campaign: Campaign, variables: Mapping[str, str],
+                environ: Mapping[str, str]) -> dict[str, str]:
+    """What job.sh names by its variable: the host's secret values, and (the dry run keeps a secret
+    its reference, ``${HF_TOKEN}``) each secret's reference, so the script reads as the run's."""
+    secrets = {name: value for value, name in redactor_for(campaign, environ).secrets}
+    return secrets | {name: f"${{{name}}}" for name, value in variables.items()
+                      if is_secret(name) and value == f"${{{name}}}"}
+
+
+def _session_place(campaign: Campaign, session: str, window: str) -> str | None:
+    """What ``--nodelist`` will name: the node the session's control ran on, once it has run."""
+    order = campaign.windows_in(session)
+    if window == CONTROL or order.index(window) < order.index(CONTROL):
+        return None
+    return f"<the node {session}'s control ran on>"
+
+
+def job_script_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapping[str, str],
+                     environ: Mapping[str, str], run_dir: Path) -> list[str]:
+    """The whole batch script of the first window, as ``ruler run`` would write and submit it."""
+    session = next(iter(campaign.sessions))
+    window = campaign.windows_in(session)[0]
+    wdir = run_dir / "windows" / f"{session}-{window}"
+    try:
+        plan = plan_launch(campaign, adapter, "slurm", DRY_RUN_ID, session, window, variables,
+                           environ, workdir=wdir)
+    except KeyError:  # said in the window's own lines
+        return []
+    script = job_script(plan, wdir, job_secrets(campaign, variables, environ))
+    out = ["", f"job script of {session}-{window}, as `ruler run` would write it to {wdir / 'job.sh'} "
+           f"and submit it (a real run's id replaces {DRY_RUN_ID!r}; each window's differs only in "
+           "its names, its directory, its server and its --nodelist):", ""]
+    return out + [f"    {line}" if line else "" for line in script.splitlines()]
+
+
 def metrics_note(adapter: ServerAdapter, argv: list[str]) -> str:
     return adapter.metrics_requirement(argv) or "ok: per-rep acceptance from /metrics deltas"
 
@@ -134,7 +197,10 @@ def _change(campaign: Campaign, window: str) -> str:
 
 
 def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
-             environ: Mapping[str, str]) -> list[str]:
+             environ: Mapping[str, str], run_dir: Path | None = None) -> list[str]:
+    """The dry-run text; ``run_dir`` is the directory a run would claim (runtime slurm names its
+    files in each window's job script)."""
+    run_dir = run_dir or Path("results") / f"{dt.date.today().isoformat()}-{campaign.name}"
     c, adapter, wl = campaign, get_adapter(campaign.server), campaign.workload
     prompts = class_prompts(campaign, variables)
     q = c.quality
@@ -159,16 +225,39 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
                    f"vs oracle {oracle} (lossy windows)")
     out.append(f"boot facts watched: {', '.join(adapter.watched_facts)}; ready line: {adapter.ready_text}")
     out.append(f"timeouts: boot {c.timeouts.boot:g} s, request {c.timeouts.request:g} s, "
-               f"window {c.timeouts.window:g} s")
+               f"window {c.timeouts.window:g} s" + (f", queue {c.timeouts.queue:g} s (the boot "
+                                                    "timeout starts when the job runs)"
+                                                    if runtime == "slurm" else ""))
+    if runtime == "slurm":
+        out += slurm_notes(c, run_dir)
     for session in c.sessions:
         out += ["", f"session {session}: {' -> '.join(c.windows_in(session))}"]
         for i, window in enumerate(c.windows_in(session), 1):
-            out += window_lines(campaign, adapter, variables, runtime, environ, session, window, i)
+            out += window_lines(campaign, adapter, variables, runtime, environ, session, window, i,
+                                run_dir)
+    if runtime == "slurm":
+        out += job_script_lines(campaign, adapter, variables, environ, run_dir)
+    return out
+
+
+def slurm_notes(c: Campaign, run_dir: Path) -> list[str]:
+    out = [f"slurm: each window is one batch job (sbatch --parsable), its server started as "
+           f"`{c.slurm.start}`; the run directory ({run_dir}, or -2, -3... when taken) must be on a "
+           "filesystem the nodes share (checked before the first window)"]
+    if c.control_position != "first":
+        out.append("slurm: the control boots last, so the windows before it are not pinned to its "
+                   "node: each goes wherever Slurm puts it (control_position: first pins them all)")
+    if c.slurm.start == "pyxis":
+        out.append("slurm: start pyxis is rendered and documented but NOT exercised by ruler's tests "
+                   "(no pyxis on CI): check the job script below on your cluster before a long "
+                   "campaign; the image goes to --container-image as written (enroot's form, e.g. "
+                   "nvcr.io#nvidia/tritonserver:24.05-py3, or a squashfs path)")
     return out
 
 
 def window_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapping[str, str], runtime: str,
-                 environ: Mapping[str, str], session: str, window: str, index: int) -> list[str]:
+                 environ: Mapping[str, str], session: str, window: str, index: int,
+                 run_dir: Path | None = None) -> list[str]:
     w = None if window == CONTROL else campaign.window(window)
     kind = CONTROL if w is None else ("lossy: KL vs the oracle" if w.lossy else
                                       "lossless: greedy + teacher-forced |dlogp|")
@@ -176,8 +265,10 @@ def window_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapping[
     out = ["", f"  [{index}] {window}: {axis}  ({kind}{', multi-axis' if w and w.multi_axis else ''})",
            f"      change: {_change(campaign, window)}"]
     config = campaign.config_for(window)
+    wdir = (run_dir or Path("results")) / "windows" / f"{session}-{window}"
     try:
-        plan = plan_launch(campaign, adapter, runtime, DRY_RUN_ID, session, window, variables, environ)
+        plan = plan_launch(campaign, adapter, runtime, DRY_RUN_ID, session, window, variables, environ,
+                           workdir=wdir, place=_session_place(campaign, session, window))
     except KeyError as e:  # an unresolved ${...}: the real run rejects the window the same way
         return out + [f"      unresolved variable {e}: the run would reject this window"]
     fixed = campaign.host_port is not None
@@ -187,18 +278,21 @@ def window_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapping[
         lines, notes = docker_lines(plan, list(campaign.pass_env), environ, fixed, len(command))
     elif runtime == "attach":
         lines = [f"attach to {campaign.attach.url}: no server is started, no boot log is read"]
+    elif runtime == "slurm":
+        lines, notes = slurm_lines(plan, job_secrets(campaign, variables, environ))
     else:
         lines = process_lines(plan, fixed)
     out += [f"      {line}" for line in lines]
     out += [f"      note: {n}" for n in notes]
     out.append(f"      metrics: {metrics_note(adapter, plan.argv)}")
-    if not (campaign.docker.keep if runtime == "docker" else True):
+    if runtime == "docker" and not campaign.docker.keep:
         out.append("      the container is removed at window end (docker.keep: false)")
     return out
 
 
 def dry_run(campaign_path: str, runtime: str | None, environ: Mapping[str, str] | None = None,
-            testbed: Mapping[str, str] | None = None) -> str:
+            testbed: Mapping[str, str] | None = None, results_dir: str = "results",
+            today: dt.date | None = None) -> str:
     """The dry-run text; raises SpecError or EngineError like a real run would."""
     env = dict(os.environ if environ is None else environ)
     campaign = load_campaign(campaign_path)
@@ -207,13 +301,15 @@ def dry_run(campaign_path: str, runtime: str | None, environ: Mapping[str, str] 
         chosen = resolve_runtime(campaign, None)
     known = dict(cached_testbed() if testbed is None else testbed)
     variables = dry_variables(campaign, env, known)
-    return "\n".join(describe(campaign, variables, chosen, env)) + "\n"
+    # The directory `ruler run` would claim (results.new_run_dir), named as the run would name it.
+    run_dir = Path(results_dir) / f"{(today or dt.date.today()).isoformat()}-{campaign.name}"
+    return "\n".join(describe(campaign, variables, chosen, env, run_dir)) + "\n"
 
 
-def cmd_dry_run(campaign_path: str, runtime: str | None) -> int:
+def cmd_dry_run(campaign_path: str, runtime: str | None, results_dir: str = "results") -> int:
     """``ruler run FILE --dry-run``: 0 and the plan, 2 for a bad campaign, 1 if ruler fails."""
     try:
-        text = dry_run(campaign_path, runtime)
+        text = dry_run(campaign_path, runtime, results_dir=results_dir)
     except SpecError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)

@@ -11,6 +11,7 @@ Slurm's own source, each citing where. The real cluster runs are in tests/integr
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from engine.campaign.dryrun import dry_run
 from engine.campaign.plan import plan_launch
 from engine.campaign.spec import load_campaign
 from engine.commands.progress import format_event
@@ -479,3 +481,84 @@ def test_report_shows_slurms_record_of_a_failed_window(tmp_path: Path) -> None:
 def test_a_report_of_another_runtime_says_nothing_of_slurm() -> None:
     text = render(load_run(Path(__file__).parents[1] / "fixtures" / "journals" / "finished"), [], "-")
     assert "Slurm" not in text and "queue" not in text.split("## Methods")[1]
+
+
+# ------------------------------------------------------------------ the dry run
+
+
+TESTBED = {"testbed.llama_server": "/opt/llama.cpp-0.3.36/bin/llama-server", "testbed.models": "/models",
+           "testbed.image": "ruler-testbed:1"}
+
+
+def dry(path: Path, environ: dict[str, str] | None = None) -> str:
+    return dry_run(str(path), None, environ={"HOME": "/home/operator", **(environ or {})},
+                   testbed=TESTBED, results_dir="/shared/results", today=dt.date(2026, 12, 1))
+
+
+def test_dry_run_shows_each_windows_sbatch_options_and_one_whole_job_script() -> None:
+    """It printed the process runtime's line with every "0" replaced by "<free port>"
+    (llama.cpp-<free port>.3.36): a Slurm job's port is picked on its node, by reference."""
+    text = dry(CAMPAIGN)
+    assert ("slurm: each window is one batch job (sbatch --parsable), its server started as "
+            "`process`; the run directory (/shared/results/2026-12-01-sltry, or -2, -3... when "
+            "taken) must be on a filesystem the nodes share (checked before the first window)") in text
+    ctx = text[text.index("  [2] ctx:"):text.index("  [3] qv8:")].splitlines()
+    assert ctx[2:15] == [
+        "      sbatch --parsable /shared/results/2026-12-01-sltry/windows/s1-ctx/job.sh  # with these "
+        "#SBATCH options:",
+        "        --job-name=ruler-sltry-s1-ctx",
+        "        --comment=ruler-run=dry-run",
+        "        --output=/shared/results/2026-12-01-sltry/windows/s1-ctx/boot.log",
+        "        --open-mode=append",
+        "        --nodes=1",
+        "        --ntasks=1",
+        "        --no-requeue",
+        "        --exclusive",
+        "        --time=10:00",
+        "        --nodelist=<the node s1's control ran on>",
+        "      server on the node (the campaign's command): /opt/llama.cpp-0.3.36/bin/llama-server -m "
+        "/models/SmolLM2-135M-Instruct.Q4_1.gguf -c 4096 -np 2 -t 1 -fa off --metrics -lv 4 "
+        '--host 0.0.0.0 --port "$RULER_PORT" &',
+        "      metrics: ok: per-rep acceptance from /metrics deltas"]
+    control = text[text.index("  [1] control:"):text.index("  [2] ctx:")]
+    assert "--nodelist" not in control  # the control goes wherever Slurm puts it
+    script = text[text.index("job script of s1-control"):].splitlines()
+    assert script[0].startswith("job script of s1-control, as `ruler run` would write it to "
+                                "/shared/results/2026-12-01-sltry/windows/s1-control/job.sh")
+    body = [line.removeprefix("    ") for line in script[2:]]
+    assert body[0] == "#!/bin/bash"
+    assert "#SBATCH --output=/shared/results/2026-12-01-sltry/windows/s1-control/boot.log" in body
+    assert body[-1] == 'exit "$rc"'
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+def test_the_dry_runs_job_script_is_shellcheck_clean(tmp_path: Path) -> None:
+    text = dry(CAMPAIGN)
+    script = text[text.index("job script of s1-control"):].splitlines()[2:]
+    path = tmp_path / "job.sh"
+    path.write_text("\n".join(line.removeprefix("    ") for line in script) + "\n")
+    done = subprocess.run(["shellcheck", str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout
+
+
+def test_dry_run_of_pyxis_says_it_is_not_tested_and_keeps_secrets_out(tmp_path: Path) -> None:
+    path = slurm_campaign(tmp_path, "pyxis", partition="gpu", gres="gpu:4")
+    text = dry(path, {"HF_TOKEN": TOKEN, "API_KEY": API_KEY})
+    assert ("slurm: start pyxis is rendered and documented but NOT exercised by ruler's tests (no "
+            "pyxis on CI)") in text
+    assert TOKEN not in text and API_KEY not in text
+    assert ("server on the node (srun --container-image, pyxis): srun --ntasks=1 "
+            "--container-image=ghcr.io/ggml-org/llama.cpp:server --container-mounts=/models:/models:ro "
+            "llama-server -m /models/SmolLM2-135M-Instruct.Q4_1.gguf -c 2048 -np 2 -t 1 -fa off "
+            '--metrics --api-key "${API_KEY}" -lv 4 --host 0.0.0.0 --port "$RULER_PORT" &') in text
+    assert ("note: HF_TOKEN reaches the job through sbatch's exported environment, by name: its "
+            "value is never written to job.sh") in text
+
+
+def test_dry_run_of_pyxis_without_a_command_says_srun_needs_one(tmp_path: Path) -> None:
+    spec = yaml.safe_load(slurm_campaign(tmp_path, "pyxis").read_text())
+    del spec["docker"]["command"]
+    path = tmp_path / "entrypoint.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert ("note: no command: srun runs a program in the container, not the image's entrypoint, "
+            "and would take the server's first flag for its own; give docker.command") in dry(path)
