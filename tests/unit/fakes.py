@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.record.journal import Event
-from engine.runtime.base import LaunchPlan, free_port
+from engine.runtime.base import LaunchPlan, Placement, QueueReport, free_port
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 READY_LINE = "srv  update_slots: all slots are idle"  # the last line a booted server prints
@@ -393,6 +393,104 @@ class FakeRuntime:
         for s in self.servers:
             s.orphaned = False
             s.stop()
+
+
+# ------------------------------------------------------------------ a batch job (Slurm), faked
+
+
+@dataclass
+class Queue:
+    """How a FAKE batch job waits in its scheduler's queue: each (state, reason, seconds) in turn,
+    then it runs on ``node`` (or never, when ``forever``)."""
+
+    waits: list[tuple[str, str, float]] = field(default_factory=list)
+    node: str = "fake-node"
+    forever: bool = False
+
+
+class FakeBatchServer(FakeServer):
+    """A :class:`engine.runtime.base.BatchServer` (a FAKE): a :class:`FakeServer` whose job first
+    waits in a queue on a timetable (:class:`Queue`) and prints nothing until it runs, as a Slurm
+    job's boot.log is empty until its node starts it. The real one is engine.runtime.slurm, run
+    against a real Slurm in tests/integration/test_slurm.py."""
+
+    jobs = 100  # job ids, as a scheduler hands them out
+
+    def __init__(self, plan: LaunchPlan, behaviour: Behaviour, queue: Queue, log_path: Path) -> None:
+        super().__init__(plan, behaviour)
+        FakeBatchServer.jobs += 1
+        self.job, self.queue, self.log_path = str(FakeBatchServer.jobs), queue, log_path
+        self.identity = {"runtime": "fake-batch", "name": plan.name, "job": self.job}
+        self.placed = threading.Event()
+        self.state = "PENDING"
+
+    def wait_placed(self, timeout: float, cancelled: Callable[[], bool],
+                    on_queue: QueueReport) -> Placement:
+        started = time.monotonic()
+        steps = list(self.queue.waits)
+        until = started
+        while True:
+            now = time.monotonic()
+            if steps and now >= until:
+                state, reason, seconds = steps.pop(0)
+                on_queue(state, reason)
+                until = now + seconds
+            elif not steps and now >= until and not self.queue.forever:
+                self.state = "RUNNING"
+                self.placed.set()
+                return Placement(True, now - started, facts={
+                    "node": self.queue.node, "slurm_job": self.job, "slurm_cpus": "2",
+                    "slurm_gpus": "none"})
+            if cancelled():
+                return Placement(False, now - started, "cancelled")
+            if now - started > timeout:
+                return Placement(False, now - started, f"Fake job {self.job} still {self.state} "
+                                                       f"after {timeout:g} s (queue timeout)")
+            time.sleep(0.02)
+
+    def lines(self) -> Iterator[str]:
+        while not self.placed.wait(0.05):
+            if self.ended.is_set():
+                return
+        # The node writes boot.log itself (ruler only reads it): so does the fake, line by line.
+        with self.log_path.open("a", encoding="utf-8") as log:
+            for line in super().lines():
+                log.write(line + "\n")
+                log.flush()
+                yield line
+
+    def stop(self) -> None:
+        self.state = "CANCELLED" if not self.placed.is_set() else "COMPLETED"
+        self.orphaned = False
+        super().stop()
+
+    def record(self) -> dict[str, object]:
+        return {"JobId": self.job, "JobState": self.state, "NodeList": self.queue.node
+                if self.placed.is_set() else ""}
+
+    def ended_text(self) -> str:
+        return "" if self.alive() else f"Fake job {self.job} {self.state}"
+
+
+class FakeBatchRuntime(FakeRuntime):
+    """A runtime of :class:`FakeBatchServer` (a FAKE): ``queue(plan)`` gives each job its wait.
+    Named slurm, so that the runner plans each window as for Slurm (a batch job, with its window
+    directory and the node it must run on)."""
+
+    name = "slurm"
+
+    def __init__(self, queue: Callable[[LaunchPlan], Queue],
+                 behave: Callable[[LaunchPlan], Behaviour] | None = None) -> None:
+        super().__init__(behave)
+        self.queue = queue
+        self.plans: list[LaunchPlan] = []
+
+    def start(self, plan: LaunchPlan) -> FakeBatchServer:
+        self.plans.append(plan)
+        log = (plan.workdir or Path(".")) / f"boot{plan.tag}.log"
+        server = FakeBatchServer(plan, self.behave(plan), self.queue(plan), log)
+        self.servers.append(server)
+        return server
 
 
 def by_window(behaviours: dict[str, Behaviour]) -> Callable[[LaunchPlan], Behaviour]:
