@@ -487,7 +487,9 @@ class FakeBatchRuntime(FakeRuntime):
 
     def start(self, plan: LaunchPlan) -> FakeBatchServer:
         self.plans.append(plan)
-        log = (plan.workdir or Path(".")) / f"boot{plan.tag}.log"
+        if plan.workdir is None:  # the runner plans a batch job with its window directory
+            raise AssertionError(f"{plan.name}: planned without a window directory")
+        log = plan.workdir / f"boot{plan.tag}.log"
         server = FakeBatchServer(plan, self.behave(plan), self.queue(plan), log)
         self.servers.append(server)
         return server
