@@ -159,8 +159,13 @@ def job_secrets(campaign: Campaign, variables: Mapping[str, str],
                       if is_secret(name) and value == f"${{{name}}}"}
 
 
-def _session_place(campaign: Campaign, session: str, window: str) -> str | None:
-    """What ``--nodelist`` will name: the node the session's control ran on, once it has run."""
+def _session_node(campaign: Campaign, session: str, window: str) -> str | None:
+    """What ``--nodelist`` will name: the node of the session's place, else the node its control
+    ran on, once it has run (the control itself goes wherever Slurm puts it)."""
+    nodes = [p.node for p in campaign.places if p.node]
+    if nodes and len(nodes) == len(campaign.places):
+        return nodes[0] if len(nodes) == 1 else f"<the node of the place {session} runs on: " \
+                                                 f"{' or '.join(nodes)}>"
     order = campaign.windows_in(session)
     if window == CONTROL or order.index(window) < order.index(CONTROL):
         return None
@@ -175,7 +180,7 @@ def job_script_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapp
     wdir = run_dir / "windows" / f"{session}-{window}"
     try:
         plan = plan_launch(campaign, adapter, "slurm", DRY_RUN_ID, session, window, variables,
-                           environ, workdir=wdir)
+                           environ, workdir=wdir, node=_session_node(campaign, session, window))
     except KeyError:  # said in the window's own lines
         return []
     script = job_script(plan, wdir, job_secrets(campaign, variables, environ))
@@ -268,7 +273,7 @@ def window_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapping[
     wdir = (run_dir or Path("results")) / "windows" / f"{session}-{window}"
     try:
         plan = plan_launch(campaign, adapter, runtime, DRY_RUN_ID, session, window, variables, environ,
-                           workdir=wdir, place=_session_place(campaign, session, window))
+                           workdir=wdir, node=_session_node(campaign, session, window))
     except KeyError as e:  # an unresolved ${...}: the real run rejects the window the same way
         return out + [f"      unresolved variable {e}: the run would reject this window"]
     fixed = campaign.host_port is not None

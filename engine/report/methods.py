@@ -81,7 +81,10 @@ def slurm(view: RunView) -> list[str]:
                    f"{', '.join(opts)}. The job script of each window is its `job.sh`.")
     nodes = {ws.session: ws.node for ws in view.windows() if ws.window == CONTROL and ws.node}
     if nodes:
-        out.append("- **Nodes**: " + "; ".join(f"session {s} on `{n}`" for s, n in nodes.items())
+        places = st.session_places  # a campaign with places: the place each session ran on
+        out.append("- **Nodes**: " + "; ".join(
+            f"session {s} on `{n}`" + (f" (place {places[s]})" if s in places else "")
+            for s, n in nodes.items())
                    + " (each session's windows ran on its control's node).")
     return out
 

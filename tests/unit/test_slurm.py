@@ -180,11 +180,11 @@ VARS = {"testbed.image": "img", "testbed.llama_server": "/opt/llama-server",
         "testbed.models": "/models", "API_KEY": API_KEY}
 
 
-def plan_for(path: Path, window: str = "ctx", place: str | None = "node7") -> LaunchPlan:
+def plan_for(path: Path, window: str = "ctx", node: str | None = "node7") -> LaunchPlan:
     campaign = load_campaign(path)
     return plan_launch(campaign, get_adapter(campaign.server), "slurm", "2026-12-01-sltry.abcd1234",
                        "s1", window, VARS, {"HF_TOKEN": TOKEN, "API_KEY": API_KEY},
-                       workdir=Path("/shared/results/run/windows") / f"s1-{window}", place=place)
+                       workdir=Path("/shared/results/run/windows") / f"s1-{window}", node=node)
 
 
 SECRETS = {"HF_TOKEN": TOKEN, "API_KEY": API_KEY}
@@ -216,7 +216,7 @@ def test_every_sbatch_line(tmp_path: Path) -> None:
 
 def test_a_shared_node_and_the_control_go_wherever_slurm_puts_them(tmp_path: Path) -> None:
     path = slurm_campaign(tmp_path, "process", exclusive=False)
-    plan = plan_for(path, "control", place=None)
+    plan = plan_for(path, "control", node=None)
     sbatch = [x for x in job_script(plan, plan.workdir or Path(), {}).splitlines() if "#SBATCH" in x]
     assert not any("--exclusive" in x or "--nodelist" in x for x in sbatch)
     assert "#SBATCH --output=/shared/results/run/windows/s1-control/boot.log" in sbatch
@@ -656,3 +656,29 @@ def test_a_job_that_never_leaves_the_queue_is_rejected_at_the_queue_timeout(tmp_
     st = fold(journal)
     assert (st.windows["s1-ctx"].status, st.windows["s1-control"].status) == ("rejected", "done")
     assert not rt.servers[1].alive()
+
+
+def test_dry_run_on_places_names_their_nodes_for_every_window(tmp_path: Path) -> None:
+    """With places that name Slurm nodes, a session's jobs all go to its place's node, control
+    included; which place takes which session is decided as the run goes."""
+    spec = yaml.safe_load(CAMPAIGN.read_text())
+    spec["places"] = [{"name": "a", "node": "gpu-01"}, {"name": "b", "node": "gpu-02"}]
+    spec["sessions"]["s2"] = ["qv8", "ctx"]
+    path = tmp_path / "places.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    text = dry(path)
+    assert text.count("        --nodelist=<the node of the place s1 runs on: gpu-01 or gpu-02>") == 3
+    assert text.count("        --nodelist=<the node of the place s2 runs on: gpu-01 or gpu-02>") == 3
+    spec["places"] = [{"name": "a", "node": "gpu-01"}]
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    assert dry(path).count("        --nodelist=gpu-01\n") == 6
+
+
+def test_report_names_the_place_beside_the_node(tmp_path: Path) -> None:
+    """The real journal as a campaign with places would have it: session_started names the place."""
+    def on_place(e: dict[str, Any]) -> None:
+        if e["kind"] == EventKind.SESSION_STARTED:
+            e.update(place="a", where={"name": "a", "node": "vm"})
+    text = report_of(tmp_path, on_place)
+    assert ("- **Nodes**: session s1 on `vm` (place a) (each session's windows ran on its control's "
+            "node).") in text
