@@ -138,9 +138,6 @@ def slurm_lines(plan: LaunchPlan, secrets: Mapping[str, str]) -> tuple[list[str]
     if job.start == "docker":
         notes.append(f"the container's port {plan.container_port} is published to the port the job "
                      "picks on its node; its GPUs are the job's (SLURM_JOB_GPUS)")
-    if job.start == "pyxis" and (not plan.argv or plan.argv[0].startswith("-")):
-        notes.append("no command: srun runs a program in the container, not the image's entrypoint, "
-                     "and would take the server's first flag for its own; give docker.command")
     notes += [f"{name} reaches the job through sbatch's exported environment, by name: its value "
               "is never written to job.sh" for name in sorted(plan.secret_env)]
     return lines, notes

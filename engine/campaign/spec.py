@@ -879,13 +879,18 @@ _RUNTIME_NEEDS = {
 def _check_runtime(raw: Mapping[Any, Any]) -> list[Issue]:
     runtime = raw.get("runtime", "auto")
     needs = _RUNTIME_NEEDS.get(runtime) if isinstance(runtime, str) else None
+    start = _dig(raw, "slurm", "start") or "process"
     if runtime == "slurm":  # the job starts the campaign's command, or a container of its image
-        start = _dig(raw, "slurm", "start") or "process"
         needs = [("process", "command")] if start == "process" else [("docker", "image")]
+        if start == "pyxis" and not _dig(raw, "docker", "command"):
+            # srun runs a program, not the image's entrypoint: the server's flags would be srun's.
+            return [(("slurm", "start"), False, "slurm.start pyxis needs docker.command (srun runs "
+                                                "a program in the container, not the image's "
+                                                "entrypoint)")]
     if not needs or any(_dig(raw, *keys) for keys in needs):
         return []
     wanted = " or ".join(".".join(keys) for keys in needs)
-    why = f" (slurm.start: {_dig(raw, 'slurm', 'start') or 'process'})" if runtime == "slurm" else ""
+    why = f" (slurm.start: {start})" if runtime == "slurm" else ""
     return [(("runtime",), False, f"runtime {runtime!r} needs {wanted}{why}")]
 
 

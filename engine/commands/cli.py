@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--results-dir", default="results", help="where run directories go")
     r.add_argument("--baseline", metavar="RUN_DIR",
                    help="an earlier run: control drift is also measured against its controls")
-    r.add_argument("--runtime", choices=["docker", "process", "attach"],
+    r.add_argument("--runtime", choices=["docker", "process", "attach", "slurm"],
                    help="override the campaign's runtime")
     r.set_defaults(func=_cmd_run)
 

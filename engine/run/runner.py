@@ -318,7 +318,8 @@ class Runner:
         wdir = results.window_dir(self.run_dir, session, window)
         try:
             plan = plan_launch(self.campaign, self.adapter, self.runtime, self.run_id, session, window,
-                               self.variables, tag=tag, workdir=wdir, node=self._node(session, lane),
+                               self.variables, tag=tag, workdir=wdir.resolve(),
+                               node=self._node(session, lane),
                                place=lane.place)
         except KeyError as e:
             self._reject(session, window, wdir, f"unresolved variable {e}", [])

@@ -558,13 +558,19 @@ def test_dry_run_of_pyxis_says_it_is_not_tested_and_keeps_secrets_out(tmp_path: 
             "value is never written to job.sh") in text
 
 
-def test_dry_run_of_pyxis_without_a_command_says_srun_needs_one(tmp_path: Path) -> None:
+def test_pyxis_without_a_command_is_refused_where_it_is_set(tmp_path: Path) -> None:
+    """srun runs a program, not the image's entrypoint: it would take the server's flags as its own."""
     spec = yaml.safe_load(slurm_campaign(tmp_path, "pyxis").read_text())
     del spec["docker"]["command"]
     path = tmp_path / "entrypoint.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    assert ("note: no command: srun runs a program in the container, not the image's entrypoint, "
-            "and would take the server's first flag for its own; give docker.command") in dry(path)
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1)
+                if text.strip() == "start: pyxis")
+    proc = subprocess.run([sys.executable, "-m", "engine", "validate", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert (f"{path}:{line}:10: slurm.start pyxis needs docker.command (srun runs a program in the "
+            "container, not the image's entrypoint)") in proc.stderr + proc.stdout
 
 
 # ------------------------------------------------------------------ the runner's queue path
