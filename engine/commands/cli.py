@@ -155,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--json", action="store_true", help="the boot facts as JSON instead of a table")
     f.set_defaults(func=_cmd_facts)
 
-    e = sub.add_parser("engine", help=argparse.SUPPRESS)
+    # No help= at all: argparse lists every subcommand given one, SUPPRESS included, as its text.
+    e = sub.add_parser("engine")
     e.add_argument("run_dir")
     e.set_defaults(func=_cmd_engine)
 
