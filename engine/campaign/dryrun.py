@@ -216,9 +216,11 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     if extra:
         out.append(f"  adapter request fields (per-request acceptance): {json.dumps(extra)}")
     classes = ", ".join(f"{n} ({len(prompts[n])} prompts)" for n in wl.classes)
+    requests = ", ".join(f"C{n} {wl.requests_for(n)}" for n in wl.concurrency)
     out.append(f"shapes: {classes} x concurrency {list(wl.concurrency)}; per shape 1 warm pass "
-               f"(discarded) + {wl.reps} reps; leak: C>={c.leak.min_concurrency} spread "
-               f">{percent(c.leak.spread)} voids the row, up to {c.leak.max_reruns} reruns")
+               f"(discarded) + {wl.reps} reps, requests per pass: {requests}; "
+               f"leak: C>={c.leak.min_concurrency} spread >{percent(c.leak.spread)} voids the row, "
+               f"up to {c.leak.max_reruns} reruns")
     if q.enabled:
         oracle = q.kl.oracle if isinstance(q.kl.oracle, str) else f"receipt {q.kl.oracle.receipt}"
         out.append(f"quality: knob check {'on' if q.knobs_check else 'off'}; greedy {q.greedy.n} prompts x "
@@ -296,8 +298,14 @@ def dry_run(campaign_path: str, runtime: str | None, environ: Mapping[str, str] 
             testbed: Mapping[str, str] | None = None, results_dir: str = "results",
             today: dt.date | None = None) -> str:
     """The dry-run text; raises SpecError or EngineError like a real run would."""
+    return plan_text(load_campaign(campaign_path), runtime, environ, testbed, results_dir, today)
+
+
+def plan_text(campaign: Campaign, runtime: str | None, environ: Mapping[str, str] | None = None,
+              testbed: Mapping[str, str] | None = None, results_dir: str = "results",
+              today: dt.date | None = None) -> str:
+    """What a run of a loaded campaign would start; raises EngineError for a runtime none serves."""
     env = dict(os.environ if environ is None else environ)
-    campaign = load_campaign(campaign_path)
     chosen = runtime or campaign.runtime
     if chosen == "auto":
         chosen = resolve_runtime(campaign, None)

@@ -23,6 +23,7 @@ from pydantic import (
     PrivateAttr,
     Strict,
     ValidationError,
+    WithJsonSchema,
 )
 from pydantic_core import PydanticCustomError
 
@@ -115,7 +116,9 @@ def _named(pattern: str, why: str) -> Any:
                                               f"characters; {why}), got {describe(value)}")
         return value
 
-    return Annotated[str, Strict(), AfterValidator(check)]
+    # The JSON Schema says it too, so an editor flags a bad name as it is typed.
+    schema = {"type": "string", "pattern": f"^(?:{pattern})$", "maxLength": MAX_NAME}
+    return Annotated[str, Strict(), AfterValidator(check), WithJsonSchema(schema)]
 
 
 def _check_oracle(value: object) -> "str | OracleReceipt":
@@ -140,8 +143,9 @@ SessionName = _named(SESSION_PATTERN, "no '-', which joins session and window in
 ArtifactName = _named(ARTIFACT_PATTERN, "${artifacts.NAME} must be able to spell it")
 EnvName = _named(ENV_PATTERN, "an environment variable name")
 Argv = tuple[Str, ...]
-Arg = Annotated[ArgValue, PlainValidator(_check_arg)]
-EnvStr = Annotated[str, PlainValidator(_check_env)]
+# A plain validator's JSON Schema is "anything" unless it names the input it takes.
+Arg = Annotated[ArgValue, PlainValidator(_check_arg, json_schema_input_type=ArgValue)]
+EnvStr = Annotated[str, PlainValidator(_check_env, json_schema_input_type=Scalar)]
 
 
 class _Frozen(BaseModel):
@@ -155,7 +159,7 @@ class DockerSpec(_Frozen):
     image: Str | None = None
     command: Argv = ()  # empty: the image's entrypoint
     container_port: Port | None = None  # None: the adapter's default
-    gpus: Annotated[Gpus, PlainValidator(_check_gpus)] = None
+    gpus: Annotated[Gpus, PlainValidator(_check_gpus, json_schema_input_type=Gpus)] = None
     shm_size: Str | None = None
     ipc: Str | None = None
     volumes: tuple[Str, ...] = ()
@@ -322,7 +326,8 @@ class KLSpec(_Frozen):
     file: Str | None = None  # neither: the greedy prompts with the oracle's continuations
     top_k: Annotated[int, Strict(), Field(ge=1, le=100)] = 10
     positions: Positions = 4  # per text
-    oracle: Annotated[Any, PlainValidator(_check_oracle)] = CONTROL
+    oracle: Annotated[Any, PlainValidator(_check_oracle, json_schema_input_type=Literal["control"]
+                                          | OracleReceipt)] = CONTROL
 
 
 class ToolProbeSpec(_Frozen):
@@ -477,6 +482,33 @@ class Campaign(_Frozen):
 
     def _resolve(self, file: str, variables: Mapping[str, str] | None) -> Path:
         return self.source_path.parent / (file if variables is None else expand(file, variables))
+
+
+def campaign_schema() -> dict[str, Any]:
+    """The campaign format as a JSON Schema (draft 2020-12), from the models that validate it, so
+    an editor checks and completes a campaign as it is typed.
+
+    The schema is the shape only: what spans keys (sessions naming defined windows, one axis per
+    window, prompt files that exist) is ``ruler validate``'s alone.
+    """
+    schema = Campaign.model_json_schema()
+
+    def close(node: Any) -> None:
+        # pydantic spells a dict with constrained keys as patternProperties, which lets any key
+        # that matches no pattern through: a name ruler would refuse must be refused here too.
+        if isinstance(node, dict):
+            if "patternProperties" in node:
+                node.setdefault("additionalProperties", False)
+            for value in node.values():
+                close(value)
+        elif isinstance(node, list):
+            for value in node:
+                close(value)
+
+    close(schema)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema,
+            "title": "ruler campaign",
+            "description": "A ruler campaign file (YAML); docs/campaign.md is the reference."}
 
 
 V = TypeVar("V")

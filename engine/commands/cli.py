@@ -40,7 +40,13 @@ def _cmd_testbed(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from engine.commands.validate import cmd_validate
 
-    return cmd_validate(args.file)
+    return cmd_validate(args.file, args.explain)
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from engine.commands.validate import cmd_schema
+
+    return cmd_schema()
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -130,7 +136,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", help="check a campaign file; problems as file:line:col")
     v.add_argument("file")
+    v.add_argument("--explain", action="store_true",
+                   help="also print the campaign with every default filled in and what a run "
+                        "would start (each window's argv, request body and knobs)")
     v.set_defaults(func=_cmd_validate)
+
+    sc = sub.add_parser("schema", help="print the campaign format as a JSON Schema (for editors)")
+    sc.set_defaults(func=_cmd_schema)
 
     r = sub.add_parser("run", help="run a campaign (console on a terminal, else headless)")
     r.add_argument("file", nargs="?")

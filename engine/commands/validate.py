@@ -1,15 +1,22 @@
-"""``ruler validate FILE``: the campaign loads (exit 0, with warnings on stderr) or every problem as
-file:line:col on stderr (exit 2)."""
+"""``ruler validate FILE [--explain]``: the campaign loads (exit 0, with warnings on stderr) or every
+problem as file:line:col on stderr (exit 2). ``--explain`` also prints the campaign as ruler reads
+it and what a run would start; ``ruler schema`` prints the format as a JSON Schema."""
 
 from __future__ import annotations
 
+import json
 import sys
+from typing import Any
 
+import yaml
+
+from engine.campaign.dryrun import plan_text
 from engine.campaign.redact import argv_warnings
-from engine.campaign.spec import SpecError, load_campaign
+from engine.campaign.spec import Campaign, PromptFileError, SpecError, campaign_schema, load_campaign
+from engine.errors import EngineError
 
 
-def cmd_validate(path: str) -> int:
+def cmd_validate(path: str, explain: bool = False) -> int:
     """`ruler validate FILE`: a one-line summary and 0, or every problem on stderr and 2."""
     try:
         campaign = load_campaign(path)
@@ -25,4 +32,50 @@ def cmd_validate(path: str) -> int:
     )
     for warning in argv_warnings(campaign):
         print(warning, file=sys.stderr)
+    return explain_campaign(path, campaign) if explain else 0
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, but a list of scalars on one line (``concurrency: [1, 4]``), as campaigns spell it."""
+
+    def represent_list(self, data: list[Any]) -> yaml.Node:
+        flat = all(not isinstance(v, dict | list) for v in data)
+        return self.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat)
+
+
+_Dumper.add_representer(list, _Dumper.represent_list)
+
+
+def resolved_yaml(campaign: Campaign) -> str:
+    """The campaign with every default filled in, as YAML in the file's own key order; ``${...}``
+    stay as written (they resolve at run time, and a secret must never be printed). A window's
+    change keeps only what it sets: its unset keys are not defaults but "nothing changed"."""
+    data = campaign.model_dump(mode="json")
+    for raw, window in zip(data["windows"], campaign.windows, strict=True):
+        raw["change"] = window.change.model_dump(mode="json", exclude_defaults=True)
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def explain_campaign(path: str, campaign: Campaign) -> int:
+    """The resolved campaign, then the dry run's plan of each window (argv, request body, knobs):
+    the same code ``ruler run --dry-run`` and the runner plan with."""
+    print(f"\n# {path} as ruler reads it, every default filled in "
+          "(docs/campaign.md says what each key means)")
+    print(resolved_yaml(campaign), end="")
+    try:
+        plan = plan_text(campaign, None)
+    except PromptFileError as e:  # a ${...} prompt file the host resolves to nothing usable
+        print(f"{path}: prompt file {e}", file=sys.stderr)
+        return 2
+    except EngineError as e:  # runtime auto with neither a Docker daemon nor a process command
+        print(f"ruler validate --explain: {e}", file=sys.stderr)
+        return 1
+    print("\n# what `ruler run` would start (as `ruler run --dry-run` prints it)")
+    print(plan, end="")
+    return 0
+
+
+def cmd_schema() -> int:
+    """`ruler schema`: the campaign format as a JSON Schema, for editors."""
+    print(json.dumps(campaign_schema(), indent=2))
     return 0
