@@ -16,7 +16,6 @@ from typing import Any
 import yaml
 
 from engine.record.events import (
-    COMPLETE_ROWS,
     CONTROL,
     LIVE_ROWS,
     OVER_RUNS,
@@ -37,17 +36,43 @@ Seg = tuple[str, str]  # (text, style tag)
 
 @dataclass(frozen=True)
 class Workload:
-    """Shapes per window and reps per shape: what the ETA and "rep 2/3" need."""
+    """What each window measures: its shapes (class x concurrency), reps per shape, and the work
+    of one pass (requests x max_tokens at each concurrency), for "rep 2/3" and the ETA."""
 
     shapes: int | None = None
     reps: int | None = None
+    classes: tuple[str, ...] = ()
+    concurrency: tuple[int, ...] = ()
+    requests: tuple[int, ...] = ()  # per pass, at each concurrency in order; () unknown
+    max_tokens: int | None = None
 
     @classmethod
     def of(cls, wl: dict[str, Any]) -> Workload:
+        """From run_started's workload or a frozen campaign.yaml's (where a default left out is
+        unknown here: the console does not restate the spec's defaults)."""
         try:
-            return cls(len(wl["classes"]) * len(wl["concurrency"]), int(wl.get("reps", 3)))
+            classes, conc = tuple(wl["classes"]), tuple(int(c) for c in wl["concurrency"])
+            reps = int(wl.get("reps", 3))
         except (KeyError, TypeError, ValueError):
             return cls()
+        requests: tuple[int, ...] = ()
+        try:
+            if wl.get("requests"):
+                requests = tuple(int(n) for n in wl["requests"])
+            elif wl.get("requests_per_rep"):
+                requests = (int(wl["requests_per_rep"]),) * len(conc)
+            tokens = int(wl["max_tokens"]) if wl.get("max_tokens") else None
+        except (TypeError, ValueError):
+            requests, tokens = (), None
+        if len(requests) != len(conc):
+            requests = ()
+        return cls(len(classes) * len(conc), reps, classes, conc, requests, tokens)
+
+    def pass_tokens(self, concurrency: int) -> int | None:
+        """Tokens one pass asks for at ``concurrency`` (an upper bound: a reply may stop early)."""
+        if not self.requests or not self.max_tokens or concurrency not in self.concurrency:
+            return None
+        return self.requests[self.concurrency.index(concurrency)] * self.max_tokens
 
 
 def frozen_workload(campaign_yaml: Path) -> Workload:
@@ -147,25 +172,85 @@ def elapsed(state: RunState, now: float) -> float | None:
 
 
 def eta(state: RunState, wl: Workload, now: float) -> float | None:
-    """Remaining time: the mean measured window times the windows left, minus the current one's age."""
+    """Remaining time, from the workload as soon as one rep has landed, refined by every rep after.
+
+    Each window still to run costs a boot (the mean boot so far), then per shape a warm pass and
+    the reps, each pass ``requests x max_tokens`` tokens at the tok/s measured at its concurrency
+    (every rep so far; a concurrency not measured yet takes the nearest one's), then
+    what the finished windows spent beyond boot and passes (quality checks, stopping). Without a
+    rep or the work of a pass, the old way: the mean span of the finished windows.
+    """
     if state.status != RunStatus.RUNNING:
         return 0.0
+    by_workload = _eta_from_workload(state, wl, now)
+    return by_workload if by_workload is not None else _eta_from_spans(state, now)
+
+
+def _rates(state: RunState) -> dict[int, float]:
+    """Tok/s per concurrency over every rep so far, as a harmonic mean: the time a pass takes is
+    tokens / rate, and the mean of those times is tokens / the harmonic mean of the rates (one slow
+    rep costs more time than one fast rep saves; a median ignored both)."""
+    seen: dict[int, list[float]] = {}
+    for r in state.rows.values():
+        for reps in r.reps.values():
+            seen.setdefault(r.concurrency, []).extend(v for v in reps.values() if v > 0)
+    return {c: statistics.harmonic_mean(v) for c, v in seen.items() if v}
+
+
+def _eta_from_workload(state: RunState, wl: Workload, now: float) -> float | None:
+    rates = _rates(state)
+    if not rates or not wl.classes or not all(wl.pass_tokens(c) for c in wl.concurrency):
+        return None
+
+    def pass_s(c: int) -> float:
+        rate = rates.get(c) or rates[min(rates, key=lambda m: (abs(m - c), -m))]
+        return (wl.pass_tokens(c) or 0) / rate
+
+    passes = 1 + (wl.reps or 0)  # the warm pass, then the reps
+
+    def passes_left(r: RowState | None) -> int:
+        if r is None or r.status == RowStatus.PENDING:
+            return passes
+        if r.status == RowStatus.WARM:
+            return passes
+        if r.status == RowStatus.MEASURING:
+            return max(0, passes - 1 - len(r.reps.get(r.attempt, {})))
+        return 0
+
+    def measuring_s(ws: WindowState, fresh: bool) -> float:
+        return sum(pass_s(c) * (passes if fresh else passes_left(
+            state.rows.get(row_key(ws.session, ws.window, cls, c))))
+            for cls in wl.classes for c in wl.concurrency)
+
+    boots = [w.boot_s for w in state.windows.values() if w.boot_s is not None]
+    boot = statistics.fmean(boots) if boots else 0.0
+    rest = [max(0.0, w.ended_ts - w.started_ts - (w.boot_s or 0.0) - measuring_s(w, True))
+            for w in state.windows.values() if w.status == WindowStatus.DONE
+            and w.started_ts is not None and w.ended_ts is not None]
+    after = statistics.fmean(rest) if rest else 0.0
+    left = 0.0
+    for ws in state.windows.values():
+        if ws.status == WindowStatus.PENDING:
+            left += boot + measuring_s(ws, True) + after
+        elif ws.status == WindowStatus.BOOTING:
+            age = now - ws.started_ts if ws.started_ts is not None else 0.0
+            left += max(0.0, boot - age) + measuring_s(ws, True) + after
+        elif ws.status == WindowStatus.MEASURING:
+            left += measuring_s(ws, False) + after
+    return left
+
+
+def _eta_from_spans(state: RunState, now: float) -> float | None:
+    """The mean measured window times the windows left, minus the current one's age."""
     spans = [w.ended_ts - w.started_ts for w in state.windows.values()
              if w.status in (WindowStatus.DONE, WindowStatus.ADVANCED)
              and w.started_ts is not None and w.ended_ts is not None]
+    if not spans:
+        return None
+    per_window = statistics.fmean(spans)
     pending = sum(w.status == WindowStatus.PENDING for w in state.windows.values())
     cur = state.windows.get(state.current or "")
     began = cur.started_ts if cur else None
-    if spans:
-        per_window = statistics.fmean(spans)
-    elif cur and began is not None and wl.shapes:
-        # Nothing finished yet: extrapolate the current window from its finished shapes.
-        done = sum(r.status in COMPLETE_ROWS for r in window_rows(state, cur.key))
-        if not done:
-            return None
-        per_window = (now - began) / done * wl.shapes
-    else:
-        return None
     current_left = max(0.0, per_window - (now - began)) if began is not None else 0.0
     return per_window * pending + current_left
 
@@ -321,10 +406,27 @@ def delta_seg(state: RunState, wkey: str) -> Seg:
         return "ctl", "muted"
     h = headline(state, wkey)
     if h is None:
-        return "", ""
+        return no_delta(state, ws)
     d, provisional = h
     text = ("~" if provisional else "") + fmt_pct(d, signed=True)
     return text, "success" if d > 0.02 else "error" if d < -0.02 else ""
+
+
+def no_delta(state: RunState, ws: WindowState) -> Seg:
+    """Why a window with figures has no Δ: its control has none to compare with (void rows, or a
+    control that never served). Blank while there is simply nothing to compare yet."""
+    ref = reference(state, ws.key)
+    if ref is None:
+        return "", ""
+    if ref.status in (WindowStatus.REJECTED, WindowStatus.FAILED):
+        return f"control {ref.status}", "warning"
+    mine = [r for r in window_rows(state, ws.key) if row_value(r) is not None]
+    theirs = [state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency)) for r in mine]
+    words = {t.status for t in theirs if t is not None}
+    if mine and None not in theirs and words and words <= {RowStatus.VOID, RowStatus.FAILED,
+                                                           RowStatus.ABORTED}:
+        return "control " + (words.pop() if len(words) == 1 else "unusable"), "warning"
+    return "", ""
 
 
 # ------------------------------------------------------------------ the reps table

@@ -387,7 +387,8 @@ HELP = """\
   [b]VOID[/b]    spread over the limit: error colour, the reason in [i]why[/i]; att > 1 = rerun
   [b]~[/b]       provisional: the shape is still measuring
   [b]≠[/b]       a boot fact that differs from this session's control
-  [b]Δ ctl[/b]   median over shapes of (window / control) - 1
+  [b]Δ ctl[/b]   median over shapes of (window / control) - 1;
+          [i]control void[/i] (or rejected, failed): the control has no figure to compare
   [b]▶[/b]       the window the engine is on
 
 [b]esc[/b] closes this help."""

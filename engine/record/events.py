@@ -158,6 +158,8 @@ class Workload(TypedDict):
     classes: list[str]
     concurrency: list[int]
     reps: int
+    requests: NotRequired[list[int]]  # per pass, at each concurrency in order (the console's ETA)
+    max_tokens: NotRequired[int]
 
 
 class RunStarted(TypedDict):

@@ -106,7 +106,7 @@ class RunState:
     rows: dict[str, RowState] = field(default_factory=dict)
     paused: bool = False  # a pause was asked for (the command was accepted)
     pause_held: bool = False  # the pause took effect: the engine waits between reps
-    workload: dict[str, Any] = field(default_factory=dict)  # classes, concurrency, reps
+    workload: dict[str, Any] = field(default_factory=dict)  # run_started's (events.Workload)
     commands: list[dict[str, Any]] = field(default_factory=list)
     resumes: int = 0
     damage: list[Damage] = field(default_factory=list)  # journal lines that are not its next event

@@ -179,7 +179,9 @@ class Runner:
                       sessions={s: c.windows_in(s) for s in c.sessions},
                       axes={w.name: w.axis for w in c.windows},
                       workload={"classes": list(c.workload.classes),
-                                "concurrency": list(c.workload.concurrency), "reps": c.workload.reps})
+                                "concurrency": list(c.workload.concurrency), "reps": c.workload.reps,
+                                "requests": [c.workload.requests_for(n) for n in c.workload.concurrency],
+                                "max_tokens": c.workload.max_tokens})
         status = RunStatus.FINISHED
         try:
             try:

@@ -499,7 +499,8 @@ async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) ->
             await until(pilot, lambda: any(any(ch.isdigit() for ch in row[1])
                                            for row in table_text(app, "#reps")), timeout=10)
             assert app.query_one(BootLog).line_count > 0
-            assert app.state.workload == {"classes": ["prose"], "concurrency": [1], "reps": 3}
+            assert app.state.workload == {"classes": ["prose"], "concurrency": [1], "reps": 3,
+                                          "requests": [2], "max_tokens": 24}
             began = app.state.windows[app.state.current or ""].started_ts  # the fold keeps it
             assert began is not None and app.state.started_ts <= began  # type: ignore[operator]
             await pilot.press("p")

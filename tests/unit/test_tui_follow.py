@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 import threading
 import time
 from pathlib import Path
 
-from engine.record.events import EventKind, Verdict
+from engine.record.events import EventKind, RowStatus, Verdict, WindowStatus
 from engine.record.journal import read_events
 from engine.record.state import RunState, apply, fold
 from engine.record.writer import Journal
@@ -268,6 +269,25 @@ def test_headline_is_the_median_of_per_shape_ratios() -> None:
     assert view.reference(st, "s1-control") is None
 
 
+def test_delta_says_why_when_the_control_has_nothing_to_compare_with() -> None:
+    """A window whose control rows all went void had a blank Δ ctl and no reason on screen."""
+    st, _ = finished_state()
+    d, style = view.delta_seg(st, "s1-ctx")
+    assert d.endswith("%") and style in ("success", "error", "")
+    for r in view.window_rows(st, "s1-control"):
+        r.status = RowStatus.VOID
+    assert view.delta_seg(st, "s1-ctx") == ("control void", "warning")
+    st.rows["s1-control/code/c1"].status = RowStatus.FAILED
+    assert view.delta_seg(st, "s1-ctx") == ("control unusable", "warning")
+    st.windows["s1-control"].status = WindowStatus.REJECTED
+    assert view.delta_seg(st, "s1-ctx") == ("control rejected", "warning")
+    # Nothing measured yet on either side: blank, not a verdict.
+    st, _ = finished_state()
+    for r in view.window_rows(st, "s1-ctx"):
+        r.status, r.row, r.reps = RowStatus.PENDING, {}, {}
+    assert view.delta_seg(st, "s1-ctx") == ("", "")
+
+
 def test_a_suspected_rep_is_marked_and_a_void_row_says_why() -> None:
     st, wl = finished_state()
     row = st.rows["s1-ctx/code/c2"]
@@ -288,10 +308,10 @@ def test_facts_panel_marks_what_differs_from_the_control() -> None:
     assert any(t.startswith("=") and "equal" in t for t, _ in lines)
 
 
-def test_eta_extrapolates_from_finished_windows() -> None:
+def test_eta_without_the_work_of_a_pass_extrapolates_from_finished_windows() -> None:
     events = read_events(JOURNALS / "measuring/journal.jsonl")
     st = fold(events)
-    wl = view.frozen_workload(JOURNALS / "measuring" / "campaign.yaml")
+    wl = view.Workload(shapes=4, reps=3)  # a journal and a campaign.yaml that do not say max_tokens
     now = events[-1]["ts"]
     left = view.eta(st, wl, now)
     # The fold keeps each window's start and end: s1's two windows took these.
@@ -305,14 +325,70 @@ def test_eta_extrapolates_from_finished_windows() -> None:
     assert view.fmt_secs(left).count(":") == 1
 
 
+def _until(kind: str, nth: int = 1) -> tuple[RunState, float]:
+    """The recorded run folded up to its nth event of ``kind``; and that event's time."""
+    events = read_events(JOURNALS / "finished/journal.jsonl")
+    hits = [i for i, e in enumerate(events) if e["kind"] == kind]
+    cut = events[: hits[nth - 1] + 1]
+    return fold(cut), cut[-1]["ts"]
+
+
+def test_eta_comes_from_the_workload_once_the_first_rep_lands() -> None:
+    """It was "~?" until a whole shape had finished. One rep gives a rate; the workload gives the
+    rest: passes of requests x max_tokens tokens, a warm pass and the reps per shape."""
+    wl = view.frozen_workload(JOURNALS / "finished" / "campaign.yaml")
+    assert (wl.classes, wl.concurrency, wl.requests, wl.max_tokens) == (
+        ("prose", "code"), (1, 2), (2, 2), 16)
+    st, now = _until("warm_done")
+    assert view.eta(st, wl, now) is None  # no rep yet: nothing says how fast this server is
+    st, now = _until("rep_done")
+    rate = st.rows["s1-control/prose/c1"].reps[1][1]
+    boot = st.windows["s1-control"].boot_s
+    assert boot is not None
+    pass_s = 2 * 16 / rate  # C2 is not measured yet: it takes C1's rate
+    # This window: prose c1 has 2 of its 4 passes left (warm and rep 1 are done), 3 shapes x 4;
+    # then three windows still to boot, each a boot and 4 shapes x 4 passes.
+    expected = (2 + 3 * 4) * pass_s + 3 * (boot + 16 * pass_s)
+    assert abs(view.eta(st, wl, now) - expected) < 1e-6  # type: ignore[operator]
+
+
+def test_eta_is_refined_as_reps_land() -> None:
+    wl = view.frozen_workload(JOURNALS / "finished" / "campaign.yaml")
+    st, now = _until("rep_done", 4)  # prose c1's three reps, prose c2's first
+    c1 = list(st.rows["s1-control/prose/c1"].reps[1].values())
+    c2 = list(st.rows["s1-control/prose/c2"].reps[1].values())
+    assert len(c1) == 3 and len(c2) == 1
+    # A pass's time is its tokens over the rate: the mean time is tokens / the harmonic mean.
+    p1, p2 = 32 / statistics.harmonic_mean(c1), 32 / c2[0]
+    boot = st.windows["s1-control"].boot_s or 0.0
+    # prose c2: 2 passes left; code c1 and c2: 4 each; three windows to come, 8 passes per C.
+    expected = 2 * p2 + 4 * p1 + 4 * p2 + 3 * (boot + 8 * p1 + 8 * p2)
+    assert abs(view.eta(st, wl, now) - expected) < 1e-6  # type: ignore[operator]
+    # A finished window teaches what the passes do not: its quality checks, its reruns.
+    st, now = _until("window_finished")
+    done = st.windows["s1-control"]
+    rates = view._rates(st)
+    passes = 2 * (32 / rates[1] + 32 / rates[2]) * 4  # 2 classes x (C1 + C2) x 4 passes
+    after = done.ended_ts - done.started_ts - (done.boot_s or 0.0) - passes  # type: ignore[operator]
+    assert after > 0  # two rows were rerun in that window
+    expected = 3 * ((done.boot_s or 0.0) + passes + after)
+    assert abs(view.eta(st, wl, now) - expected) < 1e-6  # type: ignore[operator]
+
+
 def test_the_workload_comes_from_the_journal_or_else_the_frozen_campaign() -> None:
     frozen = view.frozen_workload(JOURNALS / "booting" / "campaign.yaml")
-    assert frozen == view.Workload(shapes=4, reps=3)  # 2 classes x 2 concurrencies, 3 reps
+    # 2 classes x 2 concurrencies, 3 reps, 2 requests of 16 tokens a pass
+    assert frozen == view.Workload(4, 3, ("prose", "code"), (1, 2), (2, 2), 16)
     assert view.frozen_workload(JOURNALS / "no-such-run" / "campaign.yaml") == view.Workload()
     st = fold(read_events(JOURNALS / "booting/journal.jsonl"))
     assert view.workload(st, frozen) == frozen  # recorded before run_started carried it
-    st.workload = {"classes": ["prose", "code", "tools"], "concurrency": [1], "reps": 5}
-    assert view.workload(st, frozen) == view.Workload(shapes=3, reps=5)
+    st.workload = {"classes": ["prose", "code", "tools"], "concurrency": [1, 8], "reps": 5,
+                   "requests": [4, 16], "max_tokens": 512}
+    wl = view.workload(st, frozen)
+    assert wl == view.Workload(6, 5, ("prose", "code", "tools"), (1, 8), (4, 16), 512)
+    assert (wl.pass_tokens(1), wl.pass_tokens(8), wl.pass_tokens(4)) == (4 * 512, 16 * 512, None)
+    st.workload = {"classes": ["prose"], "concurrency": [1], "reps": 3}  # before it carried the work
+    assert view.workload(st, frozen) == view.Workload(1, 3, ("prose",), (1,))
 
 
 def test_the_header_tells_a_pause_asked_for_from_a_pause_in_effect() -> None:
