@@ -20,6 +20,7 @@ from typing import Any
 from engine.record.journal import Damage, Event, Reader
 from engine.record.liveness import read_pid
 from engine.run import control
+from tui.logview import MARK, ServingView
 
 CHUNK = 64 * 1024
 JOURNAL = "journal.jsonl"
@@ -40,6 +41,7 @@ class Tail:
         self._f: Any = None
         self._ino: int | None = None
         self.consumed = 0  # end of the last complete line handed out
+        self.skipped = 0  # bytes at the start never read (a huge log: its end only)
         self.reset = False
         self.at_eof = False
         self._skip_fragment = False
@@ -53,7 +55,7 @@ class Tail:
         self._f, self._ino, self.consumed = f, st.st_ino, 0
         if self._start_from_end is not None and st.st_size > self._start_from_end:
             # A huge log of a finished window: only its end is worth reading.
-            self.consumed = st.st_size - self._start_from_end
+            self.consumed = self.skipped = st.st_size - self._start_from_end
             self._skip_fragment = True
         return True
 
@@ -72,8 +74,9 @@ class Tail:
             self.reset = True
             self._start_from_end = None  # a new file: read it all
             self._open()
+            self.skipped = 0
         elif st.st_size < self.consumed:
-            self.consumed, self.reset = 0, True
+            self.consumed, self.skipped, self.reset = 0, 0, True
 
     def read(self, budget: int) -> list[bytes]:
         """Complete lines (without newline) from up to ``budget`` bytes; sets :attr:`at_eof`."""
@@ -103,6 +106,15 @@ class Tail:
         return lines
 
 
+@dataclass(frozen=True)
+class LogView:
+    """Where the serving view of the watched log stands."""
+
+    ready: bool  # past the ready line: serving lines are folded
+    folded: int  # lines folded so far
+    pending: int  # folded since the last line shown (their count line comes with the next)
+
+
 @dataclass
 class Batch:
     """What changed since the last batch."""
@@ -114,6 +126,7 @@ class Batch:
     log_gen: int = 0  # which watch_log() call these lines belong to
     log_clear: bool = False  # a new log, or the file started over: clear the view first
     log_dropped: int = 0  # lines skipped before these (the screen fell behind a flood)
+    log_view: LogView | None = None  # the serving view's counts after these lines (None: raw)
     journal_reset: bool = False  # the journal was replaced: rebuild the state from scratch
     caught_up: bool = False  # both files were read to their end when this batch was cut
 
@@ -136,17 +149,19 @@ class Follower:
         self._reader = Reader()
         self._log: Tail | None = None
         self._lock = threading.Lock()
-        self._want: tuple[int, str | None] = (0, None)
+        self._want: tuple[int, str | None, ServingView | None] = (0, None, None)
+        self._view: ServingView | None = None
+        self._told_skip = False
         self._gen = 0
         self._acked = threading.Event()
         self._acked.set()
         self._lines: deque[str] = deque(maxlen=max_log_lines)  # log lines not handed over yet
 
-    def watch_log(self, rel: str | None) -> int:
-        """Follow another log (relative to the run directory); returns its generation."""
+    def watch_log(self, rel: str | None, view: ServingView | None = None) -> int:
+        """Follow another log (relative to the run directory) from its start, raw or through a
+        fresh serving ``view``; returns its generation."""
         with self._lock:
-            if rel != self._want[1]:
-                self._want = (self._want[0] + 1, rel)
+            self._want = (self._want[0] + 1, rel, view)
             return self._want[0]
 
     def ack(self) -> None:
@@ -155,12 +170,12 @@ class Follower:
 
     def _switch_log(self, pending: Batch) -> None:
         with self._lock:
-            gen, rel = self._want
+            gen, rel, view = self._want
         if gen == self._gen:
             return
         if self._log:
             self._log.close()
-        self._gen = gen
+        self._gen, self._view, self._told_skip = gen, view, False
         self._log = Tail(self.run_dir / rel, self.log_tail_bytes) if rel else None
         self._lines.clear()
         pending.log_gen, pending.log_clear = gen, True
@@ -189,11 +204,22 @@ class Follower:
                 self._log.reset = False
                 self._lines.clear()
                 pending.log_clear = True
-            if lines:
+                if self._view is not None:
+                    self._view = ServingView(self._view.adapter)  # a new log: a new boot
+            text = [b.decode("utf-8", "replace").rstrip("\r") for b in lines]
+            if self._log.skipped and not self._told_skip:
+                self._told_skip = True
+                text.insert(0, f"{MARK}the first {self._log.skipped / 2**20:,.1f} MiB of this log "
+                               "are not shown; the file has every line]")
+                if self._view is not None:
+                    self._view.start_unread()
+            if self._view is not None and lines:
+                text = self._view.feed(text)
+            if text:
                 # A bounded view of a flood: what does not fit is counted, and said, not shown.
-                pending.log_dropped += max(0, len(self._lines) + len(lines) - self.max_log_lines)
-                self._lines.extend(b.decode("utf-8", "replace").rstrip("\r") for b in lines)
-                got = True
+                pending.log_dropped += max(0, len(self._lines) + len(text) - self.max_log_lines)
+                self._lines.extend(text)
+            got = got or bool(lines)
         pending.caught_up = self._journal.at_eof and (self._log is None or self._log.at_eof)
         return got
 
@@ -211,6 +237,9 @@ class Follower:
                 news = has or (pending.caught_up and not told_caught_up)
                 if news and due and self._acked.is_set():
                     pending.log = list(self._lines)
+                    view = self._view
+                    pending.log_view = None if view is None else LogView(view.ready, view.folded,
+                                                                         view.pending)
                     self._lines.clear()
                     self._acked.clear()
                     told_caught_up = pending.caught_up
