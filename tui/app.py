@@ -29,7 +29,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Footer, Input
+from textual.widgets import DataTable, Footer, Input
 from textual.worker import get_current_worker
 
 from engine.commands.progress import printer
@@ -39,13 +39,13 @@ from engine.record.state import RunState, apply
 from engine.run import control
 from engine.servers import get_adapter
 from tui import view
-from tui.follow import Batch, Follower, Link, engine_pid, pid_alive, probe
+from tui.follow import Batch, Follower, Link, LogView, engine_pid, pid_alive, probe
+from tui.logview import LineClassifier, ServingView
 from tui.widgets import (
     BootLog,
     ConfirmAbort,
     FollowTable,
     HelpScreen,
-    LineClassifier,
     Panel,
     RepBars,
     lines_text,
@@ -55,7 +55,6 @@ from tui.widgets import (
 
 Probe = Callable[[Path, "int | None"], Link]
 Send = Callable[..., dict[str, Any]]
-WINDOW_COLUMNS = ["window", "status", "Δ ctl", "notes", "axis"]
 
 
 class Followed(Message):
@@ -119,6 +118,7 @@ class RulerConsole(App[None]):
         Binding("p", "pause", "pause"),
         Binding("slash", "search", "find"),
         Binding("f", "follow", "follow"),
+        Binding("v", "raw_log", "raw"),
         Binding("question_mark", "help", "help"),
         Binding("q", "quit_console", "quit"),
         Binding("escape", "live", "live", show=False),
@@ -147,21 +147,25 @@ class RulerConsole(App[None]):
         self.follower = Follower(self.run_dir, lambda b: self.post_message(Followed(b)),
                                  interval=follow_interval, max_log_lines=max_log_lines)
         self._log_rel: str | None = None
+        self._log_key: tuple[str | None, bool, bool] | None = None  # what the follower watches
         self._log_gen = 0
+        self._log_view: LogView | None = None  # the serving view's counts; None: raw
+        self.raw_log = False  # v: every line of the log, not the serving view
         self._reps_for: str | None = None
         self._status: list[view.Seg] = [("attaching to " + str(self.run_dir), "muted")]
         self._ui: Ui | None = None  # the widgets, once mounted
         self._frozen = False
         self._pending: dict[str, Timer] = {}  # commands sent, not answered yet
+        self._windows_width = 0
 
     # ------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
         yield Panel(id="head")
         with Horizontal(id="body"):
-            yield FollowTable(WINDOW_COLUMNS, id="windows")
+            yield FollowTable(view.WINDOW_COLS, id="windows")
             with Vertical(id="right"):
-                yield FollowTable(view.REP_COLUMNS, id="reps")
+                yield FollowTable(view.REP_COLS, id="reps")
                 with Horizontal(id="chart"):
                     with Vertical(id="sparkbox"):
                         yield Panel(id="spark-label")
@@ -187,7 +191,7 @@ class RulerConsole(App[None]):
         self.ui.log.tags = self.tags
         self.ui.search.display = False
         self.ui.windows.border_title = "windows"
-        self.ui.reps.focus()
+        self.ui.windows.focus()  # arrows pick a window at once; enter opens its reps
         self._render_all()
         self._follow()
         if self.probe is not None:
@@ -244,6 +248,9 @@ class RulerConsole(App[None]):
             if b.events or b.damage or b.journal_reset:
                 self._render_all()
             if b.log_gen == self._log_gen:
+                if b.log_view != self._log_view:
+                    self._log_view = b.log_view
+                    self._render_log_title()
                 if b.log_clear:
                     log.clear()
                 lines = b.log
@@ -317,6 +324,10 @@ class RulerConsole(App[None]):
         self.pinned = message.key != view.focus_window(self.state)
         self._render_all()
 
+    @on(DataTable.RowSelected, "#windows")
+    def _window_opened(self) -> None:
+        self.ui.reps.focus()
+
     @on(FollowTable.Picked, "#reps")
     def _row_picked(self, message: FollowTable.Picked) -> None:
         live = view.live_row(self.state, self.shown)
@@ -375,6 +386,13 @@ class RulerConsole(App[None]):
         log.set_follow(not log.auto_scroll)
         self._say([("follow", "bold"), ("on" if log.auto_scroll else "off (f to follow again)", "")])
 
+    def action_raw_log(self) -> None:
+        self.raw_log = not self.raw_log
+        self._say([("log:", "bold"), ("raw, every line (v: serving view)" if self.raw_log else
+                                      "serving view: past the ready line, errors, warnings and "
+                                      "the lines the adapter reads; the rest folded (v: raw)", "")])
+        self._watch_log()
+
     def on_boot_log_follow_changed(self) -> None:
         self._render_log_title()
 
@@ -409,6 +427,8 @@ class RulerConsole(App[None]):
         yield SystemCommand("Search the boot log (/)", "Find a line in the log", self.action_search)
         yield SystemCommand("Follow the log on/off (f)", "Toggle following the live log",
                             self.action_follow)
+        yield SystemCommand("Raw log / serving view (v)", "Every line of the server log, or only "
+                            "what matters once it serves", self.action_raw_log)
         yield SystemCommand("Help (?)", "Keys and marks", self.action_help)
         yield SystemCommand("Quit the console (q)", "The engine keeps running",
                             self.action_quit_console)
@@ -456,6 +476,7 @@ class RulerConsole(App[None]):
                                view.window_notes(st, key), [(ws.axis, "muted")]]))
         table.sync(rows, self.tags)
         table.show_key(self.shown)
+        self._split_body()
 
     def _render_reps(self) -> None:
         table = self.ui.reps
@@ -469,10 +490,26 @@ class RulerConsole(App[None]):
         if not self.row_pinned:
             live = view.live_row(self.state, self.shown)
             table.show_key(live.key if live else (rows[-1].key if rows else None))
+        self._split_body()
         title = f"reps · {self.shown or '-'}"
         if self.pinned:
             title += " (picked; esc: live)"
         self._title(self.ui.right, title)
+
+    def on_resize(self) -> None:
+        self._split_body()
+
+    def _split_body(self) -> None:
+        """The windows list's width for this screen and what the tables hold now; each table
+        then shows the columns that fit its own width."""
+        if self._ui is None:
+            return
+        windows, reps = self.ui.windows, self.ui.reps
+        width = view.windows_width(self.size.width, windows.full_width(core_only=True),
+                                   windows.full_width(), reps.full_width(core_only=True))
+        if width != self._windows_width:
+            self._windows_width = width
+            windows.styles.width = width
 
     def _render_facts(self) -> None:
         facts = self.ui.facts
@@ -498,9 +535,14 @@ class RulerConsole(App[None]):
     def _watch_log(self) -> None:
         ws = self.state.windows.get(self.shown or "")
         rel = ws.log if ws and ws.log else None
-        if rel != self._log_rel:
-            self._log_rel = rel
-            self._log_gen = self.follower.watch_log(rel)
+        adapter = self.classify.adapter
+        serving = not self.raw_log and adapter is not None
+        key = (rel, self.raw_log, serving)
+        if key != self._log_key:
+            self._log_key, self._log_rel = key, rel
+            self._log_view = None
+            self._log_gen = self.follower.watch_log(
+                rel, ServingView(adapter) if serving and adapter is not None else None)
             log = self.ui.log
             log.clear()
             log.match = None
@@ -512,9 +554,16 @@ class RulerConsole(App[None]):
         follow = "following" if log.auto_scroll else "follow off (f)"
         name = Path(self._log_rel).name if self._log_rel else ""
         where = (self.shown or "-") + ("" if name in ("", "boot.log") else f" {name}")
-        where += "" if self._log_rel else " (no log yet)"
+        # What changes and matters first: a narrow pane cuts the title's end.
+        view, what, mode = self._log_view, "boot log", ""
+        if not self._log_rel:
+            where += " (no log yet)"
+        elif self.raw_log:
+            what, mode = "log", " · raw (v: serving view)"
+        elif view is not None and view.ready:
+            what, mode = "log", f" · serving view, {view.folded:,} lines folded (v: raw)"
         search = f" · /{log.term}" if log.term else ""
-        self._title(self.ui.logbox, f"boot log {where} · {follow}{search}")
+        self._title(self.ui.logbox, f"{what} {where} · {follow}{search}{mode}")
 
     @staticmethod
     def _title(widget: Widget, title: str) -> None:

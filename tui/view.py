@@ -429,11 +429,78 @@ def no_delta(state: RunState, ws: WindowState) -> Seg:
     return "", ""
 
 
+# ------------------------------------------------------------------ fitting the tables
+
+
+@dataclass(frozen=True)
+class Col:
+    """A table column: ``rank`` 0 is always shown, then 1, 2, ... while they fit; a column with
+    ``cut`` may be cut down to that many cells (an ellipsis says so) rather than dropped."""
+
+    name: str
+    rank: int
+    cut: int = 0
+
+
+def fit_columns(cols: list[Col], widths: dict[str, int], room: int) -> dict[str, int]:
+    """The columns shown in ``room`` cells and each one's width, in display order: never wider
+    than the room (columns never overlap) as long as the always-shown ones fit at their cut.
+
+    The always-shown columns come first; when they do not fit, the cuttable ones give up cells.
+    The others then come in rank order, each when it fits (a narrower column of a lower rank may
+    still fit where a wider one did not): at full width, or a cuttable one at ``cut`` cells. Cells
+    left over then go back to the cut columns, in rank order: a long reason does not push out
+    every column after it, nor is it cut where there is room.
+    """
+    core = [c for c in cols if c.rank == 0]
+    out = {c.name: widths[c.name] for c in core}
+    over = sum(out.values()) - room
+    for c in core:
+        if over <= 0:
+            break
+        if c.cut and out[c.name] > c.cut:
+            give = min(over, out[c.name] - c.cut)
+            out[c.name] -= give
+            over -= give
+    left = room - sum(out.values())
+    ranked = sorted((c for c in cols if c.rank > 0), key=lambda c: c.rank)
+    for c in ranked:
+        w = min(widths[c.name], c.cut) if c.cut else widths[c.name]
+        if w > left:
+            continue
+        out[c.name] = w
+        left -= out[c.name]
+    for c in ranked:
+        if c.name in out and out[c.name] < widths[c.name]:
+            grow = min(left, widths[c.name] - out[c.name])
+            out[c.name] += grow
+            left -= grow
+    return {c.name: out[c.name] for c in cols if c.name in out}
+
+
+def windows_width(total: int, core: int, full: int, reps_core: int) -> int:
+    """The windows list's share of ``total`` columns: what its always-shown columns need, up to
+    two fifths of a wide screen when its notes and axes want it; the reps keep their own
+    always-shown columns (``reps_core``) either way."""
+    want = core if total < 120 else max(core, min(full, total * 2 // 5))
+    return max(min(want, total - reps_core), 20)
+
+
+WINDOW_COLS = [Col("window", 0, cut=10), Col("status", 0), Col("Δ ctl", 0), Col("notes", 1, cut=8),
+               Col("axis", 2, cut=8)]
+
+
 # ------------------------------------------------------------------ the reps table
 
 
 REP_COLUMNS = ["shape", "reps tok/s", "median", "spread", "status", "att", "user", "acc len",
                "acc rate", "ttft ms", "why"]
+# Always the shape, its reps (with their leak marks) and its status; then the median and spread,
+# the attempt, a void row's reason (its start: the figure against the limit), acceptance (what
+# speculative windows differ in), the rest.
+_REP_RANKS = {"shape": 0, "reps tok/s": 0, "status": 0, "median": 1, "spread": 2, "att": 3, "why": 4,
+              "acc rate": 5, "acc len": 6, "user": 7, "ttft ms": 8}
+REP_COLS = [Col(name, _REP_RANKS[name], cut=16 if name == "why" else 0) for name in REP_COLUMNS]
 
 STATUS_WORD: dict[str, Seg] = {
     RowStatus.OK: ("ok", "success"), RowStatus.NOISY: ("noisy", "warning"),

@@ -18,9 +18,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 from textual.widgets.data_table import ColumnKey
 
-from engine.servers.logs import LogReader
 from tui._textual_hacks import ContentCachedCells, NoLineMeasure, WheelBackHook
-from tui.view import Seg
+from tui.view import Col, Seg, fit_columns
 
 
 def tag_styles(theme_variables: dict[str, str]) -> dict[str, Style]:
@@ -122,7 +121,9 @@ class RepBars(Widget):
 
 
 class FollowTable(ContentCachedCells):
-    """A DataTable updated in place by row key (only changed cells are touched, as dolphie does).
+    """A DataTable updated in place by row key (only changed cells are touched, as dolphie does),
+    showing the columns that fit its width (:func:`tui.view.fit_columns`): dropped by rank, a long
+    one cut with an ellipsis, never one over another.
 
     Cursor moves made by the operator post :class:`Picked`; moves the app makes to follow the
     campaign do not, so "the operator chose this row" is never confused with "the live row moved".
@@ -137,12 +138,15 @@ class FollowTable(ContentCachedCells):
         def control(self) -> FollowTable:
             return self.table
 
-    def __init__(self, columns: Sequence[str], **kw: object) -> None:
+    def __init__(self, columns: Sequence[Col], **kw: object) -> None:
         # No cell padding: a trailing space per cell instead, so 80 columns hold five of them.
         super().__init__(cursor_type="row", cell_padding=0, **kw)  # type: ignore[arg-type]
-        self._columns = list(columns)
-        self._cells: dict[str, list[tuple[Seg, ...]]] = {}
-        self._widths: dict[str, list[int]] = {}  # row key -> each cell's width
+        self._spec = list(columns)
+        self._columns = [c.name for c in columns]
+        self._cells: dict[str, list[tuple[Seg, ...]]] = {}  # every column's, shown or not
+        self._widths: dict[str, list[int]] = {}  # row key -> each cell's full width
+        self._shown: dict[str, int] = {c: len(c) + 1 for c in self._columns}  # name -> width
+        self._styles: dict[str, Style] = {}
 
     def on_mount(self) -> None:
         self.reset()
@@ -151,18 +155,55 @@ class FollowTable(ContentCachedCells):
     def keys(self) -> list[str]:
         return list(self._cells)
 
+    @property
+    def shown(self) -> list[str]:
+        return list(self._shown)
+
+    def plain_row(self, key: str) -> list[str]:
+        """A row's text in every column, shown or not (what a narrow screen leaves out included)."""
+        return [to_text(c, self._styles, end=" ").plain for c in self._cells[key]]
+
     def reset(self) -> None:
         # Columns too: DataTable.clear() keeps their widths, so an empty table would carry the
         # widths of whatever window was shown before.
-        self.clear(columns=True)
-        for col in self._columns:
-            self.add_column(col + " ", key=col)
         self._cells.clear()
         self._widths.clear()
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        at = self.cursor_key()  # clear() puts the cursor back on the first row
+        self.clear(columns=True)
+        for col in self._shown:
+            self.add_column(col + " ", key=col)
+        for key, cells in self._cells.items():
+            self.add_row(*(self._text(col, cells[i]) for i, col in enumerate(self._columns)
+                           if col in self._shown), key=key)
+        self._set_widths()
         self.forget_rendered()
+        self.show_key(at)
+
+    def _text(self, col: str, segs: Sequence[Seg]) -> Text:
+        """A cell as shown: cut to its column's width, with the space that parts it from the next."""
+        text = to_text(segs, self._styles)
+        room = self._shown.get(col, 0) - 1
+        if text.cell_len > room:
+            text.truncate(max(room, 1), overflow="ellipsis")
+        text.append(" ")
+        return text
+
+    def full_width(self, core_only: bool = False) -> int:
+        """Cells this table's columns want at their full width (only the always-shown ones'), and
+        one for the scrollbar."""
+        widths = self._natural()
+        return sum(widths[c.name] for c in self._spec if not core_only or c.rank == 0) + 1
+
+    def _natural(self) -> dict[str, int]:
+        return {col: max([len(col) + 1, *(w[i] for w in self._widths.values())])
+                for i, col in enumerate(self._columns)}
 
     def sync(self, rows: Sequence[tuple[str, list[list[Seg]]]], styles: dict[str, Style]) -> None:
         """Make the table show ``rows`` (key, cells in column order), touching only what changed."""
+        self._styles = styles
         want = [k for k, _ in rows]
         if want[: len(self._cells)] != list(self._cells):
             self.reset()  # rows went away or moved: rare (a rebuilt journal), so just start over
@@ -171,28 +212,50 @@ class FollowTable(ContentCachedCells):
             frozen = [tuple(c) for c in cells]
             old = self._cells.get(key)
             changed = changed or old != frozen
+            self._cells[key] = frozen
             if old is None:
-                texts = [to_text(c, styles, end=" ") for c in cells]
-                self.add_row(*texts, key=key)
-                self._widths[key] = [t.cell_len for t in texts]
+                self._widths[key] = [to_text(c, styles).cell_len + 1 for c in frozen]
+                self.add_row(*(self._text(col, frozen[i]) for i, col in enumerate(self._columns)
+                               if col in self._shown), key=key)
             else:
                 for i, (col, before, after) in enumerate(zip(self._columns, old, frozen, strict=True)):
                     if before != after:
-                        text = to_text(after, styles, end=" ")
-                        self.update_cell(key, col, text)
-                        self._widths[key][i] = text.cell_len
-            self._cells[key] = frozen
+                        self._widths[key][i] = to_text(after, styles).cell_len + 1
+                        if col in self._shown:
+                            self.update_cell(key, col, self._text(col, after))
         if changed:
-            self._fit_columns()
+            self.refit()
             self.forget_rendered()
 
-    def _fit_columns(self) -> None:
-        """Each column as wide as its widest cell (or label) now. DataTable only widens columns,
-        and on its next idle: widths then depended on what had been on screen before, and when
-        the table found itself idle (the flaky snapshots)."""
-        for i, col in enumerate(self._columns):
+    def refit(self) -> None:
+        """Choose the columns for the width the table has now (the app calls it after a resize)."""
+        room = self.size.width - 1  # a vertical scrollbar may take one
+        if room <= 0:
+            return
+        shown = fit_columns(self._spec, self._natural(), room)
+        if list(shown) != list(self._shown):
+            self._shown = shown
+            self._rebuild()
+        elif shown != self._shown:
+            cut = [c for c in shown if shown[c] != self._shown[c]]
+            self._shown = shown
+            for key, cells in self._cells.items():
+                for col in cut:
+                    self.update_cell(key, col, self._text(col, cells[self._columns.index(col)]))
+            self._set_widths()
+            self.forget_rendered()
+        else:
+            self._set_widths()
+
+    def on_resize(self) -> None:
+        self.refit()
+
+    def _set_widths(self) -> None:
+        """Each shown column exactly its chosen width. DataTable only widens columns, and on its
+        next idle: widths then depended on what had been on screen before, and when the table
+        found itself idle (the flaky snapshots)."""
+        for col, want in self._shown.items():
             column = self.columns[ColumnKey(col)]
-            want = max([len(col) + 1, *(w[i] for w in self._widths.values())])
             if column.content_width != want:
                 column.content_width = want
                 self.virtual_size_stale()
@@ -239,28 +302,6 @@ class FollowTable(ContentCachedCells):
     def action_select_cursor(self) -> None:
         super().action_select_cursor()
         self._picked()
-
-
-class LineClassifier:
-    """error / warning / fact per log line, by the server adapter's own patterns (cached: the
-    visible lines are classified on every repaint)."""
-
-    def __init__(self) -> None:
-        self.adapter: LogReader | None = None
-        self._cache: dict[str, str] = {}
-
-    def __call__(self, line: str) -> str:
-        if self.adapter is None:
-            return ""
-        tag = self._cache.get(line)
-        if tag is None:
-            a = self.adapter
-            tag = ("error" if a.is_error(line) else "warning" if a.is_warning(line)
-                   else "fact" if a.parse_line(line) else "")
-            if len(self._cache) > 8192:
-                self._cache.clear()
-            self._cache[line] = tag
-        return tag
 
 
 class _LogHighlighter(Highlighter):
@@ -374,10 +415,13 @@ HELP = """\
   [b]w[/b]       rewarm: a warm pass before the next rep
   [b]r[/b]       rerun the void row under the cursor (reps table)
   [b]p[/b]       pause / resume between reps
-  [b]/[/b]       search the boot log ([b]enter[/b] next older match, [b]esc[/b] close)
-  [b]f[/b]       follow the boot log on / off
+  [b]/[/b]       search the log ([b]enter[/b] next older match, [b]esc[/b] close)
+  [b]f[/b]       follow the log on / off
+  [b]v[/b]       the raw log, every line / the serving view: once the server is
+          ready, errors, warnings and the lines ruler reads; the rest folded
   [b]esc[/b]     back to the live window and shape
-  [b]tab[/b]     windows list -> reps table -> boot log
+  [b]↑ ↓[/b]     pick a window (or a row); [b]enter[/b] on a window opens its reps
+  [b]tab[/b]     windows list -> reps table -> log (the heavy line marks it)
   [b]ctrl+p[/b]  command palette (every key is there too)
   [b]q[/b]       quit the console: [b]the engine keeps running[/b];
           reattach with [b]ruler attach RUN_DIR[/b]

@@ -27,8 +27,11 @@ from engine.record.journal import read_events
 from engine.record.state import fold
 from engine.record.writer import Journal
 from engine.run.control import CommandRefused, ControlServer
+from engine.servers import get_adapter
+from tui import view
 from tui.app import RulerConsole, farewell
 from tui.follow import Link
+from tui.logview import ServingView
 from tui.widgets import BootLog, FollowTable
 
 JOURNALS = Path(__file__).parents[1] / "fixtures" / "journals"
@@ -118,7 +121,7 @@ async def settled(pilot: Pilot[Any], timeout: float = 60.0) -> None:
 
 def table_text(app: RulerConsole, which: str) -> list[list[str]]:
     t = app.ui.reps if which == "#reps" else app.ui.windows
-    return [[str(c) for c in t.get_row(k)] for k in t.keys]
+    return [t.plain_row(k) for k in t.keys]
 
 
 def append(run: Path, events: list[dict[str, Any]]) -> None:
@@ -163,7 +166,7 @@ async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None
         await until(pilot, lambda: "not void: nothing to rerun" in screen_text(app))
         assert len(engine.got) == sent
         # The reps cursor follows the live row (code c1); one up is prose c2, a void row.
-        await pilot.press("up")
+        await pilot.press("tab", "up")  # the windows list has the keys first
         await pilot.press("r")
         await until(pilot, lambda: engine.got[-1] == ("rerun", ["s2-control/prose/c2"]))
         await until(pilot, lambda: "queued s2-control/prose/c2" in screen_text(app))
@@ -230,8 +233,11 @@ async def test_picking_a_window_shows_it_and_esc_goes_back_to_the_live_one(measu
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
         assert app.shown == "s2-control"
-        await pilot.press("shift+tab", "up")  # windows list, one up: s1 ctx
+        assert app.focused is app.ui.windows  # the keys go to the windows list from the start
+        await pilot.press("up")  # one up: s1 ctx
         await until(pilot, lambda: app.shown == "s1-ctx" and app.pinned)
+        await pilot.press("enter")  # opens its reps: the arrows now go to its rows
+        await until(pilot, lambda: app.focused is app.ui.reps)
         await until(pilot, lambda: "reps · s1-ctx (picked; esc: live)" in screen_text(app))
         assert [r[0].strip() for r in table_text(app, "#reps")] == [
             "prose c1", "prose c2", "code c1", "code c2"]
@@ -304,6 +310,9 @@ async def test_the_boot_log_follows_searches_and_stops_following(measuring) -> N
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
         log = app.query_one(BootLog)
+        await pilot.press("v")  # the raw log: every line, as the file has them
+        await until(pilot, lambda: app.raw_log and "· raw (v" in screen_text(app))
+        await settled(pilot)
         n = log.line_count
         assert n == len((run / "windows/s2-control/boot.log").read_text().splitlines())
         with open(run / "windows/s2-control/boot.log", "a") as f:
@@ -321,6 +330,43 @@ async def test_the_boot_log_follows_searches_and_stops_following(measuring) -> N
         await pilot.press("escape")
         await pilot.press("f")
         await until(pilot, lambda: log.auto_scroll and "test line 49" in screen_text(app))
+
+
+async def test_past_the_ready_line_the_log_keeps_what_matters_and_folds_the_rest(measuring) -> None:  # type: ignore[no-untyped-def]
+    """The serving view: request-time lines (slot, sampler, prompt cache) scrolled the boot away
+    within seconds; now they are counted, and v shows the raw log."""
+    run, _ = measuring
+    path = run / "windows/s2-control/boot.log"
+    lines = path.read_text().splitlines()
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        log = app.query_one(BootLog)
+        shown = list(log.lines)
+        ready = next(i for i, x in enumerate(lines) if "model loaded" in x)
+        assert shown[: ready + 1] == lines[: ready + 1]  # the boot, as it was
+        assert len(shown) < len(lines) / 3
+        folded, pending = app._log_view.folded, app._log_view.pending  # type: ignore[union-attr]
+        assert pending  # the idle lines after the last request: their count line waits
+        assert f"serving view, {folded:,} lines folded" in screen_text(app)
+        with open(path, "a") as f:
+            f.write("9.99.000.001 W srv  a warning worded as none before\n")
+            f.write("".join(f"9.99.001.{i:03d} I slot update_slots: id  0 | task {i} | kv cache rm "
+                            f"[{i}, end)\n" for i in range(30)))
+            f.write("9.99.002.000 I slot print_timing: id  0 | task 9 |        eval time =     600.00"
+                    " ms /    16 tokens (   37.50 ms per token,    26.67 tokens per second)\n")
+        await until(pilot, lambda: "26.67 tokens per second" in (log.lines[-1] if log.lines else ""))
+        log_tail = list(log.lines[-3:])
+        assert log_tail[:2] == ["9.99.000.001 W srv  a warning worded as none before",
+                                "[ruler: 30 lines folded]"]
+        await until(pilot, lambda: f"serving view, {folded + 30:,} lines folded" in screen_text(app))
+        await pilot.press("v")
+        await until(pilot, lambda: log.line_count == len(lines) + 32)
+        assert "· raw (v: serving view)" in screen_text(app)
+        await pilot.press("v")  # the serving view again, the log read afresh
+        again = ServingView(get_adapter("llamacpp")).feed(path.read_text().splitlines())
+        assert again[len(shown):] == [f"[ruler: {pending} lines folded]", *log_tail]
+        await until(pilot, lambda: list(log.lines) == again)
 
 
 async def test_a_lost_engine_shows_disconnected_and_comes_back(tmp_path: Path) -> None:
@@ -403,6 +449,31 @@ async def test_256_colours_keep_the_marks_apart_and_readable(measuring) -> None:
                 assert contrast >= 4.5, (tag, name, round(contrast, 2))
 
 
+async def test_the_panel_with_the_keys_shows_in_256_colours_and_without_colour(measuring) -> None:  # type: ignore[no-untyped-def]
+    """Focus was a 5% background tint, which a 256-colour tmux rounds away: now the focused panel's
+    top line is heavy (a glyph: no colour needed) and in a colour the 8-bit palette keeps apart."""
+    from rich.color import ColorSystem
+
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settled(pilot)
+
+        def tops() -> list[str]:
+            rows, w = screen_text(app).splitlines(), app.ui.windows.size.width
+            return [rows[2][:w], rows[2][w:], next(r for r in rows if "boot facts" in r)]
+
+        assert tops()[0].startswith("━windows━") and "━" not in tops()[1] + tops()[2]
+        (_, focused), (_, blurred) = app.ui.windows.styles.border_top, app.ui.right.styles.border_top
+        bits = [c.rich_color.downgrade(ColorSystem.EIGHT_BIT).number for c in (focused, blurred)]
+        assert bits[0] != bits[1], bits
+        await pilot.press("tab")
+        await until(pilot, lambda: tops()[1].startswith("━reps"))
+        assert "━" not in tops()[0] + tops()[2]
+        await pilot.press("tab")
+        await until(pilot, lambda: tops()[2].startswith("━log"))
+
+
 def test_quitting_says_whether_the_engine_goes_on(tmp_path: Path) -> None:
     run = recorded("measuring", tmp_path)
     st = fold(read_events(run / "journal.jsonl"))
@@ -426,13 +497,58 @@ def test_without_a_terminal_attach_prints_progress_lines(tmp_path: Path) -> None
     assert "REJECTED: server exited during boot" in lines[-2] and lines[-1].endswith("run finished")
 
 
-# ------------------------------------------------------------------ snapshots
+# ------------------------------------------------------------------ widths and snapshots
+
+
+async def test_every_width_from_80_to_200_lays_out_cleanly(tmp_path: Path) -> None:
+    """At 100 columns the windows list ran under the reps table ("Δ ctshape") and the reps' last
+    columns were cut mid-word. At every width now: the always-shown columns are there, each table
+    shows only whole columns that fit its own width (a cut one ends in an ellipsis), in order, and
+    the two tables share the screen without overlapping. The finished run has the widest cells:
+    void reasons, verdict notes, a rejection."""
+    run = recorded("finished", tmp_path)
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(80, 30)) as pilot:
+        await settled(pilot)
+        windows, reps = app.ui.windows, app.ui.reps
+
+        def layout() -> object:
+            return (windows.size.width, reps.size.width, dict(windows._shown), dict(reps._shown))
+
+        for width in range(80, 201):
+            await pilot.resize_terminal(width, 30)
+
+            before = None
+            while before != layout():  # the windows list's width settles, then each table's columns
+                before = layout()
+                await pilot.pause()
+            assert windows.size.width + app.ui.right.size.width == width, width
+            header = screen_text(app).splitlines()[3]
+            for table, spec, left in ((windows, view.WINDOW_COLS, 0), (reps, view.REP_COLS,
+                                                                      windows.size.width)):
+                shown = table._shown
+                assert sum(shown.values()) <= table.size.width - 1, (width, shown)
+                assert [c.name for c in spec if c.rank == 0] == [c for c in shown if any(
+                    s.name == c and s.rank == 0 for s in spec)], (width, shown)
+                assert list(shown) == [c.name for c in spec if c.name in shown]  # display order
+                x = left
+                for col, w in shown.items():  # each label where its column starts, and whole
+                    label = header[x:x + w]
+                    assert label.startswith(col[: w - 1]) or label.startswith(col[: w - 2] + "…"), (
+                        width, col, header)
+                    x += w
+
+
 
 
 SNAPSHOTS = ["booting", "measuring", "rejected", "finished"]
 
 
-@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+# 80x24 in tmux is the floor; every width up to 200 must lay out cleanly (tui.view.fit_columns).
+SIZES = [(80, 24), (100, 30), (120, 40), (160, 48)]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 @pytest.mark.parametrize("name", SNAPSHOTS)
 def test_snapshot(name: str, size: tuple[int, int], tmp_path: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
     run = recorded(name, tmp_path)

@@ -9,6 +9,9 @@ import threading
 import time
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from engine.record.events import EventKind, RowStatus, Verdict, WindowStatus
 from engine.record.journal import read_events
 from engine.record.state import RunState, apply, fold
@@ -422,3 +425,47 @@ def test_quality_started_puts_the_window_in_the_quality_phase() -> None:
     fold([{"seq": seq + 2, "ts": ts, "kind": "quality_done", "session": "s2", "window": "control",
            "status": "done"}], st)
     assert view.phase(st) == ("measuring", "muted")
+
+
+# ------------------------------------------------------------------ fitting columns to a width
+
+
+@given(widths=st.lists(st.integers(2, 60), min_size=len(view.REP_COLS), max_size=len(view.REP_COLS)),
+       room=st.integers(0, 250))
+def test_fitted_columns_never_overflow_and_go_by_rank(widths: list[int], room: int) -> None:
+    cols = view.REP_COLS
+    want = {c.name: w for c, w in zip(cols, widths, strict=True)}
+    shown = view.fit_columns(cols, want, room)
+    core = [c.name for c in cols if c.rank == 0]
+    assert [c for c in core if c in shown] == core  # always there
+    assert list(shown) == [c.name for c in cols if c.name in shown]  # in display order
+    if sum(want[c] for c in core) <= room:
+        assert sum(shown.values()) <= room  # whole columns, never one over another
+    by_name = {c.name: c for c in cols}
+    for name, w in shown.items():
+        c = by_name[name]
+        assert w == want[name] or (c.cut and c.cut <= w < want[name]) or (c.rank == 0 and c.cut)
+    left = room - sum(shown.values())
+    for c in cols:  # a column left out did not fit even at its cut
+        if c.name not in shown:
+            assert min(want[c.name], c.cut or want[c.name]) > left
+        elif shown[c.name] < want[c.name] and c.rank:  # a cut one had nothing more to take
+            assert left == 0
+
+
+def test_a_long_reason_is_cut_before_it_pushes_other_columns_out() -> None:
+    widths = {"shape": 9, "reps tok/s": 14, "median": 7, "spread": 7, "status": 7, "att": 4,
+              "user": 5, "acc len": 8, "acc rate": 9, "ttft ms": 8, "why": 44}
+    at = {room: view.fit_columns(view.REP_COLS, widths, room) for room in (45, 66, 95, 130)}
+    assert list(at[45]) == ["shape", "reps tok/s", "median", "spread", "status"]
+    assert at[66]["why"] == 66 - 48 and "acc rate" not in at[66]  # a void reason, cut
+    assert list(at[95]) == view.REP_COLUMNS and at[95]["why"] == 95 - 94 + 16  # all, why cut
+    assert at[130] == widths  # room for everything: nothing cut
+
+
+def test_the_windows_list_takes_what_its_columns_need_and_leaves_the_reps_theirs() -> None:
+    assert view.windows_width(80, core=32, full=70, reps_core=31) == 32
+    assert view.windows_width(100, core=32, full=70, reps_core=31) == 32
+    assert view.windows_width(160, core=32, full=70, reps_core=31) == 64  # two fifths
+    assert view.windows_width(160, core=32, full=50, reps_core=31) == 50  # what it needs
+    assert view.windows_width(80, core=60, full=90, reps_core=31) == 49  # never the reps' share
