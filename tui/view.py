@@ -178,7 +178,8 @@ def eta(state: RunState, wl: Workload, now: float) -> float | None:
     the reps, each pass ``requests x max_tokens`` tokens at the tok/s measured at its concurrency
     (every rep so far; a concurrency not measured yet takes the nearest one's), then
     what the finished windows spent beyond boot and passes (quality checks, stopping). Without a
-    rep or the work of a pass, the old way: the mean span of the finished windows.
+    rep or the work of a pass, the old way: the mean span of the finished windows. Sessions
+    running at once on several places share the work left.
     """
     if state.status != RunStatus.RUNNING:
         return 0.0
@@ -228,16 +229,22 @@ def _eta_from_workload(state: RunState, wl: Workload, now: float) -> float | Non
             for w in state.windows.values() if w.status == WindowStatus.DONE
             and w.started_ts is not None and w.ended_ts is not None]
     after = statistics.fmean(rest) if rest else 0.0
-    left = 0.0
+    sessions: dict[str, float] = {}
     for ws in state.windows.values():
-        if ws.status == WindowStatus.PENDING:
-            left += boot + measuring_s(ws, True) + after
+        if ws.status in (WindowStatus.PENDING, WindowStatus.QUEUED):  # a queue's wait: unknown
+            left = boot + measuring_s(ws, True) + after
         elif ws.status == WindowStatus.BOOTING:
             age = now - ws.started_ts if ws.started_ts is not None else 0.0
-            left += max(0.0, boot - age) + measuring_s(ws, True) + after
+            left = max(0.0, boot - age) + measuring_s(ws, True) + after
         elif ws.status == WindowStatus.MEASURING:
-            left += measuring_s(ws, False) + after
-    return left
+            left = measuring_s(ws, False) + after
+        else:
+            continue
+        sessions[ws.session] = sessions.get(ws.session, 0.0) + left
+    # Sessions on places run at once, each on one place from start to end: the work left shared
+    # by the places busy now, but never less than the longest session still to finish.
+    lanes = max(1, len({ws.session for ws in state.live}))
+    return max(sum(sessions.values()) / lanes, max(sessions.values(), default=0.0))
 
 
 def _eta_from_spans(state: RunState, now: float) -> float | None:
@@ -248,7 +255,7 @@ def _eta_from_spans(state: RunState, now: float) -> float | None:
     if not spans:
         return None
     per_window = statistics.fmean(spans)
-    pending = sum(w.status == WindowStatus.PENDING for w in state.windows.values())
+    pending = sum(w.status in (WindowStatus.PENDING, WindowStatus.QUEUED) for w in state.windows.values())
     cur = state.windows.get(state.current or "")
     began = cur.started_ts if cur else None
     current_left = max(0.0, per_window - (now - began)) if began is not None else 0.0
@@ -446,7 +453,8 @@ def fit_columns(cols: list[Col], widths: dict[str, int], room: int) -> dict[str,
     """The columns shown in ``room`` cells and each one's width, in display order: never wider
     than the room (columns never overlap) as long as the always-shown ones fit at their cut.
 
-    The always-shown columns come first; when they do not fit, the cuttable ones give up cells.
+    The always-shown columns come first; when they do not fit, the cuttable ones give up cells,
+    the rightmost first.
     The others then come in rank order, each when it fits (a narrower column of a lower rank may
     still fit where a wider one did not): at full width, or a cuttable one at ``cut`` cells. Cells
     left over then go back to the cut columns, in rank order: a long reason does not push out
@@ -455,7 +463,7 @@ def fit_columns(cols: list[Col], widths: dict[str, int], room: int) -> dict[str,
     core = [c for c in cols if c.rank == 0]
     out = {c.name: widths[c.name] for c in core}
     over = sum(out.values()) - room
-    for c in core:
+    for c in reversed(core):  # the rightmost gives first: a long status before the window's name
         if over <= 0:
             break
         if c.cut and out[c.name] > c.cut:
@@ -486,8 +494,9 @@ def windows_width(total: int, core: int, full: int, reps_core: int) -> int:
     return max(min(want, total - reps_core), 20)
 
 
-WINDOW_COLS = [Col("window", 0, cut=10), Col("status", 0), Col("Δ ctl", 0), Col("notes", 1, cut=8),
-               Col("axis", 2, cut=8)]
+# A queued window's status carries Slurm's reason, which can be long: it may be cut, like a name.
+WINDOW_COLS = [Col("window", 0, cut=10), Col("status", 0, cut=10), Col("Δ ctl", 0),
+               Col("notes", 1, cut=8), Col("axis", 2, cut=8)]
 
 
 # ------------------------------------------------------------------ the reps table

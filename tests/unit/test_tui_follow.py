@@ -378,6 +378,24 @@ def test_eta_is_refined_as_reps_land() -> None:
     assert abs(view.eta(st, wl, now) - expected) < 1e-6  # type: ignore[operator]
 
 
+def test_eta_shares_the_work_left_between_places_running_at_once() -> None:
+    wl = view.frozen_workload(JOURNALS / "finished" / "campaign.yaml")
+    st, now = _until("rep_done")
+    alone = view.eta(st, wl, now)
+    per_session = {s: sum(1 for k in st.order if k.startswith(s + "-")) for s in ("s1", "s2")}
+    assert per_session == {"s1": 2, "s2": 2}
+    # s2's control waits in a second place's batch queue while s1's control measures: two lanes.
+    st.windows["s2-control"].status = WindowStatus.QUEUED
+    both = view.eta(st, wl, now)
+    assert both is not None and alone is not None and both < alone
+    st.windows["s2-control"].status, st.windows["s2-control"].started_ts = WindowStatus.BOOTING, now
+    assert view.eta(st, wl, now) == both  # booting from now: a full boot still, as when queued
+    # Never less than what s1 alone still has to do (it runs on one place from start to end).
+    st2, _ = _until("rep_done")
+    st2.windows["s2-control"].status = st2.windows["s2-qv8"].status = WindowStatus.DONE
+    assert both >= view.eta(st2, wl, now)  # type: ignore[operator]
+
+
 def test_the_workload_comes_from_the_journal_or_else_the_frozen_campaign() -> None:
     frozen = view.frozen_workload(JOURNALS / "booting" / "campaign.yaml")
     # 2 classes x 2 concurrencies, 3 reps, 2 requests of 16 tokens a pass
