@@ -54,7 +54,7 @@ class LineClassifier:
 
 def fold_mark(n: int, warnings: int) -> str:
     repeated = f", {warnings:,} of them repeated warnings" if warnings else ""
-    return f"{MARK}{n:,} lines folded{repeated}]"
+    return f"{MARK}{n:,} line{'' if n == 1 else 's'} folded{repeated}]"
 
 
 class ServingView:
