@@ -25,6 +25,7 @@ def handle(run: RunContext, cmd: str, args: list[str], who: dict[str, Any],
     ``live``: the controls of each session running now (absent: the run's own, one at a time)."""
     st, ctl = run.state, run.controls
     current = st.windows.get(st.current or "")
+    said = list(args)  # journaled as given: the session a command named stays on record
     if cmd in SESSION_COMMANDS and live:
         session, args = _session_of(cmd, args, live) if len(live) > 1 or args else (next(iter(live)), args)
         ctl = live[session]
@@ -57,7 +58,7 @@ def handle(run: RunContext, cmd: str, args: list[str], who: dict[str, Any],
     else:
         raise CommandRefused(f"unknown command {cmd!r}; known: abort, advance, rewarm, pause, "
                              "resume, rerun ROW, status")
-    run.emit(EventKind.COMMAND, cmd=cmd, args=args, who=who, reply=reply)
+    run.emit(EventKind.COMMAND, cmd=cmd, args=said, who=who, reply=reply)
     return reply
 
 def _session_of(cmd: str, args: list[str], live: Mapping[str, Controls]) -> tuple[str, list[str]]:
