@@ -117,5 +117,6 @@ class WindowChecks(Checks):
         return json.loads(path.read_text()).get("facts") if path.exists() else None
 
     def rows(self, window: str) -> dict[tuple[str, int], dict[str, Any]]:
-        return {(r.cls, r.concurrency): r.row for r in self.run.state.rows.values()
+        # A copy first: another place's thread may add rows to the fold while this one reads it.
+        return {(r.cls, r.concurrency): r.row for r in list(self.run.state.rows.values())
                 if r.session == self.ctx.session and r.window == window and r.row}
