@@ -182,6 +182,7 @@ class SessionStarted(TypedDict):
     session: str
     place: NotRequired[str]  # the place it runs on, when the campaign names places
     where: NotRequired[dict[str, Any]]  # that place as the campaign describes it
+    host: NotRequired[dict[str, Any]]  # its machine as its runtime says (runtime.base.Host), or error
 
 
 class Signal(TypedDict):

@@ -135,6 +135,7 @@ class Runner:
         self._place_names = {lane.name for lane in self.lanes}
         self._slots = threading.Semaphore(min(len(self.lanes), campaign.parallel or len(self.lanes)))
         self._pick = threading.Lock()
+        self._working: set[str] = set()  # the places still taking sessions
 
     def _lane(self, place: Place, runtime: str | Runtime, secrets: Mapping[str, str]) -> Lane:
         rt = runtime_for(self.campaign, runtime, secrets, place) if isinstance(runtime, str) else runtime
@@ -245,18 +246,38 @@ class Runner:
             return None
 
     def _work(self, lane: Lane, pending: list[str]) -> None:
-        while not self.controls.abort.is_set():
-            session = self._next_session(lane, pending)
-            if session is None:
-                return
-            with self._slots:
-                if not self.controls.abort.is_set():
-                    self._run_session(lane, session)
+        with self._pick:
+            self._working.add(lane.name)
+        try:
+            while not self.controls.abort.is_set():
+                session = self._next_session(lane, pending)
+                if session is None:
+                    return
+                answered = True
+                with self._slots:
+                    if not self.controls.abort.is_set():
+                        answered = self._run_session(lane, session)
+                with self._pick:
+                    if not answered and self._working - {lane.name}:
+                        # Its session's windows are rejected saying why; the sessions left go to
+                        # the places that answer (the last place left takes them all the same,
+                        # so that every session ends with a result or a reason).
+                        return
+        finally:
+            with self._pick:
+                self._working.discard(lane.name)
 
-    def _run_session(self, lane: Lane, session: str) -> None:
+    def _run_session(self, lane: Lane, session: str) -> bool:
+        """One session on one place; False when the place did not answer at its start."""
         lane.session = session
-        self.emit(EventKind.SESSION_STARTED, session=session, **({
-            "place": lane.name, "where": lane.place.model_dump(exclude_none=True)} if lane.place else {}))
+        host: dict[str, Any] = {}
+        if lane.place:
+            host = self._host(lane)
+            self.emit(EventKind.SESSION_STARTED, session=session, place=lane.name,
+                      where=lane.place.model_dump(exclude_none=True), host=host)
+            self._record_place(lane, session, host)
+        else:
+            self.emit(EventKind.SESSION_STARTED, session=session)
         self.control_facts.pop(session, None)
         for window in self.campaign.windows_in(session):
             if self.controls.abort.is_set():
@@ -267,6 +288,30 @@ class Runner:
             self.run_window(session, window, lane=lane)
             self._drain_reruns(lane)
         lane.session = ""
+        return "error" not in host
+
+    def _host(self, lane: Lane) -> dict[str, Any]:
+        """The place's machine as its runtime describes it, asked as each session starts there (a
+        daemon may be replaced between sessions); ``{"error": why}`` when it does not answer."""
+        assert lane.place is not None
+        try:
+            return dict(lane.rt.host(lane.place.node))
+        except LaunchError as e:
+            return {"error": str(e)}
+
+    def _record_place(self, lane: Lane, session: str, host: dict[str, Any]) -> None:
+        """env.json says, per place, what it is and which sessions it ran (rewritten whole, keeping
+        what prepare wrote there)."""
+        path = self.run_dir / results.ENV
+        with self._emit_lock:  # the places' threads rewrite the same file
+            env = json.loads(path.read_text()) if path.exists() else {}
+            places = env.setdefault("places", {})
+            entry = places.setdefault(lane.name, {"where": lane.place.model_dump(exclude_none=True)
+                                                  if lane.place else {}, "sessions": []})
+            entry["host"] = host
+            if session not in entry["sessions"]:
+                entry["sessions"].append(session)
+            results.write_json(path, env)
 
     # ------------------------------------------------------------ resume and reruns
 

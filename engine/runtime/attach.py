@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from engine.runtime.base import LaunchPlan, normalize_base_url
+from engine.runtime.base import Host, LaunchPlan, normalize_base_url
 
 
 class AttachedServer:
@@ -42,3 +43,7 @@ class AttachRuntime:
 
     def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
         return []
+
+    def host(self, node: str | None = None) -> Host:
+        """Only the URL's host name: the machine behind it is someone else's to describe."""
+        return Host(name=urlsplit(normalize_base_url(self.url)).hostname or self.url)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
+import subprocess
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, TypedDict, runtime_checkable
 
 
 def normalize_base_url(url: str) -> str:
@@ -28,6 +31,42 @@ def free_port() -> int:
 
 class LaunchError(RuntimeError):
     """A server could not be started at all (no image, no binary, a name clash): says why."""
+
+
+class Host(TypedDict, total=False):
+    """The machine a place's servers run on, as its runtime sees it: what a reader of the report
+    needs to tell which box measured which session."""
+
+    name: str  # its host name (a Docker daemon's machine, a Slurm node)
+    cpus: int  # CPUs it has (a place's CPU set is in the place itself)
+    gpus: list[str]  # one model name per GPU
+    driver: str  # the GPU driver's version
+    docker: str  # the Docker engine's version
+    runtimes: list[str]  # Docker's container runtimes (nvidia: GPUs can be passed in)
+    gres: str  # a Slurm node's generic resources (gpu:4)
+    os: str
+
+
+def nvidia_gpus() -> tuple[list[str], str]:
+    """This machine's GPU models and driver version from nvidia-smi; nothing when it has none."""
+    if not shutil.which("nvidia-smi"):
+        return [], ""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return [], ""
+    rows = [[c.strip() for c in line.split(",")] for line in out.splitlines() if "," in line]
+    return [r[0] for r in rows], rows[0][1] if rows else ""
+
+
+def local_host() -> Host:
+    """This machine: the place of a process runtime (a CPU set of it, or all of it)."""
+    gpus, driver = nvidia_gpus()
+    host = Host(name=socket.gethostname(), cpus=os.cpu_count() or 0)
+    if gpus:
+        host.update(gpus=gpus, driver=driver)
+    return host
 
 
 # How a Slurm job starts its server: the campaign's command, a docker run on the node, or pyxis.
@@ -166,4 +205,9 @@ class Runtime(Protocol):
     def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
         """A killed engine leaves its server running: stop what this run started (``servers``: the
         identities its journal recorded), never anything else; return the identities stopped."""
+        ...
+
+    def host(self, node: str | None = None) -> Host:
+        """The machine this runtime starts servers on (``node``: a Slurm place's); raise LaunchError
+        when it does not answer."""
         ...

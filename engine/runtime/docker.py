@@ -17,7 +17,7 @@ import docker
 import docker.errors
 from docker.types import DeviceRequest
 
-from engine.runtime.base import LaunchError, LaunchPlan
+from engine.runtime.base import Host, LaunchError, LaunchPlan
 
 LABEL_CAMPAIGN = "ruler.campaign"
 LABEL_RUN = "ruler.run"
@@ -194,6 +194,20 @@ class DockerRuntime:
 
     def preflight(self, run_dir: Path) -> None:
         """Nothing to check up front: a window that cannot start is rejected with the reason."""
+
+    def host(self, node: str | None = None) -> Host:
+        """The daemon's machine as ``docker info`` describes it (over SSH for another machine's)."""
+        try:
+            info = self._client().info()
+        except docker.errors.DockerException as e:
+            raise LaunchError(f"docker host {self.docker_host or 'local'} does not answer: {e}") from e
+        host = Host(name=str(info.get("Name", "")), cpus=int(info.get("NCPU") or 0),
+                    docker=str(info.get("ServerVersion", "")), os=str(info.get("OperatingSystem", "")),
+                    runtimes=sorted(info.get("Runtimes") or {}))
+        gpus = [str(r) for r in info.get("GenericResources") or [] if "gpu" in str(r).lower()]
+        if gpus:
+            host["gpus"] = gpus
+        return host
 
     def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
         stopped: list[dict[str, object]] = []

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from engine.runtime.base import LaunchError, LaunchPlan
+from engine.runtime.base import Host, LaunchError, LaunchPlan, local_host
 
 
 class ProcessServer:
@@ -73,6 +73,9 @@ class ProcessRuntime:
             if isinstance(pid, int) and name and stop_stray(pid, str(name)):
                 stopped.append({"name": name, "pid": pid})
         return stopped
+
+    def host(self, node: str | None = None) -> Host:
+        return local_host()
 
 
 def stop_stray(pid: int, name: str) -> bool:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.runtime.base import LaunchError, LaunchPlan, Placement, QueueReport, SlurmJob
+from engine.runtime.base import Host, LaunchError, LaunchPlan, Placement, QueueReport, SlurmJob
 
 # squeue --json, and the JSON of the jobs it lists, need Slurm 21.08 or newer.
 MIN_VERSION = (21, 8)
@@ -572,6 +572,19 @@ class SlurmRuntime:
 
     def start(self, plan: LaunchPlan) -> SlurmServer:
         return SlurmServer(plan, self.secrets)
+
+    def host(self, node: str | None = None) -> Host:
+        """The place's node as Slurm describes it; without one, the scheduler picks a node per job
+        (each window's boot facts name it)."""
+        if not node:
+            return Host()
+        f = parse_scontrol(_slurm(["scontrol", "-o", "show", "node", node]))
+        host = Host(name=f.get("NodeName", node), os=f.get("OS", ""))
+        if f.get("CPUTot", "").isdigit():
+            host["cpus"] = int(f["CPUTot"])
+        if f.get("Gres") not in (None, "", "(null)"):
+            host["gres"] = f["Gres"]
+        return host
 
     def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
         stopped: list[dict[str, object]] = []

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.record.journal import Event
-from engine.runtime.base import LaunchPlan, Placement, QueueReport, free_port
+from engine.runtime.base import Host, LaunchError, LaunchPlan, Placement, QueueReport, free_port
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 READY_LINE = "srv  update_slots: all slots are idle"  # the last line a booted server prints
@@ -364,8 +364,11 @@ class FakeRuntime:
         self.behave = behave or (lambda plan: Behaviour())
         self.servers: list[FakeServer] = []
         self.strays_asked: list[list[dict[str, object]]] = []
+        self.unreachable = ""  # the reason start() and host() give, when set
 
     def start(self, plan: LaunchPlan) -> FakeServer:
+        if self.unreachable:
+            raise LaunchError(self.unreachable)
         server = FakeServer(plan, self.behave(plan))
         self.servers.append(server)
         return server
@@ -388,6 +391,12 @@ class FakeRuntime:
                 s.stop()
                 stopped.append({"name": s.plan.name, "port": s.port})
         return stopped
+
+    def host(self, node: str | None = None) -> Host:
+        """The fake's "machine"; a test makes a place that does not answer with ``unreachable``."""
+        if self.unreachable:
+            raise LaunchError(self.unreachable)
+        return Host(name=f"fake-{id(self):x}", cpus=1)
 
     def close(self) -> None:
         for s in self.servers:
