@@ -14,6 +14,7 @@ from engine.quality.probe import Probe
 from engine.quality.reference import Reference, ReferenceStore
 from engine.record import results
 from engine.record.events import CONTROL, Check, EventKind, Verdict
+from engine.record.state import earlier_sessions
 from engine.run.context import RunContext, WindowContext
 from engine.servers.client import Unsupported
 
@@ -71,10 +72,14 @@ class Checks:
     def session_reference(self) -> Reference | None:
         return self.refs.get(self.run.run_dir, self.ctx.session)
 
+    def earlier_sessions(self) -> list[str]:
+        """The sessions this one's control is compared with, nearest first (on its own place when
+        sessions run on places: see engine.record.state.earlier_sessions)."""
+        return earlier_sessions(list(self.c.sessions), self.run.state.session_places, self.ctx.session)
+
     def previous_reference(self) -> Reference | None:
         """The nearest earlier session's control reference, if any."""
-        sessions = list(self.c.sessions)
-        for s in reversed(sessions[:sessions.index(self.ctx.session)]):
+        for s in self.earlier_sessions():
             ref = self.refs.get(self.run.run_dir, s)
             if ref is not None:
                 return ref

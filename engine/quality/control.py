@@ -46,7 +46,7 @@ class ControlChecks(Checks):
         self.self_score(items, scores, repeat)
         self.control_kl(ref, receipt)
         self.settle_earlier_windows(ref)
-        if self.baseline_dir is not None or list(self.c.sessions).index(self.ctx.session) > 0:
+        if self.baseline_dir is not None or self.earlier_sessions():
             self.drift()
 
     def control_greedy(self, mine: list[dict[str, Any]], prev: Reference | None) -> None:
@@ -150,7 +150,8 @@ class ControlChecks(Checks):
                                    "reference": data["reference"]})
 
     def drift(self) -> None:
-        rows = [r for r in write_drift(self.run.run_dir, self.baseline_dir)
+        rows = [r for r in write_drift(self.run.run_dir, list(self.c.sessions),
+                                       self.run.state.session_places, self.baseline_dir)
                 if r["session"] == self.ctx.session]
         if not rows:
             return

@@ -1,8 +1,11 @@
-"""Control drift: each session's control against the previous session's (and a baseline run's)."""
+"""Control drift: each session's control against the previous session's (on its own place, when
+sessions run on places) and a baseline run's."""
 
 from __future__ import annotations
 
 import csv
+import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +13,7 @@ import numpy as np
 
 from engine.record import results
 from engine.record.events import CONTROL, USABLE_ROWS, Verdict
+from engine.record.state import earlier_sessions
 
 DRIFT = "drift.json"
 
@@ -40,38 +44,55 @@ def _drift_row(row: dict[str, str], ref_tok_s: float, ref_spread: float,
             "verdict": Verdict.WITHIN_SPREAD if inside else Verdict.DRIFT}
 
 
-def control_drift(run_dir: Path, baseline_dir: Path | None = None) -> list[dict[str, Any]]:
-    """Each session's control against the previous session's, per class at C1: delta in percent.
+def control_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str],
+                  baseline_dir: Path | None = None) -> list[dict[str, Any]]:
+    """Each session's control against the nearest earlier session's, per class at C1: delta in
+    percent. ``order``: the campaign's sessions; ``places``: session -> the place it ran on, when
+    sessions run on places: then only a session of the same place is earlier (one that ran before
+    it there; see engine.record.state.earlier_sessions); the report compares places after the run.
 
     With ``baseline_dir`` (another run), also against that run's controls: per class, the median
     of its sessions' control rows (spread: the largest of theirs).
     """
-    by_class: dict[str, list[dict[str, str]]] = {}
+    by_class: dict[str, dict[str, dict[str, str]]] = {}
     for row in _c1_rows(run_dir):
-        by_class.setdefault(row["class"], []).append(row)
+        by_class.setdefault(row["class"], {})[row["session"]] = row
     out: list[dict[str, Any]] = []
     for cls_rows in by_class.values():
-        for prev, cur in zip(cls_rows, cls_rows[1:], strict=False):
-            out.append(_drift_row(cur, float(prev["agg_tok_s"]), float(prev["spread"] or 0),
-                                  f"{prev['session']}-{CONTROL}"))
+        for session in order:
+            cur = cls_rows.get(session)
+            prev = next((cls_rows[s] for s in earlier_sessions(order, places, session)
+                         if s in cls_rows), None)
+            if cur is not None and prev is not None:
+                out.append(_drift_row(cur, float(prev["agg_tok_s"]), float(prev["spread"] or 0),
+                                      _against(prev["session"], places)))
     if baseline_dir is not None:
         base: dict[str, list[dict[str, str]]] = {}
         for row in _c1_rows(baseline_dir):
             base.setdefault(row["class"], []).append(row)
-        for cls, cls_rows in by_class.items():
+        for cls, rows in by_class.items():
             if cls not in base:
                 continue
             ref = float(np.median([float(r["agg_tok_s"]) for r in base[cls]]))
             ref_spread = max(float(r["spread"] or 0) for r in base[cls])
-            out += [_drift_row(r, ref, ref_spread, f"baseline {baseline_dir.name}")
-                    for r in cls_rows]
+            out += [_drift_row(rows[s], ref, ref_spread, f"baseline {baseline_dir.name}")
+                    for s in order if s in rows]
     return out
 
 
-def write_drift(run_dir: Path, baseline_dir: Path | None = None) -> list[dict[str, Any]]:
-    drift = control_drift(run_dir, baseline_dir)
-    results.write_json(run_dir / DRIFT, {"baseline": str(baseline_dir) if baseline_dir else None,
-                                         "rows": drift})
+def _against(session: str, places: Mapping[str, str]) -> str:
+    return f"{session}-{CONTROL}" + (f" (place {places[session]})" if session in places else "")
+
+
+_WRITING = threading.Lock()  # places' controls end at once: drift.json is computed and written whole
+
+
+def write_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str],
+                baseline_dir: Path | None = None) -> list[dict[str, Any]]:
+    with _WRITING:
+        drift = control_drift(run_dir, order, places, baseline_dir)
+        results.write_json(run_dir / DRIFT, {"baseline": str(baseline_dir) if baseline_dir else None,
+                                             "rows": drift})
     return drift
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,6 +134,17 @@ class RunState:
             self.windows[key] = WindowState(session, window)
             self.order.append(key)
         return self.windows[key]
+
+
+def earlier_sessions(order: Sequence[str], places: Mapping[str, str], session: str) -> list[str]:
+    """The sessions a session's control may be compared with, nearest first: those before it in
+    the campaign's order and, when sessions run on places, only those begun on its place. A place
+    runs its sessions one at a time, in that order, so each of them has ended before this one
+    began; a session on another place may still be running, and taking its control would make a
+    comparison depend on which thread got there first."""
+    before = list(order[:list(order).index(session)]) if session in order else []
+    place = places.get(session)
+    return [s for s in reversed(before) if place is None or places.get(s) == place]
 
 
 def _w(state: RunState, e: Event) -> WindowState:

@@ -4,6 +4,7 @@ so that the report can be argued with."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from engine import __version__
 from engine.campaign.spec import Campaign
@@ -59,7 +60,8 @@ def methods(view: RunView) -> list[str]:
             + (f", queue {c.timeouts.queue:g} s." if (st.runtime or env.get("runtime")) == "slurm"
                else "."),
             f"- **Sessions** (control {c.control_position}): "
-            + "; ".join(f"{s}: {', '.join(c.windows_in(s))}" for s in c.sessions) + ".", ""]
+            + "; ".join(f"{s}: {', '.join(c.windows_in(s))}" for s in c.sessions) + "."]
+    out += places(view) + [""]
     out += flags(view) + slurm_jobs(view)
     return out
 
@@ -106,6 +108,62 @@ def slurm_jobs(view: RunView) -> list[str]:
     return ["### Slurm jobs", "", "One batch job per window (its last boot); state, reason and exit "
             "code as `scontrol -o show job` recorded them when the job ended:", ""] + table(
         ["window", "job", "node", "queued s", "state", "reason", "exit code"], rows)
+
+
+def places(view: RunView) -> list[str]:
+    """Which box measured which session: each place as the campaign names it, its machine as its
+    runtime described it when a session began there (env.json), and the sessions it ran."""
+    recorded: dict[str, dict[str, Any]] = view.env.get("places") or {}
+    ran: dict[str, list[str]] = {}
+    for session, place in view.state.session_places.items():
+        ran.setdefault(place, []).append(session)
+    if not recorded and not ran:
+        return []
+    out = ["- **Places**: sessions ran in parallel, each on one place for all its windows; every "
+           "delta is within one place, and places are compared only through their controls "
+           "(control drift below)."]
+    for name in dict.fromkeys([*recorded, *ran]):
+        info = recorded.get(name, {})
+        sessions = ran.get(name, [])
+        out.append(f"  - `{name}` ({where_text(info.get('where') or {})}): "
+                   f"{host_text(info.get('host') or {})}; ran {', '.join(sessions) or 'no session'}"
+                   + node_facts(view, sessions) + ".")
+    return out
+
+
+def where_text(where: dict[str, Any]) -> str:
+    bits = [f"Docker {where['docker_host']}" if where.get("docker_host") else "",
+            f"node {where['node']}" if where.get("node") else "",
+            f"CPUs {where['cpus']}" if where.get("cpus") else "",
+            f"GPUs {where['gpus']}" if where.get("gpus") is not None else ""]
+    return ", ".join(b for b in bits if b) or "this machine"
+
+
+def host_text(host: dict[str, Any]) -> str:
+    if host.get("error"):
+        return f"did not answer ({host['error']})"
+    if not host:
+        return "machine not described (the scheduler chose a node per window)"
+    bits = [str(host.get("name") or "?"),
+            f"{host['cpus']} CPUs" if host.get("cpus") else "",
+            f"GPUs {', '.join(host['gpus'])}" if host.get("gpus") else "no GPU recorded",
+            f"driver {host['driver']}" if host.get("driver") else "",
+            f"gres {host['gres']}" if host.get("gres") else "",
+            f"Docker {host['docker']}" if host.get("docker") else "",
+            f"runtimes {', '.join(host['runtimes'])}" if host.get("runtimes") else ""]
+    return ", ".join(b for b in bits if b)
+
+
+def node_facts(view: RunView, sessions: list[str]) -> str:
+    """What a batch job said of its node (runtime slurm), per session's control."""
+    said = []
+    for session in sessions:
+        ws = view.state.windows.get(f"{session}-{CONTROL}")
+        f = ws.facts if ws else {}
+        if f.get("node"):
+            said.append(f"{session}'s job on `{f['node']}`: {f.get('slurm_cpus') or '?'} CPUs, GPUs "
+                        f"{f.get('slurm_gpus') or 'none'}")
+    return f" ({'; '.join(said)})" if said else ""
 
 
 def gpu_line(smi: str | None) -> str:

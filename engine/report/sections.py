@@ -5,6 +5,7 @@ from __future__ import annotations
 from engine.record import results
 from engine.record.events import Check
 from engine.record.journal import damage_report
+from engine.record.state import earlier_sessions
 from engine.report.run import CONTROL, Row, RunView, read_json
 from engine.report.text import acceptance_text, delta, fixed, pct, reps_text, table, tok, when
 from engine.report.verdicts import verdict_cell, verdict_lines
@@ -110,6 +111,8 @@ def drift(view: RunView) -> list[str]:
     if len(sessions) < 2:
         return []
     shapes = list(dict.fromkeys(r.shape for r in view.rows if r.window == CONTROL))
+    if view.state.session_places:
+        return place_drift(view, sessions, shapes) + drift_receipt(view)
     body = []
     for cls, c in shapes:
         cells, prev = [], None
@@ -124,6 +127,46 @@ def drift(view: RunView) -> list[str]:
     lines = ["### Control drift across sessions", "",
              "Each control row against the previous session's control row of the same shape.", ""]
     lines += table(["class", "C"] + sessions, body)
+    return lines + drift_receipt(view)
+
+
+def place_drift(view: RunView, sessions: list[str], shapes: list[tuple[str, int]]) -> list[str]:
+    """Sessions on places: within a place against the session before it there (what the run's
+    drift check compared: that one had ended), and across places after the run."""
+    places = view.state.session_places
+    first = next((s for s in sessions if s in places), "")
+    per, across = [], []
+    for cls, c in shapes:
+        rows = {s: view.rows_of(s, CONTROL).get((cls, c)) for s in sessions}
+        for s in sessions:
+            r = rows[s]
+            if r is None:
+                continue
+            cell = f"{tok(r.agg_tok_s)} ({pct(r.spread)})"
+            prev = next((p for p in earlier_sessions(sessions, places, s) if rows.get(p)), None)
+            per.append([places.get(s, "-"), s, f"{cls} C{c}", cell,
+                        f"{prev}-{CONTROL}" if prev else "- (first on its place)",
+                        delta(r, rows[prev]).text() if prev else "-"])
+            if first and places.get(s, places[first]) != places[first]:
+                across.append([places[s], s, f"{cls} C{c}", cell, delta(r, rows[first]).text()])
+    lines = ["### Control drift per place", "",
+             "Each control row against the control row of the session that ran before it on the same "
+             "place: the comparison the run's drift check made as the control ended (`drift.json`), "
+             "when that session had ended; a session on another place may still have been running.",
+             ""]
+    lines += table(["place", "session", "shape", "tok/s (spread)", "compared with", "Δ"], per)
+    if across:
+        lines += ["### Control drift across places", "",
+                  f"After the run, each control row on another place against `{first}-{CONTROL}` "
+                  f"(place `{places[first]}`, the first session): the places are compared through "
+                  "their controls only.", ""]
+        lines += table(["place", "session", "shape", "tok/s (spread)", f"Δ vs {first}-{CONTROL}"],
+                       across)
+    return lines
+
+
+def drift_receipt(view: RunView) -> list[str]:
+    lines: list[str] = []
     data = read_json(view.dir / "drift.json")
     for d in data.get("rows", []):
         lines.append(f"- `drift.json`: {d.get('session')} {d.get('class')} C{d.get('concurrency')} "

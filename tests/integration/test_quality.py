@@ -179,10 +179,11 @@ def test_control_drift(tmp_path: Path) -> None:
                            ("s3", "control", "prose", 1, 95.0, 0.01)])
     write_throughput(base, [("s1", "control", "prose", 1, 90.0, 0.02),
                             ("s2", "control", "prose", 1, 110.0, 0.03)])
-    drift = control_drift(run)
+    order = ["s1", "s2", "s3"]
+    drift = control_drift(run, order, {})
     assert [(d["session"], d["against"], d["delta_pct"], d["verdict"]) for d in drift] == [
         ("s2", "s1-control", 0.1, "within spread"), ("s3", "s2-control", -5.09, "drift")]
-    with_base = control_drift(run, base)[2:]
+    with_base = control_drift(run, order, {}, base)[2:]
     assert [d["against"] for d in with_base] == ["baseline base"] * 3
     assert with_base[0]["reference_tok_s"] == 100.0  # the median of the baseline's controls
     assert with_base[0]["delta_pct"] == 0.0 and with_base[2]["verdict"] == "drift"
