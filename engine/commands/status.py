@@ -11,7 +11,7 @@ from engine.record import results
 from engine.record.events import CONTROL, LIVE_ROWS, RowStatus, RunStatus, WindowStatus
 from engine.record.journal import Damage, damage_report
 from engine.record.liveness import engine_alive, read_pid
-from engine.record.state import fold_journal
+from engine.record.state import RowState, RunState, fold_journal
 
 
 def latest_run(results_dir: str | Path = "results") -> Path:
@@ -53,6 +53,7 @@ def summary(run_dir: Path) -> dict[str, Any]:
         },
         "rows": {str(s): sum(r.status == s for r in rows) for s in RowStatus  # as row_done left them
                  if s not in LIVE_ROWS and s != RowStatus.PENDING} | {"total": len(rows)},
+        "sessions": running_sessions(st, rows),
         "windows": {k: w.status for k, w in st.windows.items()},
         # A batch job waiting in its scheduler's queue: its job and Slurm's reason ("" for none yet).
         "queued": {k: {"job": str(w.server.get("job", "")), "reason": w.queue}
@@ -65,6 +66,20 @@ def summary(run_dir: Path) -> dict[str, Any]:
     }
 
 
+def running_sessions(st: RunState, rows: list[RowState]) -> list[dict[str, Any]]:
+    """Each session with a window up now (one per place when sessions run in parallel): its place,
+    that window and its shape in flight."""
+    out = []
+    for ws in st.live:
+        live = [r for r in rows if r.session == ws.session and r.window == ws.window
+                and not r.complete and r.attempt]
+        shape = live[-1] if live else None
+        out.append({"session": ws.session, "place": st.session_places.get(ws.session, ""),
+                    "window": ws.key, "status": ws.status, "shape": shape.key if shape else None,
+                    "reps_done": len(shape.reps.get(shape.attempt, {})) if shape else None})
+    return out
+
+
 def format_summary(s: dict[str, Any]) -> str:
     cur, rows = s["current"], s["rows"]
     engine = f"alive (pid {s['engine']['pid']})" if s["engine"]["alive"] else "not running"
@@ -75,6 +90,11 @@ def format_summary(s: dict[str, Any]) -> str:
         + (f"  attempt {cur['attempt']} reps done {cur['reps_done']}" if cur["shape"] else ""),
         "  rows    " + "  ".join(f"{k} {v}" for k, v in rows.items()),
     ]
+    if any(x["place"] for x in s["sessions"]) or len(s["sessions"]) > 1:
+        for x in s["sessions"]:
+            lines.append(f"  session {x['session']}" + (f" on {x['place']}" if x["place"] else "")
+                         + f": window {x['window']} {x['status']}"
+                         + (f"  shape {x['shape']} reps done {x['reps_done']}" if x["shape"] else ""))
     for key, q in s["queued"].items():
         lines.append(f"  queued  {key}: Slurm job {q['job']} queued"
                      + (f" ({q['reason']})" if q["reason"] else ""))
