@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import csv
 import shutil
-import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,25 +62,6 @@ def campaign(name: str, windows: dict[str, dict[str, Any]], sessions: dict[str, 
 
 
 CTX = {"ctx": {"axis": "context 4096", "args": {"-c": 4096}}}
-
-
-@pytest.fixture
-def tmp(tmp_path: Path) -> Iterator[Path]:
-    """Run directories on tmpfs where there is one: the journal fsyncs every event (about 5 ms
-    each on this machine's disk) and a boot alone journals some sixty boot facts."""
-    shm = Path("/dev/shm")
-    if not shm.is_dir():
-        yield tmp_path
-        return
-    with tempfile.TemporaryDirectory(dir=shm, prefix="ruler-unit-") as d:
-        yield Path(d)
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeRuntime]:
-    runtime = FakeRuntime()
-    yield runtime
-    runtime.close()
 
 
 def runner(tmp_path: Path, spec: dict[str, Any], runtime: FakeRuntime, hooks: Hooks | None = None,

@@ -1,0 +1,380 @@
+"""Sessions in parallel on places (engine.run.runner's lanes) against a FAKE server.
+
+The real Runner, phases, journal, fold, receipts, operator and ``ruler status`` run here; only the
+servers are fakes (tests/unit/fakes.py: an in-process stand-in for llama-server, and its runtime).
+Where a test needs two windows up at once it holds each control's start (``FakeRuntime.start``,
+called on the place's own thread, outside the journal's lock) until both places have started one:
+the overlap is then certain, not a matter of timing. The same paths on real servers, Docker over
+SSH and Slurm are in tests/integration/test_places.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import Behaviour, FakeRuntime, Hooks
+from test_runner import CTX, WHO, campaign, events, runner
+
+from engine.campaign.spec import SpecError, load_campaign
+from engine.commands.status import format_summary, summary
+from engine.quality import Quality
+from engine.quality.drift import control_drift
+from engine.record.events import EventKind
+from engine.record.journal import Event, read_events
+from engine.record.state import fold
+from engine.report import load_run, render
+from engine.run.context import RunContext, WindowContext
+from engine.run.control import CommandRefused
+from engine.run.measure import Measurement
+from engine.runtime.base import LaunchPlan
+
+pytestmark = pytest.mark.timeout(60)
+PLACES = [{"name": "a", "cpus": "0"}, {"name": "b", "cpus": "1"}]
+TWO = {"s1": ["ctx"], "s2": ["ctx"]}
+
+
+def two_places(name: str, places: list[dict[str, Any]] | None = None, **kw: Any) -> dict[str, Any]:
+    spec = campaign(name, copy.deepcopy(CTX), dict(TWO), **kw)  # campaign() pops the axis
+    spec["places"] = PLACES if places is None else places
+    return spec
+
+
+class Meet:
+    """``FakeRuntime`` behaviour that holds each control's start until ``n`` have started: both
+    places' first windows are then up together."""
+
+    def __init__(self, n: int = 2, slow: dict[str, float] | None = None) -> None:
+        self.barrier = threading.Barrier(n, timeout=20)
+        self.slow = slow or {}
+
+    def __call__(self, plan: LaunchPlan) -> Behaviour:
+        session, _, window = plan.labels["ruler.window"].partition("-")
+        if window == "control":
+            self.barrier.wait()
+        return Behaviour(tok_s=self.slow.get(session, Behaviour().tok_s))
+
+
+@pytest.fixture
+def meet_fake() -> Iterator[FakeRuntime]:
+    runtime = FakeRuntime(Meet())
+    yield runtime
+    runtime.close()
+
+
+def journal(run_dir: Path) -> list[Event]:
+    return list(read_events(run_dir / "journal.jsonl"))
+
+
+def up_at_once(run_dir: Path) -> int:
+    """The most windows up at the same time, walking the journal in order."""
+    up, most = set(), 0
+    for e in journal(run_dir):
+        key = f"{e.get('session')}-{e.get('window')}"
+        if e["kind"] == EventKind.WINDOW_STARTED:
+            up.add(key)
+            most = max(most, len(up))
+        elif e["kind"] in (EventKind.WINDOW_FINISHED, EventKind.WINDOW_REJECTED):
+            up.discard(key)
+    return most
+
+
+def places_of(run_dir: Path) -> dict[str, str]:
+    return {e["session"]: e["place"] for e in events(run_dir, "session_started")}
+
+
+def csv_rows(run_dir: Path) -> dict[str, dict[str, str]]:
+    """throughput.csv, by row key, without the measured figures (two runs never measure the same)."""
+    figures = {"agg_tok_s", "per_user_tok_s", "ttft_ms", "decode_tok_s", "spread", "accept_len",
+               "accept_rate", "status"}  # ok or noisy: a spread, measured
+    return {f"{r['session']}-{r['window']}/{r['class']}/c{r['concurrency']}":
+            {k: v for k, v in r.items() if k not in figures}
+            for r in csv.DictReader((run_dir / "throughput.csv").open())}
+
+
+def test_sessions_interleave_on_two_places_and_record_as_a_sequential_run(
+        tmp: Path, meet_fake: FakeRuntime) -> None:
+    par = runner(tmp, two_places("par"), meet_fake, run_dir=tmp / "par")
+    assert par.run() == "finished"
+    seq_fake = FakeRuntime()
+    try:
+        seq = runner(tmp, campaign("par", copy.deepcopy(CTX), dict(TWO)), seq_fake, run_dir=tmp / "seq")
+        assert seq.run() == "finished"
+    finally:
+        seq_fake.close()
+
+    # Both controls were up at once, each session on its own place with that place's CPU set.
+    assert up_at_once(par.run_dir) == 2 and up_at_once(seq.run_dir) == 1
+    where = places_of(par.run_dir)
+    assert sorted(where.values()) == ["a", "b"]
+    cpus = {"a": "0", "b": "1"}
+    for e in events(par.run_dir, "window_started"):
+        assert e["plan"]["cpus"] == cpus[where[e["session"]]], e
+    started = events(par.run_dir, "session_started")
+    assert all(e["where"]["cpus"] == cpus[e["place"]] and e["host"]["cpus"] == 1 for e in started)
+    # env.json says what each place is and which session it ran.
+    env = json.loads((par.run_dir / "env.json").read_text())
+    assert {p: v["sessions"] for p, v in env["places"].items()} == {
+        p: [s for s, q in where.items() if q == p] for p in ("a", "b")}
+
+    # The fold, throughput.csv and `ruler status` are the sequential run's, but for order.
+    a, b = fold(journal(par.run_dir)), fold(journal(seq.run_dir))
+    # A row's status is ok or noisy by its measured spread (two fake servers in one process
+    # share its threads): the same kind of row, not the same word.
+    assert {r.status for r in [*a.rows.values(), *b.rows.values()]} <= {"ok", "noisy"}
+    assert {k: (r.attempt, sorted(r.reps[r.attempt]), r.files) for k, r in a.rows.items()} \
+        == {k: (r.attempt, sorted(r.reps[r.attempt]), r.files) for k, r in b.rows.items()}
+    assert {k: w.status for k, w in a.windows.items()} == {k: w.status for k, w in b.windows.items()}
+    assert a.session_places == where and b.session_places == {}
+    assert csv_rows(par.run_dir) == csv_rows(seq.run_dir)
+    keep = ("campaign", "status", "paused", "windows", "sessions", "ruler_suspect", "journal_damage")
+    sa, sb = summary(par.run_dir), summary(seq.run_dir)
+    assert {k: sa[k] for k in keep} == {k: sb[k] for k in keep}
+    measured = [sum(s["rows"][k] for k in ("ok", "noisy")) for s in (sa, sb)]
+    assert measured == [4, 4] and sa["rows"]["total"] == sb["rows"]["total"] == 4
+    assert sa["sessions"] == []  # nothing is up once the run has finished
+
+
+def test_parallel_one_runs_two_places_one_session_at_a_time(tmp: Path, fake: FakeRuntime) -> None:
+    spec = two_places("one")
+    spec["parallel"] = 1
+    r = runner(tmp, spec, fake)
+    assert r.run() == "finished"
+    assert up_at_once(r.run_dir) == 1
+    assert set(places_of(r.run_dir)) == {"s1", "s2"}
+    assert set(places_of(r.run_dir).values()) <= {"a", "b"}
+    assert {w.status for w in fold(journal(r.run_dir)).windows.values()} == {"done"}
+
+
+def test_a_resumed_session_goes_on_on_the_place_it_began_on(tmp: Path, fake: FakeRuntime) -> None:
+    """s1 begins on place b (the only place of the first engine) and is stopped in its control;
+    resumed with places a and b, it goes on on b, and s2 takes a."""
+    hooks = Hooks()
+    first = runner(tmp, two_places("pin", places=[PLACES[1]]), fake, hooks)
+    hooks.on(lambda e: first.controls.abort.set(), kind="rep_done", session="s1", window="control",
+             rep=1)
+    assert first.run() == "aborted"
+    hooks.check()
+    assert places_of(first.run_dir) == {"s1": "b"}
+
+    second = runner(tmp, two_places("pin"), fake, run_dir=first.run_dir)
+    assert second.run() == "finished"
+    resumed = [e for e in journal(first.run_dir) if e["kind"] == "session_started"][1:]
+    assert {e["session"]: e["place"] for e in resumed} == {"s1": "b", "s2": "a"}
+    after = journal(first.run_dir)
+    after = after[next(i for i, e in enumerate(after) if e["kind"] == "run_resumed"):]
+    s1_windows = [e for e in after if e["kind"] == "window_started" and e["session"] == "s1"]
+    assert [e["window"] for e in s1_windows] == ["control", "ctx"]
+    assert all(e["plan"]["cpus"] == "1" for e in s1_windows)
+    assert fold(after_all := journal(first.run_dir)).session_places == {"s1": "b", "s2": "a"}
+    assert after_all[-1]["status"] == "finished"
+
+
+def test_operator_commands_name_the_session_they_act_on(tmp: Path) -> None:
+    """Both controls are held paused; `advance` alone is refused naming both sessions, `advance s2`
+    ends s2's control only."""
+    fake = FakeRuntime(Meet())
+    hooks = Hooks()
+    r = runner(tmp, two_places("ops"), fake, hooks)
+    said: dict[str, Any] = {}
+
+    def both_held(_: Event) -> None:
+        if len([e for e in hooks.events if e["kind"] == "paused"]) < 2:
+            return
+        with pytest.raises(CommandRefused) as refused:
+            r.command("advance", [], WHO)
+        said["refused"] = str(refused.value)
+        with pytest.raises(CommandRefused) as unknown:
+            r.command("advance", ["s9"], WHO)
+        said["unknown"] = str(unknown.value)
+        said["advance"] = r.command("advance", ["s2"], WHO)
+        said["status"] = format_summary(summary(r.run_dir))
+        r.command("resume", ["s2"], WHO)
+        r.command("resume", ["s1"], WHO)
+
+    for s in ("s1", "s2"):
+        hooks.on(lambda e: r.command("pause", [e["session"]], WHO), kind="window_ready", session=s,
+                 window="control")
+        hooks.on(both_held, kind="paused", session=s)
+    try:
+        assert r.run() == "finished"
+    finally:
+        fake.close()
+    hooks.check()
+    assert said["refused"] == "sessions s1, s2 run in parallel: say which (advance s1)"
+    assert said["unknown"] == "session 's9' is not running; running: s1, s2"
+    assert said["advance"].startswith("ending window s2/control;")
+    st = fold(journal(r.run_dir))
+    assert st.windows["s2-control"].status == "advanced"
+    assert st.windows["s1-control"].status == "done"
+    assert st.windows["s1-ctx"].status == st.windows["s2-ctx"].status == "done"
+    # The journal says which session each command named.
+    said_cmds = [(c["cmd"], c["args"]) for c in st.commands]
+    assert sorted(said_cmds[:2]) == [("pause", ["s1"]), ("pause", ["s2"])]
+    assert said_cmds[2:] == [("advance", ["s2"]), ("resume", ["s2"]), ("resume", ["s1"])]
+    # `ruler status` while both were held listed each session on its place with its window.
+    places = places_of(r.run_dir)
+    for s in ("s1", "s2"):
+        assert f"  session {s} on {places[s]}: window {s}-control measuring  shape {s}-control/prose/c2" \
+            in said["status"], said["status"]
+
+
+def test_an_error_on_one_place_aborts_the_other_and_is_raised(tmp: Path) -> None:
+    s1_measuring = threading.Event()
+    fake = FakeRuntime(Meet(slow={"s1": 40.0}))
+    hooks = Hooks()
+    hooks.on(lambda e: s1_measuring.set(), kind="rep_done", session="s1", window="control", rep=1)
+
+    def boom(run: RunContext, ctx: WindowContext) -> None:
+        if ctx.session == "s2":
+            assert s1_measuring.wait(20)
+            raise RuntimeError("boom on s2")
+
+    r = runner(tmp, two_places("boom"), fake, hooks, phases=[boom, Measurement()])
+    try:
+        with pytest.raises(RuntimeError, match="boom on s2"):
+            r.run()
+    finally:
+        fake.close()
+    st = fold(journal(r.run_dir))
+    assert st.status == "error" and st.error == "RuntimeError: boom on s2"
+    assert st.windows["s1-control"].status == "aborted"
+    assert not events(r.run_dir, "window_started", window="ctx")
+
+
+def test_a_place_that_does_not_answer_fails_its_session_and_takes_no_more(
+        tmp: Path, fake: FakeRuntime) -> None:
+    spec = two_places("down", places=[*PLACES, {"name": "c", "cpus": "0"}])
+    spec["sessions"] = {"s1": ["ctx"], "s2": ["ctx"], "s3": ["ctx"]}
+    r = runner(tmp, spec, fake)
+    down = FakeRuntime()
+    down.unreachable = "docker host tcp://127.0.0.1:1 does not answer: connection refused"
+    r.lanes[2].rt = down
+    assert r.run() == "finished"
+    st = fold(journal(r.run_dir))
+    on_c = [s for s, p in st.session_places.items() if p == "c"]
+    assert len(on_c) == 1, st.session_places  # the others went to the places that answer
+    (lost,) = on_c
+    for w in ("control", "ctx"):
+        ws = st.windows[f"{lost}-{w}"]
+        assert (ws.status, ws.reason) == ("rejected", down.unreachable)
+    assert all(w.status == "done" for w in st.windows.values() if w.session != lost)
+    (started,) = events(r.run_dir, "session_started", place="c")
+    assert started["host"] == {"error": down.unreachable}
+    env = json.loads((r.run_dir / "env.json").read_text())
+    assert env["places"]["c"]["host"] == {"error": down.unreachable}
+
+
+def test_a_lone_place_that_does_not_answer_still_ends_every_session(tmp: Path) -> None:
+    """With no other place to take them, the sessions are not left pending: each is rejected."""
+    down = FakeRuntime()
+    down.unreachable = "does not answer"
+    r = runner(tmp, two_places("alone", places=[PLACES[0]]), down)
+    assert r.run() == "finished"
+    st = fold(journal(r.run_dir))
+    assert {w.status for w in st.windows.values()} == {"rejected"}
+
+
+def test_drift_compares_a_control_with_the_session_before_it_on_its_place(tmp: Path) -> None:
+    """s3 ran on place a after s1, s2 on place b: s3's control is compared with s1's (ended on its
+    place), never with s2's, which was still running elsewhere; s2 has no earlier one on b."""
+    run = tmp / "drift"
+    run.mkdir()
+    with (run / "throughput.csv").open("w") as f:
+        w = csv.writer(f)
+        w.writerow(["session", "window", "class", "concurrency", "agg_tok_s", "spread", "status"])
+        # The order rows landed in: s2's control ended first, on the other place.
+        for session, tok in (("s2", 80.0), ("s1", 100.0), ("s3", 101.0)):
+            w.writerow([session, "control", "prose", 1, tok, 0.01, "ok"])
+    places = {"s1": "a", "s2": "b", "s3": "a"}
+    drift = control_drift(run, ["s1", "s2", "s3"], places)
+    assert [(d["session"], d["against"], d["delta_pct"]) for d in drift] == [
+        ("s3", "s1-control (place a)", 1.0)]
+    # Without places, every session is compared with the one before it in the campaign.
+    assert [(d["session"], d["against"]) for d in control_drift(run, ["s1", "s2", "s3"], {})] == [
+        ("s2", "s1-control"), ("s3", "s2-control")]
+
+
+BAD = """\
+name: bad
+server: llamacpp
+runtime: process
+process:
+  command: [llama-server]
+control:
+  args: {-c: 2048}
+windows:
+  - name: ctx
+    change:
+      args: {-c: 4096}
+sessions:
+  s1: [ctx]
+places:
+  - name: a
+    cpus: "0"
+  - name: a
+    cpus: "1"
+  - name: remote
+    docker_host: ssh://root@gpu-box
+  - name: node1
+    node: gpu-node-1
+  - name: d
+    cpus: "0-"
+workload:
+  classes:
+    prose: {prompts: [hello]}
+  concurrency: [1]
+"""
+
+
+def test_place_mistakes_are_named_with_their_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD)
+    with pytest.raises(SpecError) as info:
+        load_campaign(path)
+    assert [str(p).removeprefix(f"{path}:") for p in info.value.problems] == [
+        "17:11: place 'a' is listed twice",
+        "20:18: docker_host needs runtime docker (the campaign's is 'process')",
+        "22:11: node needs runtime slurm (the campaign's is 'process')",
+        "24:11: places[4].cpus: must be a CPU list like 0-3 or 0,2, got '0-'",
+    ]
+
+
+def test_the_report_names_each_place_and_compares_controls_within_and_across_them(
+        tmp: Path, fake: FakeRuntime) -> None:
+    spec = two_places("report", concurrency=[1],
+                      quality={"greedy": {"n": 2, "max_tokens": 8}, "teacher_forced": {"positions": 2}})
+    spec["sessions"] = {"s1": ["ctx"], "s2": ["ctx"], "s3": ["ctx"]}
+    r = runner(tmp, spec, fake, phases=[Measurement(), Quality()])
+    assert r.run() == "finished"
+    (r.run_dir / "campaign.yaml").write_text((tmp / "report.yaml").read_text())
+    where = places_of(r.run_dir)
+    (third,) = [s for s in ("s1", "s2") if where[s] == where["s3"]]  # s3 ran after it there
+
+    # Each control was compared with the one before it on its own place, or with none.
+    greedy = {s: json.loads((r.run_dir / "windows" / f"{s}-control" / "greedy.json").read_text())
+              for s in ("s1", "s2", "s3")}
+    assert (greedy["s1"]["reference"], greedy["s2"]["reference"]) == ("self", "self")
+    assert greedy["s3"]["reference"] == f"{third}-control"
+    drift = json.loads((r.run_dir / "drift.json").read_text())["rows"]
+    assert [(d["session"], d["against"]) for d in drift] == [("s3", f"{third}-control (place {where['s3']})")]
+
+    text = render(load_run(r.run_dir), [], "")
+    for place in ("a", "b"):
+        ran = ", ".join(s for s in ("s1", "s2", "s3") if where[s] == place)
+        host = f"fake-{id(fake):x}, 1 CPUs, no GPU recorded"
+        assert f"  - `{place}` (CPUs {dict(a='0', b='1')[place]}): {host}; ran {ran}." in text, text
+    assert "### Control drift per place" in text
+    assert f"| {where['s3']} | s3 | prose C1 |" in text and f"| {third}-control | " in text
+    first = "s1"
+    across = [s for s in ("s2", "s3") if where[s] != where[first]]
+    assert "### Control drift across places" in text
+    assert f"Δ vs {first}-control |" in text
+    for s in across:
+        assert f"| {where[s]} | {s} | prose C1 |" in text.split("### Control drift across places")[1]
