@@ -227,6 +227,7 @@ class Runner:
 
         threads = [threading.Thread(target=work, args=(lane,), name=f"place-{lane.name}", daemon=True)
                    for lane in self.lanes]
+        self._working = {lane.name for lane in self.lanes}  # before any starts: see _work
         for t in threads:
             t.start()
         for t in threads:
@@ -246,8 +247,6 @@ class Runner:
             return None
 
     def _work(self, lane: Lane, pending: list[str]) -> None:
-        with self._pick:
-            self._working.add(lane.name)
         try:
             while not self.controls.abort.is_set():
                 session = self._next_session(lane, pending)
