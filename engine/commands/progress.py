@@ -71,6 +71,21 @@ def _window_placed(e: Event) -> str:
             f"queue) {e['url']}")
 
 
+def _session_started(e: Event) -> str:
+    """With places: where the session runs, and the machine there (or why it did not answer)."""
+    if not e.get("place"):
+        return f"session {e['session']}"
+    where = e.get("where") or {}
+    bits = [f"cpus {where['cpus']}" if where.get("cpus") else "",
+            str(where.get("docker_host") or where.get("node") or "")]
+    host = e.get("host") or {}
+    machine = (f"did not answer: {host['error']}" if host.get("error") else
+               f"{host.get('name', '?')}, {host.get('cpus', '?')} CPUs" if host else "")
+    said = ", ".join(b for b in bits if b)
+    return f"session {e['session']} on {e['place']}" + (f" ({said})" if said else "") + (
+        f": {machine}" if machine else "")
+
+
 def _as_is(e: Event) -> str:
     detail = {x: v for x, v in e.items() if x not in ENVELOPE}
     return f"{e['kind'].replace('_', ' ')}: {detail}"
@@ -80,7 +95,7 @@ K = EventKind
 # One line per kind worth a line; a kind missing here (boot facts, warm passes...) prints nothing.
 LINES: dict[str, Callable[[Event], str]] = {
     K.RUN_STARTED: lambda e: f"run {e['run']}: campaign {e['campaign']} on {e['server']} ({e['runtime']})",
-    K.SESSION_STARTED: lambda e: f"session {e['session']}",
+    K.SESSION_STARTED: _session_started,
     K.WINDOW_STARTED: lambda e: f"{_where(e)} booting [{e.get('axis', '')}] {e['plan'].get('name', '')}",
     K.WINDOW_QUEUED: _window_queued,
     K.WINDOW_PLACED: _window_placed,

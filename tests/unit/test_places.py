@@ -23,6 +23,7 @@ from fakes import Behaviour, FakeRuntime, Hooks
 from test_runner import CTX, WHO, campaign, events, runner
 
 from engine.campaign.spec import SpecError, load_campaign
+from engine.commands.progress import format_event
 from engine.commands.status import format_summary, summary
 from engine.quality import Quality
 from engine.quality.drift import control_drift
@@ -378,3 +379,15 @@ def test_the_report_names_each_place_and_compares_controls_within_and_across_the
     assert f"Δ vs {first}-control |" in text
     for s in across:
         assert f"| {where[s]} | {s} | prose C1 |" in text.split("### Control drift across places")[1]
+
+
+def test_the_headless_line_of_a_session_names_its_place_and_machine() -> None:
+    base = {"seq": 1, "ts": 0.0, "kind": "session_started", "session": "s2"}
+    assert format_event(base) == "session s2"
+    assert format_event({**base, "place": "b", "where": {"name": "b", "cpus": "1"},
+                         "host": {"name": "vm", "cpus": 2}}) == "session s2 on b (cpus 1): vm, 2 CPUs"
+    assert format_event({**base, "place": "down", "where": {"name": "down",
+                                                            "docker_host": "tcp://127.0.0.1:1"},
+                         "host": {"error": "docker host tcp://127.0.0.1:1 does not answer"}}) == (
+        "session s2 on down (tcp://127.0.0.1:1): did not answer: docker host tcp://127.0.0.1:1 does "
+        "not answer")
