@@ -1,0 +1,413 @@
+"""Sessions in parallel on places, on real parts: the llama.cpp testbed's llama-server, the Docker
+engine (reached once through its socket and once over SSH, through a real sshd on 127.0.0.1 and the
+docker SDK's ``ssh`` client), process places pinned to CPU sets, and the single-node Slurm cluster.
+
+Campaigns are tiny (one class, C1, two reps of two requests of 8 tokens, no quality phase): what is
+under test is where each session runs and when, not the figures. Every campaign and container name
+carries a unique suffix (other runs share this Docker engine).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import testbed as tb_mod
+from engine.errors import EXIT_OK
+from engine.record.journal import Event, read_events
+from engine.record.state import fold
+
+RULER = [sys.executable, "-m", "engine"]
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+CAMPAIGN = """\
+name: {name}
+server: llamacpp
+runtime: {runtime}
+docker:
+  image: ${{testbed.image}}
+  keep: true
+process:
+  command: ["${{testbed.llama_server}}"]
+slurm:
+  exclusive: false
+  sbatch: ["--cpus-per-task=1"]
+control:
+  model: ${{testbed.models}}/SmolLM2-135M-Instruct.Q4_1.gguf
+  args: {{-m: "${{model}}", -c: 1024, -np: 1, -t: 1, -fa: "off", --metrics: true}}
+windows:
+  - name: ctx
+    axis: context 2048
+    change:
+      args: {{-c: 2048}}
+sessions:
+{sessions}
+places:
+{places}
+workload:
+  classes:
+    prose: {{prompts: ["Write one sentence about the sea."]}}
+  concurrency: [1]
+  reps: 2
+  requests_per_rep: 2
+  max_tokens: 8
+leak: {{min_concurrency: 8, spread: 0.5, max_reruns: 0}}
+timeouts: {{boot: 120, request: 60, queue: 300}}
+quality: {{enabled: false}}
+"""
+
+
+def write_campaign(tmp_path: Path, runtime: str, places: list[dict[str, str]],
+                   sessions: int = 2) -> tuple[Path, str]:
+    name = f"places-{runtime}-{uuid.uuid4().hex[:6]}"
+    text = CAMPAIGN.format(
+        name=name, runtime=runtime,
+        sessions="\n".join(f"  s{i}: [ctx]" for i in range(1, sessions + 1)),
+        places="\n".join("  - {" + ", ".join(f"{k}: {v!r}" for k, v in p.items()) + "}"
+                         for p in places))
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path, name
+
+
+def only_run(results: Path) -> Path:
+    (run,) = [p for p in results.iterdir() if (p / "journal.jsonl").exists()]
+    return run
+
+
+def journal(run: Path) -> list[Event]:
+    return list(read_events(run / "journal.jsonl"))
+
+
+def spans(run: Path, start: str = "window_started") -> dict[str, tuple[float, float]]:
+    """Each window's time up: from ``start`` (window_started, or window_placed for a batch job
+    that runs) to its window_finished or window_rejected."""
+    began: dict[str, float] = {}
+    out: dict[str, tuple[float, float]] = {}
+    for e in journal(run):
+        key = f"{e.get('session')}-{e.get('window')}"
+        if e["kind"] == start:
+            began[key] = e["ts"]
+        elif e["kind"] in ("window_finished", "window_rejected") and key in began:
+            out[key] = (began.pop(key), e["ts"])
+    return out
+
+
+def overlap(run: Path, a: str, b: str, start: str = "window_started") -> float:
+    """Seconds during which a window of session ``a`` and one of session ``b`` were both up."""
+    s = spans(run, start)
+    return max((min(x[1], y[1]) - max(x[0], y[0]) for kx, x in s.items() for ky, y in s.items()
+                if kx.startswith(f"{a}-") and ky.startswith(f"{b}-")), default=0.0)
+
+
+def session_places(run: Path) -> dict[str, str]:
+    return {e["session"]: e["place"] for e in journal(run) if e["kind"] == "session_started"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def closed_port() -> int:
+    """A port nothing listens on (bound, then closed at once)."""
+    return free_port()
+
+
+def _missing(what: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{what} is required in CI and is missing")
+    pytest.skip(f"{what} is not available here")
+
+
+# ---------------------------------------------------------------- an SSH daemon on 127.0.0.1
+
+
+def _apt_install(package: str) -> None:
+    if os.geteuid() != 0:
+        _missing(f"{package} (not installed, and installing it needs root)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", package]):
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
+        if done.returncode != 0:
+            _missing(f"{package} ({' '.join(argv)} exited {done.returncode}: {done.stderr[-500:]})")
+
+
+@pytest.fixture(scope="module")
+def ssh_docker_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The local Docker engine as another machine's: ``ssh://root@127.0.0.1:PORT`` through an sshd
+    of this test's own (its own config, host key and authorized key, on a free port) and the
+    ``ssh`` client pointed at them by a config file; the user's ~/.ssh is not read or written.
+    Yields the docker_host and a directory to put first on the engine's PATH (an ``ssh`` that
+    uses that config: the docker SDK runs ``ssh`` from PATH)."""
+    if not shutil.which("sshd") and not Path("/usr/sbin/sshd").exists():
+        _apt_install("openssh-server")
+    if not shutil.which("ssh"):
+        _apt_install("openssh-client")
+    d = tmp_path_factory.mktemp("sshd")
+    for key in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True)
+    (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
+    port = free_port()
+    (d / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\n"
+        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nUsePAM no\n"
+        # The pytest temp directory is under /tmp (world-writable): sshd's ownership checks of
+        # the key file's directories would refuse it.
+        "StrictModes no\n")
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
+    sshd = subprocess.Popen([shutil.which("sshd") or "/usr/sbin/sshd", "-D", "-e", "-f",
+                             str(d / "sshd_config")], stdout=subprocess.DEVNULL,
+                            stderr=(d / "sshd.log").open("w"))
+    host_pub = (d / "host_key.pub").read_text().split()
+    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
+    (d / "ssh_config").write_text(
+        f"Host 127.0.0.1\n  IdentityFile {d / 'client_key'}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {d / 'known_hosts'}\n  StrictHostKeyChecking yes\n"
+        "  BatchMode yes\n  LogLevel ERROR\n")
+    bin_dir = d / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text(f"#!/bin/sh\nexec {shutil.which('ssh')} -F {d / 'ssh_config'} \"$@\"\n")
+    (bin_dir / "ssh").chmod(0o755)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            probe = subprocess.run([str(bin_dir / "ssh"), "-p", str(port), "root@127.0.0.1",
+                                    "docker version --format '{{.Server.Version}}'"],
+                                   capture_output=True, text=True, timeout=30, check=False)
+            if probe.returncode == 0:
+                break
+            if time.monotonic() > deadline or sshd.poll() is not None:
+                pytest.fail(f"sshd on 127.0.0.1:{port} does not let this test's key run docker: "
+                            f"{probe.stderr.strip()}\n{(d / 'sshd.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield f"ssh://root@127.0.0.1:{port}", bin_dir
+    finally:
+        sshd.terminate()
+        sshd.wait(10)
+
+
+def remove_containers(docker_client: Any, name: str) -> None:
+    for c in docker_client.containers.list(all=True, filters={"label": f"ruler.campaign={name}"}):
+        c.remove(force=True)
+
+
+# ---------------------------------------------------------------- Docker places
+
+
+@pytest.fixture(scope="module")
+def docker_run(testbed_image: str, docker_client: Any, ssh_docker_host: tuple[str, Path],
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One run of three sessions on three Docker places: the local engine on CPU 0, the same engine
+    over SSH on CPU 1, and a daemon nobody runs (a closed TCP port)."""
+    tmp = tmp_path_factory.mktemp("docker-places")
+    docker_host, bin_dir = ssh_docker_host
+    down = f"tcp://127.0.0.1:{closed_port()}"
+    spec, name = write_campaign(tmp, "docker", [
+        {"name": "local", "cpus": "0"}, {"name": "over_ssh", "docker_host": docker_host, "cpus": "1"},
+        {"name": "down", "docker_host": down}], sessions=3)
+    results = tmp / "results"
+    started = time.monotonic()
+    proc = subprocess.run([*RULER, "run", str(spec), "--headless", "--results-dir", str(results)],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    print(proc.stdout[-6000:], proc.stderr[-3000:])
+    try:
+        yield {"run": only_run(results), "proc": proc, "name": name, "down": down,
+               "seconds": time.monotonic() - started}
+    finally:
+        remove_containers(docker_client, name)
+
+
+def test_two_docker_places_one_over_ssh_run_their_sessions_at_once_each_on_its_cpus(
+        docker_run: dict[str, Any], docker_client: Any) -> None:
+    run, proc = docker_run["run"], docker_run["proc"]
+    assert proc.returncode == EXIT_OK, proc.stderr
+    where = session_places(run)
+    assert sorted(where.values()) == ["down", "local", "over_ssh"]
+    on = {place: session for session, place in where.items()}
+    a, b = on["local"], on["over_ssh"]
+    st = fold(journal(run))
+    for s in (a, b):
+        assert st.windows[f"{s}-control"].status == st.windows[f"{s}-ctx"].status == "done"
+    # The two sessions' windows were up at the same time (the journal's own timestamps).
+    assert overlap(run, a, b) > 1.0, spans(run)
+    # Every window's container ran on its place's CPU set; the one over SSH was reached at the
+    # port its daemon published, read back from it.
+    cpus = {a: "0", b: "1"}
+    for e in journal(run):
+        if e["kind"] == "server_started" and e["session"] in cpus:
+            c = docker_client.containers.get(e["id"])
+            assert c.attrs["HostConfig"]["CpusetCpus"] == cpus[e["session"]], e["name"]
+            assert c.labels["ruler.window"] == f"{e['session']}-{e['window']}"
+    # session_started names each place, and its machine as the daemon described it (over SSH too).
+    info = docker_client.info()
+    for e in journal(run):
+        if e["kind"] == "session_started" and e["place"] != "down":
+            assert e["where"]["cpus"] == cpus[e["session"]]
+            assert (e["host"]["name"], e["host"]["cpus"], e["host"]["docker"]) == (
+                info["Name"], info["NCPU"], info["ServerVersion"])
+
+
+def test_an_unreachable_place_fails_its_session_only(docker_run: dict[str, Any]) -> None:
+    run, proc = docker_run["run"], docker_run["proc"]
+    assert proc.returncode == EXIT_OK, proc.stderr  # rejected windows are results
+    st = fold(journal(run))
+    (lost,) = [s for s, p in st.session_places.items() if p == "down"]
+    for w in ("control", "ctx"):
+        ws = st.windows[f"{lost}-{w}"]
+        assert ws.status == "rejected"
+        assert ws.reason.startswith(f"docker host {docker_run['down']} does not answer"), ws.reason
+        assert (run / "windows" / f"{lost}-{w}" / "rejection.txt").is_file()
+    others = [s for s in st.session_places if s != lost]
+    assert all(st.windows[f"{s}-{w}"].status == "done" for s in others for w in ("control", "ctx"))
+    env = json.loads((run / "env.json").read_text())
+    assert env["places"]["down"]["host"]["error"].startswith(f"docker host {docker_run['down']}")
+    assert env["places"]["down"]["sessions"] == [lost]
+    print(f"three Docker places, one run: {docker_run['seconds']:.1f} s")
+
+
+# ---------------------------------------------------------------- kill -9 and resume
+
+
+def reps_on_disk(run: Path) -> dict[str, str]:
+    return {str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in (run / "windows").glob("*/reps/*.jsonl")}
+
+
+def test_kill_9_with_two_sessions_in_flight_then_resume_loses_no_finished_rep(
+        testbed: tb_mod.Testbed, tmp_path: Path) -> None:
+    spec, _ = write_campaign(tmp_path, "process", [{"name": "a", "cpus": "0"}, {"name": "b", "cpus": "1"}])
+    results = tmp_path / "results"
+    engine = subprocess.Popen([*RULER, "run", str(spec), "--headless", "--results-dir", str(results)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            runs = [p for p in results.glob("*") if (p / "journal.jsonl").exists()]
+            events = journal(runs[0]) if runs else []
+            done_in = {e["session"] for e in events if e["kind"] == "rep_done"}
+            if done_in >= {"s1", "s2"}:
+                break
+            assert engine.poll() is None, engine.stderr.read() if engine.stderr else ""
+            assert time.monotonic() < deadline, "both sessions never had a rep done"
+            time.sleep(0.05)
+        os.kill(engine.pid, signal.SIGKILL)
+        engine.wait(10)
+    finally:
+        if engine.poll() is None:
+            os.kill(engine.pid, signal.SIGKILL)
+    run = runs[0]
+    before = journal(run)
+    placed = session_places(run)
+    assert sorted(placed) == ["s1", "s2"] and sorted(placed.values()) == ["a", "b"]
+    assert not any(e["kind"] == "run_finished" for e in before)
+    reps_before = reps_on_disk(run)
+    done_before = [e for e in before if e["kind"] == "rep_done"]
+    assert {e["session"] for e in done_before} == {"s1", "s2"}
+    stopped = {(e["session"], e["window"]) for e in before if e["kind"] == "server_stopped"}
+    live = {e["pid"] for e in before
+            if e["kind"] == "server_started" and (e["session"], e["window"]) not in stopped}
+    assert live, "no server was up at the kill"
+    for pid in live:  # the servers outlived their engine
+        os.kill(pid, 0)
+
+    out = subprocess.run([*RULER, "run", "--resume", str(run), "--headless"], capture_output=True,
+                         text=True, timeout=600)
+    print(out.stdout[-4000:], out.stderr[-2000:])
+    assert out.returncode == EXIT_OK, out.stderr
+    after = journal(run)
+    assert after[:len(before)] == before  # the journal was only appended to
+    resumed = after[next(i for i, e in enumerate(after) if e["kind"] == "run_resumed"):]
+    # The killed engine's servers were found and stopped.
+    assert {e["pid"] for e in resumed if e["kind"] == "stray_stopped"} == live
+    for pid in live:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    # Each session went on on its own place, with that place's CPU set.
+    assert {e["session"]: e["place"] for e in resumed if e["kind"] == "session_started"} == placed
+    cpus = {"a": "0", "b": "1"}
+    for e in resumed:
+        if e["kind"] == "window_started":
+            assert e["plan"]["cpus"] == cpus[placed[e["session"]]], e
+    # Every rep finished before the kill is still there, byte for byte, and still in the journal.
+    reps_after = reps_on_disk(run)
+    assert {k: reps_after.get(k) for k in reps_before} == reps_before
+    assert all(e in after for e in done_before)
+    st = fold(after)
+    assert st.status == "finished"
+    assert {w.status for w in st.windows.values()} == {"done"}
+    for e in done_before:  # a row finished before the kill kept its reps: not measured again
+        row = st.rows[f"{e['session']}-{e['window']}/{e['class']}/c{e['concurrency']}"]
+        if row.attempt == e["attempt"]:
+            assert row.files[e["attempt"]][e["rep"]] == e["file"]
+
+
+# ---------------------------------------------------------------- Slurm jobs at once
+
+
+def _slurm_answers() -> bool:
+    try:
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True,
+                             timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and any(
+        line.startswith(("idle", "mixed", "allocated")) for line in out.stdout.splitlines())
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster() -> None:
+    """A Slurm cluster answers; as root, ``.ci/slurm-up`` installs and starts the single-node one."""
+    if _slurm_answers():
+        return
+    if os.geteuid() != 0:
+        _missing("a Slurm cluster (sinfo does not answer, and .ci/slurm-up needs root)")
+    up = Path(__file__).resolve().parents[2] / ".ci" / "slurm-up"
+    done = subprocess.run([str(up)], capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0 or not _slurm_answers():
+        _missing(f"a Slurm cluster ({up} exited {done.returncode}: {(done.stdout + done.stderr)[-2000:]})")
+
+
+def test_two_sessions_run_at_once_as_slurm_jobs_on_one_node(
+        testbed: tb_mod.Testbed, slurm_cluster: None, tmp_path: Path) -> None:
+    node = socket.gethostname().split(".")[0]
+    spec, _ = write_campaign(tmp_path, "slurm", [{"name": "p1", "node": node},
+                                                 {"name": "p2", "node": node}])
+    results = tmp_path / "results"
+    proc = subprocess.run([*RULER, "run", str(spec), "--headless", "--results-dir", str(results)],
+                          capture_output=True, text=True, timeout=600)
+    print(proc.stdout[-6000:], proc.stderr[-3000:])
+    assert proc.returncode == EXIT_OK, proc.stderr
+    run = only_run(results)
+    st = fold(journal(run))
+    assert {w.status for w in st.windows.values()} == {"done"}
+    assert sorted(st.session_places.values()) == ["p1", "p2"]
+    # Each window was a job of one CPU on the node, and two jobs ran at the same time: the journal's
+    # window_placed (the job running, its server's port said) to window_finished overlap.
+    placed = [e for e in journal(run) if e["kind"] == "window_placed"]
+    assert len(placed) == 4 and {e["node"] for e in placed} == {node}
+    assert overlap(run, "s1", "s2", start="window_placed") > 1.0, spans(run, "window_placed")
+    facts = {f"{w.session}-{w.window}": w.facts for w in st.windows.values()}
+    assert all(f.get("slurm_cpus") == "1" for f in facts.values()), facts
+    for e in journal(run):
+        if e["kind"] == "window_started":
+            assert "--cpus-per-task=1" in e["plan"]["slurm"]["sbatch"]
+            assert e["plan"]["place"] == node
