@@ -96,7 +96,9 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
     baseline = baseline_arg(baseline)
     results.writable_dir(Path(results_dir), "--results-dir")
     runtime = resolve_runtime(campaign, runtime_override)
-    variables = testbed_variables(campaign, with_image=runtime == "docker")
+    # A Slurm job that starts a container (docker, pyxis) runs the campaign's image too.
+    needs_image = runtime == "docker" or (runtime == "slurm" and campaign.slurm.start != "process")
+    variables = testbed_variables(campaign, with_image=needs_image)
     try:  # a file only the run can resolve (${...}) is read before a run directory exists
         class_prompts(campaign, variables)
     except PromptFileError as e:
