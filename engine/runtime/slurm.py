@@ -44,6 +44,9 @@ STOP_GRACE_S = 30.0  # after scancel --signal=TERM, before the job is cancelled 
 QUEUED_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD",
                            "CONFIGURING", "SUSPENDED", "STOPPED"})
 ACTIVE_STATES = QUEUED_STATES | {"RUNNING", "COMPLETING", "RESIZING", "SIGNALING", "STAGE_OUT"}
+# Still holding its node but no longer serving: the batch script has exited or is being killed (a
+# cancelled job stays COMPLETING for Slurm's KillWait; Slurm 22.05 shows the flag, not the state).
+ENDING_STATES = frozenset({"COMPLETING", "STAGE_OUT"})
 # Filesystems that exist on one machine only: a job on another node cannot see files there.
 LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "overlay", "f2fs", "vfat",
                       "zfs", "ramfs"})
@@ -498,10 +501,23 @@ class SlurmServer:
                 time.sleep(0.1)
 
     def alive(self) -> bool:
-        return self.state().active
+        # Read now, not a second ago: a pass whose requests failed blames the server only when its
+        # job is seen ending, and a crash between two polls fails its pass within milliseconds.
+        st = self.state(fresh=True)
+        return st.active and st.state not in ENDING_STATES
+
+    def _settled(self) -> JobState:
+        """The job's state; one that is ending is waited for (a cancelled job, Slurm's KillWait)
+        so that its exit code and record are the final ones."""
+        st = self.state(fresh=True)
+        deadline = time.monotonic() + STOP_GRACE_S + 30
+        while st.state in ENDING_STATES and time.monotonic() < deadline:
+            time.sleep(0.25)
+            st = self.state(fresh=True)
+        return st
 
     def exit_code(self) -> int | None:
-        st = self.state()
+        st = self._settled()
         if st.active:
             return None
         code = st.exit_code.split(":")[0]
@@ -528,7 +544,7 @@ class SlurmServer:
         return {k: f[k] for k in keys if k in f}
 
     def ended_text(self) -> str:
-        st = self.state(fresh=True)
+        st = self._settled()
         if st.active:
             return ""
         fields = parse_scontrol(self._record_line or scontrol_job(self.job))
