@@ -584,7 +584,7 @@ class SlurmRuntime:
                 f"a filesystem of this machine only, but the jobs run on other nodes "
                 f"({', '.join(names[:8])}{'...' if len(names) > 8 else ''}): each job writes its "
                 "boot.log and says where its server listens in that directory. Put the results on a "
-                "filesystem the nodes share (NFS, Lustre, GPFS, BeeGFS, CephFS, WekaFS): --results DIR")
+                "filesystem the nodes share (NFS, Lustre, GPFS, BeeGFS, CephFS, WekaFS): --results-dir DIR")
 
     def start(self, plan: LaunchPlan) -> SlurmServer:
         return SlurmServer(plan, self.secrets)
