@@ -1,4 +1,5 @@
-"""Real parts for the integration tier: the cached llama.cpp testbed and the Docker engine.
+"""Real parts for the integration tier: the cached llama.cpp testbed, the Docker engine and a
+Slurm cluster.
 
 They live here, not in tests/conftest.py, so a unit test cannot ask for them. With CI=true a missing
 Docker engine or llama-server fails the test instead of skipping it.
@@ -7,6 +8,9 @@ Docker engine or llama-server fails the test instead of skipping it.
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +51,31 @@ def testbed_image(testbed: tb_mod.Testbed, docker_client: object) -> str:
         _missing(f"the testbed image ({testbed.image_note})")
     assert testbed.image
     return testbed.image
+
+
+def _slurm_answers() -> bool:
+    """A node of the cluster is up (idle, mixed or allocated), as ``.ci/slurm-up`` waits for."""
+    try:
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True,
+                             timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and bool(re.search(r"^(idle|mixed|allocated)", out.stdout, re.M))
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> None:
+    """A Slurm cluster answers; as root, ``.ci/slurm-up`` installs and starts the single-node one."""
+    if _slurm_answers():
+        return
+    if os.geteuid() != 0:
+        _missing("a Slurm cluster (sinfo does not answer, and .ci/slurm-up needs root)")
+    up = Path(__file__).resolve().parents[2] / ".ci" / "slurm-up"
+    try:
+        done = subprocess.run([str(up)], capture_output=True, text=True, timeout=900, check=False)
+    except subprocess.TimeoutExpired:
+        _missing(f"a Slurm cluster ({up} did not finish in 900 s)")
+        raise
+    if done.returncode != 0 or not _slurm_answers():
+        _missing(f"a Slurm cluster ({up} exited {done.returncode}: "
+                 f"{(done.stdout + done.stderr).strip()[-2000:]})")

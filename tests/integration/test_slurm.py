@@ -1,0 +1,535 @@
+"""Campaigns with ``runtime: slurm`` on a real Slurm cluster (``.ci/slurm-up``'s single node) and the
+real llama.cpp testbed: each window one batch job, its receipts, its queue, its end.
+
+Every Slurm test lives in this one module so that ``--dist loadfile`` runs them on one worker, in
+order: the node is one, and ``exclusive`` (the default) lets one job at a time run on it. What the
+tests say about a job they read from Slurm itself (``scontrol``, ``squeue --json``), not through
+ruler's own parsers. Each test cancels whatever job of its run, or of its own, is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import testbed as tb_mod
+from engine.record.journal import read_events
+from engine.record.liveness import engine_alive, read_pid
+from engine.record.state import fold
+
+RULER = [sys.executable, "-m", "engine"]
+
+CAMPAIGN = """\
+name: {name}
+server: llamacpp
+runtime: slurm
+slurm:
+  start: {start}
+  time: "5"
+docker:
+  image: ${{testbed.image}}
+process:
+  command: ["${{testbed.llama_server}}"]
+control:
+  model: ${{testbed.models}}/SmolLM2-135M-Instruct.Q4_1.gguf
+  args: {{-m: "${{model}}", -c: 1024, -np: 1, -t: 1, -fa: "off", --metrics: true}}
+windows:
+{window_specs}sessions:
+  s1: [{windows}]
+workload:
+  classes:
+    prose: {{prompts: ["Name three colours.", "Write one sentence about the sea."]}}
+  concurrency: [1]
+  reps: 2
+  requests_per_rep: {requests}
+  max_tokens: {max_tokens}
+timeouts: {{boot: {boot}, request: 60, queue: {queue}}}
+quality: {{enabled: false}}  # the runtime is under test here, not the checks
+"""
+
+WINDOWS = {
+    "ctx": "{name: ctx, axis: context 2048, change: {args: {-c: 2048}}}",
+    "ctx3": "{name: ctx3, axis: context 3072, change: {args: {-c: 3072}}}",
+    # llama.cpp refuses it at boot: the control turns flash attention off.
+    "qv8": "{name: qv8, axis: q8_0 V cache without flash attention, "
+           "change: {args: {--cache-type-v: q8_0}}}",
+}
+
+
+# ------------------------------------------------------------------ Slurm, read directly
+
+
+def scontrol(job: str) -> dict[str, str]:
+    """Slurm's record of a job now (``scontrol -o show job``), as key -> value."""
+    out = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True,
+                         timeout=30, check=True).stdout
+    return record_fields(out)
+
+
+def record_fields(line: str) -> dict[str, str]:
+    # A value with spaces would be cut at its first one: none of the fields the tests read has any.
+    return dict(m.groups() for m in re.finditer(r"(?:^|\s)([A-Za-z][\w/:]*)=(\S*)", line.strip()))
+
+
+def jobs_listed() -> list[dict[str, Any]]:
+    out = subprocess.run(["squeue", "--json"], capture_output=True, text=True, timeout=30,
+                         check=True).stdout
+    return list(json.loads(out)["jobs"])
+
+
+def active(job: dict[str, Any]) -> bool:
+    state = job["job_state"]
+    state = state[0] if isinstance(state, list) else state
+    return state not in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
+                         "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
+
+
+def the_node() -> tuple[str, int]:
+    """The cluster's one node and its CPU count, as sinfo says."""
+    name, cpus = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %c"], capture_output=True,
+                                text=True, timeout=30, check=True).stdout.split()[:2]
+    return name, int(cpus)
+
+
+def wait_state(job: str, pred: Callable[[str], bool], timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        state = scontrol(job)["JobState"]
+        if pred(state) or time.monotonic() > deadline:
+            return state
+        time.sleep(0.2)
+
+
+class Jobs:
+    """What a test leaves on the cluster: its blockers (comment ``ruler-test=<token>``) and the
+    jobs of its runs (comment ``ruler-run=<run id>``), cancelled when the test ends."""
+
+    def __init__(self, results: Path) -> None:
+        self.results = results
+        self.token = uuid.uuid4().hex[:8]
+
+    def blocker(self, seconds: int) -> str:
+        """A job that holds every CPU of the node for ``seconds``; returned once it runs."""
+        job = subprocess.run(
+            ["sbatch", "--parsable", "--exclusive", f"--comment=ruler-test={self.token}",
+             "--job-name=ruler-test-blocker", "--output=/dev/null", "--time=5",
+             "--wrap", f"sleep {seconds}"],
+            capture_output=True, text=True, timeout=30, check=True).stdout.strip().split(";")[0]
+        assert wait_state(job, lambda s: s != "PENDING") == "RUNNING"
+        return job
+
+    def comments(self) -> set[str]:
+        marks = {f"ruler-test={self.token}"}
+        for info in self.results.glob("*/engine.json"):
+            marks.add(f"ruler-run={json.loads(info.read_text())['run_id']}")
+        return marks
+
+    def cancel_left(self) -> list[str]:
+        marks = self.comments()
+        left = [str(j["job_id"]) for j in jobs_listed() if j.get("comment") in marks and active(j)]
+        if left:
+            subprocess.run(["scancel", *left], timeout=30, check=False)
+        return left
+
+
+@pytest.fixture
+def jobs(slurm_cluster: None, testbed: tb_mod.Testbed, tmp_path: Path) -> Iterator[Jobs]:
+    j = Jobs(tmp_path / "results")
+    yield j
+    left = j.cancel_left()
+    if left:
+        print(f"cancelled jobs the test left: {left}")
+
+
+# ------------------------------------------------------------------ runs
+
+
+def write_campaign(tmp_path: Path, name: str, windows: str, start: str = "process",
+                   requests: int = 2, max_tokens: int = 8, boot: int = 60,
+                   queue: int = 600) -> Path:
+    spec = tmp_path / f"{name}.yaml"
+    specs = "".join(f"  - {WINDOWS[w.strip()]}\n" for w in windows.split(","))
+    spec.write_text(CAMPAIGN.format(name=name, start=start, windows=windows, requests=requests,
+                                    max_tokens=max_tokens, boot=boot, queue=queue,
+                                    window_specs=specs))
+    return spec
+
+
+def run_headless(spec: Path, results: Path) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([*RULER, "run", str(spec), "--headless", "--results-dir", str(results)],
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    print(proc.stdout[-4000:], proc.stderr[-2000:])
+    return proc
+
+
+def start_headless(spec: Path, results: Path) -> tuple[subprocess.Popen[str], Path]:
+    """``ruler run --headless`` in the background; returns it once its journal exists."""
+    proc = subprocess.Popen([*RULER, "run", str(spec), "--headless", "--results-dir", str(results)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        journals = list(results.glob("*/journal.jsonl"))
+        if journals:
+            return proc, journals[0].parent
+        assert proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("no run directory after 60 s")
+
+
+def only_run(results: Path) -> Path:
+    runs = sorted(p for p in results.iterdir() if p.is_dir())
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def events(run: Path) -> list[dict[str, Any]]:
+    return read_events(run / "journal.jsonl")
+
+
+def kinds(evs: list[dict[str, Any]], kind: str, window: str | None = None) -> list[dict[str, Any]]:
+    return [e for e in evs if e["kind"] == kind and (window is None or e.get("window") == window)]
+
+
+def wait_for(run: Path, pred: Callable[[list[dict[str, Any]]], bool], timeout: float = 120,
+             what: str = "") -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        evs = events(run)
+        if pred(evs):
+            return evs
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; last events: "
+                         f"{[e['kind'] for e in events(run)[-8:]]}")
+
+
+def run_id_of(run: Path) -> str:
+    return str(json.loads((run / "engine.json").read_text())["run_id"])
+
+
+def job_of(evs: list[dict[str, Any]], window: str) -> str:
+    """The job of a window's last boot."""
+    return str(kinds(evs, "server_started", window)[-1]["job"])
+
+
+def check_receipts(run: Path, name: str, window: str, job: str, node: str, cpus: int,
+                   state: str = "COMPLETED", exit_code: str = "0:0") -> dict[str, str]:
+    """A window's job.sh, job.record.txt and boot facts say what Slurm says of its job."""
+    wdir = run / "windows" / f"s1-{window}"
+    script = (wdir / "job.sh").read_text().splitlines()
+    assert script[0] == "#!/bin/bash"
+    for line in (f"#SBATCH --job-name=ruler-{name}-s1-{window}",
+                 f"#SBATCH --comment=ruler-run={run_id_of(run)}",
+                 f"#SBATCH --output={wdir}/boot.log", "#SBATCH --exclusive", "#SBATCH --time=5",
+                 "#SBATCH --no-requeue"):
+        assert line in script, (line, script)
+    recorded = (wdir / "job.record.txt").read_text()
+    assert recorded.count("\n") == 1 and recorded.startswith(f"JobId={job} ")
+    rec = record_fields(recorded)
+    assert rec["JobName"] == f"ruler-{name}-s1-{window}"
+    assert (rec["JobState"], rec["ExitCode"], rec["NodeList"]) == (state, exit_code, node)
+    assert rec["Command"] == str(wdir / "job.sh") and rec["StdOut"] == str(wdir / "boot.log")
+    # Verbatim: Slurm, asked again about the ended job, says the same line.
+    assert recorded.strip() == subprocess.run(["scontrol", "-o", "show", "job", job],
+                                              capture_output=True, text=True, timeout=30,
+                                              check=True).stdout.strip()
+    facts = json.loads((wdir / "boot-facts.json").read_text())["facts"]
+    assert (facts["node"], facts["slurm_job"], facts["slurm_cpus"], facts["slurm_gpus"]) == (
+        node, job, str(cpus), "none")
+    # The job itself wrote the first line of boot.log, on its node.
+    first = (wdir / "boot.log").read_text().splitlines()[0]
+    assert re.fullmatch(rf"ruler-job: job {job} on node {node} \(\S+\), port \d+, cpus {cpus}, "
+                        r"gpus none", first), first
+    return rec
+
+
+# ------------------------------------------------------------------ the tests
+
+
+def test_two_windows_as_process_jobs(jobs: Jobs, tmp_path: Path) -> None:
+    name = f"slp-{jobs.token[:4]}"
+    proc = run_headless(write_campaign(tmp_path, name, "ctx"), jobs.results)
+    run = only_run(jobs.results)
+    assert proc.returncode == 0, proc.stderr
+    evs = events(run)
+    state = fold(evs)
+    assert state.status == "finished"
+    assert {k: w.status for k, w in state.windows.items()} == {"s1-control": "done", "s1-ctx": "done"}
+    node, cpus = the_node()
+
+    placed = {e["window"]: e for e in kinds(evs, "window_placed")}
+    assert set(placed) == {"control", "ctx"}
+    for window in ("control", "ctx"):
+        job = job_of(evs, window)
+        p = placed[window]
+        assert (p["job"], p["node"]) == (job, node)
+        assert re.fullmatch(rf"http://{re.escape(node)}:\d+", p["url"]), p["url"]
+        # The server listens on the port its job picked on the node, and said so in job.place.
+        port = p["url"].rsplit(":", 1)[1]
+        place = json.loads((run / "windows" / f"s1-{window}" / "job.place").read_text())
+        assert (place["node"], str(place["port"]), place["job"]) == (node, port, job)
+        log = (run / "windows" / f"s1-{window}" / "boot.log").read_text()
+        assert f"llama_server: listening on http://0.0.0.0:{port}" in log
+        seqs = [e["seq"] for e in evs if e.get("window") == window and e["kind"] in (
+            "server_started", "window_placed", "window_ready", "window_finished", "server_stopped")]
+        assert [e["kind"] for e in evs if e["seq"] in seqs] == [
+            "server_started", "window_placed", "window_ready", "window_finished", "server_stopped"]
+        rec = check_receipts(run, name, window, job, node, cpus)
+        stopped = kinds(evs, "server_stopped", window)[-1]
+        assert stopped["record"]["JobState"] == "COMPLETED" and stopped["record"]["JobId"] == job
+        assert stopped["exit_code"] == 0
+        # The window's receipts name the job Slurm ran, and ruler's rows name the window.
+        assert rec["BatchHost"] == node
+
+    # The session's later windows go where its control ran; the control goes where Slurm puts it.
+    control_sh = (run / "windows" / "s1-control" / "job.sh").read_text()
+    ctx_sh = (run / "windows" / "s1-ctx" / "job.sh").read_text()
+    assert "--nodelist" not in control_sh
+    assert f"#SBATCH --nodelist={node}\n" in ctx_sh
+    assert scontrol(job_of(evs, "ctx"))["ReqNodeList"] == node
+    assert scontrol(job_of(evs, "control"))["ReqNodeList"] == "(null)"
+    rows = kinds(evs, "row_done")
+    assert [(r["window"], r["status"] in ("ok", "noisy"), r["agg_tok_s"] > 0) for r in rows] == [
+        ("control", True, True), ("ctx", True, True)], rows
+
+
+def test_two_windows_as_docker_jobs(jobs: Jobs, testbed_image: str, docker_client: Any,
+                                    tmp_path: Path) -> None:
+    name = f"sld-{jobs.token[:4]}"
+    proc = run_headless(write_campaign(tmp_path, name, "ctx", start="docker"), jobs.results)
+    run = only_run(jobs.results)
+    run_id = run_id_of(run)
+    try:
+        assert proc.returncode == 0, proc.stderr
+        evs = events(run)
+        assert {k: w.status for k, w in fold(evs).windows.items()} == {
+            "s1-control": "done", "s1-ctx": "done"}
+        node, cpus = the_node()
+        token = run_id.rsplit(".", 1)[1]
+        for window in ("control", "ctx"):
+            job = job_of(evs, window)
+            check_receipts(run, name, window, job, node, cpus)
+            script = (run / "windows" / f"s1-{window}" / "job.sh").read_text()
+            container = f"ruler-{name}-s1-{window}-{token}"
+            assert f"docker run --rm --name={container} --init " in script
+            assert f" {testbed_image} -m " in script
+            assert f"trap 'docker stop --time=10 {container} >/dev/null 2>&1' TERM INT" in script
+            # The server answered from inside the container: llama.cpp's own boot lines, and the
+            # container's port published on the port the job picked.
+            log = (run / "windows" / f"s1-{window}" / "boot.log").read_text()
+            assert "llama_server: listening on http://0.0.0.0:8080" in log
+        # The job removed its container when it ended: none of this run is left.
+        assert docker_client.containers.list(all=True, filters={"label": f"ruler.run={run_id}"}) == []
+    finally:
+        for c in docker_client.containers.list(all=True, filters={"label": f"ruler.run={run_id}"}):
+            c.remove(force=True)
+
+
+def test_a_job_that_fails_at_boot_is_rejected_with_its_slurm_record(jobs: Jobs,
+                                                                     tmp_path: Path) -> None:
+    name = f"slf-{jobs.token[:4]}"
+    proc = run_headless(write_campaign(tmp_path, name, "qv8"), jobs.results)
+    run = only_run(jobs.results)
+    assert proc.returncode == 0, proc.stderr  # the control measured a row
+    evs = events(run)
+    node, cpus = the_node()
+    job = job_of(evs, "qv8")
+    check_receipts(run, name, "qv8", job, node, cpus, state="FAILED", exit_code="1:0")
+    assert scontrol(job)["Reason"] == "NonZeroExitCode"
+    rejected = kinds(evs, "window_rejected", "qv8")
+    assert len(rejected) == 1
+    reason = rejected[0]["reason"]
+    assert reason == (f"server exited during boot (exit code 1); Slurm job {job} FAILED "
+                      f"(reason NonZeroExitCode, exit code 1:0, node {node})")
+    wdir = run / "windows" / "s1-qv8"
+    log = (wdir / "boot.log").read_text().splitlines()
+    said = [ln for ln in log if "quantized V cache requires flash_attn to be enabled" in ln]
+    assert said, log[-20:]
+    # The error lines are the server's own, verbatim from the log its node wrote.
+    assert said[0] in rejected[0]["errors"]
+    assert all(e in log for e in rejected[0]["errors"])
+    rejection = (wdir / "rejection.txt").read_text()
+    assert rejection.startswith(f"reason: {reason}\n\nerror lines (verbatim):\n{rejected[0]['errors'][0]}\n")
+    assert said[0] in rejection
+    stopped = kinds(evs, "server_stopped", "qv8")[-1]
+    assert {k: stopped["record"][k] for k in ("JobState", "Reason", "ExitCode")} == {
+        "JobState": "FAILED", "Reason": "NonZeroExitCode", "ExitCode": "1:0"}
+    assert fold(evs).windows["s1-qv8"].status == "rejected"
+
+
+def test_scancel_mid_rep_fails_the_window_and_the_campaign_goes_on(jobs: Jobs,
+                                                                  tmp_path: Path) -> None:
+    name = f"slx-{jobs.token[:4]}"
+    # Four requests of 16 tokens a rep: a rep lasts seconds, long enough to cancel inside one.
+    spec = write_campaign(tmp_path, name, "ctx, ctx3", requests=4, max_tokens=16)
+    proc, run = start_headless(spec, jobs.results)
+    try:
+        evs = wait_for(run, lambda e: bool(kinds(e, "rep_done", "ctx")), what="ctx's first rep")
+        job = job_of(evs, "ctx")
+        assert scontrol(job)["JobState"] == "RUNNING"
+        subprocess.run(["scancel", job], timeout=30, check=True)
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(out[-4000:])
+    assert proc.returncode == 0, out
+    evs = events(run)
+    node = the_node()[0]
+    assert scontrol(job)["JobState"] == "CANCELLED"
+    finished = kinds(evs, "window_finished", "ctx")
+    assert [f["status"] for f in finished] == ["failed"]
+    reason = finished[0]["reason"]
+    assert re.fullmatch(rf"server died during a pass \(exit code \d+\); Slurm job {job} CANCELLED "
+                        rf"\(reason \w+, exit code \d+:\d+, node {node}\)", reason), reason
+    failure = (run / "windows" / "s1-ctx" / "failure.txt").read_text()
+    assert failure.startswith(f"reason: {reason}\n")
+    # Slurm's own words on the cancel, as the job's output has them.
+    assert f"*** JOB {job} ON {node} CANCELLED AT " in failure
+    ctx_rows = kinds(evs, "row_done", "ctx")
+    assert [r["status"] for r in ctx_rows] == ["failed"]
+    assert ctx_rows[0]["reason"].startswith("the server failed after 1 reps: server died during a pass")
+    assert kinds(evs, "server_stopped", "ctx")[-1]["record"]["JobState"] == "CANCELLED"
+    # The campaign went on: the next window booted its own job and measured.
+    assert [f["status"] for f in kinds(evs, "window_finished", "ctx3")] == ["done"]
+    assert job_of(evs, "ctx3") != job
+    assert scontrol(job_of(evs, "ctx3"))["JobState"] == "COMPLETED"
+    assert [r["status"] in ("ok", "noisy") for r in kinds(evs, "row_done", "ctx3")] == [True]
+    assert fold(evs).status == "finished"
+
+
+def test_kill_9_of_the_engine_then_resume_cancels_the_stray_job(jobs: Jobs,
+                                                                tmp_path: Path) -> None:
+    name = f"slk-{jobs.token[:4]}"
+    spec = write_campaign(tmp_path, name, "ctx", requests=4, max_tokens=16)
+    out = subprocess.run([*RULER, "run", str(spec), "--detach", "--results-dir", str(jobs.results)],
+                         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    run = only_run(jobs.results)
+    try:
+        evs = wait_for(run, lambda e: bool(kinds(e, "rep_done", "ctx")), what="ctx's first rep")
+        pid = read_pid(run)
+        assert pid
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while engine_alive(run) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not engine_alive(run)
+        stray = job_of(evs, "ctx")
+        # The engine is gone; its job is not.
+        assert scontrol(stray)["JobState"] == "RUNNING"
+        before = events(run)
+
+        resumed = subprocess.run([*RULER, "run", "--resume", str(run), "--headless"],
+                                 capture_output=True, text=True, timeout=300,
+                                 stdin=subprocess.DEVNULL)
+        print(resumed.stdout[-4000:], resumed.stderr[-2000:])
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        pid = read_pid(run)
+        if pid and engine_alive(run):
+            os.kill(pid, signal.SIGKILL)
+    after = events(run)
+    assert after[: len(before)] == before
+    strays = kinds(after, "stray_stopped")
+    assert [(s["job"], s["name"]) for s in strays] == [(stray, f"ruler-{name}-s1-ctx")]
+    assert strays[0]["state"] == "RUNNING"
+    # Ended by ruler's stop (a TERM the job passes to the server, which exits cleanly).
+    rec = scontrol(stray)
+    assert (rec["JobState"], rec["ExitCode"]) == ("COMPLETED", "0:0")
+    assert not any(str(j["job_id"]) == stray and active(j) for j in jobs_listed())
+    # The window booted again as a new job and finished.
+    again = job_of(after, "ctx")
+    assert again != stray and scontrol(again)["JobState"] == "COMPLETED"
+    assert [f["status"] for f in kinds(after, "window_finished", "ctx")] == ["done"]
+    assert fold(after).status == "finished"
+
+
+def test_a_job_held_pending_shows_queued_with_slurms_reason_then_runs(jobs: Jobs,
+                                                                     tmp_path: Path) -> None:
+    name = f"slq-{jobs.token[:4]}"
+    boot = 8
+    # Boots take about a second here: a boot clock that counted the queue would time out.
+    spec = write_campaign(tmp_path, name, "ctx", boot=boot)
+    blocker = jobs.blocker(boot + 10)
+    proc, run = start_headless(spec, jobs.results)
+    try:
+        evs = wait_for(run, lambda e: any(q["reason"] == "Resources"
+                                          for q in kinds(e, "window_queued", "control")),
+                       timeout=30, what="the control queued behind the blocker")
+        job = job_of(evs, "control")
+        assert scontrol(job)["JobState"] == "PENDING" and scontrol(job)["Reason"] == "Resources"
+        status = subprocess.run([*RULER, "status", str(run), "--json"], capture_output=True,
+                                text=True, timeout=60)
+        assert status.returncode == 0, status.stderr
+        said = json.loads(status.stdout)
+        assert said["windows"]["s1-control"] == "queued"
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(out[-4000:])
+    assert proc.returncode == 0, out
+    evs = events(run)
+    queued = kinds(evs, "window_queued", "control")
+    assert [(q["job"], q["state"]) for q in queued] == [(job, "PENDING")] * len(queued)
+    assert queued[-1]["reason"] == "Resources"
+    assert {q["reason"] for q in queued} <= {"", "Resources"}
+    placed = kinds(evs, "window_placed", "control")[0]
+    ready = kinds(evs, "window_ready", "control")[0]
+    assert placed["seq"] > queued[-1]["seq"] and ready["seq"] > placed["seq"]
+    # It waited longer than its boot timeout in the queue, and booted within it once it ran.
+    assert placed["queued_s"] > boot + 2, placed
+    assert ready["boot_s"] < boot, ready
+    # Slurm ran it when the blocker ended.
+    assert scontrol(job)["StartTime"] >= scontrol(blocker)["EndTime"]
+    assert [f["status"] for f in kinds(evs, "window_finished")] == ["done", "done"]
+
+
+def test_queue_timeout_rejects_the_window_and_the_campaign_goes_on(jobs: Jobs,
+                                                                  tmp_path: Path) -> None:
+    name = f"slt-{jobs.token[:4]}"
+    spec = write_campaign(tmp_path, name, "ctx", queue=4)
+    blocker = jobs.blocker(240)
+    proc, run = start_headless(spec, jobs.results)
+    try:
+        evs = wait_for(run, lambda e: bool(kinds(e, "window_rejected", "control")), timeout=60,
+                       what="the control's queue timeout")
+        # Free the node: the next window's job runs.
+        subprocess.run(["scancel", blocker], timeout=30, check=True)
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(out[-4000:])
+    assert proc.returncode == 0, out
+    evs = events(run)
+    job = job_of(evs, "control")
+    reason = kinds(evs, "window_rejected", "control")[0]["reason"]
+    assert reason == (f"Slurm job {job} still PENDING after 4 s (queue timeout; Slurm's reason: "
+                      "Resources)")
+    rejection = (run / "windows" / "s1-control" / "rejection.txt").read_text()
+    assert rejection.startswith(f"reason: {reason}\n")
+    # The job that never ran was cancelled, not left to start later on a free node.
+    rec = scontrol(job)
+    assert (rec["JobState"], rec["Reason"]) == ("CANCELLED", "Resources")
+    assert not (run / "windows" / "s1-control" / "job.place").exists()
+    assert kinds(evs, "window_placed", "control") == []
+    # The campaign went on: the next window queued, ran once the node was free, and measured.
+    assert [f["status"] for f in kinds(evs, "window_finished", "ctx")] == ["done"]
+    assert scontrol(job_of(evs, "ctx"))["JobState"] == "COMPLETED"
+    assert {k: w.status for k, w in fold(evs).windows.items()} == {
+        "s1-control": "rejected", "s1-ctx": "done"}
+
