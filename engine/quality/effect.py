@@ -14,9 +14,10 @@ from engine.record.events import USABLE_ROWS, Verdict
 
 # Boot facts that legitimately differ from boot to boot, or come from requests rather than the
 # boot: file paths (the model's type, size and shape are facts of their own), the listening URL
-# (a port per window), request timings and speculative-decoding counters of served requests.
+# (a port per window), a batch job's id (one per window), request timings and speculative-decoding
+# counters of served requests.
 IGNORED_FACT = re.compile(
-    r"(^|\.)path$|^server\.model$|^spec\.draft_model$|^server\.url$|^timing\.|^ready$"
+    r"(^|\.)path$|^server\.model$|^spec\.draft_model$|^server\.url$|^slurm_job$|^timing\.|^ready$"
     r"|^spec\.(accept_rate|accepted|generated|mean_len|acc_per_pos)$|^spec\.lifetime\.")
 
 

@@ -55,13 +55,16 @@ workload:
   requests_per_rep: {requests}
   max_tokens: {max_tokens}
 timeouts: {{boot: {boot}, request: 60, queue: {queue}}}
-quality: {{enabled: false}}  # the runtime is under test here, not the checks
+quality: {quality}
 """
+NO_QUALITY = "{enabled: false}  # the runtime is under test here, not the checks"
 
 WINDOWS = {
     "ctx": "{name: ctx, axis: context 2048, change: {args: {-c: 2048}}}",
     "ctx3": "{name: ctx3, axis: context 3072, change: {args: {-c: 3072}}}",
     # llama.cpp refuses it at boot: the control turns flash attention off.
+    "noop": "{name: noop, axis: --defrag-thold 0.1 (deprecated; parses and does nothing), "
+            "change: {args: {--defrag-thold: 0.1}}}",
     "qv8": "{name: qv8, axis: q8_0 V cache without flash attention, "
            "change: {args: {--cache-type-v: q8_0}}}",
 }
@@ -157,12 +160,12 @@ def jobs(slurm_cluster: None, testbed: tb_mod.Testbed, tmp_path: Path) -> Iterat
 
 def write_campaign(tmp_path: Path, name: str, windows: str, start: str = "process",
                    requests: int = 2, max_tokens: int = 8, boot: int = 60,
-                   queue: int = 600) -> Path:
+                   queue: int = 600, quality: str = NO_QUALITY) -> Path:
     spec = tmp_path / f"{name}.yaml"
     specs = "".join(f"  - {WINDOWS[w.strip()]}\n" for w in windows.split(","))
     spec.write_text(CAMPAIGN.format(name=name, start=start, windows=windows, requests=requests,
                                     max_tokens=max_tokens, boot=boot, queue=queue,
-                                    window_specs=specs))
+                                    window_specs=specs, quality=quality))
     return spec
 
 
@@ -303,6 +306,26 @@ def test_two_windows_as_process_jobs(jobs: Jobs, tmp_path: Path) -> None:
     rows = kinds(evs, "row_done")
     assert [(r["window"], r["status"] in ("ok", "noisy"), r["agg_tok_s"] > 0) for r in rows] == [
         ("control", True, True), ("ctx", True, True)], rows
+
+
+def test_a_window_that_changes_nothing_differs_from_its_control_in_no_boot_fact(
+        jobs: Jobs, tmp_path: Path) -> None:
+    """Each window is a job of its own, so its job id always differs from the control's: that is
+    not an effect of the window's change, and must not hide a window that changes nothing."""
+    name = f"sln-{jobs.token[:4]}"
+    quality = ('{greedy: {prompts: ["Name three colours."], n: 1, max_tokens: 4}, '
+               "teacher_forced: {positions: 1}, knobs_check: false}")
+    proc = run_headless(write_campaign(tmp_path, name, "noop", quality=quality), jobs.results)
+    run = only_run(jobs.results)
+    assert proc.returncode == 0, proc.stderr
+    evs = events(run)
+    facts = json.loads((run / "windows" / "s1-noop" / "boot-facts.json").read_text())
+    diff = facts["diff_vs_control"]
+    assert diff["changed"]["slurm_job"] == [job_of(evs, "noop"), job_of(evs, "control")]
+    assert {"node", "slurm_cpus", "slurm_gpus"} <= set(diff["equal"])  # the same box
+    effect = json.loads((run / "windows" / "s1-noop" / "no-effect.json").read_text())
+    assert effect["facts_differ"] == {}
+    assert not any(r.startswith("boot facts differ") for r in effect["reasons"]), effect["reasons"]
 
 
 def test_two_windows_as_docker_jobs(jobs: Jobs, testbed_image: str, docker_client: Any,
