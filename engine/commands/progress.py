@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from engine.quality.effect import IGNORED_FACT
 from engine.record.events import ENVELOPE, EventKind, WindowStatus
 from engine.record.journal import Event
 
@@ -14,7 +15,8 @@ from engine.record.journal import Event
 def _diff_summary(diff: dict[str, Any] | None) -> str:
     if not diff:
         return ""
-    changed = diff.get("changed", {})
+    # Facts that differ at every boot (a port, a job id, request timings) say nothing of the axis.
+    changed = {k: v for k, v in diff.get("changed", {}).items() if not IGNORED_FACT.search(k)}
     if not changed:
         return " | boot facts equal to the control"
     # BootFacts.diff lists [this window's value, the control's]; the line reads control -> window.

@@ -8,10 +8,11 @@ window's ``boot.log``. Everything between ruler and the job goes through the res
 that directory must be on a filesystem the nodes share; ruler checks that before the first window.
 
 Ruler reads Slurm only through its machine-readable outputs: ``sbatch --parsable``, ``squeue
---json`` for the live state, and ``scontrol -o show job`` (one ``key=value`` line; Slurm 22.05 has no
-``--json`` there) for the job's final record, read within seconds of its end, while Slurm remembers
-the job (``MinJobAge``, 300 s by default). ``sacct`` is not used: it needs accounting (slurmdbd),
-which many clusters and CI's single-node one lack, and the record is taken long before it matters.
+--json`` to find a run's jobs (resume) and ``scontrol -o show job`` (one ``key=value`` line per job;
+Slurm 22.05 has no ``--json`` there) for one job's state while it runs and its final record, read
+within seconds of its end, while Slurm remembers the job (``MinJobAge``, 300 s by default).
+``sacct`` is not used: it needs accounting (slurmdbd), which many clusters and CI's single-node one
+lack, and the record is taken long before it matters.
 """
 
 from __future__ import annotations
@@ -139,15 +140,9 @@ class JobState:
                    exit_code=_exit_of(job))
 
 
-def squeue(job: str | None = None) -> list[JobState]:
+def squeue() -> list[JobState]:
     """The jobs Slurm lists now (ended ones too, while it remembers them)."""
-    argv = ["squeue", "--json"] + ([f"--jobs={job}"] if job else [])
-    try:
-        out = _slurm(argv)
-    except LaunchError:
-        if job:  # a job Slurm has forgotten is "invalid" to squeue: it is no longer listed
-            return []
-        raise
+    out = _slurm(["squeue", "--json"])
     try:
         data = json.loads(out)
     except json.JSONDecodeError as e:
@@ -178,14 +173,16 @@ def scontrol_job(job: str) -> str:
 
 
 def job_state(job: str) -> JobState:
-    """A job's state now: from squeue, or from its record once squeue no longer lists it."""
-    mine = next((j for j in squeue(job) if j.job == job), None)
-    if mine is not None:
-        return mine
+    """A job's state now, from its own record (``scontrol -o show job``: one job, where 22.05's
+    ``squeue --json`` ignores ``--jobs`` and lists the whole queue, too much to ask twice a second
+    on a big cluster); UNKNOWN once Slurm has forgotten the job."""
     fields = parse_scontrol(scontrol_job(job))
-    state = fields.get("JobState", "").split(" ")[0] or "UNKNOWN"  # UNKNOWN: forgotten
+    state = fields.get("JobState", "").split(" ")[0] or "UNKNOWN"
+    reason = fields.get("Reason", "")
+    host = fields.get("BatchHost", "")
     return JobState(job, fields.get("JobName", ""), fields.get("Comment", ""), state,
-                    fields.get("Reason", ""), fields.get("BatchHost", ""), fields.get("ExitCode", ""))
+                    "" if reason == "None" else reason, "" if host == "(null)" else host,
+                    fields.get("ExitCode", ""))
 
 
 def _scancel(job: str, opts: list[str]) -> None:

@@ -568,3 +568,43 @@ def test_queue_timeout_rejects_the_window_and_the_campaign_goes_on(jobs: Jobs,
     assert {k: w.status for k, w in fold(evs).windows.items()} == {
         "s1-control": "rejected", "s1-ctx": "done"}
 
+
+
+# ------------------------------------------------------------------ places: two sessions at once
+
+
+def test_two_sessions_run_at_once_as_slurm_jobs_on_one_node(jobs: Jobs, tmp_path: Path) -> None:
+    """Issue 15 on Slurm: two places naming this node, each job one CPU, so both jobs run at once."""
+    node, _ = the_node()
+    spec = write_campaign(tmp_path, f"slpl-{jobs.token}", "ctx")
+    text = spec.read_text().replace("  time: \"5\"\n", "  time: \"5\"\n  exclusive: false\n"
+                                    "  sbatch: [\"--cpus-per-task=1\"]\n")
+    text = text.replace("  s1: [ctx]\n", "  s1: [ctx]\n  s2: [ctx]\nplaces:\n"
+                        f"  - {{name: p1, node: {node}}}\n  - {{name: p2, node: {node}}}\n")
+    spec.write_text(text)
+    proc = run_headless(spec, jobs.results)
+    assert proc.returncode == 0, proc.stderr
+    run = only_run(jobs.results)
+    evs = events(run)
+    st = fold(evs)
+    assert {w.status for w in st.windows.values()} == {"done"}
+    assert sorted(st.session_places.values()) == ["p1", "p2"]
+    placed = kinds(evs, "window_placed")
+    assert len(placed) == 4 and {e["node"] for e in placed} == {node}
+    # From a job running (window_placed) to its window's end: a job of s1 and one of s2 overlap.
+    up: dict[str, tuple[float, float]] = {}
+    began: dict[str, float] = {}
+    for e in evs:
+        key = f"{e.get('session')}-{e.get('window')}"
+        if e["kind"] == "window_placed":
+            began[key] = e["ts"]
+        elif e["kind"] == "window_finished" and key in began:
+            up[key] = (began.pop(key), e["ts"])
+    both = max(min(a[1], b[1]) - max(a[0], b[0]) for ka, a in up.items() for kb, b in up.items()
+               if ka.startswith("s1-") and kb.startswith("s2-"))
+    assert both > 1.0, up
+    assert all(w.facts.get("slurm_cpus") == "1" for w in st.windows.values()), \
+        {k: w.facts for k, w in st.windows.items()}
+    for e in kinds(evs, "window_started"):
+        assert "--cpus-per-task=1" in e["plan"]["slurm"]["sbatch"]
+        assert e["plan"]["place"] == node

@@ -5,7 +5,7 @@ servers are fakes (tests/unit/fakes.py: an in-process stand-in for llama-server,
 Where a test needs two windows up at once it holds each control's start (``FakeRuntime.start``,
 called on the place's own thread, outside the journal's lock) until both places have started one:
 the overlap is then certain, not a matter of timing. The same paths on real servers, Docker over
-SSH and Slurm are in tests/integration/test_places.py.
+SSH are in tests/integration/test_places_live.py, Slurm in test_slurm_cluster.py.
 """
 
 from __future__ import annotations

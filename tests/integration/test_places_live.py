@@ -1,6 +1,8 @@
 """Sessions in parallel on places, on real parts: the llama.cpp testbed's llama-server, the Docker
 engine (reached once through its socket and once over SSH, through a real sshd on 127.0.0.1 and the
-docker SDK's ``ssh`` client), process places pinned to CPU sets, and the single-node Slurm cluster.
+docker SDK's ``ssh`` client), process places pinned to CPU sets. Two sessions at once as Slurm jobs are in
+test_slurm_cluster.py, with every other test that submits to the one-node cluster (a module runs on
+one worker: jobs of two modules at once would queue behind each other's and change Slurm's reasons).
 
 Campaigns are tiny (one class, C1, two reps of two requests of 8 tokens, no quality phase): what is
 under test is where each session runs and when, not the figures. Every campaign and container name
@@ -42,9 +44,6 @@ docker:
   keep: true
 process:
   command: ["${{testbed.llama_server}}"]
-slurm:
-  exclusive: false
-  sbatch: ["--cpus-per-task=1"]
 control:
   model: ${{testbed.models}}/SmolLM2-135M-Instruct.Q4_1.gguf
   args: {{-m: "${{model}}", -c: 1024, -np: 1, -t: 1, -fa: "off", --metrics: true}}
@@ -359,55 +358,3 @@ def test_kill_9_with_two_sessions_in_flight_then_resume_loses_no_finished_rep(
         if row.attempt == e["attempt"]:
             assert row.files[e["attempt"]][e["rep"]] == e["file"]
 
-
-# ---------------------------------------------------------------- Slurm jobs at once
-
-
-def _slurm_answers() -> bool:
-    try:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True,
-                             timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and any(
-        line.startswith(("idle", "mixed", "allocated")) for line in out.stdout.splitlines())
-
-
-@pytest.fixture(scope="module")
-def slurm_cluster() -> None:
-    """A Slurm cluster answers; as root, ``.ci/slurm-up`` installs and starts the single-node one."""
-    if _slurm_answers():
-        return
-    if os.geteuid() != 0:
-        _missing("a Slurm cluster (sinfo does not answer, and .ci/slurm-up needs root)")
-    up = Path(__file__).resolve().parents[2] / ".ci" / "slurm-up"
-    done = subprocess.run([str(up)], capture_output=True, text=True, timeout=900, check=False)
-    if done.returncode != 0 or not _slurm_answers():
-        _missing(f"a Slurm cluster ({up} exited {done.returncode}: {(done.stdout + done.stderr)[-2000:]})")
-
-
-def test_two_sessions_run_at_once_as_slurm_jobs_on_one_node(
-        testbed: tb_mod.Testbed, slurm_cluster: None, tmp_path: Path) -> None:
-    node = socket.gethostname().split(".")[0]
-    spec, _ = write_campaign(tmp_path, "slurm", [{"name": "p1", "node": node},
-                                                 {"name": "p2", "node": node}])
-    results = tmp_path / "results"
-    proc = subprocess.run([*RULER, "run", str(spec), "--headless", "--results-dir", str(results)],
-                          capture_output=True, text=True, timeout=600)
-    print(proc.stdout[-6000:], proc.stderr[-3000:])
-    assert proc.returncode == EXIT_OK, proc.stderr
-    run = only_run(results)
-    st = fold(journal(run))
-    assert {w.status for w in st.windows.values()} == {"done"}
-    assert sorted(st.session_places.values()) == ["p1", "p2"]
-    # Each window was a job of one CPU on the node, and two jobs ran at the same time: the journal's
-    # window_placed (the job running, its server's port said) to window_finished overlap.
-    placed = [e for e in journal(run) if e["kind"] == "window_placed"]
-    assert len(placed) == 4 and {e["node"] for e in placed} == {node}
-    assert overlap(run, "s1", "s2", start="window_placed") > 1.0, spans(run, "window_placed")
-    facts = {f"{w.session}-{w.window}": w.facts for w in st.windows.values()}
-    assert all(f.get("slurm_cpus") == "1" for f in facts.values()), facts
-    for e in journal(run):
-        if e["kind"] == "window_started":
-            assert "--cpus-per-task=1" in e["plan"]["slurm"]["sbatch"]
-            assert e["plan"]["place"] == node
