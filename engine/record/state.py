@@ -105,6 +105,8 @@ class RunState:
     error: str = ""
     rows: dict[str, RowState] = field(default_factory=dict)
     paused: bool = False  # a pause was asked for (the command was accepted)
+    # Whose pause: the sessions named (`pause s2`, parallel places), "" for one naming none.
+    paused_sessions: set[str] = field(default_factory=set)
     pause_held: bool = False  # the pause took effect: the engine waits between reps
     workload: dict[str, Any] = field(default_factory=dict)  # run_started's (events.Workload)
     commands: list[dict[str, Any]] = field(default_factory=list)
@@ -270,7 +272,14 @@ def _verdict(state: RunState, e: Event) -> None:
 def _command(state: RunState, e: Event) -> None:
     state.commands.append(_fields(e, _NO_TS))
     if e["cmd"] in ("pause", "resume"):
-        state.paused = e["cmd"] == "pause"
+        who = e["args"][0] if e.get("args") else ""
+        if e["cmd"] == "pause":
+            state.paused_sessions.add(who)
+        elif who:
+            state.paused_sessions.discard(who)
+        else:
+            state.paused_sessions.clear()
+        state.paused = bool(state.paused_sessions)
         state.pause_held = state.pause_held and state.paused
 
 
@@ -281,6 +290,7 @@ def _paused(state: RunState, e: Event) -> None:
 def _run_resumed(state: RunState, e: Event) -> None:
     state.status, state.pid, state.resumes = RunStatus.RUNNING, e.get("pid"), state.resumes + 1
     state.paused = state.pause_held = False
+    state.paused_sessions.clear()
 
 
 def _engine_error(state: RunState, e: Event) -> None:

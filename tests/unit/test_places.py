@@ -391,3 +391,28 @@ def test_the_headless_line_of_a_session_names_its_place_and_machine() -> None:
                          "host": {"error": "docker host tcp://127.0.0.1:1 does not answer"}}) == (
         "session s2 on down (tcp://127.0.0.1:1): did not answer: docker host tcp://127.0.0.1:1 does "
         "not answer")
+
+
+def test_a_pause_is_per_session_in_the_fold() -> None:
+    """`resume s1` while s2 is still paused leaves the run paused (one flag for the run did not)."""
+    from engine.record.state import RunState, apply
+
+    st = RunState()
+    seq = 0
+
+    def command(cmd: str, *args: str) -> None:
+        nonlocal seq
+        seq += 1
+        apply(st, {"seq": seq, "ts": float(seq), "kind": "command", "cmd": cmd, "args": list(args),
+                   "who": {}, "reply": ""})
+
+    command("pause", "s1")
+    command("pause", "s2")
+    command("resume", "s1")
+    assert st.paused and st.paused_sessions == {"s2"}
+    command("resume", "s2")
+    assert not st.paused
+    command("pause")  # naming none: one session at a time, or every one
+    assert st.paused and st.paused_sessions == {""}
+    command("resume")
+    assert not st.paused and not st.paused_sessions
