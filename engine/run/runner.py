@@ -251,7 +251,7 @@ class Runner:
             while not self.controls.abort.is_set():
                 session = self._next_session(lane, pending)
                 if session is None:
-                    return
+                    break
                 answered = True
                 with self._slots:
                     if not self.controls.abort.is_set():
@@ -261,10 +261,16 @@ class Runner:
                         # Its session's windows are rejected saying why; the sessions left go to
                         # the places that answer (the last place left takes them all the same,
                         # so that every session ends with a result or a reason).
-                        return
+                        break
         finally:
             with self._pick:
                 self._working.discard(lane.name)
+        # Other places still run: an operator's rerun of a void row of this place's sessions is
+        # booted here (its session's box) until they end.
+        while not self.controls.abort.is_set() and self._working:
+            self._drain_reruns(lane)
+            self.controls.abort.wait(0.5)
+        self._drain_reruns(lane)
 
     def _run_session(self, lane: Lane, session: str) -> bool:
         """One session on one place; False when the place did not answer at its start."""

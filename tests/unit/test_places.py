@@ -416,3 +416,73 @@ def test_a_pause_is_per_session_in_the_fold() -> None:
     assert st.paused and st.paused_sessions == {""}
     command("resume")
     assert not st.paused and not st.paused_sessions
+
+
+def test_a_rerun_for_a_place_done_with_its_sessions_boots_there_while_another_place_runs(
+        tmp: Path) -> None:
+    """Place a has run s1 (whose control row went void) and has no session left; place b still
+    runs s2. The operator's rerun of s1's row boots s1's control again on a, its session's box
+    (it used to wait for a place that had stopped taking work, and never ran)."""
+    from test_runner import LEAKY, PACE, SLOW
+
+    go = threading.Event()
+    hooks = Hooks()
+
+    def behave(plan: LaunchPlan) -> Behaviour:
+        if plan.labels["ruler.window"] == "s2-ctx":
+            assert go.wait(30), "the rerun was never queued"
+        return Behaviour()
+
+    fake = FakeRuntime(behave)
+    replies: list[str] = []
+
+    def server(window: str) -> Any:
+        return next(s for s in fake.servers if s.plan.labels["ruler.window"] == window)
+
+    def slow(_: Event) -> None:
+        server("s1-control").behaviour.tok_s = SLOW
+
+    def fast(_: Event) -> None:
+        server("s1-control").behaviour.tok_s = PACE
+
+    def rerun_once_a_is_done(_: Event) -> None:
+        def later() -> None:
+            while "a" in r._working:  # white box: the moment place a stops taking sessions
+                threading.Event().wait(0.05)
+            replies.append(r.command("rerun", ["s1-control/prose/c2"], WHO))
+            go.set()
+        threading.Thread(target=later, daemon=True).start()
+
+    hooks.on(slow, kind="rep_done", session="s1", window="control", attempt=1, rep=1)
+    hooks.on(fast, kind="rep_done", session="s1", window="control", attempt=1, rep=2)
+    hooks.on(rerun_once_a_is_done, kind="window_finished", session="s1", window="ctx")
+    spec = two_places("late", leak={**LEAKY, "max_reruns": 0}, max_tokens=16)
+    spec["sessions"] = {"s1": ["ctx"], "s2": ["ctx"]}
+    try:
+        r = runner(tmp, spec, fake, hooks)
+        r._next_session = _pinned(r, {"s1": "a", "s2": "b"})  # type: ignore[method-assign]
+        assert r.run() == "finished"
+    finally:
+        fake.close()
+    hooks.check()
+    assert replies and replies[0].startswith("queued s1-control/prose/c2")
+    reboot = events(r.run_dir, "window_reboot")
+    assert [(e["session"], e["window"]) for e in reboot] == [("s1", "control")]
+    # The rerun booted on place a (CPU set 0), s1's box, as the original did.
+    plans = [s.plan for s in fake.servers if s.plan.labels["ruler.window"] == "s1-control"]
+    assert len(plans) == 2 and plans[1].name.endswith("-rerun1"), plans
+    assert [p.cpus for p in plans] == ["0", "0"]
+    row = next(e for e in reversed(events(r.run_dir, "row_done")) if e["session"] == "s1"
+               and e["window"] == "control")
+    assert row["status"] in ("ok", "noisy") and row["attempts"] == 2
+
+
+def _pinned(r: Any, where: dict[str, str]) -> Any:
+    """Each session on the place named for it (the run's own choice is whichever place is free)."""
+    def pick(lane: Any, pending: list[str]) -> str | None:
+        with r._pick:
+            mine = next((s for s in pending if where[s] == lane.name), None)
+            if mine is not None:
+                pending.remove(mine)
+            return mine
+    return pick
