@@ -10,7 +10,7 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -20,16 +20,24 @@ import httpx
 from engine.record.results import open_append
 from engine.runtime.base import BatchServer, Server
 from engine.servers.client import Readiness, ServerClient
-from engine.servers.logs import BootFacts, Fact, LogReader
+from engine.servers.logs import BootFacts, Fact, FactValue, LogReader
 
 TAIL_LINES = 200
+# boot.log is kept whole up to the server's ready line. After it, a server can log every request
+# (llama-server at -lv 4, which its boot facts need: 53-86 MB a window on a GPU), so the rest is
+# bounded: the first AFTER_READY_BYTES whole; past them only the lines ruler reads (periodic facts,
+# errors, the first MAX_LATE_WARNINGS warnings), and at the end the last TAIL_LINES left out.
+AFTER_READY_BYTES = 1024 * 1024
+MAX_LATE_WARNINGS = 200
 # After the health probe says ready, how long the log pump may take to read up to the server's own
 # ready line (a loaded machine lags the pump behind the server): the boot facts are frozen then.
 LOG_CATCH_UP_S = 10.0
 
 
 class LogPump(threading.Thread):
-    """Copies the server's output to ``boot.log`` and feeds boot facts until frozen."""
+    """Copies the server's output to ``boot.log`` and feeds boot facts until frozen; after the
+    ready line, boot.log is bounded (AFTER_READY_BYTES). A batch job's node writes its boot.log
+    itself, whole: the pump only reads it (runtime slurm)."""
 
     def __init__(self, server: Server, adapter: LogReader, log_path: Path,
                  on_fact: Callable[[Fact], None], scrub: Callable[[str], str] = lambda s: s) -> None:
@@ -43,6 +51,36 @@ class LogPump(threading.Thread):
         self._frozen = threading.Event()
         self._lock = threading.Lock()
         self.error: OSError | None = None  # boot.log or a boot fact could not be written (disk full)
+        self.late_budget = AFTER_READY_BYTES  # bytes after ready still written whole
+        self.late_warnings = 0
+        self.left_out, self.left_out_bytes = 0, 0
+        self.left_out_tail: deque[str] = deque(maxlen=TAIL_LINES)
+
+    def _late(self, line: str) -> list[str]:
+        """What boot.log gets for a line after ready (nothing when it is left out)."""
+        note: list[str] = []
+        if self.late_budget >= 0:
+            self.late_budget -= len(line) + 1
+            if self.late_budget >= 0:
+                return [line]
+            note = [f"[ruler] boot.log: the first {AFTER_READY_BYTES // 1024} KiB after ready are "
+                    "above; from here only lines with periodic facts, errors and warnings are kept, "
+                    f"and the last {TAIL_LINES} others at the end"]
+        if self._read(line):
+            return [*note, line]
+        self.left_out += 1
+        self.left_out_bytes += len(line) + 1
+        self.left_out_tail.append(line)
+        return note
+
+    def _read(self, line: str) -> bool:
+        """A line ruler reads after ready: one with periodic facts, an error, a warning (capped)."""
+        if self.adapter.is_error(line) or self.adapter.periodic(line):
+            return True
+        if self.late_warnings < MAX_LATE_WARNINGS and self.adapter.is_warning(line):
+            self.late_warnings += 1
+            return True
+        return False
 
     def run(self) -> None:
         out: IO[str] | None = None
@@ -56,9 +94,10 @@ class LogPump(threading.Thread):
         # pipe is no longer read blocks mid-request.
         for line in self.server.lines():
             line = self.scrub(line)
-            if out is not None:
+            kept = self._late(line) if self.ready_seen.is_set() else [line]
+            if out is not None and kept:
                 try:
-                    out.write(line + "\n")
+                    out.writelines(x + "\n" for x in kept)
                 except OSError as e:
                     self.error = e
                     with contextlib.suppress(OSError):  # the failed write already said why
@@ -77,6 +116,11 @@ class LogPump(threading.Thread):
                 self.ready_seen.set()
         if out is not None:
             try:
+                if self.left_out:
+                    out.write(f"[ruler] boot.log: {self.left_out:,} lines "
+                              f"({self.left_out_bytes / 1e6:.1f} MB) after ready left out; the last "
+                              f"{len(self.left_out_tail)} of them:\n")
+                    out.writelines(x + "\n" for x in self.left_out_tail)
                 out.close()
             except OSError as e:
                 self.error = e
@@ -90,8 +134,9 @@ class LogPump(threading.Thread):
             self.ready_seen.wait(0.05)
         return True
 
-    def add_facts(self, facts: dict[str, str], source: str) -> list[Fact]:
-        """Facts the runtime knows and no log line says (a batch job's node, its GPUs)."""
+    def add_facts(self, facts: Mapping[str, FactValue], source: str) -> list[Fact]:
+        """Facts the runtime knows and no log line says (a batch job's node, its GPUs, the free
+        GPU memory at boot)."""
         added = [Fact(k, v, f"{source}: {k}={v}") for k, v in facts.items()]
         with self._lock:
             for fact in added:

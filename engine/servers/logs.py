@@ -70,6 +70,15 @@ class LogReader(ABC):
     # ``<label>`` stand for many keys), and the wording of the ready line, for a person.
     watched_facts: tuple[str, ...] = ()
     ready_text: str = ""
+    # Words every line with ``periodic.*`` facts holds (acceptance, throughput while serving). After
+    # ready the log pump parses only the lines holding one: parsing every per-request line would
+    # cost the engine's CPU while it measures.
+    periodic_marks: tuple[str, ...] = ()
+
+    def periodic(self, line: str) -> bool:
+        """True when the line carries ``periodic.*`` facts (checked cheaply first by the marks)."""
+        return any(m in line for m in self.periodic_marks) and any(
+            f.key.startswith("periodic.") for f in self.parse_line(line))
 
     def scope(self, line: str, current: str) -> str | None:
         """Return a new key scope when ``line`` opens a new section, else None.

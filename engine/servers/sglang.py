@@ -303,6 +303,7 @@ class SGLangAdapter(ServerAdapter):
     health_path = "/health"
     metrics_flag = "--enable-metrics"  # /metrics is mounted only with it (http_server.py)
     ready_text = "The server is fired up and ready to roll!"
+    periodic_marks = ("Decode batch",)
     # What a window's boot is diffed on first (the dry run lists them).
     watched_facts = ("weights.mem_gb", "kv.tokens", "kv.*_gb", "kv.<label>.*", "mamba.*_gb",
                      "pool.avail_gb", "graph.<role>_<kind>.mem_gb", "sched.max_total_num_tokens",

@@ -163,6 +163,8 @@ class VLLMAdapter(ServerAdapter):
     health_path = "/health"
     metrics_flag = "--speculative-config"  # /metrics is always on; spec counters need this
     ready_text = "Application startup complete."
+    periodic_marks = ("Avg generation throughput", "SpecDecoding metrics:",
+                      "Speculative metrics:")
     watched_facts = ("weights.mem_gib", "kv.available_gib", "kv.tokens", "kv.max_concurrency",
                      "graph.mem_gib", "config.*", "exit.*", "unparsed.*")
 
