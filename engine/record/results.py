@@ -15,14 +15,12 @@ import datetime as dt
 import json
 import os
 import platform
-import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from engine import __version__
+from engine import __version__, gpu
 from engine.errors import BadInput
 
 CAMPAIGN = "campaign.yaml"
@@ -124,16 +122,6 @@ def write_json(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def _nvidia_smi() -> str | None:
-    if not shutil.which("nvidia-smi"):
-        return None
-    try:
-        out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"nvidia-smi failed: {e}"
-    return out.stdout or out.stderr
-
-
 def _docker_facts(images: list[str]) -> dict[str, Any]:
     try:
         from engine.runtime import docker as rd  # the Docker SDK only for a docker run's env.json
@@ -163,6 +151,7 @@ def env_facts(runtime: str, images: list[str], extra: dict[str, Any]) -> dict[st
             "cpus": os.cpu_count(),
         },
         "docker": _docker_facts(images) if runtime == "docker" else None,
-        "nvidia_smi": _nvidia_smi(),
+        # From NVML, per GPU (engine.gpu): or why there is none ("no NVIDIA GPU (...)").
+        "gpu": gpu.env_facts(),
         **extra,
     }
