@@ -520,14 +520,23 @@ STATUS_WORD: dict[str, Seg] = {
 
 def rep_segs(r: RowState, expected: int | None) -> list[Seg]:
     """The attempt's reps as they land; a suspected leak carries "!" on its rep."""
-    reps = r.reps.get(r.attempt, {})
+    reps, gpus = r.reps.get(r.attempt, {}), r.gpu.get(r.attempt, {})
     segs: list[Seg] = []
     for rep in sorted(reps):
         suspect = (r.attempt, rep) in r.suspects
-        segs.append((fmt_tok(reps[rep]) + ("!" if suspect else ""), "warning" if suspect else ""))
+        segs.append((fmt_tok(reps[rep]) + ("!" if suspect else "") + gpu_text(gpus.get(rep)),
+                     "warning" if suspect or (gpus.get(rep) or {}).get("throttle") else ""))
     if r.status in LIVE_ROWS and (expected is None or len(reps) < expected):
         segs.append(("…", "muted"))
     return segs
+
+
+def gpu_text(g: dict[str, Any] | None) -> str:
+    """A rep's mean power and lowest SM clock beside its tok/s (nothing without telemetry)."""
+    if not g or g.get("power_w") is None:
+        return ""
+    clock = f"/{g['sm_mhz_min']:.0f}MHz" if g.get("sm_mhz_min") is not None else ""
+    return f" {g['power_w']:.0f}W{clock}"
 
 
 def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:

@@ -15,6 +15,11 @@ from engine.record.journal import Event
 def _diff_summary(diff: dict[str, Any] | None) -> str:
     if not diff:
         return ""
+    flagged = "".join(f" | FLAGGED {why}" for why in (diff.get("flagged") or {}).values())
+    return _changed(diff) + flagged
+
+
+def _changed(diff: dict[str, Any]) -> str:
     # Facts that differ at every boot (a port, a job id, request timings) say nothing of the axis.
     changed = {k: v for k, v in diff.get("changed", {}).items() if not IGNORED_FACT.search(k)}
     if not changed:
@@ -38,7 +43,37 @@ def _rep_done(e: Event) -> str:
     flag = " CLIENT-BOUND?" if e.get("client_bound") else ""
     fail = f" {e['failed']} failed" if e.get("failed") else ""
     return (f"{_shape(e)} attempt {e['attempt']} rep {e['rep']}: {e['agg_tok_s']:.1f} tok/s"
-            f"{acc}{fail}{flag}")
+            f"{_gpu(e.get('gpu'))}{acc}{fail}{flag}")
+
+
+def _gpu(g: dict[str, Any] | None) -> str:
+    """A rep's GPU figures beside its tok/s (nothing without telemetry)."""
+    if not g:
+        return ""
+    bits = [f"{g['power_w']:.0f} W" if g.get("power_w") is not None else "",
+            f"SM min {g['sm_mhz_min']:.0f} MHz" if g.get("sm_mhz_min") is not None else "",
+            f"{g['j_per_token']:.3g} J/tok" if g.get("j_per_token") is not None else "",
+            f"THROTTLE {', '.join(g['throttle'])}" if g.get("throttle") else ""]
+    return " | " + ", ".join(b for b in bits if b)
+
+
+def _leak(e: Event) -> str:
+    word = "THROTTLED" if e.get("cause") else "LEAK SUSPECTED"
+    why = f" ({e['detail']})" if e.get("detail") else ""
+    return (f"{_shape(e)} {word} on attempt {e['attempt']} rep {e['rep']}: "
+            f"{e['agg_tok_s']:.1f} tok/s vs median {e['median']:.1f}{why}")
+
+
+def _gpu_memory(e: Event) -> str | None:
+    """Said only when the wait mattered: it took a while, or the memory did not come back."""
+    if e["settled"] and e["waited_s"] < 1:
+        return None
+    if e["settled"]:
+        return f"{_where(e)} GPU memory back to the session's level after {e['waited_s']:.0f} s"
+    held = "; ".join(f"pid {p['pid']} ({p.get('name', '?')}) {p.get('used_mib') or '?'} MiB on GPU "
+                     f"{p['gpu']}" for p in e.get("holders", [])[:4]) or "no process listed"
+    return (f"{_where(e)} GPU memory NOT back after {e['waited_s']:.0f} s: used "
+            f"{e['used_mib']} MiB vs {e['baseline_mib']} MiB before the session; held by {held}")
 
 
 def _row_done(e: Event) -> str:
@@ -95,7 +130,7 @@ def _as_is(e: Event) -> str:
 
 K = EventKind
 # One line per kind worth a line; a kind missing here (boot facts, warm passes...) prints nothing.
-LINES: dict[str, Callable[[Event], str]] = {
+LINES: dict[str, Callable[[Event], str | None]] = {
     K.RUN_STARTED: lambda e: f"run {e['run']}: campaign {e['campaign']} on {e['server']} ({e['runtime']})",
     K.SESSION_STARTED: _session_started,
     K.WINDOW_STARTED: lambda e: f"{_where(e)} booting [{e.get('axis', '')}] {e['plan'].get('name', '')}",
@@ -106,8 +141,8 @@ LINES: dict[str, Callable[[Event], str]] = {
     K.WINDOW_FINISHED: lambda e: (f"{_where(e)} {e.get('status', WindowStatus.DONE)}"
                                   + (f": {e['reason']}" if e.get("reason") else "")),
     K.REP_DONE: _rep_done,
-    K.LEAK_SUSPECTED: lambda e: (f"{_shape(e)} LEAK SUSPECTED on attempt {e['attempt']} rep {e['rep']}: "
-                                 f"{e['agg_tok_s']:.1f} tok/s vs median {e['median']:.1f}"),
+    K.LEAK_SUSPECTED: _leak,
+    K.GPU_MEMORY: _gpu_memory,
     K.ROW_VOID: lambda e: f"{_shape(e)} VOID ({e['reason']}): rewarming and rerunning",
     K.ROW_DONE: _row_done,
     K.QUALITY_STARTED: lambda e: f"{_where(e)} quality checks",

@@ -33,6 +33,7 @@ class EventKind(StrEnum):
     # a window
     WINDOW_REBOOT = "window_reboot"
     WINDOW_STARTED = "window_started"
+    GPU_MEMORY = "gpu_memory"  # before a boot: the owned GPUs' memory back to the session's level?
     SERVER_STARTED = "server_started"
     WINDOW_QUEUED = "window_queued"  # a batch job waits in its scheduler's queue (each new reason)
     WINDOW_PLACED = "window_placed"  # the job runs: its node and port are known; the boot clock starts
@@ -224,6 +225,18 @@ class WindowStarted(Where):
     log: str  # the boot log, relative to the run directory
 
 
+class GpuMemory(Where):
+    """GPU hygiene before a window's server starts (engine.run.gpuwatch): the wait for the owned
+    GPUs' used memory to come back to where it stood before the session's first boot."""
+
+    settled: bool  # back to that level (within the tolerance) before the wait ran out
+    waited_s: float
+    used_mib: dict[str, int]  # NVML index -> MiB used when the wait ended
+    baseline_mib: dict[str, int]  # ... before the session's first boot
+    free_mib: int  # free on the owned GPUs at boot, together (also the boot fact gpu.free_mib)
+    holders: list[dict[str, Any]]  # processes still holding memory when it did not settle
+
+
 class ServerStarted(Where):
     """Where and the runtime's identity of the server (open: container id, pid, url...)."""
 
@@ -328,6 +341,7 @@ class RepDone(Shape):
     client_bound: bool
     lag_p99_ms: float
     file: str
+    gpu: NotRequired[dict[str, Any]]  # engine.gpu.per_rep: power_w, sm_mhz_min, j_per_token, throttle
 
 
 class LeakSuspected(Shape):
@@ -335,6 +349,8 @@ class LeakSuspected(Shape):
     rep: int
     agg_tok_s: float
     median: float | None
+    cause: NotRequired[str]  # "throttled" when the GPU telemetry explains the slow rep
+    detail: NotRequired[str]  # ... and how (reasons, the SM clock)
 
 
 class RowVoid(Shape):
@@ -343,6 +359,7 @@ class RowVoid(Shape):
     reason: str
     rep_tok_s: list[float]
     rerun: bool
+    cause: NotRequired[str]  # "throttled": the slowest rep's GPU was throttled (its reason says how)
 
 
 class RerunAborted(Shape):
@@ -372,6 +389,11 @@ class RowDone(Shape):
     failed_requests: NotRequired[int]
     error: NotRequired[str]  # the commonest request error ("" when none failed)
     metrics_rejected: NotRequired[str]  # reps whose metrics delta was bad server data, and why
+    j_per_token: NotRequired[float | None]  # from here to throttle_cause: stats.gpu_figures
+    power_w: NotRequired[float | None]
+    sm_mhz_min: NotRequired[float | None]
+    throttled: NotRequired[bool | None]
+    throttle_cause: NotRequired[str]
 
 
 FIELDS: dict[EventKind, type] = {
@@ -385,6 +407,7 @@ FIELDS: dict[EventKind, type] = {
     EventKind.RUN_FINISHED: RunFinished,
     EventKind.WINDOW_REBOOT: WindowReboot,
     EventKind.WINDOW_STARTED: WindowStarted,
+    EventKind.GPU_MEMORY: GpuMemory,
     EventKind.SERVER_STARTED: ServerStarted,
     EventKind.WINDOW_QUEUED: WindowQueued,
     EventKind.WINDOW_PLACED: WindowPlaced,

@@ -70,6 +70,7 @@ class RowState:
     status: str = RowStatus.PENDING
     reps: dict[int, dict[int, float]] = field(default_factory=dict)  # attempt -> rep -> tok/s
     files: dict[int, dict[int, str]] = field(default_factory=dict)  # attempt -> rep -> receipt
+    gpu: dict[int, dict[int, dict[str, Any]]] = field(default_factory=dict)  # ... -> power, clock
     suspects: set[tuple[int, int]] = field(default_factory=set)  # (attempt, rep)
     voids: list[str] = field(default_factory=list)
     row: dict[str, Any] = field(default_factory=dict)  # the final throughput.csv row
@@ -244,6 +245,8 @@ def _rep_done(state: RunState, e: Event) -> None:
     r = state.row(e)
     r.reps.setdefault(e["attempt"], {})[e["rep"]] = e["agg_tok_s"]
     r.files.setdefault(e["attempt"], {})[e["rep"]] = e["file"]
+    if e.get("gpu"):
+        r.gpu.setdefault(e["attempt"], {})[e["rep"]] = e["gpu"]
 
 
 def _leak_suspected(state: RunState, e: Event) -> None:

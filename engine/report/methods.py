@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine import __version__
+from engine import __version__, gpu
 from engine.campaign.spec import Campaign
 from engine.record.events import EventKind
 from engine.report.run import CONTROL, RunView, read_json
 from engine.report.text import table, when
 from engine.report.windows import change_text, slurm_record
+from engine.run import gpuwatch
 
 
 def methods(view: RunView) -> list[str]:
@@ -22,8 +23,8 @@ def methods(view: RunView) -> list[str]:
     out += [f"- **ruler**: {env.get('ruler_version', '?')} measured the run; this report was "
             f"written by ruler {__version__}.",
             f"- **Host**: {host.get('node', '?')}, {host.get('platform', '?')}, "
-            f"{host.get('cpus', '?')} CPUs, Python {host.get('python', '?')}; GPUs: "
-            + (gpu_line(env.get("nvidia_smi")) or "none recorded (no nvidia-smi)") + ".",
+            f"{host.get('cpus', '?')} CPUs, Python {host.get('python', '?')}.",
+            *gpu_lines(env),
             f"- **Runtime**: {st.runtime or env.get('runtime', '?')}; server adapter "
             f"`{st.server or view.raw_campaign.get('server', '?')}`; run started "
             f"{env.get('started', when(st.started_ts))}"
@@ -166,11 +167,46 @@ def node_facts(view: RunView, sessions: list[str]) -> str:
     return f" ({'; '.join(said)})" if said else ""
 
 
-def gpu_line(smi: str | None) -> str:
-    if not smi:
-        return ""
-    names = [ln.strip(" |") for ln in smi.splitlines() if "NVIDIA" in ln and "SMI" not in ln]
-    return "; ".join(n.split("  ")[0] for n in names[:8]) or "nvidia-smi output in env.json"
+def gpu_lines(env: dict[str, Any]) -> list[str]:
+    """The GPUs as NVML described them in env.json, and how they were measured; a run recorded
+    before NVML (nvidia-smi text only) gets the names from that text."""
+    g = env.get("gpu")
+    if not isinstance(g, dict):
+        smi = env.get("nvidia_smi")
+        names = [ln.strip(" |") for ln in (smi or "").splitlines() if "NVIDIA" in ln and "SMI" not in ln]
+        return [f"- **GPUs**: {'; '.join(n.split('  ')[0] for n in names[:8]) or 'none recorded'} "
+                "(nvidia-smi)."]
+    if g.get("none"):
+        return [f"- **GPUs**: {g['none']}: no GPU telemetry."]
+    out = [f"- **GPUs** (NVML {g.get('nvml', '?')}, driver {g.get('driver', '?')}, CUDA "
+           f"{g.get('cuda', '?')}): " + "; ".join(_gpu(d) for d in g.get("gpus", [])) + "."]
+    out.append("- **GPU telemetry**: NVML read each GPU the window's server owns at "
+               f"{gpu.SAMPLE_HZ:g} Hz during every warm pass and rep, on a thread of its own; "
+               "energy is the energy counter's change over the pass, J/token that energy over the "
+               "rep's generated tokens, mean power that energy over the pass's time, SM clocks over "
+               "busy samples. A slow rep is *throttled* (not a leak; still rerun) when a power or "
+               f"thermal clock-event reason shows in over {gpu.REASON_EXCESS:.0%} more of its samples "
+               f"than the other reps', or its median SM clock is over {gpu.CLOCK_DROP:.0%} below "
+               "theirs.")
+    out.append("- **GPU hygiene**: before each boot ruler waited (at most "
+               f"{gpuwatch.SETTLE_S:g} s) for the owned GPUs' used memory to come back within "
+               f"{gpuwatch.SLACK_MIB} MiB of its level before the session's first boot, and "
+               f"recorded the free memory at boot (`{gpuwatch.FREE_FACT}`); a window with more "
+               "than that less free than its control is flagged in its boot-facts diff.")
+    return out
+
+
+def _gpu(d: dict[str, Any]) -> str:
+    clocks = d.get("clocks") or {}
+    mig, ecc = d.get("mig_mode") or {}, d.get("ecc_mode") or {}
+    bits = [f"{d.get('memory_mib', 0):,} MiB" if d.get("memory_mib") else "",
+            f"power limit {d['power_limit_w']:g} W" if d.get("power_limit_w") else "",
+            f"SM max {clocks['sm_max_mhz']} MHz" if clocks.get("sm_max_mhz") else "",
+            f"applications clocks SM {clocks['sm_applications_mhz']} / memory "
+            f"{clocks.get('mem_applications_mhz')} MHz" if clocks.get("sm_applications_mhz") else "",
+            f"persistence {d['persistence_mode']}" if d.get("persistence_mode") is not None else "",
+            f"MIG {mig.get('current')}" if mig else "", f"ECC {ecc.get('current')}" if ecc else ""]
+    return f"GPU {d.get('index')} {d.get('name', '?')} (" + ", ".join(b for b in bits if b) + ")"
 
 
 def quality_text(c: Campaign) -> str:
@@ -225,7 +261,8 @@ def files(view: RunView) -> list[str]:
     return ["## Receipts", "", f"In this run directory: {', '.join(present)}; per window under "
             "`windows/<session>-<window>/`: boot.log, boot-facts.json (with its diff against the "
             "control), boot-excerpt.txt, rejection.txt or failure.txt where it applies, the quality "
-            "receipts, and `reps/` with every warm pass and rep, request by request"
+            "receipts, and `reps/` with every warm pass and rep, request by request (with a GPU, "
+            "beside each its NVML samples, `*.gpu.jsonl`)"
             + ("; with runtime slurm also job.sh (the batch script as submitted), job.place (the "
                "node and port the job reported) and job.record.txt (Slurm's record of the job's end)"
                if view.state.runtime == "slurm" else "") + ".", ""]

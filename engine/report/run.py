@@ -55,6 +55,10 @@ class Row:
     accept_len: float | None
     accept_rate: float | None
     accept_source: str
+    j_per_token: float | None  # from here to throttled: NVML (empty without a GPU)
+    power_w: float | None
+    sm_mhz_min: float | None
+    throttled: str  # "True", "False", or "" without telemetry
     spread: float | None
     status: str
     attempts: int
@@ -83,14 +87,16 @@ class Row:
 
 PARSE: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float | None": _num}
 TYPES = {f.name: str(f.type) for f in fields(Row) if f.name != "rep_tok_s"}  # the columns Row holds
+# Columns added after runs were recorded without them: such a file reads them as empty.
+LATER_COLUMNS = frozenset({"j_per_token", "power_w", "sm_mhz_min", "throttled"})
 
 
 def csv_row(r: dict[str, str]) -> Row:
     """A throughput.csv line (``csv.DictReader``) as a Row, column by column of
     ``receipts.CSV_COLUMNS`` (``ruler_check`` stays with the window's verdicts). A column the file
-    lacks is a KeyError naming it, a line short of values a TypeError; an empty count reads as 0,
-    an empty figure as None."""
-    cells = {name: r[col] for col in receipts.CSV_COLUMNS
+    lacks is a KeyError naming it (but one of LATER_COLUMNS), a line short of values a TypeError;
+    an empty count reads as 0, an empty figure as None."""
+    cells = {name: r.get(col, "") if col in LATER_COLUMNS else r[col] for col in receipts.CSV_COLUMNS
              if (name := "cls" if col == "class" else col) in TYPES}
     short = [name for name, text in cells.items() if text is None]  # DictReader's restval
     if short:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from engine import gpu
 from engine.campaign.spec import Campaign, ServerConfig
 from engine.record.events import CONTROL, EventKind, WindowStatus
 from engine.record.journal import Event
@@ -106,6 +107,8 @@ class WindowContext:
     adapter: ServerAdapter
     config: ServerConfig
     facts: BootFacts
+    # The GPUs its server owns, sampled around every pass; none (and why) without NVML.
+    gpus: gpu.Gpus = field(default_factory=lambda: gpu.absent(gpu.NO_GPU))
 
 
 Phase = Callable[[RunContext, WindowContext], None]

@@ -2,12 +2,15 @@
 
 Per shape (prompt class x concurrency) an attempt is: one warm pass (recorded, discarded), then the
 reps. A void attempt (a leaked autotune pass at C >= min_concurrency) is rewarmed and rerun, up to
-``max_reruns`` times; every attempt's receipts stay on disk.
+``max_reruns`` times; every attempt's receipts stay on disk. The GPUs the server owns are sampled
+around every pass (engine.gpu): a rep's receipt has their summary and names its sample file, and a
+slow rep the telemetry explains is journaled as throttled rather than as a leak.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import ssl
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -15,11 +18,12 @@ from typing import Any, NamedTuple
 import certifi
 import httpx
 
+from engine import gpu
 from engine.campaign.spec import percent
 from engine.errors import WindowFailed
 from engine.record.events import EventKind, RowStatus, WindowStatus
 from engine.record.receipts import read_rep, write_rep
-from engine.record.results import DIR_MODE
+from engine.record.results import DIR_MODE, write_atomic
 from engine.record.state import row_key
 from engine.run import stats
 from engine.run.context import RunContext, WindowContext
@@ -171,12 +175,31 @@ class Measurement:
             raise WindowFailed(f"server died during a pass (exit code {ctx.server.exit_code()})")
         return res, delta
 
+    def _sampled(self, run: RunContext, ctx: WindowContext, cls: str, c: int,
+                 path: Path) -> tuple[PassResult, dict[str, float] | None, dict[str, Any] | str]:
+        """A pass with the server's GPUs sampled around it: the pass, its metrics delta, and its GPU
+        summary (its samples written beside the receipt) or why there is none."""
+        if not ctx.gpus:
+            res, delta = self._pass(run, ctx, cls, c)
+            return res, delta, ctx.gpus.none
+        sampler = gpu.Sampler(ctx.gpus).start()
+        try:
+            res, delta = self._pass(run, ctx, cls, c)
+        finally:
+            samples = sampler.stop()
+        summary = gpu.summarize(samples, stats.rep_figures(res.records, c)["tokens"])
+        side = path.with_name(path.name.removesuffix(".jsonl") + ".gpu.jsonl")
+        write_atomic(side, "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in samples))
+        if sampler.error:  # a reading failed mid-pass: the summary is of what was read
+            summary["error"] = sampler.error
+        return res, delta, {**summary, "file": side.name}
+
     def _warm(self, run: RunContext, ctx: WindowContext, where: dict[str, Any], attempt: int,
               label: str) -> None:
-        warm, delta = self._pass(run, ctx, where["class"], where["concurrency"])
         path = shape_files(ctx.dir, where["class"], where["concurrency"], attempt, label)
+        warm, delta, gpus = self._sampled(run, ctx, where["class"], where["concurrency"], path)
         write_rep(path, {**where, "attempt": attempt, "rep": label, "metrics_delta": delta,
-                         "client": warm.summary()}, warm.records)
+                         "client": warm.summary(), "gpu": gpus}, warm.records)
         fig = stats.rep_figures(warm.records, where["concurrency"])
         run.emit(EventKind.WARM_DONE, **where, attempt=attempt, label=label, agg_tok_s=fig["agg_tok_s"],
                     failed=fig["failed"], file=str(path.relative_to(run.run_dir)))
@@ -218,12 +241,12 @@ class Measurement:
                         ctl.rewarm.clear()
                         self._warm(run, ctx, where, attempt, f"rewarm{len(reps) + 1}")
                     rep = len(reps) + 1
-                    res, delta = self._pass(run, ctx, cls, c)
+                    path = shape_files(ctx.dir, cls, c, attempt, rep)
+                    res, delta, gpus = self._sampled(run, ctx, cls, c, path)
                     if ctl.cut():  # the pass was cancelled mid-flight: not a rep
                         return self._aborted(run, where, c, reps, paths, attempt, rerun)
                     header = {**where, "attempt": attempt, "rep": rep, "metrics_delta": delta,
-                              "client": res.summary()}
-                    path = shape_files(ctx.dir, cls, c, attempt, rep)
+                              "client": res.summary(), "gpu": gpus}
                     write_rep(path, header, res.records)
                     reps.append((header, res.records))
                     paths.append(str(path.relative_to(run.run_dir)))
@@ -232,7 +255,8 @@ class Measurement:
                 if row["status"] != RowStatus.VOID or attempt - first_attempt >= policy.max_reruns:
                     break
                 run.emit(EventKind.ROW_VOID, **where, attempt=attempt, spread=row["spread"],
-                            reason=_void_reason(row, policy, c), rep_tok_s=row["rep_tok_s"], rerun=True)
+                            reason=_void_reason(row, policy, c), rep_tok_s=row["rep_tok_s"], rerun=True,
+                            **({"cause": stats.THROTTLED} if row["throttle_cause"] else {}))
                 reps, paths = [], []
         except WindowFailed as e:
             fig = stats.row_figures(reps, c, policy) if reps else {}
@@ -254,15 +278,19 @@ class Measurement:
         c, policy = where["concurrency"], run.leak_policy
         fig = stats.rep_figures(res.records, c)
         acc = stats.row_figures([(header, res.records)], c, policy)
+        figures = gpu.per_rep(header.get("gpu"))
         run.emit(EventKind.REP_DONE, **where, attempt=attempt, rep=rep, **fig,
                     accept_len=acc["accept_len"], accept_rate=acc["accept_rate"],
-                    client_bound=res.client_bound, lag_p99_ms=round(res.lag_p99_ms, 2), file=path)
+                    client_bound=res.client_bound, lag_p99_ms=round(res.lag_p99_ms, 2), file=path,
+                    **({"gpu": figures} if figures else {}))
         aggs = [stats.rep_figures(r, c)["agg_tok_s"] for _, r in reps]
         suspect = stats.suspect_rep(aggs, policy.spread)
         row = run.state.rows.get(row_key(where["session"], where["window"], where["class"], c))
         if suspect is not None and not (row and (attempt, suspect + 1) in row.suspects):  # said once
+            cause = stats.rep_cause([h for h, _ in reps], suspect)
             run.emit(EventKind.LEAK_SUSPECTED, **where, attempt=attempt, rep=suspect + 1,
-                        agg_tok_s=aggs[suspect], median=stats.median(aggs))
+                        agg_tok_s=aggs[suspect], median=stats.median(aggs),
+                        **({"cause": stats.THROTTLED, "detail": cause} if cause else {}))
 
     def _aborted(self, run: RunContext, where: dict[str, Any], c: int, reps: list[Rep],
                  paths: list[str], attempt: int, rerun: bool) -> None:
@@ -285,4 +313,6 @@ def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, c: int) -> str:
     threshold = percent(policy.spread)
     # One digit past the threshold's own, so the two never print alike ("0.51% > 0.5%").
     digits = len(threshold.rstrip("%").partition(".")[2]) + 1
-    return f"spread {row['spread']:.{digits}%} > {threshold} at C{c}"
+    spread = f"spread {row['spread']:.{digits}%} > {threshold} at C{c}"
+    # The GPU showed why the slow rep was slow: a throttle, not a leaked autotune pass.
+    return f"{stats.THROTTLED} ({row['throttle_cause']}): {spread}" if row.get("throttle_cause") else spread

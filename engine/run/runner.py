@@ -17,6 +17,7 @@ from engine.campaign.plan import class_prompts, plan_launch
 from engine.campaign.redact import redactor_for
 from engine.campaign.spec import Campaign, Place, ServerConfig
 from engine.errors import EngineError, WindowFailed
+from engine.gpu import Gpus
 from engine.record import results
 from engine.record.events import (
     COMPLETE_WINDOWS,
@@ -32,6 +33,7 @@ from engine.record.state import RunState, apply, fold
 from engine.record.writer import Journal
 from engine.run.boot import BootOutcome, LogPump, wait_ready
 from engine.run.context import Controls, Phase, RunContext, WindowContext
+from engine.run.gpuwatch import GpuWatch, flag_free, window_gpus
 from engine.run.measure import Measurement
 from engine.run.operator import handle
 from engine.run.stats import LeakPolicy
@@ -136,6 +138,7 @@ class Runner:
         self._slots = threading.Semaphore(min(len(self.lanes), campaign.parallel or len(self.lanes)))
         self._pick = threading.Lock()
         self._working: set[str] = set()  # the places still taking sessions
+        self.gpuwatch = GpuWatch(self.emit)
 
     def _lane(self, place: Place, runtime: str | Runtime, secrets: Mapping[str, str]) -> Lane:
         rt = runtime_for(self.campaign, runtime, secrets, place) if isinstance(runtime, str) else runtime
@@ -380,6 +383,9 @@ class Runner:
         self.emit(EventKind.WINDOW_STARTED, session=session, window=window, axis=self.ctx.axis(window),
                   runtime=self.runtime, plan=plan.describe(), tag=tag,
                   log=str((wdir / f"boot{tag}.log").relative_to(self.run_dir)))
+        attach = self.campaign.attach.url if self.campaign.attach else None
+        gpus = window_gpus(self.runtime, plan, lane.place, attach)
+        at_boot = self.gpuwatch.before_boot(session, window, gpus, lane.controls.stopping)
         try:
             server = lane.rt.start(plan)
         except LaunchError as e:
@@ -389,10 +395,12 @@ class Runner:
         pump = LogPump(server, self.adapter, wdir / f"boot{tag}.log",
                        self._on_fact(session, window), self.redact)
         pump.start()
+        for fact in pump.add_facts(at_boot, "nvml"):  # the free GPU memory at boot
+            self._on_fact(session, window)(fact)
         lane.server = server
         try:
             self._boot_and_measure(lane, session, window, wdir, server, pump, config, tag,
-                                   self.phases if phases is None else phases)
+                                   self.phases if phases is None else phases, gpus)
         finally:
             lane.server, lane.controls.deadline = None, None
             server.stop()
@@ -446,7 +454,7 @@ class Runner:
 
     def _boot_and_measure(self, lane: Lane, session: str, window: str, wdir: Path, server: Server,
                           pump: LogPump, config: ServerConfig, tag: str,
-                          phases: list[Phase]) -> None:
+                          phases: list[Phase], gpus: Gpus) -> None:
         ctl = lane.controls
         unplaced = self._wait_placed(lane, session, window, server, pump)
         if unplaced is not None and not ctl.stopping():
@@ -471,7 +479,7 @@ class Runner:
             return
         facts = pump.freeze()
         self._record_boot(session, window, wdir, facts, boot, tag)
-        ctx = WindowContext(session, window, wdir, server, self.adapter, config, facts)
+        ctx = WindowContext(session, window, wdir, server, self.adapter, config, facts, gpus)
         try:
             for phase in phases:
                 if ctl.stopping():
@@ -513,7 +521,7 @@ class Runner:
         if window == CONTROL:
             self.control_facts[session] = facts
         elif session in self.control_facts:
-            data["diff_vs_control"] = facts.diff(self.control_facts[session])
+            data["diff_vs_control"] = flag_free(facts.diff(self.control_facts[session]))
         results.write_json(wdir / f"boot-facts{tag}.json", data)
         excerpt = [f.line for f in facts.facts.values()] + facts.warnings + facts.errors
         results.write_atomic(wdir / f"boot-excerpt{tag}.txt", "\n".join(dict.fromkeys(excerpt)) + "\n")

@@ -9,7 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from engine import gpu
 from engine.record.events import RowStatus
+
+# A slow rep the GPU telemetry explains (a power or thermal reason, an SM clock drop): journaled as
+# this cause, not as a leaked autotune pass. The row is still void and rerun.
+THROTTLED = "throttled"
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,29 @@ def rep_figures(records: Sequence[dict[str, Any]], concurrency: int) -> dict[str
     }
 
 
+def rep_cause(headers: Sequence[dict[str, Any]], index: int) -> str | None:
+    """Why rep ``index`` (0-based) was slow when the GPU says so, else None (engine.gpu)."""
+    others = [h.get("gpu") for i, h in enumerate(headers) if i != index]
+    cause = gpu.throttle_cause(headers[index].get("gpu"), others)
+    return f"rep {index + 1}: {cause}" if cause else None
+
+
+def gpu_figures(headers: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A row's GPU columns from its reps' summaries: the median rep's J/token and mean power, the
+    lowest SM clock under load, and whether any rep saw a power or thermal throttle reason. Empty
+    (None) without telemetry."""
+    have = [h["gpu"] for h in headers if isinstance(h.get("gpu"), dict) and h["gpu"].get("samples")]
+    if not have:
+        return {"j_per_token": None, "power_w": None, "sm_mhz_min": None, "throttled": None}
+    return {
+        "j_per_token": _round(median([s.get("j_per_token") for s in have]), 5),
+        "power_w": _round(median([s.get("power_w") for s in have]), 1),
+        "sm_mhz_min": min((s["sm_mhz_min"] for s in have if s.get("sm_mhz_min") is not None),
+                          default=None),
+        "throttled": any(s.get("throttle") for s in have),
+    }
+
+
 def acceptance(drafts: float, drafted: float, accepted: float) -> dict[str, float | None]:
     """Length = 1 + accepted / verify steps (bonus token included); rate = accepted / drafted."""
     return {
@@ -124,6 +152,9 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
     errors = Counter(str(r["error"]) for _, records in reps for r in records if r.get("error"))
     rejected = [f"rep {h.get('rep')}: {h['client']['metrics_rejected']}" for h, _ in reps
                 if (h.get("client") or {}).get("metrics_rejected")]
+    headers = [h for h, _ in reps]
+    # The slowest rep of a row wider than the leak rule allows, when the GPU explains it.
+    cause = rep_cause(headers, int(np.argmin(aggs))) if aggs and spread(aggs) > policy.spread else None
     return {
         "reps": len(figs),
         "rep_tok_s": aggs,
@@ -141,4 +172,6 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
         "error": errors.most_common(1)[0][0][:200] if errors else "",
         # Metrics deltas discarded because the server's counters were bad data (see measure._delta).
         "metrics_rejected": "; ".join(rejected)[:300],
+        **gpu_figures(headers),
+        "throttle_cause": cause or "",
     }

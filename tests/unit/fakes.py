@@ -544,3 +544,47 @@ class Hooks:
         if self.errors:
             raise self.errors[0]
         assert not self.rules, f"rules that never fired: {[m for m, _ in self.rules]}"
+
+
+# ------------------------------------------------------------------ a GPU
+
+
+@dataclass
+class FakeGpu:
+    """A FAKE NVML reader (engine.gpu.Nvml's methods) for GPU 0: no GPU is read. Its power, SM
+    clock and clock-event reasons are what a test sets while a campaign runs (a throttle on cue);
+    its energy counter integrates that power over time as the real one does; each memory reading
+    takes the next of ``used_mib`` (the last repeats), so a test scripts a GPU whose memory comes
+    back slowly, or never."""
+
+    power_w: float = 300.0
+    sm_mhz: int = 1980
+    reasons: int = 0
+    used_mib: list[int] = field(default_factory=lambda: [1000])
+    total_mib: int = 81920
+    holding: list[dict[str, Any]] = field(default_factory=list)
+    energy_mj: float = 1_000_000.0
+    _last: float = field(default_factory=time.monotonic)
+    memory_reads: int = 0
+
+    def count(self) -> int:
+        return 1
+
+    def index_of(self, uuid: str) -> int | None:
+        return None
+
+    def sample(self, index: int) -> dict[str, Any]:
+        now = time.monotonic()
+        self.energy_mj += self.power_w * (now - self._last) * 1000
+        self._last = now
+        return {"t": round(now, 4), "gpu": index, "sm_mhz": self.sm_mhz, "mem_mhz": 3201,
+                "power_w": self.power_w, "energy_mj": int(self.energy_mj), "temp_c": 40, "util": 90,
+                "mem_util": 30, "mem_used_mib": self.used_mib[0], "reasons": self.reasons}
+
+    def memory(self, index: int) -> dict[str, int]:
+        used = self.used_mib[min(self.memory_reads, len(self.used_mib) - 1)]
+        self.memory_reads += 1
+        return {"used_mib": used, "free_mib": self.total_mib - used, "total_mib": self.total_mib}
+
+    def holders(self, index: int) -> list[dict[str, Any]]:
+        return list(self.holding)

@@ -11,7 +11,8 @@ from engine.report.run import Row, read_rows
 
 ROW = {"session": "s1", "window": "w", "axis": "one flag", "class": "prose", "concurrency": 8,
        "reps": 3, "agg_tok_s": 101.5, "per_user_tok_s": 12.7, "ttft_ms": 40.25, "decode_tok_s": 14.0,
-       "accept_len": 2.5, "accept_rate": 0.61, "accept_source": "metrics", "spread": 0.031,
+       "accept_len": 2.5, "accept_rate": 0.61, "accept_source": "metrics", "j_per_token": 0.412,
+       "power_w": 311.5, "sm_mhz_min": 1980.0, "throttled": "False", "spread": 0.031,
        "status": "ok", "attempts": 1, "reason": "", "source": "", "ruler_check": "acts",
        "rep_tok_s": [101.5, 100.0, 103.2]}
 
@@ -27,3 +28,15 @@ def test_the_row_is_the_throughput_schema() -> None:
     """Row holds every column receipts.CSV_COLUMNS writes but the window's ruler_check, and no other."""
     fields = {"class" if f.name == "cls" else f.name for f in dataclasses.fields(Row)} - {"rep_tok_s"}
     assert fields == set(receipts.CSV_COLUMNS) - {"ruler_check"}
+
+
+def test_a_file_from_before_the_gpu_columns_reads_them_as_empty(tmp_path: Path) -> None:
+    receipts.write_throughput(tmp_path, [ROW])
+    path = tmp_path / "throughput.csv"
+    gpu = ("j_per_token", "power_w", "sm_mhz_min", "throttled")
+    header, line = path.read_text().splitlines()
+    keep = [i for i, col in enumerate(header.split(",")) if col not in gpu]
+    path.write_text("\n".join(",".join(x.split(",")[i] for i in keep) for x in (header, line)) + "\n")
+    [row] = read_rows(tmp_path, RunState())
+    assert (row.j_per_token, row.power_w, row.sm_mhz_min, row.throttled) == (None, None, None, "")
+    assert (row.agg_tok_s, row.status) == (101.5, "ok")
