@@ -11,14 +11,24 @@ client: (completion_tokens - 1) / (end - first_token), the definition ``engine.r
 Per concurrency it prints: token counts (ruler's usage count against predicted_n), the ratio
 ruler / server of decode tok/s per request (median and range), and the rep-level ratio: ruler's
 row figure (``stats.rep_figures`` decode_tok_s, the median over requests) against the median of
-the server's per-request figures. Target: within 2 % at C1 and C4.
+the server's per-request figures, and whether the client was flagged client-bound. Target: within
+2 % at every concurrency, not client-bound.
+
+The server is the CPU testbed's by default. Any llama-server runs instead: ``--server`` takes its
+command, model and flags (ruler adds ``--host``/``--port``), ``--campaign`` boots a campaign's
+window as the process runtime would (``--window``, the control by default; ``--var`` sets a
+``${...}`` the campaign uses), so the bench runs on a GPU box as it runs here.
 
     .venv/bin/python bench/accuracy_bench.py [--max-tokens 64] [--requests 8] [--threads 1] [--drafter]
+    .venv/bin/python bench/accuracy_bench.py --concurrency 1 8 64 \
+        --server "$HOME/llama-server -m smol.gguf -ngl 99 -np 64 -c 65536"
+    .venv/bin/python bench/accuracy_bench.py --concurrency 1 8 64 --campaign campaigns/h200-smollm2.yaml
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import statistics
 import sys
 import threading
@@ -31,7 +41,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import testbed  # noqa: E402
-from engine.run import stats
+from engine.campaign.plan import plan_launch  # noqa: E402
+from engine.campaign.spec import load_campaign  # noqa: E402
+from engine.record.events import CONTROL  # noqa: E402
+from engine.run import stats  # noqa: E402
 from engine.run.load import measure_pass  # noqa: E402
 from engine.runtime import process as rp  # noqa: E402
 from engine.runtime.base import LaunchPlan, free_port  # noqa: E402
@@ -55,18 +68,38 @@ class TimingsAdapter(LlamaCppAdapter):
         return acc or None
 
 
-def start_server(tb: testbed.Testbed, drafter: bool, threads: int,
-                 log: list[str]) -> rp.ProcessServer:
+def testbed_plan(drafter: bool, threads: int) -> tuple[LaunchPlan, str]:
+    tb = testbed.ensure(with_image=False)
     port = free_port()
     argv = [str(tb.llama_server), "-m", str(tb.models["Q8_0"]), "-c", "4096", "-np", "4",
             "-t", str(threads), "--host", "127.0.0.1", "--port", str(port)]
     if drafter:
         argv += ["-md", str(tb.models["Q2_K"]), "--spec-type", "draft-simple",
                  "--spec-draft-n-max", "7"]
-    server = rp.ProcessServer(LaunchPlan(f"ruler-accuracy-bench-{port}", argv, {}, {}, port))
+    return (LaunchPlan(f"ruler-accuracy-bench-{port}", argv, {}, {}, port),
+            f"llama-server {tb.version}, SmolLM2-135M Q8_0{' + Q2_K drafter' if drafter else ''}, "
+            f"-np 4 -t {threads}")
+
+
+def command_plan(command: str) -> tuple[LaunchPlan, str]:
+    port = free_port()
+    argv = [*shlex.split(command), *LlamaCppAdapter().listen_args("127.0.0.1", port)]
+    return LaunchPlan(f"ruler-accuracy-bench-{port}", argv, {}, {}, port), command
+
+
+def campaign_plan(path: str, window: str, variables: dict[str, str]) -> tuple[LaunchPlan, str]:
+    """The window's server exactly as ``ruler run --runtime process`` starts it."""
+    campaign = load_campaign(path)
+    plan = plan_launch(campaign, LlamaCppAdapter(), "process", "accuracy-bench", "bench", window,
+                       variables)
+    return plan, f"{campaign.name} {window}: {' '.join(plan.argv)}"
+
+
+def start_server(plan: LaunchPlan, log: list[str]) -> rp.ProcessServer:
+    server = rp.ProcessServer(plan)
     # Drain the log: an unread pipe fills up and stalls the server mid-benchmark.
     threading.Thread(target=lambda: log.extend(server.lines()), daemon=True).start()
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         try:
             if httpx.get(server.base_url + "/health", timeout=5).status_code == 200:
@@ -110,7 +143,8 @@ def measure(server: rp.ProcessServer, c: int, n: int, max_tokens: int) -> dict[s
             "equal": sum(q["tokens"] == q["server_tokens"] for q in reqs),
             "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
             "rep_ruler": rep["decode_tok_s"], "rep_server": server_median,
-            "rep_ratio": rep["decode_tok_s"] / server_median, "client_bound": res.client_bound}
+            "rep_ratio": rep["decode_tok_s"] / server_median, "client_bound": res.client_bound,
+            "lag_p99_ms": res.lag_p99_ms}
 
 
 def main() -> int:
@@ -121,19 +155,30 @@ def main() -> int:
     p.add_argument("--drafter", action="store_true", help="with the Q2_K drafter (bursty streams)")
     # One server thread leaves the other core of a 2-core box to the client, whose clock is judged.
     p.add_argument("--threads", type=int, default=1, help="llama-server -t")
+    p.add_argument("--server", help="a llama-server command with its model and flags, instead of "
+                                    "the testbed's (ruler adds --host and --port)")
+    p.add_argument("--campaign", help="boot this campaign's window instead (process runtime)")
+    p.add_argument("--window", default=CONTROL, help="with --campaign (default: the control)")
+    p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                   help="with --campaign: a ${NAME} it uses (repeatable)")
     args = p.parse_args()
-    tb = testbed.ensure(with_image=False)
+    if args.campaign:
+        plan, label = campaign_plan(args.campaign, args.window,
+                                    dict(v.split("=", 1) for v in args.var))
+    elif args.server:
+        plan, label = command_plan(args.server)
+    else:
+        plan, label = testbed_plan(args.drafter, args.threads)
     log: list[str] = []
-    server = start_server(tb, args.drafter, args.threads, log)
+    server = start_server(plan, log)
     try:
         rows = [measure(server, c, max(args.requests, 2 * c), args.max_tokens)
                 for c in args.concurrency]
     finally:
         server.stop()
-    print(f"llama-server {tb.version}, SmolLM2-135M Q8_0{' + Q2_K drafter' if args.drafter else ''},"
-          f" -np 4 -t {args.threads}, max_tokens {args.max_tokens}")
+    print(f"{label}, max_tokens {args.max_tokens}")
     print(f"{'C':>3} {'reqs':>5} {'tokens ruler/server':>20} {'equal':>6} "
-          f"{'decode ratio median [min, max]':>31} {'rep decode ruler/server':>26}  verdict")
+          f"{'decode ratio median [min, max]':>31} {'rep decode ruler/server':>26} {'lag p99':>8}  verdict")
     worst = 0.0
     for r in rows:
         off = max(abs(r["median"] - 1), abs(r["rep_ratio"] - 1))
@@ -141,9 +186,10 @@ def main() -> int:
         print(f"C{r['c']:<2} {r['compared']:>5} {r['tokens']:>9}/{r['server_tokens']:<10} "
               f"{r['equal']:>3}/{r['compared']:<2} {r['median']:>14.4f} [{r['min']:.4f}, "
               f"{r['max']:.4f}] {r['rep_ruler']:>10.3f}/{r['rep_server']:<8.3f}"
-              f"={r['rep_ratio']:.4f}  {'within' if off <= TARGET else 'OUTSIDE'} 2 %"
+              f"={r['rep_ratio']:.4f} {r['lag_p99_ms']:>5.1f} ms  "
+              f"{'within' if off <= TARGET else 'OUTSIDE'} 2 %"
               + ("  (client bound!)" if r["client_bound"] else ""))
-    return 0 if worst <= TARGET else 1
+    return 0 if worst <= TARGET and not any(r["client_bound"] for r in rows) else 1
 
 
 if __name__ == "__main__":

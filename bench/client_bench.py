@@ -7,6 +7,10 @@ The reference is an aiohttp client written the way vLLM's and SGLang's benchmark
 (ClientSession, iterate response lines, strip ``data: ``, json.loads, perf_counter per chunk).
 
     .venv/bin/python bench/client_bench.py [--seconds 8] [--rounds 3]
+
+``--server`` streams from a real llama-server instead (its command, model and flags; ruler adds
+``--host``/``--port``): ruler's client alone, its chunk rate, CPU per chunk and event-loop lag on
+a GPU box's server (the reference client keeps connections alive, which llama-server breaks).
 """
 
 from __future__ import annotations
@@ -150,21 +154,32 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--concurrency", type=int, nargs="*", default=[1, 8, 64])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--server", help="a llama-server command to stream from (instead of the local "
+                                     "SSE server)")
     args = ap.parse_args()
     from engine.runtime.base import free_port
 
-    port = free_port()
-    ready = mp.Event()
-    server = mp.Process(target=serve, args=(port, ready), daemon=True)
-    server.start()
-    ready.wait(10)
+    if args.server:
+        from bench.accuracy_bench import command_plan, start_server
+
+        plan, _ = command_plan(args.server)
+        real, port = start_server(plan, []), plan.host_port
+    else:
+        port = free_port()
+        ready = mp.Event()
+        server = mp.Process(target=serve, args=(port, ready), daemon=True)
+        server.start()
+        ready.wait(10)
     print(f"{'C':>3} {'client':8} {'chunks/s':>10} {'cpu us/chunk':>13} {'lag p99 ms':>10}")
     for c in args.concurrency:
         rows: dict[str, dict[str, Any]] = {}
         # Alternate the clients for --rounds rounds and keep each one's cheapest: on a shared
         # machine the load drifts, and alternating exposes both clients to the same drift.
         for _ in range(args.rounds):
-            for name, fn in (("ruler", ruler_client), ("aiohttp", aiohttp_client)):
+            # The reference keeps connections alive, and llama-server drops kept-alive connections
+            # mid-stream ("Can not write request body"): on a real server ruler's client runs alone.
+            clients = [("ruler", ruler_client)] + ([] if args.server else [("aiohttp", aiohttp_client)])
+            for name, fn in clients:
                 r = measure(fn, port, c, args.seconds)
                 r["rate"] = r["chunks"] / r["wall"]
                 r["us"] = r["cpu"] / max(r["chunks"], 1) * 1e6
@@ -173,9 +188,14 @@ def main() -> None:
         for name, r in rows.items():
             lag = f"{r['lag_p99_ms']:.2f}" if r["lag_p99_ms"] is not None else "-"
             print(f"{c:>3} {name:8} {r['rate']:>10.0f} {r['us']:>13.1f} {lag:>10}")
+        if args.server:
+            continue
         ratio = rows["ruler"]["us"] / rows["aiohttp"]["us"]
         print(f"{c:>3} ratio    cpu/chunk ruler/aiohttp = {ratio:.2f} "
               f"({'ruler cheaper' if ratio < 1 else 'ruler costs more'})")
+    if args.server:
+        real.stop()
+        return
     server.terminate()
     # Honest timestamps need an idle loop: pace each stream like a fast real server (100 tok/s per
     # stream, 6,400 chunks/s at C=64) and report ruler's event-loop lag there.
