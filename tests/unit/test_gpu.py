@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 
 from engine import gpu
+from engine.record.state import RowState, fold_journal
 from engine.run import boot, gpuwatch, stats
 from engine.servers import get_adapter
+from tui.view import rep_segs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GPU = FIXTURES / "gpu"
@@ -100,6 +102,15 @@ def test_reason_bits_and_which_are_throttles() -> None:
     throttles = {"sw power cap", "hw slowdown", "sw thermal", "hw thermal", "hw power brake",
                  "board limit", "reliability"}
     assert throttles == gpu.THROTTLE
+
+
+def test_the_console_shows_each_reps_power_and_clock_beside_its_tok_s() -> None:
+    state = fold_journal(GPU / "journal.jsonl")  # the H200 run's
+    assert rep_segs(state.rows["s1-control/prose/c1"], 3) == [
+        ("758.0 146W/1980MHz", ""), ("734.4 146W/1980MHz", ""), ("768.0 160W/1980MHz", "")]
+    throttled = RowState("s1", "control", "prose", 8, attempt=1, reps={1: {1: 1598.2, 2: 333.6}},
+                         gpu={1: {2: {"power_w": 682.3, "sm_mhz_min": 1440, "throttle": ["sw power cap"]}}})
+    assert rep_segs(throttled, 3) == [("1598", ""), ("333.6 682W/1440MHz", "warning")]
 
 
 class Reader:
