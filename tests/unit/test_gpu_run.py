@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from fakes import FakeGpu, FakeRuntime, Hooks
-from test_runner import CTX, LEAKY, campaign, events, fake, rows, runner, slow_rep_two, tmp
+from test_runner import CTX, LEAKY, campaign, events, rows, runner, slow_rep_two
 
 from engine import gpu
 from engine.commands.progress import format_event
@@ -25,7 +25,6 @@ from engine.record.journal import read_events
 from engine.record.receipts import read_rep
 from engine.record.state import fold
 
-__all__ = ["fake", "tmp"]  # the fixtures, shared with test_runner
 pytestmark = pytest.mark.timeout(60)
 POWER_CAP = 0x4  # NVML's sw power cap clock-event reason
 
