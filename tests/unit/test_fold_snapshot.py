@@ -29,7 +29,9 @@ from engine.record.journal import read_events
 from engine.record.state import RunState, apply
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
-JOURNALS = {p.parent.name: p for p in sorted((FIXTURES / "journals").glob("*/journal.jsonl"))}
+# places (sessions on two places) was recorded after these snapshots; test_tui_follow.py folds it.
+JOURNALS = {p.parent.name: p for p in sorted((FIXTURES / "journals").glob("*/journal.jsonl"))
+            if p.parent.name != "places"}
 JOURNALS["every-kind"] = FIXTURES / "fold" / "every-kind.jsonl"
 
 
