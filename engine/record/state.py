@@ -109,6 +109,7 @@ class RunState:
     # Whose pause: the sessions named (`pause s2`, parallel places), "" for one naming none.
     paused_sessions: set[str] = field(default_factory=set)
     pause_held: bool = False  # the pause took effect: the engine waits between reps
+    held_sessions: set[str] = field(default_factory=set)  # whose pause took effect (`paused`)
     workload: dict[str, Any] = field(default_factory=dict)  # run_started's (events.Workload)
     commands: list[dict[str, Any]] = field(default_factory=list)
     resumes: int = 0
@@ -282,11 +283,19 @@ def _command(state: RunState, e: Event) -> None:
             state.paused_sessions.discard(who)
         else:
             state.paused_sessions.clear()
+        if e["cmd"] == "resume" and who:
+            state.held_sessions.discard(who)
+        elif e["cmd"] == "resume":
+            state.held_sessions.clear()
         state.paused = bool(state.paused_sessions)
-        state.pause_held = state.pause_held and state.paused
+        state.pause_held = bool(state.held_sessions)
 
 
 def _paused(state: RunState, e: Event) -> None:
+    if "" in state.paused_sessions:  # the pause that named no session was this one's
+        state.paused_sessions.discard("")
+        state.paused_sessions.add(e["session"])
+    state.held_sessions.add(e["session"])
     state.pause_held = True
 
 
@@ -294,6 +303,7 @@ def _run_resumed(state: RunState, e: Event) -> None:
     state.status, state.pid, state.resumes = RunStatus.RUNNING, e.get("pid"), state.resumes + 1
     state.paused = state.pause_held = False
     state.paused_sessions.clear()
+    state.held_sessions.clear()
 
 
 def _engine_error(state: RunState, e: Event) -> None:
@@ -303,6 +313,7 @@ def _engine_error(state: RunState, e: Event) -> None:
 def _run_finished(state: RunState, e: Event) -> None:
     state.status, state.finished_ts, state.current = e["status"], e["ts"], None
     state.pause_held = False
+    state.held_sessions.clear()
 
 
 Handler = Callable[[RunState, Event], None]

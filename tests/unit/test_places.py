@@ -486,3 +486,37 @@ def _pinned(r: Any, where: dict[str, str]) -> Any:
                 pending.remove(mine)
             return mine
     return pick
+
+
+def test_a_pause_takes_effect_per_session_in_the_fold() -> None:
+    """`paused` (the engine waits between reps) held for the run: s1's pause in effect made the
+    console say PAUSED for s2 too, and `resume s1` ended it for s2, still waiting."""
+    from engine.record.state import RunState, apply
+
+    st = RunState()
+    seq = 0
+
+    def event(kind: str, **fields: object) -> None:
+        nonlocal seq
+        seq += 1
+        apply(st, {"seq": seq, "ts": float(seq), "kind": kind, **fields})
+
+    def command(cmd: str, *args: str) -> None:
+        event("command", cmd=cmd, args=list(args), who={}, reply="")
+
+    def held(session: str) -> None:
+        event("paused", session=session, window="control", **{"class": "prose"}, concurrency=1,
+              attempt=1, rep=2)
+
+    command("pause", "s1")
+    command("pause", "s2")
+    held("s1")
+    assert st.held_sessions == {"s1"} and st.pause_held
+    held("s2")
+    command("resume", "s1")
+    assert st.held_sessions == {"s2"} and st.pause_held and st.paused_sessions == {"s2"}
+    command("resume", "s2")
+    assert not st.pause_held and not st.paused
+    command("pause")  # naming none: the session whose pause takes effect is the one
+    held("s3")
+    assert st.paused_sessions == st.held_sessions == {"s3"}
