@@ -33,7 +33,7 @@ from textual.widgets import DataTable, Footer, Input
 from textual.worker import get_current_worker
 
 from engine.commands.progress import printer
-from engine.record.events import EventKind, RowStatus, RunStatus
+from engine.record.events import UP_WINDOWS, EventKind, RowStatus, RunStatus
 from engine.record.journal import Event
 from engine.record.state import RunState, apply
 from engine.run import control
@@ -321,7 +321,7 @@ class RulerConsole(App[None]):
     @on(FollowTable.Picked, "#windows")
     def _window_picked(self, message: FollowTable.Picked) -> None:
         self.shown = message.key
-        self.pinned = message.key != view.focus_window(self.state)
+        self.pinned = message.key != view.focus_window(self.state, message.key)
         self._render_all()
 
     @on(DataTable.RowSelected, "#windows")
@@ -357,10 +357,10 @@ class RulerConsole(App[None]):
         self.push_screen(ConfirmAbort(), answered)
 
     def action_advance(self) -> None:
-        self._command("advance")
+        self._window_command("advance")
 
     def action_rewarm(self) -> None:
-        self._command("rewarm")
+        self._window_command("rewarm")
 
     def action_rerun(self) -> None:
         key = self.ui.reps.cursor_key()
@@ -374,7 +374,8 @@ class RulerConsole(App[None]):
             self._command("rerun", [key])
 
     def action_pause(self) -> None:
-        self._command("resume" if self.state.paused else "pause")
+        session = view.keyed_session(self.state, self.shown)
+        self._window_command("resume" if view.session_paused(self.state, session) else "pause")
 
     def action_search(self) -> None:
         box = self.ui.search
@@ -433,6 +434,16 @@ class RulerConsole(App[None]):
         yield SystemCommand("Quit the console (q)", "The engine keeps running",
                             self.action_quit_console)
 
+    def _window_command(self, cmd: str) -> None:
+        """A command on a window: with sessions on places, the window under the cursor's session."""
+        args = view.session_args(self.state, self.shown)
+        if args is None:
+            running = ", ".join(view.running_sessions(self.state))
+            self._say([(f"{cmd}:", "bold"), (f"sessions {running} run at once: put the cursor on a "
+                                              "window of the one to act on", "warning")])
+        else:
+            self._command(cmd, args)
+
     def _command(self, cmd: str, args: list[str] | None = None) -> None:
         what = " ".join([cmd, *(args or [])])
         self._pending[what] = self.set_timer(
@@ -447,7 +458,7 @@ class RulerConsole(App[None]):
 
     def _render_all(self) -> None:
         if not self.pinned or self.shown not in self.state.windows:
-            self.shown = view.focus_window(self.state)
+            self.shown = view.focus_window(self.state, self.shown)
             self.pinned = False
         self._render_head()
         self._render_windows()
@@ -460,17 +471,22 @@ class RulerConsole(App[None]):
     def _render_head(self) -> None:
         link = (self.link.connected, self.link.detail) if self.link else None
         lines = view.header_lines(self.state, self.workload, self.shown, link, self.clock())
+        head = self.ui.head
+        if head.styles.height is None or head.styles.height.value != len(lines):
+            head.styles.height = len(lines)  # a line per place when sessions run on places
         text = to_text(lines[0], self.tags)
-        text.append("\n")
-        text.append_text(to_text(lines[1], self.tags))
-        self.ui.head.set(text)
+        for line in lines[1:]:
+            text.append("\n")
+            text.append_text(to_text(line, self.tags))
+        head.set(text)
 
     def _render_windows(self) -> None:
         st, table = self.state, self.ui.windows
         rows = []
         for key in st.order:
             ws = st.windows[key]
-            mark = "▶ " if key == st.current else "  "
+            # Every window up now: one per place when sessions run on places.
+            mark = "▶ " if key == st.current or ws.status in UP_WINDOWS else "  "
             rows.append((key, [[(f"{mark}{ws.session} {ws.window}", "bold" if mark.strip() else "")],
                                [view.window_status(st, key)], [view.delta_seg(st, key)],
                                view.window_notes(st, key), [(ws.axis, "muted")]]))

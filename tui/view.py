@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from engine.record.events import (
+    COMPLETE_WINDOWS,
     CONTROL,
     LIVE_ROWS,
     OVER_RUNS,
@@ -127,9 +128,18 @@ def live_row(state: RunState, wkey: str | None) -> RowState | None:
     return live[-1] if live else None
 
 
-def focus_window(state: RunState) -> str | None:
+def focus_window(state: RunState, shown: str | None = None) -> str | None:
     """The window worth showing when the operator has not picked one: the current one; between
-    windows and after the campaign, the last one with rows (the last started one otherwise)."""
+    windows and after the campaign, the last one with rows (the last started one otherwise).
+
+    With sessions on places several windows are live at once and the current one is whichever
+    started last: the window on screen (``shown``) then follows its own place, to the window live
+    there now, and stays put between that place's windows."""
+    ws = state.windows.get(shown or "")
+    place = state.session_places.get(ws.session) if ws else None
+    if ws and place:
+        return next((w.key for w in state.live if state.session_places.get(w.session) == place),
+                    ws.key)
     if state.current:
         return state.current
     measured = {f"{r.session}-{r.window}" for r in state.rows.values()}
@@ -148,6 +158,10 @@ def phase(state: RunState) -> Seg:
     ws = state.windows.get(state.current or "")
     if ws is None:
         return "between windows", "muted"
+    return window_phase(state, ws)
+
+
+def window_phase(state: RunState, ws: WindowState) -> Seg:
     if ws.status == WindowStatus.QUEUED:
         return queued_text(ws), "warning"
     if ws.status == WindowStatus.BOOTING:
@@ -158,6 +172,128 @@ def phase(state: RunState) -> Seg:
     if row:
         return ("warm", "accent") if row.status == RowStatus.WARM else ("measuring", "accent")
     return ws.status, "muted"
+
+
+def shape_segs(row: RowState, wl: Workload) -> list[Seg]:
+    """The shape in flight: its attempt, and the warm pass or the rep it is on."""
+    done = len(row.reps.get(row.attempt, {}))
+    of = f"/{wl.reps}" if wl.reps else ""
+    what = ("warm pass" if row.status == RowStatus.WARM
+            else f"rep {min(done + 1, wl.reps or done + 1)}{of}")
+    return [(f"{row.cls} c{row.concurrency}", "bold"),
+            (f"attempt {row.attempt}", "warning" if row.attempt > 1 else ""), (what, "")]
+
+
+# ------------------------------------------------------------------ sessions on places
+
+
+def on_places(state: RunState) -> bool:
+    """Sessions run on places, several at once: the header gives each place a line and counts
+    the sessions, and the window keys name the session they act on."""
+    return bool(state.session_places) or len({w.session for w in state.live}) > 1
+
+
+def session_phases(state: RunState) -> dict[str, str]:
+    """Each session, in campaign order: ``done`` when every window of it is complete, ``queued``
+    while it has not begun (no window started, not taken by a place), ``running`` in between."""
+    windows: dict[str, list[WindowState]] = {}
+    for k in state.order:
+        windows.setdefault(state.windows[k].session, []).append(state.windows[k])
+    out = {}
+    for session, ws in windows.items():
+        if all(w.status in COMPLETE_WINDOWS for w in ws):
+            out[session] = "done"
+        elif session in state.session_places or any(w.status != WindowStatus.PENDING for w in ws):
+            out[session] = "running"
+        else:
+            out[session] = "queued"
+    return out
+
+
+def running_sessions(state: RunState) -> list[str]:
+    return [s for s, p in session_phases(state).items() if p == "running"]
+
+
+def keyed_session(state: RunState, shown: str | None) -> str | None:
+    """The session the window keys (advance, rewarm, pause) act on: the one of the window under
+    the cursor while it runs, else the only one running."""
+    running = running_sessions(state)
+    ws = state.windows.get(shown or "")
+    if ws and ws.session in running:
+        return ws.session
+    return running[0] if len(running) == 1 else None
+
+
+def session_args(state: RunState, shown: str | None) -> list[str] | None:
+    """What a window key sends after its command: the session it acts on when sessions run on
+    places (``advance s2``: the engine refuses a bare one while two run); nothing when sessions
+    run one at a time, as before places. None: several run and the cursor is on none of them."""
+    if not on_places(state):
+        return []
+    session = keyed_session(state, shown)
+    if session:
+        return [session]
+    return None if len(running_sessions(state)) > 1 else []  # none runs: the engine says why
+
+
+def session_paused(state: RunState, session: str | None) -> bool:
+    """A pause was asked for in ``session`` (or in the one running, naming none)."""
+    if not on_places(state) or session is None:
+        return state.paused
+    return bool(state.paused_sessions & {session, ""})
+
+
+def pause_seg(state: RunState, session: str | None = None) -> list[Seg]:
+    held = state.pause_held if session is None else session in state.held_sessions
+    asked = state.paused if session is None else session_paused(state, session)
+    if held:
+        return [("PAUSED", "warning")]
+    if asked:  # accepted, not in effect yet: the rep in flight runs to its end
+        return [("pausing after this rep", "warning")]
+    return []
+
+
+def place_lines(state: RunState, wl: Workload, shown: str | None) -> list[list[Seg]]:
+    """One line per place: the session on it now, its live window (the shape and rep in flight,
+    else its phase) or why none; ``▸`` marks the one the window keys act on."""
+    places: dict[str, str] = {}  # place -> the session begun on it last
+    for session, place in state.session_places.items():
+        places[place] = session
+    keyed = keyed_session(state, shown)
+    phases = session_phases(state)
+    out = []
+    for place, session in places.items():
+        ws = next((w for w in state.live if state.session_places.get(w.session) == place), None)
+        session = ws.session if ws else session  # a live window says who holds the place now
+        line: list[Seg] = [("▸" if session == keyed else " ", "accent"), ("place", "muted"),
+                           (place, "bold"), ("·", "muted")]
+        if ws is None:
+            word = phases.get(session, "")
+            if word == "running":
+                word = "between windows" if state.status == RunStatus.RUNNING else "stopped"
+            line.append((f"{session} {word}", "muted"))
+        else:
+            row = live_row(state, ws.key)
+            # A shape in flight says what it does (its warm pass or rep); else the window's phase.
+            what = shape_segs(row, wl) if row and ws.status == WindowStatus.MEASURING \
+                and not ws.quality else [window_phase(state, ws)]
+            line += [(f"{ws.session} {ws.window}", "bold"), ("·", "muted"), *what]
+        line += pause_seg(state, session)
+        out.append(line)
+    return out
+
+
+def sessions_text(state: RunState) -> str:
+    """Sessions running, queued and done; once the run is over, those begun and not done were
+    stopped and those queued never began (each said only when there are some)."""
+    phases = list(session_phases(state).values())
+    if state.status == RunStatus.RUNNING:
+        counts = [f"{phases.count(p)} {p}" for p in ("running", "queued", "done")]
+    else:
+        counts = [f"{phases.count(p)} {word}" for p, word in
+                  (("running", "stopped"), ("queued", "not begun"), ("done", "done"))
+                  if phases.count(p) or p == "done"]
+    return "sessions " + ", ".join(counts)
 
 
 def position(state: RunState, wkey: str | None) -> tuple[int, int]:
@@ -709,37 +845,35 @@ def damage_text(state: RunState) -> str:
 def header_lines(state: RunState, wl: Workload, shown: str | None, link: tuple[bool, str] | None,
                  now: float) -> list[list[Seg]]:
     """Two lines: where the campaign stands; then the engine link (first, so it is never cut
-    off on a narrow terminal), the axis and the shape in flight."""
-    cur = state.windows.get(state.current or "")
+    off on a narrow terminal), the axis and the shape in flight. With sessions on places the
+    first counts the sessions and a line per place follows (:func:`place_lines`)."""
+    places = on_places(state)
+    cur = None if places else state.windows.get(state.current or "")
     where = cur or state.windows.get(shown or "")
-    n, m = position(state, where.key if where else None)
     line1: list[Seg] = [(state.campaign or "(waiting for the journal)", "bold")]
-    if where:
-        line1 += [("·", "muted"), (f"{where.session} {n}/{m}", ""), (where.window, "bold")]
-    line1 += [("·", "muted"), phase(state)]
-    if state.pause_held:
-        line1.append(("PAUSED", "warning"))
-    elif state.paused:  # accepted, not in effect yet: the rep in flight runs to its end
-        line1.append(("pausing after this rep", "warning"))
+    if places:
+        line1 += [("·", "muted"), (sessions_text(state), "")]
+        if state.status != RunStatus.RUNNING:
+            line1 += [("·", "muted"), phase(state)]
+    else:
+        if where:
+            n, m = position(state, where.key)
+            line1 += [("·", "muted"), (f"{where.session} {n}/{m}", ""), (where.window, "bold")]
+        line1 += [("·", "muted"), phase(state), *pause_seg(state)]
     line1 += [("·", "muted"), (fmt_secs(elapsed(state, now)), "")]
     if state.status == RunStatus.RUNNING:
         line1.append(("~" + fmt_secs(eta(state, wl, now)) + " left", "muted"))
     line2: list[Seg] = [*link_segs(state, link)]
     row = live_row(state, cur.key if cur else None)
     if row:
-        done = len(row.reps.get(row.attempt, {}))
-        of = f"/{wl.reps}" if wl.reps else ""
-        what = ("warm pass" if row.status == RowStatus.WARM
-                else f"rep {min(done + 1, wl.reps or done + 1)}{of}")
-        line2 += [("·", "muted"), (f"{row.cls} c{row.concurrency}", "bold"),
-                  (f"attempt {row.attempt}", "warning" if row.attempt > 1 else ""), (what, "")]
+        line2 += [("·", "muted"), *shape_segs(row, wl)]
     if state.error:
         line2 += [("·", "muted"), (f"engine error: {state.error}", "error")]
     if state.damage:
         line2 += [("·", "muted"), (damage_text(state), "error")]
     if where:
         line2 += [("·", "muted"), ("axis:", "muted"), (where.axis or "-", "")]
-    return [line1, line2]
+    return [line1, line2, *(place_lines(state, wl, shown) if places else [])]
 
 
 def link_segs(state: RunState, link: tuple[bool, str] | None) -> list[Seg]:

@@ -433,7 +433,7 @@ HELP = """\
   [b]≠[/b]       a boot fact that differs from this session's control
   [b]Δ ctl[/b]   median over shapes of (window / control) - 1;
           [i]control void[/i] (or rejected, failed): the control has no figure to compare
-  [b]▶[/b]       the window the engine is on
+  [b]▶[/b]       a window the engine is on; [b]▸[/b] the place n, w, p act on
 
 [b]esc[/b] closes this help."""
 

@@ -264,6 +264,78 @@ async def test_a_command_from_another_client_is_shown(measuring) -> None:  # typ
         assert "pausing after this rep" in screen_text(app)
 
 
+@pytest.fixture
+def places(tmp_path: Path):  # type: ignore[no-untyped-def]
+    run = recorded("places", tmp_path)
+    engine = StandIn(run)
+    yield run, engine
+    engine.close()
+
+
+def live_marked(app: RulerConsole) -> list[str]:
+    """The windows the list marks live (▶), as it shows them."""
+    return [row[0].strip("▶ ").strip() for row in table_text(app, "#windows") if row[0].startswith("▶")]
+
+
+async def test_on_places_keys_reps_and_log_follow_the_window_under_the_cursor(places) -> None:  # type: ignore[no-untyped-def]
+    """Two places measure at once (the recorded run). The keys sent no session, which the engine
+    refuses while two run; the reps and the log showed the window started last, so they flipped
+    to the other place at each window start. Now each follows the window under the cursor."""
+    run, engine = places
+    app = RulerConsole(run, probe_interval=0.3)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        assert live_marked(app) == ["s1 ctx", "s2 ctx"]
+        head = screen_text(app).splitlines()[:4]
+        assert "sessions 2 running, 1 queued, 0 done" in head[0]
+        assert head[2].strip().startswith("place a · s1 ctx · prose c2 attempt 2 rep 3/3")
+        assert head[3].strip().startswith("▸ place b · s2 ctx · code c1 attempt 1 rep 3/3")
+        assert app.shown == "s2-ctx"  # started last
+        await pilot.press("n")
+        await until(pilot, lambda: engine.got[-1:] == [("advance", ["s2"])])
+
+        await pilot.press("up", "up", "up", "up")  # s2 qv8, s2 control, s1 qv8, s1 ctx
+        await until(pilot, lambda: app.shown == "s1-ctx")
+        assert not app.pinned  # a live window: the screen follows its place from now on
+        await until(pilot, lambda: "reps · s1-ctx" in screen_text(app)
+                    and "log s1-ctx · following" in screen_text(app))
+        s1_log = (run / "windows/s1-ctx/boot.log").read_text().splitlines()
+        log = app.query_one(BootLog)
+        await until(pilot, lambda: log.lines[:3] == s1_log[:3])
+        assert [r[0].strip() for r in table_text(app, "#reps")] == ["prose c1", "prose c2"]
+        await until(pilot, lambda: screen_text(app).splitlines()[2].startswith(" ▸ place a"))
+        await pilot.press("p")
+        await until(pilot, lambda: engine.got[-1] == ("pause", ["s1"]))
+        await until(pilot, lambda: "pausing after this rep" in screen_text(app).splitlines()[2])
+        assert "pausing" not in screen_text(app).splitlines()[3]  # b runs on
+
+        # Place b moves on: s2 ends, s3 begins there. The window started last is now s3's control;
+        # the screen stays on place a's window.
+        where = {"session": "s3", "window": "control"}
+        append(run, [{"kind": "window_finished", "session": "s2", "window": "ctx", "status": "done"},
+                     {"kind": "session_started", "session": "s3", "place": "b"},
+                     {"kind": "window_started", **where, "axis": "control",
+                      "log": "windows/s3-control/boot.log"}])
+        await until(pilot, lambda: live_marked(app) == ["s1 ctx", "s3 control"])
+        assert app.state.current == "s3-control"
+        await settled(pilot)
+        assert app.shown == "s1-ctx" and "log s1-ctx" in screen_text(app)
+        await pilot.press("n")
+        await until(pilot, lambda: engine.got[-1] == ("advance", ["s1"]))
+
+        # On a window of neither running session nothing is sent: which one is meant?
+        await pilot.press("down", "down", "down")  # s1 qv8, s2 control, s2 qv8: s2 is done
+        await until(pilot, lambda: app.shown == "s2-qv8" and app.pinned)
+        sent = len(engine.got)
+        await pilot.press("w")
+        await until(pilot, lambda: "sessions s1, s3 run at once: put the cursor on a window of "
+                                   "the one to act on" in screen_text(app))
+        assert len(engine.got) == sent
+    commands = [(c["cmd"], c["args"]) for c in read_events(run / "journal.jsonl")
+                if c["kind"] == "command"]
+    assert commands == [("advance", ["s2"]), ("pause", ["s1"]), ("advance", ["s1"])]
+
+
 # ------------------------------------------------------------------ live journal and log
 
 
@@ -541,7 +613,7 @@ async def test_every_width_from_80_to_200_lays_out_cleanly(tmp_path: Path) -> No
 
 
 
-SNAPSHOTS = ["booting", "measuring", "rejected", "finished"]
+SNAPSHOTS = ["booting", "measuring", "rejected", "finished", "places"]
 
 
 # 80x24 in tmux is the floor; every width up to 200 must lay out cleanly (tui.view.fit_columns).

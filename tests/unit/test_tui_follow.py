@@ -445,6 +445,120 @@ def test_quality_started_puts_the_window_in_the_quality_phase() -> None:
     assert view.phase(st) == ("measuring", "muted")
 
 
+# ------------------------------------------------------------------ sessions on places
+
+
+def places_state() -> tuple[RunState, view.Workload, int, float]:
+    """The recorded two-place run (fixtures/journals/places): s1's ctx on place a and s2's ctx on
+    place b both measuring, s3 waiting; with its last seq and time, to append to."""
+    events = read_events(JOURNALS / "places/journal.jsonl")
+    wl = view.frozen_workload(JOURNALS / "places" / "campaign.yaml")
+    return fold(events), wl, events[-1]["seq"], events[-1]["ts"]
+
+
+def lines(state: RunState, wl: view.Workload, shown: str | None, now: float) -> list[str]:
+    return [" ".join(t for t, _ in line)
+            for line in view.header_lines(state, wl, shown, (True, ""), now)]
+
+
+def test_every_live_window_is_in_the_header_with_its_place_shape_and_rep() -> None:
+    """The header showed the last window started, its shape and rep: with two places measuring
+    it flipped between them at every window_started. Now a line per place; ▸ marks the one
+    under the cursor (the one the window keys act on)."""
+    st, wl, _, now = places_state()
+    assert [w.key for w in st.live] == ["s1-ctx", "s2-ctx"]
+    assert st.current == "s2-ctx"
+    head = lines(st, wl, "s1-ctx", now)
+    assert head[0] == "tui-places · sessions 2 running, 1 queued, 0 done · 0:57 ~1:21 left"
+    assert head[1] == "● engine connected · axis: context 4096"
+    assert head[2:] == ["▸ place a · s1 ctx · prose c2 attempt 2 rep 3/3",
+                        "  place b · s2 ctx · code c1 attempt 1 rep 3/3"]
+    assert [h[0] for h in lines(st, wl, "s2-qv8", now)[2:]] == [" ", "▸"]  # s2's window, b's mark
+    # One session at a time (no places): the two lines of before, the current window's.
+    single = fold(read_events(JOURNALS / "measuring/journal.jsonl"))
+    assert len(lines(single, wl, "s1-ctx", now)) == 2
+
+
+def test_sessions_are_counted_running_queued_and_done() -> None:
+    """Done: every window complete (a rejected one is); queued: not begun; running in between."""
+    events = read_events(JOURNALS / "places/journal.jsonl")
+    st = fold(events[:1])  # run_started: nothing begun
+    assert view.sessions_text(st) == "sessions 0 running, 3 queued, 0 done"
+    st = fold(events[:2])  # session_started s1 on place a: begun before any window of it
+    assert view.sessions_text(st) == "sessions 1 running, 2 queued, 0 done"
+    st, _, seq, ts = places_state()
+    where = {"session": "s2", "window": "ctx"}
+    fold([{"seq": seq + 1, "ts": ts, "kind": "window_finished", **where, "status": "done"}], st)
+    assert [st.windows[k].status for k in st.order if k.startswith("s2-")] == [
+        "done", "rejected", "done"]
+    assert view.sessions_text(st) == "sessions 1 running, 1 queued, 1 done"
+    fold([{"seq": seq + 2, "ts": ts, "kind": "session_started", "session": "s3", "place": "b"},
+          {"seq": seq + 3, "ts": ts, "kind": "window_started", "session": "s3", "window": "control",
+           "axis": "control", "log": "windows/s3-control/boot.log"}], st)
+    assert view.sessions_text(st) == "sessions 2 running, 0 queued, 1 done"
+    wl = view.frozen_workload(JOURNALS / "places" / "campaign.yaml")
+    assert lines(st, wl, "s3-control", ts)[2:] == ["  place a · s1 ctx · prose c2 "
+                                                   "attempt 2 rep 3/3",
+                                                   "▸ place b · s3 control · booting"]
+    fold([{"seq": seq + 4, "ts": ts, "kind": "run_finished", "status": "aborted"}], st)
+    assert view.sessions_text(st) == "sessions 2 stopped, 1 done"
+
+
+def test_the_window_keys_name_the_session_under_the_cursor() -> None:
+    """advance, rewarm and pause sent no session, which the engine refuses while two run."""
+    st, _, seq, ts = places_state()
+    assert view.session_args(st, "s1-ctx") == ["s1"]
+    assert view.session_args(st, "s2-ctx") == ["s2"]
+    assert view.session_args(st, "s2-control") == ["s2"]  # a done window of a running session
+    assert view.session_args(st, "s3-ctx") is None  # s3 has not begun: which of s1, s2 is meant?
+    # One session left running: it is the one, wherever the cursor is.
+    fold([{"seq": seq + 1, "ts": ts, "kind": "window_finished", "session": "s2", "window": "ctx",
+           "status": "done"}], st)
+    assert view.session_args(st, "s3-ctx") == view.session_args(st, "s2-ctx") == ["s1"]
+    # Sessions one at a time (no places): sent as before, naming none.
+    single = fold(read_events(JOURNALS / "measuring/journal.jsonl"))
+    assert view.session_args(single, "s2-control") == view.session_args(single, "s1-ctx") == []
+
+
+def test_a_pause_is_per_session_on_places() -> None:
+    """pause s1 pauses s1 only: its place says so, and p on s2's window still pauses."""
+    st, wl, seq, ts = places_state()
+    cmd = {"kind": "command", "who": {}, "reply": ""}
+    fold([{"seq": seq + 1, "ts": ts, **cmd, "cmd": "pause", "args": ["s1"]}], st)
+    assert (view.session_paused(st, "s1"), view.session_paused(st, "s2")) == (True, False)
+    assert lines(st, wl, "s2-ctx", ts)[2:] == [
+        "  place a · s1 ctx · prose c2 attempt 2 rep 3/3 pausing after this rep",
+        "▸ place b · s2 ctx · code c1 attempt 1 rep 3/3"]
+    fold([{"seq": seq + 2, "ts": ts, "kind": "paused", "session": "s1", "window": "ctx",
+           "class": "prose", "concurrency": 2, "attempt": 2, "rep": 3}], st)
+    assert lines(st, wl, "s1-ctx", ts)[2].endswith("rep 3/3 PAUSED")
+    del st.rows["s1-ctx/prose/c2"]  # between two shapes: the window's phase instead
+    assert lines(st, wl, "s1-ctx", ts)[2] == "▸ place a · s1 ctx · measuring PAUSED"
+    assert st.paused and st.pause_held  # ruler status: some session is paused
+    fold([{"seq": seq + 3, "ts": ts, **cmd, "cmd": "resume", "args": ["s1"]}], st)
+    assert not view.session_paused(st, "s1") and not st.paused and "PAUSED" not in " ".join(
+        lines(st, wl, "s1-ctx", ts))
+
+
+def test_the_window_on_screen_follows_its_place_not_the_last_window_started() -> None:
+    """The reps, the chart, the facts and the log show focus_window(): it was the window started
+    last, so with two places it flipped between them. Now it follows the shown window's place."""
+    st, _, seq, ts = places_state()
+    assert view.focus_window(st, "s2-ctx") == "s2-ctx"
+    assert view.focus_window(st, "s1-ctx") == "s1-ctx"  # not the current one, s2-ctx
+    assert view.focus_window(st, "s1-control") == "s1-ctx"  # its place's live window
+    assert view.focus_window(st, "s3-control") == "s2-ctx"  # no place yet: the current one
+    assert view.focus_window(st, None) == "s2-ctx"
+    fold([{"seq": seq + 1, "ts": ts, "kind": "window_finished", "session": "s1", "window": "ctx",
+           "status": "done"}], st)
+    assert view.focus_window(st, "s1-ctx") == "s1-ctx"  # between a's windows: stays
+    fold([{"seq": seq + 2, "ts": ts, "kind": "window_started", "session": "s1", "window": "qv8",
+           "axis": "q8", "log": "windows/s1-qv8/boot.log"}], st)
+    assert st.current == "s1-qv8"
+    assert view.focus_window(st, "s1-ctx") == "s1-qv8"
+    assert view.focus_window(st, "s2-ctx") == "s2-ctx"  # b's window stays on screen
+
+
 # ------------------------------------------------------------------ fitting columns to a width
 
 
