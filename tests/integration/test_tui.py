@@ -712,6 +712,95 @@ async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) ->
             proc.wait(timeout=60)
 
 
+PLACES = """\
+name: tui-places-live
+server: llamacpp
+runtime: process
+process:
+  command: ["${testbed.llama_server}"]
+control:
+  model: ${testbed.models}/SmolLM2-135M-Instruct.Q4_1.gguf
+  args: {-m: "${model}", -c: 1024, -np: 1, -t: 1, --metrics: true}
+windows:
+  - name: ctx
+    axis: context 2048
+    change:
+      args: {-c: 2048}
+sessions:
+  s1: [ctx]
+  s2: [ctx]
+places:
+  - {name: a, cpus: "0"}
+  - {name: b, cpus: "1"}
+workload:
+  classes:
+    prose: {prompts: ["Name three colours.", "Write one sentence about the sea."]}
+  concurrency: [1]
+  reps: 20  # the controls measure long enough to be seen live together and advanced
+  requests_per_rep: 2
+  max_tokens: 24
+timeouts:
+  boot: 120
+  request: 60
+quality: {enabled: false}
+"""
+
+
+@pytest.mark.server
+@pytest.mark.timeout(600)
+async def test_two_places_live_at_once_and_advance_goes_to_the_session_under_the_cursor(
+        testbed: tb_mod.Testbed, tmp_path: Path) -> None:
+    """A real engine runs two sessions at once on two places (CPU 0 and CPU 1). The windows list
+    shows both controls live at the same moment; n on s2's control sends ``advance s2`` (a bare
+    ``advance`` is refused while two sessions run), and only s2's control is advanced."""
+    spec = tmp_path / "places.yaml"
+    spec.write_text(PLACES)
+    results = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "run", str(spec), "--headless",
+                             "--results-dir", str(results)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(results.glob("*/control.sock")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()  # type: ignore[union-attr]
+            time.sleep(0.1)
+        run = next(results.iterdir())
+        app = RulerConsole(run, probe_interval=0.5)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.link is not None and app.link.connected, timeout=30)
+            # Both controls measuring, in one frame of the windows list.
+            both = ["s1 control", "s2 control"]
+            await until(pilot, lambda: live_marked(app) == both and all(
+                app.state.windows[k].status == "measuring" for k in ("s1-control", "s2-control")),
+                timeout=120)
+            rows = {r[0].strip("▶ ").strip(): r[1].strip() for r in table_text(app, "#windows")}
+            assert [rows[w] for w in both] == ["measuring", "measuring"]
+            print("\n".join(screen_text(app).splitlines()[:12]))
+            order = app.ui.windows.keys
+            while app.shown != "s2-control":  # the cursor onto s2's control
+                up = order.index(app.shown or "") > order.index("s2-control")
+                await pilot.press("up" if up else "down")
+                await pilot.pause(0.1)
+            await until(pilot, lambda: screen_text(app).splitlines()[3].startswith(" ▸ place b"))
+            await pilot.press("n")
+            await until(pilot, lambda: "advance s2: ending window s2/control" in screen_text(app))
+            await until(pilot, lambda: app.state.windows["s2-control"].status == "advanced")
+            assert app.state.windows["s1-control"].status == "measuring"
+            await pilot.press("a", "y")
+            await until(pilot, lambda: app.state.status == "aborted", timeout=120)
+        assert proc.wait(timeout=120) == EXIT_STOPPED
+        events = read_events(run / "journal.jsonl")
+        assert [(e["cmd"], e["args"]) for e in events if e["kind"] == "command"] == [
+            ("advance", ["s2"]), ("abort", [])]
+        advanced = [(e["session"], e["window"]) for e in events
+                    if e["kind"] == "window_finished" and e["status"] == "advanced"]
+        assert advanced == [("s2", "control")]
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
 async def test_rep_bars_start_at_zero() -> None:
     from textual.app import App, ComposeResult
 
