@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
-	$(BIN)/pip install -q -e '.[test,report]'
+	$(BIN)/pip install -q -e '.[test,report,bench]'
 	touch $(STAMP)
 
 setup: $(STAMP)

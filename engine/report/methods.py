@@ -13,6 +13,15 @@ from engine.report.run import CONTROL, RunView, read_json
 from engine.report.text import table, when
 from engine.report.windows import change_text, slurm_record
 from engine.run import gpuwatch
+from engine.servers import get_adapter
+
+
+def _connections(server: str) -> str:
+    try:
+        kept = get_adapter(server).keep_alive
+    except ValueError:
+        return "connections as the server adapter chose"
+    return "one connection per worker, kept between its requests" if kept else "one connection per request"
 
 
 def methods(view: RunView) -> list[str]:
@@ -42,8 +51,8 @@ def methods(view: RunView) -> list[str]:
             f"- **Workload**: classes {classes}; concurrency {', '.join(map(str, wl.concurrency))}; "
             f"{wl.reps} reps per shape; requests per rep {per_c}; max_tokens {wl.max_tokens}; "
             f"sampling {json.dumps(wl.sampling.model_dump())}; knobs sent verbatim "
-            f"{json.dumps(wl.knobs) if wl.knobs else 'none'}. Streaming chat completions, one "
-            "connection per request; tok/s counts the server's usage.completion_tokens.",
+            f"{json.dumps(wl.knobs) if wl.knobs else 'none'}. Streaming chat completions, "
+            f"{_connections(c.server)}; tok/s counts the server's usage.completion_tokens.",
             "- **Warm policy**: every attempt of a shape starts with one warm pass of the same "
             "shape (prompts, concurrency, request count), recorded as "
             "`<class>-c<C>-<attempt>-warm.jsonl` and discarded; an operator rewarm adds another.",

@@ -9,13 +9,10 @@ slow rep the telemetry explains is journaled as throttled rather than as a leak.
 
 from __future__ import annotations
 
-import functools
 import json
-import ssl
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import certifi
 import httpx
 
 from engine import gpu
@@ -28,15 +25,8 @@ from engine.record.state import row_key
 from engine.run import stats
 from engine.run.context import RunContext, WindowContext
 from engine.run.load import PassResult, measure_pass
-from engine.servers.client import ServerClient
+from engine.servers.client import ServerClient, tls_context
 from engine.servers.data import BadServerData, counter, reading
-
-
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """httpx's default TLS context, built once: building it (certifi's bundle) took 0.1 s of CPU
-    per client, and a rep scrapes twice."""
-    return ssl.create_default_context(cafile=certifi.where())
 
 
 class Scrape(NamedTuple):
@@ -66,7 +56,7 @@ def read_counters(adapter: ServerClient, status: int, body: str) -> Scrape:
 def scrape(base_url: str, adapter: ServerClient) -> Scrape:
     """The adapter's speculative-decoding counters, or None and why (naming the server flag)."""
     try:
-        r = httpx.get(base_url + adapter.metrics_path, timeout=10.0, verify=_tls())
+        r = httpx.get(base_url + adapter.metrics_path, timeout=10.0, verify=tls_context())
     except httpx.HTTPError:
         return Scrape(None, adapter.missing_metrics(None, None))
     return read_counters(adapter, r.status_code, r.text)

@@ -87,6 +87,17 @@ def acceptance(drafted: Any, accepted: Any, drafts: Any, where: str) -> dict[str
     return out
 
 
+# What an adapter indexing an answer of a shape it did not expect raises.
+PARSE_ERRORS = (BadServerData, TypeError, AttributeError, IndexError, KeyError, ValueError)
+
+
+def bad_data(what: str, e: Exception) -> BadServerData:
+    """One of :data:`PARSE_ERRORS` as bad data, with a reason naming the request."""
+    if isinstance(e, BadServerData):
+        return BadServerData(f"{what}: {e}")
+    return BadServerData(f"{what}: the answer does not parse ({type(e).__name__}: {e})")
+
+
 @contextmanager
 def reading(what: str) -> Iterator[None]:
     """An adapter reading a server's JSON: an answer of a shape it did not expect is bad data.
@@ -96,7 +107,5 @@ def reading(what: str) -> Iterator[None]:
     """
     try:
         yield
-    except BadServerData as e:
-        raise BadServerData(f"{what}: {e}") from e
-    except (TypeError, AttributeError, IndexError, KeyError, ValueError) as e:
-        raise BadServerData(f"{what}: the answer does not parse ({type(e).__name__}: {e})") from e
+    except PARSE_ERRORS as e:
+        raise bad_data(what, e) from e

@@ -329,6 +329,9 @@ class LlamaCppAdapter(ServerAdapter):
     metrics_flag = "--metrics"
     default_container_port = 8080  # ghcr.io/ggml-org/llama.cpp:server* images
     health_path = "/health"
+    # llama-server answers a stream with "Keep-Alive: timeout=5, max=100" and then closes the
+    # connection: the next request on it is refused (every second one, with the testbed's build).
+    keep_alive = False
     ready_text = "llama_server: model loaded"  # "main: model loaded" in older builds
     watched_facts = ("kv.cells", "kv.tokens", "kv.size_mib", "weights.*_mib", "slots.n", "spec.impl.*",
                      "draft.kv.*", "ready", "exit.reason")
@@ -624,6 +627,8 @@ class LlamaCppAdapter(ServerAdapter):
 
     def reasoning_counts(self) -> bool:
         return False  # no reasoning_tokens in usage (server-task.cpp)
+
+    acceptance_fields = frozenset({"timings"})
 
     def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, int] | None:
         # "timings" rides on the final response / last stream chunk; draft_n and

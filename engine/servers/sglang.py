@@ -550,6 +550,8 @@ class SGLangAdapter(ServerAdapter):
         """Request fields for the load generator: per-request acceptance on OpenAI endpoints."""
         return {"return_spec_tokens_details": True}
 
+    acceptance_fields = frozenset({"sglext", "meta_info"})
+
     def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, int] | None:
         details = mapping(chunk.get("sglext"), "sglext").get("spec_tokens_details")
         if isinstance(details, list):

@@ -324,6 +324,8 @@ class VLLMAdapter(ServerAdapter):
             return "no --speculative-config: no spec-decode counters, acceptance is not measured"
         return None
 
+    acceptance_fields = frozenset({"metrics"})
+
     def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, int] | None:
         spec = mapping(mapping(chunk.get("metrics"), "metrics").get("speculative_decoding"),
                        "metrics.speculative_decoding")

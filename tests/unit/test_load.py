@@ -16,10 +16,14 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from engine.run.load import _events, run_pass
+from engine.run.load import measure_pass, run_pass
+from engine.run.stream import BULK, Connection, Response, new_record
+from engine.run.stream import sse_events as _events
 from engine.runtime.base import free_port
-from engine.servers import get_adapter
+from engine.servers import LlamaCppAdapter, get_adapter
 from engine.servers.client import request_body
 
 
@@ -138,3 +142,187 @@ def test_failures_are_recorded_per_request(faulty: FaultyServer) -> None:
                                         "request's limit of 8")
     assert by["choicesstring"]["error"] == "bad stream chunk: choices is 'oops', not a list"
     assert all(r["end"] >= r["start"] for r in res.records)
+
+
+# -- the hot path and the bulk parse --------------------------------------------------------------
+
+
+def _chunked(body: bytes, cuts: list[int]) -> tuple[bytes, list[int]]:
+    """``body`` as an HTTP/1.1 chunked response cut into chunks at ``cuts``, and where each body
+    byte lies in it (the oracle for timestamps)."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    raw, where = bytearray(head), []
+    points = sorted({c for c in cuts if 0 < c < len(body)})
+    for a, b in zip([0, *points], [*points, len(body)], strict=True):
+        if a == b:
+            continue
+        raw += b"%x;ext=1\r\n" % (b - a) if a % 3 == 1 else b"%x\r\n" % (b - a)
+        where += range(len(raw), len(raw) + b - a)
+        raw += body[a:b] + b"\r\n"
+    raw += b"0\r\nX-Trailer: 1\r\n\r\n" if len(points) % 2 else b"0\r\n\r\n"
+    return bytes(raw), where
+
+
+TOKENS = ["Hello", " wor", "ld", "!", " How", " are", " you", "?"]
+
+
+def _stream_body(line_end: bytes) -> bytes:
+    events = [_sse({"choices": [{"delta": {"content": t}}]}) for t in TOKENS]
+    events.append(_sse({"choices": [{"delta": {}, "finish_reason": "length"}],
+                        "usage": {"completion_tokens": len(TOKENS), "prompt_tokens": 3},
+                        "timings": {"draft_n": 6, "draft_n_accepted": 4}}))
+    events.append(b": a comment\n\n" + b"data: [DONE]\n\n")
+    return b"".join(events).replace(b"\n", line_end)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from([b"\n", b"\r\n"]), st.lists(st.integers(0, 2000), max_size=20),
+       st.lists(st.integers(0, 2500), max_size=30), st.lists(st.integers(1, 5), max_size=30))
+def test_bulk_parse_gives_each_token_the_arrival_time_of_its_read(
+        line_end: bytes, chunk_cuts: list[int], read_cuts: list[int], batches: list[int]) -> None:
+    """However the server chunks the stream, the network cuts it and the reads are batched for
+    the bulk parse, each token's time is the arrival time of the read that completed its event."""
+    body = _stream_body(line_end)
+    raw, where = _chunked(body, chunk_cuts)
+    points = sorted({c for c in read_cuts if 0 < c < len(raw)})
+    reads = [raw[a:b] for a, b in zip([0, *points], [*points, len(raw)], strict=True)]
+    read_of = [k for k, r in enumerate(reads) for _ in r]  # raw byte -> the read it came in
+    resp = Response(new_record(0, 0, 0), get_adapter("llamacpp"))
+    k = 0
+    for size in [*batches, len(reads)]:
+        if k < len(reads):
+            resp.feed(reads[k:k + size], [float(t) for t in range(k, k + size)][:len(reads) - k])
+            k += size
+    assert resp.complete and resp.keep
+    resp.events.finish(resp.end, 8)
+    record = resp.record
+    # The oracle: the time of the read holding the last byte of each token's event.
+    ends, off = [], 0
+    for event in body.split(line_end * 2)[:len(TOKENS)]:
+        off += len(event) + 2 * len(line_end)
+        ends.append(float(read_of[where[off - 1]]))
+    assert record["error"] is None and record["completion_tokens"] == len(TOKENS)
+    assert record["chunks"] == len(TOKENS) + 1 and record["finish_reason"] == "length"
+    assert record["text_chars"] == len("".join(TOKENS))
+    assert record["acceptance"] == {"drafted": 6, "accepted": 4}
+    assert record["first_token"] == ends[0]
+    assert record["gaps_ms"] == [round((b - a) * 1000, 2) for a, b in zip(ends, ends[1:], strict=False)]
+    assert record["end"] == float(len(reads) - 1)
+
+
+def test_the_hot_path_keeps_bytes_and_times_and_parses_at_the_end() -> None:
+    """Per network read: a timestamp and the bytes. Nothing is parsed until the response ends
+    (or BULK bytes wait); then the whole record at once."""
+    raw, _ = _chunked(_stream_body(b"\n"), list(range(0, 2000, 40)))
+    head = raw.index(b"\r\n\r\n") + 4
+    reads = [raw[:head]] + [raw[i:i + 50] for i in range(head, len(raw), 50)]
+    assert len(raw) < BULK and not any(r.endswith(b"\r\n\r\n") for r in reads[1:-1])
+    conn = Connection()
+    resp = Response(new_record(0, 0, 0), get_adapter("llamacpp"))
+    loop = asyncio.new_event_loop()
+    try:
+        conn.response, conn.waiter = resp, loop.create_future()
+        conn.check_at = 1
+        conn.data_received(reads[0])  # the head: read at once, for the framing
+        assert resp.status == 200 and resp.mode == "chunked"
+        for data in reads[1:-1]:
+            conn.data_received(data)
+        assert conn.reads == reads[1:-1] and len(conn.times) == len(reads) - 2
+        assert conn.times == sorted(conn.times)
+        assert resp.events.chunks == 0 and resp.received == len(reads[0])  # nothing parsed
+        conn.data_received(reads[-1])
+        assert conn.waiter.done() and resp.complete and conn.reads == []
+        assert resp.events.chunks == len(TOKENS) + 1
+    finally:
+        loop.close()
+
+
+def test_a_long_stream_is_parsed_in_bulk_not_held_whole() -> None:
+    events = b"".join(_sse({"choices": [{"delta": {"content": "x" * 100}}]}) for _ in range(600))
+    raw, _ = _chunked(events, list(range(0, len(events), 140)))
+    conn = Connection()
+    resp = Response(new_record(0, 0, 0), get_adapter("llamacpp"))
+    loop = asyncio.new_event_loop()
+    try:
+        conn.response, conn.waiter = resp, loop.create_future()
+        conn.check_at = 1
+        most = 0
+        for i in range(0, len(raw) - 10, 100):
+            conn.data_received(raw[i:i + 100])
+            most = max(most, sum(map(len, conn.reads)))
+        assert most <= BULK + 100 and resp.events.chunks > 500  # parsed as it came, in bulk
+    finally:
+        loop.close()
+
+
+class KeepAliveServer(threading.Thread):
+    """Streams GOOD, chunked, on connections it keeps: or, with ``drop``, closes each one right
+    after its stream without saying so (fault injection: what llama-server does, every second
+    request seeing a closed connection, which a real server cannot be made to do on cue here)."""
+
+    def __init__(self, drop: bool) -> None:
+        super().__init__(daemon=True)
+        self.port, self.drop, self.connections, self.requests = free_port(), drop, 0, 0
+        self.ready = threading.Event()
+        self.loop = asyncio.new_event_loop()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n")
+                              if h.lower().startswith(b"content-length:"))
+                await reader.readexactly(length)
+                self.requests += 1
+                raw, _ = _chunked(GOOD, [30, 90])
+                writer.write(raw)
+                await writer.drain()
+                if self.drop:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    def run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+
+        async def main() -> None:
+            server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+            self.ready.set()
+            async with server:
+                await server.serve_forever()
+
+        with contextlib.suppress(RuntimeError, asyncio.CancelledError):
+            self.loop.run_until_complete(main())
+
+    def stop(self) -> None:
+        for task in asyncio.all_tasks(self.loop):
+            self.loop.call_soon_threadsafe(task.cancel)
+
+
+class _KeepAlive(LlamaCppAdapter):
+    keep_alive = True
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_keep_alive_where_the_server_keeps_and_dropped_connections_are_handled(drop: bool) -> None:
+    server = KeepAliveServer(drop)
+    server.start()
+    assert server.ready.wait(10)
+    try:
+        res = measure_pass(f"http://127.0.0.1:{server.port}", _KeepAlive(), ["a", "b"], 3, 12, 8,
+                           {"temperature": 0}, {}, 10.0)
+        assert [r["error"] for r in res.records] == [None] * 12
+        assert [r["completion_tokens"] for r in res.records] == [2] * 12
+        # Kept: one connection per worker. Dropped after each stream: one per request, none
+        # lost (a request the server closed on unread goes again on a fresh connection).
+        assert server.connections == (12 if drop else 3)
+        assert server.requests == 12
+        # llama-server's adapter never asks to keep one.
+        closing = measure_pass(f"http://127.0.0.1:{server.port}", get_adapter("llamacpp"), ["a"],
+                               2, 4, 8, {"temperature": 0}, {}, 10.0)
+        assert [r["error"] for r in closing.records] == [None] * 4
+        assert server.connections == (16 if drop else 7)
+    finally:
+        server.stop()

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.quality.probe import Probe
-from engine.run.load import _events, finish, new_record, read_stream, request_body
 from engine.run.measure import Scrape, _delta, read_counters
+from engine.run.stream import Events, new_record, sse_events, token_limit
 from engine.servers import get_adapter
-from engine.servers.client import Unsupported, chat_reply
+from engine.servers.client import Unsupported, chat_reply, request_body
 from engine.servers.data import BadServerData
 from engine.servers.prometheus import summed_samples
 
@@ -89,20 +89,20 @@ def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
 def _events_in(blocks: list[bytes]) -> list[bytes]:
     out, buf = [], b""
     for block in blocks:
-        payloads, buf = _events(buf + block)
+        payloads, buf = sse_events(buf + block)
         out += payloads
     return out
 
 
 def _record(blocks: list[bytes], max_tokens: int) -> dict[str, Any]:
-    """A request's record from a stream read in these blocks, as engine.load reads it."""
-    record, state, buf = new_record(0, 0, 0), [0.0, [], 0], b""
+    """A request's record from a stream's body read in these blocks, each parsed on its own."""
+    record = new_record(0, 0, 0)
     record["start"] = 0.0
+    events = Events(record, ADAPTERS[0])
     for block in blocks:
-        buf, more = read_stream(buf + block, 1.0, ADAPTERS[0], record, state)
-        if not more:
-            break
-    finish(record, state, 2.0, request_body("p", max_tokens, {}, {}))
+        if block:
+            events.feed(block, [(0, len(block))], [1.0], None)
+    events.finish(2.0, token_limit(request_body("p", max_tokens, {}, {})))
     return record
 
 
