@@ -216,7 +216,8 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     if extra:
         out.append(f"  adapter request fields (per-request acceptance): {json.dumps(extra)}")
     kept = "one connection per worker, kept" if adapter.keep_alive else "one connection per request"
-    out.append(f"  {kept}")
+    out.append(f"  {kept}; a pass splits over worker processes past {wl.shard.concurrency} streams "
+               f"or {wl.shard.chunk_rate:g} chunks/s per process (up to one per core)")
     classes = ", ".join(f"{n} ({len(prompts[n])} prompts)" for n in wl.classes)
     requests = ", ".join(f"C{n} {wl.requests_for(n)}" for n in wl.concurrency)
     out.append(f"shapes: {classes} x concurrency {list(wl.concurrency)}; per shape 1 warm pass "

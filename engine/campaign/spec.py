@@ -287,6 +287,14 @@ class Sampling(_Frozen):
     seed: Seed | None = None
 
 
+class Shard(_Frozen):
+    """Past these, per event loop, the load generator splits a pass over worker processes: one
+    loop's lag (the error of every timestamp it takes) grows with the chunks it must read."""
+
+    concurrency: Annotated[int, Strict(), Field(ge=1, le=MAX_CONCURRENCY)] = 256
+    chunk_rate: Annotated[float, Strict(), Field(gt=0, le=1e9, allow_inf_nan=False)] = 20_000
+
+
 class Workload(_Frozen):
     classes: Annotated[dict[Name, PromptClass], Field(min_length=1)]
     concurrency: Annotated[tuple[Annotated[int, Strict(), Field(ge=1, le=MAX_CONCURRENCY)], ...],
@@ -296,6 +304,7 @@ class Workload(_Frozen):
     max_tokens: Tokens = 128
     sampling: Sampling = Sampling()
     knobs: dict[Str, Any] = {}
+    shard: Shard = Shard()
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_rep or max(2 * concurrency, 4)

@@ -52,7 +52,10 @@ def methods(view: RunView) -> list[str]:
             f"{wl.reps} reps per shape; requests per rep {per_c}; max_tokens {wl.max_tokens}; "
             f"sampling {json.dumps(wl.sampling.model_dump())}; knobs sent verbatim "
             f"{json.dumps(wl.knobs) if wl.knobs else 'none'}. Streaming chat completions, "
-            f"{_connections(c.server)}; tok/s counts the server's usage.completion_tokens.",
+            f"{_connections(c.server)}; tok/s counts the server's usage.completion_tokens. A pass "
+            f"past {wl.shard.concurrency} streams or {wl.shard.chunk_rate:g} chunks/s per client "
+            "process runs on several (each rep's receipt names them and each one's event-loop "
+            "lag).",
             "- **Warm policy**: every attempt of a shape starts with one warm pass of the same "
             "shape (prompts, concurrency, request count), recorded as "
             "`<class>-c<C>-<attempt>-warm.jsonl` and discarded; an operator rewarm adds another.",

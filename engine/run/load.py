@@ -4,15 +4,26 @@ Each worker sends its requests one after the other through :mod:`engine.run.stre
 the least work per network read (an arrival time and the bytes) and parses in bulk.
 
 It watches itself too: event-loop lag and the client's CPU time per pass, so a rep where the
-client, not the server, may be the bottleneck is flagged rather than believed.
+client, not the server, may be the bottleneck is flagged rather than believed. Above what one
+event loop can keep honest (:func:`shard_count`), a pass runs on several worker processes, each with
+its own loop and its share of the workers; their records merge into the pass's, and each one's
+lag and CPU is judged on its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import math
+import multiprocessing as mp
+import multiprocessing.connection as mpc
+import os
+import resource
+import signal
 import threading
 import time
+import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +36,7 @@ from engine.servers.client import ServerClient, request_body
 LAG_TICK = 0.005  # the lag monitor's sleep; lag = how late it wakes
 CLIENT_BOUND_LAG_MS = 20.0
 CLIENT_BOUND_CPU = 0.8  # client CPU seconds per wall second on its one thread
+SHARD_START_TIMEOUT = 60.0  # a shard process that is not ready by then is an engine failure
 
 
 @dataclass
@@ -35,16 +47,36 @@ class PassResult:
     wall_s: float
     achieved_concurrency: float
     extra: dict[str, Any] = field(default_factory=dict)
+    shards: list[PassResult] = field(default_factory=list)  # a sharded pass: each shard's figures
 
     @property
     def client_bound(self) -> bool:
+        """Whether a loop of this pass may have been the bottleneck: each shard judged alone."""
+        if self.shards:
+            return any(s.client_bound for s in self.shards)
         return (self.lag_p99_ms > CLIENT_BOUND_LAG_MS
                 or self.client_cpu_s > CLIENT_BOUND_CPU * max(self.wall_s, 1e-9))
 
     def summary(self) -> dict[str, Any]:
+        loops = self.shards or [self]
         return {"lag_p99_ms": round(self.lag_p99_ms, 3), "client_cpu_s": round(self.client_cpu_s, 4),
                 "wall_s": round(self.wall_s, 4), "client_bound": self.client_bound,
-                "achieved_concurrency": round(self.achieved_concurrency, 3), **self.extra}
+                "achieved_concurrency": round(self.achieved_concurrency, 3),
+                "shards": len(loops), "shard_lag_p99_ms": [round(s.lag_p99_ms, 3) for s in loops],
+                "shard_client_bound": [s.client_bound for s in loops], **self.extra}
+
+
+def shard_count(concurrency: int, per_shard: int, chunk_rate: float, last_rate: float | None) -> int:
+    """Shards for a pass: enough that none carries more than ``per_shard`` streams, nor more than
+    ``chunk_rate`` chunks a second at the rate the shape's previous pass streamed (``last_rate``);
+    at most one per worker and one per core this process may run on."""
+    need = max(math.ceil(concurrency / per_shard), math.ceil((last_rate or 0.0) / chunk_rate), 1)
+    return max(1, min(need, concurrency, len(os.sched_getaffinity(0))))
+
+
+def chunk_rate(res: PassResult) -> float:
+    """Stream chunks per second over a pass: what the next pass's shard count is judged on."""
+    return sum(r["chunks"] for r in res.records) / res.wall_s if res.wall_s > 0 else 0.0
 
 
 async def _lag_monitor(samples: list[float]) -> None:
@@ -57,20 +89,24 @@ async def _lag_monitor(samples: list[float]) -> None:
 async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str], concurrency: int,
                    n_requests: int, max_tokens: int, sampling: dict[str, Any],
                    knobs: dict[str, Any], timeout: float,
-                   stop: Callable[[], bool] = lambda: False) -> PassResult:
+                   stop: Callable[[], bool] = lambda: False, *,
+                   workers: Sequence[int] | None = None,
+                   take: Callable[[], int | None] | None = None) -> PassResult:
     """n_requests requests over exactly ``concurrency`` workers; every rep sends the same prompts.
 
     ``stop()`` turning true (abort, SIGTERM, the window timeout) cancels the requests in flight;
-    they are recorded as cancelled rather than left to finish.
+    they are recorded as cancelled rather than left to finish. A shard runs ``workers`` (their
+    numbers among all the pass's) and draws the next request index from ``take`` (None: no more).
     """
     fields = adapter.load_fields()
     target = Target.of(base_url + adapter.chat_path, adapter.keep_alive)
     limit = token_limit(request_body("", max_tokens, sampling, knobs, fields))
     requests: dict[int, bytes] = {}  # per prompt: encoded once per pass, sent many times
-    indices = iter(range(n_requests))
+    if take is None:
+        indices = iter(range(n_requests))
 
-    def take() -> int | None:
-        return next(indices, None)
+        def take() -> int | None:
+            return next(indices, None)
 
     records: list[dict[str, Any]] = []
     lag: list[float] = []
@@ -102,7 +138,7 @@ async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str],
     cpu0, t0 = time.thread_time(), time.monotonic()
     mon = asyncio.create_task(_lag_monitor(lag))
     samp = asyncio.create_task(sampler())
-    tasks = [asyncio.create_task(worker(w)) for w in range(concurrency)]
+    tasks = [asyncio.create_task(worker(w)) for w in (range(concurrency) if workers is None else workers)]
     while not all(t.done() for t in tasks):
         if stop():
             for t in tasks:
@@ -121,13 +157,16 @@ async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str],
                       in_flight[1] / wall if wall > 0 else 0.0)
 
 
-def measure_pass(*args: Any, **kwargs: Any) -> PassResult:
-    """:func:`run_pass` from synchronous code, on a uvloop event loop.
+def measure_pass(*args: Any, shards: int = 1, **kwargs: Any) -> PassResult:
+    """:func:`run_pass` from synchronous code: on its own uvloop event loop, or on ``shards``
+    worker processes, each with its own.
 
     uvloop, not the default loop: its per-event cost is about half, and at C=64 the loop's lag is
     what keeps the per-chunk timestamps honest (bench/client_bench.py prints both).
     """
-    return _run(run_pass(*args, **kwargs))
+    if shards <= 1:
+        return _run(run_pass(*args, **kwargs))
+    return _sharded(shards, *args, **kwargs)
 
 
 _thread = threading.local()
@@ -146,3 +185,119 @@ def _run(coro: Coroutine[Any, Any, PassResult]) -> PassResult:
         return loop.run_until_complete(coro)
     finally:
         gc.unfreeze()
+
+
+# -- shards -------------------------------------------------------------------------------------
+
+
+def _context() -> Any:
+    """Shard processes fork from a server process that has only imported this module: a fork of
+    the engine (threads, open files) would be unsafe and a fresh interpreter slow to start."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    return ctx
+
+
+def _shard(conn: mpc.Connection, workers: list[int], counter: Any, args: tuple[Any, ...],
+           kwargs: dict[str, Any]) -> None:
+    """One shard: wait for the go, run its workers, send back its PassResult (or its failure)."""
+    # Ctrl-C reaches the whole process group: the engine decides and says stop through the pipe.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    n_requests = args[4]
+    stopped = False
+
+    def take() -> int | None:
+        with counter.get_lock():
+            i = counter.value
+            if i >= n_requests:
+                return None
+            counter.value = i + 1
+        return i
+
+    def stop() -> bool:  # polled by run_pass every 0.1 s; the engine gone (EOF) is a stop too
+        nonlocal stopped
+        stopped = stopped or conn.poll()
+        return stopped
+
+    try:
+        conn.send("ready")
+        if conn.recv() != "go":
+            return
+        res = _run(run_pass(*args, stop=stop, workers=workers, take=take, **kwargs))
+        # The whole process's CPU since the fork, not only its loop's during the pass: every
+        # bit of it is the client's.
+        use = resource.getrusage(resource.RUSAGE_SELF)
+        res.client_cpu_s = use.ru_utime + use.ru_stime
+        conn.send(res)
+    except (EOFError, BrokenPipeError):
+        pass  # the engine is gone: nobody to answer
+    except BaseException:  # noqa: BLE001 - the engine reports it; a shard has no one else to tell
+        conn.send(traceback.format_exc())
+
+
+def _sharded(shards: int, base_url: str, adapter: ServerClient, prompts: Sequence[str],
+             concurrency: int, n_requests: int, *rest: Any,
+             stop: Callable[[], bool] = lambda: False, **kwargs: Any) -> PassResult:
+    """The pass on ``shards`` processes: worker w runs on shard w % shards, every shard draws the
+    next request index from one shared counter (as the workers of one loop share one queue), all
+    start on one signal, and their records merge, sorted by index, into one PassResult.
+
+    Timestamps stay comparable: time.monotonic is one clock for every process of the machine.
+    """
+    ctx = _context()
+    counter = ctx.Value("q", 0)
+    args = (base_url, adapter, prompts, concurrency, n_requests, *rest)
+    pipes, procs = [], []
+    try:
+        for k in range(shards):
+            mine, theirs = ctx.Pipe()
+            p = ctx.Process(target=_shard, name=f"ruler-load-shard-{k}", daemon=True,
+                            args=(theirs, list(range(k, concurrency, shards)), counter, args, kwargs))
+            p.start()
+            theirs.close()
+            pipes.append(mine)
+            procs.append(p)
+        for k, c in enumerate(pipes):
+            try:
+                ready = c.poll(SHARD_START_TIMEOUT) and c.recv() == "ready"
+            except EOFError:
+                ready = False
+            if not ready:
+                raise RuntimeError(f"load shard {k} did not start (exit code {procs[k].exitcode})")
+        t0 = time.monotonic()
+        for c in pipes:
+            c.send("go")
+        results: dict[int, PassResult] = {}
+        stopping = False
+        while len(results) < shards:
+            if not stopping and stop():
+                stopping = True
+                for k, c in enumerate(pipes):
+                    if k not in results:
+                        with contextlib.suppress(OSError):  # a dead shard is found below
+                            c.send("stop")
+            for c in mpc.wait([c for k, c in enumerate(pipes) if k not in results], timeout=0.1):
+                k = pipes.index(c)  # type: ignore[arg-type]
+                try:
+                    got = c.recv()
+                except EOFError:
+                    raise RuntimeError(f"load shard {k} died (exit code {procs[k].exitcode})") from None
+                if not isinstance(got, PassResult):
+                    raise RuntimeError(f"load shard {k} failed:\n{got}")
+                results[k] = got
+        wall = time.monotonic() - t0
+    finally:
+        for c in pipes:
+            c.close()
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+    parts = [results[k] for k in range(shards)]
+    records = sorted((r for s in parts for r in s.records), key=lambda r: r["index"])
+    for s in parts:
+        s.records = []  # merged above; the shard keeps its figures
+    return PassResult(records, max(s.lag_p99_ms for s in parts), sum(s.client_cpu_s for s in parts),
+                      wall, sum(s.achieved_concurrency * s.wall_s for s in parts) / wall if wall > 0
+                      else 0.0, shards=parts)

@@ -24,7 +24,7 @@ from engine.record.results import DIR_MODE, write_atomic
 from engine.record.state import row_key
 from engine.run import stats
 from engine.run.context import RunContext, WindowContext
-from engine.run.load import PassResult, measure_pass
+from engine.run.load import PassResult, chunk_rate, measure_pass, shard_count
 from engine.servers.client import ServerClient, tls_context
 from engine.servers.data import BadServerData, counter, reading
 
@@ -107,6 +107,10 @@ class Measurement:
     window run after its regular shapes.
     """
 
+    def __init__(self) -> None:
+        # Chunks per second of each shape's last pass: the next pass's shards are judged on it.
+        self._rates: dict[tuple[str, str, str, int], float] = {}
+
     def __call__(self, run: RunContext, ctx: WindowContext) -> None:
         wl = run.campaign.workload
         for cls in wl.classes:
@@ -152,10 +156,13 @@ class Measurement:
     def _pass(self, run: RunContext, ctx: WindowContext, cls: str,
               c: int) -> tuple[PassResult, dict[str, float] | None]:
         wl = run.campaign.workload
+        shape = (ctx.session, ctx.window, cls, c)
+        shards = shard_count(c, wl.shard.concurrency, wl.shard.chunk_rate, self._rates.get(shape))
         before = scrape(ctx.server.base_url, ctx.adapter)
         res = measure_pass(ctx.server.base_url, ctx.adapter, run.prompts[cls], c,
                            wl.requests_for(c), wl.max_tokens, dict(wl.sampling), dict(wl.knobs),
-                           run.campaign.timeouts.request, stop=run.controls.cut)
+                           run.campaign.timeouts.request, stop=run.controls.cut, shards=shards)
+        self._rates[shape] = chunk_rate(res)
         delta, why, rejected = _delta(before, scrape(ctx.server.base_url, ctx.adapter))
         if delta is None:
             res.extra["metrics_missing"] = why or "no metrics counters"

@@ -12,14 +12,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.run.load import measure_pass, run_pass
+from engine.run.load import PassResult, measure_pass, run_pass, shard_count
 from engine.run.stream import BULK, Connection, Response, new_record
 from engine.run.stream import sse_events as _events
 from engine.runtime.base import free_port
@@ -326,3 +328,56 @@ def test_keep_alive_where_the_server_keeps_and_dropped_connections_are_handled(d
         assert server.connections == (16 if drop else 7)
     finally:
         server.stop()
+
+
+# -- shards ---------------------------------------------------------------------------------------
+
+
+def test_shard_count_follows_concurrency_rate_and_cores() -> None:
+    cores = len(os.sched_getaffinity(0))
+    assert shard_count(64, 256, 20_000, None) == 1
+    assert shard_count(512, 256, 20_000, None) == min(2, cores)
+    assert shard_count(8, 256, 20_000, 50_000) == min(3, cores)  # 50k chunks/s: three loops
+    assert shard_count(1, 256, 20_000, 10**9) == 1  # never more shards than workers
+    assert shard_count(4096, 1, 1.0, 10**9) == min(4096, cores)
+
+
+def test_a_sharded_pass_merges_into_the_same_records(faulty: FaultyServer) -> None:
+    """Two shard processes, three workers, seven requests: every request once, by index, each
+    worker on its own shard, the figures of each shard in the summary."""
+    prompts = ["good", "http500", "good"]
+    url = f"http://127.0.0.1:{faulty.port}"
+    args = (url, get_adapter("llamacpp"), prompts, 3, 7, 8, {"temperature": 0}, {}, 5.0)
+    one, two = measure_pass(*args), measure_pass(*args, shards=2)
+    assert [r["index"] for r in two.records] == list(range(7))
+    assert {r["worker"] for r in two.records} == {0, 1, 2}
+    fields = ("index", "prompt_index", "error", "completion_tokens", "chunks", "text_chars",
+              "finish_reason")
+    assert ([{k: r.get(k) for k in fields} for r in two.records]
+            == [{k: r.get(k) for k in fields} for r in one.records])
+    summary = two.summary()
+    assert summary["shards"] == 2 and len(summary["shard_lag_p99_ms"]) == 2
+    assert summary["shard_client_bound"] == [s.client_bound for s in two.shards]
+    assert summary["lag_p99_ms"] == round(max(s.lag_p99_ms for s in two.shards), 3)
+    assert two.client_cpu_s == pytest.approx(sum(s.client_cpu_s for s in two.shards))
+    assert all(s.records == [] for s in two.shards)  # merged, not kept twice
+    assert one.summary()["shards"] == 1 and one.summary()["shard_lag_p99_ms"] == [one.summary()["lag_p99_ms"]]
+
+
+def test_client_bound_is_judged_per_shard() -> None:
+    idle = PassResult([], 1.0, 0.1, 10.0, 1.0)
+    busy = PassResult([], 1.0, 9.5, 10.0, 1.0)  # one loop at 95 % CPU: bound, whatever the other
+    assert not idle.client_bound and busy.client_bound
+    both = PassResult([], 1.0, 9.6, 10.0, 2.0, shards=[idle, busy])
+    assert both.client_bound and both.summary()["shard_client_bound"] == [False, True]
+    # Summed, 9.6 CPU s over 10 s of wall would pass as one loop at 96 %: not the test.
+    assert not PassResult([], 1.0, 9.6, 10.0, 2.0, shards=[idle, idle]).client_bound
+
+
+def test_a_stopped_sharded_pass_cancels_every_shard(faulty: FaultyServer) -> None:
+    t0 = time.monotonic()
+    res = measure_pass(f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp"), ["hang"], 2, 4,
+                       8, {"temperature": 0}, {}, 30.0, shards=2,
+                       stop=lambda: time.monotonic() - t0 > 1.0)
+    assert time.monotonic() - t0 < 10
+    assert len(res.records) == 2 and all(r["error"].startswith("cancelled") for r in res.records)

@@ -11,6 +11,7 @@ tests/integration/ (test_run, test_leak, test_failures, test_control).
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -23,6 +24,7 @@ from fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
 from engine.campaign.spec import load_campaign
 from engine.quality import Quality
 from engine.record.journal import Event, read_events
+from engine.record.receipts import read_rep
 from engine.record.state import fold
 from engine.run.context import Phase
 from engine.run.measure import Measurement, recompute_row
@@ -348,3 +350,27 @@ def test_a_boot_that_never_gets_ready_or_exits_is_rejected(tmp: Path) -> None:
     assert "exiting due to model loading error" in text
     assert {k.split("/")[0] for k in rows(run)} == {"s1-control", "s1-fine"}
     assert fold(read_events(run / "journal.jsonl")).windows["s1-fine"].status == "done"
+
+
+def test_passes_past_the_shard_rate_run_on_shards(tmp: Path, fake: FakeRuntime) -> None:
+    """The warm pass runs on one loop (C2 is under shard.concurrency); its chunk rate is over
+    shard.chunk_rate, so every rep after it runs on two shard processes, and the rows read their
+    merged records as one loop's."""
+    spec = campaign("shards", CTX, {"s1": ["ctx"]}, reps=2, requests_per_rep=4,
+                    shard={"chunk_rate": 1.0})
+    r = runner(tmp, spec, fake)
+    assert r.run() == "finished"
+    shards = min(2, len(os.sched_getaffinity(0)))
+    for window in ("control", "ctx"):
+        reps = r.run_dir / "windows" / f"s1-{window}" / "reps"
+        warm, _ = read_rep(reps / "prose-c2-1-warm.jsonl")
+        assert warm["client"]["shards"] == 1
+        for rep in (1, 2):
+            header, records = read_rep(reps / f"prose-c2-1-{rep}.jsonl")
+            assert header["client"]["shards"] == shards
+            assert len(header["client"]["shard_lag_p99_ms"]) == shards
+            assert [x["index"] for x in records] == [0, 1, 2, 3]
+            assert {x["worker"] for x in records} == {0, 1}
+            assert all(x["error"] is None and x["completion_tokens"] == 6 for x in records)
+    for row in rows(r.run_dir).values():
+        assert (row["status"], row["reps"]) == ("ok", "2")

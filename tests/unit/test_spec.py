@@ -346,6 +346,10 @@ def test_session_lists_control(tmp_path: Path) -> None:
     ("reps: 3", "reps: 0", "21:9: workload.reps: must be at least 1, got 0"),
     ("reps: 3", "reps: 3\nleak: {spread: 1.5}", "22:16: leak.spread: must be less than 1.0, got 1.5"),
     ("reps: 3", "reps: 3\nleak: {spread: 0}", "22:16: leak.spread: must be greater than 0.0, got 0"),
+    ("reps: 3", "reps: 3\n  shard: {concurrency: 0}",
+     "22:24: workload.shard.concurrency: must be at least 1, got 0"),
+    ("reps: 3", "reps: 3\n  shard: {chunk_rate: -5}",
+     "22:23: workload.shard.chunk_rate: must be greater than 0.0, got -5"),
     ("name: demo", "name: -demo", "1:7: name: must match [a-z0-9][a-z0-9_-]* (at most 64 "
      "characters; it names directories, files and containers), got '-demo'"),
 ])
