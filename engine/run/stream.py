@@ -156,92 +156,119 @@ class Events:
         *events, self.rest = blob.split(b"\n\n")
         if not events:
             return
-        off, t, handle = 0, times[0], self._handle
-        if ends is not None:  # where each piece ends in the blob
-            body_ends = list(accumulate((b - a for a, b in pieces), initial=len(before)))
-        for event in events:
-            off += len(event) + 2
-            if b"\n" in event:
-                p = _payload(event)
-                if p is None:
-                    continue
-            elif event.startswith(b"data:"):
-                p = event[5:].lstrip(b" ")
-            else:
-                continue
-            if ends is not None:
-                k = bisect_left(body_ends, off, 1)
-                t = times[bisect_left(ends, pieces[k - 1][1] - (body_ends[k] - off))]
-            if not handle(p, t):
+        # The usual stream: every event one "data:" line. Counted in C: no newline but the
+        # separators', and a "data:" at every event's start; then no Python per event but a slice.
+        n = len(events)
+        if (blob.count(b"\n") == 2 * n + self.rest.count(b"\n")
+                and blob.startswith(b"data:") + blob.count(b"\n\ndata:")
+                - (self.rest.startswith(b"data:")) == n):
+            payloads = [e[5:].lstrip(b" ") for e in events]
+            if ends is None:
+                self._read(payloads, [times[0]] * n)
                 return
+            offs = list(accumulate(len(e) + 2 for e in events))
+        else:
+            offs, payloads, off = [], [], 0
+            for event in events:
+                off += len(event) + 2
+                if (p := _payload(event)) is not None:
+                    payloads.append(p)
+                    offs.append(off)
+            if ends is None:
+                self._read(payloads, [times[0]] * len(payloads))
+                return
+        # Each event's time: the read its last byte came in, through the piece that byte is in.
+        body_ends = list(accumulate((b - a for a, b in pieces), initial=len(before)))
+        stamps = []
+        for off in offs:
+            k = bisect_left(body_ends, off, 1)
+            stamps.append(times[bisect_left(ends, pieces[k - 1][1] - (body_ends[k] - off))])
+        self._read(payloads, stamps)
 
     def _feed_cr(self, data: bytes, pieces: list[tuple[int, int]], times: list[float],
                  ends: list[int] | None) -> None:
         starts = [0, *ends[:-1]] if ends else [0]
+        payloads: list[bytes] = []
+        stamps: list[float] = []
         for r0, r1, t in zip(starts, ends or [len(data)], times, strict=True):
             body = b"".join([data[max(a, r0):min(b, r1)] for a, b in pieces if a < r1 and b > r0])
-            payloads, self.rest = sse_events(self.rest + body)
-            for p in payloads:
-                if not self._handle(p, t):
-                    return
+            got, self.rest = sse_events(self.rest + body)
+            payloads += got
+            stamps += [t] * len(got)
+        self._read(payloads, stamps)
 
-    def _handle(self, payload: bytes, now: float) -> bool:
-        """One SSE data payload; False ends the stream."""
-        if payload == b"[DONE]":
-            self.ended = True
-            return False
+    def _read(self, payloads: list[bytes], stamps: list[float]) -> None:
+        """SSE data payloads into the record, until ``[DONE]`` or the stream's first error.
+
+        One loop for a whole batch, its state in locals: this runs once per chunk."""
+        record, loads, fields = self.record, orjson.loads, self.acceptance_fields
+        chunks, chars, first, last, gap = self.chunks, self.chars, self.first, self.last, self.gaps.append
         try:
-            chunk = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            return self.fail(f"malformed stream chunk: {payload[:200]!r}")
-        if type(chunk) is not dict:
-            return self.fail(f"malformed stream chunk (not an object): {payload[:200]!r}")
-        if "error" in chunk:
-            return self.fail(f"stream error: {json.dumps(chunk['error'])[:300]}")
-        self.chunks += 1
-        try:
-            choices = chunk.get("choices")
-            if choices:
-                if type(choices) is not list:
-                    raise BadServerData(f"choices is {show(choices)}, not a list")
-                for i, choice in enumerate(choices):
-                    if type(choice) is not dict:
-                        choice = mapping(choice, f"choices[{i}]")
-                    delta = choice.get("delta")
-                    n = 0
-                    if delta:
-                        if type(delta) is not dict:
-                            delta = mapping(delta, f"choices[{i}].delta")
-                        content = delta.get("content")
-                        n = len(content) if type(content) is str else len(text(content, "delta.content"))
-                        reasoning = delta.get("reasoning_content")
-                        if reasoning is not None:
-                            n += len(text(reasoning, "delta.reasoning_content"))
-                    elif delta is not None:
-                        mapping(delta, f"choices[{i}].delta")  # raises: not an object
-                    if n:
-                        self.chars += n
-                        if self.first is None:
-                            self.first = now
-                        else:
-                            self.gaps.append(now - self.last)
-                        self.last = now
-                    if finish := choice.get("finish_reason"):
-                        self.record["finish_reason"] = text(finish, "finish_reason")
-            elif choices is not None and type(choices) is not list:
-                raise BadServerData(f"choices is {show(choices)}, not a list")
-            if (usage := chunk.get("usage")) is not None:
-                self._usage(usage)
-            if self.acceptance_fields and not self.acceptance_fields.isdisjoint(chunk):
+            for payload, now in zip(payloads, stamps, strict=True):
+                if payload == b"[DONE]":
+                    self.ended = True
+                    return
                 try:
-                    acc = self.adapter.request_acceptance(chunk)
-                except PARSE_ERRORS as e:  # as engine.servers.data.reading, without a context per chunk
-                    raise bad_data(f"{self.adapter.name} acceptance fields", e) from e
-                if acc:
-                    self.record["acceptance"] = acc
-        except BadServerData as e:
-            return self.fail(f"bad stream chunk: {e}"[:300])
-        return True
+                    chunk = loads(payload)
+                except orjson.JSONDecodeError:
+                    self.fail(f"malformed stream chunk: {payload[:200]!r}")
+                    return
+                if type(chunk) is not dict:
+                    self.fail(f"malformed stream chunk (not an object): {payload[:200]!r}")
+                    return
+                if "error" in chunk:
+                    self.fail(f"stream error: {json.dumps(chunk['error'])[:300]}")
+                    return
+                chunks += 1
+                try:
+                    choices = chunk.get("choices")
+                    if choices:
+                        if type(choices) is not list:
+                            raise BadServerData(f"choices is {show(choices)}, not a list")
+                        for i, choice in enumerate(choices):
+                            if type(choice) is not dict:
+                                choice = mapping(choice, f"choices[{i}]")
+                            delta = choice.get("delta")
+                            n = 0
+                            if delta:
+                                if type(delta) is not dict:
+                                    delta = mapping(delta, f"choices[{i}].delta")
+                                content = delta.get("content")
+                                n = (len(content) if type(content) is str
+                                     else len(text(content, "delta.content")))
+                                reasoning = delta.get("reasoning_content")
+                                if reasoning is not None:
+                                    n += len(text(reasoning, "delta.reasoning_content"))
+                            elif delta is not None:
+                                mapping(delta, f"choices[{i}].delta")  # raises: not an object
+                            if n:
+                                chars += n
+                                if first is None:
+                                    first = now
+                                else:
+                                    gap(now - last)
+                                last = now
+                            if finish := choice.get("finish_reason"):
+                                record["finish_reason"] = text(finish, "finish_reason")
+                    elif choices is not None and type(choices) is not list:
+                        raise BadServerData(f"choices is {show(choices)}, not a list")
+                    if (usage := chunk.get("usage")) is not None:
+                        self._usage(usage)
+                    if fields and not fields.isdisjoint(chunk):
+                        self._acceptance(chunk)
+                except BadServerData as e:
+                    self.fail(f"bad stream chunk: {e}"[:300])
+                    return
+        finally:
+            self.chunks, self.chars, self.first, self.last = chunks, chars, first, last
+
+    def _acceptance(self, chunk: dict[str, Any]) -> None:
+        try:
+            acc = self.adapter.request_acceptance(chunk)
+        except PARSE_ERRORS as e:  # as engine.servers.data.reading, without a context per chunk
+            raise bad_data(f"{self.adapter.name} acceptance fields", e) from e
+        if acc:
+            self.record["acceptance"] = acc
 
     def _usage(self, usage: Any) -> None:
         usage = mapping(usage, "usage")
@@ -251,11 +278,10 @@ class Events:
                 self.record["completion_tokens"] = tokens
             self.record["prompt_tokens"] = optional_count(usage.get("prompt_tokens"), "usage.prompt_tokens")
 
-    def fail(self, error: str) -> bool:
+    def fail(self, error: str) -> None:
         if not self.record.get("error"):
             self.record["error"] = error
         self.ended = True
-        return False
 
     def finish(self, end: float, limit: int | None) -> None:
         """The record once its stream ended: no usage or an implausible one is its error."""
@@ -456,6 +482,9 @@ class Response:
                     raise Unreadable(f"not a chunk size: {show(line[:40])}") from None
                 if not left:
                     self.trailers = True
+                elif data.startswith(b"\r\n", i + left):  # the whole chunk is here: the usual
+                    out.append((i, i + left))
+                    left, i = 0, i + left + 2
         self.left, self.skip = left, skip
         return out
 
