@@ -198,42 +198,83 @@ def _context() -> Any:
     return ctx
 
 
-def _shard(conn: mpc.Connection, workers: list[int], counter: Any, args: tuple[Any, ...],
-           kwargs: dict[str, Any]) -> None:
-    """One shard: wait for the go, run its workers, send back its PassResult (or its failure)."""
+def _shard(conn: mpc.Connection, counter: Any) -> None:
+    """One shard process: pass after pass, wait for the go, run its workers, send back its
+    PassResult (or its failure); it ends with the engine's end of the pipe."""
     # Ctrl-C reaches the whole process group: the engine decides and says stop through the pipe.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    n_requests = args[4]
-    stopped = False
-
-    def take() -> int | None:
-        with counter.get_lock():
-            i = counter.value
-            if i >= n_requests:
-                return None
-            counter.value = i + 1
-        return i
-
-    def stop() -> bool:  # polled by run_pass every 0.1 s; the engine gone (EOF) is a stop too
-        nonlocal stopped
-        stopped = stopped or conn.poll()
-        return stopped
-
     try:
-        conn.send("ready")
-        if conn.recv() != "go":
-            return
-        res = _run(run_pass(*args, stop=stop, workers=workers, take=take, **kwargs))
-        # The whole process's CPU since the fork, not only its loop's during the pass: every
-        # bit of it is the client's.
-        use = resource.getrusage(resource.RUSAGE_SELF)
-        res.client_cpu_s = use.ru_utime + use.ru_stime
-        conn.send(res)
+        while True:
+            msg = conn.recv()
+            if msg[0] != "pass":
+                continue  # a stop that came after this shard's pass had ended
+            _, workers, n_requests, args, kwargs = msg
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            stopped = False
+
+            def take(n: int = n_requests) -> int | None:
+                with counter.get_lock():
+                    i = counter.value
+                    if i >= n:
+                        return None
+                    counter.value = i + 1
+                return i
+
+            def stop() -> bool:  # polled by run_pass every 0.1 s; the engine gone is a stop too
+                nonlocal stopped
+                stopped = stopped or conn.poll()
+                return stopped
+
+            conn.send("ready")
+            if conn.recv() != "go":
+                continue
+            res = _run(run_pass(*args, stop=stop, workers=workers, take=take, **kwargs))
+            # The process's CPU over the pass, not only its loop's: every bit is the client's.
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            res.client_cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+            conn.send(res)
     except (EOFError, BrokenPipeError):
-        pass  # the engine is gone: nobody to answer
+        pass  # the engine is gone, or done with its shards
     except BaseException:  # noqa: BLE001 - the engine reports it; a shard has no one else to tell
-        conn.send(traceback.format_exc())
+        with contextlib.suppress(OSError):
+            conn.send(traceback.format_exc())
+
+
+class _Shards:
+    """A thread's shard processes, kept from pass to pass: a fork, a loop and its io_uring rings
+    per shard per pass cost more CPU than a short pass's chunks. They end with the thread (its
+    pipes are closed) or the engine."""
+
+    def __init__(self) -> None:
+        self.ctx = _context()
+        self.counter = self.ctx.Value("q", 0)  # the next request index, shared by the shards
+        self.procs: list[Any] = []
+        self.pipes: list[mpc.Connection] = []
+
+    def take(self, n: int) -> tuple[list[Any], list[mpc.Connection]]:
+        while len(self.procs) < n:
+            mine, theirs = self.ctx.Pipe()
+            p = self.ctx.Process(target=_shard, name=f"ruler-load-shard-{len(self.procs)}",
+                                 daemon=True, args=(theirs, self.counter))
+            p.start()
+            theirs.close()
+            self.procs.append(p)
+            self.pipes.append(mine)
+        with self.counter.get_lock():
+            self.counter.value = 0
+        return self.procs[:n], self.pipes[:n]
+
+    def close(self) -> None:
+        for c in self.pipes:
+            c.close()
+        for p in self.procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+
+
+_pools = threading.local()
 
 
 def _sharded(shards: int, base_url: str, adapter: ServerClient, prompts: Sequence[str],
@@ -245,19 +286,13 @@ def _sharded(shards: int, base_url: str, adapter: ServerClient, prompts: Sequenc
 
     Timestamps stay comparable: time.monotonic is one clock for every process of the machine.
     """
-    ctx = _context()
-    counter = ctx.Value("q", 0)
+    pool = getattr(_pools, "shards", None) or _Shards()
+    _pools.shards = None  # until this pass has ended well: a failed pass's shards are not reused
+    procs, pipes = pool.take(shards)
     args = (base_url, adapter, prompts, concurrency, n_requests, *rest)
-    pipes, procs = [], []
     try:
-        for k in range(shards):
-            mine, theirs = ctx.Pipe()
-            p = ctx.Process(target=_shard, name=f"ruler-load-shard-{k}", daemon=True,
-                            args=(theirs, list(range(k, concurrency, shards)), counter, args, kwargs))
-            p.start()
-            theirs.close()
-            pipes.append(mine)
-            procs.append(p)
+        for k, c in enumerate(pipes):
+            c.send(("pass", list(range(k, concurrency, shards)), n_requests, args, kwargs))
         for k, c in enumerate(pipes):
             try:
                 ready = c.poll(SHARD_START_TIMEOUT) and c.recv() == "ready"
@@ -287,13 +322,10 @@ def _sharded(shards: int, base_url: str, adapter: ServerClient, prompts: Sequenc
                     raise RuntimeError(f"load shard {k} failed:\n{got}")
                 results[k] = got
         wall = time.monotonic() - t0
-    finally:
-        for c in pipes:
-            c.close()
-        for p in procs:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
+    except BaseException:
+        pool.close()
+        raise
+    _pools.shards = pool
     parts = [results[k] for k in range(shards)]
     records = sorted((r for s in parts for r in s.records), key=lambda r: r["index"])
     for s in parts:

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.run import load
 from engine.run.load import PassResult, measure_pass, run_pass, shard_count
 from engine.run.stream import BULK, Connection, Response, new_record
 from engine.run.stream import sse_events as _events
@@ -381,3 +382,20 @@ def test_a_stopped_sharded_pass_cancels_every_shard(faulty: FaultyServer) -> Non
                        stop=lambda: time.monotonic() - t0 > 1.0)
     assert time.monotonic() - t0 < 10
     assert len(res.records) == 2 and all(r["error"].startswith("cancelled") for r in res.records)
+
+
+def test_shard_processes_serve_pass_after_pass(faulty: FaultyServer) -> None:
+    """The shards of a thread are kept between passes (a fork and a loop per shard per pass
+    cost more than a short pass's chunks); a stop that reached a shard after its pass had ended
+    does not end the next one."""
+    url, adapter = f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp")
+    t0 = time.monotonic()
+    stopped = measure_pass(url, adapter, ["hang", "good"], 2, 4, 8, {"temperature": 0}, {}, 30.0,
+                           shards=2, stop=lambda: time.monotonic() - t0 > 1.0)
+    assert any(r["error"] and r["error"].startswith("cancelled") for r in stopped.records)
+    pids = [p.pid for p in load._pools.shards.procs]
+    res = measure_pass(url, adapter, ["good"], 2, 6, 8, {"temperature": 0}, {}, 5.0, shards=2)
+    assert [p.pid for p in load._pools.shards.procs] == pids
+    assert all(p.is_alive() for p in load._pools.shards.procs)
+    assert [(r["index"], r["error"], r["completion_tokens"]) for r in res.records] == \
+           [(i, None, 2) for i in range(6)]
