@@ -60,6 +60,11 @@ class Unsupported(Exception):
     about the server, not a gap in ruler: an "unsupported" verdict, never an error."""
 
 
+class FlushFailed(Exception):
+    """The server did not empty its prefix cache (or could not say it did): the rep that was to
+    follow is void, with this reason."""
+
+
 @dataclass(frozen=True)
 class Generation:
     """A greedy continuation, in token ids so that no retokenisation sits between two servers."""
@@ -207,6 +212,46 @@ class ServerClient(ABC):
         """
         return {}
 
+    # -- the prefix cache (workload.cache) ---------------------------------------------------
+    # Every rep sends the same prompts, so a server that keeps a prefix cache serves later reps
+    # from it. With ``cache: flush`` ruler empties it before each pass (or, where the server has
+    # no endpoint for that, asks it per request not to reuse a prefix), and with either policy it
+    # reports per rep how many prompt tokens the server served from its cache.
+
+    flush_path: str | None = None  # the endpoint that empties the prefix cache (POST), if any
+
+    def flush_cache(self, client: httpx.Client) -> str:
+        """Empty the server's prefix cache; the words of its answer, or :class:`FlushFailed`.
+
+        The default POSTs :attr:`flush_path` and takes any 200 as done; an adapter whose server
+        says more than its status overrides :meth:`flush_answer`.
+        """
+        if self.flush_path is None:
+            raise FlushFailed(f"{self.name} has no endpoint that empties its prefix cache")
+        try:
+            r = client.post(self.flush_path)
+        except httpx.HTTPError as e:
+            raise FlushFailed(f"POST {self.flush_path}: {type(e).__name__}: {e}"[:300]) from e
+        return self.flush_answer(r.status_code, r.text)
+
+    def flush_answer(self, status: int, body: str) -> str:
+        """What one answer of :attr:`flush_path` means: a receipt line, or :class:`FlushFailed`."""
+        if status != 200:
+            raise FlushFailed(f"POST {self.flush_path} answered HTTP {status}: {body.strip()[:200]}")
+        return f"POST {self.flush_path}: HTTP 200"
+
+    def cache_fields(self, policy: str) -> dict[str, Any]:
+        """Request fields a pass sends under ``policy`` (keep | flush): for a server without a
+        flush endpoint, the field that stops each request from reusing a cached prefix. They go
+        over the campaign's knobs: the policy decides the cache, not a knob."""
+        return {}
+
+    def cache_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
+        """``{"prompt": prompt tokens, "cached": of which served from the prefix cache}`` from one
+        scrape of :attr:`metrics_path` (lifetime counters: callers take the delta across a pass),
+        or None when the server does not export them."""
+        return None
+
     # -- quality requests (engine.quality) -------------------------------------------------
     # Each takes an httpx.Client whose base_url is the server's (no /v1); see the module docstring.
 
@@ -260,6 +305,14 @@ class ServerClient(ABC):
     def reasoning_counts(self) -> bool:
         """Whether the server reports reasoning token counts at all (a missing count is then a sign)."""
         return True
+
+
+def cached_tokens(usage: dict[str, Any]) -> int | None:
+    """Prompt tokens served from the prefix cache, from a chat answer's ``usage``: OpenAI's
+    ``prompt_tokens_details.cached_tokens`` (llama.cpp always sends it; vLLM with
+    --enable-prompt-tokens-details, SGLang with --enable-cache-report). None when absent."""
+    details = mapping(usage.get("prompt_tokens_details"), "usage.prompt_tokens_details")
+    return optional_count(details.get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens")
 
 
 def tool_arguments(call: dict[str, Any]) -> dict[str, Any] | None:

@@ -320,6 +320,12 @@ _SPEC_METRICS = {
 }
 
 
+# Prompt tokens computed (cached ones excluded) and reused from the cache (server-task.cpp,
+# server_task_result_metrics::to_metrics; server-common.h, server_metrics).
+_PROMPT_METRIC = "llamacpp:prompt_tokens_total"
+_CACHED_METRIC = "llamacpp:prompt_tokens_cached_total"
+
+
 def _bool(text: str) -> bool:
     return text.strip().strip("'\"").lower() in ("true", "1", "yes", "on", "enabled")
 
@@ -581,6 +587,24 @@ class LlamaCppAdapter(ServerAdapter):
         if not all(name in samples for name in _SPEC_METRICS.values()):
             return None  # started without --metrics, or a build without these counters
         return {key: samples[name] for key, name in _SPEC_METRICS.items()}
+
+    # -- the prefix cache ---------------------------------------------------------------
+
+    def flush_cache(self, client: httpx.Client) -> str:
+        # llama-server has no endpoint that empties its caches: POST /slots/N?action=erase needs
+        # --slot-save-path and clears one slot, while the host-memory prompt cache (--cache-ram,
+        # 8192 MiB by default) hands a cleared slot its prompt back. A request with cache_prompt
+        # false reuses nothing (server-context.cpp: n_past stays 0), so flush is that field.
+        return "no flush endpoint: every request of the pass is sent with cache_prompt: false"
+
+    def cache_fields(self, policy: str) -> dict[str, Any]:
+        return {"cache_prompt": False} if policy == "flush" else {}
+
+    def cache_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
+        if _PROMPT_METRIC not in samples or _CACHED_METRIC not in samples:
+            return None  # started without --metrics
+        cached = samples[_CACHED_METRIC]
+        return {"prompt": samples[_PROMPT_METRIC] + cached, "cached": cached}
 
     # -- quality requests (see the module docstring) -------------------------------------
 

@@ -114,7 +114,14 @@ from typing import Any
 import httpx
 
 from engine.servers.adapter import ServerAdapter
-from engine.servers.client import ChatReply, NextToken, Readiness, Unsupported, post_json
+from engine.servers.client import (
+    ChatReply,
+    FlushFailed,
+    NextToken,
+    Readiness,
+    Unsupported,
+    post_json,
+)
 from engine.servers.data import acceptance, mapping, token_ids
 from engine.servers.data import text as as_text
 from engine.servers.logs import Fact, FactValue, parse_number
@@ -294,6 +301,9 @@ def _literal(text: str) -> FactValue | None:
 _METRIC_GEN = "sglang:generation_tokens_total"
 _METRIC_VERIFY = "sglang:spec_verify_calls_total"
 _METRIC_BLOCK = "sglang:spec_num_draft_tokens"
+# Prompt tokens and those served from the radix cache (metrics/collector.py; --enable-metrics).
+_METRIC_PROMPT = "sglang:prompt_tokens_total"
+_METRIC_CACHED = "sglang:cached_tokens_total"
 _TEXT_CACHE = 256  # rendered prompts remembered so tokenize(render_chat(...)) is exact
 
 
@@ -545,6 +555,23 @@ class SGLangAdapter(ServerAdapter):
             return ("no sglang:spec_num_draft_tokens: acceptance length only; the rate needs the "
                     "block size (a newer SGLang exports it)")
         return None
+
+    # -- the prefix cache ---------------------------------------------------------------------
+
+    flush_path = "/flush_cache"
+
+    def flush_answer(self, status: int, body: str) -> str:
+        # http_server.py: 200 when flushed, 400 when requests were running or waiting (the same
+        # text either way: "Cache flushed. Please check backend logs...").
+        if status == 400:
+            raise FlushFailed("POST /flush_cache answered HTTP 400: SGLang did not flush its radix "
+                              "cache (requests were running or waiting)")
+        return super().flush_answer(status, body)
+
+    def cache_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
+        if _METRIC_PROMPT not in samples or _METRIC_CACHED not in samples:
+            return None
+        return {"prompt": samples[_METRIC_PROMPT], "cached": samples[_METRIC_CACHED]}
 
     def load_fields(self) -> dict[str, Any]:
         """Request fields for the load generator: per-request acceptance on OpenAI endpoints."""

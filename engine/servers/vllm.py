@@ -73,6 +73,7 @@ so ``top_logprobs`` keys read ``token_id:N``. More than 20 needs ``--max-logprob
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections import OrderedDict
 from collections.abc import Callable
@@ -81,7 +82,14 @@ from typing import Any
 import httpx
 
 from engine.servers.adapter import ServerAdapter
-from engine.servers.client import ChatReply, NextToken, Readiness, Unsupported, post_json
+from engine.servers.client import (
+    ChatReply,
+    FlushFailed,
+    NextToken,
+    Readiness,
+    Unsupported,
+    post_json,
+)
 from engine.servers.data import acceptance, mapping, number, token_ids
 from engine.servers.data import text as as_text
 from engine.servers.logs import Fact, FactValue
@@ -147,6 +155,11 @@ _METRICS = {
     "accepted": "vllm:spec_decode_num_accepted_tokens_total",
 }
 _TEXT_CACHE = 256
+# Prefix cache counters, in tokens (v1/metrics/loggers.py): queried and found cached. A KV
+# connector's tier (CPU offload, LMCache) serves tokens the local cache missed, and a reset leaves
+# it full (vllm#57727): its hits count as cached too, where the server exports them.
+_CACHE_METRICS = {"prompt": "vllm:prefix_cache_queries_total", "cached": "vllm:prefix_cache_hits_total"}
+_EXTERNAL_HITS = "vllm:external_prefix_cache_hits_total"
 
 
 def split_prefix(line: str) -> tuple[str | None, str]:
@@ -323,6 +336,40 @@ class VLLMAdapter(ServerAdapter):
         if self.metrics_flag not in argv:
             return "no --speculative-config: no spec-decode counters, acceptance is not measured"
         return None
+
+    # -- the prefix cache ---------------------------------------------------------------------
+
+    flush_path = "/reset_prefix_cache"  # served only with VLLM_SERVER_DEV_MODE=1
+
+    def flush_answer(self, status: int, body: str) -> str:
+        """vLLM answers HTTP 200 even when the reset failed (blocks still held by a request or an
+        offload): its body ``{"success": false}`` says so. Releases before that answered an
+        empty 200 whatever happened: taken as done, and said to be unconfirmed."""
+        if status == 404:
+            raise FlushFailed("POST /reset_prefix_cache: HTTP 404: vLLM serves it only with "
+                              "VLLM_SERVER_DEV_MODE=1 in the server's environment (control.env)")
+        if status != 200:
+            raise FlushFailed(f"POST /reset_prefix_cache answered HTTP {status}: {body.strip()[:200]}")
+        if not body.strip():
+            return "POST /reset_prefix_cache: HTTP 200, empty body (this vLLM does not confirm the reset)"
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            answer = None
+        success = answer.get("success") if isinstance(answer, dict) else None
+        if success is True:
+            return 'POST /reset_prefix_cache: HTTP 200 {"success": true}'
+        if success is False:
+            raise FlushFailed('POST /reset_prefix_cache answered HTTP 200 {"success": false}: vLLM '
+                              "did not reset its prefix cache (blocks still held)")
+        raise FlushFailed(f"POST /reset_prefix_cache answered HTTP 200 {body.strip()[:200]!r}, not "
+                          'the {"success": true} of a reset')
+
+    def cache_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
+        if not all(name in samples for name in _CACHE_METRICS.values()):
+            return None
+        return {"prompt": samples[_CACHE_METRICS["prompt"]],
+                "cached": samples[_CACHE_METRICS["cached"]] + samples.get(_EXTERNAL_HITS, 0.0)}
 
     acceptance_fields = frozenset({"metrics"})
 
