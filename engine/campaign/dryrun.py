@@ -211,7 +211,8 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
            "nothing is started: this is what `ruler run` would do"]
     out += [str(w) for w in argv_warnings(c)] + [""]
     extra = adapter.load_fields()
-    body = request_body("<prompt of the class>", wl.max_tokens, dict(wl.sampling), dict(wl.knobs), extra)
+    knobs = {**wl.knobs, **adapter.cache_fields(wl.cache)}
+    body = request_body("<prompt of the class>", wl.max_tokens, dict(wl.sampling), knobs, extra)
     out.append(f"requests: POST {adapter.chat_path}  {json.dumps(body)}")
     if extra:
         out.append(f"  adapter request fields (per-request acceptance): {json.dumps(extra)}")
@@ -224,6 +225,11 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
                f"(discarded) + {wl.reps} reps, requests per pass: {requests}; "
                f"leak: C>={c.leak.min_concurrency} spread >{percent(c.leak.spread)} voids the row, "
                f"up to {c.leak.max_reruns} reruns")
+    how = (f"POST {adapter.flush_path}" if adapter.flush_path
+           else f"no endpoint: {json.dumps(adapter.cache_fields('flush'))} on each request")
+    out.append(f"prefix cache: flush before each warm pass and rep ({how}; a flush that fails "
+               "voids the rep)" if wl.cache == "flush" else "prefix cache: keep (never emptied: "
+               "reps after the warm pass may be served from it; each row says how much)")
     if q.enabled:
         oracle = q.kl.oracle if isinstance(q.kl.oracle, str) else f"receipt {q.kl.oracle.receipt}"
         out.append(f"quality: knob check {'on' if q.knobs_check else 'off'}; greedy {q.greedy.n} prompts x "

@@ -305,6 +305,9 @@ class Workload(_Frozen):
     sampling: Sampling = Sampling()
     knobs: dict[Str, Any] = {}
     shard: Shard = Shard()
+    # The prefix cache before each warm pass and rep: keep (as the previous pass left it: reps
+    # after the warm pass measure cache hits) or flush (empty, so every pass computes its prompts).
+    cache: Literal["keep", "flush"] = "keep"
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_rep or max(2 * concurrency, 4)

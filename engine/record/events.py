@@ -342,6 +342,7 @@ class RepDone(Shape):
     lag_p99_ms: float
     file: str
     gpu: NotRequired[dict[str, Any]]  # engine.gpu.per_rep: power_w, sm_mhz_min, j_per_token, throttle
+    cache_hit: NotRequired[float | None]  # share of prompt tokens served from the prefix cache
 
 
 class LeakSuspected(Shape):
@@ -394,6 +395,10 @@ class RowDone(Shape):
     sm_mhz_min: NotRequired[float | None]
     throttled: NotRequired[bool | None]
     throttle_cause: NotRequired[str]
+    void_reps: NotRequired[str]  # reps voided before they ran (a failed cache flush), and why
+    cache: NotRequired[str]  # the campaign's cache policy the reps ran under: keep | flush
+    cache_hit: NotRequired[float | None]  # share of the reps' prompt tokens served from the cache
+    cache_source: NotRequired[str]  # metrics | per-request | "" (the server does not say)
 
 
 FIELDS: dict[EventKind, type] = {

@@ -18,7 +18,7 @@ from engine.record.state import RunState
 CSV_COLUMNS = ["session", "window", "axis", "class", "concurrency", "reps", "agg_tok_s",
                "per_user_tok_s", "ttft_ms", "decode_tok_s", "accept_len", "accept_rate",
                "accept_source", "j_per_token", "power_w", "sm_mhz_min", "throttled", "spread",
-               "status", "attempts", "reason", "source", "ruler_check"]
+               "cache", "cache_hit", "status", "attempts", "reason", "source", "ruler_check"]
 
 
 def write_rep(path: Path, header: dict[str, Any], records: list[dict[str, Any]]) -> None:

@@ -64,6 +64,14 @@ def methods(view: RunView) -> list[str]:
             f"every void attempt kept; below C {leak.min_concurrency} such a row is *noisy*. A rep "
             f"more than {leak.spread * 100:g} % below the median of the earlier reps is flagged as it "
             "lands.",
+            "- **Prefix cache**: " + ("**flush**: emptied before each warm pass and rep (SGLang "
+                                      "`POST /flush_cache`, vLLM `POST /reset_prefix_cache`, llama.cpp "
+                                      "`cache_prompt: false` on each request); a failed flush voids its rep."
+                                      if wl.cache == "flush" else
+                                      "**keep**: never emptied, so reps after the warm pass may be "
+                                      "served from it.")
+            + " Each row's `cache_hit` is the share of its reps' prompt tokens the server served "
+            "from its cache (docs/servers-cache.md).",
             "- **Acceptance**: length = 1 + accepted / verify steps; rate = accepted / drafted; from "
             "the server's /metrics counters scraped around each rep (`metrics`), else summed per "
             "request (`per-request`).",

@@ -60,6 +60,8 @@ class Row:
     sm_mhz_min: float | None
     throttled: str  # "True", "False", or "" without telemetry
     spread: float | None
+    cache: str
+    cache_hit: float | None
     status: str
     attempts: int
     reason: str
@@ -88,7 +90,8 @@ class Row:
 PARSE: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float | None": _num}
 TYPES = {f.name: str(f.type) for f in fields(Row) if f.name != "rep_tok_s"}  # the columns Row holds
 # Columns added after runs were recorded without them: such a file reads them as empty.
-LATER_COLUMNS = frozenset({"j_per_token", "power_w", "sm_mhz_min", "throttled"})
+LATER_COLUMNS = frozenset({"j_per_token", "power_w", "sm_mhz_min", "throttled", "cache",
+                           "cache_hit"})
 
 
 def csv_row(r: dict[str, str]) -> Row:
@@ -105,9 +108,11 @@ def csv_row(r: dict[str, str]) -> Row:
 
 
 def receipt_rep_tok_s(run_dir: Path, source: str, concurrency: int) -> list[float]:
-    """Each rep's aggregate tok/s recomputed from the per-request receipts the row names."""
+    """Each rep's aggregate tok/s recomputed from the per-request receipts the row names (a rep
+    voided before it ran has none)."""
     return [stats.rep_figures(records, concurrency)["agg_tok_s"]
-            for _, records in (read_rep(run_dir / p) for p in source.split(";") if p)]
+            for header, records in (read_rep(run_dir / p) for p in source.split(";") if p)
+            if not header.get("void")]
 
 
 def read_rows(run_dir: Path, state: RunState) -> list[Row]:

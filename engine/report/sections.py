@@ -7,7 +7,17 @@ from engine.record.events import Check
 from engine.record.journal import damage_report
 from engine.record.state import earlier_sessions
 from engine.report.run import CONTROL, Row, RunView, read_json
-from engine.report.text import acceptance_text, delta, fixed, pct, reps_text, table, tok, when
+from engine.report.text import (
+    acceptance_text,
+    cache_text,
+    delta,
+    fixed,
+    pct,
+    reps_text,
+    table,
+    tok,
+    when,
+)
 from engine.report.verdicts import verdict_cell, verdict_lines
 from engine.report.windows import history, window_status
 
@@ -97,10 +107,11 @@ def controls(view: RunView) -> list[str]:
         rows = view.rows_of(ws.session, CONTROL)
         if rows:
             lines += table(["class", "C", "tok/s", "per user", "TTFT ms", "decode tok/s",
-                            "accept len / rate", "spread", "reps tok/s", "status", "attempts"],
+                            "accept len / rate", "spread", "reps tok/s", "prefix cache", "status",
+                            "attempts"],
                            [[r.cls, r.concurrency, tok(r.agg_tok_s), tok(r.per_user_tok_s),
                              fixed(r.ttft_ms, 1), tok(r.decode_tok_s), acceptance_text(r),
-                             pct(r.spread), reps_text(r), r.status, r.attempts]
+                             pct(r.spread), reps_text(r), cache_text(r), r.status, r.attempts]
                             for r in rows.values()])
         lines += verdict_lines(view, ws) + [""] + history(view, ws)
     return lines + drift(view)

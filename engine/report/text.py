@@ -65,6 +65,15 @@ def reps_text(row: Row) -> str:
     return ", ".join(tok(v) for v in row.rep_tok_s) or "-"
 
 
+def cache_text(row: Row | None) -> str:
+    """The prefix cache a row measured: the policy and the share of prompt tokens served from it."""
+    if row is None or not row.cache:
+        return "-"
+    if row.cache_hit is None:
+        return f"{row.cache}, hits not reported"
+    return f"{row.cache}, {pct(row.cache_hit)} hit"
+
+
 def acceptance_text(row: Row) -> str:
     if row.accept_len is None and row.accept_rate is None:
         return "-"

@@ -8,7 +8,17 @@ from engine.quality import IGNORED_FACT
 from engine.record.events import USABLE_ROWS, EventKind, WindowStatus
 from engine.record.state import WindowState
 from engine.report.run import CONTROL, RunView, read_json
-from engine.report.text import acceptance_text, delta, link, pct, reps_text, table, tok, when
+from engine.report.text import (
+    acceptance_text,
+    cache_text,
+    delta,
+    link,
+    pct,
+    reps_text,
+    table,
+    tok,
+    when,
+)
 from engine.report.verdicts import verdict_lines
 
 
@@ -166,11 +176,12 @@ def windows(view: RunView) -> list[str]:
             lines += table(
                 ["class", "C", "tok/s", CONTROL, "Δ tok/s", "per user", "Δ per user",
                  "spread (window / control)", "reps tok/s", "accept len / rate", "control accept",
-                 "status", "attempts"],
+                 "prefix cache (window / control)", "status", "attempts"],
                 [[r.cls, r.concurrency, tok(r.agg_tok_s), tok(c.agg_tok_s) if c else "-",
                   delta(r, c).text(), tok(r.per_user_tok_s), delta(r, c, "per_user_tok_s").text(),
                   f"{pct(r.spread)} / {pct(c.spread) if c else '-'}", reps_text(r),
-                  acceptance_text(r), acceptance_text(c) if c else "-", r.status, r.attempts]
+                  acceptance_text(r), acceptance_text(c) if c else "-",
+                  f"{cache_text(r)} / {cache_text(c)}", r.status, r.attempts]
                  for r in rows.values() for c in [ctl.get(r.shape)]])
         else:
             lines += ["No throughput rows.", ""]

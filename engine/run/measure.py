@@ -10,6 +10,7 @@ slow rep the telemetry explains is journaled as throttled rather than as a leak.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -25,7 +26,7 @@ from engine.record.state import row_key
 from engine.run import stats
 from engine.run.context import RunContext, WindowContext
 from engine.run.load import PassResult, chunk_rate, measure_pass, shard_count
-from engine.servers.client import ServerClient, tls_context
+from engine.servers.client import FlushFailed, ServerClient, tls_context
 from engine.servers.data import BadServerData, counter, reading
 
 
@@ -35,6 +36,13 @@ class Scrape(NamedTuple):
     counters: dict[str, float] | None
     why: str | None  # why there are no counters (or what they lack)
     rejected: bool = False  # the answer was bad data, not merely without counters
+    cache: dict[str, float] | None = None  # prefix-cache counters, where the server exports them
+
+
+# A flush refused while the server still releases the last pass's requests may succeed a moment
+# later (vLLM says so of its reset): a few tries, then the rep is void.
+FLUSH_TRIES = 3
+FLUSH_RETRY_S = 0.5
 
 
 def read_counters(adapter: ServerClient, status: int, body: str) -> Scrape:
@@ -47,10 +55,14 @@ def read_counters(adapter: ServerClient, status: int, body: str) -> Scrape:
             counters = adapter.spec_counters(samples)
             if counters is not None:
                 counters = {k: counter(v, k) for k, v in counters.items()}
+            cache = adapter.cache_counters(samples)
+            if cache is not None:
+                cache = {k: counter(v, k) for k, v in cache.items()}
     except BadServerData as e:
         return Scrape(None, str(e), rejected=True)
     why = adapter.missing_metrics(status, samples)
-    return Scrape(counters, why or (None if counters is not None else "no speculative-decoding counters"))
+    return Scrape(counters, why or (None if counters is not None else "no speculative-decoding counters"),
+                  cache=cache)
 
 
 def scrape(base_url: str, adapter: ServerClient) -> Scrape:
@@ -81,6 +93,15 @@ def _delta(before: Scrape, after: Scrape) -> tuple[dict[str, float] | None, str 
     if back:
         return None, f"counters went backwards ({', '.join(back)}): the server restarted or reset them", True
     return {k: after.counters[k] - before.counters[k] for k in common}, None, False
+
+
+def _cache_delta(before: Scrape, after: Scrape) -> dict[str, float] | None:
+    """The prefix-cache counters' change over a pass; None when either scrape lacks them or they
+    went backwards (a restart: the rep's cache figures then come from its requests, if any)."""
+    if before.cache is None or after.cache is None:
+        return None
+    delta = {k: after.cache[k] - before.cache[k] for k in ("prompt", "cached")}
+    return delta if min(delta.values()) >= 0 else None
 
 
 def shape_files(wdir: Path, cls: str, c: int, attempt: int, rep: int | str) -> Path:
@@ -153,35 +174,57 @@ class Measurement:
             row = run.state.rows[key]
             self.shape(run, ctx, row.cls, row.concurrency, rerun=True)
 
+    def _flush(self, run: RunContext, ctx: WindowContext) -> dict[str, Any]:
+        """The cache policy before a pass, carried out: a receipt's ``cache`` (policy, what the
+        server answered, or why the flush failed)."""
+        policy = run.campaign.workload.cache
+        if policy != "flush":
+            return {"policy": policy}
+        why = ""
+        with httpx.Client(base_url=ctx.server.base_url, timeout=run.campaign.timeouts.request,
+                          verify=tls_context()) as client:
+            for tries in range(1, FLUSH_TRIES + 1):
+                try:
+                    return {"policy": policy, "flush": ctx.adapter.flush_cache(client)}
+                except FlushFailed as e:
+                    why = str(e)
+                if tries < FLUSH_TRIES:
+                    time.sleep(FLUSH_RETRY_S)
+        return {"policy": policy, "flush_failed": f"{why} ({FLUSH_TRIES} tries)"}
+
     def _pass(self, run: RunContext, ctx: WindowContext, cls: str,
-              c: int) -> tuple[PassResult, dict[str, float] | None]:
+              c: int) -> tuple[PassResult, dict[str, float] | None, dict[str, float] | None]:
         wl = run.campaign.workload
         shape = (ctx.session, ctx.window, cls, c)
         shards = shard_count(c, wl.shard.concurrency, wl.shard.chunk_rate, self._rates.get(shape))
+        knobs = {**wl.knobs, **ctx.adapter.cache_fields(wl.cache)}
         before = scrape(ctx.server.base_url, ctx.adapter)
         res = measure_pass(ctx.server.base_url, ctx.adapter, run.prompts[cls], c,
-                           wl.requests_for(c), wl.max_tokens, dict(wl.sampling), dict(wl.knobs),
+                           wl.requests_for(c), wl.max_tokens, dict(wl.sampling), knobs,
                            run.campaign.timeouts.request, stop=run.controls.cut, shards=shards)
         self._rates[shape] = chunk_rate(res)
-        delta, why, rejected = _delta(before, scrape(ctx.server.base_url, ctx.adapter))
+        after = scrape(ctx.server.base_url, ctx.adapter)
+        delta, why, rejected = _delta(before, after)
         if delta is None:
             res.extra["metrics_missing"] = why or "no metrics counters"
         if rejected:  # the row says so: bad data from the server, not a flag left off
             res.extra["metrics_rejected"] = why
         if any(r.get("error") for r in res.records) and not ctx.server.alive():
             raise WindowFailed(f"server died during a pass (exit code {ctx.server.exit_code()})")
-        return res, delta
+        return res, delta, _cache_delta(before, after)
 
-    def _sampled(self, run: RunContext, ctx: WindowContext, cls: str, c: int,
-                 path: Path) -> tuple[PassResult, dict[str, float] | None, dict[str, Any] | str]:
-        """A pass with the server's GPUs sampled around it: the pass, its metrics delta, and its GPU
-        summary (its samples written beside the receipt) or why there is none."""
+    def _sampled(self, run: RunContext, ctx: WindowContext, cls: str, c: int, path: Path
+                 ) -> tuple[PassResult, dict[str, float] | None, dict[str, float] | None,
+                            dict[str, Any] | str]:
+        """A pass with the server's GPUs sampled around it: the pass, its metrics delta, its
+        prefix-cache counters' delta, and its GPU summary (its samples written beside the
+        receipt) or why there is none."""
         if not ctx.gpus:
-            res, delta = self._pass(run, ctx, cls, c)
-            return res, delta, ctx.gpus.none
+            res, delta, cache_delta = self._pass(run, ctx, cls, c)
+            return res, delta, cache_delta, ctx.gpus.none
         sampler = gpu.Sampler(ctx.gpus).start()
         try:
-            res, delta = self._pass(run, ctx, cls, c)
+            res, delta, cache_delta = self._pass(run, ctx, cls, c)
         finally:
             samples = sampler.stop()
         summary = gpu.summarize(samples, stats.rep_figures(res.records, c)["tokens"])
@@ -189,14 +232,17 @@ class Measurement:
         write_atomic(side, "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in samples))
         if sampler.error:  # a reading failed mid-pass: the summary is of what was read
             summary["error"] = sampler.error
-        return res, delta, {**summary, "file": side.name}
+        return res, delta, cache_delta, {**summary, "file": side.name}
 
     def _warm(self, run: RunContext, ctx: WindowContext, where: dict[str, Any], attempt: int,
               label: str) -> None:
+        cache = self._flush(run, ctx)  # a failed flush before a warm pass voids nothing: it is said
         path = shape_files(ctx.dir, where["class"], where["concurrency"], attempt, label)
-        warm, delta, gpus = self._sampled(run, ctx, where["class"], where["concurrency"], path)
+        warm, delta, cache_delta, gpus = self._sampled(run, ctx, where["class"], where["concurrency"],
+                                                       path)
         write_rep(path, {**where, "attempt": attempt, "rep": label, "metrics_delta": delta,
-                         "client": warm.summary(), "gpu": gpus}, warm.records)
+                         "cache": {**cache, "metrics": cache_delta}, "client": warm.summary(),
+                         "gpu": gpus}, warm.records)
         fig = stats.rep_figures(warm.records, where["concurrency"])
         run.emit(EventKind.WARM_DONE, **where, attempt=attempt, label=label, agg_tok_s=fig["agg_tok_s"],
                     failed=fig["failed"], file=str(path.relative_to(run.run_dir)))
@@ -238,12 +284,21 @@ class Measurement:
                         ctl.rewarm.clear()
                         self._warm(run, ctx, where, attempt, f"rewarm{len(reps) + 1}")
                     rep = len(reps) + 1
+                    cache = self._flush(run, ctx)
                     path = shape_files(ctx.dir, cls, c, attempt, rep)
-                    res, delta, gpus = self._sampled(run, ctx, cls, c, path)
+                    if "flush_failed" in cache:  # the rep would measure a cache it was to empty
+                        header = {**where, "attempt": attempt, "rep": rep, "cache": cache,
+                                  "void": f"cache flush failed: {cache['flush_failed']}"}
+                        write_rep(path, header, [])
+                        reps.append((header, []))
+                        paths.append(str(path.relative_to(run.run_dir)))
+                        break  # the attempt is void: rewarmed and measured again, or the row is
+                    res, delta, cache_delta, gpus = self._sampled(run, ctx, cls, c, path)
                     if ctl.cut():  # the pass was cancelled mid-flight: not a rep
                         return self._aborted(run, where, c, reps, paths, attempt, rerun)
                     header = {**where, "attempt": attempt, "rep": rep, "metrics_delta": delta,
-                              "client": res.summary(), "gpu": gpus}
+                              "cache": {**cache, "metrics": cache_delta}, "client": res.summary(),
+                              "gpu": gpus}
                     write_rep(path, header, res.records)
                     reps.append((header, res.records))
                     paths.append(str(path.relative_to(run.run_dir)))
@@ -278,6 +333,7 @@ class Measurement:
         figures = gpu.per_rep(header.get("gpu"))
         run.emit(EventKind.REP_DONE, **where, attempt=attempt, rep=rep, **fig,
                     accept_len=acc["accept_len"], accept_rate=acc["accept_rate"],
+                    cache_hit=stats.rep_cache(header, res.records)["hit"],
                     client_bound=res.client_bound, lag_p99_ms=round(res.lag_p99_ms, 2), file=path,
                     **({"gpu": figures} if figures else {}))
         aggs = [stats.rep_figures(r, c)["agg_tok_s"] for _, r in reps]
@@ -305,6 +361,8 @@ class Measurement:
 
 
 def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, c: int) -> str:
+    if row.get("void_reps"):
+        return row["void_reps"]
     if row["failed_requests"]:
         return f"{row['failed_requests']} failed requests ({row['error']})"
     threshold = percent(policy.spread)

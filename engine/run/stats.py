@@ -121,6 +121,23 @@ def acceptance(drafts: float, drafted: float, accepted: float) -> dict[str, floa
     }
 
 
+def rep_cache(header: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One rep's prompt tokens and those the server served from its prefix cache: from the
+    server's counters over the rep (``metrics``) when it exports them, else summed from the
+    requests' usage (``per-request``), else unknown (``""``)."""
+    metrics = (header.get("cache") or {}).get("metrics")
+    if metrics and metrics.get("prompt"):
+        prompt, cached, source = metrics["prompt"], metrics["cached"], "metrics"
+    else:
+        ok = [r for r in records if not r.get("error")]
+        known = [r for r in ok if r.get("cached_tokens") is not None and r.get("prompt_tokens")]
+        if not ok or len(known) < len(ok):
+            return {"prompt": None, "cached": None, "hit": None, "source": ""}
+        prompt = sum(r["prompt_tokens"] for r in known)
+        cached, source = sum(r["cached_tokens"] for r in known), "per-request"
+    return {"prompt": prompt, "cached": cached, "hit": round(cached / prompt, 4), "source": source}
+
+
 def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -131,6 +148,10 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
 
     The same function runs live and when a row is recomputed from its receipts.
     """
+    # A void rep (its cache flush failed) has no figures: it voids the row, with its reason.
+    voids = [f"rep {h.get('rep')}: {h['void']}" for h, _ in reps if h.get("void")]
+    policy_word = next(((h.get("cache") or {}).get("policy", "") for h, _ in reps), "")
+    reps = [(h, records) for h, records in reps if not h.get("void")]
     figs = [rep_figures(records, concurrency) for _, records in reps]
     aggs = [f["agg_tok_s"] for f in figs]
     failed = sum(f["failed"] for f in figs)
@@ -148,7 +169,10 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
                 accepted += acc.get("accepted", 0)
     acc = acceptance(drafts, drafted, accepted)
     source = "metrics" if have_metrics and drafted else ("per-request" if drafted else "")
-    status = RowStatus.VOID if failed else classify(aggs, concurrency, policy)
+    status = RowStatus.VOID if failed or voids else classify(aggs, concurrency, policy)
+    caches = [rep_cache(h, records) for h, records in reps]
+    sources = {c["source"] for c in caches}
+    prompt = sum(c["prompt"] for c in caches) if caches and "" not in sources else 0
     errors = Counter(str(r["error"]) for _, records in reps for r in records if r.get("error"))
     rejected = [f"rep {h.get('rep')}: {h['client']['metrics_rejected']}" for h, _ in reps
                 if (h.get("client") or {}).get("metrics_rejected")]
@@ -174,4 +198,10 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
         "metrics_rejected": "; ".join(rejected)[:300],
         **gpu_figures(headers),
         "throttle_cause": cause or "",
+        "void_reps": "; ".join(voids)[:300],
+        # The prefix cache every rep met: the policy, and the share of prompt tokens the server
+        # served from its cache over the row's reps (None: the server does not say).
+        "cache": policy_word,
+        "cache_hit": round(sum(c["cached"] for c in caches) / prompt, 4) if prompt else None,
+        "cache_source": "+".join(sorted(sources)) if prompt else "",
     }

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from engine.servers.client import ServerClient, tls_context
+from engine.servers.client import ServerClient, cached_tokens, tls_context
 from engine.servers.data import (
     PARSE_ERRORS,
     BadServerData,
@@ -277,6 +277,7 @@ class Events:
             if tokens is not None:
                 self.record["completion_tokens"] = tokens
             self.record["prompt_tokens"] = optional_count(usage.get("prompt_tokens"), "usage.prompt_tokens")
+            self.record["cached_tokens"] = cached_tokens(usage)
 
     def fail(self, error: str) -> None:
         if not self.record.get("error"):

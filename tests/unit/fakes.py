@@ -18,6 +18,9 @@ What the fake serves, and where the engine reads it:
   logprobs and ids (the quality phase's greedy replies);
 - ``GET /metrics``: llama.cpp's Prometheus counters, speculative-decoding ones included, that
   advance with every token served;
+- a prefix cache as llama-server's: a prompt served before is served again from the cache but
+  for its last token (``usage.prompt_tokens_details.cached_tokens``, the cached-tokens counter),
+  unless the request says ``cache_prompt: false``;
 - ``POST /apply-template``, ``POST /tokenize``, ``POST /completion`` (greedy generation from ids,
   and ``n_probs`` top logprobs for teacher forcing).
 
@@ -179,7 +182,8 @@ class _Handler(BaseHTTPRequestHandler):
             ids = tokenize(render(body["messages"]))
             salt = s.salt(body)
             if body.get("stream"):
-                self._stream(s, ids, int(body.get("max_tokens") or 16), salt)
+                self._stream(s, ids, int(body.get("max_tokens") or 16), salt,
+                             s.prompt(ids, body.get("cache_prompt", True) is not False))
             else:
                 self._chat(ids, int(body.get("max_tokens") or 16), salt, bool(body.get("logprobs")))
         elif self.path == "/apply-template":
@@ -204,7 +208,8 @@ class _Handler(BaseHTTPRequestHandler):
                          "usage": {"completion_tokens": len(out), "prompt_tokens": len(ids),
                                    "total_tokens": len(out) + len(ids)}})
 
-    def _stream(self, s: FakeServer, ids: list[int], max_tokens: int, salt: int) -> None:
+    def _stream(self, s: FakeServer, ids: list[int], max_tokens: int, salt: int,
+                cached: int) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
@@ -231,7 +236,8 @@ class _Handler(BaseHTTPRequestHandler):
         drafts, drafted, accepted = s.served(len(out))
         last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
         usage = {"choices": [], "usage": {"completion_tokens": len(out), "prompt_tokens": len(ids),
-                                          "total_tokens": len(out) + len(ids)},
+                                          "total_tokens": len(out) + len(ids),
+                                          "prompt_tokens_details": {"cached_tokens": cached}},
                  "timings": {"predicted_n": len(out), "draft_n": drafted, "draft_n_accepted": accepted}}
         self.wfile.write(b"data: " + json.dumps(last).encode() + b"\n\n"
                          + b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
@@ -269,8 +275,9 @@ class FakeServer:
         self.orphaned = False  # see orphan()
         self.requests: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._counters = {"prompt_tokens": 0, "tokens_predicted": 0, "drafts": 0, "drafted": 0,
-                          "accepted": 0}
+        self._counters = {"prompt_tokens": 0, "prompt_tokens_cached": 0, "tokens_predicted": 0,
+                          "drafts": 0, "drafted": 0, "accepted": 0}
+        self._cache: set[tuple[int, ...]] = set()  # prompts in the "prefix cache"
         self.http = FakeLlama(self.port, self)
         self._thread = threading.Thread(target=self.http.serve_forever, args=(0.05,), daemon=True,
                                         name=f"fake-llama-{self.port}")
@@ -322,6 +329,17 @@ class FakeServer:
                  if k not in NOT_KNOBS and k not in self.behaviour.inert_knobs}
         return zlib.crc32(json.dumps(knobs, sort_keys=True).encode()) if knobs else 0
 
+    def prompt(self, ids: list[int], reuse: bool) -> int:
+        """Counts one prompt: the tokens served from the cache (all but the last, which
+        llama-server always computes again), the rest computed."""
+        key = tuple(ids)
+        with self._lock:
+            cached = len(ids) - 1 if reuse and key in self._cache else 0
+            self._cache.add(key)
+            self._counters["prompt_tokens"] += len(ids) - cached
+            self._counters["prompt_tokens_cached"] += cached
+        return cached
+
     def served(self, tokens: int) -> tuple[int, int, int]:
         """Counts one streamed reply: a step per token, drafting two tokens and accepting one."""
         drafts, drafted, accepted = tokens, 2 * tokens, tokens
@@ -334,7 +352,9 @@ class FakeServer:
         return drafts, drafted, accepted
 
     def metrics_text(self) -> str:
-        names = {"prompt_tokens": "prompt_tokens_total", "tokens_predicted": "tokens_predicted_total",
+        names = {"prompt_tokens": "prompt_tokens_total",
+                 "prompt_tokens_cached": "prompt_tokens_cached_total",
+                 "tokens_predicted": "tokens_predicted_total",
                  "drafts": "spec_decode_num_drafts_total",
                  "drafted": "spec_decode_num_draft_tokens_total",
                  "accepted": "spec_decode_num_accepted_tokens_total"}
