@@ -137,6 +137,7 @@ class RulerConsole(App[None]):
         self.state = RunState()
         # For journals written before run_started carried the workload: the frozen campaign says it.
         self.fallback_workload = view.frozen_workload(self.run_dir / "campaign.yaml")
+        self.noise = view.frozen_noise(self.run_dir / "campaign.yaml")  # the Δ column's floor
         self.link: Link | None = None
         self.caught_up = False  # the journal and the shown log were read to their end
         self.shown: str | None = None  # the window on screen
@@ -488,8 +489,9 @@ class RulerConsole(App[None]):
             # Every window up now: one per place when sessions run on places.
             mark = "▶ " if key == st.current or ws.status in UP_WINDOWS else "  "
             rows.append((key, [[(f"{mark}{ws.session} {ws.window}", "bold" if mark.strip() else "")],
-                               [view.window_status(st, key)], [view.delta_seg(st, key)],
-                               view.window_notes(st, key), [(ws.axis, "muted")]]))
+                               [view.window_status(st, key)], [view.delta_seg(st, key, self.noise)],
+                               [view.ci_seg(st, key)], view.window_notes(st, key),
+                               [(ws.axis, "muted")]]))
         table.sync(rows, self.tags)
         table.show_key(self.shown)
         self._split_body()
@@ -545,7 +547,7 @@ class RulerConsole(App[None]):
             label += [("·", "muted"), (f"{row.cls} c{row.concurrency}:", "bold"),
                       (" ".join(view.fmt_tok(v) for v in view.rep_series(row)), "")]
         self.ui.spark_label.set(to_text(label, self.tags))
-        bars = view.bars_lines(self.state, self.shown, width=8)
+        bars = view.bars_lines(self.state, self.shown, width=8, noise=self.noise)
         self.ui.bars.set(Text("\n").join(to_text(line, self.tags, sep="") for line in bars))
 
     def _watch_log(self) -> None:

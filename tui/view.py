@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from engine.record.deltas import Interval, observable, relative_delta
 from engine.record.events import (
     COMPLETE_WINDOWS,
     CONTROL,
@@ -441,14 +442,42 @@ def shape_pairs(state: RunState, wkey: str) -> list[tuple[str, float, float, boo
     return out
 
 
-def headline(state: RunState, wkey: str) -> tuple[float, bool] | None:
-    """Median over matched shapes of window/reference - 1: shapes at different concurrency differ
-    by multiples, so a ratio per shape keeps one fast shape from deciding the headline."""
-    pairs = shape_pairs(state, wkey)
-    if not pairs:
+def row_reps(r: RowState | None) -> tuple[list[float], bool] | None:
+    """(each rep's tok/s, provisional): the final row's, or the attempt in flight's so far."""
+    if r is None:
         return None
-    return (statistics.median(h / c for _, h, c, _ in pairs) - 1,
-            any(p for *_, p in pairs))
+    if r.status in USABLE_ROWS and r.row.get("rep_tok_s"):
+        return [float(x) for x in r.row["rep_tok_s"]], False
+    if r.status in LIVE_ROWS and r.reps.get(r.attempt):
+        return list(r.reps[r.attempt].values()), True
+    return None
+
+
+def shape_deltas(state: RunState, wkey: str) -> list[tuple[str, Interval, bool]]:
+    """(shape, delta with its interval, provisional) against the reference, per shape measured
+    in both: the same computation as throughput.csv's delta columns (engine.record.deltas)."""
+    ref = reference(state, wkey)
+    if ref is None:
+        return []
+    out = []
+    for r in window_rows(state, wkey):
+        here = row_reps(r)
+        there = row_reps(state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency)))
+        iv = relative_delta(here[0], there[0]) if here and there else None
+        if here and there and iv is not None:
+            out.append((f"{r.cls} c{r.concurrency}", iv, here[1] or there[1]))
+    return out
+
+
+def headline(state: RunState, wkey: str) -> tuple[Interval, bool] | None:
+    """The median shape's delta and interval (the lower median, so it is one shape's own): shapes
+    at different concurrency differ by multiples, so a delta per shape keeps one fast shape from
+    deciding the headline."""
+    deltas = sorted(shape_deltas(state, wkey), key=lambda d: d[1].delta)
+    if not deltas:
+        return None
+    _, iv, _ = deltas[(len(deltas) - 1) // 2]
+    return iv, any(p for *_, p in deltas)
 
 
 # ------------------------------------------------------------------ the windows list
@@ -487,6 +516,7 @@ VERDICT_SEGS: dict[str, tuple[Callable[[dict[str, Any]], str], str]] = {
     Verdict.OK: (_ratio("tools", "ok"), "success"),
     Verdict.FAILED: (_ratio("tools", "ok"), "error"),
     Verdict.WITHIN_SPREAD: (lambda v: "no drift", "muted"),
+    Verdict.WITHIN_NOISE: (lambda v: "no drift", "muted"),
     Verdict.DRIFT: (lambda v: "drift", "warning"),
     Verdict.ERROR: (_named, "error"),
     Verdict.UNSUPPORTED: (_named, "muted"),
@@ -543,16 +573,45 @@ def window_notes(state: RunState, wkey: str) -> list[Seg]:
     return notes
 
 
-def delta_seg(state: RunState, wkey: str) -> Seg:
+def delta_seg(state: RunState, wkey: str, noise: float = 0.0) -> Seg:
+    """The headline delta, coloured only when it is beyond the noise (its interval excludes 0 and
+    it exceeds ``noise``, the campaign's declared noise): the rule of the report and the no-effect
+    check. Its interval is the next column (:func:`ci_seg`), shown where the screen has room."""
     ws = state.windows[wkey]
     if ws.window == CONTROL:
         return "ctl", "muted"
     h = headline(state, wkey)
     if h is None:
         return no_delta(state, ws)
-    d, provisional = h
-    text = ("~" if provisional else "") + fmt_pct(d, signed=True)
-    return text, "success" if d > 0.02 else "error" if d < -0.02 else ""
+    return interval_seg(*h, noise, with_ci=False)
+
+
+def ci_seg(state: RunState, wkey: str) -> Seg:
+    """The headline delta's 95 % interval, ``[+8,+17]`` (percent), or nothing."""
+    h = headline(state, wkey) if state.windows[wkey].window != CONTROL else None
+    if h is None or h[0].lo is None or h[0].hi is None:
+        return "", ""
+    return f"[{h[0].lo * 100:+.0f},{h[0].hi * 100:+.0f}]", "muted"
+
+
+def interval_seg(iv: Interval, provisional: bool, noise: float, beyond: str = "",
+                 with_ci: bool = True) -> Seg:
+    """A delta (and its interval); coloured (``beyond``, else by its sign) only past the noise."""
+    text = ("~" if provisional else "") + fmt_pct(iv.delta, signed=True)
+    if with_ci and iv.lo is not None and iv.hi is not None:
+        text += f" [{iv.lo * 100:+.0f},{iv.hi * 100:+.0f}]"
+    if not observable(iv, noise):
+        return text, ""
+    return text, beyond or ("success" if iv.delta > 0 else "error")
+
+
+def frozen_noise(campaign_yaml: Path) -> float:
+    """The campaign's declared noise (``leak.spread``, default 0.10) from its frozen copy."""
+    try:
+        leak = (yaml.safe_load(campaign_yaml.read_text()) or {}).get("leak") or {}
+        return float(leak.get("spread", 0.10))
+    except (OSError, yaml.YAMLError, AttributeError, TypeError, ValueError):
+        return 0.10
 
 
 def no_delta(state: RunState, ws: WindowState) -> Seg:
@@ -632,7 +691,7 @@ def windows_width(total: int, core: int, full: int, reps_core: int) -> int:
 
 # A queued window's status carries Slurm's reason, which can be long: it may be cut, like a name.
 WINDOW_COLS = [Col("window", 0, cut=10), Col("status", 0, cut=10), Col("Δ ctl", 0),
-               Col("notes", 1, cut=8), Col("axis", 2, cut=8)]
+               Col("95% CI", 2), Col("notes", 1, cut=8), Col("axis", 3, cut=8)]
 
 
 # ------------------------------------------------------------------ the reps table
@@ -778,7 +837,8 @@ def bar(frac: float, width: int) -> str:
     return ("█" * full + part).ljust(width)
 
 
-def bars_lines(state: RunState, wkey: str | None, width: int = 10) -> list[list[Seg]]:
+def bars_lines(state: RunState, wkey: str | None, width: int = 10,
+               noise: float = 0.0) -> list[list[Seg]]:
     """Window-versus-control bars: the headline first, then one pair of bars per shape."""
     ws = state.windows.get(wkey or "")
     if ws is None:
@@ -791,10 +851,9 @@ def bars_lines(state: RunState, wkey: str | None, width: int = 10) -> list[list[
     h = headline(state, ws.key)
     if h is None:
         return [[(f"{what}: no shape measured in both yet", "muted")]]
-    d, provisional = h
-    out = [[(f"{what} ", "bold"), (("~" if provisional else "") + fmt_pct(d, signed=True),
-                                   "success" if d > 0.02 else "error" if d < -0.02 else ""),
-            (f" (median of {len(pairs)} shapes; this │ ref)", "muted")]]
+    # A control's delta is drift: past the noise it is a warning, not good or bad news.
+    out = [[(f"{what} ", "bold"), interval_seg(*h, noise, "warning" if ws.window == CONTROL else ""),
+            (f" (median of {len(pairs)} shapes, [95 % interval]; this │ ref)", "muted")]]
     for shape, here, there, _ in pairs:
         top = max(here, there)
         out.append([(f"{shape:<9} ", ""), (bar(here / top, width), "accent"), (f" {fmt_tok(here):>6}", ""),

@@ -431,7 +431,9 @@ HELP = """\
   [b]VOID[/b]    spread over the limit: error colour, the reason in [i]why[/i]; att > 1 = rerun
   [b]~[/b]       provisional: the shape is still measuring
   [b]≠[/b]       a boot fact that differs from this session's control
-  [b]Δ ctl[/b]   median over shapes of (window / control) - 1;
+  [b]Δ ctl[/b]   the median shape's window / control - 1, its 95 % interval
+          beside it ([i]95% CI[/i]) where there is room; coloured only beyond
+          the noise (interval without 0, delta over leak.spread);
           [i]control void[/i] (or rejected, failed): the control has no figure to compare
   [b]▶[/b]       a window the engine is on; [b]▸[/b] the place n, w, p act on
 

@@ -30,7 +30,7 @@ self_score      repeat-identical | repeat-differs                    (controls)
 kl              above floor | at floor (lossy windows); floor (controls)
 no_effect       no observable effect | observable effect | undetermined (a row void or missing)
 tool_probe      ok | failed
-drift           within spread | drift                                (controls)
+drift           within noise | drift                                 (controls)
 any check       error | unsupported (the server cannot answer it)
 ==============  ==========================================================================
 

@@ -151,7 +151,8 @@ class ControlChecks(Checks):
 
     def drift(self) -> None:
         rows = [r for r in write_drift(self.run.run_dir, list(self.c.sessions),
-                                       self.run.state.session_places, self.baseline_dir)
+                                       self.run.state.session_places, self.baseline_dir,
+                                       self.c.leak.spread)
                 if r["session"] == self.ctx.session]
         if not rows:
             return

@@ -1,5 +1,10 @@
 """Control drift: each session's control against the previous session's (on its own place, when
-sessions run on places) and a baseline run's."""
+sessions run on places) and a baseline run's.
+
+The controls are one configuration measured again, so their delta is noise between boots; it is
+judged by the deltas' rule (engine.record.deltas): drift when its interval excludes 0 and it is
+larger than the campaign's declared noise.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from engine.record import results
+from engine.record.deltas import METHOD, Interval, observable, relative_delta
 from engine.record.events import CONTROL, USABLE_ROWS, Verdict
+from engine.record.receipts import read_rep
 from engine.record.state import earlier_sessions
+from engine.run import stats
 
 DRIFT = "drift.json"
 
@@ -32,27 +38,50 @@ def _c1_rows(run_dir: Path) -> list[dict[str, str]]:
     return [r for r in rows if int(r["concurrency"]) == low]
 
 
-def _drift_row(row: dict[str, str], ref_tok_s: float, ref_spread: float,
-               against: str) -> dict[str, Any]:
+def rep_tok_s(run_dir: Path, row: dict[str, str]) -> list[float]:
+    """A row's reps' tok/s from the receipts it names; none when it names none or one is gone."""
+    out = []
+    for p in (row.get("source") or "").split(";"):
+        if not p:
+            continue
+        try:
+            header, records = read_rep(run_dir / p)
+        except (OSError, ValueError):
+            return []
+        if not header.get("void"):
+            out.append(stats.rep_figures(records, int(row["concurrency"]))["agg_tok_s"])
+    return out
+
+
+def _drift_row(row: dict[str, str], reps: list[float], ref_tok_s: float, ref_reps: list[float],
+               ref_spread: float, against: str, floor: float) -> dict[str, Any]:
     tok_s, spread = float(row["agg_tok_s"]), float(row["spread"] or 0)
-    delta = (tok_s - ref_tok_s) / ref_tok_s * 100 if ref_tok_s else None
-    inside = delta is not None and abs(delta) <= max(spread, ref_spread) * 100
+    iv = relative_delta(reps, ref_reps) if reps and ref_reps else None
+    if iv is None and ref_tok_s:  # no receipts to read: the medians, without an interval
+        iv = Interval(tok_s / ref_tok_s - 1, None, None)
+
+    def pct(x: float | None) -> float | None:
+        return None if x is None else round(x * 100, 2)
     return {"session": row["session"], "class": row["class"],
             "concurrency": int(row["concurrency"]), "against": against, "agg_tok_s": tok_s,
-            "reference_tok_s": ref_tok_s, "delta_pct": None if delta is None else round(delta, 2),
+            "reference_tok_s": ref_tok_s, "delta_pct": pct(iv.delta) if iv else None,
+            "delta_lo_pct": pct(iv.lo) if iv else None, "delta_hi_pct": pct(iv.hi) if iv else None,
+            "method": METHOD, "floor_pct": round(floor * 100, 2),
             "spread": spread, "reference_spread": ref_spread,
-            "verdict": Verdict.WITHIN_SPREAD if inside else Verdict.DRIFT}
+            "verdict": Verdict.DRIFT if iv is not None and observable(iv, floor)
+            else Verdict.WITHIN_NOISE}
 
 
 def control_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str],
-                  baseline_dir: Path | None = None) -> list[dict[str, Any]]:
+                  baseline_dir: Path | None = None, floor: float = 0.0) -> list[dict[str, Any]]:
     """Each session's control against the nearest earlier session's, per class at C1: delta in
-    percent. ``order``: the campaign's sessions; ``places``: session -> the place it ran on, when
-    sessions run on places: then only a session of the same place is earlier (one that ran before
-    it there; see engine.record.state.earlier_sessions); the report compares places after the run.
+    percent with its interval, judged against ``floor`` (the campaign's declared noise).
+    ``order``: the campaign's sessions; ``places``: session -> the place it ran on, when sessions
+    run on places: then only a session of the same place is earlier (one that ran before it there;
+    see engine.record.state.earlier_sessions); the report compares places after the run.
 
     With ``baseline_dir`` (another run), also against that run's controls: per class, the median
-    of its sessions' control rows (spread: the largest of theirs).
+    of its sessions' control rows (spread: the largest of theirs; reps: all of theirs).
     """
     by_class: dict[str, dict[str, dict[str, str]]] = {}
     for row in _c1_rows(run_dir):
@@ -64,8 +93,9 @@ def control_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str]
             prev = next((cls_rows[s] for s in earlier_sessions(order, places, session)
                          if s in cls_rows), None)
             if cur is not None and prev is not None:
-                out.append(_drift_row(cur, float(prev["agg_tok_s"]), float(prev["spread"] or 0),
-                                      _against(prev["session"], places)))
+                out.append(_drift_row(cur, rep_tok_s(run_dir, cur), float(prev["agg_tok_s"]),
+                                      rep_tok_s(run_dir, prev), float(prev["spread"] or 0),
+                                      _against(prev["session"], places), floor))
     if baseline_dir is not None:
         base: dict[str, list[dict[str, str]]] = {}
         for row in _c1_rows(baseline_dir):
@@ -73,9 +103,11 @@ def control_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str]
         for cls, rows in by_class.items():
             if cls not in base:
                 continue
-            ref = float(np.median([float(r["agg_tok_s"]) for r in base[cls]]))
+            ref = stats.median([float(r["agg_tok_s"]) for r in base[cls]]) or 0.0
             ref_spread = max(float(r["spread"] or 0) for r in base[cls])
-            out += [_drift_row(rows[s], ref, ref_spread, f"baseline {baseline_dir.name}")
+            ref_reps = [x for r in base[cls] for x in rep_tok_s(baseline_dir, r)]
+            out += [_drift_row(rows[s], rep_tok_s(run_dir, rows[s]), ref, ref_reps, ref_spread,
+                               f"baseline {baseline_dir.name}", floor)
                     for s in order if s in rows]
     return out
 
@@ -88,19 +120,21 @@ _WRITING = threading.Lock()  # places' controls end at once: drift.json is compu
 
 
 def write_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str],
-                baseline_dir: Path | None = None) -> list[dict[str, Any]]:
+                baseline_dir: Path | None = None, floor: float = 0.0) -> list[dict[str, Any]]:
     with _WRITING:
-        drift = control_drift(run_dir, order, places, baseline_dir)
+        drift = control_drift(run_dir, order, places, baseline_dir, floor)
         results.write_json(run_dir / DRIFT, {"baseline": str(baseline_dir) if baseline_dir else None,
-                                             "rows": drift})
+                                             "method": METHOD, "floor": floor, "rows": drift})
     return drift
 
 
 def drift_summary(rows: list[dict[str, Any]]) -> tuple[Verdict, str, float | None]:
     """Verdict, one-line summary and the worst delta of one session's drift rows."""
     worst = max(rows, key=lambda r: abs(r["delta_pct"] or 0))
-    verdict = Verdict.DRIFT if any(r["verdict"] == Verdict.DRIFT for r in rows) else Verdict.WITHIN_SPREAD
+    verdict = Verdict.DRIFT if any(r["verdict"] == Verdict.DRIFT for r in rows) else Verdict.WITHIN_NOISE
     summary = ", ".join(f"{r['class']} C{r['concurrency']} "
                         + ("n/a" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%")
+                        + (f" [{r['delta_lo_pct']:+.1f}, {r['delta_hi_pct']:+.1f}]"
+                           if r.get("delta_lo_pct") is not None else "")
                         + f" vs {r['against']}" for r in rows)
     return verdict, summary, worst["delta_pct"]

@@ -1,8 +1,9 @@
 """Is there anything to see? Boot facts and throughput rows of a window against its control.
 
-A window whose boot facts equal the control's, whose throughput rows sit inside the control's
-spread and whose greedy outputs are identical is "no observable effect" (the campaign notes: "the
-flags parse and do nothing").
+A window whose boot facts equal the control's, whose throughput rows show no delta beyond the
+noise (engine.record.deltas: the interval holds 0 or the delta is within the declared noise) and
+whose greedy outputs are identical is "no observable effect" (the campaign notes: "the flags parse
+and do nothing").
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from engine.record.deltas import METHOD, observable, relative_delta
 from engine.record.events import USABLE_ROWS, Verdict
 
 # Boot facts that legitimately differ from boot to boot, or come from requests rather than the
@@ -30,9 +32,8 @@ def fact_diff(window: dict[str, Any], control: dict[str, Any]) -> dict[str, Any]
 
 def rows_inside(window: dict[tuple[str, int], dict[str, Any]],
                 control: dict[tuple[str, int], dict[str, Any]], floor: float = 0.0) -> dict[str, Any]:
-    """Each window row against the control's row of the same shape: |delta| within the spread.
-
-    The tolerance is the larger of the two rows' spreads (the noise each measured of itself) and
+    """Each window row against the control's row of the same shape, by the deltas' rule: inside
+    (no effect seen) when the interval of the delta holds 0 or the delta is no larger than
     ``floor``, the campaign's declared noise (its leak spread): three reps within one boot
     understate the noise between two boots (seen on the demo: a no-op flag at -12 % against a
     7.5 % spread on a shared CPU, its boot facts and greedy outputs identical).
@@ -41,15 +42,17 @@ def rows_inside(window: dict[tuple[str, int], dict[str, Any]],
     out: list[dict[str, Any]] = []
     for (cls, c), w in sorted(window.items()):
         ctl = control.get((cls, c))
-        if not ctl or not ctl.get("agg_tok_s") or w.get("status") not in USABLE_ROWS or \
-                ctl.get("status") not in USABLE_ROWS:
+        iv = None
+        if ctl and w.get("status") in USABLE_ROWS and ctl.get("status") in USABLE_ROWS:
+            iv = relative_delta(w.get("rep_tok_s") or [], ctl.get("rep_tok_s") or [])
+        if iv is None:
             out.append({"class": cls, "concurrency": c, "judged": False})
             continue
-        delta = (w["agg_tok_s"] - ctl["agg_tok_s"]) / ctl["agg_tok_s"]
-        tol = max(float(w.get("spread") or 0), float(ctl.get("spread") or 0), floor)
-        out.append({"class": cls, "concurrency": c, "judged": True, "delta": round(delta, 4),
-                    "tolerance": round(tol, 4), "inside": abs(delta) <= tol,
-                    "agg_tok_s": w["agg_tok_s"], "control_agg_tok_s": ctl["agg_tok_s"]})
+        iv = iv.rounded()
+        out.append({"class": cls, "concurrency": c, "judged": True, "delta": iv.delta,
+                    "delta_lo": iv.lo, "delta_hi": iv.hi, "method": METHOD, "floor": floor,
+                    "inside": not observable(iv, floor), "agg_tok_s": w["agg_tok_s"],
+                    "control_agg_tok_s": ctl["agg_tok_s"] if ctl else None})
     return {"rows": out, "judged": bool(out) and all(r["judged"] for r in out),
             "inside": bool(out) and all(r.get("inside") for r in out)}
 
@@ -71,7 +74,9 @@ def no_effect_verdict(facts: dict[str, Any] | None, rows: dict[str, Any],
         if not r["judged"]:
             missing.append(f"{shape} cannot be judged (void, failed or missing)")
         elif not r["inside"]:
-            differ.append(f"{shape} {r['delta']:+.1%} outside spread {r['tolerance']:.1%}")
+            ci = (f" [{r['delta_lo']:+.1%}, {r['delta_hi']:+.1%}]" if r["delta_lo"] is not None
+                  else "")
+            differ.append(f"{shape} {r['delta']:+.1%}{ci} beyond the noise (floor {r['floor']:.1%})")
     if greedy["identical"] != greedy["n"]:
         differ.append(f"greedy {greedy['identical']}/{greedy['n']}")
     verdict = (Verdict.OBSERVABLE_EFFECT if differ else Verdict.UNDETERMINED if missing

@@ -129,7 +129,8 @@ class Verdict(StrEnum):
     UNDETERMINED = "undetermined"
     OK = "ok"
     FAILED = "failed"
-    WITHIN_SPREAD = "within spread"
+    WITHIN_SPREAD = "within spread"  # drift before deltas had intervals (older journals)
+    WITHIN_NOISE = "within noise"  # drift: the controls' delta is not beyond the noise
     DRIFT = "drift"
     ERROR = "error"  # any check: the server answered with an error
     UNSUPPORTED = "unsupported"  # any check: the server cannot answer it

@@ -10,15 +10,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.record.events import Check, EventKind
+from engine.record.deltas import relative_delta
+from engine.record.events import CONTROL, USABLE_ROWS, Check, EventKind
 from engine.record.results import THROUGHPUT, write_atomic
-from engine.record.state import RunState
+from engine.record.state import RowState, RunState, row_key
 
 # j_per_token, power_w, sm_mhz_min and throttled come from NVML (engine.gpu; empty without a GPU).
 CSV_COLUMNS = ["session", "window", "axis", "class", "concurrency", "reps", "agg_tok_s",
                "per_user_tok_s", "ttft_ms", "decode_tok_s", "accept_len", "accept_rate",
                "accept_source", "j_per_token", "power_w", "sm_mhz_min", "throttled", "spread",
-               "cache", "cache_hit", "status", "attempts", "reason", "source", "ruler_check"]
+               "delta", "delta_lo", "delta_hi", "cache", "cache_hit", "status", "attempts",
+               "reason", "source", "ruler_check"]
 
 
 def write_rep(path: Path, header: dict[str, Any], records: list[dict[str, Any]]) -> None:
@@ -46,7 +48,22 @@ def throughput_rows(state: RunState) -> list[dict[str, Any]]:
         ws = state.windows.get(f"{session}-{window}")
         return str(ws.verdicts.get(Check.KNOBS, {}).get("verdict", "")) if ws else ""
 
-    return [{**r.row, "ruler_check": ruler(r.session, r.window)} for r in state.rows.values() if r.row]
+    return [{**r.row, **vs_control(state, r), "ruler_check": ruler(r.session, r.window)}
+            for r in state.rows.values() if r.row]
+
+
+def vs_control(state: RunState, r: RowState) -> dict[str, float | None]:
+    """A window row's delta against its session's control row of the same shape, with its
+    interval (engine.record.deltas); nothing for a control, or where either row has no figure."""
+    ctl = state.rows.get(row_key(r.session, CONTROL, r.cls, r.concurrency))
+    if r.window == CONTROL or ctl is None or not all(
+            x.row.get("status") in USABLE_ROWS for x in (r, ctl)):
+        return {}
+    iv = relative_delta(r.row.get("rep_tok_s") or [], ctl.row.get("rep_tok_s") or [])
+    if iv is None:
+        return {}
+    iv = iv.rounded()
+    return {"delta": iv.delta, "delta_lo": iv.lo, "delta_hi": iv.hi}
 
 
 def write_throughput(run_dir: Path, rows: list[dict[str, Any]]) -> None:

@@ -17,10 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.record.deltas import METHOD, noise_floor
 from engine.record.events import WindowStatus
 from engine.record.receipts import CSV_COLUMNS
 from engine.report import CONTROL, Delta, ReportError, Row, RunView, delta, load_run, pct, tok
 from engine.report.run import csv_row
+from engine.report.text import declared_noise
 
 EXACT, BY_NAME, BY_AXIS = "exact", "window name", "axis"
 
@@ -102,6 +104,17 @@ def control_of(view: RunView, row: Row | None) -> Row | None:
     return view.rows_of(row.session, CONTROL).get(row.shape)
 
 
+def cross_floor(base_view: RunView, base: Row, view: RunView, row: Row) -> float:
+    """The noise a row of another run must exceed against the baseline's: both campaigns'
+    declared noise and, for a window, its control's drift between the two runs at that shape
+    (the same configuration measured twice: what differs between runs that is not the axis)."""
+    declared = max(declared_noise(base_view), declared_noise(view))
+    if row.window == CONTROL:
+        return declared
+    drift = delta(control_of(view, row), control_of(base_view, base))
+    return noise_floor(declared, [drift.interval])
+
+
 def cell(row: Row | None) -> str:
     if row is None:
         return "-"
@@ -131,10 +144,12 @@ def comparison(views: Sequence[RunView]) -> tuple[list[str], list[list[str]], li
     records: list[dict[str, Any]] = []
     for m in match_rows(views):
         base = m.rows[0]
-        vs_first: list[Delta | None] = [delta(r, base) if r is not None and base is not None
-                                        else None for r in m.rows[1:]]
-        vs_ctl = [delta(r, control_of(v, r)) if r is not None and r.window != CONTROL
-                  and r.concurrency else None for v, r in zip(views, m.rows, strict=True)]
+        vs_first: list[Delta | None] = [
+            delta(r, base, cross_floor(views[0], base, v, r)) if r is not None and base is not None
+            else None for v, r in zip(views[1:], m.rows[1:], strict=True)]
+        vs_ctl = [delta(r, control_of(v, r), declared_noise(v)) if r is not None
+                  and r.window != CONTROL and r.concurrency else None
+                  for v, r in zip(views, m.rows, strict=True)]
         accept = [f"{r.accept_len:.2f}/{r.accept_rate:.3f}" if r and r.accept_len is not None
                   and r.accept_rate is not None else "-" for r in m.rows]
         how = ", ".join(f"{x}: {h}" for x, h in zip(t[1:], m.how[1:], strict=True) if h) or "-"
@@ -188,7 +203,9 @@ def cmd_compare(run_dirs: list[str], as_json: bool = False) -> int:
     note = servers_note(views)
     if note:
         print(note)
-    print("Δ: (run - A) / A per row; inside spread: |Δ| <= the larger of the two rows' spreads.")
+    print(f"Δ: run / A - 1 per row from the two rows' reps, [95 % interval] ({METHOD}); within "
+          "noise: the interval holds 0, or |Δ| is no larger than the noise floor: the campaigns' "
+          "declared noise (leak.spread) and, for a window, its control's drift between the runs.")
     print()
     print("\n".join(aligned(headers, text)))
     return 0

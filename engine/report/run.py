@@ -60,6 +60,9 @@ class Row:
     sm_mhz_min: float | None
     throttled: str  # "True", "False", or "" without telemetry
     spread: float | None
+    delta: float | None
+    delta_lo: float | None
+    delta_hi: float | None
     cache: str
     cache_hit: float | None
     status: str
@@ -90,8 +93,8 @@ class Row:
 PARSE: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float | None": _num}
 TYPES = {f.name: str(f.type) for f in fields(Row) if f.name != "rep_tok_s"}  # the columns Row holds
 # Columns added after runs were recorded without them: such a file reads them as empty.
-LATER_COLUMNS = frozenset({"j_per_token", "power_w", "sm_mhz_min", "throttled", "cache",
-                           "cache_hit"})
+LATER_COLUMNS = frozenset({"j_per_token", "power_w", "sm_mhz_min", "throttled", "delta", "delta_lo",
+                           "delta_hi", "cache", "cache_hit"})
 
 
 def csv_row(r: dict[str, str]) -> Row:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.record import results
+from engine.record.deltas import noise_floor
 from engine.record.events import Check
 from engine.record.journal import damage_report
 from engine.record.state import earlier_sessions
@@ -10,6 +11,7 @@ from engine.report.run import CONTROL, Row, RunView, read_json
 from engine.report.text import (
     acceptance_text,
     cache_text,
+    declared_noise,
     delta,
     fixed,
     pct,
@@ -36,9 +38,14 @@ def header(view: RunView) -> list[str]:
         f"`throughput.csv`. Started {when(st.started_ts)}, finished {when(st.finished_ts)}.", "",
         "Every figure below is read from `throughput.csv`, the per-request receipts it names and "
         "the journal; nothing was measured again. A row's tok/s is the median of its reps; its "
-        "spread is (max - min) / mean of the reps; a delta is (window - control) / control against "
-        "the same session's control, marked *inside spread* when it is no larger than the larger "
-        "of the two rows' spreads.", ""]
+        "spread is (max - min) / mean of the reps. A delta is window / control - 1 against the "
+        "same session's control, from the two rows' reps: the ratio of their geometric means, "
+        f"with a 95 % confidence interval by Welch's t on the log of each rep's tok/s "
+        f"(`throughput.csv`'s `delta`, `delta_lo`, `delta_hi`). It is marked *within noise* when "
+        f"the interval holds 0 or the delta is no larger than the campaign's declared noise "
+        f"({pct(declared_noise(view))}, `leak.spread`): reps within one boot understate the noise "
+        "between two boots. A comparison across sessions must also exceed the control's drift "
+        "between them (below, under the controls).", ""]
     if st.error:
         lines += [f"**Engine error**: {st.error}", ""]
     if st.damage:
@@ -50,11 +57,13 @@ def header(view: RunView) -> list[str]:
 
 def summary(view: RunView) -> list[str]:
     rows = []
+    floor = declared_noise(view)
     for ws in view.windows():
         if ws.window == CONTROL:
             continue
         ctl = view.rows_of(ws.session, CONTROL)
-        deltas = [delta(r, ctl.get(r.shape)) for r in view.rows_of(ws.session, ws.window).values()]
+        deltas = [delta(r, ctl.get(r.shape), floor)
+                  for r in view.rows_of(ws.session, ws.window).values()]
         vals = [d.value for d in deltas if d.value is not None]
         span = (f"{min(vals) * 100:+.1f} % .. {max(vals) * 100:+.1f} %" if len(vals) > 1
                 else f"{vals[0] * 100:+.1f} %" if vals else "-")
@@ -66,7 +75,7 @@ def summary(view: RunView) -> list[str]:
     if not rows:
         return []
     return ["## Windows at a glance", ""] + table(
-        ["window", "axis", "status", "Δ tok/s (all rows)", "inside spread", "greedy",
+        ["window", "axis", "status", "Δ tok/s (all rows)", "within noise", "greedy",
          "|Δlogp| p99", "KL mean", "no observable effect", "ruler check"], rows)
 
 
@@ -122,26 +131,34 @@ def drift(view: RunView) -> list[str]:
     if len(sessions) < 2:
         return []
     shapes = list(dict.fromkeys(r.shape for r in view.rows if r.window == CONTROL))
+    declared = declared_noise(view)
     if view.state.session_places:
-        return place_drift(view, sessions, shapes) + drift_receipt(view)
+        return place_drift(view, sessions, shapes, declared) + drift_receipt(view)
     body = []
     for cls, c in shapes:
-        cells, prev = [], None
+        cells, prev, drifts = [], None, []
         for s in sessions:
             r = view.rows_of(s, CONTROL).get((cls, c))
             cell = f"{tok(r.agg_tok_s)} ({pct(r.spread)})" if r else "-"
             if r and prev:
-                cell += f", {delta(r, prev).text()}"
+                d = delta(r, prev, declared)
+                drifts.append(d.interval)
+                cell += f", {d.text()}"
             cells.append(cell)
             prev = r or prev
-        body.append([cls, c] + cells)
+        body.append([cls, c] + cells + [pct(noise_floor(declared, drifts))])
     lines = ["### Control drift across sessions", "",
-             "Each control row against the previous session's control row of the same shape.", ""]
-    lines += table(["class", "C"] + sessions, body)
+             "Each control row against the previous session's control row of the same shape, with "
+             "its 95 % interval. The control is the same configuration every time, so its drift is "
+             "noise between boots: a comparison of rows from different sessions (or runs) at a "
+             "shape must exceed the *noise floor* there, the largest drift or the declared noise "
+             f"({pct(declared)}), whichever is larger.", ""]
+    lines += table(["class", "C"] + sessions + ["noise floor across sessions"], body)
     return lines + drift_receipt(view)
 
 
-def place_drift(view: RunView, sessions: list[str], shapes: list[tuple[str, int]]) -> list[str]:
+def place_drift(view: RunView, sessions: list[str], shapes: list[tuple[str, int]],
+                declared: float) -> list[str]:
     """Sessions on places: within a place against the session before it there (what the run's
     drift check compared: that one had ended), and across places after the run."""
     places = view.state.session_places
@@ -157,9 +174,10 @@ def place_drift(view: RunView, sessions: list[str], shapes: list[tuple[str, int]
             prev = next((p for p in earlier_sessions(sessions, places, s) if rows.get(p)), None)
             per.append([places.get(s, "-"), s, f"{cls} C{c}", cell,
                         f"{prev}-{CONTROL}" if prev else "- (first on its place)",
-                        delta(r, rows[prev]).text() if prev else "-"])
+                        delta(r, rows[prev], declared).text() if prev else "-"])
             if first and places.get(s, places[first]) != places[first]:
-                across.append([places[s], s, f"{cls} C{c}", cell, delta(r, rows[first]).text()])
+                across.append([places[s], s, f"{cls} C{c}", cell,
+                               delta(r, rows[first], declared).text()])
     lines = ["### Control drift per place", "",
              "Each control row against the control row of the session that ran before it on the same "
              "place: the comparison the run's drift check made as the control ended (`drift.json`), "
@@ -180,8 +198,10 @@ def drift_receipt(view: RunView) -> list[str]:
     lines: list[str] = []
     data = read_json(view.dir / "drift.json")
     for d in data.get("rows", []):
+        ci = (f" [{d['delta_lo_pct']:+.2f}, {d['delta_hi_pct']:+.2f}]"
+              if d.get("delta_lo_pct") is not None and d.get("delta_hi_pct") is not None else "")
         lines.append(f"- `drift.json`: {d.get('session')} {d.get('class')} C{d.get('concurrency')} "
-                     f"{d.get('delta_pct'):+.2f} % vs {d.get('against')}: {d.get('verdict')}"
+                     f"{d.get('delta_pct'):+.2f} %{ci} vs {d.get('against')}: {d.get('verdict')}"
                      if d.get("delta_pct") is not None else f"- `drift.json`: {d}")
     return lines + ([""] if data.get("rows") else [])
 

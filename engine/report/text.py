@@ -8,33 +8,45 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.record.deltas import METHOD, Interval, observable, relative_delta
+from engine.record.deltas import text as delta_text
 from engine.report.run import Row, RunView
 
 
 @dataclass(frozen=True)
 class Delta:
-    """(window - control) / control, with the noise it is judged against."""
+    """(row - reference) / reference from their reps, with its interval and the noise floor it
+    is judged against (engine.record.deltas: the one rule of the report, the no-effect check and
+    compare)."""
 
     value: float | None
-    tolerance: float | None = None  # the larger of the two rows' spreads
+    lo: float | None = None
+    hi: float | None = None
+    floor: float = 0.0  # the noise a difference must exceed: declared, and drift across sessions
     why: str = ""  # why there is no value
 
     @property
+    def interval(self) -> Interval | None:
+        return None if self.value is None else Interval(self.value, self.lo, self.hi)
+
+    @property
     def inside(self) -> bool:
-        return self.value is not None and abs(self.value) <= (self.tolerance or 0.0)
+        """Within the noise: the interval holds 0, or the delta is no larger than the floor."""
+        iv = self.interval
+        return iv is not None and not observable(iv, self.floor)
 
     def text(self) -> str:
         if self.value is None:
             return f"n/a ({self.why})"
-        return f"{self.value * 100:+.1f} %" + (" (inside spread)" if self.inside else "")
+        return delta_text(self.interval, self.floor)
 
     def as_json(self) -> dict[str, Any]:
-        return {"value": self.value, "tolerance": self.tolerance, "inside": self.inside,
-                "why": self.why or None}
+        return {"value": self.value, "lo": self.lo, "hi": self.hi, "floor": self.floor,
+                "method": METHOD, "inside": self.inside, "why": self.why or None}
 
 
-def delta(row: Row | None, ref: Row | None, attr: str = "agg_tok_s") -> Delta:
-    """The same rule as the no-effect check: inside when |delta| <= the larger spread."""
+def delta(row: Row | None, ref: Row | None, floor: float = 0.0) -> Delta:
+    """The row against ``ref`` from their reps' tok/s; ``floor``: the noise it must exceed."""
     if row is None:
         return Delta(None, why="no row")
     if ref is None:
@@ -43,10 +55,16 @@ def delta(row: Row | None, ref: Row | None, attr: str = "agg_tok_s") -> Delta:
         return Delta(None, why=row.status or "no figure")
     if not ref.usable:
         return Delta(None, why=f"reference {ref.status or 'has no figure'}")
-    a, b = getattr(row, attr), getattr(ref, attr)
-    if a is None or not b:
-        return Delta(None, why=f"no {attr}")
-    return Delta((a - b) / b, max(row.spread or 0.0, ref.spread or 0.0))
+    iv = relative_delta(row.rep_tok_s, ref.rep_tok_s)
+    if iv is None:
+        return Delta(None, why="no reps")
+    iv = iv.rounded()
+    return Delta(iv.delta, iv.lo, iv.hi, floor)
+
+
+def declared_noise(view: RunView) -> float:
+    """The campaign's declared noise (``leak.spread``): the floor of every delta in the run."""
+    return view.campaign.leak.spread if view.campaign is not None else 0.0
 
 
 def tok(x: float | None) -> str:

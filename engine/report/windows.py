@@ -11,6 +11,7 @@ from engine.report.run import CONTROL, RunView, read_json
 from engine.report.text import (
     acceptance_text,
     cache_text,
+    declared_noise,
     delta,
     link,
     pct,
@@ -172,13 +173,14 @@ def windows(view: RunView) -> list[str]:
                       "left out).", ""]
         ctl = view.rows_of(ws.session, CONTROL)
         rows = view.rows_of(ws.session, ws.window)
+        floor = declared_noise(view)
         if rows:
             lines += table(
-                ["class", "C", "tok/s", CONTROL, "Δ tok/s", "per user", "Δ per user",
+                ["class", "C", "tok/s", CONTROL, "Δ tok/s [95 % CI]", "per user",
                  "spread (window / control)", "reps tok/s", "accept len / rate", "control accept",
                  "prefix cache (window / control)", "status", "attempts"],
                 [[r.cls, r.concurrency, tok(r.agg_tok_s), tok(c.agg_tok_s) if c else "-",
-                  delta(r, c).text(), tok(r.per_user_tok_s), delta(r, c, "per_user_tok_s").text(),
+                  delta(r, c, floor).text(), tok(r.per_user_tok_s),
                   f"{pct(r.spread)} / {pct(c.spread) if c else '-'}", reps_text(r),
                   acceptance_text(r), acceptance_text(c) if c else "-",
                   f"{cache_text(r)} / {cache_text(c)}", r.status, r.attempts]

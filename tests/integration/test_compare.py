@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from test_report import POLICY_A, POLICY_B, csv_rows, recomputed, run_a, run_b  # noqa: F401
 
+from engine.record.deltas import relative_delta
+from engine.record.deltas import text as delta_text
 from engine.report import Delta, load_run, pct, tok
 from engine.report.compare import cmd_compare, comparison, match_rows
 
@@ -28,9 +30,9 @@ def test_rows_side_by_side_with_deltas(run_a: Path, run_b: Path) -> None:  # noq
     b = recomputed(run_b, ("s1", "control", "prose", 1), POLICY_B)
     assert line["A tok/s"] == f"{tok(a['agg_tok_s'])} ±{pct(a['spread'])}"
     assert line["B tok/s"] == f"{tok(b['agg_tok_s'])} ±{pct(b['spread'])}"
-    d = (b["agg_tok_s"] - a["agg_tok_s"]) / a["agg_tok_s"]
-    inside = abs(d) <= max(a["spread"], b["spread"])
-    assert line["Δ B vs A"] == f"{d * 100:+.1f} %" + (" (inside spread)" if inside else "")
+    # A control row across runs: judged against both campaigns' declared noise (B's default 10 %).
+    iv = relative_delta(b["rep_tok_s"], a["rep_tok_s"]).rounded()  # type: ignore[union-attr]
+    assert line["Δ B vs A"] == delta_text(iv, max(POLICY_A.spread, POLICY_B.spread))
     assert line["matched by"] == "B: exact"
     assert line["A accept len/rate"] == f"{a['accept_len']:.2f}/{a['accept_rate']:.3f}"
 
@@ -51,20 +53,26 @@ def test_windows_matched_by_axis_and_leftovers_listed(run_a: Path, run_b: Path) 
     assert len(matches) == len(csv_rows(run_a)) + 1
 
 
-def test_inside_spread_flag_follows_the_spreads(run_a: Path, run_b: Path) -> None:  # noqa: F811
-    headers, text, records = comparison([load_run(run_a), load_run(run_b)])
+def test_within_noise_follows_the_interval_and_the_floor(run_a: Path, run_b: Path) -> None:  # noqa: F811
+    views = [load_run(run_a), load_run(run_b)]
+    headers, text, records = comparison(views)
     checked = 0
     for rec, line in zip(records, text, strict=True):
         a, b = rec["runs"]
         d = rec["delta_vs_first"][1]
         if a is None or b is None or d is None or d["value"] is None:
             continue
-        tol = max(a["spread"], b["spread"])
-        assert d["inside"] == (abs(d["value"]) <= tol)
-        assert line[headers.index("Δ B vs A")].endswith("(inside spread)") == d["inside"]
+        excludes_zero = d["lo"] > 0 or d["hi"] < 0
+        assert d["inside"] == (not (excludes_zero and abs(d["value"]) > d["floor"]))
+        assert line[headers.index("Δ B vs A")].endswith("(within noise)") == d["inside"]
+        # A window's floor holds its control's drift between the runs; a control's does not.
+        ctl = next(r for r in records if r["row"] == f"s1-control {a['cls']} C{a['concurrency']}")
+        drift = abs(ctl["delta_vs_first"][1]["value"])
+        want = max(POLICY_A.spread, POLICY_B.spread)
+        assert d["floor"] == (want if a["window"] == "control" else max(want, drift))
         checked += 1
     assert checked >= 2
-    assert Delta(0.01, 0.02).text().endswith("(inside spread)")
+    assert Delta(0.01, -0.01, 0.03).text().endswith("(within noise)")
 
 
 def test_each_run_against_its_own_control(run_a: Path, run_b: Path) -> None:  # noqa: F811
@@ -72,8 +80,8 @@ def test_each_run_against_its_own_control(run_a: Path, run_b: Path) -> None:  # 
     line = dict(zip(headers, next(t for t in text if t[0] == "s1-block5 prose C1"), strict=True))
     w = recomputed(run_b, ("s1", "draft5", "prose", 1), POLICY_B)
     c = recomputed(run_b, ("s1", "control", "prose", 1), POLICY_B)
-    d = (w["agg_tok_s"] - c["agg_tok_s"]) / c["agg_tok_s"]
-    assert line["B Δ vs own control"].startswith(f"{d * 100:+.1f} %")
+    iv = relative_delta(w["rep_tok_s"], c["rep_tok_s"]).rounded()  # type: ignore[union-attr]
+    assert line["B Δ vs own control"] == delta_text(iv, POLICY_B.spread)
 
 
 def test_cmd_compare_table_and_json(run_a: Path, run_b: Path,  # noqa: F811

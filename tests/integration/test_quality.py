@@ -22,7 +22,7 @@ from engine import testbed as tb_mod
 from engine.commands.progress import format_event
 from engine.quality import Quality
 from engine.quality.drift import control_drift
-from engine.quality.effect import fact_diff, rows_inside
+from engine.quality.effect import fact_diff, no_effect_verdict, rows_inside
 from engine.quality.knobs import knob_check
 from engine.quality.maths import (
     abs_stats,
@@ -141,24 +141,28 @@ def test_fact_diff_ignores_per_boot_facts() -> None:
     assert fact_diff({"kv.cells": 1024.0}, {"kv.cells": 1024}) != {}  # a type change is a change
 
 
-def test_rows_inside_the_spread() -> None:
-    control = {("prose", 1): {"agg_tok_s": 100.0, "spread": 0.05, "status": "ok"}}
-    inside = rows_inside({("prose", 1): {"agg_tok_s": 104.0, "spread": 0.02, "status": "ok"}},
-                         control)
-    assert inside["judged"] and inside["inside"]
-    outside = rows_inside({("prose", 1): {"agg_tok_s": 110.0, "spread": 0.02, "status": "ok"}},
-                          control)
+def test_rows_inside_the_noise() -> None:
+    def row(reps: list[float], status: str = "ok") -> dict[str, object]:
+        return {"agg_tok_s": sorted(reps)[1], "rep_tok_s": reps, "status": status}
+    control = {("prose", 1): row([100.0, 102.0, 98.0])}
+    inside = rows_inside({("prose", 1): row([101.0, 99.0, 103.0])}, control)
+    assert inside["judged"] and inside["inside"]  # the interval holds 0
+    outside = rows_inside({("prose", 1): row([110.0, 112.2, 107.8])}, control)
     assert outside["judged"] and not outside["inside"]
-    assert outside["rows"][0]["delta"] == pytest.approx(0.10)
-    void = rows_inside({("prose", 1): {"agg_tok_s": 100.0, "spread": 0.5, "status": "void"}},
-                       control)
+    got = outside["rows"][0]
+    assert got["delta"] == pytest.approx(0.10) and 0 < got["delta_lo"] < 0.10 < got["delta_hi"]
+    assert got["method"] == "Welch's t on log tok/s of the reps, 95 %"
+    void = rows_inside({("prose", 1): row([100.0, 50.0, 100.0], "void")}, control)
     assert not void["judged"]
-    # The campaign's declared noise is a floor under the rows' own spreads.
-    floored = rows_inside({("prose", 1): {"agg_tok_s": 88.0, "spread": 0.02, "status": "ok"}},
-                          control, floor=0.20)
-    assert floored["inside"] and floored["rows"][0]["tolerance"] == 0.20
-    assert not rows_inside({("prose", 1): {"agg_tok_s": 75.0, "spread": 0.02, "status": "ok"}},
-                           control, floor=0.20)["inside"]
+    # The campaign's declared noise is a floor: a delta whose interval excludes 0 is still no
+    # effect when it is no larger than the floor.
+    floored = rows_inside({("prose", 1): row([88.0, 89.8, 86.2])}, control, floor=0.20)
+    assert floored["inside"] and floored["rows"][0]["floor"] == 0.20
+    assert floored["rows"][0]["delta_hi"] < 0  # excludes 0: only the floor keeps it inside
+    assert not rows_inside({("prose", 1): row([75.0, 76.5, 73.5])}, control, floor=0.20)["inside"]
+    _, reasons = no_effect_verdict({}, outside, {"identical": 1, "n": 1})
+    assert reasons == [f"prose/c1 +10.0% [{got['delta_lo']:+.1%}, {got['delta_hi']:+.1%}] beyond "
+                       "the noise (floor 0.0%)"]
 
 
 def write_throughput(run_dir: Path, rows: list[tuple[str, str, str, int, float, float]]) -> None:
@@ -171,6 +175,7 @@ def write_throughput(run_dir: Path, rows: list[tuple[str, str, str, int, float, 
 
 
 def test_control_drift(tmp_path: Path) -> None:
+    """Rows without receipts (no source): the medians, no interval, the floor alone decides."""
     run, base = tmp_path / "run", tmp_path / "base"
     write_throughput(run, [("s1", "control", "prose", 1, 100.0, 0.01),
                            ("s1", "control", "prose", 4, 300.0, 0.01),
@@ -180,13 +185,15 @@ def test_control_drift(tmp_path: Path) -> None:
     write_throughput(base, [("s1", "control", "prose", 1, 90.0, 0.02),
                             ("s2", "control", "prose", 1, 110.0, 0.03)])
     order = ["s1", "s2", "s3"]
-    drift = control_drift(run, order, {})
-    assert [(d["session"], d["against"], d["delta_pct"], d["verdict"]) for d in drift] == [
-        ("s2", "s1-control", 0.1, "within spread"), ("s3", "s2-control", -5.09, "drift")]
-    with_base = control_drift(run, order, {}, base)[2:]
+    drift = control_drift(run, order, {}, floor=0.02)
+    assert [(d["session"], d["against"], d["delta_pct"], d["delta_lo_pct"], d["verdict"])
+            for d in drift] == [("s2", "s1-control", 0.1, None, "within noise"),
+                                ("s3", "s2-control", -5.09, None, "drift")]
+    with_base = control_drift(run, order, {}, base, floor=0.02)[2:]
     assert [d["against"] for d in with_base] == ["baseline base"] * 3
     assert with_base[0]["reference_tok_s"] == 100.0  # the median of the baseline's controls
     assert with_base[0]["delta_pct"] == 0.0 and with_base[2]["verdict"] == "drift"
+    assert control_drift(run, order, {}, floor=0.06)[1]["verdict"] == "within noise"
 
 
 def test_verdict_row_and_csv(tmp_path: Path) -> None:

@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 
 from engine import testbed as tb_mod
+from engine.record.deltas import relative_delta
+from engine.record.deltas import text as delta_text
 from engine.record.journal import read_events
 from engine.record.state import fold
 from engine.report import (
@@ -210,10 +212,12 @@ def recomputed(run: Path, key: tuple[str, str, str, int], policy: LeakPolicy) ->
 # ------------------------------------------------------------------------------ tests
 
 
-def test_delta_marks_differences_inside_the_spread() -> None:
-    assert Delta(0.012, 0.05).text() == "+1.2 % (inside spread)"
-    assert Delta(-0.06, 0.02).text() == "-6.0 %"
-    assert Delta(0.05, 0.05).inside  # the edge counts as inside, as in the no-effect check
+def test_delta_marks_differences_within_the_noise() -> None:
+    assert Delta(0.012, -0.03, 0.05).text() == "+1.2 % [-3.0, +5.0] (within noise)"
+    assert Delta(-0.06, -0.08, -0.04).text() == "-6.0 % [-8.0, -4.0]"
+    assert Delta(-0.06, -0.08, -0.04, floor=0.10).text() == "-6.0 % [-8.0, -4.0] (within noise)"
+    assert Delta(0.05, 0.01, 0.09, floor=0.05).inside  # the edge counts as inside
+    assert Delta(0.25, floor=0.2).text() == "+25.0 %"  # one rep: no interval, the floor decides
     assert Delta(None, why="void").text() == "n/a (void)"
 
 
@@ -238,17 +242,21 @@ def test_window_deltas_against_the_sessions_control(run_a: Path, report_a: str) 
     for cls in ("prose", "code"):
         w = recomputed(run_a, ("s1", "block5", cls, 1), POLICY_A)
         ctl = recomputed(run_a, ("s1", "control", cls, 1), POLICY_A)
-        d = (w["agg_tok_s"] - ctl["agg_tok_s"]) / ctl["agg_tok_s"]
-        inside = abs(d) <= max(w["spread"], ctl["spread"])
+        iv = relative_delta(w["rep_tok_s"], ctl["rep_tok_s"]).rounded()  # type: ignore[union-attr]
         cells = pick(table, cls, 1)
         assert cells["tok/s"] == tok(w["agg_tok_s"]) and cells["control"] == tok(ctl["agg_tok_s"])
-        assert cells["Δ tok/s"] == f"{d * 100:+.1f} %" + (" (inside spread)" if inside else "")
+        assert cells["Δ tok/s [95 % CI]"] == delta_text(iv, POLICY_A.spread)
+        # throughput.csv says the same, from the same reps.
+        row = csv_rows(run_a)[("s1", "block5", cls, 1)]
+        assert (float(row["delta"]), float(row["delta_lo"]), float(row["delta_hi"])) == (
+            iv.delta, iv.lo, iv.hi)
         assert cells["spread (window / control)"] == f"{pct(w['spread'])} / {pct(ctl['spread'])}"
         assert cells["reps tok/s"] == ", ".join(
             tok(v) for v in receipt_rep_tok_s(run_a, csv_rows(run_a)[("s1", "block5", cls, 1)][
                 "source"], 1))
     # A row judged against a void control row (or void itself) has no delta, and says why.
-    assert pick(table, "prose", 2)["Δ tok/s"] == "n/a (void)"
+    assert pick(table, "prose", 2)["Δ tok/s [95 % CI]"] == "n/a (void)"
+    assert csv_rows(run_a)[("s1", "block5", "prose", 2)]["delta"] == ""
 
 
 def test_void_rows_and_their_reruns_are_on_record(run_a: Path, report_a: str) -> None:
@@ -315,8 +323,13 @@ def test_controls_and_drift(run_a: Path, report_a: str) -> None:
     drift = md_table(report_a, "### Control drift across sessions")
     view = load_run(run_a)
     for cls in ("prose", "code"):
-        d = delta(view.rows_of("s2", "control")[(cls, 1)], view.rows_of("s1", "control")[(cls, 1)])
+        d = delta(view.rows_of("s2", "control")[(cls, 1)], view.rows_of("s1", "control")[(cls, 1)],
+                  POLICY_A.spread)
+        assert d.lo is not None  # two reps a side: an interval
         assert pick(drift, cls, 1)["s2"].endswith(d.text())
+        # The floor a comparison across the two sessions must exceed: the drift itself here.
+        assert pick(drift, cls, 1)["noise floor across sessions"] == pct(
+            max(abs(d.value or 0), POLICY_A.spread))
     assert "`drift.json`" in report_a if (run_a / "drift.json").exists() else True
 
 

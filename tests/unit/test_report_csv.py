@@ -13,8 +13,8 @@ ROW = {"session": "s1", "window": "w", "axis": "one flag", "class": "prose", "co
        "reps": 3, "agg_tok_s": 101.5, "per_user_tok_s": 12.7, "ttft_ms": 40.25, "decode_tok_s": 14.0,
        "accept_len": 2.5, "accept_rate": 0.61, "accept_source": "metrics", "j_per_token": 0.412,
        "power_w": 311.5, "sm_mhz_min": 1980.0, "throttled": "False", "spread": 0.031,
-       "cache": "flush", "cache_hit": 0.0, "status": "ok", "attempts": 1, "reason": "", "source": "",
-       "ruler_check": "acts",
+       "delta": 0.12, "delta_lo": 0.05, "delta_hi": 0.2, "cache": "flush", "cache_hit": 0.0,
+       "status": "ok", "attempts": 1, "reason": "", "source": "", "ruler_check": "acts",
        "rep_tok_s": [101.5, 100.0, 103.2]}
 
 
@@ -43,9 +43,10 @@ def test_a_file_from_before_the_gpu_columns_reads_them_as_empty(tmp_path: Path) 
     assert (row.agg_tok_s, row.status) == (101.5, "ok")
 
 
-def test_a_run_recorded_before_the_cache_columns_reads_them_as_empty(tmp_path: Path) -> None:
-    old = [c for c in receipts.CSV_COLUMNS if c not in ("cache", "cache_hit")]
+def test_a_run_recorded_before_the_delta_and_cache_columns_reads_them_as_empty(tmp_path: Path) -> None:
+    old = [c for c in receipts.CSV_COLUMNS
+           if c not in ("delta", "delta_lo", "delta_hi", "cache", "cache_hit")]
     lines = [",".join(old), ",".join(str(ROW.get(c, "")) for c in old)]
     (tmp_path / "throughput.csv").write_text("\n".join(lines) + "\n")
     [row] = read_rows(tmp_path, RunState())
-    assert (row.cache, row.cache_hit, row.agg_tok_s) == ("", None, 101.5)
+    assert (row.delta, row.cache, row.cache_hit, row.agg_tok_s) == (None, "", None, 101.5)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import statistics
 import threading
 import time
@@ -257,15 +258,14 @@ def test_a_knob_check_that_errored_is_not_a_ruler_suspect() -> None:
     assert ("knobs error", "error") in view.window_notes(st, "s1-ctx")
 
 
-def test_headline_is_the_median_of_per_shape_ratios() -> None:
+def test_headline_is_the_median_shapes_delta_with_its_interval() -> None:
     st, _ = finished_state()
-    pairs = view.shape_pairs(st, "s1-ctx")
+    deltas = view.shape_deltas(st, "s1-ctx")
     # Void rows carry polluted numbers: they are left out on both sides.
-    assert [p[0] for p in pairs] == ["prose c1", "code c1"] or len(pairs) >= 1
-    d, provisional = view.headline(st, "s1-ctx")  # type: ignore[misc]
-    ratios = sorted(h / c for _, h, c, _ in pairs)
-    assert abs(d - (ratios[len(ratios) // 2] if len(ratios) % 2 else
-                    (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2) + 1) < 1e-9
+    assert [d[0] for d in deltas] == ["prose c1", "code c1"] or len(deltas) >= 1
+    iv, provisional = view.headline(st, "s1-ctx")  # type: ignore[misc]
+    ordered = sorted(d[1].delta for d in deltas)
+    assert iv.delta == ordered[(len(ordered) - 1) // 2]  # one shape's own, the lower median
     assert not provisional
     # A control is compared with the previous session's control: boot-to-boot drift.
     assert view.reference(st, "s2-control").key == "s1-control"  # type: ignore[union-attr]
@@ -276,7 +276,8 @@ def test_delta_says_why_when_the_control_has_nothing_to_compare_with() -> None:
     """A window whose control rows all went void had a blank Δ ctl and no reason on screen."""
     st, _ = finished_state()
     d, style = view.delta_seg(st, "s1-ctx")
-    assert d.endswith("%") and style in ("success", "error", "")
+    assert re.fullmatch(r"[+-]\d+\.\d%", d) and style in ("success", "error", "")
+    assert re.fullmatch(r"\[[+-]\d+,[+-]\d+\]", view.ci_seg(st, "s1-ctx")[0])
     for r in view.window_rows(st, "s1-control"):
         r.status = RowStatus.VOID
     assert view.delta_seg(st, "s1-ctx") == ("control void", "warning")

@@ -1,0 +1,143 @@
+"""A window row against its control row: the relative delta of their reps, with a confidence
+interval, and the one rule that says whether it is beyond the noise.
+
+Method: Welch's t on the natural log of each rep's aggregate tok/s, at 95 %. The difference of the
+two sides' mean logs is the log of the ratio of their geometric means; its interval is
+``d ± t(0.975, ν) · se`` with ``se² = s_w²/n_w + s_c²/n_c`` and the Welch-Satterthwaite ``ν``;
+both ends come back as ratios minus one. Logs, because a delta is a ratio (a window twice as fast
+and one half as fast are equally far from the control) and tok/s is positive; Welch, because the
+two sides' noise differs and three reps a side is too few for a bootstrap (a resample of three
+values takes only ten distinct sets, and its percentile interval is far too narrow).
+
+The rule (no observable effect, the console's Δ colour, ``ruler compare``): a delta shows an effect
+when its interval excludes 0 and it is larger than the noise floor: the campaign's declared noise
+(``leak.spread``; reps within one boot understate the noise between two boots), and for a
+comparison across sessions or runs the control's own drift between them as well. With a single
+rep on a side there is no interval, and the floor alone decides.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+LEVEL = 0.95
+METHOD = "Welch's t on log tok/s of the reps, 95 %"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """(window / control) - 1 from the reps, with its interval (None ends: fewer than two reps on
+    a side, so no variance)."""
+
+    delta: float
+    lo: float | None
+    hi: float | None
+
+    def rounded(self, digits: int = 4) -> Interval:
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(x, digits)
+        return Interval(round(self.delta, digits), r(self.lo), r(self.hi))
+
+
+def relative_delta(window: Sequence[float], control: Sequence[float],
+                   level: float = LEVEL) -> Interval | None:
+    """The window's reps against the control's; None when either side has no rep or a rep that
+    is not a positive rate (no log)."""
+    if not window or not control or min(*window, *control) <= 0:
+        return None
+    lw, lc = [math.log(x) for x in window], [math.log(x) for x in control]
+    d = _mean(lw) - _mean(lc)
+    point = math.expm1(d)
+    if len(lw) < 2 or len(lc) < 2:
+        return Interval(point, None, None)
+    vw, vc = _var(lw) / len(lw), _var(lc) / len(lc)
+    se = math.sqrt(vw + vc)
+    if se == 0:  # every rep alike on both sides: nothing to widen the point by
+        return Interval(point, point, point)
+    nu = (vw + vc) ** 2 / (vw ** 2 / (len(lw) - 1) + vc ** 2 / (len(lc) - 1))
+    half = t_quantile(1 - (1 - level) / 2, nu) * se
+    return Interval(point, math.expm1(d - half), math.expm1(d + half))
+
+
+def observable(iv: Interval, floor: float = 0.0) -> bool:
+    """The rule: the interval excludes 0 (or there is none) and the delta exceeds the floor."""
+    excludes_zero = iv.lo is None or iv.hi is None or iv.lo > 0 or iv.hi < 0
+    return excludes_zero and abs(iv.delta) > floor
+
+
+def noise_floor(declared: float, drifts: Iterable[Interval | None]) -> float:
+    """The floor a comparison across sessions (or runs) must exceed: the declared noise, or the
+    largest drift of the control between them, whichever is larger."""
+    return max([declared] + [abs(d.delta) for d in drifts if d is not None])
+
+
+def text(iv: Interval | None, floor: float = 0.0) -> str:
+    """``+12.3 % [+8.1, +16.6]``, with ``(within noise)`` when the rule sees no effect."""
+    if iv is None:
+        return "n/a"
+    out = f"{iv.delta * 100:+.1f} %"
+    if iv.lo is not None and iv.hi is not None:
+        out += f" [{iv.lo * 100:+.1f}, {iv.hi * 100:+.1f}]"
+    return out + ("" if observable(iv, floor) else " (within noise)")
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def _var(xs: Sequence[float]) -> float:
+    m = _mean(xs)
+    return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
+
+
+# -- Student's t, for a fractional degree of freedom (numpy has no quantile of it) -------------
+
+
+def t_cdf(t: float, nu: float) -> float:
+    """P(T <= t) for Student's t with ``nu`` degrees of freedom (``nu`` > 0, not only whole)."""
+    tail = 0.5 * _betainc(nu / 2, 0.5, nu / (nu + t * t))
+    return 1 - tail if t > 0 else tail
+
+
+def t_quantile(p: float, nu: float) -> float:
+    """The t with P(T <= t) = p, for 0.5 <= p < 1: bisection on :func:`t_cdf` (to 1e-10)."""
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, nu) < p:
+        hi *= 2
+    while hi - lo > 1e-10 * max(1.0, hi):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, nu) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta I_x(a, b), by its continued fraction (modified Lentz)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    if x > (a + 1) / (a + b + 2):  # the fraction converges fast on this side only
+        return 1 - front * _betacf(b, a, 1 - x) / b
+    return front * _betacf(a, b, x) / a
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    tiny = 1e-300
+    c, d = 1.0, 1 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1 + num * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1) < 1e-15:
+            break
+    return h
