@@ -15,7 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-import test_runner
 import yaml
 from fakes import FakeRuntime
 from test_runner import campaign, events, rows, runner
@@ -30,7 +29,6 @@ from engine.servers.llamacpp import LlamaCppAdapter
 from engine.servers.prometheus import summed_samples
 
 pytestmark = pytest.mark.timeout(60)
-tmp, fake = test_runner.tmp, test_runner.fake  # the run-loop tests' fixtures
 
 
 def answering(status: int, body: str) -> tuple[httpx.Client, list[httpx.Request]]:

@@ -93,7 +93,8 @@ def places_of(run_dir: Path) -> dict[str, str]:
 def csv_rows(run_dir: Path) -> dict[str, dict[str, str]]:
     """throughput.csv, by row key, without the measured figures (two runs never measure the same)."""
     figures = {"agg_tok_s", "per_user_tok_s", "ttft_ms", "decode_tok_s", "spread", "accept_len",
-               "accept_rate", "status"}  # ok or noisy: a spread, measured
+               "accept_rate", "status",  # ok or noisy: a spread, measured
+               "delta", "delta_lo", "delta_hi"}
     return {f"{r['session']}-{r['window']}/{r['class']}/c{r['concurrency']}":
             {k: v for k, v in r.items() if k not in figures}
             for r in csv.DictReader((run_dir / "throughput.csv").open())}
