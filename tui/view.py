@@ -470,13 +470,15 @@ def shape_deltas(state: RunState, wkey: str) -> list[tuple[str, Interval, bool]]
 
 
 def headline(state: RunState, wkey: str) -> tuple[Interval, bool] | None:
-    """The median shape's delta and interval (the lower median, so it is one shape's own): shapes
-    at different concurrency differ by multiples, so a delta per shape keeps one fast shape from
-    deciding the headline."""
+    """The median shape's delta and interval: shapes at different concurrency differ by
+    multiples, so a delta per shape keeps one fast shape from deciding the headline. It is one
+    shape's own, so that its interval goes with it: of an even count's two middle shapes, the one
+    nearer 0 (the headline never overstates)."""
     deltas = sorted(shape_deltas(state, wkey), key=lambda d: d[1].delta)
     if not deltas:
         return None
-    _, iv, _ = deltas[(len(deltas) - 1) // 2]
+    middle = deltas[(len(deltas) - 1) // 2: len(deltas) // 2 + 1]
+    _, iv, _ = min(middle, key=lambda d: abs(d[1].delta))
     return iv, any(p for *_, p in deltas)
 
 
