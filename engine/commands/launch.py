@@ -40,7 +40,7 @@ from engine.record import results
 from engine.record.events import RunStatus
 from engine.record.journal import damage_report
 from engine.record.liveness import LOCK, PID, engine_alive, read_pid
-from engine.record.state import fold_journal
+from engine.record.snapshot import fold_journal
 from engine.run.context import Phase
 from engine.run.control import SOCKET, ControlServer
 from engine.run.measure import Measurement

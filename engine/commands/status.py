@@ -11,7 +11,8 @@ from engine.record import results
 from engine.record.events import CONTROL, LIVE_ROWS, RowStatus, RunStatus, WindowStatus
 from engine.record.journal import Damage, damage_report
 from engine.record.liveness import engine_alive, read_pid
-from engine.record.state import RowState, RunState, fold_journal
+from engine.record.snapshot import fold_journal
+from engine.record.state import RowState, RunState
 
 
 def latest_run(results_dir: str | Path = "results") -> Path:

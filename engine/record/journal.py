@@ -64,8 +64,8 @@ class Reader:
     its newline), it numbers them, returns ``(line, event)`` for each event and keeps the rest in
     :attr:`damage`. Sequence numbers are the fold's business (``engine.state.apply``)."""
 
-    def __init__(self) -> None:
-        self.line = 0
+    def __init__(self, line: int = 0) -> None:
+        self.line = line  # the lines before the first one fed (a snapshot covers them)
         self.damage: list[Damage] = []
 
     def feed(self, lines: Iterable[bytes]) -> list[tuple[int, Event]]:
@@ -86,23 +86,24 @@ class JournalRead:
     damage: list[Damage]
     length: int  # bytes up to the end of the last complete line
     torn: bool  # a last line without its newline follows
+    lines: int = 0  # complete lines up to ``length``
+    last: bytes = b""  # the last complete line, with its newline
 
 
-def read_journal(path: str | Path) -> JournalRead:
-    reader = Reader()
-    events: list[tuple[int, Event]] = []
-    length, torn = 0, False
+def read_journal(path: str | Path, start: int = 0, line: int = 0) -> JournalRead:
+    """The complete lines from byte ``start`` on, numbered after ``line`` (the lines before it)."""
     try:
         with open(path, "rb") as f:
-            for raw in f:
-                if not raw.endswith(b"\n"):
-                    torn = True  # the write never completed
-                    break
-                events += reader.feed([raw])
-                length += len(raw)
+            f.seek(start)
+            data = f.read()
     except FileNotFoundError:
-        pass
-    return JournalRead(events, reader.damage, length, torn)
+        data = b""
+    complete = data.rfind(b"\n") + 1
+    raws = data[:complete].split(b"\n")[:-1]  # a last line without its newline never completed
+    reader = Reader(line)
+    events = reader.feed(raws)
+    return JournalRead(events, reader.damage, start + complete, complete < len(data),
+                       line + len(raws), raws[-1] + b"\n" if raws else b"")
 
 
 def read_events(path: str | Path) -> list[Event]:

@@ -1,7 +1,7 @@
 """The run directory and its fixed file names.
 
 results/<YYYY-MM-DD>-<campaign>[-N]/
-  campaign.yaml  env.json  journal.jsonl  throughput.csv
+  campaign.yaml  env.json  journal.jsonl  throughput.csv  state.snapshot.json (the fold's cache)
   windows/<session>-<window>/boot.log boot-facts.json boot-excerpt.txt rejection.txt reps/...
 
 Owner-only, like the control socket: directories 0700, files 0600 (a boot log or a prompt may

@@ -1,11 +1,13 @@
-"""``fold(events) -> RunState``: the only way a run's state is derived (printer, console, resume)."""
+"""``fold(events) -> RunState``: the only way a run's state is derived (printer, console, resume).
+
+A journal file's state: ``engine.record.snapshot.fold_journal`` (this fold, from a snapshot of it).
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from engine.record.events import (
@@ -20,7 +22,7 @@ from engine.record.events import (
     Verdict,
     WindowStatus,
 )
-from engine.record.journal import Damage, Event, JournalRead, excerpt, read_journal
+from engine.record.journal import Damage, Event, JournalRead, excerpt
 
 
 @dataclass
@@ -382,13 +384,9 @@ def fold(events: Iterable[Event], state: RunState | None = None) -> RunState:
     return state
 
 
-def fold_journal(path: str | Path) -> RunState:
-    """The state of a journal file, with every damaged line (its number and why) in ``damage``."""
-    return fold_read(read_journal(path))
-
-
-def fold_read(read: JournalRead) -> RunState:
-    state = RunState()
+def fold_read(read: JournalRead, state: RunState | None = None) -> RunState:
+    """The lines read folded onto ``state``: a snapshot's fold of the lines before them, or none."""
+    state = RunState() if state is None else state
     for line, e in read.events:
         apply(state, e, line)
     state.damage = sorted(read.damage + state.damage, key=lambda d: d.line or 0)

@@ -1,7 +1,9 @@
 """The journal's one writer: append-only, fsync'd, thread-safe; it refuses a damaged journal.
 
 Reading and parsing live in ``engine.record.journal``; the refusal needs the fold's sequence checks
-(``engine.record.state``), hence a module of its own above both.
+(``engine.record.state``), hence a module of its own above both. The writer keeps the fold of what
+the journal holds (:attr:`Journal.state`, each event folded as it reads back from its line) and its
+snapshot (``engine.record.snapshot``) every ``snapshot.EVERY`` events and when it closes.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.record.journal import Damage, Event, damage_report, read_journal
+from engine.record import snapshot
+from engine.record.journal import Damage, Event, damage_report
 from engine.record.results import open_append
-from engine.record.state import fold_read
+from engine.record.state import apply
 
 
 class JournalDamaged(ValueError):
@@ -33,28 +36,48 @@ class Journal:
     It cuts a torn last line and nothing else; a damaged journal is refused, never trimmed.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, snapshot_every: int = snapshot.EVERY) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        read = read_journal(self.path)
-        damage = fold_read(read).damage  # lines that are not events, and seqs out of sequence
-        if damage:
-            raise JournalDamaged(self.path, damage)
+        folded = snapshot.read_folded(self.path)
+        if folded.state.damage:  # lines that are not events, and seqs out of sequence
+            raise JournalDamaged(self.path, folded.state.damage)
+        self.state = folded.state
         self._f = open_append(self.path)
-        if read.torn:
-            self._f.truncate(read.length)  # so the next event starts on its own line
-        self.seq = max((e["seq"] for _, e in read.events), default=0)
+        if folded.read.torn:
+            self._f.truncate(folded.read.length)  # so the next event starts on its own line
+        self.seq = self.state.last_seq
+        # The lines folded here rather than read from a snapshot: the next snapshot covers them.
+        self._every = snapshot_every
+        self._since = folded.read.lines - (folded.prefix.lines if folded.prefix else 0)
+        self._length, self._lines, self._last = folded.read.length, folded.read.lines, folded.last
 
     def append(self, kind: str, **data: Any) -> Event:
         with self._lock:
             self.seq += 1
             event = {"seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **data}
-            self._f.write(json.dumps(event, separators=(",", ":"), default=str).encode() + b"\n")
+            line = json.dumps(event, separators=(",", ":"), default=str).encode() + b"\n"
+            self._f.write(line)
             self._f.flush()
             os.fsync(self._f.fileno())
+            self._length, self._lines, self._last = self._length + len(line), self._lines + 1, line
+            # Folded as a reader of the file will fold it (a Path as its text, a tuple as a list).
+            apply(self.state, json.loads(line), self._lines)
+            self._since += 1
+            if self._since >= self._every:
+                self._snapshot()
             return event
 
+    def _snapshot(self) -> None:
+        self._since = 0
+        # A cache of the fold: one not written costs readers time, never a figure.
+        with contextlib.suppress(OSError):
+            snapshot.write(self.path, self.state, self._length, self._lines, self._last)
+
     def close(self) -> None:
-        # Only an append that already raised (disk full) leaves bytes to flush.
-        with self._lock, contextlib.suppress(OSError):
-            self._f.close()
+        with self._lock:
+            if self._since and not self._f.closed:
+                self._snapshot()
+            # Only an append that already raised (disk full) leaves bytes to flush.
+            with contextlib.suppress(OSError):
+                self._f.close()

@@ -27,9 +27,9 @@ from engine.record.events import (
     WindowStatus,
     check,
 )
-from engine.record.journal import Event, read_events
+from engine.record.journal import Event
 from engine.record.receipts import ThroughputWriter
-from engine.record.state import RunState, apply, fold
+from engine.record.state import RunState
 from engine.record.writer import Journal
 from engine.run.boot import BootOutcome, LogPump, wait_ready
 from engine.run.context import Controls, Phase, RunContext, WindowContext
@@ -118,8 +118,9 @@ class Runner:
         self.journal = Journal(run_dir / results.JOURNAL)
         self.run_id = run_id(run_dir)
         self.control_facts: dict[str, BootFacts] = {}
-        # A journal already there means a resume: its fold is where the campaign stands.
-        self.state = fold(read_events(run_dir / results.JOURNAL))
+        # A journal already there means a resume: its fold is where the campaign stands. The
+        # journal's writer folds each event it appends: that fold is the campaign's state.
+        self.state = self.journal.state
         self.resuming = self.state.last_seq > 0
         self.prompts = frozen_prompts(campaign, run_dir, variables)
         self.reboots: dict[str, int] = {}
@@ -160,7 +161,6 @@ class Runner:
         check(kind, data)  # a malformed event is a ruler bug: raised before it reaches the journal
         # The one door to the journal, so the plan's argv, error texts and boot facts alike.
         event = self.journal.append(kind, **self.redact.data(data))
-        apply(self.state, event)
         for listen in self.listeners:
             listen(event, self.state)
         if self.printer:

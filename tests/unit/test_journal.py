@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from engine.commands.cli import main
 from engine.record import results
 from engine.record.journal import read_events
-from engine.record.state import RunState, apply, fold, fold_journal
+from engine.record.snapshot import fold_journal
+from engine.record.state import RunState, apply, fold
 from engine.record.writer import Journal, JournalDamaged
 
 

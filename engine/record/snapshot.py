@@ -1,0 +1,264 @@
+"""A snapshot of the fold: the state of a journal's first lines, so that a reader folds only the rest.
+
+The journal stays the run's only record and ``fold`` the only way its state is derived: a snapshot
+is a cache of the fold, written by the journal's writer (``engine.record.writer``) every
+``EVERY`` events and when it closes, atomically, beside the journal (``state.snapshot.json``). It
+says what it covers: the journal's bytes and lines it folded, the sequence number reached, and the
+first and the last of those lines (the last one's length and hash). A reader takes it only when
+all of that still holds and the same fold wrote it (ruler's version and the source of the fold's
+modules); otherwise (no snapshot, a journal shorter than it or rewritten, a seq that does not
+match, a corrupt file, another version) the reader folds the whole journal, as it always could.
+
+The state is written generically, field by field of its dataclasses, and read back by their type
+hints: a field added to ``RunState`` needs no code here, and since the fold's source is part of
+the fingerprint, a snapshot written before the field existed is never read as if it had it.
+
+The snapshot trusts the journal to be append-only, as its writer keeps it: an edit inside the
+covered lines that keeps every byte where it was (the same length, the first and last lines
+untouched) is not seen; deleting ``state.snapshot.json`` makes every reader fold the whole journal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine import __version__
+from engine.record.journal import JournalRead, Reader, read_journal
+from engine.record.state import RunState, fold_read
+
+SNAPSHOT = "state.snapshot.json"
+EVERY = 1000  # events between two snapshots: a reader folds fewer than this many itself
+FORMAT = 1
+FOLD_MODULES = ("engine.record.events", "engine.record.journal", "engine.record.state", __name__)
+
+
+def path_of(journal: Path) -> Path:
+    return journal.with_name(SNAPSHOT)
+
+
+def _hash(data: bytes) -> str:
+    return hashlib.sha1(data, usedforsecurity=False).hexdigest()
+
+
+def _check(head: dict[str, Any], body: bytes) -> str:
+    """The hash of the whole snapshot: its header (but this hash) and its state."""
+    fields = {k: v for k, v in head.items() if k != "check"}
+    return _hash(json.dumps(fields, sort_keys=True).encode() + b"\n" + body)
+
+
+@functools.cache
+def fingerprint() -> str | None:
+    """The fold that writes and reads snapshots: ruler's version and the source of its modules.
+    None when a source cannot be read: then no snapshot is written or read."""
+    h = hashlib.sha1(f"{FORMAT} {__version__}".encode(), usedforsecurity=False)
+    for name in FOLD_MODULES:
+        try:
+            h.update(Path(sys.modules[name].__file__ or "").read_bytes())
+        except (OSError, KeyError):
+            return None
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------ the state, field by field
+
+def _fields(o: Any) -> Any:
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return {f.name: getattr(o, f.name) for f in dataclasses.fields(o)}
+    if isinstance(o, set | frozenset):
+        return list(o)
+    raise TypeError(f"a snapshot cannot hold {type(o).__name__}")
+
+
+def encode(state: RunState) -> bytes:
+    return json.dumps(state, default=_fields, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+Decode = Callable[[Any], Any]
+
+
+@functools.cache
+def decoder(tp: Any) -> Decode:
+    """How a value of type ``tp`` reads back from JSON; raises TypeError for a type it cannot."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any or tp in (str, int, float, bool, type(None)) or (
+            isinstance(tp, type) and issubclass(tp, str)):
+        return _same
+    if dataclasses.is_dataclass(tp):
+        return _dataclass(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [decoder(a) for a in args if a is not type(None)]
+        if all(d is _same for d in inner):
+            return _same
+        if len(inner) != 1:
+            raise TypeError(f"a snapshot cannot read {tp!r}")
+        one = inner[0]
+        return lambda v: None if v is None else one(v)
+    if origin is dict:
+        key = int if args[0] is int else _same if args[0] is str else None
+        if key is None:
+            raise TypeError(f"a snapshot cannot read {tp!r}: JSON keys are strings")
+        value = decoder(args[1])
+        if key is _same and value is _same:
+            return _same
+        return lambda v: {key(k): value(x) for k, x in v.items()}
+    if origin is list:
+        item = decoder(args[0])
+        return _same if item is _same else (lambda v: [item(x) for x in v])
+    if origin is set:
+        item = decoder(args[0])
+        return lambda v: {item(x) for x in v}
+    if origin is tuple and args and args[-1] is not Ellipsis:
+        items = [decoder(a) for a in args]
+        return lambda v: tuple(d(x) for d, x in zip(items, v, strict=True))
+    raise TypeError(f"a snapshot cannot read {tp!r}")
+
+
+def _dataclass(cls: type) -> Decode:
+    hints = typing.get_type_hints(cls)
+    fields = [(f.name, decoder(hints[f.name])) for f in dataclasses.fields(cls)]
+
+    def read(v: dict[str, Any]) -> Any:
+        return cls(**{name: d(v[name]) for name, d in fields})
+
+    return read
+
+
+def decode(data: Any) -> RunState:
+    state = decoder(RunState)(data)
+    assert isinstance(state, RunState)
+    return state
+
+
+# ------------------------------------------------------------------ writing and reading
+
+@dataclass
+class Prefix:
+    """A snapshot that matches its journal: the fold of its first ``lines`` lines."""
+
+    state: RunState
+    length: int  # bytes: the end of the last line it covers
+    lines: int
+    last: bytes  # that last line, with its newline
+
+
+def write(journal: Path, state: RunState, length: int, lines: int, last: bytes) -> None:
+    """The snapshot of ``state``, the fold of the journal's first ``lines`` lines (``length``
+    bytes, the last of them ``last``). Atomic, not fsync'd: a snapshot lost to a crash is missed,
+    never misread (its hash), and the journal still holds everything."""
+    fold = fingerprint()
+    if fold is None or not lines:
+        return
+    with open(journal, "rb") as f:
+        first = f.readline()
+    body = encode(state)
+    head: dict[str, Any] = {"format": FORMAT, "fold": fold, "seq": state.last_seq, "length": length,
+                            "lines": lines, "first": _hash(first), "last_len": len(last),
+                            "last": _hash(last)}
+    head["check"] = _check(head, body)
+    path = path_of(journal)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # owner-only
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(json.dumps(head).encode() + b"\n" + body + b"\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def load(journal: Path) -> tuple[Prefix | None, str]:
+    """The snapshot beside ``journal`` when it still matches it, else None and why not."""
+    try:
+        raw = path_of(journal).read_bytes()
+    except FileNotFoundError:
+        return None, "no snapshot"
+    except OSError as e:
+        return None, f"snapshot unreadable ({e.strerror})"
+    head_raw, _, body = raw.partition(b"\n")
+    try:
+        head = json.loads(head_raw)
+        if not isinstance(head, dict):
+            raise ValueError
+    except ValueError:
+        return None, "snapshot corrupt (its header is not JSON)"
+    fold = fingerprint()
+    if head.get("format") != FORMAT or fold is None or head.get("fold") != fold:
+        return None, "snapshot written by another version of ruler"
+    body = body.removesuffix(b"\n")
+    if head.get("check") != _check(head, body):
+        return None, "snapshot corrupt (it does not match its hash)"
+    try:
+        length, lines, seq, last_len = (int(head[k]) for k in ("length", "lines", "seq", "last_len"))
+        with open(journal, "rb") as f:
+            first = f.readline()
+            if os.fstat(f.fileno()).st_size < length:
+                return None, "journal shorter than the snapshot"
+            f.seek(length - last_len - 1 if length > last_len else 0)
+            edge = f.read(last_len + 1 if length > last_len else last_len)
+    except FileNotFoundError:
+        return None, "no journal"
+    except (OSError, KeyError, ValueError, TypeError):
+        return None, "snapshot corrupt (its header)"
+    last = edge[-last_len:] if last_len else b""
+    lone = length == last_len
+    if (_hash(first) != head.get("first") or _hash(last) != head.get("last")
+            or not last.endswith(b"\n") or not (lone or edge[:1] == b"\n")):
+        return None, "journal rewritten since the snapshot"
+    try:
+        state = decode(json.loads(body))
+    except (ValueError, KeyError, TypeError, AssertionError):
+        return None, "snapshot corrupt (its state does not read back)"
+    ended = Reader(lines - 1).feed([last])
+    damaged = {d.line for d in state.damage}
+    if state.last_seq != seq or (ended and ended[0][1]["seq"] != seq and lines not in damaged):
+        return None, "seq mismatch between the snapshot and the journal"
+    return Prefix(state, length, lines, last), ""
+
+
+@dataclass
+class Folded:
+    """A journal's state: a snapshot's and the lines after it, or every line when none matched."""
+
+    state: RunState
+    read: JournalRead  # the lines folded here (all of them without a snapshot)
+    prefix: Prefix | None
+    why: str  # why no snapshot was used ("" when one was)
+
+    @property
+    def last(self) -> bytes:
+        """The journal's last complete line."""
+        return self.read.last or (self.prefix.last if self.prefix else b"")
+
+
+def read_folded(journal: str | Path) -> Folded:
+    journal = Path(journal)
+    prefix, why = load(journal)
+    if prefix is None:
+        read = read_journal(journal)
+        return Folded(fold_read(read), read, None, why)
+    read = read_journal(journal, prefix.length, prefix.lines)
+    return Folded(fold_read(read, prefix.state), read, prefix, "")
+
+
+def fold_journal(journal: str | Path) -> RunState:
+    """The state of a journal file, with every damaged line (its number and why) in ``damage``:
+    its snapshot and the lines after it when it has a matching one, else every line."""
+    return read_folded(journal).state
