@@ -106,6 +106,30 @@ def read_journal(path: str | Path, start: int = 0, line: int = 0) -> JournalRead
                        line + len(raws), raws[-1] + b"\n" if raws else b"")
 
 
+def read_kinds(path: str | Path, kinds: Iterable[str]) -> list[Event]:
+    """The events of these kinds, in file order, without parsing the other lines: a line is parsed
+    when it holds one of the names as a JSON string or any ``\\u`` escape (behind which a name
+    could hide). Damaged lines are the fold's to report, not this function's."""
+    wanted = set(kinds)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    data = data[:data.rfind(b"\n") + 1]  # a torn last line never completed
+    starts: set[int] = set()
+    for needle in [json.dumps(k).encode() for k in wanted] + [b"\\u"]:
+        at = data.find(needle)  # bytes.find, not one regex of alternatives: ten times faster
+        while at != -1:
+            starts.add(data.rfind(b"\n", 0, at) + 1)
+            at = data.find(needle, at + 1)
+    out: list[Event] = []
+    for start in sorted(starts):
+        got = _event(data[start:data.index(b"\n", start) + 1])
+        if not isinstance(got, str) and got["kind"] in wanted:
+            out.append(got)
+    return out
+
+
 def read_events(path: str | Path) -> list[Event]:
     """Every event in the file, damaged lines left out (``read_journal`` says which)."""
     return [e for _, e in read_journal(path).events]

@@ -7,6 +7,7 @@ receipts, recomputed from the receipts when an older journal lacks it.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -17,11 +18,17 @@ import yaml
 
 from engine.campaign.spec import Campaign
 from engine.record import receipts, results
-from engine.record.events import CONTROL, USABLE_ROWS
-from engine.record.journal import Event, read_journal
+from engine.record.events import CONTROL, USABLE_ROWS, EventKind
+from engine.record.journal import Event, read_kinds
 from engine.record.receipts import read_rep
-from engine.record.state import RunState, WindowState, fold_read, row_key
+from engine.record.snapshot import fold_journal
+from engine.record.state import RunState, WindowState, row_key
 from engine.run import stats
+
+# The events the report reads besides the state: each window's boots and ends, and the audit
+# trail behind its figures. The state is the fold of every event (from its snapshot).
+REPORTED = frozenset({EventKind.WINDOW_STARTED, EventKind.WINDOW_FINISHED, EventKind.LEAK_SUSPECTED,
+                      EventKind.ROW_VOID, EventKind.RERUN_ABORTED, EventKind.WINDOW_REBOOT})
 
 
 class ReportError(Exception):
@@ -174,7 +181,7 @@ class RunView:
     """Everything the report and compare read from one run directory."""
 
     dir: Path
-    events: list[Event]
+    events: list[Event]  # those of the kinds in REPORTED, in journal order
     state: RunState
     rows: list[Row]
     campaign: Campaign | None
@@ -192,8 +199,15 @@ class RunView:
     def sessions(self) -> list[str]:
         return list(dict.fromkeys([w.session for w in self.windows()] + [r.session for r in self.rows]))
 
+    @functools.cached_property
+    def _rows_by_window(self) -> dict[tuple[str, str], dict[tuple[str, int], Row]]:
+        out: dict[tuple[str, str], dict[tuple[str, int], Row]] = {}
+        for r in self.rows:
+            out.setdefault((r.session, r.window), {})[r.shape] = r
+        return out
+
     def rows_of(self, session: str, window: str) -> dict[tuple[str, int], Row]:
-        return {r.shape: r for r in self.rows if r.session == session and r.window == window}
+        return dict(self._rows_by_window.get((session, window), {}))
 
     def classes(self) -> list[str]:
         return list(dict.fromkeys(r.cls for r in self.rows))
@@ -201,8 +215,23 @@ class RunView:
     def concurrencies(self) -> list[int]:
         return sorted({r.concurrency for r in self.rows})
 
+    @functools.cached_property
+    def _events_by_window(self) -> dict[tuple[Any, Any], list[Event]]:
+        # Each window's events, built once: a report asks for them window by window, and a
+        # day-long journal has hundreds of windows and a hundred thousand events.
+        out: dict[tuple[Any, Any], list[Event]] = {}
+        for e in self.events:
+            out.setdefault((e.get("session"), e.get("window")), []).append(e)
+        return out
+
+    def window_events(self, session: str, window: str) -> list[Event]:
+        """The events of one window (its shapes' included), in journal order."""
+        return self._events_by_window.get((session, window), [])
+
     def of(self, kind: str, session: str | None = None, window: str | None = None) -> list[Event]:
-        return [e for e in self.events if e["kind"] == kind
+        assert kind in REPORTED, f"the report does not read {kind} events"
+        among = self.events if session is None or window is None else self.window_events(session, window)
+        return [e for e in among if e["kind"] == kind
                 and (session is None or e.get("session") == session)
                 and (window is None or e.get("window") == window)]
 
@@ -223,9 +252,8 @@ def load_run(run_dir: str | Path) -> RunView:
     if not (d / results.JOURNAL).exists() and not (d / results.THROUGHPUT).exists():
         raise ReportError(f"{d} is not a ruler run directory (no {results.JOURNAL} or "
                           f"{results.THROUGHPUT})")
-    read = read_journal(d / results.JOURNAL)  # damaged lines are kept in state.damage, and said
-    events = [e for _, e in read.events]
-    state = fold_read(read)
+    state = fold_journal(d / results.JOURNAL)  # damaged lines are kept in state.damage, and said
+    events = read_kinds(d / results.JOURNAL, REPORTED)
     campaign, raw, note = read_campaign(d)
     return RunView(d, events, state, read_rows(d, state), campaign, raw, note, read_json(d / results.ENV))
 

@@ -117,9 +117,7 @@ def history(view: RunView, ws: WindowState) -> list[str]:
     the audit trail behind the window's numbers."""
     out: list[str] = []
     flagged: set[tuple[Any, ...]] = set()  # a rep can be flagged again as later reps land
-    for e in view.events:
-        if e.get("session") != ws.session or e.get("window") != ws.window:
-            continue
+    for e in view.window_events(ws.session, ws.window):
         shape = f"{e.get('class')} C{e.get('concurrency')}"
         if e["kind"] == EventKind.LEAK_SUSPECTED:
             key = (e["class"], e["concurrency"], e["attempt"], e["rep"])
