@@ -3,8 +3,8 @@
 It learns everything from ``journal.jsonl`` (folded with ``engine.record.state.apply``, the one way state is
 derived) and acts only through ``control.sock``. I/O happens in thread workers that never touch a
 widget (harlequin's rule): they post messages, and the handlers here own every change of state and
-screen, inside ``batch_update()``. Quitting leaves the engine running; reattaching folds the whole
-journal again and follows it.
+screen, inside ``batch_update()``. Quitting leaves the engine running; reattaching takes the journal's
+snapshot (engine.record.snapshot), folds the events after it and follows it.
 """
 
 from __future__ import annotations
@@ -240,13 +240,16 @@ class RulerConsole(App[None]):
 
     def on_followed(self, message: Followed) -> None:
         b = message.batch
-        if b.journal_reset:
-            self.state = RunState()
+        if b.base is not None:
+            self.state = b.base  # following starts (from the snapshot), or starts over
         self.state.damage += b.damage  # lines that are not events; apply() adds seq anomalies
         self._apply(zip(b.lines, b.events, strict=True))
+        if self.classify.adapter is None and self.state.server:  # run_started, or the snapshot's
+            with contextlib.suppress(ValueError):  # an adapter this client does not know: plain lines
+                self.classify.adapter = get_adapter(self.state.server)
         log = self.ui.log
         with self.batch_update():
-            if b.events or b.damage or b.journal_reset:
+            if b.events or b.damage or b.base is not None:
                 self._render_all()
             if b.log_gen == self._log_gen:
                 if b.log_view != self._log_view:
@@ -290,11 +293,6 @@ class RulerConsole(App[None]):
                 who = e.get("who", {}).get("pid", "?")
                 self._say([(" ".join([e["cmd"], *e.get("args", [])]) + f" (pid {who}):", "bold"),
                            (str(e.get("reply", "")), "")])
-            if e["kind"] in (EventKind.RUN_STARTED, EventKind.RUN_RESUMED) \
-                    and self.classify.adapter is None:
-                # An adapter this client does not know: plain lines.
-                with contextlib.suppress(ValueError):
-                    self.classify.adapter = get_adapter(self.state.server)
 
     def on_linked(self, message: Linked) -> None:
         was = self.link
@@ -606,7 +604,7 @@ def follow_plain(run_dir: Path) -> int:
     """No terminal (a pipe, a log file): the engine's plain progress lines, to the end of the run."""
     emit = printer()
     done = threading.Event()
-    follower = Follower(run_dir, lambda b: None)
+    follower = Follower(run_dir, lambda b: None, from_snapshot=False)  # every line, from the first
 
     def post(b: Batch) -> None:
         for d in b.damage:

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.record import snapshot
 from engine.record.journal import Damage, Event, Reader
 from engine.record.liveness import read_pid
+from engine.record.state import RunState
 from engine.run import control
 from tui.logview import MARK, ServingView
 
@@ -42,6 +44,7 @@ class Tail:
         self._ino: int | None = None
         self.consumed = 0  # end of the last complete line handed out
         self.skipped = 0  # bytes at the start never read (a huge log: its end only)
+        self._start = 0  # where the first open starts reading (seek)
         self.reset = False
         self.at_eof = False
         self._skip_fragment = False
@@ -52,12 +55,19 @@ class Tail:
         except OSError:
             return False
         st = os.fstat(f.fileno())
-        self._f, self._ino, self.consumed = f, st.st_ino, 0
+        self._f, self._ino, self.consumed, self._start = f, st.st_ino, self._start, 0
         if self._start_from_end is not None and st.st_size > self._start_from_end:
             # A huge log of a finished window: only its end is worth reading.
             self.consumed = self.skipped = st.st_size - self._start_from_end
             self._skip_fragment = True
         return True
+
+    def seek(self, offset: int) -> None:
+        """Hand out the lines after byte ``offset`` (the end of a complete line) next."""
+        if self._f is None:
+            self._start = offset
+        else:
+            self.consumed = offset
 
     def close(self) -> None:
         if self._f is not None:
@@ -127,26 +137,34 @@ class Batch:
     log_clear: bool = False  # a new log, or the file started over: clear the view first
     log_dropped: int = 0  # lines skipped before these (the screen fell behind a flood)
     log_view: LogView | None = None  # the serving view's counts after these lines (None: raw)
-    journal_reset: bool = False  # the journal was replaced: rebuild the state from scratch
+    # The state these events fold onto, in place of the console's: the journal's snapshot's (or
+    # an empty one) when following starts and when the journal was replaced.
+    base: RunState | None = None
     caught_up: bool = False  # both files were read to their end when this batch was cut
 
     def empty(self) -> bool:
-        return not (self.events or self.damage or self.log or self.log_clear or self.journal_reset
+        return not (self.events or self.damage or self.log or self.log_clear or self.base is not None
                     or self.log_dropped)
 
 
 class Follower:
-    """Reads the journal and the watched log; hands over batches at most every ``interval`` s."""
+    """Reads the journal and the watched log; hands over batches at most every ``interval`` s.
+
+    The journal is read from the end of its snapshot when one matches it (the first batch carries
+    the snapshot's state as its ``base``), unless ``from_snapshot`` is off: then every event is
+    handed over, from the first."""
 
     def __init__(self, run_dir: Path, post: Callable[[Batch], Any], *, interval: float = 0.05,
                  max_events: int = 5000, max_log_lines: int = 5000,
-                 log_tail_bytes: int = 512 * 1024, budget: int = 4 * CHUNK) -> None:
+                 log_tail_bytes: int = 512 * 1024, budget: int = 4 * CHUNK,
+                 from_snapshot: bool = True) -> None:
         self.run_dir = run_dir
         self.post = post
         self.interval, self.max_events, self.max_log_lines = interval, max_events, max_log_lines
         self.log_tail_bytes, self.budget = log_tail_bytes, budget
         self._journal = Tail(run_dir / JOURNAL)
         self._reader = Reader()
+        self.from_snapshot = from_snapshot
         self._log: Tail | None = None
         self._lock = threading.Lock()
         self._want: tuple[int, str | None, ServingView | None] = (0, None, None)
@@ -180,6 +198,16 @@ class Follower:
         self._lines.clear()
         pending.log_gen, pending.log_clear = gen, True
 
+    def _start_journal(self, pending: Batch) -> bool:
+        """Read the journal from its first line, or from the end of the snapshot that matches it;
+        True when a snapshot was taken (the lines already read are then not the next ones)."""
+        prefix = snapshot.load(self.run_dir / JOURNAL)[0] if self.from_snapshot else None
+        pending.events, pending.lines, pending.damage = [], [], []
+        pending.base = prefix.state if prefix else RunState()
+        self._reader = Reader(prefix.lines if prefix else 0)
+        self._journal.seek(prefix.length if prefix else 0)
+        return prefix is not None
+
     def _read(self, pending: Batch) -> bool:
         """One round of reading; True when something new arrived."""
         got = False
@@ -187,9 +215,8 @@ class Follower:
             lines = self._journal.read(self.budget)
             if self._journal.reset:
                 self._journal.reset = False
-                self._reader = Reader()
-                pending.events, pending.lines, pending.damage = [], [], []
-                pending.journal_reset = True
+                if self._start_journal(pending):
+                    lines = []
             if lines:
                 seen = len(self._reader.damage)
                 for line, e in self._reader.feed(lines):
@@ -225,6 +252,7 @@ class Follower:
 
     def run(self, cancelled: Callable[[], bool]) -> None:
         pending = Batch()
+        self._start_journal(pending)
         last_post = float("-inf")
         told_caught_up = False
         try:

@@ -7,6 +7,7 @@ with a glyph or a word ("!", "VOID", "≠") so a NO_COLOR terminal loses nothing
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +31,6 @@ from engine.record.events import (
     WindowStatus,
 )
 from engine.record.state import RowState, RunState, WindowState, row_key
-from engine.run import stats
 from engine.servers import BootFacts
 
 Seg = tuple[str, str]  # (text, style tag)
@@ -118,8 +118,27 @@ def fmt_pct(v: float | None, signed: bool = False) -> str:
 # ------------------------------------------------------------------ where the campaign stands
 
 
-def window_rows(state: RunState, wkey: str) -> list[RowState]:
-    return [r for r in state.rows.values() if f"{r.session}-{r.window}" == wkey]
+class RowsByWindow:
+    """Each window's rows, kept up with a state's rows as they grow. The fold only ever adds a row
+    (under a key that names its window), so the rows past the last count are the new ones: a
+    window's rows cost its own, not a scan of a day-long campaign's thousands per window shown."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, RowState] | None = None  # held: its id cannot be another dict's
+        self.seen = 0
+        self.index: dict[str, list[RowState]] = {}
+
+    def of(self, state: RunState, wkey: str) -> list[RowState]:
+        if self.rows is not state.rows or len(state.rows) < self.seen:
+            self.rows, self.seen, self.index = state.rows, 0, {}
+        if len(state.rows) > self.seen:
+            for r in itertools.islice(state.rows.values(), self.seen, None):
+                self.index.setdefault(f"{r.session}-{r.window}", []).append(r)
+            self.seen = len(state.rows)
+        return list(self.index.get(wkey, ()))
+
+
+window_rows = RowsByWindow().of
 
 
 def live_row(state: RunState, wkey: str | None) -> RowState | None:
@@ -744,6 +763,8 @@ def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
         med, sp, prov = final.get("agg_tok_s"), final.get("spread"), False
     else:
         med = statistics.median(live_reps) if live_reps else None
+        from engine.run import stats  # numpy: a quarter of a second of the console's start
+
         sp, prov = (stats.spread(live_reps) if len(live_reps) > 1 else None), True
     word, style = STATUS_WORD.get(r.status, (r.status, ""))
     why = str(final.get("reason") or "")

@@ -8,6 +8,7 @@ engine does; it stands in for the engine only because a recorded run has none.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -23,8 +24,9 @@ from textual.pilot import Pilot
 
 from engine import testbed as tb_mod
 from engine.errors import EXIT_STOPPED
-from engine.record.journal import read_events
-from engine.record.state import fold
+from engine.record import snapshot
+from engine.record.journal import read_events, read_journal
+from engine.record.state import RunState, fold, fold_read
 from engine.record.writer import Journal
 from engine.run.control import CommandRefused, ControlServer
 from engine.servers import get_adapter
@@ -475,6 +477,37 @@ async def test_detach_and_reattach_rebuild_the_same_picture(measuring) -> None: 
         assert table_text(second, "#reps") == reps
         assert table_text(second, "#windows") == windows
         assert second.state == fold(read_events(run / "journal.jsonl"))
+
+
+@pytest.mark.parametrize("name", ["measuring", "finished"])
+async def test_a_snapshot_of_the_fold_gives_the_same_picture(name: str, tmp_path: Path) -> None:
+    """Attaching takes the journal's snapshot and folds the events after it: the screen is the one
+    the whole journal gives, a damaged line's number included."""
+    run = recorded(name, tmp_path)
+    path = run / "journal.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines.insert(20, b"garbage\n")
+    lines.insert(250, b"[]\n")  # after the snapshot's lines
+    path.write_bytes(b"".join(lines[:200]))
+    read = read_journal(path)
+    snapshot.write(path, fold_read(read), read.length, read.lines, read.last)  # 200 lines in
+    path.write_bytes(b"".join(lines))
+    link, now = Link(True, "recorded"), last_ts(run) + 5
+
+    async def picture() -> tuple[str, str, RunState]:
+        app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settled(pilot)
+            return screen_text(app), app.export_screenshot(simplify=True), app.state
+
+    text, with_it, state = await picture()
+    assert snapshot.load(path)[1] == "" and "line 21: not JSON" in text
+    snapshot.path_of(path).unlink()
+    _, without, whole = await picture()
+    assert with_it == without
+    assert state == dataclasses.replace(whole, damage=state.damage)
+    assert sorted(state.damage, key=lambda d: d.line or 0) == whole.damage
+    assert [d.line for d in whole.damage] == [21, 251]
 
 
 async def test_no_color_keeps_every_mark_in_the_text(measuring, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

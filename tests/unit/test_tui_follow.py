@@ -13,9 +13,10 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine.record import snapshot
 from engine.record.events import EventKind, RowStatus, Verdict, WindowStatus
-from engine.record.journal import read_events
-from engine.record.state import RunState, apply, fold
+from engine.record.journal import read_events, read_journal
+from engine.record.state import RunState, apply, fold, fold_read
 from engine.record.writer import Journal
 from tui import view
 from tui.follow import Batch, Follower, Tail
@@ -207,6 +208,85 @@ def test_follower_names_a_damaged_line_and_keeps_every_event_after_it(tmp_path: 
     head = " ".join(t for line in view.header_lines(st, wl, st.current, (True, ""), 0.0)
                     for t, _ in line)
     assert "journal.jsonl damaged, line 11: not JSON: \\x00\\x00garbage (+1 more)" in head
+
+
+def follow_until_caught_up(f: Follower, got: Catcher) -> None:
+    t, stop = run_follower(f)
+    try:
+        got.wait(lambda bs: bool(bs) and bs[-1].caught_up)
+    finally:
+        stop.set()
+        t.join(timeout=5)
+
+
+def console_fold(batches: list[Batch]) -> RunState:
+    """What the console folds from the batches (tui.app's on_followed)."""
+    st = RunState()
+    for b in batches:
+        if b.base is not None:
+            st = b.base
+        st.damage += b.damage
+        for line, e in zip(b.lines, b.events, strict=True):
+            apply(st, e, line)
+    return st
+
+
+def test_the_follower_starts_from_the_snapshot_and_folds_only_the_events_after_it(
+        tmp_path: Path) -> None:
+    """Attaching to a day-long run folds the snapshot's tail, not the journal from its first
+    event; damage before and after the snapshot keeps its line numbers."""
+    run = tmp_path / "run"
+    run.mkdir()
+    recorded = (JOURNALS / "finished/journal.jsonl").read_bytes().splitlines(keepends=True)
+    lines = recorded[:10] + [b"garbage\n"] + recorded[10:300]
+    (run / "journal.jsonl").write_bytes(b"".join(lines))
+    read = read_journal(run / "journal.jsonl")
+    snapshot.write(run / "journal.jsonl", fold_read(read), read.length, read.lines, read.last)
+    with (run / "journal.jsonl").open("ab") as out:
+        out.write(b"".join([recorded[250], b"[1]\n"] + recorded[300:]))  # after the snapshot
+    got = Catcher()
+    f = Follower(run, lambda b: (got(b), f.ack()), interval=0.02)
+    follow_until_caught_up(f, got)
+    assert got.batches[0].base is not None and got.batches[0].base.last_seq == 300
+    assert sum(len(b.events) for b in got.batches) == 1 + len(recorded) - 300  # the tail only
+    st = console_fold(got.batches)
+    whole = fold_read(read_journal(run / "journal.jsonl"))
+    assert st == dataclasses.replace(whole, damage=st.damage)
+    assert sorted((d.line, d.reason) for d in st.damage) == [(d.line, d.reason) for d in whole.damage] == [
+        (11, "not JSON"), (302, "seq 251 out of order (after 300)"), (303, "not a JSON object")]
+
+    # Without the snapshot (the plain follower, or a stale one), every event from the first.
+    got = Catcher()
+    f = Follower(run, lambda b: (got(b), f.ack()), interval=0.02, from_snapshot=False)
+    follow_until_caught_up(f, got)
+    assert got.batches[0].base == RunState()
+    assert [e for b in got.batches for e in b.events] == read_events(run / "journal.jsonl")
+    assert console_fold(got.batches) == dataclasses.replace(whole, damage=console_fold(got.batches).damage)
+
+
+def test_a_replaced_journal_starts_over_from_its_own_snapshot(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "journal.jsonl").write_bytes((JOURNALS / "booting/journal.jsonl").read_bytes())
+    got = Catcher()
+    f = Follower(run, lambda b: (got(b), f.ack()), interval=0.02)
+    t, stop = run_follower(f)
+    try:
+        got.wait(lambda bs: bool(bs) and bs[-1].caught_up)
+        assert got.batches[0].base == RunState()  # no snapshot: from the first event
+        n = len(got.batches)
+        other = tmp_path / "other.jsonl"
+        other.write_bytes((JOURNALS / "finished/journal.jsonl").read_bytes())
+        Journal(other).close()  # its writer leaves a snapshot of all of it
+        snapshot.path_of(other).replace(snapshot.path_of(run / "journal.jsonl"))
+        other.replace(run / "journal.jsonl")
+        got.wait(lambda bs: any(b.base is not None for b in bs[n:]) and bs[-1].caught_up)
+    finally:
+        stop.set()
+        t.join(timeout=5)
+    fresh = [b for b in got.batches[n:] if b.base is not None]
+    assert len(fresh) == 1 and fresh[0].base is not None and fresh[0].base.last_seq == 341
+    assert console_fold(got.batches) == fold_read(read_journal(run / "journal.jsonl"))
 
 
 # ------------------------------------------------------------------ view
