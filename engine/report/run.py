@@ -27,8 +27,9 @@ from engine.run import stats
 
 # The events the report reads besides the state: each window's boots and ends, and the audit
 # trail behind its figures. The state is the fold of every event (from its snapshot).
-REPORTED = frozenset({EventKind.WINDOW_STARTED, EventKind.WINDOW_FINISHED, EventKind.LEAK_SUSPECTED,
-                      EventKind.ROW_VOID, EventKind.RERUN_ABORTED, EventKind.WINDOW_REBOOT})
+REPORTED = frozenset({EventKind.WINDOW_STARTED, EventKind.WINDOW_PLACED, EventKind.WINDOW_FINISHED,
+                      EventKind.SERVER_STOPPED, EventKind.LEAK_SUSPECTED, EventKind.ROW_VOID,
+                      EventKind.RERUN_ABORTED, EventKind.WINDOW_REBOOT})
 
 
 class ReportError(Exception):
