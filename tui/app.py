@@ -32,7 +32,6 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input
 from textual.worker import get_current_worker
 
-from engine.commands.progress import printer
 from engine.record.events import UP_WINDOWS, EventKind, RowStatus, RunStatus
 from engine.record.journal import Event
 from engine.record.state import RunState, apply
@@ -608,6 +607,10 @@ def farewell(run_dir: Path, state: RunState) -> str:
 
 def follow_plain(run_dir: Path) -> int:
     """No terminal (a pipe, a log file): the engine's plain progress lines, to the end of the run."""
+    # Here only: the progress lines' module loads the quality checks (a second of the console's
+    # start, where the console itself needs none of it).
+    from engine.commands.progress import printer
+
     emit = printer()
     done = threading.Event()
     follower = Follower(run_dir, lambda b: None, from_snapshot=False)  # every line, from the first
