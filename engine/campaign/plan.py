@@ -114,7 +114,7 @@ def plan_launch(campaign: Campaign, adapter: ServerAdapter, runtime: str, run_id
         return LaunchPlan(name, [], env, {}, 0, labels=labels)
     if runtime == "slurm":
         return _slurm_plan(campaign, adapter, config, v, args, env, secret_env, name, labels, mounts,
-                           run_id, tag, workdir, node)
+                           run_id, tag, workdir, node, place)
     command = [expand(c, v) for c in (config.command or campaign.process.command or ())]
     argv = command + args + adapter.log_args() + adapter.listen_args("127.0.0.1", port)
     return LaunchPlan(name, argv, env, secret_env, port, labels=labels, cpus=cpus)
@@ -123,11 +123,14 @@ def plan_launch(campaign: Campaign, adapter: ServerAdapter, runtime: str, run_id
 def _slurm_plan(campaign: Campaign, adapter: ServerAdapter, config: ServerConfig,
                 v: Mapping[str, str], args: list[str], env: dict[str, str],
                 secret_env: dict[str, str], name: str, labels: dict[str, str], mounts: list[str],
-                run_id: str, tag: str, workdir: Path | None, node: str | None) -> LaunchPlan:
-    """A window as a Slurm batch job: the node picks the port (the argv names it by reference)."""
+                run_id: str, tag: str, workdir: Path | None, node: str | None,
+                place: Place | None = None) -> LaunchPlan:
+    """A window as a Slurm batch job: the node picks the port (the argv names it by reference).
+    A place with a GPU count is a session's share of a node (``--gres=gpu:N`` on its node)."""
     sl = campaign.slurm
+    gres = f"gpu:{place.gpus}" if place is not None and isinstance(place.gpus, int) else sl.gres
     job = SlurmJob(start=sl.start, partition=sl.partition, account=sl.account, qos=sl.qos,
-                   time=sl.time, gres=sl.gres, exclusive=sl.exclusive, sbatch=sl.sbatch,
+                   time=sl.time, gres=gres, exclusive=sl.exclusive, sbatch=sl.sbatch,
                    comment=f"ruler-run={run_id}")
     if sl.start == "process":
         command = [expand(c, v) for c in (config.command or campaign.process.command or ())]

@@ -828,6 +828,11 @@ def _check_places(raw: Mapping[Any, Any]) -> list[Issue]:
         if spot.get("docker_host") and runtime not in ("docker", "auto"):
             issues.append((("places", i, "docker_host"), False,
                            f"docker_host needs runtime docker (the campaign's is {runtime!r})"))
+        gpus = spot.get("gpus")
+        if runtime == "slurm" and gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int)):
+            issues.append((("places", i, "gpus"), False,
+                           "on runtime slurm a place's gpus is a count (its share of the node: "
+                           "--gres=gpu:N); Slurm picks the devices"))
         if spot.get("node") and runtime != "slurm":
             issues.append((("places", i, "node"), False,
                            f"node needs runtime slurm (the campaign's is {runtime!r})"))

@@ -25,7 +25,7 @@ from fakes import LOGS, FakeBatchRuntime, Queue
 
 from engine.campaign.dryrun import dry_run
 from engine.campaign.plan import plan_launch
-from engine.campaign.spec import load_campaign
+from engine.campaign.spec import SpecError, load_campaign
 from engine.commands.progress import format_event
 from engine.record.events import EventKind, WindowStatus
 from engine.record.journal import read_events
@@ -688,3 +688,27 @@ def test_report_names_the_place_beside_the_node(tmp_path: Path) -> None:
     text = report_of(tmp_path, on_place)
     assert ("- **Nodes**: session s1 on `vm` (place a) (each session's windows ran on its control's "
             "node).") in text
+
+
+def test_a_place_with_a_gpu_count_is_its_sessions_share_of_the_node(tmp_path: Path) -> None:
+    """Two sessions sharing an 8-GPU node: each place asks for its count on its node."""
+    from engine.campaign.spec import Place
+
+    campaign = load_campaign(slurm_campaign(tmp_path, "process", gres="gpu:8", exclusive=False))
+    half = Place(name="n7a", node="node7", gpus=4)
+    plan = plan_launch(campaign, get_adapter(campaign.server), "slurm", "2026-12-01-sltry.abcd1234",
+                       "s1", "ctx", VARS, {"HF_TOKEN": TOKEN, "API_KEY": API_KEY},
+                       workdir=Path("/shared/run/windows/s1-ctx"), node="node7", place=half)
+    script = job_script(plan, plan.workdir or Path(), SECRETS)
+    assert "#SBATCH --gres=gpu:4\n" in script and "gpu:8" not in script
+    assert "#SBATCH --nodelist=node7\n" in script and "--exclusive" not in script
+
+
+def test_a_slurm_place_names_a_gpu_count_not_devices(tmp_path: Path) -> None:
+    spec = yaml.safe_load(slurm_campaign(tmp_path, "process").read_text())
+    spec["places"] = [{"name": "n7a", "node": "node7", "gpus": [0, 1]}]
+    path = tmp_path / "devices.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    with pytest.raises(SpecError, match=r"devices\.yaml:\d+:\d+: on runtime slurm a place's gpus "
+                                        r"is a count \(its share of the node: --gres=gpu:N\)"):
+        load_campaign(path)
