@@ -102,13 +102,22 @@ def t_cdf(t: float, nu: float) -> float:
 
 
 def t_quantile(p: float, nu: float) -> float:
-    """The t with P(T <= t) = p, for 0.5 <= p < 1: bisection on :func:`t_cdf` (to 1e-10)."""
+    """The t with P(T <= t) = p, for 0.5 <= p < 1, to 1e-10: Newton's steps on :func:`t_cdf`
+    (its slope is the t density), kept inside a bracket that bisects where a step would leave
+    it. Five or six evaluations where bisection took thirty-seven: a day-long report has
+    thousands of intervals (profile: 11 of its 38 s)."""
     lo, hi = 0.0, 1.0
     while t_cdf(hi, nu) < p:
-        hi *= 2
+        lo, hi = hi, hi * 2
+    log_c = math.lgamma((nu + 1) / 2) - math.lgamma(nu / 2) - 0.5 * math.log(nu * math.pi)
+    t = (lo + hi) / 2
     while hi - lo > 1e-10 * max(1.0, hi):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if t_cdf(mid, nu) < p else (lo, mid)
+        f = t_cdf(t, nu) - p
+        lo, hi = (t, hi) if f < 0 else (lo, t)
+        step = f / math.exp(log_c - (nu + 1) / 2 * math.log1p(t * t / nu))
+        if abs(step) <= 1e-12 * max(1.0, t) and lo < t - step < hi:
+            return t - step
+        t = t - step if lo < t - step < hi else (lo + hi) / 2
     return (lo + hi) / 2
 
 

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.record import receipts
 from engine.record.deltas import (
@@ -29,6 +31,20 @@ T975 = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 10: 2.2281, 30: 2.0423}
 def test_t_quantile_matches_the_table(nu: int, t: float) -> None:
     assert t_quantile(0.975, nu) == pytest.approx(t, abs=1e-4)
     assert t_cdf(t, nu) == pytest.approx(0.975, abs=1e-5)  # the table rounds t to 4 places
+
+
+@settings(max_examples=300, deadline=None)
+@given(p=st.floats(0.75, 0.9999), nu=st.floats(0.2, 1000))  # levels 50-99.98 %; Welch ν
+def test_t_quantile_is_the_point_bisection_finds(p: float, nu: float) -> None:
+    """Newton's steps (a day-long report's thousands of intervals) land where bisection on the
+    same t_cdf does, to its 1e-10."""
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, nu) < p:
+        hi *= 2
+    while hi - lo > 1e-10 * max(1.0, hi):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, nu) < p else (lo, mid)
+    assert t_quantile(p, nu) == pytest.approx((lo + hi) / 2, rel=2e-10, abs=2e-10)
 
 
 def test_t_far_out_is_the_normal_and_nu_1_is_cauchy() -> None:
