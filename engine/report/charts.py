@@ -24,11 +24,18 @@ Bar = tuple[float, float, float, bool]  # height, whisker below, whisker above, 
 VOID_ALPHA = 0.4  # a void/failed row is drawn faded and hatched: present, not comparable
 
 
-def _figure(width: float, height: float, rows: int = 1, cols: int = 1) -> tuple[Any, Any]:
+def _figure(width: float, height: float, rows: int = 1, cols: int = 1,
+            groups: int = 0) -> tuple[Any, Any]:
     from matplotlib.figure import Figure  # the ImportError the report catches
 
-    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    if groups <= MAX_LABELS:
+        fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+        return fig, fig.subplots(rows, cols, squeeze=False)
+    # Hundreds of windows, every n-th labelled: fixed margins fit those labels, and the
+    # constrained layout's measuring of every artist was a third of the drawing.
+    fig = Figure(figsize=(width, height), dpi=DPI)
     axes = fig.subplots(rows, cols, squeeze=False)
+    fig.subplots_adjust(left=0.04, right=0.99, bottom=0.12, top=0.93, hspace=0.5, wspace=0.12)
     return fig, axes
 
 
@@ -113,7 +120,7 @@ def tok_s_chart(view: RunView, path: Path) -> Path | None:
     groups = list(dict.fromkeys([k for k in status if k in with_rows
                                  or status[k] in (WindowStatus.REJECTED, WindowStatus.FAILED)]
                                 + [g for g, _, _ in by]))
-    fig, axes = _figure(_width(len(groups), 0.9, 6.0), 3.6 * len(concs), len(concs), 1)
+    fig, axes = _figure(_width(len(groups), 0.9, 6.0), 3.6 * len(concs), len(concs), 1, len(groups))
     for ax, c in zip(axes[:, 0], concs, strict=True):
         def value(g: str, cls: str, c: int = c) -> Bar | None:
             r = by.get((g, cls, c))
@@ -136,7 +143,7 @@ def acceptance_chart(view: RunView, path: Path) -> Path | None:
     classes = list(dict.fromkeys(r.cls for r in rows))
     groups = list(dict.fromkeys(f"{r.session}-{r.window}" for r in rows))
     by = {(f"{r.session}-{r.window}", r.cls, r.concurrency): r for r in rows}
-    fig, axes = _figure(_width(len(groups), 1.6, 10.0), 3.4 * len(concs), len(concs), 2)
+    fig, axes = _figure(_width(len(groups), 1.6, 10.0), 3.4 * len(concs), len(concs), 2, len(groups))
     for i, c in enumerate(concs):
         for k, (attr, label) in enumerate((("accept_len", "acceptance length"),
                                            ("accept_rate", "acceptance rate"))):
@@ -155,7 +162,7 @@ def drift_chart(view: RunView, path: Path) -> Path | None:
     sessions = list(dict.fromkeys(r.session for r in ctl))
     if len(sessions) < 2:  # one boot of the control has no drift to show
         return None
-    fig, axes = _figure(_width(len(sessions), 1.2, 5.0) + 1, 4.0)
+    fig, axes = _figure(_width(len(sessions), 1.2, 5.0) + 1, 4.0, groups=len(sessions))
     ax = axes[0, 0]
     at = {s: i for i, s in enumerate(sessions)}
     for j, shape in enumerate(dict.fromkeys(r.shape for r in ctl)):
