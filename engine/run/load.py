@@ -1,7 +1,9 @@
-"""The load generator: C workers streaming OpenAI chat completions, one record per request.
+"""The load generator: streamed OpenAI chat completions, one record per request, in closed loop
+(C workers, each sending its next request when its last one ends) or open loop (requests sent at
+their arrival times, a seeded Poisson process, whatever is in flight).
 
-Each worker sends its requests one after the other through :mod:`engine.run.stream`, which does
-the least work per network read (an arrival time and the bytes) and parses in bulk.
+Each request goes through :mod:`engine.run.stream`, which does the least work per network read
+(an arrival time and the bytes) and parses in bulk.
 
 It watches itself too: event-loop lag and the client's CPU time per pass, so a rep where the
 client, not the server, may be the bottleneck is flagged rather than believed. Above what one
@@ -19,6 +21,7 @@ import math
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
+import random
 import resource
 import signal
 import threading
@@ -79,6 +82,18 @@ def chunk_rate(res: PassResult) -> float:
     return sum(r["chunks"] for r in res.records) / res.wall_s if res.wall_s > 0 else 0.0
 
 
+def arrival_times(rate: float, n: int, seed: int) -> list[float]:
+    """Send times of an open-loop pass, in seconds from its start: the first at 0, then gaps drawn
+    from an exponential of mean 1/rate (a Poisson process). Seeded by the seed and the rate, so
+    every rep and every window of a campaign sends the same schedule."""
+    rng = random.Random(f"{seed}:{rate!r}")  # a str seed hashes the same in every process
+    out, t = [], 0.0
+    for _ in range(n):
+        out.append(t)
+        t += rng.expovariate(rate)
+    return out
+
+
 async def _lag_monitor(samples: list[float]) -> None:
     while True:
         t = time.monotonic()
@@ -91,12 +106,17 @@ async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str],
                    knobs: dict[str, Any], timeout: float,
                    stop: Callable[[], bool] = lambda: False, *,
                    workers: Sequence[int] | None = None,
-                   take: Callable[[], int | None] | None = None) -> PassResult:
+                   take: Callable[[], int | None] | None = None,
+                   arrivals: Sequence[float] | None = None) -> PassResult:
     """n_requests requests over exactly ``concurrency`` workers; every rep sends the same prompts.
 
     ``stop()`` turning true (abort, SIGTERM, the window timeout) cancels the requests in flight;
     they are recorded as cancelled rather than left to finish. A shard runs ``workers`` (their
     numbers among all the pass's) and draws the next request index from ``take`` (None: no more).
+    With ``arrivals`` (:func:`arrival_times`) the pass is open loop: request i is sent at
+    ``arrivals[i]`` seconds from the start, on a connection of its own or an idle kept one,
+    whatever is in flight (``concurrency`` and ``workers`` are not used); its record's
+    ``scheduled`` is that time, so a send the client made late shows.
     """
     fields = adapter.load_fields()
     target = Target.of(base_url + adapter.chat_path, adapter.keep_alive)
@@ -130,6 +150,47 @@ async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str],
         finally:
             client.close()
 
+    idle: list[Client] = []  # open loop: kept connections free for the next arrival
+
+    async def arrival(i: int, scheduled: float) -> None:
+        p = i % len(prompts)
+        if p not in requests:
+            requests[p] = target.request(request_body(prompts[p], max_tokens, sampling, knobs, fields))
+        rec = new_record(-1, i, p)  # no worker: each request is its own
+        rec["scheduled"] = scheduled
+        records.append(rec)
+        client = idle.pop() if idle else Client(target, adapter.keep_alive, timeout)
+        in_flight[0] += 1
+        try:
+            await client.send(requests[p], rec, adapter, limit)
+        finally:
+            in_flight[0] -= 1
+            if client.conn is not None:
+                idle.append(client)
+            else:
+                client.close()
+
+    async def dispatcher(arrivals: Sequence[float]) -> None:
+        """Each request at its time, not when another ends: an open loop; cancelled, it cancels
+        every request it sent that is still in flight."""
+        sent: set[asyncio.Task[None]] = set()
+        try:
+            while (i := take()) is not None:
+                at = t0 + arrivals[i]
+                while (wait := at - time.monotonic()) > 0:  # the loop's timer may wake a little early
+                    await asyncio.sleep(wait)
+                task = asyncio.create_task(arrival(i, at))
+                sent.add(task)
+                task.add_done_callback(sent.discard)
+            while sent:
+                await asyncio.wait(set(sent))
+        finally:
+            for task in sent:
+                task.cancel()
+            await asyncio.gather(*sent, return_exceptions=True)
+            for client in idle:
+                client.close()
+
     async def sampler() -> None:
         while True:
             await asyncio.sleep(0.05)
@@ -138,7 +199,11 @@ async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str],
     cpu0, t0 = time.thread_time(), time.monotonic()
     mon = asyncio.create_task(_lag_monitor(lag))
     samp = asyncio.create_task(sampler())
-    tasks = [asyncio.create_task(worker(w)) for w in (range(concurrency) if workers is None else workers)]
+    if arrivals is not None:
+        tasks = [asyncio.create_task(dispatcher(arrivals))]
+    else:
+        tasks = [asyncio.create_task(worker(w))
+                 for w in (range(concurrency) if workers is None else workers)]
     while not all(t.done() for t in tasks):
         if stop():
             for t in tasks:
