@@ -153,7 +153,9 @@ class Where(TypedDict):
     window: str
 
 
-Shape = TypedDict("Shape", {"session": str, "window": str, "class": str, "concurrency": int})
+# A shape's load: C closed-loop workers, or (concurrency 0) an open-loop arrival rate, req/s.
+Shape = TypedDict("Shape", {"session": str, "window": str, "class": str, "concurrency": int,
+                            "rate": NotRequired[float]})
 
 
 class Workload(TypedDict):
@@ -162,6 +164,8 @@ class Workload(TypedDict):
     reps: int
     requests: NotRequired[list[int]]  # per pass, at each concurrency in order (the console's ETA)
     max_tokens: NotRequired[int]
+    rate: NotRequired[list[float]]  # open-loop rates, req/s, after the concurrencies
+    rate_requests: NotRequired[list[int]]  # per pass, at each rate
 
 
 class RunStarted(TypedDict):
@@ -344,6 +348,9 @@ class RepDone(Shape):
     file: str
     gpu: NotRequired[dict[str, Any]]  # engine.gpu.per_rep: power_w, sm_mhz_min, j_per_token, throttle
     cache_hit: NotRequired[float | None]  # share of prompt tokens served from the prefix cache
+    in_flight: NotRequired[float]  # stats.rep_figures: mean requests in flight (Little's law)
+    rps: NotRequired[float]  # finished requests a second
+    goodput_rps: NotRequired[float | None]  # of them, a second, those within the SLOs (None: none set)
 
 
 class LeakSuspected(Shape):
@@ -400,6 +407,17 @@ class RowDone(Shape):
     cache: NotRequired[str]  # the campaign's cache policy the reps ran under: keep | flush
     cache_hit: NotRequired[float | None]  # share of the reps' prompt tokens served from the cache
     cache_source: NotRequired[str]  # metrics | per-request | "" (the server does not say)
+    ttft_p50: NotRequired[float | None]  # from here to tpot_p99: stats.latency_figures, ms
+    ttft_p90: NotRequired[float | None]
+    ttft_p99: NotRequired[float | None]
+    itl_p50: NotRequired[float | None]
+    itl_p90: NotRequired[float | None]
+    itl_p99: NotRequired[float | None]
+    tpot_p50: NotRequired[float | None]
+    tpot_p90: NotRequired[float | None]
+    tpot_p99: NotRequired[float | None]
+    achieved_rps: NotRequired[float | None]  # finished requests a second, the reps' median
+    goodput_rps: NotRequired[float | None]  # of them, within the campaign's SLOs
 
 
 FIELDS: dict[EventKind, type] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,30 +65,95 @@ def median(values: Sequence[float]) -> float | None:
     return float(np.median(vals)) if vals else None
 
 
-def rep_figures(records: Sequence[dict[str, Any]], concurrency: int) -> dict[str, Any]:
-    """One rep's figures from its per-request records (the same function recomputes receipts)."""
+@dataclass(frozen=True)
+class Slo:
+    """Per request: time to first token and inter-token latency (its mean gap after the first
+    token, as vLLM's goodput counts TPOT) at most these, in ms; None: not asked."""
+
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+
+    def __bool__(self) -> bool:
+        return self.ttft_ms is not None or self.itl_ms is not None
+
+
+NO_SLO = Slo()
+
+def ttft_ms(r: dict[str, Any]) -> float | None:
+    return (r["first_token"] - r["start"]) * 1000 if r.get("first_token") else None
+
+
+def tpot_ms(r: dict[str, Any]) -> float | None:
+    """A request's mean time per output token after the first: its inter-token latency."""
+    n = int(r.get("completion_tokens") or 0)
+    if not r.get("first_token") or n < 2 or r["end"] <= r["first_token"]:
+        return None
+    return (r["end"] - r["first_token"]) * 1000 / (n - 1)
+
+
+def meets(r: dict[str, Any], slo: Slo) -> bool:
+    """A finished request within the SLOs (a one-token reply has no inter-token latency to miss)."""
+    if r.get("error"):
+        return False
+    ttft, tpot = ttft_ms(r), tpot_ms(r)
+    return ((slo.ttft_ms is None or (ttft is not None and ttft <= slo.ttft_ms))
+            and (slo.itl_ms is None or tpot is None or tpot <= slo.itl_ms))
+
+
+def rep_figures(records: Sequence[dict[str, Any]], concurrency: int,
+                slo: Slo = NO_SLO) -> dict[str, Any]:
+    """One rep's figures from its per-request records (the same function recomputes receipts).
+
+    An open-loop rep (``concurrency`` 0) has no workers: its per-user figure is over the requests
+    it kept in flight on average (Little's law: their summed durations over the wall time).
+    """
     ok = [r for r in records if not r.get("error")]
     failed = len(records) - len(ok)
     if not ok:
         return {"requests": len(records), "failed": failed, "agg_tok_s": 0.0, "per_user_tok_s": 0.0,
-                "ttft_ms": None, "decode_tok_s": None, "tokens": 0, "wall_s": 0.0}
+                "ttft_ms": None, "decode_tok_s": None, "tokens": 0, "wall_s": 0.0,
+                "in_flight": 0.0, "rps": 0.0, "goodput_rps": 0.0 if slo else None}
     wall = max(r["end"] for r in records) - min(r["start"] for r in records)
     tokens = sum(int(r.get("completion_tokens") or 0) for r in ok)
     agg = tokens / wall if wall > 0 else 0.0
-    ttfts = [(r["first_token"] - r["start"]) * 1000 for r in ok if r.get("first_token")]
+    ttfts = [t for r in ok if (t := ttft_ms(r)) is not None]
     decode = [(int(r["completion_tokens"]) - 1) / (r["end"] - r["first_token"]) for r in ok
               if r.get("first_token") and r.get("completion_tokens", 0) > 1
               and r["end"] > r["first_token"]]
+    in_flight = sum(r["end"] - r["start"] for r in ok) / wall if wall > 0 else 0.0
+    users = concurrency or in_flight
     return {
         "requests": len(records),
         "failed": failed,
         "tokens": tokens,
         "wall_s": round(wall, 6),
         "agg_tok_s": round(agg, 3),
-        "per_user_tok_s": round(agg / concurrency, 3),
+        "per_user_tok_s": round(agg / users, 3) if users else 0.0,
         "ttft_ms": round(median(ttfts), 2) if ttfts else None,
         "decode_tok_s": round(median(decode), 3) if decode else None,
+        "in_flight": round(in_flight, 3),
+        "rps": round(len(ok) / wall, 4) if wall > 0 else 0.0,
+        "goodput_rps": (round(sum(meets(r, slo) for r in ok) / wall, 4) if wall > 0 else 0.0)
+        if slo else None,
     }
+
+
+PERCENTILES = (50, 90, 99)
+
+
+def latency_figures(records: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    """TTFT, ITL and TPOT at p50/p90/p99 over a row's finished requests, every rep pooled (a rep
+    alone has too few for a p99): TTFT and TPOT one value a request, ITL every gap between two
+    chunks that carried text (a chunk of several speculative tokens is one gap)."""
+    ok = [r for r in records if not r.get("error")]
+    series = {"ttft": [t for r in ok if (t := ttft_ms(r)) is not None],
+              "itl": [g for r in ok for g in r.get("gaps_ms") or ()],
+              "tpot": [t for r in ok if (t := tpot_ms(r)) is not None]}
+    out: dict[str, float | None] = {}
+    for name, values in series.items():
+        for p in PERCENTILES:
+            out[f"{name}_p{p}"] = round(float(np.percentile(values, p)), 2) if values else None
+    return out
 
 
 def rep_cause(headers: Sequence[dict[str, Any]], index: int) -> str | None:
@@ -143,16 +209,17 @@ def _round(value: float | None, digits: int) -> float | None:
 
 
 def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], concurrency: int,
-                policy: LeakPolicy) -> dict[str, Any]:
+                policy: LeakPolicy, slo: Slo = NO_SLO) -> dict[str, Any]:
     """A shape's row from its reps (header, request records): what throughput.csv holds.
 
-    The same function runs live and when a row is recomputed from its receipts.
+    The same function runs live and when a row is recomputed from its receipts. An open-loop row
+    (``concurrency`` 0) meets the leak rule at the concurrency it kept in flight (its busiest rep).
     """
     # A void rep (its cache flush failed) has no figures: it voids the row, with its reason.
     voids = [f"rep {h.get('rep')}: {h['void']}" for h, _ in reps if h.get("void")]
     policy_word = next(((h.get("cache") or {}).get("policy", "") for h, _ in reps), "")
     reps = [(h, records) for h, records in reps if not h.get("void")]
-    figs = [rep_figures(records, concurrency) for _, records in reps]
+    figs = [rep_figures(records, concurrency, slo) for _, records in reps]
     aggs = [f["agg_tok_s"] for f in figs]
     failed = sum(f["failed"] for f in figs)
     drafts = drafted = accepted = 0.0
@@ -169,7 +236,8 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
                 accepted += acc.get("accepted", 0)
     acc = acceptance(drafts, drafted, accepted)
     source = "metrics" if have_metrics and drafted else ("per-request" if drafted else "")
-    status = RowStatus.VOID if failed or voids else classify(aggs, concurrency, policy)
+    load = concurrency or math.ceil(max((f["in_flight"] for f in figs), default=0.0))
+    status = RowStatus.VOID if failed or voids else classify(aggs, load, policy)
     caches = [rep_cache(h, records) for h, records in reps]
     sources = {c["source"] for c in caches}
     prompt = sum(c["prompt"] for c in caches) if caches and "" not in sources else 0
@@ -187,6 +255,9 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
         "ttft_ms": _round(median([f["ttft_ms"] for f in figs if f["ttft_ms"] is not None]), 2),
         "decode_tok_s": _round(median([f["decode_tok_s"] for f in figs
                                        if f["decode_tok_s"] is not None]), 3),
+        **latency_figures([r for _, records in reps for r in records]),
+        "achieved_rps": _round(median([f["rps"] for f in figs]), 4),
+        "goodput_rps": _round(median([f["goodput_rps"] for f in figs]), 4) if slo else None,
         **acc,
         "accept_source": source,
         "spread": round(spread(aggs), 4),

@@ -69,5 +69,6 @@ def test_void_reason_prints_the_threshold_and_a_spread_that_differs_from_it() ->
 
     row = {"failed_requests": 0, "spread": 0.0051}
     policy = stats.LeakPolicy(min_concurrency=8, spread=0.005)
-    assert _void_reason(row, policy, 8) == "spread 0.51% > 0.5% at C8"
-    assert _void_reason({**row, "spread": 0.1234}, POLICY, 8) == "spread 12.3% > 10% at C8"
+    assert _void_reason(row, policy, "C8") == "spread 0.51% > 0.5% at C8"
+    assert _void_reason({**row, "spread": 0.1234}, POLICY, "C8") == "spread 12.3% > 10% at C8"
+    assert _void_reason(row, policy, "2.5 req/s") == "spread 0.51% > 0.5% at 2.5 req/s"
