@@ -48,13 +48,14 @@ class Workload:
     concurrency: tuple[int, ...] = ()
     requests: tuple[int, ...] = ()  # per pass, at each concurrency in order; () unknown
     max_tokens: int | None = None
+    rates: tuple[float, ...] = ()  # open-loop rates, req/s: a pass lasts its arrivals, not tokens/rate
 
     @classmethod
     def of(cls, wl: dict[str, Any]) -> Workload:
         """From run_started's workload or a frozen campaign.yaml's (where a default left out is
         unknown here: the console does not restate the spec's defaults)."""
         try:
-            classes, conc = tuple(wl["classes"]), tuple(int(c) for c in wl["concurrency"])
+            classes, conc = tuple(wl["classes"]), tuple(int(c) for c in wl.get("concurrency") or ())
             reps = int(wl.get("reps", 3))
         except (KeyError, TypeError, ValueError):
             return cls()
@@ -69,7 +70,12 @@ class Workload:
             requests, tokens = (), None
         if len(requests) != len(conc):
             requests = ()
-        return cls(len(classes) * len(conc), reps, classes, conc, requests, tokens)
+        try:
+            rates = tuple(float(r) for r in wl.get("rate") or ())
+        except (TypeError, ValueError):
+            rates = ()
+        return cls(len(classes) * (len(conc) + len(rates)), reps, classes, conc, requests, tokens,
+                   rates)
 
     def pass_tokens(self, concurrency: int) -> int | None:
         """Tokens one pass asks for at ``concurrency`` (an upper bound: a reply may stop early)."""
@@ -201,7 +207,7 @@ def shape_segs(row: RowState, wl: Workload) -> list[Seg]:
     of = f"/{wl.reps}" if wl.reps else ""
     what = ("warm pass" if row.status == RowStatus.WARM
             else f"rep {min(done + 1, wl.reps or done + 1)}{of}")
-    return [(f"{row.cls} c{row.concurrency}", "bold"),
+    return [(f"{row.cls} {row.load}", "bold"),
             (f"attempt {row.attempt}", "warning" if row.attempt > 1 else ""), (what, "")]
 
 
@@ -357,8 +363,8 @@ def _rates(state: RunState) -> dict[int, float]:
 
 def _eta_from_workload(state: RunState, wl: Workload, now: float) -> float | None:
     rates = _rates(state)
-    if not rates or not wl.classes or not all(wl.pass_tokens(c) for c in wl.concurrency):
-        return None
+    if not rates or not wl.classes or wl.rates or not all(wl.pass_tokens(c) for c in wl.concurrency):
+        return None  # an open-loop pass lasts as its arrivals and the server's queue: by the spans
 
     def pass_s(c: int) -> float:
         rate = rates.get(c) or rates[min(rates, key=lambda m: (abs(m - c), -m))]
@@ -456,9 +462,9 @@ def shape_pairs(state: RunState, wkey: str) -> list[tuple[str, float, float, boo
     out = []
     for r in window_rows(state, wkey):
         here = row_value(r)
-        there = row_value(state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency)))
+        there = row_value(state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency, r.rate)))
         if here and there and there[0] > 0:
-            out.append((f"{r.cls} c{r.concurrency}", here[0], there[0], here[1] or there[1]))
+            out.append((f"{r.cls} {r.load}", here[0], there[0], here[1] or there[1]))
     return out
 
 
@@ -490,10 +496,10 @@ def shape_deltas(state: RunState, wkey: str) -> list[tuple[str, Interval, bool]]
     out = []
     for r in window_rows(state, wkey):
         here = row_reps(r)
-        there = row_reps(state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency)))
+        there = row_reps(state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency, r.rate)))
         iv = _delta(tuple(here[0]), tuple(there[0])) if here and there else None
         if here and there and iv is not None:
-            out.append((f"{r.cls} c{r.concurrency}", iv, here[1] or there[1]))
+            out.append((f"{r.cls} {r.load}", iv, here[1] or there[1]))
     return out
 
 
@@ -653,7 +659,7 @@ def no_delta(state: RunState, ws: WindowState) -> Seg:
     if ref.status in (WindowStatus.REJECTED, WindowStatus.FAILED):
         return f"control {ref.status}", "warning"
     mine = [r for r in window_rows(state, ws.key) if row_value(r) is not None]
-    theirs = [state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency)) for r in mine]
+    theirs = [state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency, r.rate)) for r in mine]
     words = {t.status for t in theirs if t is not None}
     if mine and None not in theirs and words and words <= {RowStatus.VOID, RowStatus.FAILED,
                                                            RowStatus.ABORTED}:
@@ -782,7 +788,7 @@ def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
         why = "; ".join(earlier)
     rate = final.get("accept_rate")
     cells: dict[str, list[Seg]] = {
-        "shape": [(f"{r.cls} c{r.concurrency}", "bold")],
+        "shape": [(f"{r.cls} {r.load}", "bold")],
         "reps tok/s": rep_segs(r, expected_reps),
         "median": [(("~" if prov and med is not None else "") + fmt_tok(med), "muted" if prov else "")],
         "spread": [(fmt_pct(sp) if sp is not None else "-", "muted" if prov else "")],

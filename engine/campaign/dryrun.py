@@ -21,7 +21,14 @@ from pathlib import Path
 from engine import testbed
 from engine.campaign.plan import class_prompts, plan_launch, resolve_runtime
 from engine.campaign.redact import argv_warnings, is_secret, redactor_for
-from engine.campaign.spec import Campaign, PromptFileError, SpecError, load_campaign, percent
+from engine.campaign.spec import (
+    DEFAULT_SEED,
+    Campaign,
+    PromptFileError,
+    SpecError,
+    load_campaign,
+    percent,
+)
 from engine.errors import EngineError
 from engine.record.events import CONTROL
 from engine.runtime.base import LaunchPlan, SlurmJob
@@ -220,11 +227,21 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     out.append(f"  {kept}; a pass splits over worker processes past {wl.shard.concurrency} streams "
                f"or {wl.shard.chunk_rate:g} chunks/s per process (up to one per core)")
     classes = ", ".join(f"{n} ({len(prompts[n])} prompts)" for n in wl.classes)
-    requests = ", ".join(f"C{n} {wl.requests_for(n)}" for n in wl.concurrency)
-    out.append(f"shapes: {classes} x concurrency {list(wl.concurrency)}; per shape 1 warm pass "
+    requests = ", ".join([f"C{n} {wl.requests_for(n)}" for n in wl.concurrency]
+                         + [f"{r:g} req/s {wl.requests_at(r)}" for r in wl.rate])
+    loads = " and ".join(([f"concurrency {list(wl.concurrency)}"] if wl.concurrency else [])
+                         + ([f"rate {[float(r) for r in wl.rate]} req/s"] if wl.rate else []))
+    out.append(f"shapes: {classes} x {loads}; per shape 1 warm pass "
                f"(discarded) + {wl.reps} reps, requests per pass: {requests}; "
                f"leak: C>={c.leak.min_concurrency} spread >{percent(c.leak.spread)} voids the row, "
                f"up to {c.leak.max_reruns} reruns")
+    if wl.rate:
+        seed = wl.sampling.seed if wl.sampling.seed is not None else DEFAULT_SEED
+        slo = ", ".join(([f"TTFT <= {wl.slo.ttft_ms:g} ms"] if wl.slo.ttft_ms is not None else [])
+                        + ([f"ITL <= {wl.slo.itl_ms:g} ms"] if wl.slo.itl_ms is not None else []))
+        out.append(f"open loop: Poisson arrivals seeded by {seed} (the same schedule every rep and "
+                   "window), each request sent at its time whatever is in flight; goodput: "
+                   + (f"requests a second within {slo}" if slo else "no SLO set"))
     how = (f"POST {adapter.flush_path}" if adapter.flush_path
            else f"no endpoint: {json.dumps(adapter.cache_fields('flush'))} on each request")
     out.append(f"prefix cache: flush before each warm pass and rep ({how}; a flush that fails "

@@ -295,10 +295,24 @@ class Shard(_Frozen):
     chunk_rate: Annotated[float, Strict(), Field(gt=0, le=1e9, allow_inf_nan=False)] = 20_000
 
 
+MAX_RATE = 10_000.0  # requests per second: past it, a typo
+
+
+class Slo(_Frozen):
+    """Per request, what counts toward goodput: its time to first token, and its inter-token
+    latency (the mean gap between its tokens after the first, vLLM's TPOT), both at most these."""
+
+    ttft_ms: Annotated[float, Strict(), Field(gt=0, le=MAX_SECONDS * 1000, allow_inf_nan=False)] | None = None
+    itl_ms: Annotated[float, Strict(), Field(gt=0, le=MAX_SECONDS * 1000, allow_inf_nan=False)] | None = None
+
+
 class Workload(_Frozen):
     classes: Annotated[dict[Name, PromptClass], Field(min_length=1)]
-    concurrency: Annotated[tuple[Annotated[int, Strict(), Field(ge=1, le=MAX_CONCURRENCY)], ...],
-                           Field(min_length=1)]
+    # Closed loop: C workers, each sending its next request when the last one ends.
+    concurrency: tuple[Annotated[int, Strict(), Field(ge=1, le=MAX_CONCURRENCY)], ...] = ()
+    # Open loop: requests arrive at this many a second (Poisson, seeded), whatever is in flight.
+    rate: tuple[Annotated[float, Strict(), Field(gt=0, le=MAX_RATE, allow_inf_nan=False)], ...] = ()
+    slo: Slo = Slo()
     reps: Annotated[int, Strict(), Field(ge=1, le=1000)] = 3  # the notes: three after the warm pass
     requests_per_rep: Annotated[int, Strict(), Field(ge=1, le=100_000)] | None = None
     max_tokens: Tokens = 128
@@ -311,6 +325,14 @@ class Workload(_Frozen):
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_rep or max(2 * concurrency, 4)
+
+    def requests_at(self, rate: float) -> int:
+        """Requests of an open-loop pass: ten seconds of arrivals, at least four."""
+        return self.requests_per_rep or max(4, math.ceil(10 * rate))
+
+    def loads(self) -> list[tuple[int, float | None]]:
+        """Every load a class is measured at, in order: (C, None) closed loop, then (0, rate)."""
+        return [(c, None) for c in self.concurrency] + [(0, r) for r in self.rate]
 
 
 class OracleReceipt(_Frozen):
@@ -728,8 +750,17 @@ def load_campaign(path: str | Path) -> Campaign:
 
 def _semantic_issues(raw: Mapping[Any, Any], doc: MarkedDoc, base_dir: Path) -> list[Issue]:
     return (_check_windows(raw, doc) + _check_axes(raw) + _check_sessions(raw) + _check_places(raw)
-            + _check_classes(raw, base_dir) + _check_runtime(raw) + _check_quality(raw, base_dir)
-            + _check_knobs(raw))
+            + _check_classes(raw, base_dir) + _check_load(raw) + _check_runtime(raw)
+            + _check_quality(raw, base_dir) + _check_knobs(raw))
+
+
+def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:
+    """A workload measures at a concurrency (closed loop), a rate (open loop), or both."""
+    workload = raw.get("workload")
+    if not isinstance(workload, dict) or workload.get("concurrency") or workload.get("rate"):
+        return []
+    return [(("workload",), True, "the workload has no load: give concurrency (closed loop: C "
+                                  "workers) or rate (open loop: requests per second), or both")]
 
 
 def _window_names(raw: Mapping[Any, Any]) -> list[tuple[int, str]]:

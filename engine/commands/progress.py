@@ -10,6 +10,7 @@ from typing import Any
 from engine.quality.effect import IGNORED_FACT
 from engine.record.events import ENVELOPE, EventKind, WindowStatus
 from engine.record.journal import Event
+from engine.record.state import load_text
 
 
 def _diff_summary(diff: dict[str, Any] | None) -> str:
@@ -35,7 +36,7 @@ def _where(e: Event) -> str:
 
 
 def _shape(e: Event) -> str:
-    return f"{_where(e)} {e.get('class', '')} C{e.get('concurrency', '')}"
+    return f"{_where(e)} {e.get('class', '')} {load_text(e.get('concurrency') or 0, e.get('rate'))}"
 
 
 def _rep_done(e: Event) -> str:

@@ -27,7 +27,9 @@ def cmd_validate(path: str, explain: bool = False) -> int:
     workload = campaign.workload
     print(
         f"OK: {campaign.name}: {len(campaign.windows)} windows in {len(campaign.sessions)} "
-        f"sessions, {len(workload.classes)} classes x concurrency {list(workload.concurrency)}, "
+        f"sessions, {len(workload.classes)} classes x "
+        + " and ".join(([f"concurrency {list(workload.concurrency)}"] if workload.concurrency else [])
+                       + ([f"rate {list(workload.rate)} req/s"] if workload.rate else [])) + ", "
         f"{workload.reps} reps"
     )
     for warning in argv_warnings(campaign):

@@ -25,17 +25,20 @@ DRIFT = "drift.json"
 
 
 def _c1_rows(run_dir: Path) -> list[dict[str, str]]:
-    """The controls' rows at the lowest concurrency measured (C1 when there is one)."""
+    """The controls' rows at the lowest concurrency measured (C1 when there is one); a campaign
+    of open-loop rates only: at its lowest rate."""
     path = run_dir / results.THROUGHPUT
     if not path.exists():
         return []
     with path.open() as f:
         rows = [r for r in csv.DictReader(f) if r["window"] == CONTROL and r["agg_tok_s"]
                 and r["status"] in USABLE_ROWS]
-    if not rows:
-        return []
-    low = min(int(r["concurrency"]) for r in rows)
-    return [r for r in rows if int(r["concurrency"]) == low]
+    closed = [r for r in rows if not r.get("rate")]
+    if closed:
+        low = min(int(r["concurrency"]) for r in closed)
+        return [r for r in closed if int(r["concurrency"]) == low]
+    low_rate = min((float(r["rate"]) for r in rows), default=None)
+    return [r for r in rows if low_rate is not None and float(r["rate"]) == low_rate]
 
 
 def rep_tok_s(run_dir: Path, row: dict[str, str]) -> list[float]:

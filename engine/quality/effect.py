@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.record.deltas import METHOD, observable, relative_delta
 from engine.record.events import USABLE_ROWS, Verdict
+from engine.record.state import load_label
 
 # Boot facts that legitimately differ from boot to boot, or come from requests rather than the
 # boot: file paths (the model's type, size and shape are facts of their own), the listening URL
@@ -30,8 +31,11 @@ def fact_diff(window: dict[str, Any], control: dict[str, Any]) -> dict[str, Any]
             if window.get(k) != control.get(k) or type(window.get(k)) is not type(control.get(k))}
 
 
-def rows_inside(window: dict[tuple[str, int], dict[str, Any]],
-                control: dict[tuple[str, int], dict[str, Any]], floor: float = 0.0) -> dict[str, Any]:
+Shape = tuple[str, int] | tuple[str, int, float | None]  # class, concurrency[, open-loop rate]
+
+
+def rows_inside(window: dict[Shape, dict[str, Any]], control: dict[Shape, dict[str, Any]],
+                floor: float = 0.0) -> dict[str, Any]:
     """Each window row against the control's row of the same shape, by the deltas' rule: inside
     (no effect seen) when the interval of the delta holds 0 or the delta is no larger than
     ``floor``, the campaign's declared noise (its leak spread): three reps within one boot
@@ -40,16 +44,19 @@ def rows_inside(window: dict[tuple[str, int], dict[str, Any]],
     A row that is void, failed or aborted on either side cannot be judged.
     """
     out: list[dict[str, Any]] = []
-    for (cls, c), w in sorted(window.items()):
-        ctl = control.get((cls, c))
+    for shape, w in sorted(window.items(), key=lambda kv: (kv[0][0], kv[0][1], (*kv[0][2:], 0.0)[0] or 0.0)):
+        cls, c, rate = (*shape, None)[:3]
+        ctl = control.get(shape)
         iv = None
         if ctl and w.get("status") in USABLE_ROWS and ctl.get("status") in USABLE_ROWS:
             iv = relative_delta(w.get("rep_tok_s") or [], ctl.get("rep_tok_s") or [])
         if iv is None:
-            out.append({"class": cls, "concurrency": c, "judged": False})
+            out.append({"class": cls, "concurrency": c, **({"rate": rate} if rate else {}),
+                        "judged": False})
             continue
         iv = iv.rounded()
-        out.append({"class": cls, "concurrency": c, "judged": True, "delta": iv.delta,
+        out.append({"class": cls, "concurrency": c, **({"rate": rate} if rate else {}),
+                    "judged": True, "delta": iv.delta,
                     "delta_lo": iv.lo, "delta_hi": iv.hi, "method": METHOD, "floor": floor,
                     "inside": not observable(iv, floor), "agg_tok_s": w["agg_tok_s"],
                     "control_agg_tok_s": ctl["agg_tok_s"] if ctl else None})
@@ -70,7 +77,7 @@ def no_effect_verdict(facts: dict[str, Any] | None, rows: dict[str, Any],
     if not rows["rows"]:
         missing.append("no throughput rows")
     for r in rows["rows"]:
-        shape = f"{r['class']}/c{r['concurrency']}"
+        shape = f"{r['class']}/{load_label(r['concurrency'], r.get('rate'))}"
         if not r["judged"]:
             missing.append(f"{shape} cannot be judged (void, failed or missing)")
         elif not r["inside"]:

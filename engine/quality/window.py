@@ -116,7 +116,7 @@ class WindowChecks(Checks):
         path = results.window_dir(self.run.run_dir, self.ctx.session, CONTROL) / "boot-facts.json"
         return json.loads(path.read_text()).get("facts") if path.exists() else None
 
-    def rows(self, window: str) -> dict[tuple[str, int], dict[str, Any]]:
+    def rows(self, window: str) -> dict[tuple[str, int, float | None], dict[str, Any]]:
         # A copy first: another place's thread may add rows to the fold while this one reads it.
-        return {(r.cls, r.concurrency): r.row for r in list(self.run.state.rows.values())
+        return {(r.cls, r.concurrency, r.rate): r.row for r in list(self.run.state.rows.values())
                 if r.session == self.ctx.session and r.window == window and r.row}

@@ -16,11 +16,12 @@ from engine.record.results import THROUGHPUT, write_atomic
 from engine.record.state import RowState, RunState, row_key
 
 # j_per_token, power_w, sm_mhz_min and throttled come from NVML (engine.gpu; empty without a GPU).
-CSV_COLUMNS = ["session", "window", "axis", "class", "concurrency", "reps", "agg_tok_s",
-               "per_user_tok_s", "ttft_ms", "decode_tok_s", "accept_len", "accept_rate",
-               "accept_source", "j_per_token", "power_w", "sm_mhz_min", "throttled", "spread",
-               "delta", "delta_lo", "delta_hi", "cache", "cache_hit", "status", "attempts",
-               "reason", "source", "ruler_check"]
+CSV_COLUMNS = ["session", "window", "axis", "class", "concurrency", "rate", "reps", "agg_tok_s",
+               "per_user_tok_s", "ttft_ms", "decode_tok_s", "ttft_p50", "ttft_p90", "ttft_p99",
+               "itl_p50", "itl_p90", "itl_p99", "tpot_p50", "tpot_p90", "tpot_p99", "achieved_rps",
+               "goodput_rps", "accept_len", "accept_rate", "accept_source", "j_per_token", "power_w",
+               "sm_mhz_min", "throttled", "spread", "delta", "delta_lo", "delta_hi", "cache",
+               "cache_hit", "status", "attempts", "reason", "source", "ruler_check"]
 
 
 def write_rep(path: Path, header: dict[str, Any], records: list[dict[str, Any]]) -> None:
@@ -55,7 +56,7 @@ def throughput_rows(state: RunState) -> list[dict[str, Any]]:
 def vs_control(state: RunState, r: RowState) -> dict[str, float | None]:
     """A window row's delta against its session's control row of the same shape, with its
     interval (engine.record.deltas); nothing for a control, or where either row has no figure."""
-    ctl = state.rows.get(row_key(r.session, CONTROL, r.cls, r.concurrency))
+    ctl = state.rows.get(row_key(r.session, CONTROL, r.cls, r.concurrency, r.rate))
     if r.window == CONTROL or ctl is None or not all(
             x.row.get("status") in USABLE_ROWS for x in (r, ctl)):
         return {}

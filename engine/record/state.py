@@ -62,12 +62,14 @@ class WindowState:
 
 @dataclass
 class RowState:
-    """One shape (class x concurrency) of one window, with every attempt's reps."""
+    """One shape (class x load: a concurrency, or an open-loop rate) of one window, with every
+    attempt's reps."""
 
     session: str
     window: str
     cls: str
-    concurrency: int
+    concurrency: int  # 0 for an open-loop row
+    rate: float | None = None  # an open-loop row's arrival rate, requests per second
     attempt: int = 0
     status: str = RowStatus.PENDING
     reps: dict[int, dict[int, float]] = field(default_factory=dict)  # attempt -> rep -> tok/s
@@ -79,7 +81,11 @@ class RowState:
 
     @property
     def key(self) -> str:
-        return row_key(self.session, self.window, self.cls, self.concurrency)
+        return row_key(self.session, self.window, self.cls, self.concurrency, self.rate)
+
+    @property
+    def load(self) -> str:
+        return load_label(self.concurrency, self.rate)
 
     @property
     def complete(self) -> bool:
@@ -87,8 +93,18 @@ class RowState:
         return self.status in COMPLETE_ROWS
 
 
-def row_key(session: str, window: str, cls: str, concurrency: int) -> str:
-    return f"{session}-{window}/{cls}/c{concurrency}"
+def load_label(concurrency: int, rate: float | None = None) -> str:
+    """``c4`` (closed loop, four workers) or ``r2.5`` (open loop, 2.5 requests a second)."""
+    return f"r{rate:g}" if rate else f"c{concurrency}"
+
+
+def load_text(concurrency: int, rate: float | None = None) -> str:
+    """A load as people read it: ``C4``, ``2.5 req/s``."""
+    return f"{rate:g} req/s" if rate else f"C{concurrency}"
+
+
+def row_key(session: str, window: str, cls: str, concurrency: int, rate: float | None = None) -> str:
+    return f"{session}-{window}/{cls}/{load_label(concurrency, rate)}"
 
 
 @dataclass
@@ -129,9 +145,10 @@ class RunState:
         return any(r.status in (RowStatus.OK, RowStatus.NOISY, RowStatus.VOID) for r in self.rows.values())
 
     def row(self, e: Event) -> RowState:
-        key = row_key(e["session"], e["window"], e["class"], e["concurrency"])
+        key = row_key(e["session"], e["window"], e["class"], e["concurrency"], e.get("rate"))
         if key not in self.rows:
-            self.rows[key] = RowState(e["session"], e["window"], e["class"], e["concurrency"])
+            self.rows[key] = RowState(e["session"], e["window"], e["class"], e["concurrency"],
+                                      e.get("rate"))
         return self.rows[key]
 
     def window(self, session: str, window: str) -> WindowState:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.record.events import CONTROL, WindowStatus
+from engine.record.state import load_text
 from engine.report.run import Row, RunView
 
 DPI = 110
@@ -108,11 +109,12 @@ def _grouped(ax: Any, groups: Sequence[str], series: Sequence[str],
 
 
 def tok_s_chart(view: RunView, path: Path) -> Path | None:
-    """Aggregate tok/s per window and class, one panel per concurrency, the rep range as whiskers."""
-    concs, classes = view.concurrencies(), view.classes()
+    """Aggregate tok/s per window and class, one panel per load (concurrency, or open-loop rate),
+    the rep range as whiskers."""
+    concs, classes = view.loads(), view.classes()
     if not view.rows:
         return None
-    by = {(f"{r.session}-{r.window}", r.cls, r.concurrency): r for r in view.rows}
+    by = {(f"{r.session}-{r.window}", r.cls, (r.concurrency, r.rate)): r for r in view.rows}
     # Windows without rows (rejected at boot, failed) keep their place, labelled: a gap that says why.
     status = {ws.key: ws.status for ws in view.windows()}
     measured = {(g, c) for g, _, c in by}
@@ -122,11 +124,11 @@ def tok_s_chart(view: RunView, path: Path) -> Path | None:
                                 + [g for g, _, _ in by]))
     fig, axes = _figure(_width(len(groups), 0.9, 6.0), 3.6 * len(concs), len(concs), 1, len(groups))
     for ax, c in zip(axes[:, 0], concs, strict=True):
-        def value(g: str, cls: str, c: int = c) -> Bar | None:
+        def value(g: str, cls: str, c: tuple[int, float | None] = c) -> Bar | None:
             r = by.get((g, cls, c))
             return None if r is None else (*_range(r), not r.usable)
-        _grouped(ax, groups, classes, value, f"C{c}: aggregate tok/s (median rep, rep range; "
-                 "hatched = void/failed)", "tok/s")
+        _grouped(ax, groups, classes, value, f"{load_text(*c)}: aggregate tok/s (median rep, rep "
+                 "range; hatched = void/failed)", "tok/s")
         for i, g in enumerate(groups if len(groups) <= MAX_LABELS else ()):  # a slot a label names
             if (g, c) not in measured:
                 ax.text(i, 0, f" {status.get(g, 'no row')}", rotation=90, ha="center",
@@ -139,20 +141,20 @@ def acceptance_chart(view: RunView, path: Path) -> Path | None:
     rows = [r for r in view.rows if r.accept_len is not None or r.accept_rate is not None]
     if not rows:
         return None
-    concs = sorted({r.concurrency for r in rows})
+    concs = [load for load in view.loads() if any((r.concurrency, r.rate) == load for r in rows)]
     classes = list(dict.fromkeys(r.cls for r in rows))
     groups = list(dict.fromkeys(f"{r.session}-{r.window}" for r in rows))
-    by = {(f"{r.session}-{r.window}", r.cls, r.concurrency): r for r in rows}
+    by = {(f"{r.session}-{r.window}", r.cls, (r.concurrency, r.rate)): r for r in rows}
     fig, axes = _figure(_width(len(groups), 1.6, 10.0), 3.4 * len(concs), len(concs), 2, len(groups))
     for i, c in enumerate(concs):
         for k, (attr, label) in enumerate((("accept_len", "acceptance length"),
                                            ("accept_rate", "acceptance rate"))):
-            def value(g: str, cls: str, c: int = c,
+            def value(g: str, cls: str, c: tuple[int, float | None] = c,
                       attr: str = attr) -> Bar | None:
                 r = by.get((g, cls, c))
                 v = getattr(r, attr) if r else None
                 return None if v is None else (v, 0.0, 0.0, not r.usable)
-            _grouped(axes[i, k], groups, classes, value, f"C{c}: {label} per class", label)
+            _grouped(axes[i, k], groups, classes, value, f"{load_text(*c)}: {label} per class", label)
     return _save(fig, path)
 
 
@@ -171,7 +173,7 @@ def drift_chart(view: RunView, path: Path) -> Path | None:
         mids, los, his = zip(*(_range(r) for r in pts), strict=True)
         void = [i for i, r in enumerate(pts) if not r.usable]
         ax.errorbar(xs, mids, yerr=[los, his], marker="o", capsize=3, color=f"C{j}",
-                    label=f"{shape[0]} C{shape[1]}" + (" (hollow: void)" if void else ""))
+                    label=f"{shape[0]} {load_text(shape[1], shape[2])}" + (" (hollow: void)" if void else ""))
         # A void row is drawn (it was measured) but hollow: it is not a figure to compare.
         ax.plot([xs[i] for i in void], [mids[i] for i in void], "o", color=f"C{j}", mfc="white",
                 zorder=3)

@@ -40,9 +40,9 @@ class Match:
 
     def label(self) -> str:
         r = self.first
-        if not r.concurrency:
+        if not r.concurrency and not r.rate:
             return f"{r.session}-{r.window} (window)"
-        return f"{r.session}-{r.window} {r.cls} C{r.concurrency}"
+        return f"{r.session}-{r.window} {r.cls} {r.load}"
 
 
 def comparable_rows(view: RunView) -> list[Row]:
@@ -148,7 +148,7 @@ def comparison(views: Sequence[RunView]) -> tuple[list[str], list[list[str]], li
             delta(r, base, cross_floor(views[0], base, v, r)) if r is not None and base is not None
             else None for v, r in zip(views[1:], m.rows[1:], strict=True)]
         vs_ctl = [delta(r, control_of(v, r), declared_noise(v)) if r is not None
-                  and r.window != CONTROL and r.concurrency else None
+                  and r.window != CONTROL and (r.concurrency or r.rate) else None
                   for v, r in zip(views, m.rows, strict=True)]
         accept = [f"{r.accept_len:.2f}/{r.accept_rate:.3f}" if r and r.accept_len is not None
                   and r.accept_rate is not None else "-" for r in m.rows]

@@ -10,7 +10,7 @@ from engine import __version__, gpu
 from engine.campaign.spec import Campaign
 from engine.record.events import EventKind
 from engine.report.run import CONTROL, RunView, read_json
-from engine.report.text import table, when
+from engine.report.text import slo_text, table, when
 from engine.report.windows import change_text, slurm_record
 from engine.run import gpuwatch
 from engine.servers import get_adapter
@@ -46,9 +46,14 @@ def methods(view: RunView) -> list[str]:
         wl, leak = c.workload, c.leak
         prompts = read_json(view.dir / "prompts.json")
         classes = ", ".join(f"{k} ({len(prompts.get(k, []))} prompts)" for k in wl.classes)
-        per_c = ", ".join(f"C{n}: {wl.requests_for(n)}" for n in wl.concurrency)
+        per_c = ", ".join([f"C{n}: {wl.requests_for(n)}" for n in wl.concurrency]
+                          + [f"{r:g} req/s: {wl.requests_at(r)}" for r in wl.rate])
+        loads = ([f"concurrency {', '.join(map(str, wl.concurrency))} (closed loop)"]
+                 if wl.concurrency else []) + (
+            [f"rate {', '.join(f'{r:g}' for r in wl.rate)} req/s (open loop: Poisson arrivals, "
+             f"seeded, the same every rep; goodput SLOs: {slo_text(view)})"] if wl.rate else [])
         out += [
-            f"- **Workload**: classes {classes}; concurrency {', '.join(map(str, wl.concurrency))}; "
+            f"- **Workload**: classes {classes}; {'; '.join(loads)}; "
             f"{wl.reps} reps per shape; requests per rep {per_c}; max_tokens {wl.max_tokens}; "
             f"sampling {json.dumps(wl.sampling.model_dump())}; knobs sent verbatim "
             f"{json.dumps(wl.knobs) if wl.knobs else 'none'}. Streaming chat completions, "

@@ -22,7 +22,7 @@ from engine.record.events import CONTROL, USABLE_ROWS, EventKind
 from engine.record.journal import Event, read_kinds
 from engine.record.receipts import read_rep
 from engine.record.snapshot import fold_journal
-from engine.record.state import RunState, WindowState, row_key
+from engine.record.state import RunState, WindowState, load_text, row_key
 from engine.run import stats
 
 # The events the report reads besides the state: each window's boots and ends, and the audit
@@ -54,12 +54,24 @@ class Row:
     window: str
     axis: str
     cls: str
-    concurrency: int
+    concurrency: int  # 0 for an open-loop row
+    rate: float | None  # an open-loop row's arrival rate, requests per second
     reps: int
     agg_tok_s: float | None
     per_user_tok_s: float | None
     ttft_ms: float | None
     decode_tok_s: float | None
+    ttft_p50: float | None  # from here to tpot_p99: every rep's requests pooled (stats.latency_figures)
+    ttft_p90: float | None
+    ttft_p99: float | None
+    itl_p50: float | None
+    itl_p90: float | None
+    itl_p99: float | None
+    tpot_p50: float | None
+    tpot_p90: float | None
+    tpot_p99: float | None
+    achieved_rps: float | None
+    goodput_rps: float | None
     accept_len: float | None
     accept_rate: float | None
     accept_source: str
@@ -84,15 +96,20 @@ class Row:
         return self.status in USABLE_ROWS and bool(self.agg_tok_s)
 
     @property
-    def shape(self) -> tuple[str, int]:
-        return self.cls, self.concurrency
+    def shape(self) -> tuple[str, int, float | None]:
+        return self.cls, self.concurrency, self.rate
 
     @property
-    def key(self) -> tuple[str, str, str, int]:
-        return self.session, self.window, self.cls, self.concurrency
+    def key(self) -> tuple[str, str, str, int, float | None]:
+        return self.session, self.window, self.cls, self.concurrency, self.rate
+
+    @property
+    def load(self) -> str:
+        """``C4`` or ``2.5 req/s``."""
+        return load_text(self.concurrency, self.rate)
 
     def label(self) -> str:
-        return f"{self.session}-{self.window}/{self.cls}/C{self.concurrency}"
+        return f"{self.session}-{self.window}/{self.cls}/{self.load}"
 
     def as_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -102,7 +119,8 @@ PARSE: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float | None
 TYPES = {f.name: str(f.type) for f in fields(Row) if f.name != "rep_tok_s"}  # the columns Row holds
 # Columns added after runs were recorded without them: such a file reads them as empty.
 LATER_COLUMNS = frozenset({"j_per_token", "power_w", "sm_mhz_min", "throttled", "delta", "delta_lo",
-                           "delta_hi", "cache", "cache_hit"})
+                           "delta_hi", "cache", "cache_hit", "rate", "achieved_rps", "goodput_rps",
+                           *(f"{m}_p{p}" for m in ("ttft", "itl", "tpot") for p in (50, 90, 99))})
 
 
 def csv_row(r: dict[str, str]) -> Row:
@@ -149,7 +167,7 @@ def read_rows(run_dir: Path, state: RunState) -> list[Row]:
 def _row(run_dir: Path, state: RunState, r: dict[str, str]) -> Row:
     row = csv_row(r)
     c = row.concurrency
-    journal = state.rows.get(row_key(row.session, row.window, row.cls, c))
+    journal = state.rows.get(row_key(row.session, row.window, row.cls, c, row.rate))
     reps = journal.row.get("rep_tok_s") if journal and journal.row.get(
         "source") == row.source else None
     row.rep_tok_s = list(reps) if reps is not None else receipt_rep_tok_s(run_dir, row.source, c)
@@ -214,7 +232,13 @@ class RunView:
         return list(dict.fromkeys(r.cls for r in self.rows))
 
     def concurrencies(self) -> list[int]:
-        return sorted({r.concurrency for r in self.rows})
+        """The closed-loop concurrencies measured (open-loop rows have none)."""
+        return sorted({r.concurrency for r in self.rows if not r.rate})
+
+    def loads(self) -> list[tuple[int, float | None]]:
+        """Every load measured: the concurrencies, then the open-loop rates."""
+        return ([(c, None) for c in self.concurrencies()]
+                + [(0, r) for r in sorted({r.rate for r in self.rows if r.rate})])
 
     @functools.cached_property
     def _events_by_window(self) -> dict[tuple[Any, Any], list[Event]]:

@@ -6,7 +6,7 @@ from engine.record import results
 from engine.record.deltas import noise_floor
 from engine.record.events import Check
 from engine.record.journal import damage_report
-from engine.record.state import earlier_sessions
+from engine.record.state import earlier_sessions, load_text
 from engine.report.run import CONTROL, Row, RunView, read_json
 from engine.report.text import (
     acceptance_text,
@@ -14,8 +14,11 @@ from engine.report.text import (
     declared_noise,
     delta,
     fixed,
+    latency_table,
+    load_cell,
     pct,
     reps_text,
+    slo_text,
     table,
     tok,
     when,
@@ -84,14 +87,14 @@ def control_row_cells(rows: dict[tuple[str, int], Row], classes: list[str], low:
     """The notes' control line: lowest C per class, highest C aggregate and per user, acceptance."""
     cells = []
     for cls in classes:
-        r = rows.get((cls, low))
+        r = rows.get((cls, low, None))
         cells.append(f"{tok(r.agg_tok_s)} ({pct(r.spread)})" if r else "-")
     for cls in classes if top != low else ():
-        r = rows.get((cls, top))
+        r = rows.get((cls, top, None))
         cells.append(f"{tok(r.agg_tok_s)} / {tok(r.per_user_tok_s)} ({pct(r.spread)}, {r.status})"
                      if r else "-")
     for cls in classes:
-        r = rows.get((cls, low))
+        r = rows.get((cls, low, None))
         cells.append(acceptance_text(r) if r else "-")
     return cells
 
@@ -118,10 +121,11 @@ def controls(view: RunView) -> list[str]:
             lines += table(["class", "C", "tok/s", "per user", "TTFT ms", "decode tok/s",
                             "accept len / rate", "spread", "reps tok/s", "prefix cache", "status",
                             "attempts"],
-                           [[r.cls, r.concurrency, tok(r.agg_tok_s), tok(r.per_user_tok_s),
+                           [[r.cls, load_cell(r), tok(r.agg_tok_s), tok(r.per_user_tok_s),
                              fixed(r.ttft_ms, 1), tok(r.decode_tok_s), acceptance_text(r),
                              pct(r.spread), reps_text(r), cache_text(r), r.status, r.attempts]
                             for r in rows.values()])
+            lines += latency_table(rows.values(), slo_text(view))
         lines += verdict_lines(view, ws) + [""] + history(view, ws)
     return lines + drift(view)
 
@@ -135,10 +139,10 @@ def drift(view: RunView) -> list[str]:
     if view.state.session_places:
         return place_drift(view, sessions, shapes, declared) + drift_receipt(view)
     body = []
-    for cls, c in shapes:
+    for cls, c, rate in shapes:
         cells, prev, drifts = [], None, []
         for s in sessions:
-            r = view.rows_of(s, CONTROL).get((cls, c))
+            r = view.rows_of(s, CONTROL).get((cls, c, rate))
             cell = f"{tok(r.agg_tok_s)} ({pct(r.spread)})" if r else "-"
             if r and prev:
                 d = delta(r, prev, declared)
@@ -146,7 +150,8 @@ def drift(view: RunView) -> list[str]:
                 cell += f", {d.text()}"
             cells.append(cell)
             prev = r or prev
-        body.append([cls, c] + cells + [pct(noise_floor(declared, drifts))])
+        body.append([cls, load_text(c, rate) if rate else c] + cells
+                    + [pct(noise_floor(declared, drifts))])
     lines = ["### Control drift across sessions", "",
              "Each control row against the previous session's control row of the same shape, with "
              "its 95 % interval. The control is the same configuration every time, so its drift is "
@@ -157,26 +162,26 @@ def drift(view: RunView) -> list[str]:
     return lines + drift_receipt(view)
 
 
-def place_drift(view: RunView, sessions: list[str], shapes: list[tuple[str, int]],
+def place_drift(view: RunView, sessions: list[str], shapes: list[tuple[str, int, float | None]],
                 declared: float) -> list[str]:
     """Sessions on places: within a place against the session before it there (what the run's
     drift check compared: that one had ended), and across places after the run."""
     places = view.state.session_places
     first = next((s for s in sessions if s in places), "")
     per, across = [], []
-    for cls, c in shapes:
-        rows = {s: view.rows_of(s, CONTROL).get((cls, c)) for s in sessions}
+    for cls, c, rate in shapes:
+        rows = {s: view.rows_of(s, CONTROL).get((cls, c, rate)) for s in sessions}
         for s in sessions:
             r = rows[s]
             if r is None:
                 continue
             cell = f"{tok(r.agg_tok_s)} ({pct(r.spread)})"
             prev = next((p for p in earlier_sessions(sessions, places, s) if rows.get(p)), None)
-            per.append([places.get(s, "-"), s, f"{cls} C{c}", cell,
+            per.append([places.get(s, "-"), s, f"{cls} {load_text(c, rate)}", cell,
                         f"{prev}-{CONTROL}" if prev else "- (first on its place)",
                         delta(r, rows[prev], declared).text() if prev else "-"])
             if first and places.get(s, places[first]) != places[first]:
-                across.append([places[s], s, f"{cls} C{c}", cell,
+                across.append([places[s], s, f"{cls} {load_text(c, rate)}", cell,
                                delta(r, rows[first], declared).text()])
     lines = ["### Control drift per place", "",
              "Each control row against the control row of the session that ran before it on the same "

@@ -92,6 +92,38 @@ def cache_text(row: Row | None) -> str:
     return f"{row.cache}, {pct(row.cache_hit)} hit"
 
 
+def load_cell(row: Row) -> str | int:
+    """The load column: a closed-loop row's concurrency, an open-loop row's rate."""
+    return f"{row.rate:g} req/s" if row.rate else row.concurrency
+
+
+def triple(row: Row, name: str) -> str:
+    """p50 / p90 / p99 of one latency, ms."""
+    vals = [getattr(row, f"{name}_p{p}") for p in (50, 90, 99)]
+    return "-" if all(v is None for v in vals) else " / ".join(fixed(v, 1) for v in vals)
+
+
+def latency_table(rows: Iterable[Row], slo: str) -> list[str]:
+    """Latency percentiles (every rep's requests pooled), achieved request rate and goodput."""
+    rows = list(rows)
+    if not rows:
+        return []
+    return [f"Latency (ms, p50 / p90 / p99, the reps' requests pooled), requests per second "
+            f"finished and, of them, within the SLOs ({slo}):", ""] + table(
+        ["class", "C", "TTFT", "ITL", "TPOT", "req/s", "goodput req/s", "status"],
+        [[r.cls, load_cell(r), triple(r, "ttft"), triple(r, "itl"), triple(r, "tpot"),
+          fixed(r.achieved_rps, 2), fixed(r.goodput_rps, 2), r.status] for r in rows])
+
+
+def slo_text(view: RunView) -> str:
+    slo = view.campaign.workload.slo if view.campaign is not None else None
+    if slo is None or (slo.ttft_ms is None and slo.itl_ms is None):
+        return "none set: no goodput"
+    parts = ([f"TTFT <= {slo.ttft_ms:g} ms"] if slo.ttft_ms is not None else []) + (
+        [f"ITL <= {slo.itl_ms:g} ms"] if slo.itl_ms is not None else [])
+    return ", ".join(parts)
+
+
 def acceptance_text(row: Row) -> str:
     if row.accept_len is None and row.accept_rate is None:
         return "-"

@@ -6,16 +6,19 @@ from typing import Any
 
 from engine.quality import IGNORED_FACT
 from engine.record.events import USABLE_ROWS, EventKind, WindowStatus
-from engine.record.state import WindowState
+from engine.record.state import WindowState, load_text
 from engine.report.run import CONTROL, RunView, read_json
 from engine.report.text import (
     acceptance_text,
     cache_text,
     declared_noise,
     delta,
+    latency_table,
     link,
+    load_cell,
     pct,
     reps_text,
+    slo_text,
     table,
     tok,
     when,
@@ -118,9 +121,9 @@ def history(view: RunView, ws: WindowState) -> list[str]:
     out: list[str] = []
     flagged: set[tuple[Any, ...]] = set()  # a rep can be flagged again as later reps land
     for e in view.window_events(ws.session, ws.window):
-        shape = f"{e.get('class')} C{e.get('concurrency')}"
+        shape = f"{e.get('class')} {load_text(e.get('concurrency') or 0, e.get('rate'))}"
         if e["kind"] == EventKind.LEAK_SUSPECTED:
-            key = (e["class"], e["concurrency"], e["attempt"], e["rep"])
+            key = (e["class"], e["concurrency"], e.get("rate"), e["attempt"], e["rep"])
             if key not in flagged:
                 flagged.add(key)
                 out.append(f"- {shape}: attempt {e['attempt']} rep {e['rep']} flagged as it "
@@ -141,7 +144,7 @@ def history(view: RunView, ws: WindowState) -> list[str]:
             out.append(f"- operator: rerun {' '.join(map(str, cmd['args']))} at {when(cmd.get('ts'))}")
     for r in view.rows_of(ws.session, ws.window).values():
         if r.status not in USABLE_ROWS:
-            out.append(f"- {r.cls} C{r.concurrency}: row **{r.status}** after {r.attempts} "
+            out.append(f"- {r.cls} {r.load}: row **{r.status}** after {r.attempts} "
                        f"attempt{'s' if r.attempts != 1 else ''}: {r.reason or '-'}")
     return (["Void rows, reruns and flagged reps:", ""] + out + [""]) if out else []
 
@@ -177,12 +180,13 @@ def windows(view: RunView) -> list[str]:
                 ["class", "C", "tok/s", CONTROL, "Δ tok/s [95 % CI]", "per user",
                  "spread (window / control)", "reps tok/s", "accept len / rate", "control accept",
                  "prefix cache (window / control)", "status", "attempts"],
-                [[r.cls, r.concurrency, tok(r.agg_tok_s), tok(c.agg_tok_s) if c else "-",
+                [[r.cls, load_cell(r), tok(r.agg_tok_s), tok(c.agg_tok_s) if c else "-",
                   delta(r, c, floor).text(), tok(r.per_user_tok_s),
                   f"{pct(r.spread)} / {pct(c.spread) if c else '-'}", reps_text(r),
                   acceptance_text(r), acceptance_text(c) if c else "-",
                   f"{cache_text(r)} / {cache_text(c)}", r.status, r.attempts]
                  for r in rows.values() for c in [ctl.get(r.shape)]])
+            lines += latency_table(rows.values(), slo_text(view))
         else:
             lines += ["No throughput rows.", ""]
         lines += verdict_lines(view, ws) + [""] + history(view, ws)

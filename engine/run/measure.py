@@ -17,15 +17,15 @@ from typing import Any, NamedTuple
 import httpx
 
 from engine import gpu
-from engine.campaign.spec import percent
+from engine.campaign.spec import DEFAULT_SEED, percent
 from engine.errors import WindowFailed
 from engine.record.events import EventKind, RowStatus, WindowStatus
 from engine.record.receipts import read_rep, write_rep
 from engine.record.results import DIR_MODE, write_atomic
-from engine.record.state import row_key
+from engine.record.state import load_label, load_text, row_key
 from engine.run import stats
 from engine.run.context import RunContext, WindowContext
-from engine.run.load import PassResult, chunk_rate, measure_pass, shard_count
+from engine.run.load import PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.servers.client import FlushFailed, ServerClient, tls_context
 from engine.servers.data import BadServerData, counter, reading
 
@@ -104,17 +104,23 @@ def _cache_delta(before: Scrape, after: Scrape) -> dict[str, float] | None:
     return delta if min(delta.values()) >= 0 else None
 
 
-def shape_files(wdir: Path, cls: str, c: int, attempt: int, rep: int | str) -> Path:
+def shape_files(wdir: Path, cls: str, c: int, attempt: int, rep: int | str,
+                rate: float | None = None) -> Path:
     d = wdir / "reps"
     d.mkdir(mode=DIR_MODE, exist_ok=True)
-    return d / f"{cls}-c{c}-{attempt}-{rep}.jsonl"
+    return d / f"{cls}-{load_label(c, rate)}-{attempt}-{rep}.jsonl"
 
 
-def recompute_row(run_dir: Path, source: str, concurrency: int,
-                  policy: stats.LeakPolicy) -> dict[str, Any]:
+def recompute_row(run_dir: Path, source: str, concurrency: int, policy: stats.LeakPolicy,
+                  slo: stats.Slo = stats.NO_SLO) -> dict[str, Any]:
     """A throughput.csv row recomputed from the receipts it names."""
     reps = [read_rep(run_dir / p) for p in source.split(";") if p]
-    return stats.row_figures(reps, concurrency, policy)
+    return stats.row_figures(reps, concurrency, policy, slo)
+
+
+def slo_of(run: RunContext) -> stats.Slo:
+    slo = run.campaign.workload.slo
+    return stats.Slo(slo.ttft_ms, slo.itl_ms)
 
 
 Rep = tuple[dict[str, Any], list[dict[str, Any]]]
@@ -130,22 +136,22 @@ class Measurement:
 
     def __init__(self) -> None:
         # Chunks per second of each shape's last pass: the next pass's shards are judged on it.
-        self._rates: dict[tuple[str, str, str, int], float] = {}
+        self._rates: dict[tuple[str, str, str, int, float | None], float] = {}
 
     def __call__(self, run: RunContext, ctx: WindowContext) -> None:
         wl = run.campaign.workload
         for cls in wl.classes:
-            for c in wl.concurrency:
+            for c, rate in wl.loads():
                 if run.controls.stopping():
                     status, why = run.controls.ending()
                     if status == WindowStatus.FAILED:  # the window timed out: it fails like a dead server
                         self._not_measured(run, ctx, f"not measured: {why}")
                     return
-                row = run.state.rows.get(row_key(ctx.session, ctx.window, cls, c))
+                row = run.state.rows.get(row_key(ctx.session, ctx.window, cls, c, rate))
                 if row and row.complete:
                     continue
                 try:
-                    self.shape(run, ctx, cls, c)
+                    self.shape(run, ctx, cls, c, rate=rate)
                 except WindowFailed:
                     self._not_measured(run, ctx)
                     raise
@@ -156,13 +162,13 @@ class Measurement:
         """Every shape of a failed window without a row gets one: throughput.csv has no gaps."""
         wl = run.campaign.workload
         for cls in wl.classes:
-            for c in wl.concurrency:
-                row = run.state.rows.get(row_key(ctx.session, ctx.window, cls, c))
+            for c, rate in wl.loads():
+                row = run.state.rows.get(row_key(ctx.session, ctx.window, cls, c, rate))
                 if row and row.row:
                     continue
                 run.emit(EventKind.ROW_DONE, session=ctx.session, window=ctx.window, **{"class": cls},
-                            concurrency=c, axis=run.axis(ctx.window), attempts=0, status=RowStatus.FAILED,
-                            reason=reason, source="")
+                            concurrency=c, **({"rate": rate} if rate else {}), axis=run.axis(ctx.window),
+                            attempts=0, status=RowStatus.FAILED, reason=reason, source="")
 
     def reruns(self, run: RunContext, ctx: WindowContext) -> None:
         prefix = f"{ctx.session}-{ctx.window}/"
@@ -172,7 +178,7 @@ class Measurement:
                 return
             run.controls.reruns.remove(key)
             row = run.state.rows[key]
-            self.shape(run, ctx, row.cls, row.concurrency, rerun=True)
+            self.shape(run, ctx, row.cls, row.concurrency, rerun=True, rate=row.rate)
 
     def _flush(self, run: RunContext, ctx: WindowContext) -> dict[str, Any]:
         """The cache policy before a pass, carried out: a receipt's ``cache`` (policy, what the
@@ -192,16 +198,23 @@ class Measurement:
                     time.sleep(FLUSH_RETRY_S)
         return {"policy": policy, "flush_failed": f"{why} ({FLUSH_TRIES} tries)"}
 
-    def _pass(self, run: RunContext, ctx: WindowContext, cls: str,
-              c: int) -> tuple[PassResult, dict[str, float] | None, dict[str, float] | None]:
+    def _pass(self, run: RunContext, ctx: WindowContext, cls: str, c: int, rate: float | None
+              ) -> tuple[PassResult, dict[str, float] | None, dict[str, float] | None]:
         wl = run.campaign.workload
-        shape = (ctx.session, ctx.window, cls, c)
-        shards = shard_count(c, wl.shard.concurrency, wl.shard.chunk_rate, self._rates.get(shape))
+        shape = (ctx.session, ctx.window, cls, c, rate)
         knobs = {**wl.knobs, **ctx.adapter.cache_fields(wl.cache)}
+        if rate:  # open loop: the same seeded arrivals every rep; shards only for the chunk rate
+            n = wl.requests_at(rate)
+            seed = wl.sampling.seed if wl.sampling.seed is not None else DEFAULT_SEED
+            load: dict[str, Any] = {"arrivals": arrival_times(rate, n, seed)}
+            shards = shard_count(n, n, wl.shard.chunk_rate, self._rates.get(shape))
+        else:
+            n, load = wl.requests_for(c), {}
+            shards = shard_count(c, wl.shard.concurrency, wl.shard.chunk_rate, self._rates.get(shape))
         before = scrape(ctx.server.base_url, ctx.adapter)
-        res = measure_pass(ctx.server.base_url, ctx.adapter, run.prompts[cls], c,
-                           wl.requests_for(c), wl.max_tokens, dict(wl.sampling), knobs,
-                           run.campaign.timeouts.request, stop=run.controls.cut, shards=shards)
+        res = measure_pass(ctx.server.base_url, ctx.adapter, run.prompts[cls], c or shards, n,
+                           wl.max_tokens, dict(wl.sampling), knobs, run.campaign.timeouts.request,
+                           stop=run.controls.cut, shards=shards, **load)
         self._rates[shape] = chunk_rate(res)
         after = scrape(ctx.server.base_url, ctx.adapter)
         delta, why, rejected = _delta(before, after)
@@ -213,18 +226,18 @@ class Measurement:
             raise WindowFailed(f"server died during a pass (exit code {ctx.server.exit_code()})")
         return res, delta, _cache_delta(before, after)
 
-    def _sampled(self, run: RunContext, ctx: WindowContext, cls: str, c: int, path: Path
-                 ) -> tuple[PassResult, dict[str, float] | None, dict[str, float] | None,
-                            dict[str, Any] | str]:
+    def _sampled(self, run: RunContext, ctx: WindowContext, cls: str, c: int, rate: float | None,
+                 path: Path) -> tuple[PassResult, dict[str, float] | None, dict[str, float] | None,
+                                      dict[str, Any] | str]:
         """A pass with the server's GPUs sampled around it: the pass, its metrics delta, its
         prefix-cache counters' delta, and its GPU summary (its samples written beside the
         receipt) or why there is none."""
         if not ctx.gpus:
-            res, delta, cache_delta = self._pass(run, ctx, cls, c)
+            res, delta, cache_delta = self._pass(run, ctx, cls, c, rate)
             return res, delta, cache_delta, ctx.gpus.none
         sampler = gpu.Sampler(ctx.gpus).start()
         try:
-            res, delta, cache_delta = self._pass(run, ctx, cls, c)
+            res, delta, cache_delta = self._pass(run, ctx, cls, c, rate)
         finally:
             samples = sampler.stop()
         summary = gpu.summarize(samples, stats.rep_figures(res.records, c)["tokens"])
@@ -237,9 +250,9 @@ class Measurement:
     def _warm(self, run: RunContext, ctx: WindowContext, where: dict[str, Any], attempt: int,
               label: str) -> None:
         cache = self._flush(run, ctx)  # a failed flush before a warm pass voids nothing: it is said
-        path = shape_files(ctx.dir, where["class"], where["concurrency"], attempt, label)
-        warm, delta, cache_delta, gpus = self._sampled(run, ctx, where["class"], where["concurrency"],
-                                                       path)
+        c, rate = where["concurrency"], where.get("rate")
+        path = shape_files(ctx.dir, where["class"], c, attempt, label, rate)
+        warm, delta, cache_delta, gpus = self._sampled(run, ctx, where["class"], c, rate, path)
         write_rep(path, {**where, "attempt": attempt, "rep": label, "metrics_delta": delta,
                          "cache": {**cache, "metrics": cache_delta}, "client": warm.summary(),
                          "gpu": gpus}, warm.records)
@@ -257,10 +270,11 @@ class Measurement:
         return row.attempt, [read_rep(run.run_dir / p) for p in paths], paths
 
     def shape(self, run: RunContext, ctx: WindowContext, cls: str, c: int,
-              rerun: bool = False) -> None:
-        policy, ctl = run.leak_policy, run.controls
-        where = {"session": ctx.session, "window": ctx.window, "class": cls, "concurrency": c}
-        key = row_key(ctx.session, ctx.window, cls, c)
+              rerun: bool = False, rate: float | None = None) -> None:
+        policy, ctl, slo = run.leak_policy, run.controls, slo_of(run)
+        where: dict[str, Any] = {"session": ctx.session, "window": ctx.window, "class": cls,
+                                 "concurrency": c, **({"rate": rate} if rate else {})}
+        key = row_key(ctx.session, ctx.window, cls, c, rate)
         attempt, reps, paths = self._resumed(run, key)
         if rerun:
             reps, paths = [], []  # an operator rerun starts a fresh attempt
@@ -285,7 +299,7 @@ class Measurement:
                         self._warm(run, ctx, where, attempt, f"rewarm{len(reps) + 1}")
                     rep = len(reps) + 1
                     cache = self._flush(run, ctx)
-                    path = shape_files(ctx.dir, cls, c, attempt, rep)
+                    path = shape_files(ctx.dir, cls, c, attempt, rep, rate)
                     if "flush_failed" in cache:  # the rep would measure a cache it was to empty
                         header = {**where, "attempt": attempt, "rep": rep, "cache": cache,
                                   "void": f"cache flush failed: {cache['flush_failed']}"}
@@ -293,7 +307,7 @@ class Measurement:
                         reps.append((header, []))
                         paths.append(str(path.relative_to(run.run_dir)))
                         break  # the attempt is void: rewarmed and measured again, or the row is
-                    res, delta, cache_delta, gpus = self._sampled(run, ctx, cls, c, path)
+                    res, delta, cache_delta, gpus = self._sampled(run, ctx, cls, c, rate, path)
                     if ctl.cut():  # the pass was cancelled mid-flight: not a rep
                         return self._aborted(run, where, c, reps, paths, attempt, rerun)
                     header = {**where, "attempt": attempt, "rep": rep, "metrics_delta": delta,
@@ -303,22 +317,24 @@ class Measurement:
                     reps.append((header, res.records))
                     paths.append(str(path.relative_to(run.run_dir)))
                     self._rep_done(run, where, attempt, rep, res, header, paths[-1], reps)
-                row = stats.row_figures(reps, c, policy)
+                row = stats.row_figures(reps, c, policy, slo)
                 if row["status"] != RowStatus.VOID or attempt - first_attempt >= policy.max_reruns:
                     break
                 run.emit(EventKind.ROW_VOID, **where, attempt=attempt, spread=row["spread"],
-                            reason=_void_reason(row, policy, c), rep_tok_s=row["rep_tok_s"], rerun=True,
+                            reason=_void_reason(row, policy, load_text(c, rate)), rep_tok_s=row["rep_tok_s"],
+                            rerun=True,
                             **({"cause": stats.THROTTLED} if row["throttle_cause"] else {}))
                 reps, paths = [], []
         except WindowFailed as e:
-            fig = stats.row_figures(reps, c, policy) if reps else {}
+            fig = stats.row_figures(reps, c, policy, slo) if reps else {}
             run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
                         reason=f"the server failed after {len(reps)} reps: {e}",
                         source=";".join(paths), **{**fig, "status": RowStatus.FAILED})
             raise
         reasons = []
         if row["status"] == RowStatus.VOID:
-            reasons.append(_void_reason(row, policy, c) + f" after {attempt - first_attempt + 1} attempts")
+            reasons.append(_void_reason(row, policy, load_text(c, rate))
+                           + f" after {attempt - first_attempt + 1} attempts")
         if row["metrics_rejected"]:
             reasons.append(f"acceptance not measured: {row['metrics_rejected']}")
         reason = "; ".join(reasons)
@@ -328,7 +344,7 @@ class Measurement:
     def _rep_done(self, run: RunContext, where: dict[str, Any], attempt: int, rep: int,
                   res: PassResult, header: dict[str, Any], path: str, reps: list[Rep]) -> None:
         c, policy = where["concurrency"], run.leak_policy
-        fig = stats.rep_figures(res.records, c)
+        fig = stats.rep_figures(res.records, c, slo_of(run))
         acc = stats.row_figures([(header, res.records)], c, policy)
         figures = gpu.per_rep(header.get("gpu"))
         run.emit(EventKind.REP_DONE, **where, attempt=attempt, rep=rep, **fig,
@@ -338,7 +354,8 @@ class Measurement:
                     **({"gpu": figures} if figures else {}))
         aggs = [stats.rep_figures(r, c)["agg_tok_s"] for _, r in reps]
         suspect = stats.suspect_rep(aggs, policy.spread)
-        row = run.state.rows.get(row_key(where["session"], where["window"], where["class"], c))
+        row = run.state.rows.get(row_key(where["session"], where["window"], where["class"], c,
+                                         where.get("rate")))
         if suspect is not None and not (row and (attempt, suspect + 1) in row.suspects):  # said once
             cause = stats.rep_cause([h for h, _ in reps], suspect)
             run.emit(EventKind.LEAK_SUSPECTED, **where, attempt=attempt, rep=suspect + 1,
@@ -351,7 +368,7 @@ class Measurement:
         if rerun:  # the void row stands as it was; the cut-short rerun is on record
             run.emit(EventKind.RERUN_ABORTED, **where, attempt=attempt, reason=why, reps=len(reps))
             return
-        row = stats.row_figures(reps, c, run.leak_policy) if reps else {}
+        row = stats.row_figures(reps, c, run.leak_policy, slo_of(run)) if reps else {}
         said = (f"{why} ({len(reps)} reps done)" if window_status == WindowStatus.FAILED
                 else f"{why} after {len(reps)} reps")
         run.emit(EventKind.ROW_DONE, **where, axis=run.axis(where["window"]), attempts=attempt,
@@ -360,7 +377,7 @@ class Measurement:
                        else RowStatus.ABORTED})
 
 
-def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, c: int) -> str:
+def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, load: str) -> str:
     if row.get("void_reps"):
         return row["void_reps"]
     if row["failed_requests"]:
@@ -368,6 +385,6 @@ def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, c: int) -> str:
     threshold = percent(policy.spread)
     # One digit past the threshold's own, so the two never print alike ("0.51% > 0.5%").
     digits = len(threshold.rstrip("%").partition(".")[2]) + 1
-    spread = f"spread {row['spread']:.{digits}%} > {threshold} at C{c}"
+    spread = f"spread {row['spread']:.{digits}%} > {threshold} at {load}"
     # The GPU showed why the slow rep was slow: a throttle, not a leaked autotune pass.
     return f"{stats.THROTTLED} ({row['throttle_cause']}): {spread}" if row.get("throttle_cause") else spread

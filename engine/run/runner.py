@@ -185,7 +185,10 @@ class Runner:
                       workload={"classes": list(c.workload.classes),
                                 "concurrency": list(c.workload.concurrency), "reps": c.workload.reps,
                                 "requests": [c.workload.requests_for(n) for n in c.workload.concurrency],
-                                "max_tokens": c.workload.max_tokens})
+                                "max_tokens": c.workload.max_tokens,
+                                **({"rate": list(c.workload.rate),
+                                    "rate_requests": [c.workload.requests_at(r) for r in c.workload.rate]}
+                                   if c.workload.rate else {})})
         status = RunStatus.FINISHED
         try:
             try:

@@ -10,7 +10,10 @@ from engine.record.state import RunState
 from engine.report.run import Row, read_rows
 
 ROW = {"session": "s1", "window": "w", "axis": "one flag", "class": "prose", "concurrency": 8,
-       "reps": 3, "agg_tok_s": 101.5, "per_user_tok_s": 12.7, "ttft_ms": 40.25, "decode_tok_s": 14.0,
+       "rate": None, "ttft_p50": 40.0, "ttft_p90": 52.5, "ttft_p99": 61.0, "itl_p50": 12.0,
+       "itl_p90": 14.5, "itl_p99": 30.25, "tpot_p50": 12.5, "tpot_p90": 13.0, "tpot_p99": 15.0,
+       "achieved_rps": 3.2, "goodput_rps": 2.9, "reps": 3, "agg_tok_s": 101.5, "per_user_tok_s": 12.7,
+       "ttft_ms": 40.25, "decode_tok_s": 14.0,
        "accept_len": 2.5, "accept_rate": 0.61, "accept_source": "metrics", "j_per_token": 0.412,
        "power_w": 311.5, "sm_mhz_min": 1980.0, "throttled": "False", "spread": 0.031,
        "delta": 0.12, "delta_lo": 0.05, "delta_hi": 0.2, "cache": "flush", "cache_hit": 0.0,
@@ -45,8 +48,11 @@ def test_a_file_from_before_the_gpu_columns_reads_them_as_empty(tmp_path: Path) 
 
 def test_a_run_recorded_before_the_delta_and_cache_columns_reads_them_as_empty(tmp_path: Path) -> None:
     old = [c for c in receipts.CSV_COLUMNS
-           if c not in ("delta", "delta_lo", "delta_hi", "cache", "cache_hit")]
+           if c not in ("delta", "delta_lo", "delta_hi", "cache", "cache_hit", "rate", "ttft_p50",
+                        "ttft_p90", "ttft_p99", "itl_p50", "itl_p90", "itl_p99", "tpot_p50",
+                        "tpot_p90", "tpot_p99", "achieved_rps", "goodput_rps")]
     lines = [",".join(old), ",".join(str(ROW.get(c, "")) for c in old)]
     (tmp_path / "throughput.csv").write_text("\n".join(lines) + "\n")
     [row] = read_rows(tmp_path, RunState())
     assert (row.delta, row.cache, row.cache_hit, row.agg_tok_s) == (None, "", None, 101.5)
+    assert (row.rate, row.ttft_p99, row.goodput_rps, row.shape) == (None, None, None, ("prose", 8, None))
