@@ -547,7 +547,7 @@ class RulerConsole(App[None]):
         key = self.ui.reps.cursor_key()
         row = self.state.rows.get(key or "")
         if row and row.reps:
-            label += [("·", "muted"), (f"{row.cls} c{row.concurrency}:", "bold"),
+            label += [("·", "muted"), (f"{row.cls} {row.load}:", "bold"),
                       (" ".join(view.fmt_tok(v) for v in view.rep_series(row)), "")]
         self.ui.spark_label.set(to_text(label, self.tags))
         bars = view.bars_lines(self.state, self.shown, width=8, noise=self.noise)
