@@ -323,8 +323,8 @@ def test_controls_and_drift(run_a: Path, report_a: str) -> None:
     drift = md_table(report_a, "### Control drift across sessions")
     view = load_run(run_a)
     for cls in ("prose", "code"):
-        d = delta(view.rows_of("s2", "control")[(cls, 1)], view.rows_of("s1", "control")[(cls, 1)],
-                  POLICY_A.spread)
+        d = delta(view.rows_of("s2", "control")[(cls, 1, None)],
+                  view.rows_of("s1", "control")[(cls, 1, None)], POLICY_A.spread)
         assert d.lo is not None  # two reps a side: an interval
         assert pick(drift, cls, 1)["s2"].endswith(d.text())
         # The floor a comparison across the two sessions must exceed: the drift itself here.
