@@ -82,31 +82,37 @@ def summary(view: RunView) -> list[str]:
          "|Δlogp| p99", "KL mean", "no observable effect", "ruler check"], rows)
 
 
-def control_row_cells(rows: dict[tuple[str, int], Row], classes: list[str], low: int,
-                      top: int) -> list[str]:
-    """The notes' control line: lowest C per class, highest C aggregate and per user, acceptance."""
+Load = tuple[int, float | None]  # (C, None) closed loop, (0, rate) open loop
+
+
+def control_row_cells(rows: dict[tuple[str, int, float | None], Row], classes: list[str],
+                      low: Load, top: Load) -> list[str]:
+    """The notes' control line: lowest load per class, highest load aggregate and per user,
+    acceptance (the closed-loop concurrencies, or the open-loop rates of a campaign of rates)."""
     cells = []
     for cls in classes:
-        r = rows.get((cls, low, None))
+        r = rows.get((cls, *low))
         cells.append(f"{tok(r.agg_tok_s)} ({pct(r.spread)})" if r else "-")
     for cls in classes if top != low else ():
-        r = rows.get((cls, top, None))
+        r = rows.get((cls, *top))
         cells.append(f"{tok(r.agg_tok_s)} / {tok(r.per_user_tok_s)} ({pct(r.spread)}, {r.status})"
                      if r else "-")
     for cls in classes:
-        r = rows.get((cls, low, None))
+        r = rows.get((cls, *low))
         cells.append(acceptance_text(r) if r else "-")
     return cells
 
 
 def controls(view: RunView) -> list[str]:
-    classes, concs = view.classes(), view.concurrencies()
-    if not concs:
+    classes, loads = view.classes(), view.loads()
+    if not loads:
         return ["## Controls", "", "No throughput rows.", ""]
-    low, top = concs[0], concs[-1]
-    heads = ([f"{c} C{low} tok/s (spread)" for c in classes]
-             + [f"{c} C{top} agg / per user (spread)" for c in classes if top != low]
-             + [f"{c} C{low} accept len / rate" for c in classes])
+    closed = [load for load in loads if not load[1]]
+    low, top = (closed[0], closed[-1]) if closed else (loads[0], loads[-1])
+    lo, hi = load_text(*low), load_text(*top)
+    heads = ([f"{c} {lo} tok/s (spread)" for c in classes]
+             + [f"{c} {hi} agg / per user (spread)" for c in classes if top != low]
+             + [f"{c} {lo} accept len / rate" for c in classes])
     ctl_windows = [ws for ws in view.windows() if ws.window == CONTROL]
     lines = ["## Controls", "", "Each session boots the control again; its row is the reference of "
              "every window in that session.", ""]

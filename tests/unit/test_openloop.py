@@ -147,3 +147,22 @@ def test_rate_rows_run_like_concurrency_rows(tmp: Path, fake: FakeRuntime) -> No
     assert got["s1-ctx/prose/c1"]["itl_p99"] != "" and got["s1-ctx/prose/c1"]["rate"] == ""
     done = events(r.run_dir, "row_done", window="ctx", rate=4.0)
     assert len(done) == 1 and done[0]["concurrency"] == 0
+
+
+def test_a_campaign_of_rates_only_reports_its_controls_and_goodput(tmp: Path, fake: FakeRuntime) -> None:
+    """The report's control line and tables take the rates when there is no concurrency (it said
+    "No throughput rows" for a campaign of rates only)."""
+    spec = campaign("ratesonly", {"ctx": {"axis": "context 4096", "args": {"-c": 4096}}},
+                    {"s1": ["ctx"]}, concurrency=[], rate=[2.0, 8.0], requests_per_rep=4, reps=2,
+                    slo={"ttft_ms": 500})
+    r = runner(tmp, spec, fake)
+    assert r.run() == "finished"
+    from engine.report.render import render
+    from engine.report.run import load_run
+    text = render(load_run(r.run_dir), [], "")
+    controls = text.split("## Controls", 1)[1].split("### s1: control", 1)[0]
+    assert "No throughput rows" not in controls
+    assert "| prose 2 req/s tok/s (spread) | prose 8 req/s agg / per user (spread) |" in controls
+    window = text.split("### s1-ctx", 1)[1]
+    assert "| class | C | TTFT | ITL | TPOT | req/s | goodput req/s | status |" in window
+    assert window.count("| prose | 2 req/s |") == 2 and window.count("| prose | 8 req/s |") == 2
