@@ -2,9 +2,11 @@
 far past it does not, and goodput drops while the finished rate stays near what the server can do.
 
 The server: SmolLM2-135M (Q8_0) on one CPU thread with two slots, about 0.8 s a 16-token request,
-so about 2.5 requests a second at most. At 1 request a second the queue rarely builds and nearly
-every request's first token comes within 500 ms; at 32 a second every request of a pass arrives
-within half a second and waits its turn behind the others.
+so two to four requests a second at most, as busy as the machine is. At 1 request a second the
+queue rarely builds and nearly every request's first token comes within 500 ms; at 64 a second
+every request of a pass arrives within half a second and waits its turn behind the others: the
+longer the pass, the fewer of its requests meet the SLO, so 24 of them make goodput fall below the
+low rate's whatever the machine's speed.
 """
 
 from __future__ import annotations
@@ -44,9 +46,9 @@ workload:
   classes:
     prose: {{prompts: ["Write one sentence about the sea.", "Name three colours.", "Say hello in French."]}}
   concurrency: [1]
-  rate: [1, 32]
-  reps: 2
-  requests_per_rep: 12
+  rate: [1, 64]
+  reps: 1
+  requests_per_rep: 24
   max_tokens: 16
   slo: {{ttft_ms: 500, itl_ms: 150}}
 leak: {{min_concurrency: 64, spread: 0.5, max_reruns: 0}}
@@ -71,23 +73,24 @@ def test_a_rate_sweep_meets_its_slos_until_the_server_falls_behind(
     print(json.dumps({f"{w} {k}": {c: r[c] for c in ("achieved_rps", "goodput_rps", "ttft_p50",
                                                       "ttft_p99", "itl_p50", "tpot_p99")}
                       for (w, k), r in rows.items()}, indent=1))
-    assert sorted(rows) == [("control", "1.0"), ("control", "32.0"), ("control", "c1"),
-                            ("ctx", "1.0"), ("ctx", "32.0"), ("ctx", "c1")]
+    assert sorted(rows) == [("control", "1.0"), ("control", "64.0"), ("control", "c1"),
+                            ("ctx", "1.0"), ("ctx", "64.0"), ("ctx", "c1")]
     for window in ("control", "ctx"):
-        low, high = rows[(window, "1.0")], rows[(window, "32.0")]
+        low, high = rows[(window, "1.0")], rows[(window, "64.0")]
         for row in (low, high):
             assert row["status"] in ("ok", "noisy") and row["concurrency"] == "0", row
             # Every figure comes from the receipts: recomputed, the same.
             again = recompute_row(run, row["source"], 0, stats.LeakPolicy(64, 0.5, 0), SLO)
             for col in ("achieved_rps", "goodput_rps", "ttft_p50", "ttft_p99", "itl_p99", "tpot_p50"):
                 assert float(row[col]) == again[col], col
-            # Each request went out at its arrival time (the client kept up), the same schedule
-            # every rep.
-            reps = [read_rep(run / p)[1] for p in row["source"].split(";")]
-            for recs in reps:
+            # Each request went out at its arrival time (the client kept up), on the same
+            # schedule in the warm pass and the rep.
+            rep = run / row["source"]
+            passes = [read_rep(rep)[1], read_rep(rep.with_name(rep.name.replace("-1-1.", "-1-warm.")))[1]]
+            for recs in passes:
                 assert all(r["start"] - r["scheduled"] < 0.05 for r in recs)
-            assert [r["scheduled"] - reps[0][0]["scheduled"] for r in reps[0]] == pytest.approx(
-                [r["scheduled"] - reps[1][0]["scheduled"] for r in reps[1]], abs=1e-6)
+            assert [r["scheduled"] - passes[0][0]["scheduled"] for r in passes[0]] == pytest.approx(
+                [r["scheduled"] - passes[1][0]["scheduled"] for r in passes[1]], abs=1e-6)
         # A rate it can serve: nearly every finished request within the SLOs.
         assert float(low["goodput_rps"]) >= 0.75 * float(low["achieved_rps"]), low
         assert float(low["ttft_p50"]) < 500
@@ -101,7 +104,7 @@ def test_a_rate_sweep_meets_its_slos_until_the_server_falls_behind(
         assert float(high["itl_p50"]) < 150
     # Closed-loop rows carry the latency percentiles too.
     assert all(rows[(w, "c1")][c] != "" for w in ("control", "ctx") for c in ("itl_p99", "tpot_p90"))
-    # The window's rate rows against the control's of the same rate, with their interval.
-    assert rows[("ctx", "32.0")]["delta_lo"] != "" and rows[("control", "32.0")]["delta"] == ""
+    # The window's rate rows against the control's of the same rate (one rep: no interval).
+    assert rows[("ctx", "64.0")]["delta"] != "" and rows[("control", "64.0")]["delta"] == ""
     assert [e["rate"] for e in read_events(run / "journal.jsonl")
-            if e["kind"] == "row_done" and e.get("rate")] == [1.0, 32.0, 1.0, 32.0]
+            if e["kind"] == "row_done" and e.get("rate")] == [1.0, 64.0, 1.0, 64.0]
