@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.run import load
+from engine.run import stream as stream_mod
 from engine.run.load import PassResult, measure_pass, run_pass, shard_count
 from engine.run.stream import BULK, Connection, Response, new_record
 from engine.run.stream import sse_events as _events
@@ -215,16 +216,16 @@ def test_bulk_parse_gives_each_token_the_arrival_time_of_its_read(
 
 def test_the_hot_path_keeps_bytes_and_times_and_parses_at_the_end() -> None:
     """Per network read: a timestamp and the bytes. Nothing is parsed until the response ends
-    (or BULK bytes wait); then the whole record at once."""
+    (or BULK bytes wait); then the whole record at once, in the loop's parser's next turn."""
     raw, _ = _chunked(_stream_body(b"\n"), list(range(0, 2000, 40)))
     head = raw.index(b"\r\n\r\n") + 4
     reads = [raw[:head]] + [raw[i:i + 50] for i in range(head, len(raw), 50)]
     assert len(raw) < BULK and not any(r.endswith(b"\r\n\r\n") for r in reads[1:-1])
     conn = Connection()
     resp = Response(new_record(0, 0, 0), get_adapter("llamacpp"))
-    loop = asyncio.new_event_loop()
-    try:
-        conn.response, conn.waiter = resp, loop.create_future()
+
+    async def exchange() -> None:
+        conn.response, conn.waiter = resp, asyncio.get_running_loop().create_future()
         conn.check_at = 1
         conn.data_received(reads[0])  # the head: read at once, for the framing
         assert resp.status == 200 and resp.mode == "chunked"
@@ -234,10 +235,38 @@ def test_the_hot_path_keeps_bytes_and_times_and_parses_at_the_end() -> None:
         assert conn.times == sorted(conn.times)
         assert resp.events.chunks == 0 and resp.received == len(reads[0])  # nothing parsed
         conn.data_received(reads[-1])
-        assert conn.waiter.done() and resp.complete and conn.reads == []
+        assert not conn.waiter.done() and conn.queued  # its turn comes when the loop turns
+        await asyncio.wait_for(conn.waiter, 5)
+        assert resp.complete and conn.reads == [] and not conn.queued
         assert resp.events.chunks == len(TOKENS) + 1
-    finally:
-        loop.close()
+
+    asyncio.run(exchange())
+
+
+def test_streams_ending_together_are_parsed_in_turns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of equal requests ends in the same loop iteration: their parses take turns, the
+    loop reading sockets and running timers between them, rather than holding it for all."""
+    monkeypatch.setattr(stream_mod, "SLICE", 0.0)  # one connection a turn
+    raw, _ = _chunked(_stream_body(b"\n"), list(range(0, 2000, 40)))
+    head = raw.index(b"\r\n\r\n") + 4
+    conns = [Connection() for _ in range(10)]
+    resps = [Response(new_record(0, i, 0), get_adapter("llamacpp")) for i in range(10)]
+
+    async def together() -> None:
+        loop = asyncio.get_running_loop()
+        for conn, resp in zip(conns, resps, strict=True):
+            conn.response, conn.waiter = resp, loop.create_future()
+            conn.check_at = 1
+            conn.data_received(raw[:head])
+        for conn in conns:
+            conn.data_received(raw[head:])  # every response's body and end at once
+        await asyncio.sleep(0)
+        parsed = sum(r.complete for r in resps)
+        assert 1 <= parsed < 10, parsed  # the loop turned after the first, not after all
+        await asyncio.wait_for(asyncio.gather(*(c.waiter for c in conns)), 5)
+        assert all(r.complete and r.events.chunks == len(TOKENS) + 1 for r in resps)
+
+    asyncio.run(together())
 
 
 def test_a_long_stream_is_parsed_in_bulk_not_held_whole() -> None:
@@ -245,17 +274,19 @@ def test_a_long_stream_is_parsed_in_bulk_not_held_whole() -> None:
     raw, _ = _chunked(events, list(range(0, len(events), 140)))
     conn = Connection()
     resp = Response(new_record(0, 0, 0), get_adapter("llamacpp"))
-    loop = asyncio.new_event_loop()
-    try:
-        conn.response, conn.waiter = resp, loop.create_future()
+
+    async def stream() -> int:
+        conn.response, conn.waiter = resp, asyncio.get_running_loop().create_future()
         conn.check_at = 1
         most = 0
         for i in range(0, len(raw) - 10, 100):
             conn.data_received(raw[i:i + 100])
             most = max(most, sum(map(len, conn.reads)))
-        assert most <= BULK + 100 and resp.events.chunks > 500  # parsed as it came, in bulk
-    finally:
-        loop.close()
+            await asyncio.sleep(0)  # a read a loop turn, as they come from the network
+        return most
+
+    most = asyncio.run(stream())
+    assert most <= BULK + 200 and resp.events.chunks > 500  # parsed as it came, in bulk
 
 
 class KeepAliveServer(threading.Thread):
