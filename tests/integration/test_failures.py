@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,8 +49,8 @@ workload:
     code: {prompts: ["Write a Python function that adds two numbers."]}
   concurrency: [1]
   reps: 3
-  requests_per_rep: 2
-  max_tokens: 12
+  requests_per_rep: 3
+  max_tokens: 48   # a rep long enough (seconds) that the kill lands in the next one
 quality: {enabled: false}
 timeouts: {boot: 120, request: 30}
 """
@@ -98,8 +99,11 @@ def test_server_death_mid_window_fails_it_and_the_campaign_goes_on(testbed: tb_m
 
     rows = {(r["window"], r["class"]): r for r in csv.DictReader((run / "throughput.csv").open())}
     assert rows[("victim", "prose")]["status"] == "failed"
-    assert "the server failed after 1 reps" in rows[("victim", "prose")]["reason"]
-    assert rows[("victim", "prose")]["source"].count(";") == 0  # the one finished rep is kept
+    # The kill lands in rep 2, or in rep 3 when the machine is so busy that the killer, polling
+    # the journal, wakes after rep 2 ended: either way the finished reps are kept, none after.
+    done = re.search(r"the server failed after (\d+) reps", rows[("victim", "prose")]["reason"])
+    assert done and int(done[1]) in (1, 2), rows[("victim", "prose")]["reason"]
+    assert rows[("victim", "prose")]["source"].count(";") == int(done[1]) - 1
     assert rows[("victim", "code")]["status"] == "failed"  # never measured, still a row
     assert rows[("victim", "code")]["reason"].startswith("not measured")
     assert rows[("after", "prose")]["status"] in ("ok", "noisy")
