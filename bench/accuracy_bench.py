@@ -48,7 +48,7 @@ from engine.run import stats  # noqa: E402
 from engine.run.load import measure_pass  # noqa: E402
 from engine.runtime import process as rp  # noqa: E402
 from engine.runtime.base import LaunchPlan, free_port  # noqa: E402
-from engine.servers import LlamaCppAdapter  # noqa: E402
+from engine.servers.llamacpp import LlamaCppAdapter  # noqa: E402
 
 PROMPTS = ["Write a short story about a lighthouse keeper.",
            "Explain how a hash map works, step by step.",

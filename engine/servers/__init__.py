@@ -17,17 +17,35 @@ from collections.abc import Callable
 
 from engine.servers.adapter import ServerAdapter
 from engine.servers.client import Readiness
-from engine.servers.llamacpp import LlamaCppAdapter
 from engine.servers.logs import BootFacts, Fact, parse_number
-from engine.servers.sglang import SGLangAdapter
-from engine.servers.vllm import VLLMAdapter
+
+
+# Each adapter's module is imported when it is asked for: a run (or the console) uses one, and
+# each module compiles its log patterns as it loads.
+def _llamacpp() -> ServerAdapter:
+    from engine.servers.llamacpp import LlamaCppAdapter
+
+    return LlamaCppAdapter()
+
+
+def _sglang() -> ServerAdapter:
+    from engine.servers.sglang import SGLangAdapter
+
+    return SGLangAdapter()
+
+
+def _vllm() -> ServerAdapter:
+    from engine.servers.vllm import VLLMAdapter
+
+    return VLLMAdapter()
+
 
 # Factories, not instances: a client part may keep a cache (rendered prompts), so each caller
 # gets an adapter of its own.
 _ADAPTERS: dict[str, Callable[[], ServerAdapter]] = {
-    "llamacpp": LlamaCppAdapter,
-    "sglang": SGLangAdapter,
-    "vllm": VLLMAdapter,
+    "llamacpp": _llamacpp,
+    "sglang": _sglang,
+    "vllm": _vllm,
 }
 
 
@@ -49,7 +67,6 @@ def get_adapter(name: str) -> ServerAdapter:
 __all__ = [
     "BootFacts",
     "Fact",
-    "LlamaCppAdapter",
     "Readiness",
     "ServerAdapter",
     "get_adapter",

@@ -16,8 +16,9 @@ has defaults that speak OpenAI chat and plain Prometheus, and quality calls the 
 answer raise :class:`Unsupported`, which the receipt records instead of a number.
 
 A client holds no connection: each call takes an ``httpx.Client`` whose ``base_url`` is the
-server's (no ``/v1``), so the caller owns the pool and the timeout. It may keep a small cache
-(SGLang's rendered prompts), which is why :func:`engine.servers.get_adapter` makes a fresh one.
+server's (no ``/v1``), so the caller owns the pool and the timeout (typed :class:`Http`: the
+adapters import without httpx). It may keep a small cache (SGLang's rendered prompts), which is
+why :func:`engine.servers.get_adapter` makes a fresh one.
 """
 
 from __future__ import annotations
@@ -28,10 +29,7 @@ import json
 import ssl
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
-
-import certifi
-import httpx
+from typing import Any, Protocol
 
 from engine.servers.data import (
     BadServerData,
@@ -47,6 +45,14 @@ from engine.servers.prometheus import summed_samples
 
 # A logprob is at most 0; servers computing in half precision round the top one a little above.
 LOGPROB_SLACK = 1e-3
+
+
+class Http(Protocol):
+    """The ``httpx.Client`` a caller hands an adapter, as the adapters use it. A protocol rather
+    than httpx's class: reading a server's log through its adapter (the console, ``ruler facts``)
+    must not import httpx, a fifth of the console's start; only a call that talks HTTP does."""
+
+    def post(self, url: str, *, json: Any = None) -> Any: ...
 
 
 class Readiness(enum.Enum):
@@ -138,14 +144,18 @@ def chat_reply(body: dict[str, Any]) -> ChatReply:
 def tls_context() -> ssl.SSLContext:
     """httpx's default TLS context, built once: building it (certifi's bundle) took 0.1 s of CPU
     per client, and a rep scrapes twice."""
+    import certifi  # here: only a scrape or the load generator builds one (see Http)
+
     return ssl.create_default_context(cafile=certifi.where())
 
 
-def post_json(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
+def post_json(client: Http, path: str, body: dict[str, Any]) -> dict[str, Any]:
     """POST and return the JSON answer; a non-200 raises with the server's own words, an answer
     that is not a JSON object raises :class:`BadServerData`."""
     r = client.post(path, json=body)
     if r.status_code != 200:
+        import httpx  # here, not at the top: see Http
+
         raise httpx.HTTPStatusError(f"{path}: HTTP {r.status_code}: {r.text[:300]}",
                                     request=r.request, response=r)
     try:
@@ -220,7 +230,7 @@ class ServerClient(ABC):
 
     flush_path: str | None = None  # the endpoint that empties the prefix cache (POST), if any
 
-    def flush_cache(self, client: httpx.Client) -> str:
+    def flush_cache(self, client: Http) -> str:
         """Empty the server's prefix cache; the words of its answer, or :class:`FlushFailed`.
 
         The default POSTs :attr:`flush_path` and takes any 200 as done; an adapter whose server
@@ -228,6 +238,8 @@ class ServerClient(ABC):
         """
         if self.flush_path is None:
             raise FlushFailed(f"{self.name} has no endpoint that empties its prefix cache")
+        import httpx  # here, not at the top: see Http
+
         try:
             r = client.post(self.flush_path)
         except httpx.HTTPError as e:
@@ -253,18 +265,19 @@ class ServerClient(ABC):
         return None
 
     # -- quality requests (engine.quality) -------------------------------------------------
-    # Each takes an httpx.Client whose base_url is the server's (no /v1); see the module docstring.
+    # Each takes an httpx.Client (an Http) whose base_url is the server's (no /v1); see the module
+    # docstring.
 
-    def render_chat(self, client: httpx.Client, messages: list[dict[str, Any]],
+    def render_chat(self, client: Http, messages: list[dict[str, Any]],
                     knobs: dict[str, Any]) -> str:
         """The prompt text the chat endpoint would build from ``messages`` and ``knobs``."""
         raise Unsupported(f"{self.name}: rendering the chat template is not implemented")
 
-    def tokenize(self, client: httpx.Client, text: str) -> list[int]:
+    def tokenize(self, client: Http, text: str) -> list[int]:
         """Token ids of ``text`` exactly as the chat endpoint tokenizes a rendered prompt."""
         raise Unsupported(f"{self.name}: tokenizing is not implemented")
 
-    def chat_tokens(self, client: httpx.Client, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
+    def chat_tokens(self, client: Http, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
         """A non-streamed chat completion (as :meth:`chat`) and the token ids it generated.
 
         Preferred for greedy equivalence: the reply is the served endpoint's own. Without it the
@@ -272,12 +285,12 @@ class ServerClient(ABC):
         """
         raise Unsupported(f"{self.name}: token ids of a chat completion are not available")
 
-    def generate(self, client: httpx.Client, prompt_ids: list[int], max_tokens: int,
+    def generate(self, client: Http, prompt_ids: list[int], max_tokens: int,
                  seed: int) -> Generation:
         """Greedy continuation (temperature 0) of a prompt given as token ids."""
         raise Unsupported(f"{self.name}: greedy generation from token ids is not implemented")
 
-    def next_token(self, client: httpx.Client, ids: list[int], top_k: int,
+    def next_token(self, client: Http, ids: list[int], top_k: int,
                    fresh: bool) -> NextToken:
         """Teacher forcing, one position: the top-k next-token logprobs after ``ids``.
 
@@ -287,7 +300,7 @@ class ServerClient(ABC):
         """
         raise Unsupported(f"{self.name}: teacher-forced scoring is not implemented")
 
-    def score_sequence(self, client: httpx.Client, ids: list[int], start: int,
+    def score_sequence(self, client: Http, ids: list[int], start: int,
                        top_k: int) -> list[NextToken | None]:
         """Teacher forcing in one request: element j is the top-k that predicted ``ids[start + j]``
         (None where the server gave none). Optional: without it, :meth:`next_token` per position."""
@@ -297,7 +310,7 @@ class ServerClient(ABC):
         """Request fields that make a chat request reproducible (e.g. no cached prefix)."""
         return {}
 
-    def chat(self, client: httpx.Client, body: dict[str, Any]) -> ChatReply:
+    def chat(self, client: Http, body: dict[str, Any]) -> ChatReply:
         """One non-streamed OpenAI chat completion (knob and tool checks)."""
         payload = {**body, "stream": False, **self.quality_fields()}
         return chat_reply(post_json(client, self.chat_path, payload))

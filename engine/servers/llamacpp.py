@@ -126,10 +126,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
 from engine.servers.adapter import ServerAdapter
-from engine.servers.client import ChatReply, Generation, NextToken, Readiness, post_json
+from engine.servers.client import ChatReply, Generation, Http, NextToken, Readiness, post_json
 from engine.servers.data import acceptance, mapping, token_ids
 from engine.servers.data import text as as_text
 from engine.servers.logs import Fact, FactValue, parse_number
@@ -590,7 +588,7 @@ class LlamaCppAdapter(ServerAdapter):
 
     # -- the prefix cache ---------------------------------------------------------------
 
-    def flush_cache(self, client: httpx.Client) -> str:
+    def flush_cache(self, client: Http) -> str:
         # llama-server has no endpoint that empties its caches: POST /slots/N?action=erase needs
         # --slot-save-path and clears one slot, while the host-memory prompt cache (--cache-ram,
         # 8192 MiB by default) hands a cleared slot its prompt back. A request with cache_prompt
@@ -608,16 +606,16 @@ class LlamaCppAdapter(ServerAdapter):
 
     # -- quality requests (see the module docstring) -------------------------------------
 
-    def render_chat(self, client: httpx.Client, messages: list[dict[str, Any]],
+    def render_chat(self, client: Http, messages: list[dict[str, Any]],
                     knobs: dict[str, Any]) -> str:
         return as_text(post_json(client, "/apply-template", {"messages": messages, **knobs})["prompt"],
                        "/apply-template prompt")
 
-    def tokenize(self, client: httpx.Client, text: str) -> list[int]:
+    def tokenize(self, client: Http, text: str) -> list[int]:
         body = {"content": text, "add_special": True, "parse_special": True}
         return token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
 
-    def chat_tokens(self, client: httpx.Client, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
+    def chat_tokens(self, client: Http, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
         # With logprobs each generated token comes back with its id (the end-of-generation token
         # included); top_logprobs 1 keeps the per-token softmax the cheapest the server offers.
         reply = self.chat(client, {**body, "logprobs": True, "top_logprobs": 1})
@@ -625,7 +623,7 @@ class LlamaCppAdapter(ServerAdapter):
         entries = (choice.get("logprobs") or {}).get("content") or []
         return reply, token_ids([e["id"] for e in entries], "logprobs.content ids")
 
-    def generate(self, client: httpx.Client, prompt_ids: list[int], max_tokens: int,
+    def generate(self, client: Http, prompt_ids: list[int], max_tokens: int,
                  seed: int) -> Generation:
         out = post_json(client, "/completion", {
             "prompt": prompt_ids, "n_predict": max_tokens, "temperature": 0, "seed": seed,
@@ -634,7 +632,7 @@ class LlamaCppAdapter(ServerAdapter):
         return Generation(as_text(out.get("content"), "content"), token_ids(out.get("tokens", []), "tokens"),
                           {"limit": "length"}.get(stop, stop))
 
-    def next_token(self, client: httpx.Client, ids: list[int], top_k: int,
+    def next_token(self, client: Http, ids: list[int], top_k: int,
                    fresh: bool) -> NextToken:
         out = post_json(client, "/completion", {
             "prompt": ids, "n_predict": 1, "temperature": 0, "n_probs": top_k,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from engine.servers.data import BadServerData
 
 
@@ -17,6 +15,10 @@ def summed_samples(text: str) -> dict[str, float]:
     :class:`BadServerData` with the parser's reason; values are not checked here (NaN is valid
     Prometheus), the counters a delta reads are.
     """
+    # Here, not at the top: the adapters import this module, and reading a log through one (the
+    # console) needs no parser.
+    from prometheus_client.parser import text_string_to_metric_families
+
     out: dict[str, float] = {}
     try:
         for family in text_string_to_metric_families(text):

@@ -111,12 +111,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
 from engine.servers.adapter import ServerAdapter
 from engine.servers.client import (
     ChatReply,
     FlushFailed,
+    Http,
     NextToken,
     Readiness,
     Unsupported,
@@ -593,7 +592,7 @@ class SGLangAdapter(ServerAdapter):
 
     # -- quality requests -----------------------------------------------------------------------
 
-    def render_chat(self, client: httpx.Client, messages: list[dict[str, Any]],
+    def render_chat(self, client: Http, messages: list[dict[str, Any]],
                     knobs: dict[str, Any]) -> str:
         ids = token_ids(post_json(client, "/tokenize", {"messages": messages, **knobs})["tokens"],
                         "/tokenize tokens")
@@ -605,13 +604,13 @@ class SGLangAdapter(ServerAdapter):
             self._rendered.popitem(last=False)
         return text
 
-    def tokenize(self, client: httpx.Client, text: str) -> list[int]:
+    def tokenize(self, client: Http, text: str) -> list[int]:
         if text in self._rendered:
             return list(self._rendered[text])
         body = {"prompt": text, "add_special_tokens": False}
         return token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
 
-    def chat_tokens(self, client: httpx.Client, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
+    def chat_tokens(self, client: Http, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
         # 0.5.23 returns the generated ids in sglext when asked (serving_chat.py); they include
         # the stop token, so the continuation is known without tokenizing text again.
         reply = self.chat(client, {**body, "return_output_ids_in_sglext": True})
@@ -622,7 +621,7 @@ class SGLangAdapter(ServerAdapter):
             raise Unsupported("sglang: no sglext.output_ids in the chat answer (SGLang before 0.5.2x?)")
         return reply, token_ids(ids, "sglext.output_ids")
 
-    def next_token(self, client: httpx.Client, ids: list[int], top_k: int,
+    def next_token(self, client: Http, ids: list[int], top_k: int,
                    fresh: bool) -> NextToken:
         # SGLang has no per-request cache bypass; ``fresh`` cannot be honoured (the radix cache
         # reuses any prefix), which is the same for every SGLang window compared.
@@ -632,7 +631,7 @@ class SGLangAdapter(ServerAdapter):
             raise ValueError(f"/generate answered without output_top_logprobs: {str(out)[:300]}")
         return _next_token(tops[0])
 
-    def score_sequence(self, client: httpx.Client, ids: list[int], start: int,
+    def score_sequence(self, client: Http, ids: list[int], start: int,
                        top_k: int) -> list[NextToken | None]:
         """Teacher forcing in one request: the top-k at every position ``start..len(ids)-1``.
 

@@ -79,12 +79,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
 from engine.servers.adapter import ServerAdapter
 from engine.servers.client import (
     ChatReply,
     FlushFailed,
+    Http,
     NextToken,
     Readiness,
     Unsupported,
@@ -381,7 +380,7 @@ class VLLMAdapter(ServerAdapter):
 
     # -- quality requests -----------------------------------------------------------------------
 
-    def render_chat(self, client: httpx.Client, messages: list[dict[str, Any]],
+    def render_chat(self, client: Http, messages: list[dict[str, Any]],
                     knobs: dict[str, Any]) -> str:
         # /tokenize renders with chat_template_kwargs; other knobs ride along as the chat
         # endpoint would merge them into the template variables.
@@ -396,13 +395,13 @@ class VLLMAdapter(ServerAdapter):
             self._rendered.popitem(last=False)
         return text
 
-    def tokenize(self, client: httpx.Client, text: str) -> list[int]:
+    def tokenize(self, client: Http, text: str) -> list[int]:
         if text in self._rendered:
             return list(self._rendered[text])
         body = {"prompt": text, "add_special_tokens": False}
         return token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
 
-    def chat_tokens(self, client: httpx.Client, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
+    def chat_tokens(self, client: Http, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
         # return_token_ids puts the generated ids on the choice (chat_completion/protocol.py).
         reply = self.chat(client, {**body, "return_token_ids": True})
         choice = (reply.raw.get("choices") or [{}])[0]
@@ -411,7 +410,7 @@ class VLLMAdapter(ServerAdapter):
             raise Unsupported("vllm: no choices[0].token_ids in the chat answer (vLLM before 0.10.2?)")
         return reply, token_ids(ids, "choices[0].token_ids")
 
-    def next_token(self, client: httpx.Client, ids: list[int], top_k: int,
+    def next_token(self, client: Http, ids: list[int], top_k: int,
                    fresh: bool) -> NextToken:
         out = post_json(client, "/v1/completions", next_token_body(ids, top_k))
         lp = (out["choices"][0].get("logprobs") or {}).get("top_logprobs") or []
@@ -421,7 +420,7 @@ class VLLMAdapter(ServerAdapter):
                        key=lambda p: -p[1])[:top_k]
         return NextToken(pairs, {t: "" for t, _ in pairs})
 
-    def score_sequence(self, client: httpx.Client, ids: list[int], start: int,
+    def score_sequence(self, client: Http, ids: list[int], start: int,
                        top_k: int) -> list[NextToken | None]:
         """Teacher forcing in one request; element j predicted ``ids[start + j]``."""
         out = post_json(client, "/v1/completions", teacher_forced_body(ids, top_k))

@@ -18,7 +18,7 @@ from engine.campaign.spec import load_campaign
 from engine.run import boot
 from engine.run.measure import Measurement
 from engine.run.runner import Runner
-from engine.servers import LlamaCppAdapter
+from engine.servers.llamacpp import LlamaCppAdapter
 from engine.servers.logs import BootFacts
 
 pytestmark = pytest.mark.server

@@ -41,8 +41,8 @@ from engine.quality.window import KL_MIN, TF_CLOSE
 from engine.record.journal import read_events
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, Server, free_port
-from engine.servers import LlamaCppAdapter
 from engine.servers.client import ChatReply, chat_reply, tool_arguments
+from engine.servers.llamacpp import LlamaCppAdapter
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 

@@ -20,7 +20,7 @@ from engine.record.receipts import read_rep
 from engine.run.load import measure_pass
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
-from engine.servers import LlamaCppAdapter
+from engine.servers.llamacpp import LlamaCppAdapter
 
 CAMPAIGN = """\
 name: {name}

@@ -14,12 +14,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from engine.servers import (
     BootFacts,
-    LlamaCppAdapter,
     Readiness,
     get_adapter,
     known_adapters,
     parse_number,
 )
+from engine.servers.llamacpp import LlamaCppAdapter
 from engine.servers.logs import MAX_ERRORS
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "logs"

@@ -27,8 +27,9 @@ from engine.run.load import PassResult, measure_pass, run_pass, shard_count
 from engine.run.stream import BULK, Connection, Response, new_record
 from engine.run.stream import sse_events as _events
 from engine.runtime.base import free_port
-from engine.servers import LlamaCppAdapter, get_adapter
+from engine.servers import get_adapter
 from engine.servers.client import request_body
+from engine.servers.llamacpp import LlamaCppAdapter
 
 
 def test_events_frame_sse_across_reads() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.commands.progress import format_event
-from engine.servers import BootFacts, LlamaCppAdapter
+from engine.servers import BootFacts
+from engine.servers.llamacpp import LlamaCppAdapter
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 
