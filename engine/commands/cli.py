@@ -11,10 +11,31 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from engine import __version__
 from engine.errors import EXIT_BAD_INPUT, EXIT_CODES, EXIT_ENGINE, BadInput, EngineError
+
+
+def latest_run(results_dir: str | Path = "results") -> Path:
+    from engine.record.results import JOURNAL
+
+    runs = [p for p in Path(results_dir).glob("*/") if (p / JOURNAL).exists()]
+    if not runs:
+        raise BadInput(f"no runs under {results_dir}/; give a RUN_DIR")
+    return max(runs, key=lambda p: (p / JOURNAL).stat().st_mtime)
+
+
+def run_dir_arg(value: str | None) -> Path:
+    """The RUN_DIR of status, ctl and attach (the latest run when none is given). Here, not with
+    ``ruler status``: attach and ctl need no fold, and its modules are a tenth of attach's start."""
+    from engine.record.results import JOURNAL
+
+    run_dir = Path(value) if value else latest_run()
+    if not (run_dir / JOURNAL).exists():
+        raise BadInput(f"{run_dir} is not a ruler run directory (no {JOURNAL})")
+    return run_dir
 
 
 def _cmd_testbed(args: argparse.Namespace) -> int:
@@ -74,14 +95,13 @@ def _cmd_engine(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from engine.commands.status import print_status, run_dir_arg
+    from engine.commands.status import print_status
 
     print_status(run_dir_arg(args.run_dir), args.json)
     return 0
 
 
 def _cmd_ctl(args: argparse.Namespace) -> int:
-    from engine.commands.status import run_dir_arg
     from engine.run.control import SOCKET, send
 
     run_dir = run_dir_arg(args.run_dir)
@@ -99,12 +119,9 @@ def _cmd_ctl(args: argparse.Namespace) -> int:
 
 
 def _cmd_attach(args: argparse.Namespace) -> int:
-    from engine.commands.status import run_dir_arg
-
-    run_dir = run_dir_arg(args.run_dir)
     from engine.commands.console import open_console
 
-    return open_console(run_dir)
+    return open_console(run_dir_arg(args.run_dir))
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -6,27 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.errors import BadInput
 from engine.record import results
 from engine.record.events import CONTROL, LIVE_ROWS, RowStatus, RunStatus, WindowStatus
 from engine.record.journal import Damage, damage_report
 from engine.record.liveness import engine_alive, read_pid
 from engine.record.snapshot import fold_journal
 from engine.record.state import RowState, RunState
-
-
-def latest_run(results_dir: str | Path = "results") -> Path:
-    runs = [p for p in Path(results_dir).glob("*/") if (p / results.JOURNAL).exists()]
-    if not runs:
-        raise BadInput(f"no runs under {results_dir}/; give a RUN_DIR")
-    return max(runs, key=lambda p: (p / results.JOURNAL).stat().st_mtime)
-
-
-def run_dir_arg(value: str | None) -> Path:
-    run_dir = Path(value) if value else latest_run()
-    if not (run_dir / results.JOURNAL).exists():
-        raise BadInput(f"{run_dir} is not a ruler run directory (no {results.JOURNAL})")
-    return run_dir
 
 
 def summary(run_dir: Path) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from engine import __version__, gpu
+from engine import __version__
 from engine.errors import BadInput
 
 CAMPAIGN = "campaign.yaml"
@@ -140,6 +140,8 @@ def _docker_facts(images: list[str]) -> dict[str, Any]:
 
 
 def env_facts(runtime: str, images: list[str], extra: dict[str, Any]) -> dict[str, Any]:
+    from engine import gpu  # here: every reader of a run directory imports this module
+
     return {
         "ruler_version": __version__,
         "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
