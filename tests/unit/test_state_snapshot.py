@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -205,6 +206,43 @@ def test_a_snapshot_of_another_fold_is_not_taken(run: Path) -> None:
     assert taken(run)[0] == "snapshot written by another version of ruler"
 
 
+def test_a_snapshot_of_the_previous_format_is_not_taken(run: Path) -> None:
+    """Format 1 allowed NaN, which format 2's parser (orjson) does not read: refolded, not misread."""
+    _rewrite(run, lambda h, b: _signed(dict(json.loads(h), format=1), b.rstrip(b"\n")))
+    assert taken(run)[0] == "snapshot written by another version of ruler"
+
+
+def _append(j: Journal, e: dict[str, Any]) -> None:
+    j.append(e["kind"], **{k: v for k, v in e.items() if k not in ("seq", "ts", "kind")})
+
+
+@pytest.mark.parametrize(("value", "kept"), [
+    (float("nan"), 50),  # orjson would write it as null: read back as None, not NaN
+    ("\udc80", 50),  # a lone surrogate: no UTF-8 for it (this raised out of append)
+    (2**70, 50),  # orjson reads it as a float
+    (-(2**63) - 1, 50),
+    (2**63, 131),  # still a 64-bit integer (unsigned): taken
+], ids=["nan", "lone surrogate", "wide int", "wide negative int", "u64"])
+def test_a_value_strict_json_cannot_carry_is_never_read_back_wrong(tmp_path: Path, value: Any,
+                                                                   kept: int) -> None:
+    """A boot fact the snapshot cannot carry exactly: the engine's appends go on, no snapshot
+    holding it is taken, and every reader gets the whole journal's fold, the value as it is."""
+    path = tmp_path / "journal.jsonl"
+    events = [json.loads(x) for x in LINES["finished"][:130]]
+    j = Journal(path, snapshot_every=50)
+    for e in events[:60]:
+        _append(j, e)
+    _append(j, {"kind": "boot_fact", "session": "s1", "window": "control", "key": "odd", "value": value})
+    for e in events[60:]:
+        _append(j, dict(e, seq=0))
+    j.close()  # the snapshots due at 100 and on close hold the odd value: kept is the last taken
+    prefix, why = snapshot.load(path)
+    assert (prefix.lines if prefix else 0, why) == (kept, "")
+    got = snapshot.read_folded(path)
+    assert plain(got.state) == plain(full_fold(path))
+    assert repr(got.state.windows["s1-control"].facts["odd"]) == repr(value)
+
+
 def test_status_says_the_same_with_and_without_the_snapshot(run: Path) -> None:
     with_it = format_summary(summary(run.parent))
     assert "JOURNAL DAMAGED at 2 line(s)" in with_it and f"{run}:151: not JSON" in with_it
@@ -219,7 +257,7 @@ def test_the_state_is_written_field_by_field_and_reads_back_equal() -> None:
     state = full_fold(ALL["every-kind"])
     state.damage = [Damage(3, "not JSON", "x"), Damage(None, "an event", "")]
     state.rows[next(iter(state.rows))].suspects = {(1, 2), (2, 3)}
-    back = snapshot.decode(json.loads(snapshot.encode(state)))
+    back = snapshot.decode(orjson.loads(snapshot.encode(state)))
     assert back == state
     assert all(isinstance(k, int) for r in back.rows.values() for k in r.reps)
     assert all(isinstance(x, tuple) for r in back.rows.values() for x in r.suspects)
