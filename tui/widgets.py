@@ -147,6 +147,9 @@ class FollowTable(ContentCachedCells):
         self._widths: dict[str, list[int]] = {}  # row key -> each cell's full width
         self._shown: dict[str, int] = {c: len(c) + 1 for c in self._columns}  # name -> width
         self._styles: dict[str, Style] = {}
+        # Rows of _cells not in the DataTable yet (sync adds them once the columns are chosen):
+        # each cell's text at its full width.
+        self._fresh: dict[str, list[Text]] = {}
 
     def on_mount(self) -> None:
         self.reset()
@@ -168,6 +171,7 @@ class FollowTable(ContentCachedCells):
         # widths of whatever window was shown before.
         self._cells.clear()
         self._widths.clear()
+        self._fresh.clear()
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -175,16 +179,23 @@ class FollowTable(ContentCachedCells):
         self.clear(columns=True)
         for col in self._shown:
             self.add_column(col + " ", key=col)
-        for key, cells in self._cells.items():
-            self.add_row(*(self._text(col, cells[i]) for i, col in enumerate(self._columns)
-                           if col in self._shown), key=key)
+        for key in self._cells:
+            self._add(key)
         self._set_widths()
         self.forget_rendered()
         self.show_key(at)
 
+    def _add(self, key: str) -> None:
+        texts = self._fresh.pop(key, None) or [to_text(c, self._styles) for c in self._cells[key]]
+        self.add_row(*(self._cut(col, texts[i]) for i, col in enumerate(self._columns)
+                       if col in self._shown), key=key)
+
     def _text(self, col: str, segs: Sequence[Seg]) -> Text:
-        """A cell as shown: cut to its column's width, with the space that parts it from the next."""
-        text = to_text(segs, self._styles)
+        return self._cut(col, to_text(segs, self._styles))
+
+    def _cut(self, col: str, text: Text) -> Text:
+        """A cell as shown (``text`` itself): cut to its column's width, with the space that parts
+        it from the next."""
         room = self._shown.get(col, 0) - 1
         if text.cell_len > room:
             text.truncate(max(room, 1), overflow="ellipsis")
@@ -214,9 +225,8 @@ class FollowTable(ContentCachedCells):
             changed = changed or old != frozen
             self._cells[key] = frozen
             if old is None:
-                self._widths[key] = [to_text(c, styles).cell_len + 1 for c in frozen]
-                self.add_row(*(self._text(col, frozen[i]) for i, col in enumerate(self._columns)
-                               if col in self._shown), key=key)
+                self._fresh[key] = texts = [to_text(c, styles) for c in frozen]
+                self._widths[key] = [t.cell_len + 1 for t in texts]
             else:
                 for i, (col, before, after) in enumerate(zip(self._columns, old, frozen, strict=True)):
                     if before != after:
@@ -224,7 +234,12 @@ class FollowTable(ContentCachedCells):
                         if col in self._shown:
                             self.update_cell(key, col, self._text(col, after))
         if changed:
+            # New rows are added once the columns are chosen with their widths: a table filled
+            # at once (800 windows as the console attaches) has each cell made and cut once, not
+            # added, then added again as the columns its widths bring rebuild the table.
             self.refit()
+            for key in list(self._fresh):
+                self._add(key)
             self.forget_rendered()
 
     def refit(self) -> None:
@@ -240,6 +255,8 @@ class FollowTable(ContentCachedCells):
             cut = [c for c in shown if shown[c] != self._shown[c]]
             self._shown = shown
             for key, cells in self._cells.items():
+                if key in self._fresh:  # not in the DataTable yet: sync adds it cut to fit
+                    continue
                 for col in cut:
                     self.update_cell(key, col, self._text(col, cells[self._columns.index(col)]))
             self._set_widths()
