@@ -7,6 +7,7 @@ snapshot tests (tests/*/test_tui.py) are what to re-check.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rich.style import Style
@@ -58,6 +59,20 @@ class ContentCachedCells(DataTable[Text]):
         columns, and on its next idle); have the table recompute its virtual width on the next
         idle. No public call does this without re-adding the columns."""
         self._require_update_dimensions = True
+
+
+class OwnColumnWidths(ContentCachedCells):
+    """A table that sets each column's width itself (``Column.content_width``, its cells cut to
+    fit): DataTable measures every cell of every new row on its next idle to widen the columns,
+    which found nothing to widen and took 0.07 s for the 800 rows of a day-long run's windows as
+    the console attached. Rows are one line high (no ``height=None``) and have no labels, the two
+    other things that pass looks at.
+
+    Private: ``_update_dimensions`` (given no new rows: the virtual size is still recomputed).
+    """
+
+    def _update_dimensions(self, new_rows: Iterable[Any]) -> None:
+        super()._update_dimensions(())
 
 
 class NoLineMeasure(Log):

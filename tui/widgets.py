@@ -18,7 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 from textual.widgets.data_table import ColumnKey
 
-from tui._textual_hacks import ContentCachedCells, NoLineMeasure, WheelBackHook
+from tui._textual_hacks import NoLineMeasure, OwnColumnWidths, WheelBackHook
 from tui.view import Col, Seg, fit_columns
 
 
@@ -120,7 +120,7 @@ class RepBars(Widget):
         return Text("\n".join(lines), style="bold")
 
 
-class FollowTable(ContentCachedCells):
+class FollowTable(OwnColumnWidths):
     """A DataTable updated in place by row key (only changed cells are touched, as dolphie does),
     showing the columns that fit its width (:func:`tui.view.fit_columns`): dropped by rank, a long
     one cut with an ellipsis, never one over another.
