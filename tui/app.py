@@ -495,9 +495,11 @@ class RulerConsole(App[None]):
                                [view.window_status(st, key)], [view.delta_seg(st, key, self.noise)],
                                [view.ci_seg(st, key)], view.window_notes(st, key),
                                [(ws.axis, "muted")]]))
-        table.sync(rows, self.tags)
+        changed = table.stage(rows, self.tags)
+        self._split_body()  # the list's width for what it now holds: its columns are chosen for it
+        if changed:
+            table.place()
         table.show_key(self.shown)
-        self._split_body()
 
     def _render_reps(self) -> None:
         table = self.ui.reps

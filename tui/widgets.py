@@ -214,6 +214,13 @@ class FollowTable(OwnColumnWidths):
 
     def sync(self, rows: Sequence[tuple[str, list[list[Seg]]]], styles: dict[str, Style]) -> None:
         """Make the table show ``rows`` (key, cells in column order), touching only what changed."""
+        if self.stage(rows, styles):
+            self.place()
+
+    def stage(self, rows: Sequence[tuple[str, list[list[Seg]]]], styles: dict[str, Style]) -> bool:
+        """The first half of :meth:`sync`: ``rows`` taken with their widths, the changed cells of
+        rows already shown updated; True when something changed (:meth:`place` then). Between the
+        two the app may size the table for what it now holds."""
         self._styles = styles
         want = [k for k, _ in rows]
         if want[: len(self._cells)] != list(self._cells):
@@ -230,22 +237,33 @@ class FollowTable(OwnColumnWidths):
             else:
                 for i, (col, before, after) in enumerate(zip(self._columns, old, frozen, strict=True)):
                     if before != after:
-                        self._widths[key][i] = to_text(after, styles).cell_len + 1
+                        text = to_text(after, styles)
+                        self._widths[key][i] = text.cell_len + 1
                         if col in self._shown:
-                            self.update_cell(key, col, self._text(col, after))
-        if changed:
-            # New rows are added once the columns are chosen with their widths: a table filled
-            # at once (800 windows as the console attaches) has each cell made and cut once, not
-            # added, then added again as the columns its widths bring rebuild the table.
-            self.refit()
-            for key in list(self._fresh):
-                self._add(key)
-            self.forget_rendered()
+                            self.update_cell(key, col, self._cut(col, text))
+        return changed
+
+    def place(self) -> None:
+        """The second half of :meth:`sync`: the columns chosen, then the new rows added. Added
+        once the columns are chosen with their widths, a table filled at once (800 windows as
+        the console attaches) has each cell made and cut once, not added, then added again as
+        the columns its widths bring rebuild the table."""
+        self.refit()
+        for key in list(self._fresh):
+            self._add(key)
+        self.forget_rendered()
 
     def refit(self) -> None:
         """Choose the columns for the width the table has now (the app calls it after a resize)."""
-        room = self.size.width - 1  # a vertical scrollbar may take one
-        if room <= 0:
+        if self.size.width <= 0:  # not laid out yet
+            return
+        # A width set in cells (the app's for the windows list) counts at once: the layout applies
+        # it later, and columns chosen for the old one would be chosen again on the resize, every
+        # row added again.
+        width = self.styles.width
+        given = width.cells if width is not None else None
+        room = (self.size.width if given is None else given - self.styles.gutter.width) - 1
+        if room <= 0:  # a vertical scrollbar may take one
             return
         shown = fit_columns(self._spec, self._natural(), room)
         if list(shown) != list(self._shown):
