@@ -1,0 +1,38 @@
+"""The console's cells as Rich Text (tui.widgets.to_text): made at once, they are the very Text
+that appending each segment in its tag's style makes (control codes dropped, no span for a null
+style or an empty segment), so the screen is unchanged."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from rich.style import Style
+from rich.text import Text
+
+from tui.widgets import tag_styles, to_text
+
+STYLES = tag_styles({})
+
+
+def appended(segs: list[tuple[str, str]], sep: str, end: str) -> Text:
+    """to_text as it was written first: one append per segment."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for i, (s, tag) in enumerate(segs):
+        if i and sep:
+            text.append(sep)
+        text.append(s, STYLES.get(tag, Style()))
+    text.append(end)
+    return text
+
+
+SEGS = st.lists(st.tuples(st.text(alphabet=st.sampled_from("ab ▶é±%\r\x07\x08\n\t"), max_size=6),
+                          st.sampled_from([*STYLES, "no such tag"])), max_size=5)
+
+
+@given(segs=SEGS, sep=st.sampled_from([" ", "", "·"]), end=st.sampled_from(["", " "]))
+def test_a_cell_is_the_text_its_segments_append_to(segs: list[tuple[str, str]], sep: str,
+                                                   end: str) -> None:
+    want, got = appended(segs, sep, end), to_text(segs, STYLES, sep, end)
+    assert (got.plain, got.spans) == (want.plain, want.spans)
+    assert (got.no_wrap, got.overflow, got.end, got.style, got.justify) == (
+        want.no_wrap, want.overflow, want.end, want.style, want.justify)
