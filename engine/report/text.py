@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,14 @@ class Delta:
                 "method": METHOD, "inside": self.inside, "why": self.why or None}
 
 
+@functools.lru_cache(maxsize=8192)
+def _interval(reps: tuple[float, ...], ref: tuple[float, ...]) -> Interval | None:
+    """relative_delta, rounded, once per pair of reps: the summary and the window's table show
+    each row against its control (a t quantile each time: a day-long report has thousands)."""
+    iv = relative_delta(reps, ref)
+    return None if iv is None else iv.rounded()
+
+
 def delta(row: Row | None, ref: Row | None, floor: float = 0.0) -> Delta:
     """The row against ``ref`` from their reps' tok/s; ``floor``: the noise it must exceed."""
     if row is None:
@@ -55,10 +64,9 @@ def delta(row: Row | None, ref: Row | None, floor: float = 0.0) -> Delta:
         return Delta(None, why=row.status or "no figure")
     if not ref.usable:
         return Delta(None, why=f"reference {ref.status or 'has no figure'}")
-    iv = relative_delta(row.rep_tok_s, ref.rep_tok_s)
+    iv = _interval(tuple(row.rep_tok_s), tuple(ref.rep_tok_s))
     if iv is None:
         return Delta(None, why="no reps")
-    iv = iv.rounded()
     return Delta(iv.delta, iv.lo, iv.hi, floor)
 
 
