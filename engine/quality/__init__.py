@@ -39,7 +39,19 @@ compared with the previous session's control (and says so); in the first it reco
 outputs ("no reference") and the control settles their greedy verdict when it runs.
 """
 
+from typing import Any
+
 from engine.quality.effect import IGNORED_FACT
-from engine.quality.phase import Quality
 
 __all__ = ["IGNORED_FACT", "Quality"]
+
+
+def __getattr__(name: str) -> Any:
+    """``Quality`` on first use: the phase imports the HTTP client and the probes (0.2 s), which
+    readers of receipts (``ruler report``, the console) importing ``engine.quality.effect`` do not
+    need."""
+    if name == "Quality":
+        from engine.quality.phase import Quality
+
+        return Quality
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,6 @@ from engine.record.events import EventKind
 from engine.report.run import CONTROL, RunView, read_json
 from engine.report.text import slo_text, table, when
 from engine.report.windows import change_text, slurm_record
-from engine.run import gpuwatch
 from engine.servers import get_adapter
 
 
@@ -213,6 +212,8 @@ def gpu_lines(env: dict[str, Any]) -> list[str]:
                f"thermal clock-event reason shows in over {gpu.REASON_EXCESS:.0%} more of its samples "
                f"than the other reps', or its median SM clock is over {gpu.CLOCK_DROP:.0%} below "
                "theirs.")
+    from engine.run import gpuwatch  # its run context (numpy, the HTTP client): GPU runs only
+
     out.append("- **GPU hygiene**: before each boot ruler waited (at most "
                f"{gpuwatch.SETTLE_S:g} s) for the owned GPUs' used memory to come back within "
                f"{gpuwatch.SLACK_MIB} MiB of its level before the session's first boot, and "

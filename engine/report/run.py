@@ -23,7 +23,6 @@ from engine.record.journal import Event, read_kinds
 from engine.record.receipts import read_rep
 from engine.record.snapshot import fold_journal
 from engine.record.state import RunState, WindowState, load_text, row_key
-from engine.run import stats
 
 # The events the report reads besides the state: each window's boots and ends, and the audit
 # trail behind its figures. The state is the fold of every event (from its snapshot).
@@ -138,7 +137,10 @@ def csv_row(r: dict[str, str]) -> Row:
 
 def receipt_rep_tok_s(run_dir: Path, source: str, concurrency: int) -> list[float]:
     """Each rep's aggregate tok/s recomputed from the per-request receipts the row names (a rep
-    voided before it ran has none)."""
+    voided before it ran has none). The statistics (numpy, 0.1-0.2 s to import) are loaded only
+    for a journal too old to carry each rep's tok/s."""
+    from engine.run import stats
+
     return [stats.rep_figures(records, concurrency)["agg_tok_s"]
             for header, records in (read_rep(run_dir / p) for p in source.split(";") if p)
             if not header.get("void")]
