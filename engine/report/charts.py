@@ -7,6 +7,7 @@ object API (``Figure`` on the Agg canvas) is used: no pyplot, no global backend,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,12 @@ def _width(groups: int, per: float, least: float) -> float:
 
 
 def _ticks(ax: Any, labels: Sequence[str], **style: Any) -> None:
-    """Every group's tick, or every n-th one's when there are more than ``MAX_LABELS``."""
+    """Every group's tick, or every n-th one's when there are more than ``MAX_LABELS``; then
+    only the bottom row of panels has them (the panels above share its groups): the tick
+    labels were half of the drawing."""
+    if len(labels) > MAX_LABELS and not ax.get_subplotspec().is_last_row():
+        ax.set_xticks([])
+        return
     step = -(-len(labels) // MAX_LABELS)
     at = range(0, len(labels), step)
     ax.set_xticks(at, [labels[i] for i in at], **style)
@@ -93,9 +99,14 @@ def _grouped(ax: Any, groups: Sequence[str], series: Sequence[str],
                 ax.add_collection(PolyCollection(boxes, facecolors=f"C{j}", edgecolors="none",
                                                  linewidths=0, **(
                                                      {"alpha": VOID_ALPHA, "hatch": "//"} if void else {})))
-        if any(los) or any(his):  # no caps on single values
-            ax.errorbar(xs, hs, yerr=[los, his], fmt="none", ecolor="k", elinewidth=1,
-                        capsize=3 if len(groups) <= MAX_LABELS else 0)  # caps would hide the bars
+        if not any(los) and not any(his):  # no caps on single values
+            continue
+        if len(groups) <= MAX_LABELS:
+            ax.errorbar(xs, hs, yerr=[los, his], fmt="none", ecolor="k", elinewidth=1, capsize=3)
+        else:  # no caps (they would hide the bars); one line broken by NaNs, not a path per bar
+            ax.plot([v for x in xs for v in (x, x, math.nan)],
+                    [v for h, lo, hi in zip(hs, los, his, strict=True)
+                     for v in (h - lo, h + hi, math.nan)], color="k", linewidth=1)
     ax.autoscale_view()
     ax.set_ylim(bottom=0)
     if series:
@@ -185,11 +196,13 @@ def drift_chart(view: RunView, path: Path) -> Path | None:
     return _save(fig, path)
 
 
+CHARTS: dict[str, Callable[[RunView, Path], Path | None]] = {
+    "tok-s": tok_s_chart, "acceptance": acceptance_chart, "control-drift": drift_chart}
+
+
 def render_all(view: RunView) -> list[Path]:
     """Every chart that has data, written beside report.md. Raises ImportError without matplotlib."""
     import matplotlib  # noqa: F401 - fail before writing anything when the extra is missing
 
-    out = [tok_s_chart(view, view.dir / "report-tok-s.png"),
-           acceptance_chart(view, view.dir / "report-acceptance.png"),
-           drift_chart(view, view.dir / "report-control-drift.png")]
+    out = [draw(view, view.dir / f"report-{name}.png") for name, draw in CHARTS.items()]
     return [p for p in out if p is not None]
