@@ -1,14 +1,21 @@
 """The report's PNG charts, drawn with matplotlib (the optional extra ``ruler[report]``).
 
-matplotlib is imported inside each function, so ``engine.report`` imports this module freely and
-a missing extra surfaces as an ImportError the report turns into "charts skipped". Only the
-object API (``Figure`` on the Agg canvas) is used: no pyplot, no global backend, no display.
+Each chart is read from the run first (``jobs``: plain values, no matplotlib) and drawn from
+those (``draw``), so the report can hand the drawing to a process of its own and keep a chart
+whose values have not changed: the PNG carries the hash of what it was drawn from (``KEY``).
+matplotlib is imported inside the drawing functions, so ``engine.report`` imports this module
+freely and a missing extra surfaces as an ImportError. Only the object API (``Figure`` on the Agg
+canvas) is used: no pyplot, no global backend, no display.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +29,20 @@ DPI = 110
 # slot and a label per window took 70 s and 3 MB per PNG for 800 windows.
 MAX_WIDTH = 20.0  # inches
 MAX_LABELS = 40
-Bar = tuple[float, float, float, bool]  # height, whisker below, whisker above, void
+Bar = tuple[int, float, float, float, bool]  # slot, height, whisker below, whisker above, void
 VOID_ALPHA = 0.4  # a void/failed row is drawn faded and hatched: present, not comparable
+KEY = "ruler-chart"  # the PNG text chunk holding the hash of what the chart was drawn from
+Data = dict[str, Any]  # what a chart is drawn from: plain values (JSON), hashed into its KEY
+
+
+@dataclass(frozen=True)
+class Job:
+    """One chart to draw: what from, where, and the key its PNG carries."""
+
+    name: str
+    data: Data
+    path: Path
+    key: str
 
 
 def _figure(width: float, height: float, rows: int = 1, cols: int = 1,
@@ -57,9 +76,9 @@ def _ticks(ax: Any, labels: Sequence[str], **style: Any) -> None:
     ax.set_xticks(at, [labels[i] for i in at], **style)
 
 
-def _save(fig: Any, path: Path) -> Path:
-    fig.savefig(path, format="png")
-    return path
+def _save(fig: Any, job: Job) -> Path:
+    fig.savefig(job.path, format="png", metadata={KEY: job.key})
+    return job.path
 
 
 def _range(row: Row) -> tuple[float, float, float]:
@@ -70,9 +89,9 @@ def _range(row: Row) -> tuple[float, float, float]:
     return mid, max(0.0, mid - min(row.rep_tok_s)), max(0.0, max(row.rep_tok_s) - mid)
 
 
-def _grouped(ax: Any, groups: Sequence[str], series: Sequence[str],
-             value: Callable[[str, str], Bar | None], title: str, ylabel: str) -> None:
-    """Bars: one group per window, one bar per series (class); value(g, s) -> (h, lo, hi, void).
+def _grouped(ax: Any, groups: Sequence[str], series: Sequence[str], bars: Sequence[Sequence[Bar]],
+             title: str, ylabel: str) -> None:
+    """Bars: one group per window, one bar per series (class); ``bars[j]``: series j's bars.
 
     A series' bars are one collection, not a patch each: thousands of bars (a day-long campaign)
     draw, lay out and place a legend in a second rather than a minute."""
@@ -80,18 +99,9 @@ def _grouped(ax: Any, groups: Sequence[str], series: Sequence[str],
     from matplotlib.patches import Patch
 
     width = 0.8 / max(1, len(series))
-    for j, s in enumerate(series):
-        xs, hs, los, his, voids = [], [], [], [], []
-        for i, g in enumerate(groups):
-            got = value(g, s)
-            if got is None:
-                continue
-            h, lo, hi, void = got
-            xs.append(i + (j - (len(series) - 1) / 2) * width)
-            hs.append(h)
-            los.append(lo)
-            his.append(hi)
-            voids.append(void)
+    for j, these in enumerate(bars):
+        xs = [i + (j - (len(series) - 1) / 2) * width for i, *_ in these]
+        hs, los, his, voids = ([b[k] for b in these] for k in (1, 2, 3, 4))
         for void in (False, True):
             boxes = [[(x - width / 2, 0), (x - width / 2, h), (x + width / 2, h), (x + width / 2, 0)]
                      for x, h, v in zip(xs, hs, voids, strict=True) if v is void]
@@ -119,7 +129,20 @@ def _grouped(ax: Any, groups: Sequence[str], series: Sequence[str],
     ax.grid(axis="y", alpha=0.3)
 
 
-def tok_s_chart(view: RunView, path: Path) -> Path | None:
+def draw_bars(job: Job) -> Path:
+    """Grouped bars, a panel per ``data["panels"]`` entry, row by row of ``data["grid"]``."""
+    d = job.data
+    rows, cols = d["grid"]
+    fig, axes = _figure(*d["size"], rows, cols, len(d["groups"]))
+    for ax, panel in zip(axes.flat, d["panels"], strict=True):
+        _grouped(ax, d["groups"], d["series"], panel["bars"], panel["title"], panel["ylabel"])
+        for i, text in panel.get("gaps", []):  # a slot a label names
+            ax.text(i, 0, f" {text}", rotation=90, ha="center", va="bottom", fontsize=8,
+                    color="0.35")
+    return _save(fig, job)
+
+
+def tok_s_data(view: RunView) -> Data | None:
     """Aggregate tok/s per window and class, one panel per load (concurrency, or open-loop rate),
     the rep range as whiskers."""
     concs, classes = view.loads(), view.classes()
@@ -133,21 +156,20 @@ def tok_s_chart(view: RunView, path: Path) -> Path | None:
     groups = list(dict.fromkeys([k for k in status if k in with_rows
                                  or status[k] in (WindowStatus.REJECTED, WindowStatus.FAILED)]
                                 + [g for g, _, _ in by]))
-    fig, axes = _figure(_width(len(groups), 0.9, 6.0), 3.6 * len(concs), len(concs), 1, len(groups))
-    for ax, c in zip(axes[:, 0], concs, strict=True):
-        def value(g: str, cls: str, c: tuple[int, float | None] = c) -> Bar | None:
-            r = by.get((g, cls, c))
-            return None if r is None else (*_range(r), not r.usable)
-        _grouped(ax, groups, classes, value, f"{load_text(*c)}: aggregate tok/s (median rep, rep "
-                 "range; hatched = void/failed)", "tok/s")
-        for i, g in enumerate(groups if len(groups) <= MAX_LABELS else ()):  # a slot a label names
-            if (g, c) not in measured:
-                ax.text(i, 0, f" {status.get(g, 'no row')}", rotation=90, ha="center",
-                        va="bottom", fontsize=8, color="0.35")
-    return _save(fig, path)
+    panels = []
+    for c in concs:
+        bars = [[(i, *_range(r), not r.usable) for i, g in enumerate(groups)
+                 if (r := by.get((g, cls, c))) is not None] for cls in classes]
+        gaps = [(i, f"{status.get(g, 'no row')}") for i, g in enumerate(
+            groups if len(groups) <= MAX_LABELS else ()) if (g, c) not in measured]
+        panels.append({"title": f"{load_text(*c)}: aggregate tok/s (median rep, rep range; "
+                                "hatched = void/failed)", "ylabel": "tok/s", "bars": bars,
+                       "gaps": gaps})
+    return {"groups": groups, "series": classes, "grid": (len(concs), 1),
+            "size": (_width(len(groups), 0.9, 6.0), 3.6 * len(concs)), "panels": panels}
 
 
-def acceptance_chart(view: RunView, path: Path) -> Path | None:
+def acceptance_data(view: RunView) -> Data | None:
     """Acceptance length and rate per class at each concurrency; rows without drafting are left out."""
     rows = [r for r in view.rows if r.accept_len is not None or r.accept_rate is not None]
     if not rows:
@@ -156,53 +178,110 @@ def acceptance_chart(view: RunView, path: Path) -> Path | None:
     classes = list(dict.fromkeys(r.cls for r in rows))
     groups = list(dict.fromkeys(f"{r.session}-{r.window}" for r in rows))
     by = {(f"{r.session}-{r.window}", r.cls, (r.concurrency, r.rate)): r for r in rows}
-    fig, axes = _figure(_width(len(groups), 1.6, 10.0), 3.4 * len(concs), len(concs), 2, len(groups))
-    for i, c in enumerate(concs):
-        for k, (attr, label) in enumerate((("accept_len", "acceptance length"),
-                                           ("accept_rate", "acceptance rate"))):
-            def value(g: str, cls: str, c: tuple[int, float | None] = c,
-                      attr: str = attr) -> Bar | None:
-                r = by.get((g, cls, c))
-                v = getattr(r, attr) if r else None
-                return None if v is None else (v, 0.0, 0.0, not r.usable)
-            _grouped(axes[i, k], groups, classes, value, f"{load_text(*c)}: {label} per class", label)
-    return _save(fig, path)
+    panels = []
+    for c in concs:
+        for attr, label in (("accept_len", "acceptance length"), ("accept_rate", "acceptance rate")):
+            bars = [[(i, v, 0.0, 0.0, not r.usable) for i, g in enumerate(groups)
+                     if (r := by.get((g, cls, c))) is not None and (v := getattr(r, attr)) is not None]
+                    for cls in classes]
+            panels.append({"title": f"{load_text(*c)}: {label} per class", "ylabel": label,
+                           "bars": bars})
+    return {"groups": groups, "series": classes, "grid": (len(concs), 2),
+            "size": (_width(len(groups), 1.6, 10.0), 3.4 * len(concs)), "panels": panels}
 
 
-def drift_chart(view: RunView, path: Path) -> Path | None:
+def drift_data(view: RunView) -> Data | None:
     """Each control row across sessions: boot-to-boot drift, measured rather than assumed."""
     ctl = [r for r in view.rows if r.window == CONTROL and r.agg_tok_s]
     sessions = list(dict.fromkeys(r.session for r in ctl))
     if len(sessions) < 2:  # one boot of the control has no drift to show
         return None
-    fig, axes = _figure(_width(len(sessions), 1.2, 5.0) + 1, 4.0, groups=len(sessions))
-    ax = axes[0, 0]
     at = {s: i for i, s in enumerate(sessions)}
-    for j, shape in enumerate(dict.fromkeys(r.shape for r in ctl)):
+    lines = []
+    for shape in dict.fromkeys(r.shape for r in ctl):
         pts = sorted((r for r in ctl if r.shape == shape), key=lambda r: at[r.session])
-        xs = [at[r.session] for r in pts]
         mids, los, his = zip(*(_range(r) for r in pts), strict=True)
         void = [i for i, r in enumerate(pts) if not r.usable]
-        ax.errorbar(xs, mids, yerr=[los, his], marker="o", capsize=3, color=f"C{j}",
-                    label=f"{shape[0]} {load_text(shape[1], shape[2])}" + (" (hollow: void)" if void else ""))
+        lines.append({"label": f"{shape[0]} {load_text(shape[1], shape[2])}"
+                               + (" (hollow: void)" if void else ""),
+                      "xs": [at[r.session] for r in pts], "mids": mids, "los": los, "his": his,
+                      "void": void})
+    return {"sessions": sessions, "size": (_width(len(sessions), 1.2, 5.0) + 1, 4.0), "lines": lines}
+
+
+def draw_drift(job: Job) -> Path:
+    d = job.data
+    fig, axes = _figure(*d["size"], groups=len(d["sessions"]))
+    ax = axes[0, 0]
+    for j, line in enumerate(d["lines"]):
+        xs, mids, void = line["xs"], line["mids"], line["void"]
+        ax.errorbar(xs, mids, yerr=[line["los"], line["his"]], marker="o", capsize=3,
+                    color=f"C{j}", label=line["label"])
         # A void row is drawn (it was measured) but hollow: it is not a figure to compare.
         ax.plot([xs[i] for i in void], [mids[i] for i in void], "o", color=f"C{j}", mfc="white",
                 zorder=3)
-    _ticks(ax, sessions)
+    _ticks(ax, d["sessions"])
     ax.set_title("Control across sessions: aggregate tok/s (median rep, rep range)", fontsize=10)
     ax.set_ylabel("tok/s")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return _save(fig, job)
 
 
-CHARTS: dict[str, Callable[[RunView, Path], Path | None]] = {
-    "tok-s": tok_s_chart, "acceptance": acceptance_chart, "control-drift": drift_chart}
+# Each chart: what it is drawn from (read from the run, no matplotlib) and how it is drawn.
+CHARTS: dict[str, tuple[Callable[[RunView], Data | None], Callable[[Job], Path]]] = {
+    "tok-s": (tok_s_data, draw_bars), "acceptance": (acceptance_data, draw_bars),
+    "control-drift": (drift_data, draw_drift)}
 
 
-def render_all(view: RunView) -> list[Path]:
-    """Every chart that has data, written beside report.md. Raises ImportError without matplotlib."""
-    import matplotlib  # noqa: F401 - fail before writing anything when the extra is missing
+@functools.cache
+def _code() -> str:
+    """What else decides a chart's pixels: this module and matplotlib's version."""
+    from importlib.metadata import version
 
-    out = [draw(view, view.dir / f"report-{name}.png") for name, draw in CHARTS.items()]
-    return [p for p in out if p is not None]
+    return hashlib.sha256(Path(__file__).read_bytes() + version("matplotlib").encode()).hexdigest()
+
+
+def jobs(view: RunView) -> list[Job]:
+    """Every chart that has data, with the key of what it is drawn from: the data, as JSON (the
+    same rows give the same text), and the code that draws it."""
+    out = []
+    for name, (extract, _) in CHARTS.items():
+        data = extract(view)
+        if data is not None:
+            text = json.dumps([name, data, _code()], separators=(",", ":"))
+            out.append(Job(name, data, view.dir / f"report-{name}.png",
+                           hashlib.sha256(text.encode()).hexdigest()))
+    return out
+
+
+def stored_key(path: Path) -> str | None:
+    """The KEY text chunk of a PNG this module wrote (before its image data), or None."""
+    try:
+        with path.open("rb") as f:
+            if f.read(8) != b"\x89PNG\r\n\x1a\n":
+                return None
+            while head := f.read(8):
+                size, kind = int.from_bytes(head[:4], "big"), head[4:]
+                if kind == b"IDAT" or len(head) < 8:
+                    return None
+                chunk = f.read(size + 4)[:size]  # and its CRC
+                if kind == b"tEXt" and chunk.startswith(KEY.encode() + b"\0"):
+                    return chunk[len(KEY) + 1:].decode("latin-1")
+    except OSError:
+        return None
+    return None
+
+
+def draw(job: Job) -> Path:
+    return CHARTS[job.name][1](job)
+
+
+def warm() -> None:
+    """matplotlib imported and its fonts found: what the drawing process does while the run is
+    read. Raises ImportError without matplotlib."""
+    from matplotlib import font_manager
+    from matplotlib.backends import backend_agg  # noqa: F401 - savefig's canvas
+    from matplotlib.figure import Figure  # noqa: F401
+
+    font_manager.findfont(font_manager.FontProperties())

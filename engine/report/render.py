@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import multiprocessing
 import sys
+import traceback
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from engine.record import results
+from engine.report import charts
 from engine.report.methods import files, methods
 from engine.report.run import ReportError, RunView, load_run
 from engine.report.sections import controls, header, summary
@@ -32,31 +38,108 @@ def charts_section(view: RunView, charts: list[Path], note: str) -> list[str]:
     return out
 
 
+def tables(view: RunView) -> tuple[list[str], list[str]]:
+    """The sections before the charts and those after them."""
+    return ([*header(view), *summary(view), *controls(view), *windows(view)],
+            [*methods(view), *files(view)])
+
+
+def assemble(view: RunView, parts: tuple[list[str], list[str]], charts: list[Path], note: str) -> str:
+    before, after = parts
+    return "\n".join([*before, *charts_section(view, charts, note), *after]).rstrip() + "\n"
+
+
 def render(view: RunView, charts: list[Path], note: str) -> str:
-    sections = [header(view), summary(view), controls(view), windows(view),
-                charts_section(view, charts, note), methods(view), files(view)]
-    return "\n".join(line for s in sections for line in s).rstrip() + "\n"
+    return assemble(view, tables(view), charts, note)
 
 
-def make_charts(view: RunView) -> tuple[list[Path], str]:
-    """The PNGs, or none and the reason: matplotlib is the optional extra ruler[report]."""
+def _drawer(conn: Connection) -> None:
+    """The drawing process: matplotlib imported while the run is read, then the charts it is sent
+    drawn; it answers ("drawn", ""), ("skipped", why) or ("failed", the traceback)."""
     try:
-        from engine.report import charts
-
-        return charts.render_all(view), ""
+        charts.warm()
+        for job in conn.recv():
+            charts.draw(job)
+        conn.send(("drawn", ""))
+    except EOFError:  # the report stopped (bad input): nothing to draw, no one to tell
+        pass
     except ImportError as e:
-        if not (e.name or "").startswith("matplotlib"):
-            raise  # a broken install of ours is a bug to see, not a missing extra
-        return [], CHARTS_SKIPPED
+        conn.send(("skipped", CHARTS_SKIPPED) if (e.name or "").startswith("matplotlib")
+                  else ("failed", traceback.format_exc()))  # a broken install of ours: a bug to see
+    except BaseException:  # noqa: BLE001 - said to the report, which raises it there
+        conn.send(("failed", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+class Drawing:
+    """The charts, drawn by a process of their own: forked as the report starts, it imports
+    matplotlib while the run is read, then draws while the tables are written (on a day-long run
+    matplotlib's import and drawing took as long as everything else together). Forked, it has the
+    run as read; what it is sent is each chart's values. One process: the box this was measured
+    on has two cores, shared; a chart each would import matplotlib three times for little."""
+
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self.conn, theirs = ctx.Pipe()
+        self.proc = ctx.Process(target=_drawer, args=(theirs,), daemon=True)
+        self.proc.start()
+        theirs.close()
+
+    def draw(self, todo: list[charts.Job]) -> None:
+        with contextlib.suppress(OSError):  # it has ended already: ``wait`` reads why
+            self.conn.send(todo)
+
+    def wait(self) -> str:
+        """"" once every chart sent is drawn, or why there are none (the extra is missing)."""
+        try:
+            what, said = self.conn.recv()
+        except EOFError:
+            what, said = "failed", "it ended without a word"
+        self.conn.close()
+        self.proc.join()
+        if what == "failed":
+            raise RuntimeError(f"drawing the charts failed (exit code {self.proc.exitcode}): {said}")
+        return said
+
+    def cancel(self) -> None:
+        self.proc.kill()
+        self.proc.join()
+        self.conn.close()
 
 
 def write_report(run_dir: str | Path) -> tuple[Path, list[Path], str]:
-    """report.md and the charts; returns (report path, chart paths, a note when charts skipped)."""
-    view = load_run(run_dir)
-    charts, note = make_charts(view)
+    """report.md and the charts; returns (report path, chart paths, a note when charts skipped).
+
+    A chart whose PNG carries the key of the values it would be drawn from now is kept as it is:
+    ``ruler report`` again on a growing run redraws only the charts whose rows changed, and
+    does not import matplotlib when none did. The drawing process starts before the run is read
+    when no report was written before (no chart carries a key), else once the charts to draw
+    again are known."""
+    extra = importlib.util.find_spec("matplotlib") is not None
+    drawn_before = any(charts.stored_key(Path(run_dir) / f"report-{name}.png") for name in charts.CHARTS)
+    drawing = Drawing() if extra and not drawn_before else None
+    try:
+        view = load_run(run_dir)
+        every = charts.jobs(view) if extra else []
+        todo = [job for job in every if charts.stored_key(job.path) != job.key]
+        if drawing and not todo:
+            drawing.cancel()
+            drawing = None
+        elif todo and not drawing:
+            drawing = Drawing()
+        if drawing:
+            drawing.draw(todo)
+        parts = tables(view)
+        note = drawing.wait() if drawing else "" if extra else CHARTS_SKIPPED
+    except BaseException:
+        if drawing:
+            drawing.cancel()
+        raise
+    paths = [] if note else [job.path for job in every]
     path = view.dir / REPORT
-    results.write_atomic(path, render(view, charts, note))
-    return path, charts, note
+    results.write_atomic(path, assemble(view, parts, paths, note))
+    return path, paths, note
 
 
 def cmd_report(run_dir: str) -> int:

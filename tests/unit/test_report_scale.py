@@ -73,11 +73,11 @@ def test_a_chart_of_hundreds_of_windows_stays_a_screen_wide(tmp_path: Path) -> N
     one = load_run(run)
     rows = [dataclasses.replace(r, session=f"{r.session}r{k}") for k in range(100) for r in one.rows]
     many = RunView(run, one.events, one.state, rows, one.campaign, one.raw_campaign, "", one.env)
-    for draw in (charts.tok_s_chart, charts.acceptance_chart, charts.drift_chart):
-        path = draw(many, tmp_path / f"{draw.__name__}.png")
-        assert path is not None
-        width, _ = Image.open(path).size
-        assert width <= (charts.MAX_WIDTH + 1) * charts.DPI, draw.__name__
+    jobs = charts.jobs(many)
+    assert [job.name for job in jobs] == list(charts.CHARTS)
+    for job in jobs:
+        width, _ = Image.open(charts.draw(job)).size
+        assert width <= (charts.MAX_WIDTH + 1) * charts.DPI, job.name
 
 
 def test_the_report_imports_no_run_phase() -> None:
