@@ -14,6 +14,8 @@ It prints, each command in a process of its own as an operator runs it:
 - ``ruler attach``: seconds from the command to the first full screen (the status line says
   "attached"), on a pseudo-terminal, and the console's RSS then;
 - ``ruler status --json``, ``ruler report``: wall seconds (best and worst of ``--rounds``);
+  ``ruler report`` twice a round: with no chart drawn before (a first report: every chart drawn),
+  then again (each chart's values unchanged: kept, see results/README.md);
 - the console's RSS under the flood of bench/ui_bench.py (a boot log growing at 10,000 lines/s,
   reps landing every 0.5 s) for ``--flood`` seconds, on this journal: start and end.
 
@@ -201,7 +203,12 @@ def figures(label: str, run: Path, rounds: int, size: tuple[int, int]) -> None:
                 f"of {len(runs)}  (target < {target} s)")
 
     status = [ruler("status", "--json", str(run))[:2] for _ in range(rounds)]
-    report = [ruler("report", str(run))[:2] for _ in range(rounds)]
+    report, again = [], []
+    for _ in range(rounds):
+        for chart in run.glob("report-*.png"):  # each round draws them: a first report
+            chart.unlink()
+        report.append(ruler("report", str(run))[:2])
+        again.append(ruler("report", str(run))[:2])  # the charts' values unchanged: kept
     attached = []
     for _ in range(rounds):
         took, cpu, rss, ui, master = attach(run, size)
@@ -212,7 +219,9 @@ def figures(label: str, run: Path, rounds: int, size: tuple[int, int]) -> None:
                [a[:2] for a in attached], TARGETS["attach"])
           + f"; RSS then {min(attached)[2]:.1f} MiB")
     print(line("ruler status --json", status, TARGETS["status"]))
-    print(line("ruler report", report, TARGETS["report"]))
+    print(line("ruler report, its charts drawn", report, TARGETS["report"]))
+    print(line("ruler report again, the charts kept (their values unchanged)", again,
+               TARGETS["report"]))
 
 
 def main() -> int:
