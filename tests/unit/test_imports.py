@@ -1,0 +1,52 @@
+"""What a reader imports before its first output (issue 17: ``ruler attach`` spent more of its start
+importing than reading the run): the console no HTTP client and no adapter but its run's,
+``ruler status`` no console, ``ruler attach`` no fold before it hands over to the console. Each is
+checked in a fresh interpreter, as the command starts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+RUN = Path(__file__).parents[1] / "fixtures" / "runs" / "demo-smollm2"  # a llamacpp run
+HTTP = ("httpx", "certifi", "prometheus_client", "uvloop", "numpy")
+
+
+def modules(code: str) -> set[str]:
+    """Every module imported once ``code`` ran, in an interpreter of its own."""
+    dump = "import json, sys; print(json.dumps(sorted(sys.modules)), file=sys.stderr)"
+    out = subprocess.run([sys.executable, "-c", f"{code}\n{dump}"], capture_output=True, text=True,
+                         check=True)
+    return set(json.loads(out.stderr.strip().splitlines()[-1]))
+
+
+def top(mods: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in mods}
+
+
+def test_the_console_imports_no_http_client_and_only_its_runs_adapter() -> None:
+    mods = modules("import tui.app\n"
+                   "from engine.servers import get_adapter\n"
+                   "get_adapter('llamacpp')  # as the console does once the run says its server")
+    assert "textual" in top(mods)
+    assert not top(mods) & set(HTTP)
+    assert "engine.servers.llamacpp" in mods
+    assert not mods & {"engine.servers.sglang", "engine.servers.vllm"}
+
+
+def test_ruler_status_imports_no_console_and_no_http_client() -> None:
+    mods = modules("import contextlib, io\n"
+                   "from engine.commands.cli import main\n"
+                   "with contextlib.redirect_stdout(io.StringIO()):\n"
+                   f"    assert main(['status', '--json', {str(RUN)!r}]) == 0")
+    assert "engine.record.snapshot" in mods  # it did read the run
+    assert not top(mods) & {"textual", "tui", *HTTP}
+
+
+def test_ruler_attach_reads_no_fold_before_the_console_takes_over() -> None:
+    """attach resolves RUN_DIR and exec's the console, which reads the journal itself."""
+    mods = modules(f"from engine.commands.cli import run_dir_arg\nrun_dir_arg({str(RUN)!r})")
+    assert not mods & {"engine.record.snapshot", "engine.record.state", "engine.gpu"}
+    assert not top(mods) & {"textual", "tui", *HTTP}
