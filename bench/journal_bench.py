@@ -19,6 +19,10 @@ It prints, each command in a process of its own as an operator runs it:
 - the console's RSS under the flood of bench/ui_bench.py (a boot log growing at 10,000 lines/s,
   reps landing every 0.5 s) for ``--flood`` seconds, on this journal: start and end.
 
+Each command runs with its bytecode cached, as an installed ruler runs: PYTHONDONTWRITEBYTECODE,
+if set, is dropped for them (with it, every module of the tree is compiled again at each start:
+0.05-0.1 s of attach), and the console is opened once before it is timed.
+
 Each figure is printed beside its target; nothing is asserted. The readers find the snapshot of
 the fold (``state.snapshot.json``) the engine leaves when it stops (written here by the journal's
 writer, opened and closed as a resume does); ``--full-fold`` first times them without it, each
@@ -57,6 +61,7 @@ from engine.record.snapshot import fold_journal  # noqa: E402
 from engine.record.writer import Journal  # noqa: E402
 
 RECORDED = ROOT / "tests" / "fixtures" / "runs" / "demo-smollm2"
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # see the docstring
 TARGETS = {"attach": 1.0, "status": 0.3, "report": 5.0}
 
 
@@ -116,8 +121,8 @@ def children_cpu() -> float:
 def ruler(*args: str) -> tuple[float, float, str]:
     """Wall and CPU seconds of one ``ruler`` command, in a process of its own, and its output."""
     t0, c0 = time.perf_counter(), children_cpu()
-    out = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True,
-                         text=True, check=False)
+    out = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, env=ENV,
+                         capture_output=True, text=True, check=False)
     took, cpu = time.perf_counter() - t0, children_cpu() - c0
     if out.returncode != 0:
         raise SystemExit(f"ruler {' '.join(args)} exited {out.returncode}:\n{out.stderr[-2000:]}")
@@ -133,7 +138,7 @@ def attach(run: Path, size: tuple[int, int]
     cols, rows = size
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLORTERM", "NO_COLOR", "TEXTUAL")}
+    env = {k: v for k, v in ENV.items() if k not in ("COLORTERM", "NO_COLOR", "TEXTUAL")}
     env["TERM"] = "xterm-256color"
     t0 = time.perf_counter()
     ui = subprocess.Popen([sys.executable, "-m", "engine", "attach", str(run)], cwd=ROOT, env=env,
@@ -202,6 +207,7 @@ def figures(label: str, run: Path, rounds: int, size: tuple[int, int]) -> None:
         return (f"  {what}: best {best[0]:.2f} s (CPU {best[1]:.2f} s), worst {max(runs)[0]:.2f} s "
                 f"of {len(runs)}  (target < {target} s)")
 
+    quit_console(*attach(run, size)[3:])  # its modules' bytecode written, as after an install
     status = [ruler("status", "--json", str(run))[:2] for _ in range(rounds)]
     report, again = [], []
     for _ in range(rounds):
