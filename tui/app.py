@@ -491,10 +491,10 @@ class RulerConsole(App[None]):
             ws = st.windows[key]
             # Every window up now: one per place when sessions run on places.
             mark = "▶ " if key == st.current or ws.status in UP_WINDOWS else "  "
+            delta, ci = view.delta_cells(st, key, self.noise)
             rows.append((key, [[(f"{mark}{ws.session} {ws.window}", "bold" if mark.strip() else "")],
-                               [view.window_status(st, key)], [view.delta_seg(st, key, self.noise)],
-                               [view.ci_seg(st, key)], view.window_notes(st, key),
-                               [(ws.axis, "muted")]]))
+                               [view.window_status(st, key)], [delta], [ci],
+                               view.window_notes(st, key), [(ws.axis, "muted")]]))
         changed = table.stage(rows, self.tags)
         self._split_body()  # the list's width for what it now holds: its columns are chosen for it
         if changed:

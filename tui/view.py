@@ -619,21 +619,27 @@ def delta_seg(state: RunState, wkey: str, noise: float = 0.0) -> Seg:
     """The headline delta, coloured only when it is beyond the noise (its interval excludes 0 and
     it exceeds ``noise``, the campaign's declared noise): the rule of the report and the no-effect
     check. Its interval is the next column (:func:`ci_seg`), shown where the screen has room."""
-    ws = state.windows[wkey]
-    if ws.window == CONTROL:
-        return "ctl", "muted"
-    h = headline(state, wkey)
-    if h is None:
-        return no_delta(state, ws)
-    return interval_seg(*h, noise, with_ci=False)
+    return delta_cells(state, wkey, noise)[0]
 
 
 def ci_seg(state: RunState, wkey: str) -> Seg:
     """The headline delta's 95 % interval, ``[+8,+17]`` (percent), or nothing."""
-    h = headline(state, wkey) if state.windows[wkey].window != CONTROL else None
-    if h is None or h[0].lo is None or h[0].hi is None:
-        return "", ""
-    return f"[{h[0].lo * 100:+.0f},{h[0].hi * 100:+.0f}]", "muted"
+    return delta_cells(state, wkey)[1]
+
+
+def delta_cells(state: RunState, wkey: str, noise: float = 0.0) -> tuple[Seg, Seg]:
+    """:func:`delta_seg` and :func:`ci_seg` of one window from one headline: the windows list draws
+    them for each of a day-long run's hundreds of windows at every batch."""
+    ws = state.windows[wkey]
+    if ws.window == CONTROL:
+        return ("ctl", "muted"), ("", "")
+    h = headline(state, wkey)
+    if h is None:
+        return no_delta(state, ws), ("", "")
+    iv = h[0]
+    ci: Seg = ("", "") if iv.lo is None or iv.hi is None else (
+        f"[{iv.lo * 100:+.0f},{iv.hi * 100:+.0f}]", "muted")
+    return interval_seg(*h, noise, with_ci=False), ci
 
 
 def interval_seg(iv: Interval, provisional: bool, noise: float, beyond: str = "",
