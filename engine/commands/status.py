@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,14 @@ def summary(run_dir: Path) -> dict[str, Any]:
     live = [r for r in rows if not r.complete and r.attempt]
     shape = live[-1] if live else None
     last_rep = None
-    for r in rows:
-        for attempt, reps in r.reps.items():
-            for rep, tok in reps.items():
-                last_rep = {"row": r.key, "attempt": attempt, "rep": rep, "agg_tok_s": tok}
+    for r in reversed(rows):  # the last rep folded: of the last row with one, its last attempt's
+        landed = [(attempt, reps) for attempt, reps in r.reps.items() if reps]
+        if landed:
+            attempt, reps = landed[-1]
+            rep, tok = next(reversed(reps.items()))
+            last_rep = {"row": r.key, "attempt": attempt, "rep": rep, "agg_tok_s": tok}
+            break
+    counts = Counter(r.status for r in rows)
     alive = engine_alive(run_dir)
     return {
         "run_dir": str(run_dir),
@@ -37,7 +42,7 @@ def summary(run_dir: Path) -> dict[str, Any]:
             "attempt": shape.attempt if shape else None,
             "reps_done": len(shape.reps.get(shape.attempt, {})) if shape else None,
         },
-        "rows": {str(s): sum(r.status == s for r in rows) for s in RowStatus  # as row_done left them
+        "rows": {str(s): counts[s] for s in RowStatus  # as row_done left them
                  if s not in LIVE_ROWS and s != RowStatus.PENDING} | {"total": len(rows)},
         "sessions": running_sessions(st, rows),
         "windows": {k: w.status for k, w in st.windows.items()},
