@@ -147,6 +147,10 @@ class RulerConsole(App[None]):
         self.tags = tag_styles({})  # the theme's colours once mounted
         self.follower = Follower(self.run_dir, lambda b: self.post_message(Followed(b)),
                                  interval=follow_interval, max_log_lines=max_log_lines)
+        # The snapshot read before the first frame: that frame shows the run, where an empty one
+        # was drawn while the follower read it, then drawn again.
+        self.state = self.follower.preload() or self.state
+        self._adapt()
         self._log_rel: str | None = None
         self._log_key: tuple[str | None, bool, bool] | None = None  # what the follower watches
         self._log_gen = 0
@@ -240,16 +244,16 @@ class RulerConsole(App[None]):
 
     def on_followed(self, message: Followed) -> None:
         b = message.batch
+        # Following starts (from the snapshot: already shown when preloaded), or starts over.
+        new_base = b.base is not None and b.base is not self.state
         if b.base is not None:
-            self.state = b.base  # following starts (from the snapshot), or starts over
+            self.state = b.base
         self.state.damage += b.damage  # lines that are not events; apply() adds seq anomalies
         self._apply(zip(b.lines, b.events, strict=True))
-        if self.classify.adapter is None and self.state.server:  # run_started, or the snapshot's
-            with contextlib.suppress(ValueError):  # an adapter this client does not know: plain lines
-                self.classify.adapter = get_adapter(self.state.server)
+        self._adapt()
         log = self.ui.log
         with self.batch_update():
-            if b.events or b.damage or b.base is not None:
+            if b.events or b.damage or new_base:
                 self._render_all()
             if b.log_gen == self._log_gen:
                 if b.log_view != self._log_view:
@@ -288,6 +292,11 @@ class RulerConsole(App[None]):
             self._say([("attached:", "bold"), (f"{self.state.last_seq} journal events;", "muted"),
                        (news, "")])
         self.follower.ack()
+
+    def _adapt(self) -> None:
+        if self.classify.adapter is None and self.state.server:  # run_started, or the snapshot's
+            with contextlib.suppress(ValueError):  # an adapter this client does not know: plain lines
+                self.classify.adapter = get_adapter(self.state.server)
 
     def _apply(self, events: Iterable[tuple[int, Event]]) -> None:
         for line, e in events:

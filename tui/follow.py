@@ -175,6 +175,7 @@ class Follower:
         self._acked = threading.Event()
         self._acked.set()
         self._lines: deque[str] = deque(maxlen=max_log_lines)  # log lines not handed over yet
+        self._preloaded: tuple[snapshot.Prefix | None] | None = None  # preload()'s, not used yet
 
     def watch_log(self, rel: str | None, view: ServingView | None = None) -> int:
         """Follow another log (relative to the run directory) from its start, raw or through a
@@ -202,12 +203,24 @@ class Follower:
     def _start_journal(self, pending: Batch) -> bool:
         """Read the journal from its first line, or from the end of the snapshot that matches it;
         True when a snapshot was taken (the lines already read are then not the next ones)."""
-        prefix = self._snapshot() if self.from_snapshot else None
+        if self._preloaded is not None:
+            (prefix,), self._preloaded = self._preloaded, None
+        else:
+            prefix = self._snapshot() if self.from_snapshot else None
         pending.events, pending.lines, pending.damage = [], [], []
         pending.base = prefix.state if prefix else RunState()
         self._reader = Reader(prefix.lines if prefix else 0)
         self._journal.seek(prefix.length if prefix else 0)
         return prefix is not None
+
+    def preload(self) -> RunState | None:
+        """Read the snapshot now, before :meth:`run` (which starts after it and hands its state
+        over as the first batch's base): the state it holds, or None."""
+        if not self.from_snapshot:
+            return None
+        self._preloaded = (self._snapshot(),)
+        prefix = self._preloaded[0]
+        return prefix.state if prefix else None
 
     def _snapshot(self) -> snapshot.Prefix | None:
         """The journal's snapshot, frozen out of the collector's sight as it is read: a day-long

@@ -266,15 +266,13 @@ class FollowTable(OwnColumnWidths):
 
     def refit(self) -> None:
         """Choose the columns for the width the table has now (the app calls it after a resize)."""
-        if self.size.width <= 0:  # not laid out yet
-            return
-        # A width set in cells (the app's for the windows list) counts at once: the layout applies
-        # it later, and columns chosen for the old one would be chosen again on the resize, every
-        # row added again.
+        # A width set in cells (the app's for the windows list) counts at once, laid out or not:
+        # the layout applies it later, and columns chosen for another would be chosen again on
+        # the resize, every row added again.
         width = self.styles.width
         given = width.cells if width is not None else None
         room = (self.size.width if given is None else given - self.styles.gutter.width) - 1
-        if room <= 0:  # a vertical scrollbar may take one
+        if room <= 0:  # not laid out yet; a vertical scrollbar may take one
             return
         shown = fit_columns(self._spec, self._natural(), room)
         if list(shown) != list(self._shown):

@@ -532,6 +532,28 @@ async def test_a_snapshot_of_the_fold_gives_the_same_picture(name: str, tmp_path
     assert [d.line for d in whole.damage] == [21, 251]
 
 
+async def test_the_first_frame_shows_the_run_its_snapshot_holds(tmp_path: Path) -> None:
+    """The console reads the snapshot before its first frame (issue 17: an empty screen was drawn
+    while the follower read it, then everything drawn again): with no batch from the follower at
+    all, the windows and reps on screen are those of the whole journal."""
+    run = recorded("finished", tmp_path)
+    Journal(run / "journal.jsonl").close()  # the snapshot the engine leaves when it stops
+    link, now = Link(True, "recorded"), last_ts(run) + 5
+    app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        want = table_text(app, "#windows"), table_text(app, "#reps")
+    assert len(want[0]) == 4
+
+    app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
+    assert app.state == fold(read_events(run / "journal.jsonl"))
+    app.follower.run = lambda cancelled: None  # type: ignore[method-assign]  # it never hands one
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        assert (table_text(app, "#windows"), table_text(app, "#reps")) == want
+        assert not app.caught_up
+
+
 async def test_no_color_keeps_every_mark_in_the_text(measuring, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     run, _ = measuring
     monkeypatch.setenv("NO_COLOR", "1")
