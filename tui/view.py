@@ -122,6 +122,10 @@ def fmt_tok(v: Any) -> str:
     return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.1f}"
 
 
+def fmt_rps(v: Any) -> str:
+    return "-" if v is None or v == "" else f"{float(v):.2f}"
+
+
 def fmt_pct(v: float | None, signed: bool = False) -> str:
     if v is None:
         return "-"
@@ -746,12 +750,13 @@ WINDOW_COLS = [Col("window", 0, cut=10), Col("status", 0, cut=10), Col("Δ ctl",
 
 
 REP_COLUMNS = ["shape", "reps tok/s", "median", "spread", "status", "att", "user", "acc len",
-               "acc rate", "ttft ms", "why"]
+               "acc rate", "req/s", "good/s", "ttft ms", "why"]
 # Always the shape, its reps (with their leak marks) and its status; then the median and spread,
 # the attempt, a void row's reason (its start: the figure against the limit), acceptance (what
-# speculative windows differ in), the rest.
+# speculative windows differ in), the rest; the finished request rate and goodput last: what a
+# rate sweep is read by, where a closed-loop row's req/s says little its tok/s does not.
 _REP_RANKS = {"shape": 0, "reps tok/s": 0, "status": 0, "median": 1, "spread": 2, "att": 3, "why": 4,
-              "acc rate": 5, "acc len": 6, "user": 7, "ttft ms": 8}
+              "acc rate": 5, "acc len": 6, "user": 7, "ttft ms": 8, "req/s": 9, "good/s": 10}
 REP_COLS = [Col(name, _REP_RANKS[name], cut=16 if name == "why" else 0) for name in REP_COLUMNS]
 
 STATUS_WORD: dict[str, Seg] = {
@@ -809,6 +814,9 @@ def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
         "user": [(fmt_tok(final.get("per_user_tok_s")), "")],
         "acc len": [(f"{final['accept_len']:.2f}" if final.get("accept_len") else "-", "")],
         "acc rate": [(fmt_pct(rate) if rate is not None and rate != "" else "-", "")],
+        # Two places, as the report gives them: a sweep's low rates are fractions of a request.
+        "req/s": [(fmt_rps(final.get("achieved_rps")), "")],
+        "good/s": [(fmt_rps(final.get("goodput_rps")), "")],  # "-": no SLO set, or an older row
         "ttft ms": [(fmt_tok(final.get("ttft_ms")), "")],
         "why": [(why, "error" if r.status == RowStatus.VOID else "muted")],
     }

@@ -18,6 +18,7 @@ from engine.record.events import EventKind, RowStatus, Verdict, WindowStatus
 from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, apply, fold, fold_read
 from engine.record.writer import Journal
+from engine.run import stats
 from tui import view
 from tui.follow import Batch, Follower, Tail
 
@@ -669,12 +670,15 @@ def test_fitted_columns_never_overflow_and_go_by_rank(widths: list[int], room: i
 
 def test_a_long_reason_is_cut_before_it_pushes_other_columns_out() -> None:
     widths = {"shape": 9, "reps tok/s": 14, "median": 7, "spread": 7, "status": 7, "att": 4,
-              "user": 5, "acc len": 8, "acc rate": 9, "ttft ms": 8, "why": 44}
-    at = {room: view.fit_columns(view.REP_COLS, widths, room) for room in (45, 66, 95, 130)}
+              "user": 5, "acc len": 8, "acc rate": 9, "req/s": 6, "good/s": 7, "ttft ms": 8, "why": 44}
+    at = {room: view.fit_columns(view.REP_COLS, widths, room) for room in (45, 66, 95, 108, 135)}
     assert list(at[45]) == ["shape", "reps tok/s", "median", "spread", "status"]
     assert at[66]["why"] == 66 - 48 and "acc rate" not in at[66]  # a void reason, cut
-    assert list(at[95]) == view.REP_COLUMNS and at[95]["why"] == 95 - 94 + 16  # all, why cut
-    assert at[130] == widths  # room for everything: nothing cut
+    # The request rates go first: every other column, the reason cut, before them.
+    rates = ["req/s", "good/s"]
+    assert list(at[95]) == [c for c in view.REP_COLUMNS if c not in rates] and at[95]["why"] == 95 - 94 + 16
+    assert list(at[108]) == view.REP_COLUMNS and at[108]["why"] == 108 - 107 + 16  # all, why cut
+    assert at[135] == widths  # room for everything: nothing cut
 
 
 def test_the_windows_list_takes_what_its_columns_need_and_leaves_the_reps_theirs() -> None:
@@ -683,3 +687,35 @@ def test_the_windows_list_takes_what_its_columns_need_and_leaves_the_reps_theirs
     assert view.windows_width(160, core=32, full=70, reps_core=31) == 64  # two fifths
     assert view.windows_width(160, core=32, full=50, reps_core=31) == 50  # what it needs
     assert view.windows_width(80, core=60, full=90, reps_core=31) == 49  # never the reps' share
+
+
+def test_a_rate_row_shows_its_finished_rate_and_goodput_and_dash_without_slos() -> None:
+    """A rate sweep is read by each row's finished requests a second and, of them, those within
+    the SLOs: the reps table shows both as the row_done event carries them (stats.row_figures),
+    and "-" for goodput where no SLO is set."""
+    def request(start: float, ttft: float, end: float) -> dict[str, object]:
+        return {"start": start, "first_token": start + ttft, "end": end, "completion_tokens": 11,
+                "chunks": 11, "gaps_ms": [40.0] * 10, "error": None}
+
+    # Four requests over 2 s, one of them past the 200 ms TTFT: 2.00 finished a second, 1.50 good.
+    records = [request(0.0, 0.1, 0.5), request(0.5, 0.1, 1.0), request(1.0, 0.3, 1.5),
+               request(1.5, 0.1, 2.0)]
+    reps = [({"rep": 1}, records), ({"rep": 2}, records)]
+    policy = stats.LeakPolicy()
+    slo = stats.Slo(ttft_ms=200, itl_ms=50)
+    state = RunState()
+    for seq, (rate, figures) in enumerate(((2.0, stats.row_figures(reps, 0, policy, slo)),
+                                           (4.0, stats.row_figures(reps, 0, policy))), start=1):
+        apply(state, {"seq": seq, "ts": 1.0, "kind": EventKind.ROW_DONE, "session": "s1",
+                      "window": "control", "class": "prose", "concurrency": 0, "rate": rate,
+                      "axis": "control", "attempts": 1, "reason": "", "source": "", **figures})
+    with_slo, without = state.rows["s1-control/prose/r2"], state.rows["s1-control/prose/r4"]
+    cells = view.row_cells(with_slo, 2)
+    assert cells["shape"][0][0] == "prose r2"
+    assert (cells["req/s"][0][0], cells["good/s"][0][0]) == ("2.00", "1.50")
+    cells = view.row_cells(without, 2)
+    assert (cells["req/s"][0][0], cells["good/s"][0][0]) == ("2.00", "-")
+    # A row recorded before open-loop load carries neither: "-", not an error.
+    st, wl = finished_state()
+    cells = view.row_cells(st.rows["s1-ctx/code/c2"], wl.reps)
+    assert (cells["req/s"][0][0], cells["good/s"][0][0]) == ("-", "-")
