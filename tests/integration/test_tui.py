@@ -740,21 +740,27 @@ quality: {enabled: false}  # the console is under test here, not the checks
 """
 
 
-@pytest.mark.server
-@pytest.mark.timeout(600)
-async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
-    spec = tmp_path / "live.yaml"
-    spec.write_text(LIVE)
+def start_engine(campaign: str, tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    """A real engine running ``campaign`` headless, once its control socket is up (the console
+    attaches to it): the process and its run directory."""
+    spec = tmp_path / "campaign.yaml"
+    spec.write_text(campaign)
     results = tmp_path / "r"
     proc = subprocess.Popen([sys.executable, "-m", "engine", "run", str(spec), "--headless",
                              "--results-dir", str(results)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not list(results.glob("*/control.sock")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()  # type: ignore[union-attr]
+        time.sleep(0.1)
+    return proc, next(results.iterdir())
+
+
+@pytest.mark.server
+@pytest.mark.timeout(600)
+async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
+    proc, run = start_engine(LIVE, tmp_path)
     try:
-        deadline = time.monotonic() + 120
-        while not list(results.glob("*/control.sock")):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()  # type: ignore[union-attr]
-            time.sleep(0.1)
-        run = next(results.iterdir())
         app = RulerConsole(run, probe_interval=0.5)
         async with app.run_test(size=(80, 24)) as pilot:
             await until(pilot, lambda: app.link is not None and app.link.connected, timeout=30)
@@ -830,18 +836,8 @@ async def test_two_places_live_at_once_and_advance_goes_to_the_session_under_the
     """A real engine runs two sessions at once on two places (CPU 0 and CPU 1). The windows list
     shows both controls live at the same moment; n on s2's control sends ``advance s2`` (a bare
     ``advance`` is refused while two sessions run), and only s2's control is advanced."""
-    spec = tmp_path / "places.yaml"
-    spec.write_text(PLACES)
-    results = tmp_path / "r"
-    proc = subprocess.Popen([sys.executable, "-m", "engine", "run", str(spec), "--headless",
-                             "--results-dir", str(results)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc, run = start_engine(PLACES, tmp_path)
     try:
-        deadline = time.monotonic() + 120
-        while not list(results.glob("*/control.sock")):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()  # type: ignore[union-attr]
-            time.sleep(0.1)
-        run = next(results.iterdir())
         app = RulerConsole(run, probe_interval=0.5)
         async with app.run_test(size=(120, 40)) as pilot:
             await until(pilot, lambda: app.link is not None and app.link.connected, timeout=30)
