@@ -7,7 +7,6 @@ with a glyph or a word ("!", "VOID", "≠") so a NO_COLOR terminal loses nothing
 
 from __future__ import annotations
 
-import functools
 import itertools
 import statistics
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from engine.record.deltas import Interval, observable, relative_delta
+from engine.record.deltas import Interval, observable, pair_delta
 from engine.record.events import (
     COMPLETE_WINDOWS,
     CONTROL,
@@ -489,14 +488,6 @@ def row_reps(r: RowState | None) -> tuple[list[float], bool] | None:
     return None
 
 
-@functools.lru_cache(maxsize=8192)
-def _delta(here: tuple[float, ...], there: tuple[float, ...]) -> Interval | None:
-    """relative_delta, once per pair of reps: the windows list redraws every window on each batch,
-    and a day-long campaign's 800 windows took 7 s of t quantiles a redraw (a bisection on the
-    incomplete beta each); a window's reps change only when one of them lands."""
-    return relative_delta(here, there)
-
-
 def shape_deltas(state: RunState, wkey: str) -> list[tuple[str, Interval, bool]]:
     """(shape, delta with its interval, provisional) against the reference, per shape measured
     in both: the same computation as throughput.csv's delta columns (engine.record.deltas)."""
@@ -507,7 +498,7 @@ def shape_deltas(state: RunState, wkey: str) -> list[tuple[str, Interval, bool]]
     for r in window_rows(state, wkey):
         here = row_reps(r)
         there = row_reps(state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency, r.rate)))
-        iv = _delta(tuple(here[0]), tuple(there[0])) if here and there else None
+        iv = pair_delta(tuple(here[0]), tuple(there[0])) if here and there else None
         if here and there and iv is not None:
             out.append((f"{r.cls} {r.load}", iv, here[1] or there[1]))
     return out

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.record.deltas import METHOD, Interval, observable, relative_delta
+from engine.record.deltas import METHOD, Interval, observable, pair_delta
 from engine.record.deltas import text as delta_text
 from engine.report.run import Row, RunView
 
@@ -46,14 +45,6 @@ class Delta:
                 "method": METHOD, "inside": self.inside, "why": self.why or None}
 
 
-@functools.lru_cache(maxsize=8192)
-def _interval(reps: tuple[float, ...], ref: tuple[float, ...]) -> Interval | None:
-    """relative_delta, rounded, once per pair of reps: the summary and the window's table show
-    each row against its control (a t quantile each time: a day-long report has thousands)."""
-    iv = relative_delta(reps, ref)
-    return None if iv is None else iv.rounded()
-
-
 def delta(row: Row | None, ref: Row | None, floor: float = 0.0) -> Delta:
     """The row against ``ref`` from their reps' tok/s; ``floor``: the noise it must exceed."""
     if row is None:
@@ -64,9 +55,10 @@ def delta(row: Row | None, ref: Row | None, floor: float = 0.0) -> Delta:
         return Delta(None, why=row.status or "no figure")
     if not ref.usable:
         return Delta(None, why=f"reference {ref.status or 'has no figure'}")
-    iv = _interval(tuple(row.rep_tok_s), tuple(ref.rep_tok_s))
+    iv = pair_delta(tuple(row.rep_tok_s), tuple(ref.rep_tok_s))
     if iv is None:
         return Delta(None, why="no reps")
+    iv = iv.rounded()
     return Delta(iv.delta, iv.lo, iv.hi, floor)
 
 
