@@ -9,6 +9,10 @@ parts, each documented in its module with what a new server must implement:
   line;
 * :mod:`engine.servers.client` -- the HTTP calls: readiness, metrics, the load generator's request
   and the quality requests.
+
+Each adapter is a package, ``engine/servers/<name>/``, with one module per part (``launch.py``,
+``logs.py``, ``client.py``) and the class assembled from them in its ``__init__``; what more than
+one adapter needs is in :mod:`engine.servers.common`, never imported from another adapter.
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ from engine.servers.client import Readiness
 from engine.servers.logs import BootFacts, Fact, parse_number
 
 
-# Each adapter's module is imported when it is asked for: a run (or the console) uses one, and
-# each module compiles its log patterns as it loads.
+# Each adapter's package is imported when it is asked for: a run (or the console) uses one, and
+# each package compiles its log patterns as it loads.
 def _llamacpp() -> ServerAdapter:
     from engine.servers.llamacpp import LlamaCppAdapter
 

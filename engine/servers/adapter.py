@@ -7,9 +7,11 @@ boot watcher, the console and ``ruler facts`` read logs through
 scrape and the quality phase talk to the server through
 :class:`~engine.servers.client.ServerClient`.
 
-A new server is one class deriving from :class:`ServerAdapter` that implements the abstract
-methods of the three parts (an abstract one left out makes the class fail to instantiate) and
-is registered by name in :mod:`engine.servers`.
+A new server is a package ``engine/servers/<name>/`` holding one class per part (``launch.py``,
+``logs.py``, ``client.py``, each deriving from its part's base) and, in its ``__init__``, the
+adapter: a class deriving from those three and :class:`ServerAdapter`, which sets ``name``.
+Together they implement the abstract methods of the three parts (an abstract one left out makes
+the class fail to instantiate); the adapter is registered by name in :mod:`engine.servers`.
 """
 
 from __future__ import annotations

@@ -16,11 +16,8 @@ from engine.run import stats
 from engine.servers import BootFacts, Readiness, get_adapter
 from engine.servers.client import request_body
 from engine.servers.prometheus import summed_samples
-from engine.servers.sglang import (
-    SGLangAdapter,
-    sglang_counters,
-    teacher_forced_body,
-)
+from engine.servers.sglang import SGLangAdapter
+from engine.servers.sglang.client import sglang_counters, teacher_forced_body
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 ADAPTER = SGLangAdapter()

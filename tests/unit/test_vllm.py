@@ -15,7 +15,8 @@ import pytest
 from engine.run import stats
 from engine.servers import BootFacts, Readiness, get_adapter
 from engine.servers.prometheus import summed_samples
-from engine.servers.vllm import VLLMAdapter, teacher_forced_body
+from engine.servers.vllm import VLLMAdapter
+from engine.servers.vllm.client import teacher_forced_body
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 ADAPTER = VLLMAdapter()

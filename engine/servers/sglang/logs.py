@@ -1,15 +1,4 @@
-"""SGLang (``python3 -m sglang.launch_server``) adapter: command line, readiness, boot facts.
-
-Formats were checked against SGLang 0.5.23's own source (the PyPI wheel):
-``model_executor/model_runner.py`` (weights), ``mem_cache/memory_pool.py`` (KV and Mamba
-pools), ``mem_cache/kv_cache_configurator.py`` (``Memory pool end``, the ReplaySSM guard),
-``model_executor/model_runner_components/cuda_graph_setup.py`` and ``kv_pool_runtime.py``
-(graph capture, post-capture sizing), ``managers/scheduler.py`` (``max_total_num_tokens=``),
-``managers/scheduler_components/metrics_reporter.py`` (``Decode batch``),
-``entrypoints/http_server.py`` (health, ``fired up``), ``entrypoints/engine.py`` (server args,
-startup timings, rank death), ``observability/metrics_collector.py`` (``/metrics`` names) and
-``layers/attention/linear/kda_backend.py`` (the fused KDA chain-verify notice). Older wordings
-come from public logs quoted in SGLang issues and PRs (tests/fixtures/logs/README.md).
+"""SGLang's log: boot facts, which model a rank is loading, errors and warnings, the ready line.
 
 Log shape
 ---------
@@ -79,56 +68,26 @@ counts ``Load weight begin`` per rank, and a rank's second model is the drafter.
   ``periodic.gen_tps``, ``periodic.queue_req``. These are windowed by the log interval, so a
   rep's acceptance comes from ``/metrics`` deltas instead.
 - Anything else that looks like a boot fact (mentions KV, memory, GB, graph, pool, tokens...) is
-  kept verbatim as ``unparsed.<8 hex>`` (see :func:`unparsed_fact`).
-
-Acceptance
-----------
-``/metrics`` (only with ``--enable-metrics``) has ``sglang:generation_tokens_total`` and
-``sglang:spec_verify_calls_total``, labelled (model name, ``is_streaming``...): samples are summed
-over label sets (:func:`summed_samples`). Per rep: length = Δgeneration_tokens / Δverify_calls,
-so ``drafts`` = Δverify, ``accepted`` = Δgen − Δverify (each step commits its accepted drafts
-plus one bonus token), ``drafted`` = Δverify × (B − 1) with B = ``sglang:spec_num_draft_tokens``
-(DFlash: the block size). ``/server_info``'s ``avg_spec_accept_length`` is never used: it is a
-lifetime figure of rank 0. Per request: native ``meta_info.spec_verify_ct`` /
-``spec_num_correct_drafts`` / ``spec_num_proposed_drafts``, or with ``"return_spec_tokens_details":
-true`` on OpenAI endpoints ``sglext.spec_tokens_details`` with the same names.
-
-Quality requests
-----------------
-Teacher forcing is one native ``/generate`` per sequence: ``input_ids`` = prompt + continuation,
-``return_logprob``, ``logprob_start_len`` = len(prompt), ``max_new_tokens: 0``,
-``top_logprobs_num`` = k -> ``meta_info.input_top_logprobs`` (``[logprob, token_id, text]``).
-The chat template is rendered by ``/tokenize`` with ``messages`` and the knobs (0.5.23 renders
-them exactly as a chat completion would), and decoded by ``/detokenize`` for a readable text.
+  kept verbatim as ``unparsed.<8 hex>`` (see :func:`engine.servers.common.unparsed_fact`).
 """
 
 from __future__ import annotations
 
 import ast
-import hashlib
 import re
-from collections import OrderedDict
-from collections.abc import Callable
-from typing import Any
 
-from engine.servers.adapter import ServerAdapter
-from engine.servers.client import (
-    ChatReply,
-    FlushFailed,
-    Http,
-    NextToken,
-    Readiness,
-    Unsupported,
-    post_json,
+from engine.servers import common
+from engine.servers.common import (
+    NUMBER,
+    Add,
+    looks_like_boot_fact,
+    num,
+    num_or_str,
+    repr_value,
+    unparsed_fact,
 )
-from engine.servers.data import acceptance, mapping, token_ids
-from engine.servers.data import text as as_text
-from engine.servers.logs import Fact, FactValue, parse_number
+from engine.servers.logs import Fact, FactValue, LogReader
 
-_Add = Callable[[str, FactValue], None]
-
-_NUM = r"[-+]?\d[\d,]*(?:\.\d+)?"
-_ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 # "(SGLangEngine pid=41820) " from Ray; "[2026-04-27 02:36:03 DP0 TP0] " or "[... .123]" from
 # configure_logger. The rank tag is kept apart: it decides which model a line belongs to.
 _PREFIX_RE = re.compile(
@@ -153,31 +112,31 @@ SERVER_ARGS_KEPT = (
 
 # -- boot-fact patterns ------------------------------------------------------------------
 
-_LOAD_BEGIN_RE = re.compile(r"^Load weight begin\. avail mem=(?P<avail>" + _NUM + r") GB")
+_LOAD_BEGIN_RE = re.compile(r"^Load weight begin\. avail mem=(?P<avail>" + NUMBER + r") GB")
 _LOAD_END_RE = re.compile(r"^Load weight end\.\s*(?P<rest>.*)$")
 _KV_RE = re.compile(
     r"^(?:(?P<label>.+?) )?KV Cache (?P<va>is allocated|VA upper bound)\.\s*"
     r"(?:dtype: (?P<dtype>[^,]+),\s*)?(?:#tokens: (?P<tokens>\d+),\s*)?"
-    r"(?:K size: (?P<k>" + _NUM + r") GB,\s*V size: (?P<v>" + _NUM + r") GB"
-    r"|KV size: (?P<kv>" + _NUM + r") GB)"
+    r"(?:K size: (?P<k>" + NUMBER + r") GB,\s*V size: (?P<v>" + NUMBER + r") GB"
+    r"|KV size: (?P<kv>" + NUMBER + r") GB)"
 )
 _POST_KV_RE = re.compile(
     r"^Post-capture KV sizing: KV cache allocated\. dtype: (?P<dtype>[^,]+), #tokens: "
-    r"(?P<tokens>\d+), KV size: (?P<kv>" + _NUM + r") GB, avail mem=(?P<avail>" + _NUM + r") GB"
+    r"(?P<tokens>\d+), KV size: (?P<kv>" + NUMBER + r") GB, avail mem=(?P<avail>" + NUMBER + r") GB"
 )
 _MAMBA_RE = re.compile(r"^Mamba Cache is allocated\.\s*(?P<rest>.*)$")
-_MAMBA_PART_RE = re.compile(r"(?P<k>[a-z_]+)(?: size)?: (?P<v>" + _NUM + r")\s*(?P<gb>GB)?")
+_MAMBA_PART_RE = re.compile(r"(?P<k>[a-z_]+)(?: size)?: (?P<v>" + NUMBER + r")\s*(?P<gb>GB)?")
 _SWA_RE = re.compile(
-    r"^SWAKVPool mem usage: (?P<gb>" + _NUM + r") GB, swa size: (?P<swa>\d+), full size: (?P<full>\d+)"
+    r"^SWAKVPool mem usage: (?P<gb>" + NUMBER + r") GB, swa size: (?P<swa>\d+), full size: (?P<full>\d+)"
 )
-_POOL_END_RE = re.compile(r"^Memory pool end\. avail mem=(?P<avail>" + _NUM + r") GB")
+_POOL_END_RE = re.compile(r"^Memory pool end\. avail mem=(?P<avail>" + NUMBER + r") GB")
 _GRAPH_NEW_RE = re.compile(
     r"^Capture (?P<role>target|draft) (?P<kind>\w+) \w+ graph (?P<when>begin|end)\.\s*(?P<rest>.*)$"
 )
-_GRAPH_OLD_BEGIN_RE = re.compile(r"^Capture cuda graph begin\..*?avail mem=(?P<avail>" + _NUM + r") GB")
+_GRAPH_OLD_BEGIN_RE = re.compile(r"^Capture cuda graph begin\..*?avail mem=(?P<avail>" + NUMBER + r") GB")
 _GRAPH_OLD_END_RE = re.compile(
-    r"^Capture cuda graph end\. Time elapsed: (?P<s>" + _NUM + r") s\. mem usage=(?P<mem>" + _NUM
-    + r") GB\. avail mem=(?P<avail>" + _NUM + r") GB"
+    r"^Capture cuda graph end\. Time elapsed: (?P<s>" + NUMBER + r") s\. mem usage=(?P<mem>" + NUMBER
+    + r") GB\. avail mem=(?P<avail>" + NUMBER + r") GB"
 )
 _SCHED_RE = re.compile(r"^max_total_num_tokens=\d+")
 _SERVER_ARGS_RE = re.compile(r"^server_args=ServerArgs\((?P<body>.*)\)\s*$")
@@ -195,17 +154,6 @@ _DECODE_RE = re.compile(r"^Decode batch(?: \[\d+\])?[.,]\s*(?P<rest>.*)$")
 _PAIR_RE = re.compile(r"(?P<k>[#\w][\w \-/()#.]*?)[:=]\s*(?P<v>[^,]+)")
 _KV_PAIR_RE = re.compile(r"(?P<k>\w+)=(?P<v>\{[^}]*\}|[^,]+)")
 
-# Lines that read like a boot fact but are per-request chatter or progress bars.
-_BOOTISH_RE = re.compile(
-    r"\bKV\b|kv.?cache|\bmem(?:ory)?\b|\bGi?B\b|\bgraph\b|\bpool\b|#tokens|\btokens?\b|"
-    r"\bweights?\b|\ballocat",
-    re.IGNORECASE,
-)
-_CHATTER_RE = re.compile(
-    r"^(?:Prefill batch|Decode batch|INFO:|Capturing batches|Capture cuda graph bs|File \"|"
-    r"Capture cuda graph num tokens)|\d+it/s\]|it/s\]|%\|| - \"(?:GET|POST) "
-)
-
 # -- error / warning wording (SGLang prints no level name) ----------------------------------
 
 _ERROR_RE = re.compile(
@@ -219,70 +167,13 @@ _WARNING_RE = re.compile(r"\bwarn(?:ing)?\b|\bdeprecat|^WARN", re.IGNORECASE)
 
 def split_prefix(line: str) -> tuple[str, str]:
     """(rank tag such as ``"DP0 TP0"`` or ``""``, message without colour codes and prefix)."""
-    clean = _ANSI_RE.sub("", line.rstrip("\r\n"))
-    m = _PREFIX_RE.match(clean)
-    assert m is not None  # every part is optional
-    return (m.group("rank") or "").strip(), clean[m.end():].strip()
-
-
-def num(text: str) -> int | float:
-    return parse_number(text.strip())
-
-
-def num_or_str(text: str) -> FactValue:
-    text = text.strip()
-    try:
-        return parse_number(text)
-    except ValueError:
-        low = text.lower()
-        if low in ("true", "false"):
-            return low == "true"
-        return text
+    m, msg = common.split_prefix(line, _PREFIX_RE)
+    return (m.group("rank") or "").strip(), msg.strip()
 
 
 def key_name(text: str) -> str:
     """A printed label as a key part: ``gen throughput (token/s)`` -> ``gen_throughput_token_s``."""
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "unknown"
-
-
-def unparsed_fact(message: str, line: str) -> Fact:
-    """A boot-looking line no pattern knows, kept verbatim instead of dropped.
-
-    The key is a hash of the message without its timestamp and rank, so the same unknown line in
-    the control and in a window diffs as equal, and a new one shows as ``only_here``.
-    """
-    digest = hashlib.sha1(message.encode("utf-8")).hexdigest()[:8]
-    return Fact(f"unparsed.{digest}", message, line)
-
-
-def looks_like_boot_fact(message: str) -> bool:
-    return bool(_BOOTISH_RE.search(message)) and not _CHATTER_RE.search(message)
-
-
-def repr_value(body: str, name: str) -> str | None:
-    """The text of ``name=...`` in a ``repr``-style ``a=1, b='x', c=Obj(d=2)`` list, or None.
-
-    Scans to the next top-level comma, so nested calls and quoted commas stay whole.
-    """
-    m = re.search(r"(?:^|[,(]\s*)" + re.escape(name) + r"=", body)
-    if m is None:
-        return None
-    depth, quote, i = 0, "", m.end()
-    for j in range(m.end(), len(body)):
-        c = body[j]
-        if quote:
-            quote = "" if c == quote and body[j - 1] != "\\" else quote
-        elif c in "'\"":
-            quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            if depth == 0:
-                return body[i:j].strip()
-            depth -= 1
-        elif c == "," and depth == 0:
-            return body[i:j].strip()
-    return body[i:].strip()
 
 
 def _literal(text: str) -> FactValue | None:
@@ -295,22 +186,7 @@ def _literal(text: str) -> FactValue | None:
     return None
 
 
-# -- the adapter ----------------------------------------------------------------------------
-
-_METRIC_GEN = "sglang:generation_tokens_total"
-_METRIC_VERIFY = "sglang:spec_verify_calls_total"
-_METRIC_BLOCK = "sglang:spec_num_draft_tokens"
-# Prompt tokens and those served from the radix cache (metrics/collector.py; --enable-metrics).
-_METRIC_PROMPT = "sglang:prompt_tokens_total"
-_METRIC_CACHED = "sglang:cached_tokens_total"
-_TEXT_CACHE = 256  # rendered prompts remembered so tokenize(render_chat(...)) is exact
-
-
-class SGLangAdapter(ServerAdapter):
-    name = "sglang"
-    default_container_port = 30000  # lmsysorg/sglang images; --port default in server_args
-    health_path = "/health"
-    metrics_flag = "--enable-metrics"  # /metrics is mounted only with it (http_server.py)
+class SGLangLogs(LogReader):
     ready_text = "The server is fired up and ready to roll!"
     periodic_marks = ("Decode batch",)
     # What a window's boot is diffed on first (the dry run lists them).
@@ -318,14 +194,6 @@ class SGLangAdapter(ServerAdapter):
                      "pool.avail_gb", "graph.<role>_<kind>.mem_gb", "sched.max_total_num_tokens",
                      "args.speculative_*", "kda.fused_chain_verify", "draft.*", "exit.*",
                      "unparsed.*")
-
-    def __init__(self) -> None:
-        # Rendered text -> the ids /tokenize gave for it: detokenizing and tokenizing again is
-        # not always the identity, and the ids are what the chat endpoint would have used.
-        self._rendered: OrderedDict[str, list[int]] = OrderedDict()
-
-    def listen_args(self, host: str, port: int | str) -> list[str]:
-        return ["--host", host, "--port", str(port)]
 
     # -- scope: which model a rank is loading ---------------------------------------------
 
@@ -356,7 +224,7 @@ class SGLangAdapter(ServerAdapter):
             out.append(unparsed_fact(msg, line))
         return out
 
-    def _weights(self, msg: str, add: _Add) -> bool:
+    def _weights(self, msg: str, add: Add) -> bool:
         if m := _LOAD_BEGIN_RE.search(msg):
             add("weights.begin_avail_gb", num(m["avail"]))
             return True
@@ -372,12 +240,12 @@ class SGLangAdapter(ServerAdapter):
                        "avail mem": "weights.avail_gb", "mem usage": "weights.mem_gb"}.get(k)
                 if key:
                     add(key, num_or_str(v))
-            for k, v in re.findall(r"(avail mem|mem usage)=(" + _NUM + ")", rest):
+            for k, v in re.findall(r"(avail mem|mem usage)=(" + NUMBER + ")", rest):
                 add("weights.avail_gb" if k == "avail mem" else "weights.mem_gb", num(v))
             return True
         return False
 
-    def _kv(self, msg: str, add: _Add) -> bool:
+    def _kv(self, msg: str, add: Add) -> bool:
         if m := _KV_RE.search(msg):
             label = m["label"]
             pre = f"kv.{key_name(label)}." if label else "kv."
@@ -418,7 +286,7 @@ class SGLangAdapter(ServerAdapter):
             return True
         return False
 
-    def _graph(self, msg: str, add: _Add) -> bool:
+    def _graph(self, msg: str, add: Add) -> bool:
         if m := _GRAPH_NEW_RE.search(msg):
             # Role and kind are in the line, so no draft scope applies: use plain keys.
             pre = f"graph.{m['role']}_{m['kind']}."
@@ -432,7 +300,7 @@ class SGLangAdapter(ServerAdapter):
                     elif k == "num_tokens":
                         add(pre + "num_tokens", v.strip())
                 return True
-            for k, v in re.findall(r"(elapsed|mem usage|avail mem)=(" + _NUM + ")", rest):
+            for k, v in re.findall(r"(elapsed|mem usage|avail mem)=(" + NUMBER + ")", rest):
                 add(pre + {"elapsed": "elapsed_s", "mem usage": "mem_gb", "avail mem": "avail_gb"}[k],
                     num(v))
             return True
@@ -446,7 +314,7 @@ class SGLangAdapter(ServerAdapter):
             return True
         return False
 
-    def _server(self, msg: str, add: _Add) -> bool:
+    def _server(self, msg: str, add: Add) -> bool:
         if _SCHED_RE.search(msg):
             for k, v in _KV_PAIR_RE.findall(msg):
                 v = v.strip()
@@ -474,7 +342,7 @@ class SGLangAdapter(ServerAdapter):
             return True
         return False
 
-    def _exit(self, msg: str, add: _Add) -> bool:
+    def _exit(self, msg: str, add: Add) -> bool:
         if m := _RANK_DIED_RE.search(msg):
             add("exit.rank_died", int(m["rank"]))
             add("exit.code", int(m["code"]))
@@ -494,7 +362,7 @@ class SGLangAdapter(ServerAdapter):
             return True
         return False
 
-    def _periodic(self, msg: str, add: _Add) -> bool:
+    def _periodic(self, msg: str, add: Add) -> bool:
         m = _DECODE_RE.search(msg)
         if not m:
             return False
@@ -520,136 +388,6 @@ class SGLangAdapter(ServerAdapter):
     def is_ready_line(self, line: str) -> bool:
         return bool(_READY_RE.search(split_prefix(line)[1]))
 
-    def readiness(self, status: int | None, body: bytes) -> Readiness:
-        if status is None:
-            return Readiness.LOADING  # refused: tokenizer manager not serving HTTP yet
-        if status == 200:
-            return Readiness.READY
-        if status == 503:
-            # Empty 503 while ServerStatus.Starting, i.e. until SGLang's own warm-up request
-            # ends; a later health-check failure also answers 503, and the boot timeout and the
-            # process liveness decide that case.
-            return Readiness.LOADING
-        return Readiness.DEAD  # 404 (not SGLang), 500: waiting will not help
-
-    # -- acceptance ---------------------------------------------------------------------------
-
-    def spec_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
-        if _METRIC_GEN not in samples or _METRIC_VERIFY not in samples:
-            return None
-        return sglang_counters(samples[_METRIC_GEN], samples[_METRIC_VERIFY], samples.get(_METRIC_BLOCK))
-
-    def missing_metrics(self, status: int | None, samples: dict[str, float] | None) -> str | None:
-        """Why the rep's acceptance cannot come from ``/metrics``, naming the flag; None if it can."""
-        if status is None:
-            return "no answer on /metrics"
-        if status == 404 or samples is None:
-            return "SGLang serves /metrics only with --enable-metrics: add it to control.args"
-        if _METRIC_VERIFY not in samples:
-            return ("no sglang:spec_verify_calls_total yet: speculative decoding is off "
-                    "(--speculative-algorithm) or no request has finished")
-        if _METRIC_GEN not in samples:
-            return f"no {_METRIC_GEN}: the committed tokens a verify step's length needs"
-        if _METRIC_BLOCK not in samples:
-            return ("no sglang:spec_num_draft_tokens: acceptance length only; the rate needs the "
-                    "block size (a newer SGLang exports it)")
-        return None
-
-    # -- the prefix cache ---------------------------------------------------------------------
-
-    flush_path = "/flush_cache"
-
-    def flush_answer(self, status: int, body: str) -> str:
-        # http_server.py: 200 when flushed, 400 when requests were running or waiting (the same
-        # text either way: "Cache flushed. Please check backend logs...").
-        if status == 400:
-            raise FlushFailed("POST /flush_cache answered HTTP 400: SGLang did not flush its radix "
-                              "cache (requests were running or waiting)")
-        return super().flush_answer(status, body)
-
-    def cache_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
-        if _METRIC_PROMPT not in samples or _METRIC_CACHED not in samples:
-            return None
-        return {"prompt": samples[_METRIC_PROMPT], "cached": samples[_METRIC_CACHED]}
-
-    def load_fields(self) -> dict[str, Any]:
-        """Request fields for the load generator: per-request acceptance on OpenAI endpoints."""
-        return {"return_spec_tokens_details": True}
-
-    acceptance_fields = frozenset({"sglext", "meta_info"})
-
-    def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, int] | None:
-        details = mapping(chunk.get("sglext"), "sglext").get("spec_tokens_details")
-        if isinstance(details, list):
-            details = details[0] if details else None
-        if details is None:
-            details = chunk.get("meta_info")  # native /generate
-        details = mapping(details, "spec_tokens_details")
-        if not details.get("spec_num_proposed_drafts"):
-            return None  # nothing drafted (yet): no acceptance to count
-        return acceptance(details.get("spec_num_proposed_drafts"), details.get("spec_num_correct_drafts"),
-                          details.get("spec_verify_ct"), "spec_tokens_details")
-
-    # -- quality requests -----------------------------------------------------------------------
-
-    def render_chat(self, client: Http, messages: list[dict[str, Any]],
-                    knobs: dict[str, Any]) -> str:
-        ids = token_ids(post_json(client, "/tokenize", {"messages": messages, **knobs})["tokens"],
-                        "/tokenize tokens")
-        body = {"tokens": ids, "skip_special_tokens": False}
-        text = as_text(post_json(client, "/detokenize", body)["text"], "/detokenize text")
-        self._rendered[text] = ids
-        self._rendered.move_to_end(text)
-        while len(self._rendered) > _TEXT_CACHE:
-            self._rendered.popitem(last=False)
-        return text
-
-    def tokenize(self, client: Http, text: str) -> list[int]:
-        if text in self._rendered:
-            return list(self._rendered[text])
-        body = {"prompt": text, "add_special_tokens": False}
-        return token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
-
-    def chat_tokens(self, client: Http, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
-        # 0.5.23 returns the generated ids in sglext when asked (serving_chat.py); they include
-        # the stop token, so the continuation is known without tokenizing text again.
-        reply = self.chat(client, {**body, "return_output_ids_in_sglext": True})
-        ids = (reply.raw.get("sglext") or {}).get("output_ids") or []
-        if ids and isinstance(ids[0], list):  # one list per choice
-            ids = ids[0]
-        if not ids:
-            raise Unsupported("sglang: no sglext.output_ids in the chat answer (SGLang before 0.5.2x?)")
-        return reply, token_ids(ids, "sglext.output_ids")
-
-    def next_token(self, client: Http, ids: list[int], top_k: int,
-                   fresh: bool) -> NextToken:
-        # SGLang has no per-request cache bypass; ``fresh`` cannot be honoured (the radix cache
-        # reuses any prefix), which is the same for every SGLang window compared.
-        out = post_json(client, "/generate", next_token_body(ids, top_k))
-        tops = (out.get("meta_info") or {}).get("output_top_logprobs") or []
-        if not tops or not tops[0]:
-            raise ValueError(f"/generate answered without output_top_logprobs: {str(out)[:300]}")
-        return _next_token(tops[0])
-
-    def score_sequence(self, client: Http, ids: list[int], start: int,
-                       top_k: int) -> list[NextToken | None]:
-        """Teacher forcing in one request: the top-k at every position ``start..len(ids)-1``.
-
-        Element j is the distribution that predicted ``ids[start + j]``; None where the server
-        gave none. A batched alternative to :meth:`next_token` (one request per sequence).
-        """
-        out = post_json(client, "/generate", teacher_forced_body(ids, start, top_k))
-        tops = (out.get("meta_info") or {}).get("input_top_logprobs") or []
-        want = len(ids) - start
-        tops = list(tops)[-want:] if want else []
-        return [_next_token(t) if t else None for t in tops]
-
-    def quality_fields(self) -> dict[str, Any]:
-        return {}
-
-    def reasoning_counts(self) -> bool:
-        return True  # usage.reasoning_tokens with --reasoning-parser (usage_processor.py)
-
 
 def _scope_counts(scope: str) -> list[tuple[str, int]]:
     out = []
@@ -659,30 +397,3 @@ def _scope_counts(scope: str) -> list[tuple[str, int]]:
             out.append((rank, int(n)))
     return out
 
-
-def _next_token(top: list[list[Any]]) -> NextToken:
-    # SGLang entries are [logprob, token_id, text-or-None], best first.
-    return NextToken([(t[1], t[0]) for t in top], {t[1]: as_text(t[2], "token text") for t in top})
-
-
-def sglang_counters(gen_tokens: float, verify_calls: float,
-                    block: float | None) -> dict[str, float]:
-    """Lifetime counters in the engine's vocabulary (callers take the delta across a rep).
-
-    Δgen / Δverify is the acceptance length with the bonus token; accepted drafts are the
-    committed tokens minus one bonus per verify step; a block of B tokens drafts B - 1 a step.
-    """
-    drafted = verify_calls * (block - 1) if block and block > 1 else 0.0
-    return {"drafts": verify_calls, "drafted": drafted, "accepted": gen_tokens - verify_calls}
-
-
-def next_token_body(ids: list[int], top_k: int) -> dict[str, Any]:
-    # logprob_start_len -1: logprobs of the generated token only, not of the prompt.
-    return {"input_ids": ids, "sampling_params": {"max_new_tokens": 1, "temperature": 0},
-            "return_logprob": True, "logprob_start_len": -1, "top_logprobs_num": top_k}
-
-
-def teacher_forced_body(ids: list[int], start: int, top_k: int) -> dict[str, Any]:
-    """Score ``ids[start:]`` under the prefix, generating nothing (SERVERS.md)."""
-    return {"input_ids": ids, "sampling_params": {"max_new_tokens": 0, "temperature": 0},
-            "return_logprob": True, "logprob_start_len": start, "top_logprobs_num": top_k}

@@ -1,11 +1,4 @@
-"""llama.cpp (``llama-server``) adapter: command line, readiness, and boot facts from its log.
-
-Formats were checked against the llama.cpp source vendored in llama-cpp-python 0.3.36
-(``src/llama-kv-cache.cpp``, ``src/llama-model.cpp``, ``src/llama-model-loader.cpp``,
-``src/llama-context.cpp``, ``tools/server/server*.cpp``, ``common/arg.cpp``,
-``common/speculative.cpp``, ``common/log.cpp``) and against real logs recorded from that build
-(``tests/fixtures/logs/``, where the README says how each was made). Older wordings we accept
-are marked "older"; they come from public logs of older builds.
+"""llama.cpp's log: boot facts, sections, errors and warnings, the ready line.
 
 Log shape
 ---------
@@ -18,7 +11,7 @@ messages, logs of builds without the prefix) are classified by wording.
 
 This build maps libllama's INFO messages to *trace* verbosity (4) while the default threshold
 is 3: without ``-lv 4`` the KV-cache, buffer, ``print_info`` and ``llama_context`` lines are
-not printed at all. :meth:`LlamaCppAdapter.log_args` returns ``["-lv", "4"]``.
+not printed at all. :meth:`~engine.servers.llamacpp.launch.LlamaCppLaunch.log_args` returns ``["-lv", "4"]``.
 
 Fact keys (examples are real lines from the fixtures, prefix dropped)
 --------------------------------------------------------------------
@@ -95,46 +88,16 @@ mean len); ``spec.acc_per_pos`` (string) from ``acc per pos = (0.769, ...)``;
 ``prompt eval time`` / ``eval time`` lines of ``print_timing``. Lifetime counters (cumulative
 over the server's life, not per request): ``spec.lifetime.<impl>.gen_drafts``, ``.acc_drafts``,
 ``.gen_tokens``, ``.acc_tokens`` from ``statistics     draft-simple: #calls(b,g,a) = ...``.
-
-Quality requests (``tools/server/server-context.cpp``, ``server-common.cpp``, ``server-task.cpp``)
-----------------------------------------------------------------------------------------------
-llama-server has no prompt logprobs and rejects ``echo``, so teacher forcing scores one position
-per request: ``POST /completion`` with the prefix as a list of token ids, ``n_predict: 1`` and
-``n_probs: k`` answers ``completion_probabilities[0].top_logprobs`` = ``[{id, token, bytes,
-logprob}]``, a softmax over the whole vocabulary taken before sampling (``post_sampling_probs``
-false). The chat template is rendered by ``POST /apply-template`` (the same
-``oaicompat_chat_params_parse`` the chat endpoint runs, knobs included) and tokenized by ``POST
-/tokenize`` with ``add_special`` and ``parse_special`` true, as the chat endpoint tokenizes its
-prompt; an array of ids sent as ``prompt`` is used verbatim (``tokenize_mixed``).
-
-Greedy continuations come from the chat endpoint itself with ``logprobs: true, top_logprobs: 1``:
-every ``choices[0].logprobs.content`` entry carries the token ``id`` (the end-of-generation token
-included), so the continuation is known in ids without tokenizing text again.
-
-Reproducibility: the logits of a position depend on the state of the slot's KV cache (a prefix
-evaluated in one batch vs. a cached prefix plus one new token differ in the last digits, and on the
-testbed a greedy continuation flips on that: "Hello there! How can I..." vs "Hello, I'shine!").
-So chat requests send ``cache_prompt: false`` (the whole prompt is evaluated again), and scoring
-pins slot 0 (``id_slot``): the first position of a text is evaluated fresh, the following ones
-extend the cached prefix, so every server compared sees the same sequence of batches. The
-server reports no reasoning token counts.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Any
 
-from engine.servers.adapter import ServerAdapter
-from engine.servers.client import ChatReply, Generation, Http, NextToken, Readiness, post_json
-from engine.servers.data import acceptance, mapping, token_ids
-from engine.servers.data import text as as_text
-from engine.servers.logs import Fact, FactValue, parse_number
+from engine.servers import common
+from engine.servers.common import Add
+from engine.servers.logs import Fact, FactValue, LogReader, parse_number
 
-_Add = Callable[[str, FactValue], None]  # parse_line's collector: add(key, value)
-
-_ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 # "M.SS.mmm.uuu L " from common_log when prefix/timestamps are on (the default since
 # common_init()); a build with --no-log-timestamps keeps only the level letter.
 _PREFIX_RE = re.compile(r"^(?:\d+\.\d{2}\.\d{3}\.\d{3} +)?(?:(?P<level>[IWED]) )?")
@@ -152,11 +115,9 @@ _KV_SEP = "|"
 
 def _split_prefix(line: str) -> tuple[str | None, str]:
     """Return (level letter or None, message without ANSI codes and log prefix)."""
-    clean = _ANSI_RE.sub("", line.rstrip("\r\n"))
-    m = _PREFIX_RE.match(clean)
-    assert m is not None  # the pattern matches the empty string
+    m, msg = common.split_prefix(line, _PREFIX_RE)
     # Some wrappers indent what they relay (" llama_kv_cache_unified: size = ..."): drop that too.
-    return m.group("level"), clean[m.end() :].lstrip()
+    return m.group("level"), msg.lstrip()
 
 
 def _num_or_str(text: str) -> FactValue:
@@ -310,42 +271,14 @@ _ERROR_RE = re.compile(
 _WARNING_RE = re.compile(r"^warn(?:ing)?\b|\bwarning\b|\bDEPRECATED\b|^notice:", re.IGNORECASE)
 
 
-# /metrics counters (served with --metrics); "drafts" counts verification steps.
-_SPEC_METRICS = {
-    "drafts": "llamacpp:spec_decode_num_drafts_total",
-    "drafted": "llamacpp:spec_decode_num_draft_tokens_total",
-    "accepted": "llamacpp:spec_decode_num_accepted_tokens_total",
-}
-
-
-# Prompt tokens computed (cached ones excluded) and reused from the cache (server-task.cpp,
-# server_task_result_metrics::to_metrics; server-common.h, server_metrics).
-_PROMPT_METRIC = "llamacpp:prompt_tokens_total"
-_CACHED_METRIC = "llamacpp:prompt_tokens_cached_total"
-
-
 def _bool(text: str) -> bool:
     return text.strip().strip("'\"").lower() in ("true", "1", "yes", "on", "enabled")
 
 
-class LlamaCppAdapter(ServerAdapter):
-    name = "llamacpp"
-    metrics_flag = "--metrics"
-    default_container_port = 8080  # ghcr.io/ggml-org/llama.cpp:server* images
-    health_path = "/health"
-    # llama-server answers a stream with "Keep-Alive: timeout=5, max=100" and then closes the
-    # connection: the next request on it is refused (every second one, with the testbed's build).
-    keep_alive = False
+class LlamaCppLogs(LogReader):
     ready_text = "llama_server: model loaded"  # "main: model loaded" in older builds
     watched_facts = ("kv.cells", "kv.tokens", "kv.size_mib", "weights.*_mib", "slots.n", "spec.impl.*",
                      "draft.kv.*", "ready", "exit.reason")
-
-    def listen_args(self, host: str, port: int | str) -> list[str]:
-        return ["--host", host, "--port", str(port)]
-
-    def log_args(self) -> list[str]:
-        # Boot facts are libllama INFO lines, printed only at trace verbosity (see docstring).
-        return ["-lv", "4"]
 
     # -- scope ------------------------------------------------------------------------
 
@@ -377,15 +310,12 @@ class LlamaCppAdapter(ServerAdapter):
                 key = model_prefix + key
             out.append(Fact(key, value, line))
 
-        self._kv(msg, add)
-        self._weights(msg, add)
-        self._model(msg, add)
-        self._ctx(msg, add)
-        self._server(msg, add)
-        self._spec(msg, add)
+        for part in (self._kv, self._weights, self._model, self._ctx, self._server, self._spec):
+            if part(msg, add):
+                break
         return out
 
-    def _kv(self, msg: str, add: _Add) -> None:
+    def _kv(self, msg: str, add: Add) -> bool:
         m = _KV_SIZE_RE.search(msg) or _KV_SELF_RE.search(msg)
         if m:
             g = m.groupdict()
@@ -405,31 +335,35 @@ class LlamaCppAdapter(ServerAdapter):
             add("kv.k_mib", parse_number(g["k"]))
             add("kv.v_type", g["vt"].strip())
             add("kv.v_mib", parse_number(g["v"]))
-            return
+            return True
         m = _KV_BUF_RE.search(msg)
         if m:
             add(f"kv.{_buf_name(m.group('buf'))}_mib", parse_number(m.group("mib")))
-            return
+            return True
         m = _KV_ISWA_RE.search(msg)
         if m:
             # The scope already moved on for the SWA line, so "kv.cells" lands in kv.swa.*.
             add("kv.base_cells" if m.group("which") == "non-SWA" else "kv.cells", int(m["n"]))
-            return
+            return True
         m = _KV_INDEXER_RE.search(msg)
         if m:
             add("kv.cells", int(m["n"]))
+            return True
+        return False
 
-    def _weights(self, msg: str, add: _Add) -> None:
+    def _weights(self, msg: str, add: Add) -> bool:
         m = _MODEL_BUF_RE.search(msg) or _OLD_TENSOR_BUF_RE.search(msg)
         if m:
             add(f"weights.{_buf_name(m.group('buf'))}_mib", parse_number(m.group("mib")))
-            return
+            return True
         m = _OFFLOAD_RE.search(msg)
         if m:
             add("weights.offloaded_layers", int(m["n"]))
             add("weights.offloadable_layers", int(m["of"]))
+            return True
+        return False
 
-    def _model(self, msg: str, add: _Add) -> None:
+    def _model(self, msg: str, add: Add) -> bool:
         m = _META_RE.search(msg)
         if m:
             k, v = m.group("k"), m.group("v")
@@ -444,30 +378,34 @@ class LlamaCppAdapter(ServerAdapter):
                 key = _META_KEYS[k]
                 # model.params keeps its unit ("134.52 M"); the rest become numbers when they are.
                 add(key, v if key == "model.params" else _num_or_str(v))
-            return
+            return True
         m = _LOADER_RE.search(msg)
         if m:
             add("model.n_kv", int(m["kv"]))
             add("model.n_tensors", int(m["t"]))
             add("model.path", m["path"])
+            return True
+        return False
 
-    def _ctx(self, msg: str, add: _Add) -> None:
+    def _ctx(self, msg: str, add: Add) -> bool:
         m = _CTX_RE.search(msg)
         if m:
             k, v = m.group("k"), m.group("v")
             if k == "n_ctx_per_seq":  # older name of n_ctx_seq
                 k = "n_ctx_seq"
             add(f"ctx.{k}", _bool(v) if k == "kv_unified" else _num_or_str(v))
-            return
+            return True
         m = _FA_RESOLVED_RE.search(msg)
         if m:
             add("ctx.flash_attn_resolved", m["a"] or m["b"] or m["c"])
-            return
+            return True
         m = _CTX_BUF_RE.search(msg)
         if m:
             add(f"{m['kind']}.{_buf_name(m['buf'])}_mib", parse_number(m["mib"]))
+            return True
+        return False
 
-    def _server(self, msg: str, add: _Add) -> None:
+    def _server(self, msg: str, add: Add) -> bool:
         if "chat template, " in msg:
             # One line can hold both the template and the start of its example (older builds).
             if m := _CHAT_TMPL_RE.search(msg):
@@ -502,8 +440,11 @@ class LlamaCppAdapter(ServerAdapter):
             arg = m["arg"] or ((im := _INVALID_ARG_RE.match(reason)) and im["arg"])
             if arg:
                 add("exit.bad_arg", arg)
+        else:
+            return False
+        return True
 
-    def _spec(self, msg: str, add: _Add) -> None:
+    def _spec(self, msg: str, add: Add) -> bool:
         if m := _DRAFT_RE.search(msg):
             add("spec.draft_model", m["m"])
         elif m := _MTP_RE.search(msg):
@@ -544,6 +485,9 @@ class LlamaCppAdapter(ServerAdapter):
             add(f"timing.{which}_ms", float(parse_number(m["ms"])))
             add(f"timing.{which}_tokens", int(m["n"]))
             add(f"timing.{which}_tps", float(parse_number(m["tps"])))
+        else:
+            return False
+        return True
 
     # -- classification ---------------------------------------------------------------
 
@@ -564,96 +508,3 @@ class LlamaCppAdapter(ServerAdapter):
     def is_ready_line(self, line: str) -> bool:
         _, msg = _split_prefix(line)
         return bool(_MODEL_LOADED_RE.search(msg) or _LISTENING_RE.search(msg))
-
-    def readiness(self, status: int | None, body: bytes) -> Readiness:
-        if status is None:
-            return Readiness.LOADING  # refused: not listening yet (or not started)
-        if status == 200:
-            return Readiness.READY  # body is {"status":"ok"}; any 200 means it serves
-        if status == 503:
-            # {"error":{"code":503,"message":"Loading model","type":"unavailable_error"}};
-            # older builds also answered 503 {"status":"loading model"} or "no slot available"
-            # (busy, not dead), so every 503 means "not yet".
-            return Readiness.LOADING
-        # 500 "Model failed to load" (older builds kept serving after a failed load), 404 (not
-        # a llama-server): neither will become ready by waiting.
-        return Readiness.DEAD
-
-    # -- speculative-decoding counters --------------------------------------------------
-
-    def spec_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
-        if not all(name in samples for name in _SPEC_METRICS.values()):
-            return None  # started without --metrics, or a build without these counters
-        return {key: samples[name] for key, name in _SPEC_METRICS.items()}
-
-    # -- the prefix cache ---------------------------------------------------------------
-
-    def flush_cache(self, client: Http) -> str:
-        # llama-server has no endpoint that empties its caches: POST /slots/N?action=erase needs
-        # --slot-save-path and clears one slot, while the host-memory prompt cache (--cache-ram,
-        # 8192 MiB by default) hands a cleared slot its prompt back. A request with cache_prompt
-        # false reuses nothing (server-context.cpp: n_past stays 0), so flush is that field.
-        return "no flush endpoint: every request of the pass is sent with cache_prompt: false"
-
-    def cache_fields(self, policy: str) -> dict[str, Any]:
-        return {"cache_prompt": False} if policy == "flush" else {}
-
-    def cache_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
-        if _PROMPT_METRIC not in samples or _CACHED_METRIC not in samples:
-            return None  # started without --metrics
-        cached = samples[_CACHED_METRIC]
-        return {"prompt": samples[_PROMPT_METRIC] + cached, "cached": cached}
-
-    # -- quality requests (see the module docstring) -------------------------------------
-
-    def render_chat(self, client: Http, messages: list[dict[str, Any]],
-                    knobs: dict[str, Any]) -> str:
-        return as_text(post_json(client, "/apply-template", {"messages": messages, **knobs})["prompt"],
-                       "/apply-template prompt")
-
-    def tokenize(self, client: Http, text: str) -> list[int]:
-        body = {"content": text, "add_special": True, "parse_special": True}
-        return token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
-
-    def chat_tokens(self, client: Http, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
-        # With logprobs each generated token comes back with its id (the end-of-generation token
-        # included); top_logprobs 1 keeps the per-token softmax the cheapest the server offers.
-        reply = self.chat(client, {**body, "logprobs": True, "top_logprobs": 1})
-        choice = (reply.raw.get("choices") or [{}])[0]
-        entries = (choice.get("logprobs") or {}).get("content") or []
-        return reply, token_ids([e["id"] for e in entries], "logprobs.content ids")
-
-    def generate(self, client: Http, prompt_ids: list[int], max_tokens: int,
-                 seed: int) -> Generation:
-        out = post_json(client, "/completion", {
-            "prompt": prompt_ids, "n_predict": max_tokens, "temperature": 0, "seed": seed,
-            "return_tokens": True, "cache_prompt": False})
-        stop = out.get("stop_type") or ""
-        return Generation(as_text(out.get("content"), "content"), token_ids(out.get("tokens", []), "tokens"),
-                          {"limit": "length"}.get(stop, stop))
-
-    def next_token(self, client: Http, ids: list[int], top_k: int,
-                   fresh: bool) -> NextToken:
-        out = post_json(client, "/completion", {
-            "prompt": ids, "n_predict": 1, "temperature": 0, "n_probs": top_k,
-            "cache_prompt": not fresh, "id_slot": 0})
-        probs = out.get("completion_probabilities") or []
-        if not probs or "top_logprobs" not in probs[0]:
-            raise ValueError(f"/completion answered without top_logprobs: {str(out)[:300]}")
-        top = probs[0]["top_logprobs"]
-        return NextToken([(t["id"], t["logprob"]) for t in top],
-                         {t["id"]: as_text(t.get("token"), "token") for t in top})
-
-    def quality_fields(self) -> dict[str, Any]:
-        return {"cache_prompt": False}
-
-    def reasoning_counts(self) -> bool:
-        return False  # no reasoning_tokens in usage (server-task.cpp)
-
-    acceptance_fields = frozenset({"timings"})
-
-    def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, int] | None:
-        # "timings" rides on the final response / last stream chunk; draft_n and
-        # draft_n_accepted are only present when something was drafted (server-common.cpp).
-        timings = mapping(chunk.get("timings"), "timings")
-        return acceptance(timings.get("draft_n"), timings.get("draft_n_accepted"), None, "timings")
