@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from engine.servers import known_adapters
+
 RUN = Path(__file__).parents[1] / "fixtures" / "runs" / "demo-smollm2"  # a llamacpp run
 HTTP = ("httpx", "certifi", "prometheus_client", "uvloop", "numpy")
 
@@ -26,14 +30,17 @@ def top(mods: set[str]) -> set[str]:
     return {m.split(".")[0] for m in mods}
 
 
-def test_the_console_imports_no_http_client_and_only_its_runs_adapter() -> None:
+@pytest.mark.parametrize("server", known_adapters())
+def test_the_console_imports_no_http_client_and_only_its_runs_adapter(server: str) -> None:
     mods = modules("import tui.app\n"
                    "from engine.servers import get_adapter\n"
-                   "get_adapter('llamacpp')  # as the console does once the run says its server")
+                   f"get_adapter({server!r})  # as the console does once the run says its server")
     assert "textual" in top(mods)
     assert not top(mods) & set(HTTP)
-    assert "engine.servers.llamacpp" in mods
-    assert not mods & {"engine.servers.sglang", "engine.servers.vllm"}
+    assert {f"engine.servers.{server}.{part}" for part in ("launch", "logs", "client")} <= mods
+    packages = {".".join(m.split(".")[:3]) for m in mods}  # engine.servers.<adapter>
+    others = {f"engine.servers.{name}" for name in known_adapters() if name != server}
+    assert not packages & others
 
 
 def test_ruler_status_imports_no_console_and_no_http_client() -> None:
