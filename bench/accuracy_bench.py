@@ -41,8 +41,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import testbed  # noqa: E402
+from engine.campaign.load import load_campaign  # noqa: E402
 from engine.campaign.plan import plan_launch  # noqa: E402
-from engine.campaign.spec import load_campaign  # noqa: E402
 from engine.record.events import CONTROL  # noqa: E402
 from engine.run import stats  # noqa: E402
 from engine.run.load import measure_pass  # noqa: E402

@@ -19,16 +19,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine import testbed
+from engine.campaign import defaults
+from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.plan import class_prompts, plan_launch, resolve_runtime
+from engine.campaign.prompts import PromptFileError
 from engine.campaign.redact import argv_warnings, is_secret, redactor_for
-from engine.campaign.spec import (
-    DEFAULT_SEED,
-    Campaign,
-    PromptFileError,
-    SpecError,
-    load_campaign,
-    percent,
-)
+from engine.campaign.spec import Campaign, percent
 from engine.errors import EngineError
 from engine.record.events import CONTROL
 from engine.runtime.base import LaunchPlan, SlurmJob
@@ -236,7 +232,7 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
                f"leak: C>={c.leak.min_concurrency} spread >{percent(c.leak.spread)} voids the row, "
                f"up to {c.leak.max_reruns} reruns")
     if wl.rate:
-        seed = wl.sampling.seed if wl.sampling.seed is not None else DEFAULT_SEED
+        seed = wl.sampling.seed if wl.sampling.seed is not None else defaults.SEED
         slo = ", ".join(([f"TTFT <= {wl.slo.ttft_ms:g} ms"] if wl.slo.ttft_ms is not None else [])
                         + ([f"ITL <= {wl.slo.itl_ms:g} ms"] if wl.slo.itl_ms is not None else []))
         out.append(f"open loop: Poisson arrivals seeded by {seed} (the same schedule every rep and "

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine.campaign.redact import is_secret
-from engine.campaign.spec import Campaign, Place, ServerConfig, expand, render_args
+from engine.campaign.spec import Campaign, Place, ServerConfig
+from engine.campaign.variables import expand, render_args
 from engine.errors import EngineError
 from engine.record.events import CONTROL
 from engine.runtime.base import LaunchPlan, SlurmJob, free_port

@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from engine.campaign.spec import Campaign, expand
+from engine.campaign.spec import Campaign
+from engine.campaign.variables import expand
 from engine.campaign.yamlmarks import KeyPath, Problem, load_marked
 from engine.record.events import CONTROL
 

@@ -23,9 +23,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine import testbed
+from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.plan import class_prompts, images, resolve_runtime
+from engine.campaign.prompts import PromptFileError
 from engine.campaign.redact import argv_warnings, redactor_for
-from engine.campaign.spec import Campaign, PromptFileError, SpecError, UnresolvedVariable, load_campaign
+from engine.campaign.spec import Campaign
+from engine.campaign.variables import UnresolvedVariable
 from engine.commands.console import open_console
 from engine.commands.progress import printer
 from engine.errors import (

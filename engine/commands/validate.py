@@ -11,8 +11,10 @@ from typing import Any
 import yaml
 
 from engine.campaign.dryrun import plan_text
+from engine.campaign.load import SpecError, load_campaign
+from engine.campaign.prompts import PromptFileError
 from engine.campaign.redact import argv_warnings
-from engine.campaign.spec import Campaign, PromptFileError, SpecError, campaign_schema, load_campaign
+from engine.campaign.spec import Campaign, campaign_schema
 from engine.errors import EngineError
 
 

@@ -17,7 +17,8 @@ from typing import Any, NamedTuple
 import httpx
 
 from engine import gpu
-from engine.campaign.spec import DEFAULT_SEED, percent
+from engine.campaign import defaults
+from engine.campaign.spec import percent
 from engine.errors import WindowFailed
 from engine.record.events import EventKind, RowStatus, WindowStatus
 from engine.record.receipts import read_rep, write_rep
@@ -205,7 +206,7 @@ class Measurement:
         knobs = {**wl.knobs, **ctx.adapter.cache_fields(wl.cache)}
         if rate:  # open loop: the same seeded arrivals every rep; shards only for the chunk rate
             n = wl.requests_at(rate)
-            seed = wl.sampling.seed if wl.sampling.seed is not None else DEFAULT_SEED
+            seed = wl.sampling.seed if wl.sampling.seed is not None else defaults.SEED
             load: dict[str, Any] = {"arrivals": arrival_times(rate, n, seed)}
             shards = shard_count(n, n, wl.shard.chunk_rate, self._rates.get(shape))
         else:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from engine import testbed as tb_mod
-from engine.campaign.spec import load_campaign
+from engine.campaign.load import load_campaign
 from engine.run import boot
 from engine.run.measure import Measurement
 from engine.run.runner import Runner

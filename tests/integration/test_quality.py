@@ -394,7 +394,7 @@ N = 5
 
 @pytest.fixture(scope="module")
 def run_dir(testbed: tb_mod.Testbed, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from engine.campaign.spec import load_campaign
+    from engine.campaign.load import load_campaign
     from engine.commands.launch import ENGINE_JSON, prepare
     from engine.run.measure import Measurement
     from engine.run.runner import Runner

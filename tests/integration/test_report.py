@@ -130,7 +130,7 @@ def real_run(name: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real run through the Runner (the way engine.commands.launch runs the engine)."""
     if name in _RUNS:
         return _RUNS[name]
-    from engine.campaign.spec import load_campaign
+    from engine.campaign.load import load_campaign
     from engine.commands.launch import ENGINE_JSON, prepare
     from engine.quality import Quality
     from engine.run.measure import Measurement

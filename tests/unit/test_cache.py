@@ -20,7 +20,7 @@ from fakes import FakeRuntime
 from test_runner import campaign, events, rows, runner
 
 from engine.campaign.dryrun import describe
-from engine.campaign.spec import load_campaign
+from engine.campaign.load import load_campaign
 from engine.record.receipts import read_rep
 from engine.run import stats
 from engine.servers import get_adapter

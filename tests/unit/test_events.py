@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.campaign.spec import load_campaign
+from engine.campaign.load import load_campaign
 from engine.record.events import ENVELOPE, EventKind, MalformedEvent, RowStatus, check
 from engine.record.journal import read_events
 from engine.record.writer import Journal

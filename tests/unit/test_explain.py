@@ -16,7 +16,8 @@ import jsonschema
 import pytest
 import yaml
 
-from engine.campaign.spec import campaign_schema, load_campaign
+from engine.campaign.load import load_campaign
+from engine.campaign.spec import campaign_schema
 from engine.commands.cli import build_parser, main
 from engine.commands.validate import resolved_yaml
 

@@ -16,7 +16,7 @@ import pytest
 from fakes import Behaviour, FakeRuntime, FakeServer
 from test_runner import campaign, events, runner
 
-from engine.campaign.spec import SpecError, load_campaign
+from engine.campaign.load import SpecError, load_campaign
 from engine.record.receipts import read_rep
 from engine.record.state import row_key
 from engine.run import stats

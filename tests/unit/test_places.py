@@ -22,7 +22,7 @@ import pytest
 from fakes import Behaviour, FakeRuntime, Hooks
 from test_runner import CTX, WHO, campaign, events, runner
 
-from engine.campaign.spec import SpecError, load_campaign
+from engine.campaign.load import SpecError, load_campaign
 from engine.commands.progress import format_event
 from engine.commands.status import format_summary, summary
 from engine.quality import Quality

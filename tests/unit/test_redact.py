@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from engine.campaign.dryrun import dry_run
+from engine.campaign.load import load_campaign
 from engine.campaign.redact import Redactor, argv_warnings, is_secret, redactor_for
-from engine.campaign.spec import load_campaign
 from engine.commands.validate import cmd_validate
 
 TOKEN = "hf_rulerFakeToken0123456789abcdef"

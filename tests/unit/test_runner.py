@@ -21,7 +21,7 @@ import pytest
 import yaml
 from fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
 
-from engine.campaign.spec import load_campaign
+from engine.campaign.load import load_campaign
 from engine.quality import Quality
 from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep

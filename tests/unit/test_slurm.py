@@ -24,8 +24,8 @@ import yaml
 from fakes import LOGS, FakeBatchRuntime, Queue
 
 from engine.campaign.dryrun import dry_run
+from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.plan import plan_launch
-from engine.campaign.spec import SpecError, load_campaign
 from engine.commands.progress import format_event
 from engine.record.events import EventKind, WindowStatus
 from engine.record.journal import read_events

@@ -1,4 +1,5 @@
-"""engine.campaign.spec: loading, line:col diagnostics, semantic checks, config_for and render_args."""
+"""engine.campaign (spec, load, prompts, variables): loading, line:col diagnostics, semantic checks,
+config_for and render_args."""
 
 import re
 import tempfile
@@ -11,19 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from engine.campaign import defaults
+from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.plan import plan_launch
-from engine.campaign.spec import (
-    DEFAULT_GREEDY_FILE,
-    Campaign,
-    Problem,
-    SpecError,
-    UnresolvedVariable,
-    expand,
-    load_campaign,
-    percent,
-    read_prompts,
-    render_args,
-)
+from engine.campaign.prompts import read_prompts
+from engine.campaign.spec import Campaign, percent
+from engine.campaign.variables import UnresolvedVariable, expand, render_args
+from engine.campaign.yamlmarks import Problem
 from engine.commands.cli import main
 from engine.commands.validate import cmd_validate
 from engine.record import results
@@ -429,7 +424,7 @@ def test_quality_defaults_without_a_section(tmp_path: Path) -> None:
     assert (q.greedy.n, q.greedy.max_tokens, q.teacher_forced.top_k, q.kl.oracle) == (
         20, 48, 10, "control")
     assert len(c.greedy_prompts()) == 20  # ruler's own campaigns/prompts/greedy.txt
-    assert c.greedy_prompts() == read_prompts(DEFAULT_GREEDY_FILE)
+    assert c.greedy_prompts() == read_prompts(defaults.GREEDY_FILE)
     assert c.kl_texts() is None and c.oracle_receipt() is None
     assert c.quality_seed() == 1234
 

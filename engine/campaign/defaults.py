@@ -1,0 +1,20 @@
+"""What a key left out of a campaign file means. The schema (engine.campaign.spec) declares its
+fields with these; a reader of a frozen campaign.yaml that must start fast (the console imports no
+pydantic) reads the same values from here instead of restating them."""
+
+from pathlib import Path
+from typing import Final
+
+# workload
+REPS = 3  # reps per shape after the warm pass (the notes: three)
+MAX_TOKENS = 128  # per request
+CACHE: Final = "keep"  # the prefix cache between passes: kept as the previous pass left it
+
+# leak: a row whose reps spread more than SPREAD at C >= MIN_CONCURRENCY is void, rerun up to MAX_RERUNS
+LEAK_MIN_CONCURRENCY = 8
+LEAK_SPREAD = 0.10
+LEAK_MAX_RERUNS = 2
+
+SEED = 1234  # quality requests always send a seed; this one when the campaign has none
+# The greedy prompts a campaign gets when its quality section names none (ships with ruler).
+GREEDY_FILE = Path(__file__).resolve().parents[2] / "campaigns" / "prompts" / "greedy.txt"
