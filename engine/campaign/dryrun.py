@@ -1,4 +1,4 @@
-"""``ruler run FILE --dry-run``: what a run would start, send and watch, without starting it.
+"""The dry run's plan (``ruler run FILE --dry-run``): what a run would start, send and watch.
 
 The operator checks this before burning GPU hours, so the invocation comes from the very code
 that starts servers: :func:`engine.campaign.plan.plan_launch`, the runner's own planning, shown the
@@ -14,18 +14,15 @@ import json
 import os
 import re
 import shlex
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from engine import testbed
 from engine.campaign import defaults
-from engine.campaign.load import SpecError, load_campaign
+from engine.campaign.load import load_campaign
 from engine.campaign.plan import class_prompts, plan_launch, resolve_runtime
-from engine.campaign.prompts import PromptFileError
 from engine.campaign.redact import argv_warnings, is_secret, redactor_for
 from engine.campaign.spec import Campaign, percent
-from engine.errors import EngineError
 from engine.record.events import CONTROL
 from engine.runtime.base import LaunchPlan, SlurmJob
 from engine.runtime.slurm import job_script
@@ -336,21 +333,3 @@ def plan_text(campaign: Campaign, runtime: str | None, environ: Mapping[str, str
     # The directory `ruler run` would claim (results.new_run_dir), named as the run would name it.
     run_dir = Path(results_dir) / f"{(today or dt.date.today()).isoformat()}-{campaign.name}"
     return "\n".join(describe(campaign, variables, chosen, env, run_dir)) + "\n"
-
-
-def cmd_dry_run(campaign_path: str, runtime: str | None, results_dir: str = "results") -> int:
-    """``ruler run FILE --dry-run``: 0 and the plan, 2 for a bad campaign, 1 if ruler fails."""
-    try:
-        text = dry_run(campaign_path, runtime, results_dir=results_dir)
-    except SpecError as e:
-        for problem in e.problems:
-            print(problem, file=sys.stderr)
-        return 2
-    except PromptFileError as e:  # a ${...} file path the host resolves to nothing usable
-        print(f"{campaign_path}: prompt file {e}", file=sys.stderr)
-        return 2
-    except EngineError as e:
-        print(f"ruler run --dry-run: {e}", file=sys.stderr)
-        return 1
-    print(text, end="")
-    return 0

@@ -74,7 +74,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         if not args.file:
             raise BadInput("ruler run --dry-run: give a campaign FILE")
-        from engine.campaign.dryrun import cmd_dry_run
+        from engine.commands.dryrun import cmd_dry_run
 
         return cmd_dry_run(args.file, args.runtime, args.results_dir)
     from engine.commands.launch import cmd_run

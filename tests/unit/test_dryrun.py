@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.campaign.dryrun import cmd_dry_run, dry_run
+from engine.campaign.dryrun import dry_run
+from engine.commands.dryrun import cmd_dry_run
 from engine.commands.validate import cmd_validate
 
 ROOT = Path(__file__).resolve().parents[2]
