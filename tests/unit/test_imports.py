@@ -57,3 +57,11 @@ def test_ruler_attach_reads_no_fold_before_the_console_takes_over() -> None:
     mods = modules(f"from engine.commands.cli import run_dir_arg\nrun_dir_arg({str(RUN)!r})")
     assert not mods & {"engine.record.snapshot", "engine.record.state", "engine.gpu"}
     assert not top(mods) & {"textual", "tui", *HTTP}
+
+
+def test_the_campaign_defaults_load_no_schema() -> None:
+    """The console reads a frozen campaign.yaml with the spec's defaults, without pydantic."""
+    mods = modules("from engine.campaign import defaults\nassert defaults.REPS >= 1")
+    assert "engine.campaign.defaults" in mods
+    assert not top(mods) & {"pydantic", "pydantic_core", "yaml"}
+    assert not mods & {"engine.campaign.spec", "engine.campaign.load"}
