@@ -19,9 +19,9 @@ from pathlib import Path
 
 from engine import testbed
 from engine.campaign import defaults
-from engine.campaign.load import load_campaign
+from engine.campaign.load import campaign_warnings, load_campaign
 from engine.campaign.plan import class_prompts, plan_launch, resolve_runtime
-from engine.campaign.redact import argv_warnings, is_secret, redactor_for
+from engine.campaign.redact import is_secret, redactor_for
 from engine.campaign.spec import Campaign, percent
 from engine.record.events import CONTROL
 from engine.runtime.base import LaunchPlan, SlurmJob
@@ -209,7 +209,7 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     out = [f"campaign {c.name}: server {c.server}, runtime {runtime}, {len(c.windows)} windows in "
            f"{len(c.sessions)} sessions, control {c.control_position} in every session",
            "nothing is started: this is what `ruler run` would do"]
-    out += [str(w) for w in argv_warnings(c)] + [""]
+    out += [str(w) for w in campaign_warnings(c)] + [""]
     extra = adapter.load_fields()
     knobs = {**wl.knobs, **adapter.cache_fields(wl.cache)}
     body = request_body("<prompt of the class>", wl.max_tokens, dict(wl.sampling), knobs, extra)
@@ -231,7 +231,7 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     if wl.rate:
         seed = wl.sampling.seed if wl.sampling.seed is not None else defaults.SEED
         slo = ", ".join(([f"TTFT <= {wl.slo.ttft_ms:g} ms"] if wl.slo.ttft_ms is not None else [])
-                        + ([f"ITL <= {wl.slo.itl_ms:g} ms"] if wl.slo.itl_ms is not None else []))
+                        + ([f"ITL <= {wl.slo.tpot_ms:g} ms"] if wl.slo.tpot_ms is not None else []))
         out.append(f"open loop: Poisson arrivals seeded by {seed} (the same schedule every rep and "
                    "window), each request sent at its time whatever is in flight; goodput: "
                    + (f"requests a second within {slo}" if slo else "no SLO set"))

@@ -13,7 +13,8 @@ import yaml
 from pydantic import ValidationError
 
 from engine.campaign.prompts import NotUtf8, decode_text, read_prompts
-from engine.campaign.spec import Campaign, Window
+from engine.campaign.redact import argv_warnings
+from engine.campaign.spec import OLD_TPOT_KEY, Campaign, Window
 from engine.campaign.yamlmarks import (
     Issue,
     MarkedDoc,
@@ -76,6 +77,23 @@ def load_campaign(path: str | Path) -> Campaign:
     campaign._source_path = path.resolve()
     campaign._source_text = text
     return campaign
+
+
+def campaign_warnings(campaign: Campaign) -> list[Problem]:
+    """What `ruler validate`, the run and the dry run warn of in a campaign that loads: an old key
+    name, a secret on a server's command line. Each at file:line:col."""
+    doc = load_marked(campaign.source_text)
+    if not isinstance(doc.data, dict):
+        return []
+    file = str(campaign.source_path)
+    out: list[Problem] = []
+    slo = _dig(doc.data, "workload", "slo")
+    if isinstance(slo, dict) and OLD_TPOT_KEY in slo:
+        mark = doc.locate(("workload", "slo", OLD_TPOT_KEY), key=True)
+        out.append(Problem(file, mark.line, mark.col, (
+            f"warning: slo.{OLD_TPOT_KEY} is judged against each request's TPOT (the mean gap "
+            "between its tokens after the first), not the itl_p* chunk gaps: write tpot_ms")))
+    return out + argv_warnings(campaign)
 
 
 # --- semantic checks ---------------------------------------------------------------------

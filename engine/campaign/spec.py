@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -20,6 +21,7 @@ from pydantic import (
     PrivateAttr,
     Strict,
     WithJsonSchema,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -280,12 +282,25 @@ class Shard(_Frozen):
 MAX_RATE = 10_000.0  # requests per second: past it, a typo
 
 
-class Slo(_Frozen):
-    """Per request, what counts toward goodput: its time to first token, and its inter-token
-    latency (the mean gap between its tokens after the first, vLLM's TPOT), both at most these."""
+Millis = Annotated[float, Strict(), Field(gt=0, le=MAX_SECONDS * 1000, allow_inf_nan=False)]
+OLD_TPOT_KEY = "itl_ms"  # tpot_ms's first name: still read, with a warning (engine.campaign.load)
 
-    ttft_ms: Annotated[float, Strict(), Field(gt=0, le=MAX_SECONDS * 1000, allow_inf_nan=False)] | None = None
-    itl_ms: Annotated[float, Strict(), Field(gt=0, le=MAX_SECONDS * 1000, allow_inf_nan=False)] | None = None
+
+class Slo(_Frozen):
+    """Per request, what counts toward goodput: its time to first token, and its TPOT (the mean gap
+    between its tokens after the first, as vLLM's goodput counts it; not the itl_p* chunk gaps),
+    both at most these."""
+
+    ttft_ms: Millis | None = None
+    # The old key reads as this one; an error it has is placed at the key the file wrote.
+    tpot_ms: Millis | None = Field(default=None, validation_alias=AliasChoices("tpot_ms", OLD_TPOT_KEY))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_tpot_key(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "tpot_ms" in data and OLD_TPOT_KEY in data:
+            raise PydanticCustomError("slo_keys", f"give tpot_ms only: {OLD_TPOT_KEY} is its old name")
+        return data
 
 
 class Workload(_Frozen):

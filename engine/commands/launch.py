@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine import testbed
-from engine.campaign.load import SpecError, load_campaign
+from engine.campaign.load import SpecError, campaign_warnings, load_campaign
 from engine.campaign.plan import class_prompts, images, resolve_runtime
 from engine.campaign.prompts import PromptFileError
-from engine.campaign.redact import argv_warnings, redactor_for
+from engine.campaign.redact import redactor_for
 from engine.campaign.spec import Campaign
 from engine.campaign.variables import UnresolvedVariable
 from engine.commands.console import open_console
@@ -94,7 +94,7 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
             baseline: str | None = None) -> Path:
     """Validate and claim a run directory; nothing is started yet."""
     campaign = _load(file)
-    for warning in argv_warnings(campaign):
+    for warning in campaign_warnings(campaign):
         print(warning, file=sys.stderr)
     baseline = baseline_arg(baseline)
     results.writable_dir(Path(results_dir), "--results-dir")

@@ -11,9 +11,8 @@ from typing import Any
 import yaml
 
 from engine.campaign.dryrun import plan_text
-from engine.campaign.load import SpecError, load_campaign
+from engine.campaign.load import SpecError, campaign_warnings, load_campaign
 from engine.campaign.prompts import PromptFileError
-from engine.campaign.redact import argv_warnings
 from engine.campaign.spec import Campaign, campaign_schema
 from engine.errors import EngineError
 
@@ -34,7 +33,7 @@ def cmd_validate(path: str, explain: bool = False) -> int:
                        + ([f"rate {list(workload.rate)} req/s"] if workload.rate else [])) + ", "
         f"{workload.reps} reps"
     )
-    for warning in argv_warnings(campaign):
+    for warning in campaign_warnings(campaign):
         print(warning, file=sys.stderr)
     return explain_campaign(path, campaign) if explain else 0
 

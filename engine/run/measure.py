@@ -121,7 +121,7 @@ def recompute_row(run_dir: Path, source: str, concurrency: int, policy: stats.Le
 
 def slo_of(run: RunContext) -> stats.Slo:
     slo = run.campaign.workload.slo
-    return stats.Slo(slo.ttft_ms, slo.itl_ms)
+    return stats.Slo(slo.ttft_ms, slo.tpot_ms)
 
 
 Rep = tuple[dict[str, Any], list[dict[str, Any]]]

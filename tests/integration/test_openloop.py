@@ -50,7 +50,7 @@ workload:
   reps: 1
   requests_per_rep: 24
   max_tokens: 16
-  slo: {{ttft_ms: 500, itl_ms: 150}}
+  slo: {{ttft_ms: 500, tpot_ms: 150}}
 leak: {{min_concurrency: 64, spread: 0.5, max_reruns: 0}}
 timeouts: {{boot: 120, request: 120}}
 quality: {{enabled: false}}

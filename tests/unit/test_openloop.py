@@ -123,7 +123,7 @@ workload:
 def test_rate_rows_run_like_concurrency_rows(tmp: Path, fake: FakeRuntime) -> None:
     spec = campaign("rates", {"ctx": {"axis": "context 4096", "args": {"-c": 4096}}}, {"s1": ["ctx"]},
                     concurrency=[1], rate=[4.0], requests_per_rep=6, reps=2,
-                    slo={"ttft_ms": 500, "itl_ms": 100})
+                    slo={"ttft_ms": 500, "tpot_ms": 100})
     r = runner(tmp, spec, fake)
     assert r.run() == "finished"
     got = {row_key(x["session"], x["window"], x["class"], int(x["concurrency"]), float(x["rate"] or 0)): x

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from engine.campaign import defaults
+from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.plan import plan_launch
 from engine.campaign.prompts import read_prompts
@@ -173,6 +174,40 @@ def test_cmd_validate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture
     assert cmd_validate(str(path)) == 2
     assert capsys.readouterr().err == (
         f"{path}:1:1: cannot read campaign file (No such file or directory)\n")
+
+
+# --- slo.tpot_ms, and itl_ms: its old name, still read ----------------------------------------
+
+
+OLD_SLO = BASE + "  slo: {ttft_ms: 500, itl_ms: 40}\n"  # line 22; itl_ms at column 23
+
+
+def test_old_slo_key_reads_as_tpot_ms(tmp_path: Path) -> None:
+    old = load_campaign(write(tmp_path, OLD_SLO)).workload.slo
+    new = load_campaign(write(tmp_path, OLD_SLO.replace("itl_ms", "tpot_ms"))).workload.slo
+    assert old == new
+    assert (old.ttft_ms, old.tpot_ms) == (500, 40)
+
+
+def test_old_slo_key_warns_at_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, OLD_SLO)
+    warning = (f"{path}:22:23: warning: slo.itl_ms is judged against each request's TPOT (the mean gap "
+               "between its tokens after the first), not the itl_p* chunk gaps: write tpot_ms")
+    assert cmd_validate(str(path)) == 0
+    assert capsys.readouterr().err.splitlines() == [warning]
+    assert warning in dry_run(str(path), "process", environ={}, testbed={}).splitlines()
+    assert cmd_validate(str(write(tmp_path, OLD_SLO.replace("itl_ms", "tpot_ms")))) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_old_and_new_slo_key_together_is_refused(tmp_path: Path) -> None:
+    text = OLD_SLO.replace("itl_ms: 40", "itl_ms: 40, tpot_ms: 40")
+    assert problems(tmp_path, text) == ["22:8: workload.slo: give tpot_ms only: itl_ms is its old name"]
+
+
+def test_a_bad_old_slo_key_is_shown_where_it_is_written(tmp_path: Path) -> None:
+    assert problems(tmp_path, OLD_SLO.replace("40", "-1")) == [
+        "22:31: workload.slo.itl_ms: must be greater than 0.0, got -1"]
 
 
 def test_problem_str() -> None:
