@@ -251,6 +251,8 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
                f"window {c.timeouts.window:g} s" + (f", queue {c.timeouts.queue:g} s (the boot "
                                                     "timeout starts when the job runs)"
                                                     if runtime == "slurm" else ""))
+    if c.places:
+        out.append(places_line(c, runtime))
     if runtime == "slurm":
         out += slurm_notes(c, run_dir)
     for session in c.sessions:
@@ -261,6 +263,17 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     if runtime == "slurm":
         out += job_script_lines(campaign, adapter, variables, environ, run_dir)
     return out
+
+
+def places_line(c: Campaign, runtime: str) -> str:
+    """Where the sessions run: which place takes which session is decided as places free up, so
+    the windows below are shown without their place."""
+    at_once = min(c.parallel or len(c.places), len(c.places), len(c.sessions))
+    line = (f"places: {', '.join(p.describe() for p in c.places)}; {at_once} sessions at once, each "
+            "(its control, then its windows) on the first place free, in the order listed")
+    pinned = [f"{p.name} CUDA_VISIBLE_DEVICES={p.gpus_text}" for p in c.places
+              if runtime == "process" and isinstance(p.gpus, tuple)]
+    return line + (f"; the server's GPUs: {', '.join(pinned)}" if pinned else "")
 
 
 def slurm_notes(c: Campaign, run_dir: Path) -> list[str]:

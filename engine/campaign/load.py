@@ -217,6 +217,10 @@ def _check_places(raw: Mapping[Any, Any]) -> list[Issue]:
             issues.append((("places", i, "gpus"), False,
                            "on runtime slurm a place's gpus is a count (its share of the node: "
                            "--gres=gpu:N); Slurm picks the devices"))
+        if runtime == "process" and gpus is not None and not isinstance(gpus, list) and gpus != "all":
+            issues.append((("places", i, "gpus"), False,
+                           "on runtime process a place's gpus is all or a list of device ids (they become "
+                           "the server's CUDA_VISIBLE_DEVICES)"))
         if spot.get("node") and runtime != "slurm":
             issues.append((("places", i, "node"), False,
                            f"node needs runtime slurm (the campaign's is {runtime!r})"))

@@ -118,7 +118,16 @@ def plan_launch(campaign: Campaign, adapter: ServerAdapter, runtime: str, run_id
                            run_id, tag, workdir, node, place)
     command = [expand(c, v) for c in (config.command or campaign.process.command or ())]
     argv = command + args + adapter.log_args() + adapter.listen_args("127.0.0.1", port)
-    return LaunchPlan(name, argv, env, secret_env, port, labels=labels, cpus=cpus)
+    return LaunchPlan(name, argv, env | process_gpus(place), secret_env, port, labels=labels, cpus=cpus)
+
+
+def process_gpus(place: Place | None) -> dict[str, str]:
+    """A process place's GPUs as the server sees them: CUDA_VISIBLE_DEVICES names its device ids,
+    in the PCI bus order NVML numbers them (CUDA's default order can differ), so the telemetry
+    samples the GPUs the server runs on and the other place's GPU stays untouched."""
+    if place is None or not isinstance(place.gpus, tuple):
+        return {}
+    return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, place.gpus)), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 def _slurm_plan(campaign: Campaign, adapter: ServerAdapter, config: ServerConfig,

@@ -217,10 +217,14 @@ class Place(_Frozen):
     cpus: Annotated[str, Strict(), AfterValidator(_check_cpuset)] | None = None
     gpus: Annotated[Gpus, PlainValidator(_check_gpus)] = None  # docker device ids or a count
 
+    @property
+    def gpus_text(self) -> str:
+        return ",".join(map(str, self.gpus)) if isinstance(self.gpus, tuple) else str(self.gpus)
+
     def describe(self) -> str:
         bits = [f"docker {self.docker_host}" if self.docker_host else "",
                 f"node {self.node}" if self.node else "", f"cpus {self.cpus}" if self.cpus else "",
-                f"gpus {self.gpus}" if self.gpus is not None else ""]
+                f"gpus {self.gpus_text}" if self.gpus is not None else ""]
         return f"{self.name} ({', '.join(b for b in bits if b) or 'this machine'})"
 
 

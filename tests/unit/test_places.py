@@ -329,6 +329,8 @@ places:
     node: gpu-node-1
   - name: d
     cpus: "0-"
+  - name: g
+    gpus: 2
 workload:
   classes:
     prose: {prompts: [hello]}
@@ -346,7 +348,58 @@ def test_place_mistakes_are_named_with_their_line(tmp_path: Path) -> None:
         "20:18: docker_host needs runtime docker (the campaign's is 'process')",
         "22:11: node needs runtime slurm (the campaign's is 'process')",
         "24:11: places[4].cpus: must be a CPU list like 0-3 or 0,2, got '0-'",
+        "26:11: on runtime process a place's gpus is all or a list of device ids (they become the server's "
+        "CUDA_VISIBLE_DEVICES)",
     ]
+
+
+GPU_PLACES = """\
+name: gpus
+server: llamacpp
+runtime: process
+process:
+  command: [llama-server]
+control:
+  args: {-c: 2048}
+  env: {CUDA_VISIBLE_DEVICES: "0,1"}
+windows:
+  - name: ctx
+    change:
+      args: {-c: 4096}
+sessions:
+  s1: [ctx]
+  s2: [ctx]
+places:
+  - {name: gpu0, gpus: [0]}
+  - {name: gpu1, gpus: [1]}
+workload:
+  classes:
+    prose: {prompts: [hello]}
+  concurrency: [1]
+"""
+
+
+def test_a_process_place_runs_its_server_on_its_own_gpus_only(tmp_path: Path) -> None:
+    from engine.campaign.plan import plan_launch
+    from engine.run.gpuwatch import window_gpus
+    from engine.servers import get_adapter
+
+    path = tmp_path / "gpus.yaml"
+    path.write_text(GPU_PLACES)
+    campaign = load_campaign(path)
+    for place in campaign.places:
+        plan = plan_launch(campaign, get_adapter("llamacpp"), "process", "r.abcd", "s1", "ctx", {},
+                           place=place)
+        # The place's ids win over the campaign's env: a session never reaches the other place's GPU.
+        assert plan.env["CUDA_VISIBLE_DEVICES"] == ",".join(map(str, place.gpus or []))
+        assert plan.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+        sampled = window_gpus("process", plan, place)
+        assert sampled.indices or sampled.none  # no NVML here: absent with its reason, never all GPUs
+    from engine.campaign.dryrun import plan_text
+
+    assert ("places: gpu0 (gpus 0), gpu1 (gpus 1); 2 sessions at once, each (its control, then its "
+            "windows) on the first place free, in the order listed; the server's GPUs: gpu0 "
+            "CUDA_VISIBLE_DEVICES=0, gpu1 CUDA_VISIBLE_DEVICES=1") in plan_text(campaign, None, {}, {})
 
 
 def test_the_report_names_each_place_and_compares_controls_within_and_across_them(
