@@ -37,10 +37,8 @@ from engine.run.gpuwatch import GpuWatch, flag_free, window_gpus
 from engine.run.measure import Measurement
 from engine.run.operator import handle
 from engine.run.stats import LeakPolicy
-from engine.runtime.attach import AttachRuntime
+from engine.runtime import get_runtime
 from engine.runtime.base import BatchServer, LaunchError, Runtime, Server
-from engine.runtime.process import ProcessRuntime
-from engine.runtime.slurm import SlurmRuntime
 from engine.servers import get_adapter
 from engine.servers.logs import BootFacts, Fact
 
@@ -68,19 +66,11 @@ def frozen_prompts(campaign: Campaign, run_dir: Path, variables: Mapping[str, st
 
 def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str],
                 place: Place | None = None) -> Runtime:
-    """The runtime a resolved name stands for on a place (docker's SDK is imported only when it is
-    used). ``secrets``: name -> value of what is redacted, which a Slurm job script names by
-    reference."""
-    if name == "slurm":
-        return SlurmRuntime(secrets, campaign.slurm.partition)
-    if name == "docker":
-        from engine.runtime.docker import DockerRuntime  # the Docker SDK only when a run uses it
-
-        return DockerRuntime(place.docker_host if place else None)
-    if name == "attach":
-        assert campaign.attach is not None
-        return AttachRuntime(campaign.attach.url)
-    return ProcessRuntime()
+    """The runtime a resolved name stands for on a place. ``secrets``: name -> value of what is
+    redacted, which a Slurm job script names by reference."""
+    return get_runtime(name, secrets=secrets, partition=campaign.slurm.partition,
+                       docker_host=place.docker_host if place else None,
+                       url=campaign.attach.url)
 
 
 @dataclass

@@ -5,7 +5,8 @@ Slurm's outputs here are real where this machine's Slurm (22.05.8, Debian's) can
 tests/fixtures/slurm/squeue-22.05-*.json and scontrol-22.05.txt were captured from two jobs
 submitted for them (one that ran ``sleep 15; exit 3``, one held with ``sbatch --hold`` and then
 cancelled). Newer Slurm prints the same jobs in other shapes; those are written out below from
-Slurm's own source, each citing where. The real cluster runs are in tests/integration/test_slurm.py.
+Slurm's own source, each citing where. The real cluster runs are in
+tests/integration/test_slurm_cluster.py.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from engine.report import load_run, render
 from engine.run.measure import Measurement
 from engine.run.runner import Runner
 from engine.runtime.base import LaunchPlan
-from engine.runtime.slurm import JobState, _ended_line, _exit_of, job_script, parse_scontrol
+from engine.runtime.slurm.commands import JobState, _exit_of, ended_line, parse_scontrol
+from engine.runtime.slurm.script import job_script
 from engine.servers import get_adapter
 from tui import view
 
@@ -156,8 +158,8 @@ def test_parse_scontrol_on_real_lines() -> None:
     assert failed["CPUs/Task"] == "1"
     assert failed["Power"] == ""
     assert (cancelled["JobState"], cancelled["NodeList"]) == ("CANCELLED", "")
-    assert _ended_line(failed, "8") == "Slurm job 8 FAILED (reason NonZeroExitCode, exit code 3:0, node vm)"
-    assert _ended_line(cancelled, "9") == "Slurm job 9 CANCELLED (reason JobHeldUser, exit code 0:0)"
+    assert ended_line(failed, "8") == "Slurm job 8 FAILED (reason NonZeroExitCode, exit code 3:0, node vm)"
+    assert ended_line(cancelled, "9") == "Slurm job 9 CANCELLED (reason JobHeldUser, exit code 0:0)"
 
 
 # ------------------------------------------------------------------ the job script
@@ -466,7 +468,7 @@ def test_report_shows_slurms_record_of_a_rejected_window(tmp_path: Path) -> None
 
 def test_report_shows_slurms_record_of_a_failed_window(tmp_path: Path) -> None:
     """The real journal with s1-ctx's end rewritten as a scancel mid-rep ends it (what
-    tests/integration/test_slurm.py does on the cluster): failed, and Slurm's record beside it."""
+    tests/integration/test_slurm_cluster.py does on the cluster): failed, and Slurm's record beside it."""
     def cancelled(e: dict[str, Any]) -> None:
         if e.get("window") != "ctx":
             return
