@@ -224,6 +224,64 @@ def test_a_shared_node_and_the_control_go_wherever_slurm_puts_them(tmp_path: Pat
     assert "#SBATCH --output=/shared/results/run/windows/s1-control/boot.log" in sbatch
 
 
+def sbatch_reads(line: str) -> list[str]:
+    """The words sbatch makes of an #SBATCH line (src/sbatch/opt.c get_argument, Slurm 22.05.8):
+    split at whitespace, quotes group and are dropped, a backslash takes the next character as
+    is, an unquoted '#' ends the line."""
+    words: list[str] = []
+    word: str | None = None
+    quote, escape = "", False
+    for ch in line.removeprefix("#SBATCH"):
+        if escape:
+            escape, word = False, (word or "") + ch
+        elif ch == "\\":
+            escape = True
+        elif quote:
+            if ch == quote:
+                quote = ""
+            else:
+                word = (word or "") + ch
+        elif ch in "\"'":
+            quote, word = ch, word or ""
+        elif ch == "#":
+            break
+        elif ch.isspace():
+            if word is not None:
+                words.append(word)
+            word = None
+        else:
+            word = (word or "") + ch
+    assert not quote, f"sbatch refuses the line: unmatched {quote}"
+    return words + ([word] if word is not None else [])
+
+
+@pytest.mark.parametrize("where", ["/shared/with space", "/shared/a#b", '/shared/say "x"',
+                                   "/shared/back\\slash", "/shared/50%", "/shared/it's"])
+def test_a_window_directory_sbatch_would_split_is_one_quoted_word(tmp_path: Path, where: str) -> None:
+    """Issue 26, item 12: the --output line reads as the one path, whatever the directory holds
+    (tests/integration/test_slurm_cluster.py runs a campaign under such a directory)."""
+    plan = plan_for(slurm_campaign(tmp_path, "process"))
+    workdir = Path(where) / "windows" / "s1-ctx"
+    line = next(x for x in job_script(plan, workdir, SECRETS).splitlines()
+                if x.startswith("#SBATCH --output="))
+    (word,) = sbatch_reads(line)
+    name = word.removeprefix("--output=")
+    if "%" in where or "\\" in where:
+        # slurmstepd's own escape (src/slurmd/common/fname.c remove_path_slashes): "\\" is one
+        # backslash, a lone one is dropped and turns the %-patterns off.
+        assert name == str(workdir).replace("\\", "\\\\") + "/\\boot.log"
+    else:
+        assert name == f"{workdir}/boot.log"
+
+
+def test_a_window_directory_with_a_newline_is_refused_before_any_job() -> None:
+    from engine.runtime.base import LaunchError
+    from engine.runtime.slurm.server import SlurmRuntime
+
+    with pytest.raises(LaunchError, match="has a control character in its path"):
+        SlurmRuntime().preflight(Path("/shared/new\nline/run"))
+
+
 @pytest.mark.parametrize("start", ["process", "docker", "pyxis"])
 def test_a_secret_is_a_reference_never_its_value(tmp_path: Path, start: str) -> None:
     """job.sh is a receipt: the API key on the command line and HF_TOKEN in the environment are
@@ -314,9 +372,11 @@ def test_a_bad_time_and_an_option_ruler_owns_are_refused_where_they_are(tmp_path
         f"{path}:9:9: slurm.time: must be a Slurm time limit (minutes, HH:MM:SS, D-HH:MM:SS or "
         "UNLIMITED), got 'ten minutes'",
         f"{path}:10:23: slurm.sbatch[1]: --job-name is set by ruler (job name, comment, output, one "
-        "node, no requeue, the session's node): leave it out",
+        "job of one task on one node of this cluster, no requeue, no --wait, the session's node): "
+        "leave it out",
         f"{path}:10:42: slurm.sbatch[2]: -wnode3 is set by ruler (job name, comment, output, one "
-        "node, no requeue, the session's node): leave it out",
+        "job of one task on one node of this cluster, no requeue, no --wait, the session's node): "
+        "leave it out",
     ]
 
 
@@ -520,7 +580,8 @@ def test_dry_run_shows_each_windows_sbatch_options_and_one_whole_job_script() ->
         "        --no-requeue",
         "        --exclusive",
         "        --time=10:00",
-        "        --nodelist=<the node s1's control ran on>",
+        # Quoted as job.sh holds a value with spaces, which sbatch would split.
+        "        --nodelist=\"<the node s1's control ran on>\"",
         "      server on the node (the campaign's command): /opt/llama.cpp-0.3.36/bin/llama-server -m "
         "/models/SmolLM2-135M-Instruct.Q4_1.gguf -c 4096 -np 2 -t 1 -fa off --metrics -lv 4 "
         '--host 0.0.0.0 --port "$RULER_PORT" &',
@@ -675,8 +736,8 @@ def test_dry_run_on_places_names_their_nodes_for_every_window(tmp_path: Path) ->
     path = tmp_path / "places.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     text = dry(path)
-    assert text.count("        --nodelist=<the node of the place s1 runs on: gpu-01 or gpu-02>") == 3
-    assert text.count("        --nodelist=<the node of the place s2 runs on: gpu-01 or gpu-02>") == 3
+    assert text.count('        --nodelist="<the node of the place s1 runs on: gpu-01 or gpu-02>"') == 3
+    assert text.count('        --nodelist="<the node of the place s2 runs on: gpu-01 or gpu-02>"') == 3
     spec["places"] = [{"name": "a", "node": "gpu-01"}]
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     assert dry(path).count("        --nodelist=gpu-01\n") == 6

@@ -6,7 +6,8 @@ import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from engine.runtime.base import LaunchPlan, SlurmJob
+from engine.runtime.base import LaunchError, LaunchPlan, SlurmJob
+from engine.runtime.slurm.options import CONTROL, SPECIAL
 
 # What a job's server listens on: its node picks the port, so the plan names it by reference.
 PORT_REF = "${RULER_PORT}"
@@ -44,9 +45,32 @@ def job_name(plan: LaunchPlan) -> str:
     return f"ruler-{plan.labels.get('ruler.campaign', '')}-{plan.labels.get('ruler.window', '')}"
 
 
+def output_name(path: Path) -> str:
+    """``path`` as slurmstepd reads an ``--output`` name: ``%`` starts a pattern (``%j``, the job
+    id) and a backslash escapes the next character. A path holding either is written escaped:
+    each backslash doubled, and one before the file's name, which turns the patterns off."""
+    text = str(path)
+    if "%" not in text and "\\" not in text:
+        return text
+    return str(path.parent).replace("\\", "\\\\") + "/\\" + path.name.replace("\\", "\\\\")
+
+
+def directive(option: str) -> str:
+    """One ``#SBATCH`` line: its value double-quoted, backslash before each quote and backslash,
+    when it holds what sbatch's reader of the line would split it at or stop at (whitespace, a
+    quote, a backslash, ``#``)."""
+    if CONTROL.search(option):
+        raise LaunchError(f"runtime slurm: an #SBATCH line cannot hold {option!r}: a control "
+                          "character (a newline ends the line)")
+    flag, eq, value = option.partition("=")
+    if eq and SPECIAL.search(value):
+        value = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"#SBATCH {flag}{eq}{value}"
+
+
 def sbatch_options(plan: LaunchPlan, job: SlurmJob, workdir: Path) -> list[str]:
     opts = [f"--job-name={job_name(plan)}", f"--comment={job.comment}",
-            f"--output={workdir / f'boot{plan.tag}.log'}", "--open-mode=append",
+            f"--output={output_name(workdir / f'boot{plan.tag}.log')}", "--open-mode=append",
             "--nodes=1", "--ntasks=1",
             # ruler decides what runs again (a rerun is a new attempt with its own receipts); a
             # job Slurm requeued by itself would boot a second server into the same boot.log.
@@ -98,9 +122,11 @@ def job_script(plan: LaunchPlan, workdir: Path, secrets: Mapping[str, str]) -> s
         f"{plan.labels.get('ruler.campaign', '?')}, run {plan.labels.get('ruler.run', '?')},",
         f"# started as `{job.start}`. Written and submitted by ruler (sbatch --parsable); kept as the "
         "window's receipt.",
-        *(f"#SBATCH {opt}" for opt in sbatch_options(plan, job, workdir)),
+        *(directive(opt) for opt in sbatch_options(plan, job, workdir)),
         "",
         "set -u",
+        "# Slurm opened boot.log with the submitter's umask: the server's output is the owner's alone.",
+        f"chmod 600 {shlex.quote(str(workdir / f'boot{plan.tag}.log'))} 2>/dev/null",
         "host=$(hostname)",
         "node=${SLURMD_NODENAME:-$host}",
         "# A port no socket on this node holds (a listener, or a client's end of a connection, which",
@@ -119,10 +145,12 @@ def job_script(plan: LaunchPlan, workdir: Path, secrets: Mapping[str, str]) -> s
         "export RULER_PORT RULER_GPUS",
         'echo "ruler-job: job ${SLURM_JOB_ID:-?} on node $node ($host), port $RULER_PORT,'
         ' cpus ${SLURM_CPUS_ON_NODE:-?}, gpus ${RULER_GPUS:-none}"',
-        "# Where the server listens, for ruler (it waits for this file, then probes readiness).",
-        "printf '{\"node\": \"%s\", \"host\": \"%s\", \"port\": %s, \"job\": \"%s\", \"cpus\": "
-        "\"%s\", \"gpus\": \"%s\"}\\n' \"$node\" \"$host\" \"$RULER_PORT\" \"${SLURM_JOB_ID:-}\" "
-        "\"${SLURM_CPUS_ON_NODE:-}\" \"$RULER_GPUS\" > " + shlex.quote(f"{place_file}.tmp"),
+        "# Where the server listens, for ruler (it waits for this file, then probes readiness); the",
+        "# job's files are its owner's alone, like every other file of the run.",
+        "(umask 077; printf '{\"node\": \"%s\", \"host\": \"%s\", \"port\": %s, \"job\": \"%s\", "
+        "\"cpus\": \"%s\", \"gpus\": \"%s\"}\\n' \"$node\" \"$host\" \"$RULER_PORT\" "
+        "\"${SLURM_JOB_ID:-}\" \"${SLURM_CPUS_ON_NODE:-}\" \"$RULER_GPUS\" > "
+        + shlex.quote(f"{place_file}.tmp") + ")",
         f"mv -f {shlex.quote(f'{place_file}.tmp')} {shlex.quote(str(place_file))}",
         "",
         f"export RULER_CONTAINER={shlex.quote(plan.name)}",

@@ -28,6 +28,7 @@ from engine.runtime.slurm.commands import (
     slurm_version,
     squeue,
 )
+from engine.runtime.slurm.options import CONTROL
 from engine.runtime.slurm.script import job_name, job_script
 
 # squeue --json, and the JSON of the jobs it lists, need Slurm 21.08 or newer.
@@ -37,6 +38,14 @@ PLACE_WAIT_S = 60.0  # a running job whose place file never shows: the directory
 # Filesystems that exist on one machine only: a job on another node cannot see files there.
 LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "overlay", "f2fs", "vfat",
                       "zfs", "ramfs"})
+
+
+def _write_owner_only(path: Path, text: str) -> None:
+    """A receipt its owner alone may read, like every other file of the run."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o600)  # a file an earlier attempt left keeps its mode otherwise
+        f.write(text)
 
 
 def _fs_of(path: Path) -> tuple[str, str]:
@@ -71,7 +80,7 @@ class SlurmServer:
         self.record_path = wdir / f"job{plan.tag}.record.txt"
         for stale in (self.place_path, self.record_path):  # a resumed window's earlier attempt
             stale.unlink(missing_ok=True)
-        self.script_path.write_text(job_script(plan, wdir, secrets))
+        _write_owner_only(self.script_path, job_script(plan, wdir, secrets))
         # The secrets reach the job through sbatch's exported environment, never through job.sh.
         env = {**os.environ, **plan.secret_env}
         self.job = sbatch(self.script_path, env)
@@ -204,7 +213,7 @@ class SlurmServer:
         line = scontrol_job(self.job)
         if line:
             self._record_line = line
-            self.record_path.write_text(line + "\n")
+            _write_owner_only(self.record_path, line + "\n")
 
     def record(self) -> dict[str, object]:
         line = self._record_line or scontrol_job(self.job)
@@ -235,6 +244,10 @@ class SlurmRuntime:
         self.partition = partition
 
     def preflight(self, run_dir: Path) -> None:
+        if CONTROL.search(str(run_dir)):
+            raise LaunchError(f"runtime slurm: the results directory {str(run_dir)!r} has a control "
+                              "character in its path, which no #SBATCH line can hold (--output): "
+                              "--results-dir DIR")
         major, minor, text = slurm_version()
         if (major, minor) < MIN_VERSION:
             raise LaunchError(f"runtime slurm: Slurm {text} is too old: ruler reads `squeue --json`, "
