@@ -108,6 +108,7 @@ class Runner:
         self.journal = Journal(run_dir / results.JOURNAL)
         self.run_id = run_id(run_dir)
         self.control_facts: dict[str, BootFacts] = {}
+        self.unlogged_controls: set[str] = set()  # sessions whose control's log gave no boot fact
         # A journal already there means a resume: its fold is where the campaign stands. The
         # journal's writer folds each event it appends: that fold is the campaign's state.
         self.state = self.journal.state
@@ -471,7 +472,7 @@ class Runner:
                          pump, boot)
             return
         facts = pump.freeze()
-        self._record_boot(session, window, wdir, facts, boot, tag)
+        self._record_boot(session, window, wdir, facts, boot, tag, pump.log_facts())
         ctx = WindowContext(session, window, wdir, server, self.adapter, config, facts, gpus)
         try:
             for phase in phases:
@@ -506,15 +507,25 @@ class Runner:
             f"reason: {reason}\n\nlast lines of the log:\n{pump.tail_text()}\n"))
 
     def _record_boot(self, session: str, window: str, wdir: Path, facts: BootFacts,
-                     boot: BootOutcome, tag: str = "") -> None:
+                     boot: BootOutcome, tag: str = "", logged: bool = True) -> None:
+        """``logged``: the server's log gave boot facts. A window is compared on none when its
+        log or its control's gave none (the runtime's facts, a node or a job, say nothing of the
+        server booted)."""
         data: dict[str, Any] = {"session": session, "window": window,
                                 "boot_seconds": round(boot.seconds, 2), **facts.as_json()}
-        if self.runtime == "attach":
-            data["note"] = "attach runtime: no lifecycle and no boot log, so no boot facts"
         if window == CONTROL:
             self.control_facts[session] = facts
-        elif session in self.control_facts:
-            data["diff_vs_control"] = flag_free(facts.diff(self.control_facts[session]))
+            (self.unlogged_controls.discard if logged else self.unlogged_controls.add)(session)
+        whose = "its log" if not logged else "its control's log" if (
+            window != CONTROL and session in self.unlogged_controls) else ""
+        if self.runtime == "attach":
+            data["note"] = "attach runtime: no lifecycle and no boot log, so no boot facts"
+        elif whose:
+            data["note"] = f"no boot fact in {whose}: " + (
+                "its windows are compared on none" if window == CONTROL else "not compared with the control")
+        if window != CONTROL and session in self.control_facts:
+            mine = BootFacts() if whose else facts
+            data["diff_vs_control"] = flag_free(mine.diff(self.control_facts[session]))
         results.write_json(wdir / f"boot-facts{tag}.json", data)
         excerpt = [f.line for f in facts.facts.values()] + facts.warnings + facts.errors
         results.write_atomic(wdir / f"boot-excerpt{tag}.txt", "\n".join(dict.fromkeys(excerpt)) + "\n")

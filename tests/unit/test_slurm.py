@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fakes import LOGS, FakeBatchRuntime, Queue
+from fakes import LOGS, Behaviour, FakeBatchRuntime, Queue, by_window
 
 from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
@@ -32,6 +32,7 @@ from engine.record.events import EventKind, WindowStatus
 from engine.record.journal import read_events
 from engine.record.state import fold
 from engine.report import load_run, render
+from engine.run import boot
 from engine.run.measure import Measurement
 from engine.run.runner import Runner
 from engine.runtime.base import LaunchPlan
@@ -775,3 +776,39 @@ def test_a_slurm_place_names_a_gpu_count_not_devices(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"devices\.yaml:\d+:\d+: on runtime slurm a place's gpus "
                                         r"is a count \(its share of the node: --gres=gpu:N\)"):
         load_campaign(path)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("silent", "whose"), [("ctx", "its log"), ("control", "its control's log")])
+def test_a_window_whose_log_gave_no_boot_fact_is_not_called_equal_to_its_control(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent: str, whose: str) -> None:
+    """Issue 26, item 1: a window whose boot.log stayed empty (the log went elsewhere) reported
+    "boot facts equal to the control" on the strength of its job's node, CPUs and GPUs, which its
+    runtime adds to every boot. FAKE batch jobs: the window's server, or its control's, prints
+    nothing."""
+    # No ready line will come: the boot waits for the log to catch up for a second, not ten.
+    monkeypatch.setattr(boot, "LOG_CATCH_UP_S", 1.0)
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    rt = FakeBatchRuntime(lambda plan: Queue(node="gpu-07"),
+                          by_window({silent: Behaviour(boot_log=empty)}))
+    run = tmp_path / "run"
+    run.mkdir()
+    try:
+        r = Runner(load_campaign(queue_campaign(tmp_path, "unseen", boot=5.0)), run, rt, {}, None,
+                   [Measurement()])
+        assert r.run() == "finished"
+    finally:
+        rt.close()
+    quiet = json.loads((run / "windows" / f"s1-{silent}" / "boot-facts.json").read_text())
+    assert set(quiet["facts"]) == {"node", "slurm_job", "slurm_cpus", "slurm_gpus"}  # the runtime's
+    facts = json.loads((run / "windows" / "s1-ctx" / "boot-facts.json").read_text())
+    assert facts["note"] == f"no boot fact in {whose}: not compared with the control"
+    assert facts["diff_vs_control"]["equal"] == [] and facts["diff_vs_control"]["changed"] == {}
+    journal = read_events(run / "journal.jsonl")
+    ready = {e["window"]: format_event(e) for e in journal if e["kind"] == EventKind.WINDOW_READY}
+    assert ready["ctx"].endswith(" | no boot facts to compare with the control"), ready["ctx"]
+    assert "equal" not in ready["ctx"]
+    text = render(load_run(run), [], "no charts")
+    assert "Boot facts: none in this window's log, so none compared with the control's." in text
+    assert "none differs from the control's" not in text
