@@ -25,7 +25,7 @@ from engine.campaign.redact import is_secret, redactor_for
 from engine.campaign.spec import Campaign, percent
 from engine.record.events import CONTROL
 from engine.runtime.base import LaunchPlan, SlurmJob
-from engine.runtime.slurm import job_script
+from engine.runtime.slurm.script import job_script
 from engine.servers import get_adapter
 from engine.servers.adapter import ServerAdapter
 from engine.servers.client import request_body

@@ -16,7 +16,7 @@ from engine.campaign.variables import expand, render_args
 from engine.errors import EngineError
 from engine.record.events import CONTROL
 from engine.runtime.base import LaunchPlan, SlurmJob, free_port
-from engine.runtime.slurm import PORT_REF
+from engine.runtime.slurm.script import PORT_REF
 from engine.servers.adapter import ServerAdapter
 
 

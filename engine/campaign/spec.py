@@ -30,6 +30,7 @@ from engine.campaign.prompts import read_prompts
 from engine.campaign.variables import expand
 from engine.campaign.yamlmarks import describe
 from engine.record.events import CONTROL
+from engine.runtime.slurm import options as sbatch_options
 
 # Names become parts of paths, container names and row keys: the run directory
 # `<date>-<campaign>`, `windows/<session>-<window>/`, `reps/<class>-c<N>-...jsonl`, the container
@@ -156,12 +157,6 @@ class ProcessSpec(_Frozen):
 
 # What sbatch's --time accepts: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or no limit.
 SLURM_TIME = re.compile(r"\d+(:\d\d){0,2}|\d+-\d+(:\d\d){0,2}|UNLIMITED|INFINITE", re.I)
-# sbatch options ruler sets itself, because the method or its receipts depend on them.
-SLURM_OWNED = ("--job-name", "-J", "--comment", "--output", "-o", "--error", "-e", "--open-mode",
-               "--nodes", "-N", "--ntasks", "-n", "--requeue", "--no-requeue", "--nodelist", "-w",
-               "--parsable", "--wrap")
-
-
 def _check_slurm_time(value: str) -> str:
     if not SLURM_TIME.fullmatch(value):
         raise PydanticCustomError("slurm_time", "must be a Slurm time limit (minutes, HH:MM:SS, "
@@ -170,23 +165,34 @@ def _check_slurm_time(value: str) -> str:
 
 
 def _check_sbatch_option(value: str) -> str:
-    flag = value.split("=", 1)[0]
-    if not value.startswith("-") or " " in flag:
-        raise PydanticCustomError("sbatch", "each entry is one sbatch option as on the command line "
-                                            f"(--mem=0, --constraint=h200), got {describe(value)}")
-    if flag in SLURM_OWNED or any(flag.startswith(o) for o in SLURM_OWNED if len(o) == 2):
-        raise PydanticCustomError("sbatch", f"{flag} is set by ruler (job name, comment, output, "
-                                            "one node, no requeue, the session's node): leave it out")
+    if not value.startswith("-") or value in ("-", "--") or sbatch_options.SPECIAL.search(value):
+        raise PydanticCustomError("sbatch", "each entry is one sbatch option with its value as on the "
+                                            "command line (--mem=0, --constraint=h200), without "
+                                            f"whitespace, quotes, backslashes or '#', got {describe(value)}")
+    why = sbatch_options.refusal(value)
+    if why:
+        raise PydanticCustomError("sbatch", why)
     return value
+
+
+def _check_sbatch_word(value: str) -> str:
+    if not value or sbatch_options.SPECIAL.search(value):
+        raise PydanticCustomError("sbatch_word", "must be one word as sbatch reads an #SBATCH line: no "
+                                                 "whitespace, control characters, quotes, backslashes "
+                                                 f"or '#', got {describe(value)}")
+    return value
+
+
+SbatchWord = Annotated[str, Strict(), AfterValidator(_check_sbatch_word)]  # in #SBATCH --flag=VALUE
 
 
 class SlurmSpec(_Frozen):
     start: Literal["process", "docker", "pyxis"] = "process"  # how the job starts the server
-    partition: Str | None = None
-    account: Str | None = None
-    qos: Str | None = None
+    partition: SbatchWord | None = None
+    account: SbatchWord | None = None
+    qos: SbatchWord | None = None
     time: Annotated[str, Strict(), AfterValidator(_check_slurm_time)] | None = None
-    gres: Str | None = None  # e.g. gpu:4
+    gres: SbatchWord | None = None  # e.g. gpu:4
     exclusive: Bool = True  # a fresh box per window
     sbatch: tuple[Annotated[str, Strict(), AfterValidator(_check_sbatch_option)], ...] = ()
 
@@ -213,7 +219,7 @@ class Place(_Frozen):
 
     name: SessionName
     docker_host: Annotated[str, Strict(), AfterValidator(_check_docker_host)] | None = None
-    node: Str | None = None  # runtime slurm: the node (sbatch --nodelist)
+    node: SbatchWord | None = None  # runtime slurm: the node (sbatch --nodelist)
     cpus: Annotated[str, Strict(), AfterValidator(_check_cpuset)] | None = None
     gpus: Annotated[Gpus, PlainValidator(_check_gpus)] = None  # docker device ids or a count
 

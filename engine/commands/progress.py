@@ -23,6 +23,8 @@ def _diff_summary(diff: dict[str, Any] | None) -> str:
 def _changed(diff: dict[str, Any]) -> str:
     # Facts that differ at every boot (a port, a job id, request timings) say nothing of the axis.
     changed = {k: v for k, v in diff.get("changed", {}).items() if not IGNORED_FACT.search(k)}
+    if not changed and not [k for k in diff.get("equal", []) if not IGNORED_FACT.search(k)]:
+        return " | no boot facts to compare with the control"  # the window's log gave none
     if not changed:
         return " | boot facts equal to the control"
     # BootFacts.diff lists [this window's value, the control's]; the line reads control -> window.

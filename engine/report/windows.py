@@ -168,6 +168,9 @@ def windows(view: RunView) -> list[str]:
             lines += [f"Boot facts that differ from the control: {', '.join(shown)}{more} "
                       f"({len(diff.get('equal', []))} equal; "
                       f"{link(view, f'windows/{ws.key}/boot-facts.json')}).", ""]
+        elif diff and not diff.get("equal"):
+            lines += ["Boot facts: none in this window's log, so none compared with the control's.",
+                      ""]
         elif diff:
             lines += [f"Boot facts: none differs from the control's ({len(diff.get('equal', []))} "
                       "equal; paths, the URL and request timings differ on every boot and are "

@@ -45,6 +45,7 @@ class LogPump(threading.Thread):
         self.server, self.adapter, self.log_path = server, adapter, log_path
         self.on_fact, self.scrub = on_fact, scrub
         self.facts = BootFacts()
+        self.added: set[str] = set()  # the keys of the facts the runtime added (add_facts)
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.lines_seen = 0
         self.ready_seen = threading.Event()  # the server's own ready line was read
@@ -141,7 +142,13 @@ class LogPump(threading.Thread):
         with self._lock:
             for fact in added:
                 self.facts.facts[fact.key] = fact
+            self.added |= {fact.key for fact in added}
         return added
+
+    def log_facts(self) -> bool:
+        """Whether the server's log gave any boot fact (beside those the runtime added)."""
+        with self._lock:
+            return bool(self.facts.facts.keys() - self.added)
 
     def freeze(self) -> BootFacts:
         """Stop collecting boot facts (later lines are per-request chatter); the log goes on."""

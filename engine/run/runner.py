@@ -37,10 +37,8 @@ from engine.run.gpuwatch import GpuWatch, flag_free, window_gpus
 from engine.run.measure import Measurement
 from engine.run.operator import handle
 from engine.run.stats import LeakPolicy
-from engine.runtime.attach import AttachRuntime
+from engine.runtime import get_runtime
 from engine.runtime.base import BatchServer, LaunchError, Runtime, Server
-from engine.runtime.process import ProcessRuntime
-from engine.runtime.slurm import SlurmRuntime
 from engine.servers import get_adapter
 from engine.servers.logs import BootFacts, Fact
 
@@ -68,19 +66,11 @@ def frozen_prompts(campaign: Campaign, run_dir: Path, variables: Mapping[str, st
 
 def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str],
                 place: Place | None = None) -> Runtime:
-    """The runtime a resolved name stands for on a place (docker's SDK is imported only when it is
-    used). ``secrets``: name -> value of what is redacted, which a Slurm job script names by
-    reference."""
-    if name == "slurm":
-        return SlurmRuntime(secrets, campaign.slurm.partition)
-    if name == "docker":
-        from engine.runtime.docker import DockerRuntime  # the Docker SDK only when a run uses it
-
-        return DockerRuntime(place.docker_host if place else None)
-    if name == "attach":
-        assert campaign.attach is not None
-        return AttachRuntime(campaign.attach.url)
-    return ProcessRuntime()
+    """The runtime a resolved name stands for on a place. ``secrets``: name -> value of what is
+    redacted, which a Slurm job script names by reference."""
+    return get_runtime(name, secrets=secrets, partition=campaign.slurm.partition,
+                       docker_host=place.docker_host if place else None,
+                       url=campaign.attach.url)
 
 
 @dataclass
@@ -118,6 +108,7 @@ class Runner:
         self.journal = Journal(run_dir / results.JOURNAL)
         self.run_id = run_id(run_dir)
         self.control_facts: dict[str, BootFacts] = {}
+        self.unlogged_controls: set[str] = set()  # sessions whose control's log gave no boot fact
         # A journal already there means a resume: its fold is where the campaign stands. The
         # journal's writer folds each event it appends: that fold is the campaign's state.
         self.state = self.journal.state
@@ -481,7 +472,7 @@ class Runner:
                          pump, boot)
             return
         facts = pump.freeze()
-        self._record_boot(session, window, wdir, facts, boot, tag)
+        self._record_boot(session, window, wdir, facts, boot, tag, pump.log_facts())
         ctx = WindowContext(session, window, wdir, server, self.adapter, config, facts, gpus)
         try:
             for phase in phases:
@@ -516,15 +507,25 @@ class Runner:
             f"reason: {reason}\n\nlast lines of the log:\n{pump.tail_text()}\n"))
 
     def _record_boot(self, session: str, window: str, wdir: Path, facts: BootFacts,
-                     boot: BootOutcome, tag: str = "") -> None:
+                     boot: BootOutcome, tag: str = "", logged: bool = True) -> None:
+        """``logged``: the server's log gave boot facts. A window is compared on none when its
+        log or its control's gave none (the runtime's facts, a node or a job, say nothing of the
+        server booted)."""
         data: dict[str, Any] = {"session": session, "window": window,
                                 "boot_seconds": round(boot.seconds, 2), **facts.as_json()}
-        if self.runtime == "attach":
-            data["note"] = "attach runtime: no lifecycle and no boot log, so no boot facts"
         if window == CONTROL:
             self.control_facts[session] = facts
-        elif session in self.control_facts:
-            data["diff_vs_control"] = flag_free(facts.diff(self.control_facts[session]))
+            (self.unlogged_controls.discard if logged else self.unlogged_controls.add)(session)
+        whose = "its log" if not logged else "its control's log" if (
+            window != CONTROL and session in self.unlogged_controls) else ""
+        if self.runtime == "attach":
+            data["note"] = "attach runtime: no lifecycle and no boot log, so no boot facts"
+        elif whose:
+            data["note"] = f"no boot fact in {whose}: " + (
+                "its windows are compared on none" if window == CONTROL else "not compared with the control")
+        if window != CONTROL and session in self.control_facts:
+            mine = BootFacts() if whose else facts
+            data["diff_vs_control"] = flag_free(mine.diff(self.control_facts[session]))
         results.write_json(wdir / f"boot-facts{tag}.json", data)
         excerpt = [f.line for f in facts.facts.values()] + facts.warnings + facts.errors
         results.write_atomic(wdir / f"boot-excerpt{tag}.txt", "\n".join(dict.fromkeys(excerpt)) + "\n")

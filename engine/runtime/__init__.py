@@ -1,0 +1,79 @@
+"""Runtimes, looked up by name (the ``runtime:`` field of a campaign, or ``ruler run --runtime``).
+
+A runtime is one way to run a window's server (:class:`~engine.runtime.base.Runtime`): a process on
+this machine, a Docker container (here or a place's daemon), an already running server at a URL,
+or a Slurm batch job. Adding one is adding its module and a factory below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from engine.runtime.base import Runtime
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What the caller knows; each runtime takes what it needs of it."""
+
+    secrets: Mapping[str, str] = field(default_factory=dict)
+    partition: str | None = None
+    docker_host: str | None = None
+    url: str | None = None
+
+
+# Each runtime's module is imported when it is asked for: the Docker SDK only when a run uses it.
+def _process(asked: _Asked) -> Runtime:
+    from engine.runtime.process import ProcessRuntime
+
+    return ProcessRuntime()
+
+
+def _docker(asked: _Asked) -> Runtime:
+    from engine.runtime.docker import DockerRuntime
+
+    return DockerRuntime(asked.docker_host)
+
+
+def _attach(asked: _Asked) -> Runtime:
+    from engine.runtime.attach import AttachRuntime
+
+    if asked.url is None:
+        raise ValueError("runtime attach needs the server's url (attach.url)")
+    return AttachRuntime(asked.url)
+
+
+def _slurm(asked: _Asked) -> Runtime:
+    from engine.runtime.slurm.server import SlurmRuntime
+
+    return SlurmRuntime(asked.secrets, asked.partition)
+
+
+_RUNTIMES: dict[str, Callable[[_Asked], Runtime]] = {
+    "attach": _attach,
+    "docker": _docker,
+    "process": _process,
+    "slurm": _slurm,
+}
+
+
+def known_runtimes() -> list[str]:
+    return sorted(_RUNTIMES)
+
+
+def get_runtime(name: str, *, secrets: Mapping[str, str] | None = None, partition: str | None = None,
+                docker_host: str | None = None, url: str | None = None) -> Runtime:
+    """A new runtime of ``name``; ValueError naming the known ones otherwise.
+
+    ``secrets`` (name -> value of what is redacted, which a Slurm job script names by reference)
+    and ``partition`` are slurm's; ``docker_host`` (a place's daemon; None: the local one) is
+    docker's; ``url`` is attach's. A runtime ignores what it does not need."""
+    try:
+        factory = _RUNTIMES[name]
+    except KeyError:
+        raise ValueError(f"unknown runtime {name!r}; known: {', '.join(known_runtimes())}") from None
+    return factory(_Asked(dict(secrets or {}), partition, docker_host, url))
+
+
+__all__ = ["Runtime", "get_runtime", "known_runtimes"]

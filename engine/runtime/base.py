@@ -189,8 +189,8 @@ class BatchServer(Server, Protocol):
 
 
 class Runtime(Protocol):
-    """One way to run a window's server (docker, process, attach; slurm next). Adding a runtime is
-    adding one module with a class like this and a line in ``engine.runtime.RUNTIMES``."""
+    """One way to run a window's server (docker, process, attach, slurm). Adding a runtime is
+    adding one module with a class like this and a factory in ``engine.runtime``'s registry."""
 
     name: str
 

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ from engine import testbed as tb_mod
 from engine.record.journal import read_events
 from engine.record.liveness import engine_alive, read_pid
 from engine.record.state import fold
+from engine.runtime.slurm import options
 
 RULER = [sys.executable, "-m", "engine"]
 
@@ -81,8 +83,9 @@ def scontrol(job: str) -> dict[str, str]:
 
 
 def record_fields(line: str) -> dict[str, str]:
-    # A value with spaces would be cut at its first one: none of the fields the tests read has any.
-    return dict(m.groups() for m in re.finditer(r"(?:^|\s)([A-Za-z][\w/:]*)=(\S*)", line.strip()))
+    # A value runs to the next " Key=": a path may hold spaces (a results directory with one).
+    return {m.group(1): m.group(2).strip() for m in re.finditer(
+        r"(?:^|\s)([A-Za-z][\w/:]*)=(.*?)(?=\s[A-Za-z][\w/:]*=|$)", line.strip())}
 
 
 def jobs_listed() -> list[dict[str, Any]]:
@@ -235,14 +238,17 @@ def job_of(evs: list[dict[str, Any]], window: str) -> str:
 
 
 def check_receipts(run: Path, name: str, window: str, job: str, node: str, cpus: int,
-                   state: str = "COMPLETED", exit_code: str = "0:0") -> dict[str, str]:
-    """A window's job.sh, job.record.txt and boot facts say what Slurm says of its job."""
+                   state: str = "COMPLETED", exit_code: str = "0:0",
+                   output: str = "") -> dict[str, str]:
+    """A window's job.sh, job.record.txt and boot facts say what Slurm says of its job; ``output``:
+    how job.sh writes the --output path, when not as is."""
     wdir = run / "windows" / f"s1-{window}"
     script = (wdir / "job.sh").read_text().splitlines()
     assert script[0] == "#!/bin/bash"
+    output = output or f"{wdir}/boot.log"
     for line in (f"#SBATCH --job-name=ruler-{name}-s1-{window}",
                  f"#SBATCH --comment=ruler-run={run_id_of(run)}",
-                 f"#SBATCH --output={wdir}/boot.log", "#SBATCH --exclusive", "#SBATCH --time=5",
+                 f"#SBATCH --output={output}", "#SBATCH --exclusive", "#SBATCH --time=5",
                  "#SBATCH --no-requeue"):
         assert line in script, (line, script)
     recorded = (wdir / "job.record.txt").read_text()
@@ -250,7 +256,9 @@ def check_receipts(run: Path, name: str, window: str, job: str, node: str, cpus:
     rec = record_fields(recorded)
     assert rec["JobName"] == f"ruler-{name}-s1-{window}"
     assert (rec["JobState"], rec["ExitCode"], rec["NodeList"]) == (state, exit_code, node)
-    assert rec["Command"] == str(wdir / "job.sh") and rec["StdOut"] == str(wdir / "boot.log")
+    assert rec["Command"] == str(wdir / "job.sh")
+    if not output.startswith('"'):  # scontrol expands an --output pattern (%j) even when escaped
+        assert rec["StdOut"] == str(wdir / "boot.log")
     # Verbatim: Slurm, asked again about the ended job, says the same line.
     assert recorded.strip() == subprocess.run(["scontrol", "-o", "show", "job", job],
                                               capture_output=True, text=True, timeout=30,
@@ -258,6 +266,10 @@ def check_receipts(run: Path, name: str, window: str, job: str, node: str, cpus:
     facts = json.loads((wdir / "boot-facts.json").read_text())["facts"]
     assert (facts["node"], facts["slurm_job"], facts["slurm_cpus"], facts["slurm_gpus"]) == (
         node, job, str(cpus), "none")
+    # Receipts are the owner's alone, like every other file of the run (job.place: written by the job).
+    receipts = ("job.sh", "job.place", "job.record.txt", "boot.log")
+    assert {f: oct(stat.S_IMODE((wdir / f).stat().st_mode)) for f in receipts} == dict.fromkeys(
+        receipts, oct(0o600))
     # The job itself wrote the first line of boot.log, on its node.
     first = (wdir / "boot.log").read_text().splitlines()[0]
     assert re.fullmatch(rf"ruler-job: job {job} on node {node} \(\S+\), port \d+, cpus {cpus}, "
@@ -608,3 +620,102 @@ def test_two_sessions_run_at_once_as_slurm_jobs_on_one_node(jobs: Jobs, tmp_path
     for e in kinds(evs, "window_started"):
         assert "--cpus-per-task=1" in e["plan"]["slurm"]["sbatch"]
         assert e["plan"]["place"] == node
+
+
+# ------------------------------------------------------------------ what sbatch reads
+
+
+def sbatch_reads(word: str) -> tuple[str, ...]:
+    """What the real sbatch makes of one option word, from glibc's own words: the long option it
+    takes it for, the options it could be (ambiguous), or () when it knows none. Nothing is
+    submitted: sbatch stops at the option, or finds no script on its empty standard input."""
+    said = subprocess.run(["sbatch", word], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=30).stderr
+    if m := re.search(r"option '--([\w-]+)' (?:requires|doesn't allow) an argument", said):
+        return (m.group(1),)
+    if m := re.search(r"is ambiguous; possibilities:(.*)", said):
+        return tuple(sorted(re.findall(r"'--([\w-]+)'", m.group(1))))
+    if "unrecognized option" in said or "invalid option" in said:
+        return ()
+    return ("?",)  # taken, and no word says which: an option that may take a value, or none
+
+
+def test_sbatch_reads_every_prefix_and_letter_as_rulers_table_says(slurm_cluster: None) -> None:
+    """Every prefix of every long option in ruler's table of sbatch's options, and every letter,
+    read by this cluster's sbatch: the guard refuses what sbatch would read as an owned option."""
+    differ = []
+    for prefix in sorted({n[:i] for n in options.LONG for i in range(1, len(n) + 1)}):
+        ours = options.long_option(prefix)
+        real = sbatch_reads(f"--{prefix}")
+        if real == ("?",):  # no value needed, none refused: give it one to make sbatch name it
+            real = sbatch_reads(f"--{prefix}=x")
+        if real != ours and not (real == ("?",) and len(ours) == 1
+                                 and ours[0] in options.MAY_TAKE_VALUE):
+            differ.append((prefix, ours, real))
+    assert differ == []
+    for letter in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ":
+        said = subprocess.run(["sbatch", f"-{letter}"], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=30).stderr
+        known = "invalid option" not in said
+        needs = "requires an argument" in said
+        long = options.SHORT.get(letter)
+        assert (known, needs) == (long is not None, long in options.NEEDS_VALUE), (letter, said)
+
+
+def test_the_spellings_that_escaped_the_guard_set_what_ruler_owns_and_are_now_refused(
+        slurm_cluster: None, tmp_path: Path) -> None:
+    """Issue 26's abbreviations, in the #SBATCH lines of a held job: sbatch sets the job's output,
+    error, comment, name, node and requeue from them (scontrol says so), so ruler refuses each,
+    naming the campaign's file and line."""
+    node, _ = the_node()
+    spellings = [f"--outp={tmp_path}/out.log", f"--err={tmp_path}/err.log", "--comm=mine",
+                 "--job=myname", f"--nodel={node}", "--requ", "--open=truncate"]
+    script = tmp_path / "held.sh"
+    script.write_text("#!/bin/bash\n" + "".join(f"#SBATCH {s}\n" for s in spellings)
+                      + "#SBATCH --time=1\ntrue\n")
+    job = subprocess.run(["sbatch", "--parsable", "--hold", str(script)], capture_output=True,
+                         text=True, timeout=30, check=True).stdout.strip().split(";")[0]
+    try:
+        rec = scontrol(job)
+    finally:
+        subprocess.run(["scancel", job], timeout=30, check=False)
+    assert (rec["StdOut"], rec["StdErr"], rec["Comment"], rec["JobName"], rec["ReqNodeList"],
+            rec["Requeue"]) == (f"{tmp_path}/out.log", f"{tmp_path}/err.log", "mine", "myname",
+                                node, "1")
+    spec = write_campaign(tmp_path, "guard", "ctx")
+    text = spec.read_text().replace('  time: "5"\n', '  time: "5"\n  sbatch:\n'
+                                    + "".join(f"    - {s}\n" for s in spellings))
+    spec.write_text(text)
+    done = subprocess.run([*RULER, "validate", str(spec)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2, done.stdout
+    lines = done.stderr.splitlines()
+    assert len(lines) == len(spellings), lines
+    for i, (line, spelling) in enumerate(zip(lines, spellings, strict=True)):
+        assert line.startswith(f"{spec}:{8 + i}:7: slurm.sbatch[{i}]: {spelling.split('=')[0]} is "
+                               "sbatch's --"), line
+        assert line.endswith(": leave it out"), line
+
+
+def test_a_results_directory_with_a_space_runs_its_slurm_windows(jobs: Jobs, tmp_path: Path) -> None:
+    """Issue 26, item 12: every window of a run under a directory with a space (and '#', which an
+    #SBATCH line takes for a comment, and '%', which starts an --output pattern) was rejected."""
+    results = tmp_path / "odd dir #1 %j" / "results"
+    jobs.results = results
+    name = f"sls-{jobs.token[:4]}"
+    proc = run_headless(write_campaign(tmp_path, name, "ctx"), results)
+    assert proc.returncode == 0, proc.stderr
+    run = only_run(results)
+    evs = events(run)
+    assert fold(evs).status == "finished"
+    assert {k: w.status for k, w in fold(evs).windows.items()} == {"s1-control": "done",
+                                                                    "s1-ctx": "done"}
+    node, cpus = the_node()
+    for window in ("control", "ctx"):
+        wdir = run / "windows" / f"s1-{window}"
+        # Quoted for sbatch's line reader; the backslash before the name turns slurmstepd's
+        # patterns off (sbatch's reader makes one of the two).
+        check_receipts(run, name, window, job_of(evs, window), node, cpus,
+                       output=f'"{wdir}/\\\\boot.log"')
+    # Written where ruler reads it, not where the pattern %j would have put it.
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["odd dir #1 %j", f"{name}.yaml"])

@@ -441,7 +441,7 @@ class FakeBatchServer(FakeServer):
     """A :class:`engine.runtime.base.BatchServer` (a FAKE): a :class:`FakeServer` whose job first
     waits in a queue on a timetable (:class:`Queue`) and prints nothing until it runs, as a Slurm
     job's boot.log is empty until its node starts it. The real one is engine.runtime.slurm, run
-    against a real Slurm in tests/integration/test_slurm.py."""
+    against a real Slurm in tests/integration/test_slurm_cluster.py."""
 
     jobs = 100  # job ids, as a scheduler hands them out
 

@@ -5,7 +5,8 @@ Slurm's outputs here are real where this machine's Slurm (22.05.8, Debian's) can
 tests/fixtures/slurm/squeue-22.05-*.json and scontrol-22.05.txt were captured from two jobs
 submitted for them (one that ran ``sleep 15; exit 3``, one held with ``sbatch --hold`` and then
 cancelled). Newer Slurm prints the same jobs in other shapes; those are written out below from
-Slurm's own source, each citing where. The real cluster runs are in tests/integration/test_slurm.py.
+Slurm's own source, each citing where. The real cluster runs are in
+tests/integration/test_slurm_cluster.py.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fakes import LOGS, FakeBatchRuntime, Queue
+from fakes import LOGS, Behaviour, FakeBatchRuntime, Queue, by_window
 
 from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
@@ -31,10 +32,12 @@ from engine.record.events import EventKind, WindowStatus
 from engine.record.journal import read_events
 from engine.record.state import fold
 from engine.report import load_run, render
+from engine.run import boot
 from engine.run.measure import Measurement
 from engine.run.runner import Runner
 from engine.runtime.base import LaunchPlan
-from engine.runtime.slurm import JobState, _ended_line, _exit_of, job_script, parse_scontrol
+from engine.runtime.slurm.commands import JobState, _exit_of, ended_line, parse_scontrol
+from engine.runtime.slurm.script import job_script
 from engine.servers import get_adapter
 from tui import view
 
@@ -156,8 +159,8 @@ def test_parse_scontrol_on_real_lines() -> None:
     assert failed["CPUs/Task"] == "1"
     assert failed["Power"] == ""
     assert (cancelled["JobState"], cancelled["NodeList"]) == ("CANCELLED", "")
-    assert _ended_line(failed, "8") == "Slurm job 8 FAILED (reason NonZeroExitCode, exit code 3:0, node vm)"
-    assert _ended_line(cancelled, "9") == "Slurm job 9 CANCELLED (reason JobHeldUser, exit code 0:0)"
+    assert ended_line(failed, "8") == "Slurm job 8 FAILED (reason NonZeroExitCode, exit code 3:0, node vm)"
+    assert ended_line(cancelled, "9") == "Slurm job 9 CANCELLED (reason JobHeldUser, exit code 0:0)"
 
 
 # ------------------------------------------------------------------ the job script
@@ -220,6 +223,64 @@ def test_a_shared_node_and_the_control_go_wherever_slurm_puts_them(tmp_path: Pat
     sbatch = [x for x in job_script(plan, plan.workdir or Path(), {}).splitlines() if "#SBATCH" in x]
     assert not any("--exclusive" in x or "--nodelist" in x for x in sbatch)
     assert "#SBATCH --output=/shared/results/run/windows/s1-control/boot.log" in sbatch
+
+
+def sbatch_reads(line: str) -> list[str]:
+    """The words sbatch makes of an #SBATCH line (src/sbatch/opt.c get_argument, Slurm 22.05.8):
+    split at whitespace, quotes group and are dropped, a backslash takes the next character as
+    is, an unquoted '#' ends the line."""
+    words: list[str] = []
+    word: str | None = None
+    quote, escape = "", False
+    for ch in line.removeprefix("#SBATCH"):
+        if escape:
+            escape, word = False, (word or "") + ch
+        elif ch == "\\":
+            escape = True
+        elif quote:
+            if ch == quote:
+                quote = ""
+            else:
+                word = (word or "") + ch
+        elif ch in "\"'":
+            quote, word = ch, word or ""
+        elif ch == "#":
+            break
+        elif ch.isspace():
+            if word is not None:
+                words.append(word)
+            word = None
+        else:
+            word = (word or "") + ch
+    assert not quote, f"sbatch refuses the line: unmatched {quote}"
+    return words + ([word] if word is not None else [])
+
+
+@pytest.mark.parametrize("where", ["/shared/with space", "/shared/a#b", '/shared/say "x"',
+                                   "/shared/back\\slash", "/shared/50%", "/shared/it's"])
+def test_a_window_directory_sbatch_would_split_is_one_quoted_word(tmp_path: Path, where: str) -> None:
+    """Issue 26, item 12: the --output line reads as the one path, whatever the directory holds
+    (tests/integration/test_slurm_cluster.py runs a campaign under such a directory)."""
+    plan = plan_for(slurm_campaign(tmp_path, "process"))
+    workdir = Path(where) / "windows" / "s1-ctx"
+    line = next(x for x in job_script(plan, workdir, SECRETS).splitlines()
+                if x.startswith("#SBATCH --output="))
+    (word,) = sbatch_reads(line)
+    name = word.removeprefix("--output=")
+    if "%" in where or "\\" in where:
+        # slurmstepd's own escape (src/slurmd/common/fname.c remove_path_slashes): "\\" is one
+        # backslash, a lone one is dropped and turns the %-patterns off.
+        assert name == str(workdir).replace("\\", "\\\\") + "/\\boot.log"
+    else:
+        assert name == f"{workdir}/boot.log"
+
+
+def test_a_window_directory_with_a_newline_is_refused_before_any_job() -> None:
+    from engine.runtime.base import LaunchError
+    from engine.runtime.slurm.server import SlurmRuntime
+
+    with pytest.raises(LaunchError, match="has a control character in its path"):
+        SlurmRuntime().preflight(Path("/shared/new\nline/run"))
 
 
 @pytest.mark.parametrize("start", ["process", "docker", "pyxis"])
@@ -312,9 +373,11 @@ def test_a_bad_time_and_an_option_ruler_owns_are_refused_where_they_are(tmp_path
         f"{path}:9:9: slurm.time: must be a Slurm time limit (minutes, HH:MM:SS, D-HH:MM:SS or "
         "UNLIMITED), got 'ten minutes'",
         f"{path}:10:23: slurm.sbatch[1]: --job-name is set by ruler (job name, comment, output, one "
-        "node, no requeue, the session's node): leave it out",
+        "job of one task on one node of this cluster, no requeue, no --wait, the session's node): "
+        "leave it out",
         f"{path}:10:42: slurm.sbatch[2]: -wnode3 is set by ruler (job name, comment, output, one "
-        "node, no requeue, the session's node): leave it out",
+        "job of one task on one node of this cluster, no requeue, no --wait, the session's node): "
+        "leave it out",
     ]
 
 
@@ -466,7 +529,7 @@ def test_report_shows_slurms_record_of_a_rejected_window(tmp_path: Path) -> None
 
 def test_report_shows_slurms_record_of_a_failed_window(tmp_path: Path) -> None:
     """The real journal with s1-ctx's end rewritten as a scancel mid-rep ends it (what
-    tests/integration/test_slurm.py does on the cluster): failed, and Slurm's record beside it."""
+    tests/integration/test_slurm_cluster.py does on the cluster): failed, and Slurm's record beside it."""
     def cancelled(e: dict[str, Any]) -> None:
         if e.get("window") != "ctx":
             return
@@ -518,7 +581,8 @@ def test_dry_run_shows_each_windows_sbatch_options_and_one_whole_job_script() ->
         "        --no-requeue",
         "        --exclusive",
         "        --time=10:00",
-        "        --nodelist=<the node s1's control ran on>",
+        # Quoted as job.sh holds a value with spaces, which sbatch would split.
+        "        --nodelist=\"<the node s1's control ran on>\"",
         "      server on the node (the campaign's command): /opt/llama.cpp-0.3.36/bin/llama-server -m "
         "/models/SmolLM2-135M-Instruct.Q4_1.gguf -c 4096 -np 2 -t 1 -fa off --metrics -lv 4 "
         '--host 0.0.0.0 --port "$RULER_PORT" &',
@@ -673,8 +737,8 @@ def test_dry_run_on_places_names_their_nodes_for_every_window(tmp_path: Path) ->
     path = tmp_path / "places.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     text = dry(path)
-    assert text.count("        --nodelist=<the node of the place s1 runs on: gpu-01 or gpu-02>") == 3
-    assert text.count("        --nodelist=<the node of the place s2 runs on: gpu-01 or gpu-02>") == 3
+    assert text.count('        --nodelist="<the node of the place s1 runs on: gpu-01 or gpu-02>"') == 3
+    assert text.count('        --nodelist="<the node of the place s2 runs on: gpu-01 or gpu-02>"') == 3
     spec["places"] = [{"name": "a", "node": "gpu-01"}]
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     assert dry(path).count("        --nodelist=gpu-01\n") == 6
@@ -712,3 +776,39 @@ def test_a_slurm_place_names_a_gpu_count_not_devices(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"devices\.yaml:\d+:\d+: on runtime slurm a place's gpus "
                                         r"is a count \(its share of the node: --gres=gpu:N\)"):
         load_campaign(path)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("silent", "whose"), [("ctx", "its log"), ("control", "its control's log")])
+def test_a_window_whose_log_gave_no_boot_fact_is_not_called_equal_to_its_control(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent: str, whose: str) -> None:
+    """Issue 26, item 1: a window whose boot.log stayed empty (the log went elsewhere) reported
+    "boot facts equal to the control" on the strength of its job's node, CPUs and GPUs, which its
+    runtime adds to every boot. FAKE batch jobs: the window's server, or its control's, prints
+    nothing."""
+    # No ready line will come: the boot waits for the log to catch up for a second, not ten.
+    monkeypatch.setattr(boot, "LOG_CATCH_UP_S", 1.0)
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    rt = FakeBatchRuntime(lambda plan: Queue(node="gpu-07"),
+                          by_window({silent: Behaviour(boot_log=empty)}))
+    run = tmp_path / "run"
+    run.mkdir()
+    try:
+        r = Runner(load_campaign(queue_campaign(tmp_path, "unseen", boot=5.0)), run, rt, {}, None,
+                   [Measurement()])
+        assert r.run() == "finished"
+    finally:
+        rt.close()
+    quiet = json.loads((run / "windows" / f"s1-{silent}" / "boot-facts.json").read_text())
+    assert set(quiet["facts"]) == {"node", "slurm_job", "slurm_cpus", "slurm_gpus"}  # the runtime's
+    facts = json.loads((run / "windows" / "s1-ctx" / "boot-facts.json").read_text())
+    assert facts["note"] == f"no boot fact in {whose}: not compared with the control"
+    assert facts["diff_vs_control"]["equal"] == [] and facts["diff_vs_control"]["changed"] == {}
+    journal = read_events(run / "journal.jsonl")
+    ready = {e["window"]: format_event(e) for e in journal if e["kind"] == EventKind.WINDOW_READY}
+    assert ready["ctx"].endswith(" | no boot facts to compare with the control"), ready["ctx"]
+    assert "equal" not in ready["ctx"]
+    text = render(load_run(run), [], "no charts")
+    assert "Boot facts: none in this window's log, so none compared with the control's." in text
+    assert "none differs from the control's" not in text

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from engine.runtime import slurm
 from engine.runtime.base import LaunchError
+from engine.runtime.slurm import server as slurm
 
 HERE = socket.gethostname().split(".")[0]
 
