@@ -1,4 +1,5 @@
-"""engine.run.load: SSE framing, and failures recorded per request without crashing the pass.
+"""engine.run.load and engine.run.client: SSE framing, and failures recorded per request without
+crashing the pass.
 
 The failure cases use a fake server: a real llama-server cannot be made to send a malformed chunk,
 cut a stream mid-way, answer one request in four with HTTP 500 or send a usage count that is not a
@@ -22,10 +23,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.run import load
-from engine.run import stream as stream_mod
+from engine.run.client import transport
+from engine.run.client.http import Response
+from engine.run.client.record import new_record
+from engine.run.client.sse import sse_events as _events
+from engine.run.client.transport import BULK, Connection
 from engine.run.load import PassResult, measure_pass, run_pass, shard_count
-from engine.run.stream import BULK, Connection, Response, new_record
-from engine.run.stream import sse_events as _events
 from engine.runtime.base import free_port
 from engine.servers import get_adapter
 from engine.servers.client import request_body
@@ -247,7 +250,7 @@ def test_the_hot_path_keeps_bytes_and_times_and_parses_at_the_end() -> None:
 def test_streams_ending_together_are_parsed_in_turns(monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch of equal requests ends in the same loop iteration: their parses take turns, the
     loop reading sockets and running timers between them, rather than holding it for all."""
-    monkeypatch.setattr(stream_mod, "SLICE", 0.0)  # one connection a turn
+    monkeypatch.setattr(transport, "SLICE", 0.0)  # one connection a turn
     raw, _ = _chunked(_stream_body(b"\n"), list(range(0, 2000, 40)))
     head = raw.index(b"\r\n\r\n") + 4
     conns = [Connection() for _ in range(10)]

@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.quality.probe import Probe
+from engine.run.client.record import Events, new_record, token_limit
+from engine.run.client.sse import sse_events
 from engine.run.measure import Scrape, _delta, read_counters
-from engine.run.stream import Events, new_record, sse_events, token_limit
 from engine.servers import get_adapter
 from engine.servers.client import Unsupported, chat_reply, request_body
 from engine.servers.data import BadServerData
