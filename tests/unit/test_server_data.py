@@ -102,7 +102,7 @@ def _record(blocks: list[bytes], max_tokens: int) -> dict[str, Any]:
     events = Events(record, ADAPTERS[0])
     for block in blocks:
         if block:
-            events.feed(block, [(0, len(block))], [1.0], None)
+            events.feed([block], [1.0])
     events.finish(2.0, token_limit(request_body("p", max_tokens, {}, {})))
     return record
 

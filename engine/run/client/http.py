@@ -1,20 +1,19 @@
-"""HTTP/1.1 on the load generator's side: the request (:class:`Target`) and the response's
-framing (:class:`Response`: the head; chunked, a length, or until the connection closes), parsed
-in bulk, the body of a 200 going to the stream's events."""
+"""HTTP/1.1 on the load generator's side: the request (:class:`Target`) and the response
+(:class:`Response`), framed by llhttp, the body of a 200 going to the stream's events."""
 
 from __future__ import annotations
 
 import json
 import ssl
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any
 from urllib.parse import urlsplit
+
+import httptools
 
 from engine.record.request import RequestRecord
 from engine.run.client.record import Events
 from engine.servers.client import ServerClient, tls_context
-from engine.servers.data import show
 
 MAX_HEAD = 1 << 16  # a response head longer than this is not an answer
 
@@ -52,24 +51,27 @@ class Target:
         return self.head + b"%d\r\n\r\n" % len(data) + data
 
 
-class Response:
-    """One HTTP/1.1 response, parsed in bulk: the head, the framing (chunked, a length, or until
-    the connection closes) and, for a 200, the SSE events into the record.
+class _PastTheEnd(Exception):
+    """Bytes after the end of the response: llhttp is stopped at the next message's start."""
 
-    A batch of reads is joined and de-chunked at once; the body keeps, per piece, where it lies
-    in the joined reads, so each event still gets the arrival time of the read that completed it.
+
+class Response:
+    """One HTTP/1.1 response, framed by llhttp (httptools: the parser uvicorn and aiohttp use),
+    fed in bulk: a batch of reads at once, read by read, so that the body of each read keeps that
+    read's arrival time; for a 200 the bodies go to the SSE events, into the record.
+
+    llhttp hands each piece of the body to ``on_body``: a list's append, run in C with no Python
+    frame (servers send one HTTP chunk per token).
     """
 
     def __init__(self, record: RequestRecord, adapter: ServerClient) -> None:
         self.events = Events(record, adapter)
-        self.head = b""
+        self.body: list[bytes] = []  # the body pieces of the read being parsed
+        self.on_body = self.body.append  # read once, when the parser is made
+        self.parser = httptools.HttpResponseParser(self)
         self.status = 0  # 0 until the head is complete
-        self.mode = ""  # "chunked", "length" or "close"
+        self.mode = ""  # how the head frames the body: "chunked", "length" or "close"
         self.keep = False  # the connection may carry another request after this one
-        self.left = 0  # chunked: data bytes left in the current chunk; length: body bytes left
-        self.skip = 0  # chunked: bytes of the CRLF after a chunk's data still to come
-        self.partial = b""  # chunked: an unfinished chunk-size line
-        self.trailers = False  # chunked: past the last chunk, reading the trailer section
         self.complete = False  # the framing says the response has ended
         self.received = 0  # bytes of this response so far
         self.end = 0.0  # when its last byte arrived
@@ -79,35 +81,57 @@ class Response:
     def record(self) -> RequestRecord:
         return self.events.record
 
+    # llhttp's callbacks: once per header, once per message; none per chunk but on_body's append.
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"transfer-encoding":  # llhttp reads it before a length (RFC 9112 6.3)
+            self.mode = "chunked" if value.lower().rstrip().endswith(b"chunked") else "close"
+        elif name == b"content-length" and not self.mode:
+            self.mode = "length"
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        self.mode = self.mode or "close"
+
+    def on_message_begin(self) -> None:
+        if self.complete:
+            raise _PastTheEnd
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+        self.keep = self.parser.should_keep_alive()
+
     def feed(self, reads: list[bytes], times: list[float]) -> None:
         """Reads in arrival order, with their arrival times; raises :class:`Unreadable`."""
-        data = reads[0] if len(reads) == 1 else b"".join(reads)
-        self.received += len(data)
+        self.received += sum(map(len, reads)) if len(reads) > 1 else len(reads[0])
         self.end = times[-1]
-        i = 0
-        if not self.status:
-            i = self._head(data)
-            if not self.status:
-                return
-        if self.complete:
-            self.keep = self.keep and i == len(data)  # bytes past the end: not reusable
-            return
-        if self.mode == "chunked":
-            pieces = self._dechunk(data, i)
-        elif self.mode == "length":
-            take = min(self.left, len(data) - i)
-            pieces, self.left = [(i, i + take)], self.left - take
-            self.complete = not self.left
-            self.keep = self.keep and i + take == len(data)
-        else:
-            pieces = [(i, len(data))]
-        if not pieces:
+        parser, body = self.parser, self.body
+        bodies: list[bytes] = []  # per read with body bytes: those bytes
+        stamps: list[float] = []  # and that read's arrival time
+        t = times[0]
+        try:
+            for data, t in zip(reads, times, strict=True):
+                parser.feed_data(data)
+                if body:
+                    bodies.append(body[0] if len(body) == 1 else b"".join(body))
+                    stamps.append(t)
+                    body.clear()
+        except httptools.HttpParserError as e:
+            if not self.complete:
+                raise Unreadable(str(e) or type(e).__name__) from None
+            self.keep = False  # bytes past the end: the connection is not reusable
+            if body:
+                bodies.append(b"".join(body))
+                stamps.append(t)
+                body.clear()
+        if not self.status and self.received > MAX_HEAD:
+            raise Unreadable(f"no end of the response head in {self.received} bytes")
+        if not bodies:
             return
         if self.status == 200:
-            ends = list(accumulate(map(len, reads))) if len(reads) > 1 else None
-            self.events.feed(data, pieces, times, ends)
+            self.events.feed(bodies, stamps)
         elif sum(map(len, self.answer)) < 4096:
-            self.answer += [data[a:b] for a, b in pieces]
+            self.answer += bodies
 
     def eof(self) -> None:
         """The connection closed: the end of a response framed by it, else the response is cut."""
@@ -124,106 +148,3 @@ class Response:
         if self.status and self.status != 200:
             return f"HTTP {self.status}: {b''.join(self.answer).decode('utf-8', 'replace')[:300]}"
         return None
-
-    def _head(self, data: bytes) -> int:
-        """Where the body starts in ``data`` once the head is complete (its bytes are kept until)."""
-        before = len(self.head)
-        self.head += data
-        cut = self.head.find(b"\r\n\r\n")
-        if cut < 0:
-            if len(self.head) > MAX_HEAD:
-                raise Unreadable(f"no end of the response head in {len(self.head)} bytes")
-            return len(data)
-        self._read_head(self.head[:cut])
-        self.head = b""
-        return cut + 4 - before
-
-    def _read_head(self, head: bytes) -> None:
-        lines = head.decode("latin-1").split("\r\n")
-        status = lines[0].split(" ", 2)
-        if len(status) < 2 or not status[0].startswith("HTTP/1.") or not status[1].isdigit():
-            raise Unreadable(f"not an HTTP/1.x status line: {show(lines[0])}")
-        fields: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise Unreadable(f"not a header line: {show(line)}")
-            name = name.strip().lower()
-            fields[name] = f"{fields[name]}, {value.strip()}" if name in fields else value.strip()
-        self.status = int(status[1])
-        conn = fields.get("connection", "").lower()
-        self.keep = "close" not in conn and (status[0] != "HTTP/1.0" or "keep-alive" in conn)
-        if fields.get("transfer-encoding", "").lower().rsplit(",", 1)[-1].strip() == "chunked":
-            self.mode = "chunked"
-        elif "content-length" in fields:
-            length = fields["content-length"]
-            if not length.isdigit():
-                raise Unreadable(f"Content-Length is {show(length)}")
-            self.mode, self.left = "length", int(length)
-            self.complete = not self.left
-        else:
-            self.mode, self.keep = "close", False
-
-    def _dechunk(self, data: bytes, i: int) -> list[tuple[int, int]]:
-        """The chunks' data in ``data[i:]``, as (start, end) pieces of it."""
-        out = []
-        n = len(data)
-        left, skip = self.left, self.skip  # locals: this loop runs once per HTTP chunk
-        while i < n:
-            if left:  # inside a chunk's data
-                j = min(n, i + left)
-                out.append((i, j))
-                left, i = left - (j - i), j
-                if not left:
-                    skip = 2
-            elif skip:  # the CRLF after a chunk's data
-                if skip == 2 and data.startswith(b"\r\n", i):
-                    skip, i = 0, i + 2
-                elif data[i:i + 1] == b"\r\n"[2 - skip:3 - skip]:
-                    skip, i = skip - 1, i + 1
-                else:
-                    raise Unreadable(f"chunk data not followed by CRLF: {show(data[i:i + 8])}")
-            elif self.complete:
-                self.keep = False  # bytes past the end
-                break
-            else:
-                if self.partial:  # a size line cut by the previous batch
-                    held = len(self.partial)
-                    line, j = self._line(self.partial + data[i:i + 1024])
-                    if line is None:
-                        break
-                    i, self.partial = i + j - held, b""
-                else:
-                    e = data.find(b"\r\n", i)
-                    if e < 0:
-                        line, i = self._line(data[i:])
-                        break
-                    line, i = data[i:e], e + 2
-                if self.trailers:
-                    self.complete = not line  # the blank line that ends the trailer section
-                    continue
-                size = line.split(b";", 1)[0].strip() if b";" in line else line
-                if not size.isalnum():
-                    raise Unreadable(f"not a chunk size: {show(line[:40])}")
-                try:
-                    left = int(size, 16)
-                except ValueError:
-                    raise Unreadable(f"not a chunk size: {show(line[:40])}") from None
-                if not left:
-                    self.trailers = True
-                elif data.startswith(b"\r\n", i + left):  # the whole chunk is here: the usual
-                    out.append((i, i + left))
-                    left, i = 0, i + left + 2
-        self.left, self.skip = left, skip
-        return out
-
-    def _line(self, buf: bytes) -> tuple[bytes | None, int]:
-        """A size or trailer line at the start of ``buf`` and the offset after its CRLF; or None,
-        keeping ``buf`` for the next batch."""
-        e = buf.find(b"\r\n")
-        if e < 0:
-            if len(buf) > 1024:
-                raise Unreadable(f"no end of a chunk-size line: {show(buf[:40])}")
-            self.partial = buf
-            return None, 0
-        return buf[:e], e + 2

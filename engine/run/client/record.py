@@ -53,14 +53,12 @@ class Events:
         self.gaps: list[float] = []
         self.chars = 0
 
-    def feed(self, data: bytes, pieces: list[tuple[int, int]], times: list[float],
-             ends: list[int] | None) -> None:
-        """The events completed by the body ``pieces`` of ``data`` (the joined reads; ``ends``:
-        where each read ends in it, None for one read), each at the arrival time of the read its
-        last byte came in."""
+    def feed(self, bodies: list[bytes], times: list[float]) -> None:
+        """The events completed by ``bodies`` (each the body bytes of one read, which arrived at
+        the same place in ``times``), each at the arrival time of the read its last byte came in."""
         if self.ended:
             return
-        payloads, stamps = self.sse.feed(data, pieces, times, ends)
+        payloads, stamps = self.sse.feed(bodies, times)
         if payloads:
             self._read(payloads, stamps)
 

@@ -38,20 +38,15 @@ class SseEvents:
     def __init__(self) -> None:
         self.rest = b""  # an unfinished event
 
-    def feed(self, data: bytes, pieces: list[tuple[int, int]], times: list[float],
-             ends: list[int] | None) -> tuple[list[bytes], list[float]]:
-        """The payloads of the events completed by the body ``pieces`` of ``data`` (the joined
-        reads; ``ends``: where each read ends in it, None for one read), each with the arrival
-        time of the read its last byte came in."""
+    def feed(self, bodies: list[bytes], times: list[float]) -> tuple[list[bytes], list[float]]:
+        """The payloads of the events completed by ``bodies`` (each the body bytes of one read,
+        which arrived at the same place in ``times``), each with the arrival time of the read its
+        last byte came in."""
         before = self.rest
-        if len(pieces) == 1:
-            a, b = pieces[0]
-            body = data if a == 0 and b == len(data) else data[a:b]
-        else:
-            body = b"".join([data[a:b] for a, b in pieces])
+        body = bodies[0] if len(bodies) == 1 else b"".join(bodies)
         blob = before + body if before else body
         if b"\r" in blob:  # CR line ends: normalised read by read, as a CRLF may straddle two
-            return self._feed_cr(data, pieces, times, ends)
+            return self._feed_cr(bodies, times)
         *events, self.rest = blob.split(b"\n\n")
         if not events:
             return [], []
@@ -62,7 +57,7 @@ class SseEvents:
                 and blob.startswith(b"data:") + blob.count(b"\n\ndata:")
                 - (self.rest.startswith(b"data:")) == n):
             payloads = [e[5:].lstrip(b" ") for e in events]
-            if ends is None:
+            if times[0] == times[-1]:  # one read, or reads that arrived at once
                 return payloads, [times[0]] * n
             offs = list(accumulate(len(e) + 2 for e in events))
         else:
@@ -72,23 +67,16 @@ class SseEvents:
                 if (p := _payload(event)) is not None:
                     payloads.append(p)
                     offs.append(off)
-            if ends is None:
+            if times[0] == times[-1]:
                 return payloads, [times[0]] * len(payloads)
-        # Each event's time: the read its last byte came in, through the piece that byte is in.
-        body_ends = list(accumulate((b - a for a, b in pieces), initial=len(before)))
-        stamps = []
-        for off in offs:
-            k = bisect_left(body_ends, off, 1)
-            stamps.append(times[bisect_left(ends, pieces[k - 1][1] - (body_ends[k] - off))])
-        return payloads, stamps
+        # Each event's time: the read its last byte (at offs - 1 in blob) came in.
+        ends = list(accumulate(map(len, bodies), initial=len(before)))  # read k: ends[k]..ends[k+1]
+        return payloads, [times[bisect_left(ends, off, 1) - 1] for off in offs]
 
-    def _feed_cr(self, data: bytes, pieces: list[tuple[int, int]], times: list[float],
-                 ends: list[int] | None) -> tuple[list[bytes], list[float]]:
-        starts = [0, *ends[:-1]] if ends else [0]
+    def _feed_cr(self, bodies: list[bytes], times: list[float]) -> tuple[list[bytes], list[float]]:
         payloads: list[bytes] = []
         stamps: list[float] = []
-        for r0, r1, t in zip(starts, ends or [len(data)], times, strict=True):
-            body = b"".join([data[max(a, r0):min(b, r1)] for a, b in pieces if a < r1 and b > r0])
+        for body, t in zip(bodies, times, strict=True):
             got, self.rest = sse_events(self.rest + body)
             payloads += got
             stamps += [t] * len(got)

@@ -86,7 +86,7 @@ class Connection(asyncio.Protocol):
         self.reads: list[bytes] = []
         self.times: list[float] = []
         self.size = 0  # bytes received on this connection
-        self.check_at = 0  # parse once ``size`` reaches this (the head, a length's end, BULK)
+        self.check_at = 0  # parse once ``size`` reaches this (the head, every read of a length, BULK)
         self.response: Response | None = None
         self.waiter: asyncio.Future[None] | None = None
         self.closed = False
@@ -130,10 +130,12 @@ class Connection(asyncio.Protocol):
             resp.eof()
         if resp.complete or resp.events.ended and resp.events.record.get("error") or eof:
             waiter.set_result(None)
-        elif not resp.status:
-            self.check_at = self.size + 1  # until the head is complete
+        elif not resp.status or resp.mode == "length":
+            # Until the head is complete, then for a body of a length (an error's answer, not a
+            # stream's), read by read: its end is where llhttp finds it.
+            self.check_at = self.size + 1
         else:
-            self.check_at = self.size + (min(BULK, resp.left) if resp.mode == "length" else BULK)
+            self.check_at = self.size + BULK
 
     def flush(self) -> None:
         """Parse what has arrived into the response (at its end, or in bulk)."""
@@ -198,8 +200,10 @@ class Client:
                 if reused and not resp.received and conn.closed:
                     # The server closed the kept-alive connection before reading this request
                     # (an idle timeout, a server that closes after each stream): it never
-                    # answered, so the request goes again, once, on a fresh connection.
+                    # answered, so the request goes again, once, on a fresh connection, and is
+                    # sent when it goes there.
                     record["error"], resp = None, Response(record, adapter)
+                    record["start"] = _now()
                     self.conn = conn = await self._connect()
                     await conn.exchange(request, resp)
         except TimeoutError:
