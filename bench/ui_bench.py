@@ -36,9 +36,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from engine.control import ControlServer  # noqa: E402
 from engine.record.journal import read_events  # noqa: E402
 from engine.record.writer import Journal  # noqa: E402
-from engine.run.control import ControlServer  # noqa: E402
 
 RECORDED = ROOT / "tests" / "fixtures" / "journals" / "measuring"
 ANSI = re.compile(rb"\x1b\[[0-9;?<=>$]*[ -/]*[@-~]"  # CSI: colours, cursor moves, modes

@@ -32,10 +32,10 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input
 from textual.worker import get_current_worker
 
+from engine import control
 from engine.record.events import UP_WINDOWS, EventKind, RowStatus, RunStatus
 from engine.record.journal import Event
 from engine.record.state import RunState, apply
-from engine.run import control
 from engine.servers import get_adapter
 from tui import view
 from tui.follow import Batch, Follower, Link, LogView, engine_pid, pid_alive, probe
@@ -104,7 +104,7 @@ class RulerConsole(App[None]):
     """The console on one run directory.
 
     ``clock`` gives the wall time for elapsed/remaining (tests freeze it); ``probe`` checks the
-    engine (None: never, the header says "engine ?"); ``send`` is ``engine.run.control.send``.
+    engine (None: never, the header says "engine ?"); ``send`` is ``engine.control.send``.
     """
 
     CSS_PATH = Path(__file__).with_name("app.tcss")

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine import control
 from engine.record import snapshot
 from engine.record.journal import Damage, Event, Reader
 from engine.record.liveness import read_pid
 from engine.record.state import RunState
-from engine.run import control
 from tui.logview import MARK, ServingView
 
 CHUNK = 64 * 1024

@@ -107,7 +107,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_ctl(args: argparse.Namespace) -> int:
-    from engine.run.control import SOCKET, send
+    from engine.control import SOCKET, send
 
     run_dir = run_dir_arg(args.run_dir)
     try:

@@ -31,6 +31,7 @@ from engine.campaign.spec import Campaign
 from engine.campaign.variables import UnresolvedVariable
 from engine.commands.console import open_console
 from engine.commands.progress import printer
+from engine.control import SOCKET, ControlServer
 from engine.errors import (
     EXIT_NOTHING_MEASURED,
     EXIT_OK,
@@ -45,7 +46,6 @@ from engine.record.journal import damage_report
 from engine.record.liveness import LOCK, PID, engine_alive, read_pid
 from engine.record.snapshot import fold_journal
 from engine.run.context import Phase
-from engine.run.control import SOCKET, ControlServer
 from engine.run.measure import Measurement
 from engine.run.runner import Runner, frozen_prompts
 

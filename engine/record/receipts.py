@@ -7,11 +7,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from engine.record.deltas import relative_delta
 from engine.record.events import CONTROL, USABLE_ROWS, Check, EventKind
+from engine.record.request import RequestRecord
 from engine.record.results import THROUGHPUT, write_atomic
 from engine.record.state import RowState, RunState, row_key
 
@@ -24,15 +26,15 @@ CSV_COLUMNS = ["session", "window", "axis", "class", "concurrency", "rate", "rep
                "cache_hit", "status", "attempts", "reason", "source", "ruler_check"]
 
 
-def write_rep(path: Path, header: dict[str, Any], records: list[dict[str, Any]]) -> None:
+def write_rep(path: Path, header: dict[str, Any], records: Sequence[RequestRecord]) -> None:
     lines = [json.dumps({"kind": "rep", **header})]
     lines += [json.dumps({"kind": "request", **r}) for r in records]
     write_atomic(path, "\n".join(lines) + "\n")
 
 
-def read_rep(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def read_rep(path: Path) -> tuple[dict[str, Any], list[RequestRecord]]:
     header: dict[str, Any] = {}
-    records: list[dict[str, Any]] = []
+    records: list[RequestRecord] = []
     for line in path.read_text().splitlines():
         obj = json.loads(line)
         kind = obj.pop("kind")

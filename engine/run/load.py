@@ -2,7 +2,7 @@
 (C workers, each sending its next request when its last one ends) or open loop (requests sent at
 their arrival times, a seeded Poisson process, whatever is in flight).
 
-Each request goes through :mod:`engine.run.stream`, which does the least work per network read
+Each request goes through :mod:`engine.run.client`, which does the least work per network read
 (an arrival time and the bytes) and parses in bulk.
 
 It watches itself too: event-loop lag and the client's CPU time per pass, so a rep where the
@@ -33,7 +33,10 @@ from typing import Any
 
 import uvloop
 
-from engine.run.stream import Client, Target, new_record, token_limit
+from engine.record.request import RequestRecord
+from engine.run.client.http import Target
+from engine.run.client.record import new_record, token_limit
+from engine.run.client.transport import Client
 from engine.servers.client import ServerClient, request_body
 
 LAG_TICK = 0.005  # the lag monitor's sleep; lag = how late it wakes
@@ -44,7 +47,7 @@ SHARD_START_TIMEOUT = 60.0  # a shard process that is not ready by then is an en
 
 @dataclass
 class PassResult:
-    records: list[dict[str, Any]]
+    records: list[RequestRecord]
     lag_p99_ms: float
     client_cpu_s: float
     wall_s: float
@@ -131,7 +134,7 @@ async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str],
         def take() -> int | None:
             return next(indices, None)
 
-    records: list[dict[str, Any]] = []
+    records: list[RequestRecord] = []
     lag: list[float] = []
     in_flight = [0, 0.0]  # current, integral of in-flight over time
 

@@ -22,6 +22,7 @@ from engine.campaign.spec import percent
 from engine.errors import WindowFailed
 from engine.record.events import EventKind, RowStatus, WindowStatus
 from engine.record.receipts import read_rep, write_rep
+from engine.record.request import RequestRecord
 from engine.record.results import DIR_MODE, write_atomic
 from engine.record.state import load_label, load_text, row_key
 from engine.run import stats
@@ -124,7 +125,7 @@ def slo_of(run: RunContext) -> stats.Slo:
     return stats.Slo(slo.ttft_ms, slo.tpot_ms)
 
 
-Rep = tuple[dict[str, Any], list[dict[str, Any]]]
+Rep = tuple[dict[str, Any], list[RequestRecord]]
 
 
 class Measurement:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engine.control import CommandRefused
 from engine.record.events import UP_WINDOWS, EventKind, RowStatus, RunStatus, WindowStatus
 from engine.run.context import Controls, RunContext
-from engine.run.control import CommandRefused
 
 SESSION_COMMANDS = ("advance", "rewarm", "pause", "resume")  # act on one session's window
 

@@ -23,10 +23,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine import control
 from engine import testbed as tb_mod
 from engine.record.journal import read_events
 from engine.record.liveness import engine_alive, read_pid
-from engine.run import control
 
 RULER = [sys.executable, "-m", "engine"]
 

@@ -2,7 +2,7 @@
 
 The recorded runs under fixtures/journals/ are prefixes of a real headless run on the testbed
 (fixtures/journals/build.py says how they were cut). For them a :class:`StandIn` serves a real
-``control.sock`` with ``engine.run.control.ControlServer`` and journals each accepted command as the
+``control.sock`` with ``engine.control.ControlServer`` and journals each accepted command as the
 engine does; it stands in for the engine only because a recorded run has none.
 """
 
@@ -24,12 +24,12 @@ import pytest
 from textual.pilot import Pilot
 
 from engine import testbed as tb_mod
+from engine.control import CommandRefused, ControlServer
 from engine.errors import EXIT_STOPPED
 from engine.record import snapshot
 from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, fold, fold_read
 from engine.record.writer import Journal
-from engine.run.control import CommandRefused, ControlServer
 from engine.servers import get_adapter
 from tui import view
 from tui.app import RulerConsole, farewell

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from test_control import RULER, events, finish, kinds, wait_for
 
+from engine import control
 from engine.record.liveness import engine_alive, read_pid
-from engine.run import control
 
 CAMPAIGN = """\
 name: {name}

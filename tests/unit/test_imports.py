@@ -65,3 +65,9 @@ def test_the_campaign_defaults_load_no_schema() -> None:
     assert "engine.campaign.defaults" in mods
     assert not top(mods) & {"pydantic", "pydantic_core", "yaml"}
     assert not mods & {"engine.campaign.spec", "engine.campaign.load"}
+
+
+def test_the_console_speaks_the_control_socket_without_the_run_layer() -> None:
+    mods = modules("import tui.app, tui.follow")
+    assert "engine.control" in mods
+    assert not {m for m in mods if m == "engine.run" or m.startswith("engine.run.")}

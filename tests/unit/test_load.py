@@ -1,4 +1,5 @@
-"""engine.run.load: SSE framing, and failures recorded per request without crashing the pass.
+"""engine.run.load and engine.run.client: SSE framing, and failures recorded per request without
+crashing the pass.
 
 The failure cases use a fake server: a real llama-server cannot be made to send a malformed chunk,
 cut a stream mid-way, answer one request in four with HTTP 500 or send a usage count that is not a
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import threading
@@ -22,10 +24,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.run import load
-from engine.run import stream as stream_mod
+from engine.run.client import transport
+from engine.run.client.http import Response, Unreadable
+from engine.run.client.record import new_record
+from engine.run.client.sse import sse_events as _events
+from engine.run.client.transport import BULK, Connection
 from engine.run.load import PassResult, measure_pass, run_pass, shard_count
-from engine.run.stream import BULK, Connection, Response, new_record
-from engine.run.stream import sse_events as _events
 from engine.runtime.base import free_port
 from engine.servers import get_adapter
 from engine.servers.client import request_body
@@ -215,6 +219,28 @@ def test_bulk_parse_gives_each_token_the_arrival_time_of_its_read(
     assert record["end"] == float(len(reads) - 1)
 
 
+@pytest.mark.parametrize(("tail", "keep"), [(b"", True), (b"xyz", False),
+                                             (b"HTTP/1.1 200 OK\r\n", False)],
+                         ids=["nothing", "garbage", "another response"])
+def test_bytes_past_the_end_of_a_response_leave_it_whole_and_the_connection_unkept(
+        tail: bytes, keep: bool) -> None:
+    raw, _ = _chunked(_stream_body(b"\n"), [40, 300])
+    resp = Response(new_record(0, 0, 0), get_adapter("llamacpp"))
+    resp.feed([raw[:200], raw[200:] + tail], [1.0, 2.0])
+    assert resp.complete and resp.keep is keep and resp.status == 200 and resp.mode == "chunked"
+    assert resp.events.ended and resp.events.chunks == len(TOKENS) + 1
+
+
+@pytest.mark.parametrize(("raw", "why"), [
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size"),
+    (b"SSH-2.0-OpenSSH_9.2\r\n\r\n", "HTTP/"),
+    (b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 70_000, "no end of the response head in 70025 bytes"),
+], ids=["chunk size", "not http", "endless head"])
+def test_an_answer_that_is_not_http_is_unreadable(raw: bytes, why: str) -> None:
+    with pytest.raises(Unreadable, match=why):
+        Response(new_record(0, 0, 0), get_adapter("llamacpp")).feed([raw], [1.0])
+
+
 def test_the_hot_path_keeps_bytes_and_times_and_parses_at_the_end() -> None:
     """Per network read: a timestamp and the bytes. Nothing is parsed until the response ends
     (or BULK bytes wait); then the whole record at once, in the loop's parser's next turn."""
@@ -247,7 +273,7 @@ def test_the_hot_path_keeps_bytes_and_times_and_parses_at_the_end() -> None:
 def test_streams_ending_together_are_parsed_in_turns(monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch of equal requests ends in the same loop iteration: their parses take turns, the
     loop reading sockets and running timers between them, rather than holding it for all."""
-    monkeypatch.setattr(stream_mod, "SLICE", 0.0)  # one connection a turn
+    monkeypatch.setattr(transport, "SLICE", 0.0)  # one connection a turn
     raw, _ = _chunked(_stream_body(b"\n"), list(range(0, 2000, 40)))
     head = raw.index(b"\r\n\r\n") + 4
     conns = [Connection() for _ in range(10)]
@@ -291,29 +317,34 @@ def test_a_long_stream_is_parsed_in_bulk_not_held_whole() -> None:
 
 
 class KeepAliveServer(threading.Thread):
-    """Streams GOOD, chunked, on connections it keeps: or, with ``drop``, closes each one right
-    after its stream without saying so (fault injection: what llama-server does, every second
-    request seeing a closed connection, which a real server cannot be made to do on cue here)."""
+    """Streams GOOD, chunked, on connections it keeps (fault injection, as a real server cannot be
+    made to close on cue here): or, with ``drop``, closes each one right after its stream without
+    saying so (what llama-server does); or, with ``refuse``, reads the second request on each
+    connection and closes it unanswered (a server's idle timeout meeting the next request)."""
 
-    def __init__(self, drop: bool) -> None:
+    def __init__(self, fault: str) -> None:
         super().__init__(daemon=True)
-        self.port, self.drop, self.connections, self.requests = free_port(), drop, 0, 0
+        self.port, self.fault = free_port(), fault
+        self.connections = self.requests = self.refused = 0
         self.ready = threading.Event()
         self.loop = asyncio.new_event_loop()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         try:
-            while True:
+            for n in itertools.count():
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n")
                               if h.lower().startswith(b"content-length:"))
                 await reader.readexactly(length)
+                if self.fault == "refuse" and n == 1:
+                    self.refused += 1
+                    break
                 self.requests += 1
                 raw, _ = _chunked(GOOD, [30, 90])
                 writer.write(raw)
                 await writer.drain()
-                if self.drop:
+                if self.fault == "drop":
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -340,25 +371,31 @@ class _KeepAlive(LlamaCppAdapter):
     keep_alive = True
 
 
-@pytest.mark.parametrize("drop", [False, True])
-def test_keep_alive_where_the_server_keeps_and_dropped_connections_are_handled(drop: bool) -> None:
-    server = KeepAliveServer(drop)
+@pytest.mark.parametrize("fault", ["none", "drop", "refuse"])
+def test_keep_alive_where_the_server_keeps_and_closed_kept_connections_cost_no_request(
+        fault: str) -> None:
+    server = KeepAliveServer(fault)
     server.start()
     assert server.ready.wait(10)
     try:
         res = measure_pass(f"http://127.0.0.1:{server.port}", _KeepAlive(), ["a", "b"], 3, 12, 8,
                            {"temperature": 0}, {}, 10.0)
+        assert [r["index"] for r in res.records] == list(range(12))
         assert [r["error"] for r in res.records] == [None] * 12
         assert [r["completion_tokens"] for r in res.records] == [2] * 12
-        # Kept: one connection per worker. Dropped after each stream: one per request, none
-        # lost (a request the server closed on unread goes again on a fresh connection).
-        assert server.connections == (12 if drop else 3)
+        assert all(r["start"] <= r["first_token"] <= r["end"] for r in res.records)
+        # Kept: one connection per worker. Closed after each stream: one per request. Closed with
+        # the next request unread: each worker's first request answered on its first connection,
+        # every later one refused once and answered on a fresh connection; none lost, none twice.
+        assert server.connections == {"none": 3, "drop": 12, "refuse": 12}[fault]
+        assert server.refused == {"none": 0, "drop": 0, "refuse": 9}[fault]
         assert server.requests == 12
         # llama-server's adapter never asks to keep one.
+        before, refused = server.connections, server.refused
         closing = measure_pass(f"http://127.0.0.1:{server.port}", get_adapter("llamacpp"), ["a"],
                                2, 4, 8, {"temperature": 0}, {}, 10.0)
         assert [r["error"] for r in closing.records] == [None] * 4
-        assert server.connections == (16 if drop else 7)
+        assert server.connections == before + 4 and server.refused == refused
     finally:
         server.stop()
 

@@ -25,6 +25,7 @@ from test_runner import CTX, WHO, campaign, events, runner
 from engine.campaign.load import SpecError, load_campaign
 from engine.commands.progress import format_event
 from engine.commands.status import format_summary, summary
+from engine.control import CommandRefused
 from engine.quality import Quality
 from engine.quality.drift import control_drift
 from engine.record.events import EventKind
@@ -32,7 +33,6 @@ from engine.record.journal import Event, read_events
 from engine.record.state import fold
 from engine.report import load_run, render
 from engine.run.context import RunContext, WindowContext
-from engine.run.control import CommandRefused
 from engine.run.measure import Measurement
 from engine.runtime.base import LaunchPlan
 

@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.quality.probe import Probe
+from engine.run.client.record import Events, new_record, token_limit
+from engine.run.client.sse import sse_events
 from engine.run.measure import Scrape, _delta, read_counters
-from engine.run.stream import Events, new_record, sse_events, token_limit
 from engine.servers import get_adapter
 from engine.servers.client import Unsupported, chat_reply, request_body
 from engine.servers.data import BadServerData
@@ -101,7 +102,7 @@ def _record(blocks: list[bytes], max_tokens: int) -> dict[str, Any]:
     events = Events(record, ADAPTERS[0])
     for block in blocks:
         if block:
-            events.feed(block, [(0, len(block))], [1.0], None)
+            events.feed([block], [1.0])
     events.finish(2.0, token_limit(request_body("p", max_tokens, {}, {})))
     return record
 

@@ -3,6 +3,9 @@
 A request is ``{"cmd": "advance", "args": [...]}``; the reply is ``{"ok": true, "reply": "..."}`` or
 ``{"ok": false, "error": "why not now"}``. Every accepted command is journaled with who and when.
 Garbage gets an error reply; the engine never stops for a bad client.
+
+In the bottom layer, beside engine.errors: the console and the commands import the protocol
+without loading the run layer.
 """
 
 from __future__ import annotations
