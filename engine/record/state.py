@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.record.events import (
     COMPLETE_ROWS,
+    COMPLETE_WINDOWS,
     CONTROL,
     ENVELOPE,
     UP_WINDOWS,
@@ -19,6 +20,7 @@ from engine.record.events import (
     EventKind,
     RowStatus,
     RunStatus,
+    SessionStatus,
     Verdict,
     WindowStatus,
 )
@@ -143,6 +145,22 @@ class RunState:
     def measured(self) -> bool:
         """Some row has figures: the campaign produced a result (else exit code 4)."""
         return any(r.status in (RowStatus.OK, RowStatus.NOISY, RowStatus.VOID) for r in self.rows.values())
+
+    def session_status(self) -> dict[str, SessionStatus]:
+        """Each session, in campaign order: done when every window of it is complete, queued
+        while it has not begun (no window started, not taken by a place), running in between."""
+        windows: dict[str, list[WindowState]] = {}
+        for k in self.order:
+            windows.setdefault(self.windows[k].session, []).append(self.windows[k])
+        out = {}
+        for session, ws in windows.items():
+            if all(w.status in COMPLETE_WINDOWS for w in ws):
+                out[session] = SessionStatus.DONE
+            elif session in self.session_places or any(w.status != WindowStatus.PENDING for w in ws):
+                out[session] = SessionStatus.RUNNING
+            else:
+                out[session] = SessionStatus.QUEUED
+        return out
 
     def row(self, e: Event) -> RowState:
         key = row_key(e["session"], e["window"], e["class"], e["concurrency"], e.get("rate"))
