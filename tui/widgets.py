@@ -1,5 +1,6 @@
 """The console's widgets: tables updated cell by cell, the boot log with highlights and search,
-and the two modal screens. They render what ``tui.view`` derived; they hold no campaign state."""
+and the two modal screens. They render what the console's Textual-free modules derived (``tui.header``,
+``tui.windows``, ``tui.reps``...); they hold no campaign state."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from textual.widgets import Static
 from textual.widgets.data_table import ColumnKey
 
 from tui._textual_hacks import NoLineMeasure, OwnColumnWidths, WheelBackHook
-from tui.view import Col, Seg, fit_columns
+from tui.columns import Col, fit_columns
+from tui.fmt import Seg
 
 
 def tag_styles(theme_variables: dict[str, str]) -> dict[str, Style]:
@@ -133,7 +135,7 @@ class RepBars(Widget):
 
 class FollowTable(OwnColumnWidths):
     """A DataTable updated in place by row key (only changed cells are touched, as dolphie does),
-    showing the columns that fit its width (:func:`tui.view.fit_columns`): dropped by rank, a long
+    showing the columns that fit its width (:func:`tui.columns.fit_columns`): dropped by rank, a long
     one cut with an ellipsis, never one over another.
 
     Cursor moves made by the operator post :class:`Picked`; moves the app makes to follow the

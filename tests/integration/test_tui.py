@@ -31,11 +31,12 @@ from engine.record.state import RunState, fold, fold_read
 from engine.record.writer import Journal
 from engine.run.control import CommandRefused, ControlServer
 from engine.servers import get_adapter
-from tui import view
 from tui.app import RulerConsole, farewell
 from tui.follow import Link
 from tui.logview import ServingView
+from tui.reps import REP_COLS
 from tui.widgets import BootLog, FollowTable
+from tui.windows import WINDOW_COLS
 
 JOURNALS = Path(__file__).parents[1] / "fixtures" / "journals"
 REPLIES = {"abort": "aborting: the current server is stopped (a container is kept); rows in "
@@ -673,8 +674,7 @@ async def test_every_width_from_80_to_200_lays_out_cleanly(tmp_path: Path) -> No
                 await pilot.pause()
             assert windows.size.width + app.ui.right.size.width == width, width
             header = screen_text(app).splitlines()[3]
-            for table, spec, left in ((windows, view.WINDOW_COLS, 0), (reps, view.REP_COLS,
-                                                                      windows.size.width)):
+            for table, spec, left in ((windows, WINDOW_COLS, 0), (reps, REP_COLS, windows.size.width)):
                 shown = table._shown
                 assert sum(shown.values()) <= table.size.width - 1, (width, shown)
                 assert [c.name for c in spec if c.rank == 0] == [c for c in shown if any(
@@ -693,7 +693,7 @@ async def test_every_width_from_80_to_200_lays_out_cleanly(tmp_path: Path) -> No
 SNAPSHOTS = ["booting", "measuring", "rejected", "finished", "places"]
 
 
-# 80x24 in tmux is the floor; every width up to 200 must lay out cleanly (tui.view.fit_columns).
+# 80x24 in tmux is the floor; every width up to 200 must lay out cleanly (tui.columns.fit_columns).
 SIZES = [(80, 24), (100, 30), (120, 40), (160, 48)]
 
 
