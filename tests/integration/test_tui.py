@@ -707,6 +707,41 @@ def test_snapshot(name: str, size: tuple[int, int], tmp_path: Path, snap_compare
     assert snap_compare(app, terminal_size=size, run_before=settled)
 
 
+async def open_help(pilot: Pilot[Any]) -> None:
+    await settled(pilot)
+    await pilot.press("question_mark")
+    await settled(pilot)
+
+
+def test_snapshot_of_the_help_at_80x24(tmp_path: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """The help overlay on the smallest terminal: the whole width, each description wrapped under
+    its own column (not back under the keys), the rest of it a scroll away."""
+    run = recorded("measuring", tmp_path)
+    link, now = Link(True, "recorded"), last_ts(run) + 5
+    app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_help)
+
+
+async def test_the_help_scrolls_to_its_last_mark_at_80x24(tmp_path: Path) -> None:
+    """Every line of the help starts at the keys' column (a key, a heading, the intro) or at the
+    descriptions' (a description wrapped), never elsewhere; its end is a scroll away."""
+    app = RulerConsole(recorded("measuring", tmp_path), probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_help(pilot)
+
+        def starts() -> set[int]:
+            inner = [line[1:-1] for line in screen_text(app).splitlines()[1:-1]]  # in the border
+            return {len(line) - len(line.lstrip()) for line in inner if line.strip()}
+
+        quit_line = next(line for line in screen_text(app).splitlines() if "quit the console" in line)
+        column = quit_line.index("quit the console") - 1
+        last = "the place n, w, p act on"
+        assert last not in screen_text(app) and starts() == {2, column}
+        await pilot.press("end")  # the dialog has the focus: the keys scroll it
+        await until(pilot, lambda: last in screen_text(app))
+        assert "ruler console" not in screen_text(app) and starts() == {2, column}
+
+
 # ------------------------------------------------------------------ a real engine
 
 
