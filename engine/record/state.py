@@ -259,6 +259,10 @@ def _window_finished(state: RunState, e: Event) -> None:
     ws = _w(state, e)
     ws.status, ws.ended_ts, ws.quality = e.get("status", WindowStatus.DONE), e["ts"], False
     ws.reason = e.get("reason", "")  # a failed window says why (a dead server, the window timeout)
+    # A pause held in a window ends with it (advanced while paused); asked still, it holds again
+    # before the next window's first rep.
+    state.held_sessions.discard(ws.session)
+    state.pause_held = bool(state.held_sessions)
 
 
 def _quality_started(state: RunState, e: Event) -> None:
@@ -349,7 +353,8 @@ def _engine_error(state: RunState, e: Event) -> None:
 
 def _run_finished(state: RunState, e: Event) -> None:
     state.status, state.finished_ts, state.current = e["status"], e["ts"], None
-    state.pause_held = False
+    state.paused = state.pause_held = False  # a pause ends with the run (an abort while paused)
+    state.paused_sessions.clear()
     state.held_sessions.clear()
 
 
