@@ -9,12 +9,8 @@ from typing import Any
 
 import yaml
 
+from engine.campaign import defaults
 from engine.record.state import RunState
-
-# The spec's defaults (engine.campaign.spec) for what the console needs and a frozen campaign.yaml
-# may leave out: reps per shape, and the declared noise (leak.spread).
-REPS = 3
-NOISE = 0.10
 
 
 @dataclass(frozen=True)
@@ -36,7 +32,7 @@ class LoadPlan:
         spec's default and any other figure left out is unknown (the ETA then goes by spans)."""
         try:
             classes, conc = tuple(wl["classes"]), tuple(int(c) for c in wl.get("concurrency") or ())
-            reps = int(wl.get("reps", REPS))
+            reps = int(wl.get("reps", defaults.REPS))
         except (KeyError, TypeError, ValueError):
             return cls()
         requests: tuple[int, ...] = ()
@@ -88,6 +84,6 @@ def frozen_noise(campaign_yaml: Path) -> float:
     copy."""
     try:
         leak = (frozen_yaml(campaign_yaml) or {}).get("leak") or {}
-        return float(leak.get("spread", NOISE))
+        return float(leak.get("spread", defaults.LEAK_SPREAD))
     except (OSError, yaml.YAMLError, AttributeError, TypeError, ValueError):
-        return NOISE
+        return defaults.LEAK_SPREAD
