@@ -1,12 +1,15 @@
 """Every use of Textual's private API, in one place (as memray's live TUI keeps its own).
 
 Each hack says what it works around and why the public API does not serve. All were checked against
-textual 8.2 (the range pinned in pyproject.toml): after a Textual upgrade, this module and the
-snapshot tests (tests/*/test_tui.py) are what to re-check.
+textual 8.2 (the range pinned in pyproject.toml). Every private member they rely on is listed in
+:data:`RELIES_ON`, and :func:`missing` detects each on the installed Textual
+(tests/unit/test_textual_hacks.py fails naming the one gone); after an upgrade the snapshot tests
+(tests/*/test_tui.py) say whether the hacks still draw the same.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from typing import Any
 
@@ -100,3 +103,45 @@ class WheelBackHook(Log):
     def _on_mouse_scroll_up(self, event: Any) -> None:
         self.scrolled_back()
         super()._on_mouse_scroll_up(event)
+
+
+# (class, private member, the parameters it is called or overridden with; None: an attribute).
+# A dotted member is one of an attribute's. Attributes set in __init__ are looked up on an instance.
+RELIES_ON: tuple[tuple[type[DataTable[Any]] | type[Log], str, tuple[str, ...] | None], ...] = (
+    (DataTable, "_render_cell", ("row_index", "column_index", "base_style", "width", "cursor", "hover")),
+    (DataTable, "_row_locations.get_key", ("value",)),
+    (DataTable, "_column_locations.get_key", ("value",)),
+    (DataTable, "_data", None),
+    (DataTable, "_show_hover_cursor", None),
+    (DataTable, "_pseudo_class_state", None),
+    (DataTable, "_clear_caches", ()),
+    (DataTable, "_require_update_dimensions", None),
+    (DataTable, "_update_dimensions", ("new_rows",)),
+    (Log, "_update_size", ("updates", "lines")),
+    (Log, "_on_mouse_scroll_up", ("event",)),
+)
+
+
+def missing() -> list[str]:
+    """Each member of :data:`RELIES_ON` the installed Textual lacks, or has with other parameters,
+    as ``Class.member`` and what differs; empty when every hack still has what it relies on."""
+    out = []
+    instances: dict[type[Any], Any] = {}
+    for cls, member, params in RELIES_ON:
+        obj = instances.setdefault(cls, cls())
+        name = f"{cls.__name__}.{member}"
+        for part in member.split("."):
+            if not hasattr(obj, part):
+                out.append(f"{name}: no {part}")
+                break
+            obj = getattr(obj, part)
+        else:
+            if params is None:
+                continue
+            if not callable(obj):
+                out.append(f"{name}: not callable")
+                continue
+            have = tuple(inspect.signature(obj).parameters)
+            if have != params:
+                out.append(f"{name}: parameters {have}, not {params}")
+    return out

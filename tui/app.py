@@ -37,9 +37,16 @@ from engine.record.events import UP_WINDOWS, EventKind, RowStatus, RunStatus
 from engine.record.journal import Event
 from engine.record.state import RunState, apply
 from engine.servers import get_adapter
-from tui import view
+from tui.columns import windows_width
+from tui.facts import facts_lines
+from tui.fmt import Seg, fmt_tok
 from tui.follow import Batch, Follower, Link, LogView, engine_pid, pid_alive, probe
+from tui.header import header_lines
 from tui.logview import LineClassifier, ServingView
+from tui.plan import LoadPlan, frozen_noise, frozen_plan, load_plan
+from tui.reps import REP_COLS, REP_COLUMNS, rep_series, row_cells, window_series
+from tui.sessions import keyed_session, running_sessions, session_args, session_paused
+from tui.versus import bars_lines, delta_cells
 from tui.widgets import (
     BootLog,
     ConfirmAbort,
@@ -50,6 +57,15 @@ from tui.widgets import (
     lines_text,
     tag_styles,
     to_text,
+)
+from tui.windows import (
+    WINDOW_COLS,
+    campaign_summary,
+    focus_window,
+    live_row,
+    window_notes,
+    window_rows,
+    window_status,
 )
 
 Probe = Callable[[Path, "int | None"], Link]
@@ -136,8 +152,8 @@ class RulerConsole(App[None]):
         self.send, self.max_log_lines = send, max_log_lines
         self.state = RunState()
         # For journals written before run_started carried the workload: the frozen campaign says it.
-        self.fallback_workload = view.frozen_workload(self.run_dir / "campaign.yaml")
-        self.noise = view.frozen_noise(self.run_dir / "campaign.yaml")  # the Δ column's floor
+        self.fallback_plan = frozen_plan(self.run_dir / "campaign.yaml")
+        self.noise = frozen_noise(self.run_dir / "campaign.yaml")  # the Δ column's floor
         self.link: Link | None = None
         self.caught_up = False  # the journal and the shown log were read to their end
         self.shown: str | None = None  # the window on screen
@@ -157,7 +173,7 @@ class RulerConsole(App[None]):
         self._log_view: LogView | None = None  # the serving view's counts; None: raw
         self.raw_log = False  # v: every line of the log, not the serving view
         self._reps_for: str | None = None
-        self._status: list[view.Seg] = [("attaching to " + str(self.run_dir), "muted")]
+        self._status: list[Seg] = [("attaching to " + str(self.run_dir), "muted")]
         self._ui: Ui | None = None  # the widgets, once mounted
         self._frozen = False
         self._pending: dict[str, Timer] = {}  # commands sent, not answered yet
@@ -168,9 +184,9 @@ class RulerConsole(App[None]):
     def compose(self) -> ComposeResult:
         yield Panel(id="head")
         with Horizontal(id="body"):
-            yield FollowTable(view.WINDOW_COLS, id="windows")
+            yield FollowTable(WINDOW_COLS, id="windows")
             with Vertical(id="right"):
-                yield FollowTable(view.REP_COLS, id="reps")
+                yield FollowTable(REP_COLS, id="reps")
                 with Horizontal(id="chart"):
                     with Vertical(id="sparkbox"):
                         yield Panel(id="spark-label")
@@ -204,8 +220,8 @@ class RulerConsole(App[None]):
         self.set_interval(1.0, self._render_head)
 
     @property
-    def workload(self) -> view.Workload:
-        return view.workload(self.state, self.fallback_workload)
+    def plan(self) -> LoadPlan:
+        return load_plan(self.state, self.fallback_plan)
 
     @property
     def ui(self) -> Ui:
@@ -287,7 +303,7 @@ class RulerConsole(App[None]):
             self.set_interval(GC_EVERY, lambda: gc.collect())  # Textual takes no builtin
             self._frozen = True
         if self.caught_up and not was and self._status[0][0].startswith("attaching"):
-            news = (view.campaign_summary(self.state) if self.state.status != RunStatus.RUNNING
+            news = (campaign_summary(self.state) if self.state.status != RunStatus.RUNNING
                     else "following")
             self._say([("attached:", "bold"), (f"{self.state.last_seq} journal events;", "muted"),
                        (news, "")])
@@ -334,7 +350,7 @@ class RulerConsole(App[None]):
     @on(FollowTable.Picked, "#windows")
     def _window_picked(self, message: FollowTable.Picked) -> None:
         self.shown = message.key
-        self.pinned = message.key != view.focus_window(self.state, message.key)
+        self.pinned = message.key != focus_window(self.state, message.key)
         self._render_all()
 
     @on(DataTable.RowSelected, "#windows")
@@ -343,7 +359,7 @@ class RulerConsole(App[None]):
 
     @on(FollowTable.Picked, "#reps")
     def _row_picked(self, message: FollowTable.Picked) -> None:
-        live = view.live_row(self.state, self.shown)
+        live = live_row(self.state, self.shown)
         self.row_pinned = live is None or message.key != live.key
         self._render_chart()
 
@@ -387,8 +403,8 @@ class RulerConsole(App[None]):
             self._command("rerun", [key])
 
     def action_pause(self) -> None:
-        session = view.keyed_session(self.state, self.shown)
-        self._window_command("resume" if view.session_paused(self.state, session) else "pause")
+        session = keyed_session(self.state, self.shown)
+        self._window_command("resume" if session_paused(self.state, session) else "pause")
 
     def action_search(self) -> None:
         box = self.ui.search
@@ -449,9 +465,9 @@ class RulerConsole(App[None]):
 
     def _window_command(self, cmd: str) -> None:
         """A command on a window: with sessions on places, the window under the cursor's session."""
-        args = view.session_args(self.state, self.shown)
+        args = session_args(self.state, self.shown)
         if args is None:
-            running = ", ".join(view.running_sessions(self.state))
+            running = ", ".join(running_sessions(self.state))
             self._say([(f"{cmd}:", "bold"), (f"sessions {running} run at once: put the cursor on a "
                                               "window of the one to act on", "warning")])
         else:
@@ -463,7 +479,7 @@ class RulerConsole(App[None]):
             0.15, lambda: self._say([(what, "bold"), ("sent, waiting for the engine…", "muted")]))
         self._send(cmd, list(args or []))
 
-    def _say(self, segs: list[view.Seg]) -> None:
+    def _say(self, segs: list[Seg]) -> None:
         self._status = segs
         self.ui.status.set(to_text(segs, self.tags))
 
@@ -471,7 +487,7 @@ class RulerConsole(App[None]):
 
     def _render_all(self) -> None:
         if not self.pinned or self.shown not in self.state.windows:
-            self.shown = view.focus_window(self.state, self.shown)
+            self.shown = focus_window(self.state, self.shown)
             self.pinned = False
         self._render_head()
         self._render_windows()
@@ -483,7 +499,7 @@ class RulerConsole(App[None]):
 
     def _render_head(self) -> None:
         link = (self.link.connected, self.link.detail) if self.link else None
-        lines = view.header_lines(self.state, self.workload, self.shown, link, self.clock())
+        lines = header_lines(self.state, self.plan, self.shown, link, self.clock())
         head = self.ui.head
         if head.styles.height is None or head.styles.height.value != len(lines):
             head.styles.height = len(lines)  # a line per place when sessions run on places
@@ -500,10 +516,10 @@ class RulerConsole(App[None]):
             ws = st.windows[key]
             # Every window up now: one per place when sessions run on places.
             mark = "▶ " if key == st.current or ws.status in UP_WINDOWS else "  "
-            delta, ci = view.delta_cells(st, key, self.noise)
+            delta, ci = delta_cells(st, key, self.noise)
             rows.append((key, [[(f"{mark}{ws.session} {ws.window}", "bold" if mark.strip() else "")],
-                               [view.window_status(st, key)], [delta], [ci],
-                               view.window_notes(st, key), [(ws.axis, "muted")]]))
+                               [window_status(st, key)], [delta], [ci],
+                               window_notes(st, key), [(ws.axis, "muted")]]))
         changed = table.stage(rows, self.tags)
         self._split_body()  # the list's width for what it now holds: its columns are chosen for it
         if changed:
@@ -515,12 +531,12 @@ class RulerConsole(App[None]):
         if self._reps_for != self.shown:
             table.reset()
             self._reps_for, self.row_pinned = self.shown, False
-        rows = view.window_rows(self.state, self.shown) if self.shown else []
-        reps = self.workload.reps
-        cells = [(r, view.row_cells(r, reps)) for r in rows]
-        table.sync([(r.key, [c[col] for col in view.REP_COLUMNS]) for r, c in cells], self.tags)
+        rows = window_rows(self.state, self.shown) if self.shown else []
+        reps = self.plan.reps
+        cells = [(r, row_cells(r, reps)) for r in rows]
+        table.sync([(r.key, [c[col] for col in REP_COLUMNS]) for r, c in cells], self.tags)
         if not self.row_pinned:
-            live = view.live_row(self.state, self.shown)
+            live = live_row(self.state, self.shown)
             table.show_key(live.key if live else (rows[-1].key if rows else None))
         self._split_body()
         title = f"reps · {self.shown or '-'}"
@@ -537,7 +553,7 @@ class RulerConsole(App[None]):
         if self._ui is None:
             return
         windows, reps = self.ui.windows, self.ui.reps
-        width = view.windows_width(self.size.width, windows.full_width(core_only=True),
+        width = windows_width(self.size.width, windows.full_width(core_only=True),
                                    windows.full_width(), reps.full_width(core_only=True))
         if width != self._windows_width:
             self._windows_width = width
@@ -546,22 +562,22 @@ class RulerConsole(App[None]):
     def _render_facts(self) -> None:
         facts = self.ui.facts
         self._title(facts, f"boot facts · {self.shown or '-'}")
-        facts.set(lines_text(view.facts_lines(self.state, self.shown), self.tags))
+        facts.set(lines_text(facts_lines(self.state, self.shown), self.tags))
 
     def _render_chart(self) -> None:
         # The window's reps in landing order, bars from zero: a leak is a stub among full bars.
-        series = view.window_series(self.state, self.shown)
+        series = window_series(self.state, self.shown)
         self.ui.spark.data = series  # reassigned, never mutated
-        label: list[view.Seg] = [("reps vs their shape's median", "muted")]
+        label: list[Seg] = [("reps vs their shape's median", "muted")]
         if series:
             label += [(f"{len(series)} reps, lowest {min(series):.0%}", "")]
         key = self.ui.reps.cursor_key()
         row = self.state.rows.get(key or "")
         if row and row.reps:
             label += [("·", "muted"), (f"{row.cls} {row.load}:", "bold"),
-                      (" ".join(view.fmt_tok(v) for v in view.rep_series(row)), "")]
+                      (" ".join(fmt_tok(v) for v in rep_series(row)), "")]
         self.ui.spark_label.set(to_text(label, self.tags))
-        bars = view.bars_lines(self.state, self.shown, width=8, noise=self.noise)
+        bars = bars_lines(self.state, self.shown, width=8, noise=self.noise)
         self.ui.bars.set(Text("\n").join(to_text(line, self.tags, sep="") for line in bars))
 
     def _watch_log(self) -> None:

@@ -1,5 +1,6 @@
 """The console's widgets: tables updated cell by cell, the boot log with highlights and search,
-and the two modal screens. They render what ``tui.view`` derived; they hold no campaign state."""
+and the two modal screens. They render what the console's Textual-free modules derived (``tui.header``,
+``tui.windows``, ``tui.reps``...); they hold no campaign state."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from collections.abc import Callable, Iterable, Sequence
 from rich.control import strip_control_codes
 from rich.highlighter import Highlighter
 from rich.style import Style
+from rich.table import Table
 from rich.text import Span, Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.color import Color
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widget import Widget
@@ -20,7 +22,8 @@ from textual.widgets import Static
 from textual.widgets.data_table import ColumnKey
 
 from tui._textual_hacks import NoLineMeasure, OwnColumnWidths, WheelBackHook
-from tui.view import Col, Seg, fit_columns
+from tui.columns import Col, fit_columns
+from tui.fmt import Seg
 
 
 def tag_styles(theme_variables: dict[str, str]) -> dict[str, Style]:
@@ -133,7 +136,7 @@ class RepBars(Widget):
 
 class FollowTable(OwnColumnWidths):
     """A DataTable updated in place by row key (only changed cells are touched, as dolphie does),
-    showing the columns that fit its width (:func:`tui.view.fit_columns`): dropped by rank, a long
+    showing the columns that fit its width (:func:`tui.columns.fit_columns`): dropped by rank, a long
     one cut with an ellipsis, never one over another.
 
     Cursor moves made by the operator post :class:`Picked`; moves the app makes to follow the
@@ -451,43 +454,62 @@ class ConfirmAbort(ModalScreen[bool]):
         self.dismiss(yes)
 
 
-HELP = """\
-[b]ruler console[/b]: every key sends one command to the engine and shows its reply.
+HELP_INTRO = "[b]ruler console[/b]: every key sends one command to the engine and shows its reply."
 
-  [b]a[/b]       abort the campaign (asks first)
-  [b]n[/b]       advance: end the current window, go on with the next
-  [b]w[/b]       rewarm: a warm pass before the next rep
-  [b]r[/b]       rerun the void row under the cursor (reps table)
-  [b]p[/b]       pause / resume between reps
-  [b]/[/b]       search the log ([b]enter[/b] next older match, [b]esc[/b] close)
-  [b]f[/b]       follow the log on / off
-  [b]v[/b]       the raw log, every line / the serving view: once the server is
-          ready, errors, warnings and the lines ruler reads; the rest folded
-  [b]esc[/b]     back to the live window and shape
-  [b]↑ ↓[/b]     pick a window (or a row); [b]enter[/b] on a window opens its reps
-  [b]tab[/b]     windows list -> reps table -> log (the heavy line marks it)
-  [b]ctrl+p[/b]  command palette (every key is there too)
-  [b]q[/b]       quit the console: [b]the engine keeps running[/b];
-          reattach with [b]ruler attach RUN_DIR[/b]
+# (key, what it does): a description wraps under its own column, never under the keys.
+HELP_KEYS = [
+    ("a", "abort the campaign (asks first)"),
+    ("n", "advance: end the current window, go on with the next"),
+    ("w", "rewarm: a warm pass before the next rep"),
+    ("r", "rerun the void row under the cursor (reps table)"),
+    ("p", "pause / resume between reps"),
+    ("/", "search the log ([b]enter[/b] next older match, [b]esc[/b] close)"),
+    ("f", "follow the log on / off"),
+    ("v", "the raw log, every line / the serving view: once the server is ready, errors, warnings "
+          "and the lines ruler reads; the rest folded"),
+    ("esc", "back to the live window and shape"),
+    ("↑ ↓", "pick a window (or a row); [b]enter[/b] on a window opens its reps"),
+    ("tab", "windows list -> reps table -> log (the heavy line marks it)"),
+    ("ctrl+p", "command palette (every key is there too)"),
+    ("q", "quit the console: [b]the engine keeps running[/b];"),
+    ("", "reattach with [b]ruler attach RUN_DIR[/b]"),
+]
 
-[b]Marks[/b]
-  [b]4.5![/b]    a rep suspected of a leaked autotune pass (far below the median)
-  [b]VOID[/b]    spread over the limit: error colour, the reason in [i]why[/i]; att > 1 = rerun
-  [b]~[/b]       provisional: the shape is still measuring
-  [b]≠[/b]       a boot fact that differs from this session's control
-  [b]Δ ctl[/b]   the median shape's window / control - 1, its 95 % interval
-          beside it ([i]95% CI[/i]) where there is room; coloured only beyond
-          the noise (interval without 0, delta over leak.spread);
-          [i]control void[/i] (or rejected, failed): the control has no figure to compare
-  [b]▶[/b]       a window the engine is on; [b]▸[/b] the place n, w, p act on
+HELP_MARKS = [
+    ("4.5!", "a rep suspected of a leaked autotune pass (far below the median)"),
+    ("VOID", "spread over the limit: error colour, the reason in [i]why[/i]"),
+    ("att", "the row's attempt: 2 and up, a rerun"),
+    ("~", "provisional: the shape is still measuring"),
+    ("≠", "a boot fact that differs from this session's control"),
+    ("Δ ctl", "the median shape's window / control - 1, its 95 % interval beside it ([i]95% CI[/i]) "
+              "where there is room; coloured only beyond the noise (interval without 0, delta over "
+              "leak.spread); [i]control void[/i] (or rejected, failed): the control has no figure "
+              "to compare"),
+    ("▶", "a window the engine is on; [b]▸[/b] the place n, w, p act on"),
+]
 
-[b]esc[/b] closes this help."""
+
+def help_grid(rows: list[tuple[str, str]]) -> Table:
+    """Keys (or marks) in bold beside what they do, each description wrapped in its own column."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True, style="bold", min_width=6)  # the keys' and the marks' alike
+    grid.add_column(ratio=1)
+    for key, what in rows:
+        grid.add_row(key, Text.from_markup(what))
+    return grid
 
 
 class HelpScreen(ModalScreen[None]):
+    """The keys and marks; at 80x24 they are taller than the screen, so the dialog scrolls (it has
+    the focus: the arrow and page keys scroll it)."""
+
     BINDINGS = [Binding("escape", "dismiss", "close"), Binding("question_mark", "dismiss", "close"),
                 Binding("q", "dismiss", "close")]
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Static(HELP)
+        with VerticalScroll(id="dialog") as dialog:
+            dialog.border_subtitle = "↑ ↓ scroll · esc close"
+            yield Static(HELP_INTRO, classes="para")
+            yield Static(help_grid(HELP_KEYS), classes="para")
+            yield Static("[b]Marks[/b]")
+            yield Static(help_grid(HELP_MARKS))

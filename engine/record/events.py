@@ -1,6 +1,6 @@
-"""The run's vocabulary, defined once: every event kind with its fields, and the words (window and
-row statuses, run statuses, checks, verdicts) that the fold, the progress lines, the report and the
-console share.
+"""The run's vocabulary, defined once: every event kind with its fields, and the words (window,
+row, session and run statuses, checks, verdicts) that the fold, the progress lines, the report and
+the console share.
 
 An event on disk is one JSON object: ``seq``, ``ts``, ``kind`` and the fields of its kind's
 TypedDict below. Every enum is a ``StrEnum``: its members are the very strings the journal holds, so
@@ -86,6 +86,14 @@ class RowStatus(StrEnum):
     VOID = "void"  # a leaked pass (or failed requests): no figure
     FAILED = "failed"
     ABORTED = "aborted"  # cut short by the operator: measured again on resume
+
+
+class SessionStatus(StrEnum):
+    """Where a session stands, derived from its windows (``RunState.session_status``)."""
+
+    QUEUED = "queued"  # not begun: no window started, not taken by a place
+    RUNNING = "running"  # begun, some window not complete
+    DONE = "done"  # every window of it complete
 
 
 class QualityStatus(StrEnum):

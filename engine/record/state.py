@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.record.events import (
     COMPLETE_ROWS,
+    COMPLETE_WINDOWS,
     CONTROL,
     ENVELOPE,
     UP_WINDOWS,
@@ -19,6 +20,7 @@ from engine.record.events import (
     EventKind,
     RowStatus,
     RunStatus,
+    SessionStatus,
     Verdict,
     WindowStatus,
 )
@@ -144,6 +146,22 @@ class RunState:
         """Some row has figures: the campaign produced a result (else exit code 4)."""
         return any(r.status in (RowStatus.OK, RowStatus.NOISY, RowStatus.VOID) for r in self.rows.values())
 
+    def session_status(self) -> dict[str, SessionStatus]:
+        """Each session, in campaign order: done when every window of it is complete, queued
+        while it has not begun (no window started, not taken by a place), running in between."""
+        windows: dict[str, list[WindowState]] = {}
+        for k in self.order:
+            windows.setdefault(self.windows[k].session, []).append(self.windows[k])
+        out = {}
+        for session, ws in windows.items():
+            if all(w.status in COMPLETE_WINDOWS for w in ws):
+                out[session] = SessionStatus.DONE
+            elif session in self.session_places or any(w.status != WindowStatus.PENDING for w in ws):
+                out[session] = SessionStatus.RUNNING
+            else:
+                out[session] = SessionStatus.QUEUED
+        return out
+
     def row(self, e: Event) -> RowState:
         key = row_key(e["session"], e["window"], e["class"], e["concurrency"], e.get("rate"))
         if key not in self.rows:
@@ -241,6 +259,10 @@ def _window_finished(state: RunState, e: Event) -> None:
     ws = _w(state, e)
     ws.status, ws.ended_ts, ws.quality = e.get("status", WindowStatus.DONE), e["ts"], False
     ws.reason = e.get("reason", "")  # a failed window says why (a dead server, the window timeout)
+    # A pause held in a window ends with it (advanced while paused); asked still, it holds again
+    # before the next window's first rep.
+    state.held_sessions.discard(ws.session)
+    state.pause_held = bool(state.held_sessions)
 
 
 def _quality_started(state: RunState, e: Event) -> None:
@@ -331,7 +353,8 @@ def _engine_error(state: RunState, e: Event) -> None:
 
 def _run_finished(state: RunState, e: Event) -> None:
     state.status, state.finished_ts, state.current = e["status"], e["ts"], None
-    state.pause_held = False
+    state.paused = state.pause_held = False  # a pause ends with the run (an abort while paused)
+    state.paused_sessions.clear()
     state.held_sessions.clear()
 
 

@@ -71,8 +71,9 @@ class Controls:
         return WindowStatus.DONE, ""
 
     def wait_if_paused(self) -> None:
+        """Hold while paused; an abort or an advance ends the hold (the window ends at once)."""
         held = time.monotonic()
-        while self.paused.is_set() and not self.abort.is_set():
+        while self.paused.is_set() and not (self.abort.is_set() or self.advance.is_set()):
             self.abort.wait(0.2)
         if self.deadline is not None:  # a pause is the operator's time, not the window's
             self.deadline += time.monotonic() - held

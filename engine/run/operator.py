@@ -43,6 +43,9 @@ def handle(run: RunContext, cmd: str, args: list[str], who: dict[str, Any],
             raise CommandRefused("no window is up to advance from")
         ctl.advance.set()
         reply = f"ending window {current.session}/{current.window}; the campaign goes on with the next"
+        if ctl.paused.is_set():  # the pause stays: the operator asked to end a window, not to resume
+            reply += (", still paused: the next window boots, then holds before its first rep "
+                      "(resume to go on)")
     elif cmd == "rewarm":
         if not current or current.status != WindowStatus.MEASURING:
             raise CommandRefused("no window is measuring: a warm pass needs a live server")

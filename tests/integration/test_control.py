@@ -230,16 +230,27 @@ def test_each_command_changes_what_the_engine_does(testbed: tb_mod.Testbed,
                                     and s["concurrency"] == void["concurrency"]
                                     for s in kinds(e, "shape_started")), what="the rerun")
 
+        # Advance while paused ends the window with no resume (issue 26 item 11), the pause held on.
         window = events(run)[-1].get("window")
-        assert control.send(run, "advance")["ok"]
+        held = len(kinds(events(run), "paused"))
+        assert control.send(run, "pause")["ok"]
+        wait_for(run, lambda e: len(kinds(e, "paused")) > held, what="the pause to hold again")
+        reply = control.send(run, "advance")
+        assert reply["ok"] and "still paused" in reply["reply"], reply
         wait_for(run, lambda e: any(w["status"] == "advanced" for w in kinds(e, "window_finished")),
-                 what="the advanced window")
+                 what="the advanced window, paused")
 
+        # An abort while paused leaves no pause on record (item 10: "aborted PAUSED").
         assert control.send(run, "abort")["ok"]
         evs = wait_for(run, lambda e: bool(kinds(e, "run_finished")), what="the abort")
         assert kinds(evs, "run_finished")[-1]["status"] == "aborted"
         cmds = [e["cmd"] for e in kinds(evs, "command")]
-        assert cmds == ["pause", "resume", "rewarm", "rerun", "advance", "abort"]
+        assert cmds == ["pause", "resume", "rewarm", "rerun", "pause", "advance", "abort"]
+        wait_for(run, lambda e: not engine_alive(run), what="the engine to exit")
+        status = subprocess.run([*RULER, "status", str(run)], capture_output=True, text=True,
+                                timeout=60, stdin=subprocess.DEVNULL)
+        first = status.stdout.splitlines()[0]
+        assert "  aborted  " in first and "PAUSED" not in first, status.stdout
         assert "Traceback" not in (run / "engine.log").read_text()
         assert all(e["who"]["uid"] == os.getuid() for e in kinds(evs, "command"))
         assert window

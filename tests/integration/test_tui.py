@@ -31,11 +31,12 @@ from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, fold, fold_read
 from engine.record.writer import Journal
 from engine.servers import get_adapter
-from tui import view
 from tui.app import RulerConsole, farewell
 from tui.follow import Link
 from tui.logview import ServingView
+from tui.reps import REP_COLS
 from tui.widgets import BootLog, FollowTable
+from tui.windows import WINDOW_COLS
 
 JOURNALS = Path(__file__).parents[1] / "fixtures" / "journals"
 REPLIES = {"abort": "aborting: the current server is stopped (a container is kept); rows in "
@@ -673,8 +674,7 @@ async def test_every_width_from_80_to_200_lays_out_cleanly(tmp_path: Path) -> No
                 await pilot.pause()
             assert windows.size.width + app.ui.right.size.width == width, width
             header = screen_text(app).splitlines()[3]
-            for table, spec, left in ((windows, view.WINDOW_COLS, 0), (reps, view.REP_COLS,
-                                                                      windows.size.width)):
+            for table, spec, left in ((windows, WINDOW_COLS, 0), (reps, REP_COLS, windows.size.width)):
                 shown = table._shown
                 assert sum(shown.values()) <= table.size.width - 1, (width, shown)
                 assert [c.name for c in spec if c.rank == 0] == [c for c in shown if any(
@@ -693,7 +693,7 @@ async def test_every_width_from_80_to_200_lays_out_cleanly(tmp_path: Path) -> No
 SNAPSHOTS = ["booting", "measuring", "rejected", "finished", "places"]
 
 
-# 80x24 in tmux is the floor; every width up to 200 must lay out cleanly (tui.view.fit_columns).
+# 80x24 in tmux is the floor; every width up to 200 must lay out cleanly (tui.columns.fit_columns).
 SIZES = [(80, 24), (100, 30), (120, 40), (160, 48)]
 
 
@@ -705,6 +705,41 @@ def test_snapshot(name: str, size: tuple[int, int], tmp_path: Path, snap_compare
     link, now = Link(name != "finished", "recorded"), last_ts(run) + 5
     app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
     assert snap_compare(app, terminal_size=size, run_before=settled)
+
+
+async def open_help(pilot: Pilot[Any]) -> None:
+    await settled(pilot)
+    await pilot.press("question_mark")
+    await settled(pilot)
+
+
+def test_snapshot_of_the_help_at_80x24(tmp_path: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """The help overlay on the smallest terminal: the whole width, each description wrapped under
+    its own column (not back under the keys), the rest of it a scroll away."""
+    run = recorded("measuring", tmp_path)
+    link, now = Link(True, "recorded"), last_ts(run) + 5
+    app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_help)
+
+
+async def test_the_help_scrolls_to_its_last_mark_at_80x24(tmp_path: Path) -> None:
+    """Every line of the help starts at the keys' column (a key, a heading, the intro) or at the
+    descriptions' (a description wrapped), never elsewhere; its end is a scroll away."""
+    app = RulerConsole(recorded("measuring", tmp_path), probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_help(pilot)
+
+        def starts() -> set[int]:
+            inner = [line[1:-1] for line in screen_text(app).splitlines()[1:-1]]  # in the border
+            return {len(line) - len(line.lstrip()) for line in inner if line.strip()}
+
+        quit_line = next(line for line in screen_text(app).splitlines() if "quit the console" in line)
+        column = quit_line.index("quit the console") - 1
+        last = "the place n, w, p act on"
+        assert last not in screen_text(app) and starts() == {2, column}
+        await pilot.press("end")  # the dialog has the focus: the keys scroll it
+        await until(pilot, lambda: last in screen_text(app))
+        assert "ruler console" not in screen_text(app) and starts() == {2, column}
 
 
 # ------------------------------------------------------------------ a real engine

@@ -21,7 +21,7 @@ from engine.record.deltas import (
     text,
 )
 from engine.record.state import RowState, RunState, WindowState
-from tui import view
+from tui.versus import bars_lines, ci_seg, delta_seg
 
 # Student's t at 0.975, from any printed table.
 T975 = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 10: 2.2281, 30: 2.0423}
@@ -142,12 +142,12 @@ def test_throughput_csv_carries_the_delta_and_its_interval() -> None:
 
 def test_the_console_shows_the_interval_and_colours_only_past_the_noise() -> None:
     st = rows_state([x * 1.10 for x in CONTROL], CONTROL)
-    assert view.delta_seg(st, "s1-ctx", noise=0.05) == ("+10.0%", "success")
-    assert view.ci_seg(st, "s1-ctx") == ("[+5,+15]", "muted")
-    assert view.delta_seg(st, "s1-ctx", noise=0.20) == ("+10.0%", "")  # sure, but within the floor
+    assert delta_seg(st, "s1-ctx", noise=0.05) == ("+10.0%", "success")
+    assert ci_seg(st, "s1-ctx") == ("[+5,+15]", "muted")
+    assert delta_seg(st, "s1-ctx", noise=0.20) == ("+10.0%", "")  # sure, but within the floor
     st = rows_state([101.0, 99.0, 100.0], CONTROL)
-    assert view.delta_seg(st, "s1-ctx")[1] == ""  # the interval holds 0: within the noise
+    assert delta_seg(st, "s1-ctx")[1] == ""  # the interval holds 0: within the noise
     live = rows_state([x * 0.8 for x in CONTROL], CONTROL, live=True)
-    assert view.delta_seg(live, "s1-ctx") == ("~-20.0%", "error")
-    assert view.ci_seg(live, "s1-ctx") == ("[-24,-16]", "muted")  # 0.8 x e^(±0.0455)
-    assert view.bars_lines(live, "s1-ctx")[0][1] == ("~-20.0% [-24,-16]", "error")
+    assert delta_seg(live, "s1-ctx") == ("~-20.0%", "error")
+    assert ci_seg(live, "s1-ctx") == ("[-24,-16]", "muted")  # 0.8 x e^(±0.0455)
+    assert bars_lines(live, "s1-ctx")[0][1] == ("~-20.0% [-24,-16]", "error")

@@ -56,7 +56,7 @@ def test_a_real_runs_events_fit_the_definitions(path: Path) -> None:
     for e in read_events(path):
         data = {k: v for k, v in e.items() if k not in ENVELOPE}
         if e["kind"] == EventKind.RUN_STARTED and path not in (SLURM, GPU, PLACES):
-            # Recorded before run_started carried the workload (tui.view.frozen_workload reads those).
+            # Recorded before run_started carried the workload (tui.plan.frozen_plan reads those).
             assert "workload" not in data
             data["workload"] = {"classes": [], "concurrency": [], "reps": 0}
         check(e["kind"], data)

@@ -22,7 +22,7 @@ from engine.record.snapshot import fold_journal
 from engine.record.state import RowState
 from engine.run import boot, gpuwatch, stats
 from engine.servers import get_adapter
-from tui.view import rep_segs
+from tui.reps import rep_segs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GPU = FIXTURES / "gpu"

@@ -30,6 +30,14 @@ def top(mods: set[str]) -> set[str]:
     return {m.split(".")[0] for m in mods}
 
 
+def test_the_console_takes_the_spec_defaults_without_the_schema() -> None:
+    """tui.plan reads a frozen campaign.yaml with the spec's defaults: from engine.campaign.defaults,
+    never the pydantic schema (pydantic alone adds tens of milliseconds to the console's start)."""
+    mods = modules("import tui.app")
+    assert "engine.campaign.defaults" in mods
+    assert "pydantic" not in top(mods) and "engine.campaign.spec" not in mods
+
+
 @pytest.mark.parametrize("server", known_adapters())
 def test_the_console_imports_no_http_client_and_only_its_runs_adapter(server: str) -> None:
     mods = modules("import tui.app\n"

@@ -22,6 +22,7 @@ import yaml
 from fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
 
 from engine.campaign.load import load_campaign
+from engine.commands.status import format_summary, summary
 from engine.quality import Quality
 from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep
@@ -30,6 +31,8 @@ from engine.run.context import Phase
 from engine.run.measure import Measurement, recompute_row
 from engine.run.runner import Runner
 from engine.run.stats import LeakPolicy
+from tui.header import header_lines
+from tui.plan import LoadPlan
 
 pytestmark = pytest.mark.timeout(60)
 WHO = {"user": "test", "via": "unit"}
@@ -292,6 +295,61 @@ def test_advance_ends_the_window_and_the_campaign_goes_on(tmp: Path, fake: FakeR
         "aborted", "operator advanced the window after 1 reps")
     assert "s1-ctx/prose/c2" not in got  # the window ended before this shape
     assert all(got[f"s1-other/prose/c{n}"]["status"] == "ok" for n in (1, 2))
+
+
+def test_advance_while_paused_ends_the_window_at_once_and_the_pause_holds_on(
+        tmp: Path, fake: FakeRuntime) -> None:
+    """Issue 26 item 11: advance while paused said it was ending the window, which waited for a
+    resume. It ends now (no resume sent), and the pause, which the operator never lifted, holds the
+    next window before its first rep; the reply says both."""
+    hooks = Hooks()
+    replies: list[str] = []
+    held: dict[str, Any] = {}
+    hooks.on(lambda e: replies.append(r.command("pause", [], WHO)), kind="rep_done", window="ctx", rep=1)
+
+    def advance_later(_: Event) -> None:  # from another thread, as the control socket's, while held
+        threading.Timer(0.2, lambda: replies.append(r.command("advance", [], WHO))).start()
+
+    def held_again(e: Event) -> None:
+        st = fold(read_events(r.run_dir / "journal.jsonl"))
+        held.update(ctx=st.windows["s1-ctx"].status, cmds=[c["cmd"] for c in st.commands],
+                    rep=e["rep"], pause_held=st.pause_held)
+        r.command("resume", [], WHO)
+
+    hooks.on(advance_later, kind="paused", window="ctx")
+    hooks.on(held_again, kind="paused", window="other")
+    windows = {**CTX, "other": {"axis": "context 1024", "args": {"-c": 1024}}}
+    r = runner(tmp, campaign("advance-paused", windows, {"s1": ["ctx", "other"]}), fake, hooks)
+    assert r.run() == "finished"
+    hooks.check()
+    assert replies == ["pausing before the next rep",
+                       "ending window s1/ctx; the campaign goes on with the next, still paused: the "
+                       "next window boots, then holds before its first rep (resume to go on)"]
+    # The window ended with no resume sent; the next one held before its first rep.
+    assert held == {"ctx": "advanced", "cmds": ["pause", "advance"], "rep": 1, "pause_held": True}
+    got = rows(r.run_dir)
+    assert (got["s1-ctx/prose/c2"]["status"], got["s1-ctx/prose/c2"]["reason"]) == (
+        "aborted", "operator advanced the window after 1 reps")
+    assert got["s1-other/prose/c2"]["status"] == "ok"
+
+
+def test_an_abort_while_paused_leaves_no_pause_on_record(tmp: Path, fake: FakeRuntime) -> None:
+    """Issue 26 item 10: pause then abort showed "aborted PAUSED" (ruler status) and "ABORTED ·
+    pausing after this rep" (the console): the pause ends with the run."""
+    hooks = Hooks()
+    hooks.on(lambda e: r.command("pause", [], WHO), kind="rep_done", window="control", rep=1)
+    hooks.on(lambda e: threading.Timer(0.2, lambda: r.command("abort", [], WHO)).start(),
+             kind="paused", window="control")
+    r = runner(tmp, campaign("abort-paused", CTX, {"s1": ["ctx"]}), fake, hooks)
+    assert r.run() == "aborted"
+    hooks.check()
+    st = fold(read_events(r.run_dir / "journal.jsonl"))
+    assert [c["cmd"] for c in st.commands] == ["pause", "abort"]
+    assert not st.paused and not st.pause_held and not st.paused_sessions
+    status = format_summary(summary(r.run_dir)).splitlines()[0]
+    assert status.startswith("abort-paused  aborted  engine") and "PAUSED" not in status
+    head = " ".join(t for line in header_lines(st, LoadPlan(), None, (False, ""), 0.0) for t, _ in line)
+    assert "ABORTED" in head and "PAUS" not in head
 
 
 def test_a_server_dying_mid_stream_fails_its_window_and_the_next_runs(tmp: Path,

@@ -39,7 +39,8 @@ from engine.runtime.base import LaunchPlan
 from engine.runtime.slurm.commands import JobState, _exit_of, ended_line, parse_scontrol
 from engine.runtime.slurm.script import job_script
 from engine.servers import get_adapter
-from tui import view
+from tui.facts import facts_lines
+from tui.windows import phase, window_status
 
 SLURM = Path(__file__).parents[1] / "fixtures" / "slurm"
 CAMPAIGN = SLURM / "campaign.yaml"
@@ -467,19 +468,19 @@ def test_a_session_node_falls_back_to_the_boot_fact() -> None:
 
 
 def test_the_console_shows_queued_with_slurms_reason_and_the_node() -> None:
-    """tui/view.py, where "booting" shows: the header's phase, the window's status word, and its
-    detail (the boot-facts panel) with the job and, once placed, its node."""
+    """Where "booting" shows (tui/windows.py, tui/facts.py): the header's phase, the window's status
+    word, and its detail (the boot-facts panel) with the job and, once placed, its node."""
     events = list(read_events(JOURNAL))[:99]
     events.append({"seq": 100, "ts": 1796096340.39, "kind": "window_queued", "session": "s1",
                    "window": "ctx", "job": "6", "state": "PENDING", "reason": "Resources"})
     st = fold(events)
-    assert view.phase(st) == ("queued (Resources)", "warning")
-    assert view.window_status(st, "s1-ctx") == ("queued (Resources)", "warning")
-    assert view.facts_lines(st, "s1-ctx")[:2] == [("queued (Resources) · 0 facts", "bold"),
+    assert phase(st) == ("queued (Resources)", "warning")
+    assert window_status(st, "s1-ctx") == ("queued (Resources)", "warning")
+    assert facts_lines(st, "s1-ctx")[:2] == [("queued (Resources) · 0 facts", "bold"),
                                                   ("Slurm job 6 · node -", "muted")]
     placed = fold(list(read_events(JOURNAL))[:100])
-    assert view.phase(placed) == ("booting", "accent")
-    assert ("Slurm job 6 · node vm", "muted") in view.facts_lines(placed, "s1-ctx")
+    assert phase(placed) == ("booting", "accent")
+    assert ("Slurm job 6 · node vm", "muted") in facts_lines(placed, "s1-ctx")
 
 
 # ------------------------------------------------------------------ the report

@@ -14,13 +14,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.record import snapshot
-from engine.record.events import EventKind, RowStatus, Verdict, WindowStatus
+from engine.record.events import EventKind, RowStatus, SessionStatus, Verdict, WindowStatus
 from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, apply, fold, fold_read
 from engine.record.writer import Journal
 from engine.run import stats
-from tui import view
+from tui.columns import fit_columns, windows_width
+from tui.eta import _rates, eta
+from tui.facts import facts_lines
+from tui.fmt import fmt_secs
 from tui.follow import Batch, Follower, Tail
+from tui.header import header_lines
+from tui.plan import LoadPlan, frozen_plan, load_plan
+from tui.reps import REP_COLS, REP_COLUMNS, row_cells
+from tui.sessions import session_args, session_paused, sessions_text
+from tui.verdicts import VERDICT_SEGS, verdict_seg
+from tui.versus import ci_seg, delta_seg, headline, reference, shape_deltas
+from tui.windows import focus_window, phase, window_notes, window_rows, window_status
 
 JOURNALS = Path(__file__).parents[1] / "fixtures" / "journals"
 
@@ -205,8 +215,8 @@ def test_follower_names_a_damaged_line_and_keeps_every_event_after_it(tmp_path: 
                                                        (202, "seq 151 out of order (after 200)")]
     full = fold(read_events(JOURNALS / "measuring/journal.jsonl"))
     assert dataclasses.replace(st, damage=[]) == full
-    wl = view.frozen_workload(JOURNALS / "measuring" / "campaign.yaml")
-    head = " ".join(t for line in view.header_lines(st, wl, st.current, (True, ""), 0.0)
+    wl = frozen_plan(JOURNALS / "measuring" / "campaign.yaml")
+    head = " ".join(t for line in header_lines(st, wl, st.current, (True, ""), 0.0)
                     for t, _ in line)
     assert "journal.jsonl damaged, line 11: not JSON: \\x00\\x00garbage (+1 more)" in head
 
@@ -294,38 +304,38 @@ def test_a_replaced_journal_starts_over_from_its_own_snapshot(tmp_path: Path) ->
 
 
 def finished_state():  # type: ignore[no-untyped-def]
-    return fold(read_events(JOURNALS / "finished/journal.jsonl")), view.frozen_workload(
+    return fold(read_events(JOURNALS / "finished/journal.jsonl")), frozen_plan(
         JOURNALS / "finished" / "campaign.yaml")
 
 
 def test_window_status_puts_the_worst_news_first() -> None:
     st, _ = finished_state()
-    assert view.window_status(st, "s2-qv8") == ("REJECTED", "error")
-    assert view.window_status(st, "s1-ctx") == ("1 void", "error")
+    assert window_status(st, "s2-qv8") == ("REJECTED", "error")
+    assert window_status(st, "s1-ctx") == ("1 void", "error")
     ws = st.windows["s1-ctx"]
-    assert view.window_notes(st, "s1-ctx") == [("knobs act", "success"), ("greedy 20/20", "success")]
+    assert window_notes(st, "s1-ctx") == [("knobs act", "success"), ("greedy 20/20", "success")]
     ws.verdicts["no_effect"] = {"check": "no_effect", "verdict": "no observable effect",
                                 "summary": "no observable effect"}
-    assert view.window_status(st, "s1-ctx") == ("1 void", "error")
+    assert window_status(st, "s1-ctx") == ("1 void", "error")
     st.rows["s1-ctx/code/c2"].status = "ok"
-    assert view.window_status(st, "s1-ctx") == ("no effect", "warning")
+    assert window_status(st, "s1-ctx") == ("no effect", "warning")
     ws.verdicts["knobs"] = {"check": "knobs", "verdict": "ruler suspect",
                             "summary": "RULER SUSPECT: seed inert (same output)"}
-    assert view.window_status(st, "s1-ctx") == ("ruler suspect", "error")
+    assert window_status(st, "s1-ctx") == ("ruler suspect", "error")
     ws.verdicts["greedy"] = {"check": "greedy", "verdict": "diverged",
                              "figures": {"identical": 17, "n": 20}}
-    assert ("greedy 17/20", "error") in view.window_notes(st, "s1-ctx")
+    assert ("greedy 17/20", "error") in window_notes(st, "s1-ctx")
 
 
 def test_the_console_shows_the_engines_verdict_words_and_guesses_none() -> None:
     """Each word the engine's checks emit has its own few words and colour; a word no check emits
     (the console used to colour "pass", "equivalent" and "bad") stands as it is, uncoloured."""
-    assert set(Verdict) <= set(view.VERDICT_SEGS)
-    assert view.verdict_seg({"check": "greedy", "verdict": "equivalent", "summary": "all equal"}) == (
+    assert set(Verdict) <= set(VERDICT_SEGS)
+    assert verdict_seg({"check": "greedy", "verdict": "equivalent", "summary": "all equal"}) == (
         "greedy equivalent", "")
-    assert view.verdict_seg({"check": "x", "verdict": "pass"}) == ("x pass", "")
-    assert view.verdict_seg({"check": "knobs", "verdict": "bad"}) == ("knobs bad", "")
-    assert view.verdict_seg({"check": "tool_probe", "verdict": "failed",
+    assert verdict_seg({"check": "x", "verdict": "pass"}) == ("x pass", "")
+    assert verdict_seg({"check": "knobs", "verdict": "bad"}) == ("knobs bad", "")
+    assert verdict_seg({"check": "tool_probe", "verdict": "failed",
                              "figures": {"ok": 7, "n": 10}}) == ("tools 7/10", "error")
 
 
@@ -335,49 +345,49 @@ def test_a_knob_check_that_errored_is_not_a_ruler_suspect() -> None:
     st.windows["s1-ctx"].verdicts["knobs"] = {"check": "knobs", "verdict": "error",
                                               "summary": "HTTPStatusError: 500"}
     st.rows["s1-ctx/code/c2"].status = "ok"  # no void row to outrank it
-    assert view.window_status(st, "s1-ctx") == ("done", "success")
-    assert ("knobs error", "error") in view.window_notes(st, "s1-ctx")
+    assert window_status(st, "s1-ctx") == ("done", "success")
+    assert ("knobs error", "error") in window_notes(st, "s1-ctx")
 
 
 def test_headline_is_the_median_shapes_delta_with_its_interval() -> None:
     st, _ = finished_state()
-    deltas = view.shape_deltas(st, "s1-ctx")
+    deltas = shape_deltas(st, "s1-ctx")
     # Void rows carry polluted numbers: they are left out on both sides.
     assert [d[0] for d in deltas] == ["prose c1", "code c1"] or len(deltas) >= 1
-    iv, provisional = view.headline(st, "s1-ctx")  # type: ignore[misc]
+    iv, provisional = headline(st, "s1-ctx")  # type: ignore[misc]
     ordered = sorted(d[1].delta for d in deltas)
     middle = ordered[(len(ordered) - 1) // 2: len(ordered) // 2 + 1]
     assert iv.delta == min(middle, key=abs)  # one shape's own: of two middle ones, nearer 0
     assert not provisional
     # A control is compared with the previous session's control: boot-to-boot drift.
-    assert view.reference(st, "s2-control").key == "s1-control"  # type: ignore[union-attr]
-    assert view.reference(st, "s1-control") is None
+    assert reference(st, "s2-control").key == "s1-control"  # type: ignore[union-attr]
+    assert reference(st, "s1-control") is None
 
 
 def test_delta_says_why_when_the_control_has_nothing_to_compare_with() -> None:
     """A window whose control rows all went void had a blank Δ ctl and no reason on screen."""
     st, _ = finished_state()
-    d, style = view.delta_seg(st, "s1-ctx")
+    d, style = delta_seg(st, "s1-ctx")
     assert re.fullmatch(r"[+-]\d+\.\d%", d) and style in ("success", "error", "")
-    assert re.fullmatch(r"\[[+-]\d+,[+-]\d+\]", view.ci_seg(st, "s1-ctx")[0])
-    for r in view.window_rows(st, "s1-control"):
+    assert re.fullmatch(r"\[[+-]\d+,[+-]\d+\]", ci_seg(st, "s1-ctx")[0])
+    for r in window_rows(st, "s1-control"):
         r.status = RowStatus.VOID
-    assert view.delta_seg(st, "s1-ctx") == ("control void", "warning")
+    assert delta_seg(st, "s1-ctx") == ("control void", "warning")
     st.rows["s1-control/code/c1"].status = RowStatus.FAILED
-    assert view.delta_seg(st, "s1-ctx") == ("control unusable", "warning")
+    assert delta_seg(st, "s1-ctx") == ("control unusable", "warning")
     st.windows["s1-control"].status = WindowStatus.REJECTED
-    assert view.delta_seg(st, "s1-ctx") == ("control rejected", "warning")
+    assert delta_seg(st, "s1-ctx") == ("control rejected", "warning")
     # Nothing measured yet on either side: blank, not a verdict.
     st, _ = finished_state()
-    for r in view.window_rows(st, "s1-ctx"):
+    for r in window_rows(st, "s1-ctx"):
         r.status, r.row, r.reps = RowStatus.PENDING, {}, {}
-    assert view.delta_seg(st, "s1-ctx") == ("", "")
+    assert delta_seg(st, "s1-ctx") == ("", "")
 
 
 def test_a_suspected_rep_is_marked_and_a_void_row_says_why() -> None:
     st, wl = finished_state()
     row = st.rows["s1-ctx/code/c2"]
-    cells = view.row_cells(row, wl.reps)
+    cells = row_cells(row, wl.reps)
     assert [t for t, _ in cells["reps tok/s"]] == ["7.2", "4.5!", "8.5"]
     assert cells["status"] == [("VOID", "error")]
     assert cells["why"][0][0] == "spread 58.9% > 10% at C2 after 2 attempts"
@@ -387,7 +397,7 @@ def test_a_suspected_rep_is_marked_and_a_void_row_says_why() -> None:
 
 def test_facts_panel_marks_what_differs_from_the_control() -> None:
     st, _ = finished_state()
-    lines = view.facts_lines(st, "s1-ctx")
+    lines = facts_lines(st, "s1-ctx")
     changed = [t for t, s in lines if t.startswith("≠")]
     assert "≠ ctx.n_ctx 4096 ← 2048" in changed
     assert all(s == "warning" for t, s in lines if t.startswith("≠"))
@@ -397,9 +407,9 @@ def test_facts_panel_marks_what_differs_from_the_control() -> None:
 def test_eta_without_the_work_of_a_pass_extrapolates_from_finished_windows() -> None:
     events = read_events(JOURNALS / "measuring/journal.jsonl")
     st = fold(events)
-    wl = view.Workload(shapes=4, reps=3)  # a journal and a campaign.yaml that do not say max_tokens
+    wl = LoadPlan(shapes=4, reps=3)  # a journal and a campaign.yaml that do not say max_tokens
     now = events[-1]["ts"]
-    left = view.eta(st, wl, now)
+    left = eta(st, wl, now)
     # The fold keeps each window's start and end: s1's two windows took these.
     spans = [st.windows[k].ended_ts - st.windows[k].started_ts  # type: ignore[operator]
              for k in ("s1-control", "s1-ctx")]
@@ -408,7 +418,7 @@ def test_eta_without_the_work_of_a_pass_extrapolates_from_finished_windows() -> 
     # One pending window (s2-qv8) at the mean span, plus what is left of the current one.
     mean = sum(spans) / 2
     assert left == mean + max(0.0, mean - (now - began))
-    assert view.fmt_secs(left).count(":") == 1
+    assert fmt_secs(left).count(":") == 1
 
 
 def _until(kind: str, nth: int = 1) -> tuple[RunState, float]:
@@ -422,11 +432,11 @@ def _until(kind: str, nth: int = 1) -> tuple[RunState, float]:
 def test_eta_comes_from_the_workload_once_the_first_rep_lands() -> None:
     """It was "~?" until a whole shape had finished. One rep gives a rate; the workload gives the
     rest: passes of requests x max_tokens tokens, a warm pass and the reps per shape."""
-    wl = view.frozen_workload(JOURNALS / "finished" / "campaign.yaml")
+    wl = frozen_plan(JOURNALS / "finished" / "campaign.yaml")
     assert (wl.classes, wl.concurrency, wl.requests, wl.max_tokens) == (
         ("prose", "code"), (1, 2), (2, 2), 16)
     st, now = _until("warm_done")
-    assert view.eta(st, wl, now) is None  # no rep yet: nothing says how fast this server is
+    assert eta(st, wl, now) is None  # no rep yet: nothing says how fast this server is
     st, now = _until("rep_done")
     rate = st.rows["s1-control/prose/c1"].reps[1][1]
     boot = st.windows["s1-control"].boot_s
@@ -435,11 +445,11 @@ def test_eta_comes_from_the_workload_once_the_first_rep_lands() -> None:
     # This window: prose c1 has 2 of its 4 passes left (warm and rep 1 are done), 3 shapes x 4;
     # then three windows still to boot, each a boot and 4 shapes x 4 passes.
     expected = (2 + 3 * 4) * pass_s + 3 * (boot + 16 * pass_s)
-    assert abs(view.eta(st, wl, now) - expected) < 1e-6  # type: ignore[operator]
+    assert abs(eta(st, wl, now) - expected) < 1e-6  # type: ignore[operator]
 
 
 def test_eta_is_refined_as_reps_land() -> None:
-    wl = view.frozen_workload(JOURNALS / "finished" / "campaign.yaml")
+    wl = frozen_plan(JOURNALS / "finished" / "campaign.yaml")
     st, now = _until("rep_done", 4)  # prose c1's three reps, prose c2's first
     c1 = list(st.rows["s1-control/prose/c1"].reps[1].values())
     c2 = list(st.rows["s1-control/prose/c2"].reps[1].values())
@@ -449,59 +459,59 @@ def test_eta_is_refined_as_reps_land() -> None:
     boot = st.windows["s1-control"].boot_s or 0.0
     # prose c2: 2 passes left; code c1 and c2: 4 each; three windows to come, 8 passes per C.
     expected = 2 * p2 + 4 * p1 + 4 * p2 + 3 * (boot + 8 * p1 + 8 * p2)
-    assert abs(view.eta(st, wl, now) - expected) < 1e-6  # type: ignore[operator]
+    assert abs(eta(st, wl, now) - expected) < 1e-6  # type: ignore[operator]
     # A finished window teaches what the passes do not: its quality checks, its reruns.
     st, now = _until("window_finished")
     done = st.windows["s1-control"]
-    rates = view._rates(st)
+    rates = _rates(st)
     passes = 2 * (32 / rates[1] + 32 / rates[2]) * 4  # 2 classes x (C1 + C2) x 4 passes
     after = done.ended_ts - done.started_ts - (done.boot_s or 0.0) - passes  # type: ignore[operator]
     assert after > 0  # two rows were rerun in that window
     expected = 3 * ((done.boot_s or 0.0) + passes + after)
-    assert abs(view.eta(st, wl, now) - expected) < 1e-6  # type: ignore[operator]
+    assert abs(eta(st, wl, now) - expected) < 1e-6  # type: ignore[operator]
 
 
 def test_eta_shares_the_work_left_between_places_running_at_once() -> None:
-    wl = view.frozen_workload(JOURNALS / "finished" / "campaign.yaml")
+    wl = frozen_plan(JOURNALS / "finished" / "campaign.yaml")
     st, now = _until("rep_done")
-    alone = view.eta(st, wl, now)
+    alone = eta(st, wl, now)
     per_session = {s: sum(1 for k in st.order if k.startswith(s + "-")) for s in ("s1", "s2")}
     assert per_session == {"s1": 2, "s2": 2}
     # s2's control waits in a second place's batch queue while s1's control measures: two lanes.
     st.windows["s2-control"].status = WindowStatus.QUEUED
-    both = view.eta(st, wl, now)
+    both = eta(st, wl, now)
     assert both is not None and alone is not None and both < alone
     st.windows["s2-control"].status, st.windows["s2-control"].started_ts = WindowStatus.BOOTING, now
-    assert view.eta(st, wl, now) == both  # booting from now: a full boot still, as when queued
+    assert eta(st, wl, now) == both  # booting from now: a full boot still, as when queued
     # Never less than what s1 alone still has to do (it runs on one place from start to end).
     st2, _ = _until("rep_done")
     st2.windows["s2-control"].status = st2.windows["s2-qv8"].status = WindowStatus.DONE
-    assert both >= view.eta(st2, wl, now)  # type: ignore[operator]
+    assert both >= eta(st2, wl, now)  # type: ignore[operator]
 
 
 def test_the_workload_comes_from_the_journal_or_else_the_frozen_campaign() -> None:
-    frozen = view.frozen_workload(JOURNALS / "booting" / "campaign.yaml")
+    frozen = frozen_plan(JOURNALS / "booting" / "campaign.yaml")
     # 2 classes x 2 concurrencies, 3 reps, 2 requests of 16 tokens a pass
-    assert frozen == view.Workload(4, 3, ("prose", "code"), (1, 2), (2, 2), 16)
-    assert view.frozen_workload(JOURNALS / "no-such-run" / "campaign.yaml") == view.Workload()
+    assert frozen == LoadPlan(4, 3, ("prose", "code"), (1, 2), (2, 2), 16)
+    assert frozen_plan(JOURNALS / "no-such-run" / "campaign.yaml") == LoadPlan()
     st = fold(read_events(JOURNALS / "booting/journal.jsonl"))
-    assert view.workload(st, frozen) == frozen  # recorded before run_started carried it
+    assert load_plan(st, frozen) == frozen  # recorded before run_started carried it
     st.workload = {"classes": ["prose", "code", "tools"], "concurrency": [1, 8], "reps": 5,
                    "requests": [4, 16], "max_tokens": 512}
-    wl = view.workload(st, frozen)
-    assert wl == view.Workload(6, 5, ("prose", "code", "tools"), (1, 8), (4, 16), 512)
+    wl = load_plan(st, frozen)
+    assert wl == LoadPlan(6, 5, ("prose", "code", "tools"), (1, 8), (4, 16), 512)
     assert (wl.pass_tokens(1), wl.pass_tokens(8), wl.pass_tokens(4)) == (4 * 512, 16 * 512, None)
     st.workload = {"classes": ["prose"], "concurrency": [1], "reps": 3}  # before it carried the work
-    assert view.workload(st, frozen) == view.Workload(1, 3, ("prose",), (1,))
+    assert load_plan(st, frozen) == LoadPlan(1, 3, ("prose",), (1,))
 
 
 def test_the_header_tells_a_pause_asked_for_from_a_pause_in_effect() -> None:
     events = read_events(JOURNALS / "measuring/journal.jsonl")
     st, seq, now = fold(events), events[-1]["seq"], events[-1]["ts"]
-    wl = view.frozen_workload(JOURNALS / "measuring" / "campaign.yaml")
+    wl = frozen_plan(JOURNALS / "measuring" / "campaign.yaml")
 
     def head() -> str:
-        return " ".join(t for line in view.header_lines(st, wl, st.current, (True, ""), now)
+        return " ".join(t for line in header_lines(st, wl, st.current, (True, ""), now)
                         for t, _ in line)
 
     where = {"session": "s2", "window": "control", "class": "code", "concurrency": 1}
@@ -516,32 +526,32 @@ def test_the_header_tells_a_pause_asked_for_from_a_pause_in_effect() -> None:
 def test_quality_started_puts_the_window_in_the_quality_phase() -> None:
     events = read_events(JOURNALS / "measuring/journal.jsonl")
     st, seq, ts = fold(events), events[-1]["seq"], events[-1]["ts"]
-    for r in view.window_rows(st, "s2-control"):
+    for r in window_rows(st, "s2-control"):
         r.status = "ok"  # the shapes are over: what comes next is the quality phase
-    assert view.phase(st) == ("measuring", "muted")
+    assert phase(st) == ("measuring", "muted")
     fold([{"seq": seq + 1, "ts": ts, "kind": EventKind.QUALITY_STARTED, "session": "s2",
            "window": "control"}], st)
-    assert view.phase(st) == ("quality", "accent")
-    assert view.window_status(st, "s2-control") == ("quality", "accent")  # the windows list too
+    assert phase(st) == ("quality", "accent")
+    assert window_status(st, "s2-control") == ("quality", "accent")  # the windows list too
     fold([{"seq": seq + 2, "ts": ts, "kind": "quality_done", "session": "s2", "window": "control",
            "status": "done"}], st)
-    assert view.phase(st) == ("measuring", "muted")
+    assert phase(st) == ("measuring", "muted")
 
 
 # ------------------------------------------------------------------ sessions on places
 
 
-def places_state() -> tuple[RunState, view.Workload, int, float]:
+def places_state() -> tuple[RunState, LoadPlan, int, float]:
     """The recorded two-place run (fixtures/journals/places): s1's ctx on place a and s2's ctx on
     place b both measuring, s3 waiting; with its last seq and time, to append to."""
     events = read_events(JOURNALS / "places/journal.jsonl")
-    wl = view.frozen_workload(JOURNALS / "places" / "campaign.yaml")
+    wl = frozen_plan(JOURNALS / "places" / "campaign.yaml")
     return fold(events), wl, events[-1]["seq"], events[-1]["ts"]
 
 
-def lines(state: RunState, wl: view.Workload, shown: str | None, now: float) -> list[str]:
+def lines(state: RunState, wl: LoadPlan, shown: str | None, now: float) -> list[str]:
     return [" ".join(t for t, _ in line)
-            for line in view.header_lines(state, wl, shown, (True, ""), now)]
+            for line in header_lines(state, wl, shown, (True, ""), now)]
 
 
 def test_every_live_window_is_in_the_header_with_its_place_shape_and_rep() -> None:
@@ -566,41 +576,43 @@ def test_sessions_are_counted_running_queued_and_done() -> None:
     """Done: every window complete (a rejected one is); queued: not begun; running in between."""
     events = read_events(JOURNALS / "places/journal.jsonl")
     st = fold(events[:1])  # run_started: nothing begun
-    assert view.sessions_text(st) == "sessions 0 running, 3 queued, 0 done"
+    assert sessions_text(st) == "sessions 0 running, 3 queued, 0 done"
     st = fold(events[:2])  # session_started s1 on place a: begun before any window of it
-    assert view.sessions_text(st) == "sessions 1 running, 2 queued, 0 done"
+    assert sessions_text(st) == "sessions 1 running, 2 queued, 0 done"
     st, _, seq, ts = places_state()
     where = {"session": "s2", "window": "ctx"}
     fold([{"seq": seq + 1, "ts": ts, "kind": "window_finished", **where, "status": "done"}], st)
     assert [st.windows[k].status for k in st.order if k.startswith("s2-")] == [
         "done", "rejected", "done"]
-    assert view.sessions_text(st) == "sessions 1 running, 1 queued, 1 done"
+    assert sessions_text(st) == "sessions 1 running, 1 queued, 1 done"
+    assert st.session_status() == {"s1": SessionStatus.RUNNING, "s2": SessionStatus.DONE,
+                                   "s3": SessionStatus.QUEUED}
     fold([{"seq": seq + 2, "ts": ts, "kind": "session_started", "session": "s3", "place": "b"},
           {"seq": seq + 3, "ts": ts, "kind": "window_started", "session": "s3", "window": "control",
            "axis": "control", "log": "windows/s3-control/boot.log"}], st)
-    assert view.sessions_text(st) == "sessions 2 running, 0 queued, 1 done"
-    wl = view.frozen_workload(JOURNALS / "places" / "campaign.yaml")
+    assert sessions_text(st) == "sessions 2 running, 0 queued, 1 done"
+    wl = frozen_plan(JOURNALS / "places" / "campaign.yaml")
     assert lines(st, wl, "s3-control", ts)[2:] == ["  place a · s1 ctx · prose c2 "
                                                    "attempt 2 rep 3/3",
                                                    "▸ place b · s3 control · booting"]
     fold([{"seq": seq + 4, "ts": ts, "kind": "run_finished", "status": "aborted"}], st)
-    assert view.sessions_text(st) == "sessions 2 stopped, 1 done"
+    assert sessions_text(st) == "sessions 2 stopped, 1 done"
 
 
 def test_the_window_keys_name_the_session_under_the_cursor() -> None:
     """advance, rewarm and pause sent no session, which the engine refuses while two run."""
     st, _, seq, ts = places_state()
-    assert view.session_args(st, "s1-ctx") == ["s1"]
-    assert view.session_args(st, "s2-ctx") == ["s2"]
-    assert view.session_args(st, "s2-control") == ["s2"]  # a done window of a running session
-    assert view.session_args(st, "s3-ctx") is None  # s3 has not begun: which of s1, s2 is meant?
+    assert session_args(st, "s1-ctx") == ["s1"]
+    assert session_args(st, "s2-ctx") == ["s2"]
+    assert session_args(st, "s2-control") == ["s2"]  # a done window of a running session
+    assert session_args(st, "s3-ctx") is None  # s3 has not begun: which of s1, s2 is meant?
     # One session left running: it is the one, wherever the cursor is.
     fold([{"seq": seq + 1, "ts": ts, "kind": "window_finished", "session": "s2", "window": "ctx",
            "status": "done"}], st)
-    assert view.session_args(st, "s3-ctx") == view.session_args(st, "s2-ctx") == ["s1"]
+    assert session_args(st, "s3-ctx") == session_args(st, "s2-ctx") == ["s1"]
     # Sessions one at a time (no places): sent as before, naming none.
     single = fold(read_events(JOURNALS / "measuring/journal.jsonl"))
-    assert view.session_args(single, "s2-control") == view.session_args(single, "s1-ctx") == []
+    assert session_args(single, "s2-control") == session_args(single, "s1-ctx") == []
 
 
 def test_a_pause_is_per_session_on_places() -> None:
@@ -608,7 +620,7 @@ def test_a_pause_is_per_session_on_places() -> None:
     st, wl, seq, ts = places_state()
     cmd = {"kind": "command", "who": {}, "reply": ""}
     fold([{"seq": seq + 1, "ts": ts, **cmd, "cmd": "pause", "args": ["s1"]}], st)
-    assert (view.session_paused(st, "s1"), view.session_paused(st, "s2")) == (True, False)
+    assert (session_paused(st, "s1"), session_paused(st, "s2")) == (True, False)
     assert lines(st, wl, "s2-ctx", ts)[2:] == [
         "  place a · s1 ctx · prose c2 attempt 2 rep 3/3 pausing after this rep",
         "▸ place b · s2 ctx · code c1 attempt 1 rep 3/3"]
@@ -619,7 +631,7 @@ def test_a_pause_is_per_session_on_places() -> None:
     assert lines(st, wl, "s1-ctx", ts)[2] == "▸ place a · s1 ctx · measuring PAUSED"
     assert st.paused and st.pause_held  # ruler status: some session is paused
     fold([{"seq": seq + 3, "ts": ts, **cmd, "cmd": "resume", "args": ["s1"]}], st)
-    assert not view.session_paused(st, "s1") and not st.paused and "PAUSED" not in " ".join(
+    assert not session_paused(st, "s1") and not st.paused and "PAUSED" not in " ".join(
         lines(st, wl, "s1-ctx", ts))
 
 
@@ -627,30 +639,30 @@ def test_the_window_on_screen_follows_its_place_not_the_last_window_started() ->
     """The reps, the chart, the facts and the log show focus_window(): it was the window started
     last, so with two places it flipped between them. Now it follows the shown window's place."""
     st, _, seq, ts = places_state()
-    assert view.focus_window(st, "s2-ctx") == "s2-ctx"
-    assert view.focus_window(st, "s1-ctx") == "s1-ctx"  # not the current one, s2-ctx
-    assert view.focus_window(st, "s1-control") == "s1-ctx"  # its place's live window
-    assert view.focus_window(st, "s3-control") == "s2-ctx"  # no place yet: the current one
-    assert view.focus_window(st, None) == "s2-ctx"
+    assert focus_window(st, "s2-ctx") == "s2-ctx"
+    assert focus_window(st, "s1-ctx") == "s1-ctx"  # not the current one, s2-ctx
+    assert focus_window(st, "s1-control") == "s1-ctx"  # its place's live window
+    assert focus_window(st, "s3-control") == "s2-ctx"  # no place yet: the current one
+    assert focus_window(st, None) == "s2-ctx"
     fold([{"seq": seq + 1, "ts": ts, "kind": "window_finished", "session": "s1", "window": "ctx",
            "status": "done"}], st)
-    assert view.focus_window(st, "s1-ctx") == "s1-ctx"  # between a's windows: stays
+    assert focus_window(st, "s1-ctx") == "s1-ctx"  # between a's windows: stays
     fold([{"seq": seq + 2, "ts": ts, "kind": "window_started", "session": "s1", "window": "qv8",
            "axis": "q8", "log": "windows/s1-qv8/boot.log"}], st)
     assert st.current == "s1-qv8"
-    assert view.focus_window(st, "s1-ctx") == "s1-qv8"
-    assert view.focus_window(st, "s2-ctx") == "s2-ctx"  # b's window stays on screen
+    assert focus_window(st, "s1-ctx") == "s1-qv8"
+    assert focus_window(st, "s2-ctx") == "s2-ctx"  # b's window stays on screen
 
 
 # ------------------------------------------------------------------ fitting columns to a width
 
 
-@given(widths=st.lists(st.integers(2, 60), min_size=len(view.REP_COLS), max_size=len(view.REP_COLS)),
+@given(widths=st.lists(st.integers(2, 60), min_size=len(REP_COLS), max_size=len(REP_COLS)),
        room=st.integers(0, 250))
 def test_fitted_columns_never_overflow_and_go_by_rank(widths: list[int], room: int) -> None:
-    cols = view.REP_COLS
+    cols = REP_COLS
     want = {c.name: w for c, w in zip(cols, widths, strict=True)}
-    shown = view.fit_columns(cols, want, room)
+    shown = fit_columns(cols, want, room)
     core = [c.name for c in cols if c.rank == 0]
     assert [c for c in core if c in shown] == core  # always there
     assert list(shown) == [c.name for c in cols if c.name in shown]  # in display order
@@ -671,22 +683,22 @@ def test_fitted_columns_never_overflow_and_go_by_rank(widths: list[int], room: i
 def test_a_long_reason_is_cut_before_it_pushes_other_columns_out() -> None:
     widths = {"shape": 9, "reps tok/s": 14, "median": 7, "spread": 7, "status": 7, "att": 4,
               "user": 5, "acc len": 8, "acc rate": 9, "req/s": 6, "good/s": 7, "ttft ms": 8, "why": 44}
-    at = {room: view.fit_columns(view.REP_COLS, widths, room) for room in (45, 66, 95, 108, 135)}
+    at = {room: fit_columns(REP_COLS, widths, room) for room in (45, 66, 95, 108, 135)}
     assert list(at[45]) == ["shape", "reps tok/s", "median", "spread", "status"]
     assert at[66]["why"] == 66 - 48 and "acc rate" not in at[66]  # a void reason, cut
     # The request rates go first: every other column, the reason cut, before them.
     rates = ["req/s", "good/s"]
-    assert list(at[95]) == [c for c in view.REP_COLUMNS if c not in rates] and at[95]["why"] == 95 - 94 + 16
-    assert list(at[108]) == view.REP_COLUMNS and at[108]["why"] == 108 - 107 + 16  # all, why cut
+    assert list(at[95]) == [c for c in REP_COLUMNS if c not in rates] and at[95]["why"] == 95 - 94 + 16
+    assert list(at[108]) == REP_COLUMNS and at[108]["why"] == 108 - 107 + 16  # all, why cut
     assert at[135] == widths  # room for everything: nothing cut
 
 
 def test_the_windows_list_takes_what_its_columns_need_and_leaves_the_reps_theirs() -> None:
-    assert view.windows_width(80, core=32, full=70, reps_core=31) == 32
-    assert view.windows_width(100, core=32, full=70, reps_core=31) == 32
-    assert view.windows_width(160, core=32, full=70, reps_core=31) == 64  # two fifths
-    assert view.windows_width(160, core=32, full=50, reps_core=31) == 50  # what it needs
-    assert view.windows_width(80, core=60, full=90, reps_core=31) == 49  # never the reps' share
+    assert windows_width(80, core=32, full=70, reps_core=31) == 32
+    assert windows_width(100, core=32, full=70, reps_core=31) == 32
+    assert windows_width(160, core=32, full=70, reps_core=31) == 64  # two fifths
+    assert windows_width(160, core=32, full=50, reps_core=31) == 50  # what it needs
+    assert windows_width(80, core=60, full=90, reps_core=31) == 49  # never the reps' share
 
 
 def test_a_rate_row_shows_its_finished_rate_and_goodput_and_dash_without_slos() -> None:
@@ -710,12 +722,12 @@ def test_a_rate_row_shows_its_finished_rate_and_goodput_and_dash_without_slos() 
                       "window": "control", "class": "prose", "concurrency": 0, "rate": rate,
                       "axis": "control", "attempts": 1, "reason": "", "source": "", **figures})
     with_slo, without = state.rows["s1-control/prose/r2"], state.rows["s1-control/prose/r4"]
-    cells = view.row_cells(with_slo, 2)
+    cells = row_cells(with_slo, 2)
     assert cells["shape"][0][0] == "prose r2"
     assert (cells["req/s"][0][0], cells["good/s"][0][0]) == ("2.00", "1.50")
-    cells = view.row_cells(without, 2)
+    cells = row_cells(without, 2)
     assert (cells["req/s"][0][0], cells["good/s"][0][0]) == ("2.00", "-")
     # A row recorded before open-loop load carries neither: "-", not an error.
     st, wl = finished_state()
-    cells = view.row_cells(st.rows["s1-ctx/code/c2"], wl.reps)
+    cells = row_cells(st.rows["s1-ctx/code/c2"], wl.reps)
     assert (cells["req/s"][0][0], cells["good/s"][0][0]) == ("-", "-")

@@ -1,0 +1,39 @@
+"""The console's text: plain text plus a style tag, and the figures' formats. No Textual here.
+
+Every cell and line is a list of segments, each ``(text, tag)``; the tag is ``error``, ``warning``,
+``success``, ``accent``, ``muted``, ``bold`` or ``""``, and ``tui.widgets`` maps tags to theme
+colours. Every colour is paired with a glyph or a word ("!", "VOID", "≠") so a NO_COLOR terminal
+loses nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Seg = tuple[str, str]  # (text, style tag)
+
+
+def fmt_secs(s: float | None) -> str:
+    if s is None:
+        return "?"
+    s = max(0, int(s))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def fmt_tok(v: Any) -> str:
+    if v is None or v == "":
+        return "-"
+    v = float(v)
+    return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.1f}"
+
+
+def fmt_rps(v: Any) -> str:
+    return "-" if v is None or v == "" else f"{float(v):.2f}"
+
+
+def fmt_pct(v: float | None, signed: bool = False) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+.1%}" if signed else f"{v:.1%}"

@@ -1,0 +1,63 @@
+"""The header: where the campaign stands, the engine link, the shape in flight, a line per place."""
+
+from __future__ import annotations
+
+from engine.record.events import OVER_RUNS, RunStatus
+from engine.record.state import RunState
+from tui.eta import elapsed, eta
+from tui.fmt import Seg, fmt_secs
+from tui.plan import LoadPlan
+from tui.sessions import on_places, pause_seg, place_lines, sessions_text
+from tui.windows import live_row, phase, position, shape_segs
+
+
+def damage_text(state: RunState) -> str:
+    """The first damaged journal line, by position, and how many more (``ruler status`` lists them)."""
+    first = min(state.damage, key=lambda d: d.line or 0)
+    more = f" (+{len(state.damage) - 1} more)" if len(state.damage) > 1 else ""
+    return f"journal.jsonl damaged, {first}{more}"
+
+
+def header_lines(state: RunState, plan: LoadPlan, shown: str | None, link: tuple[bool, str] | None,
+                 now: float) -> list[list[Seg]]:
+    """Two lines: where the campaign stands; then the engine link (first, so it is never cut
+    off on a narrow terminal), the axis and the shape in flight. With sessions on places the
+    first counts the sessions and a line per place follows (:func:`place_lines`)."""
+    places = on_places(state)
+    cur = None if places else state.windows.get(state.current or "")
+    where = cur or state.windows.get(shown or "")
+    line1: list[Seg] = [(state.campaign or "(waiting for the journal)", "bold")]
+    if places:
+        line1 += [("·", "muted"), (sessions_text(state), "")]
+        if state.status != RunStatus.RUNNING:
+            line1 += [("·", "muted"), phase(state)]
+    else:
+        if where:
+            n, m = position(state, where.key)
+            line1 += [("·", "muted"), (f"{where.session} {n}/{m}", ""), (where.window, "bold")]
+        line1 += [("·", "muted"), phase(state), *pause_seg(state)]
+    line1 += [("·", "muted"), (fmt_secs(elapsed(state, now)), "")]
+    if state.status == RunStatus.RUNNING:
+        line1.append(("~" + fmt_secs(eta(state, plan, now)) + " left", "muted"))
+    line2: list[Seg] = [*link_segs(state, link)]
+    row = live_row(state, cur.key if cur else None)
+    if row:
+        line2 += [("·", "muted"), *shape_segs(row, plan)]
+    if state.error:
+        line2 += [("·", "muted"), (f"engine error: {state.error}", "error")]
+    if state.damage:
+        line2 += [("·", "muted"), (damage_text(state), "error")]
+    if where:
+        line2 += [("·", "muted"), ("axis:", "muted"), (where.axis or "-", "")]
+    return [line1, line2, *(place_lines(state, plan, shown) if places else [])]
+
+
+def link_segs(state: RunState, link: tuple[bool, str] | None) -> list[Seg]:
+    if link is None:
+        return [("engine ?", "muted")]
+    connected, _detail = link
+    if connected:
+        return [("● engine connected", "success")]
+    if state.status in OVER_RUNS:
+        return [("○ engine exited", "muted")]
+    return [("○ engine DISCONNECTED (retrying)", "error")]

@@ -1,0 +1,116 @@
+"""The reps table: a row per shape of the window shown, its reps as they land; and the reps'
+series for the sparkline."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from engine.record.events import LIVE_ROWS, RowStatus
+from engine.record.state import RowState, RunState
+from tui.columns import Col
+from tui.fmt import Seg, fmt_pct, fmt_rps, fmt_tok
+from tui.windows import window_rows
+
+REP_COLUMNS = ["shape", "reps tok/s", "median", "spread", "status", "att", "user", "acc len",
+               "acc rate", "req/s", "good/s", "ttft ms", "why"]
+
+
+# Always the shape, its reps (with their leak marks) and its status; then the median and spread,
+# the attempt, a void row's reason (its start: the figure against the limit), acceptance (what
+# speculative windows differ in), the rest; the finished request rate and goodput last: what a
+# rate sweep is read by, where a closed-loop row's req/s says little its tok/s does not.
+_REP_RANKS = {"shape": 0, "reps tok/s": 0, "status": 0, "median": 1, "spread": 2, "att": 3, "why": 4,
+              "acc rate": 5, "acc len": 6, "user": 7, "ttft ms": 8, "req/s": 9, "good/s": 10}
+
+
+REP_COLS = [Col(name, _REP_RANKS[name], cut=16 if name == "why" else 0) for name in REP_COLUMNS]
+
+
+STATUS_WORD: dict[str, Seg] = {
+    RowStatus.OK: ("ok", "success"), RowStatus.NOISY: ("noisy", "warning"),
+    RowStatus.VOID: ("VOID", "error"), RowStatus.WARM: ("warm", "accent"),
+    RowStatus.MEASURING: ("meas", "accent"), RowStatus.PENDING: ("pending", "muted"),
+    RowStatus.FAILED: ("FAILED", "error"), RowStatus.ABORTED: ("aborted", "warning")}
+
+
+def rep_segs(r: RowState, expected: int | None) -> list[Seg]:
+    """The attempt's reps as they land; a suspected leak carries "!" on its rep."""
+    reps, gpus = r.reps.get(r.attempt, {}), r.gpu.get(r.attempt, {})
+    segs: list[Seg] = []
+    for rep in sorted(reps):
+        suspect = (r.attempt, rep) in r.suspects
+        segs.append((fmt_tok(reps[rep]) + ("!" if suspect else "") + gpu_text(gpus.get(rep)),
+                     "warning" if suspect or (gpus.get(rep) or {}).get("throttle") else ""))
+    if r.status in LIVE_ROWS and (expected is None or len(reps) < expected):
+        segs.append(("…", "muted"))
+    return segs
+
+
+def gpu_text(g: dict[str, Any] | None) -> str:
+    """A rep's mean power and lowest SM clock beside its tok/s (nothing without telemetry)."""
+    if not g or g.get("power_w") is None:
+        return ""
+    clock = f"/{g['sm_mhz_min']:.0f}MHz" if g.get("sm_mhz_min") is not None else ""
+    return f" {g['power_w']:.0f}W{clock}"
+
+
+def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
+    """Cells per column, each a list of segments; a void row is all error colour."""
+    final = r.row
+    live_reps = list(r.reps.get(r.attempt, {}).values())
+    if final:
+        med, sp, prov = final.get("agg_tok_s"), final.get("spread"), False
+    else:
+        med = statistics.median(live_reps) if live_reps else None
+        from engine.run import stats  # numpy: a quarter of a second of the console's start
+
+        sp, prov = (stats.spread(live_reps) if len(live_reps) > 1 else None), True
+    word, style = STATUS_WORD.get(r.status, (r.status, ""))
+    why = str(final.get("reason") or "")
+    earlier = [f"a{i + 1} void: {v}" for i, v in enumerate(r.voids)]
+    if not why and earlier:
+        why = "; ".join(earlier)
+    rate = final.get("accept_rate")
+    cells: dict[str, list[Seg]] = {
+        "shape": [(f"{r.cls} {r.load}", "bold")],
+        "reps tok/s": rep_segs(r, expected_reps),
+        "median": [(("~" if prov and med is not None else "") + fmt_tok(med), "muted" if prov else "")],
+        "spread": [(fmt_pct(sp) if sp is not None else "-", "muted" if prov else "")],
+        "status": [(word, style)],
+        "att": [(str(r.attempt or "-"), "warning" if r.attempt > 1 else "")],
+        "user": [(fmt_tok(final.get("per_user_tok_s")), "")],
+        "acc len": [(f"{final['accept_len']:.2f}" if final.get("accept_len") else "-", "")],
+        "acc rate": [(fmt_pct(rate) if rate is not None and rate != "" else "-", "")],
+        # Two places, as the report gives them: a sweep's low rates are fractions of a request.
+        "req/s": [(fmt_rps(final.get("achieved_rps")), "")],
+        "good/s": [(fmt_rps(final.get("goodput_rps")), "")],  # "-": no SLO set, or an older row
+        "ttft ms": [(fmt_tok(final.get("ttft_ms")), "")],
+        "why": [(why, "error" if r.status == RowStatus.VOID else "muted")],
+    }
+    if r.status == RowStatus.VOID:
+        cells = {k: [(t, "error" if s in ("", "muted", "bold") else s) for t, s in v]
+                 for k, v in cells.items()}
+    return cells
+
+
+def rep_series(r: RowState | None) -> list[float]:
+    """Every rep of every attempt in landing order: a void attempt then its rerun, side by side."""
+    if r is None:
+        return []
+    return [r.reps[a][n] for a in sorted(r.reps) for n in sorted(r.reps[a])]
+
+
+def window_series(state: RunState, wkey: str | None) -> list[float]:
+    """Every rep of a window in landing order, each as a fraction of its own shape's median.
+
+    Shapes differ by orders of magnitude (C1 against C8), so raw tok/s side by side would hide a
+    leak in the small ones; against its own shape's median every sound rep stands near 1 and a
+    leaked one is a stub.
+    """
+    out: list[float] = []
+    for r in window_rows(state, wkey) if wkey else []:
+        reps = rep_series(r)
+        mid = statistics.median(reps) if reps else 0.0
+        out += [v / mid if mid > 0 else 0.0 for v in reps]
+    return out
