@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.method import stats
 from engine.record import results
 from engine.record.deltas import METHOD, Interval, observable, relative_delta
 from engine.record.events import CONTROL, USABLE_ROWS, Verdict
 from engine.record.receipts import read_rep
 from engine.record.state import earlier_sessions
-from engine.run import stats
 
 DRIFT = "drift.json"
 

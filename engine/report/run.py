@@ -139,7 +139,7 @@ def receipt_rep_tok_s(run_dir: Path, source: str, concurrency: int) -> list[floa
     """Each rep's aggregate tok/s recomputed from the per-request receipts the row names (a rep
     voided before it ran has none). The statistics (numpy, 0.1-0.2 s to import) are loaded only
     for a journal too old to carry each rep's tok/s."""
-    from engine.run import stats
+    from engine.method import stats
 
     return [stats.rep_figures(records, concurrency)["agg_tok_s"]
             for header, records in (read_rep(run_dir / p) for p in source.split(";") if p)

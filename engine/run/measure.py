@@ -20,11 +20,11 @@ from engine import gpu
 from engine.campaign import defaults
 from engine.campaign.spec import percent
 from engine.errors import WindowFailed
+from engine.method import stats
 from engine.record.events import EventKind, RowStatus, WindowStatus
 from engine.record.receipts import read_rep, write_rep
 from engine.record.results import DIR_MODE, write_atomic
 from engine.record.state import load_label, load_text, row_key
-from engine.run import stats
 from engine.run.context import RunContext, WindowContext
 from engine.run.load import PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.servers.client import FlushFailed, ServerClient, tls_context

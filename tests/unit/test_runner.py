@@ -22,6 +22,7 @@ import yaml
 from fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
 
 from engine.campaign.load import load_campaign
+from engine.method.stats import LeakPolicy
 from engine.quality import Quality
 from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep
@@ -29,7 +30,6 @@ from engine.record.state import fold
 from engine.run.context import Phase
 from engine.run.measure import Measurement, recompute_row
 from engine.run.runner import Runner
-from engine.run.stats import LeakPolicy
 
 pytestmark = pytest.mark.timeout(60)
 WHO = {"user": "test", "via": "unit"}
