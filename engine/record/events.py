@@ -373,6 +373,8 @@ class RowVoid(Shape):
     rep_tok_s: list[float]
     rerun: bool
     cause: NotRequired[str]  # "throttled": the slowest rep's GPU was throttled (its reason says how)
+    spread_shape: NotRequired[str]  # engine.method.leak: leak (only a leak-shaped row is rerun)
+    spread_why: NotRequired[str]  # which rep stood alone, against what
 
 
 class RerunAborted(Shape):

@@ -21,7 +21,12 @@ CSV_COLUMNS = ["session", "window", "axis", "class", "concurrency", "rate", "rep
                "itl_p50", "itl_p90", "itl_p99", "tpot_p50", "tpot_p90", "tpot_p99", "achieved_rps",
                "goodput_rps", "accept_len", "accept_rate", "accept_source", "j_per_token", "power_w",
                "sm_mhz_min", "throttled", "spread", "delta", "delta_lo", "delta_hi", "cache",
-               "cache_hit", "status", "attempts", "reason", "source", "ruler_check"]
+               "cache_hit", "status", "attempts", "reason", "source", "ruler_check",
+               # The steady window (agg_tok_s is over it when basis is steady), what a wide
+               # spread is made of, and the reps to a precision: after the older columns.
+               "basis", "whole_tok_s", "ramp_s", "steady_s", "tail_s", "spread_shape",
+               "spread_why",
+               "precision", "half_width", "precision_status", "stage_reps"]
 
 
 def write_rep(path: Path, header: dict[str, Any], records: list[dict[str, Any]]) -> None:
@@ -60,11 +65,19 @@ def vs_control(state: RunState, r: RowState) -> dict[str, float | None]:
     if r.window == CONTROL or ctl is None or not all(
             x.row.get("status") in USABLE_ROWS for x in (r, ctl)):
         return {}
-    iv = relative_delta(r.row.get("rep_tok_s") or [], ctl.row.get("rep_tok_s") or [])
+    iv = relative_delta(r.row.get("rep_tok_s") or [], ctl.row.get("rep_tok_s") or [],
+                        stage=stage_of(r.row, ctl.row))
     if iv is None:
         return {}
     iv = iv.rounded()
     return {"delta": iv.delta, "delta_lo": iv.lo, "delta_hi": iv.hi}
+
+
+def stage_of(window: dict[str, Any], control: dict[str, Any]) -> int | None:
+    """The first stage whose variance a pair's interval uses: the rows' ``stage_reps`` when both
+    took reps to a precision (engine.method.precision), else None (every rep's variance)."""
+    sw, sc = window.get("stage_reps"), control.get("stage_reps")
+    return min(sw, sc) if isinstance(sw, int) and isinstance(sc, int) else None
 
 
 def write_throughput(run_dir: Path, rows: list[dict[str, Any]]) -> None:
