@@ -791,6 +791,8 @@ def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
         sp, prov = (stats.spread(live_reps) if len(live_reps) > 1 else None), True
     word, style = STATUS_WORD.get(r.status, (r.status, ""))
     why = str(final.get("reason") or "")
+    if r.status == RowStatus.NOISY and final.get("spread_why"):  # noise, not a leak: why, first
+        why = "; ".join(x for x in (str(final["spread_why"]), why) if x)
     earlier = [f"a{i + 1} void: {v}" for i, v in enumerate(r.voids)]
     if not why and earlier:
         why = "; ".join(earlier)
