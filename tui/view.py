@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from engine.record.deltas import Interval, observable, pair_delta
+from engine.record.deltas import Interval, observable, pair_delta, stage_of
 from engine.record.events import (
     COMPLETE_WINDOWS,
     CONTROL,
@@ -497,8 +497,10 @@ def shape_deltas(state: RunState, wkey: str) -> list[tuple[str, Interval, bool]]
     out = []
     for r in window_rows(state, wkey):
         here = row_reps(r)
-        there = row_reps(state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency, r.rate)))
-        iv = pair_delta(tuple(here[0]), tuple(there[0])) if here and there else None
+        other = state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency, r.rate))
+        there = row_reps(other)
+        stage = stage_of(r.row, other.row) if other else None  # reps to a precision: Stein's
+        iv = pair_delta(tuple(here[0]), tuple(there[0]), stage) if here and there else None
         if here and there and iv is not None:
             out.append((f"{r.cls} {r.load}", iv, here[1] or there[1]))
     return out

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 LEVEL = 0.95
 METHOD = "Welch's t on log tok/s of the reps, 95 %"
@@ -76,6 +77,13 @@ def pair_delta(window: tuple[float, ...], control: tuple[float, ...],
     day-long campaign (800) on each batch, and its report shows each row against its control in
     two tables; a t quantile each time cost seconds. A pair's reps change only when a rep lands."""
     return relative_delta(window, control, stage=stage)
+
+
+def stage_of(window: Mapping[str, Any], control: Mapping[str, Any]) -> int | None:
+    """The first stage whose variance a pair's interval uses: the rows' ``stage_reps`` when both
+    took reps to a precision (engine.method.precision), else None (every rep's variance)."""
+    sw, sc = window.get("stage_reps"), control.get("stage_reps")
+    return min(sw, sc) if isinstance(sw, int) and isinstance(sc, int) else None
 
 
 def observable(iv: Interval, floor: float = 0.0) -> bool:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.record.deltas import relative_delta
+from engine.record.deltas import relative_delta, stage_of
 from engine.record.events import CONTROL, USABLE_ROWS, Check, EventKind
 from engine.record.results import THROUGHPUT, write_atomic
 from engine.record.state import RowState, RunState, row_key
@@ -71,13 +71,6 @@ def vs_control(state: RunState, r: RowState) -> dict[str, float | None]:
         return {}
     iv = iv.rounded()
     return {"delta": iv.delta, "delta_lo": iv.lo, "delta_hi": iv.hi}
-
-
-def stage_of(window: dict[str, Any], control: dict[str, Any]) -> int | None:
-    """The first stage whose variance a pair's interval uses: the rows' ``stage_reps`` when both
-    took reps to a precision (engine.method.precision), else None (every rep's variance)."""
-    sw, sc = window.get("stage_reps"), control.get("stage_reps")
-    return min(sw, sc) if isinstance(sw, int) and isinstance(sc, int) else None
 
 
 def write_throughput(run_dir: Path, rows: list[dict[str, Any]]) -> None:

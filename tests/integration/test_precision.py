@@ -127,9 +127,10 @@ def control_pattern(results: Path) -> Callable[[], int]:
 def test_a_noisy_control_gains_reps_until_its_precision(testbed: tb_mod.Testbed,
                                                          tmp_path: Path) -> None:
     port = free_port()
+    # One thread: two on two busy cores spin at every barrier (campaigns/demo-smollm2.yaml).
     server = rp.ProcessServer(LaunchPlan("precision-target", [
         str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "2048", "-np", "2",
-        "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
+        "-t", "1", "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
     results = tmp_path / "results"
     proxy = DelayingProxy(port, control_pattern(results))
     proxy.start()
