@@ -6,7 +6,7 @@ same requests llama-server reports, in the final stream chunk, ``timings.predict
 generated) and ``timings.predicted_per_second`` = (predicted_n - 1) / (last token - first token),
 timed inside the server (tools/server/server-common.h: the first token comes from the prompt pass,
 so it is not a decode step). ruler's per-request decode tok/s is the same quantity timed at the
-client: (completion_tokens - 1) / (end - first_token), the definition ``engine.run.stats`` uses.
+client: (completion_tokens - 1) / (end - first_token), the definition ``engine.method.stats`` uses.
 
 Per concurrency it prints: token counts (ruler's usage count against predicted_n), the ratio
 ruler / server of decode tok/s per request (median and range), and the rep-level ratio: ruler's
@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import testbed  # noqa: E402
 from engine.campaign.load import load_campaign  # noqa: E402
 from engine.campaign.plan import plan_launch  # noqa: E402
+from engine.method import stats  # noqa: E402
 from engine.record.events import CONTROL  # noqa: E402
-from engine.run import stats  # noqa: E402
 from engine.run.load import measure_pass  # noqa: E402
 from engine.runtime import process as rp  # noqa: E402
 from engine.runtime.base import LaunchPlan, free_port  # noqa: E402

@@ -63,11 +63,13 @@ def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
         med, sp, prov = final.get("agg_tok_s"), final.get("spread"), False
     else:
         med = statistics.median(live_reps) if live_reps else None
-        from engine.run import stats  # numpy: a quarter of a second of the console's start
+        from engine.method import stats  # numpy: a quarter of a second of the console's start
 
         sp, prov = (stats.spread(live_reps) if len(live_reps) > 1 else None), True
     word, style = STATUS_WORD.get(r.status, (r.status, ""))
     why = str(final.get("reason") or "")
+    if r.status == RowStatus.NOISY and final.get("spread_why"):  # noise, not a leak: why, first
+        why = "; ".join(x for x in (str(final["spread_why"]), why) if x)
     earlier = [f"a{i + 1} void: {v}" for i, v in enumerate(r.voids)]
     if not why and earlier:
         why = "; ".join(earlier)

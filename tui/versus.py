@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from engine.record.deltas import Interval, observable, pair_delta
+from engine.record.deltas import Interval, observable, pair_delta, stage_of
 from engine.record.events import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus
 from engine.record.state import RowState, RunState, WindowState, row_key
 from tui.fmt import Seg, fmt_pct, fmt_tok
@@ -73,7 +73,8 @@ def shape_deltas(state: RunState, wkey: str) -> list[tuple[str, Interval, bool]]
     out = []
     for r, theirs in against(state, wkey):
         here, there = row_reps(r), row_reps(theirs)
-        iv = pair_delta(tuple(here[0]), tuple(there[0])) if here and there else None
+        stage = stage_of(r.row, theirs.row) if theirs else None  # reps to a precision: Stein's
+        iv = pair_delta(tuple(here[0]), tuple(there[0]), stage) if here and there else None
         if here and there and iv is not None:
             out.append((f"{r.cls} {r.load}", iv, here[1] or there[1]))
     return out

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from engine.campaign import defaults
 from engine.campaign.prompts import NotUtf8, decode_text, read_prompts
 from engine.campaign.redact import argv_warnings
 from engine.campaign.spec import OLD_TPOT_KEY, Campaign, Window
@@ -108,12 +109,24 @@ def _semantic_issues(raw: Mapping[Any, Any], doc: MarkedDoc, base_dir: Path) -> 
 
 
 def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:
-    """A workload measures at a concurrency (closed loop), a rate (open loop), or both."""
+    """A workload measures at a concurrency (closed loop), a rate (open loop), or both; reps to
+    a precision need a first stage of two reps or more, and room above it."""
     workload = raw.get("workload")
-    if not isinstance(workload, dict) or workload.get("concurrency") or workload.get("rate"):
+    if not isinstance(workload, dict):
         return []
-    return [(("workload",), True, "the workload has no load: give concurrency (closed loop: C "
-                                  "workers) or rate (open loop: requests per second), or both")]
+    issues: list[Issue] = []
+    if not workload.get("concurrency") and not workload.get("rate"):
+        issues.append((("workload",), True, "the workload has no load: give concurrency (closed "
+                                            "loop: C workers) or rate (open loop: requests per "
+                                            "second), or both"))
+    reps, cap = workload.get("reps", defaults.REPS), workload.get("max_reps", defaults.MAX_REPS)
+    if workload.get("precision") is not None and isinstance(reps, int):
+        if reps < 2:
+            issues.append((("workload", "reps"), False, f"workload.precision needs reps >= 2 (the "
+                                                       f"first stage's variance), not {reps}"))
+        if isinstance(cap, int) and 1 <= cap < reps:
+            issues.append((("workload", "max_reps"), False, f"max_reps {cap} is below reps {reps}"))
+    return issues
 
 
 def _window_names(raw: Mapping[Any, Any]) -> list[tuple[int, str]]:

@@ -313,6 +313,9 @@ class Slo(_Frozen):
         return data
 
 
+TIMED_REQUESTS = 100_000  # a rep sized by time: the requests it may send before its seconds end
+
+
 class Workload(_Frozen):
     classes: Annotated[dict[Name, PromptClass], Field(min_length=1)]
     # Closed loop: C workers, each sending its next request when the last one ends.
@@ -322,6 +325,13 @@ class Workload(_Frozen):
     slo: Slo = Slo()
     reps: Annotated[int, Strict(), Field(ge=1, le=1000)] = defaults.REPS
     requests_per_rep: Annotated[int, Strict(), Field(ge=1, le=100_000)] | None = None
+    # Reps sized by time: the workers keep sending until this many seconds, then the rep ends
+    # with the requests in flight (at a rate: this many seconds of arrivals).
+    rep_seconds: Seconds | None = None
+    # Reps to a precision (engine.method.precision): reps are added to a row until the 95 %
+    # interval on its delta against the control is at most this wide each side (a fraction).
+    precision: Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)] | None = None
+    max_reps: Annotated[int, Strict(), Field(ge=1, le=1000)] = defaults.MAX_REPS  # with precision
     max_tokens: Tokens = defaults.MAX_TOKENS
     sampling: Sampling = Sampling()
     knobs: dict[Str, Any] = {}
@@ -331,11 +341,14 @@ class Workload(_Frozen):
     cache: Literal["keep", "flush"] = defaults.CACHE
 
     def requests_for(self, concurrency: int) -> int:
+        """Requests of a closed-loop pass (with rep_seconds: the most it may send)."""
+        if self.rep_seconds and not self.requests_per_rep:
+            return TIMED_REQUESTS
         return self.requests_per_rep or max(2 * concurrency, 4)
 
     def requests_at(self, rate: float) -> int:
-        """Requests of an open-loop pass: ten seconds of arrivals, at least four."""
-        return self.requests_per_rep or max(4, math.ceil(10 * rate))
+        """Requests of an open-loop pass: ten seconds of arrivals (or rep_seconds), at least four."""
+        return self.requests_per_rep or max(4, math.ceil((self.rep_seconds or 10) * rate))
 
     def loads(self) -> list[tuple[int, float | None]]:
         """Every load a class is measured at, in order: (C, None) closed loop, then (0, rate)."""

@@ -61,7 +61,7 @@ def _cmd_testbed(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from engine.commands.validate import cmd_validate
 
-    return cmd_validate(args.file, args.explain)
+    return cmd_validate(args.file, args.explain, args.baseline)
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
@@ -161,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--explain", action="store_true",
                    help="also print the campaign with every default filled in and what a run "
                         "would start (each window's argv, request body and knobs)")
+    v.add_argument("--baseline", metavar="RUN",
+                   help="an earlier run's directory: warn of reps too short for a steady window; "
+                        "with --explain, the reps and wall time the precision asks per shape")
     v.set_defaults(func=_cmd_validate)
 
     sc = sub.add_parser("schema", help="print the campaign format as a JSON Schema (for editors)")

@@ -46,7 +46,20 @@ def _rep_done(e: Event) -> str:
     flag = " CLIENT-BOUND?" if e.get("client_bound") else ""
     fail = f" {e['failed']} failed" if e.get("failed") else ""
     return (f"{_shape(e)} attempt {e['attempt']} rep {e['rep']}: {e['agg_tok_s']:.1f} tok/s"
-            f"{_gpu(e.get('gpu'))}{acc}{fail}{flag}")
+            f"{_gpu(e.get('gpu'))}{acc}{fail}{flag}{_steady(e)}")
+
+
+def _steady(e: Event) -> str:
+    """A rep's steady window beside its whole-rep tok/s, and where the precision rule stands."""
+    out = ""
+    if e.get("steady_tok_s") is not None:
+        out += f" | steady {e['steady_tok_s']:.1f} tok/s over {e['steady_s']:.2f} s"
+    elif "steady_tok_s" in e:
+        out += " | no steady window"
+    if e.get("precision_status"):
+        half = e.get("half_width")
+        out += f" | half-width {'-' if half is None else f'+-{half:.1%}'}: {e['precision_status']}"
+    return out
 
 
 def _gpu(g: dict[str, Any] | None) -> str:
@@ -83,9 +96,11 @@ def _row_done(e: Event) -> str:
     if "agg_tok_s" not in e:  # no rep was measured: the row has no figures
         return f"{_shape(e)} row {e['status']}: {e.get('reason', '')}"
     why = f" ({e['reason']})" if e.get("reason") else ""
-    return (f"{_shape(e)} row {e['status']}: {e['agg_tok_s']:.1f} tok/s "
+    basis = f" over {e['basis']} (whole rep {e['whole_tok_s']:.1f})" if e.get("basis") else ""
+    shape = f" {e['spread_why']}" if e.get("spread_shape") == "noise" else ""
+    return (f"{_shape(e)} row {e['status']}: {e['agg_tok_s']:.1f} tok/s{basis} "
             f"({e['per_user_tok_s']:.1f}/user) spread {e['spread']:.1%} "
-            f"reps {e['rep_tok_s']} attempts {e['attempts']}{why}")
+            f"reps {e['rep_tok_s']} attempts {e['attempts']}{why}{shape}")
 
 
 def _verdict(e: Event) -> str:
@@ -146,7 +161,8 @@ LINES: dict[str, Callable[[Event], str | None]] = {
     K.REP_DONE: _rep_done,
     K.LEAK_SUSPECTED: _leak,
     K.GPU_MEMORY: _gpu_memory,
-    K.ROW_VOID: lambda e: f"{_shape(e)} VOID ({e['reason']}): rewarming and rerunning",
+    K.ROW_VOID: lambda e: (f"{_shape(e)} VOID ({e['reason']}): rewarming and rerunning"
+                           + (f"; {e['spread_why']}" if e.get("spread_why") else "")),
     K.ROW_DONE: _row_done,
     K.QUALITY_STARTED: lambda e: f"{_where(e)} quality checks",
     K.VERDICT: _verdict,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -14,11 +15,13 @@ from engine.campaign.dryrun import plan_text
 from engine.campaign.load import SpecError, campaign_warnings, load_campaign
 from engine.campaign.prompts import PromptFileError
 from engine.campaign.spec import Campaign, campaign_schema
-from engine.errors import EngineError
+from engine.errors import BadInput, EngineError
 
 
-def cmd_validate(path: str, explain: bool = False) -> int:
-    """`ruler validate FILE`: a one-line summary and 0, or every problem on stderr and 2."""
+def cmd_validate(path: str, explain: bool = False, baseline: str | None = None) -> int:
+    """`ruler validate FILE`: a one-line summary and 0, or every problem on stderr and 2. With
+    ``baseline`` (an earlier run's directory) it also warns of reps too short for a steady window,
+    and ``explain`` estimates the reps and wall time the campaign's precision asks for."""
     try:
         campaign = load_campaign(path)
     except SpecError as exc:
@@ -35,7 +38,24 @@ def cmd_validate(path: str, explain: bool = False) -> int:
     )
     for warning in campaign_warnings(campaign):
         print(warning, file=sys.stderr)
-    return explain_campaign(path, campaign) if explain else 0
+    if baseline is None:
+        return explain_campaign(path, campaign) if explain else 0
+    from engine.commands import baseline as base  # the fold and the receipts: only for a baseline
+
+    run_dir = Path(baseline)
+    try:
+        seen = base.read_baseline(run_dir)
+    except BadInput as e:
+        print(f"ruler validate: {e}", file=sys.stderr)
+        return 2
+    for warning in base.short_rep_warnings(campaign, run_dir, seen):
+        print(f"{path}: {warning}", file=sys.stderr)
+    if not explain:
+        return 0
+    rc = explain_campaign(path, campaign)
+    if rc == 0:
+        print("\n" + base.plan_text(campaign, run_dir, seen), end="")
+    return rc
 
 
 class _Dumper(yaml.SafeDumper):

@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.method import stats
 from engine.record import results
 from engine.record.deltas import METHOD, Interval, observable, relative_delta
 from engine.record.events import CONTROL, USABLE_ROWS, Verdict
 from engine.record.receipts import read_rep
 from engine.record.state import earlier_sessions
-from engine.run import stats
 
 DRIFT = "drift.json"
 
@@ -42,18 +42,13 @@ def _c1_rows(run_dir: Path) -> list[dict[str, str]]:
 
 
 def rep_tok_s(run_dir: Path, row: dict[str, str]) -> list[float]:
-    """A row's reps' tok/s from the receipts it names; none when it names none or one is gone."""
-    out = []
-    for p in (row.get("source") or "").split(";"):
-        if not p:
-            continue
-        try:
-            header, records = read_rep(run_dir / p)
-        except (OSError, ValueError):
-            return []
-        if not header.get("void"):
-            out.append(stats.rep_figures(records, int(row["concurrency"]))["agg_tok_s"])
-    return out
+    """A row's reps' tok/s over its basis (steady window or whole rep) from the receipts it names;
+    none when it names none or one is gone."""
+    try:
+        reps = [read_rep(run_dir / p) for p in (row.get("source") or "").split(";") if p]
+    except (OSError, ValueError):
+        return []
+    return stats.receipt_tok_s(reps, int(row["concurrency"]), row.get("basis") or "")
 
 
 def _drift_row(row: dict[str, str], reps: list[float], ref_tok_s: float, ref_reps: list[float],

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 LEVEL = 0.95
 METHOD = "Welch's t on log tok/s of the reps, 95 %"
@@ -44,31 +45,45 @@ class Interval:
 
 
 def relative_delta(window: Sequence[float], control: Sequence[float],
-                   level: float = LEVEL) -> Interval | None:
+                   level: float = LEVEL, stage: int | None = None) -> Interval | None:
     """The window's reps against the control's; None when either side has no rep or a rep that
-    is not a positive rate (no log)."""
+    is not a positive rate (no log).
+
+    ``stage``: Stein's two-stage interval, for rows whose reps were added until a precision
+    (engine.method.precision): each side's variance and degrees of freedom come from its first
+    ``stage`` reps only, the means from all of them. The number of reps then depends on those
+    first reps alone, and the interval keeps its level however many were added."""
     if not window or not control or min(*window, *control) <= 0:
         return None
     lw, lc = [math.log(x) for x in window], [math.log(x) for x in control]
     d = _mean(lw) - _mean(lc)
     point = math.expm1(d)
-    if len(lw) < 2 or len(lc) < 2:
+    sw, sc = (lw[:stage], lc[:stage]) if stage else (lw, lc)
+    if len(sw) < 2 or len(sc) < 2:
         return Interval(point, None, None)
-    vw, vc = _var(lw) / len(lw), _var(lc) / len(lc)
+    vw, vc = _var(sw) / len(lw), _var(sc) / len(lc)
     se = math.sqrt(vw + vc)
     if se == 0:  # every rep alike on both sides: nothing to widen the point by
         return Interval(point, point, point)
-    nu = (vw + vc) ** 2 / (vw ** 2 / (len(lw) - 1) + vc ** 2 / (len(lc) - 1))
+    nu = (vw + vc) ** 2 / (vw ** 2 / (len(sw) - 1) + vc ** 2 / (len(sc) - 1))
     half = t_quantile(1 - (1 - level) / 2, nu) * se
     return Interval(point, math.expm1(d - half), math.expm1(d + half))
 
 
 @functools.lru_cache(maxsize=8192)
-def pair_delta(window: tuple[float, ...], control: tuple[float, ...]) -> Interval | None:
+def pair_delta(window: tuple[float, ...], control: tuple[float, ...],
+               stage: int | None = None) -> Interval | None:
     """:func:`relative_delta`, once per pair of rep tuples: the console redraws every window of a
     day-long campaign (800) on each batch, and its report shows each row against its control in
     two tables; a t quantile each time cost seconds. A pair's reps change only when a rep lands."""
-    return relative_delta(window, control)
+    return relative_delta(window, control, stage=stage)
+
+
+def stage_of(window: Mapping[str, Any], control: Mapping[str, Any]) -> int | None:
+    """The first stage whose variance a pair's interval uses: the rows' ``stage_reps`` when both
+    took reps to a precision (engine.method.precision), else None (every rep's variance)."""
+    sw, sc = window.get("stage_reps"), control.get("stage_reps")
+    return min(sw, sc) if isinstance(sw, int) and isinstance(sc, int) else None
 
 
 def observable(iv: Interval, floor: float = 0.0) -> bool:

@@ -359,6 +359,12 @@ class RepDone(Shape):
     in_flight: NotRequired[float]  # stats.rep_figures: mean requests in flight (Little's law)
     rps: NotRequired[float]  # finished requests a second
     goodput_rps: NotRequired[float | None]  # of them, a second, those within the SLOs (None: none set)
+    steady_tok_s: NotRequired[float | None]  # engine.method.steady: tok/s over the steady window
+    steady_s: NotRequired[float | None]  # ... its seconds (None: the rep has none)
+    ramp_s: NotRequired[float | None]  # the seconds before it
+    tail_s: NotRequired[float | None]  # the seconds after it
+    half_width: NotRequired[float | None]  # with a precision: the row's half-width after this rep
+    precision_status: NotRequired[str]  # ... and the rule's word: more | reached | cap | cannot
 
 
 class LeakSuspected(Shape):
@@ -377,6 +383,8 @@ class RowVoid(Shape):
     rep_tok_s: list[float]
     rerun: bool
     cause: NotRequired[str]  # "throttled": the slowest rep's GPU was throttled (its reason says how)
+    spread_shape: NotRequired[str]  # engine.method.leak: leak (only a leak-shaped row is rerun)
+    spread_why: NotRequired[str]  # which rep stood alone, against what
 
 
 class RerunAborted(Shape):
@@ -426,6 +434,21 @@ class RowDone(Shape):
     tpot_p99: NotRequired[float | None]
     achieved_rps: NotRequired[float | None]  # finished requests a second, the reps' median
     goodput_rps: NotRequired[float | None]  # of them, within the campaign's SLOs
+    # A row without these was measured before the steady window: its tok/s are the whole reps'.
+    basis: NotRequired[str]  # steady | whole: what rep_tok_s and agg_tok_s are over
+    whole_tok_s: NotRequired[float]  # the whole reps' median tok/s, beside the headline
+    rep_whole_tok_s: NotRequired[list[float]]
+    ramp_s: NotRequired[float | None]  # the reps' medians: seconds before the steady window,
+    steady_s: NotRequired[float | None]  # ... in it,
+    tail_s: NotRequired[float | None]  # ... after it
+    spread_shape: NotRequired[str]  # engine.method.leak: leak | noise | "" (within the spread)
+    spread_why: NotRequired[str]  # ... how the rule read the reps
+    # Reps to a precision (engine.method.precision); absent when the campaign asks for none.
+    precision: NotRequired[float]  # the half-width asked for
+    stage_reps: NotRequired[int]  # the first stage, whose variance the row's interval uses
+    half_width: NotRequired[float | None]  # the half-width reached
+    precision_status: NotRequired[str]  # reached | cap | cannot
+    reps_needed: NotRequired[int | None]  # the reps the rule projected (None: beyond max_reps)
 
 
 FIELDS: dict[EventKind, type] = {

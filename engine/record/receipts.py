@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.record.deltas import relative_delta
+from engine.record.deltas import relative_delta, stage_of
 from engine.record.events import CONTROL, USABLE_ROWS, Check, EventKind
 from engine.record.request import RequestRecord
 from engine.record.results import THROUGHPUT, write_atomic
@@ -23,7 +23,12 @@ CSV_COLUMNS = ["session", "window", "axis", "class", "concurrency", "rate", "rep
                "itl_p50", "itl_p90", "itl_p99", "tpot_p50", "tpot_p90", "tpot_p99", "achieved_rps",
                "goodput_rps", "accept_len", "accept_rate", "accept_source", "j_per_token", "power_w",
                "sm_mhz_min", "throttled", "spread", "delta", "delta_lo", "delta_hi", "cache",
-               "cache_hit", "status", "attempts", "reason", "source", "ruler_check"]
+               "cache_hit", "status", "attempts", "reason", "source", "ruler_check",
+               # The steady window (agg_tok_s is over it when basis is steady), what a wide
+               # spread is made of, and the reps to a precision: after the older columns.
+               "basis", "whole_tok_s", "ramp_s", "steady_s", "tail_s", "spread_shape",
+               "spread_why",
+               "precision", "half_width", "precision_status", "stage_reps"]
 
 
 def write_rep(path: Path, header: dict[str, Any], records: Sequence[RequestRecord]) -> None:
@@ -62,7 +67,8 @@ def vs_control(state: RunState, r: RowState) -> dict[str, float | None]:
     if r.window == CONTROL or ctl is None or not all(
             x.row.get("status") in USABLE_ROWS for x in (r, ctl)):
         return {}
-    iv = relative_delta(r.row.get("rep_tok_s") or [], ctl.row.get("rep_tok_s") or [])
+    iv = relative_delta(r.row.get("rep_tok_s") or [], ctl.row.get("rep_tok_s") or [],
+                        stage=stage_of(r.row, ctl.row))
     if iv is None:
         return {}
     iv = iv.rounded()

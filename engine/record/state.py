@@ -285,7 +285,8 @@ def _warm_done(state: RunState, e: Event) -> None:
 
 def _rep_done(state: RunState, e: Event) -> None:
     r = state.row(e)
-    r.reps.setdefault(e["attempt"], {})[e["rep"]] = e["agg_tok_s"]
+    # A rep's headline: over its steady window when it has one (a rep from before it: whole).
+    r.reps.setdefault(e["attempt"], {})[e["rep"]] = e.get("steady_tok_s") or e["agg_tok_s"]
     r.files.setdefault(e["attempt"], {})[e["rep"]] = e["file"]
     if e.get("gpu"):
         r.gpu.setdefault(e["attempt"], {})[e["rep"]] = e["gpu"]

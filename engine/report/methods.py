@@ -9,6 +9,7 @@ from typing import Any
 from engine import __version__, gpu
 from engine.campaign.spec import Campaign
 from engine.record.events import EventKind
+from engine.report import steady
 from engine.report.run import CONTROL, RunView, read_json
 from engine.report.text import slo_text, table, when
 from engine.report.windows import change_text, slurm_record
@@ -63,11 +64,14 @@ def methods(view: RunView) -> list[str]:
             "- **Warm policy**: every attempt of a shape starts with one warm pass of the same "
             "shape (prompts, concurrency, request count), recorded as "
             "`<class>-c<C>-<attempt>-warm.jsonl` and discarded; an operator rewarm adds another.",
-            f"- **Leak policy**: at C >= {leak.min_concurrency} a spread over {leak.spread * 100:g} % is "
-            f"a leaked pass: the row is void, rewarmed and rerun up to {leak.max_reruns} times, "
-            f"every void attempt kept; below C {leak.min_concurrency} such a row is *noisy*. A rep "
-            f"more than {leak.spread * 100:g} % below the median of the earlier reps is flagged as it "
-            "lands.",
+            (f"- **Leak policy**: at C >= {leak.min_concurrency} a spread over {leak.spread * 100:g} % is "
+             f"a leaked pass: the row is void, rewarmed and rerun up to {leak.max_reruns} times, "
+             f"every void attempt kept; below C {leak.min_concurrency} such a row is *noisy*. "
+             if not steady.measured_steady(view) else "- **Leak policy**: every void attempt is "
+             "kept (the rule under Leak or noise below). ")
+            + f"A rep more than {leak.spread * 100:g} % below the median of the earlier reps is "
+            "flagged as it lands.",
+            *steady.rules(view),
             "- **Prefix cache**: " + ("**flush**: emptied before each warm pass and rep (SGLang "
                                       "`POST /flush_cache`, vLLM `POST /reset_prefix_cache`, llama.cpp "
                                       "`cache_prompt: false` on each request); a failed flush voids its rep."

@@ -88,6 +88,17 @@ class Row:
     attempts: int
     reason: str
     source: str
+    basis: str  # steady | whole ("" from before the steady window: whole)
+    whole_tok_s: float | None
+    ramp_s: float | None
+    steady_s: float | None
+    tail_s: float | None
+    spread_shape: str  # leak | noise | ""
+    spread_why: str  # how engine.method.leak read the reps
+    precision: float | None
+    half_width: float | None
+    precision_status: str  # reached | cap | cannot | "" (no precision asked)
+    stage_reps: int  # 0: no precision asked
     rep_tok_s: list[float] = field(default_factory=list)
 
     @property
@@ -119,7 +130,10 @@ TYPES = {f.name: str(f.type) for f in fields(Row) if f.name != "rep_tok_s"}  # t
 # Columns added after runs were recorded without them: such a file reads them as empty.
 LATER_COLUMNS = frozenset({"j_per_token", "power_w", "sm_mhz_min", "throttled", "delta", "delta_lo",
                            "delta_hi", "cache", "cache_hit", "rate", "achieved_rps", "goodput_rps",
-                           *(f"{m}_p{p}" for m in ("ttft", "itl", "tpot") for p in (50, 90, 99))})
+                           *(f"{m}_p{p}" for m in ("ttft", "itl", "tpot") for p in (50, 90, 99)),
+                           "basis", "whole_tok_s", "ramp_s", "steady_s", "tail_s", "spread_shape",
+                           "spread_why",
+                           "precision", "half_width", "precision_status", "stage_reps"})
 
 
 def csv_row(r: dict[str, str]) -> Row:
@@ -135,15 +149,14 @@ def csv_row(r: dict[str, str]) -> Row:
     return Row(**{name: PARSE[TYPES[name]](text) for name, text in cells.items()})
 
 
-def receipt_rep_tok_s(run_dir: Path, source: str, concurrency: int) -> list[float]:
-    """Each rep's aggregate tok/s recomputed from the per-request receipts the row names (a rep
-    voided before it ran has none). The statistics (numpy, 0.1-0.2 s to import) are loaded only
-    for a journal too old to carry each rep's tok/s."""
-    from engine.run import stats
+def receipt_rep_tok_s(run_dir: Path, source: str, concurrency: int, basis: str = "") -> list[float]:
+    """Each rep's tok/s over the row's basis (steady window or whole rep) recomputed from the
+    per-request receipts the row names (a rep voided before it ran has none). The statistics
+    (numpy, 0.1-0.2 s to import) are loaded only for a journal too old to carry each rep's tok/s."""
+    from engine.method import stats
 
-    return [stats.rep_figures(records, concurrency)["agg_tok_s"]
-            for header, records in (read_rep(run_dir / p) for p in source.split(";") if p)
-            if not header.get("void")]
+    return stats.receipt_tok_s([read_rep(run_dir / p) for p in source.split(";") if p],
+                               concurrency, basis)
 
 
 def read_rows(run_dir: Path, state: RunState) -> list[Row]:
@@ -172,7 +185,8 @@ def _row(run_dir: Path, state: RunState, r: dict[str, str]) -> Row:
     journal = state.rows.get(row_key(row.session, row.window, row.cls, c, row.rate))
     reps = journal.row.get("rep_tok_s") if journal and journal.row.get(
         "source") == row.source else None
-    row.rep_tok_s = list(reps) if reps is not None else receipt_rep_tok_s(run_dir, row.source, c)
+    row.rep_tok_s = (list(reps) if reps is not None
+                     else receipt_rep_tok_s(run_dir, row.source, c, row.basis))
     return row
 
 

@@ -55,7 +55,9 @@ def delta(row: Row | None, ref: Row | None, floor: float = 0.0) -> Delta:
         return Delta(None, why=row.status or "no figure")
     if not ref.usable:
         return Delta(None, why=f"reference {ref.status or 'has no figure'}")
-    iv = pair_delta(tuple(row.rep_tok_s), tuple(ref.rep_tok_s))
+    # Rows that took reps to a precision: Stein's interval on their first stages' variance.
+    stage = min(row.stage_reps, ref.stage_reps) if row.stage_reps and ref.stage_reps else None
+    iv = pair_delta(tuple(row.rep_tok_s), tuple(ref.rep_tok_s), stage)
     if iv is None:
         return Delta(None, why="no reps")
     iv = iv.rounded()

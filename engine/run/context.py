@@ -15,10 +15,10 @@ from typing import Any, Protocol
 
 from engine import gpu
 from engine.campaign.spec import Campaign, ServerConfig
+from engine.method.stats import LeakPolicy
 from engine.record.events import CONTROL, EventKind, WindowStatus
 from engine.record.journal import Event
 from engine.record.state import RunState
-from engine.run.stats import LeakPolicy
 from engine.runtime.base import Server
 from engine.servers.adapter import ServerAdapter
 from engine.servers.logs import BootFacts

@@ -113,7 +113,8 @@ async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str],
                    stop: Callable[[], bool] = lambda: False, *,
                    workers: Sequence[int] | None = None,
                    take: Callable[[], int | None] | None = None,
-                   arrivals: Sequence[float] | None = None) -> PassResult:
+                   arrivals: Sequence[float] | None = None,
+                   seconds: float | None = None) -> PassResult:
     """n_requests requests over exactly ``concurrency`` workers; every rep sends the same prompts.
 
     ``stop()`` turning true (abort, SIGTERM, the window timeout) cancels the requests in flight;
@@ -122,7 +123,9 @@ async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str],
     With ``arrivals`` (:func:`arrival_times`) the pass is open loop: request i is sent at
     ``arrivals[i]`` seconds from the start, on a connection of its own or an idle kept one,
     whatever is in flight (``concurrency`` and ``workers`` are not used); its record's
-    ``scheduled`` is that time, so a send the client made late shows.
+    ``scheduled`` is that time, so a send the client made late shows. With ``seconds`` (a rep
+    sized by time) no request is sent once that long has passed since the start; the pass ends
+    with the requests then in flight.
     """
     fields = adapter.load_fields()
     target = Target.of(base_url + adapter.chat_path, adapter.keep_alive)
@@ -133,6 +136,11 @@ async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str],
 
         def take() -> int | None:
             return next(indices, None)
+    if seconds is not None:
+        untimed = take
+
+        def take() -> int | None:
+            return None if time.monotonic() - t0 >= seconds else untimed()
 
     records: list[RequestRecord] = []
     lag: list[float] = []

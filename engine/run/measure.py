@@ -20,12 +20,12 @@ from engine import gpu
 from engine.campaign import defaults
 from engine.campaign.spec import percent
 from engine.errors import WindowFailed
-from engine.record.events import EventKind, RowStatus, WindowStatus
+from engine.method import precision, stats
+from engine.record.events import CONTROL, USABLE_ROWS, EventKind, RowStatus, WindowStatus
 from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
 from engine.record.results import DIR_MODE, write_atomic
 from engine.record.state import load_label, load_text, row_key
-from engine.run import stats
 from engine.run.context import RunContext, WindowContext
 from engine.run.load import PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.servers.client import FlushFailed, ServerClient, tls_context
@@ -211,7 +211,8 @@ class Measurement:
             load: dict[str, Any] = {"arrivals": arrival_times(rate, n, seed)}
             shards = shard_count(n, n, wl.shard.chunk_rate, self._rates.get(shape))
         else:
-            n, load = wl.requests_for(c), {}
+            n = wl.requests_for(c)
+            load = {"seconds": wl.rep_seconds} if wl.rep_seconds and not wl.requests_per_rep else {}
             shards = shard_count(c, wl.shard.concurrency, wl.shard.chunk_rate, self._rates.get(shape))
         before = scrape(ctx.server.base_url, ctx.adapter)
         res = measure_pass(ctx.server.base_url, ctx.adapter, run.prompts[cls], c or shards, n,
@@ -288,9 +289,11 @@ class Measurement:
                 if not reps:
                     attempt += 1
                     run.emit(EventKind.SHAPE_STARTED, **where, attempt=attempt, rerun=rerun)
-                if len(reps) < run.campaign.workload.reps:
-                    self._warm(run, ctx, where, attempt, f"warm{len(reps) + 1}" if reps else "warm")
-                while len(reps) < run.campaign.workload.reps:
+                warm = True  # a fresh attempt, or a resumed one on a new server
+                while len(reps) < self._wanted(run, where, reps):
+                    if warm:
+                        self._warm(run, ctx, where, attempt, f"warm{len(reps) + 1}" if reps else "warm")
+                        warm = False
                     if ctl.paused.is_set():  # the pause takes effect here, between reps: say so
                         run.emit(EventKind.PAUSED, **where, attempt=attempt, rep=len(reps) + 1)
                     ctl.wait_if_paused()
@@ -319,12 +322,12 @@ class Measurement:
                     reps.append((header, res.records))
                     paths.append(str(path.relative_to(run.run_dir)))
                     self._rep_done(run, where, attempt, rep, res, header, paths[-1], reps)
-                row = stats.row_figures(reps, c, policy, slo)
+                row = {**stats.row_figures(reps, c, policy, slo), **self._precision(run, where, reps)}
                 if row["status"] != RowStatus.VOID or attempt - first_attempt >= policy.max_reruns:
                     break
                 run.emit(EventKind.ROW_VOID, **where, attempt=attempt, spread=row["spread"],
                             reason=_void_reason(row, policy, load_text(c, rate)), rep_tok_s=row["rep_tok_s"],
-                            rerun=True,
+                            rerun=True, spread_shape=row["spread_shape"], spread_why=row["spread_why"],
                             **({"cause": stats.THROTTLED} if row["throttle_cause"] else {}))
                 reps, paths = [], []
         except WindowFailed as e:
@@ -337,6 +340,8 @@ class Measurement:
         if row["status"] == RowStatus.VOID:
             reasons.append(_void_reason(row, policy, load_text(c, rate))
                            + f" after {attempt - first_attempt + 1} attempts")
+        if row.get("precision_status"):
+            reasons.append(precision_text(row))
         if row["metrics_rejected"]:
             reasons.append(f"acceptance not measured: {row['metrics_rejected']}")
         reason = "; ".join(reasons)
@@ -349,12 +354,14 @@ class Measurement:
         fig = stats.rep_figures(res.records, c, slo_of(run))
         acc = stats.row_figures([(header, res.records)], c, policy)
         figures = gpu.per_rep(header.get("gpu"))
+        progress = self._precision(run, where, reps)
         run.emit(EventKind.REP_DONE, **where, attempt=attempt, rep=rep, **fig,
+                 **({k: progress[k] for k in ("half_width", "precision_status")} if progress else {}),
                     accept_len=acc["accept_len"], accept_rate=acc["accept_rate"],
                     cache_hit=stats.rep_cache(header, res.records)["hit"],
                     client_bound=res.client_bound, lag_p99_ms=round(res.lag_p99_ms, 2), file=path,
                     **({"gpu": figures} if figures else {}))
-        aggs = [stats.rep_figures(r, c)["agg_tok_s"] for _, r in reps]
+        aggs = stats.headline([stats.rep_figures(r, c) for _, r in reps])[0]
         suspect = stats.suspect_rep(aggs, policy.spread)
         row = run.state.rows.get(row_key(where["session"], where["window"], where["class"], c,
                                          where.get("rate")))
@@ -363,6 +370,44 @@ class Measurement:
             run.emit(EventKind.LEAK_SUSPECTED, **where, attempt=attempt, rep=suspect + 1,
                         agg_tok_s=aggs[suspect], median=stats.median(aggs),
                         **({"cause": stats.THROTTLED, "detail": cause} if cause else {}))
+
+    def _wanted(self, run: RunContext, where: dict[str, Any], reps: list[Rep]) -> int:
+        """The reps the row's attempt takes so far: the workload's reps, then (with a precision)
+        one more while the rule says another narrows its interval towards it; none more for a
+        row that is void as it stands (a leak-shaped row is rerun, not grown)."""
+        wl = run.campaign.workload
+        if len(reps) < wl.reps or wl.precision is None:
+            return wl.reps
+        c = where["concurrency"]
+        if stats.row_figures(reps, c, run.leak_policy)["status"] == RowStatus.VOID:
+            return len(reps)
+        grow = self._precision(run, where, reps).get("precision_status") == precision.Progress.MORE
+        return len(reps) + 1 if grow else len(reps)
+
+    def _precision(self, run: RunContext, where: dict[str, Any], reps: list[Rep]) -> dict[str, Any]:
+        """The row's standing under the precision rule (engine.method.precision); {} without one."""
+        wl = run.campaign.workload
+        if wl.precision is None or not reps:
+            return {}
+        rule = precision.Rule(wl.precision, wl.max_reps, wl.reps)
+        values = stats.headline([stats.rep_figures(records, where["concurrency"])
+                                 for header, records in reps if not header.get("void")])[0]
+        step = precision.step(values, self._control_reps(run, where), rule)
+        return {"precision": wl.precision, "stage_reps": wl.reps,
+                "half_width": None if step.half is None else round(step.half, 5),
+                "precision_status": str(step.progress), "reps_needed": step.needed}
+
+    @staticmethod
+    def _control_reps(run: RunContext, where: dict[str, Any]) -> list[float] | None:
+        """The reps of the session's control row of this shape, for a window's delta; None for
+        the control itself, or when its row has no figure (the window is judged on its own)."""
+        if where["window"] == CONTROL:
+            return None
+        ctl = run.state.rows.get(row_key(where["session"], CONTROL, where["class"],
+                                         where["concurrency"], where.get("rate")))
+        if ctl is None or ctl.row.get("status") not in USABLE_ROWS or not ctl.row.get("rep_tok_s"):
+            return None
+        return list(ctl.row["rep_tok_s"])
 
     def _aborted(self, run: RunContext, where: dict[str, Any], c: int, reps: list[Rep],
                  paths: list[str], attempt: int, rerun: bool) -> None:
@@ -377,6 +422,20 @@ class Measurement:
                     reason=said, source=";".join(paths),
                     **{**row, "status": RowStatus.FAILED if window_status == WindowStatus.FAILED
                        else RowStatus.ABORTED})
+
+
+def precision_text(row: dict[str, Any]) -> str:
+    """How a row stands against the campaign's precision, for its reason."""
+    status, reps, target = row.get("precision_status"), row.get("reps"), row.get("precision") or 0
+    half = row.get("half_width")
+    got = f"+-{half:.1%}" if half is not None else "no interval"
+    if status == precision.Progress.REACHED:
+        return f"precision +-{target:.1%} reached: {got} with {reps} reps"
+    if status == precision.Progress.CAP:
+        return f"precision +-{target:.1%} not reached within max_reps: {got} with {reps} reps"
+    if status == precision.Progress.CANNOT:
+        return f"precision +-{target:.1%} out of reach within max_reps: {got} with {reps} reps"
+    return f"precision +-{target:.1%}: {got} with {reps} reps"
 
 
 def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, load: str) -> str:

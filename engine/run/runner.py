@@ -18,6 +18,7 @@ from engine.campaign.redact import redactor_for
 from engine.campaign.spec import Campaign, Place, ServerConfig
 from engine.errors import EngineError, WindowFailed
 from engine.gpu import Gpus
+from engine.method.stats import LeakPolicy
 from engine.record import results
 from engine.record.events import (
     COMPLETE_WINDOWS,
@@ -36,7 +37,6 @@ from engine.run.context import Controls, Phase, RunContext, WindowContext
 from engine.run.gpuwatch import GpuWatch, flag_free, window_gpus
 from engine.run.measure import Measurement
 from engine.run.operator import handle
-from engine.run.stats import LeakPolicy
 from engine.runtime import get_runtime
 from engine.runtime.base import BatchServer, LaunchError, Runtime, Server
 from engine.servers import get_adapter

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from engine import testbed as tb_mod
+from engine.method import stats
 from engine.record.journal import read_events
 from engine.record.receipts import read_rep
-from engine.run import stats
 from engine.run.measure import recompute_row
 
 CAMPAIGN = """\

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from engine import testbed as tb_mod
+from engine.method.stats import LeakPolicy
 from engine.record.deltas import relative_delta
 from engine.record.deltas import text as delta_text
 from engine.record.journal import read_events
@@ -41,7 +42,6 @@ from engine.report import (
     write_report,
 )
 from engine.run.measure import recompute_row
-from engine.run.stats import LeakPolicy
 
 # The control both runs share: a Q8_0 target with a Q2_K drafter, one server thread.
 HEAD = """\

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from engine import testbed as tb_mod
+from engine.method.stats import LeakPolicy
 from engine.record.journal import read_events
 from engine.record.state import fold
 from engine.run.measure import recompute_row
-from engine.run.stats import LeakPolicy
 
 CAMPAIGN = """\
 name: {name}

@@ -21,8 +21,8 @@ from test_runner import campaign, events, rows, runner
 
 from engine.campaign.dryrun import describe
 from engine.campaign.load import load_campaign
+from engine.method import stats
 from engine.record.receipts import read_rep
-from engine.run import stats
 from engine.servers import get_adapter
 from engine.servers.client import FlushFailed
 from engine.servers.llamacpp import LlamaCppAdapter

@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from engine import gpu
+from engine.method import stats
 from engine.record.snapshot import fold_journal
 from engine.record.state import RowState
-from engine.run import boot, gpuwatch, stats
+from engine.run import boot, gpuwatch
 from engine.servers import get_adapter
 from tui.reps import rep_segs
 

@@ -17,9 +17,9 @@ from fakes import Behaviour, FakeRuntime, FakeServer
 from test_runner import campaign, events, runner
 
 from engine.campaign.load import SpecError, load_campaign
+from engine.method import stats
 from engine.record.receipts import read_rep
 from engine.record.state import row_key
-from engine.run import stats
 from engine.run.load import arrival_times, measure_pass
 from engine.run.measure import recompute_row
 from engine.runtime.base import LaunchPlan

@@ -94,7 +94,8 @@ def csv_rows(run_dir: Path) -> dict[str, dict[str, str]]:
     """throughput.csv, by row key, without the measured figures (two runs never measure the same)."""
     figures = {"agg_tok_s", "per_user_tok_s", "ttft_ms", "decode_tok_s", "spread", "accept_len",
                "accept_rate", "status",  # ok or noisy: a spread, measured
-               "delta", "delta_lo", "delta_hi", "achieved_rps", "goodput_rps",
+               "delta", "delta_lo", "delta_hi", "achieved_rps", "goodput_rps", "whole_tok_s",
+               "ramp_s", "steady_s", "tail_s", "spread_shape", "spread_why",
                *(f"{m}_p{q}" for m in ("ttft", "itl", "tpot") for q in (50, 90, 99))}
     return {f"{r['session']}-{r['window']}/{r['class']}/c{r['concurrency']}":
             {k: v for k, v in r.items() if k not in figures}

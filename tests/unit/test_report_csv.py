@@ -18,7 +18,9 @@ ROW = {"session": "s1", "window": "w", "axis": "one flag", "class": "prose", "co
        "power_w": 311.5, "sm_mhz_min": 1980.0, "throttled": "False", "spread": 0.031,
        "delta": 0.12, "delta_lo": 0.05, "delta_hi": 0.2, "cache": "flush", "cache_hit": 0.0,
        "status": "ok", "attempts": 1, "reason": "", "source": "", "ruler_check": "acts",
-       "rep_tok_s": [101.5, 100.0, 103.2]}
+       "basis": "steady", "whole_tok_s": 95.25, "ramp_s": 0.125, "steady_s": 3.5, "tail_s": 0.25,
+       "spread_shape": "", "spread_why": "", "precision": 0.03, "half_width": 0.021,
+       "precision_status": "reached", "stage_reps": 3, "rep_tok_s": [101.5, 100.0, 103.2]}
 
 
 def test_every_row_field_is_a_throughput_column_and_reads_back(tmp_path: Path) -> None:
@@ -56,3 +58,15 @@ def test_a_run_recorded_before_the_delta_and_cache_columns_reads_them_as_empty(t
     [row] = read_rows(tmp_path, RunState())
     assert (row.delta, row.cache, row.cache_hit, row.agg_tok_s) == (None, "", None, 101.5)
     assert (row.rate, row.ttft_p99, row.goodput_rps, row.shape) == (None, None, None, ("prose", 8, None))
+
+
+def test_a_run_recorded_before_the_steady_window_reads_its_columns_as_empty(tmp_path: Path) -> None:
+    """A row from before the steady window and the precision: its tok/s are the whole reps'."""
+    new = ("basis", "whole_tok_s", "ramp_s", "steady_s", "tail_s", "spread_shape", "spread_why",
+           "precision", "half_width", "precision_status", "stage_reps")
+    old = [c for c in receipts.CSV_COLUMNS if c not in new]
+    lines = [",".join(old), ",".join("" if ROW.get(c) is None else str(ROW[c]) for c in old)]
+    (tmp_path / "throughput.csv").write_text("\n".join(lines) + "\n")
+    [row] = read_rows(tmp_path, RunState())
+    assert (row.basis, row.whole_tok_s, row.steady_s, row.stage_reps) == ("", None, None, 0)
+    assert (row.precision_status, row.agg_tok_s, row.status) == ("", 101.5, "ok")

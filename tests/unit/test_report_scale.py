@@ -83,7 +83,7 @@ def test_a_chart_of_hundreds_of_windows_stays_a_screen_wide(tmp_path: Path) -> N
 def test_the_report_imports_no_run_phase() -> None:
     """``ruler report`` reads receipts: the quality phase (its HTTP probes), the run statistics
     and numpy are not imported for it (0.2-0.3 s of a report's start before)."""
-    heavy = ("numpy", "engine.quality.phase", "engine.run.stats", "engine.run.gpuwatch")
+    heavy = ("numpy", "engine.quality.phase", "engine.method.stats", "engine.run.gpuwatch")
     out = subprocess.run([sys.executable, "-c", "import sys, engine.report.render; print(sorted("
                           f"m for m in {heavy!r} if m in sys.modules))"],
                          capture_output=True, text=True, check=True, cwd=Path(__file__).parents[2])

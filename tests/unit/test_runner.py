@@ -23,6 +23,7 @@ from fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
 
 from engine.campaign.load import load_campaign
 from engine.commands.status import format_summary, summary
+from engine.method.stats import LeakPolicy
 from engine.quality import Quality
 from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep
@@ -30,7 +31,6 @@ from engine.record.state import fold
 from engine.run.context import Phase
 from engine.run.measure import Measurement, recompute_row
 from engine.run.runner import Runner
-from engine.run.stats import LeakPolicy
 from tui.header import header_lines
 from tui.plan import LoadPlan
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.run import stats
+from engine.method import stats
 from engine.servers import BootFacts, Readiness, get_adapter
 from engine.servers.client import request_body
 from engine.servers.prometheus import summed_samples

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.run import stats
+from engine.method import stats
 
 POLICY = stats.LeakPolicy(min_concurrency=8, spread=0.10, max_reruns=2)
 

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 
 from engine import gpu
+from engine.method import leak, steady
+from engine.method.leak import spread
 from engine.record.events import RowStatus
 
 # A slow rep the GPU telemetry explains (a power or thermal reason, an SM clock drop): journaled as
@@ -23,14 +25,6 @@ class LeakPolicy:
     min_concurrency: int = 8
     spread: float = 0.10
     max_reruns: int = 2
-
-
-def spread(values: Sequence[float]) -> float:
-    """(max - min) / mean of the reps' aggregate tok/s; 0 for fewer than two reps."""
-    if len(values) < 2:
-        return 0.0
-    mean = float(np.mean(values))
-    return float((max(values) - min(values)) / mean) if mean > 0 else float("inf")
 
 
 def suspect_rep(values: Sequence[float], threshold: float) -> int | None:
@@ -54,10 +48,12 @@ def suspect_rep(values: Sequence[float], threshold: float) -> int | None:
 
 
 def classify(values: Sequence[float], concurrency: int, policy: LeakPolicy) -> str:
-    """ok; void (a leaked pass at C >= min_concurrency: rerun it); noisy (wide but below that C)."""
-    if spread(values) <= policy.spread:
+    """ok; void (leak-shaped at C >= min_concurrency: rerun it); noisy (any other wide row)."""
+    reading = leak.read(values, policy.spread)
+    if reading.shape == leak.Shape.CLEAN:
         return RowStatus.OK
-    return RowStatus.VOID if concurrency >= policy.min_concurrency else RowStatus.NOISY
+    leaked = reading.shape == leak.Shape.LEAK and concurrency >= policy.min_concurrency
+    return RowStatus.VOID if leaked else RowStatus.NOISY
 
 
 def median(values: Sequence[float]) -> float | None:
@@ -112,7 +108,8 @@ def rep_figures(records: Sequence[dict[str, Any]], concurrency: int,
     if not ok:
         return {"requests": len(records), "failed": failed, "agg_tok_s": 0.0, "per_user_tok_s": 0.0,
                 "ttft_ms": None, "decode_tok_s": None, "tokens": 0, "wall_s": 0.0,
-                "in_flight": 0.0, "rps": 0.0, "goodput_rps": 0.0 if slo else None}
+                "in_flight": 0.0, "rps": 0.0, "goodput_rps": 0.0 if slo else None,
+                **steady.figures([], concurrency)}
     wall = max(r["end"] for r in records) - min(r["start"] for r in records)
     tokens = sum(int(r.get("completion_tokens") or 0) for r in ok)
     agg = tokens / wall if wall > 0 else 0.0
@@ -135,7 +132,31 @@ def rep_figures(records: Sequence[dict[str, Any]], concurrency: int,
         "rps": round(len(ok) / wall, 4) if wall > 0 else 0.0,
         "goodput_rps": (round(sum(meets(r, slo) for r in ok) / wall, 4) if wall > 0 else 0.0)
         if slo else None,
+        # The steady window's tok/s beside the whole rep's (engine.method.steady).
+        **steady.figures(records, concurrency),
     }
+
+
+STEADY, WHOLE = "steady", "whole"  # a row's basis: its tok/s over the steady windows, or the whole reps
+
+
+def headline(figs: Sequence[dict[str, Any]]) -> tuple[list[float], str]:
+    """A row's reps' tok/s as the row reports them, and over what: the steady window's when every
+    rep has one (``steady``), else the whole rep's (``whole``)."""
+    steadies = [f.get("steady_tok_s") for f in figs]
+    if figs and all(v is not None and v > 0 for v in steadies):
+        return [float(v) for v in steadies if v is not None], STEADY
+    return [f["agg_tok_s"] for f in figs], WHOLE
+
+
+def receipt_tok_s(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], concurrency: int,
+                  basis: str) -> list[float]:
+    """Each rep's tok/s recomputed from its receipt, over the row's basis (``steady``; ``whole``
+    or "" for a row from before the steady window), a rep voided before it ran left out."""
+    figs = [rep_figures(records, concurrency) for header, records in reps if not header.get("void")]
+    if basis == STEADY:
+        return headline(figs)[0]
+    return [f["agg_tok_s"] for f in figs]
 
 
 PERCENTILES = (50, 90, 99)
@@ -220,7 +241,8 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
     policy_word = next(((h.get("cache") or {}).get("policy", "") for h, _ in reps), "")
     reps = [(h, records) for h, records in reps if not h.get("void")]
     figs = [rep_figures(records, concurrency, slo) for _, records in reps]
-    aggs = [f["agg_tok_s"] for f in figs]
+    wholes = [f["agg_tok_s"] for f in figs]
+    aggs, basis = headline(figs)
     failed = sum(f["failed"] for f in figs)
     drafts = drafted = accepted = 0.0
     have_metrics = all(h.get("metrics_delta") for h, _ in reps) and bool(reps)
@@ -238,6 +260,7 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
     source = "metrics" if have_metrics and drafted else ("per-request" if drafted else "")
     load = concurrency or math.ceil(max((f["in_flight"] for f in figs), default=0.0))
     status = RowStatus.VOID if failed or voids else classify(aggs, load, policy)
+    reading = leak.read(aggs, policy.spread)
     caches = [rep_cache(h, records) for h, records in reps]
     sources = {c["source"] for c in caches}
     prompt = sum(c["prompt"] for c in caches) if caches and "" not in sources else 0
@@ -251,6 +274,13 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
         "reps": len(figs),
         "rep_tok_s": aggs,
         "agg_tok_s": round(median(aggs) or 0.0, 3),
+        # The headline is over each rep's steady window when every rep has one: its basis, the
+        # whole-rep figures beside it, and the medians of the reps' ramp, window and tail.
+        "basis": basis,
+        "whole_tok_s": round(median(wholes) or 0.0, 3),
+        "rep_whole_tok_s": wholes,
+        **{k: _round(median([f[k] for f in figs if f[k] is not None]), 3)
+           for k in ("ramp_s", "steady_s", "tail_s")},
         "per_user_tok_s": round(median([f["per_user_tok_s"] for f in figs]) or 0.0, 3),
         "ttft_ms": _round(median([f["ttft_ms"] for f in figs if f["ttft_ms"] is not None]), 2),
         "decode_tok_s": _round(median([f["decode_tok_s"] for f in figs
@@ -262,6 +292,9 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], con
         "accept_source": source,
         "spread": round(spread(aggs), 4),
         "status": status,
+        # What a wide spread is made of (engine.method.leak): leak | noise, and how it was read.
+        "spread_shape": str(reading.shape),
+        "spread_why": reading.why,
         "failed_requests": failed,
         # The commonest request error, so that a void row says why without opening its receipts.
         "error": errors.most_common(1)[0][0][:200] if errors else "",

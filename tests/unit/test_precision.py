@@ -1,0 +1,65 @@
+"""Reps to a precision (engine.method.precision): the stopping rule on synthetic reps, and its
+coverage by simulation (A/A pairs: the true delta is 0)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from engine.method import precision
+from engine.method.precision import Progress, Rule
+from engine.record.deltas import relative_delta
+
+RULE = Rule(precision=0.03, max_reps=20, stage=3)
+
+
+def test_a_quiet_row_stops_at_its_first_stage() -> None:
+    control = [1000.0, 1001.0, 999.0]
+    window = [1100.0, 1101.0, 1099.5]
+    s = precision.step(window, control, RULE)
+    assert s.progress == Progress.REACHED and s.needed == 3
+    assert s.half == pytest.approx(precision.half_width(relative_delta(window, control, stage=3)))
+
+
+def test_a_noisier_row_takes_reps_until_the_half_width_is_reached() -> None:
+    control = [1000.0, 1005.0, 995.0]
+    window = [1000.0, 1030.0, 970.0]
+    s = precision.step(window, control, RULE)
+    assert s.progress == Progress.MORE and s.needed is not None and 3 < s.needed <= RULE.max_reps
+    grown = window + [1000.0] * (s.needed - len(window))
+    assert precision.step(grown, control, RULE).progress == Progress.REACHED
+    shorter = grown[:-1]
+    assert precision.step(shorter, control, RULE).progress == Progress.MORE
+
+
+def test_a_row_too_noisy_for_the_cap_stops_at_once() -> None:
+    s = precision.step([1046.0, 1550.0, 2472.0], [1000.0, 1005.0, 995.0], RULE)
+    assert s.progress == Progress.CANNOT and s.needed is None
+    capped = precision.step([1000.0, 1030.0, 970.0] + [1000.0] * 2, [1000.0, 1005.0, 995.0],
+                            Rule(0.03, 5, 3))
+    assert capped.progress == Progress.CAP
+
+
+def test_a_control_row_is_judged_on_its_own_mean() -> None:
+    s = precision.step([1000.0, 1010.0, 990.0], None, RULE)
+    assert s.half == pytest.approx(precision.self_half([1000.0, 1010.0, 990.0], 3))
+    assert s.progress in (Progress.MORE, Progress.REACHED)
+    assert (s.half <= RULE.precision / math.sqrt(2)) == (s.progress == Progress.REACHED)
+
+
+def test_the_planner_asks_more_reps_of_more_noise() -> None:
+    quiet = precision.reps_needed(0.005, 0.005, RULE)
+    noisy = precision.reps_needed(0.015, 0.015, RULE)
+    assert quiet[0] is not None and noisy[0] is not None and noisy[0] > quiet[0]
+    assert precision.reps_needed(0.2, 0.2, RULE) == (None, None)
+
+
+@pytest.mark.parametrize("sigma", [0.005, 0.02, 0.05])
+def test_the_sequential_rule_keeps_the_intervals_at_95_percent(sigma: float) -> None:
+    """A/A pairs at several noise levels: about one interval in twenty misses the true delta
+    under the sequential rule (1000 pairs: a 95 % band of about +-1.4 points around 5 %)."""
+    missed, reps, _ = precision.coverage(sigma, RULE, trials=1000)
+    assert 0.02 <= missed <= 0.075
+    if sigma == 0.02:  # a level where the rule adds reps: the check is of the sequential rule
+        assert reps > RULE.stage
