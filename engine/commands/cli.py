@@ -138,7 +138,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from engine.report.compare import cmd_compare
 
-    return cmd_compare(args.run_dirs, args.json)
+    return cmd_compare(args.run_dirs, args.json, args.allow_different)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -217,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     cp = sub.add_parser("compare", help="the same rows of several runs side by side, with deltas")
     cp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="two or more; the first is A")
     cp.add_argument("--json", action="store_true", help="the comparison as JSON")
+    cp.add_argument("--allow-different", action="store_true",
+                    help="give deltas between rows that differ in what shapes the figures "
+                         "(prompts, max_tokens, sampling, knobs, load, cache, server and its args)")
     cp.set_defaults(func=_cmd_compare)
     return p
 
