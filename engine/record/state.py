@@ -23,6 +23,7 @@ from engine.record.events import (
     SessionStatus,
     Verdict,
     WindowStatus,
+    mistyped,
 )
 from engine.record.journal import Damage, Event, JournalRead, excerpt
 
@@ -400,13 +401,20 @@ def apply(state: RunState, e: Event, line: int | None = None) -> RunState:
         state.damage.append(Damage(line, f"seq {seq} after seq {last}: {seq - last - 1} events "
                                          f"missing", _excerpt(e)))
     state.last_seq = seq
+    # A hand-edited or foreign line: a known kind with a field of another type (checked before
+    # it is folded: a value folded in would fail whoever reads the state), or without a field
+    # it carries, or with a value no handler can use (an integer too wide for a rate).
+    why = mistyped(e)
+    if why is not None:
+        state.damage.append(Damage(line, f"{e['kind']} event the fold cannot use ({why})",
+                                   _excerpt(e)))
+        return state
     handler = HANDLERS.get(e["kind"])  # a kind this version does not fold (a newer engine's) is skipped
     if handler is None:
         return state
     try:
         handler(state, e)
-    except (KeyError, TypeError) as ex:
-        # A hand-edited or foreign line: a known kind without the fields it carries.
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as ex:
         what = f"no {ex.args[0]!r}" if isinstance(ex, KeyError) else str(ex)
         state.damage.append(Damage(line, f"{e['kind']} event the fold cannot use ({what})",
                                    _excerpt(e)))
