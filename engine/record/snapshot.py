@@ -35,7 +35,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import types
 import typing
 import zlib
@@ -47,6 +46,7 @@ from typing import Any
 import orjson
 
 from engine import __version__
+from engine.record import results
 from engine.record.journal import JournalRead, Reader, read_journal
 from engine.record.state import RunState, fold_read
 
@@ -255,16 +255,9 @@ def write(journal: Path, state: RunState, length: int, lines: int, last: bytes,
                             "lines": lines, "first": _hash(first), "last_len": len(last),
                             "last": _hash(last), "crc": crc}
     head["check"] = _check(head, body)
-    path = path_of(journal)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # owner-only
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(json.dumps(head).encode() + b"\n" + body + b"\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    # A cache (its hash tells a torn one): not fsync'd. The temporaries a killed writer left go.
+    with results.atomic_file(path_of(journal), fsync=False) as f:
+        f.write(json.dumps(head).encode() + b"\n" + body + b"\n")
 
 
 def load(journal: Path) -> tuple[Prefix | None, str]:
