@@ -130,9 +130,11 @@ def atomic_file(path: Path, fsync: bool = True) -> Iterator[IO[bytes]]:
             if fsync:
                 os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):  # a full disk leaves no half-written temporary behind
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:  # a write's error names no file
+            e.filename = str(path)
         raise
 
 
