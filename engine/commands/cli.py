@@ -141,6 +141,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return cmd_compare(args.run_dirs, args.json, args.allow_different)
 
 
+def _cmd_prune(args: argparse.Namespace) -> int:
+    from engine.commands.prune import cmd_prune
+
+    return cmd_prune(args.run_dirs, args.older_than, args.dry_run, args.results_dir)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ruler",
@@ -221,6 +227,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="give deltas between rows that differ in what shapes the figures "
                          "(prompts, max_tokens, sampling, knobs, load, cache, server and its args)")
     cp.set_defaults(func=_cmd_compare)
+
+    pr = sub.add_parser("prune", help="remove the containers kept by runs that are over")
+    pr.add_argument("run_dirs", nargs="*", metavar="RUN_DIR",
+                    help="only these runs' containers (default: every run under --results-dir)")
+    pr.add_argument("--older-than", metavar="DURATION",
+                    help="only containers ended (or created) that long ago: 90s, 30m, 12h, 7d")
+    pr.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+    pr.add_argument("--results-dir", default="results", help="where run directories are found")
+    pr.set_defaults(func=_cmd_prune)
     return p
 
 
