@@ -9,6 +9,7 @@ does (engine/record/liveness.py).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import subprocess
@@ -31,10 +32,8 @@ def made(docker_client: Any, testbed_image: str) -> Iterator[list[Any]]:
     made: list[Any] = []
     yield made
     for c in made:
-        try:
+        with contextlib.suppress(Exception):  # removed by prune already
             c.remove(force=True)
-        except Exception:  # noqa: BLE001,S110 - removed by prune already
-            pass
 
 
 def run_dir(results: Path, name: str) -> tuple[Path, str]:
