@@ -6,14 +6,15 @@ EXIT_OK = 0  # the campaign finished and measured something (rejected windows ar
 EXIT_ENGINE = 1  # ruler itself failed, or could not go on (its results could no longer be written)
 EXIT_BAD_INPUT = 2  # the input is wrong: the message names the problem and where
 EXIT_STOPPED = 3  # the operator stopped the run (ctl abort, SIGINT, SIGTERM); --resume continues it
-EXIT_NOTHING_MEASURED = 4  # the campaign finished without one measured row: every window rejected or failed
+EXIT_NOTHING_MEASURED = 4  # finished without a measured row: all windows rejected or failed, or all requests
 
 EXIT_CODES = {
     EXIT_OK: "the campaign finished and measured at least one row (rejected windows are results)",
     EXIT_ENGINE: "ruler itself failed, or its results could no longer be written",
     EXIT_BAD_INPUT: "bad input: a campaign, argument or directory; the message says which",
     EXIT_STOPPED: "stopped by the operator (ctl abort, Ctrl-C, SIGTERM); ruler run --resume goes on",
-    EXIT_NOTHING_MEASURED: "the campaign finished but measured nothing: every window was rejected or failed",
+    EXIT_NOTHING_MEASURED: "the campaign finished but measured nothing: every window was rejected or "
+                           "failed, or every request failed",
 }
 
 

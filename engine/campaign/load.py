@@ -94,6 +94,14 @@ def campaign_warnings(campaign: Campaign) -> list[Problem]:
         out.append(Problem(file, mark.line, mark.col, (
             f"warning: slo.{OLD_TPOT_KEY} is judged against each request's TPOT (the mean gap "
             "between its tokens after the first), not the itl_p* chunk gaps: write tpot_ms")))
+    if campaign.runtime == "attach":
+        for i, window in enumerate(campaign.windows):
+            mark = doc.locate(("windows", i, "change"), key=True)
+            out.append(Problem(file, mark.line, mark.col, (
+                f"warning: window {window.name!r}: runtime attach cannot apply its change "
+                f"({', '.join(window.axes())}): ruler does not start the server, so the window "
+                "measures the same server again; its delta is a repeat's, not the change's effect "
+                "(the report says so)")))
     return out + argv_warnings(campaign)
 
 

@@ -138,7 +138,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from engine.report.compare import cmd_compare
 
-    return cmd_compare(args.run_dirs, args.json)
+    return cmd_compare(args.run_dirs, args.json, args.allow_different)
+
+
+def _cmd_prune(args: argparse.Namespace) -> int:
+    from engine.commands.prune import cmd_prune
+
+    return cmd_prune(args.run_dirs, args.older_than, args.dry_run, args.results_dir)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -220,7 +226,19 @@ def build_parser() -> argparse.ArgumentParser:
     cp = sub.add_parser("compare", help="the same rows of several runs side by side, with deltas")
     cp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="two or more; the first is A")
     cp.add_argument("--json", action="store_true", help="the comparison as JSON")
+    cp.add_argument("--allow-different", action="store_true",
+                    help="give deltas between rows that differ in what shapes the figures "
+                         "(prompts, max_tokens, sampling, knobs, load, cache, server and its args)")
     cp.set_defaults(func=_cmd_compare)
+
+    pr = sub.add_parser("prune", help="remove the containers kept by runs that are over")
+    pr.add_argument("run_dirs", nargs="*", metavar="RUN_DIR",
+                    help="only these runs' containers (default: every run under --results-dir)")
+    pr.add_argument("--older-than", metavar="DURATION",
+                    help="only containers ended (or created) that long ago: 90s, 30m, 12h, 7d")
+    pr.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+    pr.add_argument("--results-dir", default="results", help="where run directories are found")
+    pr.set_defaults(func=_cmd_prune)
     return p
 
 

@@ -202,7 +202,10 @@ def run_engine(run_dir: Path, echo: bool) -> int:
         lock.close()
     if status == RunStatus.ABORTED:
         return EXIT_STOPPED
-    return EXIT_OK if runner.state.measured else EXIT_NOTHING_MEASURED
+    if not runner.state.measured:
+        print(f"ruler run: measured nothing: {runner.state.nothing_measured()}", file=sys.stderr)
+        return EXIT_NOTHING_MEASURED
+    return EXIT_OK
 
 
 def spawn_detached(run_dir: Path) -> int:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import glob
 import json
 import os
 import platform
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -78,19 +79,69 @@ def open_append(path: Path, text: bool = False) -> IO[Any]:
     return os.fdopen(fd, "ab")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Readers (the console, a crash) see the old file or the new one, never half of one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+def temporary_for(path: Path) -> tuple[int, str]:
+    """An owner-only temporary beside ``path`` that becomes it by ``os.replace``: named
+    ``.<name>.<pid>.<random>``, so that one a killed process left is known (:func:`remove_stale`)."""
+    return tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.")
+
+
+def remove_stale(path: Path) -> list[Path]:
+    """Remove the temporaries of :func:`temporary_for` for ``path`` whose process is gone (a
+    SIGKILL between their creation and their rename); returns those removed. One a live process
+    is writing is left alone."""
+    removed = []
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.*"):
+        pid = tmp.name[len(path.name) + 2:].split(".", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+            removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive, and not ours to judge
+        return True
+    try:  # a zombie nobody reaps (an orphan under a container's init) has ended too
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[:1] != [b"Z"]
+    except OSError:
+        return True
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path, fsync: bool = True) -> Iterator[IO[bytes]]:
+    """A binary file that becomes ``path`` when the block ends, owner-only; readers (the console,
+    a crash, the next report) see the old file or the new one, never half of one. The stale
+    temporaries for ``path`` (of processes that are gone) are removed first."""
+    remove_stale(path)
+    fd, tmp = temporary_for(path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
             f.flush()
-            os.fsync(f.fileno())
+            if fsync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):  # a full disk leaves no half-written temporary behind
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:  # a write's error names no file
+            e.filename = str(path)
         raise
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Readers (the console, a crash) see the old file or the new one, never half of one."""
+    with atomic_file(path) as f:
+        f.write(text.encode("utf-8"))
 
 
 def scrub_file(path: Path, scrub: Callable[[str], str]) -> bool:

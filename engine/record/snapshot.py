@@ -3,11 +3,12 @@
 The journal stays the run's only record and ``fold`` the only way its state is derived: a snapshot
 is a cache of the fold, written by the journal's writer (``engine.record.writer``) every
 ``EVERY`` events and when it closes, atomically, beside the journal (``state.snapshot.json``). It
-says what it covers: the journal's bytes and lines it folded, the sequence number reached, and the
-first and the last of those lines (the last one's length and hash). A reader takes it only when
-all of that still holds and the same fold wrote it (ruler's version and the source of the fold's
-modules); otherwise (no snapshot, a journal shorter than it or rewritten, a seq that does not
-match, a corrupt file, another version) the reader folds the whole journal, as it always could.
+says what it covers: the journal's bytes and lines it folded, the sequence number reached, the
+first and the last of those lines (the last one's length and hash) and the CRC-32 of every byte
+it covers. A reader takes it only when all of that still holds and the same fold wrote it (ruler's
+version and the source of the fold's modules); otherwise (no snapshot, a journal shorter than it,
+rewritten or damaged inside what it covers, a seq that does not match, a corrupt file, another
+version) the reader folds the whole journal, as it always could, and so sees the damage.
 
 The state is written generically, field by field of its dataclasses, and read back by their type
 hints: a field added to ``RunState`` needs no code here, and since the fold's source is part of
@@ -17,9 +18,11 @@ day-long state. A state it would not read back exactly is not written (its reade
 journal): a NaN or a lone surrogate, which strict JSON cannot hold, and an integer wider than 64
 bits, which orjson reads as a float.
 
-The snapshot trusts the journal to be append-only, as its writer keeps it: an edit inside the
-covered lines that keeps every byte where it was (the same length, the first and last lines
-untouched) is not seen; deleting ``state.snapshot.json`` makes every reader fold the whole journal.
+The covered bytes are checked by CRC-32, not a cryptographic hash: it guards against damage (a
+run of NULs a crash or a disk leaves, a line edited in place), which it catches whole up to 32
+bits in a row and otherwise misses once in 2**32; a forger who can edit the journal can rewrite
+the snapshot as well. It reads 20 MB in 20 ms here, sha256 in 50 ms, and every status and attach
+pays it. The writer keeps the CRC as it appends, so a snapshot costs no read of the journal.
 """
 
 from __future__ import annotations
@@ -32,9 +35,9 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import types
 import typing
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,12 +46,14 @@ from typing import Any
 import orjson
 
 from engine import __version__
+from engine.record import results
 from engine.record.journal import JournalRead, Reader, read_journal
 from engine.record.state import RunState, fold_read
 
 SNAPSHOT = "state.snapshot.json"
 EVERY = 1000  # events between two snapshots: a reader folds fewer than this many itself
-FORMAT = 2  # 2: strict JSON, read by orjson (1 allowed NaN)
+FORMAT = 3  # 3: the CRC-32 of the covered bytes; 2: strict JSON, read by orjson (1 allowed NaN)
+CHUNK = 1 << 20  # bytes read at a time for the CRC of the covered bytes
 FOLD_MODULES = ("engine.record.events", "engine.record.journal", "engine.record.state", __name__)
 
 
@@ -213,12 +218,28 @@ class Prefix:
     length: int  # bytes: the end of the last line it covers
     lines: int
     last: bytes  # that last line, with its newline
+    crc: int  # the CRC-32 of the ``length`` bytes it covers
 
 
-def write(journal: Path, state: RunState, length: int, lines: int, last: bytes) -> None:
+def covered_crc(f: typing.BinaryIO, length: int, start: int = 0, crc: int = 0) -> int:
+    """The CRC-32 of a journal's first ``length`` bytes, read from ``f``: from ``start`` on,
+    continuing ``crc``, that of the bytes before it."""
+    f.seek(start)
+    left = length - start
+    while left > 0:
+        chunk = f.read(min(CHUNK, left))
+        if not chunk:
+            break
+        crc, left = zlib.crc32(chunk, crc), left - len(chunk)
+    return crc
+
+
+def write(journal: Path, state: RunState, length: int, lines: int, last: bytes,
+          crc: int | None = None) -> None:
     """The snapshot of ``state``, the fold of the journal's first ``lines`` lines (``length``
-    bytes, the last of them ``last``). Atomic, not fsync'd: a snapshot lost to a crash is missed,
-    never misread (its hash), and the journal still holds everything."""
+    bytes, the last of them ``last``, ``crc`` the CRC-32 of them all: read from the journal when
+    not given). Atomic, not fsync'd: a snapshot lost to a crash is missed, never misread (its
+    hash), and the journal still holds everything."""
     fold = fingerprint()
     if fold is None or not lines:
         return
@@ -228,20 +249,15 @@ def write(journal: Path, state: RunState, length: int, lines: int, last: bytes) 
         return
     with open(journal, "rb") as f:
         first = f.readline()
+        if crc is None:
+            crc = covered_crc(f, length)
     head: dict[str, Any] = {"format": FORMAT, "fold": fold, "seq": state.last_seq, "length": length,
                             "lines": lines, "first": _hash(first), "last_len": len(last),
-                            "last": _hash(last)}
+                            "last": _hash(last), "crc": crc}
     head["check"] = _check(head, body)
-    path = path_of(journal)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # owner-only
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(json.dumps(head).encode() + b"\n" + body + b"\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    # A cache (its hash tells a torn one): not fsync'd. The temporaries a killed writer left go.
+    with results.atomic_file(path_of(journal), fsync=False) as f:
+        f.write(json.dumps(head).encode() + b"\n" + body + b"\n")
 
 
 def load(journal: Path) -> tuple[Prefix | None, str]:
@@ -269,13 +285,15 @@ def load(journal: Path) -> tuple[Prefix | None, str]:
     if head.get("check") != _check(head, body):
         return None, "snapshot corrupt (it does not match its hash)"
     try:
-        length, lines, seq, last_len = (int(head[k]) for k in ("length", "lines", "seq", "last_len"))
+        length, lines, seq, last_len, crc = (int(head[k]) for k in (
+            "length", "lines", "seq", "last_len", "crc"))
         with open(journal, "rb") as f:
             first = f.readline()
             if os.fstat(f.fileno()).st_size < length:
                 return None, "journal shorter than the snapshot"
             f.seek(length - last_len - 1 if length > last_len else 0)
             edge = f.read(last_len + 1 if length > last_len else last_len)
+            changed = covered_crc(f, length) != crc
     except FileNotFoundError:
         return None, "no journal"
     except (OSError, KeyError, ValueError, TypeError):
@@ -285,6 +303,8 @@ def load(journal: Path) -> tuple[Prefix | None, str]:
     if (_hash(first) != head.get("first") or _hash(last) != head.get("last")
             or not last.endswith(b"\n") or not (lone or edge[:1] == b"\n")):
         return None, "journal rewritten since the snapshot"
+    if changed:
+        return None, "journal changed inside what the snapshot covers"
     try:
         with _no_collections():
             state = decode(orjson.loads(body))
@@ -294,7 +314,7 @@ def load(journal: Path) -> tuple[Prefix | None, str]:
     damaged = {d.line for d in state.damage}
     if state.last_seq != seq or (ended and ended[0][1]["seq"] != seq and lines not in damaged):
         return None, "seq mismatch between the snapshot and the journal"
-    return Prefix(state, length, lines, last), ""
+    return Prefix(state, length, lines, last, crc), ""
 
 
 @dataclass

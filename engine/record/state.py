@@ -23,6 +23,7 @@ from engine.record.events import (
     SessionStatus,
     Verdict,
     WindowStatus,
+    mistyped,
 )
 from engine.record.journal import Damage, Event, JournalRead, excerpt
 
@@ -143,8 +144,27 @@ class RunState:
 
     @property
     def measured(self) -> bool:
-        """Some row has figures: the campaign produced a result (else exit code 4)."""
-        return any(r.status in (RowStatus.OK, RowStatus.NOISY, RowStatus.VOID) for r in self.rows.values())
+        """Some row has figures: the campaign produced a result (else exit code 4). A void row
+        counts when its reps moved tokens (a leaked pass); one whose every request failed (an
+        HTTP error, a stream that is not SSE, a failed cache flush: 0 tok/s) measured nothing."""
+        return any(r.status in (RowStatus.OK, RowStatus.NOISY)
+                   or (r.status == RowStatus.VOID and (r.row.get("agg_tok_s") or 0) > 0)
+                   for r in self.rows.values())
+
+    def nothing_measured(self) -> str:
+        """Why no row has a figure, for the line beside exit code 4."""
+        void = [r for r in self.rows.values() if r.status in (RowStatus.VOID, RowStatus.FAILED)]
+        if void:
+            first = void[0]
+            why = first.row.get("reason") or (first.voids[-1] if first.voids else first.status)
+            return (f"every row is void or failed, none moved a token ({len(void)} rows; "
+                    f"{first.key}: {why})")
+        ended = [w for w in self.windows.values() if w.status in (
+            WindowStatus.REJECTED, WindowStatus.FAILED)]
+        if ended:
+            return (f"every window was rejected or failed ({len(ended)}; {ended[0].key}: "
+                    f"{ended[0].reason or ended[0].status})")
+        return "no row was measured"
 
     def session_status(self) -> dict[str, SessionStatus]:
         """Each session, in campaign order: done when every window of it is complete, queued
@@ -401,13 +421,20 @@ def apply(state: RunState, e: Event, line: int | None = None) -> RunState:
         state.damage.append(Damage(line, f"seq {seq} after seq {last}: {seq - last - 1} events "
                                          f"missing", _excerpt(e)))
     state.last_seq = seq
+    # A hand-edited or foreign line: a known kind with a field of another type (checked before
+    # it is folded: a value folded in would fail whoever reads the state), or without a field
+    # it carries, or with a value no handler can use (an integer too wide for a rate).
+    why = mistyped(e)
+    if why is not None:
+        state.damage.append(Damage(line, f"{e['kind']} event the fold cannot use ({why})",
+                                   _excerpt(e)))
+        return state
     handler = HANDLERS.get(e["kind"])  # a kind this version does not fold (a newer engine's) is skipped
     if handler is None:
         return state
     try:
         handler(state, e)
-    except (KeyError, TypeError) as ex:
-        # A hand-edited or foreign line: a known kind without the fields it carries.
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as ex:
         what = f"no {ex.args[0]!r}" if isinstance(ex, KeyError) else str(ex)
         state.damage.append(Damage(line, f"{e['kind']} event the fold cannot use ({what})",
                                    _excerpt(e)))

@@ -13,6 +13,7 @@ import json
 import os
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,11 @@ class Journal:
         self._every = snapshot_every
         self._since = folded.read.lines - (folded.prefix.lines if folded.prefix else 0)
         self._length, self._lines, self._last = folded.read.length, folded.read.lines, folded.last
+        # The CRC-32 of every byte written, kept as lines are appended: the snapshot vouches for
+        # them (the snapshot's, then the lines after it read once here).
+        start, crc = (folded.prefix.length, folded.prefix.crc) if folded.prefix else (0, 0)
+        with open(self.path, "rb") as f:
+            self._crc = snapshot.covered_crc(f, self._length, start, crc)
 
     def append(self, kind: str, **data: Any) -> Event:
         with self._lock:
@@ -61,6 +67,7 @@ class Journal:
             self._f.flush()
             os.fsync(self._f.fileno())
             self._length, self._lines, self._last = self._length + len(line), self._lines + 1, line
+            self._crc = zlib.crc32(line, self._crc)
             # Folded as a reader of the file will fold it (a Path as its text, a tuple as a list).
             apply(self.state, json.loads(line), self._lines)
             self._since += 1
@@ -72,7 +79,7 @@ class Journal:
         self._since = 0
         # A cache of the fold: one not written costs readers time, never a figure.
         with contextlib.suppress(OSError):
-            snapshot.write(self.path, self.state, self._length, self._lines, self._last)
+            snapshot.write(self.path, self.state, self._length, self._lines, self._last, self._crc)
 
     def close(self) -> None:
         with self._lock:

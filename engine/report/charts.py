@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.record import results
 from engine.record.events import CONTROL, WindowStatus
 from engine.record.state import load_text
 from engine.report.run import Row, RunView
@@ -79,7 +80,10 @@ def _ticks(ax: Any, labels: Sequence[str], **style: Any) -> None:
 def _save(fig: Any, job: Job) -> Path:
     # PNG: SVG of the 800-window charts took three times as long to write and was six times the
     # size (0.9-1 MB). zlib's fastest level: a tenth of the drawing less, PNGs 14 % larger.
-    fig.savefig(job.path, format="png", metadata={KEY: job.key}, pil_kwargs={"compress_level": 1})
+    # Through a temporary renamed into place: a report killed mid-write leaves the chart before
+    # it or none, never a torn one carrying the key of whole values (kept forever after).
+    with results.atomic_file(job.path) as f:
+        fig.savefig(f, format="png", metadata={KEY: job.key}, pil_kwargs={"compress_level": 1})
     return job.path
 
 

@@ -7,10 +7,19 @@ row by session, window, class and concurrency; failing that by window name (in a
 then by the window's axis text, so a campaign whose sessions or window names were reorganised
 still lines up. Each match says how it was made; rows nothing matched are listed as such. A
 window without rows (rejected at boot, failed) takes part as one line carrying its status.
+
+Two matched rows are alike when what shapes their figures is the same in both runs (``conditions``:
+the class's prompts, max_tokens, sampling, knobs, requests per rep, cache policy, the server and
+the window's arguments and environment). A delta between unlike rows is the effect of those
+differences as much as of anything else: it is not given unless asked (``--allow-different``),
+and the differences are printed beside the row either way. The image, the host and ruler's version
+are not conditions: they are what a comparison across runs is usually for, and each run's line
+names them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -18,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.record.deltas import METHOD, noise_floor
-from engine.record.events import WindowStatus
+from engine.record.events import EventKind, WindowStatus
 from engine.record.receipts import CSV_COLUMNS
 from engine.report import CONTROL, Delta, ReportError, Row, RunView, delta, load_run, pct, tok
-from engine.report.run import csv_row
+from engine.report.run import csv_row, read_json
 from engine.report.text import declared_noise
 
 EXACT, BY_NAME, BY_AXIS = "exact", "window name", "axis"
@@ -115,6 +124,106 @@ def cross_floor(base_view: RunView, base: Row, view: RunView, row: Row) -> float
     return noise_floor(declared, [drift.interval])
 
 
+UNRECORDED = "not recorded"
+
+
+def _short(value: Any) -> str:
+    """A condition's value as it reads beside a row (a hash shortened to what tells two apart)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _prompts(view: RunView, cls: str) -> list[str] | None:
+    """The prompts the class's requests were built from: the run's frozen prompts.json, else the
+    campaign's own list (a run recorded before prompts were frozen)."""
+    frozen = read_json(view.dir / "prompts.json").get(cls)
+    if isinstance(frozen, list):
+        return [str(p) for p in frozen]
+    spec = view.campaign.workload.classes.get(cls) if view.campaign else None
+    return list(spec.prompts) if spec is not None and spec.prompts else None
+
+
+def _requests(view: RunView, row: Row) -> Any:
+    """Requests per rep at the row's load, as run_started recorded them."""
+    w = view.state.workload
+    loads, counts = (w.get("rate"), w.get("rate_requests")) if row.rate else (
+        w.get("concurrency"), w.get("requests"))
+    at = row.rate if row.rate else row.concurrency
+    if isinstance(loads, list) and isinstance(counts, list) and at in loads:
+        i = loads.index(at)
+        return counts[i] if i < len(counts) else UNRECORDED
+    return UNRECORDED
+
+
+def _launch(view: RunView, row: Row) -> dict[str, Any] | None:
+    """The window's server invocation (its last boot's), the port ruler picked left out."""
+    started = [e for e in view.of(EventKind.WINDOW_STARTED, row.session, row.window)
+               if isinstance(e.get("plan"), dict)]
+    if not started:
+        return None
+    plan = started[-1]["plan"]
+    port = str(plan.get("host_port"))
+    argv = plan.get("argv") if isinstance(plan.get("argv"), list) else []
+    return {"argv": ["<port>" if str(a) == port else a for a in argv], "env": plan.get("env")}
+
+
+def conditions(view: RunView, row: Row) -> dict[str, Any]:
+    """What shapes a row's figure besides what is measured, by name: two rows compare as an
+    effect only when these are equal. Missing from the run's record: ``UNRECORDED``."""
+    c = view.campaign
+    prompts = _prompts(view, row.cls)
+    launch = _launch(view, row)
+    return {
+        f"prompts ({row.cls})": prompts if prompts is not None else UNRECORDED,
+        "max_tokens": view.state.workload.get("max_tokens",
+                                              c.workload.max_tokens if c else UNRECORDED),
+        "sampling": c.workload.sampling.model_dump(mode="json") if c else UNRECORDED,
+        "knobs": c.workload.knobs if c else UNRECORDED,
+        "requests per rep": _requests(view, row),
+        "cache": row.cache or (c.workload.cache if c else UNRECORDED),
+        "server": view.state.server or UNRECORDED,
+        "server args": launch["argv"] if launch else UNRECORDED,
+        "server env": launch["env"] if launch else UNRECORDED,
+    }
+
+
+def _prompt_diff(a: list[str], b: list[str]) -> str:
+    if len(a) != len(b):
+        return f"{len(a)} vs {len(b)} prompts"
+    n = sum(x != y for x, y in zip(a, b, strict=True))
+    digest = [hashlib.sha256(json.dumps(p).encode()).hexdigest()[:8] for p in (a, b)]
+    return f"{n} of {len(a)} differ (sha256 {digest[0]} vs {digest[1]})"
+
+
+def _args_diff(a: list[Any], b: list[Any]) -> str:
+    only_a = [x for x in a if x not in b]
+    only_b = [x for x in b if x not in a]
+    return f"{' '.join(map(str, only_a)) or '-'} vs {' '.join(map(str, only_b)) or '-'}"
+
+
+def differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, str]:
+    """Each condition that differs between two rows, with how: ``{"max_tokens": "8 vs 64"}``."""
+    out: dict[str, str] = {}
+    for name, va in a.items():
+        vb = b.get(name, UNRECORDED)
+        if va == vb and va != UNRECORDED:
+            continue
+        if va == vb:
+            out[name] = f"{UNRECORDED} in either run"
+        elif isinstance(va, list) and isinstance(vb, list) and name.startswith("prompts"):
+            out[name] = _prompt_diff(va, vb)
+        elif isinstance(va, list) and isinstance(vb, list):
+            out[name] = _args_diff(va, vb)
+        else:
+            out[name] = f"{_short(va)} vs {_short(vb)}"
+    return out
+
+
+def unlike_text(diff: dict[str, str]) -> str:
+    return "; ".join(f"{name} {how}" for name, how in diff.items())
+
+
 def cell(row: Row | None) -> str:
     if row is None:
         return "-"
@@ -135,32 +244,66 @@ def tags(n: int) -> list[str]:
     return [chr(ord("A") + i) if i < 26 else f"R{i + 1}" for i in range(n)]
 
 
-def comparison(views: Sequence[RunView]) -> tuple[list[str], list[list[str]], list[dict[str, Any]]]:
-    """Headers, text rows and the same as JSON records."""
+def comparison(views: Sequence[RunView], allow_different: bool = False,
+               ) -> tuple[list[str], list[list[str]], list[dict[str, Any]]]:
+    """Headers, text rows and the same as JSON records. A delta against A between unlike rows is
+    left out unless ``allow_different``; their differences are given beside the row either way."""
     t = tags(len(views))
     headers = ["row"] + [f"{x} tok/s" for x in t] + [f"Δ {x} vs A" for x in t[1:]] + [
-        f"{x} Δ vs own control" for x in t] + [f"{x} accept len/rate" for x in t] + ["matched by"]
+        f"{x} Δ vs own control" for x in t] + [f"{x} accept len/rate" for x in t] + [
+        "matched by", "unlike A"]
     text: list[list[str]] = []
     records: list[dict[str, Any]] = []
     for m in match_rows(views):
         base = m.rows[0]
+        diffs: list[dict[str, str] | None] = [
+            differences(conditions(views[0], base), conditions(v, r))
+            if r is not None and base is not None else None
+            for v, r in zip(views[1:], m.rows[1:], strict=True)]
         vs_first: list[Delta | None] = [
             delta(r, base, cross_floor(views[0], base, v, r)) if r is not None and base is not None
             else None for v, r in zip(views[1:], m.rows[1:], strict=True)]
+        shown = [d if not diff or allow_different else None
+                 for d, diff in zip(vs_first, diffs, strict=True)]
         vs_ctl = [delta(r, control_of(v, r), declared_noise(v)) if r is not None
                   and r.window != CONTROL and (r.concurrency or r.rate) else None
                   for v, r in zip(views, m.rows, strict=True)]
         accept = [f"{r.accept_len:.2f}/{r.accept_rate:.3f}" if r and r.accept_len is not None
                   and r.accept_rate is not None else "-" for r in m.rows]
         how = ", ".join(f"{x}: {h}" for x, h in zip(t[1:], m.how[1:], strict=True) if h) or "-"
+        unlike = " | ".join(f"{x}: {unlike_text(diff)}" for x, diff in zip(t[1:], diffs, strict=True)
+                            if diff) or "-"
         text.append([m.label()] + [cell(r) for r in m.rows]
-                    + [d.text() if d else "-" for d in vs_first]
-                    + [d.text() if d else "-" for d in vs_ctl] + accept + [how])
+                    + [d.text() if d else "unlike: no effect given" if diff else "-"
+                       for d, diff in zip(shown, diffs, strict=True)]
+                    + [d.text() if d else "-" for d in vs_ctl] + accept + [how, unlike.replace("|", "/")])
         records.append({"row": m.label(), "matched_by": m.how,
                         "runs": [r.as_json() if r else None for r in m.rows],
-                        "delta_vs_first": [None] + [d.as_json() if d else None for d in vs_first],
+                        "differences": [None, *diffs],
+                        "delta_vs_first": [None] + [d.as_json() if d else None for d in shown],
                         "delta_vs_own_control": [d.as_json() if d else None for d in vs_ctl]})
     return headers, text, records
+
+
+def unlike_note(records: list[dict[str, Any]], allow_different: bool) -> str:
+    """One line for the runs that differ in what shapes the figures, by what and how many rows."""
+    tally: dict[str, int] = {}
+    rows = 0
+    for rec in records:
+        names = {n for diff in rec["differences"] if diff for n in diff}
+        rows += bool(names)
+        for n in names:
+            tally[n] = tally.get(n, 0) + 1
+    if not rows:
+        return ""
+    what = ", ".join(f"{n} ({k} rows)" for n, k in tally.items())
+    if allow_different:
+        return (f"unlike runs: {rows} matched rows differ in what shapes the figures: {what}; "
+                "their deltas are given (--allow-different): read them as the effect of those "
+                "differences too (each row's are in \"unlike A\").")
+    return (f"unlike runs: {rows} matched rows differ in what shapes the figures: {what}; no "
+            "delta is given for them (each row's differences are in \"unlike A\"; "
+            "--allow-different gives them anyway).")
 
 
 def aligned(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -177,11 +320,11 @@ def servers_note(views: Sequence[RunView]) -> str:
     servers = list(dict.fromkeys(v.state.server for v in views if v.state.server))
     if len(servers) < 2:
         return ""
-    return (f"servers differ ({' vs '.join(servers)}): the rows compare because each was measured "
-            "by the same ruler (same requests, same tok/s, spread and acceptance definitions).")
+    return (f"servers differ ({' vs '.join(servers)}): each row was measured by the same ruler "
+            "(same requests, same tok/s, spread and acceptance definitions).")
 
 
-def cmd_compare(run_dirs: list[str], as_json: bool = False) -> int:
+def cmd_compare(run_dirs: list[str], as_json: bool = False, allow_different: bool = False) -> int:
     if len(run_dirs) < 2:
         print("ruler compare: give at least two run directories", file=sys.stderr)
         return 2
@@ -190,19 +333,20 @@ def cmd_compare(run_dirs: list[str], as_json: bool = False) -> int:
     except ReportError as e:
         print(e, file=sys.stderr)
         return 2
-    headers, text, records = comparison(views)
+    headers, text, records = comparison(views, allow_different)
     if as_json:
         print(json.dumps({"runs": [{"tag": x, "dir": str(v.dir), "campaign": v.state.campaign,
                                     "server": v.state.server, "runtime": v.state.runtime,
                                     "status": v.state.status}
                                    for x, v in zip(tags(len(views)), views, strict=True)],
+                          "allow_different": allow_different,
                           "rows": records}, indent=2, default=str))
         return 0
     for x, v in zip(tags(len(views)), views, strict=True):
         print(run_line(x, v))
-    note = servers_note(views)
-    if note:
-        print(note)
+    for note in (servers_note(views), unlike_note(records, allow_different)):
+        if note:
+            print(note)
     print(f"Δ: run / A - 1 per row from the two rows' reps, [95 % interval] ({METHOD}); within "
           "noise: the interval holds 0, or |Δ| is no larger than the noise floor: the campaigns' "
           "declared noise (leak.spread) and, for a window, its control's drift between the runs.")

@@ -10,6 +10,7 @@ import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from engine.errors import EXIT_ENGINE
 from engine.record import results
 from engine.report import charts, steady
 from engine.report.methods import files, methods
@@ -63,6 +64,8 @@ def _drawer(conn: Connection) -> None:
         conn.send(("drawn", ""))
     except EOFError:  # the report stopped (bad input): nothing to draw, no one to tell
         pass
+    except OSError as e:  # a full disk, a read-only one: the report says so in a line
+        conn.send(("oserror", (e.errno, e.strerror or str(e), e.filename)))
     except ImportError as e:
         conn.send(("skipped", CHARTS_SKIPPED) if (e.name or "").startswith("matplotlib")
                   else ("failed", traceback.format_exc()))  # a broken install of ours: a bug to see
@@ -98,6 +101,8 @@ class Drawing:
             what, said = "failed", "it ended without a word"
         self.conn.close()
         self.proc.join()
+        if what == "oserror":
+            raise OSError(*said)
         if what == "failed":
             raise RuntimeError(f"drawing the charts failed (exit code {self.proc.exitcode}): {said}")
         return said
@@ -148,6 +153,10 @@ def cmd_report(run_dir: str) -> int:
     except ReportError as e:
         print(e, file=sys.stderr)
         return 2
+    except OSError as e:  # writing its own files (each is whole, or the one before it)
+        print(f"ruler report: cannot write {e.filename or run_dir}: {e.strerror or e}; make room, "
+              f"then run ruler report again", file=sys.stderr)
+        return EXIT_ENGINE
     print(f"report: {path}")
     for c in charts:
         print(f"chart:  {c} ({c.stat().st_size} bytes)")

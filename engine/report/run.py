@@ -18,7 +18,7 @@ import yaml
 
 from engine.campaign.spec import Campaign
 from engine.record import receipts, results
-from engine.record.events import CONTROL, USABLE_ROWS, EventKind
+from engine.record.events import CONTROL, USABLE_ROWS, EventKind, mistyped
 from engine.record.journal import Event, read_kinds
 from engine.record.receipts import read_rep
 from engine.record.snapshot import fold_journal
@@ -294,7 +294,8 @@ def load_run(run_dir: str | Path) -> RunView:
         raise ReportError(f"{d} is not a ruler run directory (no {results.JOURNAL} or "
                           f"{results.THROUGHPUT})")
     state = fold_journal(d / results.JOURNAL)  # damaged lines are kept in state.damage, and said
-    events = read_kinds(d / results.JOURNAL, REPORTED)
+    # An event the fold called damage (a field of another type) is not read here either.
+    events = [e for e in read_kinds(d / results.JOURNAL, REPORTED) if mistyped(e) is None]
     campaign, raw, note = read_campaign(d)
     return RunView(d, events, state, read_rows(d, state), campaign, raw, note, read_json(d / results.ENV))
 

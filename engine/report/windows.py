@@ -34,8 +34,13 @@ def window_status(view: RunView, ws: WindowState) -> list[str]:
         parts.append(f"image `{ws.server['image_id'][:19]}`")
     change = change_text(view, ws.window)
     if change:
-        parts.append(f"change: {change}")
+        parts.append(f"change: {change}" + (" **not applied**" if unapplied(view) else ""))
     lines = [" · ".join(parts), ""]
+    if change and unapplied(view):
+        lines += [f"Runtime attach: ruler did not start the server, so this change was not "
+                  f"applied: the window measured the same server as its control again, and its "
+                  f"Δ below is a repeat's (the run's noise), not an effect of {ws.axis or 'it'}.",
+                  ""]
     finished = view.of(EventKind.WINDOW_FINISHED, ws.session, ws.window)
     if finished and finished[-1].get("reason"):
         lines += [f"Window ended: {finished[-1]['reason']} "
@@ -70,6 +75,11 @@ def _flag(flag: str, value: Any) -> str:
     if isinstance(value, list | tuple):
         return " ".join(f"{flag} {v}" for v in value)
     return f"{flag} {value}"
+
+
+def unapplied(view: RunView) -> bool:
+    """No change of a window reached its server: an attached one runs as someone started it."""
+    return view.state.runtime == "attach"
 
 
 def change_text(view: RunView, window: str) -> str:
@@ -180,7 +190,9 @@ def windows(view: RunView) -> list[str]:
         floor = declared_noise(view)
         if rows:
             lines += table(
-                ["class", "C", "tok/s", CONTROL, "Δ tok/s [95 % CI]", "per user",
+                ["class", "C", "tok/s", CONTROL,
+                 "Δ tok/s [95 % CI]" + (" (change not applied)" if unapplied(view) else ""),
+                 "per user",
                  "spread (window / control)", "reps tok/s", "accept len / rate", "control accept",
                  "prefix cache (window / control)", "status", "attempts"],
                 [[r.cls, load_cell(r), tok(r.agg_tok_s), tok(c.agg_tok_s) if c else "-",

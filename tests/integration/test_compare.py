@@ -1,7 +1,9 @@
-"""ruler compare on the two real runs of tests/integration/test_report.py (built once per session).
+"""ruler compare on the two real runs of tests/integration/test_report.py (built once per session),
+and on two real runs that differ in what shapes the figures.
 
 Run B has one class, one session and its drafter window under another name with the same axis,
-so the comparison has to match rows exactly, by axis, and list what only one run has.
+so the comparison has to match rows exactly, by axis, and list what only one run has. Its workload
+is A's: their matched rows are alike, and every delta between them is given.
 """
 
 from __future__ import annotations
@@ -9,11 +11,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+from test_control import RULER
 from test_report import POLICY_A, POLICY_B, csv_rows, recomputed, run_a, run_b  # noqa: F401
 
+from engine import testbed as tb_mod
 from engine.record.deltas import relative_delta
 from engine.record.deltas import text as delta_text
 from engine.report import Delta, load_run, pct, tok
@@ -102,7 +107,8 @@ def test_cmd_compare_table_and_json(run_a: Path, run_b: Path,  # noqa: F811
 def test_across_servers(run_a: Path, run_b: Path, tmp_path: Path,  # noqa: F811
                         capsys: pytest.CaptureFixture[str]) -> None:
     """No SGLang or vLLM here: a copy of run B whose journal names another server stands in. The
-    rows match all the same (nothing in the matching looks at the server) and the output says so."""
+    rows match all the same (nothing in the matching looks at the server); the server is a
+    condition of the figures, so a delta across it is given only when asked, the server named."""
     other = tmp_path / "vllm-run"
     shutil.copytree(run_b, other)
     journal = other / "journal.jsonl"
@@ -111,6 +117,73 @@ def test_across_servers(run_a: Path, run_b: Path, tmp_path: Path,  # noqa: F811
     out = capsys.readouterr().out
     assert "servers differ (llamacpp vs vllm)" in out
     assert "| s1-block5 prose C1" in out and "B: axis" in out
+    assert re.search(r"^\| s1-block5 prose C1 .*\| unlike: no effect given \|.*"
+                     r"B: server llamacpp vs vllm", out, re.M)
+    assert cmd_compare([str(run_a), str(other)], allow_different=True) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\| s1-block5 prose C1 [^|]*\|[^|]*\|[^|]*\| [+-][0-9.]+ % .*"
+                     r"B: server llamacpp vs vllm", out, re.M)
+
+
+UNLIKE = """\
+name: {name}
+server: llamacpp
+runtime: process
+process:
+  command: ["${{testbed.llama_server}}"]
+control:
+  model: ${{testbed.models}}/SmolLM2-135M-Instruct.Q4_1.gguf
+  args: {{-m: "${{model}}", -c: 1024, -np: 1, -t: 1}}
+windows:
+  - name: ctx
+    axis: context 2048
+    change:
+      args: {{-c: 2048}}
+sessions:
+  s1: [ctx]
+workload:
+  classes:
+    prose: {{prompts: ["Say hi.", "{prompt}"]}}
+  concurrency: [1]
+  reps: 2
+  requests_per_rep: 2
+  max_tokens: {max_tokens}
+timeouts: {{boot: 120, request: 60}}
+quality: {{enabled: false}}
+"""
+
+
+def test_unlike_runs_give_no_effect_unless_asked(testbed: tb_mod.Testbed, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Two real runs of one campaign but for max_tokens (8 vs 64) and one of the two prompts."""
+    runs = []
+    for name, max_tokens, prompt in (("unlike-a", 8, "Write one sentence about the sea."),
+                                     ("unlike-b", 64, "Write one sentence about the moon.")):
+        spec = tmp_path / f"{name}.yaml"
+        spec.write_text(UNLIKE.format(name=name, max_tokens=max_tokens, prompt=prompt))
+        done = subprocess.run([*RULER, "run", str(spec), "--headless", "--results-dir",
+                               str(tmp_path / "results")], capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        (run,) = (tmp_path / "results").glob(f"*-{name}")
+        runs.append(str(run))
+    assert cmd_compare(runs) == 0
+    out = table = capsys.readouterr().out
+    assert "unlike runs: 2 matched rows differ in what shapes the figures: " in out
+    for label in ("s1-control prose C1", "s1-ctx prose C1"):
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"| {label} "))
+        assert "| unlike: no effect given |" in line and "%  [" not in line
+        assert "max_tokens 8 vs 64" in line and "prompts (prose) 1 of 2 differ" in line
+    assert cmd_compare(runs, as_json=True) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert all(r["delta_vs_first"][1] is None and r["matched_by"] == ["exact", "exact"]
+               and set(r["differences"][1]) == {"max_tokens", "prompts (prose)"}
+               for r in data["rows"])
+    assert cmd_compare(runs, allow_different=True) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("| s1-control prose C1 "))
+    assert re.search(r"\| [+-][0-9.]+ % \[", line) and "max_tokens 8 vs 64" in line
+    print(table)  # the table, for a person reading the test log
 
 
 def test_cmd_compare_needs_two_runs(run_a: Path, tmp_path: Path,  # noqa: F811

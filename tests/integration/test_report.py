@@ -7,8 +7,8 @@ tests/integration/test_compare.py:
   lossless window (draft block 5) and a window rejected at boot (q8_0 V cache with flash attention
   off); two sessions, so the control drifts; a leak policy with a tiny spread threshold from C2,
   so the C2 rows are void for real, after a rewarm and a rerun each;
-- run B, measurement only (no quality receipts, like an older run): one class, the drafter window
-  renamed but with the same axis, so compare has to match it by axis.
+- run B, measurement only (no quality receipts, like an older run), A's workload: one class, the
+  drafter window renamed but with the same axis, so compare has to match it by axis.
 """
 
 from __future__ import annotations
@@ -72,6 +72,8 @@ SHAPES = """\
   requests_per_rep: 2
   max_tokens: 12
   sampling: {temperature: 0, seed: 1234}
+  knobs:
+    chat_template_kwargs: {enable_thinking: false}
 """
 PROSE = 'prose: {prompts: ["Write one sentence about the sea."]}'
 
@@ -93,9 +95,7 @@ workload:
   classes:
     {PROSE}
     code: {{prompts: ["Write a Python function that adds two numbers."]}}
-{SHAPES}  knobs:
-    chat_template_kwargs: {{enable_thinking: false}}
-quality:
+{SHAPES}quality:
   greedy: {{n: 2, max_tokens: 12}}
   teacher_forced: {{top_k: 10, positions: 3}}
 leak:

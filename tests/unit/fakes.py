@@ -120,6 +120,8 @@ class Behaviour:
     die_mid_stream: bool = False  # the next chat request streams two tokens, then the server dies
     hang: bool = False  # chat requests stream one token, then hang until the server ends
     inert_knobs: set[str] = field(default_factory=set)  # knobs the fake's "template" ignores
+    stream_status: int = 200  # another: each streamed chat request is answered with it, an error
+    malformed_stream: bool = False  # each streamed chat request's events are not JSON
 
 
 def log_for(plan: LaunchPlan) -> Path:
@@ -210,12 +212,24 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, s: FakeServer, ids: list[int], max_tokens: int, salt: int,
                 cached: int) -> None:
+        b = s.behaviour
+        if b.stream_status != 200:
+            self._json(b.stream_status, {"error": {"message": "injected", "code": b.stream_status}})
+            return
+        if b.malformed_stream:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            self.wfile.write(b"data: {not json\n\ndata: [DONE]\n\n")
+            self.wfile.flush()
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        b = s.behaviour
         dies, b.die_mid_stream = b.die_mid_stream, False
         out = greedy(ids, max_tokens, salt, stop_at_eos=False)  # as a load request: max_tokens
         gap = 1.0 / b.tok_s

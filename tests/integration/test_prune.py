@@ -1,0 +1,118 @@
+"""``ruler prune`` on the real Docker engine: the containers of runs that are over are removed, a
+live run's (its engine lock held) and those of runs it cannot find are left, each said.
+
+The containers are the testbed image's, carrying ruler's labels as a run's kept ones do: one of
+them ran (llama-server --version) and exited, the others were created; each run's directory has
+the engine.json that names its id. A live run is one whose lock a process holds, as its engine
+does (engine/record/liveness.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.record.liveness import LOCK
+
+RULER = [sys.executable, "-m", "engine"]
+
+
+@pytest.fixture
+def made(docker_client: Any, testbed_image: str) -> Iterator[list[Any]]:
+    """The containers a test makes; whatever prune left is removed after it."""
+    made: list[Any] = []
+    yield made
+    for c in made:
+        with contextlib.suppress(Exception):  # removed by prune already
+            c.remove(force=True)
+
+
+def run_dir(results: Path, name: str) -> tuple[Path, str]:
+    rid = f"{name}.{uuid.uuid4().hex[:8]}"  # other engineers' runs share the Docker engine
+    d = results / name
+    d.mkdir(parents=True)
+    (d / "engine.json").write_text(json.dumps({"run_id": rid}))
+    (d / "journal.jsonl").write_text("")
+    return d, rid
+
+
+def container(dc: Any, image: str, rid: str, window: str, made: list[Any], ran: bool = False) -> Any:
+    labels = {"ruler.campaign": "prune", "ruler.run": rid, "ruler.window": window}
+    name = f"ruler-prune-{window}-{rid.rsplit('.', 1)[1]}"
+    c = dc.containers.create(image, ["--version"], name=name, labels=labels)
+    made.append(c)
+    if ran:
+        c.start()
+        c.wait(timeout=60)
+    c.reload()
+    return c
+
+
+def prune(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*RULER, "prune", *args], capture_output=True, text=True, timeout=120)
+
+
+def names(dc: Any, rid: str) -> set[str]:
+    return {c.name for c in dc.containers.list(all=True, filters={"label": f"ruler.run={rid}"})}
+
+
+def test_prune_removes_only_the_containers_of_runs_that_are_over(
+        docker_client: Any, testbed_image: str, made: list[Any], tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    over, over_id = run_dir(results, "over")
+    live, live_id = run_dir(results, "live")
+    lost_id = f"lost.{uuid.uuid4().hex[:8]}"  # a run whose directory is elsewhere (or deleted)
+    done = [container(docker_client, testbed_image, over_id, "s1-control", made, ran=True),
+            container(docker_client, testbed_image, over_id, "s1-ctx", made)]
+    assert done[0].status == "exited"
+    kept_live = container(docker_client, testbed_image, live_id, "s1-control", made, ran=True)
+    kept_lost = container(docker_client, testbed_image, lost_id, "s1-control", made)
+    with (live / LOCK).open("a") as lock:  # the live run's engine holds its lock
+        fcntl.flock(lock, fcntl.LOCK_EX)
+
+        dry = prune("--dry-run", "--results-dir", str(results))
+        assert dry.returncode == 0, dry.stderr
+        assert names(docker_client, over_id) == {c.name for c in done}  # nothing removed
+        for c in done:
+            assert f"would remove {c.name} (" in dry.stdout
+
+        young = prune("--older-than", "1h", "--results-dir", str(results))
+        assert young.returncode == 0 and names(docker_client, over_id) == {c.name for c in done}
+        assert "younger than --older-than" in young.stdout
+
+        out = prune("--results-dir", str(results))
+        print(out.stdout)
+        assert out.returncode == 0, out.stderr
+        assert names(docker_client, over_id) == set()
+        for c in done:
+            assert f"removed  {c.name} (" in out.stdout and f"its run is over ({over})" in out.stdout
+        assert names(docker_client, live_id) == {kept_live.name}
+        assert f"left     {kept_live.name} (exited, run {live_id}): its run is live ({live})" \
+            in out.stdout
+        assert names(docker_client, lost_id) == {kept_lost.name}
+        assert f"left     {kept_lost.name} (created, run {lost_id}): its run directory is not " \
+               "found here" in out.stdout
+
+        # Named, the live run is still left alone; another run named is pruned by its id.
+        named = prune(str(live))
+        assert named.returncode == 0 and names(docker_client, live_id) == {kept_live.name}
+    # Its engine gone, the run is over: named, its kept container goes.
+    named = prune(str(live))
+    assert named.returncode == 0 and names(docker_client, live_id) == set()
+    assert f"removed  {kept_live.name} (" in named.stdout
+
+
+def test_prune_bad_input(tmp_path: Path) -> None:
+    out = prune(str(tmp_path))
+    assert out.returncode == 2 and "is not a ruler run directory" in out.stderr
+    out = prune("--older-than", "soon")
+    assert out.returncode == 2 and "--older-than 'soon': expected a duration" in out.stderr
