@@ -29,6 +29,7 @@ from engine.campaign.yamlmarks import (
     yaml_problem,
 )
 from engine.record.events import CONTROL
+from engine.record.state import load_label
 
 MAX_CAMPAIGN_BYTES = 1 << 20  # a campaign is a few kilobytes; prompts belong in prompt files
 RERUN_SUFFIX = re.compile(r"-rerun\d+\Z")  # a rebooted window's container: <name>-rerunN (runner.py)
@@ -108,12 +109,36 @@ def _semantic_issues(raw: Mapping[Any, Any], doc: MarkedDoc, base_dir: Path) -> 
 
 
 def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:
-    """A workload measures at a concurrency (closed loop), a rate (open loop), or both."""
+    """A workload measures at a concurrency (closed loop), a rate (open loop), or both; each load
+    once, as one row."""
     workload = raw.get("workload")
-    if not isinstance(workload, dict) or workload.get("concurrency") or workload.get("rate"):
+    if not isinstance(workload, dict):
         return []
-    return [(("workload",), True, "the workload has no load: give concurrency (closed loop: C "
-                                  "workers) or rate (open loop: requests per second), or both")]
+    if not workload.get("concurrency") and not workload.get("rate"):
+        return [(("workload",), True, "the workload has no load: give concurrency (closed loop: C "
+                                      "workers) or rate (open loop: requests per second), or both")]
+    return _check_row_labels(workload, "concurrency") + _check_row_labels(workload, "rate")
+
+
+def _check_row_labels(workload: Mapping[Any, Any], key: str) -> list[Issue]:
+    """Two loads of one label would be measured as one row, each pass writing over the other's
+    receipts: a rate's label keeps six significant digits (r4 for both 4 and 4.0000001)."""
+    loads = workload.get(key)
+    issues: list[Issue] = []
+    first: dict[str, int] = {}
+    for i, value in enumerate(loads if isinstance(loads, list) else []):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            continue  # the schema's to report
+        label = load_label(value, None) if key == "concurrency" else load_label(0, value)
+        if label not in first:
+            first[label] = i
+            continue
+        other = loads[first[label]]
+        why = (": give each load once" if value == other else
+               " (a row names its rate to six significant digits): give rates that differ in them")
+        issues.append((("workload", key, i), False, f"workload.{key}[{i}]: {describe(value)} and "
+                       f"workload.{key}[{first[label]}] ({describe(other)}) are one row, {label}{why}"))
+    return issues
 
 
 def _window_names(raw: Mapping[Any, Any]) -> list[tuple[int, str]]:

@@ -690,6 +690,24 @@ def test_every_non_finite_knob_is_reported(tmp_path: Path) -> None:
         "22:36: workload.knobs.nested[1]: must be a finite number, got -.inf (requests are JSON)"]
 
 
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("concurrency: [1, 4]", "rate: [4, 4.0000001]",
+     "20:13: workload.rate[1]: 4.0000001 and workload.rate[0] (4) are one row, r4 (a row names its "
+     "rate to six significant digits): give rates that differ in them"),
+    ("concurrency: [1, 4]", "rate: [2.5, 1, 2.5]", "20:18: workload.rate[2]: 2.5 and workload.rate[0] "
+     "(2.5) are one row, r2.5: give each load once"),
+    ("concurrency: [1, 4]", "rate:\n    - 3\n    - 3.0", "22:7: workload.rate[1]: 3.0 and "
+     "workload.rate[0] (3) are one row, r3: give each load once"),
+    ("[1, 4]", "[4, 1, 4]", "20:23: workload.concurrency[2]: 4 and workload.concurrency[0] (4) are "
+     "one row, c4: give each load once"),
+])
+def test_loads_that_share_a_row_label_are_refused(tmp_path: Path, old: str, new: str,
+                                                  expected: str) -> None:
+    """`rate: [4, 4.0000001]` validated, then measured one row: both passes wrote r4's receipts."""
+    assert problems(tmp_path, edit((old, new))) == [expected]
+
+
 # --- prompt files are read at validate ------------------------------------------------------------
 
 
