@@ -708,6 +708,26 @@ def test_loads_that_share_a_row_label_are_refused(tmp_path: Path, old: str, new:
     assert problems(tmp_path, edit((old, new))) == [expected]
 
 
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("runtime: process", "runtime: process\nplaces: [{name: a, cpus: '\u0663'}]",
+     "4:26: places[0].cpus: must be a CPU list like 0-3 or 0,2, got '\u0663'"),
+    ("runtime: process", "runtime: process\nplaces: [{name: a, cpus: '0-\uff13'}]",
+     "4:26: places[0].cpus: must be a CPU list like 0-3 or 0,2, got '0-\uff13'"),
+    ("runtime: process", "runtime: process\nslurm: {time: '\u0661\u0660'}",
+     "4:15: slurm.time: must be a Slurm time limit (minutes, HH:MM:SS, D-HH:MM:SS or UNLIMITED), "
+     "got '\u0661\u0660'"),
+    ("runtime: process", "runtime: process\nslurm: {time: '1-\u0661:00'}",
+     "4:15: slurm.time: must be a Slurm time limit (minutes, HH:MM:SS, D-HH:MM:SS or UNLIMITED), "
+     "got '1-\u0661:00'"),
+], ids=["cpus-arabic-indic", "cpus-fullwidth", "time-arabic-indic", "time-days"])
+def test_digits_are_ascii_digits(tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str,
+                                 expected: str) -> None:
+    """Python's \\d and int() take any script's digits; taskset and sbatch take 0-9 only."""
+    path = write(tmp_path, edit((old, new)))
+    assert ruler(capsys, "validate", str(path)) == (2, "", f"{path}:{expected}\n")
+
+
 # --- prompt files are read at validate ------------------------------------------------------------
 
 
