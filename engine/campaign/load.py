@@ -5,7 +5,7 @@ user fixes a file in one pass. docs/campaign.md is the reference."""
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from engine.campaign.yamlmarks import (
     load_marked,
     place,
     schema_issue,
+    string_number,
     suggest,
     yaml_problem,
 )
@@ -82,7 +83,8 @@ def load_campaign(path: str | Path) -> Campaign:
 
 def campaign_warnings(campaign: Campaign) -> list[Problem]:
     """What `ruler validate`, the run and the dry run warn of in a campaign that loads: an old key
-    name, a secret on a server's command line. Each at file:line:col."""
+    name, a knob YAML reads as a string (`1e-3`), a secret on a server's command line. Each at
+    file:line:col."""
     doc = load_marked(campaign.source_text)
     if not isinstance(doc.data, dict):
         return []
@@ -94,7 +96,21 @@ def campaign_warnings(campaign: Campaign) -> list[Problem]:
         out.append(Problem(file, mark.line, mark.col, (
             f"warning: slo.{OLD_TPOT_KEY} is judged against each request's TPOT (the mean gap "
             "between its tokens after the first), not the itl_p* chunk gaps: write tpot_ms")))
-    return out + argv_warnings(campaign)
+    return out + _string_knob_warnings(doc, file, campaign.source_text) + argv_warnings(campaign)
+
+
+def _string_knob_warnings(doc: MarkedDoc, file: str, text: str) -> list[Problem]:
+    """A knob takes any JSON value, so one YAML reads as a string (`1e-3`) is sent as one; written
+    in quotes, the string is meant."""
+    lines = text.split("\n")  # as the marks count lines (not str.splitlines's U+2028)
+    out: list[Problem] = []
+    for path, value in _knobs(doc.data):
+        hint = string_number(value, "a number") if isinstance(value, str) else ""
+        mark = doc.locate(path)
+        if hint and lines[mark.line - 1][mark.col - 1:mark.col] not in ("'", '"'):
+            out.append(Problem(file, mark.line, mark.col,
+                               f"warning: {dotted(path)} is the string {describe(value)}{hint}"))
+    return out
 
 
 # --- semantic checks ---------------------------------------------------------------------
@@ -313,21 +329,24 @@ def _check_quality(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
 
 def _check_knobs(raw: Mapping[Any, Any]) -> list[Issue]:
     """Knobs go into every request as JSON, which has no infinity or NaN."""
-    issues: list[Issue] = []
+    return [(path, False, f"{dotted(path)}: must be a finite number, got {describe(value)} "
+                          "(requests are JSON)")
+            for path, value in _knobs(raw) if isinstance(value, float) and not math.isfinite(value)]
 
-    def walk(value: Any, path: tuple[Any, ...]) -> None:
-        if isinstance(value, float) and not math.isfinite(value):
-            issues.append((path, False, f"{dotted(path)}: must be a finite number, got "
-                                        f"{describe(value)} (requests are JSON)"))
-        elif isinstance(value, dict):
+
+def _knobs(raw: Mapping[Any, Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every value in workload.knobs, at its path, however deep."""
+    def walk(value: Any, path: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+        if isinstance(value, dict):
             for key, item in value.items():
-                walk(item, (*path, key))
+                yield from walk(item, (*path, key))
         elif isinstance(value, list):
             for i, item in enumerate(value):
-                walk(item, (*path, i))
+                yield from walk(item, (*path, i))
+        else:
+            yield path, value
 
-    walk(_dig(raw, "workload", "knobs"), ("workload", "knobs"))
-    return issues
+    return walk(_dig(raw, "workload", "knobs"), ("workload", "knobs"))
 
 
 _RUNTIME_NEEDS = {

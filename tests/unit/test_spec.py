@@ -728,6 +728,38 @@ def test_digits_are_ascii_digits(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert ruler(capsys, "validate", str(path)) == (2, "", f"{path}:{expected}\n")
 
 
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("concurrency: [1, 4]", "rate: [1e9]", "20:10: workload.rate[0]: expected a number, got '1e9' "
+     "(YAML reads 1e9 as a string: write 1.0e+9, a dot in the number and a sign in the exponent)"),
+    ("concurrency: [1, 4]", "rate: [2.5E1]", "20:10: workload.rate[0]: expected a number, got "
+     "'2.5E1' (YAML reads 2.5E1 as a string: write 2.5E+1, a dot in the number and a sign in the exponent)"),
+    ("reps: 3", "reps: 3\ntimeouts: {window: 3.6e3}", "22:20: timeouts.window: expected a number, got "
+     "'3.6e3' (YAML reads 3.6e3 as a string: write 3.6e+3, a dot in the number and a sign in the exponent)"),
+    ("[1, 4]", "[1, 1e2]", "20:20: workload.concurrency[1]: expected an integer, got '1e2' (YAML reads "
+     "1e2 as a string: write 100)"),
+])
+def test_a_number_yaml_reads_as_a_string_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                old: str, new: str, expected: str) -> None:
+    """PyYAML reads a number in exponent form only with a dot and a signed exponent (1.0e+9):
+    `1e9` and `1.0e9` are strings, and "expected a number, got '1e9'" left the user guessing."""
+    path = write(tmp_path, edit((old, new)))
+    assert ruler(capsys, "validate", str(path)) == (2, "", f"{path}:{expected}\n")
+
+
+
+def test_a_knob_yaml_reads_as_a_string_is_warned_of(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A knob takes any JSON value, so `min_p: 1e-3` validated and every request sent "1e-3"."""
+    path = write(tmp_path, edit(("reps: 3", "reps: 3\n  knobs: {min_p: 1e-3, stop: [x, 2e1], tag: '1e9'}")))
+    assert ruler(capsys, "validate", str(path)) == (0, "OK: demo: 1 windows in 1 sessions, 1 classes x "
+                                                       "concurrency [1, 4], 3 reps\n", (
+        f"{path}:22:18: warning: workload.knobs.min_p is the string '1e-3' (YAML reads 1e-3 as a "
+        "string: write 1.0e-3, a dot in the number and a sign in the exponent)\n"
+        f"{path}:22:34: warning: workload.knobs.stop[1] is the string '2e1' (YAML reads 2e1 as a "
+        "string: write 2.0e+1, a dot in the number and a sign in the exponent)\n"))
+
+
 # --- prompt files are read at validate ------------------------------------------------------------
 
 
