@@ -96,7 +96,51 @@ def campaign_warnings(campaign: Campaign) -> list[Problem]:
         out.append(Problem(file, mark.line, mark.col, (
             f"warning: slo.{OLD_TPOT_KEY} is judged against each request's TPOT (the mean gap "
             "between its tokens after the first), not the itl_p* chunk gaps: write tpot_ms")))
-    return out + _string_knob_warnings(doc, file, campaign.source_text) + argv_warnings(campaign)
+    return (out + _string_knob_warnings(doc, file, campaign.source_text)
+            + _shared_cpu_warnings(campaign, doc) + argv_warnings(campaign))
+
+
+def _shared_cpu_warnings(campaign: Campaign, doc: MarkedDoc) -> list[Problem]:
+    """Places on one machine (one docker_host and node) whose CPU sets overlap: their sessions run
+    at once, so each measures with the other's load on its CPUs. A warning, not an error: a machine
+    with fewer CPUs than places may mean it."""
+    if campaign.parallel == 1:
+        return []
+    out: list[Problem] = []
+    places = [(i, p, _cpu_ranges(p.cpus)) for i, p in enumerate(campaign.places) if p.cpus]
+    for j, (i, spot, ranges) in enumerate(places):
+        for _, other, other_ranges in places[:j]:
+            shared = _overlap(other_ranges, ranges)
+            if not shared or (other.docker_host, other.node) != (spot.docker_host, spot.node):
+                continue
+            mark = doc.locate(("places", i, "cpus"))
+            cpus = ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in shared)
+            many = "s" if len(shared) > 1 or shared[0][0] != shared[0][1] else ""
+            out.append(Problem(str(campaign.source_path), mark.line, mark.col, (
+                f"warning: places {other.name} and {spot.name} share CPU{many} {cpus}: sessions on "
+                "both run at once, each on the other's CPUs (set parallel: 1 to run one at a time)")))
+    return out
+
+
+def _cpu_ranges(cpus: str) -> list[tuple[int, int]]:
+    """A CPU list (0-3,8) as its ranges, inclusive; a reversed range (3-1) holds no CPU."""
+    ranges = []
+    for part in cpus.split(","):
+        lo, _, hi = part.partition("-")
+        ranges.append((int(lo), int(hi or lo)))
+    return [(lo, hi) for lo, hi in ranges if lo <= hi]
+
+
+def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The CPUs in both lists, as sorted ranges with adjacent ones joined."""
+    both = sorted((max(x[0], y[0]), min(x[1], y[1])) for x in a for y in b)
+    merged: list[tuple[int, int]] = []
+    for lo, hi in (r for r in both if r[0] <= r[1]):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
 
 
 def _string_knob_warnings(doc: MarkedDoc, file: str, text: str) -> list[Problem]:

@@ -760,6 +760,33 @@ def test_a_knob_yaml_reads_as_a_string_is_warned_of(tmp_path: Path,
         "string: write 2.0e+1, a dot in the number and a sign in the exponent)\n"))
 
 
+
+PLACES_ON_ONE_BOX = """\
+places:
+  - {name: a, cpus: "0-3"}
+  - {name: b, cpus: "4,5"}
+  - {name: c, cpus: "3,5-7"}
+  - {name: d, cpus: "0", docker_host: "ssh://ruler@box2"}
+  - {name: e, cpus: "0-1", docker_host: "ssh://ruler@box3"}
+"""
+
+
+def test_places_on_the_same_cpus_are_warned_of(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two places on one CPU set validated without a word: their sessions, run at once, load each
+    other. Places on another machine (docker_host) share no CPU, nor do places used one at a time."""
+    text = edit(("runtime: process", "runtime: docker\ndocker: {image: x}"),
+                ("sessions:", PLACES_ON_ONE_BOX + "sessions:"))
+    path = write(tmp_path, text)
+    shared = ": sessions on both run at once, each on the other's CPUs (set parallel: 1 to run one at a time)"
+    assert ruler(capsys, "validate", str(path))[::2] == (0, (
+        f"{path}:19:21: warning: places a and c share CPU 3{shared}\n"
+        f"{path}:19:21: warning: places b and c share CPU 5{shared}\n"))
+    path = write(tmp_path, text.replace("box3", "box2").replace('"0-3"', '"0-2"').replace('"4,5"', '"4"'))
+    assert ruler(capsys, "validate", str(path))[::2] == (
+        0, f"{path}:21:21: warning: places d and e share CPU 0{shared}\n")
+    assert ruler(capsys, "validate", str(write(tmp_path, text + "parallel: 1\n")))[::2] == (0, "")
+
+
 # --- prompt files are read at validate ------------------------------------------------------------
 
 
