@@ -155,7 +155,7 @@ async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None
         # The pause came back through the journal: asked for, not in effect until the rep ends...
         await until(pilot, lambda: "pausing after this rep" in screen_text(app))
         assert "PAUSED" not in screen_text(app)
-        # ...which the engine journals between reps (engine/measure.py): now it holds.
+        # ...which the engine journals between reps (engine/run/measure.py): now it holds.
         engine.journal.append("paused", session="s2", window="control", **{"class": "code"},
                               concurrency=1, attempt=1, rep=3)
         await until(pilot, lambda: "PAUSED" in screen_text(app))
