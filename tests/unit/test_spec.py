@@ -917,6 +917,7 @@ def test_any_value_anywhere_gives_a_campaign_or_located_problems(data: st.DataOb
 PATHS = st.text(max_size=12) | st.sampled_from(["\x00", "x" * 5000, "/", ".", "..", "/dev/null", "/proc"])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cls=PATHS, greedy=PATHS, kl=PATHS, receipt=PATHS)
 def test_any_file_path_gives_a_campaign_or_located_problems(cls: str, greedy: str, kl: str,

@@ -52,6 +52,7 @@ DAMAGE = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_snapshot_and_tail_fold_to_the_whole_journal_at_any_cut(data: st.DataObject) -> None:
