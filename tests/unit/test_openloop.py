@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fakes import Behaviour, FakeRuntime, FakeServer
-from test_runner import campaign, events, runner
+from helpers import campaign, events, runner
 
 from engine.campaign.load import SpecError, load_campaign
 from engine.record.receipts import read_rep

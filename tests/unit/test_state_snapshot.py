@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 import pytest
+from helpers import JOURNALS, plain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fold_snapshot import JOURNALS, plain
 
 from engine.commands.status import format_summary, summary
 from engine.record import snapshot
