@@ -5,7 +5,7 @@ user fixes a file in one pass. docs/campaign.md is the reference."""
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +26,12 @@ from engine.campaign.yamlmarks import (
     load_marked,
     place,
     schema_issue,
+    string_number,
     suggest,
     yaml_problem,
 )
 from engine.record.events import CONTROL
+from engine.record.state import load_label
 
 MAX_CAMPAIGN_BYTES = 1 << 20  # a campaign is a few kilobytes; prompts belong in prompt files
 RERUN_SUFFIX = re.compile(r"-rerun\d+\Z")  # a rebooted window's container: <name>-rerunN (runner.py)
@@ -82,7 +84,8 @@ def load_campaign(path: str | Path) -> Campaign:
 
 def campaign_warnings(campaign: Campaign) -> list[Problem]:
     """What `ruler validate`, the run and the dry run warn of in a campaign that loads: an old key
-    name, a secret on a server's command line. Each at file:line:col."""
+    name, a knob YAML reads as a string (`1e-3`), a secret on a server's command line. Each at
+    file:line:col."""
     doc = load_marked(campaign.source_text)
     if not isinstance(doc.data, dict):
         return []
@@ -102,7 +105,65 @@ def campaign_warnings(campaign: Campaign) -> list[Problem]:
                 f"({', '.join(window.axes())}): ruler does not start the server, so the window "
                 "measures the same server again; its delta is a repeat's, not the change's effect "
                 "(the report says so)")))
-    return out + argv_warnings(campaign)
+    return (out + _string_knob_warnings(doc, file, campaign.source_text)
+            + _shared_cpu_warnings(campaign, doc) + argv_warnings(campaign))
+
+
+def _shared_cpu_warnings(campaign: Campaign, doc: MarkedDoc) -> list[Problem]:
+    """Places on one machine (one docker_host and node) whose CPU sets overlap: their sessions run
+    at once, so each measures with the other's load on its CPUs. A warning, not an error: a machine
+    with fewer CPUs than places may mean it."""
+    if campaign.parallel == 1:
+        return []
+    out: list[Problem] = []
+    places = [(i, p, _cpu_ranges(p.cpus)) for i, p in enumerate(campaign.places) if p.cpus]
+    for j, (i, spot, ranges) in enumerate(places):
+        for _, other, other_ranges in places[:j]:
+            shared = _overlap(other_ranges, ranges)
+            if not shared or (other.docker_host, other.node) != (spot.docker_host, spot.node):
+                continue
+            mark = doc.locate(("places", i, "cpus"))
+            cpus = ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in shared)
+            many = "s" if len(shared) > 1 or shared[0][0] != shared[0][1] else ""
+            out.append(Problem(str(campaign.source_path), mark.line, mark.col, (
+                f"warning: places {other.name} and {spot.name} share CPU{many} {cpus}: sessions on "
+                "both run at once, each on the other's CPUs (set parallel: 1 to run one at a time)")))
+    return out
+
+
+def _cpu_ranges(cpus: str) -> list[tuple[int, int]]:
+    """A CPU list (0-3,8) as its ranges, inclusive; a reversed range (3-1) holds no CPU."""
+    ranges = []
+    for part in cpus.split(","):
+        lo, _, hi = part.partition("-")
+        ranges.append((int(lo), int(hi or lo)))
+    return [(lo, hi) for lo, hi in ranges if lo <= hi]
+
+
+def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The CPUs in both lists, as sorted ranges with adjacent ones joined."""
+    both = sorted((max(x[0], y[0]), min(x[1], y[1])) for x in a for y in b)
+    merged: list[tuple[int, int]] = []
+    for lo, hi in (r for r in both if r[0] <= r[1]):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def _string_knob_warnings(doc: MarkedDoc, file: str, text: str) -> list[Problem]:
+    """A knob takes any JSON value, so one YAML reads as a string (`1e-3`) is sent as one; written
+    in quotes, the string is meant."""
+    lines = text.split("\n")  # as the marks count lines (not str.splitlines's U+2028)
+    out: list[Problem] = []
+    for path, value in _knobs(doc.data):
+        hint = string_number(value, "a number") if isinstance(value, str) else ""
+        mark = doc.locate(path)
+        if hint and lines[mark.line - 1][mark.col - 1:mark.col] not in ("'", '"'):
+            out.append(Problem(file, mark.line, mark.col,
+                               f"warning: {dotted(path)} is the string {describe(value)}{hint}"))
+    return out
 
 
 # --- semantic checks ---------------------------------------------------------------------
@@ -134,6 +195,27 @@ def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:
                                                        f"first stage's variance), not {reps}"))
         if isinstance(cap, int) and 1 <= cap < reps:
             issues.append((("workload", "max_reps"), False, f"max_reps {cap} is below reps {reps}"))
+    return issues + _check_row_labels(workload, "concurrency") + _check_row_labels(workload, "rate")
+
+
+def _check_row_labels(workload: Mapping[Any, Any], key: str) -> list[Issue]:
+    """Two loads of one label would be measured as one row, each pass writing over the other's
+    receipts: a rate's label keeps six significant digits (r4 for both 4 and 4.0000001)."""
+    loads = workload.get(key)
+    issues: list[Issue] = []
+    first: dict[str, int] = {}
+    for i, value in enumerate(loads if isinstance(loads, list) else []):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            continue  # the schema's to report
+        label = load_label(value, None) if key == "concurrency" else load_label(0, value)
+        if label not in first:
+            first[label] = i
+            continue
+        other = loads[first[label]]
+        why = (": give each load once" if value == other else
+               " (a row names its rate to six significant digits): give rates that differ in them")
+        issues.append((("workload", key, i), False, f"workload.{key}[{i}]: {describe(value)} and "
+                       f"workload.{key}[{first[label]}] ({describe(other)}) are one row, {label}{why}"))
     return issues
 
 
@@ -309,21 +391,24 @@ def _check_quality(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
 
 def _check_knobs(raw: Mapping[Any, Any]) -> list[Issue]:
     """Knobs go into every request as JSON, which has no infinity or NaN."""
-    issues: list[Issue] = []
+    return [(path, False, f"{dotted(path)}: must be a finite number, got {describe(value)} "
+                          "(requests are JSON)")
+            for path, value in _knobs(raw) if isinstance(value, float) and not math.isfinite(value)]
 
-    def walk(value: Any, path: tuple[Any, ...]) -> None:
-        if isinstance(value, float) and not math.isfinite(value):
-            issues.append((path, False, f"{dotted(path)}: must be a finite number, got "
-                                        f"{describe(value)} (requests are JSON)"))
-        elif isinstance(value, dict):
+
+def _knobs(raw: Mapping[Any, Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every value in workload.knobs, at its path, however deep."""
+    def walk(value: Any, path: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+        if isinstance(value, dict):
             for key, item in value.items():
-                walk(item, (*path, key))
+                yield from walk(item, (*path, key))
         elif isinstance(value, list):
             for i, item in enumerate(value):
-                walk(item, (*path, i))
+                yield from walk(item, (*path, i))
+        else:
+            yield path, value
 
-    walk(_dig(raw, "workload", "knobs"), ("workload", "knobs"))
-    return issues
+    return walk(_dig(raw, "workload", "knobs"), ("workload", "knobs"))
 
 
 _RUNTIME_NEEDS = {

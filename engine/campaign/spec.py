@@ -156,7 +156,10 @@ class ProcessSpec(_Frozen):
 
 
 # What sbatch's --time accepts: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or no limit.
-SLURM_TIME = re.compile(r"\d+(:\d\d){0,2}|\d+-\d+(:\d\d){0,2}|UNLIMITED|INFINITE", re.I)
+# Digits are 0-9: Python's \d (and int()) also take other scripts' digits, which sbatch does not.
+SLURM_TIME = re.compile(r"[0-9]+(:[0-9]{2}){0,2}|[0-9]+-[0-9]+(:[0-9]{2}){0,2}|UNLIMITED|INFINITE", re.I)
+
+
 def _check_slurm_time(value: str) -> str:
     if not SLURM_TIME.fullmatch(value):
         raise PydanticCustomError("slurm_time", "must be a Slurm time limit (minutes, HH:MM:SS, "
@@ -197,7 +200,8 @@ class SlurmSpec(_Frozen):
     sbatch: tuple[Annotated[str, Strict(), AfterValidator(_check_sbatch_option)], ...] = ()
 
 
-CPUSET = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")  # what docker --cpuset-cpus and taskset -c take
+# What docker --cpuset-cpus and taskset -c take: 0-9 digits only (not \d's other scripts).
+CPUSET = re.compile(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*")
 
 
 def _check_cpuset(value: str) -> str:

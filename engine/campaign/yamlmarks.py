@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
 
@@ -344,10 +345,37 @@ def schema_issue(err: Mapping[str, Any], root: type[BaseModel]) -> Issue:
     return loc, False, f"{dotted(loc)}: {_detail(err)}"
 
 
+# A number in exponent form as Python reads it; YAML 1.1 (PyYAML) reads it as a float only with a
+# dot in the number and a sign in the exponent (1.0e+9), so `1e9` and `1.0e9` are strings.
+_EXPONENT_FORM = re.compile(r"([-+]?)([0-9][0-9_]*)?(?:\.([0-9_]*))?([eE])([-+]?)([0-9]+)")
+
+
+def string_number(text: str, expected: str) -> str:
+    """Why a string that reads as a number is one, and how to write the number: '' for other text."""
+    m = _EXPONENT_FORM.fullmatch(text)
+    if m is None or not (m[2] or m[3]):
+        return ""
+    sign, whole, frac, e, exp_sign, exp = m.groups()
+    if expected == "an integer":
+        value = Decimal(text.replace("_", ""))
+        if value != value.to_integral_value() or abs(value.adjusted()) > 30:
+            return ""
+        spelled = str(int(value))
+    else:
+        spelled = f"{sign}{whole or '0'}.{frac or '0'}{e}{exp_sign or '+'}{exp}"
+        if not isinstance(yaml.safe_load(spelled), float):
+            return ""
+        spelled += ", a dot in the number and a sign in the exponent"
+    return f" (YAML reads {text} as a string: write {spelled})"
+
+
 def _detail(err: Mapping[str, Any]) -> str:
     kind, ctx, got = err["type"], err.get("ctx") or {}, describe(err.get("input"))
     if kind in _EXPECTED:
-        return f"expected {_EXPECTED[kind]}, got {got}"
+        expected, value = _EXPECTED[kind], err.get("input")
+        numeric = isinstance(value, str) and expected in ("a number", "an integer")
+        hint = string_number(value, expected) if numeric else ""
+        return f"expected {expected}, got {got}{hint}"
     if kind == "literal_error":
         options = re.findall(r"'([^']*)'", ctx["expected"])
         return f"expected one of {ctx['expected']}, got {got}" + suggest(err["input"], options)

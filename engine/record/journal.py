@@ -62,7 +62,7 @@ def _event(raw: bytes) -> Event | str:
 class Reader:
     """The one parser of journal lines. Fed complete lines in file order (each with or without
     its newline), it numbers them, returns ``(line, event)`` for each event and keeps the rest in
-    :attr:`damage`. Sequence numbers are the fold's business (``engine.state.apply``)."""
+    :attr:`damage`. Sequence numbers are the fold's business (``engine.record.state.apply``)."""
 
     def __init__(self, line: int = 0) -> None:
         self.line = line  # the lines before the first one fed (a snapshot covers them)

@@ -199,13 +199,21 @@ def test_each_command_changes_what_the_engine_does(testbed: tb_mod.Testbed,
         assert control.send(run, "resume") == {"ok": False, "error": "already running"}
         assert control.send(run, "pause")["ok"]
         # A pass in flight finishes first (on a loaded box a rep outlasted a fixed 1.5 s wait);
-        # the engine journals "paused" when it holds, and from then on nothing moves.
-        wait_for(run, lambda e: bool(kinds(e, "paused")), what="the pause to hold")
-        n = len(kinds(events(run), "rep_done"))
-        time.sleep(3)
-        assert len(kinds(events(run), "rep_done")) == n
+        # the engine journals "paused" when it holds, and from then on nothing moves. The pause
+        # lasts a rep's length as reps take here, so a rep that ignored it would have begun long
+        # before the resume; the first rep after it began after the resume (its end less its
+        # wall time; the journal's clock has millisecond steps).
+        evs = wait_for(run, lambda e: bool(kinds(e, "paused")), what="the pause to hold")
+        n, paused = len(kinds(evs, "rep_done")), kinds(evs, "paused")[0]
+        rep_s = max(r["wall_s"] for r in kinds(evs, "rep_done"))
+        while time.time() < paused["ts"] + rep_s:
+            time.sleep(0.1)
         assert control.send(run, "resume")["ok"]
-        wait_for(run, lambda e: len(kinds(e, "rep_done")) > n, what="reps after resume")
+        evs = wait_for(run, lambda e: len(kinds(e, "rep_done")) > n, what="reps after resume")
+        resumed = next(c for c in kinds(evs, "command") if c["cmd"] == "resume")
+        after = kinds(evs, "rep_done")[n]
+        assert after["seq"] > resumed["seq"]
+        assert after["ts"] - after["wall_s"] >= resumed["ts"] - 0.01, (after, resumed)
         with socket.socket(socket.AF_UNIX) as s:  # a client gone wrong: the engine shrugs it off
             with control.addressable(run / control.SOCKET) as address:  # deep tmp dirs under xdist
                 s.connect(address)

@@ -155,7 +155,7 @@ async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None
         # The pause came back through the journal: asked for, not in effect until the rep ends...
         await until(pilot, lambda: "pausing after this rep" in screen_text(app))
         assert "PAUSED" not in screen_text(app)
-        # ...which the engine journals between reps (engine/measure.py): now it holds.
+        # ...which the engine journals between reps (engine/run/measure.py): now it holds.
         engine.journal.append("paused", session="s2", window="control", **{"class": "code"},
                               concurrency=1, attempt=1, rep=3)
         await until(pilot, lambda: "PAUSED" in screen_text(app))
@@ -246,11 +246,12 @@ async def test_picking_a_window_shows_it_and_esc_goes_back_to_the_live_one(measu
         assert [r[0].strip() for r in table_text(app, "#reps")] == [
             "prose c1", "prose c2", "code c1", "code c2"]
         assert "boot log s1-ctx (no log yet)" not in screen_text(app)  # it has a path, just no file
-        # The engine moves on: a picked window stays on screen.
+        # The engine moves on: a picked window stays on screen. The console has folded the rep
+        # (and drawn what it shows, in the same step) when its row has it.
         append(run, [{"kind": "rep_done", "session": "s2", "window": "control", "class": "code",
                       "concurrency": 1, "attempt": 1, "rep": 3, "agg_tok_s": 17.156,
                       "per_user_tok_s": 17.156, "file": "x"}])
-        await pilot.pause(0.5)
+        await until(pilot, lambda: app.state.rows["s2-control/code/c1"].reps[1].get(3) == 17.156)
         assert app.shown == "s1-ctx"
         await pilot.press("escape")
         await until(pilot, lambda: app.shown == "s2-control" and not app.pinned)

@@ -1,7 +1,10 @@
-"""Fixtures of the unit tier's run-loop tests (test_runner, test_places)."""
+"""Fixtures of the unit tier: run directories and the fake runtime of the run-loop tests
+(test_runner, test_places), and the shellcheck the job-script tests run."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,3 +30,15 @@ def fake() -> Iterator[FakeRuntime]:
     runtime = FakeRuntime()
     yield runtime
     runtime.close()
+
+
+@pytest.fixture(scope="session")
+def shellcheck() -> str:
+    """shellcheck's path. .ci/run installs it, so with CI=true a missing one fails the test instead
+    of skipping it."""
+    path = shutil.which("shellcheck")
+    if path is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("shellcheck is required in CI and is missing")
+        pytest.skip("shellcheck is not installed")
+    return path

@@ -17,7 +17,7 @@ import httpx
 import pytest
 import yaml
 from fakes import FakeRuntime
-from test_runner import campaign, events, rows, runner
+from helpers import campaign, events, rows, runner
 
 from engine.campaign.dryrun import describe
 from engine.campaign.load import load_campaign

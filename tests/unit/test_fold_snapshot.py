@@ -13,7 +13,6 @@ written by the code of commit ef1a1f3.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import JOURNALS, plain
 
 from engine.commands.progress import format_event
 from engine.commands.status import format_summary, summary
@@ -29,25 +29,6 @@ from engine.record.journal import read_events
 from engine.record.state import RunState, apply
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
-# places (sessions on two places) was recorded after these snapshots; test_tui_follow.py folds it.
-JOURNALS = {p.parent.name: p for p in sorted((FIXTURES / "journals").glob("*/journal.jsonl"))
-            if p.parent.name != "places"}
-JOURNALS["every-kind"] = FIXTURES / "fold" / "every-kind.jsonl"
-
-
-def plain(x: Any) -> Any:
-    """The state as JSON sees it: sets sorted, tuples as lists, dict keys as strings."""
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
-    if isinstance(x, dict):
-        return {str(k): plain(v) for k, v in x.items()}
-    if isinstance(x, set):
-        return sorted(plain(v) for v in x)
-    if isinstance(x, list | tuple):
-        return [plain(v) for v in x]
-    return x
-
-
 def only(state: dict[str, Any], keys: dict[str, Any]) -> dict[str, Any]:
     """``state`` cut down to the fields of a snapshot (nested in windows and rows)."""
     def cut(d: dict[str, Any], like: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from fakes import FakeGpu, FakeRuntime, Hooks
-from test_runner import CTX, LEAKY, campaign, events, rows, runner, slow_rep_two
+from helpers import CTX, LEAKY, campaign, events, rows, runner, slow_rep_two
 
 from engine import gpu
 from engine.commands.progress import format_event

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fakes import Behaviour, FakeRuntime, FakeServer
-from test_runner import campaign, events, runner
+from helpers import campaign, events, runner
 
 from engine.campaign.load import SpecError, load_campaign
 from engine.method import stats
@@ -120,6 +120,7 @@ workload:
         "rate (open loop: requests per second), or both"]
 
 
+@pytest.mark.slow
 def test_rate_rows_run_like_concurrency_rows(tmp: Path, fake: FakeRuntime) -> None:
     spec = campaign("rates", {"ctx": {"axis": "context 4096", "args": {"-c": 4096}}}, {"s1": ["ctx"]},
                     concurrency=[1], rate=[4.0], requests_per_rep=6, reps=2,
@@ -149,6 +150,7 @@ def test_rate_rows_run_like_concurrency_rows(tmp: Path, fake: FakeRuntime) -> No
     assert len(done) == 1 and done[0]["concurrency"] == 0
 
 
+@pytest.mark.slow
 def test_a_campaign_of_rates_only_reports_its_controls_and_goodput(tmp: Path, fake: FakeRuntime) -> None:
     """The report's control line and tables take the rates when there is no concurrency (it said
     "No throughput rows" for a campaign of rates only)."""

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from fakes import Behaviour, FakeRuntime, Hooks
-from test_runner import CTX, WHO, campaign, events, runner
+from helpers import CTX, LEAKY, PACE, SLOW, WHO, campaign, events, runner
 
 from engine.campaign.load import SpecError, load_campaign
 from engine.commands.progress import format_event
@@ -479,7 +479,6 @@ def test_a_rerun_for_a_place_done_with_its_sessions_boots_there_while_another_pl
     """Place a has run s1 (whose control row went void) and has no session left; place b still
     runs s2. The operator's rerun of s1's row boots s1's control again on a, its session's box
     (it used to wait for a place that had stopped taking work, and never ran)."""
-    from test_runner import LEAKY, PACE, SLOW
 
     go = threading.Event()
     hooks = Hooks()

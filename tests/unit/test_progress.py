@@ -20,7 +20,7 @@ def boot(name: str) -> BootFacts:
 def test_window_ready_line_reads_from_the_control_to_the_window() -> None:
     """Control `-c 2048`, window `-c 4096` (real llama-server logs): the line said 4096->2048."""
     control, window = boot("llamacpp_c2048_np2.log"), boot("llamacpp_c4096_np2.log")
-    diff = window.diff(control)  # as engine/runner.py records it
+    diff = window.diff(control)  # as engine/run/runner.py records it
     line = format_event({"kind": "window_ready", "session": "s1", "window": "ctx4k", "boot_s": 3.14,
                          "diff": diff})
     assert line == ("s1/ctx4k ready in 3.1 s | vs control: compute.CPU_mib 14.51->15.51, "

@@ -18,75 +18,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
+from helpers import CTX, LEAKY, PACE, WHO, campaign, events, rows, runner, slow_rep_two
 
-from engine.campaign.load import load_campaign
 from engine.commands.status import format_summary, summary
 from engine.method.stats import LeakPolicy
 from engine.quality import Quality
 from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep
 from engine.record.state import fold
-from engine.run.context import Phase
 from engine.run.measure import Measurement, recompute_row
 from engine.run.runner import Runner
 from tui.header import header_lines
 from tui.plan import LoadPlan
 
 pytestmark = pytest.mark.timeout(60)
-WHO = {"user": "test", "via": "unit"}
-PACE = Behaviour().tok_s  # the fake's tokens per second per request
-SLOW = PACE / 4  # a leaked rep: four times slower
-# No row is void unless a test means it: spread is only checked from C8, and up to 90%.
-CALM = {"min_concurrency": 8, "spread": 0.9, "max_reruns": 1}
-# A leak check from C2 at 50% for the tests of void rows. Their requests are long enough (16
-# tokens, 0.1 s) that scheduling noise on a loaded machine stays far below that spread.
-LEAKY = {"min_concurrency": 2, "spread": 0.5, "max_reruns": 1}
-
-
-def campaign(name: str, windows: dict[str, dict[str, Any]], sessions: dict[str, list[str]],
-             **workload: Any) -> dict[str, Any]:
-    """A small campaign, as its YAML would say it; ``workload`` keys override the defaults."""
-    wl: dict[str, Any] = {"classes": {"prose": {"prompts": ["Write one sentence about the sea.",
-                                                            "Name three colours."]}},
-                          "concurrency": [2], "reps": 3, "requests_per_rep": 2, "max_tokens": 6}
-    leak = workload.pop("leak", CALM)
-    quality = workload.pop("quality", {"enabled": False})
-    boot = workload.pop("boot", 10)
-    wl.update(workload)
-    return {
-        "name": name, "server": "llamacpp", "runtime": "process",
-        "process": {"command": ["llama-server"]},  # never run: the fake runtime starts the servers
-        "control": {"args": {"-c": 2048, "-np": 2, "--metrics": True}},
-        "windows": [{"name": w, "axis": spec.pop("axis", w), "change": spec}
-                    for w, spec in windows.items()],
-        "sessions": sessions, "workload": wl, "leak": leak, "quality": quality,
-        "timeouts": {"boot": boot, "request": 10},
-    }
-
-
-CTX = {"ctx": {"axis": "context 4096", "args": {"-c": 4096}}}
-
-
-def runner(tmp_path: Path, spec: dict[str, Any], runtime: FakeRuntime, hooks: Hooks | None = None,
-           phases: list[Phase] | None = None, run_dir: Path | None = None) -> Runner:
-    path = tmp_path / f"{spec['name']}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    run_dir = run_dir or tmp_path / "run"
-    run_dir.mkdir(exist_ok=True)
-    return Runner(load_campaign(path), run_dir, runtime, {}, hooks,
-                  [Measurement()] if phases is None else phases)
-
-
-def events(run_dir: Path, kind: str, **match: Any) -> list[Event]:
-    return [e for e in read_events(run_dir / "journal.jsonl")
-            if e["kind"] == kind and all(e.get(k) == v for k, v in match.items())]
-
-
-def rows(run_dir: Path) -> dict[str, dict[str, str]]:
-    return {f"{r['session']}-{r['window']}/{r['class']}/c{r['concurrency']}": r
-            for r in csv.DictReader((run_dir / "throughput.csv").open())}
 
 
 def test_a_clean_campaign_gives_its_rows_and_verdicts(tmp: Path, fake: FakeRuntime) -> None:
@@ -124,18 +70,6 @@ def test_a_clean_campaign_gives_its_rows_and_verdicts(tmp: Path, fake: FakeRunti
     assert verdicts["ctx"]["greedy"] == "2/2"
     assert verdicts["control"]["self_score"].startswith("self-score repeat-identical")
     assert float(verdicts["ctx"]["dlogp_max"]) == 0.0
-
-
-def slow_rep_two(hooks: Hooks, fake: FakeRuntime, window: str = "control") -> None:
-    """Rep 2 of the window's first attempt streams four times slower: a leaked autotune pass."""
-    def slow(_: Event) -> None:
-        fake.current.behaviour.tok_s = SLOW
-
-    def fast(_: Event) -> None:
-        fake.current.behaviour.tok_s = PACE
-
-    hooks.on(slow, kind="rep_done", window=window, attempt=1, rep=1)
-    hooks.on(fast, kind="rep_done", window=window, attempt=1, rep=2)
 
 
 def test_a_leaked_rep_is_voided_rewarmed_and_rerun(tmp: Path, fake: FakeRuntime) -> None:

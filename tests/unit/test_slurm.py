@@ -337,14 +337,13 @@ def test_pyxis_start_line(tmp_path: Path) -> None:
     assert "trap 'kill -TERM \"$server\" 2>/dev/null' TERM INT" in script
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
 @pytest.mark.parametrize("start", ["process", "docker", "pyxis"])
-def test_job_script_is_shellcheck_clean(tmp_path: Path, start: str) -> None:
+def test_job_script_is_shellcheck_clean(tmp_path: Path, start: str, shellcheck: str) -> None:
     plan = plan_for(slurm_campaign(tmp_path, start, partition="gpu", gres="gpu:2",
                                    sbatch=["--mem=0"]))
     script = tmp_path / "job.sh"
     script.write_text(job_script(plan, plan.workdir or Path(), SECRETS))
-    done = subprocess.run(["shellcheck", "--shell=bash", str(script)], capture_output=True, text=True,
+    done = subprocess.run([shellcheck, "--shell=bash", str(script)], capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0, done.stdout
 
@@ -599,13 +598,12 @@ def test_dry_run_shows_each_windows_sbatch_options_and_one_whole_job_script() ->
     assert body[-1] == 'exit "$rc"'
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
-def test_the_dry_runs_job_script_is_shellcheck_clean(tmp_path: Path) -> None:
+def test_the_dry_runs_job_script_is_shellcheck_clean(tmp_path: Path, shellcheck: str) -> None:
     text = dry(CAMPAIGN)
     script = text[text.index("job script of s1-control"):].splitlines()[2:]
     path = tmp_path / "job.sh"
     path.write_text("\n".join(line.removeprefix("    ") for line in script) + "\n")
-    done = subprocess.run(["shellcheck", str(path)], capture_output=True, text=True, check=False)
+    done = subprocess.run([shellcheck, str(path)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout
 
 

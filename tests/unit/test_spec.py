@@ -690,6 +690,103 @@ def test_every_non_finite_knob_is_reported(tmp_path: Path) -> None:
         "22:36: workload.knobs.nested[1]: must be a finite number, got -.inf (requests are JSON)"]
 
 
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("concurrency: [1, 4]", "rate: [4, 4.0000001]",
+     "20:13: workload.rate[1]: 4.0000001 and workload.rate[0] (4) are one row, r4 (a row names its "
+     "rate to six significant digits): give rates that differ in them"),
+    ("concurrency: [1, 4]", "rate: [2.5, 1, 2.5]", "20:18: workload.rate[2]: 2.5 and workload.rate[0] "
+     "(2.5) are one row, r2.5: give each load once"),
+    ("concurrency: [1, 4]", "rate:\n    - 3\n    - 3.0", "22:7: workload.rate[1]: 3.0 and "
+     "workload.rate[0] (3) are one row, r3: give each load once"),
+    ("[1, 4]", "[4, 1, 4]", "20:23: workload.concurrency[2]: 4 and workload.concurrency[0] (4) are "
+     "one row, c4: give each load once"),
+])
+def test_loads_that_share_a_row_label_are_refused(tmp_path: Path, old: str, new: str,
+                                                  expected: str) -> None:
+    """`rate: [4, 4.0000001]` validated, then measured one row: both passes wrote r4's receipts."""
+    assert problems(tmp_path, edit((old, new))) == [expected]
+
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("runtime: process", "runtime: process\nplaces: [{name: a, cpus: '\u0663'}]",
+     "4:26: places[0].cpus: must be a CPU list like 0-3 or 0,2, got '\u0663'"),
+    ("runtime: process", "runtime: process\nplaces: [{name: a, cpus: '0-\uff13'}]",
+     "4:26: places[0].cpus: must be a CPU list like 0-3 or 0,2, got '0-\uff13'"),
+    ("runtime: process", "runtime: process\nslurm: {time: '\u0661\u0660'}",
+     "4:15: slurm.time: must be a Slurm time limit (minutes, HH:MM:SS, D-HH:MM:SS or UNLIMITED), "
+     "got '\u0661\u0660'"),
+    ("runtime: process", "runtime: process\nslurm: {time: '1-\u0661:00'}",
+     "4:15: slurm.time: must be a Slurm time limit (minutes, HH:MM:SS, D-HH:MM:SS or UNLIMITED), "
+     "got '1-\u0661:00'"),
+], ids=["cpus-arabic-indic", "cpus-fullwidth", "time-arabic-indic", "time-days"])
+def test_digits_are_ascii_digits(tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str,
+                                 expected: str) -> None:
+    """Python's \\d and int() take any script's digits; taskset and sbatch take 0-9 only."""
+    path = write(tmp_path, edit((old, new)))
+    assert ruler(capsys, "validate", str(path)) == (2, "", f"{path}:{expected}\n")
+
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("concurrency: [1, 4]", "rate: [1e9]", "20:10: workload.rate[0]: expected a number, got '1e9' "
+     "(YAML reads 1e9 as a string: write 1.0e+9, a dot in the number and a sign in the exponent)"),
+    ("concurrency: [1, 4]", "rate: [2.5E1]", "20:10: workload.rate[0]: expected a number, got "
+     "'2.5E1' (YAML reads 2.5E1 as a string: write 2.5E+1, a dot in the number and a sign in the exponent)"),
+    ("reps: 3", "reps: 3\ntimeouts: {window: 3.6e3}", "22:20: timeouts.window: expected a number, got "
+     "'3.6e3' (YAML reads 3.6e3 as a string: write 3.6e+3, a dot in the number and a sign in the exponent)"),
+    ("[1, 4]", "[1, 1e2]", "20:20: workload.concurrency[1]: expected an integer, got '1e2' (YAML reads "
+     "1e2 as a string: write 100)"),
+])
+def test_a_number_yaml_reads_as_a_string_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                old: str, new: str, expected: str) -> None:
+    """PyYAML reads a number in exponent form only with a dot and a signed exponent (1.0e+9):
+    `1e9` and `1.0e9` are strings, and "expected a number, got '1e9'" left the user guessing."""
+    path = write(tmp_path, edit((old, new)))
+    assert ruler(capsys, "validate", str(path)) == (2, "", f"{path}:{expected}\n")
+
+
+
+def test_a_knob_yaml_reads_as_a_string_is_warned_of(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A knob takes any JSON value, so `min_p: 1e-3` validated and every request sent "1e-3"."""
+    path = write(tmp_path, edit(("reps: 3", "reps: 3\n  knobs: {min_p: 1e-3, stop: [x, 2e1], tag: '1e9'}")))
+    assert ruler(capsys, "validate", str(path)) == (0, "OK: demo: 1 windows in 1 sessions, 1 classes x "
+                                                       "concurrency [1, 4], 3 reps\n", (
+        f"{path}:22:18: warning: workload.knobs.min_p is the string '1e-3' (YAML reads 1e-3 as a "
+        "string: write 1.0e-3, a dot in the number and a sign in the exponent)\n"
+        f"{path}:22:34: warning: workload.knobs.stop[1] is the string '2e1' (YAML reads 2e1 as a "
+        "string: write 2.0e+1, a dot in the number and a sign in the exponent)\n"))
+
+
+
+PLACES_ON_ONE_BOX = """\
+places:
+  - {name: a, cpus: "0-3"}
+  - {name: b, cpus: "4,5"}
+  - {name: c, cpus: "3,5-7"}
+  - {name: d, cpus: "0", docker_host: "ssh://ruler@box2"}
+  - {name: e, cpus: "0-1", docker_host: "ssh://ruler@box3"}
+"""
+
+
+def test_places_on_the_same_cpus_are_warned_of(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two places on one CPU set validated without a word: their sessions, run at once, load each
+    other. Places on another machine (docker_host) share no CPU, nor do places used one at a time."""
+    text = edit(("runtime: process", "runtime: docker\ndocker: {image: x}"),
+                ("sessions:", PLACES_ON_ONE_BOX + "sessions:"))
+    path = write(tmp_path, text)
+    shared = ": sessions on both run at once, each on the other's CPUs (set parallel: 1 to run one at a time)"
+    assert ruler(capsys, "validate", str(path))[::2] == (0, (
+        f"{path}:19:21: warning: places a and c share CPU 3{shared}\n"
+        f"{path}:19:21: warning: places b and c share CPU 5{shared}\n"))
+    path = write(tmp_path, text.replace("box3", "box2").replace('"0-3"', '"0-2"').replace('"4,5"', '"4"'))
+    assert ruler(capsys, "validate", str(path))[::2] == (
+        0, f"{path}:21:21: warning: places d and e share CPU 0{shared}\n")
+    assert ruler(capsys, "validate", str(write(tmp_path, text + "parallel: 1\n")))[::2] == (0, "")
+
+
 # --- prompt files are read at validate ------------------------------------------------------------
 
 
@@ -820,6 +917,7 @@ def test_any_value_anywhere_gives_a_campaign_or_located_problems(data: st.DataOb
 PATHS = st.text(max_size=12) | st.sampled_from(["\x00", "x" * 5000, "/", ".", "..", "/dev/null", "/proc"])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cls=PATHS, greedy=PATHS, kl=PATHS, receipt=PATHS)
 def test_any_file_path_gives_a_campaign_or_located_problems(cls: str, greedy: str, kl: str,

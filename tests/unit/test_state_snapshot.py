@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 import pytest
+from helpers import JOURNALS, plain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fold_snapshot import JOURNALS, plain
 
 from engine.commands.status import format_summary, summary
 from engine.record import snapshot
@@ -52,6 +52,7 @@ DAMAGE = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_snapshot_and_tail_fold_to_the_whole_journal_at_any_cut(data: st.DataObject) -> None:

@@ -94,11 +94,13 @@ def test_tail_of_a_huge_log_reads_only_its_end(tmp_path: Path) -> None:
 class Catcher:
     def __init__(self) -> None:
         self.batches: list[Batch] = []
+        self.times: list[float] = []  # when each batch was handed over (monotonic)
         self.cond = threading.Condition()
 
     def __call__(self, b: Batch) -> None:
         with self.cond:
             self.batches.append(b)
+            self.times.append(time.monotonic())
             self.cond.notify_all()
 
     def wait(self, pred, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
@@ -110,9 +112,35 @@ class Catcher:
                 self.cond.wait(left)
 
 
-def run_follower(f: Follower) -> tuple[threading.Thread, threading.Event]:
-    stop = threading.Event()
-    t = threading.Thread(target=f.run, args=(stop.is_set,), daemon=True)
+class Turns(threading.Event):
+    """The follower's stop event, which it asks once at the top of each turn of its loop: counting
+    the asks, a test knows the follower has run whole turns (read both files, handed a batch over
+    or not) since a moment, which proves what it did not hand over then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
+        self.cond = threading.Condition()
+
+    def __call__(self) -> bool:
+        with self.cond:
+            self.times.append(time.monotonic())
+            self.cond.notify_all()
+        return self.is_set()
+
+    def wait_past(self, moment: float, turns: int = 2, timeout: float = 5.0) -> None:
+        """Until `turns` turns have begun after `moment`: all but the last have ended."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while sum(t > moment for t in self.times) < turns:
+                left = deadline - time.monotonic()
+                assert left > 0, f"the follower ran no {turns} turns in {timeout} s"
+                self.cond.wait(left)
+
+
+def run_follower(f: Follower) -> tuple[threading.Thread, Turns]:
+    stop = Turns()
+    t = threading.Thread(target=f.run, args=(stop,), daemon=True)
     t.start()
     return t, stop
 
@@ -129,27 +157,32 @@ def test_follower_batches_and_waits_for_each_ack(tmp_path: Path) -> None:
     t, stop = run_follower(f)
     try:
         got.wait(lambda bs: len(bs) >= 1)
-        time.sleep(0.3)
+        with log.open("a") as out:  # news, while the App has not acked the first batch
+            out.write("line 100\n")
+        # Turns begun an interval after the first batch and the news have read the news, and it
+        # was due; all but the last have ended: none handed it over.
+        stop.wait_past(max(got.times[0] + f.interval, time.monotonic()))
         assert len(got.batches) == 1  # no ack yet: nothing more is handed over
         first = got.batches[0]
         events = list(first.events)
         f.ack()
-        got.wait(lambda bs: bs[-1].caught_up)
+        got.wait(lambda bs: bs[-1].caught_up and any("line 100" in b.log for b in bs))
         f.ack()
         for b in got.batches[1:]:
             events += b.events
         assert events == read_events(run / "journal.jsonl")  # every event, once, in order
         lines = [x for b in got.batches if b.log_gen == gen for x in b.log]
-        assert lines == [f"line {i}" for i in range(100)]
+        assert lines == [f"line {i}" for i in range(101)]
         assert got.batches[0].log_clear or any(b.log_clear for b in got.batches if b.log_gen == gen)
 
-        # A flood while the App is busy (no ack): one batch at most goes out, the rest waits,
-        # bounded; when the App catches up, the lines it missed are counted, not handed over.
+        # A flood while the App is busy (no ack): one batch goes out, the rest waits, bounded;
+        # when the App catches up, the lines it missed are counted, not handed over.
         n = len(got.batches)
         with log.open("a") as out:
             out.write("".join(f"flood {i}\n" for i in range(5000)))
-        time.sleep(0.3)
-        assert len(got.batches) - n <= 1
+        got.wait(lambda bs: len(bs) > n)
+        stop.wait_past(max(got.times[n] + f.interval, time.monotonic()))
+        assert len(got.batches) == n + 1
         for _ in range(20):
             f.ack()
             time.sleep(0.02)
