@@ -28,6 +28,7 @@ demo: testbed
 test: testbed
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	@rc=0; recap=""; \
 	for tier in unit integration; do \
 	  if [ $$rc -ne 0 ]; then recap+="$$tier tier: not run (the unit tier failed)"$$'\n'; continue; fi; \
@@ -44,6 +45,7 @@ unit: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -221,13 +221,13 @@ class RunView:
         return list(dict.fromkeys([w.session for w in self.windows()] + [r.session for r in self.rows]))
 
     @functools.cached_property
-    def _rows_by_window(self) -> dict[tuple[str, str], dict[tuple[str, int], Row]]:
-        out: dict[tuple[str, str], dict[tuple[str, int], Row]] = {}
+    def _rows_by_window(self) -> dict[tuple[str, str], dict[tuple[str, int, float | None], Row]]:
+        out: dict[tuple[str, str], dict[tuple[str, int, float | None], Row]] = {}
         for r in self.rows:
             out.setdefault((r.session, r.window), {})[r.shape] = r
         return out
 
-    def rows_of(self, session: str, window: str) -> dict[tuple[str, int], Row]:
+    def rows_of(self, session: str, window: str) -> dict[tuple[str, int, float | None], Row]:
         return dict(self._rows_by_window.get((session, window), {}))
 
     def classes(self) -> list[str]:

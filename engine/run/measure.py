@@ -381,7 +381,8 @@ class Measurement:
 
 def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, load: str) -> str:
     if row.get("void_reps"):
-        return row["void_reps"]
+        why: str = row["void_reps"]
+        return why
     if row["failed_requests"]:
         return f"{row['failed_requests']} failed requests ({row['error']})"
     threshold = percent(policy.spread)
