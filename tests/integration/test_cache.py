@@ -19,6 +19,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 from engine import testbed as tb_mod
 from engine.record.journal import read_events
@@ -72,7 +73,7 @@ def run_campaign(tmp_path: Path, text: str, name: str) -> tuple[Path, str]:
     return next(results.iterdir()), out.stdout
 
 
-def requests_of(run: Path, row: dict[str, str]) -> list[dict[str, object]]:
+def requests_of(run: Path, row: dict[str, str]) -> list[dict[str, Any]]:
     return [r for p in row["source"].split(";") for r in read_rep(run / p)[1]]
 
 

@@ -147,8 +147,9 @@ def test_rep_cache_prefers_the_servers_counters_then_the_requests() -> None:
 def test_a_void_rep_voids_the_row_with_its_reason_and_counts_in_no_figure() -> None:
     ok = ({"rep": 1, "cache": {"policy": "flush", "metrics": {"prompt": 10.0, "cached": 0.0}}},
           [req(10, 0)])
-    void = ({"rep": 2, "cache": {"policy": "flush", "flush_failed": "HTTP 200 {success: false}"},
-             "void": "cache flush failed: HTTP 200 {success: false}"}, [])
+    void: tuple[dict[str, Any], list[dict[str, Any]]] = (
+        {"rep": 2, "cache": {"policy": "flush", "flush_failed": "HTTP 200 {success: false}"},
+         "void": "cache flush failed: HTTP 200 {success: false}"}, [])
     row = stats.row_figures([ok, void], 1, stats.LeakPolicy())
     assert row["status"] == "void"
     assert row["void_reps"] == "rep 2: cache flush failed: HTTP 200 {success: false}"

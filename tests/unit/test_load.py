@@ -18,6 +18,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -160,7 +161,8 @@ def _chunked(body: bytes, cuts: list[int]) -> tuple[bytes, list[int]]:
     """``body`` as an HTTP/1.1 chunked response cut into chunks at ``cuts``, and where each body
     byte lies in it (the oracle for timestamps)."""
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-    raw, where = bytearray(head), []
+    raw = bytearray(head)
+    where: list[int] = []
     points = sorted({c for c in cuts if 0 < c < len(body)})
     for a, b in zip([0, *points], [*points, len(body)], strict=True):
         if a == b:
@@ -281,8 +283,10 @@ def test_streams_ending_together_are_parsed_in_turns(monkeypatch: pytest.MonkeyP
 
     async def together() -> None:
         loop = asyncio.get_running_loop()
+        waiters: list[asyncio.Future[None]] = []
         for conn, resp in zip(conns, resps, strict=True):
             conn.response, conn.waiter = resp, loop.create_future()
+            waiters.append(conn.waiter)
             conn.check_at = 1
             conn.data_received(raw[:head])
         for conn in conns:
@@ -290,7 +294,7 @@ def test_streams_ending_together_are_parsed_in_turns(monkeypatch: pytest.MonkeyP
         await asyncio.sleep(0)
         parsed = sum(r.complete for r in resps)
         assert 1 <= parsed < 10, parsed  # the loop turned after the first, not after all
-        await asyncio.wait_for(asyncio.gather(*(c.waiter for c in conns)), 5)
+        await asyncio.wait_for(asyncio.gather(*waiters), 5)
         assert all(r.complete and r.events.chunks == len(TOKENS) + 1 for r in resps)
 
     asyncio.run(together())
@@ -417,7 +421,7 @@ def test_a_sharded_pass_merges_into_the_same_records(faulty: FaultyServer) -> No
     worker on its own shard, the figures of each shard in the summary."""
     prompts = ["good", "http500", "good"]
     url = f"http://127.0.0.1:{faulty.port}"
-    args = (url, get_adapter("llamacpp"), prompts, 3, 7, 8, {"temperature": 0}, {}, 5.0)
+    args: tuple[Any, ...] = (url, get_adapter("llamacpp"), prompts, 3, 7, 8, {"temperature": 0}, {}, 5.0)
     one, two = measure_pass(*args), measure_pass(*args, shards=2)
     assert [r["index"] for r in two.records] == list(range(7))
     assert {r["worker"] for r in two.records} == {0, 1, 2}

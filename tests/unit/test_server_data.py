@@ -54,7 +54,7 @@ def _chunk_like(draw: st.DrawFn) -> Any:
                                      ("usage",), ("usage", "completion_tokens"), ("usage", "prompt_tokens"),
                                      ("timings", "draft_n"), ("sglext", "spec_tokens_details"),
                                      ("metrics", "speculative_decoding", "num_draft_tokens")]))
-        node = chunk
+        node: Any = chunk
         try:
             for key in path[:-1]:
                 node = node[key]

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fakes import LOGS, Behaviour, FakeBatchRuntime, Queue, by_window
+from fakes import LOGS, Behaviour, FakeBatchRuntime, FakeBatchServer, Queue, by_window
 
 from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
@@ -680,7 +680,9 @@ def test_a_queued_job_is_journaled_and_its_boot_clock_starts_when_it_runs(tmp_pa
     finally:
         rt.close()
     journal = read_events(run / "journal.jsonl")
-    control_job = rt.servers[0].job
+    control = rt.servers[0]
+    assert isinstance(control, FakeBatchServer)
+    control_job = control.job
     assert [(e["job"], e["state"], e["reason"]) for e in journal
             if e["kind"] == EventKind.WINDOW_QUEUED and e["window"] == "control"] == [
         (control_job, "PENDING", "Priority"), (control_job, "PENDING", "Resources")]
@@ -716,7 +718,9 @@ def test_a_job_that_never_leaves_the_queue_is_rejected_at_the_queue_timeout(tmp_
         rt.close()
     journal = read_events(run / "journal.jsonl")
     ctx = [e for e in journal if e.get("window") == "ctx"]
-    job = rt.servers[1].job
+    ctx_server = rt.servers[1]
+    assert isinstance(ctx_server, FakeBatchServer)
+    job = ctx_server.job
     assert [e["kind"] for e in ctx] == [
         EventKind.WINDOW_STARTED, EventKind.SERVER_STARTED, EventKind.WINDOW_QUEUED,
         EventKind.WINDOW_REJECTED, EventKind.SERVER_STOPPED]
