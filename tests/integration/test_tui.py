@@ -426,7 +426,9 @@ async def test_past_the_ready_line_the_log_keeps_what_matters_and_folds_the_rest
         ready = next(i for i, x in enumerate(lines) if "model loaded" in x)
         assert shown[: ready + 1] == lines[: ready + 1]  # the boot, as it was
         assert len(shown) < len(lines) / 3
-        folded, pending = app._log_view.folded, app._log_view.pending  # type: ignore[union-attr]
+        serving = app._log_view
+        assert serving is not None
+        folded, pending = serving.folded, serving.pending
         assert pending  # the idle lines after the last request: their count line waits
         assert f"serving view, {folded:,} lines folded" in screen_text(app)
         with open(path, "a") as f:
@@ -591,7 +593,7 @@ async def test_256_colours_keep_the_marks_apart_and_readable(measuring) -> None:
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
-        marks = {t: app.tags[t].color.downgrade(ColorSystem.EIGHT_BIT)  # type: ignore[union-attr]
+        marks = {t: app.tags[t].color.downgrade(ColorSystem.EIGHT_BIT)  # type: ignore[union-attr]  # all set
                  for t in ("error", "warning", "success", "accent")}
         assert len({c.number for c in marks.values()}) == len(marks), marks
         for name in ("background", "panel", "surface"):
@@ -788,9 +790,10 @@ def start_engine(campaign: str, tmp_path: Path) -> tuple[subprocess.Popen[str], 
     proc = subprocess.Popen([sys.executable, "-m", "engine", "run", str(spec), "--headless",
                              "--results-dir", str(results)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
     deadline = time.monotonic() + 120
     while not list(results.glob("*/control.sock")):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()  # type: ignore[union-attr]
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
         time.sleep(0.1)
     return proc, next(results.iterdir())
 
@@ -812,7 +815,8 @@ async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) ->
             assert app.state.workload == {"classes": ["prose"], "concurrency": [1], "reps": 3,
                                           "requests": [2], "max_tokens": 24}
             began = app.state.windows[app.state.current or ""].started_ts  # the fold keeps it
-            assert began is not None and app.state.started_ts <= began  # type: ignore[operator]
+            started = app.state.started_ts
+            assert began is not None and started is not None and started <= began
             await pilot.press("p")
             await until(pilot, lambda: "pausing before the next rep" in screen_text(app))
             # PAUSED only once the engine journals that the pause took effect, between reps.

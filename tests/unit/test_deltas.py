@@ -138,7 +138,7 @@ def rows_state(window_reps: list[float], control_reps: list[float], live: bool =
 def test_throughput_csv_carries_the_delta_and_its_interval() -> None:
     st = rows_state([x * 1.10 for x in CONTROL], CONTROL)
     got = {r["window"]: r for r in receipts.throughput_rows(st)}
-    iv = relative_delta([x * 1.10 for x in CONTROL], CONTROL).rounded()  # type: ignore[union-attr]
+    iv = relative_delta([x * 1.10 for x in CONTROL], CONTROL).rounded()  # type: ignore[union-attr]  # reps on both sides
     assert (got["ctx"]["delta"], got["ctx"]["delta_lo"], got["ctx"]["delta_hi"]) == (iv.delta, iv.lo, iv.hi)
     assert "delta" not in got["control"]  # a control is the reference, not a delta
     st.rows["s1-control/prose/c1"].row["status"] = "void"

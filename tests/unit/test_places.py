@@ -515,7 +515,7 @@ def test_a_rerun_for_a_place_done_with_its_sessions_boots_there_while_another_pl
     spec["sessions"] = {"s1": ["ctx"], "s2": ["ctx"]}
     try:
         r = runner(tmp, spec, fake, hooks)
-        r._next_session = _pinned(r, {"s1": "a", "s2": "b"})  # type: ignore[method-assign]
+        r._next_session = _pinned(r, {"s1": "a", "s2": "b"})  # type: ignore[method-assign]  # pinned places
         assert r.run() == "finished"
     finally:
         fake.close()

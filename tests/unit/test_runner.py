@@ -267,7 +267,7 @@ def test_abort_cancels_the_pass_in_flight_and_a_resume_finishes(tmp: Path,
     try:
         assert again.run() == "finished"
     finally:
-        again.rt.close()  # type: ignore[attr-defined]
+        again.rt.close()  # type: ignore[attr-defined]  # a FakeRuntime's
     resumed = events(run, "shape_resumed", window="control")
     assert [(e["attempt"], e["reps_kept"]) for e in resumed] == [(1, 1)]
     got = rows(run)

@@ -105,7 +105,7 @@ def test_valid_campaign_loads(campaign: Campaign) -> None:
 
 def test_campaign_is_immutable(campaign: Campaign) -> None:
     with pytest.raises(ValidationError):
-        campaign.name = "other"  # type: ignore[misc]
+        campaign.name = "other"  # type: ignore[misc]  # frozen: the point of the test
     with pytest.raises(KeyError):
         campaign.window("nope")
 
