@@ -182,6 +182,7 @@ def read_campaign(run_dir: Path) -> tuple[Campaign | None, dict[str, Any], str]:
     path = run_dir / results.CAMPAIGN
     if not path.exists():
         return None, {}, "no campaign.yaml in the run directory"
+    raw: Any = {}  # what the except reads when the file is not even YAML
     try:
         raw = yaml.safe_load(path.read_text()) or {}
         return Campaign.model_validate(raw), raw, ""
