@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.record.events import Check, WindowStatus
+from engine.record.events import CONTROL, Check, WindowStatus
 from engine.record.state import WindowState
-from engine.report.run import CONTROL, RunView
+from engine.report.run import RunView
 from engine.report.text import link
 
 # Keyed by str: a journal's verdicts are keyed by the check's name (a Check is its name).
