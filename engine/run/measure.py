@@ -117,7 +117,8 @@ def recompute_row(run_dir: Path, source: str, concurrency: int, policy: stats.Le
                   slo: stats.Slo = stats.NO_SLO) -> dict[str, Any]:
     """A throughput.csv row recomputed from the receipts it names."""
     reps = [read_rep(run_dir / p) for p in source.split(";") if p]
-    return stats.row_figures(reps, concurrency, policy, slo)
+    row: dict[str, Any] = stats.row_figures(reps, concurrency, policy, slo)
+    return row
 
 
 def slo_of(run: RunContext) -> stats.Slo:

@@ -719,7 +719,7 @@ async def open_help(pilot: Pilot[Any]) -> None:
     await settled(pilot)
 
 
-def test_snapshot_of_the_help_at_80x24(tmp_path: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
+def test_snapshot_of_the_help_at_80x24(tmp_path: Path, snap_compare) -> None:
     """The help overlay on the smallest terminal: the whole width, each description wrapped under
     its own column (not back under the keys), the rest of it a scroll away."""
     run = recorded("measuring", tmp_path)

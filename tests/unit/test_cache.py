@@ -172,9 +172,9 @@ def test_keep_measures_the_cache_the_warm_pass_filled(tmp: Path, fake: FakeRunti
     # The warm pass cached both prompts; every rep then computes only each prompt's last token.
     header, records = read_rep(r.run_dir / row["source"].split(";")[0])
     assert header["cache"]["policy"] == "keep"
-    prompt = sum(q["prompt_tokens"] for q in records)
+    prompt = sum(q["prompt_tokens"] or 0 for q in records)
     assert header["cache"]["metrics"] == {"prompt": prompt, "cached": prompt - len(records)}
-    assert [q["cached_tokens"] for q in records] == [q["prompt_tokens"] - 1 for q in records]
+    assert [q["cached_tokens"] for q in records] == [(q["prompt_tokens"] or 0) - 1 for q in records]
     assert (row["cache"], float(row["cache_hit"])) == ("keep", round((prompt - 2) / prompt, 4))
 
 

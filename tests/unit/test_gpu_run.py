@@ -127,7 +127,7 @@ def test_a_slow_rep_on_a_power_capped_gpu_is_throttled_not_a_leak_and_still_reru
     samples = [json.loads(x) for x in (run / "windows" / "s1-control" / "reps" / g["file"])
                .read_text().splitlines()]
     assert len(samples) == g["samples"] >= 2
-    tokens = sum(r["completion_tokens"] for r in records)
+    tokens = sum(r["completion_tokens"] or 0 for r in records)
     energy = (samples[-1]["energy_mj"] - samples[0]["energy_mj"]) / 1000
     assert g["j_per_token"] == pytest.approx(energy / tokens, rel=1e-3)
     done = events(run, "rep_done", window="control", attempt=1, rep=2)[0]

@@ -811,7 +811,7 @@ def test_a_window_whose_log_gave_no_boot_fact_is_not_called_equal_to_its_control
     assert facts["note"] == f"no boot fact in {whose}: not compared with the control"
     assert facts["diff_vs_control"]["equal"] == [] and facts["diff_vs_control"]["changed"] == {}
     journal = read_events(run / "journal.jsonl")
-    ready = {e["window"]: format_event(e) for e in journal if e["kind"] == EventKind.WINDOW_READY}
+    ready = {e["window"]: str(format_event(e)) for e in journal if e["kind"] == EventKind.WINDOW_READY}
     assert ready["ctx"].endswith(" | no boot facts to compare with the control"), ready["ctx"]
     assert "equal" not in ready["ctx"]
     text = render(load_run(run), [], "no charts")
