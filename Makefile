@@ -8,6 +8,11 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup testbed demo test unit lint clean
 
+# Types: engine/, tui/ and tests/conftest.py ([tool.mypy] in pyproject.toml), then each test tier
+# on its own: pytest imports a tier's modules by bare name (`from fakes import ...`), so each tier
+# is an import root of its own and the two tiers' conftest modules share a name.
+MYPY := $(BIN)/mypy && $(BIN)/mypy tests/unit && $(BIN)/mypy tests/integration
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
@@ -28,6 +33,7 @@ demo: testbed
 test: testbed
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(MYPY)
 	@rc=0; recap=""; \
 	for tier in unit integration; do \
 	  if [ $$rc -ne 0 ]; then recap+="$$tier tier: not run (the unit tier failed)"$$'\n'; continue; fi; \
@@ -44,6 +50,7 @@ unit: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(MYPY)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

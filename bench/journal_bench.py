@@ -260,7 +260,7 @@ def main() -> int:
         Journal(run / results.JOURNAL).close()  # the snapshot the engine leaves when it stops
         snap = snapshot.path_of(run / results.JOURNAL)
         print(f"snapshot: {snap.stat().st_size / 2**20:.1f} MiB, covering "
-              f"{snapshot.load(run / results.JOURNAL)[0].lines:,} lines")  # type: ignore[union-attr]
+              f"{snapshot.load(run / results.JOURNAL)[0].lines:,} lines")  # type: ignore[union-attr]  # just written
         figures("with the engine's snapshot", run, args.rounds, (cols, rows))
         if args.flood:
             ui, master = attach(run, (cols, rows))[3:]

@@ -261,7 +261,8 @@ def main() -> int:
         idle = probe_keys(master, screen, args.idle, stand_in)
 
         stop = threading.Event()
-        lines, reps, late = [0], [0], []  # type: ignore[var-annotated]
+        lines, reps = [0], [0]
+        late: list[float] = []
         threads = [threading.Thread(target=grow_log, args=(run / "windows/s2-control/boot.log",
                                                            args.rate, stop, lines)),
                    threading.Thread(target=land_reps, args=(journal, lock, stop, reps, args.rep_every)),

@@ -11,6 +11,7 @@ without loading the run layer.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import socket
@@ -19,7 +20,7 @@ import struct
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 SOCKET = "control.sock"
 MAX_LINE = 64 * 1024
@@ -38,7 +39,7 @@ def peer(sock: socket.socket) -> dict[str, Any]:
     return {"pid": pid, "uid": uid, "gid": gid}
 
 
-def replies(rfile: IO[bytes], dispatch: Callable[[bytes], dict[str, Any]],
+def replies(rfile: io.BufferedIOBase, dispatch: Callable[[bytes], dict[str, Any]],
             max_line: int = MAX_LINE) -> Iterator[dict[str, Any]]:
     """One reply per request line, whatever the bytes: a line longer than ``max_line`` gets one
     error, and the rest of it is read and dropped rather than taken for more requests."""

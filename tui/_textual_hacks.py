@@ -39,7 +39,7 @@ class ContentCachedCells(DataTable[Text]):
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         row_key = self._row_locations.get_key(row_index)
         column_key = self._column_locations.get_key(column_index)
-        cell = self._data[row_key][column_key]
+        cell = self._data[row_key][column_key]  # type: ignore[index]  # a cell's position: both keys
         what = (cell.plain, tuple(cell.spans), cell.style) if isinstance(cell, Text) else str(cell)
         key = (row_index, column_index, what, base_style, width, cursor, hover,
                self._show_hover_cursor, self._pseudo_class_state, self.show_cursor)
@@ -86,7 +86,7 @@ class NoLineMeasure(Log):
     Private: ``_update_size`` (overridden to do nothing).
     """
 
-    def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
+    def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]  # @work in Log
         return
 
 

@@ -394,7 +394,7 @@ class RulerConsole(App[None]):
     def action_rerun(self) -> None:
         key = self.ui.reps.cursor_key()
         row = self.state.rows.get(key or "")
-        if row is None:
+        if key is None or row is None:
             self._say([("rerun:", "bold"), ("put the reps cursor on a void row first", "warning")])
         elif row.status != RowStatus.VOID:
             self._say([("rerun:", "bold"), (f"{key} is {row.status}, not void: nothing to rerun",

@@ -5,6 +5,7 @@ and the two modal screens. They render what the console's Textual-free modules d
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from rich.control import strip_control_codes
 from rich.highlighter import Highlighter
@@ -80,8 +81,8 @@ class Panel(Widget):
     this widget, never re-lays out the screen, and the same text again costs nothing: the header
     and panels change at every journal batch while a log floods."""
 
-    def __init__(self, **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
         self._text = Text()
 
     @property
@@ -108,8 +109,8 @@ class RepBars(Widget):
 
     BLOCKS = " ▁▂▃▄▅▆▇█"
 
-    def __init__(self, **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
         self._data: tuple[float, ...] = ()
 
     @property
@@ -152,9 +153,9 @@ class FollowTable(OwnColumnWidths):
         def control(self) -> FollowTable:
             return self.table
 
-    def __init__(self, columns: Sequence[Col], **kw: object) -> None:
+    def __init__(self, columns: Sequence[Col], **kw: Any) -> None:
         # No cell padding: a trailing space per cell instead, so 80 columns hold five of them.
-        super().__init__(cursor_type="row", cell_padding=0, **kw)  # type: ignore[arg-type]
+        super().__init__(cursor_type="row", cell_padding=0, **kw)
         self._spec = list(columns)
         self._columns = [c.name for c in columns]
         self._cells: dict[str, list[tuple[Seg, ...]]] = {}  # every column's, shown or not
@@ -375,8 +376,8 @@ class BootLog(NoLineMeasure, WheelBackHook):
     class FollowChanged(Message):
         pass
 
-    def __init__(self, classify: Callable[[str], str], max_lines: int, **kw: object) -> None:
-        super().__init__(highlight=True, max_lines=max_lines, auto_scroll=True, **kw)  # type: ignore[arg-type]
+    def __init__(self, classify: Callable[[str], str], max_lines: int, **kw: Any) -> None:
+        super().__init__(highlight=True, max_lines=max_lines, auto_scroll=True, **kw)
         self.classify = classify
         self.tags: dict[str, Style] = {}
         self.term = ""

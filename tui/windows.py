@@ -60,7 +60,8 @@ def focus_window(state: RunState, shown: str | None = None) -> str | None:
     measured = {f"{r.session}-{r.window}" for r in state.rows.values()}
     started = [k for k in state.order if state.windows[k].status != WindowStatus.PENDING]
     with_rows = [k for k in started if k in measured]
-    return (with_rows or started or state.order or [None])[-1]
+    keys = with_rows or started or state.order
+    return keys[-1] if keys else None
 
 
 def position(state: RunState, wkey: str | None) -> tuple[int, int]:

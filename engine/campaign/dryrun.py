@@ -63,12 +63,12 @@ def dry_variables(campaign: Campaign, environ: Mapping[str, str],
     return out
 
 
-def _gpus(gpus: object) -> str | None:
+def _gpus(gpus: str | int | tuple[str | int, ...] | None) -> str | None:
     if gpus is None:
         return None
     if gpus == "all" or isinstance(gpus, int):
         return str(gpus)
-    return '"device=' + ",".join(str(g) for g in gpus) + '"'  # type: ignore[attr-defined]
+    return '"device=' + ",".join(str(g) for g in gpus) + '"'
 
 
 def argv_groups(argv: list[str], command_len: int = 0) -> list[str]:

@@ -56,6 +56,7 @@ def read_prompts(path: Path) -> list[str]:
         raise PromptFileError(path, "no prompts: the file is empty")
     suffix = path.suffix.lower()
     lines = list(enumerate(text.split("\n"), 1))
+    found: list[tuple[int | None, str]]  # a prompt's line, where the format tells it
     if suffix == ".jsonl":
         found = [(n, _jsonl_prompt(path, n, line)) for n, line in lines if line.strip()]
     elif suffix in (".yaml", ".yml", ".json"):

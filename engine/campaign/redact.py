@@ -73,7 +73,8 @@ def redactor_for(campaign: Campaign, environ: Mapping[str, str] | None = None) -
 
     env = dict(os.environ if environ is None else environ)
     secrets = {k: v for k, v in env.items() if is_secret(k)}
-    for entries in [campaign.control.env, *(w.change.env for w in campaign.windows)]:
+    envs: list[Mapping[str, str | None]] = [campaign.control.env, *(w.change.env for w in campaign.windows)]
+    for entries in envs:
         for name, value in entries.items():
             if value is None or not is_secret(name):
                 continue

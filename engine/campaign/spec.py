@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeGuard, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -60,7 +60,7 @@ Gpus = Literal["all"] | int | tuple[str | int, ...] | None
 # errors would come back once per union member.
 
 
-def _is_scalar(value: object) -> bool:
+def _is_scalar(value: object) -> TypeGuard[str | int | float]:
     return isinstance(value, str | int | float) and not isinstance(value, bool)
 
 
@@ -70,7 +70,7 @@ def _type_error(kind: str, expected: str, value: object) -> PydanticCustomError:
 
 def _check_arg(value: object) -> ArgValue:
     if value is None or isinstance(value, bool) or _is_scalar(value):
-        return value  # type: ignore[return-value]
+        return value
     if isinstance(value, list | tuple) and all(_is_scalar(v) for v in value):
         return tuple(value)
     raise _type_error("arg_value", "a string, number, true/false/null or a list of those", value)
@@ -85,14 +85,15 @@ def _check_env(value: object) -> str:
 
 def _check_gpus(value: object) -> Gpus:
     if value is None or value == "all" or (isinstance(value, int) and not isinstance(value, bool)):
-        return value  # type: ignore[return-value]
+        return value
     if isinstance(value, list) and all(_is_scalar(v) and not isinstance(v, float) for v in value):
         return tuple(value)
     raise _type_error("gpus", "null, 'all', a GPU count or a list of device ids", value)
 
 
-def _named(pattern: str, why: str) -> Any:
-    """A string type for a name: `pattern`, at most MAX_NAME characters, and why it must be so."""
+def _named(pattern: str, why: str) -> tuple[Any, ...]:
+    """What makes a string a name (``Annotated[str, *_named(...)]``, which a type checker reads as
+    str): `pattern`, at most MAX_NAME characters, and why it must be so."""
     regex = re.compile(pattern)
 
     def check(value: str) -> str:
@@ -103,7 +104,7 @@ def _named(pattern: str, why: str) -> Any:
 
     # The JSON Schema says it too, so an editor flags a bad name as it is typed.
     schema = {"type": "string", "pattern": f"^(?:{pattern})$", "maxLength": MAX_NAME}
-    return Annotated[str, Strict(), AfterValidator(check), WithJsonSchema(schema)]
+    return Strict(), AfterValidator(check), WithJsonSchema(schema)
 
 
 def _check_oracle(value: object) -> "str | OracleReceipt":
@@ -122,11 +123,11 @@ Port = Annotated[int, Strict(), Field(ge=1, le=65535)]
 Seconds = Annotated[float, Strict(), Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
 Tokens = Annotated[int, Strict(), Field(ge=1, le=MAX_TOKENS)]
 Seed = Annotated[int, Strict(), Field(ge=-(1 << 63), lt=1 << 63)]  # what every server parses
-Name = _named(NAME_PATTERN, "it names directories, files and containers")
-SessionName = _named(SESSION_PATTERN, "no '-', which joins session and window in directory and "
-                                      "container names")
-ArtifactName = _named(ARTIFACT_PATTERN, "${artifacts.NAME} must be able to spell it")
-EnvName = _named(ENV_PATTERN, "an environment variable name")
+Name = Annotated[str, *_named(NAME_PATTERN, "it names directories, files and containers")]
+SessionName = Annotated[str, *_named(SESSION_PATTERN, "no '-', which joins session and window in "
+                                                      "directory and container names")]
+ArtifactName = Annotated[str, *_named(ARTIFACT_PATTERN, "${artifacts.NAME} must be able to spell it")]
+EnvName = Annotated[str, *_named(ENV_PATTERN, "an environment variable name")]
 Argv = tuple[Str, ...]
 # A plain validator's JSON Schema is "anything" unless it names the input it takes.
 Arg = Annotated[ArgValue, PlainValidator(_check_arg, json_schema_input_type=ArgValue)]

@@ -125,7 +125,7 @@ class _Lines:
         return Mark(line, index - self._starts[line - 1] + 1)
 
     def of(self, node: Node | Event) -> Mark:
-        return self.at(node.start_mark.index)
+        return self.at(node.start_mark.index)  # type: ignore[union-attr]  # composed: always marked
 
 
 class _Loader(yaml.SafeLoader):
@@ -137,8 +137,8 @@ class _Loader(yaml.SafeLoader):
         self._depth = 0
         self._aliases = 0
 
-    def compose_node(self, parent: Node | None, index: Any) -> Node:
-        event = self.peek_event()
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in types-PyYAML
         if isinstance(event, AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
@@ -148,7 +148,7 @@ class _Loader(yaml.SafeLoader):
         try:
             if self._depth > MAX_DEPTH:
                 raise Refused(self.lines.of(event), f"nested more than {MAX_DEPTH} levels deep")
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
@@ -230,7 +230,8 @@ class _Builder:
         if not isinstance(node, ScalarNode):
             message = "mapping keys must be plain scalars"
             raise ConstructorError(None, None, message, node.start_mark)
-        return self._scalar(node)
+        key: Hashable = self._scalar(node)
+        return key
 
 
 # --- problems --------------------------------------------------------------------------------
@@ -332,9 +333,9 @@ def schema_issue(err: Mapping[str, Any], root: type[BaseModel]) -> Issue:
     loc: KeyPath = tuple(err["loc"])
     kind = err["type"]
     if loc and loc[-1] == "[key]":  # a bad mapping key: point at the key
-        key = describe(loc[-2])
+        shown = describe(loc[-2])
         problem = "must be a string" if kind == "string_type" else _detail(err)
-        return loc[:-1], True, f"{dotted(loc[:-2])}: key {key} {problem.removesuffix(f', got {key}')}"
+        return loc[:-1], True, f"{dotted(loc[:-2])}: key {shown} {problem.removesuffix(f', got {shown}')}"
     if kind == "extra_forbidden":
         parent, key = loc[:-1], loc[-1]
         where = f"in {dotted(parent)}" if parent else "at top level"

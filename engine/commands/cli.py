@@ -274,9 +274,9 @@ class ReaderGone:
 def main(argv: Sequence[str] | None = None) -> int:
     # Only pipes lose their reader; a terminal's streams stay as they are for the console.
     if not (sys.stdout.isatty() or isinstance(sys.stdout, ReaderGone)):
-        sys.stdout = ReaderGone(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = ReaderGone(sys.stdout)
     if not (sys.stderr.isatty() or isinstance(sys.stderr, ReaderGone)):
-        sys.stderr = ReaderGone(sys.stderr)  # type: ignore[assignment]
+        sys.stderr = ReaderGone(sys.stderr)
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

@@ -61,7 +61,7 @@ def cmd_validate(path: str, explain: bool = False, baseline: str | None = None) 
 class _Dumper(yaml.SafeDumper):
     """Block style, but a list of scalars on one line (``concurrency: [1, 4]``), as campaigns spell it."""
 
-    def represent_list(self, data: list[Any]) -> yaml.Node:
+    def represent_list(self, data: list[Any]) -> yaml.SequenceNode:  # type: ignore[override]  # lists only
         flat = all(not isinstance(v, dict | list) for v in data)
         return self.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat)
 

@@ -9,7 +9,7 @@ and do nothing").
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.record.deltas import METHOD, observable, relative_delta
 from engine.record.events import USABLE_ROWS, Verdict
@@ -32,9 +32,11 @@ def fact_diff(window: dict[str, Any], control: dict[str, Any]) -> dict[str, Any]
 
 
 Shape = tuple[str, int] | tuple[str, int, float | None]  # class, concurrency[, open-loop rate]
+# One kind of shape key on both sides (dict keys are invariant: a union would take neither kind).
+S = TypeVar("S", bound=Shape)
 
 
-def rows_inside(window: dict[Shape, dict[str, Any]], control: dict[Shape, dict[str, Any]],
+def rows_inside(window: dict[S, dict[str, Any]], control: dict[S, dict[str, Any]],
                 floor: float = 0.0) -> dict[str, Any]:
     """Each window row against the control's row of the same shape, by the deltas' rule: inside
     (no effect seen) when the interval of the delta holds 0 or the delta is no larger than

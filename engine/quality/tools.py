@@ -38,5 +38,5 @@ def tool_probe(probe: Probe, n: int, max_tokens: int, seed: int, knobs: dict[str
         out.append({"prompt": prompt, "ok": ok, "tool_calls": r.tool_calls,
                     "content": r.content[:300],
                     "why": "" if ok else ("no tool call" if not args else "arguments do not parse")})
-    ok = sum(o["ok"] for o in out)
-    return {"ok": ok, "n": n, "tool_choice": tool_choice, "tools": TOOLS, "calls": out}
+    passed = sum(o["ok"] for o in out)
+    return {"ok": passed, "n": n, "tool_choice": tool_choice, "tools": TOOLS, "calls": out}

@@ -112,7 +112,8 @@ class WindowChecks(Checks):
     def control_facts(self) -> dict[str, Any] | None:
         facts = self.run.control_facts.get(self.ctx.session)
         if facts is not None:
-            return facts.as_json()["facts"]
+            found: dict[str, Any] = facts.as_json()["facts"]
+            return found
         path = results.window_dir(self.run.run_dir, self.ctx.session, CONTROL) / "boot-facts.json"
         return json.loads(path.read_text()).get("facts") if path.exists() else None
 

@@ -501,8 +501,9 @@ def check(kind: str, data: Mapping[str, Any]) -> EventKind:
     except ValueError:
         raise MalformedEvent(f"unknown event kind {kind!r}") from None
     spec = FIELDS[known]
-    missing = spec.__required_keys__ - data.keys()  # type: ignore[attr-defined]
-    defined = spec.__required_keys__ | spec.__optional_keys__  # type: ignore[attr-defined]
+    required = spec.__required_keys__  # type: ignore[attr-defined]  # a TypedDict class has them
+    missing = required - data.keys()
+    defined = required | spec.__optional_keys__  # type: ignore[attr-defined]  # a TypedDict class has them
     extra = set() if known in OPEN else data.keys() - defined
     if missing or extra:
         raise MalformedEvent(f"{known} event: " + "; ".join(

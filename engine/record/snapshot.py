@@ -129,7 +129,7 @@ def decoder(tp: Any) -> Decode:
     if tp is Any or tp in (str, int, float, bool, type(None)) or (
             isinstance(tp, type) and issubclass(tp, str)):
         return _same
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _dataclass(tp)
     if origin in (typing.Union, types.UnionType):
         inner = [decoder(a) for a in args if a is not type(None)]
@@ -182,7 +182,7 @@ def _dataclass(cls: type) -> Decode:
         # state has thousands): the JSON object is the instance's __dict__, its typed fields read.
         for name, d in typed:
             v[name] = d(v[name])
-        obj = object.__new__(cls)
+        obj: object = object.__new__(cls)
         object.__setattr__(obj, "__dict__", v)
         return obj
 
@@ -280,7 +280,7 @@ def load(journal: Path) -> tuple[Prefix | None, str]:
     fold = fingerprint()
     if head.get("format") != FORMAT or fold is None or head.get("fold") != fold:
         return None, "snapshot written by another version of ruler"
-    if body[-1:] == b"\n":
+    if body[-1:].tobytes() == b"\n":
         body = body[:-1]
     if head.get("check") != _check(head, body):
         return None, "snapshot corrupt (it does not match its hash)"

@@ -8,9 +8,9 @@ receipts (older, or quality off) says "not measured" where a verdict would stand
 (``charts``) need the optional extra ``ruler[report]``; without it every table is still written.
 """
 
+from engine.record.events import CONTROL
 from engine.report.render import CHARTS_SKIPPED, REPORT, cmd_report, render, write_report
 from engine.report.run import (
-    CONTROL,
     ReportError,
     Row,
     RunView,

@@ -112,9 +112,9 @@ def _grouped(ax: Any, groups: Sequence[str], series: Sequence[str], bars: Sequen
             boxes = [[(x - width / 2, 0), (x - width / 2, h), (x + width / 2, h), (x + width / 2, 0)]
                      for x, h, v in zip(xs, hs, voids, strict=True) if v is void]
             if boxes:  # a void row is present but not comparable: faded and hatched, in its colour
+                faded: dict[str, Any] = {"alpha": VOID_ALPHA, "hatch": "//"} if void else {}
                 ax.add_collection(PolyCollection(boxes, facecolors=f"C{j}", edgecolors="none",
-                                                 linewidths=0, **(
-                                                     {"alpha": VOID_ALPHA, "hatch": "//"} if void else {})))
+                                                 linewidths=0, **faded))
         if not any(los) and not any(his):  # no caps on single values
             continue
         if len(groups) <= MAX_LABELS:
@@ -139,7 +139,8 @@ def draw_bars(job: Job) -> Path:
     """Grouped bars, a panel per ``data["panels"]`` entry, row by row of ``data["grid"]``."""
     d = job.data
     rows, cols = d["grid"]
-    fig, axes = _figure(*d["size"], rows, cols, len(d["groups"]))
+    width, height = d["size"]
+    fig, axes = _figure(width, height, rows, cols, len(d["groups"]))
     for ax, panel in zip(axes.flat, d["panels"], strict=True):
         _grouped(ax, d["groups"], d["series"], panel["bars"], panel["title"], panel["ylabel"])
         for i, text in panel.get("gaps", []):  # a slot a label names
@@ -217,7 +218,8 @@ def drift_data(view: RunView) -> Data | None:
 
 def draw_drift(job: Job) -> Path:
     d = job.data
-    fig, axes = _figure(*d["size"], groups=len(d["sessions"]))
+    width, height = d["size"]
+    fig, axes = _figure(width, height, groups=len(d["sessions"]))
     ax = axes[0, 0]
     for j, line in enumerate(d["lines"]):
         xs, mids, void = line["xs"], line["mids"], line["void"]

@@ -101,9 +101,9 @@ def match_rows(views: Sequence[RunView]) -> list[Match]:
             if i not in used[j]:
                 alone: list[Row | None] = [None] * len(views)
                 alone[j] = r
-                how = [""] * len(views)
-                how[j] = "only here"
-                out.append(Match(alone, how))
+                hows = [""] * len(views)
+                hows[j] = "only here"
+                out.append(Match(alone, hows))
     return out
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from engine import __version__, gpu
 from engine.campaign.spec import Campaign
-from engine.record.events import EventKind
+from engine.record.events import CONTROL, EventKind
 from engine.report import steady
-from engine.report.run import CONTROL, RunView, read_json
+from engine.report.run import RunView, read_json
 from engine.report.text import slo_text, table, when
 from engine.report.windows import change_text, slurm_record
 from engine.servers import get_adapter

@@ -95,6 +95,8 @@ class Drawing:
 
     def wait(self) -> str:
         """"" once every chart sent is drawn, or why there are none (the extra is missing)."""
+        what: str
+        said: str
         try:
             what, said = self.conn.recv()
         except EOFError:

@@ -196,6 +196,7 @@ def read_campaign(run_dir: Path) -> tuple[Campaign | None, dict[str, Any], str]:
     path = run_dir / results.CAMPAIGN
     if not path.exists():
         return None, {}, "no campaign.yaml in the run directory"
+    raw: Any = {}  # what the except reads when the file is not even YAML
     try:
         raw = yaml.safe_load(path.read_text()) or {}
         return Campaign.model_validate(raw), raw, ""
@@ -235,13 +236,13 @@ class RunView:
         return list(dict.fromkeys([w.session for w in self.windows()] + [r.session for r in self.rows]))
 
     @functools.cached_property
-    def _rows_by_window(self) -> dict[tuple[str, str], dict[tuple[str, int], Row]]:
-        out: dict[tuple[str, str], dict[tuple[str, int], Row]] = {}
+    def _rows_by_window(self) -> dict[tuple[str, str], dict[tuple[str, int, float | None], Row]]:
+        out: dict[tuple[str, str], dict[tuple[str, int, float | None], Row]] = {}
         for r in self.rows:
             out.setdefault((r.session, r.window), {})[r.shape] = r
         return out
 
-    def rows_of(self, session: str, window: str) -> dict[tuple[str, int], Row]:
+    def rows_of(self, session: str, window: str) -> dict[tuple[str, int, float | None], Row]:
         return dict(self._rows_by_window.get((session, window), {}))
 
     def classes(self) -> list[str]:

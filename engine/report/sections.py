@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from engine.record import results
 from engine.record.deltas import noise_floor
-from engine.record.events import Check
+from engine.record.events import CONTROL, Check
 from engine.record.journal import damage_report
 from engine.record.state import earlier_sessions, load_text
-from engine.report.run import CONTROL, Row, RunView, read_json
+from engine.report.run import Row, RunView, read_json
 from engine.report.text import (
     acceptance_text,
     cache_text,

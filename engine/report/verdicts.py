@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.record.events import Check, WindowStatus
+from engine.record.events import CONTROL, Check, WindowStatus
 from engine.record.state import WindowState
-from engine.report.run import CONTROL, RunView
+from engine.report.run import RunView
 from engine.report.text import link
 
-CHECK_LABELS = {
+# Keyed by str: a journal's verdicts are keyed by the check's name (a Check is its name).
+CHECK_LABELS: dict[str, str] = {
     Check.KNOBS: "ruler check", Check.GREEDY: "greedy", Check.TEACHER_FORCED: "teacher-forced |Δlogp|",
     Check.SELF_SCORE: "self-score", Check.KL: "KL", Check.NO_EFFECT: "no observable effect",
     Check.TOOL_PROBE: "tool calls", Check.DRIFT: "control drift", Check.REFERENCE: "reference",

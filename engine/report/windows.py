@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine.quality import IGNORED_FACT
-from engine.record.events import USABLE_ROWS, EventKind, WindowStatus
+from engine.record.events import CONTROL, USABLE_ROWS, EventKind, WindowStatus
 from engine.record.state import WindowState, load_text
-from engine.report.run import CONTROL, RunView, read_json
+from engine.report.run import RunView, read_json
 from engine.report.text import (
     acceptance_text,
     cache_text,

@@ -42,9 +42,9 @@ def window_gpus(runtime: str, plan: LaunchPlan, place: Place | None,
             return gpu.absent(f"{gpu.NO_GPU} sampled: the attached server is on {host or '?'}")
         return gpu.owned("all", {})
     if runtime == "docker":
-        host = place.docker_host if place else None
-        if host and not host.startswith("unix://"):
-            return gpu.absent(f"{gpu.NO_GPU} sampled: the container runs on {host}")
+        daemon = place.docker_host if place else None
+        if daemon and not daemon.startswith("unix://"):
+            return gpu.absent(f"{gpu.NO_GPU} sampled: the container runs on {daemon}")
         if plan.gpus is None:
             return gpu.absent(f"{gpu.NO_GPU} given to the container (docker gpus unset)")
         return gpu.owned(plan.gpus, {})

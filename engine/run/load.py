@@ -109,8 +109,8 @@ async def _lag_monitor(samples: list[float]) -> None:
 
 async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str], concurrency: int,
                    n_requests: int, max_tokens: int, sampling: dict[str, Any],
-                   knobs: dict[str, Any], timeout: float,
-                   stop: Callable[[], bool] = lambda: False, *,
+                   knobs: dict[str, Any], timeout: float, *,
+                   stop: Callable[[], bool] = lambda: False,
                    workers: Sequence[int] | None = None,
                    take: Callable[[], int | None] | None = None,
                    arrivals: Sequence[float] | None = None,
@@ -294,7 +294,7 @@ def _shard(conn: mpc.Connection, counter: Any) -> None:
 
             def take(n: int = n_requests) -> int | None:
                 with counter.get_lock():
-                    i = counter.value
+                    i: int = counter.value
                     if i >= n:
                         return None
                     counter.value = i + 1
@@ -391,8 +391,9 @@ def _sharded(shards: int, base_url: str, adapter: ServerClient, prompts: Sequenc
                     if k not in results:
                         with contextlib.suppress(OSError):  # a dead shard is found below
                             c.send("stop")
-            for c in mpc.wait([c for k, c in enumerate(pipes) if k not in results], timeout=0.1):
-                k = pipes.index(c)  # type: ignore[arg-type]
+            for ready in mpc.wait([c for k, c in enumerate(pipes) if k not in results], timeout=0.1):
+                k = pipes.index(ready)  # type: ignore[arg-type]  # wait returns some of the pipes given
+                c = pipes[k]
                 try:
                     got = c.recv()
                 except EOFError:

@@ -117,7 +117,8 @@ def recompute_row(run_dir: Path, source: str, concurrency: int, policy: stats.Le
                   slo: stats.Slo = stats.NO_SLO) -> dict[str, Any]:
     """A throughput.csv row recomputed from the receipts it names."""
     reps = [read_rep(run_dir / p) for p in source.split(";") if p]
-    return stats.row_figures(reps, concurrency, policy, slo)
+    row: dict[str, Any] = stats.row_figures(reps, concurrency, policy, slo)
+    return row
 
 
 def slo_of(run: RunContext) -> stats.Slo:
@@ -440,7 +441,8 @@ def precision_text(row: dict[str, Any]) -> str:
 
 def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, load: str) -> str:
     if row.get("void_reps"):
-        return row["void_reps"]
+        why: str = row["void_reps"]
+        return why
     if row["failed_requests"]:
         return f"{row['failed_requests']} failed requests ({row['error']})"
     threshold = percent(policy.spread)

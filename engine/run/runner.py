@@ -319,7 +319,7 @@ class Runner:
 
     def _window_complete(self, session: str, window: str) -> bool:
         ws = self.state.windows.get(f"{session}-{window}")
-        return bool(ws) and ws.status in COMPLETE_WINDOWS
+        return ws is not None and ws.status in COMPLETE_WINDOWS
 
     def _reload_control_facts(self, session: str, window: str) -> None:
         path = self.run_dir / "windows" / f"{session}-{window}" / "boot-facts.json"

@@ -65,7 +65,7 @@ def local_host() -> Host:
     gpus, driver = nvidia_gpus()
     host = Host(name=socket.gethostname(), cpus=os.cpu_count() or 0)
     if gpus:
-        host.update(gpus=gpus, driver=driver)
+        host["gpus"], host["driver"] = gpus, driver
     return host
 
 
@@ -101,7 +101,7 @@ class LaunchPlan:
     image: str | None = None
     mounts: list[str] = field(default_factory=list)  # host paths mounted read-only, same path
     labels: dict[str, str] = field(default_factory=dict)
-    gpus: str | int | list[str] | None = None
+    gpus: str | int | tuple[str | int, ...] | None = None  # 'all', a count or device ids
     shm_size: str | None = None
     ipc: str | None = None
     volumes: list[str] = field(default_factory=list)

@@ -55,7 +55,7 @@ def _is_ours(container: Any) -> bool:
     return LABEL_CAMPAIGN in (container.labels or {})
 
 
-def _device_requests(gpus: str | int | list[str] | None) -> list[DeviceRequest]:
+def _device_requests(gpus: str | int | tuple[str | int, ...] | None) -> list[DeviceRequest]:
     if gpus is None:
         return []
     if gpus == "all":
@@ -97,6 +97,7 @@ class DockerServer:
             host, _, rest = spec.partition(":")
             bind, _, mode = rest.partition(":")
             volumes[host] = {"bind": bind or host, "mode": mode or "rw"}
+        assert plan.image is not None, "plan_launch gives every docker plan its image"
         try:
             self._c = self._dc.containers.create(
                 plan.image,
@@ -107,7 +108,7 @@ class DockerServer:
                 # On another machine the daemon picks the port there (this machine's free port
                 # says nothing of that one's), published where ruler can reach it.
                 ports={f"{plan.container_port}/tcp": ("127.0.0.1", plan.host_port) if host is None
-                       else ("0.0.0.0", None)},
+                       else ("0.0.0.0", None)},  # type: ignore[dict-item]  # None: any free port
                 cpuset_cpus=plan.cpus,
                 volumes=volumes,
                 device_requests=_device_requests(plan.gpus),
@@ -129,7 +130,8 @@ class DockerServer:
             self.base_url = f"http://{host}:{bound}"
         self.identity: dict[str, object] = {
             "runtime": "docker", "name": plan.name, "id": self._c.id,
-            "image": plan.image, "image_id": self._c.image.id,
+            "image": plan.image,
+            "image_id": self._c.image.id,  # type: ignore[union-attr]  # a created container has an image
         }
         self._stopped = threading.Event()
 

@@ -26,7 +26,7 @@ def _missing(what: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def docker_client():  # type: ignore[no-untyped-def]
+def docker_client():
     from engine.runtime import docker as rd
 
     if not rd.daemon_answers():

@@ -36,7 +36,7 @@ def test_rows_side_by_side_with_deltas(run_a: Path, run_b: Path) -> None:  # noq
     assert line["A tok/s"] == f"{tok(a['agg_tok_s'])} ±{pct(a['spread'])}"
     assert line["B tok/s"] == f"{tok(b['agg_tok_s'])} ±{pct(b['spread'])}"
     # A control row across runs: judged against both campaigns' declared noise (B's default 10 %).
-    iv = relative_delta(b["rep_tok_s"], a["rep_tok_s"]).rounded()  # type: ignore[union-attr]
+    iv = relative_delta(b["rep_tok_s"], a["rep_tok_s"]).rounded()  # type: ignore[union-attr]  # reps on both sides
     assert line["Δ B vs A"] == delta_text(iv, max(POLICY_A.spread, POLICY_B.spread))
     assert line["matched by"] == "B: exact"
     assert line["A accept len/rate"] == f"{a['accept_len']:.2f}/{a['accept_rate']:.3f}"
@@ -85,7 +85,7 @@ def test_each_run_against_its_own_control(run_a: Path, run_b: Path) -> None:  # 
     line = dict(zip(headers, next(t for t in text if t[0] == "s1-block5 prose C1"), strict=True))
     w = recomputed(run_b, ("s1", "draft5", "prose", 1), POLICY_B)
     c = recomputed(run_b, ("s1", "control", "prose", 1), POLICY_B)
-    iv = relative_delta(w["rep_tok_s"], c["rep_tok_s"]).rounded()  # type: ignore[union-attr]
+    iv = relative_delta(w["rep_tok_s"], c["rep_tok_s"]).rounded()  # type: ignore[union-attr]  # reps on both sides
     assert line["B Δ vs own control"] == delta_text(iv, POLICY_B.spread)
 
 

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,9 +97,9 @@ timeouts: {{boot: 120, request: 120, window: {window}}}
 COUNT = "Count from 1 to 500, one number per line."
 
 
-def ruler(*args: str, timeout: float = 60, **kw: object) -> subprocess.CompletedProcess[str]:
+def ruler(*args: str, timeout: float = 60, **kw: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*RULER, *args], capture_output=True, text=True, timeout=timeout,
-                          **kw)  # type: ignore[call-overload]
+                          **kw)
 
 
 def no_traceback(proc: subprocess.CompletedProcess[str]) -> None:

@@ -69,7 +69,7 @@ def test_connections_llama_server_closes_cost_no_request(testbed: tb_mod.Testbed
             print(f"C={c}: {dict(seen)}")
             assert [r["index"] for r in res.records] == list(range(24))
             assert [r["error"] for r in res.records] == [None] * 24
-            assert all(0 < r["completion_tokens"] <= 8 for r in res.records)
+            assert all(0 < (r["completion_tokens"] or 0) <= 8 for r in res.records)
             # The server closed kept connections (more were opened than workers), and every
             # attempt it closed unanswered went again, once, on a fresh connection.
             assert seen["connections"] > c

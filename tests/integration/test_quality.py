@@ -197,7 +197,7 @@ def test_control_drift(tmp_path: Path) -> None:
 
 
 def test_verdict_row_and_csv(tmp_path: Path) -> None:
-    verdicts = {
+    verdicts: dict[str, dict[str, Any]] = {
         "knobs": {"verdict": "ruler suspect", "summary": "RULER SUSPECT: x"},
         "greedy": {"verdict": "diverged", "figures": {"identical": 19, "n": 20,
                                                       "first_divergence": 4,

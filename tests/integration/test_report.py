@@ -242,7 +242,7 @@ def test_window_deltas_against_the_sessions_control(run_a: Path, report_a: str) 
     for cls in ("prose", "code"):
         w = recomputed(run_a, ("s1", "block5", cls, 1), POLICY_A)
         ctl = recomputed(run_a, ("s1", "control", cls, 1), POLICY_A)
-        iv = relative_delta(w["rep_tok_s"], ctl["rep_tok_s"]).rounded()  # type: ignore[union-attr]
+        iv = relative_delta(w["rep_tok_s"], ctl["rep_tok_s"]).rounded()  # type: ignore[union-attr]  # reps on both sides
         cells = pick(table, cls, 1)
         assert cells["tok/s"] == tok(w["agg_tok_s"]) and cells["control"] == tok(ctl["agg_tok_s"])
         assert cells["Δ tok/s [95 % CI]"] == delta_text(iv, POLICY_A.spread)

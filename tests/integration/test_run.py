@@ -128,7 +128,7 @@ def test_two_session_campaign_as_processes(testbed: tb_mod.Testbed, tmp_path: Pa
     assert env["runtime"] == "process"
 
 
-def test_two_session_campaign_in_docker(testbed_image: str, docker_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_two_session_campaign_in_docker(testbed_image: str, docker_client, tmp_path: Path) -> None:
     run, proc = run_headless(tmp_path, "docker", "docker-run")
     try:
         check_run(run, proc)

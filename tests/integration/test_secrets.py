@@ -18,6 +18,7 @@ from engine.commands import launch
 from engine.commands.launch import prepare, run_engine
 from engine.record.journal import read_events
 from engine.report import cmd_report
+from engine.run.context import RunContext, WindowContext
 
 TOKEN = "hf_rulerFakeToken0123456789abcdef"
 
@@ -69,9 +70,9 @@ def test_a_run_records_no_token_and_every_other_value_as_is(
     cmdlines: dict[str, bytes] = {}
     real_phases = launch.default_phases
 
-    def peek(runner: object, ctx: object) -> None:
-        pid = ctx.server.identity["pid"]  # type: ignore[attr-defined]
-        cmdlines[ctx.window] = Path(f"/proc/{pid}/cmdline").read_bytes()  # type: ignore[attr-defined]
+    def peek(runner: RunContext, ctx: WindowContext) -> None:
+        pid = ctx.server.identity["pid"]
+        cmdlines[ctx.window] = Path(f"/proc/{pid}/cmdline").read_bytes()
 
     monkeypatch.setattr(launch, "default_phases", lambda baseline=None: [peek, *real_phases()[:1]])
     assert run_engine(run, echo=False) == 0

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal, get_args
 
 import pytest
 
@@ -47,7 +48,8 @@ workload:
 quality: {{enabled: false}}
 """
 
-ACCOUNTING = ("index", "prompt_index", "completion_tokens", "prompt_tokens", "chunks", "error")
+Accounted = Literal["index", "prompt_index", "completion_tokens", "prompt_tokens", "chunks", "error"]
+ACCOUNTING: tuple[Accounted, ...] = get_args(Accounted)
 
 
 def run_campaign(tmp_path: Path, name: str, port: int, shard: str) -> Path:
@@ -89,4 +91,4 @@ def test_sharded_passes_account_as_one_loops(testbed: tb_mod.Testbed, tmp_path: 
                 # The same tokens, request by request, whichever process read them.
                 assert [{k: r[k] for k in ACCOUNTING} for r in r2] == \
                        [{k: r[k] for k in ACCOUNTING} for r in r1], name
-                assert all(r["error"] is None and r["completion_tokens"] > 0 for r in r2)
+                assert all(r["error"] is None and (r["completion_tokens"] or 0) > 0 for r in r2)

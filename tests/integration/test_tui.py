@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.app import App
 from textual.pilot import Pilot
 
 from engine import testbed as tb_mod
@@ -60,7 +61,8 @@ class StandIn:
     """A real control socket on a recorded run, answering as engine.run.runner's command() does."""
 
     def __init__(self, run: Path) -> None:
-        self.run, self.got = run, []  # type: ignore[var-annotated]
+        self.run = run
+        self.got: list[tuple[str, list[str]]] = []
         self.journal = Journal(run / "journal.jsonl")
         self.server = ControlServer(run, self.handle)
 
@@ -84,14 +86,14 @@ class StandIn:
 
 
 @pytest.fixture
-def measuring(tmp_path: Path):  # type: ignore[no-untyped-def]
+def measuring(tmp_path: Path):
     run = recorded("measuring", tmp_path)
     engine = StandIn(run)
     yield run, engine
     engine.close()
 
 
-def screen_text(app: RulerConsole) -> str:
+def screen_text(app: App[Any]) -> str:
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
 
 
@@ -111,6 +113,7 @@ async def settled(pilot: Pilot[Any], timeout: float = 60.0) -> None:
     (a refresh queued behind the last batch lands in between; a fixed pause did not always cover
     it on a loaded CPU)."""
     app = pilot.app
+    assert isinstance(app, RulerConsole)
     await until(pilot, lambda: app.caught_up and (app.probe is None or app.link is not None), timeout)
     deadline = time.monotonic() + timeout
     before = None
@@ -140,7 +143,7 @@ def append(run: Path, events: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.timeout(120)
-async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None:  # type: ignore[no-untyped-def]
+async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None:
     run, engine = measuring
     app = RulerConsole(run, probe_interval=0.3)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -150,8 +153,9 @@ async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None
 
         for key, cmd in (("n", "advance"), ("w", "rewarm"), ("p", "pause")):
             await pilot.press(key)
-            await until(pilot, lambda cmd=cmd: engine.got and engine.got[-1][0] == cmd)
-            await until(pilot, lambda cmd=cmd: REPLIES[cmd][:40] in screen_text(app))
+            # Each condition is awaited here, before cmd takes its next value.
+            await until(pilot, lambda: engine.got and engine.got[-1][0] == cmd)  # noqa: B023
+            await until(pilot, lambda: REPLIES[cmd][:40] in screen_text(app))  # noqa: B023
         # The pause came back through the journal: asked for, not in effect until the rep ends...
         await until(pilot, lambda: "pausing after this rep" in screen_text(app))
         assert "PAUSED" not in screen_text(app)
@@ -191,7 +195,7 @@ async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None
     assert [c["cmd"] for c in commands] == ["advance", "rewarm", "pause", "resume", "rerun", "abort"]
 
 
-async def test_a_refusal_is_shown_as_the_engine_worded_it(measuring) -> None:  # type: ignore[no-untyped-def]
+async def test_a_refusal_is_shown_as_the_engine_worded_it(measuring) -> None:
     run, engine = measuring
     app = RulerConsole(run, probe_interval=0.3)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -201,7 +205,7 @@ async def test_a_refusal_is_shown_as_the_engine_worded_it(measuring) -> None:  #
         assert "row s2-control/prose/c1 is noisy, not void" in screen_text(app)
 
 
-async def test_every_key_is_in_the_command_palette(measuring) -> None:  # type: ignore[no-untyped-def]
+async def test_every_key_is_in_the_command_palette(measuring) -> None:
     run, engine = measuring
     app = RulerConsole(run, probe_interval=0.3)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -217,7 +221,7 @@ async def test_every_key_is_in_the_command_palette(measuring) -> None:  # type: 
         await until(pilot, lambda: REPLIES["rewarm"] in screen_text(app))
 
 
-async def test_footer_shows_the_keys_and_help_says_the_engine_keeps_running(measuring) -> None:  # type: ignore[no-untyped-def]
+async def test_footer_shows_the_keys_and_help_says_the_engine_keeps_running(measuring) -> None:
     run, _ = measuring
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -231,7 +235,7 @@ async def test_footer_shows_the_keys_and_help_says_the_engine_keeps_running(meas
         await until(pilot, lambda: "the engine keeps running" not in screen_text(app))
 
 
-async def test_picking_a_window_shows_it_and_esc_goes_back_to_the_live_one(measuring) -> None:  # type: ignore[no-untyped-def]
+async def test_picking_a_window_shows_it_and_esc_goes_back_to_the_live_one(measuring) -> None:
     run, _ = measuring
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -257,7 +261,7 @@ async def test_picking_a_window_shows_it_and_esc_goes_back_to_the_live_one(measu
         await until(pilot, lambda: app.shown == "s2-control" and not app.pinned)
 
 
-async def test_a_command_from_another_client_is_shown(measuring) -> None:  # type: ignore[no-untyped-def]
+async def test_a_command_from_another_client_is_shown(measuring) -> None:
     run, _ = measuring
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -270,7 +274,7 @@ async def test_a_command_from_another_client_is_shown(measuring) -> None:  # typ
 
 
 @pytest.fixture
-def places(tmp_path: Path):  # type: ignore[no-untyped-def]
+def places(tmp_path: Path):
     run = recorded("places", tmp_path)
     engine = StandIn(run)
     yield run, engine
@@ -282,7 +286,7 @@ def live_marked(app: RulerConsole) -> list[str]:
     return [row[0].strip("▶ ").strip() for row in table_text(app, "#windows") if row[0].startswith("▶")]
 
 
-async def test_on_places_keys_reps_and_log_follow_the_window_under_the_cursor(places) -> None:  # type: ignore[no-untyped-def]
+async def test_on_places_keys_reps_and_log_follow_the_window_under_the_cursor(places) -> None:
     """Two places measure at once (the recorded run). The keys sent no session, which the engine
     refuses while two run; the reps and the log showed the window started last, so they flipped
     to the other place at each window start. Now each follows the window under the cursor."""
@@ -344,7 +348,7 @@ async def test_on_places_keys_reps_and_log_follow_the_window_under_the_cursor(pl
 # ------------------------------------------------------------------ live journal and log
 
 
-async def test_a_leak_event_marks_its_rep_the_moment_it_lands(measuring) -> None:  # type: ignore[no-untyped-def]
+async def test_a_leak_event_marks_its_rep_the_moment_it_lands(measuring) -> None:
     run, _ = measuring
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -362,7 +366,7 @@ async def test_a_leak_event_marks_its_rep_the_moment_it_lands(measuring) -> None
         assert "4.8! 6.2!" in screen_text(app)
 
 
-async def test_rows_follow_the_journal_and_a_void_row_shows_its_reason(measuring) -> None:  # type: ignore[no-untyped-def]
+async def test_rows_follow_the_journal_and_a_void_row_shows_its_reason(measuring) -> None:
     run, _ = measuring
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -381,7 +385,7 @@ async def test_rows_follow_the_journal_and_a_void_row_shows_its_reason(measuring
         assert "engine ?" in screen_text(app)  # no probe in this test
 
 
-async def test_the_boot_log_follows_searches_and_stops_following(measuring) -> None:  # type: ignore[no-untyped-def]
+async def test_the_boot_log_follows_searches_and_stops_following(measuring) -> None:
     run, _ = measuring
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -399,7 +403,7 @@ async def test_the_boot_log_follows_searches_and_stops_following(measuring) -> N
         await pilot.press("slash")
         await pilot.press(*"n_ctx_seq", "enter")
         await until(pilot, lambda: log.match is not None)
-        assert "n_ctx_seq" in log.lines[log.match]
+        assert log.match is not None and "n_ctx_seq" in log.lines[log.match]
         assert not log.auto_scroll and "follow off" in screen_text(app)
         first = log.match
         await pilot.press("enter")  # the next older match, wrapping around
@@ -409,7 +413,7 @@ async def test_the_boot_log_follows_searches_and_stops_following(measuring) -> N
         await until(pilot, lambda: log.auto_scroll and "test line 49" in screen_text(app))
 
 
-async def test_past_the_ready_line_the_log_keeps_what_matters_and_folds_the_rest(measuring) -> None:  # type: ignore[no-untyped-def]
+async def test_past_the_ready_line_the_log_keeps_what_matters_and_folds_the_rest(measuring) -> None:
     """The serving view: request-time lines (slot, sampler, prompt cache) scrolled the boot away
     within seconds; now they are counted, and v shows the raw log."""
     run, _ = measuring
@@ -423,7 +427,9 @@ async def test_past_the_ready_line_the_log_keeps_what_matters_and_folds_the_rest
         ready = next(i for i, x in enumerate(lines) if "model loaded" in x)
         assert shown[: ready + 1] == lines[: ready + 1]  # the boot, as it was
         assert len(shown) < len(lines) / 3
-        folded, pending = app._log_view.folded, app._log_view.pending  # type: ignore[union-attr]
+        serving = app._log_view
+        assert serving is not None
+        folded, pending = serving.folded, serving.pending
         assert pending  # the idle lines after the last request: their count line waits
         assert f"serving view, {folded:,} lines folded" in screen_text(app)
         with open(path, "a") as f:
@@ -446,7 +452,7 @@ async def test_past_the_ready_line_the_log_keeps_what_matters_and_folds_the_rest
         await until(pilot, lambda: list(log.lines) == again)
 
 
-async def test_the_console_collects_its_garbage_as_it_goes(measuring) -> None:  # type: ignore[no-untyped-def]
+async def test_the_console_collects_its_garbage_as_it_goes(measuring) -> None:
     """Textual leaves cyclic garbage behind each frame (Strips that cache themselves, a table's
     row renders); unless collected as it comes, a long log flood piles it up (bench/ui_bench.py:
     RSS 64 -> 78 MiB in two minutes). After eight seconds of a flood, what a full collection finds
@@ -483,7 +489,7 @@ async def test_a_lost_engine_shows_disconnected_and_comes_back(tmp_path: Path) -
         await until(pilot, lambda: "no engine answers" in screen_text(app))
 
 
-async def test_detach_and_reattach_rebuild_the_same_picture(measuring) -> None:  # type: ignore[no-untyped-def]
+async def test_detach_and_reattach_rebuild_the_same_picture(measuring) -> None:
     run, _ = measuring
     first = RulerConsole(run, probe=None)
     async with first.run_test(size=(100, 30)) as pilot:
@@ -556,7 +562,7 @@ async def test_the_first_frame_shows_the_run_its_snapshot_holds(tmp_path: Path) 
         assert not app.caught_up
 
 
-async def test_no_color_keeps_every_mark_in_the_text(measuring, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+async def test_no_color_keeps_every_mark_in_the_text(measuring, monkeypatch: pytest.MonkeyPatch) -> None:
     run, _ = measuring
     monkeypatch.setenv("NO_COLOR", "1")
     app = RulerConsole(run, probe=None)
@@ -576,7 +582,7 @@ def _luminance(rgb: Any) -> float:
     return 0.2126 * ch(rgb.red) + 0.7152 * ch(rgb.green) + 0.0722 * ch(rgb.blue)
 
 
-async def test_256_colours_keep_the_marks_apart_and_readable(measuring) -> None:  # type: ignore[no-untyped-def]
+async def test_256_colours_keep_the_marks_apart_and_readable(measuring) -> None:
     """tmux over SSH often means 256 colours: each mark's colour, downsampled to the xterm
     palette, stays distinct from the others and reads against every background the console uses
     (WCAG contrast at least 4.5)."""
@@ -588,7 +594,7 @@ async def test_256_colours_keep_the_marks_apart_and_readable(measuring) -> None:
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
-        marks = {t: app.tags[t].color.downgrade(ColorSystem.EIGHT_BIT)  # type: ignore[union-attr]
+        marks = {t: app.tags[t].color.downgrade(ColorSystem.EIGHT_BIT)  # type: ignore[union-attr]  # all set
                  for t in ("error", "warning", "success", "accent")}
         assert len({c.number for c in marks.values()}) == len(marks), marks
         for name in ("background", "panel", "surface"):
@@ -600,7 +606,7 @@ async def test_256_colours_keep_the_marks_apart_and_readable(measuring) -> None:
                 assert contrast >= 4.5, (tag, name, round(contrast, 2))
 
 
-async def test_the_panel_with_the_keys_shows_in_256_colours_and_without_colour(measuring) -> None:  # type: ignore[no-untyped-def]
+async def test_the_panel_with_the_keys_shows_in_256_colours_and_without_colour(measuring) -> None:
     """Focus was a 5% background tint, which a 256-colour tmux rounds away: now the focused panel's
     top line is heavy (a glyph: no colour needed) and in a colour the 8-bit palette keeps apart."""
     from rich.color import ColorSystem
@@ -700,7 +706,7 @@ SIZES = [(80, 24), (100, 30), (120, 40), (160, 48)]
 
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 @pytest.mark.parametrize("name", SNAPSHOTS)
-def test_snapshot(name: str, size: tuple[int, int], tmp_path: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
+def test_snapshot(name: str, size: tuple[int, int], tmp_path: Path, snap_compare) -> None:
     run = recorded(name, tmp_path)
     # Frozen: the clock 5 s after the last event, and the engine link (no engine in a recording).
     link, now = Link(name != "finished", "recorded"), last_ts(run) + 5
@@ -714,7 +720,7 @@ async def open_help(pilot: Pilot[Any]) -> None:
     await settled(pilot)
 
 
-def test_snapshot_of_the_help_at_80x24(tmp_path: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
+def test_snapshot_of_the_help_at_80x24(tmp_path: Path, snap_compare) -> None:
     """The help overlay on the smallest terminal: the whole width, each description wrapped under
     its own column (not back under the keys), the rest of it a scroll away."""
     run = recorded("measuring", tmp_path)
@@ -785,9 +791,10 @@ def start_engine(campaign: str, tmp_path: Path) -> tuple[subprocess.Popen[str], 
     proc = subprocess.Popen([sys.executable, "-m", "engine", "run", str(spec), "--headless",
                              "--results-dir", str(results)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
     deadline = time.monotonic() + 120
     while not list(results.glob("*/control.sock")):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()  # type: ignore[union-attr]
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
         time.sleep(0.1)
     return proc, next(results.iterdir())
 
@@ -809,7 +816,8 @@ async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) ->
             assert app.state.workload == {"classes": ["prose"], "concurrency": [1], "reps": 3,
                                           "requests": [2], "max_tokens": 24}
             began = app.state.windows[app.state.current or ""].started_ts  # the fold keeps it
-            assert began is not None and app.state.started_ts <= began  # type: ignore[operator]
+            started = app.state.started_ts
+            assert began is not None and started is not None and started <= began
             await pilot.press("p")
             await until(pilot, lambda: "pausing before the next rep" in screen_text(app))
             # PAUSED only once the engine journals that the pause took effect, between reps.

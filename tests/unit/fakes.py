@@ -557,10 +557,10 @@ class Hooks:
 
     def __init__(self) -> None:
         self.events: list[Event] = []
-        self.rules: list[tuple[dict[str, Any], Callable[[Event], None]]] = []
+        self.rules: list[tuple[dict[str, Any], Callable[[Event], object]]] = []
         self.errors: list[BaseException] = []
 
-    def on(self, action: Callable[[Event], None], **match: Any) -> None:
+    def on(self, action: Callable[[Event], object], **match: Any) -> None:  # its value unused
         self.rules.append((match, action))
 
     def __call__(self, event: Event) -> None:

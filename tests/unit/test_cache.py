@@ -147,8 +147,9 @@ def test_rep_cache_prefers_the_servers_counters_then_the_requests() -> None:
 def test_a_void_rep_voids_the_row_with_its_reason_and_counts_in_no_figure() -> None:
     ok = ({"rep": 1, "cache": {"policy": "flush", "metrics": {"prompt": 10.0, "cached": 0.0}}},
           [req(10, 0)])
-    void = ({"rep": 2, "cache": {"policy": "flush", "flush_failed": "HTTP 200 {success: false}"},
-             "void": "cache flush failed: HTTP 200 {success: false}"}, [])
+    void: tuple[dict[str, Any], list[dict[str, Any]]] = (
+        {"rep": 2, "cache": {"policy": "flush", "flush_failed": "HTTP 200 {success: false}"},
+         "void": "cache flush failed: HTTP 200 {success: false}"}, [])
     row = stats.row_figures([ok, void], 1, stats.LeakPolicy())
     assert row["status"] == "void"
     assert row["void_reps"] == "rep 2: cache flush failed: HTTP 200 {success: false}"
@@ -171,9 +172,9 @@ def test_keep_measures_the_cache_the_warm_pass_filled(tmp: Path, fake: FakeRunti
     # The warm pass cached both prompts; every rep then computes only each prompt's last token.
     header, records = read_rep(r.run_dir / row["source"].split(";")[0])
     assert header["cache"]["policy"] == "keep"
-    prompt = sum(q["prompt_tokens"] for q in records)
+    prompt = sum(q["prompt_tokens"] or 0 for q in records)
     assert header["cache"]["metrics"] == {"prompt": prompt, "cached": prompt - len(records)}
-    assert [q["cached_tokens"] for q in records] == [q["prompt_tokens"] - 1 for q in records]
+    assert [q["cached_tokens"] for q in records] == [(q["prompt_tokens"] or 0) - 1 for q in records]
     assert (row["cache"], float(row["cache_hit"])) == ("keep", round((prompt - 2) / prompt, 4))
 
 

@@ -4,6 +4,7 @@ the rule that judges it, and where it shows: throughput.csv's delta columns and 
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 import pytest
@@ -47,6 +48,11 @@ def test_t_quantile_is_the_point_bisection_finds(p: float, nu: float) -> None:
     assert t_quantile(p, nu) == pytest.approx((lo + hi) / 2, rel=2e-10, abs=2e-10)
 
 
+def near(x: float) -> float:
+    """pytest.approx(x) where a float is declared: it equals the floats near x."""
+    return cast(float, pytest.approx(x))
+
+
 def test_t_far_out_is_the_normal_and_nu_1_is_cauchy() -> None:
     assert t_quantile(0.975, 1e7) == pytest.approx(1.95996, abs=1e-4)
     assert t_cdf(2.0, 1) == pytest.approx(0.5 + math.atan(2.0) / math.pi, abs=1e-12)
@@ -80,8 +86,7 @@ def test_the_interval_by_hand() -> None:
     nu = (vw + vc) ** 2 / (vw ** 2 / 2 + vc ** 2 / 3)
     d, half = lw.mean() - lc.mean(), t_quantile(0.975, nu) * math.sqrt(vw + vc)
     iv = relative_delta(w, c)
-    assert iv == Interval(pytest.approx(math.expm1(d)), pytest.approx(math.expm1(d - half)),
-                          pytest.approx(math.expm1(d + half)))
+    assert iv == Interval(near(math.expm1(d)), near(math.expm1(d - half)), near(math.expm1(d + half)))
 
 
 def test_the_interval_covers_the_true_shift_95_times_in_100() -> None:
@@ -101,7 +106,7 @@ def test_the_interval_covers_the_true_shift_95_times_in_100() -> None:
 
 def test_one_rep_has_no_interval_and_the_floor_alone_decides() -> None:
     iv = relative_delta([125.0], [100.0])
-    assert iv == Interval(pytest.approx(0.25), None, None)
+    assert iv == Interval(near(0.25), None, None)
     assert observable(iv, 0.20) and not observable(iv, 0.30)
     assert relative_delta([], [100.0]) is None and relative_delta([0.0, 1.0], [100.0]) is None
     same = relative_delta([100.0, 100.0], [100.0, 100.0])
@@ -133,7 +138,7 @@ def rows_state(window_reps: list[float], control_reps: list[float], live: bool =
 def test_throughput_csv_carries_the_delta_and_its_interval() -> None:
     st = rows_state([x * 1.10 for x in CONTROL], CONTROL)
     got = {r["window"]: r for r in receipts.throughput_rows(st)}
-    iv = relative_delta([x * 1.10 for x in CONTROL], CONTROL).rounded()  # type: ignore[union-attr]
+    iv = relative_delta([x * 1.10 for x in CONTROL], CONTROL).rounded()  # type: ignore[union-attr]  # reps on both sides
     assert (got["ctx"]["delta"], got["ctx"]["delta_lo"], got["ctx"]["delta_hi"]) == (iv.delta, iv.lo, iv.hi)
     assert "delta" not in got["control"]  # a control is the reference, not a delta
     st.rows["s1-control/prose/c1"].row["status"] = "void"

@@ -37,7 +37,7 @@ def test_the_runner_refuses_a_malformed_event_before_it_reaches_the_journal(tmp_
     with pytest.raises(MalformedEvent, match=r"^window_finished event: undefined reson$"):
         runner.emit(EventKind.WINDOW_FINISHED, session="s1", window="ctx", status="done", reson="x")
     with pytest.raises(MalformedEvent, match=r"^unknown event kind 'window_finish'$"):
-        runner.emit("window_finish", session="s1", window="ctx")  # type: ignore[arg-type]
+        runner.emit("window_finish", session="s1", window="ctx")  # type: ignore[arg-type]  # no such kind: the point
     assert [e["kind"] for e in read_events(tmp_path / "journal.jsonl")] == ["session_started"]
     assert runner.state.last_seq == 1 and not runner.state.rows
 

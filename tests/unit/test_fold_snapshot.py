@@ -34,8 +34,8 @@ def only(state: dict[str, Any], keys: dict[str, Any]) -> dict[str, Any]:
     def cut(d: dict[str, Any], like: dict[str, Any]) -> dict[str, Any]:
         return {k: d.get(k) for k in like}
     out = cut(state, keys)
-    w_like = next(iter(keys["windows"].values()), {})
-    r_like = next(iter(keys["rows"].values()), {})
+    w_like: dict[str, Any] = next(iter(keys["windows"].values()), {})
+    r_like: dict[str, Any] = next(iter(keys["rows"].values()), {})
     out["windows"] = {k: cut(v, w_like) if w_like else v for k, v in state["windows"].items()}
     out["rows"] = {k: cut(v, r_like) if r_like else v for k, v in state["rows"].items()}
     return out

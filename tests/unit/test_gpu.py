@@ -68,7 +68,7 @@ def test_a_rep_on_a_power_capped_gpu_is_throttled() -> None:
     assert gpu.throttle_cause(reps[1], [reps[0], reps[2]]) == (
         "sw power cap in 98% of samples (other reps 6%); SM clock 1695 MHz vs 1980 MHz in the other reps")
     headers = [{"gpu": r} for r in reps]
-    assert stats.rep_cause(headers, 1).startswith("rep 2: sw power cap in 98% of samples")
+    assert str(stats.rep_cause(headers, 1)).startswith("rep 2: sw power cap in 98% of samples")
     # Rep 3 caught the loop's last batch (12 % of its samples capped) but ran at full speed and
     # full clock: taken alone against rep 1 it reads as capped; against both others it is not.
     assert gpu.throttle_cause(reps[2], [reps[0], reps[1]]) is None

@@ -12,7 +12,7 @@ import pytest
 
 from engine.servers import get_adapter
 from engine.servers.logs import LogReader
-from tui.follow import Follower
+from tui.follow import Batch, Follower
 from tui.logview import MARK, LineClassifier, ServingView, shape
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -85,10 +85,10 @@ def test_the_follower_hands_over_the_serving_view_and_raw_on_request(tmp_path: P
     (run / "w").mkdir(parents=True)
     (run / "journal.jsonl").write_text("")
     (run / "w" / "boot.log").write_bytes(SERVING.read_bytes())
-    got: list = []  # type: ignore[type-arg]
+    got: list[Batch] = []
     cond = threading.Condition()
 
-    def post(b) -> None:  # type: ignore[no-untyped-def]
+    def post(b: Batch) -> None:
         with cond:
             got.append(b)
             cond.notify_all()
@@ -113,7 +113,8 @@ def test_the_follower_hands_over_the_serving_view_and_raw_on_request(tmp_path: P
         gen = f.watch_log("w/boot.log", ServingView(get_adapter("llamacpp")))
         assert lines_of(gen) == want
         last = [b for b in got if b.log_gen == gen][-1].log_view
-        assert last.ready and last.folded == expected.folded and last.pending == expected.pending
+        assert last is not None and last.ready
+        assert last.folded == expected.folded and last.pending == expected.pending
         raw = f.watch_log("w/boot.log")
         assert lines_of(raw) == SERVING.read_text().splitlines()
         assert [b for b in got if b.log_gen == raw][-1].log_view is None
@@ -132,8 +133,13 @@ def test_a_huge_log_says_what_it_left_unread_and_serves_from_there(tmp_path: Pat
     timing = ("9.99.000.002 I slot print_timing: id  0 | task 7 |        eval time =     600.00 ms /"
               "    16 tokens (   37.50 ms per token,    26.67 tokens per second)\n")
     (run / "boot.log").write_text((request * 9 + timing) * 2000)
-    got: list = []  # type: ignore[type-arg]
-    f = Follower(run, lambda b: (got.append(b), f.ack()), interval=0.02, log_tail_bytes=64 * 1024)
+    got: list[Batch] = []
+
+    def post(b: Batch) -> None:
+        got.append(b)
+        f.ack()
+
+    f = Follower(run, post, interval=0.02, log_tail_bytes=64 * 1024)
     stop = threading.Event()
     t = threading.Thread(target=f.run, args=(stop.is_set,), daemon=True)
     t.start()

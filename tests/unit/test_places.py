@@ -392,7 +392,8 @@ def test_a_process_place_runs_its_server_on_its_own_gpus_only(tmp_path: Path) ->
         plan = plan_launch(campaign, get_adapter("llamacpp"), "process", "r.abcd", "s1", "ctx", {},
                            place=place)
         # The place's ids win over the campaign's env: a session never reaches the other place's GPU.
-        assert plan.env["CUDA_VISIBLE_DEVICES"] == ",".join(map(str, place.gpus or []))
+        assert isinstance(place.gpus, tuple)
+        assert plan.env["CUDA_VISIBLE_DEVICES"] == ",".join(map(str, place.gpus))
         assert plan.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
         sampled = window_gpus("process", plan, place)
         assert sampled.indices or sampled.none  # no NVML here: absent with its reason, never all GPUs
@@ -515,7 +516,7 @@ def test_a_rerun_for_a_place_done_with_its_sessions_boots_there_while_another_pl
     spec["sessions"] = {"s1": ["ctx"], "s2": ["ctx"]}
     try:
         r = runner(tmp, spec, fake, hooks)
-        r._next_session = _pinned(r, {"s1": "a", "s2": "b"})  # type: ignore[method-assign]
+        r._next_session = _pinned(r, {"s1": "a", "s2": "b"})  # type: ignore[method-assign]  # pinned places
         assert r.run() == "finished"
     finally:
         fake.close()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 from engine.record import receipts
 from engine.record.state import RunState
 from engine.report.run import Row, read_rows
 
-ROW = {"session": "s1", "window": "w", "axis": "one flag", "class": "prose", "concurrency": 8,
+ROW: dict[str, Any] = {"session": "s1", "window": "w", "axis": "one flag", "class": "prose", "concurrency": 8,
        "rate": None, "ttft_p50": 40.0, "ttft_p90": 52.5, "ttft_p99": 61.0, "itl_p50": 12.0,
        "itl_p90": 14.5, "itl_p99": 30.25, "tpot_p50": 12.5, "tpot_p90": 13.0, "tpot_p99": 15.0,
        "achieved_rps": 3.2, "goodput_rps": 2.9, "reps": 3, "agg_tok_s": 101.5, "per_user_tok_s": 12.7,

@@ -28,7 +28,6 @@ from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep
 from engine.record.state import fold
 from engine.run.measure import Measurement, recompute_row
-from engine.run.runner import Runner
 from tui.header import header_lines
 from tui.plan import LoadPlan
 
@@ -201,7 +200,7 @@ def test_abort_cancels_the_pass_in_flight_and_a_resume_finishes(tmp: Path,
     try:
         assert again.run() == "finished"
     finally:
-        again.rt.close()  # type: ignore[attr-defined]
+        again.rt.close()  # type: ignore[attr-defined]  # a FakeRuntime's
     resumed = events(run, "shape_resumed", window="control")
     assert [(e["attempt"], e["reps_kept"]) for e in resumed] == [(1, 1)]
     got = rows(run)

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.quality.probe import Probe
+from engine.record.request import RequestRecord
 from engine.run.client.record import Events, new_record, token_limit
 from engine.run.client.sse import sse_events
 from engine.run.measure import Scrape, _delta, read_counters
@@ -54,7 +55,7 @@ def _chunk_like(draw: st.DrawFn) -> Any:
                                      ("usage",), ("usage", "completion_tokens"), ("usage", "prompt_tokens"),
                                      ("timings", "draft_n"), ("sglext", "spec_tokens_details"),
                                      ("metrics", "speculative_decoding", "num_draft_tokens")]))
-        node = chunk
+        node: Any = chunk
         try:
             for key in path[:-1]:
                 node = node[key]
@@ -95,7 +96,7 @@ def _events_in(blocks: list[bytes]) -> list[bytes]:
     return out
 
 
-def _record(blocks: list[bytes], max_tokens: int) -> dict[str, Any]:
+def _record(blocks: list[bytes], max_tokens: int) -> RequestRecord:
     """A request's record from a stream's body read in these blocks, each parsed on its own."""
     record = new_record(0, 0, 0)
     record["start"] = 0.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -37,7 +38,7 @@ def boot(name: str) -> BootFacts:
 
 # One case per wording: (line, facts it must give). "issue" lines are verbatim public logs,
 # "0.5.23" lines are rendered from the current format strings.
-WORDINGS = {
+WORDINGS: dict[str, tuple[str, dict[str, Any]]] = {
     "load-end-0.5.23-quant": (
         "[2026-09-15 21:03:32 TP0] Load weight end. elapsed=61.32 s, type=Glm5MoeForCausalLM, "
         "quant=modelopt_fp4, quant_algo=NVFP4, avail mem=76.40 GB, mem usage=104.22 GB.",
@@ -192,7 +193,7 @@ def test_unknown_boot_line_is_kept_verbatim() -> None:
 
 def test_rejected_boot_keeps_cause_and_errors() -> None:
     facts = boot("sglang_replayssm_reject.log")
-    assert facts.value("exit.error.ValueError", "").startswith("--enable-linear-replayssm-spec")
+    assert str(facts.value("exit.error.ValueError", "")).startswith("--enable-linear-replayssm-spec")
     assert facts.value("exit.rank_died") == 0 and facts.value("exit.code") == 1
     assert facts.value("ready") is None
     assert any("requires a KDA" in e for e in facts.errors)
@@ -237,7 +238,7 @@ def test_acceptance_formula_worked_example() -> None:
     delta = {k: after[k] - before[k] for k in after}
     acc = stats.acceptance(delta["drafts"], delta["drafted"], delta["accepted"])
     assert acc["accept_len"] == 3.48
-    assert round(acc["accept_rate"], 2) == 0.41  # (3.48 - 1) / (7 - 1)
+    assert round(acc["accept_rate"] or 0.0, 2) == 0.41  # (3.48 - 1) / (7 - 1)
 
 
 def test_spec_counters_sum_labelled_samples() -> None:
@@ -272,7 +273,7 @@ def test_teacher_forced_body() -> None:
         "return_logprob": True, "logprob_start_len": 3, "top_logprobs_num": 10}
 
 
-def _client(answer: dict[str, object], seen: list[dict[str, object]]) -> httpx.Client:
+def _client(answer: dict[str, Any], seen: list[dict[str, object]]) -> httpx.Client:
     # Not a fake server: a recorded answer shape handed back so the parsing can be checked.
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append({"path": request.url.path, "body": json.loads(request.content)})

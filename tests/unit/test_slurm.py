@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fakes import LOGS, Behaviour, FakeBatchRuntime, Queue, by_window
+from fakes import LOGS, Behaviour, FakeBatchRuntime, FakeBatchServer, Queue, by_window
 
 from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
@@ -678,7 +678,9 @@ def test_a_queued_job_is_journaled_and_its_boot_clock_starts_when_it_runs(tmp_pa
     finally:
         rt.close()
     journal = read_events(run / "journal.jsonl")
-    control_job = rt.servers[0].job
+    control = rt.servers[0]
+    assert isinstance(control, FakeBatchServer)
+    control_job = control.job
     assert [(e["job"], e["state"], e["reason"]) for e in journal
             if e["kind"] == EventKind.WINDOW_QUEUED and e["window"] == "control"] == [
         (control_job, "PENDING", "Priority"), (control_job, "PENDING", "Resources")]
@@ -714,7 +716,9 @@ def test_a_job_that_never_leaves_the_queue_is_rejected_at_the_queue_timeout(tmp_
         rt.close()
     journal = read_events(run / "journal.jsonl")
     ctx = [e for e in journal if e.get("window") == "ctx"]
-    job = rt.servers[1].job
+    ctx_server = rt.servers[1]
+    assert isinstance(ctx_server, FakeBatchServer)
+    job = ctx_server.job
     assert [e["kind"] for e in ctx] == [
         EventKind.WINDOW_STARTED, EventKind.SERVER_STARTED, EventKind.WINDOW_QUEUED,
         EventKind.WINDOW_REJECTED, EventKind.SERVER_STOPPED]
@@ -805,7 +809,7 @@ def test_a_window_whose_log_gave_no_boot_fact_is_not_called_equal_to_its_control
     assert facts["note"] == f"no boot fact in {whose}: not compared with the control"
     assert facts["diff_vs_control"]["equal"] == [] and facts["diff_vs_control"]["changed"] == {}
     journal = read_events(run / "journal.jsonl")
-    ready = {e["window"]: format_event(e) for e in journal if e["kind"] == EventKind.WINDOW_READY}
+    ready = {e["window"]: str(format_event(e)) for e in journal if e["kind"] == EventKind.WINDOW_READY}
     assert ready["ctx"].endswith(" | no boot facts to compare with the control"), ready["ctx"]
     assert "equal" not in ready["ctx"]
     text = render(load_run(run), [], "no charts")

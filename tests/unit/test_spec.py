@@ -105,7 +105,7 @@ def test_valid_campaign_loads(campaign: Campaign) -> None:
 
 def test_campaign_is_immutable(campaign: Campaign) -> None:
     with pytest.raises(ValidationError):
-        campaign.name = "other"  # type: ignore[misc]
+        campaign.name = "other"  # type: ignore[misc]  # frozen: the point of the test
     with pytest.raises(KeyError):
         campaign.window("nope")
 
@@ -424,14 +424,15 @@ def test_thresholds_print_with_the_digits_they_have(fraction: float, printed: st
 
 
 def test_render_args() -> None:
-    args = {"-m": "${model}", "--n": 5, "--p": 0.5, "--metrics": True, "--off": False,
+    args: dict[str, Any] = {"-m": "${model}", "--n": 5, "--p": 0.5, "--metrics": True, "--off": False,
             "--gone": None, "--kv": ("a=${x}", 2)}
     assert render_args(args, {"model": "/m.gguf", "x": "1"}) == [
         "-m", "/m.gguf", "--n", "5", "--p", "0.5", "--metrics", "--kv", "a=1", "--kv", "2"]
 
 
 def test_render_args_empty_list_and_order() -> None:
-    assert render_args({"--b": [], "--a": "x"}, {}) == ["--a", "x"]
+    empty: dict[str, Any] = {"--b": [], "--a": "x"}
+    assert render_args(empty, {}) == ["--a", "x"]
 
 
 def test_render_args_unresolved_variable() -> None:

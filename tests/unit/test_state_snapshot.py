@@ -310,7 +310,7 @@ def test_the_writer_snapshots_every_n_events_and_on_close(tmp_path: Path) -> Non
     assert j.state == full_fold(path) and j.seq == 250
     j.append("session_started", session="s9")
     j.close()
-    assert snapshot.load(path)[0].lines == 251  # type: ignore[union-attr]
+    assert snapshot.load(path)[0].lines == 251  # type: ignore[union-attr]  # None fails the test
     assert snapshot.read_folded(path).state == full_fold(path)
 
 
@@ -323,7 +323,7 @@ def test_a_resume_after_a_kill_folds_the_events_after_the_last_snapshot(tmp_path
     # no close(): SIGKILL
     with path.open("ab") as f:
         f.write(b'{"seq":151,"ts":1,"kind":"bo')
-    assert snapshot.load(path)[0].lines == 100  # type: ignore[union-attr]
+    assert snapshot.load(path)[0].lines == 100  # type: ignore[union-attr]  # None fails the test
     j = Journal(path)
     assert j.seq == 150 and j.state == full_fold(path)
     j.append("session_started", session="s9")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from engine.method import stats
@@ -59,7 +61,7 @@ def test_a_rep_with_failed_requests_voids_the_row() -> None:
     ok = {"start": 0.0, "first_token": 0.1, "end": 1.0, "completion_tokens": 10, "error": None}
     bad = {"start": 0.0, "first_token": None, "end": 0.5, "completion_tokens": None,
            "error": "HTTP 500"}
-    reps = [({}, [ok]), ({}, [ok, bad]), ({}, [ok])]
+    reps: list[tuple[dict[str, Any], list[dict[str, Any]]]] = [({}, [ok]), ({}, [ok, bad]), ({}, [ok])]
     row = stats.row_figures(reps, 1, POLICY)
     assert row["status"] == "void" and row["failed_requests"] == 1
 

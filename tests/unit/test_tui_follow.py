@@ -8,8 +8,11 @@ import re
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -103,7 +106,7 @@ class Catcher:
             self.times.append(time.monotonic())
             self.cond.notify_all()
 
-    def wait(self, pred, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    def wait(self, pred: Callable[[list[Batch]], bool], timeout: float = 5.0) -> None:
         deadline = time.monotonic() + timeout
         with self.cond:
             while not pred(self.batches):
@@ -136,6 +139,16 @@ class Turns(threading.Event):
                 left = deadline - time.monotonic()
                 assert left > 0, f"the follower ran no {turns} turns in {timeout} s"
                 self.cond.wait(left)
+
+
+def acking(run: Path, got: Catcher, **kw: Any) -> Follower:
+    """A Follower whose every batch is caught, then acknowledged at once."""
+    def post(b: Batch) -> None:
+        got(b)
+        f.ack()
+
+    f = Follower(run, post, **kw)
+    return f
 
 
 def run_follower(f: Follower) -> tuple[threading.Thread, Turns]:
@@ -205,7 +218,7 @@ def test_follower_switches_logs_by_generation(tmp_path: Path) -> None:
     (run / "a/boot.log").write_text("from a\n")
     (run / "b/boot.log").write_text("from b\n")
     got = Catcher()
-    f = Follower(run, lambda b: (got(b), f.ack()), interval=0.02)
+    f = acking(run, got, interval=0.02)
     t, stop = run_follower(f)
     try:
         ga = f.watch_log("a/boot.log")
@@ -228,7 +241,7 @@ def test_follower_names_a_damaged_line_and_keeps_every_event_after_it(tmp_path: 
     (run / "journal.jsonl").write_bytes(b"".join(recorded[:10] + [b"\x00\x00garbage\n"]
                                                  + recorded[10:200]))
     got = Catcher()
-    f = Follower(run, lambda b: (got(b), f.ack()), interval=0.02)
+    f = acking(run, got, interval=0.02)
     t, stop = run_follower(f)
     try:
         got.wait(lambda bs: bool(bs) and bs[-1].caught_up)
@@ -289,7 +302,7 @@ def test_the_follower_starts_from_the_snapshot_and_folds_only_the_events_after_i
     with (run / "journal.jsonl").open("ab") as out:
         out.write(b"".join([recorded[250], b"[1]\n"] + recorded[300:]))  # after the snapshot
     got = Catcher()
-    f = Follower(run, lambda b: (got(b), f.ack()), interval=0.02)
+    f = acking(run, got, interval=0.02)
     follow_until_caught_up(f, got)
     assert got.batches[0].base is not None and got.batches[0].base.last_seq == 300
     assert sum(len(b.events) for b in got.batches) == 1 + len(recorded) - 300  # the tail only
@@ -301,7 +314,7 @@ def test_the_follower_starts_from_the_snapshot_and_folds_only_the_events_after_i
 
     # Without the snapshot (the plain follower, or a stale one), every event from the first.
     got = Catcher()
-    f = Follower(run, lambda b: (got(b), f.ack()), interval=0.02, from_snapshot=False)
+    f = acking(run, got, interval=0.02, from_snapshot=False)
     follow_until_caught_up(f, got)
     assert got.batches[0].base == RunState()
     assert [e for b in got.batches for e in b.events] == read_events(run / "journal.jsonl")
@@ -313,7 +326,7 @@ def test_a_replaced_journal_starts_over_from_its_own_snapshot(tmp_path: Path) ->
     run.mkdir()
     (run / "journal.jsonl").write_bytes((JOURNALS / "booting/journal.jsonl").read_bytes())
     got = Catcher()
-    f = Follower(run, lambda b: (got(b), f.ack()), interval=0.02)
+    f = acking(run, got, interval=0.02)
     t, stop = run_follower(f)
     try:
         got.wait(lambda bs: bool(bs) and bs[-1].caught_up)
@@ -336,7 +349,7 @@ def test_a_replaced_journal_starts_over_from_its_own_snapshot(tmp_path: Path) ->
 # ------------------------------------------------------------------ view
 
 
-def finished_state():  # type: ignore[no-untyped-def]
+def finished_state() -> tuple[RunState, LoadPlan]:
     return fold(read_events(JOURNALS / "finished/journal.jsonl")), frozen_plan(
         JOURNALS / "finished" / "campaign.yaml")
 
@@ -387,13 +400,14 @@ def test_headline_is_the_median_shapes_delta_with_its_interval() -> None:
     deltas = shape_deltas(st, "s1-ctx")
     # Void rows carry polluted numbers: they are left out on both sides.
     assert [d[0] for d in deltas] == ["prose c1", "code c1"] or len(deltas) >= 1
-    iv, provisional = headline(st, "s1-ctx")  # type: ignore[misc]
+    iv, provisional = headline(st, "s1-ctx")  # type: ignore[misc]  # None fails the test
     ordered = sorted(d[1].delta for d in deltas)
     middle = ordered[(len(ordered) - 1) // 2: len(ordered) // 2 + 1]
     assert iv.delta == min(middle, key=abs)  # one shape's own: of two middle ones, nearer 0
     assert not provisional
     # A control is compared with the previous session's control: boot-to-boot drift.
-    assert reference(st, "s2-control").key == "s1-control"  # type: ignore[union-attr]
+    ref = reference(st, "s2-control")
+    assert ref is not None and ref.key == "s1-control"
     assert reference(st, "s1-control") is None
 
 
@@ -444,7 +458,7 @@ def test_eta_without_the_work_of_a_pass_extrapolates_from_finished_windows() -> 
     now = events[-1]["ts"]
     left = eta(st, wl, now)
     # The fold keeps each window's start and end: s1's two windows took these.
-    spans = [st.windows[k].ended_ts - st.windows[k].started_ts  # type: ignore[operator]
+    spans = [st.windows[k].ended_ts - st.windows[k].started_ts  # type: ignore[operator]  # both set
              for k in ("s1-control", "s1-ctx")]
     began = st.windows["s2-control"].started_ts
     assert began is not None and all(s > 0 for s in spans)
@@ -478,7 +492,7 @@ def test_eta_comes_from_the_workload_once_the_first_rep_lands() -> None:
     # This window: prose c1 has 2 of its 4 passes left (warm and rep 1 are done), 3 shapes x 4;
     # then three windows still to boot, each a boot and 4 shapes x 4 passes.
     expected = (2 + 3 * 4) * pass_s + 3 * (boot + 16 * pass_s)
-    assert abs(eta(st, wl, now) - expected) < 1e-6  # type: ignore[operator]
+    assert eta(st, wl, now) == pytest.approx(expected, rel=0, abs=1e-6)
 
 
 def test_eta_is_refined_as_reps_land() -> None:
@@ -492,16 +506,17 @@ def test_eta_is_refined_as_reps_land() -> None:
     boot = st.windows["s1-control"].boot_s or 0.0
     # prose c2: 2 passes left; code c1 and c2: 4 each; three windows to come, 8 passes per C.
     expected = 2 * p2 + 4 * p1 + 4 * p2 + 3 * (boot + 8 * p1 + 8 * p2)
-    assert abs(eta(st, wl, now) - expected) < 1e-6  # type: ignore[operator]
+    assert eta(st, wl, now) == pytest.approx(expected, rel=0, abs=1e-6)
     # A finished window teaches what the passes do not: its quality checks, its reruns.
     st, now = _until("window_finished")
     done = st.windows["s1-control"]
     rates = _rates(st)
     passes = 2 * (32 / rates[1] + 32 / rates[2]) * 4  # 2 classes x (C1 + C2) x 4 passes
-    after = done.ended_ts - done.started_ts - (done.boot_s or 0.0) - passes  # type: ignore[operator]
+    assert done.ended_ts is not None and done.started_ts is not None
+    after = done.ended_ts - done.started_ts - (done.boot_s or 0.0) - passes
     assert after > 0  # two rows were rerun in that window
     expected = 3 * ((done.boot_s or 0.0) + passes + after)
-    assert abs(eta(st, wl, now) - expected) < 1e-6  # type: ignore[operator]
+    assert eta(st, wl, now) == pytest.approx(expected, rel=0, abs=1e-6)
 
 
 def test_eta_shares_the_work_left_between_places_running_at_once() -> None:
@@ -519,7 +534,8 @@ def test_eta_shares_the_work_left_between_places_running_at_once() -> None:
     # Never less than what s1 alone still has to do (it runs on one place from start to end).
     st2, _ = _until("rep_done")
     st2.windows["s2-control"].status = st2.windows["s2-qv8"].status = WindowStatus.DONE
-    assert both >= eta(st2, wl, now)  # type: ignore[operator]
+    s1_alone = eta(st2, wl, now)
+    assert s1_alone is not None and both >= s1_alone
 
 
 def test_the_workload_comes_from_the_journal_or_else_the_frozen_campaign() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,7 +29,7 @@ def facts_of(line: str) -> dict[str, object]:
     return {f.key: f.value for f in found}
 
 
-WORDINGS = {
+WORDINGS: dict[str, tuple[str, dict[str, Any]]] = {
     "loading-weights-issue": (
         "[2025-08-12T08:42:38Z] (EngineCore_0 pid=13564) INFO 08-12 01:42:38 [default_loader.py:262] "
         "Loading weights took 5.43 seconds", {"weights.load_s": 5.43}),
@@ -189,7 +190,7 @@ def test_teacher_forced_body() -> None:
         "prompt": [1, 2, 3], "max_tokens": 1, "temperature": 0, "prompt_logprobs": 10, "stream": False}
 
 
-def _client(answer: dict[str, object], seen: list[dict[str, object]]) -> httpx.Client:
+def _client(answer: dict[str, Any], seen: list[dict[str, object]]) -> httpx.Client:
     # Not a fake server: a recorded answer shape handed back so the parsing can be checked.
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append({"path": request.url.path, "body": json.loads(request.content)})

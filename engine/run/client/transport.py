@@ -107,7 +107,7 @@ class Connection(asyncio.Protocol):
                 self._advance()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # a stream connection: a Transport
 
     def eof_received(self) -> bool:
         self._advance(eof=True)

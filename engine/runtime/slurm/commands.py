@@ -215,6 +215,6 @@ def end_job(job: str) -> None:
 def sinfo_nodes(partition: str | None) -> list[dict[str, Any]]:
     argv = ["sinfo", "--json"] + ([f"--partition={partition}"] if partition else [])
     try:
-        return [n for n in json.loads(run_slurm(argv)).get("nodes", []) if isinstance(n, Mapping)]
+        return [n for n in json.loads(run_slurm(argv)).get("nodes", []) if isinstance(n, dict)]
     except json.JSONDecodeError as e:
         raise LaunchError(f"runtime slurm: `sinfo --json` printed no JSON ({e})") from e
