@@ -139,9 +139,11 @@ def during_rep_two(results: Path) -> Callable[[], bool]:
 
 def test_leaked_rep_is_voided_rewarmed_and_rerun(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
     port = free_port()
+    # One thread: two on two busy cores spin at every barrier (campaigns/demo-smollm2.yaml), and
+    # the leak rule needs the reps other than the slow one to agree.
     server = rp.ProcessServer(LaunchPlan("leak-target", [
         str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "2048", "-np", "2",
-        "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
+        "-t", "1", "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
     results = tmp_path / "results"
     proxy = SlowingProxy(port, slow=during_rep_two(results))
     proxy.start()
