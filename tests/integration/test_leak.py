@@ -47,7 +47,7 @@ workload:
   reps: 3
   requests_per_rep: 4
   max_tokens: 16
-leak: {{min_concurrency: 2, spread: 0.25, max_reruns: 1}}
+leak: {{min_concurrency: 2, spread: 0.5, max_reruns: 1}}  # the reps but the slow one within 25 %
 quality: {{enabled: false}}
 """
 
