@@ -253,7 +253,7 @@ def test_window_deltas_against_the_sessions_control(run_a: Path, report_a: str) 
         assert cells["spread (window / control)"] == f"{pct(w['spread'])} / {pct(ctl['spread'])}"
         assert cells["reps tok/s"] == ", ".join(
             tok(v) for v in receipt_rep_tok_s(run_a, csv_rows(run_a)[("s1", "block5", cls, 1)][
-                "source"], 1))
+                "source"], 1, csv_rows(run_a)[("s1", "block5", cls, 1)]["basis"]))
     # A row judged against a void control row (or void itself) has no delta, and says why.
     assert pick(table, "prose", 2)["Δ tok/s [95 % CI]"] == "n/a (void)"
     assert csv_rows(run_a)[("s1", "block5", "prose", 2)]["delta"] == ""
@@ -339,8 +339,9 @@ def test_methods_say_how_it_was_measured(run_a: Path, report_a: str) -> None:
     assert f"**ruler**: {env['ruler_version']}" in methods
     assert env["host"]["node"] in methods and f"{env['host']['cpus']} CPUs" in methods
     assert "2 reps per shape" in methods and "max_tokens 12" in methods
-    assert "at C >= 2 a spread over 0.01 % is a leaked pass" in methods
-    assert "rerun up to 1 times" in methods and "one warm pass" in methods
+    assert "a row wider than 0.01 % is *leak-shaped* when its lowest rep" in methods
+    assert "at C >= 2 only a leak-shaped row is void, rewarmed and rerun (up to 1 times)" in methods
+    assert "one warm pass" in methods and "- **Steady state**: " in methods
     assert '{"chat_template_kwargs": {"enable_thinking": false}}' in methods
     flags = md_table(report_a, "### Flags per window")
     block5 = next(r for r in flags if r["window"] == "s1-block5")
