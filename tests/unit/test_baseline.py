@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fakes import FakeRuntime
-from test_runner import CTX, campaign, runner
+from helpers import CTX, campaign, runner
 
 from engine.commands.baseline import read_baseline
 from engine.commands.validate import cmd_validate

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from fakes import FakeRuntime, Hooks
-from test_runner import CTX, LEAKY, PACE, campaign, events, rows, runner
+from helpers import CTX, LEAKY, PACE, campaign, events, rows, runner
 
 from engine.method import stats
 from engine.run.measure import recompute_row
