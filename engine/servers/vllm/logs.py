@@ -29,6 +29,8 @@ Fact keys
 - ``Starting vLLM server on http://0.0.0.0:8000`` (older ``Starting vLLM API server 0 on ...``):
   ``server.url``; ``Application startup complete.``: ``ready`` = True.
 - Failures: ``exit.error.<Type>`` = message (``ValueError: No available memory for the cache blocks. ...``,
+  the CPU build's ``pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig``
+  whose reason, the error line a rejection shows first, is the indented line under it),
   ``RuntimeError: Engine core initialization failed. ...``), ``exit.engine_core_failed`` = True
   (``EngineCore failed to start.``, older ``EngineCore hit an exception``).
 - Periodic (never part of a boot diff): ``SpecDecoding metrics: Mean acceptance length: 3.12,
@@ -114,9 +116,17 @@ _NOT_FACT_RE = re.compile(r"^Route: /|^No available shared memory broadcast bloc
 _ENGINE_STATS_RE = re.compile(r"^Engine \d+: .*?Avg generation throughput: (?P<tps>" + NUMBER + r") tokens/s")
 
 _ERROR_WORDS_RE = re.compile(
-    r"^Traceback \(most recent call last\)|^(?:[\w.]+\.)?\w*(?:Error|Exception): |"
+    r"^(?:[\w.]+\.)?\w*(?:Error|Exception): |"
     r"\bEngineCore failed to start\b|\bCUDA out of memory\b|\bcore dumped\b|^Killed\b"
 )
+# Headers whose cause is on a later line: a traceback's (its last line is the exception) and a
+# pydantic ValidationError's (``1 validation error for ModelConfig``, then the reason). Taken as
+# errors they would be the first error line a rejection shows, and say nothing.
+_ERROR_HEADER_RE = re.compile(
+    r"^Traceback \(most recent call last\)|ValidationError: \d+ validation errors? for ")
+# The reason under that header, as vLLM's config validation prints it:
+# ``  Value error, User-specified max_model_len (100000) is greater than ... [type=value_error, ...]``.
+_VALIDATION_REASON_RE = re.compile(r"^\s+\S.*\[type=\w+, input_value=")
 _WARNING_WORDS_RE = re.compile(r"\bwarn(?:ing)?\b|\bdeprecat", re.IGNORECASE)
 
 
@@ -253,7 +263,9 @@ class VLLMLogs(LogReader):
         level, msg = split_prefix(line)
         if level is not None:
             return level in ("ERROR", "CRITICAL")
-        return bool(_ERROR_WORDS_RE.search(msg))
+        if _VALIDATION_REASON_RE.search(line):
+            return True
+        return not _ERROR_HEADER_RE.search(msg) and bool(_ERROR_WORDS_RE.search(msg))
 
     def is_warning(self, line: str) -> bool:
         level, msg = split_prefix(line)
