@@ -137,9 +137,12 @@ def test_boot_facts_from_the_live_log(live: tuple[LiveServer, list[Readiness]],
     assert facts["kv.max_model_len"] == 2048 and facts["kv.max_concurrency"] > 1
     assert facts["weights.load_s"] >= 0 and facts["engine.init_s"] > 0
     assert facts["server.url"].endswith(f":{server.port}")
+    assert facts["kv.space_gib"] == 1.0 and facts["kv.layout"]  # VLLM_CPU_KVCACHE_SPACE=1
+    assert facts["weights.checkpoint_gib"] > 0
+    # Every boot line is a fact the parser knows: an unparsed one would be in every boot diff.
+    assert {k: v for k, v in facts.items() if k.startswith("unparsed.")} == {}
     errors = [ln for ln in server.lines if adapter.is_error(ln)]
     assert errors == [], errors[:5]
-    print("unparsed:", {k: v for k, v in facts.items() if k.startswith("unparsed.")})
 
 
 def test_acceptance_counters_move_with_a_request(client: httpx.Client) -> None:
