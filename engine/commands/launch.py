@@ -61,7 +61,8 @@ def testbed_variables(campaign: Campaign, with_image: bool) -> dict[str, str]:
     if "${testbed." not in campaign.source_text:
         return {}
     try:
-        return testbed.ensure(with_image=with_image).variables()
+        return testbed.ensure(with_image=with_image,
+                              with_vllm="${testbed.vllm_" in campaign.source_text).variables()
     except testbed.TestbedError as e:
         raise EngineError(f"testbed: {e}") from e
 

@@ -17,11 +17,12 @@ from engine.record.state import load_label
 
 # Boot facts that legitimately differ from boot to boot, or come from requests rather than the
 # boot: file paths (the model's type, size and shape are facts of their own), the listening URL
-# (a port per window), a batch job's id (one per window), request timings and speculative-decoding
-# counters of served requests.
+# (a port per window), a batch job's id (one per window), request timings, how long a boot step
+# took (``*_s``: vLLM's weights.load_s and engine.init_s, SGLang's graph.elapsed_s; seen live on
+# vLLM: 1.52 vs 0.33 s for the same weights) and speculative-decoding counters of served requests.
 IGNORED_FACT = re.compile(
     r"(^|\.)path$|^server\.model$|^spec\.draft_model$|^server\.url$|^slurm_job$|^timing\.|^ready$"
-    r"|^spec\.(accept_rate|accepted|generated|mean_len|acc_per_pos)$|^spec\.lifetime\.")
+    r"|^spec\.(accept_rate|accepted|generated|mean_len|acc_per_pos)$|^spec\.lifetime\.|_s$")
 
 
 def fact_diff(window: dict[str, Any], control: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""Real parts for the integration tier: the cached llama.cpp testbed, the Docker engine and a
-Slurm cluster.
+"""Real parts for the integration tier: the cached llama.cpp and vLLM testbeds, the Docker engine
+and a Slurm cluster.
 
 They live here, not in tests/conftest.py, so a unit test cannot ask for them. With CI=true a missing
 Docker engine or llama-server fails the test instead of skipping it.
@@ -43,6 +43,18 @@ def testbed() -> tb_mod.Testbed:
     except tb_mod.TestbedError as e:
         _missing(f"the llama.cpp testbed ({e})")
         raise
+
+
+@pytest.fixture(scope="session")
+def vllm_testbed() -> tb_mod.VLLMTestbed:
+    """vLLM's CPU build and SmolLM2 as safetensors (`ruler testbed`, which `make test` runs first)."""
+    try:
+        tb = tb_mod.ensure(log=print, with_image=False, with_vllm=True)
+    except tb_mod.TestbedError as e:
+        _missing(f"the vLLM testbed ({e})")
+        raise
+    assert tb.vllm is not None
+    return tb.vllm
 
 
 @pytest.fixture(scope="session")

