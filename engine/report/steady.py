@@ -28,7 +28,8 @@ def rules(view: RunView) -> list[str]:
         "whole-rep tok/s stays beside it (`whole_tok_s`).",
         f"- **Leak or noise**: a row wider than {leak.spread * 100:g} % is *leak-shaped* when its "
         f"lowest rep is more than {leak.spread * 100:g} % below the median of the others while "
-        f"the others agree within {leak.spread * 50:g} %; at C >= {leak.min_concurrency} only a "
+        f"the others agree within {leak.spread * 50:g} %, or within a third of its gap below them; "
+        f"at C >= {leak.min_concurrency} only a "
         f"leak-shaped row is void, rewarmed and rerun (up to {leak.max_reruns} times). Any other "
         "wide row is *noise* and reported noisy with its interval (`spread_shape`, `spread_why`).",
     ]
