@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-STALL = 1.5  # seconds; a rep lasts about 4
+STALL = float(os.environ.get("STALL", "1.5"))  # seconds; a rep lasts about 4
 
 CAMPAIGN = """\
 name: h200-leak
