@@ -62,14 +62,14 @@ quality: {{enabled: false}}
 """
 
 
-def run_campaign(tmp_path: Path, text: str, name: str) -> tuple[Path, str]:
+def run_campaign(tmp_path: Path, text: str, name: str, exit_code: int = 0) -> tuple[Path, str]:
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(text)
     results = tmp_path / f"results-{name}"
     out = subprocess.run([sys.executable, "-m", "engine", "run", str(spec), "--headless",
                           "--results-dir", str(results)], capture_output=True, text=True, timeout=600)
     print(out.stdout[-3000:], out.stderr[-2000:])
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == exit_code, out.stderr
     return next(results.iterdir()), out.stdout
 
 
@@ -191,7 +191,8 @@ def test_a_reset_answered_success_false_voids_the_rep(testbed: tb_mod.Testbed, t
     assert proxy.ready.wait(10)
     try:
         run, stdout = run_campaign(tmp_path, VLLM_FACE.format(name=f"reset-{uuid.uuid4().hex[:6]}",
-                                                              port=proxy.port), "reset")
+                                                              port=proxy.port), "reset",
+                                   exit_code=4)  # every rep void on its flush: measured nothing
     finally:
         proxy.stop()
         server.stop()
