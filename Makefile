@@ -24,7 +24,9 @@ setup: $(STAMP)
 testbed: setup
 	$(BIN)/ruler testbed
 
-demo: testbed
+# The demo campaign runs on llama.cpp alone: it does not wait for vLLM's 3.4 GB environment.
+demo: setup
+	$(BIN)/ruler testbed --no-vllm
 	$(BIN)/ruler run campaigns/demo-smollm2.yaml
 
 # The unit tier (in-process, seconds) then the integration tier (real llama-server, Docker,
