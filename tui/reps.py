@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from engine.method.leak import spread
 from engine.record.events import LIVE_ROWS, RowStatus
 from engine.record.state import RowState, RunState
 from tui.columns import Col
@@ -63,9 +64,7 @@ def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
         med, sp, prov = final.get("agg_tok_s"), final.get("spread"), False
     else:
         med = statistics.median(live_reps) if live_reps else None
-        from engine.method import stats  # numpy: a quarter of a second of the console's start
-
-        sp, prov = (stats.spread(live_reps) if len(live_reps) > 1 else None), True
+        sp, prov = (spread(live_reps) if len(live_reps) > 1 else None), True
     word, style = STATUS_WORD.get(r.status, (r.status, ""))
     why = str(final.get("reason") or "")
     if r.status == RowStatus.NOISY and final.get("spread_why"):  # noise, not a leak: why, first

@@ -201,13 +201,16 @@ def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:
 def _check_row_labels(workload: Mapping[Any, Any], key: str) -> list[Issue]:
     """Two loads of one label would be measured as one row, each pass writing over the other's
     receipts: a rate's label keeps six significant digits (r4 for both 4 and 4.0000001)."""
-    loads = workload.get(key)
+    given = workload.get(key)
+    loads = given if isinstance(given, list) else []
     issues: list[Issue] = []
     first: dict[str, int] = {}
-    for i, value in enumerate(loads if isinstance(loads, list) else []):
+    for i, value in enumerate(loads):
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             continue  # the schema's to report
-        label = load_label(value, None) if key == "concurrency" else load_label(0, value)
+        # A float concurrency is the schema's to report; labelled as given, it stays its own row.
+        label = (load_label(value, None)  # type: ignore[arg-type]  # a float: the schema's error
+                 if key == "concurrency" else load_label(0, value))
         if label not in first:
             first[label] = i
             continue

@@ -374,8 +374,8 @@ def _detail(err: Mapping[str, Any]) -> str:
     kind, ctx, got = err["type"], err.get("ctx") or {}, describe(err.get("input"))
     if kind in _EXPECTED:
         expected, value = _EXPECTED[kind], err.get("input")
-        numeric = isinstance(value, str) and expected in ("a number", "an integer")
-        hint = string_number(value, expected) if numeric else ""
+        hint = (string_number(value, expected)
+                if isinstance(value, str) and expected in ("a number", "an integer") else "")
         return f"expected {expected}, got {got}{hint}"
     if kind == "literal_error":
         options = re.findall(r"'([^']*)'", ctx["expected"])

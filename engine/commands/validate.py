@@ -48,8 +48,8 @@ def cmd_validate(path: str, explain: bool = False, baseline: str | None = None) 
     except BadInput as e:
         print(f"ruler validate: {e}", file=sys.stderr)
         return 2
-    for warning in base.short_rep_warnings(campaign, run_dir, seen):
-        print(f"{path}: {warning}", file=sys.stderr)
+    for short in base.short_rep_warnings(campaign, run_dir, seen):
+        print(f"{path}: {short}", file=sys.stderr)
     if not explain:
         return 0
     rc = explain_campaign(path, campaign)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,19 +75,20 @@ class Slo:
 
 NO_SLO = Slo()
 
-def ttft_ms(r: dict[str, Any]) -> float | None:
+def ttft_ms(r: Mapping[str, Any]) -> float | None:
     return (r["first_token"] - r["start"]) * 1000 if r.get("first_token") else None
 
 
-def tpot_ms(r: dict[str, Any]) -> float | None:
+def tpot_ms(r: Mapping[str, Any]) -> float | None:
     """A request's mean time per output token after the first: its inter-token latency."""
     n = int(r.get("completion_tokens") or 0)
     if not r.get("first_token") or n < 2 or r["end"] <= r["first_token"]:
         return None
-    return (r["end"] - r["first_token"]) * 1000 / (n - 1)
+    gap: float = (r["end"] - r["first_token"]) * 1000 / (n - 1)
+    return gap
 
 
-def meets(r: dict[str, Any], slo: Slo) -> bool:
+def meets(r: Mapping[str, Any], slo: Slo) -> bool:
     """A finished request within the SLOs (a one-token reply has no inter-token latency to miss)."""
     if r.get("error"):
         return False
@@ -96,7 +97,7 @@ def meets(r: dict[str, Any], slo: Slo) -> bool:
             and (slo.itl_ms is None or tpot is None or tpot <= slo.itl_ms))
 
 
-def rep_figures(records: Sequence[dict[str, Any]], concurrency: int,
+def rep_figures(records: Sequence[Mapping[str, Any]], concurrency: int,
                 slo: Slo = NO_SLO) -> dict[str, Any]:
     """One rep's figures from its per-request records (the same function recomputes receipts).
 
@@ -126,8 +127,8 @@ def rep_figures(records: Sequence[dict[str, Any]], concurrency: int,
         "wall_s": round(wall, 6),
         "agg_tok_s": round(agg, 3),
         "per_user_tok_s": round(agg / users, 3) if users else 0.0,
-        "ttft_ms": round(median(ttfts), 2) if ttfts else None,
-        "decode_tok_s": round(median(decode), 3) if decode else None,
+        "ttft_ms": _round(median(ttfts), 2),
+        "decode_tok_s": _round(median(decode), 3),
         "in_flight": round(in_flight, 3),
         "rps": round(len(ok) / wall, 4) if wall > 0 else 0.0,
         "goodput_rps": (round(sum(meets(r, slo) for r in ok) / wall, 4) if wall > 0 else 0.0)
@@ -149,8 +150,8 @@ def headline(figs: Sequence[dict[str, Any]]) -> tuple[list[float], str]:
     return [f["agg_tok_s"] for f in figs], WHOLE
 
 
-def receipt_tok_s(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], concurrency: int,
-                  basis: str) -> list[float]:
+def receipt_tok_s(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]]],
+                  concurrency: int, basis: str) -> list[float]:
     """Each rep's tok/s recomputed from its receipt, over the row's basis (``steady``; ``whole``
     or "" for a row from before the steady window), a rep voided before it ran left out."""
     figs = [rep_figures(records, concurrency) for header, records in reps if not header.get("void")]
@@ -162,7 +163,7 @@ def receipt_tok_s(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], c
 PERCENTILES = (50, 90, 99)
 
 
-def latency_figures(records: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+def latency_figures(records: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     """TTFT, ITL and TPOT at p50/p90/p99 over a row's finished requests, every rep pooled (a rep
     alone has too few for a p99): TTFT and TPOT one value a request, ITL every gap between two
     chunks that carried text (a chunk of several speculative tokens is one gap)."""
@@ -208,7 +209,7 @@ def acceptance(drafts: float, drafted: float, accepted: float) -> dict[str, floa
     }
 
 
-def rep_cache(header: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def rep_cache(header: dict[str, Any], records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One rep's prompt tokens and those the server served from its prefix cache: from the
     server's counters over the rep (``metrics``) when it exports them, else summed from the
     requests' usage (``per-request``), else unknown (``""``)."""
@@ -229,8 +230,8 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def row_figures(reps: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], concurrency: int,
-                policy: LeakPolicy, slo: Slo = NO_SLO) -> dict[str, Any]:
+def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]]],
+                concurrency: int, policy: LeakPolicy, slo: Slo = NO_SLO) -> dict[str, Any]:
     """A shape's row from its reps (header, request records): what throughput.csv holds.
 
     The same function runs live and when a row is recomputed from its receipts. An open-loop row

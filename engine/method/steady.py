@@ -20,7 +20,7 @@ its length. Ramp and tail are the seconds before and after it.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +35,7 @@ class Window:
         return self.end - self.start
 
 
-def window(records: Sequence[dict[str, Any]], concurrency: int) -> Window | None:
+def window(records: Sequence[Mapping[str, Any]], concurrency: int) -> Window | None:
     """The steady window of one rep, or None when it has none (fewer workers than C ever ran, or
     the ramp and the tail meet)."""
     timed = [r for r in records if r.get("start") is not None and r.get("end") is not None]
@@ -46,8 +46,8 @@ def window(records: Sequence[dict[str, Any]], concurrency: int) -> Window | None
     return _open(timed)
 
 
-def _closed(records: Sequence[dict[str, Any]], concurrency: int) -> Window | None:
-    by_worker: dict[int, list[dict[str, Any]]] = {}
+def _closed(records: Sequence[Mapping[str, Any]], concurrency: int) -> Window | None:
+    by_worker: dict[int, list[Mapping[str, Any]]] = {}
     for r in records:
         by_worker.setdefault(int(r.get("worker", -1)), []).append(r)
     by_worker.pop(-1, None)
@@ -59,7 +59,7 @@ def _closed(records: Sequence[dict[str, Any]], concurrency: int) -> Window | Non
     return Window(started, ended) if ended > started else None
 
 
-def _open(records: Sequence[dict[str, Any]]) -> Window | None:
+def _open(records: Sequence[Mapping[str, Any]]) -> Window | None:
     first = min(r["start"] for r in records)
     durations = [r["end"] - r["start"] for r in records if not r.get("error")]
     if not durations:
@@ -69,7 +69,7 @@ def _open(records: Sequence[dict[str, Any]]) -> Window | None:
     return Window(started, ended) if ended > started else None
 
 
-def token_times(r: dict[str, Any]) -> tuple[list[float], float]:
+def token_times(r: Mapping[str, Any]) -> tuple[list[float], float]:
     """A finished request's chunk times and the tokens each carries."""
     n = int(r.get("completion_tokens") or 0)
     first = r.get("first_token")
@@ -87,7 +87,7 @@ def token_times(r: dict[str, Any]) -> tuple[list[float], float]:
     return times, n / len(times)
 
 
-def tokens_in(records: Sequence[dict[str, Any]], w: Window) -> float:
+def tokens_in(records: Sequence[Mapping[str, Any]], w: Window) -> float:
     total = 0.0
     for r in records:
         if r.get("error"):
@@ -97,7 +97,7 @@ def tokens_in(records: Sequence[dict[str, Any]], w: Window) -> float:
     return total
 
 
-def figures(records: Sequence[dict[str, Any]], concurrency: int) -> dict[str, float | None]:
+def figures(records: Sequence[Mapping[str, Any]], concurrency: int) -> dict[str, float | None]:
     """One rep's steady tok/s and its window's seconds, with the ramp's and the tail's (all None
     when the rep has no steady window)."""
     w = window(records, concurrency)

@@ -636,12 +636,13 @@ class Fields:
 
 
 _ABSENT = object()
-CHECKED = {kind: Fields(spec, envelope=True) for kind, spec in FIELDS.items()}
+# Keyed by str, which each EventKind is: a journal's kind is looked up before it is known to be one.
+CHECKED: dict[str, Fields] = {kind: Fields(spec, envelope=True) for kind, spec in FIELDS.items()}
 
 
 def mistyped(e: Mapping[str, Any]) -> str | None:
     """Why an event read from a journal holds a field its kind defines with a value of another
     type (``'rate' is a string, not a number``), or None. A kind this version does not know is
     not checked: a newer engine's events are on record only."""
-    fields = CHECKED.get(e.get("kind"))  # type: ignore[call-overload]
+    fields = CHECKED.get(e.get("kind", ""))
     return None if fields is None else fields.why_not(e)

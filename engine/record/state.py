@@ -424,9 +424,9 @@ def apply(state: RunState, e: Event, line: int | None = None) -> RunState:
     # A hand-edited or foreign line: a known kind with a field of another type (checked before
     # it is folded: a value folded in would fail whoever reads the state), or without a field
     # it carries, or with a value no handler can use (an integer too wide for a rate).
-    why = mistyped(e)
-    if why is not None:
-        state.damage.append(Damage(line, f"{e['kind']} event the fold cannot use ({why})",
+    wrong = mistyped(e)
+    if wrong is not None:
+        state.damage.append(Damage(line, f"{e['kind']} event the fold cannot use ({wrong})",
                                    _excerpt(e)))
         return state
     handler = HANDLERS.get(e["kind"])  # a kind this version does not fold (a newer engine's) is skipped

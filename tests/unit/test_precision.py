@@ -43,6 +43,7 @@ def test_a_row_too_noisy_for_the_cap_stops_at_once() -> None:
 
 def test_a_control_row_is_judged_on_its_own_mean() -> None:
     s = precision.step([1000.0, 1010.0, 990.0], None, RULE)
+    assert s.half is not None
     assert s.half == pytest.approx(precision.self_half([1000.0, 1010.0, 990.0], 3))
     assert s.progress in (Progress.MORE, Progress.REACHED)
     assert (s.half <= RULE.precision / math.sqrt(2)) == (s.progress == Progress.REACHED)

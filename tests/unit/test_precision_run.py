@@ -4,6 +4,7 @@ reported noisy (not voided), and reps are added to a row until its precision."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 
 def pace_by_rep(hooks: Hooks, fake: FakeRuntime, pattern: list[float], reps: int) -> None:
     """The control's rep n streams at PACE x pattern[(n - 1) % len]: set as rep n - 1 lands."""
-    def setter(share: float):  # type: ignore[no-untyped-def]
+    def setter(share: float) -> Callable[[object], None]:
         def act(_: object) -> None:
             fake.current.behaviour.tok_s = PACE * share
         return act
@@ -56,8 +57,8 @@ def test_a_noisy_control_gains_reps_until_its_precision(tmp: Path, fake: FakeRun
     assert float(row["half_width"]) <= 0.6 / math.sqrt(2)
     done = events(r.run_dir, "rep_done", window="control")
     assert [e["precision_status"] for e in done][3:] == ["more"] * (len(done) - 4) + ["reached"]
-    again = recompute_row(r.run_dir, row["source"], 2, stats.LeakPolicy(**{
-        "min_concurrency": 8, "spread": 0.9, "max_reruns": 1}))
+    again = recompute_row(r.run_dir, row["source"], 2, stats.LeakPolicy(
+        min_concurrency=8, spread=0.9, max_reruns=1))
     assert row["basis"] == again["basis"] == stats.STEADY
     assert float(row["agg_tok_s"]) == again["agg_tok_s"]
     assert float(row["whole_tok_s"]) == again["whole_tok_s"]

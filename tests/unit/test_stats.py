@@ -7,19 +7,20 @@ from typing import Any
 import pytest
 
 from engine.method import stats
+from engine.method.leak import spread
 
 POLICY = stats.LeakPolicy(min_concurrency=8, spread=0.10, max_reruns=2)
 
 
 def test_the_notes_leaked_c8_is_void() -> None:
     reps = [135.0, 700.0, 700.0]
-    assert stats.spread(reps) == pytest.approx(565 / 511.6667, rel=1e-4)  # 110 %+
+    assert spread(reps) == pytest.approx(565 / 511.6667, rel=1e-4)  # 110 %+
     assert stats.classify(reps, 8, POLICY) == "void"
 
 
 def test_the_notes_clean_c1_is_ok() -> None:
     reps = [201.0, 200.5, 202.7]
-    assert stats.spread(reps) == pytest.approx(2.2 / 201.4, rel=1e-4)
+    assert spread(reps) == pytest.approx(2.2 / 201.4, rel=1e-4)
     assert stats.classify(reps, 1, POLICY) == "ok"
 
 
