@@ -27,7 +27,7 @@ from pydantic_core import PydanticCustomError
 
 from engine.campaign import defaults
 from engine.campaign.prompts import read_prompts
-from engine.campaign.variables import expand
+from engine.campaign.variables import ArgValue, Scalar, expand
 from engine.campaign.yamlmarks import describe
 from engine.record.events import CONTROL
 from engine.runtime.slurm import options as sbatch_options
@@ -49,8 +49,6 @@ MAX_SECONDS = 7 * 24 * 3600
 MAX_CONCURRENCY = 4096
 MAX_TOKENS = 1 << 20
 
-Scalar = str | int | float
-ArgValue = Scalar | bool | tuple[Scalar, ...] | None
 Gpus = Literal["all"] | int | tuple[str | int, ...] | None
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the schema imports this module: its argument type is only a hint here
-    from engine.campaign.spec import ArgValue
+Scalar = str | int | float
+# A server argument's value as the campaign writes it (a flag alone is true, a list repeats it).
+ArgValue = Scalar | bool | tuple[Scalar, ...] | None
 
 _VARIABLE = re.compile(r"\$\{([^{}]*)\}")
 
