@@ -4,6 +4,8 @@
 #   bash docs/runs/h200-places/run.sh one    # campaigns/h200x2-places.yaml with one place (gpu0)
 #   bash docs/runs/h200-places/run.sh two    # two places that both hold GPU 0, kill -9 + --resume
 #   KILL_AFTER=0 bash docs/runs/h200-places/run.sh two   # the same, run through (its wall time)
+#   KILL_AFTER=0 bash docs/runs/h200-places/run.sh x2    # two GPUs: the file's own places gpu0, gpu1
+#   KILL_AFTER=45 bash docs/runs/h200-places/run.sh x2   # two GPUs, kill -9 + --resume
 # What comes back under $OUT: each run directory less reps/ and boot logs, the progress lines,
 # and NVML samples (which GPU ran which pid, each GPU's memory) taken every second.
 set -u
@@ -20,7 +22,7 @@ import sys, yaml
 c = yaml.safe_load(open("campaigns/h200x2-places.yaml"))
 if sys.argv[1] == "one":
     c["places"] = [c["places"][0]]
-else:  # the one GPU held by two places: the queueing and resume paths, GPUs contending
+elif sys.argv[1] == "two":  # the one GPU held by two places: the queueing and resume paths, GPUs contending
     c["places"] = [{"name": "gpu0a", "gpus": [0]}, {"name": "gpu0b", "gpus": [0]}]
 c["name"] = f"h200-places-{sys.argv[1]}"
 yaml.safe_dump(c, open(f"campaigns/h200-places-{sys.argv[1]}.yaml", "w"), sort_keys=False)
