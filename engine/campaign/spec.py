@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainSerializer,
     PlainValidator,
     PrivateAttr,
     Strict,
@@ -89,6 +90,15 @@ def _check_gpus(value: object) -> Gpus:
     raise _type_error("gpus", "null, 'all', a GPU count or a list of device ids", value)
 
 
+def _dump_gpus(value: Gpus) -> Any:
+    # A plain validator leaves pydantic a union to serialize by trial, and a tuple of ids matches
+    # none of its members in JSON mode (a warning per id); the value is plain data already.
+    return list(value) if isinstance(value, tuple) else value
+
+
+GpusOut = PlainSerializer(_dump_gpus, when_used="json")
+
+
 def _named(pattern: str, why: str) -> tuple[Any, ...]:
     """What makes a string a name (``Annotated[str, *_named(...)]``, which a type checker reads as
     str): `pattern`, at most MAX_NAME characters, and why it must be so."""
@@ -143,7 +153,7 @@ class DockerSpec(_Frozen):
     image: Str | None = None
     command: Argv = ()  # empty: the image's entrypoint
     container_port: Port | None = None  # None: the adapter's default
-    gpus: Annotated[Gpus, PlainValidator(_check_gpus, json_schema_input_type=Gpus)] = None
+    gpus: Annotated[Gpus, PlainValidator(_check_gpus, json_schema_input_type=Gpus), GpusOut] = None
     shm_size: Str | None = None
     ipc: Str | None = None
     volumes: tuple[Str, ...] = ()
@@ -224,7 +234,7 @@ class Place(_Frozen):
     docker_host: Annotated[str, Strict(), AfterValidator(_check_docker_host)] | None = None
     node: SbatchWord | None = None  # runtime slurm: the node (sbatch --nodelist)
     cpus: Annotated[str, Strict(), AfterValidator(_check_cpuset)] | None = None
-    gpus: Annotated[Gpus, PlainValidator(_check_gpus)] = None  # docker device ids or a count
+    gpus: Annotated[Gpus, PlainValidator(_check_gpus), GpusOut] = None  # docker device ids or a count
 
     @property
     def gpus_text(self) -> str:
