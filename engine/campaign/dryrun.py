@@ -226,7 +226,7 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     out.append(f"  {kept}; a pass splits over worker processes past {wl.shard.concurrency} streams "
                f"or {wl.shard.chunk_rate:g} chunks/s per process (up to one per core)")
     classes = ", ".join(f"{n} ({len(prompts[n])} prompts)" for n in wl.classes)
-    requests = ", ".join([f"C{n} {wl.requests_for(n)}" for n in wl.concurrency]
+    requests = ", ".join([f"C{n} {wl.pass_size(n)}" for n in wl.concurrency]
                          + [f"{r:g} req/s {wl.requests_at(r)}" for r in wl.rate])
     loads = " and ".join(([f"concurrency {list(wl.concurrency)}"] if wl.concurrency else [])
                          + ([f"rate {[float(r) for r in wl.rate]} req/s"] if wl.rate else []))

@@ -359,6 +359,13 @@ class Workload(_Frozen):
             return TIMED_REQUESTS
         return self.requests_per_rep or max(2 * concurrency, 4)
 
+    def pass_size(self, concurrency: int) -> str:
+        """A closed-loop pass's size as a reader plans by: its requests, or its seconds when it is
+        sized by time (its request count is then only a cap)."""
+        if self.rep_seconds and not self.requests_per_rep:
+            return f"{self.rep_seconds:g} s"
+        return str(self.requests_for(concurrency))
+
     def requests_at(self, rate: float) -> int:
         """Requests of an open-loop pass: ten seconds of arrivals (or rep_seconds), at least four."""
         return self.requests_per_rep or max(4, math.ceil((self.rep_seconds or 10) * rate))

@@ -46,7 +46,7 @@ def methods(view: RunView) -> list[str]:
         wl, leak = c.workload, c.leak
         prompts = read_json(view.dir / "prompts.json")
         classes = ", ".join(f"{k} ({len(prompts.get(k, []))} prompts)" for k in wl.classes)
-        per_c = ", ".join([f"C{n}: {wl.requests_for(n)}" for n in wl.concurrency]
+        per_c = ", ".join([f"C{n}: {wl.pass_size(n)}" for n in wl.concurrency]
                           + [f"{r:g} req/s: {wl.requests_at(r)}" for r in wl.rate])
         loads = ([f"concurrency {', '.join(map(str, wl.concurrency))} (closed loop)"]
                  if wl.concurrency else []) + (

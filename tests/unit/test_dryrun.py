@@ -72,3 +72,12 @@ def test_cmd_dry_run_bad_variable_prompt_file_exits_2(tmp_path: Path, monkeypatc
     assert cmd_dry_run(str(path), "process") == 2
     assert capsys.readouterr().err == (
         f"{path}: prompt file {tmp_path}/p.txt:1: not UTF-8 text (byte 0xff at column 1)\n")
+
+
+def test_reps_sized_by_time_print_their_seconds_not_the_request_cap(tmp_path: Path) -> None:
+    text = (ROOT / "campaigns" / "demo-smollm2.yaml").read_text()
+    path = tmp_path / "demo.yaml"
+    path.write_text(text.replace("  requests_per_rep: 4 ", "  rep_seconds: 20 ", 1))
+    (tmp_path / "prompts").symlink_to(ROOT / "campaigns" / "prompts")
+    out = dry_run(str(path), "process", environ=ENV, testbed={})
+    assert "requests per pass: C1 20 s, C4 20 s;" in out, out
