@@ -18,7 +18,7 @@ from pathlib import Path
 
 from engine.campaign.spec import Campaign
 from engine.errors import BadInput
-from engine.method import precision, stats
+from engine.method import precision, stats, steady
 from engine.record import results
 from engine.record.events import CONTROL, USABLE_ROWS
 from engine.record.receipts import read_rep
@@ -105,8 +105,7 @@ def short_rep_warnings(campaign: Campaign, run_dir: Path, seen: dict[Shape, Seen
             if s is None or not s.requests:
                 continue
             wall, window = expected_rep(campaign, (cls, c, rate), s)
-            edges = (s.ramp_s or 0.0) + (s.tail_s or 0.0)
-            if window is None or window < edges:
+            if steady.too_short(window, s.ramp_s, s.tail_s):
                 said = "no steady window" if window is None or window <= 0 else \
                     f"a steady window of about {window:.2f} s"
                 out.append(f"workload: {cls} {load_text(c, rate)}: a rep lasts about {wall:.2f} s "

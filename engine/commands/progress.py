@@ -7,8 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from engine.method import steady
 from engine.quality.effect import IGNORED_FACT
-from engine.record.events import ENVELOPE, EventKind, WindowStatus
+from engine.record.events import CONTROL, ENVELOPE, EventKind, WindowStatus
 from engine.record.journal import Event
 from engine.record.state import load_text
 
@@ -56,6 +57,12 @@ def _steady(e: Event) -> str:
         out += f" | steady {e['steady_tok_s']:.1f} tok/s over {e['steady_s']:.2f} s"
     elif "steady_tok_s" in e:
         out += " | no steady window"
+    # Said on the control's first rep of a shape, when it can still be acted on: every later rep
+    # of the campaign at this shape is as short.
+    if ("steady_tok_s" in e and e.get("window") == CONTROL and e.get("attempt") == 1
+            and e.get("rep") == 1 and steady.too_short(e.get("steady_s"), e.get("ramp_s"), e.get("tail_s"))):
+        out += (f" | TOO SHORT for a steady window (ramp {e.get('ramp_s') or 0:.2f} s, tail "
+                f"{e.get('tail_s') or 0:.2f} s): give more requests_per_rep or rep_seconds")
     if e.get("precision_status"):
         half = e.get("half_width")
         out += f" | half-width {'-' if half is None else f'+-{half:.1%}'}: {e['precision_status']}"

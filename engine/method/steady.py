@@ -108,3 +108,9 @@ def figures(records: Sequence[Mapping[str, Any]], concurrency: int) -> dict[str,
     return {"steady_tok_s": round(tokens_in(records, w) / w.seconds, 3),
             "steady_s": round(w.seconds, 6), "ramp_s": round(w.start - first, 6),
             "tail_s": round(last - w.end, 6)}
+
+
+def too_short(steady_s: float | None, ramp_s: float | None, tail_s: float | None) -> bool:
+    """Whether a rep is too short for its steady window to carry the row: none at all, or one
+    shorter than the ramp and the tail around it (most of the rep is then edges)."""
+    return steady_s is None or steady_s <= 0 or steady_s < (ramp_s or 0.0) + (tail_s or 0.0)

@@ -27,3 +27,22 @@ def test_window_ready_line_reads_from_the_control_to_the_window() -> None:
                     "ctx.n_ctx 2048->4096, ctx.n_ctx_seq 1024->2048, kv.CPU_mib 45.0->90.0 (+7)")
     # The eighth, server.url (a port per boot), differs at every boot and is not counted.
     assert "server.url" in diff["changed"]
+
+
+def rep_done(window: str, rep: int, steady_s: float | None, ramp_s: float | None,
+             tail_s: float | None) -> dict[str, object]:
+    return {"kind": "rep_done", "session": "s1", "window": window, "class": "prose",
+            "concurrency": 8, "attempt": 1, "rep": rep, "agg_tok_s": 900.0, "failed": 0,
+            "steady_tok_s": None if steady_s is None else 1000.0, "steady_s": steady_s,
+            "ramp_s": ramp_s, "tail_s": tail_s}
+
+
+def test_the_controls_first_rep_says_when_reps_are_too_short_for_a_steady_window() -> None:
+    """The H200 method run's C8 reps: 0.5 s of steady window between ramp and tail of 0.4 s each."""
+    short = format_event(rep_done("control", 1, 0.52, 0.41, 0.37))
+    assert "TOO SHORT for a steady window (ramp 0.41 s, tail 0.37 s)" in short, short
+    assert "TOO SHORT" in format_event(rep_done("control", 1, None, None, None))
+    # Said once, where it can be acted on: not on later reps, nor on a window's reps.
+    assert "TOO SHORT" not in format_event(rep_done("control", 2, 0.52, 0.41, 0.37))
+    assert "TOO SHORT" not in format_event(rep_done("fa-off", 1, 0.52, 0.41, 0.37))
+    assert "TOO SHORT" not in format_event(rep_done("control", 1, 8.0, 0.41, 0.37))
