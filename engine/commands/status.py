@@ -37,7 +37,7 @@ def summary(run_dir: Path) -> dict[str, Any]:
         "paused": st.paused,
         "engine": {"alive": alive, "pid": read_pid(run_dir) if alive else None},
         "current": {
-            "window": st.current,
+            "window": st.up_now,  # never a window that has ended
             "shape": shape.key if shape else None,
             "attempt": shape.attempt if shape else None,
             "reps_done": len(shape.reps.get(shape.attempt, {})) if shape else None,

@@ -143,6 +143,17 @@ class RunState:
         return [self.windows[k] for k in self.order if self.windows[k].status in UP_WINDOWS]
 
     @property
+    def up_now(self) -> str | None:
+        """The window in flight: ``current`` (the one started last) while it is up, else the one
+        started last of those still up on other places, else none (between windows, or while a
+        place waits on its host). ``current`` itself stays on an ended window, for the console."""
+        ws = self.windows.get(self.current or "")
+        if ws is not None and ws.status in UP_WINDOWS:
+            return ws.key
+        live = [w for w in self.live if w.started_ts is not None]
+        return max(live, key=lambda w: w.started_ts or 0.0).key if live else None
+
+    @property
     def measured(self) -> bool:
         """Some row has figures: the campaign produced a result (else exit code 4). A void row
         counts when its reps moved tokens (a leaked pass); one whose every request failed (an

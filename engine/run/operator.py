@@ -87,7 +87,7 @@ def _queue_rerun(run: RunContext, args: list[str]) -> str:
     if key in run.controls.reruns:
         raise CommandRefused(f"row {key} is already queued")
     run.controls.reruns.append(key)
-    up = run.state.current == f"{row.session}-{row.window}"
+    up = run.state.up_now == f"{row.session}-{row.window}"
     return f"queued {key}: " + ("runs after this window's shapes" if up else
                                  "its window will be booted again after the current one")
 
@@ -97,4 +97,4 @@ def status_line(run: RunContext) -> str:
     done = sum(r.complete for r in rows)
     void = sum(r.status == RowStatus.VOID for r in rows)
     return (f"{st.campaign} {st.status}{' (paused)' if st.paused else ''}: "
-            f"window {st.current or '-'}, rows done {done}, void {void}")
+            f"window {st.up_now or '-'}, rows done {done}, void {void}")
