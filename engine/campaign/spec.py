@@ -441,6 +441,7 @@ class Timeouts(_Frozen):
     request: Seconds = 300
     window: Seconds = 3600
     queue: Seconds = 3600  # a batch job (runtime slurm) waiting in its scheduler's queue
+    connect: Seconds = 15  # reaching a place's host over ssh; a link silent as long is given up
 
 
 class ServerConfig(_Frozen):

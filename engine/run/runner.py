@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -65,12 +66,14 @@ def frozen_prompts(campaign: Campaign, run_dir: Path, variables: Mapping[str, st
 
 
 def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str],
-                place: Place | None = None) -> Runtime:
+                place: Place | None = None, cancelled: threading.Event | None = None) -> Runtime:
     """The runtime a resolved name stands for on a place. ``secrets``: name -> value of what is
-    redacted, which a Slurm job script names by reference."""
+    redacted, which a Slurm job script names by reference; ``cancelled``: the run's abort, which
+    cuts short a wait on a place's host."""
     return get_runtime(name, secrets=secrets, partition=campaign.slurm.partition,
                        docker_host=place.docker_host if place else None,
-                       url=campaign.attach.url)
+                       url=campaign.attach.url, connect_timeout=campaign.timeouts.connect,
+                       cancelled=cancelled)
 
 
 @dataclass
@@ -133,7 +136,8 @@ class Runner:
         self.gpuwatch = GpuWatch(self.emit)
 
     def _lane(self, place: Place, runtime: str | Runtime, secrets: Mapping[str, str]) -> Lane:
-        rt = runtime_for(self.campaign, runtime, secrets, place) if isinstance(runtime, str) else runtime
+        rt = runtime_for(self.campaign, runtime, secrets, place, self.controls.abort) \
+            if isinstance(runtime, str) else runtime
         # Each place's window has its own advance, pause and clock; an abort, a signal and the
         # queue of operator reruns are the whole run's (a place takes the reruns of its sessions).
         controls = Controls(abort=self.controls.abort, signals=self.controls.signals,
@@ -287,6 +291,10 @@ class Runner:
             if self._window_complete(session, window):
                 self._reload_control_facts(session, window)
                 continue
+            if "error" in host:  # asking again per window would wait on a dead host each time
+                self._reject(session, window, results.window_dir(self.run_dir, session, window),
+                             f"place {lane.name} did not answer as its session began: {host['error']}", [])
+                continue
             self.run_window(session, window, lane=lane)
             self._drain_reruns(lane)
         lane.session = ""
@@ -332,7 +340,12 @@ class Runner:
         """A killed engine leaves its servers running: each place's runtime finds them and stops them."""
         servers = [ws.server for ws in self.state.windows.values() if ws.server]
         for rt in dict.fromkeys(lane.rt for lane in self.lanes):
-            for ident in rt.stop_strays(self.run_id, servers):
+            try:
+                stopped = rt.stop_strays(self.run_id, servers)
+            except LaunchError as e:  # a place's host is down: its session says so as it begins
+                print(f"ruler: this run's servers were not looked for there: {e}", file=sys.stderr)
+                continue
+            for ident in stopped:
                 self.emit(EventKind.STRAY_STOPPED, **ident)
 
     def _drain_reruns(self, lane: Lane) -> None:
@@ -383,7 +396,11 @@ class Runner:
         try:
             server = lane.rt.start(plan)
         except LaunchError as e:
-            self._reject(session, window, wdir, str(e), [])
+            if lane.controls.abort.is_set():  # a start cut short (a place's host over ssh)
+                self.emit(EventKind.WINDOW_FINISHED, session=session, window=window,
+                          status=WindowStatus.ABORTED, reason=f"operator abort during its start: {e}")
+            else:
+                self._reject(session, window, wdir, str(e), [])
             return
         self.emit(EventKind.SERVER_STARTED, session=session, window=window, **server.identity)
         pump = LogPump(server, self.adapter, wdir / f"boot{tag}.log",

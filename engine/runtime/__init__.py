@@ -7,6 +7,7 @@ or a Slurm batch job. Adding one is adding its module and a factory below.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -21,6 +22,8 @@ class _Asked:
     partition: str | None = None
     docker_host: str | None = None
     url: str | None = None
+    connect_timeout: float | None = None  # seconds to reach a place's host (ssh)
+    cancelled: threading.Event | None = None  # the run's abort: a wait on a host is cut short
 
 
 # Each runtime's module is imported when it is asked for: the Docker SDK only when a run uses it.
@@ -32,8 +35,9 @@ def _process(asked: _Asked) -> Runtime:
 
 def _docker(asked: _Asked) -> Runtime:
     from engine.runtime.docker import DockerRuntime
+    from engine.runtime.sshdial import DEFAULT_CONNECT_S
 
-    return DockerRuntime(asked.docker_host)
+    return DockerRuntime(asked.docker_host, asked.connect_timeout or DEFAULT_CONNECT_S, asked.cancelled)
 
 
 def _attach(asked: _Asked) -> Runtime:
@@ -63,17 +67,21 @@ def known_runtimes() -> list[str]:
 
 
 def get_runtime(name: str, *, secrets: Mapping[str, str] | None = None, partition: str | None = None,
-                docker_host: str | None = None, url: str | None = None) -> Runtime:
+                docker_host: str | None = None, url: str | None = None,
+                connect_timeout: float | None = None,
+                cancelled: threading.Event | None = None) -> Runtime:
     """A new runtime of ``name``; ValueError naming the known ones otherwise.
 
     ``secrets`` (name -> value of what is redacted, which a Slurm job script names by reference)
     and ``partition`` are slurm's; ``docker_host`` (a place's daemon; None: the local one) is
-    docker's; ``url`` is attach's. A runtime ignores what it does not need."""
+    docker's, with ``connect_timeout`` (seconds to reach that host over ssh) and ``cancelled``
+    (the run's abort, which cuts a wait on the host short); ``url`` is attach's. A runtime ignores
+    what it does not need."""
     try:
         factory = _RUNTIMES[name]
     except KeyError:
         raise ValueError(f"unknown runtime {name!r}; known: {', '.join(known_runtimes())}") from None
-    return factory(_Asked(dict(secrets or {}), partition, docker_host, url))
+    return factory(_Asked(dict(secrets or {}), partition, docker_host, url, connect_timeout, cancelled))
 
 
 __all__ = ["Runtime", "get_runtime", "known_runtimes"]

@@ -8,16 +8,20 @@ stop, a rename or a removal.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import docker
 import docker.errors
+import requests.exceptions
 from docker.types import DeviceRequest
 
 from engine.runtime.base import Host, LaunchError, LaunchPlan
+from engine.runtime.sshdial import DEFAULT_CONNECT_S, SshDial
+
+T = TypeVar("T")
 
 LABEL_CAMPAIGN = "ruler.campaign"
 LABEL_RUN = "ruler.run"
@@ -25,15 +29,11 @@ LABEL_WINDOW = "ruler.window"
 
 
 def client(docker_host: str | None = None) -> docker.DockerClient:
-    """The local daemon (DOCKER_HOST or its socket), or a place's: unix://, tcp:// or ssh://user@host
-    (through the ssh client of this machine, with its keys and known hosts)."""
+    """The local daemon (DOCKER_HOST or its socket), or a place's at unix:// or tcp:// (ssh://
+    goes through :class:`~engine.runtime.sshdial.SshDial`: see DockerRuntime)."""
     if not docker_host:
         return docker.from_env(timeout=60)
-    try:
-        return docker.DockerClient(base_url=docker_host, timeout=60,
-                                   use_ssh_client=docker_host.startswith("ssh://"))
-    except docker.errors.DockerException as e:
-        raise LaunchError(f"docker host {docker_host} does not answer: {e}") from e
+    return docker.DockerClient(base_url=docker_host, timeout=60)
 
 
 def remote_host(docker_host: str | None) -> str | None:
@@ -174,35 +174,52 @@ class DockerServer:
 
 class DockerRuntime:
     """A fresh container per window; a killed engine's containers are found by the run's label.
-    ``docker_host``: a place's daemon (another machine's, over SSH or TCP); None for the local one."""
+    ``docker_host``: a place's daemon (another machine's, over SSH or TCP); None for the local one.
+    Over SSH every call that may wait on the host as a window or a session begins is bounded by
+    ``connect_timeout`` and cut short when ``cancelled`` (the run's abort) is set."""
 
     name = "docker"
 
-    def __init__(self, docker_host: str | None = None) -> None:
+    def __init__(self, docker_host: str | None = None, connect_timeout: float = DEFAULT_CONNECT_S,
+                 cancelled: threading.Event | None = None) -> None:
         self.docker_host = docker_host
+        self.connect_timeout = connect_timeout
+        self.cancelled = cancelled
+        self._dial: SshDial | None = None
         self._dc: docker.DockerClient | None = None
+
+    def _call(self, what: Callable[[], T], doing: str) -> T:
+        """``what()`` against the daemon; LaunchError naming the host, and what ssh said, when the
+        daemon cannot be reached (or the call is cut short by an abort)."""
+        where = self.docker_host or "local"
+        if self.docker_host and self.docker_host.startswith("ssh://") and self._dial is None:
+            self._dial = SshDial(self.docker_host, self.connect_timeout, self.cancelled)
+        dial = self._dial
+        since = dial.spawned if dial else 0
+        try:
+            return dial.call(what, doing) if dial else what()
+        except docker.errors.APIError as e:
+            raise LaunchError(f"docker host {where}: {doing}: {e.explanation or e}") from e
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
+            said = dial.error(since) if dial else ""
+            raise LaunchError(f"docker host {where} does not answer ({doing}): {said or e}") from e
 
     def _client(self) -> docker.DockerClient:
         if self._dc is None:
-            self._dc = client(self.docker_host)
+            url = self._dial.base_url if self._dial else self.docker_host
+            self._dc = client(url)
         return self._dc
 
     def start(self, plan: LaunchPlan) -> DockerServer:
-        try:
-            dc = self._client()
-        except docker.errors.DockerException as e:
-            raise LaunchError(f"docker host {self.docker_host or 'local'} does not answer: {e}") from e
-        return DockerServer(plan, dc, remote_host(self.docker_host))
+        return self._call(lambda: DockerServer(plan, self._client(), remote_host(self.docker_host)),
+                          f"starting {plan.name}")
 
     def preflight(self, run_dir: Path) -> None:
         """Nothing to check up front: a window that cannot start is rejected with the reason."""
 
     def host(self, node: str | None = None) -> Host:
         """The daemon's machine as ``docker info`` describes it (over SSH for another machine's)."""
-        try:
-            info = self._client().info()
-        except docker.errors.DockerException as e:
-            raise LaunchError(f"docker host {self.docker_host or 'local'} does not answer: {e}") from e
+        info = self._call(lambda: self._client().info(), "docker info")
         host = Host(name=str(info.get("Name", "")), cpus=int(info.get("NCPU") or 0),
                     docker=str(info.get("ServerVersion", "")), os=str(info.get("OperatingSystem", "")),
                     runtimes=sorted(info.get("Runtimes") or {}))
@@ -212,12 +229,14 @@ class DockerRuntime:
         return host
 
     def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
-        stopped: list[dict[str, object]] = []
-        for container in containers_of_run(run_id, self._client()):
-            if container.status == "running":
-                container.stop(timeout=10)
-                stopped.append({"name": container.name, "id": container.id})
-        return stopped
+        def stop() -> list[dict[str, object]]:
+            stopped: list[dict[str, object]] = []
+            for container in containers_of_run(run_id, self._client()):
+                if container.status == "running":
+                    container.stop(timeout=10)
+                    stopped.append({"name": container.name, "id": container.id})
+            return stopped
+        return self._call(stop, "stopping the run's strays")
 
 
 def containers_of_run(run_id: str, dc: docker.DockerClient | None = None) -> list[Any]:

@@ -14,6 +14,7 @@ import copy
 import csv
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from engine.record.state import fold
 from engine.report import load_run, render
 from engine.run.context import RunContext, WindowContext
 from engine.run.measure import Measurement
-from engine.runtime.base import LaunchPlan
+from engine.runtime.base import Host, LaunchError, LaunchPlan
 
 pytestmark = pytest.mark.timeout(60)
 PLACES = [{"name": "a", "cpus": "0"}, {"name": "b", "cpus": "1"}]
@@ -265,14 +266,65 @@ def test_a_place_that_does_not_answer_fails_its_session_and_takes_no_more(
     on_c = [s for s, p in st.session_places.items() if p == "c"]
     assert len(on_c) == 1, st.session_places  # the others went to the places that answer
     (lost,) = on_c
-    for w in ("control", "ctx"):
+    for w in ("control", "ctx"):  # rejected with the place's answer, no start tried on a dead host
         ws = st.windows[f"{lost}-{w}"]
-        assert (ws.status, ws.reason) == ("rejected", down.unreachable)
+        assert (ws.status, ws.reason) == (
+            "rejected", f"place c did not answer as its session began: {down.unreachable}")
+    assert not events(r.run_dir, "window_started", session=lost)
     assert all(w.status == "done" for w in st.windows.values() if w.session != lost)
     (started,) = events(r.run_dir, "session_started", place="c")
     assert started["host"] == {"error": down.unreachable}
     env = json.loads((r.run_dir / "env.json").read_text())
     assert env["places"]["c"]["host"] == {"error": down.unreachable}
+
+
+class SlowHost(FakeRuntime):
+    """A FAKE place whose host takes its time to answer (a probe over ssh in flight): ``host()``
+    holds until ``release`` is set, then says it did not answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked, self.release = threading.Event(), threading.Event()
+
+    def host(self, node: str | None = None) -> Host:
+        self.asked.set()
+        assert self.release.wait(30)
+        raise LaunchError("docker host ssh://ruler@10.0.0.7 does not answer: banner exchange timed out")
+
+
+def test_status_never_names_a_finished_window_as_current_while_a_place_waits_on_its_host(
+        tmp: Path, fake: FakeRuntime) -> None:
+    """Place b's host does not answer while place a runs its session to the end: `ruler status`
+    then has no current window (the window started last, a's, is over), and b's session is
+    rejected with the place and its host's answer once that comes."""
+    r = runner(tmp, two_places("slowhost"), fake)
+    slow = SlowHost()
+    r.lanes[1].rt = slow
+    done: list[str] = []
+    worker = threading.Thread(target=lambda: done.append(r.run()), daemon=True)
+    worker.start()
+    try:
+        assert slow.asked.wait(20)
+        deadline = time.monotonic() + 30
+        while True:
+            st = fold(journal(r.run_dir))
+            on_a = [s for s, p in st.session_places.items() if p == "a"]
+            if on_a and all(st.windows[f"{on_a[0]}-{w}"].status == "done" for w in ("control", "ctx")):
+                break
+            assert time.monotonic() < deadline, st.windows
+            time.sleep(0.05)
+        now = summary(r.run_dir)
+        assert now["current"]["window"] is None and now["sessions"] == [], now
+        assert "  now     window -  shape -" in format_summary(now)
+    finally:
+        slow.release.set()
+        worker.join(30)
+    assert done == ["finished"]
+    st = fold(journal(r.run_dir))
+    (lost,) = [s for s, p in st.session_places.items() if p == "b"]
+    assert {st.windows[f"{lost}-{w}"].reason for w in ("control", "ctx")} == {
+        "place b did not answer as its session began: docker host ssh://ruler@10.0.0.7 does not "
+        "answer: banner exchange timed out"}
 
 
 def test_a_lone_place_that_does_not_answer_still_ends_every_session(tmp: Path) -> None:
