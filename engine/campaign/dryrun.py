@@ -256,7 +256,9 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     out.append(f"timeouts: boot {c.timeouts.boot:g} s, request {c.timeouts.request:g} s, "
                f"window {c.timeouts.window:g} s" + (f", queue {c.timeouts.queue:g} s (the boot "
                                                     "timeout starts when the job runs)"
-                                                    if runtime == "slurm" else ""))
+                                                    if runtime == "slurm" else "")
+               + (f", connect {c.timeouts.connect:g} s (a place's host over ssh)"
+                  if any((p.docker_host or "").startswith("ssh://") for p in c.places) else ""))
     if c.places:
         out.append(places_line(c, runtime))
     if runtime == "slurm":

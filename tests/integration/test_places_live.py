@@ -1,6 +1,7 @@
 """Sessions in parallel on places, on real parts: the llama.cpp testbed's llama-server, the Docker
-engine (reached once through its socket and once over SSH, through a real sshd on 127.0.0.1 and the
-docker SDK's ``ssh`` client), process places pinned to CPU sets. Two sessions at once as Slurm jobs are in
+engine (reached once through its socket and once over SSH, through a real sshd on 127.0.0.1 and
+ruler's own ``ssh`` children), a host that does not answer (a listener on 127.0.0.1 that never
+speaks: ssh waits on its banner), process places pinned to CPU sets. Two sessions at once as Slurm jobs are in
 test_slurm_cluster.py, with every other test that submits to the one-node cluster (a module runs on
 one worker: jobs of two modules at once would queue behind each other's and change Slurm's reasons).
 
@@ -11,6 +12,7 @@ carries a unique suffix (other runs share this Docker engine).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -19,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -28,12 +31,13 @@ from typing import Any
 import pytest
 
 from engine import testbed as tb_mod
-from engine.errors import EXIT_OK
+from engine.errors import EXIT_OK, EXIT_STOPPED
 from engine.record.journal import Event, read_events
 from engine.record.state import fold
 
 RULER = [sys.executable, "-m", "engine"]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+CONNECT_S = 5  # timeouts.connect of the run with a silent host among its places
 
 CAMPAIGN = """\
 name: {name}
@@ -64,16 +68,16 @@ workload:
   requests_per_rep: 2
   max_tokens: 8
 leak: {{min_concurrency: 8, spread: 0.5, max_reruns: 0}}
-timeouts: {{boot: 120, request: 60, queue: 300}}
+timeouts: {{boot: 120, request: 60, queue: 300, connect: {connect}}}
 quality: {{enabled: false}}
 """
 
 
 def write_campaign(tmp_path: Path, runtime: str, places: list[dict[str, str]],
-                   sessions: int = 2) -> tuple[Path, str]:
+                   sessions: int = 2, connect: float = 10) -> tuple[Path, str]:
     name = f"places-{runtime}-{uuid.uuid4().hex[:6]}"
     text = CAMPAIGN.format(
-        name=name, runtime=runtime,
+        name=name, runtime=runtime, connect=connect,
         sessions="\n".join(f"  s{i}: [ctx]" for i in range(1, sessions + 1)),
         places="\n".join("  - {" + ", ".join(f"{k}: {v!r}" for k, v in p.items()) + "}"
                          for p in places))
@@ -207,20 +211,76 @@ def remove_containers(docker_client: Any, name: str) -> None:
         c.remove(force=True)
 
 
+class SilentHost:
+    """A host that does not answer: a TCP listener on 127.0.0.1 that accepts each connection and
+    never sends a byte (ssh waits on its banner), holding what it accepted."""
+
+    def __init__(self) -> None:
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = int(self.listener.getsockname()[1])
+        self.held: list[socket.socket] = []
+        self.accepted = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def docker_host(self) -> str:
+        return f"ssh://root@127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+            self.accepted.set()
+
+    def all_hung_up(self, timeout: float) -> bool:
+        """Every connection it accepted was closed by its client (the ssh child is gone): read
+        past what the client sent (ssh's own banner) to the end."""
+        for conn in self.held:
+            conn.settimeout(timeout)
+            try:
+                while conn.recv(4096):
+                    pass
+            except TimeoutError:
+                return False
+        return bool(self.held)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        for conn in self.held:
+            conn.close()
+
+
+@pytest.fixture
+def silent_host() -> Iterator[SilentHost]:
+    host = SilentHost()
+    yield host
+    host.close()
+
+
 # ---------------------------------------------------------------- Docker places
 
 
 @pytest.fixture(scope="module")
 def docker_run(testbed_image: str, docker_client: Any, ssh_docker_host: tuple[str, Path],
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """One run of three sessions on three Docker places: the local engine on CPU 0, the same engine
-    over SSH on CPU 1, and a daemon nobody runs (a closed TCP port)."""
+    """One run of four sessions on four Docker places: the local engine on CPU 0, the same engine
+    over SSH on CPU 1, a daemon nobody runs (a closed TCP port) and a host that does not answer
+    (ssh waits on its banner: timeouts.connect bounds the wait)."""
     tmp = tmp_path_factory.mktemp("docker-places")
     docker_host, bin_dir = ssh_docker_host
     down = f"tcp://127.0.0.1:{closed_port()}"
+    silent = SilentHost()
     spec, name = write_campaign(tmp, "docker", [
         {"name": "local", "cpus": "0"}, {"name": "over_ssh", "docker_host": docker_host, "cpus": "1"},
-        {"name": "down", "docker_host": down}], sessions=3)
+        {"name": "down", "docker_host": down}, {"name": "silent", "docker_host": silent.docker_host}],
+        sessions=4, connect=CONNECT_S)
     results = tmp / "results"
     started = time.monotonic()
     proc = subprocess.run([*RULER, "run", str(spec), "--headless", "--results-dir", str(results)],
@@ -229,8 +289,9 @@ def docker_run(testbed_image: str, docker_client: Any, ssh_docker_host: tuple[st
     print(proc.stdout[-6000:], proc.stderr[-3000:])
     try:
         yield {"run": only_run(results), "proc": proc, "name": name, "down": down,
-               "seconds": time.monotonic() - started}
+               "silent": silent.docker_host, "seconds": time.monotonic() - started}
     finally:
+        silent.close()
         remove_containers(docker_client, name)
 
 
@@ -239,7 +300,7 @@ def test_two_docker_places_one_over_ssh_run_their_sessions_at_once_each_on_its_c
     run, proc = docker_run["run"], docker_run["proc"]
     assert proc.returncode == EXIT_OK, proc.stderr
     where = session_places(run)
-    assert sorted(where.values()) == ["down", "local", "over_ssh"]
+    assert sorted(where.values()) == ["down", "local", "over_ssh", "silent"]
     on = {place: session for session, place in where.items()}
     a, b = on["local"], on["over_ssh"]
     st = fold(journal(run))
@@ -258,28 +319,131 @@ def test_two_docker_places_one_over_ssh_run_their_sessions_at_once_each_on_its_c
     # session_started names each place, and its machine as the daemon described it (over SSH too).
     info = docker_client.info()
     for e in journal(run):
-        if e["kind"] == "session_started" and e["place"] != "down":
+        if e["kind"] == "session_started" and e["session"] in cpus:
             assert e["where"]["cpus"] == cpus[e["session"]]
             assert (e["host"]["name"], e["host"]["cpus"], e["host"]["docker"]) == (
                 info["Name"], info["NCPU"], info["ServerVersion"])
 
 
 def test_an_unreachable_place_fails_its_session_only(docker_run: dict[str, Any]) -> None:
+    """A daemon that refuses (a closed port) and a host that does not answer (silent past its
+    banner) each cost one session: its windows are rejected naming the place, the host and what
+    ssh said, within timeouts.connect; the other places' sessions run to the end."""
     run, proc = docker_run["run"], docker_run["proc"]
     assert proc.returncode == EXIT_OK, proc.stderr  # rejected windows are results
     st = fold(journal(run))
-    (lost,) = [s for s, p in st.session_places.items() if p == "down"]
-    for w in ("control", "ctx"):
-        ws = st.windows[f"{lost}-{w}"]
-        assert ws.status == "rejected"
-        assert ws.reason.startswith(f"docker host {docker_run['down']} does not answer"), ws.reason
-        assert (run / "windows" / f"{lost}-{w}" / "rejection.txt").is_file()
-    others = [s for s in st.session_places if s != lost]
-    assert all(st.windows[f"{s}-{w}"].status == "done" for s in others for w in ("control", "ctx"))
+    answers = {"down": f"docker host {docker_run['down']} does not answer (docker info): ",
+               "silent": f"docker host {docker_run['silent']} does not answer (docker info): "
+                         "Connection timed out during banner exchange"}
     env = json.loads((run / "env.json").read_text())
-    assert env["places"]["down"]["host"]["error"].startswith(f"docker host {docker_run['down']}")
-    assert env["places"]["down"]["sessions"] == [lost]
-    print(f"three Docker places, one run: {docker_run['seconds']:.1f} s")
+    began = journal(run)[0]["ts"]
+    lost = []
+    for place, answer in answers.items():
+        (session,) = [s for s, p in st.session_places.items() if p == place]
+        lost.append(session)
+        for w in ("control", "ctx"):
+            ws = st.windows[f"{session}-{w}"]
+            assert ws.status == "rejected"
+            assert ws.reason.startswith(f"place {place} did not answer as its session began: {answer}"), \
+                ws.reason
+            assert (run / "windows" / f"{session}-{w}" / "rejection.txt").is_file()
+        assert env["places"][place]["host"]["error"].startswith(answer)
+        assert env["places"][place]["sessions"] == [session]
+        (started,) = [e for e in journal(run) if e["kind"] == "session_started" and e["place"] == place]
+        waited = started["ts"] - began
+        print(f"place {place}: answered after {waited:.1f} s ({started['host']['error']})")
+        assert waited < CONNECT_S + 60, waited  # the connect timeout and a loaded machine, not minutes
+    others = [s for s in st.session_places if s not in lost]
+    assert all(st.windows[f"{s}-{w}"].status == "done" for s in others for w in ("control", "ctx"))
+    print(f"four Docker places, one run: {docker_run['seconds']:.1f} s")
+
+
+# ---------------------------------------------------------------- abort and SIGTERM during a probe
+
+
+def start_engine(spec: Path, results: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([*RULER, "run", str(spec), "--headless", "--results-dir", str(results)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env=env)
+
+
+def ended_within(engine: subprocess.Popen[str], seconds: float) -> tuple[int, float, str]:
+    """The engine's exit code, the seconds it took to exit from now, and what it printed."""
+    began = time.monotonic()
+    try:
+        out, _ = engine.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        os.kill(engine.pid, signal.SIGKILL)
+        out, _ = engine.communicate()
+        pytest.fail(f"the engine did not end within {seconds} s:\n{out[-3000:]}")
+    return engine.returncode, time.monotonic() - began, out
+
+
+def test_ctl_abort_during_the_probe_of_a_host_that_does_not_answer_ends_the_run_at_once(
+        testbed_image: str, silent_host: SilentHost, tmp_path: Path) -> None:
+    """One place, its host silent, timeouts.connect 600 s: `ruler ctl abort` while ssh waits on its
+    banner ends the run (the ssh child killed), not after the connect timeout."""
+    spec, _ = write_campaign(tmp_path, "docker", [{"name": "silent", "docker_host": silent_host.docker_host}],
+                             sessions=1, connect=600)
+    results = tmp_path / "results"
+    engine = start_engine(spec, results)
+    try:
+        assert silent_host.accepted.wait(60), "the engine never dialled the place's host"
+        ctl = subprocess.run([*RULER, "ctl", str(only_run(results)), "abort"], capture_output=True,
+                             text=True, timeout=60)
+        assert ctl.returncode == 0, ctl.stderr
+        code, took, out = ended_within(engine, 120)
+    finally:
+        if engine.poll() is None:
+            os.kill(engine.pid, signal.SIGKILL)
+    print(f"ctl abort during the probe: the engine ended {took:.2f} s after the abort was answered")
+    assert code == EXIT_STOPPED, out[-3000:]
+    assert silent_host.all_hung_up(10)  # the ssh child was killed, not left waiting
+    st = fold(journal(only_run(results)))
+    assert st.status == "aborted"
+    (started,) = [e for e in journal(only_run(results)) if e["kind"] == "session_started"]
+    assert "cut short, the run is aborted" in started["host"]["error"]
+
+
+def test_sigterm_while_one_place_waits_on_its_host_ends_the_run_and_status_names_no_finished_window(
+        testbed_image: str, docker_client: Any, silent_host: SilentHost, tmp_path: Path) -> None:
+    """Two places: the local engine runs its session to the end while the other's host stays
+    silent (timeouts.connect 600 s). Meanwhile `ruler status` has no current window (the last one
+    started is over); SIGTERM then ends the run at once."""
+    spec, name = write_campaign(tmp_path, "docker", [
+        {"name": "local", "cpus": "0"}, {"name": "silent", "docker_host": silent_host.docker_host}],
+        sessions=2, connect=600)
+    results = tmp_path / "results"
+    engine = start_engine(spec, results)
+    try:
+        assert silent_host.accepted.wait(60), "the engine never dialled the place's host"
+        deadline = time.monotonic() + 300
+        while True:  # until the local place's session is over (its two windows done)
+            run = only_run(results)
+            st = fold(journal(run))
+            local = [s for s, p in st.session_places.items() if p == "local"]
+            if local and all(st.windows[f"{local[0]}-{w}"].status == "done" for w in ("control", "ctx")):
+                break
+            assert engine.poll() is None, engine.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, st.windows
+            time.sleep(0.2)
+        status = subprocess.run([*RULER, "status", str(run), "--json"], capture_output=True, text=True,
+                                timeout=60)
+        now = json.loads(status.stdout)
+        assert now["status"] == "running" and now["current"]["window"] is None, now
+        assert now["sessions"] == [], now
+        os.kill(engine.pid, signal.SIGTERM)
+        code, took, out = ended_within(engine, 120)
+    finally:
+        if engine.poll() is None:
+            os.kill(engine.pid, signal.SIGKILL)
+        remove_containers(docker_client, name)
+    print(f"SIGTERM while a place waits on its host: the engine ended {took:.2f} s after it")
+    assert code == EXIT_STOPPED, out[-3000:]
+    assert silent_host.all_hung_up(10)
+    events = journal(run)
+    assert [e["signal"] for e in events if e["kind"] == "signal"] == ["SIGTERM"]
+    assert fold(events).status == "aborted"
 
 
 # ---------------------------------------------------------------- kill -9 and resume

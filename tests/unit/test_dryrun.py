@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.campaign.dryrun import dry_run
+from engine.campaign.spec import Timeouts
 from engine.commands.dryrun import cmd_dry_run
 from engine.commands.validate import cmd_validate
 
@@ -81,3 +82,14 @@ def test_reps_sized_by_time_print_their_seconds_not_the_request_cap(tmp_path: Pa
     (tmp_path / "prompts").symlink_to(ROOT / "campaigns" / "prompts")
     out = dry_run(str(path), "process", environ=ENV, testbed={})
     assert "requests per pass: C1 20 s, C4 20 s;" in out, out
+
+
+def test_the_connect_timeout_is_shown_for_a_place_over_ssh(tmp_path: Path) -> None:
+    text = (ROOT / "campaigns" / "demo-smollm2.yaml").read_text()
+    path = tmp_path / "demo.yaml"
+    (tmp_path / "prompts").symlink_to(ROOT / "campaigns" / "prompts")
+    path.write_text(text)
+    assert "connect " not in dry_run(str(path), "docker", environ=ENV, testbed={})
+    path.write_text(text + "places:\n  - {name: box, docker_host: 'ssh://ruler@10.0.0.7'}\n")
+    out = dry_run(str(path), "docker", environ=ENV, testbed={})
+    assert f", connect {Timeouts().connect:g} s (a place's host over ssh)" in out

@@ -327,6 +327,47 @@ def test_status_never_names_a_finished_window_as_current_while_a_place_waits_on_
         "answer: banner exchange timed out"}
 
 
+def test_an_abort_during_a_start_ends_the_window_aborted_not_rejected(tmp: Path) -> None:
+    """A start cut short by an abort (the place's host over ssh, its ssh killed) raises
+    LaunchError: the window ends aborted, saying so, and no other window is started."""
+    class CutStart(FakeRuntime):  # a FAKE whose start is cut short by the run's abort
+        aborting: threading.Event
+
+        def start(self, plan: LaunchPlan) -> Any:
+            self.aborting.set()
+            raise LaunchError("starting it on docker host ssh://h: cut short, the run is aborted")
+
+    cut = CutStart()
+    r = runner(tmp, two_places("cutstart", places=[PLACES[0]]), cut)
+    cut.aborting = r.controls.abort
+    assert r.run() == "aborted"
+    st = fold(journal(r.run_dir))
+    started = [k for k, w in st.windows.items() if w.status != "pending"]
+    assert len(started) == 1, st.windows
+    ws = st.windows[started[0]]
+    assert (ws.status, ws.reason) == ("aborted", "operator abort during its start: starting it on "
+                                                 "docker host ssh://h: cut short, the run is aborted")
+
+
+def test_a_resume_goes_on_when_a_place_cannot_be_searched_for_strays(tmp: Path, fake: FakeRuntime) -> None:
+    """A resume asks each place's runtime for the dead engine's servers: a place whose host does not
+    answer is skipped (its session says why as it begins there), not the end of the run."""
+    hooks = Hooks()
+    first = runner(tmp, two_places("strays", places=[PLACES[1]]), fake, hooks)
+    hooks.on(lambda e: first.controls.abort.set(), kind="rep_done", session="s1", window="control",
+             rep=1)
+    assert first.run() == "aborted"
+
+    class NoStrays(FakeRuntime):  # a FAKE place whose host does not answer the stray search
+        def stop_strays(self, run_id: str, servers: Any) -> list[dict[str, object]]:
+            raise LaunchError("docker host ssh://h does not answer (stopping the run's strays): refused")
+
+    second = runner(tmp, two_places("strays"), fake, run_dir=first.run_dir)
+    second.lanes[0].rt = NoStrays()
+    assert second.run() == "finished"
+    assert fold(journal(first.run_dir)).status == "finished"
+
+
 def test_a_lone_place_that_does_not_answer_still_ends_every_session(tmp: Path) -> None:
     """With no other place to take them, the sessions are not left pending: each is rejected."""
     down = FakeRuntime()
