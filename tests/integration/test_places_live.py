@@ -405,6 +405,7 @@ def test_ctl_abort_during_the_probe_of_a_host_that_does_not_answer_ends_the_run_
     assert "cut short, the run is aborted" in started["host"]["error"]
 
 
+@pytest.mark.slow
 def test_sigterm_while_one_place_waits_on_its_host_ends_the_run_and_status_names_no_finished_window(
         testbed_image: str, docker_client: Any, silent_host: SilentHost, tmp_path: Path) -> None:
     """Two places: the local engine runs its session to the end while the other's host stays
