@@ -22,6 +22,8 @@ from engine.runtime.base import Host, LaunchError, LaunchPlan
 from engine.runtime.sshdial import DEFAULT_CONNECT_S, SshDial
 
 T = TypeVar("T")
+# A daemon no longer reached mid-window (a place's host down, its link given up by ssh).
+LOST = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
 
 LABEL_CAMPAIGN = "ruler.campaign"
 LABEL_RUN = "ruler.run"
@@ -151,6 +153,8 @@ class DockerServer:
             self._c.reload()
         except docker.errors.NotFound:
             return {"Status": "removed", "ExitCode": None}
+        except LOST:  # the place's host went away (its ssh gave the link up): the window fails
+            return {"Status": "unreachable", "ExitCode": None}
         return dict(self._c.attrs.get("State", {}))
 
     def alive(self) -> bool:
@@ -170,6 +174,8 @@ class DockerServer:
                 self._c.remove()
         except docker.errors.NotFound:
             pass
+        except LOST:  # left on a host that went away: a resume's stray search or the name's next
+            pass      # start finds it by the run's label
 
 
 class DockerRuntime:

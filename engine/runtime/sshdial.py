@@ -109,11 +109,13 @@ class SshDial:
                 except OSError as e:  # ssh left PATH since the check: the SDK's call fails
                     stderr.write(f"cannot run ssh: {e}\n".encode())
                     continue
-            with self._lock:
-                if self._closed:
-                    proc.kill()
-                self._children.append((proc, err))
-                self._spawned += 1
+                # Counted before the parent's copy of the connection closes: the SDK sees the
+                # connection end only then, so error() of its failed call finds this child.
+                with self._lock:
+                    if self._closed:
+                        proc.kill()
+                    self._children.append((proc, err))
+                    self._spawned += 1
 
     def error(self, since: int = 0) -> str:
         """What ssh said when a child started after the first ``since`` failed (its stderr on one

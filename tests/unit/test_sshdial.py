@@ -107,3 +107,27 @@ def test_a_dial_serves_each_connection_to_its_own_ssh_and_closes_them(fake_ssh: 
     dial.close()
     assert all(c.recv(16) == b"" for c in conns)  # each child's end of its connection closed
     assert not dial.path.exists()
+
+
+def test_a_server_whose_host_goes_away_is_not_alive_and_stops_without_raising(fake_ssh: Path) -> None:
+    """Mid-window the place's host stops answering (ssh exits 255 on every connection): the
+    container's state cannot be read, so the server is not alive (its window fails, the run goes
+    on), and its stop returns rather than raise out of the window."""
+    import docker
+
+    from engine.runtime.base import LaunchPlan
+    from engine.runtime.docker import DockerServer
+
+    write_ssh(fake_ssh, 'echo "Connection to 10.0.0.7 closed by remote host." >&2; exit 255')
+    dial = SshDial("ssh://ruler@10.0.0.7", 5)
+    try:
+        # Built as when the host answered: an API version given, so nothing is asked of it yet.
+        dc = docker.DockerClient(base_url=dial.base_url, version="1.41", timeout=5)
+        server = DockerServer.__new__(DockerServer)  # as its start left it, minus the start
+        server._c = dc.containers.prepare_model({"Id": "0" * 64})
+        server._plan = LaunchPlan(name="ruler-x", argv=[], env={}, secret_env={}, host_port=1)
+        server._stopped = threading.Event()
+        assert not server.alive() and server.exit_code() is None
+        server.stop()
+    finally:
+        dial.close()
