@@ -23,9 +23,9 @@ from engine.record.snapshot import fold_journal
 from engine.record.state import RowState
 from engine.run import boot, gpuwatch
 from engine.servers import get_adapter
+from tests.paths import FIXTURES
 from tui.reps import rep_segs
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GPU = FIXTURES / "gpu"
 REPS = json.loads((GPU / "reps.json").read_text())
 

@@ -32,6 +32,7 @@ from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, fold, fold_read
 from engine.record.writer import Journal
 from engine.servers import get_adapter
+from tests.paths import FIXTURES
 from tui.app import RulerConsole, farewell
 from tui.follow import Link
 from tui.logview import ServingView
@@ -39,7 +40,7 @@ from tui.reps import REP_COLS
 from tui.widgets import BootLog, FollowTable
 from tui.windows import WINDOW_COLS
 
-JOURNALS = Path(__file__).parents[1] / "fixtures" / "journals"
+JOURNALS = FIXTURES / "journals"
 REPLIES = {"abort": "aborting: the current server is stopped (a container is kept); rows in "
                     "flight become aborted",
            "advance": "ending window s2/control; the campaign goes on with the next",

@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from engine.servers import get_adapter
 from engine.servers.logs import LogReader
+from tests.paths import FIXTURES
+from tests.unit.engine.servers.wordings import SGLANG, VLLM
 from tui.follow import Batch, Follower
 from tui.logview import MARK, LineClassifier, ServingView, shape
 
-FIXTURES = Path(__file__).parents[1] / "fixtures"
 SERVING = FIXTURES / "journals" / "finished" / "windows" / "s2-control" / "boot.log"
-
-
-def _module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def recorded_lines() -> dict[str, list[str]]:
@@ -34,8 +25,8 @@ def recorded_lines() -> dict[str, list[str]]:
     llama += [line for p in sorted((FIXTURES / "journals").glob("*/windows/*/boot.log"))
               for line in p.read_text().splitlines()]
     return {"llamacpp": llama,
-            "vllm": [line for line, _ in _module("test_vllm").WORDINGS.values()],
-            "sglang": [w[0] for w in _module("test_sglang").WORDINGS.values()]}
+            "vllm": [line for line, _ in VLLM.values()],
+            "sglang": [line for line, _ in SGLANG.values()]}
 
 
 def tag(a: LogReader, line: str) -> str:

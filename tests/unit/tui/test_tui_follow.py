@@ -22,6 +22,7 @@ from engine.record.events import EventKind, RowStatus, SessionStatus, Verdict, W
 from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, apply, fold, fold_read
 from engine.record.writer import Journal
+from tests.paths import FIXTURES
 from tui.columns import fit_columns, windows_width
 from tui.eta import _rates, eta
 from tui.facts import facts_lines
@@ -35,7 +36,7 @@ from tui.verdicts import VERDICT_SEGS, verdict_seg
 from tui.versus import ci_seg, delta_seg, headline, reference, shape_deltas
 from tui.windows import focus_window, phase, window_notes, window_rows, window_status
 
-JOURNALS = Path(__file__).parents[1] / "fixtures" / "journals"
+JOURNALS = FIXTURES / "journals"
 
 
 # ------------------------------------------------------------------ Tail

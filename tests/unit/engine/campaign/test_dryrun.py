@@ -16,10 +16,11 @@ from engine.campaign.dryrun import dry_run
 from engine.campaign.spec import Timeouts
 from engine.commands.dryrun import cmd_dry_run
 from engine.commands.validate import cmd_validate
+from tests.paths import FIXTURES, REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 GLM = ROOT / "campaigns" / "glm53-flash-round3.yaml"
-SNAPSHOT = Path(__file__).parents[1] / "fixtures" / "dryrun" / "glm53-flash-round3.txt"
+SNAPSHOT = FIXTURES / "dryrun" / "glm53-flash-round3.txt"
 ENV = {"HOME": "/home/operator"}
 
 

@@ -26,9 +26,10 @@ from engine.record import results
 from engine.record.state import row_key
 from engine.run.measure import shape_files
 from engine.servers import get_adapter
+from tests.paths import FIXTURES
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "spec"
-VALID = FIXTURES / "valid.yaml"
+SPEC = FIXTURES / "spec"
+VALID = SPEC / "valid.yaml"
 
 # The smallest valid campaign; each malformed case edits it. Line numbers in the expected
 # messages refer to this text (line 1 is `name: demo`).
@@ -149,7 +150,7 @@ def test_prompts(campaign: Campaign) -> None:
     assert campaign.prompts("jsonl") == ["A bare JSON string.", "An object prompt."]
     assert campaign.prompts("yaml") == ["One from YAML.", "Two from YAML."]
     assert campaign.prompts("json") == ["One from JSON."]
-    later = campaign.prompts("later", {"PROMPTS_DIR": str(FIXTURES / "prompts")})
+    later = campaign.prompts("later", {"PROMPTS_DIR": str(SPEC / "prompts")})
     assert later == ["First prompt.", "Second prompt."]
 
 

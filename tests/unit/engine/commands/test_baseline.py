@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fakes import FakeRuntime
-from helpers import CTX, campaign, runner
 
 from engine.commands.baseline import read_baseline
 from engine.commands.validate import cmd_validate
+from tests.unit.fakes import FakeRuntime
+from tests.unit.helpers import CTX, campaign, runner
 
 pytestmark = pytest.mark.timeout(60)
 

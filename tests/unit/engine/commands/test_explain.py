@@ -20,8 +20,9 @@ from engine.campaign.load import load_campaign
 from engine.campaign.spec import campaign_schema
 from engine.commands.cli import build_parser, main
 from engine.commands.validate import resolved_yaml
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 CAMPAIGNS = sorted((ROOT / "campaigns").glob("*.yaml"))
 GLM = ROOT / "campaigns" / "glm53-flash-round3.yaml"
 SHIPPED = ROOT / "docs" / "campaign.schema.json"

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from engine.commands.facts import cmd_facts
+from tests.paths import FIXTURES
 
-LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
+LOGS = FIXTURES / "logs"
 
 
 def test_json_numbers_are_numbers(capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from engine.commands.progress import format_event
 from engine.servers import BootFacts
 from engine.servers.llamacpp import LlamaCppAdapter
+from tests.paths import FIXTURES
 
-LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
+LOGS = FIXTURES / "logs"
 
 
 def boot(name: str) -> BootFacts:

@@ -19,10 +19,11 @@ import pytest
 from engine.record import results, snapshot
 from engine.record.writer import Journal
 from engine.report import charts, write_report
+from tests.paths import FIXTURES, REPO
 
-DEMO = Path(__file__).parents[1] / "fixtures" / "runs" / "demo-smollm2"
+DEMO = FIXTURES / "runs" / "demo-smollm2"
 NAMES = ["report-tok-s.png", "report-acceptance.png", "report-control-drift.png"]
-ROOT = Path(__file__).parents[2]
+ROOT = REPO
 
 
 def killed(script: str) -> None:

@@ -13,8 +13,8 @@ from engine.record.events import ENVELOPE, EventKind, MalformedEvent, RowStatus,
 from engine.record.journal import read_events
 from engine.record.writer import Journal
 from engine.run.runner import Runner
+from tests.paths import FIXTURES
 
-FIXTURES = Path(__file__).parents[1] / "fixtures"
 RECORDED = sorted((FIXTURES / "journals").glob("*/journal.jsonl"))
 PLACES = FIXTURES / "journals" / "places" / "journal.jsonl"  # recorded with the workload
 EVERY_KIND = FIXTURES / "fold" / "every-kind.jsonl"

@@ -21,14 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import JOURNALS, plain
 
 from engine.commands.progress import format_event
 from engine.commands.status import format_summary, summary
 from engine.record.journal import read_events
 from engine.record.state import RunState, apply
+from tests.paths import FIXTURES
+from tests.unit.helpers import JOURNALS, plain
 
-FIXTURES = Path(__file__).parents[1] / "fixtures"
+
 def only(state: dict[str, Any], keys: dict[str, Any]) -> dict[str, Any]:
     """``state`` cut down to the fields of a snapshot (nested in windows and rows)."""
     def cut(d: dict[str, Any], like: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from engine.record.journal import read_events
 from engine.record.snapshot import fold_journal
 from engine.record.state import RunState, apply, fold
 from engine.record.writer import Journal, JournalDamaged
+from tests.paths import FIXTURES
 
 
 def test_events_are_numbered_and_readable(tmp_path: Path) -> None:
@@ -53,7 +54,7 @@ def test_a_torn_last_line_is_dropped_and_cut_before_the_next_event(tmp_path: Pat
 
 # ------------------------------------------------------------------ damage
 
-FINISHED = Path(__file__).parents[1] / "fixtures" / "journals" / "finished" / "journal.jsonl"
+FINISHED = FIXTURES / "journals" / "finished" / "journal.jsonl"
 RECORDED = FINISHED.read_bytes().splitlines(keepends=True)  # a real run's 341 events
 
 

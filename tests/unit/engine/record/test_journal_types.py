@@ -24,8 +24,9 @@ from engine.record.journal import read_journal
 from engine.record.snapshot import fold_journal
 from engine.record.state import RunState, apply, fold_read
 from engine.report import load_run, render
+from tests.paths import FIXTURES
 
-FINISHED = Path(__file__).parents[1] / "fixtures" / "journals" / "finished"
+FINISHED = FIXTURES / "journals" / "finished"
 RECORDED = (FINISHED / "journal.jsonl").read_bytes().splitlines(keepends=True)
 
 # (the kind edited, its field, the value written there, what the damage says)

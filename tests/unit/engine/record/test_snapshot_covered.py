@@ -16,8 +16,9 @@ import pytest
 from engine.commands.cli import main
 from engine.record import snapshot
 from engine.record.writer import Journal, JournalDamaged
+from tests.paths import FIXTURES
 
-DEMO = Path(__file__).parents[1] / "fixtures" / "runs" / "demo-smollm2"
+DEMO = FIXTURES / "runs" / "demo-smollm2"
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 import pytest
-from helpers import JOURNALS, plain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,8 +23,9 @@ from engine.record import snapshot
 from engine.record.journal import Damage, read_journal
 from engine.record.state import RowState, RunState, WindowState, fold_read
 from engine.record.writer import Journal
+from tests.paths import FIXTURES
+from tests.unit.helpers import JOURNALS, plain
 
-FIXTURES = Path(__file__).parents[1] / "fixtures"
 ALL = {**JOURNALS, "demo-smollm2": FIXTURES / "runs" / "demo-smollm2" / "journal.jsonl"}
 LINES = {name: path.read_bytes().splitlines(keepends=True) for name, path in ALL.items()}
 

@@ -15,8 +15,9 @@ import pytest
 
 from engine.report import load_run
 from engine.report.compare import cmd_compare, comparison, conditions, differences
+from tests.paths import FIXTURES
 
-RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
+RUNS = FIXTURES / "runs"
 A, B = RUNS / "compare-a", RUNS / "compare-b"
 
 

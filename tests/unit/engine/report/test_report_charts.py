@@ -13,8 +13,9 @@ import pytest
 
 from engine.record import results
 from engine.report import CHARTS_SKIPPED, REPORT, ReportError, charts, write_report
+from tests.paths import FIXTURES
 
-DEMO = Path(__file__).parents[1] / "fixtures" / "runs" / "demo-smollm2"
+DEMO = FIXTURES / "runs" / "demo-smollm2"
 NAMES = ["report-tok-s.png", "report-acceptance.png", "report-control-drift.png"]
 
 pytest.importorskip("matplotlib")

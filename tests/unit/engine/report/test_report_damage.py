@@ -8,8 +8,9 @@ import shutil
 from pathlib import Path
 
 from engine.report import load_run, render
+from tests.paths import FIXTURES
 
-FINISHED = Path(__file__).resolve().parent.parent / "fixtures" / "journals" / "finished"
+FINISHED = FIXTURES / "journals" / "finished"
 
 
 def test_report_names_damaged_lines_and_keeps_the_events_after_them(tmp_path: Path) -> None:

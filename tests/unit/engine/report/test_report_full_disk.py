@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from engine.commands.cli import main
+from tests.paths import FIXTURES
 
-DEMO = Path(__file__).parents[1] / "fixtures" / "runs" / "demo-smollm2"
+DEMO = FIXTURES / "runs" / "demo-smollm2"
 
 
 def no_space(fd: int) -> None:

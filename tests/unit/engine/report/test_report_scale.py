@@ -20,8 +20,9 @@ from engine.record.state import fold_read
 from engine.report import charts
 from engine.report.run import REPORTED, RunView, load_run
 from engine.report.windows import windows
+from tests.paths import FIXTURES, REPO
 
-DEMO = Path(__file__).parents[1] / "fixtures" / "runs" / "demo-smollm2"
+DEMO = FIXTURES / "runs" / "demo-smollm2"
 LINES = (DEMO / "journal.jsonl").read_bytes().splitlines(keepends=True)
 
 
@@ -86,5 +87,5 @@ def test_the_report_imports_no_run_phase() -> None:
     heavy = ("numpy", "engine.quality.phase", "engine.method.stats", "engine.run.gpuwatch")
     out = subprocess.run([sys.executable, "-c", "import sys, engine.report.render; print(sorted("
                           f"m for m in {heavy!r} if m in sys.modules))"],
-                         capture_output=True, text=True, check=True, cwd=Path(__file__).parents[2])
+                         capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"

@@ -16,8 +16,9 @@ import pytest
 from engine.run import boot
 from engine.servers import get_adapter
 from engine.servers.client import Readiness
+from tests.paths import FIXTURES
 
-LOG = Path(__file__).resolve().parent.parent / "fixtures" / "logs" / "llamacpp_c4096_np2.log"
+LOG = FIXTURES / "logs" / "llamacpp_c4096_np2.log"
 
 
 class Trickle:

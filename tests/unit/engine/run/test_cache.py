@@ -16,8 +16,6 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from fakes import FakeRuntime
-from helpers import campaign, events, rows, runner
 
 from engine.campaign.dryrun import describe
 from engine.campaign.load import load_campaign
@@ -27,6 +25,8 @@ from engine.servers import get_adapter
 from engine.servers.client import FlushFailed
 from engine.servers.llamacpp import LlamaCppAdapter
 from engine.servers.prometheus import summed_samples
+from tests.unit.fakes import FakeRuntime
+from tests.unit.helpers import campaign, events, rows, runner
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,14 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes import FakeGpu, FakeRuntime, Hooks
-from helpers import CTX, LEAKY, campaign, events, rows, runner, slow_rep_two
 
 from engine import gpu
 from engine.commands.progress import format_event
 from engine.record.journal import read_events
 from engine.record.receipts import read_rep
 from engine.record.state import fold
+from tests.unit.fakes import FakeGpu, FakeRuntime, Hooks
+from tests.unit.helpers import CTX, LEAKY, campaign, events, rows, runner, slow_rep_two
 
 pytestmark = pytest.mark.timeout(60)
 POWER_CAP = 0x4  # NVML's sw power cap clock-event reason

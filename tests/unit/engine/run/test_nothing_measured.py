@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fakes import Behaviour, FakeRuntime
-from test_runner import CTX, campaign
 
 from engine.commands import launch
 from engine.errors import EXIT_NOTHING_MEASURED, EXIT_OK
 from engine.record.snapshot import fold_journal
 from engine.run import runner as runner_mod
+from tests.unit.fakes import Behaviour, FakeRuntime
+from tests.unit.helpers import CTX, campaign
 
 
 def run_with(tmp: Path, behaviour: Behaviour, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, int]:

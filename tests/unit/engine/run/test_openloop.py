@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import Behaviour, FakeRuntime, FakeServer
-from helpers import campaign, events, runner
 
 from engine.campaign.load import SpecError, load_campaign
 from engine.method import stats
@@ -24,6 +22,8 @@ from engine.run.load import arrival_times, measure_pass
 from engine.run.measure import recompute_row
 from engine.runtime.base import LaunchPlan
 from engine.servers import get_adapter
+from tests.unit.fakes import Behaviour, FakeRuntime, FakeServer
+from tests.unit.helpers import campaign, events, runner
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import Behaviour, FakeRuntime, Hooks
-from helpers import CTX, LEAKY, PACE, SLOW, WHO, campaign, events, runner
 
 from engine.campaign.load import SpecError, load_campaign
 from engine.commands.progress import format_event
@@ -36,6 +34,8 @@ from engine.report import load_run, render
 from engine.run.context import RunContext, WindowContext
 from engine.run.measure import Measurement
 from engine.runtime.base import Host, LaunchError, LaunchPlan
+from tests.unit.fakes import Behaviour, FakeRuntime, Hooks
+from tests.unit.helpers import CTX, LEAKY, PACE, SLOW, WHO, campaign, events, runner
 
 pytestmark = pytest.mark.timeout(60)
 PLACES = [{"name": "a", "cpus": "0"}, {"name": "b", "cpus": "1"}]

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fakes import FakeRuntime, Hooks
-from helpers import CTX, LEAKY, PACE, campaign, events, rows, runner
 
 from engine.method import stats
 from engine.run.measure import recompute_row
+from tests.unit.fakes import FakeRuntime, Hooks
+from tests.unit.helpers import CTX, LEAKY, PACE, campaign, events, rows, runner
 
 pytestmark = pytest.mark.timeout(120)
 

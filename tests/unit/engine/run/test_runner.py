@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
-from helpers import CTX, LEAKY, PACE, WHO, campaign, events, rows, runner, slow_rep_two
 
 from engine.commands.status import format_summary, summary
 from engine.method.stats import LeakPolicy
@@ -28,6 +26,8 @@ from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep
 from engine.record.state import fold
 from engine.run.measure import Measurement, recompute_row
+from tests.unit.fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
+from tests.unit.helpers import CTX, LEAKY, PACE, WHO, campaign, events, rows, runner, slow_rep_two
 from tui.header import header_lines
 from tui.plan import LoadPlan
 

@@ -16,8 +16,9 @@ import pytest
 
 from engine.commands.cli import main
 from engine.report import load_run, render
+from tests.paths import FIXTURES
 
-RUN = Path(__file__).parents[1] / "fixtures" / "runs" / "compare-a"  # a recorded process run
+RUN = FIXTURES / "runs" / "compare-a"  # a recorded process run
 
 ATTACH = """\
 name: attached

@@ -18,8 +18,9 @@ from pydantic import ValidationError
 from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.spec import SlurmSpec
 from engine.runtime.slurm import options
+from tests.paths import FIXTURES
 
-CAMPAIGN = Path(__file__).parents[1] / "fixtures" / "slurm" / "campaign.yaml"
+CAMPAIGN = FIXTURES / "slurm" / "campaign.yaml"
 LETTER = {long: short for short, long in options.SHORT.items()}
 # A value as a campaign would write one: nothing sbatch's line reader treats specially.
 VALUE = st.text(st.sampled_from("abcxyz019/_.:,@%+-="), max_size=12)

@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 import yaml
-from fakes import LOGS, Behaviour, FakeBatchRuntime, FakeBatchServer, Queue, by_window
 
 from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
@@ -39,10 +38,12 @@ from engine.runtime.base import LaunchPlan
 from engine.runtime.slurm.commands import JobState, _exit_of, ended_line, parse_scontrol
 from engine.runtime.slurm.script import job_script
 from engine.servers import get_adapter
+from tests.paths import FIXTURES
+from tests.unit.fakes import LOGS, Behaviour, FakeBatchRuntime, FakeBatchServer, Queue, by_window
 from tui.facts import facts_lines
 from tui.windows import phase, window_status
 
-SLURM = Path(__file__).parents[1] / "fixtures" / "slurm"
+SLURM = FIXTURES / "slurm"
 CAMPAIGN = SLURM / "campaign.yaml"
 JOURNAL = SLURM / "journal.jsonl"
 
@@ -545,7 +546,7 @@ def test_report_shows_slurms_record_of_a_failed_window(tmp_path: Path) -> None:
 
 
 def test_a_report_of_another_runtime_says_nothing_of_slurm() -> None:
-    text = render(load_run(Path(__file__).parents[1] / "fixtures" / "journals" / "finished"), [], "-")
+    text = render(load_run(FIXTURES / "journals" / "finished"), [], "-")
     assert "Slurm" not in text and "queue" not in text.split("## Methods")[1]
 
 

@@ -7,7 +7,6 @@ the older wordings are verbatim excerpts of public logs from older builds.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -21,8 +20,9 @@ from engine.servers import (
 )
 from engine.servers.llamacpp import LlamaCppAdapter
 from engine.servers.logs import MAX_ERRORS
+from tests.paths import FIXTURES
 
-LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
+LOGS = FIXTURES / "logs"
 ADAPTER = LlamaCppAdapter()
 
 

@@ -7,7 +7,6 @@ fixtures README says which is which and where each came from.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,8 +18,10 @@ from engine.servers.client import request_body
 from engine.servers.prometheus import summed_samples
 from engine.servers.sglang import SGLangAdapter
 from engine.servers.sglang.client import sglang_counters, teacher_forced_body
+from tests.paths import FIXTURES
+from tests.unit.engine.servers.wordings import SGLANG
 
-LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
+LOGS = FIXTURES / "logs"
 ADAPTER = SGLangAdapter()
 
 
@@ -36,125 +37,9 @@ def boot(name: str) -> BootFacts:
     return facts
 
 
-# One case per wording: (line, facts it must give). "issue" lines are verbatim public logs,
-# "0.5.23" lines are rendered from the current format strings.
-WORDINGS: dict[str, tuple[str, dict[str, Any]]] = {
-    "load-end-0.5.23-quant": (
-        "[2026-09-15 21:03:32 TP0] Load weight end. elapsed=61.32 s, type=Glm5MoeForCausalLM, "
-        "quant=modelopt_fp4, quant_algo=NVFP4, avail mem=76.40 GB, mem usage=104.22 GB.",
-        {"weights.load_s": 61.32, "weights.arch": "Glm5MoeForCausalLM",
-         "weights.quant": "quant=modelopt_fp4, quant_algo=NVFP4", "weights.avail_gb": 76.4,
-         "weights.mem_gb": 104.22}),
-    "load-end-issue-older-dtype": (
-        "[2025-07-02 07:41:58 DP0 TP0] Load weight end. type=DeepseekV3ForCausalLM, "
-        "dtype=torch.bfloat16, avail mem=21.73 GB, mem usage=166.59 GB.",
-        {"weights.arch": "DeepseekV3ForCausalLM", "weights.dtype": "torch.bfloat16",
-         "weights.avail_gb": 21.73, "weights.mem_gb": 166.59}),
-    "load-begin": ("[2026-09-15 21:02:31 TP0] Load weight begin. avail mem=180.62 GB",
-                   {"weights.begin_avail_gb": 180.62}),
-    "kv-dtype-k-v": (
-        "[2026-06-08 07:20:53 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1106304, "
-        "K size: 25.32 GB, V size: 25.32 GB",
-        {"kv.dtype": "torch.bfloat16", "kv.tokens": 1106304, "kv.k_gb": 25.32, "kv.v_gb": 25.32}),
-    "kv-older-no-dtype": (
-        "[2025-10-16 09:06:22 TP5] KV Cache is allocated. #tokens: 2795207, K size: 53.31 GB, "
-        "V size: 53.31 GB",
-        {"kv.tokens": 2795207, "kv.k_gb": 53.31, "kv.v_gb": 53.31}),
-    "kv-oldest-no-tokens": ("KV Cache is allocated. K size: 1.09 GB, V size: 1.09 GB",
-                            {"kv.k_gb": 1.09, "kv.v_gb": 1.09}),
-    "kv-mla-labelled": (
-        "[2026-09-15 21:03:34 TP0] MiniMax MSA-v1 main NVFP4 KV Cache is allocated. "
-        "dtype: torch.float8_e4m3fn, #tokens: 577024, KV size: 3.81 GB",
-        {"kv.minimax_msa_v1_main_nvfp4.dtype": "torch.float8_e4m3fn",
-         "kv.minimax_msa_v1_main_nvfp4.tokens": 577024, "kv.minimax_msa_v1_main_nvfp4.kv_gb": 3.81}),
-    "kv-va-upper-bound": (
-        "KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 600000, KV size: 12.00 GB",
-        {"kv.tokens": 600000, "kv.kv_gb": 12.0, "kv.va_upper_bound": True}),
-    "kv-post-capture": (
-        "Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 577024, "
-        "KV size: 11.00 GB, avail mem=15.20 GB",
-        {"kv.post_capture.tokens": 577024, "kv.post_capture.kv_gb": 11.0,
-         "kv.post_capture.avail_gb": 15.2}),
-    "mamba-with-intermediate": (
-        "Mamba Cache is allocated. max_mamba_cache_size: 48, conv_state size: 0.11GB, ssm_state "
-        "size: 1.38GB intermediate_ssm_state_cache size: 9.57GB intermediate_conv_window_cache "
-        "size: 0.24GB ",
-        {"mamba.max_size": 48, "mamba.conv_gb": 0.11, "mamba.ssm_gb": 1.38,
-         "mamba.intermediate_ssm_gb": 9.57, "mamba.intermediate_conv_window_gb": 0.24}),
-    "swa-pool-issue": ("SWAKVPool mem usage: 79.94 GB, swa size: 798276, full size: 997846",
-                       {"kv.swa_pool_gb": 79.94, "kv.swa_tokens": 798276, "kv.full_tokens": 997846}),
-    "pool-end": ("[2025-10-16 09:06:22 TP5] Memory pool end. avail mem=11.87 GB", {"pool.avail_gb": 11.87}),
-    "capture-named-begin": (
-        "Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=7, avail mem=18.01 GB",
-        {"graph.target_verify.backend": "full", "graph.target_verify.num_tokens_per_req": 7}),
-    "capture-named-end-bs": (
-        "Capture target verify CUDA graph end. bs=[1, 2, 4, 8, 16, 32, 48], elapsed=41.07 s, "
-        "mem usage=2.31 GB, avail mem=15.70 GB.",
-        {"graph.target_verify.elapsed_s": 41.07, "graph.target_verify.mem_gb": 2.31,
-         "graph.target_verify.avail_gb": 15.7}),
-    "capture-named-end-no-bs": (
-        "Capture target decode CUDA graph end. elapsed=22.18 s, mem usage=1.91 GB, avail mem=14.18 GB.",
-        {"graph.target_decode.elapsed_s": 22.18, "graph.target_decode.mem_gb": 1.91}),
-    "capture-older-begin": (
-        "[2025-10-16 09:06:22 TP7] Capture cuda graph begin. This can take up to several minutes. "
-        "avail mem=12.01 GB",
-        {"graph.begin_avail_gb": 12.01}),
-    "capture-older-end": (
-        "[2025-11-30 12:50:15] Capture cuda graph end. Time elapsed: 5.37 s. mem usage=1.44 GB. "
-        "avail mem=38.05 GB.",
-        {"graph.elapsed_s": 5.37, "graph.mem_gb": 1.44, "graph.avail_gb": 38.05}),
-    "scheduler-summary": (
-        "max_total_num_tokens=577024, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-        "max_running_requests=48, context_len=202752, available_gpu_mem=15.28 GB",
-        {"sched.max_total_num_tokens": 577024, "sched.max_running_requests": 48,
-         "sched.context_len": 202752, "sched.available_gpu_mem_gb": 15.28}),
-    "scheduler-summary-older": ("max_total_num_tokens=57033, available_gpu_mem=7.93 GB",
-                                {"sched.max_total_num_tokens": 57033, "sched.available_gpu_mem_gb": 7.93}),
-    "kda-chain-verify": ("[2026-09-15 21:03:35 TP0] KDA fused chain-verify kernel enabled (topk==1 path).",
-                         {"kda.fused_chain_verify": True}),
-    "ready": ("[2026-09-15 21:04:41] The server is fired up and ready to roll!", {"ready": True}),
-    "startup-timings": (
-        "Engine startup timings (s): load_weight=61.32, kv_cache_allocation=1.88, scheduler_e2e=141.20, "
-        "cuda_graph={target_verify=41.07, draft_decode=8.02}, tokenizer_e2e=143.91",
-        {"startup.load_weight_s": 61.32, "startup.tokenizer_e2e_s": 143.91}),
-    "not-enough-memory-issue": (
-        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
-        {"exit.error.RuntimeError": "Not enough memory. Please try to increase --mem-fraction-static."}),
-    "replayssm-guard-notes": (
-        "ValueError: --enable-linear-replayssm-spec with DSPARK/DFLASH requires a KDA (kimi_linear) "
-        "model; got a non-KDA model.",
-        {"exit.error.ValueError": "--enable-linear-replayssm-spec with DSPARK/DFLASH requires a KDA "
-                                  "(kimi_linear) model; got a non-KDA model."}),
-    "scheduler-exception-issue": (
-        "[2025-03-29 18:18:34 TP0] Scheduler hit an exception: Traceback (most recent call last):",
-        {"exit.scheduler_exception": True}),
-    "init-failed": ("Initialization failed. Please see the error messages above.",
-                    {"exit.init_failed": True}),
-    "rank-died": (
-        "RuntimeError: Rank 0 scheduler died during initialization (exit code: -9). If exit code is -9 "
-        "(SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.",
-        {"exit.rank_died": 0, "exit.code": -9}),
-    "decode-batch-accept": (
-        "[2026-08-14 14:02:47 TP0] Decode batch, #running-req: 3, #token: 266624, token usage: 0.43, "
-        "accept len: 1.67, accept rate: 0.13, pre-allocated usage: 0.22, #prealloc-req: 0, "
-        "#transfer-req: 1, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 183.10, "
-        "#queue-req: 0",
-        {"periodic.running_req": 3, "periodic.accept_len": 1.67, "periodic.accept_rate": 0.13,
-         "periodic.cuda_graph": True, "periodic.gen_tps": 183.1}),
-    "decode-batch-older-dot": (
-        "[2025-09-03 18:33:19 TP0] Decode batch. #running-req: 1, #token: 137, token usage: 0.00, "
-        "cuda graph: True, gen throughput (token/s): 1.06, #queue-req: 0, ",
-        {"periodic.tokens": 137, "periodic.gen_tps": 1.06}),
-    "ray-prefixed": (
-        "(SGLangEngine pid=41820) [2026-03-22 13:53:37 TP0] Decode batch, #running-req: 6, #token: 42414, "
-        "token usage: 0.04, cuda graph: True, gen throughput (token/s): 1374.02, #queue-req: 0,",
-        {"periodic.running_req": 6, "periodic.gen_tps": 1374.02}),
-}
-
-
-@pytest.mark.parametrize("name", sorted(WORDINGS))
+@pytest.mark.parametrize("name", sorted(SGLANG))
 def test_wording(name: str) -> None:
-    line, expected = WORDINGS[name]
+    line, expected = SGLANG[name]
     got = facts_of(line)
     assert {k: got.get(k) for k in expected} == expected
 

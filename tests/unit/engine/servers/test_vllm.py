@@ -7,7 +7,6 @@ README says which is which and where each came from.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,8 +18,10 @@ from engine.servers import BootFacts, Readiness, get_adapter
 from engine.servers.prometheus import summed_samples
 from engine.servers.vllm import VLLMAdapter
 from engine.servers.vllm.client import teacher_forced_body
+from tests.paths import FIXTURES
+from tests.unit.engine.servers.wordings import VLLM
 
-LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
+LOGS = FIXTURES / "logs"
 ADAPTER = VLLMAdapter()
 
 
@@ -30,105 +31,9 @@ def facts_of(line: str) -> dict[str, object]:
     return {f.key: f.value for f in found}
 
 
-WORDINGS: dict[str, tuple[str, dict[str, Any]]] = {
-    "loading-weights-issue": (
-        "[2025-08-12T08:42:38Z] (EngineCore_0 pid=13564) INFO 08-12 01:42:38 [default_loader.py:262] "
-        "Loading weights took 5.43 seconds", {"weights.load_s": 5.43}),
-    "model-loading-0.33": (
-        "(EngineCore pid=211) INFO 09-15 21:11:16 [gpu_model_runner.py:5089] Model loading took "
-        "97.12 GiB memory and 61.204518 seconds", {"weights.mem_gib": 97.12, "weights.total_s": 61.204518}),
-    "model-loading-older-issue": (
-        "[2025-08-12T08:42:39Z] (EngineCore_0 pid=13564) INFO 08-12 01:42:39 [gpu_model_runner.py:1985] "
-        "Model loading took 2.8871 GiB and 5.965132 seconds", {"weights.mem_gib": 2.8871}),
-    "model-weights-2025-issue": (
-        "INFO 01-30 03:18:12 gpu_model_runner.py:848] Loading model weights took 67.7229 GB",
-        {"weights.mem_gb": 67.7229}),
-    "available-kv-issue": (
-        "(EngineCore_DP0 pid=387) INFO 03-08 16:44:29 [gpu_worker.py:456] Available KV cache "
-        "memory: 17.36 GiB",
-        {"kv.available_gib": 17.36}),
-    "kv-size-one-line-0.33": (
-        "(EngineCore pid=211) INFO 09-15 21:11:40 [kv_cache_utils.py:1147] GPU KV cache size: 2,042,016 "
-        "tokens, Maximum concurrency for 202,752 tokens per request: 10.07x",
-        {"kv.tokens": 2042016, "kv.max_model_len": 202752, "kv.max_concurrency": 10.07}),
-    "kv-size-two-lines-issue": (
-        "(EngineCore_DP0 pid=387) INFO 03-08 16:44:29 [kv_cache_utils.py:1314] GPU KV cache size: "
-        "188,640 tokens",
-        {"kv.tokens": 188640}),
-    "max-concurrency-own-line-issue": (
-        "(EngineCore_DP0 pid=387) INFO 03-08 16:44:29 [kv_cache_utils.py:1319] Maximum concurrency for "
-        "131,072 tokens per request: 5.23x", {"kv.max_model_len": 131072, "kv.max_concurrency": 5.23}),
-    "kv-host-pools": ("GPU + host KV cache size: 4,000,000 tokens, Maximum concurrency for 131,072 tokens "
-                      "per request: 30.52x", {"kv.tokens": 4000000, "kv.pools": "GPU + host"}),
-    "gpu-blocks-2025-issue": ("INFO 01-30 03:19:14 kv_cache_utils.py:395] # GPU blocks: 1381",
-                              {"kv.blocks": 1381}),
-    "cuda-blocks-v0": ("INFO 03-21 20:15:46 [executor_base.py:111] # cuda blocks: 7191, # CPU blocks: 512",
-                       {"kv.blocks": 7191, "kv.cpu_blocks": 512}),
-    "graph-capture-issue": (
-        "(EngineCore_DP0 pid=188893) INFO 10-21 09:12:04 [gpu_model_runner.py:3480] Graph capturing "
-        "finished in 7 secs, took 0.95 GiB", {"graph.elapsed_s": 7, "graph.mem_gib": 0.95}),
-    "init-engine-issue": (
-        "(EngineCore_DP0 pid=188893) INFO 10-21 09:12:04 [core.py:210] init engine (profile, create kv "
-        "cache, warmup model) took 25.99 seconds", {"engine.init_s": 25.99}),
-    "init-engine-compilation": (
-        "INFO 05-26 21:34:14 [core.py:299] init engine (profile, create kv cache, warmup model) took "
-        "13.70 s (compilation: 7.28 s)", {"engine.init_s": 13.7}),
-    "torch-compile-issue": (
-        "(EngineCore_DP0 pid=188893) INFO 10-21 09:11:56 [monitor.py:34] torch.compile takes 7.14 s in total",
-        {"engine.compile_s": 7.14}),
-    "engine-config": (
-        "INFO 07-17 00:07:07 [core.py:69] Initializing a V1 LLM engine (v0.9.2) with config: "
-        "model='meta-llama/Llama-3.1-8B', speculative_config=None, dtype=torch.bfloat16, "
-        "max_seq_len=131072, kv_cache_dtype=auto, tensor_parallel_size=1",
-        {"engine.version": "v0.9.2", "config.model": "meta-llama/Llama-3.1-8B",
-         "config.speculative_config": "None", "config.max_seq_len": 131072, "config.kv_cache_dtype": "auto"}),
-    "server-url": ("(APIServer pid=1) INFO 09-15 21:12:09 [entry.py:139] Starting vLLM server on "
-                   "http://0.0.0.0:8000", {"server.url": "http://0.0.0.0:8000"}),
-    "server-url-older": ("INFO 06-01 10:00:00 [api_server.py:1880] Starting vLLM API server 0 on "
-                         "http://0.0.0.0:8000", {"server.url": "http://0.0.0.0:8000"}),
-    "ready": ("(APIServer pid=1) INFO:     Application startup complete.", {"ready": True}),
-    "engine-core-failed-issue": ("ERROR 05-07 02:14:18 [core.py:396] EngineCore failed to start.",
-                                 {"exit.engine_core_failed": True}),
-    "no-kv-memory-issue": (
-        "(EngineCore_DP0 pid=6804) ValueError: No available memory for the cache blocks. Try increasing "
-        "`gpu_memory_utilization` when initializing the engine. See "
-        "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.",
-        {"exit.error.ValueError": "No available memory for the cache blocks. Try increasing "
-                                  "`gpu_memory_utilization` when initializing the engine. See "
-                                  "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
-                                  "for more details."}),
-    "engine-init-failed-issue": (
-        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): "
-        "{'EngineCore_0': 1}", {"exit.error.RuntimeError": "Engine core initialization failed. See root "
-                                "cause above. Failed core proc(s): {'EngineCore_0': 1}"}),
-    "spec-0.33": (
-        "(APIServer pid=1) INFO 09-15 21:13:10 [metrics.py:121] SpecDecoding metrics: Mean acceptance "
-        "length: 3.12, Accepted throughput: 118.40 tokens/s, Drafted throughput: 223.10 tokens/s, "
-        "Accepted: 1184 tokens, Drafted: 2231 tokens, Per-position acceptance rate: 0.812, 0.603, "
-        "Avg Draft acceptance rate: 53.1%",
-        {"periodic.accept_len": 3.12, "periodic.accepted": 1184, "periodic.drafted": 2231,
-         "periodic.accept_rate": 0.531, "periodic.acc_per_pos": "0.812, 0.603"}),
-    "spec-sept-2025-issue": (
-        "(APIServer pid=2236552) INFO 09-09 11:51:35 [metrics.py:96] SpecDecoding metrics: Draft "
-        "acceptance rate: 88.8%, Mean acceptance length: 5.44, Accepted throughput: 4.37 tokens/s, "
-        "Drafted throughput: 4.92 tokens/s, Accepted: 262 tokens, Drafted: 295 tokens, Per-position "
-        "acceptance rate: 0.983, 0.949, 0.915, 0.881, 0.712",
-        {"periodic.accept_rate": 0.888, "periodic.accept_len": 5.44, "periodic.accepted": 262,
-         "periodic.drafted": 295, "periodic.acc_per_pos": "0.983, 0.949, 0.915, 0.881, 0.712"}),
-    "spec-april-2025-issue": (
-        "SpecDecoding metrics: Draft acceptance rate: 100.0%, Accepted: 66 tokens, Drafted: 66 tokens",
-        {"periodic.accept_rate": 1.0, "periodic.accepted": 66, "periodic.drafted": 66}),
-    "spec-v0-issue": (
-        "Speculative metrics: Draft acceptance rate: 0.607, System efficiency: 0.510, Number of "
-        "speculative tokens: 4, Number of accepted tokens: 32594, Number of draft tokens: 53716, "
-        "Number of emitted tokens: 34244.",
-        {"periodic.accept_rate": 0.607, "periodic.accepted": 32594, "periodic.drafted": 53716}),
-}
-
-
-@pytest.mark.parametrize("name", sorted(WORDINGS))
+@pytest.mark.parametrize("name", sorted(VLLM))
 def test_wording(name: str) -> None:
-    line, expected = WORDINGS[name]
+    line, expected = VLLM[name]
     got = facts_of(line)
     assert {k: got.get(k) for k in expected} == expected
 
