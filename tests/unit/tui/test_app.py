@@ -1,4 +1,5 @@
-"""The console (tui/) against recorded runs with a real control socket, and against a real engine.
+"""The console (tui/) against recorded runs with a real control socket (against a real engine:
+tests/integration/test_tui_live.py).
 
 The recorded runs under fixtures/journals/ are prefixes of a real headless run on the testbed
 (fixtures/journals/build.py says how they were cut). For them a :class:`StandIn` serves a real
@@ -16,22 +17,19 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.app import App
 from textual.pilot import Pilot
 
-from engine import testbed as tb_mod
 from engine.control import CommandRefused, ControlServer
-from engine.errors import EXIT_STOPPED
 from engine.record import snapshot
 from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, fold, fold_read
 from engine.record.writer import Journal
 from engine.servers import get_adapter
+from tests.console import live_marked, screen_text, settled, table_text, until
 from tests.paths import FIXTURES
 from tui.app import RulerConsole, farewell
 from tui.follow import Link
@@ -92,44 +90,6 @@ def measuring(tmp_path: Path):
     engine = StandIn(run)
     yield run, engine
     engine.close()
-
-
-def screen_text(app: App[Any]) -> str:
-    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
-
-
-# Generous: a deadline here only turns a hang into a failure; under a loaded CPU a console needs
-# seconds to start, and a tight one made slowness look like a wrong picture.
-async def until(pilot: Pilot[Any], cond: Callable[[], object], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting; screen:\n{screen_text(pilot.app)}")
-        await pilot.pause(0.05)
-
-
-async def settled(pilot: Pilot[Any], timeout: float = 60.0) -> None:
-    """Until the picture is final, by what is on screen rather than by time: the journal and the
-    log read to their end, the engine link known, then idle frames until two in a row are the same
-    (a refresh queued behind the last batch lands in between; a fixed pause did not always cover
-    it on a loaded CPU)."""
-    app = pilot.app
-    assert isinstance(app, RulerConsole)
-    await until(pilot, lambda: app.caught_up and (app.probe is None or app.link is not None), timeout)
-    deadline = time.monotonic() + timeout
-    before = None
-    while True:
-        await pilot.wait_for_scheduled_animations()
-        frame = app.export_screenshot(simplify=True)
-        if frame == before:
-            return
-        assert time.monotonic() < deadline, "the screen never stopped changing"
-        before = frame
-
-
-def table_text(app: RulerConsole, which: str) -> list[list[str]]:
-    t = app.ui.reps if which == "#reps" else app.ui.windows
-    return [t.plain_row(k) for k in t.keys]
 
 
 def append(run: Path, events: list[dict[str, Any]]) -> None:
@@ -280,11 +240,6 @@ def places(tmp_path: Path):
     engine = StandIn(run)
     yield run, engine
     engine.close()
-
-
-def live_marked(app: RulerConsole) -> list[str]:
-    """The windows the list marks live (▶), as it shows them."""
-    return [row[0].strip("▶ ").strip() for row in table_text(app, "#windows") if row[0].startswith("▶")]
 
 
 async def test_on_places_keys_reps_and_log_follow_the_window_under_the_cursor(places) -> None:
@@ -748,177 +703,6 @@ async def test_the_help_scrolls_to_its_last_mark_at_80x24(tmp_path: Path) -> Non
         await pilot.press("end")  # the dialog has the focus: the keys scroll it
         await until(pilot, lambda: last in screen_text(app))
         assert "ruler console" not in screen_text(app) and starts() == {2, column}
-
-
-# ------------------------------------------------------------------ a real engine
-
-
-LIVE = """\
-name: tui-live
-server: llamacpp
-runtime: process
-process:
-  command: ["${testbed.llama_server}"]
-control:
-  model: ${testbed.models}/SmolLM2-135M-Instruct.Q4_1.gguf
-  args: {-m: "${model}", -c: 1024, -np: 1, -t: 1, --metrics: true}
-windows:
-  - name: ctx
-    axis: context 2048
-    change:
-      args: {-c: 2048}
-sessions:
-  s1: [ctx]
-workload:
-  classes:
-    prose: {prompts: ["Name three colours.", "Write one sentence about the sea."]}
-  concurrency: [1]
-  reps: 3
-  requests_per_rep: 2
-  max_tokens: 24
-timeouts:
-  boot: 120
-  request: 60
-quality: {enabled: false}  # the console is under test here, not the checks
-"""
-
-
-def start_engine(campaign: str, tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
-    """A real engine running ``campaign`` headless, once its control socket is up (the console
-    attaches to it): the process and its run directory."""
-    spec = tmp_path / "campaign.yaml"
-    spec.write_text(campaign)
-    results = tmp_path / "r"
-    proc = subprocess.Popen([sys.executable, "-m", "engine", "run", str(spec), "--headless",
-                             "--results-dir", str(results)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 120
-    while not list(results.glob("*/control.sock")):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
-        time.sleep(0.1)
-    return proc, next(results.iterdir())
-
-
-@pytest.mark.server
-@pytest.mark.timeout(600)
-async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
-    proc, run = start_engine(LIVE, tmp_path)
-    try:
-        app = RulerConsole(run, probe_interval=0.5)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await until(pilot, lambda: app.link is not None and app.link.connected, timeout=30)
-            # A rep lands on screen as the engine measures it.
-            await until(pilot, lambda: any(any(r.reps.values()) for r in app.state.rows.values()),
-                        timeout=300)
-            await until(pilot, lambda: any(any(ch.isdigit() for ch in row[1])
-                                           for row in table_text(app, "#reps")), timeout=10)
-            assert app.query_one(BootLog).line_count > 0
-            assert app.state.workload == {"classes": ["prose"], "concurrency": [1], "reps": 3,
-                                          "requests": [2], "max_tokens": 24}
-            began = app.state.windows[app.state.current or ""].started_ts  # the fold keeps it
-            started = app.state.started_ts
-            assert began is not None and started is not None and started <= began
-            await pilot.press("p")
-            await until(pilot, lambda: "pausing before the next rep" in screen_text(app))
-            # PAUSED only once the engine journals that the pause took effect, between reps.
-            await until(pilot, lambda: "PAUSED" in screen_text(app), timeout=120)
-            assert any(e["kind"] == "paused" for e in read_events(run / "journal.jsonl"))
-            await pilot.press("p")
-            await until(pilot, lambda: "resuming" in screen_text(app))
-            await pilot.press("a", "y")
-            await until(pilot, lambda: app.state.status == "aborted", timeout=120)
-            await until(pilot, lambda: "ABORTED" in screen_text(app))
-            await until(pilot, lambda: "engine exited" in screen_text(app), timeout=30)
-        assert proc.wait(timeout=120) == EXIT_STOPPED  # an operator abort: exit 3, --resume goes on
-        cmds = [(e["cmd"], e["reply"]) for e in read_events(run / "journal.jsonl")
-                if e["kind"] == "command"]
-        assert [c for c, _ in cmds] == ["pause", "resume", "abort"]
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(timeout=60)
-
-
-PLACES = """\
-name: tui-places-live
-server: llamacpp
-runtime: process
-process:
-  command: ["${testbed.llama_server}"]
-control:
-  model: ${testbed.models}/SmolLM2-135M-Instruct.Q4_1.gguf
-  args: {-m: "${model}", -c: 1024, -np: 1, -t: 1, --metrics: true}
-windows:
-  - name: ctx
-    axis: context 2048
-    change:
-      args: {-c: 2048}
-sessions:
-  s1: [ctx]
-  s2: [ctx]
-places:
-  - {name: a, cpus: "0"}
-  - {name: b, cpus: "1"}
-workload:
-  classes:
-    prose: {prompts: ["Name three colours.", "Write one sentence about the sea."]}
-  concurrency: [1]
-  reps: 200  # the controls measure long enough to be seen live together and advanced (then aborted)
-  requests_per_rep: 2
-  max_tokens: 24
-timeouts:
-  boot: 120
-  request: 60
-quality: {enabled: false}
-"""
-
-
-@pytest.mark.server
-@pytest.mark.timeout(600)
-async def test_two_places_live_at_once_and_advance_goes_to_the_session_under_the_cursor(
-        testbed: tb_mod.Testbed, tmp_path: Path) -> None:
-    """A real engine runs two sessions at once on two places (CPU 0 and CPU 1). The windows list
-    shows both controls live at the same moment; n on s2's control sends ``advance s2`` (a bare
-    ``advance`` is refused while two sessions run), and only s2's control is advanced."""
-    proc, run = start_engine(PLACES, tmp_path)
-    try:
-        app = RulerConsole(run, probe_interval=0.5)
-        async with app.run_test(size=(120, 40)) as pilot:
-            await until(pilot, lambda: app.link is not None and app.link.connected, timeout=30)
-            # Both controls measuring, in one frame of the windows list.
-            both = ["s1 control", "s2 control"]
-            await until(pilot, lambda: live_marked(app) == both and all(
-                app.state.windows[k].status == "measuring" for k in ("s1-control", "s2-control")),
-                timeout=120)
-            rows = {r[0].strip("▶ ").strip(): r[1].strip() for r in table_text(app, "#windows")}
-            assert [rows[w] for w in both] == ["measuring", "measuring"]
-            print("\n".join(screen_text(app).splitlines()[:12]))
-            order = app.ui.windows.keys
-            while app.shown != "s2-control":  # the cursor onto s2's control
-                up = order.index(app.shown or "") > order.index("s2-control")
-                await pilot.press("up" if up else "down")
-                await pilot.pause(0.1)
-            # The cursor's place is marked, whichever line the live places are in.
-            await until(pilot, lambda: any(line.startswith(" ▸ place b")
-                                           for line in screen_text(app).splitlines()[2:4]))
-            await pilot.press("n")
-            await until(pilot, lambda: "advance s2: ending window s2/control" in screen_text(app))
-            await until(pilot, lambda: app.state.windows["s2-control"].status == "advanced")
-            assert app.state.windows["s1-control"].status == "measuring"
-            await pilot.press("a", "y")
-            await until(pilot, lambda: app.state.status == "aborted", timeout=120)
-        assert proc.wait(timeout=120) == EXIT_STOPPED
-        events = read_events(run / "journal.jsonl")
-        assert [(e["cmd"], e["args"]) for e in events if e["kind"] == "command"] == [
-            ("advance", ["s2"]), ("abort", [])]
-        advanced = [(e["session"], e["window"]) for e in events
-                    if e["kind"] == "window_finished" and e["status"] == "advanced"]
-        assert advanced == [("s2", "control")]
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(timeout=60)
 
 
 async def test_rep_bars_start_at_zero() -> None:

@@ -1,5 +1,5 @@
 """``ruler validate --baseline RUN``: a campaign read against an earlier run of it (in-process
-fake servers make the earlier run)."""
+fake servers make the earlier run); ``ruler run --baseline`` refuses what is not a run."""
 
 from __future__ import annotations
 
@@ -64,3 +64,12 @@ def test_a_baseline_that_is_no_run_is_bad_input(tmp: Path, capsys: pytest.Captur
     path = write(tmp)
     assert cmd_validate(str(path), baseline=str(tmp / "nowhere")) == 2
     assert "no journal.jsonl there (not a ruler run)" in capsys.readouterr().err
+
+
+def test_a_run_whose_baseline_is_no_run_is_bad_input(tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.commands.cli import main
+
+    code = main(["run", str(write(tmp)), "--headless", "--results-dir", str(tmp / "r"),
+                 "--baseline", str(tmp / "nowhere")])
+    assert code == 2
+    assert "--baseline" in capsys.readouterr().err and not (tmp / "r").exists()
