@@ -24,7 +24,8 @@ from engine.report.compare import cmd_compare, comparison, match_rows
 from tests.integration.live import RULER
 from tests.integration.report_runs import POLICY_A, POLICY_B, csv_rows, recomputed
 
-pytestmark = pytest.mark.timeout(3600)  # the shared runs may be built here (see test_report)
+# The shared runs may be built here (see test_report): minutes for whichever test asks first.
+pytestmark = [pytest.mark.timeout(3600), pytest.mark.slow]
 
 
 def test_rows_side_by_side_with_deltas(run_a: Path, run_b: Path) -> None:

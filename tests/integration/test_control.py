@@ -67,6 +67,7 @@ def start_detached(tmp_path: Path, reps: int = 3, spread: float = 0.5) -> Path:
     return next((tmp_path / "results").iterdir())
 
 
+@pytest.mark.slow
 def test_engine_survives_the_terminal_and_refuses_a_second(testbed: tb_mod.Testbed,
                                                            tmp_path: Path) -> None:
     spec = tmp_path / "ctl.yaml"
@@ -104,6 +105,7 @@ def test_engine_survives_the_terminal_and_refuses_a_second(testbed: tb_mod.Testb
             os.killpg(term.pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_keeps_every_finished_rep(testbed: tb_mod.Testbed,
                                                       tmp_path: Path) -> None:
     run = start_detached(tmp_path, reps=3)

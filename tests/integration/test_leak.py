@@ -16,11 +16,16 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from engine import testbed as tb_mod
 from engine.record.journal import read_events
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 from tests.integration.live import SlowingProxy
+
+# Slow: a campaign on the real server behind the proxy, over ten seconds.
+pytestmark = pytest.mark.slow
 
 CAMPAIGN = """\
 name: leak

@@ -31,6 +31,9 @@ from engine.runtime.base import LaunchPlan, Server, free_port
 from engine.servers.client import ChatReply
 from engine.servers.llamacpp import LlamaCppAdapter
 
+# Slow: the module's run and server take minutes, paid by whichever test asks first.
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 # ------------------------------------------------------------------------------ the real server

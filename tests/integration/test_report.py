@@ -33,8 +33,9 @@ from engine.report import (
 from tests.integration.report_runs import POLICY_A, POLICY_B, csv_rows, recomputed
 
 # The first test to ask for a run pays for building it (minutes on a busy 2-core box): the
-# 900 s per-test default would cut a session-scoped build short.
-pytestmark = pytest.mark.timeout(3600)
+# 900 s per-test default would cut a session-scoped build short; the module is slow for it.
+pytestmark = [pytest.mark.timeout(3600), pytest.mark.slow]
+
 
 @pytest.fixture(scope="session")
 def report_a(run_a: Path) -> str:

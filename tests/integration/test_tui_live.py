@@ -19,6 +19,9 @@ from tests.console import live_marked, screen_text, table_text, until
 from tui.app import RulerConsole
 from tui.widgets import BootLog
 
+# Slow: each test drives a real engine's campaign, over ten seconds.
+pytestmark = pytest.mark.slow
+
 LIVE = """\
 name: tui-live
 server: llamacpp

@@ -408,6 +408,7 @@ async def test_past_the_ready_line_the_log_keeps_what_matters_and_folds_the_rest
         await until(pilot, lambda: list(log.lines) == again)
 
 
+@pytest.mark.slow
 async def test_the_console_collects_its_garbage_as_it_goes(measuring) -> None:
     """Textual leaves cyclic garbage behind each frame (Strips that cache themselves, a table's
     row renders); unless collected as it comes, a long log flood piles it up (bench/ui_bench.py:
@@ -613,6 +614,7 @@ def test_without_a_terminal_attach_prints_progress_lines(tmp_path: Path) -> None
 # ------------------------------------------------------------------ widths and snapshots
 
 
+@pytest.mark.slow
 async def test_every_width_from_80_to_200_lays_out_cleanly(tmp_path: Path) -> None:
     """At 100 columns the windows list ran under the reps table ("Δ ctshape") and the reps' last
     columns were cut mid-word. At every width now: the always-shown columns are there, each table

@@ -111,6 +111,7 @@ def _record(blocks: list[bytes], max_tokens: int) -> RequestRecord:
 # -- the SSE client -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(sse_streams(), st.lists(st.integers(0, 400), max_size=12))
 def test_sse_events_are_the_same_wherever_the_stream_is_cut(data: bytes, cuts: list[int]) -> None:
