@@ -2,7 +2,7 @@
 
 The environment is fixed (HOME, no HF_TOKEN) and the testbed cache is not consulted, so the
 output is the same on every machine. Regenerate after an intended change with
-``RULER_UPDATE_SNAPSHOTS=1 pytest tests/unit/test_dryrun.py``.
+``RULER_UPDATE_SNAPSHOTS=1 pytest tests/unit/engine/campaign/test_dryrun.py``.
 """
 
 from __future__ import annotations
