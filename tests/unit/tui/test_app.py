@@ -16,11 +16,13 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.command import CommandList
 from textual.pilot import Pilot
 
 from engine.control import CommandRefused, ControlServer
@@ -176,7 +178,12 @@ async def test_every_key_is_in_the_command_palette(measuring) -> None:
             assert any(f"({key})" in t for t in titles), key
         await pilot.press("ctrl+p")
         await pilot.press(*"rewarm")
-        await pilot.pause(0.5)
+
+        def listed() -> list[str]:
+            return [str(o.prompt) for o in app.screen.query_one(CommandList).options]
+
+        # The palette lists what matches as its search finds it; enter before that selects nothing.
+        await until(pilot, lambda: len(listed()) == 1 and "Rewarm (w)" in listed()[0])
         await pilot.press("enter")
         await until(pilot, lambda: engine.got and engine.got[-1][0] == "rewarm")
         await until(pilot, lambda: REPLIES["rewarm"] in screen_text(app))
@@ -512,9 +519,11 @@ async def test_the_first_frame_shows_the_run_its_snapshot_holds(tmp_path: Path) 
 
     app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
     assert app.state == fold(read_events(run / "journal.jsonl"))
-    app.follower.run = lambda cancelled: None  # type: ignore[method-assign]  # it never hands one
+    # The follower is asked to run once the first frame is drawn (on mount), and hands nothing.
+    asked = threading.Event()
+    app.follower.run = lambda cancelled: asked.set()  # type: ignore[method-assign]  # never hands one
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.3)
+        await until(pilot, asked.is_set)
         assert (table_text(app, "#windows"), table_text(app, "#reps")) == want
         assert not app.caught_up
 
