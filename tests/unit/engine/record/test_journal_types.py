@@ -145,6 +145,7 @@ SAMPLES: dict[tuple[str, str], Any] = {
     (e["kind"], k): v for e in map(json.loads, RECORDED) for k, v in e.items()}
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_the_fold_reports_damage_and_never_raises(data: st.DataObject) -> None:
