@@ -1,5 +1,5 @@
-"""Real parts for the integration tier: the cached llama.cpp and vLLM testbeds, the Docker engine
-and a Slurm cluster.
+"""Real parts for the integration tier: the cached llama.cpp and vLLM testbeds, the Docker engine,
+a Slurm cluster, and the two real runs ``ruler report`` and ``ruler compare`` are checked on.
 
 They live here, not in tests/conftest.py, so a unit test cannot ask for them. With CI=true a missing
 Docker engine or llama-server fails the test instead of skipping it.
