@@ -36,12 +36,18 @@ def rep_done(window: str, rep: int, steady_s: float | None, ramp_s: float | None
             "ramp_s": ramp_s, "tail_s": tail_s}
 
 
+def line(e: dict[str, object]) -> str:
+    text = format_event(e)
+    assert text is not None, e
+    return text
+
+
 def test_the_controls_first_rep_says_when_reps_are_too_short_for_a_steady_window() -> None:
     """The H200 method run's C8 reps: 0.5 s of steady window between ramp and tail of 0.4 s each."""
-    short = format_event(rep_done("control", 1, 0.52, 0.41, 0.37))
+    short = line(rep_done("control", 1, 0.52, 0.41, 0.37))
     assert "TOO SHORT for a steady window (ramp 0.41 s, tail 0.37 s)" in short, short
-    assert "TOO SHORT" in format_event(rep_done("control", 1, None, None, None))
+    assert "TOO SHORT" in line(rep_done("control", 1, None, None, None))
     # Said once, where it can be acted on: not on later reps, nor on a window's reps.
-    assert "TOO SHORT" not in format_event(rep_done("control", 2, 0.52, 0.41, 0.37))
-    assert "TOO SHORT" not in format_event(rep_done("fa-off", 1, 0.52, 0.41, 0.37))
-    assert "TOO SHORT" not in format_event(rep_done("control", 1, 8.0, 0.41, 0.37))
+    assert "TOO SHORT" not in line(rep_done("control", 2, 0.52, 0.41, 0.37))
+    assert "TOO SHORT" not in line(rep_done("fa-off", 1, 0.52, 0.41, 0.37))
+    assert "TOO SHORT" not in line(rep_done("control", 1, 8.0, 0.41, 0.37))
