@@ -154,6 +154,7 @@ def test_kill_9_then_resume_keeps_every_finished_rep(testbed: tb_mod.Testbed,
         finish(run)
 
 
+@pytest.mark.slow
 def test_each_command_changes_what_the_engine_does(testbed: tb_mod.Testbed,
                                                    tmp_path: Path) -> None:
     # spread 0.0001 makes every row void (and max_reruns 0 leaves it so): something to rerun.
@@ -371,6 +372,7 @@ quality: {{enabled: false}}
 """
 
 
+@pytest.mark.slow
 @pytest.mark.server
 def test_resume_refuses_a_damaged_journal_and_writes_nothing(testbed: tb_mod.Testbed,
                                                              tmp_path: Path) -> None:
