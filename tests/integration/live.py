@@ -56,7 +56,7 @@ def finish(run: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-HOLD = 3.0  # the slow rep's requests take about HOLD + 1 times as long
+HOLD = 5.0  # the slow rep's requests take about HOLD + 1 times as long
 
 
 class SlowingProxy(threading.Thread):
