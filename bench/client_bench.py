@@ -642,8 +642,8 @@ def _lag(r: dict[str, Any] | None) -> str:
     return f"{r['lag_p99_ms']:.2f}"
 
 
-def _ratio(x: float | None, base: float | None) -> str:
-    return f"{x / base:.2f}" if x is not None and base else "-"
+def _ratio(x: float | None, base: float | None, spec: str = ".2f") -> str:
+    return format(x / base, spec) if x is not None and base else "-"
 
 
 def _of(r: dict[str, Any] | None, key: str) -> float | None:
@@ -869,7 +869,7 @@ def real_table(args: argparse.Namespace) -> None:
         for name in tools:
             for r in rows[c].get(name, []):
                 print(f"{c:>3} {name:9} {_f(r['tok_s']):>9} {r['server_tok_s']:>9.2f} "
-                      f"{_ratio(r['tok_s'], r['server_tok_s']):>8} {r['failed']:>6} "
+                      f"{_ratio(r['tok_s'], r['server_tok_s'], '.4f'):>8} {r['failed']:>6} "
                       f"{r['us_per_token']:>9.0f} "
                       f"{_ratio(r['us_per_token'], _of(base, 'us_per_token')):>6}")
     for name, why in reasons.items():
