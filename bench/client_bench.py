@@ -99,6 +99,7 @@ def _cpu() -> float:
 
 
 def ruler_client(port: int, c: int, seconds: float, out: Any, server: str = "vllm") -> None:
+    from engine.campaign.sources.item import plain_item
     from engine.campaign.spec import Shard
     from engine.run.load import chunk_rate, measure_pass, shard_count
     from engine.servers import get_adapter
@@ -110,7 +111,7 @@ def ruler_client(port: int, c: int, seconds: float, out: Any, server: str = "vll
     n = c * (2 if c > 64 else 4)
 
     def one(shards: int) -> Any:
-        res = measure_pass(f"http://127.0.0.1:{port}", adapter, ["hi"], c, n, 256,
+        res = measure_pass(f"http://127.0.0.1:{port}", adapter, [plain_item("hi")], c, n, 256,
                            {"temperature": 0}, {}, 60.0, shards=shards)
         assert not any(r["error"] for r in res.records), res.records[0]["error"]
         return res

@@ -20,7 +20,7 @@ from pathlib import Path
 from engine import testbed
 from engine.campaign import defaults
 from engine.campaign.load import campaign_warnings, load_campaign
-from engine.campaign.plan import class_prompts, plan_launch, resolve_runtime
+from engine.campaign.plan import campaign_items, plan_launch, resolve_runtime
 from engine.campaign.redact import is_secret, redactor_for
 from engine.campaign.spec import Campaign, percent
 from engine.record.events import CONTROL
@@ -210,7 +210,7 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     files in each window's job script)."""
     run_dir = run_dir or Path("results") / f"{dt.date.today().isoformat()}-{campaign.name}"
     c, adapter, wl = campaign, get_adapter(campaign.server), campaign.workload
-    prompts = class_prompts(campaign, variables)
+    items = campaign_items(campaign, variables)
     q = c.quality
     out = [f"campaign {c.name}: server {c.server}, runtime {runtime}, {len(c.windows)} windows in "
            f"{len(c.sessions)} sessions, control {c.control_position} in every session",
@@ -225,7 +225,7 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     kept = "one connection per worker, kept" if adapter.keep_alive else "one connection per request"
     out.append(f"  {kept}; a pass splits over worker processes past {wl.shard.concurrency} streams "
                f"or {wl.shard.chunk_rate:g} chunks/s per process (up to one per core)")
-    classes = ", ".join(f"{n} ({len(prompts[n])} prompts)" for n in wl.classes)
+    classes = ", ".join(f"{n} ({len(items[n])} prompts)" for n in wl.classes)
     requests = ", ".join([f"C{n} {wl.pass_size(n)}" for n in wl.concurrency]
                          + [f"{r:g} req/s {wl.requests_at(r)}" for r in wl.rate])
     loads = " and ".join(([f"concurrency {list(wl.concurrency)}"] if wl.concurrency else [])

@@ -28,12 +28,21 @@ def decode_text(data: bytes) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-class PromptFileError(ValueError):
-    """A prompt file ruler cannot send prompts from; reads as `path[:line]: problem`."""
+class DataFileError(ValueError):
+    """A data file (prompts, a dataset, a trace) ruler cannot send requests from; reads as
+    `path[:line]: problem`."""
+
+    what = "data file"  # what a message names the file as
 
     def __init__(self, path: Path, problem: str, line: int | None = None) -> None:
         super().__init__(f"{path}{f':{line}' if line else ''}: {problem}")
         self.path, self.problem, self.line = path, problem, line
+
+
+class PromptFileError(DataFileError):
+    """A prompt file ruler cannot send prompts from."""
+
+    what = "prompt file"
 
 
 def read_prompts(path: Path) -> list[str]:

@@ -333,8 +333,10 @@ class Workload(_Frozen):
     classes: Annotated[dict[Name, PromptClass], Field(min_length=1)]
     # Closed loop: C workers, each sending its next request when the last one ends.
     concurrency: tuple[Annotated[int, Strict(), Field(ge=1, le=MAX_CONCURRENCY)], ...] = ()
-    # Open loop: requests arrive at this many a second (Poisson, seeded), whatever is in flight.
+    # Open loop: requests arrive at this many a second (seeded), whatever is in flight.
     rate: tuple[Annotated[float, Strict(), Field(gt=0, le=MAX_RATE, allow_inf_nan=False)], ...] = ()
+    # The rate's gaps: gamma of this shape (vLLM's name), 1 a Poisson process, below 1 burstier.
+    burstiness: Annotated[float, Strict(), Field(gt=0, le=100, allow_inf_nan=False)] = 1.0
     slo: Slo = Slo()
     reps: Annotated[int, Strict(), Field(ge=1, le=1000)] = defaults.REPS
     requests_per_rep: Annotated[int, Strict(), Field(ge=1, le=100_000)] | None = None
@@ -517,15 +519,6 @@ class Campaign(_Frozen):
             image=self.docker.image if change.image is None else change.image,
             command=base if change.command is None else change.command,
         )
-
-    def prompts(self, class_name: str, variables: Mapping[str, str] | None = None) -> list[str]:
-        """The prompts of a class; a file path is expanded with `variables` when given."""
-        cls = self.workload.classes[class_name]
-        if cls.prompts is not None:
-            return list(cls.prompts)
-        assert cls.file is not None  # validation guarantees exactly one of the two
-        file = cls.file if variables is None else expand(cls.file, variables)
-        return read_prompts(self.source_path.parent / file)
 
     def greedy_prompts(self, variables: Mapping[str, str] | None = None) -> list[str]:
         """The first `quality.greedy.n` greedy prompts (fewer when the source has fewer)."""

@@ -28,6 +28,8 @@ CAMPAIGN = "campaign.yaml"
 ENV = "env.json"
 JOURNAL = "journal.jsonl"
 THROUGHPUT = "throughput.csv"
+PROMPTS = "prompts.json"  # the plain classes' prompts, frozen at the run's start
+ITEMS = "items.json"  # every other class's items (engine.campaign.sources.item), frozen alike
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 

@@ -29,6 +29,7 @@ from typing import Any
 from engine.record.deltas import METHOD, noise_floor
 from engine.record.events import EventKind, WindowStatus
 from engine.record.receipts import CSV_COLUMNS
+from engine.record.results import ITEMS, PROMPTS
 from engine.report import CONTROL, Delta, ReportError, Row, RunView, delta, load_run, pct, tok
 from engine.report.run import csv_row, read_json
 from engine.report.text import declared_noise
@@ -134,12 +135,16 @@ def _short(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _prompts(view: RunView, cls: str) -> list[str] | None:
-    """The prompts the class's requests were built from: the run's frozen prompts.json, else the
-    campaign's own list (a run recorded before prompts were frozen)."""
-    frozen = read_json(view.dir / "prompts.json").get(cls)
+def _prompts(view: RunView, cls: str) -> list[Any] | None:
+    """What the class's requests were built from: the run's frozen prompts.json (a plain class's
+    prompts) or items.json (any other class's items), else the campaign's own list (a run
+    recorded before prompts were frozen)."""
+    frozen = read_json(view.dir / PROMPTS).get(cls)
     if isinstance(frozen, list):
         return [str(p) for p in frozen]
+    items = read_json(view.dir / ITEMS).get(cls)
+    if isinstance(items, list):
+        return items
     spec = view.campaign.workload.classes.get(cls) if view.campaign else None
     return list(spec.prompts) if spec is not None and spec.prompts else None
 
@@ -188,7 +193,7 @@ def conditions(view: RunView, row: Row) -> dict[str, Any]:
     }
 
 
-def _prompt_diff(a: list[str], b: list[str]) -> str:
+def _prompt_diff(a: list[Any], b: list[Any]) -> str:
     if len(a) != len(b):
         return f"{len(a)} vs {len(b)} prompts"
     n = sum(x != y for x, y in zip(a, b, strict=True))

@@ -9,6 +9,7 @@ from typing import Any
 from engine import __version__, gpu
 from engine.campaign.spec import Campaign
 from engine.record.events import CONTROL, EventKind
+from engine.record.results import ITEMS, PROMPTS
 from engine.report import steady
 from engine.report.run import RunView, read_json
 from engine.report.text import slo_text, table, when
@@ -44,8 +45,8 @@ def methods(view: RunView) -> list[str]:
         out += [f"- **Campaign**: {view.campaign_note}; the methods below are partial.", ""]
     if c is not None:
         wl, leak = c.workload, c.leak
-        prompts = read_json(view.dir / "prompts.json")
-        classes = ", ".join(f"{k} ({len(prompts.get(k, []))} prompts)" for k in wl.classes)
+        frozen = read_json(view.dir / PROMPTS) | read_json(view.dir / ITEMS)
+        classes = ", ".join(f"{k} ({len(frozen.get(k, []))} prompts)" for k in wl.classes)
         per_c = ", ".join([f"C{n}: {wl.pass_size(n)}" for n in wl.concurrency]
                           + [f"{r:g} req/s: {wl.requests_at(r)}" for r in wl.rate])
         loads = ([f"concurrency {', '.join(map(str, wl.concurrency))} (closed loop)"]
@@ -286,7 +287,7 @@ def flags(view: RunView) -> list[str]:
 
 def files(view: RunView) -> list[str]:
     names = ["campaign.yaml", "env.json", "journal.jsonl", "throughput.csv", "verdicts.csv",
-             "drift.json", "prompts.json"]
+             "drift.json", PROMPTS, ITEMS]
     present = [f"`{n}`" for n in names if (view.dir / n).exists()]
     return ["## Receipts", "", f"In this run directory: {', '.join(present)}; per window under "
             "`windows/<session>-<window>/`: boot.log, boot-facts.json (with its diff against the "

@@ -209,14 +209,14 @@ class Measurement:
         if rate:  # open loop: the same seeded arrivals every rep; shards only for the chunk rate
             n = wl.requests_at(rate)
             seed = wl.sampling.seed if wl.sampling.seed is not None else defaults.SEED
-            load: dict[str, Any] = {"arrivals": arrival_times(rate, n, seed)}
+            load: dict[str, Any] = {"arrivals": arrival_times(rate, n, seed, wl.burstiness)}
             shards = shard_count(n, n, wl.shard.chunk_rate, self._rates.get(shape))
         else:
             n = wl.requests_for(c)
             load = {"seconds": wl.rep_seconds} if wl.rep_seconds and not wl.requests_per_rep else {}
             shards = shard_count(c, wl.shard.concurrency, wl.shard.chunk_rate, self._rates.get(shape))
         before = scrape(ctx.server.base_url, ctx.adapter)
-        res = measure_pass(ctx.server.base_url, ctx.adapter, run.prompts[cls], c or shards, n,
+        res = measure_pass(ctx.server.base_url, ctx.adapter, run.items[cls], c or shards, n,
                            wl.max_tokens, dict(wl.sampling), knobs, run.campaign.timeouts.request,
                            stop=run.controls.cut, shards=shards, **load)
         self._rates[shape] = chunk_rate(res)

@@ -17,6 +17,7 @@ from fakes import Behaviour, FakeRuntime, FakeServer
 from helpers import campaign, events, runner
 
 from engine.campaign.load import SpecError, load_campaign
+from engine.campaign.sources.item import plain_item
 from engine.method import stats
 from engine.record.receipts import read_rep
 from engine.record.state import row_key
@@ -52,8 +53,8 @@ def test_open_loop_sends_each_request_at_its_time_whatever_is_in_flight() -> Non
     server = fake_server(tok_s=20.0)  # 8 tokens: 0.4 s a request
     try:
         arrivals = arrival_times(10.0, 8, seed=7)
-        res = measure_pass(server.base_url, get_adapter("llamacpp"), ["Name three colours."], 1, 8,
-                           8, {"temperature": 0}, {}, 30.0, arrivals=arrivals)
+        res = measure_pass(server.base_url, get_adapter("llamacpp"), [plain_item("Name three colours.")],
+                           1, 8, 8, {"temperature": 0}, {}, 30.0, arrivals=arrivals)
     finally:
         server.stop()
     recs = res.records

@@ -17,6 +17,7 @@ from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.plan import plan_launch
 from engine.campaign.prompts import read_prompts
+from engine.campaign.sources import class_items
 from engine.campaign.spec import Campaign, percent
 from engine.campaign.variables import UnresolvedVariable, expand, render_args
 from engine.campaign.yamlmarks import Problem
@@ -144,12 +145,17 @@ def test_axes(campaign: Campaign) -> None:
 
 
 def test_prompts(campaign: Campaign) -> None:
-    assert campaign.prompts("inline") == ["Write a haiku.", "Name three rivers."]
-    assert campaign.prompts("text") == ["First prompt.", "Second prompt."]
-    assert campaign.prompts("jsonl") == ["A bare JSON string.", "An object prompt."]
-    assert campaign.prompts("yaml") == ["One from YAML.", "Two from YAML."]
-    assert campaign.prompts("json") == ["One from JSON."]
-    later = campaign.prompts("later", {"PROMPTS_DIR": str(FIXTURES / "prompts")})
+    def prompts(cls: str, variables: dict[str, str] | None = None) -> list[str]:
+        items = class_items(campaign, cls, variables)
+        assert all(i["max_tokens"] is None and len(i["messages"]) == 1 for i in items)
+        return [i["messages"][0]["content"] for i in items]
+
+    assert prompts("inline") == ["Write a haiku.", "Name three rivers."]
+    assert prompts("text") == ["First prompt.", "Second prompt."]
+    assert prompts("jsonl") == ["A bare JSON string.", "An object prompt."]
+    assert prompts("yaml") == ["One from YAML.", "Two from YAML."]
+    assert prompts("json") == ["One from JSON."]
+    later = prompts("later", {"PROMPTS_DIR": str(FIXTURES / "prompts")})
     assert later == ["First prompt.", "Second prompt."]
 
 
