@@ -22,6 +22,8 @@ from engine.campaign import defaults
 from engine.campaign.load import campaign_warnings, load_campaign
 from engine.campaign.plan import campaign_items, plan_launch, resolve_runtime
 from engine.campaign.redact import is_secret, redactor_for
+from engine.campaign.sources import chosen
+from engine.campaign.sources.explain import class_lines
 from engine.campaign.spec import Campaign, percent
 from engine.record.events import CONTROL
 from engine.runtime.base import LaunchPlan, SlurmJob
@@ -354,3 +356,15 @@ def plan_text(campaign: Campaign, runtime: str | None, environ: Mapping[str, str
     # The directory `ruler run` would claim (results.new_run_dir), named as the run would name it.
     run_dir = Path(results_dir) / f"{(today or dt.date.today()).isoformat()}-{campaign.name}"
     return "\n".join(describe(campaign, variables, chosen, env, run_dir)) + "\n"
+
+
+def classes_text(campaign: Campaign, environ: Mapping[str, str] | None = None,
+                 testbed: Mapping[str, str] | None = None) -> str:
+    """What each class sends (engine.campaign.sources.explain), its files read as a run reads them."""
+    env = dict(os.environ if environ is None else environ)
+    variables = dry_variables(campaign, env, dict(cached_testbed() if testbed is None else testbed))
+    items = campaign_items(campaign, variables)
+    wl = campaign.workload
+    out = [line for name, spec in wl.classes.items()
+           for line in class_lines(name, chosen(spec)[0].key, items[name], wl.max_tokens)]
+    return "\n".join(out) + "\n"

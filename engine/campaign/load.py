@@ -345,8 +345,8 @@ def _check_classes(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
         where = ("workload", "classes", name)
         given = [key for key in SOURCES if cls.get(key) is not None]
         if len(given) != 1:
-            keys = " or ".join(repr(k) for k in SOURCES)
-            state = f"has both {' and '.join(repr(k) for k in given)}" if given else f"has no {keys}"
+            keys = ", ".join(repr(k) for k in SOURCES)
+            state = f"has both {' and '.join(repr(k) for k in given)}" if given else f"has none of {keys}"
             issues.append((where, True, f"class {name!r} {state}; give exactly one"))
             continue
         source = SOURCES[given[0]]

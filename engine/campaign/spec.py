@@ -28,6 +28,8 @@ from pydantic_core import PydanticCustomError
 
 from engine.campaign import defaults
 from engine.campaign.prompts import read_prompts
+from engine.campaign.sources.dataset import DatasetSpec
+from engine.campaign.sources.shared_prefix import SharedPrefixSpec
 from engine.campaign.variables import ArgValue, Scalar, expand
 from engine.campaign.yamlmarks import describe
 from engine.record.events import CONTROL
@@ -285,8 +287,12 @@ class Window(_Frozen):
 
 
 class PromptClass(_Frozen):
+    """Where a class's requests come from: exactly one source (engine.campaign.sources)."""
+
     prompts: Annotated[tuple[Str, ...], Field(min_length=1)] | None = None
     file: Str | None = None
+    dataset: DatasetSpec | None = None
+    shared_prefix: SharedPrefixSpec | None = None
 
 
 class Sampling(_Frozen):

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from engine.campaign.dryrun import plan_text
+from engine.campaign.dryrun import classes_text, plan_text
 from engine.campaign.load import SpecError, campaign_warnings, load_campaign
 from engine.campaign.prompts import DataFileError
 from engine.campaign.spec import Campaign, campaign_schema
@@ -87,6 +87,7 @@ def explain_campaign(path: str, campaign: Campaign) -> int:
     print(resolved_yaml(campaign), end="")
     try:
         plan = plan_text(campaign, None)
+        classes = classes_text(campaign)
     except DataFileError as e:  # a ${...} prompt file the host resolves to nothing usable
         print(f"{path}: {e.what} {e}", file=sys.stderr)
         return 2
@@ -95,6 +96,8 @@ def explain_campaign(path: str, campaign: Campaign) -> int:
         return 1
     print("\n# what `ruler run` would start (as `ruler run --dry-run` prints it)")
     print(plan, end="")
+    print("\n# what each class sends (lengths in words: engine.campaign.sources.explain)")
+    print(classes, end="")
     return 0
 
 

@@ -17,7 +17,7 @@ from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.plan import plan_launch
 from engine.campaign.prompts import read_prompts
-from engine.campaign.sources import class_items
+from engine.campaign.sources import SOURCES, class_items
 from engine.campaign.spec import Campaign, percent
 from engine.campaign.variables import UnresolvedVariable, expand, render_args
 from engine.campaign.yamlmarks import Problem
@@ -326,7 +326,7 @@ def test_prompt_file_with_variable_is_not_checked(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("value", "state"), [
-    ("{}", "has no 'prompts' or 'file'"),
+    ("{}", f"has none of {', '.join(repr(k) for k in SOURCES)}"),
     ("{prompts: [a], file: b.txt}", "has both 'prompts' and 'file'"),
 ])
 def test_class_needs_exactly_one_source(tmp_path: Path, value: str, state: str) -> None:

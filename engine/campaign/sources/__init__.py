@@ -8,14 +8,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine.campaign.sources.base import Source
+from engine.campaign.sources.dataset import Dataset
 from engine.campaign.sources.files import Inline, PromptFile
 from engine.campaign.sources.item import Item
+from engine.campaign.sources.shared_prefix import SharedPrefix
 from engine.campaign.variables import expand
 
 if TYPE_CHECKING:
     from engine.campaign.spec import Campaign, PromptClass
 
-SOURCES: dict[str, Source] = {s.key: s for s in (Inline(), PromptFile())}
+SOURCES: dict[str, Source] = {s.key: s for s in (Inline(), PromptFile(), Dataset(), SharedPrefix())}
 
 __all__ = ["SOURCES", "Item", "Source", "chosen", "class_items"]
 
