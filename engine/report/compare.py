@@ -186,6 +186,8 @@ def conditions(view: RunView, row: Row) -> dict[str, Any]:
         "sampling": c.workload.sampling.model_dump(mode="json") if c else UNRECORDED,
         "knobs": c.workload.knobs if c else UNRECORDED,
         "requests per rep": _requests(view, row),
+        # A rate row's arrivals: the gamma shape of its gaps (1 is Poisson, the only one before).
+        **({"burstiness": c.workload.burstiness if c else UNRECORDED} if row.rate else {}),
         "cache": row.cache or (c.workload.cache if c else UNRECORDED),
         "server": view.state.server or UNRECORDED,
         "server args": launch["argv"] if launch else UNRECORDED,

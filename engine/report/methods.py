@@ -45,13 +45,13 @@ def methods(view: RunView) -> list[str]:
         out += [f"- **Campaign**: {view.campaign_note}; the methods below are partial.", ""]
     if c is not None:
         wl, leak = c.workload, c.leak
-        frozen = read_json(view.dir / PROMPTS) | read_json(view.dir / ITEMS)
-        classes = ", ".join(f"{k} ({len(frozen.get(k, []))} prompts)" for k in wl.classes)
+        prompts, items = read_json(view.dir / PROMPTS), read_json(view.dir / ITEMS)
+        classes = ", ".join(_class_text(k, prompts, items, c) for k in wl.classes)
         per_c = ", ".join([f"C{n}: {wl.pass_size(n)}" for n in wl.concurrency]
                           + [f"{r:g} req/s: {wl.requests_at(r)}" for r in wl.rate])
         loads = ([f"concurrency {', '.join(map(str, wl.concurrency))} (closed loop)"]
                  if wl.concurrency else []) + (
-            [f"rate {', '.join(f'{r:g}' for r in wl.rate)} req/s (open loop: Poisson arrivals, "
+            [f"rate {', '.join(f'{r:g}' for r in wl.rate)} req/s (open loop: {_arrivals(wl.burstiness)}, "
              f"seeded, the same every rep; goodput SLOs: {slo_text(view)})"] if wl.rate else [])
         out += [
             f"- **Workload**: classes {classes}; {'; '.join(loads)}; "
@@ -283,6 +283,24 @@ def flags(view: RunView) -> list[str]:
         return []
     return ["### Flags per window", "", "As booted (recorded argv; `${...}` resolved):", ""] + table(
         ["window", "axis", "", "change vs control", "argv", "image", "image id"], rows)
+
+
+def _class_text(cls: str, prompts: dict[str, Any], items: dict[str, Any], c: Campaign) -> str:
+    """A class as the methods name it: a plain class by its prompts; any other by its source and
+    how its requests' answers are sized."""
+    if cls not in items:
+        return f"{cls} ({len(prompts.get(cls, []))} prompts)"
+    spec = c.workload.classes.get(cls)
+    source = next((k for k, v in (spec.model_dump() if spec else {}).items() if v is not None), "items")
+    own = sum(isinstance(i, dict) and i.get("max_tokens") is not None for i in items[cls])
+    sized = f", {own} answered at exactly their own lengths (ignore-EOS)" if own else ""
+    return f"{cls} ({len(items[cls])} requests from its {source}{sized})"
+
+
+def _arrivals(burstiness: float) -> str:
+    if burstiness == 1.0:
+        return "Poisson arrivals"
+    return f"gamma arrivals of shape {burstiness:g} (burstiness; 1 is Poisson)"
 
 
 def files(view: RunView) -> list[str]:
