@@ -10,7 +10,7 @@ from typing import Annotated, Any, ClassVar, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
-from engine.campaign.prompts import DataFileError, NotUtf8, decode_text
+from engine.campaign.prompts import DataFileError, read_text
 from engine.campaign.sources.item import Item, Message
 from engine.campaign.yamlmarks import describe
 
@@ -74,16 +74,5 @@ def category_of(path: Path, line: int, record: dict[str, Any], field: str) -> st
 
 
 def reading(path: Path) -> str:
-    """A data file's text; a file that cannot be read or is not UTF-8 is a DataFileError."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataFileError(path, f"cannot read ({exc.strerror or exc})") from None
-    try:
-        text = decode_text(data)
-    except NotUtf8 as exc:
-        raise DataFileError(path, f"not UTF-8 text (byte 0x{exc.byte:02x} at column {exc.col})",
-                            exc.line) from None
-    if not text.strip():
-        raise DataFileError(path, "no records: the file is empty")
-    return text
+    """A data file's text; a file that cannot be read, is not UTF-8 or is empty is a DataFileError."""
+    return read_text(path, DataFileError, "no records")

@@ -4,11 +4,10 @@ answer's length in tokens (``output_tokens``, or the class's output field) and a
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from engine.campaign.prompts import DataFileError
+from engine.campaign.prompts import DataFileError, json_line
 from engine.campaign.sources.base import Record, category_of, output_length, reading
 from engine.campaign.sources.item import Message
 from engine.campaign.yamlmarks import describe
@@ -22,13 +21,8 @@ def records(path: Path, output_field: str, category_field: str) -> list[Record]:
     for n, line in enumerate(reading(path).split("\n"), 1):
         if not line.strip():
             continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", n) from None
-        except RecursionError:
-            raise DataFileError(path, "not JSON ruler reads (nested too deeply)", n) from None
-        out.append(_record(path, n, raw, output_field, category_field))
+        out.append(_record(path, n, json_line(path, n, line, DataFileError), output_field,
+                           category_field))
     return out
 
 
