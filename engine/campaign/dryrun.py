@@ -224,6 +224,13 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     out.append(f"requests: POST {adapter.chat_path}  {json.dumps(body)}")
     if extra:
         out.append(f"  adapter request fields (per-request acceptance): {json.dumps(extra)}")
+    sized = [n for n in wl.classes if any(i["max_tokens"] is not None for i in items[n])]
+    if sized:
+        fields = adapter.exact_length_fields(1)
+        out.append(f"  a request with its own output length N ({', '.join(sized)}): max_tokens N"
+                   + (f" and {json.dumps(fields).replace(': 1', ': N')}, so the server generates "
+                      "exactly N tokens" if fields else f", a limit only ({adapter.name} has no "
+                                                         "field that ignores the end of sequence)"))
     kept = "one connection per worker, kept" if adapter.keep_alive else "one connection per request"
     out.append(f"  {kept}; a pass splits over worker processes past {wl.shard.concurrency} streams "
                f"or {wl.shard.chunk_rate:g} chunks/s per process (up to one per core)")
@@ -240,7 +247,7 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
         seed = wl.sampling.seed if wl.sampling.seed is not None else defaults.SEED
         slo = ", ".join(([f"TTFT <= {wl.slo.ttft_ms:g} ms"] if wl.slo.ttft_ms is not None else [])
                         + ([f"ITL <= {wl.slo.tpot_ms:g} ms"] if wl.slo.tpot_ms is not None else []))
-        out.append(f"open loop: Poisson arrivals seeded by {seed} (the same schedule every rep and "
+        out.append(f"open loop: {wl.arrivals()} seeded by {seed} (the same schedule every rep and "
                    "window), each request sent at its time whatever is in flight; goodput: "
                    + (f"requests a second within {slo}" if slo else "no SLO set"))
     how = (f"POST {adapter.flush_path}" if adapter.flush_path

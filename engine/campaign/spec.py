@@ -378,6 +378,12 @@ class Workload(_Frozen):
         """Requests of an open-loop pass: ten seconds of arrivals (or rep_seconds), at least four."""
         return self.requests_per_rep or max(4, math.ceil((self.rep_seconds or 10) * rate))
 
+    def arrivals(self) -> str:
+        """How a rate row's requests arrive, in words (the dry run's and the report's)."""
+        if self.burstiness == 1.0:
+            return "Poisson arrivals"
+        return f"gamma arrivals of shape {self.burstiness:g} (burstiness; 1 is Poisson)"
+
     def loads(self) -> list[tuple[int, float | None]]:
         """Every load a class is measured at, in order: (C, None) closed loop, then (0, rate)."""
         return [(c, None) for c in self.concurrency] + [(0, r) for r in self.rate]

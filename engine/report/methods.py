@@ -51,7 +51,7 @@ def methods(view: RunView) -> list[str]:
                           + [f"{r:g} req/s: {wl.requests_at(r)}" for r in wl.rate])
         loads = ([f"concurrency {', '.join(map(str, wl.concurrency))} (closed loop)"]
                  if wl.concurrency else []) + (
-            [f"rate {', '.join(f'{r:g}' for r in wl.rate)} req/s (open loop: {_arrivals(wl.burstiness)}, "
+            [f"rate {', '.join(f'{r:g}' for r in wl.rate)} req/s (open loop: {wl.arrivals()}, "
              f"seeded, the same every rep; goodput SLOs: {slo_text(view)})"] if wl.rate else [])
         out += [
             f"- **Workload**: classes {classes}; {'; '.join(loads)}; "
@@ -295,12 +295,6 @@ def _class_text(cls: str, prompts: dict[str, Any], items: dict[str, Any], c: Cam
     own = sum(isinstance(i, dict) and i.get("max_tokens") is not None for i in items[cls])
     sized = f", {own} answered at exactly their own lengths (ignore-EOS)" if own else ""
     return f"{cls} ({len(items[cls])} requests from its {source}{sized})"
-
-
-def _arrivals(burstiness: float) -> str:
-    if burstiness == 1.0:
-        return "Poisson arrivals"
-    return f"gamma arrivals of shape {burstiness:g} (burstiness; 1 is Poisson)"
 
 
 def files(view: RunView) -> list[str]:

@@ -225,3 +225,15 @@ def test_explain_says_what_a_class_becomes(tmp_path: Path) -> None:
                      "2 without one, up to max_tokens 16",
                      f"  shared prefix: {shared_prefix_fraction(class_items(c, 'data')):.0%} of the "
                      "prompt text begins another request too"]
+
+
+def test_the_dry_run_shows_the_exact_length_fields_and_the_arrivals_shape(tmp_path: Path) -> None:
+    from engine.campaign.dryrun import plan_text
+
+    (tmp_path / "d.jsonl").write_text('{"prompt": "a", "output_tokens": 4}\n')
+    c = load(tmp_path, {"plain": {"prompts": ["p"]}, "data": {"dataset": {"file": "d.jsonl"}}},
+             rate=[2.0], burstiness=0.25)
+    text = plan_text(c, "process", environ={}, testbed={})
+    assert ('  a request with its own output length N (data): max_tokens N and {"ignore_eos": true}, '
+            "so the server generates exactly N tokens") in text
+    assert "open loop: gamma arrivals of shape 0.25 (burstiness; 1 is Poisson) seeded by 1234" in text
