@@ -1,0 +1,206 @@
+"""Multi-turn conversations as items: one item a user turn, sent with the whole history before it.
+
+A conversation comes from a dataset's multi-turn records (ShareGPT's ``conversations`` of
+``from``/``value``, or ``messages`` of ``role``/``content``, one a JSONL line or a JSON list) or is
+generated (turns, user and reply lengths, think time: each a number or a [low, high] range drawn
+seeded). The history a turn carries has the data's replies, or replies synthesised to the reply
+length, never the server's: every rep sends the same requests, so its later turns meet the same
+prefixes in the cache. Each item says its conversation, its turn (0-based) and the think time
+before it (after the previous turn's reply ends).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.campaign.prompts import NotUtf8, PromptFileError, decode_text
+from engine.campaign.sources import synth
+from engine.campaign.yamlmarks import describe
+
+ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+         "chatgpt": "assistant", "bing": "assistant", "bard": "assistant", "system": "system"}
+
+Range = int | float | tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    line: int  # where it is in its file (0: generated)
+    messages: tuple[dict[str, str], ...]  # system first if any, then user and assistant in turn
+    reply_tokens: tuple[int | None, ...]  # per user turn: its reply's length (None: the workload's)
+
+
+def read_conversations(path: Path) -> list[Conversation]:
+    """Every conversation of a dataset file (.jsonl: one a line; .json: a list); a record ruler
+    cannot send is a PromptFileError reading ``path:line: problem``."""
+    try:
+        text = decode_text(path.read_bytes())
+    except OSError as exc:
+        raise PromptFileError(path, f"cannot read ({exc.strerror or exc})") from None
+    except NotUtf8 as exc:
+        raise PromptFileError(path, str(exc), exc.line) from None
+    if path.suffix.lower() == ".jsonl":
+        records = []
+        for n, line in enumerate(text.split("\n"), 1):
+            if line.strip():
+                try:
+                    records.append((n, json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    raise PromptFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", n) from None
+    else:
+        records = _json_list(path, text)
+    out = [_conversation(path, n, rec) for n, rec in records]
+    if not out:
+        raise PromptFileError(path, "no conversations: the file has none")
+    return out
+
+
+def _json_list(path: Path, text: str) -> list[tuple[int, Any]]:
+    """A JSON list of records, each with the line it starts on (a decoder walks the list)."""
+    dec = json.JSONDecoder()
+    try:
+        i = _skip(text, 0)
+        if text[i:i + 1] != "[":
+            raise PromptFileError(path, "expected a JSON list of conversations", _line(text, i))
+        i = _skip(text, i + 1)
+        out: list[tuple[int, Any]] = []
+        while text[i:i + 1] != "]":
+            obj, end = dec.raw_decode(text, i)
+            out.append((_line(text, i), obj))
+            i = _skip(text, end)
+            if text[i:i + 1] == ",":
+                i = _skip(text, i + 1)
+            elif text[i:i + 1] != "]":
+                raise PromptFileError(path, "not JSON (expected ',' or ']')", _line(text, i))
+        return out
+    except json.JSONDecodeError as exc:
+        raise PromptFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
+
+
+def _skip(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\n":
+        i += 1
+    return i
+
+
+def _line(text: str, i: int) -> int:
+    return text.count("\n", 0, i) + 1
+
+
+def _conversation(path: Path, n: int, rec: Any) -> Conversation:
+    if not isinstance(rec, dict):
+        raise PromptFileError(path, f"expected a conversation object, got {describe(rec)}", n)
+    if isinstance(rec.get("conversations"), list):
+        turns, role_key, text_key = rec["conversations"], "from", "value"
+    elif isinstance(rec.get("messages"), list):
+        turns, role_key, text_key = rec["messages"], "role", "content"
+    else:
+        raise PromptFileError(path, "expected 'conversations' (from/value) or 'messages' "
+                              "(role/content), a list", n)
+    messages: list[dict[str, str]] = []
+    for k, turn in enumerate(turns, 1):
+        if not isinstance(turn, dict):
+            raise PromptFileError(path, f"message {k} is {describe(turn)}, not an object", n)
+        role, content = ROLES.get(str(turn.get(role_key, "")).lower()), turn.get(text_key)
+        if role is None:
+            raise PromptFileError(path, f"message {k}: {role_key} {turn.get(role_key)!r} is not "
+                                  f"one of {', '.join(sorted(ROLES))}", n)
+        if not isinstance(content, str) or not content.strip():
+            raise PromptFileError(path, f"message {k}: {text_key} must be non-empty text", n)
+        want = "system" if role == "system" else ("user" if not messages or
+                                                  messages[-1]["role"] != "user" else "assistant")
+        if role == "system" and messages:
+            raise PromptFileError(path, f"message {k}: a system message comes first only", n)
+        if role != "system" and role != want:
+            raise PromptFileError(path, f"message {k} is from the {role} after the {messages[-1]['role']}"
+                                  if messages else f"message {k} is from the {role}: a conversation "
+                                  "starts with the user", n)
+        messages.append({"role": role, "content": content})
+    users = sum(m["role"] == "user" for m in messages)
+    if not users:
+        raise PromptFileError(path, "a conversation without a user message", n)
+    return Conversation(n, tuple(messages), (None,) * users)
+
+
+@dataclass(frozen=True)
+class Generated:
+    """Generated conversations: each figure a value or a (low, high) range drawn per use."""
+
+    conversations: int
+    turns: Range
+    user_tokens: Range
+    reply_tokens: Range
+    system_tokens: int = 0  # a system prompt of its own at each conversation's start
+
+
+def _draw(rng: random.Random, value: Range, whole: bool = True) -> float:
+    """A value, or one drawn from a (low, high) range: a whole number, or any (think times)."""
+    if isinstance(value, tuple):
+        lo, hi = value
+        return rng.randint(int(lo), int(hi)) if whole else rng.uniform(lo, hi)
+    return value
+
+
+def generate(spec: Generated, seed: int) -> list[Conversation]:
+    """Conversations made to the spec; the same seed gives the same ones, word for word."""
+    out = []
+    for c in range(spec.conversations):
+        rng = random.Random(f"{seed}:conversation:{c}")
+        msgs: list[dict[str, str]] = []
+        if spec.system_tokens:
+            msgs.append({"role": "system", "content": synth.text(spec.system_tokens, f"{seed}:c{c}:system")})
+        replies = []
+        for t in range(max(1, int(_draw(rng, spec.turns)))):
+            msgs.append({"role": "user", "content": synth.text(max(1, int(_draw(rng, spec.user_tokens))),
+                                                                f"{seed}:c{c}:u{t}")})
+            reply = max(1, int(_draw(rng, spec.reply_tokens)))
+            msgs.append({"role": "assistant", "content": synth.text(reply, f"{seed}:c{c}:a{t}")})
+            replies.append(reply)
+        out.append(Conversation(0, tuple(msgs), tuple(replies)))
+    return out
+
+
+def sample(convs: Sequence[Conversation], n: int | None, seed: int) -> list[Conversation]:
+    """``n`` conversations drawn without replacement, seeded, in the file's order (None: all)."""
+    if n is None or n >= len(convs):
+        return list(convs)
+    picked = sorted(random.Random(f"{seed}:sample").sample(range(len(convs)), n))
+    return [convs[i] for i in picked]
+
+
+def items(convs: Sequence[Conversation], think: Range, seed: int,
+          max_turns: int | None = None) -> list[dict[str, Any]]:
+    """One item a user turn, conversation by conversation, turn by turn: its messages are the
+    history before it (replies from the conversation) and itself; its think time is drawn seeded
+    (0 before a conversation's first turn)."""
+    out: list[dict[str, Any]] = []
+    for c, conv in enumerate(convs):
+        rng = random.Random(f"{seed}:think:{c}")
+        turn = 0
+        for k, m in enumerate(conv.messages):
+            if m["role"] != "user" or (max_turns is not None and turn >= max_turns):
+                continue
+            think_s = round(float(_draw(rng, think, whole=False)), 3) if turn else 0.0
+            out.append({"messages": [dict(x) for x in conv.messages[:k + 1]],
+                        "max_tokens": conv.reply_tokens[turn], "at": None, "conversation": c,
+                        "turn": turn, "think_s": think_s})
+            turn += 1
+    return out
+
+
+def history_shared(items_: Sequence[dict[str, Any]]) -> float:
+    """The share of the items' message characters that repeat the conversation's previous turn
+    (its history): what a prefix cache can serve a later turn, in characters."""
+    prev: dict[int, int] = {}
+    shared = total = 0
+    for it in items_:
+        size = sum(len(m["content"]) for m in it["messages"])
+        shared += prev.get(it["conversation"], 0)
+        total += size
+        prev[it["conversation"]] = size
+    return shared / total if total else 0.0
