@@ -187,7 +187,7 @@ def items(convs: Sequence[Conversation], think: Range, seed: int,
                 continue
             think_s = round(float(_draw(rng, think, whole=False)), 3) if turn else 0.0
             out.append({"messages": [dict(x) for x in conv.messages[:k + 1]],
-                        "max_tokens": conv.reply_tokens[turn], "at": None, "conversation": c,
+                        "max_tokens": conv.reply_tokens[turn], "conversation": c,
                         "turn": turn, "think_s": think_s})
             turn += 1
     return out

@@ -171,8 +171,7 @@ def items(reqs: Sequence[TraceRequest], seed: int,
           block_tokens: int = BLOCK_TOKENS) -> list[dict[str, Any]]:
     """The requests as items: one user message each, the trace's output length, its time."""
     return [{"messages": [{"role": "user", "content": prompt(r, seed, block_tokens)}],
-             "max_tokens": r.output_length, "at": r.t, "conversation": None, "turn": None,
-             "think_s": None} for r in reqs]
+             "max_tokens": r.output_length, "at": r.t} for r in reqs]
 
 
 def shared_fraction(reqs: Sequence[TraceRequest], block_tokens: int = BLOCK_TOKENS) -> float:
