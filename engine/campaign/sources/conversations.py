@@ -16,7 +16,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
 from engine.campaign.prompts import NotUtf8, PromptFileError, decode_text
 from engine.campaign.sources import synth
@@ -26,6 +28,53 @@ ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assi
          "chatgpt": "assistant", "bing": "assistant", "bard": "assistant", "system": "system"}
 
 Range = int | float | tuple[float, float]
+
+Count = Annotated[int, Strict(), Field(ge=1, le=1 << 20)]
+Secs = Annotated[float, Strict(), Field(ge=0, le=3600, allow_inf_nan=False)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _ordered(value: Any) -> Any:
+    if isinstance(value, tuple) and value[0] > value[1]:
+        raise ValueError(f"a range is [low, high], got [{value[0]}, {value[1]}]")
+    return value
+
+
+class GenerateSpec(_Frozen):
+    """Generated conversations: each length a number or a [low, high] range drawn per use."""
+
+    conversations: Count
+    turns: Count | tuple[Count, Count]
+    user_tokens: Count | tuple[Count, Count]
+    reply_tokens: Count | tuple[Count, Count]
+    system_tokens: Annotated[int, Strict(), Field(ge=0, le=1 << 20)] = 0
+
+    @model_validator(mode="after")
+    def _ranges(self) -> GenerateSpec:
+        for v in (self.turns, self.user_tokens, self.reply_tokens):
+            _ordered(v)
+        return self
+
+
+class ConversationsSpec(_Frozen):
+    """A multi-turn class: conversations from a dataset file or generated (exactly one)."""
+
+    file: Annotated[str, Strict()] | None = None
+    generate: GenerateSpec | None = None
+    sample: Count | None = None  # conversations drawn from the file (None: every one)
+    max_turns: Count | None = None  # per conversation, its first turns
+    think_s: Secs | tuple[Secs, Secs] = 0.0  # before each turn after the first
+    seed: Annotated[int, Strict(), Field(ge=0, lt=1 << 63)] = 0
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ConversationsSpec:
+        if (self.file is None) == (self.generate is None):
+            raise ValueError("give exactly one of file and generate")
+        _ordered(self.think_s)
+        return self
 
 
 @dataclass(frozen=True)
@@ -204,3 +253,16 @@ def history_shared(items_: Sequence[dict[str, Any]]) -> float:
         total += size
         prev[it["conversation"]] = size
     return shared / total if total else 0.0
+
+
+def spec_conversations(spec: ConversationsSpec, path: Path | None) -> list[Conversation]:
+    if spec.generate is not None:
+        g = spec.generate
+        return generate(Generated(g.conversations, g.turns, g.user_tokens, g.reply_tokens,
+                                  g.system_tokens), spec.seed)
+    assert path is not None  # a file spec always names one
+    return sample(read_conversations(path), spec.sample, spec.seed)
+
+
+def spec_items(spec: ConversationsSpec, path: Path | None) -> list[dict[str, Any]]:
+    return items(spec_conversations(spec, path), spec.think_s, spec.seed, spec.max_turns)

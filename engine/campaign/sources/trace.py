@@ -19,15 +19,30 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from engine.campaign.prompts import NotUtf8, PromptFileError, decode_text
 from engine.campaign.sources import synth
 
 BLOCK_TOKENS = 512  # Mooncake's block: one hash id names this many tokens
 MAX_LENGTH = 1 << 20  # tokens: past it, a typo
+
+
+class TraceSpec(BaseModel):
+    """A trace class: its file, the window of it replayed and how fast."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    file: Annotated[str, Strict()]
+    # Every send time is multiplied by this: 0.5 replays the trace twice as fast, 2 at half speed.
+    time_scale: Annotated[float, Strict(), Field(gt=0, le=1000, allow_inf_nan=False)] = 1.0
+    # The window of the trace: from this many seconds into it, for this many (None: to its end).
+    start: Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)] = 0.0
+    seconds: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)] | None = None
+    block_tokens: Annotated[int, Strict(), Field(ge=1, le=65536)] = BLOCK_TOKENS
+    seed: Annotated[int, Strict(), Field(ge=0, lt=1 << 63)] = 0  # the synthesised prompts' text
 
 
 @dataclass(frozen=True)
@@ -211,3 +226,17 @@ def summary(reqs: Sequence[TraceRequest], time_scale: float = 1.0,
             "shared_prefix": round(shared_fraction(reqs, block_tokens), 4),
             "duration_s": round(duration, 3),
             "mean_rps": round((len(reqs) - 1) / duration, 3) if duration > 0 else None}
+
+
+def spec_requests(spec: TraceSpec, path: Path) -> list[TraceRequest]:
+    """The requests of a trace class: its file's, in its window (a window with none is an error)."""
+    reqs = window(read_trace(path, spec.block_tokens), spec.start, spec.seconds)
+    if not reqs:
+        end = "its end" if spec.seconds is None else f"{spec.start + spec.seconds:g} s"
+        span = f"{spec.start:g} s to {end}"
+        raise PromptFileError(path, f"no requests in the window ({span} into the trace)")
+    return reqs
+
+
+def spec_items(spec: TraceSpec, path: Path) -> list[dict[str, Any]]:
+    return items(spec_requests(spec, path), spec.seed, spec.block_tokens)
