@@ -178,6 +178,41 @@ def latency_figures(records: Sequence[Mapping[str, Any]]) -> dict[str, float | N
     return out
 
 
+# Multi-turn figures per turn index: what a conversation's later turns meet that its first does
+# not (the history in the prefix cache: a higher cache hit, a shorter time to first token). From
+# the records alone (each multi-turn record carries its ``turn``), every rep pooled, so a receipt
+# recomputes them as it does the row. The cache hit per turn is from the server's per-request
+# usage (``cached_tokens``): its counters are per pass, not per turn.
+
+
+def _pct(values: Sequence[float], p: int) -> float | None:
+    return round(float(np.percentile(values, p)), 2) if values else None
+
+
+def turn_figures(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per turn index (0 first), over the records that have one: its requests and failures, TTFT
+    p50/p90 and TPOT p50 in ms, and its prompt tokens, those served from the cache and their share
+    (None when a finished request's usage does not say). Empty for a class without turns."""
+    by_turn: dict[int, list[Mapping[str, Any]]] = {}
+    for r in records:
+        if r.get("turn") is not None:
+            by_turn.setdefault(int(r["turn"]), []).append(r)
+    out = []
+    for turn in sorted(by_turn):
+        rs = by_turn[turn]
+        ok = [r for r in rs if not r.get("error")]
+        ttfts = [t for r in ok if (t := ttft_ms(r)) is not None]
+        tpots = [t for r in ok if (t := tpot_ms(r)) is not None]
+        known = ok and all(r.get("cached_tokens") is not None and r.get("prompt_tokens") for r in ok)
+        prompt = sum(int(r["prompt_tokens"]) for r in ok) if known else None
+        cached = sum(int(r["cached_tokens"]) for r in ok) if known else None
+        out.append({"turn": turn, "requests": len(rs), "failed": len(rs) - len(ok),
+                    "ttft_p50": _pct(ttfts, 50), "ttft_p90": _pct(ttfts, 90), "tpot_p50": _pct(tpots, 50),
+                    "prompt_tokens": prompt, "cached_tokens": cached,
+                    "cache_hit": round(cached / prompt, 4) if prompt and cached is not None else None})
+    return out
+
+
 def rep_cause(headers: Sequence[dict[str, Any]], index: int) -> str | None:
     """Why rep ``index`` (0-based) was slow when the GPU says so, else None (engine.gpu)."""
     others = [h.get("gpu") for i, h in enumerate(headers) if i != index]
@@ -309,4 +344,6 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]
         "cache": policy_word,
         "cache_hit": round(sum(c["cached"] for c in caches) / prompt, 4) if prompt else None,
         "cache_source": "+".join(sorted(sources)) if prompt else "",
+        # A multi-turn class's figures per turn index; none for a class without turns.
+        **({"turns": turns} if (turns := turn_figures([r for _, rs in reps for r in rs])) else {}),
     }

@@ -1,10 +1,10 @@
-"""Figures per turn index of a multi-turn class (engine.method.turns), from request records."""
+"""Figures per turn index of a multi-turn class (engine.method.stats.turn_figures), from request records."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from engine.method.turns import turn_figures, turns_text
+from engine.method.stats import LeakPolicy, row_figures, turn_figures
 
 
 def rec(turn: int | None, prompt: int, cached: int | None, ttft: float, error: str | None = None
@@ -22,7 +22,14 @@ def test_per_turn_cache_hits_and_ttft() -> None:
     assert t1["cache_hit"] == 0.75  # the failed request's usage left out
     assert t0["ttft_p50"] == 60.0 and t1["ttft_p50"] == 20.0
     assert t1["tpot_p50"] == 100.0  # 0.4 s over the 4 tokens after the first
-    assert turns_text([t0, t1]) == "t0 0% 60ms, t1 75% 20ms"
+
+
+def test_a_row_has_turns_only_with_turns() -> None:
+    reps = [({"rep": 1}, [rec(0, 100, 0, 0.05), rec(1, 200, 100, 0.02)]),
+            ({"rep": 2}, [rec(0, 100, 0, 0.05), rec(1, 200, 120, 0.03)])]
+    row = row_figures(reps, 1, LeakPolicy())
+    assert [t["cache_hit"] for t in row["turns"]] == [0.0, 0.55]  # the reps' requests pooled
+    assert "turns" not in row_figures([({"rep": 1}, [rec(None, 10, 0, 0.01)])], 1, LeakPolicy())
 
 
 def test_unknown_usage_is_no_hit_and_no_turns_is_empty() -> None:
