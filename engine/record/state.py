@@ -96,14 +96,19 @@ class RowState:
         return self.status in COMPLETE_ROWS
 
 
+# A trace class's one load: open loop at its requests' own times (no workers, no rate of ruler's).
+TRACE_LOAD = "trace"
+
+
 def load_label(concurrency: int, rate: float | None = None) -> str:
-    """``c4`` (closed loop, four workers) or ``r2.5`` (open loop, 2.5 requests a second)."""
-    return f"r{rate:g}" if rate else f"c{concurrency}"
+    """``c4`` (closed loop, four workers), ``r2.5`` (open loop, 2.5 requests a second) or
+    ``trace`` (open loop at a trace's times: neither workers nor a rate)."""
+    return f"r{rate:g}" if rate else f"c{concurrency}" if concurrency else TRACE_LOAD
 
 
 def load_text(concurrency: int, rate: float | None = None) -> str:
-    """A load as people read it: ``C4``, ``2.5 req/s``."""
-    return f"{rate:g} req/s" if rate else f"C{concurrency}"
+    """A load as people read it: ``C4``, ``2.5 req/s``, ``trace``."""
+    return f"{rate:g} req/s" if rate else f"C{concurrency}" if concurrency else TRACE_LOAD
 
 
 def row_key(session: str, window: str, cls: str, concurrency: int, rate: float | None = None) -> str:

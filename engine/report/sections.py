@@ -23,6 +23,7 @@ from engine.report.text import (
     tok,
     when,
 )
+from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_cell, verdict_lines
 from engine.report.windows import history, window_status
 
@@ -132,6 +133,7 @@ def controls(view: RunView) -> list[str]:
                              pct(r.spread), reps_text(r), cache_text(r), r.status, r.attempts]
                             for r in rows.values()])
             lines += latency_table(rows.values(), slo_text(view))
+            lines += turns_table(view, rows.values())
         lines += verdict_lines(view, ws) + [""] + history(view, ws)
     return lines + drift(view)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.record.deltas import METHOD, Interval, observable, pair_delta
 from engine.record.deltas import text as delta_text
+from engine.record.state import load_text
 from engine.report.run import Row, RunView
 
 
@@ -95,8 +96,8 @@ def cache_text(row: Row | None) -> str:
 
 
 def load_cell(row: Row) -> str | int:
-    """The load column: a closed-loop row's concurrency, an open-loop row's rate."""
-    return f"{row.rate:g} req/s" if row.rate else row.concurrency
+    """The load column: a closed-loop row's concurrency, an open-loop row's rate, a trace's word."""
+    return row.concurrency if row.concurrency and not row.rate else load_text(row.concurrency, row.rate)
 
 
 def triple(row: Row, name: str) -> str:

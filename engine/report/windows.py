@@ -23,6 +23,7 @@ from engine.report.text import (
     tok,
     when,
 )
+from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_lines
 
 
@@ -202,6 +203,7 @@ def windows(view: RunView) -> list[str]:
                   f"{cache_text(r)} / {cache_text(c)}", r.status, r.attempts]
                  for r in rows.values() for c in [ctl.get(r.shape)]])
             lines += latency_table(rows.values(), slo_text(view))
+            lines += turns_table(view, rows.values())
         else:
             lines += ["No throughput rows.", ""]
         lines += verdict_lines(view, ws) + [""] + history(view, ws)
