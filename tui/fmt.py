@@ -37,3 +37,14 @@ def fmt_pct(v: float | None, signed: bool = False) -> str:
     if v is None:
         return "-"
     return f"{v:+.1%}" if signed else f"{v:.1%}"
+
+
+def fmt_turns(turns: Any) -> str:
+    """A multi-turn row's cache hit and median TTFT per turn: ``t0 0% 41ms, t1 86% 12ms``."""
+    def hit(t: dict[str, Any]) -> str:
+        return "-" if t.get("cache_hit") is None else f"{t['cache_hit']:.0%}"
+
+    def ttft(t: dict[str, Any]) -> str:
+        return "-" if t.get("ttft_p50") is None else f"{t['ttft_p50']:.0f}ms"
+
+    return ", ".join(f"t{t['turn']} {hit(t)} {ttft(t)}" for t in turns or ())

@@ -10,7 +10,7 @@ from engine.method.leak import spread
 from engine.record.events import LIVE_ROWS, RowStatus
 from engine.record.state import RowState, RunState
 from tui.columns import Col
-from tui.fmt import Seg, fmt_pct, fmt_rps, fmt_tok
+from tui.fmt import Seg, fmt_pct, fmt_rps, fmt_tok, fmt_turns
 from tui.windows import window_rows
 
 REP_COLUMNS = ["shape", "reps tok/s", "median", "spread", "status", "att", "user", "acc len",
@@ -69,6 +69,8 @@ def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
     why = str(final.get("reason") or "")
     if r.status == RowStatus.NOISY and final.get("spread_why"):  # noise, not a leak: why, first
         why = "; ".join(x for x in (str(final["spread_why"]), why) if x)
+    if final.get("turns"):  # a multi-turn row: the cache hit per turn leads
+        why = "; ".join(x for x in (f"turns {fmt_turns(final['turns'])}", why) if x)
     earlier = [f"a{i + 1} void: {v}" for i, v in enumerate(r.voids)]
     if not why and earlier:
         why = "; ".join(earlier)

@@ -36,3 +36,15 @@ def test_unknown_usage_is_no_hit_and_no_turns_is_empty() -> None:
     (t,) = turn_figures([rec(0, 100, None, 0.05)])
     assert t["cache_hit"] is None and t["prompt_tokens"] is None
     assert turn_figures([rec(None, 10, 1, 0.1)]) == []
+
+
+def test_the_console_reads_a_rows_turns_in_its_why() -> None:
+    from engine.record.state import RowState
+    from tui.fmt import fmt_turns
+    from tui.reps import row_cells
+
+    turns = turn_figures([rec(0, 100, 0, 0.06), rec(1, 200, 150, 0.02)])
+    assert fmt_turns(turns) == "t0 0% 60ms, t1 75% 20ms"
+    r = RowState("s1", "control", "chat", 2, None)
+    r.row = {"turns": turns, "reason": "", "status": "ok"}
+    assert row_cells(r, 2)["why"][0][0] == "turns t0 0% 60ms, t1 75% 20ms"
