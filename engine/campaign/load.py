@@ -186,10 +186,21 @@ def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:
     if not isinstance(workload, dict):
         return []
     issues: list[Issue] = []
-    if not workload.get("concurrency") and not workload.get("rate"):
+    given = workload.get("classes")
+    classes: Mapping[Any, Any] = given if isinstance(given, dict) else {}
+    kinds = {name: next((k for k in ("trace", "conversations") if isinstance(c, dict) and k in c), "")
+             for name, c in classes.items()}
+    # A trace brings its own load (its times); every other class is sent at the workload's.
+    if not workload.get("concurrency") and not workload.get("rate") and (
+            not kinds or any(k != "trace" for k in kinds.values())):
         issues.append((("workload",), True, "the workload has no load: give concurrency (closed "
                                             "loop: C workers) or rate (open loop: requests per "
                                             "second), or both"))
+    elif not workload.get("concurrency"):
+        issues += [(("workload", "classes", name, "conversations"), False,
+                    f"class {name!r} is multi-turn: it needs workload.concurrency (a worker owns a "
+                    "conversation and sends its turns in order)")
+                   for name, kind in kinds.items() if kind == "conversations"]
     reps, cap = workload.get("reps", defaults.REPS), workload.get("max_reps", defaults.MAX_REPS)
     if workload.get("precision") is not None and isinstance(reps, int):
         if reps < 2:
