@@ -110,3 +110,12 @@ def test_history_shared_counts_the_previous_turn() -> None:
     items = [{"conversation": 0, "messages": [{"content": "aaaa"}]},
              {"conversation": 0, "messages": [{"content": "aaaa"}, {"content": "bb"}, {"content": "cc"}]}]
     assert cv.history_shared(items) == 4 / 12
+
+
+def test_order_groups_turns_by_conversation() -> None:
+    items = cv.items(cv.generate(cv.Generated(3, (1, 3), 2, 2), seed=4), think=0, seed=4)
+    groups = cv.order(items)
+    assert sorted(i for g in groups for i in g) == list(range(len(items)))
+    for g in groups:
+        assert len({items[i]["conversation"] for i in g}) == 1
+        assert [items[i]["turn"] for i in g] == list(range(len(g)))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -266,3 +266,12 @@ def spec_conversations(spec: ConversationsSpec, path: Path | None) -> list[Conve
 
 def spec_items(spec: ConversationsSpec, path: Path | None) -> list[dict[str, Any]]:
     return items(spec_conversations(spec, path), spec.think_s, spec.seed, spec.max_turns)
+
+
+def order(items_: Sequence[Mapping[str, Any]]) -> list[list[int]]:
+    """The items' indices per conversation, turn by turn, conversations in their first item's
+    order: what a multi-turn pass's workers draw from."""
+    convs: dict[int, list[int]] = {}
+    for i, it in enumerate(items_):
+        convs.setdefault(int(it.get("conversation", i)), []).append(i)
+    return [sorted(ix, key=lambda i: int(items_[i].get("turn", 0))) for ix in convs.values()]
