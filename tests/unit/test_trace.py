@@ -107,3 +107,12 @@ def test_summary_counts_the_shared_prefix_and_the_rate(tmp_path: Path) -> None:
     assert s["shared_prefix"] == round(1000 / 2000, 4)
     assert (s["requests"], s["duration_s"], s["mean_rps"]) == (3, 4.0, 0.5)
     assert s["input_length"]["max"] == 1000 and s["output_length"]["p50"] == 5
+
+
+def test_explain_says_what_the_class_becomes(tmp_path: Path) -> None:
+    path = write(tmp_path / "t.jsonl", MOONCAKE)
+    lines = trace.describe(trace.TraceSpec(file="t.jsonl", time_scale=0.5), path)
+    assert "3 requests from 0 s to its end" in lines[0] and "over 1 s" in lines[0]
+    assert "input tokens p50 700" in lines[1] and "shared prefix 50.0%" in lines[2]
+    with pytest.raises(PromptFileError, match="no requests in the window"):
+        trace.spec_items(trace.TraceSpec(file="t.jsonl", start=10.0), path)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
 from engine.campaign.prompts import NotUtf8, PromptFileError, decode_text
 from engine.campaign.sources import synth
-from engine.campaign.yamlmarks import describe
+from engine.campaign.yamlmarks import describe as describe_value
 
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
          "chatgpt": "assistant", "bing": "assistant", "bard": "assistant", "system": "system"}
@@ -143,7 +143,7 @@ def _line(text: str, i: int) -> int:
 
 def _conversation(path: Path, n: int, rec: Any) -> Conversation:
     if not isinstance(rec, dict):
-        raise PromptFileError(path, f"expected a conversation object, got {describe(rec)}", n)
+        raise PromptFileError(path, f"expected a conversation object, got {describe_value(rec)}", n)
     if isinstance(rec.get("conversations"), list):
         turns, role_key, text_key = rec["conversations"], "from", "value"
     elif isinstance(rec.get("messages"), list):
@@ -154,7 +154,7 @@ def _conversation(path: Path, n: int, rec: Any) -> Conversation:
     messages: list[dict[str, str]] = []
     for k, turn in enumerate(turns, 1):
         if not isinstance(turn, dict):
-            raise PromptFileError(path, f"message {k} is {describe(turn)}, not an object", n)
+            raise PromptFileError(path, f"message {k} is {describe_value(turn)}, not an object", n)
         role, content = ROLES.get(str(turn.get(role_key, "")).lower()), turn.get(text_key)
         if role is None:
             raise PromptFileError(path, f"message {k}: {role_key} {turn.get(role_key)!r} is not "
@@ -275,3 +275,25 @@ def order(items_: Sequence[Mapping[str, Any]]) -> list[list[int]]:
     for i, it in enumerate(items_):
         convs.setdefault(int(it.get("conversation", i)), []).append(i)
     return [sorted(ix, key=lambda i: int(items_[i].get("turn", 0))) for ix in convs.values()]
+
+
+def describe(spec: ConversationsSpec, path: Path | None) -> list[str]:
+    """What a multi-turn class becomes, for ``ruler validate --explain``."""
+    from engine.campaign.sources.trace import lengths_text, percentiles
+
+    its = spec_items(spec, path)
+    groups = order(its)
+    turns = [len(g) for g in groups]
+    words = [float(sum(len(m["content"].split()) for m in it["messages"])) for it in its]
+    replies = [float(it["max_tokens"]) for it in its if it.get("max_tokens")]
+    think = (f"{spec.think_s[0]:g}-{spec.think_s[1]:g} s" if isinstance(spec.think_s, tuple)
+             else f"{spec.think_s:g} s")
+    where = f"from {spec.file}" if spec.file else "generated"
+    reply = f"{lengths_text(percentiles(replies))} tokens" if replies else "up to the workload's max_tokens"
+    return [f"conversations {where}: {len(groups)} conversations, {len(its)} turns ({min(turns)}-"
+            f"{max(turns)} a conversation), think {think} before each later turn; a worker owns a "
+            "conversation and sends its turns in order, each with its history",
+            f"  prompt words a turn (history included) {lengths_text(percentiles(words))}; replies "
+            + reply,
+            f"  history {history_shared(its):.1%} of the turns' text (a later turn's previous prompt: "
+            "what the prefix cache may serve)"]
