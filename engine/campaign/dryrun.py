@@ -22,7 +22,7 @@ from engine.campaign import defaults
 from engine.campaign.load import campaign_warnings, load_campaign
 from engine.campaign.plan import campaign_items, plan_launch, resolve_runtime
 from engine.campaign.redact import is_secret, redactor_for
-from engine.campaign.sources import chosen
+from engine.campaign.sources import chosen, class_notes
 from engine.campaign.sources.explain import class_lines
 from engine.campaign.spec import Campaign, percent
 from engine.record.events import CONTROL
@@ -250,8 +250,10 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
         out.append(f"open loop: {wl.arrivals()} seeded by {seed} (the same schedule every rep and "
                    "window), each request sent at its time whatever is in flight; goodput: "
                    + (f"requests a second within {slo}" if slo else "no SLO set"))
+    multi = any(spec.conversations is not None for spec in wl.classes.values())
     how = (f"POST {adapter.flush_path}" if adapter.flush_path
-           else f"no endpoint: {json.dumps(adapter.cache_fields('flush'))} on each request")
+           else f"no endpoint: {json.dumps(adapter.cache_fields('flush'))} on each request"
+           + (", on a multi-turn class's first turns only (never between turns)" if multi else ""))
     out.append(f"prefix cache: flush before each warm pass and rep ({how}; a flush that fails "
                "voids the rep)" if wl.cache == "flush" else "prefix cache: keep (never emptied: "
                "reps after the warm pass may be served from it; each row says how much)")
@@ -373,5 +375,6 @@ def classes_text(campaign: Campaign, environ: Mapping[str, str] | None = None,
     items = campaign_items(campaign, variables)
     wl = campaign.workload
     out = [line for name, spec in wl.classes.items()
-           for line in class_lines(name, chosen(spec)[0].key, items[name], wl.max_tokens)]
+           for line in class_lines(name, chosen(spec)[0].key, items[name], wl.max_tokens)
+           + [f"  {note}" for note in class_notes(campaign, name, variables)]]
     return "\n".join(out) + "\n"

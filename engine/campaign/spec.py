@@ -28,8 +28,10 @@ from pydantic_core import PydanticCustomError
 
 from engine.campaign import defaults
 from engine.campaign.prompts import read_prompts
+from engine.campaign.sources.conversations import ConversationsSpec
 from engine.campaign.sources.dataset import DatasetSpec
 from engine.campaign.sources.shared_prefix import SharedPrefixSpec
+from engine.campaign.sources.trace import TraceSpec
 from engine.campaign.variables import ArgValue, Scalar, expand
 from engine.campaign.yamlmarks import describe
 from engine.record.events import CONTROL
@@ -293,6 +295,8 @@ class PromptClass(_Frozen):
     file: Str | None = None
     dataset: DatasetSpec | None = None
     shared_prefix: SharedPrefixSpec | None = None
+    trace: TraceSpec | None = None  # replayed at its own times (engine.campaign.sources.trace)
+    conversations: ConversationsSpec | None = None  # multi-turn (engine.campaign.sources.conversations)
 
 
 class Sampling(_Frozen):
@@ -387,6 +391,17 @@ class Workload(_Frozen):
     def loads(self) -> list[tuple[int, float | None]]:
         """Every load a class is measured at, in order: (C, None) closed loop, then (0, rate)."""
         return [(c, None) for c in self.concurrency] + [(0, r) for r in self.rate]
+
+    def loads_of(self, cls: str) -> list[tuple[int, float | None]]:
+        """The loads class ``cls`` is measured at: a trace at its own times alone ((0, None), the
+        row ``trace``), a multi-turn class at each concurrency (a worker owns a conversation),
+        any other class at every load."""
+        spec = self.classes[cls]
+        if spec.trace is not None:
+            return [(0, None)]
+        if spec.conversations is not None:
+            return [(c, None) for c in self.concurrency]
+        return self.loads()
 
 
 class OracleReceipt(_Frozen):

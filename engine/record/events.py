@@ -367,6 +367,7 @@ class RepDone(Shape):
     tail_s: NotRequired[float | None]  # the seconds after it
     half_width: NotRequired[float | None]  # with a precision: the row's half-width after this rep
     precision_status: NotRequired[str]  # ... and the rule's word: more | reached | cap | cannot
+    turns: NotRequired[list[dict[str, Any]]]  # multi-turn: stats.turn_figures of this rep
 
 
 class LeakSuspected(Shape):
@@ -425,6 +426,7 @@ class RowDone(Shape):
     cache: NotRequired[str]  # the campaign's cache policy the reps ran under: keep | flush
     cache_hit: NotRequired[float | None]  # share of the reps' prompt tokens served from the cache
     cache_source: NotRequired[str]  # metrics | per-request | "" (the server does not say)
+    turns: NotRequired[list[dict[str, Any]]]  # multi-turn: stats.turn_figures, every rep pooled
     ttft_p50: NotRequired[float | None]  # from here to tpot_p99: stats.latency_figures, ms
     ttft_p90: NotRequired[float | None]
     ttft_p99: NotRequired[float | None]

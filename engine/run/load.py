@@ -121,7 +121,9 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
                    workers: Sequence[int] | None = None,
                    take: Callable[[], int | None] | None = None,
                    arrivals: Sequence[float] | None = None,
-                   seconds: float | None = None) -> PassResult:
+                   seconds: float | None = None,
+                   conversations: Sequence[Sequence[int]] | None = None,
+                   first_turn: dict[str, Any] | None = None) -> PassResult:
     """n_requests requests over exactly ``concurrency`` workers; request i sends item i % len (every
     rep sends the same items). An item with its own ``max_tokens`` (an output length from the data)
     is sent with that limit and the adapter's :meth:`~ServerClient.exact_length_fields`, so the
@@ -136,6 +138,13 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
     ``scheduled`` is that time, so a send the client made late shows. With ``seconds`` (a rep
     sized by time) no request is sent once that long has passed since the start; the pass ends
     with the requests then in flight.
+
+    With ``conversations`` (each a list of item indices, turn by turn) the pass is multi-turn:
+    ``take`` draws a conversation, and the worker that drew it sends its turns in order on its
+    connection, each after the item's ``think_s`` has passed since the previous turn's reply ended
+    (``n_requests`` is then the number of conversations). A first turn is sent with
+    ``first_turn``'s fields as well (a cache policy's per-request flush: the cache is emptied
+    before a conversation, never between its turns). Each record says its conversation and turn.
     """
     fields = adapter.load_fields()
     target = Target.of(base_url + adapter.chat_path, adapter.keep_alive)
@@ -147,8 +156,9 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
             item = items[p]
             own = item["max_tokens"]
             extra = fields if own is None else {**fields, **adapter.exact_length_fields(own)}
+            flush = first_turn if first_turn and item.get("turn") == 0 else {}
             body = request_body(item["messages"], max_tokens if own is None else own, sampling,
-                                knobs, extra)
+                                {**knobs, **flush}, extra)
             requests[p] = target.request(body), token_limit(body)
         return requests[p]
     if take is None:
@@ -179,6 +189,33 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
                     await client.send(body, rec, adapter, limit)
                 finally:
                     in_flight[0] -= 1
+        finally:
+            client.close()
+
+    async def talker(w: int, convs: Sequence[Sequence[int]]) -> None:
+        """A worker of a multi-turn pass: conversation after conversation, turns in order."""
+        client = Client(target, adapter.keep_alive, timeout)
+        try:
+            while (j := take()) is not None:
+                ended: float | None = None
+                for p in convs[j]:
+                    item = items[p]
+                    if ended is not None:  # think, then the next turn; the timer may wake early
+                        while (wait := ended + (item.get("think_s") or 0.0) - time.monotonic()) > 0:
+                            await asyncio.sleep(wait)
+                    if seconds is not None and time.monotonic() - t0 >= seconds:
+                        return
+                    body, limit = request(p)
+                    rec = new_record(w, p, p)  # every item once a pass: its index is the item's
+                    rec["conversation"] = item.get("conversation", j)
+                    rec["turn"] = item.get("turn", 0)
+                    records.append(rec)
+                    in_flight[0] += 1
+                    try:
+                        await client.send(body, rec, adapter, limit)
+                    finally:
+                        in_flight[0] -= 1
+                    ended = time.monotonic()
         finally:
             client.close()
 
@@ -232,6 +269,9 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
     samp = asyncio.create_task(sampler())
     if arrivals is not None:
         tasks = [asyncio.create_task(dispatcher(arrivals))]
+    elif conversations is not None:
+        tasks = [asyncio.create_task(talker(w, conversations))
+                 for w in (range(concurrency) if workers is None else workers)]
     else:
         tasks = [asyncio.create_task(worker(w))
                  for w in (range(concurrency) if workers is None else workers)]

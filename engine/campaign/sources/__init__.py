@@ -5,21 +5,25 @@ class's items (engine.campaign.sources.item); the run freezes them at its start.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.campaign.sources.base import Source
+from engine.campaign.sources.conversations import ConversationsSource
 from engine.campaign.sources.dataset import Dataset
 from engine.campaign.sources.files import Inline, PromptFile
 from engine.campaign.sources.item import Item
 from engine.campaign.sources.shared_prefix import SharedPrefix
+from engine.campaign.sources.trace import TraceSource
 from engine.campaign.variables import expand
 
 if TYPE_CHECKING:
     from engine.campaign.spec import Campaign, PromptClass
 
-SOURCES: dict[str, Source] = {s.key: s for s in (Inline(), PromptFile(), Dataset(), SharedPrefix())}
+SOURCES: dict[str, Source] = {s.key: s for s in (Inline(), PromptFile(), Dataset(), SharedPrefix(),
+                                                 TraceSource(), ConversationsSource())}
 
-__all__ = ["SOURCES", "Item", "Source", "chosen", "class_items"]
+__all__ = ["SOURCES", "Item", "Source", "chosen", "class_items", "class_notes"]
 
 
 def chosen(cls: PromptClass) -> tuple[Source, Any]:
@@ -35,8 +39,19 @@ def class_items(campaign: Campaign, name: str, variables: Mapping[str, str] | No
     """The items of class ``name``; a ${...} in its file's path is expanded with ``variables``
     when given. Raises the source's error (file:line) or UnresolvedVariable."""
     source, spec = chosen(campaign.workload.classes[name])
+    return source.items(spec, _path(campaign, source, spec, variables))
+
+
+def class_notes(campaign: Campaign, name: str, variables: Mapping[str, str] | None = None) -> list[str]:
+    """What class ``name`` becomes beyond its requests' lengths, for ``ruler validate --explain``
+    (a trace's duration and rate, a multi-turn class's conversations; none for most sources)."""
+    source, spec = chosen(campaign.workload.classes[name])
+    return source.describe(spec, _path(campaign, source, spec, variables))
+
+
+def _path(campaign: Campaign, source: Source, spec: Any,
+          variables: Mapping[str, str] | None) -> Path | None:
     file = source.file(spec)
     if file is None:
-        return source.items(spec, None)
-    return source.items(spec, campaign.source_path.parent / (file if variables is None
-                                                            else expand(file, variables)))
+        return None
+    return campaign.source_path.parent / (file if variables is None else expand(file, variables))

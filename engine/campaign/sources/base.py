@@ -34,6 +34,10 @@ class Source(ABC):
         """The class's items; ``path`` is :meth:`file` resolved. A bad record raises an error
         (a ValueError) that names ``path:line``."""
 
+    def describe(self, spec: Any, path: Path | None) -> list[str]:
+        """What the class becomes, in lines for ``ruler validate --explain``: none by default."""
+        return []
+
 
 class Frozen(BaseModel):
     """A source's spec: frozen, and a key it does not know is an error (a typo, not a default)."""

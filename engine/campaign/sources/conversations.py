@@ -16,12 +16,14 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
+from pydantic import Field, Strict, model_validator
 
-from engine.campaign.prompts import NotUtf8, PromptFileError, decode_text
+from engine.campaign.prompts import DataFileError
 from engine.campaign.sources import synth
+from engine.campaign.sources.base import Count, Frozen, Source, reading
+from engine.campaign.sources.item import Item
 from engine.campaign.yamlmarks import describe as describe_value
 
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
@@ -29,12 +31,7 @@ ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assi
 
 Range = int | float | tuple[float, float]
 
-Count = Annotated[int, Strict(), Field(ge=1, le=1 << 20)]
 Secs = Annotated[float, Strict(), Field(ge=0, le=3600, allow_inf_nan=False)]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 def _ordered(value: Any) -> Any:
@@ -43,7 +40,7 @@ def _ordered(value: Any) -> Any:
     return value
 
 
-class GenerateSpec(_Frozen):
+class GenerateSpec(Frozen):
     """Generated conversations: each length a number or a [low, high] range drawn per use."""
 
     conversations: Count
@@ -59,7 +56,7 @@ class GenerateSpec(_Frozen):
         return self
 
 
-class ConversationsSpec(_Frozen):
+class ConversationsSpec(Frozen):
     """A multi-turn class: conversations from a dataset file or generated (exactly one)."""
 
     file: Annotated[str, Strict()] | None = None
@@ -86,13 +83,8 @@ class Conversation:
 
 def read_conversations(path: Path) -> list[Conversation]:
     """Every conversation of a dataset file (.jsonl: one a line; .json: a list); a record ruler
-    cannot send is a PromptFileError reading ``path:line: problem``."""
-    try:
-        text = decode_text(path.read_bytes())
-    except OSError as exc:
-        raise PromptFileError(path, f"cannot read ({exc.strerror or exc})") from None
-    except NotUtf8 as exc:
-        raise PromptFileError(path, str(exc), exc.line) from None
+    cannot send is a DataFileError reading ``path:line: problem``."""
+    text = reading(path)
     if path.suffix.lower() == ".jsonl":
         records = []
         for n, line in enumerate(text.split("\n"), 1):
@@ -100,12 +92,12 @@ def read_conversations(path: Path) -> list[Conversation]:
                 try:
                     records.append((n, json.loads(line)))
                 except json.JSONDecodeError as exc:
-                    raise PromptFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", n) from None
+                    raise DataFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", n) from None
     else:
         records = _json_list(path, text)
     out = [_conversation(path, n, rec) for n, rec in records]
     if not out:
-        raise PromptFileError(path, "no conversations: the file has none")
+        raise DataFileError(path, "no conversations: the file has none")
     return out
 
 
@@ -115,7 +107,7 @@ def _json_list(path: Path, text: str) -> list[tuple[int, Any]]:
     try:
         i = _skip(text, 0)
         if text[i:i + 1] != "[":
-            raise PromptFileError(path, "expected a JSON list of conversations", _line(text, i))
+            raise DataFileError(path, "expected a JSON list of conversations", _line(text, i))
         i = _skip(text, i + 1)
         out: list[tuple[int, Any]] = []
         while text[i:i + 1] != "]":
@@ -125,10 +117,10 @@ def _json_list(path: Path, text: str) -> list[tuple[int, Any]]:
             if text[i:i + 1] == ",":
                 i = _skip(text, i + 1)
             elif text[i:i + 1] != "]":
-                raise PromptFileError(path, "not JSON (expected ',' or ']')", _line(text, i))
+                raise DataFileError(path, "not JSON (expected ',' or ']')", _line(text, i))
         return out
     except json.JSONDecodeError as exc:
-        raise PromptFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
+        raise DataFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
 
 
 def _skip(text: str, i: int) -> int:
@@ -143,36 +135,36 @@ def _line(text: str, i: int) -> int:
 
 def _conversation(path: Path, n: int, rec: Any) -> Conversation:
     if not isinstance(rec, dict):
-        raise PromptFileError(path, f"expected a conversation object, got {describe_value(rec)}", n)
+        raise DataFileError(path, f"expected a conversation object, got {describe_value(rec)}", n)
     if isinstance(rec.get("conversations"), list):
         turns, role_key, text_key = rec["conversations"], "from", "value"
     elif isinstance(rec.get("messages"), list):
         turns, role_key, text_key = rec["messages"], "role", "content"
     else:
-        raise PromptFileError(path, "expected 'conversations' (from/value) or 'messages' "
+        raise DataFileError(path, "expected 'conversations' (from/value) or 'messages' "
                               "(role/content), a list", n)
     messages: list[dict[str, str]] = []
     for k, turn in enumerate(turns, 1):
         if not isinstance(turn, dict):
-            raise PromptFileError(path, f"message {k} is {describe_value(turn)}, not an object", n)
+            raise DataFileError(path, f"message {k} is {describe_value(turn)}, not an object", n)
         role, content = ROLES.get(str(turn.get(role_key, "")).lower()), turn.get(text_key)
         if role is None:
-            raise PromptFileError(path, f"message {k}: {role_key} {turn.get(role_key)!r} is not "
+            raise DataFileError(path, f"message {k}: {role_key} {turn.get(role_key)!r} is not "
                                   f"one of {', '.join(sorted(ROLES))}", n)
         if not isinstance(content, str) or not content.strip():
-            raise PromptFileError(path, f"message {k}: {text_key} must be non-empty text", n)
+            raise DataFileError(path, f"message {k}: {text_key} must be non-empty text", n)
         want = "system" if role == "system" else ("user" if not messages or
                                                   messages[-1]["role"] != "user" else "assistant")
         if role == "system" and messages:
-            raise PromptFileError(path, f"message {k}: a system message comes first only", n)
+            raise DataFileError(path, f"message {k}: a system message comes first only", n)
         if role != "system" and role != want:
-            raise PromptFileError(path, f"message {k} is from the {role} after the {messages[-1]['role']}"
+            raise DataFileError(path, f"message {k} is from the {role} after the {messages[-1]['role']}"
                                   if messages else f"message {k} is from the {role}: a conversation "
                                   "starts with the user", n)
         messages.append({"role": role, "content": content})
     users = sum(m["role"] == "user" for m in messages)
     if not users:
-        raise PromptFileError(path, "a conversation without a user message", n)
+        raise DataFileError(path, "a conversation without a user message", n)
     return Conversation(n, tuple(messages), (None,) * users)
 
 
@@ -284,16 +276,28 @@ def describe(spec: ConversationsSpec, path: Path | None) -> list[str]:
     its = spec_items(spec, path)
     groups = order(its)
     turns = [len(g) for g in groups]
-    words = [float(sum(len(m["content"].split()) for m in it["messages"])) for it in its]
     replies = [float(it["max_tokens"]) for it in its if it.get("max_tokens")]
     think = (f"{spec.think_s[0]:g}-{spec.think_s[1]:g} s" if isinstance(spec.think_s, tuple)
              else f"{spec.think_s:g} s")
     where = f"from {spec.file}" if spec.file else "generated"
     reply = f"{lengths_text(percentiles(replies))} tokens" if replies else "up to the workload's max_tokens"
-    return [f"conversations {where}: {len(groups)} conversations, {len(its)} turns ({min(turns)}-"
-            f"{max(turns)} a conversation), think {think} before each later turn; a worker owns a "
-            "conversation and sends its turns in order, each with its history",
-            f"  prompt words a turn (history included) {lengths_text(percentiles(words))}; replies "
-            + reply,
-            f"  history {history_shared(its):.1%} of the turns' text (a later turn's previous prompt: "
-            "what the prefix cache may serve)"]
+    return [f"conversations {where}: {len(groups)}, {len(its)} turns ({min(turns)}-{max(turns)} a "
+            f"conversation), think {think} before each later turn; a worker owns a conversation and "
+            "sends its turns in order, each with its history",
+            f"replies: {reply}; history: {history_shared(its):.1%} of the turns' text is the previous "
+            "turn's prompt (what the prefix cache may serve; flushed between reps, never between turns)"]
+
+
+class ConversationsSource(Source):
+    """``conversations:``: multi-turn conversations, from a dataset file or generated."""
+
+    key, what = "conversations", "conversations file"
+
+    def file(self, spec: Any) -> str | None:
+        return None if spec.file is None else str(spec.file)
+
+    def items(self, spec: Any, path: Path | None) -> list[Item]:
+        return cast(list[Item], spec_items(spec, path))
+
+    def describe(self, spec: Any, path: Path | None) -> list[str]:
+        return describe(spec, path)

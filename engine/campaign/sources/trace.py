@@ -19,22 +19,23 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, Strict
+from pydantic import Field, Strict
 
-from engine.campaign.prompts import NotUtf8, PromptFileError, decode_text
+from engine.campaign.prompts import DataFileError
 from engine.campaign.sources import synth
+from engine.campaign.sources.base import Frozen, Source, reading
+from engine.campaign.sources.item import Item
 
 BLOCK_TOKENS = 512  # Mooncake's block: one hash id names this many tokens
 MAX_LENGTH = 1 << 20  # tokens: past it, a typo
 
 
-class TraceSpec(BaseModel):
+class TraceSpec(Frozen):
     """A trace class: its file, the window of it replayed and how fast."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
     file: Annotated[str, Strict()]
     # Every send time is multiplied by this: 0.5 replays the trace twice as fast, 2 at half speed.
     time_scale: Annotated[float, Strict(), Field(gt=0, le=1000, allow_inf_nan=False)] = 1.0
@@ -56,23 +57,18 @@ class TraceRequest:
 
 def read_trace(path: Path, block_tokens: int = BLOCK_TOKENS) -> list[TraceRequest]:
     """Every request of a trace file, in its order; a record ruler cannot replay is a
-    PromptFileError that reads ``path:line: problem``."""
-    try:
-        text = decode_text(path.read_bytes())
-    except OSError as exc:
-        raise PromptFileError(path, f"cannot read ({exc.strerror or exc})") from None
-    except NotUtf8 as exc:
-        raise PromptFileError(path, str(exc), exc.line) from None
+    DataFileError that reads ``path:line: problem``."""
+    text = reading(path)
     rows = _csv_rows(path, text) if path.suffix.lower() == ".csv" else _jsonl_rows(path, text)
     out: list[TraceRequest] = []
     for n, row in rows:
         req = _request(path, n, row, block_tokens)
         if out and req.t < out[-1].t:
-            raise PromptFileError(path, f"time goes backwards ({_secs(req.t)} after {_secs(out[-1].t)}): "
+            raise DataFileError(path, f"time goes backwards ({_secs(req.t)} after {_secs(out[-1].t)}): "
                                   "a trace is in time order", n)
         out.append(req)
     if not out:
-        raise PromptFileError(path, "no requests: the trace is empty")
+        raise DataFileError(path, "no requests: the trace is empty")
     first = out[0].t
     return [TraceRequest(r.line, r.t - first, r.input_length, r.output_length, r.hash_ids) for r in out]
 
@@ -89,11 +85,11 @@ def _jsonl_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise PromptFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", n) from None
+            raise DataFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", n) from None
         except RecursionError:
-            raise PromptFileError(path, "not JSON ruler reads (nested too deeply)", n) from None
+            raise DataFileError(path, "not JSON ruler reads (nested too deeply)", n) from None
         if not isinstance(obj, dict):
-            raise PromptFileError(path, "expected a JSON object (timestamp or time, input_length, "
+            raise DataFileError(path, "expected a JSON object (timestamp or time, input_length, "
                                   "output_length)", n)
         rows.append((n, obj))
     return rows
@@ -104,13 +100,13 @@ def _csv_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     fields = [f.strip() for f in reader.fieldnames or []]
     need = {"input_length", "output_length"}
     if not need <= set(fields) or not {"time", "timestamp"} & set(fields):
-        raise PromptFileError(path, "the header must name time (s) or timestamp (ms), input_length "
+        raise DataFileError(path, "the header must name time (s) or timestamp (ms), input_length "
                               f"and output_length; it has {', '.join(fields) or 'nothing'}", 1)
     rows = []
     for row in reader:
         values = {k.strip(): v for k, v in row.items() if k is not None}
         if None in row or any(v is None for v in values.values()):
-            raise PromptFileError(path, f"expected {len(fields)} fields, as the header has",
+            raise DataFileError(path, f"expected {len(fields)} fields, as the header has",
                                   reader.line_num)
         rows.append((reader.line_num, {k: _number(v) for k, v in values.items()}))
     return rows
@@ -130,9 +126,9 @@ def _request(path: Path, n: int, row: dict[str, Any], block_tokens: int) -> Trac
     def length(key: str) -> int:
         v = row.get(key)
         if v is None:
-            raise PromptFileError(path, f"no {key}", n)
+            raise DataFileError(path, f"no {key}", n)
         if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_LENGTH:
-            raise PromptFileError(path, f"{key} must be a whole number of tokens from 1 to "
+            raise DataFileError(path, f"{key} must be a whole number of tokens from 1 to "
                                   f"{MAX_LENGTH}, got {v!r}", n)
         return v
 
@@ -141,17 +137,17 @@ def _request(path: Path, n: int, row: dict[str, Any], block_tokens: int) -> Trac
     elif "time" in row:
         t, unit = row["time"], 1.0
     else:
-        raise PromptFileError(path, "no timestamp (ms) or time (s)", n)
+        raise DataFileError(path, "no timestamp (ms) or time (s)", n)
     if not isinstance(t, int | float) or isinstance(t, bool) or not math.isfinite(t) or t < 0:
-        raise PromptFileError(path, f"the time must be a number at least 0, got {t!r}", n)
+        raise DataFileError(path, f"the time must be a number at least 0, got {t!r}", n)
     inp, out = length("input_length"), length("output_length")
     ids = row.get("hash_ids")
     if ids is not None:
         if not isinstance(ids, list) or not ids or not all(
                 isinstance(h, int) and not isinstance(h, bool) for h in ids):
-            raise PromptFileError(path, "hash_ids must be a non-empty list of whole numbers", n)
+            raise DataFileError(path, "hash_ids must be a non-empty list of whole numbers", n)
         if inp > len(ids) * block_tokens:
-            raise PromptFileError(path, f"input_length {inp} is more than its {len(ids)} hash_ids "
+            raise DataFileError(path, f"input_length {inp} is more than its {len(ids)} hash_ids "
                                   f"of {block_tokens} tokens hold", n)
     return TraceRequest(n, t / unit, inp, out, tuple(ids) if ids is not None else None)
 
@@ -234,7 +230,7 @@ def spec_requests(spec: TraceSpec, path: Path) -> list[TraceRequest]:
     if not reqs:
         end = "its end" if spec.seconds is None else f"{spec.start + spec.seconds:g} s"
         span = f"{spec.start:g} s to {end}"
-        raise PromptFileError(path, f"no requests in the window ({span} into the trace)")
+        raise DataFileError(path, f"no requests in the window ({span} into the trace)")
     return reqs
 
 
@@ -253,10 +249,28 @@ def describe(spec: TraceSpec, path: Path) -> list[str]:
     s = summary(reqs, spec.time_scale, spec.block_tokens)
     end = "its end" if spec.seconds is None else f"{spec.start + spec.seconds:g} s"
     rate = f", {s['mean_rps']:g} req/s on average" if s["mean_rps"] else ""
-    return [f"trace {spec.file}: {s['requests']} requests from {spec.start:g} s to {end} of the trace, "
-            f"replayed at time scale {spec.time_scale:g} over {s['duration_s']:g} s{rate} (open loop "
-            "at their own times: the workload's concurrency and rate do not apply)",
-            f"  input tokens {lengths_text(s['input_length'])}; output tokens "
-            f"{lengths_text(s['output_length'])} (sent with the server's ignore-EOS fields)",
-            f"  shared prefix {s['shared_prefix']:.1%} of input tokens (in blocks of {spec.block_tokens} "
-            f"an earlier request sent: what a prefix cache may serve); prompts synthesised, seed {spec.seed}"]
+    return [f"replayed: {s['requests']} requests from {spec.start:g} s to {end} of the trace at time "
+            f"scale {spec.time_scale:g}, over {s['duration_s']:g} s{rate}, open loop at their own times "
+            "(the workload's concurrency and rate do not apply)",
+            f"trace lengths: input tokens {lengths_text(s['input_length'])}; output tokens "
+            f"{lengths_text(s['output_length'])}",
+            f"shared blocks: {s['shared_prefix']:.1%} of input tokens are in a prefix of blocks of "
+            f"{spec.block_tokens} an earlier request sent (what a prefix cache may serve); text "
+            f"synthesised, seed {spec.seed}"]
+
+
+class TraceSource(Source):
+    """``trace:``: a trace file replayed at its own times (the class's one load)."""
+
+    key, what = "trace", "trace file"
+
+    def file(self, spec: Any) -> str | None:
+        return str(spec.file)
+
+    def items(self, spec: Any, path: Path | None) -> list[Item]:
+        assert path is not None  # file() always names one
+        return cast(list[Item], spec_items(spec, path))
+
+    def describe(self, spec: Any, path: Path | None) -> list[str]:
+        assert path is not None  # file() always names one
+        return describe(spec, path)

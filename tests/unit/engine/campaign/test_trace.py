@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.campaign.prompts import PromptFileError
+from engine.campaign.prompts import DataFileError
 from engine.campaign.sources import trace
 
 
@@ -54,23 +54,23 @@ def test_plain_csv_and_jsonl_read_alike(tmp_path: Path) -> None:
 def test_a_bad_record_is_named_by_its_line(tmp_path: Path, row: dict[str, object], problem: str) -> None:
     path = write(tmp_path / "t.jsonl", [{"timestamp": 1000, "input_length": 3, "output_length": 1}])
     path.write_text(path.read_text() + "\n" + json.dumps(row) + "\n")  # line 3: a blank line before it
-    with pytest.raises(PromptFileError) as err:
+    with pytest.raises(DataFileError) as err:
         trace.read_trace(path)
     assert str(err.value).startswith(f"{path}:3: ") and problem in str(err.value)
 
 
 def test_bad_json_and_csv_say_where(tmp_path: Path) -> None:
     (tmp_path / "a.jsonl").write_text('{"time": 0, "input_length": 1, "output_length": 1}\n{"time": \n')
-    with pytest.raises(PromptFileError, match=r"a\.jsonl:2: not JSON"):
+    with pytest.raises(DataFileError, match=r"a\.jsonl:2: not JSON"):
         trace.read_trace(tmp_path / "a.jsonl")
     (tmp_path / "b.csv").write_text("time,input_length,output_length\n0,1,1\n1,2\n")
-    with pytest.raises(PromptFileError, match=r"b\.csv:3: expected 3 fields"):
+    with pytest.raises(DataFileError, match=r"b\.csv:3: expected 3 fields"):
         trace.read_trace(tmp_path / "b.csv")
     (tmp_path / "c.csv").write_text("when,input_length\n0,1\n")
-    with pytest.raises(PromptFileError, match=r"c\.csv:1: the header must name"):
+    with pytest.raises(DataFileError, match=r"c\.csv:1: the header must name"):
         trace.read_trace(tmp_path / "c.csv")
     (tmp_path / "d.jsonl").write_text("\n")
-    with pytest.raises(PromptFileError, match="no requests"):
+    with pytest.raises(DataFileError, match="no records: the file is empty"):
         trace.read_trace(tmp_path / "d.jsonl")
 
 
@@ -113,6 +113,6 @@ def test_explain_says_what_the_class_becomes(tmp_path: Path) -> None:
     path = write(tmp_path / "t.jsonl", MOONCAKE)
     lines = trace.describe(trace.TraceSpec(file="t.jsonl", time_scale=0.5), path)
     assert "3 requests from 0 s to its end" in lines[0] and "over 1 s" in lines[0]
-    assert "input tokens p50 700" in lines[1] and "shared prefix 50.0%" in lines[2]
-    with pytest.raises(PromptFileError, match="no requests in the window"):
+    assert "input tokens p50 700" in lines[1] and lines[2].startswith("shared blocks: 50.0%")
+    with pytest.raises(DataFileError, match="no requests in the window"):
         trace.spec_items(trace.TraceSpec(file="t.jsonl", start=10.0), path)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.campaign.prompts import PromptFileError
+from engine.campaign.prompts import DataFileError
 from engine.campaign.sources import conversations as cv
 
 SHAREGPT: list[dict[str, Any]] = [{"id": "a", "conversations": [
@@ -62,7 +62,7 @@ def test_a_bad_record_is_named_by_its_line(tmp_path: Path, record: object, probl
     path = tmp_path / "c.jsonl"
     path.write_text(json.dumps({"messages": [{"role": "user", "content": "fine"}]}) + "\n"
                     + json.dumps(record) + "\n")
-    with pytest.raises(PromptFileError) as err:
+    with pytest.raises(DataFileError) as err:
         cv.read_conversations(path)
     assert str(err.value).startswith(f"{path}:2: ") and problem in str(err.value)
 
@@ -70,10 +70,10 @@ def test_a_bad_record_is_named_by_its_line(tmp_path: Path, record: object, probl
 def test_a_damaged_json_list_says_its_line(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
     path.write_text('[\n {"messages": [{"role": "user", "content": "x"}]},\n {"messages": [}\n]\n')
-    with pytest.raises(PromptFileError, match=r"c\.json:3: not JSON"):
+    with pytest.raises(DataFileError, match=r"c\.json:3: not JSON"):
         cv.read_conversations(path)
     path.write_text('{"messages": []}')
-    with pytest.raises(PromptFileError, match=r"c\.json:1: expected a JSON list"):
+    with pytest.raises(DataFileError, match=r"c\.json:1: expected a JSON list"):
         cv.read_conversations(path)
 
 
