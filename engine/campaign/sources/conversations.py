@@ -21,9 +21,9 @@ from typing import Annotated, Any, cast
 from pydantic import Field, Strict, model_validator
 
 from engine.campaign.prompts import DataFileError
-from engine.campaign.sources import synth
 from engine.campaign.sources.base import Count, Frozen, Source, reading
 from engine.campaign.sources.item import Item
+from engine.campaign.sources.shared_prefix import words
 from engine.campaign.yamlmarks import describe as describe_value
 
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
@@ -187,6 +187,11 @@ def _draw(rng: random.Random, value: Range, whole: bool = True) -> float:
     return value
 
 
+def _text(n: int, key: str) -> str:
+    """``n`` words, one token each (engine.campaign.sources.shared_prefix), seeded by ``key``."""
+    return words(random.Random(key), n)
+
+
 def generate(spec: Generated, seed: int) -> list[Conversation]:
     """Conversations made to the spec; the same seed gives the same ones, word for word."""
     out = []
@@ -194,13 +199,13 @@ def generate(spec: Generated, seed: int) -> list[Conversation]:
         rng = random.Random(f"{seed}:conversation:{c}")
         msgs: list[dict[str, str]] = []
         if spec.system_tokens:
-            msgs.append({"role": "system", "content": synth.text(spec.system_tokens, f"{seed}:c{c}:system")})
+            msgs.append({"role": "system", "content": _text(spec.system_tokens, f"{seed}:c{c}:system")})
         replies = []
         for t in range(max(1, int(_draw(rng, spec.turns)))):
-            msgs.append({"role": "user", "content": synth.text(max(1, int(_draw(rng, spec.user_tokens))),
+            msgs.append({"role": "user", "content": _text(max(1, int(_draw(rng, spec.user_tokens))),
                                                                 f"{seed}:c{c}:u{t}")})
             reply = max(1, int(_draw(rng, spec.reply_tokens)))
-            msgs.append({"role": "assistant", "content": synth.text(reply, f"{seed}:c{c}:a{t}")})
+            msgs.append({"role": "assistant", "content": _text(reply, f"{seed}:c{c}:a{t}")})
             replies.append(reply)
         out.append(Conversation(0, tuple(msgs), tuple(replies)))
     return out

@@ -5,9 +5,10 @@ Two formats. Mooncake's JSONL (one request a line: ``timestamp`` in ms, ``input_
 ids equal blocks across requests: the shared prefixes a prefix cache reuses), and a plain trace,
 CSV with a header or JSONL, of ``time`` in seconds, ``input_length`` and ``output_length``.
 
-Prompts are synthesised (engine.campaign.sources.synth): a block's text is seeded by the seed and
-its hash id alone, so every request naming a block carries the same tokens for it, and every rep,
-window and run the same prompts. A request without hash ids gets blocks of its own.
+Prompts are synthesised from words of one token each (engine.campaign.sources.shared_prefix): a
+block's text is seeded by the seed and its hash id alone, so every request naming a block carries
+the same tokens for it, and every rep, window and run the same prompts. A request without hash
+ids gets blocks of its own.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import csv
 import io
 import json
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +27,9 @@ import numpy as np
 from pydantic import Field, Strict
 
 from engine.campaign.prompts import DataFileError
-from engine.campaign.sources import synth
 from engine.campaign.sources.base import Frozen, Source, reading
 from engine.campaign.sources.item import Item
+from engine.campaign.sources.shared_prefix import words
 
 BLOCK_TOKENS = 512  # Mooncake's block: one hash id names this many tokens
 MAX_LENGTH = 1 << 20  # tokens: past it, a typo
@@ -174,7 +176,7 @@ def prompt(req: TraceRequest, seed: int, block_tokens: int = BLOCK_TOKENS) -> st
     for key in blocks(req, block_tokens):
         if len(out) >= req.input_length:
             break
-        out += synth.words(block_tokens, f"{seed}:trace:{key}")
+        out += words(random.Random(f"{seed}:trace:{key}"), block_tokens).split(" ")
     return " ".join(out[:req.input_length])
 
 
