@@ -173,6 +173,11 @@ def _launch(view: RunView, row: Row) -> dict[str, Any] | None:
     return {"argv": ["<port>" if str(a) == port else a for a in argv], "env": plan.get("env")}
 
 
+def _time_scale(view: RunView, cls: str) -> Any:
+    spec = view.campaign.workload.classes.get(cls) if view.campaign else None
+    return spec.trace.time_scale if spec is not None and spec.trace is not None else UNRECORDED
+
+
 def conditions(view: RunView, row: Row) -> dict[str, Any]:
     """What shapes a row's figure besides what is measured, by name: two rows compare as an
     effect only when these are equal. Missing from the run's record: ``UNRECORDED``."""
@@ -188,6 +193,8 @@ def conditions(view: RunView, row: Row) -> dict[str, Any]:
         "requests per rep": _requests(view, row),
         # A rate row's arrivals: the gamma shape of its gaps (1 is Poisson, the only one before).
         **({"burstiness": c.workload.burstiness if c else UNRECORDED} if row.rate else {}),
+        # A trace row's schedule: its items' times (in the items) times the class's scale.
+        **({"time scale": _time_scale(view, row.cls)} if not row.concurrency and not row.rate else {}),
         "cache": row.cache or (c.workload.cache if c else UNRECORDED),
         "server": view.state.server or UNRECORDED,
         "server args": launch["argv"] if launch else UNRECORDED,
