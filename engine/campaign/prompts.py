@@ -73,6 +73,12 @@ def json_line(path: Path, n: int, line: str, error: type[DataFileError]) -> Any:
         raise error(path, "not JSON ruler reads (nested too deeply)", n) from None
 
 
+def json_lines(path: Path, text: str, error: type[DataFileError]) -> list[tuple[int, Any]]:
+    """Every value of a JSONL file's text, each with its line (blank lines skipped)."""
+    return [(n, json_line(path, n, line, error)) for n, line in enumerate(text.split("\n"), 1)
+            if line.strip()]
+
+
 def read_prompts(path: Path) -> list[str]:
     """.txt (or anything else): non-empty lines; .yaml/.yml/.json: a list of strings;
     .jsonl: one JSON string or {"prompt": ...} per non-empty line.

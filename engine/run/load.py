@@ -176,19 +176,22 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
     lag: list[float] = []
     in_flight = [0, 0.0]  # current, integral of in-flight over time
 
+    async def send(client: Client, p: int, rec: RequestRecord) -> None:
+        """Item ``p`` on ``client``, recorded in ``rec`` (kept among the pass's records)."""
+        body, limit = request(p)
+        records.append(rec)
+        in_flight[0] += 1
+        try:
+            await client.send(body, rec, adapter, limit)
+        finally:
+            in_flight[0] -= 1
+
     async def worker(w: int) -> None:
         client = Client(target, adapter.keep_alive, timeout)
         try:
             while (i := take()) is not None:
                 p = i % len(items)
-                body, limit = request(p)
-                rec = new_record(w, i, p)
-                records.append(rec)
-                in_flight[0] += 1
-                try:
-                    await client.send(body, rec, adapter, limit)
-                finally:
-                    in_flight[0] -= 1
+                await send(client, p, new_record(w, i, p))
         finally:
             client.close()
 
@@ -205,16 +208,10 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
                             await asyncio.sleep(wait)
                     if seconds is not None and time.monotonic() - t0 >= seconds:
                         return
-                    body, limit = request(p)
                     rec = new_record(w, p, p)  # every item once a pass: its index is the item's
                     rec["conversation"] = item.get("conversation", j)
                     rec["turn"] = item.get("turn", 0)
-                    records.append(rec)
-                    in_flight[0] += 1
-                    try:
-                        await client.send(body, rec, adapter, limit)
-                    finally:
-                        in_flight[0] -= 1
+                    await send(client, p, rec)
                     ended = time.monotonic()
         finally:
             client.close()
@@ -223,16 +220,12 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
 
     async def arrival(i: int, scheduled: float) -> None:
         p = i % len(items)
-        body, limit = request(p)
         rec = new_record(-1, i, p)  # no worker: each request is its own
         rec["scheduled"] = scheduled
-        records.append(rec)
         client = idle.pop() if idle else Client(target, adapter.keep_alive, timeout)
-        in_flight[0] += 1
         try:
-            await client.send(body, rec, adapter, limit)
+            await send(client, p, rec)
         finally:
-            in_flight[0] -= 1
             if client.conn is not None:
                 idle.append(client)
             else:

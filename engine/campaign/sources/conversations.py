@@ -20,7 +20,7 @@ from typing import Annotated, Any, cast
 
 from pydantic import Field, Strict, model_validator
 
-from engine.campaign.prompts import DataFileError
+from engine.campaign.prompts import DataFileError, json_lines
 from engine.campaign.sources.base import Count, Frozen, Source, reading
 from engine.campaign.sources.item import Item
 from engine.campaign.sources.shared_prefix import words
@@ -85,16 +85,8 @@ def read_conversations(path: Path) -> list[Conversation]:
     """Every conversation of a dataset file (.jsonl: one a line; .json: a list); a record ruler
     cannot send is a DataFileError reading ``path:line: problem``."""
     text = reading(path)
-    if path.suffix.lower() == ".jsonl":
-        records = []
-        for n, line in enumerate(text.split("\n"), 1):
-            if line.strip():
-                try:
-                    records.append((n, json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise DataFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", n) from None
-    else:
-        records = _json_list(path, text)
+    jsonl = path.suffix.lower() == ".jsonl"
+    records = json_lines(path, text, DataFileError) if jsonl else _json_list(path, text)
     out = [_conversation(path, n, rec) for n, rec in records]
     if not out:
         raise DataFileError(path, "no conversations: the file has none")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import random
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from typing import Annotated, Any, cast
 import numpy as np
 from pydantic import Field, Strict
 
-from engine.campaign.prompts import DataFileError
+from engine.campaign.prompts import DataFileError, json_lines
 from engine.campaign.sources.base import Frozen, Source, reading
 from engine.campaign.sources.item import Item
 from engine.campaign.sources.shared_prefix import words
@@ -80,20 +79,11 @@ def _secs(t: float) -> str:
 
 
 def _jsonl_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
-    rows = []
-    for n, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", n) from None
-        except RecursionError:
-            raise DataFileError(path, "not JSON ruler reads (nested too deeply)", n) from None
+    rows = json_lines(path, text, DataFileError)
+    for n, obj in rows:
         if not isinstance(obj, dict):
             raise DataFileError(path, "expected a JSON object (timestamp or time, input_length, "
-                                  "output_length)", n)
-        rows.append((n, obj))
+                                "output_length)", n)
     return rows
 
 
