@@ -116,3 +116,52 @@ def test_explain_says_what_the_class_becomes(tmp_path: Path) -> None:
     assert "input tokens p50 700" in lines[1] and lines[2].startswith("shared blocks: 50.0%")
     with pytest.raises(DataFileError, match="no requests in the window"):
         trace.spec_items(trace.TraceSpec(file="t.jsonl", start=10.0), path)
+
+
+def test_validate_names_a_damaged_trace_or_chat_record_and_exits_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+    from helpers import campaign
+
+    from engine.campaign.load import SpecError, load_campaign
+    from engine.commands.validate import cmd_validate
+
+    write(tmp_path / "t.jsonl", [MOONCAKE[0], {"timestamp": 2000, "input_length": 5}])
+    (tmp_path / "c.jsonl").write_text('{"messages": [{"role": "assistant", "content": "hi"}]}\n')
+    path = tmp_path / "c.yaml"
+    for cls, bad in (({"trace": {"file": "t.jsonl"}},
+                      f"trace file {tmp_path / 't.jsonl'}:2: no output_length"),
+                     ({"conversations": {"file": "c.jsonl"}},
+                      f"conversations file {tmp_path / 'c.jsonl'}:1: message 1 is from the assistant")):
+        path.write_text(yaml.safe_dump(campaign("c", {}, {"s": []}, classes={"x": cls}), sort_keys=False))
+        with pytest.raises(SpecError) as err:
+            load_campaign(path)
+        (problem,) = err.value.problems
+        assert bad in str(problem)
+        assert cmd_validate(str(path)) == 2
+        assert bad in capsys.readouterr().err
+
+
+def test_the_workload_s_loads_for_a_trace_and_a_multi_turn_class(tmp_path: Path) -> None:
+    import yaml
+    from helpers import campaign
+
+    from engine.campaign.load import SpecError, load_campaign
+
+    write(tmp_path / "t.jsonl", MOONCAKE)
+    path = tmp_path / "c.yaml"
+    chat = {"conversations": {"generate": {"conversations": 2, "turns": 2, "user_tokens": 3,
+                                           "reply_tokens": 2}}}
+    path.write_text(yaml.safe_dump(campaign("c", {}, {"s": []}, classes={
+        "t": {"trace": {"file": "t.jsonl"}}, "chat": chat}, concurrency=[1, 2], rate=[3.0]),
+        sort_keys=False))
+    wl = load_campaign(path).workload
+    assert wl.loads_of("t") == [(0, None)]  # its own times: one row, 'trace'
+    assert wl.loads_of("chat") == [(1, None), (2, None)]  # closed loop only
+    path.write_text(yaml.safe_dump(campaign("c", {}, {"s": []}, classes={"chat": chat}, concurrency=[],
+                                            rate=[3.0]), sort_keys=False))
+    with pytest.raises(SpecError, match="class 'chat' is multi-turn: it needs workload.concurrency"):
+        load_campaign(path)
+    path.write_text(yaml.safe_dump(campaign("c", {}, {"s": []}, classes={"t": {"trace": {"file": "t.jsonl"}}},
+                                            concurrency=[]), sort_keys=False))
+    assert load_campaign(path).workload.loads_of("t") == [(0, None)]  # a trace alone needs no load
