@@ -50,8 +50,17 @@ class LoadPlan:
             rates = tuple(float(r) for r in wl.get("rate") or ())
         except (TypeError, ValueError):
             rates = ()
-        return cls(len(classes) * (len(conc) + len(rates)), reps, classes, conc, requests, tokens,
-                   rates)
+        specs = wl["classes"] if isinstance(wl["classes"], dict) else {}
+
+        def shapes(name: str) -> int:  # a trace's one row; a multi-turn class's closed loop only
+            spec = specs.get(name)
+            if isinstance(spec, dict) and spec.get("trace") is not None:
+                return 1
+            if isinstance(spec, dict) and spec.get("conversations") is not None:
+                return len(conc)
+            return len(conc) + len(rates)
+
+        return cls(sum(shapes(c) for c in classes), reps, classes, conc, requests, tokens, rates)
 
     def pass_tokens(self, concurrency: int) -> int | None:
         """Tokens one pass asks for at ``concurrency`` (an upper bound: a reply may stop early)."""

@@ -48,3 +48,12 @@ def test_the_console_reads_a_rows_turns_in_its_why() -> None:
     r = RowState("s1", "control", "chat", 2, None)
     r.row = {"turns": turns, "reason": "", "status": "ok"}
     assert row_cells(r, 2)["why"][0][0] == "turns t0 0% 60ms, t1 75% 20ms"
+
+
+def test_the_console_counts_a_trace_s_one_row_and_a_multi_turn_class_s_closed_loop() -> None:
+    from tui.plan import LoadPlan
+
+    wl = {"classes": {"p": {"prompts": ["a"]}, "t": {"trace": {"file": "t.jsonl"}},
+                      "chat": {"conversations": {"file": "c.jsonl"}}},
+          "concurrency": [1, 2], "rate": [4.0], "reps": 2}
+    assert LoadPlan.of(wl).shapes == 3 + 1 + 2
