@@ -179,7 +179,13 @@ class Workload(TypedDict):
     rate_requests: NotRequired[list[int]]  # per pass, at each rate
 
 
+# The journal's format, run_started's ``format``: 2 carries the workload. An older journal's
+# events are read in this format's shape (engine.record.upgrade).
+FORMAT = 2
+
+
 class RunStarted(TypedDict):
+    format: int  # the format the journal was written in (a format 1 journal's: upgraded on read)
     campaign: str
     run: str
     runtime: str
@@ -187,7 +193,8 @@ class RunStarted(TypedDict):
     pid: int
     sessions: dict[str, list[str]]  # session -> its windows in boot order, the control included
     axes: dict[str, str]  # window -> its axis label
-    workload: Workload
+    # Absent only from a format 1 journal whose frozen campaign.yaml cannot be read.
+    workload: NotRequired[Workload]
 
 
 class RunResumed(TypedDict):

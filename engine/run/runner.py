@@ -24,6 +24,7 @@ from engine.record import results
 from engine.record.events import (
     COMPLETE_WINDOWS,
     CONTROL,
+    FORMAT,
     EventKind,
     RunStatus,
     WindowStatus,
@@ -173,8 +174,8 @@ class Runner:
             self.emit(EventKind.RUN_RESUMED, pid=os.getpid(), rows_done=sum(
                 r.complete for r in self.state.rows.values()))
         else:
-            self.emit(EventKind.RUN_STARTED, campaign=c.name, run=self.run_id, runtime=self.runtime,
-                      server=c.server, pid=os.getpid(),
+            self.emit(EventKind.RUN_STARTED, format=FORMAT, campaign=c.name, run=self.run_id,
+                      runtime=self.runtime, server=c.server, pid=os.getpid(),
                       sessions={s: c.windows_in(s) for s in c.sessions},
                       axes={w.name: w.axis for w in c.windows},
                       workload={"classes": list(c.workload.classes),
