@@ -131,12 +131,8 @@ def latency_table(rows: Iterable[Row], slo: str) -> list[str]:
 
 
 def slo_text(view: RunView) -> str:
-    slo = view.campaign.workload.slo if view.campaign is not None else None
-    if slo is None or (slo.ttft_ms is None and slo.tpot_ms is None):
-        return "none set: no goodput"
-    parts = ([f"TTFT <= {slo.ttft_ms:g} ms"] if slo.ttft_ms is not None else []) + (
-        [f"ITL <= {slo.tpot_ms:g} ms"] if slo.tpot_ms is not None else [])
-    return ", ".join(parts)
+    slo = view.campaign.workload.slo.text() if view.campaign is not None else ""
+    return slo or "none set: no goodput"
 
 
 def acceptance_text(row: Row) -> str:

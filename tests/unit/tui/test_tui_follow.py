@@ -768,7 +768,7 @@ def test_a_rate_row_shows_its_finished_rate_and_goodput_and_dash_without_slos() 
                request(1.5, 0.1, 2.0)]
     reps = [({"rep": 1}, records), ({"rep": 2}, records)]
     policy = stats.LeakPolicy()
-    slo = stats.Slo(ttft_ms=200, itl_ms=50)
+    slo = stats.Slo(ttft_ms=200, tpot_ms=50)
     state = RunState()
     for seq, (rate, figures) in enumerate(((2.0, stats.row_figures(reps, 0, policy, slo)),
                                            (4.0, stats.row_figures(reps, 0, policy))), start=1):
