@@ -39,7 +39,7 @@ from engine.record.state import RunState, apply
 from engine.servers import get_adapter
 from tui.columns import windows_width
 from tui.facts import facts_lines
-from tui.fmt import Seg, fmt_tok
+from tui.fmt import Seg, fmt_tok, steered
 from tui.follow import Batch, Follower, Link, LogView, engine_pid, pid_alive, probe
 from tui.header import header_lines
 from tui.logview import LineClassifier, ServingView
@@ -314,13 +314,14 @@ class RulerConsole(App[None]):
 
     def _apply(self, events: Iterable[tuple[int, Event]]) -> None:
         for line, e in events:
+            commands = len(self.state.commands)
             apply(self.state, e, line)
-            if e["kind"] == EventKind.COMMAND and self.caught_up \
-                    and e.get("who", {}).get("pid") != os.getpid():
-                # Someone else (`ruler ctl`, a second console) steered the engine: say so.
-                who = e.get("who", {}).get("pid", "?")
-                self._say([(" ".join([e["cmd"], *e.get("args", [])]) + f" (pid {who}):", "bold"),
-                           (str(e.get("reply", "")), "")])
+            # A command the fold took (one it cannot use is damage, with its line): when someone
+            # else (`ruler ctl`, a second console) steered the engine, say so.
+            if self.caught_up and len(self.state.commands) > commands:
+                said = steered(self.state.commands[-1], os.getpid())
+                if said:
+                    self._say(said)
 
     def on_linked(self, message: Linked) -> None:
         was = self.link
