@@ -190,6 +190,15 @@ def test_old_slo_key_reads_as_tpot_ms(tmp_path: Path) -> None:
     assert (old.ttft_ms, old.tpot_ms) == (500, 40)
 
 
+def test_the_slo_is_said_as_what_it_is_judged_against(tmp_path: Path) -> None:
+    """slo.tpot_ms is judged against each request's TPOT: the dry run and the report say TPOT."""
+    path = write(tmp_path, BASE + "  rate: [2]\n  slo: {ttft_ms: 500, tpot_ms: 40}\n")
+    assert load_campaign(path).workload.slo.text() == "TTFT <= 500 ms, TPOT <= 40 ms"
+    text = dry_run(str(path), "process", environ={}, testbed={})
+    assert "goodput: requests a second within TTFT <= 500 ms, TPOT <= 40 ms" in text
+    assert load_campaign(write(tmp_path, BASE)).workload.slo.text() == ""
+
+
 def test_old_slo_key_warns_at_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, OLD_SLO)
     warning = (f"{path}:22:23: warning: slo.itl_ms is judged against each request's TPOT (the mean gap "

@@ -74,7 +74,7 @@ def rec(start: float, ttft: float, end: float, tokens: int, gaps: list[float],
 
 
 def test_goodput_counts_the_requests_within_the_slos() -> None:
-    slo = stats.Slo(ttft_ms=200, itl_ms=50)
+    slo = stats.Slo(ttft_ms=200, tpot_ms=50)
     fast = rec(0.0, 0.1, 0.5, 11, [40.0] * 10)  # TTFT 100 ms, 40 ms a token: within both
     slow_start = rec(0.0, 0.3, 0.7, 11, [40.0] * 10)  # TTFT 300 ms
     slow_tokens = rec(0.0, 0.1, 1.1, 11, [100.0] * 10)  # 100 ms a token
