@@ -37,3 +37,14 @@ def fmt_pct(v: float | None, signed: bool = False) -> str:
     if v is None:
         return "-"
     return f"{v:+.1%}" if signed else f"{v:.1%}"
+
+
+def steered(command: dict[str, Any], own_pid: int) -> list[Seg] | None:
+    """A folded ``command`` event as the console says it (``pause s1 (pid 123): pausing...``),
+    None for this console's own (its reply is shown as it comes). The fold has checked the
+    fields' types."""
+    who = (command.get("who") or {}).get("pid", "?")
+    if who == own_pid:
+        return None
+    return [(" ".join([str(command["cmd"]), *command.get("args", [])]) + f" (pid {who}):", "bold"),
+            (str(command.get("reply", "")), "")]
