@@ -8,10 +8,8 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup testbed demo test unit lint clean
 
-# Types: engine/, tui/ and tests/conftest.py ([tool.mypy] in pyproject.toml), then each test tier
-# on its own: pytest imports a tier's modules by bare name (`from fakes import ...`), so each tier
-# is an import root of its own and the two tiers' conftest modules share a name.
-MYPY := $(BIN)/mypy && $(BIN)/mypy tests/unit && $(BIN)/mypy tests/integration
+# Types: engine/, tui/ and tests/ ([tool.mypy] in pyproject.toml).
+MYPY := $(BIN)/mypy
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -3,8 +3,8 @@
 Each hack says what it works around and why the public API does not serve. All were checked against
 textual 8.2 (the range pinned in pyproject.toml). Every private member they rely on is listed in
 :data:`RELIES_ON`, and :func:`missing` detects each on the installed Textual
-(tests/unit/test_textual_hacks.py fails naming the one gone); after an upgrade the snapshot tests
-(tests/*/test_tui.py) say whether the hacks still draw the same.
+(tests/unit/tui/test_textual_hacks.py fails naming the one gone); after an upgrade the snapshot tests
+(tests/unit/tui/test_app.py) say whether the hacks still draw the same.
 """
 
 from __future__ import annotations

@@ -48,3 +48,14 @@ def fmt_turns(turns: Any) -> str:
         return "-" if t.get("ttft_p50") is None else f"{t['ttft_p50']:.0f}ms"
 
     return ", ".join(f"t{t['turn']} {hit(t)} {ttft(t)}" for t in turns or ())
+
+
+def steered(command: dict[str, Any], own_pid: int) -> list[Seg] | None:
+    """A folded ``command`` event as the console says it (``pause s1 (pid 123): pausing...``),
+    None for this console's own (its reply is shown as it comes). The fold has checked the
+    fields' types."""
+    who = (command.get("who") or {}).get("pid", "?")
+    if who == own_pid:
+        return None
+    return [(" ".join([str(command["cmd"]), *command.get("args", [])]) + f" (pid {who}):", "bold"),
+            (str(command.get("reply", "")), "")]

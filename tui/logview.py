@@ -20,7 +20,7 @@ _ZEROS = str.maketrans("123456789", "000000000")  # ASCII digits: what the patte
 def shape(line: str) -> str:
     """A line with every digit 0: the thousands of request lines that differ only in their
     numbers share one shape. The adapters' patterns match digit classes (``\\d``), never given
-    digits, so a line and its shape are classed alike (tests/unit/test_logview.py checks the
+    digits, so a line and its shape are classed alike (tests/unit/tui/test_logview.py checks the
     recorded logs)."""
     return line.translate(_ZEROS)
 

@@ -245,8 +245,7 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
                f"up to {c.leak.max_reruns} reruns")
     if wl.rate:
         seed = wl.sampling.seed if wl.sampling.seed is not None else defaults.SEED
-        slo = ", ".join(([f"TTFT <= {wl.slo.ttft_ms:g} ms"] if wl.slo.ttft_ms is not None else [])
-                        + ([f"ITL <= {wl.slo.tpot_ms:g} ms"] if wl.slo.tpot_ms is not None else []))
+        slo = wl.slo.text()
         out.append(f"open loop: {wl.arrivals()} seeded by {seed} (the same schedule every rep and "
                    "window), each request sent at its time whatever is in flight; goodput: "
                    + (f"requests a second within {slo}" if slo else "no SLO set"))

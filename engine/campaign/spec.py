@@ -335,6 +335,11 @@ class Slo(_Frozen):
             raise PydanticCustomError("slo_keys", f"give tpot_ms only: {OLD_TPOT_KEY} is its old name")
         return data
 
+    def text(self) -> str:
+        """``TTFT <= 500 ms, TPOT <= 40 ms``; "" when none is set (the dry run and the report)."""
+        return ", ".join(([f"TTFT <= {self.ttft_ms:g} ms"] if self.ttft_ms is not None else [])
+                         + ([f"TPOT <= {self.tpot_ms:g} ms"] if self.tpot_ms is not None else []))
+
 
 TIMED_REQUESTS = 100_000  # a rep sized by time: the requests it may send before its seconds end
 

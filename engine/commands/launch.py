@@ -52,7 +52,6 @@ from engine.run.runner import Runner, frozen_items
 # A results disk that fills up or turns read-only mid-run: the run stops and says so.
 STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM}
 
-ENGINE_JSON = "engine.json"
 LOG = "engine.log"
 
 
@@ -111,7 +110,7 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
         raise BadInput(f"{file}: unresolved variable {e} in a prompt file's path") from e
     try:
         run_dir = results.new_run_dir(Path(results_dir), campaign.name)
-        results.write_json(run_dir / ENGINE_JSON, {
+        results.write_json(run_dir / results.ENGINE_JSON, {
             "run_id": f"{run_dir.name}.{uuid.uuid4().hex[:8]}",
             "campaign_source": str(Path(file).resolve()), "runtime": runtime,
             "variables": variables, "baseline": baseline})
@@ -168,7 +167,7 @@ def run_engine(run_dir: Path, echo: bool) -> int:
     try:
         lock = _take_lock(run_dir)
         refuse_damaged(run_dir)
-        info = json.loads((run_dir / ENGINE_JSON).read_text())
+        info = json.loads((run_dir / results.ENGINE_JSON).read_text())
         campaign = _campaign_for(run_dir, info)
         results.write_atomic(run_dir / PID, f"{os.getpid()}\n")
         runner = Runner(campaign, run_dir, info["runtime"], info["variables"],
@@ -230,8 +229,8 @@ def spawn_detached(run_dir: Path) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.resume:
         run_dir = Path(args.resume)
-        if not (run_dir / ENGINE_JSON).exists():
-            raise BadInput(f"{run_dir} is not a ruler run directory (no {ENGINE_JSON})")
+        if not (run_dir / results.ENGINE_JSON).exists():
+            raise BadInput(f"{run_dir} is not a ruler run directory (no {results.ENGINE_JSON})")
         if engine_alive(run_dir):
             raise BadInput(f"an engine is still running {run_dir}: nothing to resume")
         refuse_damaged(run_dir)

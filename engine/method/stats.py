@@ -63,14 +63,14 @@ def median(values: Sequence[float]) -> float | None:
 
 @dataclass(frozen=True)
 class Slo:
-    """Per request: time to first token and inter-token latency (its mean gap after the first
-    token, as vLLM's goodput counts TPOT) at most these, in ms; None: not asked."""
+    """Per request: time to first token and TPOT (its mean gap between tokens after the first,
+    as vLLM's goodput counts it) at most these, in ms; None: not asked."""
 
     ttft_ms: float | None = None
-    itl_ms: float | None = None
+    tpot_ms: float | None = None
 
     def __bool__(self) -> bool:
-        return self.ttft_ms is not None or self.itl_ms is not None
+        return self.ttft_ms is not None or self.tpot_ms is not None
 
 
 NO_SLO = Slo()
@@ -80,7 +80,7 @@ def ttft_ms(r: Mapping[str, Any]) -> float | None:
 
 
 def tpot_ms(r: Mapping[str, Any]) -> float | None:
-    """A request's mean time per output token after the first: its inter-token latency."""
+    """A request's mean time per output token after the first (TPOT)."""
     n = int(r.get("completion_tokens") or 0)
     if not r.get("first_token") or n < 2 or r["end"] <= r["first_token"]:
         return None
@@ -89,12 +89,12 @@ def tpot_ms(r: Mapping[str, Any]) -> float | None:
 
 
 def meets(r: Mapping[str, Any], slo: Slo) -> bool:
-    """A finished request within the SLOs (a one-token reply has no inter-token latency to miss)."""
+    """A finished request within the SLOs (a one-token reply has no TPOT to miss)."""
     if r.get("error"):
         return False
     ttft, tpot = ttft_ms(r), tpot_ms(r)
     return ((slo.ttft_ms is None or (ttft is not None and ttft <= slo.ttft_ms))
-            and (slo.itl_ms is None or tpot is None or tpot <= slo.itl_ms))
+            and (slo.tpot_ms is None or tpot is None or tpot <= slo.tpot_ms))
 
 
 def rep_figures(records: Sequence[Mapping[str, Any]], concurrency: int,

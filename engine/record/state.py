@@ -352,18 +352,19 @@ def _verdict(state: RunState, e: Event) -> None:
 
 
 def _command(state: RunState, e: Event) -> None:
+    cmd = e["cmd"]  # read first: a command without one is damage, never in state.commands
     state.commands.append(_fields(e, _NO_TS))
-    if e["cmd"] in ("pause", "resume"):
+    if cmd in ("pause", "resume"):
         who = e["args"][0] if e.get("args") else ""
-        if e["cmd"] == "pause":
+        if cmd == "pause":
             state.paused_sessions.add(who)
         elif who:
             state.paused_sessions.discard(who)
         else:
             state.paused_sessions.clear()
-        if e["cmd"] == "resume" and who:
+        if cmd == "resume" and who:
             state.held_sessions.discard(who)
-        elif e["cmd"] == "resume":
+        elif cmd == "resume":
             state.held_sessions.clear()
         state.paused = bool(state.paused_sessions)
         state.pause_held = bool(state.held_sessions)

@@ -28,7 +28,7 @@ from typing import Any
 
 from engine.record.deltas import METHOD, noise_floor
 from engine.record.events import EventKind, WindowStatus
-from engine.record.receipts import CSV_COLUMNS
+from engine.record.figures import CSV_COLUMNS
 from engine.record.results import ITEMS, PROMPTS
 from engine.report import CONTROL, Delta, ReportError, Row, RunView, delta, load_run, pct, tok
 from engine.report.run import csv_row, read_json

@@ -26,6 +26,7 @@ from engine.record import results
 from engine.record.events import (
     COMPLETE_WINDOWS,
     CONTROL,
+    FORMAT,
     EventKind,
     RunStatus,
     WindowStatus,
@@ -44,17 +45,6 @@ from engine.runtime import get_runtime
 from engine.runtime.base import BatchServer, LaunchError, Runtime, Server
 from engine.servers import get_adapter
 from engine.servers.logs import BootFacts, Fact
-
-
-def run_id(run_dir: Path) -> str:
-    """The run's label on its containers: the directory name plus a random part fixed at prepare,
-    so two results trees with the same dated name never share containers."""
-    path = run_dir / "engine.json"
-    if path.exists():
-        rid = json.loads(path.read_text()).get("run_id")
-        if rid:
-            return str(rid)
-    return run_dir.name
 
 
 def frozen_items(campaign: Campaign, run_dir: Path, variables: Mapping[str, str]) -> dict[str, list[Item]]:
@@ -121,7 +111,8 @@ class Runner:
         self.controls = controls or Controls()
         self.adapter = get_adapter(campaign.server)
         self.journal = Journal(run_dir / results.JOURNAL)
-        self.run_id = run_id(run_dir)
+        # The run's label on its servers; a directory ruler run did not prepare: its name.
+        self.run_id = results.run_id(run_dir) or run_dir.name
         self.control_facts: dict[str, BootFacts] = {}
         self.unlogged_controls: set[str] = set()  # sessions whose control's log gave no boot fact
         # A journal already there means a resume: its fold is where the campaign stands. The
@@ -185,8 +176,8 @@ class Runner:
             self.emit(EventKind.RUN_RESUMED, pid=os.getpid(), rows_done=sum(
                 r.complete for r in self.state.rows.values()))
         else:
-            self.emit(EventKind.RUN_STARTED, campaign=c.name, run=self.run_id, runtime=self.runtime,
-                      server=c.server, pid=os.getpid(),
+            self.emit(EventKind.RUN_STARTED, format=FORMAT, campaign=c.name, run=self.run_id,
+                      runtime=self.runtime, server=c.server, pid=os.getpid(),
                       sessions={s: c.windows_in(s) for s in c.sessions},
                       axes={w.name: w.axis for w in c.windows},
                       workload={"classes": list(c.workload.classes),

@@ -1,5 +1,5 @@
-"""Real parts for the integration tier: the cached llama.cpp and vLLM testbeds, the Docker engine
-and a Slurm cluster.
+"""Real parts for the integration tier: the cached llama.cpp and vLLM testbeds, the Docker engine,
+a Slurm cluster, and the two real runs ``ruler report`` and ``ruler compare`` are checked on.
 
 They live here, not in tests/conftest.py, so a unit test cannot ask for them. With CI=true a missing
 Docker engine or llama-server fails the test instead of skipping it.
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine import testbed as tb_mod
+from tests.integration.report_runs import real_run
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -91,3 +92,15 @@ def slurm_cluster() -> None:
     if done.returncode != 0 or not _slurm_answers():
         _missing(f"a Slurm cluster ({up} exited {done.returncode}: "
                  f"{(done.stdout + done.stderr).strip()[-2000:]})")
+
+
+@pytest.fixture(scope="session")
+def run_a(testbed: tb_mod.Testbed, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/integration/report_runs.py's run A, built once per session (minutes)."""
+    return real_run("a", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def run_b(testbed: tb_mod.Testbed, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/integration/report_runs.py's run B, built once per session."""
+    return real_run("b", tmp_path_factory)

@@ -1,7 +1,7 @@
 """A campaign on the real testbed server behind a fault-injecting proxy: whatever the server sends
 is a request error or a missing figure with its reason, never an engine error or an absurd figure.
 
-The proxy (test_leak's, extended) forwards to the real llama-server but rewrites
+The proxy (live.py's SlowingProxy, extended) forwards to the real llama-server but rewrites
 usage.completion_tokens to a string or to 10^12, answers /metrics with an HTML page, with counters
 that go backwards and with a NaN counter, and answers the chat-template request of the quality
 checks with a prompt that is not text: a real server cannot be made to send any of these on cue.
@@ -18,12 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from test_leak import SlowingProxy
-
 from engine import testbed as tb_mod
 from engine.record.journal import read_events
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
+from tests.integration.live import SlowingProxy
 
 CAMPAIGN = """\
 name: serverdata

@@ -20,12 +20,17 @@ import threading
 import uuid
 from pathlib import Path
 
+import pytest
+
 from engine import testbed as tb_mod
 from engine.record.journal import read_events
 from engine.record.receipts import read_rep
 from engine.record.request import RequestRecord
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
+
+# Slow: each test runs a campaign on the real server, over ten seconds.
+pytestmark = pytest.mark.slow
 
 # A long prompt, so that computing it or reading it from the cache differ in time to first token
 # by far more than the noise of a shared 2-core machine.

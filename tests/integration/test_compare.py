@@ -1,4 +1,4 @@
-"""ruler compare on the two real runs of tests/integration/test_report.py (built once per session),
+"""ruler compare on the two real runs of tests/integration/report_runs.py (built once per session),
 and on two real runs that differ in what shapes the figures.
 
 Run B has one class, one session and its drafter window under another name with the same axis,
@@ -15,19 +15,20 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_control import RULER
-from test_report import POLICY_A, POLICY_B, csv_rows, recomputed, run_a, run_b  # noqa: F401
 
 from engine import testbed as tb_mod
 from engine.record.deltas import relative_delta
 from engine.record.deltas import text as delta_text
 from engine.report import Delta, load_run, pct, tok
 from engine.report.compare import cmd_compare, comparison, match_rows
+from tests.integration.live import RULER
+from tests.integration.report_runs import POLICY_A, POLICY_B, csv_rows, recomputed
 
-pytestmark = pytest.mark.timeout(3600)  # the shared runs may be built here (see test_report)
+# The shared runs may be built here (see test_report): minutes for whichever test asks first.
+pytestmark = [pytest.mark.timeout(3600), pytest.mark.slow]
 
 
-def test_rows_side_by_side_with_deltas(run_a: Path, run_b: Path) -> None:  # noqa: F811
+def test_rows_side_by_side_with_deltas(run_a: Path, run_b: Path) -> None:
     headers, text, _ = comparison([load_run(run_a), load_run(run_b)])
     assert headers[:4] == ["row", "A tok/s", "B tok/s", "Δ B vs A"]
     line = dict(zip(headers, next(t for t in text if t[0] == "s1-control prose C1"), strict=True))
@@ -42,7 +43,7 @@ def test_rows_side_by_side_with_deltas(run_a: Path, run_b: Path) -> None:  # noq
     assert line["A accept len/rate"] == f"{a['accept_len']:.2f}/{a['accept_rate']:.3f}"
 
 
-def test_windows_matched_by_axis_and_leftovers_listed(run_a: Path, run_b: Path) -> None:  # noqa: F811
+def test_windows_matched_by_axis_and_leftovers_listed(run_a: Path, run_b: Path) -> None:
     matches = match_rows([load_run(run_a), load_run(run_b)])
     by_label = {m.label(): m for m in matches}
     block5 = by_label["s1-block5 prose C1"]
@@ -58,7 +59,7 @@ def test_windows_matched_by_axis_and_leftovers_listed(run_a: Path, run_b: Path) 
     assert len(matches) == len(csv_rows(run_a)) + 1
 
 
-def test_within_noise_follows_the_interval_and_the_floor(run_a: Path, run_b: Path) -> None:  # noqa: F811
+def test_within_noise_follows_the_interval_and_the_floor(run_a: Path, run_b: Path) -> None:
     views = [load_run(run_a), load_run(run_b)]
     headers, text, records = comparison(views)
     checked = 0
@@ -80,7 +81,7 @@ def test_within_noise_follows_the_interval_and_the_floor(run_a: Path, run_b: Pat
     assert Delta(0.01, -0.01, 0.03).text().endswith("(within noise)")
 
 
-def test_each_run_against_its_own_control(run_a: Path, run_b: Path) -> None:  # noqa: F811
+def test_each_run_against_its_own_control(run_a: Path, run_b: Path) -> None:
     headers, text, _ = comparison([load_run(run_a), load_run(run_b)])
     line = dict(zip(headers, next(t for t in text if t[0] == "s1-block5 prose C1"), strict=True))
     w = recomputed(run_b, ("s1", "draft5", "prose", 1), POLICY_B)
@@ -89,7 +90,7 @@ def test_each_run_against_its_own_control(run_a: Path, run_b: Path) -> None:  # 
     assert line["B Δ vs own control"] == delta_text(iv, POLICY_B.spread)
 
 
-def test_cmd_compare_table_and_json(run_a: Path, run_b: Path,  # noqa: F811
+def test_cmd_compare_table_and_json(run_a: Path, run_b: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     assert cmd_compare([str(run_a), str(run_b)]) == 0
     out = capsys.readouterr().out
@@ -104,7 +105,7 @@ def test_cmd_compare_table_and_json(run_a: Path, run_b: Path,  # noqa: F811
     assert row["matched_by"] == ["exact", "axis"] and row["runs"][1]["window"] == "draft5"
 
 
-def test_across_servers(run_a: Path, run_b: Path, tmp_path: Path,  # noqa: F811
+def test_across_servers(run_a: Path, run_b: Path, tmp_path: Path,
                         capsys: pytest.CaptureFixture[str]) -> None:
     """No SGLang or vLLM here: a copy of run B whose journal names another server stands in. The
     rows match all the same (nothing in the matching looks at the server); the server is a
@@ -186,7 +187,7 @@ def test_unlike_runs_give_no_effect_unless_asked(testbed: tb_mod.Testbed, tmp_pa
     print(table)  # the table, for a person reading the test log
 
 
-def test_cmd_compare_needs_two_runs(run_a: Path, tmp_path: Path,  # noqa: F811
+def test_cmd_compare_needs_two_runs(run_a: Path, tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     assert cmd_compare([str(run_a)]) == 2
     assert cmd_compare([str(run_a), str(tmp_path)]) == 2

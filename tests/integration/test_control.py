@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
@@ -11,11 +10,9 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +22,8 @@ from hypothesis import strategies as st
 
 from engine import control
 from engine import testbed as tb_mod
-from engine.record.journal import read_events
 from engine.record.liveness import engine_alive, read_pid
-
-RULER = [sys.executable, "-m", "engine"]
+from tests.integration.live import RULER, events, finish, kinds, wait_for
 
 CAMPAIGN = """\
 name: ctl
@@ -72,39 +67,7 @@ def start_detached(tmp_path: Path, reps: int = 3, spread: float = 0.5) -> Path:
     return next((tmp_path / "results").iterdir())
 
 
-def events(run: Path) -> list[dict[str, Any]]:
-    return read_events(run / "journal.jsonl")
-
-
-def wait_for(run: Path, pred: Callable[[list[dict[str, Any]]], bool], timeout: float = 120,
-             what: str = "") -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        evs = events(run)
-        if pred(evs):
-            return evs
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; last events: "
-                         f"{[e['kind'] for e in events(run)[-8:]]}")
-
-
-def kinds(evs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [e for e in evs if e["kind"] == kind]
-
-
-def finish(run: Path) -> None:
-    """Leave no engine behind: abort it and wait for the lock to go."""
-    if engine_alive(run):
-        with contextlib.suppress(OSError):
-            control.send(run, "abort")
-        deadline = time.monotonic() + 60
-        while engine_alive(run) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        pid = read_pid(run)
-        if pid and engine_alive(run):
-            os.kill(pid, signal.SIGKILL)
-
-
+@pytest.mark.slow
 def test_engine_survives_the_terminal_and_refuses_a_second(testbed: tb_mod.Testbed,
                                                            tmp_path: Path) -> None:
     spec = tmp_path / "ctl.yaml"
@@ -142,6 +105,7 @@ def test_engine_survives_the_terminal_and_refuses_a_second(testbed: tb_mod.Testb
             os.killpg(term.pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_keeps_every_finished_rep(testbed: tb_mod.Testbed,
                                                       tmp_path: Path) -> None:
     run = start_detached(tmp_path, reps=3)
@@ -190,6 +154,7 @@ def test_kill_9_then_resume_keeps_every_finished_rep(testbed: tb_mod.Testbed,
         finish(run)
 
 
+@pytest.mark.slow
 def test_each_command_changes_what_the_engine_does(testbed: tb_mod.Testbed,
                                                    tmp_path: Path) -> None:
     # spread 0.0001 makes every row void (and max_reruns 0 leaves it so): something to rerun.
@@ -407,6 +372,7 @@ quality: {{enabled: false}}
 """
 
 
+@pytest.mark.slow
 @pytest.mark.server
 def test_resume_refuses_a_damaged_journal_and_writes_nothing(testbed: tb_mod.Testbed,
                                                              tmp_path: Path) -> None:

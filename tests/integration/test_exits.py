@@ -300,6 +300,7 @@ def test_window_timeout_during_boot_fails_each_window_and_the_campaign_goes_on(
     assert "s1/control failed: window timeout after 1e-09 s during its boot" in out.stdout
 
 
+@pytest.mark.slow
 def test_window_timeout_cuts_the_shape_in_flight(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
     window = 20.0
     # 40 long replies in the warm pass alone: minutes at one thread, far past the window.
@@ -358,6 +359,7 @@ def test_an_operator_stop_exits_3(testbed: tb_mod.Testbed, tmp_path: Path) -> No
     assert state.windows["s1-control"].status == "aborted"
 
 
+@pytest.mark.slow
 def test_results_disk_full_mid_run_stops_with_a_message(testbed: tb_mod.Testbed,
                                                         tmp_path: Path) -> None:
     # Short requests: the warm pass ends within seconds and its receipt is the next file written.

@@ -16,9 +16,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from engine import testbed as tb_mod
 from engine.record.journal import read_events
 from engine.record.state import fold
+
+# Slow: a campaign on the real server, over ten seconds.
+pytestmark = pytest.mark.slow
 
 CAMPAIGN = """\
 name: dies

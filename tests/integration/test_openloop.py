@@ -26,6 +26,9 @@ from engine.record.journal import read_events
 from engine.record.receipts import read_rep
 from engine.run.measure import recompute_row
 
+# Slow: a rate sweep on the real server, minutes.
+pytestmark = pytest.mark.slow
+
 CAMPAIGN = """\
 name: {name}
 server: llamacpp

@@ -295,6 +295,7 @@ def docker_run(testbed_image: str, docker_client: Any, ssh_docker_host: tuple[st
         remove_containers(docker_client, name)
 
 
+@pytest.mark.slow
 def test_two_docker_places_one_over_ssh_run_their_sessions_at_once_each_on_its_cpus(
         docker_run: dict[str, Any], docker_client: Any) -> None:
     run, proc = docker_run["run"], docker_run["proc"]
@@ -455,6 +456,7 @@ def reps_on_disk(run: Path) -> dict[str, str]:
             for p in (run / "windows").glob("*/reps/*.jsonl")}
 
 
+@pytest.mark.slow
 def test_kill_9_with_two_sessions_in_flight_then_resume_loses_no_finished_rep(
         testbed: tb_mod.Testbed, tmp_path: Path) -> None:
     spec, _ = write_campaign(tmp_path, "process", [{"name": "a", "cpus": "0"}, {"name": "b", "cpus": "1"}])

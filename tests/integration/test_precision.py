@@ -23,12 +23,17 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from engine import testbed as tb_mod
 from engine.method import stats
 from engine.record.journal import read_events
 from engine.run.measure import recompute_row
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
+
+# Slow: a campaign on the real server, over ten seconds.
+pytestmark = pytest.mark.slow
 
 PRECISION = 0.5
 CAMPAIGN = """\

@@ -1,30 +1,19 @@
 """ruler report on real runs of the testbed: every number checked against the receipts.
 
-Two small real runs (llama-server as a process), built once per test session and shared with
-tests/integration/test_compare.py:
-
-- run A, through the Runner with [Measurement(), Quality()]: a control with a Q2_K drafter, a
-  lossless window (draft block 5) and a window rejected at boot (q8_0 V cache with flash attention
-  off); two sessions, so the control drifts; a leak policy with a tiny spread threshold from C2,
-  so the C2 rows are void for real, after a rewarm and a rerun each;
-- run B, measurement only (no quality receipts, like an older run), A's workload: one class, the
-  drafter window renamed but with the same axis, so compare has to match it by axis.
+The two small real runs (llama-server as a process) are tests/integration/report_runs.py's, built
+once per test session and shared with tests/integration/test_compare.py.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from engine import testbed as tb_mod
-from engine.method.stats import LeakPolicy
 from engine.record.deltas import relative_delta
 from engine.record.deltas import text as delta_text
 from engine.record.journal import read_events
@@ -41,121 +30,11 @@ from engine.report import (
     tok,
     write_report,
 )
-from engine.run.measure import recompute_row
+from tests.integration.report_runs import POLICY_A, POLICY_B, csv_rows, recomputed
 
-# The control both runs share: a Q8_0 target with a Q2_K drafter, one server thread.
-HEAD = """\
-name: {name}
-server: llamacpp
-runtime: process
-process:
-  command: ["${{testbed.llama_server}}"]
-control:
-  model: ${{testbed.models}}/SmolLM2-135M-Instruct.Q8_0.gguf
-  artifacts:
-    drafter: ${{testbed.models}}/SmolLM2-135M-Instruct.Q2_K.gguf
-  args:
-    -m: ${{model}}
-    -md: ${{artifacts.drafter}}
-    --spec-type: draft-simple
-    --spec-draft-n-max: 7
-    -c: 2048
-    -np: 2
-    -t: 1
-    -fa: "off"
-    --metrics: true
-timeouts: {{boot: 120, request: 120}}
-"""
-SHAPES = """\
-  concurrency: [1, 2]
-  reps: 2
-  requests_per_rep: 2
-  max_tokens: 12
-  sampling: {temperature: 0, seed: 1234}
-  knobs:
-    chat_template_kwargs: {enable_thinking: false}
-"""
-PROSE = 'prose: {prompts: ["Write one sentence about the sea."]}'
-
-RUN_A = HEAD.format(name="report-a") + f"""\
-description: report test run A
-windows:
-  - name: block5
-    axis: draft block 5
-    change:
-      args: {{--spec-draft-n-max: 5}}
-  - name: qv8
-    axis: q8_0 V cache without flash attention
-    change:
-      args: {{--cache-type-v: q8_0}}
-sessions:
-  s1: [block5]
-  s2: [qv8]
-workload:
-  classes:
-    {PROSE}
-    code: {{prompts: ["Write a Python function that adds two numbers."]}}
-{SHAPES}quality:
-  greedy: {{n: 2, max_tokens: 12}}
-  teacher_forced: {{top_k: 10, positions: 3}}
-leak:
-  min_concurrency: 2
-  spread: 0.0001
-  max_reruns: 1
-"""
-
-RUN_B = HEAD.format(name="report-b") + f"""\
-windows:
-  - name: draft5
-    axis: draft block 5
-    change:
-      args: {{--spec-draft-n-max: 5}}
-sessions:
-  s1: [draft5]
-workload:
-  classes:
-    {PROSE}
-{SHAPES}quality: {{enabled: false}}
-"""
 # The first test to ask for a run pays for building it (minutes on a busy 2-core box): the
-# 900 s per-test default would cut a session-scoped build short.
-pytestmark = pytest.mark.timeout(3600)
-POLICY_A = LeakPolicy(2, 0.0001, 1)
-POLICY_B = LeakPolicy()
-
-_RUNS: dict[str, Path] = {}  # built once per session, whichever test file asks first
-
-
-def real_run(name: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One real run through the Runner (the way engine.commands.launch runs the engine)."""
-    if name in _RUNS:
-        return _RUNS[name]
-    from engine.campaign.load import load_campaign
-    from engine.commands.launch import ENGINE_JSON, prepare
-    from engine.quality import Quality
-    from engine.run.measure import Measurement
-    from engine.run.runner import Runner
-
-    tmp = tmp_path_factory.mktemp(f"report-{name}")
-    spec = tmp / f"report-{name}.yaml"
-    spec.write_text(RUN_A if name == "a" else RUN_B)
-    run = prepare(str(spec), str(tmp / "results"), "process")
-    info = json.loads((run / ENGINE_JSON).read_text())
-    phases = [Measurement(), Quality()] if name == "a" else [Measurement()]
-    runner = Runner(load_campaign(spec), run, info["runtime"], info["variables"], None, phases)
-    assert runner.run() == "finished"
-    _RUNS[name] = run
-    return run
-
-
-@pytest.fixture(scope="session")
-def run_a(testbed: tb_mod.Testbed, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return real_run("a", tmp_path_factory)
-
-
-@pytest.fixture(scope="session")
-def run_b(testbed: tb_mod.Testbed, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return real_run("b", tmp_path_factory)
+# 900 s per-test default would cut a session-scoped build short; the module is slow for it.
+pytestmark = [pytest.mark.timeout(3600), pytest.mark.slow]
 
 
 @pytest.fixture(scope="session")
@@ -165,11 +44,6 @@ def report_a(run_a: Path) -> str:
 
 
 # ------------------------------------------------------------------------------ helpers
-
-
-def csv_rows(run: Path) -> dict[tuple[str, str, str, int], dict[str, str]]:
-    return {(r["session"], r["window"], r["class"], int(r["concurrency"])): r
-            for r in csv.DictReader((run / "throughput.csv").open())}
 
 
 def md_cells(line: str) -> list[str]:
@@ -202,11 +76,6 @@ def section(text: str, heading: str) -> str:
 
 def pick(rows: list[dict[str, str]], cls: str, c: int) -> dict[str, str]:
     return next(r for r in rows if r["class"] == cls and r["C"] == str(c))
-
-
-def recomputed(run: Path, key: tuple[str, str, str, int], policy: LeakPolicy) -> dict[str, Any]:
-    row = csv_rows(run)[key]
-    return {**recompute_row(run, row["source"], key[3], policy), "status": row["status"]}
 
 
 # ------------------------------------------------------------------------------ tests

@@ -16,6 +16,9 @@ from engine.record.journal import read_events
 from engine.record.state import fold
 from engine.run.measure import recompute_row
 
+# Slow: each test runs a campaign on the real server, over ten seconds.
+pytestmark = pytest.mark.slow
+
 CAMPAIGN = """\
 name: {name}
 server: llamacpp

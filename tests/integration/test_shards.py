@@ -21,6 +21,9 @@ from engine.record.receipts import read_rep
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 
+# Slow: a campaign on the real server, over ten seconds.
+pytestmark = pytest.mark.slow
+
 CAMPAIGN = """\
 name: {name}
 server: llamacpp

@@ -327,6 +327,7 @@ def test_two_windows_as_process_jobs(jobs: Jobs, tmp_path: Path) -> None:
         ("control", True, True), ("ctx", True, True)], rows
 
 
+@pytest.mark.slow
 def test_a_window_that_changes_nothing_differs_from_its_control_in_no_boot_fact(
         jobs: Jobs, tmp_path: Path) -> None:
     """Each window is a job of its own, so its job id always differs from the control's: that is
@@ -347,6 +348,7 @@ def test_a_window_that_changes_nothing_differs_from_its_control_in_no_boot_fact(
     assert not any(r.startswith("boot facts differ") for r in effect["reasons"]), effect["reasons"]
 
 
+@pytest.mark.slow
 def test_two_windows_as_docker_jobs(jobs: Jobs, testbed_image: str, docker_client: Any,
                                     tmp_path: Path) -> None:
     name = f"sld-{jobs.token[:4]}"
@@ -379,6 +381,7 @@ def test_two_windows_as_docker_jobs(jobs: Jobs, testbed_image: str, docker_clien
             c.remove(force=True)
 
 
+@pytest.mark.slow
 def test_a_job_that_fails_at_boot_is_rejected_with_its_slurm_record(jobs: Jobs,
                                                                      tmp_path: Path) -> None:
     name = f"slf-{jobs.token[:4]}"
@@ -411,6 +414,7 @@ def test_a_job_that_fails_at_boot_is_rejected_with_its_slurm_record(jobs: Jobs,
     assert fold(evs).windows["s1-qv8"].status == "rejected"
 
 
+@pytest.mark.slow
 def test_scancel_mid_rep_fails_the_window_and_the_campaign_goes_on(jobs: Jobs,
                                                                   tmp_path: Path) -> None:
     name = f"slx-{jobs.token[:4]}"
@@ -453,6 +457,7 @@ def test_scancel_mid_rep_fails_the_window_and_the_campaign_goes_on(jobs: Jobs,
     assert fold(evs).status == "finished"
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_engine_then_resume_cancels_the_stray_job(jobs: Jobs,
                                                                 tmp_path: Path) -> None:
     name = f"slk-{jobs.token[:4]}"
@@ -501,6 +506,7 @@ def test_kill_9_of_the_engine_then_resume_cancels_the_stray_job(jobs: Jobs,
     assert fold(after).status == "finished"
 
 
+@pytest.mark.slow
 def test_a_job_held_pending_shows_queued_with_slurms_reason_then_runs(jobs: Jobs,
                                                                      tmp_path: Path) -> None:
     name = f"slq-{jobs.token[:4]}"
@@ -545,6 +551,7 @@ def test_a_job_held_pending_shows_queued_with_slurms_reason_then_runs(jobs: Jobs
     assert "  nodes   s1 on " + placed["node"] in ruler_status(run)
 
 
+@pytest.mark.slow
 def test_queue_timeout_rejects_the_window_and_the_campaign_goes_on(jobs: Jobs,
                                                                   tmp_path: Path) -> None:
     name = f"slt-{jobs.token[:4]}"
@@ -585,6 +592,7 @@ def test_queue_timeout_rejects_the_window_and_the_campaign_goes_on(jobs: Jobs,
 # ------------------------------------------------------------------ places: two sessions at once
 
 
+@pytest.mark.slow
 def test_two_sessions_run_at_once_as_slurm_jobs_on_one_node(jobs: Jobs, tmp_path: Path) -> None:
     """Issue 15 on Slurm: two places naming this node, each job one CPU, so both jobs run at once."""
     node, _ = the_node()

@@ -62,6 +62,7 @@ def test_testbed_is_idempotent(testbed: tb_mod.Testbed) -> None:
     print(f"second `ruler testbed --json` took {elapsed:.1f} s")
 
 
+@pytest.mark.slow
 def test_image_boots_in_docker_and_answers(testbed: tb_mod.Testbed, testbed_image: str) -> None:
     model = testbed.models["Q4_1"]
     port = free_port()
@@ -80,6 +81,7 @@ def test_image_boots_in_docker_and_answers(testbed: tb_mod.Testbed, testbed_imag
         server.stop()
 
 
+@pytest.mark.slow
 def test_testbed_boots_as_a_process(testbed: tb_mod.Testbed) -> None:
     port = free_port()
     plan = LaunchPlan(name="ruler-test-process", argv=[
@@ -165,6 +167,7 @@ def test_vllm_testbed_is_reused_and_reported(vllm_testbed: tb_mod.VLLMTestbed) -
     assert importlib.util.find_spec("torch") is None
 
 
+@pytest.mark.slow
 def test_vllm_model_with_a_changed_file_is_converted_again(vllm_testbed: tb_mod.VLLMTestbed,
                                                             testbed: tb_mod.Testbed,
                                                             tmp_path: Path) -> None:

@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_control import RULER, events, finish, kinds, wait_for
 
 from engine import control
 from engine.record.liveness import engine_alive, read_pid
+from tests.integration.live import RULER, events, finish, kinds, wait_for
+
+# Slow: each test runs campaigns in real Docker, over ten seconds.
+pytestmark = pytest.mark.slow
 
 CAMPAIGN = """\
 name: {name}

@@ -35,6 +35,9 @@ from engine.servers import Readiness, get_adapter
 from engine.servers.prometheus import summed_samples
 from engine.servers.vllm import VLLMAdapter
 
+# Slow: vLLM's boot and run take minutes, paid by whichever test asks first.
+pytestmark = pytest.mark.slow
+
 RULER = [sys.executable, "-m", "engine"]
 SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
 ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_SERVER_DEV_MODE": "1"}

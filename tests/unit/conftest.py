@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes import FakeRuntime
+
+from tests.unit.fakes import FakeRuntime
 
 
 @pytest.fixture

@@ -44,8 +44,9 @@ from typing import Any
 
 from engine.record.journal import Event
 from engine.runtime.base import Host, LaunchError, LaunchPlan, Placement, QueueReport, free_port
+from tests.paths import FIXTURES
 
-LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
+LOGS = FIXTURES / "logs"
 READY_LINE = "srv  update_slots: all slots are idle"  # the last line a booted server prints
 WORDS = ["the", "sea", "is", "calm", "and", "blue", "under", "a", "wide", "sky", "while", "gulls",
          "call", "over", "waves", "function", "adds", "two", "numbers", "returns", "their", "sum",

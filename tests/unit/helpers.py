@@ -10,15 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from fakes import Behaviour, FakeRuntime, Hooks
 
 from engine.campaign.load import load_campaign
 from engine.record.journal import Event, read_events
 from engine.run.context import Phase
 from engine.run.measure import Measurement
 from engine.run.runner import Runner
-
-FIXTURES = Path(__file__).parents[1] / "fixtures"
+from tests.paths import FIXTURES
+from tests.unit.fakes import Behaviour, FakeRuntime, Hooks
 
 WHO = {"user": "test", "via": "unit"}
 PACE = Behaviour().tok_s  # the fake's tokens per second per request

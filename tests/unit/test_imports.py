@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from engine.servers import known_adapters
+from tests.paths import FIXTURES
 
-RUN = Path(__file__).parents[1] / "fixtures" / "runs" / "demo-smollm2"  # a llamacpp run
+RUN = FIXTURES / "runs" / "demo-smollm2"  # a llamacpp run
 HTTP = ("httpx", "certifi", "prometheus_client", "uvloop", "numpy")
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import campaign
 
 from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.prompts import DataFileError
@@ -23,6 +22,7 @@ from engine.campaign.spec import Campaign
 from engine.commands.validate import cmd_validate
 from engine.record import results
 from engine.run.runner import frozen_items
+from tests.unit.helpers import campaign
 
 ROOT = Path(__file__).resolve().parents[4]
 DATA = ROOT / "campaigns" / "data"

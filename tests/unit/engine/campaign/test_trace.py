@@ -121,10 +121,10 @@ def test_explain_says_what_the_class_becomes(tmp_path: Path) -> None:
 def test_validate_names_a_damaged_trace_or_chat_record_and_exits_2(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import yaml
-    from helpers import campaign
 
     from engine.campaign.load import SpecError, load_campaign
     from engine.commands.validate import cmd_validate
+    from tests.unit.helpers import campaign
 
     write(tmp_path / "t.jsonl", [MOONCAKE[0], {"timestamp": 2000, "input_length": 5}])
     (tmp_path / "c.jsonl").write_text('{"messages": [{"role": "assistant", "content": "hi"}]}\n')
@@ -144,9 +144,9 @@ def test_validate_names_a_damaged_trace_or_chat_record_and_exits_2(
 
 def test_the_workload_s_loads_for_a_trace_and_a_multi_turn_class(tmp_path: Path) -> None:
     import yaml
-    from helpers import campaign
 
     from engine.campaign.load import SpecError, load_campaign
+    from tests.unit.helpers import campaign
 
     write(tmp_path / "t.jsonl", MOONCAKE)
     path = tmp_path / "c.yaml"

@@ -14,8 +14,6 @@ import statistics
 from pathlib import Path
 
 import pytest
-from fakes import Behaviour, FakeRuntime, FakeServer
-from helpers import campaign, runner
 
 from engine.campaign.sources.item import Item, plain_item
 from engine.method import stats
@@ -25,6 +23,8 @@ from engine.run.measure import recompute_row
 from engine.run.runner import frozen_items
 from engine.runtime.base import LaunchPlan
 from engine.servers import get_adapter
+from tests.unit.fakes import Behaviour, FakeRuntime, FakeServer
+from tests.unit.helpers import campaign, runner
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,13 +12,13 @@ import itertools
 from typing import cast
 
 import pytest
-from fakes import Behaviour, FakeServer
 
 from engine.campaign.sources import conversations as cv
 from engine.campaign.sources.item import Item
 from engine.run.load import measure_pass
 from engine.runtime.base import LaunchPlan
 from engine.servers import get_adapter
+from tests.unit.fakes import Behaviour, FakeServer
 
 pytestmark = pytest.mark.timeout(60)
 THINK = 0.15

@@ -1,0 +1,130 @@
+"""What the integration tier's modules share to drive a real engine: the ``ruler`` command line,
+the journal of a running engine read and waited on, an engine stopped whatever state it is in, and
+a fault-injecting TCP proxy (SlowingProxy) that holds back chosen responses of a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine import control
+from engine.record.journal import read_events
+from engine.record.liveness import engine_alive, read_pid
+from engine.runtime.base import free_port
+
+RULER = [sys.executable, "-m", "engine"]
+
+
+def events(run: Path) -> list[dict[str, Any]]:
+    return read_events(run / "journal.jsonl")
+
+
+def wait_for(run: Path, pred: Callable[[list[dict[str, Any]]], bool], timeout: float = 120,
+             what: str = "") -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        evs = events(run)
+        if pred(evs):
+            return evs
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; last events: "
+                         f"{[e['kind'] for e in events(run)[-8:]]}")
+
+
+def kinds(evs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in evs if e["kind"] == kind]
+
+
+def finish(run: Path) -> None:
+    """Leave no engine behind: abort it and wait for the lock to go."""
+    if engine_alive(run):
+        with contextlib.suppress(OSError):
+            control.send(run, "abort")
+        deadline = time.monotonic() + 60
+        while engine_alive(run) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        pid = read_pid(run)
+        if pid and engine_alive(run):
+            os.kill(pid, signal.SIGKILL)
+
+
+HOLD = 5.0  # the slow rep's requests take about HOLD + 1 times as long
+
+
+class SlowingProxy(threading.Thread):
+    def __init__(self, upstream: int, slow: Callable[[], bool]) -> None:
+        super().__init__(daemon=True)
+        self.upstream, self.port = upstream, free_port()
+        self.slow, self.slowed = slow, 0
+        self.ready = threading.Event()
+        self.loop = asyncio.new_event_loop()
+
+    def holds(self, request: bytes) -> bool:
+        """Whether the response to this request (its first bytes) is held back whole."""
+        if request.startswith(b"POST /v1/chat/completions") and self.slow():
+            self.slowed += 1
+            return True
+        return False
+
+    async def release(self, request: bytes, response: bytes, took: float) -> bytes:
+        """A held response as the client gets it: the same bytes, HOLD times as late as the server
+        took to give them.
+
+        Relative, not a fixed delay: under CPU load the server itself slows, and a fixed delay
+        could drown in that noise; a held rep is always about HOLD + 1 times slower.
+        """
+        await asyncio.sleep(HOLD * took)
+        return response
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    held_for: bytes | None = None) -> None:
+        """Forward every byte; with ``held_for`` (the request), the whole response, through
+        :meth:`release`."""
+        t0, held = time.monotonic(), b""
+        try:
+            while data := await reader.read(65536):
+                if held_for is not None:
+                    held += data
+                    continue
+                writer.write(data)
+                await writer.drain()
+            if held_for is not None:
+                writer.write(await self.release(held_for, held, time.monotonic() - t0))
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def forward(self, first: bytes, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream)
+        up_w.write(first)
+        await asyncio.gather(self._pipe(reader, up_w),
+                             self._pipe(up_r, writer, held_for=first if self.holds(first) else None))
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await self.forward(await reader.read(65536), reader, writer)
+
+    async def _main(self) -> None:
+        server = await asyncio.start_server(self._client, "127.0.0.1", self.port)
+        self.ready.set()
+        async with server:
+            await server.serve_forever()
+
+    def run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        with contextlib.suppress(RuntimeError, asyncio.CancelledError):  # stopped
+            self.loop.run_until_complete(self._main())
+
+    def stop(self) -> None:
+        for task in asyncio.all_tasks(self.loop):
+            self.loop.call_soon_threadsafe(task.cancel)

@@ -1,0 +1,190 @@
+"""The console (tui/) attached to a real engine on the llama.cpp testbed: keys sent over its
+control socket change what the engine does, and what it journals reaches the screen. The console
+on recorded runs is tests/unit/tui/test_app.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import testbed as tb_mod
+from engine.errors import EXIT_STOPPED
+from engine.record.journal import read_events
+from tests.console import live_marked, screen_text, table_text, until
+from tui.app import RulerConsole
+from tui.widgets import BootLog
+
+# Slow: each test drives a real engine's campaign, over ten seconds.
+pytestmark = pytest.mark.slow
+
+LIVE = """\
+name: tui-live
+server: llamacpp
+runtime: process
+process:
+  command: ["${testbed.llama_server}"]
+control:
+  model: ${testbed.models}/SmolLM2-135M-Instruct.Q4_1.gguf
+  args: {-m: "${model}", -c: 1024, -np: 1, -t: 1, --metrics: true}
+windows:
+  - name: ctx
+    axis: context 2048
+    change:
+      args: {-c: 2048}
+sessions:
+  s1: [ctx]
+workload:
+  classes:
+    prose: {prompts: ["Name three colours.", "Write one sentence about the sea."]}
+  concurrency: [1]
+  reps: 3
+  requests_per_rep: 2
+  max_tokens: 24
+timeouts:
+  boot: 120
+  request: 60
+quality: {enabled: false}  # the console is under test here, not the checks
+"""
+
+
+def start_engine(campaign: str, tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    """A real engine running ``campaign`` headless, once its control socket is up (the console
+    attaches to it): the process and its run directory."""
+    spec = tmp_path / "campaign.yaml"
+    spec.write_text(campaign)
+    results = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "run", str(spec), "--headless",
+                             "--results-dir", str(results)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 120
+    while not list(results.glob("*/control.sock")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+        time.sleep(0.1)
+    return proc, next(results.iterdir())
+
+
+@pytest.mark.server
+@pytest.mark.timeout(600)
+async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
+    proc, run = start_engine(LIVE, tmp_path)
+    try:
+        app = RulerConsole(run, probe_interval=0.5)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: app.link is not None and app.link.connected, timeout=30)
+            # A rep lands on screen as the engine measures it.
+            await until(pilot, lambda: any(any(r.reps.values()) for r in app.state.rows.values()),
+                        timeout=300)
+            await until(pilot, lambda: any(any(ch.isdigit() for ch in row[1])
+                                           for row in table_text(app, "#reps")), timeout=10)
+            assert app.query_one(BootLog).line_count > 0
+            assert app.state.workload == {"classes": ["prose"], "concurrency": [1], "reps": 3,
+                                          "requests": [2], "max_tokens": 24}
+            began = app.state.windows[app.state.current or ""].started_ts  # the fold keeps it
+            started = app.state.started_ts
+            assert began is not None and started is not None and started <= began
+            await pilot.press("p")
+            await until(pilot, lambda: "pausing before the next rep" in screen_text(app))
+            # PAUSED only once the engine journals that the pause took effect, between reps.
+            await until(pilot, lambda: "PAUSED" in screen_text(app), timeout=120)
+            assert any(e["kind"] == "paused" for e in read_events(run / "journal.jsonl"))
+            await pilot.press("p")
+            await until(pilot, lambda: "resuming" in screen_text(app))
+            await pilot.press("a", "y")
+            await until(pilot, lambda: app.state.status == "aborted", timeout=120)
+            await until(pilot, lambda: "ABORTED" in screen_text(app))
+            await until(pilot, lambda: "engine exited" in screen_text(app), timeout=30)
+        assert proc.wait(timeout=120) == EXIT_STOPPED  # an operator abort: exit 3, --resume goes on
+        cmds = [(e["cmd"], e["reply"]) for e in read_events(run / "journal.jsonl")
+                if e["kind"] == "command"]
+        assert [c for c, _ in cmds] == ["pause", "resume", "abort"]
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
+PLACES = """\
+name: tui-places-live
+server: llamacpp
+runtime: process
+process:
+  command: ["${testbed.llama_server}"]
+control:
+  model: ${testbed.models}/SmolLM2-135M-Instruct.Q4_1.gguf
+  args: {-m: "${model}", -c: 1024, -np: 1, -t: 1, --metrics: true}
+windows:
+  - name: ctx
+    axis: context 2048
+    change:
+      args: {-c: 2048}
+sessions:
+  s1: [ctx]
+  s2: [ctx]
+places:
+  - {name: a, cpus: "0"}
+  - {name: b, cpus: "1"}
+workload:
+  classes:
+    prose: {prompts: ["Name three colours.", "Write one sentence about the sea."]}
+  concurrency: [1]
+  reps: 200  # the controls measure long enough to be seen live together and advanced (then aborted)
+  requests_per_rep: 2
+  max_tokens: 24
+timeouts:
+  boot: 120
+  request: 60
+quality: {enabled: false}
+"""
+
+
+@pytest.mark.server
+@pytest.mark.timeout(600)
+async def test_two_places_live_at_once_and_advance_goes_to_the_session_under_the_cursor(
+        testbed: tb_mod.Testbed, tmp_path: Path) -> None:
+    """A real engine runs two sessions at once on two places (CPU 0 and CPU 1). The windows list
+    shows both controls live at the same moment; n on s2's control sends ``advance s2`` (a bare
+    ``advance`` is refused while two sessions run), and only s2's control is advanced."""
+    proc, run = start_engine(PLACES, tmp_path)
+    try:
+        app = RulerConsole(run, probe_interval=0.5)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.link is not None and app.link.connected, timeout=30)
+            # Both controls measuring, in one frame of the windows list.
+            both = ["s1 control", "s2 control"]
+            await until(pilot, lambda: live_marked(app) == both and all(
+                app.state.windows[k].status == "measuring" for k in ("s1-control", "s2-control")),
+                timeout=120)
+            rows = {r[0].strip("▶ ").strip(): r[1].strip() for r in table_text(app, "#windows")}
+            assert [rows[w] for w in both] == ["measuring", "measuring"]
+            print("\n".join(screen_text(app).splitlines()[:12]))
+            order = app.ui.windows.keys
+            while app.shown != "s2-control":  # the cursor onto s2's control
+                up = order.index(app.shown or "") > order.index("s2-control")
+                await pilot.press("up" if up else "down")
+                await pilot.pause(0.1)
+            # The cursor's place is marked, whichever line the live places are in.
+            await until(pilot, lambda: any(line.startswith(" ▸ place b")
+                                           for line in screen_text(app).splitlines()[2:4]))
+            await pilot.press("n")
+            await until(pilot, lambda: "advance s2: ending window s2/control" in screen_text(app))
+            await until(pilot, lambda: app.state.windows["s2-control"].status == "advanced")
+            assert app.state.windows["s1-control"].status == "measuring"
+            await pilot.press("a", "y")
+            await until(pilot, lambda: app.state.status == "aborted", timeout=120)
+        assert proc.wait(timeout=120) == EXIT_STOPPED
+        events = read_events(run / "journal.jsonl")
+        assert [(e["cmd"], e["args"]) for e in events if e["kind"] == "command"] == [
+            ("advance", ["s2"]), ("abort", [])]
+        advanced = [(e["session"], e["window"]) for e in events
+                    if e["kind"] == "window_finished" and e["status"] == "advanced"]
+        assert advanced == [("s2", "control")]
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=60)

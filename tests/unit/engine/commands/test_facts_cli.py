@@ -1,0 +1,56 @@
+"""``ruler facts``: boot facts from saved logs of any of the three servers, as a table or JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.commands.facts import cmd_facts
+from tests.paths import FIXTURES
+
+LOGS = FIXTURES / "logs"
+
+
+def test_json_numbers_are_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cmd_facts("vllm", str(LOGS / "vllm_0330_boot.log"), as_json=True) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["facts"]["kv.tokens"] == 2042016  # printed "2,042,016 tokens"
+    assert data["facts"]["kv.max_concurrency"] == 10.07
+    assert data["ready"] is True and data["errors"] == []
+    assert data["lines"]["kv.tokens"].endswith("Maximum concurrency for 202,752 tokens per request: 10.07x")
+    assert data["unparsed"] == ["Paged scratch for drafter: 1.20 GiB reserved across 4 pools"]
+    assert data["periodic"][0]["accept_len"] == 3.12
+    assert not any(k.startswith("periodic.") for k in data["facts"])  # not part of a boot diff
+
+
+def test_table_for_a_rejected_sglang_boot(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cmd_facts("sglang", str(LOGS / "sglang_replayssm_reject.log"), as_json=False) == 0
+    out = capsys.readouterr().out
+    assert "never ready" in out
+    assert "exit.error.ValueError" in out
+    assert "ValueError: --enable-linear-replayssm-spec with DSPARK/DFLASH requires a KDA" in out  # verbatim
+
+
+def test_table_for_a_glm_boot_shows_pool_and_acceptance(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cmd_facts("sglang", str(LOGS / "sglang_0523_glm_boot.log"), as_json=False) == 0
+    out = capsys.readouterr().out
+    assert "kv.tokens" in out and "577024" in out and "draft.weights.mem_gb" in out
+    assert "accept_len   last 3.48" in out
+
+
+def test_llamacpp_log(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cmd_facts("llamacpp", str(LOGS / "llamacpp_c2048_np2.log"), as_json=True) == 0
+    assert json.loads(capsys.readouterr().out)["facts"]["kv.cells"] == 1024
+
+
+def test_missing_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert cmd_facts("sglang", str(tmp_path / "nope.log"), as_json=False) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_unknown_server_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cmd_facts("tgi", str(LOGS / "vllm_0330_boot.log"), as_json=False) == 2
+    err = capsys.readouterr().err
+    assert "unknown server 'tgi'" in err and "sglang" in err and "vllm" in err

@@ -1,0 +1,107 @@
+"""``ruler compare`` between unlike runs, on two recorded real runs of the testbed.
+
+compare-a and compare-b are one campaign (a control and a context window, llama-server as a
+process) run twice with ``max_tokens`` 8 and 64, and the second of the class's two prompts changed.
+Their rows match exactly; the deltas between them are not an effect of anything but that.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.report import load_run
+from engine.report.compare import cmd_compare, comparison, conditions, differences
+from tests.paths import FIXTURES
+
+RUNS = FIXTURES / "runs"
+A, B = RUNS / "compare-a", RUNS / "compare-b"
+
+
+def test_unlike_rows_get_no_delta_and_say_why() -> None:
+    headers, text, records = comparison([load_run(A), load_run(B)])
+    assert [r["matched_by"] for r in records] == [["exact", "exact"]] * 2
+    for rec, line in zip(records, text, strict=True):
+        cells = dict(zip(headers, line, strict=True))
+        diff = rec["differences"][1]
+        assert set(diff) == {"prompts (prose)", "max_tokens"}
+        assert diff["max_tokens"] == "8 vs 64"
+        assert diff["prompts (prose)"].startswith("1 of 2 differ (sha256 ")
+        assert rec["delta_vs_first"][1] is None
+        assert cells["Δ B vs A"] == "unlike: no effect given"
+        assert "max_tokens 8 vs 64" in cells["unlike A"]
+
+
+def test_allow_different_gives_the_delta_beside_the_differences(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    headers, text, records = comparison([load_run(A), load_run(B)], allow_different=True)
+    for rec, line in zip(records, text, strict=True):
+        cells = dict(zip(headers, line, strict=True))
+        assert rec["delta_vs_first"][1]["value"] is not None
+        assert cells["Δ B vs A"].startswith(("+", "-"))
+        assert "max_tokens 8 vs 64" in cells["unlike A"]
+    assert cmd_compare([str(A), str(B)], allow_different=True) == 0
+    out = capsys.readouterr().out
+    assert "unlike runs: 2 matched rows differ" in out and "(--allow-different)" in out
+
+
+def test_json_carries_the_differences(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cmd_compare([str(A), str(B)], as_json=True) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["allow_different"] is False
+    row = data["rows"][0]
+    assert row["differences"][0] is None and row["differences"][1]["max_tokens"] == "8 vs 64"
+    assert row["delta_vs_first"] == [None, None]
+
+
+def test_a_run_against_itself_is_alike(capsys: pytest.CaptureFixture[str]) -> None:
+    headers, text, records = comparison([load_run(A), load_run(A)])
+    assert all(r["differences"] == [None, {}] for r in records)
+    assert all(r["delta_vs_first"][1] is not None for r in records)
+    assert cmd_compare([str(A), str(A)]) == 0
+    assert "unlike runs" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("edit", "name"), [
+    ('"max_tokens":8', "max_tokens"),
+    ('"requests":[2]', "requests per rep"),
+    ('"-c","1024"', "server args"),
+    ('"server":"llamacpp"', "server"),
+])
+def test_each_condition_recorded_in_the_journal_is_compared(
+        tmp_path: Path, edit: str, name: str) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(A, other)
+    journal = other / "journal.jsonl"
+    text = journal.read_text()
+    assert edit in text
+    changed = {'"max_tokens":8': '"max_tokens":9', '"requests":[2]': '"requests":[3]',
+               '"-c","1024"': '"-c","4096"', '"server":"llamacpp"': '"server":"vllm"'}[edit]
+    journal.write_text(text.replace(edit, changed))
+    a, b = load_run(A), load_run(other)
+    row = next(r for r in a.rows if r.window == "control")
+    theirs = next(r for r in b.rows if r.window == "control")
+    assert list(differences(conditions(a, row), conditions(b, theirs))) == [name]
+
+
+@pytest.mark.parametrize(("old", "new", "name"), [
+    ("max_tokens: 8", "max_tokens: 8\n  sampling: {temperature: 0.5}", "sampling"),
+    ("max_tokens: 8", "max_tokens: 8\n  knobs: {top_k: 1}", "knobs"),
+    ("max_tokens: 8", "max_tokens: 8\n  cache: flush", "cache"),
+])
+def test_each_condition_of_the_frozen_campaign_is_compared(
+        tmp_path: Path, old: str, new: str, name: str) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(A, other)
+    spec = other / "campaign.yaml"
+    spec.write_text(spec.read_text().replace(old, new))
+    if name == "cache":  # the row's own record of its cache policy is what it ran under
+        csv = other / "throughput.csv"
+        csv.write_text(csv.read_text().replace(",keep,", ",flush,"))
+    a, b = load_run(A), load_run(other)
+    assert b.campaign is not None
+    row = a.rows[0]
+    assert list(differences(conditions(a, row), conditions(b, b.rows[0]))) == [name]

@@ -1,0 +1,93 @@
+"""``ruler report``'s charts: drawn by a process of their own while the tables are written, and
+kept when the values they are drawn from have not changed (the PNG carries their hash)."""
+
+from __future__ import annotations
+
+import csv
+import multiprocessing
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.record import results
+from engine.report import CHARTS_SKIPPED, REPORT, ReportError, charts, write_report
+from tests.paths import FIXTURES
+
+DEMO = FIXTURES / "runs" / "demo-smollm2"
+NAMES = ["report-tok-s.png", "report-acceptance.png", "report-control-drift.png"]
+
+pytest.importorskip("matplotlib")
+
+
+def stamps(run: Path) -> dict[str, int]:
+    return {name: (run / name).stat().st_mtime_ns for name in NAMES}
+
+
+def test_a_chart_is_drawn_again_only_when_its_values_change(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(DEMO, run)
+    _, drawn, note = write_report(run)
+    assert [p.name for p in drawn] == NAMES and not note
+    first, text = stamps(run), (run / REPORT).read_text()
+    assert all(charts.stored_key(run / name) for name in NAMES)
+
+    _, kept, _ = write_report(run)  # nothing changed: no chart is written again
+    assert kept == drawn and stamps(run) == first and (run / REPORT).read_text() == text
+
+    # One window row's tok/s changes (a rerun landed): its chart only is drawn again.
+    lines = list(csv.DictReader((run / results.THROUGHPUT).open(newline="")))
+    row = next(r for r in lines if r["window"] != "control")
+    row["agg_tok_s"] = str(float(row["agg_tok_s"]) * 2)
+    with (run / results.THROUGHPUT).open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(lines[0]))
+        w.writeheader()
+        w.writerows(lines)
+    write_report(run)
+    now = stamps(run)
+    assert now["report-tok-s.png"] != first["report-tok-s.png"]
+    assert {k: v for k, v in now.items() if k != "report-tok-s.png"} == {
+        k: v for k, v in first.items() if k != "report-tok-s.png"}
+
+
+def test_a_chart_not_written_by_ruler_is_drawn_again(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(DEMO, run)
+    (run / "report-tok-s.png").write_bytes(b"\x89PNG\r\n\x1a\n")  # no key: not ours, or torn
+    write_report(run)
+    assert charts.stored_key(run / "report-tok-s.png") is not None
+
+
+def test_a_drawing_that_fails_is_raised_with_its_traceback(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(DEMO, run)
+
+    def broken(job: charts.Job) -> Path:
+        raise ValueError(f"cannot draw {job.name}")
+
+    monkeypatch.setattr(charts, "draw", broken)  # the drawing process is forked: it has this too
+    before = set(multiprocessing.active_children())  # other tests' (the load shards') are left
+    with pytest.raises(RuntimeError, match="(?s)drawing the charts failed.*ValueError: cannot draw tok-s"):
+        write_report(run)
+    assert not (run / REPORT).exists() and set(multiprocessing.active_children()) <= before
+
+
+def test_a_directory_that_is_not_a_run_leaves_no_drawing_process(tmp_path: Path) -> None:
+    before = set(multiprocessing.active_children())
+    with pytest.raises(ReportError):
+        write_report(tmp_path)
+    assert set(multiprocessing.active_children()) <= before
+
+
+def test_without_the_extra_the_charts_are_skipped(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The missing extra, simulated: sys.modules["matplotlib"] = None, as on an install without
+    ruler[report]."""
+    run = tmp_path / "run"
+    shutil.copytree(DEMO, run)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    _, drawn, note = write_report(run)
+    assert (drawn, note) == ([], CHARTS_SKIPPED)
+    assert CHARTS_SKIPPED in (run / REPORT).read_text() and not list(run.glob("*.png"))

@@ -1,0 +1,41 @@
+"""``ruler report`` on a damaged journal: every valid event is still folded, and the report says
+which lines are not events (it used to stop reading at the first bad line, silently). A frozen
+campaign.yaml that does not parse leaves the methods partial, and says so."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from engine.report import load_run, render
+from tests.paths import FIXTURES
+
+FINISHED = FIXTURES / "journals" / "finished"
+
+
+def test_report_names_damaged_lines_and_keeps_the_events_after_them(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(FINISHED, run)
+    journal = run / "journal.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    whole = load_run(run)
+    lines.insert(40, "garbage where an event was\n")
+    journal.write_text("".join(lines))
+    view = load_run(run)
+    assert len(view.events) == len(whole.events)
+    assert view.state.status == whole.state.status == "finished"
+    assert [d.line for d in view.state.damage] == [41]
+    text = render(view, [], "no charts in this test")
+    assert "**Journal damaged** at 1 line(s)" in text
+    assert f"{run / 'journal.jsonl'}:41: not JSON" in text
+
+
+def test_a_campaign_yaml_that_is_not_yaml_still_gets_a_report(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(FINISHED, run)
+    (run / "campaign.yaml").write_text("name: [unclosed\n")
+    view = load_run(run)
+    assert view.campaign is None and view.raw_campaign == {}
+    assert view.campaign_note.startswith("campaign.yaml unreadable (")
+    assert f"- **Campaign**: {view.campaign_note}; the methods below are partial." in render(
+        view, [], "no charts in this test")

@@ -1,0 +1,367 @@
+"""The run loop (engine.run.runner.Runner with Measurement, and Quality) against a FAKE server.
+
+Every test here runs the real Runner, phases, journal, fold and receipts; only the server is fake:
+tests/unit/fakes.py (an in-process stand-in for llama-server, with real recorded boot logs) and
+its runtime. The fake injects what a real server cannot do on cue (a slow rep, a death mid-stream,
+a hang, a boot that never becomes ready); :class:`fakes.Hooks` flips it the moment the engine
+journals the event a test names. The same paths on the real llama-server are in
+tests/integration/ (test_run, test_leak, test_failures, test_control).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.commands.status import format_summary, summary
+from engine.method.stats import LeakPolicy
+from engine.quality import Quality
+from engine.record.journal import Event, read_events
+from engine.record.receipts import read_rep
+from engine.record.state import fold
+from engine.run.measure import Measurement, recompute_row
+from tests.unit.fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
+from tests.unit.helpers import CTX, LEAKY, PACE, WHO, campaign, events, rows, runner, slow_rep_two
+from tui.header import header_lines
+from tui.plan import LoadPlan
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_a_clean_campaign_gives_its_rows_and_verdicts(tmp: Path, fake: FakeRuntime) -> None:
+    spec = campaign("clean", CTX, {"s1": ["ctx"]},
+                    classes={"prose": {"prompts": ["Write one sentence about the sea."]},
+                             "code": {"prompts": ["Write a Python function that adds two numbers."]}},
+                    concurrency=[1, 4], requests_per_rep=4,
+                    quality={"greedy": {"n": 2, "max_tokens": 8}, "teacher_forced": {"positions": 2}})
+    r = runner(tmp, spec, fake, phases=[Measurement(), Quality()])
+    assert r.run() == "finished"
+    run = r.run_dir
+    got = rows(run)
+    assert sorted(got) == sorted(f"s1-{w}/{c}/c{n}" for w in ("control", "ctx")
+                                 for c in ("prose", "code") for n in (1, 4))
+    policy = LeakPolicy(8, 0.9, 1)
+    for key, row in got.items():
+        assert (row["status"], row["attempts"], row["reps"]) == ("ok", "1", "3"), key
+        # Acceptance from the /metrics delta: the fake drafts 2 tokens a step and accepts 1.
+        assert (row["accept_source"], row["accept_len"], row["accept_rate"]) == ("metrics", "2.0", "0.5")
+        again = recompute_row(run, row["source"], int(row["concurrency"]), policy)
+        assert float(row["agg_tok_s"]) == pytest.approx(again["agg_tok_s"])
+        # A request lasts at least the fake's sleeps between its 6 tokens, so no rep can beat
+        # C x 6 tokens / (5 / PACE): a rate above that would be a wrong clock.
+        assert 0 < float(row["agg_tok_s"]) <= int(row["concurrency"]) * 6 / (5 / PACE), key
+        assert len(row["source"].split(";")) == 3
+
+    # Boot facts come from the recorded logs: the axis changes the cache and nothing else.
+    ctx = fold(read_events(run / "journal.jsonl")).windows["s1-ctx"]
+    assert ctx.diff is not None and ctx.diff["changed"]["kv.cells"] == [2048, 1024]
+    assert not any(k.startswith("weights.") for k in ctx.diff["changed"])
+
+    # The quality phase ran on the fake's toy model: the window's greedy replies match the control's.
+    verdicts = {v["window"]: v for v in csv.DictReader((run / "verdicts.csv").open())}
+    assert verdicts["control"]["greedy"] == "reference"
+    assert verdicts["ctx"]["greedy"] == "2/2"
+    assert verdicts["control"]["self_score"].startswith("self-score repeat-identical")
+    assert float(verdicts["ctx"]["dlogp_max"]) == 0.0
+
+
+def test_a_leaked_rep_is_voided_rewarmed_and_rerun(tmp: Path, fake: FakeRuntime) -> None:
+    hooks = Hooks()
+    slow_rep_two(hooks, fake)
+    r = runner(tmp, campaign("leak", CTX, {"s1": ["ctx"]}, leak=LEAKY, max_tokens=16), fake, hooks)
+    assert r.run() == "finished"
+    hooks.check()
+    run = r.run_dir
+    leaks = events(run, "leak_suspected", window="control")
+    assert [(e["attempt"], e["rep"]) for e in leaks] == [(1, 2)]  # said once, when it landed
+    attempt1 = [e["agg_tok_s"] for e in events(run, "rep_done", window="control", attempt=1)]
+    assert attempt1[1] < 0.5 * min(attempt1[0], attempt1[2]), attempt1
+    void = events(run, "row_void", window="control")
+    assert [(e["attempt"], e["rerun"]) for e in void] == [(1, True)]
+    assert void[0]["reason"].startswith("spread ") and void[0]["reason"].endswith("> 50% at C2")
+    # The rerun: a fresh warm pass, then every rep again.
+    assert [e["attempt"] for e in events(run, "warm_done", window="control")] == [1, 2]
+    assert [e["rep"] for e in events(run, "rep_done", window="control", attempt=2)] == [1, 2, 3]
+    row = rows(run)["s1-control/prose/c2"]
+    assert (row["status"], row["attempts"]) == ("ok", "2")
+    assert row["source"] == ";".join(f"windows/s1-control/reps/prose-c2-2-{n}.jsonl" for n in (1, 2, 3))
+    # The void attempt's receipts stay on disk.
+    for rep in (1, 2, 3):
+        assert (run / "windows" / "s1-control" / "reps" / f"prose-c2-1-{rep}.jsonl").is_file()
+    assert rows(run)["s1-ctx/prose/c2"]["status"] == "ok"
+
+
+def test_an_operator_rerun_of_a_void_row_boots_its_window_again(tmp: Path,
+                                                                 fake: FakeRuntime) -> None:
+    hooks = Hooks()
+    slow_rep_two(hooks, fake)
+    replies: list[str] = []
+    hooks.on(lambda e: replies.append(r.command("rerun", ["s1-control/prose/c2"], WHO)),
+             kind="window_started", window="ctx")
+    spec = campaign("rerun", CTX, {"s1": ["ctx"]},
+                    leak={**LEAKY, "max_reruns": 0}, max_tokens=16)
+    r = runner(tmp, spec, fake, hooks)
+    assert r.run() == "finished"
+    hooks.check()
+    run = r.run_dir
+    first = events(run, "row_done", window="control")[0]
+    assert (first["status"], first["attempts"]) == ("void", 1)
+    assert first["reason"].endswith("after 1 attempts")
+    assert replies == ["queued s1-control/prose/c2: its window will be booted again after the "
+                       "current one"]
+    reboot = events(run, "window_reboot")
+    assert [(e["window"], e["row"], e["reboot"]) for e in reboot] == [
+        ("control", "s1-control/prose/c2", 1)]
+    assert [s.plan.labels["ruler.window"] for s in fake.servers] == ["s1-control", "s1-ctx", "s1-control"]
+    assert fake.servers[2].plan.name == fake.servers[0].plan.name + "-rerun1"
+    assert (run / "windows" / "s1-control" / "boot-rerun1.log").is_file()
+    row = rows(run)["s1-control/prose/c2"]
+    assert (row["status"], row["attempts"]) == ("ok", "2")
+    assert "prose-c2-1-" not in row["source"]
+    assert (run / "windows" / "s1-control" / "reps" / "prose-c2-1-2.jsonl").is_file()
+
+
+def test_a_killed_engine_resumes_at_the_next_rep(tmp: Path, fake: FakeRuntime) -> None:
+    """The kill: at rep 2 of the last shape the run directory is copied as it stands (the journal
+    is fsync'd per event and each receipt is written before its event, so the copy is what a
+    kill -9 leaves) and that window's server is left running (a killed engine never stops it)."""
+    killed = tmp / "killed"
+    spec = campaign("resume", CTX, {"s1": ["ctx"]}, concurrency=[1, 2])
+    hooks = Hooks()
+
+    def kill(_: Event) -> None:
+        shutil.copytree(a.run_dir, killed)
+        fake.current.orphan()
+        a.controls.abort.set()  # the original run is only wound down; its copy is the subject
+
+    hooks.on(kill, kind="rep_done", window="ctx", concurrency=2, rep=2)
+    a = runner(tmp, spec, fake, hooks)
+    assert a.run() == "aborted"
+    hooks.check()
+    stray = fake.current
+    assert stray.alive()
+
+    b = runner(tmp, spec, fake, run_dir=killed)
+    assert b.run() == "finished"
+    after = read_events(killed / "journal.jsonl")
+    after = after[next(i for i, e in enumerate(after) if e["kind"] == "run_resumed"):]
+    assert after[0]["rows_done"] == 3
+    assert [(e["name"], e["port"]) for e in after if e["kind"] == "stray_stopped"] == [
+        (stray.plan.name, stray.port)]
+    assert not stray.alive()
+    # Nothing finished is measured again: one rep (after its warm pass) on a new server.
+    assert [(e["window"], e["concurrency"], e["attempt"], e["rep"])
+            for e in after if e["kind"] == "rep_done"] == [("ctx", 2, 1, 3)]
+    assert [e["label"] for e in after if e["kind"] == "warm_done"] == ["warm3"]
+    assert [(e["reps_kept"], e["attempt"]) for e in after if e["kind"] == "shape_resumed"] == [(2, 1)]
+    assert [e["window"] for e in after if e["kind"] == "window_started"] == ["ctx"]
+    assert fake.current.requests == {"chat": 4}  # warm + rep 3, two requests each
+    got = rows(killed)
+    assert len(got) == 4 and all(row["status"] == "ok" for row in got.values())
+    assert got["s1-ctx/prose/c2"]["source"] == ";".join(
+        f"windows/s1-ctx/reps/prose-c2-1-{n}.jsonl" for n in (1, 2, 3))
+
+
+def test_abort_cancels_the_pass_in_flight_and_a_resume_finishes(tmp: Path,
+                                                                fake: FakeRuntime) -> None:
+    hooks = Hooks()
+    replies: list[str] = []
+
+    def hang_then_abort(_: Event) -> None:
+        fake.current.behaviour.hang = True  # rep 2's requests stream one token, then hang
+        # The operator's command arrives on another thread (the control socket's), mid-pass.
+        timer = threading.Timer(0.3, lambda: replies.append(r.command("abort", [], WHO)))
+        timer.start()
+
+    hooks.on(hang_then_abort, kind="rep_done", window="control", rep=1)
+    spec = campaign("abort", CTX, {"s1": ["ctx"]})
+    r = runner(tmp, spec, fake, hooks)
+    assert r.run() == "aborted"
+    hooks.check()
+    run = r.run_dir
+    assert replies == ["aborting: the current server is stopped (a container is kept); rows in "
+                       "flight become aborted"]
+    row = events(run, "row_done", window="control")
+    assert [(e["status"], e["reason"]) for e in row] == [("aborted", "operator abort after 1 reps")]
+    assert row[0]["source"] == "windows/s1-control/reps/prose-c2-1-1.jsonl"
+    assert sorted(p.name for p in (run / "windows" / "s1-control" / "reps").iterdir()) == [
+        "prose-c2-1-1.jsonl", "prose-c2-1-warm.jsonl"]  # the cancelled pass is not a rep
+    assert not events(run, "window_started", window="ctx")
+    assert [e["status"] for e in events(run, "window_finished")] == ["aborted"]
+
+    # A resume measures the aborted row on from its next rep, then the rest of the campaign.
+    again = runner(tmp, spec, FakeRuntime())
+    try:
+        assert again.run() == "finished"
+    finally:
+        again.rt.close()  # type: ignore[attr-defined]  # a FakeRuntime's
+    resumed = events(run, "shape_resumed", window="control")
+    assert [(e["attempt"], e["reps_kept"]) for e in resumed] == [(1, 1)]
+    got = rows(run)
+    assert got["s1-control/prose/c2"]["source"] == ";".join(
+        f"windows/s1-control/reps/prose-c2-1-{n}.jsonl" for n in (1, 2, 3))
+    assert got["s1-ctx/prose/c2"]["status"] == "ok"
+
+
+def test_advance_ends_the_window_and_the_campaign_goes_on(tmp: Path, fake: FakeRuntime) -> None:
+    hooks = Hooks()
+    replies: list[str] = []
+    hooks.on(lambda e: replies.append(r.command("advance", [], WHO)),
+             kind="rep_done", window="ctx", concurrency=1, rep=1)
+    windows = {**CTX, "other": {"axis": "context 1024", "args": {"-c": 1024}}}
+    r = runner(tmp, campaign("advance", windows, {"s1": ["ctx", "other"]}, concurrency=[1, 2]),
+               fake, hooks)
+    assert r.run() == "finished"
+    hooks.check()
+    run = r.run_dir
+    assert replies == ["ending window s1/ctx; the campaign goes on with the next"]
+    finished = {e["window"]: e["status"] for e in events(run, "window_finished")}
+    assert finished == {"control": "done", "ctx": "advanced", "other": "done"}
+    got = rows(run)
+    assert (got["s1-ctx/prose/c1"]["status"], got["s1-ctx/prose/c1"]["reason"]) == (
+        "aborted", "operator advanced the window after 1 reps")
+    assert "s1-ctx/prose/c2" not in got  # the window ended before this shape
+    assert all(got[f"s1-other/prose/c{n}"]["status"] == "ok" for n in (1, 2))
+
+
+def test_advance_while_paused_ends_the_window_at_once_and_the_pause_holds_on(
+        tmp: Path, fake: FakeRuntime) -> None:
+    """Issue 26 item 11: advance while paused said it was ending the window, which waited for a
+    resume. It ends now (no resume sent), and the pause, which the operator never lifted, holds the
+    next window before its first rep; the reply says both."""
+    hooks = Hooks()
+    replies: list[str] = []
+    held: dict[str, Any] = {}
+    hooks.on(lambda e: replies.append(r.command("pause", [], WHO)), kind="rep_done", window="ctx", rep=1)
+
+    def advance_later(_: Event) -> None:  # from another thread, as the control socket's, while held
+        threading.Timer(0.2, lambda: replies.append(r.command("advance", [], WHO))).start()
+
+    def held_again(e: Event) -> None:
+        st = fold(read_events(r.run_dir / "journal.jsonl"))
+        held.update(ctx=st.windows["s1-ctx"].status, cmds=[c["cmd"] for c in st.commands],
+                    rep=e["rep"], pause_held=st.pause_held)
+        r.command("resume", [], WHO)
+
+    hooks.on(advance_later, kind="paused", window="ctx")
+    hooks.on(held_again, kind="paused", window="other")
+    windows = {**CTX, "other": {"axis": "context 1024", "args": {"-c": 1024}}}
+    r = runner(tmp, campaign("advance-paused", windows, {"s1": ["ctx", "other"]}), fake, hooks)
+    assert r.run() == "finished"
+    hooks.check()
+    assert replies == ["pausing before the next rep",
+                       "ending window s1/ctx; the campaign goes on with the next, still paused: the "
+                       "next window boots, then holds before its first rep (resume to go on)"]
+    # The window ended with no resume sent; the next one held before its first rep.
+    assert held == {"ctx": "advanced", "cmds": ["pause", "advance"], "rep": 1, "pause_held": True}
+    got = rows(r.run_dir)
+    assert (got["s1-ctx/prose/c2"]["status"], got["s1-ctx/prose/c2"]["reason"]) == (
+        "aborted", "operator advanced the window after 1 reps")
+    assert got["s1-other/prose/c2"]["status"] == "ok"
+
+
+def test_an_abort_while_paused_leaves_no_pause_on_record(tmp: Path, fake: FakeRuntime) -> None:
+    """Issue 26 item 10: pause then abort showed "aborted PAUSED" (ruler status) and "ABORTED ·
+    pausing after this rep" (the console): the pause ends with the run."""
+    hooks = Hooks()
+    hooks.on(lambda e: r.command("pause", [], WHO), kind="rep_done", window="control", rep=1)
+    hooks.on(lambda e: threading.Timer(0.2, lambda: r.command("abort", [], WHO)).start(),
+             kind="paused", window="control")
+    r = runner(tmp, campaign("abort-paused", CTX, {"s1": ["ctx"]}), fake, hooks)
+    assert r.run() == "aborted"
+    hooks.check()
+    st = fold(read_events(r.run_dir / "journal.jsonl"))
+    assert [c["cmd"] for c in st.commands] == ["pause", "abort"]
+    assert not st.paused and not st.pause_held and not st.paused_sessions
+    status = format_summary(summary(r.run_dir)).splitlines()[0]
+    assert status.startswith("abort-paused  aborted  engine") and "PAUSED" not in status
+    head = " ".join(t for line in header_lines(st, LoadPlan(), None, (False, ""), 0.0) for t, _ in line)
+    assert "ABORTED" in head and "PAUS" not in head
+
+
+def test_a_server_dying_mid_stream_fails_its_window_and_the_next_runs(tmp: Path,
+                                                                    fake: FakeRuntime) -> None:
+    hooks = Hooks()
+
+    def die(_: Event) -> None:
+        fake.current.behaviour.die_mid_stream = True
+
+    hooks.on(die, kind="rep_done", window="victim", rep=1)
+    windows = {"victim": {"axis": "context 4096", "args": {"-c": 4096}},
+               "after": {"axis": "context 1024", "args": {"-c": 1024}}}
+    spec = campaign("dies", windows, {"s1": ["victim", "after"]}, concurrency=[1],
+                    classes={"prose": {"prompts": ["Write one sentence about the sea."]},
+                             "code": {"prompts": ["Write a Python function that adds two numbers."]}})
+    r = runner(tmp, spec, fake, hooks)
+    assert r.run() == "finished"
+    hooks.check()
+    run = r.run_dir
+    reason = "server died during a pass (exit code 137)"
+    assert [(e["window"], e["status"], e.get("reason")) for e in events(run, "window_finished")] == [
+        ("control", "done", None), ("victim", "failed", reason), ("after", "done", None)]
+    assert [e["exit_code"] for e in events(run, "server_stopped", window="victim")] == [137]
+    got = rows(run)
+    assert (got["s1-victim/prose/c1"]["status"], got["s1-victim/prose/c1"]["reason"]) == (
+        "failed", f"the server failed after 1 reps: {reason}")
+    assert got["s1-victim/prose/c1"]["source"] == "windows/s1-victim/reps/prose-c1-1-1.jsonl"
+    assert (got["s1-victim/code/c1"]["status"], got["s1-victim/code/c1"]["reason"]) == (
+        "failed", "not measured: the server failed earlier in the window")
+    failure = (run / "windows" / "s1-victim" / "failure.txt").read_text()
+    assert failure.startswith(f"reason: {reason}\n") and "all slots are idle" in failure
+    assert all(got[f"s1-after/{c}/c1"]["status"] == "ok" for c in ("prose", "code"))
+
+
+def test_a_boot_that_never_gets_ready_or_exits_is_rejected(tmp: Path) -> None:
+    runtime = FakeRuntime(by_window({
+        "stuck": Behaviour(ready=False),
+        "broken": Behaviour(boot_log=LOGS / "llamacpp_missing_model.log", boot_exit=1)}))
+    windows = {"stuck": {"axis": "a server that never answers ready", "args": {"-c": 1024}},
+               "broken": {"axis": "a missing model", "args": {"-m": "/tmp/models/missing.gguf"}},
+               "fine": {"axis": "context 4096", "args": {"-c": 4096}}}
+    r = runner(tmp, campaign("boots", windows, {"s1": ["stuck", "broken", "fine"]}, boot=2),
+               runtime)
+    try:
+        assert r.run() == "finished"
+    finally:
+        runtime.close()
+    run = r.run_dir
+    rejected = {e["window"]: e for e in events(run, "window_rejected")}
+    assert sorted(rejected) == ["broken", "stuck"]
+    assert rejected["stuck"]["reason"] == "not ready after 2 s (boot timeout)"
+    assert rejected["broken"]["reason"] == "server exited during boot (exit code 1)"
+    assert any("failed to open GGUF file '/tmp/models/missing.gguf'" in line
+               for line in rejected["broken"]["errors"])
+    text = (run / "windows" / "s1-broken" / "rejection.txt").read_text()
+    assert "exiting due to model loading error" in text
+    assert {k.split("/")[0] for k in rows(run)} == {"s1-control", "s1-fine"}
+    assert fold(read_events(run / "journal.jsonl")).windows["s1-fine"].status == "done"
+
+
+def test_passes_past_the_shard_rate_run_on_shards(tmp: Path, fake: FakeRuntime) -> None:
+    """The warm pass runs on one loop (C2 is under shard.concurrency); its chunk rate is over
+    shard.chunk_rate, so every rep after it runs on two shard processes, and the rows read their
+    merged records as one loop's."""
+    spec = campaign("shards", CTX, {"s1": ["ctx"]}, reps=2, requests_per_rep=4,
+                    shard={"chunk_rate": 1.0})
+    r = runner(tmp, spec, fake)
+    assert r.run() == "finished"
+    shards = min(2, len(os.sched_getaffinity(0)))
+    for window in ("control", "ctx"):
+        reps = r.run_dir / "windows" / f"s1-{window}" / "reps"
+        warm, _ = read_rep(reps / "prose-c2-1-warm.jsonl")
+        assert warm["client"]["shards"] == 1
+        for rep in (1, 2):
+            header, records = read_rep(reps / f"prose-c2-1-{rep}.jsonl")
+            assert header["client"]["shards"] == shards
+            assert len(header["client"]["shard_lag_p99_ms"]) == shards
+            assert [x["index"] for x in records] == [0, 1, 2, 3]
+            assert {x["worker"] for x in records} == {0, 1}
+            assert all(x["error"] is None and x["completion_tokens"] == 6 for x in records)
+    for row in rows(r.run_dir).values():
+        assert (row["status"], row["reps"]) == ("ok", "2")

@@ -1,0 +1,740 @@
+"""The console (tui/) against recorded runs with a real control socket (against a real engine:
+tests/integration/test_tui_live.py).
+
+The recorded runs under fixtures/journals/ are prefixes of a real headless run on the testbed
+(fixtures/journals/build.py says how they were cut). For them a :class:`StandIn` serves a real
+``control.sock`` with ``engine.control.ControlServer`` and journals each accepted command as the
+engine does; it stands in for the engine only because a recorded run has none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.command import CommandList
+from textual.pilot import Pilot
+
+from engine.control import CommandRefused, ControlServer
+from engine.record import snapshot
+from engine.record.journal import read_events, read_journal
+from engine.record.state import RunState, fold, fold_read
+from engine.record.writer import Journal
+from engine.servers import get_adapter
+from tests.console import live_marked, screen_text, settled, table_text, until
+from tests.paths import FIXTURES
+from tui.app import RulerConsole, farewell
+from tui.follow import Link
+from tui.logview import ServingView
+from tui.reps import REP_COLS
+from tui.widgets import BootLog, FollowTable
+from tui.windows import WINDOW_COLS
+
+JOURNALS = FIXTURES / "journals"
+REPLIES = {"abort": "aborting: the current server is stopped (a container is kept); rows in "
+                    "flight become aborted",
+           "advance": "ending window s2/control; the campaign goes on with the next",
+           "rewarm": "a warm pass runs before the next rep",
+           "pause": "pausing before the next rep", "resume": "resuming"}
+
+
+def recorded(name: str, tmp_path: Path) -> Path:
+    run = tmp_path / "run"  # short: a Unix socket path has ~100 bytes
+    shutil.copytree(JOURNALS / name, run)
+    return run
+
+
+def last_ts(run: Path) -> float:
+    return float(read_events(run / "journal.jsonl")[-1]["ts"])
+
+
+class StandIn:
+    """A real control socket on a recorded run, answering as engine.run.runner's command() does."""
+
+    def __init__(self, run: Path) -> None:
+        self.run = run
+        self.got: list[tuple[str, list[str]]] = []
+        self.journal = Journal(run / "journal.jsonl")
+        self.server = ControlServer(run, self.handle)
+
+    def handle(self, cmd: str, args: list[str], who: dict[str, Any]) -> str:
+        if cmd == "status":
+            return "stand-in engine: running"  # read-only: not journaled, as in the engine
+        self.got.append((cmd, args))
+        if cmd == "rerun":
+            row = fold(read_events(self.run / "journal.jsonl")).rows.get(args[0])
+            if row is None or row.status != "void":
+                raise CommandRefused(f"row {args[0]} is {row.status if row else 'unknown'}, not void")
+            reply = f"queued {args[0]}: runs after this window's shapes"
+        else:
+            reply = REPLIES[cmd]
+        self.journal.append("command", cmd=cmd, args=args, who=who, reply=reply)
+        return reply
+
+    def close(self) -> None:
+        self.server.close()
+        self.journal.close()
+
+
+@pytest.fixture
+def measuring(tmp_path: Path):
+    run = recorded("measuring", tmp_path)
+    engine = StandIn(run)
+    yield run, engine
+    engine.close()
+
+
+def append(run: Path, events: list[dict[str, Any]]) -> None:
+    seq = read_events(run / "journal.jsonl")[-1]["seq"]
+    with open(run / "journal.jsonl", "a") as f:
+        for e in events:
+            seq += 1
+            f.write(json.dumps({"seq": seq, "ts": time.time(), **e}) + "\n")
+
+
+# ------------------------------------------------------------------ keys over a real socket
+
+
+@pytest.mark.timeout(120)
+async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None:
+    run, engine = measuring
+    app = RulerConsole(run, probe_interval=0.3)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        assert app.link and app.link.connected
+        assert "engine connected" in screen_text(app)
+
+        for key, cmd in (("n", "advance"), ("w", "rewarm"), ("p", "pause")):
+            await pilot.press(key)
+            # Each condition is awaited here, before cmd takes its next value.
+            await until(pilot, lambda: engine.got and engine.got[-1][0] == cmd)  # noqa: B023
+            await until(pilot, lambda: REPLIES[cmd][:40] in screen_text(app))  # noqa: B023
+        # The pause came back through the journal: asked for, not in effect until the rep ends...
+        await until(pilot, lambda: "pausing after this rep" in screen_text(app))
+        assert "PAUSED" not in screen_text(app)
+        # ...which the engine journals between reps (engine/run/measure.py): now it holds.
+        engine.journal.append("paused", session="s2", window="control", **{"class": "code"},
+                              concurrency=1, attempt=1, rep=3)
+        await until(pilot, lambda: "PAUSED" in screen_text(app))
+        await pilot.press("p")  # p now resumes
+        await until(pilot, lambda: engine.got[-1] == ("resume", []))
+        await until(pilot, lambda: "PAUSED" not in screen_text(app)
+                    and "pausing" not in screen_text(app).splitlines()[0])
+
+        # r on a row that is not void is refused here, without bothering the engine.
+        sent = len(engine.got)
+        await pilot.press("r")
+        await until(pilot, lambda: "not void: nothing to rerun" in screen_text(app))
+        assert len(engine.got) == sent
+        # The reps cursor follows the live row (code c1); one up is prose c2, a void row.
+        await pilot.press("tab", "up")  # the windows list has the keys first
+        await pilot.press("r")
+        await until(pilot, lambda: engine.got[-1] == ("rerun", ["s2-control/prose/c2"]))
+        await until(pilot, lambda: "queued s2-control/prose/c2" in screen_text(app))
+
+        # a asks first: n keeps going and sends nothing, y aborts.
+        await pilot.press("a")
+        await until(pilot, lambda: "Abort the campaign?" in screen_text(app))
+        await pilot.press("n")
+        await until(pilot, lambda: "abort cancelled" in screen_text(app))
+        assert engine.got[-1][0] == "rerun"
+        await pilot.press("a")
+        await until(pilot, lambda: "Abort the campaign?" in screen_text(app))
+        await pilot.press("y")
+        await until(pilot, lambda: engine.got[-1][0] == "abort")
+        await until(pilot, lambda: "aborting: the current server is stopped" in screen_text(app))
+
+    commands = [e for e in read_events(run / "journal.jsonl") if e["kind"] == "command"]
+    assert [c["cmd"] for c in commands] == ["advance", "rewarm", "pause", "resume", "rerun", "abort"]
+
+
+async def test_a_refusal_is_shown_as_the_engine_worded_it(measuring) -> None:
+    run, engine = measuring
+    app = RulerConsole(run, probe_interval=0.3)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        app._command("rerun", ["s2-control/prose/c1"])  # a noisy row: the engine refuses
+        await until(pilot, lambda: "refused" in screen_text(app))
+        assert "row s2-control/prose/c1 is noisy, not void" in screen_text(app)
+
+
+async def test_every_key_is_in_the_command_palette(measuring) -> None:
+    run, engine = measuring
+    app = RulerConsole(run, probe_interval=0.3)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for key in "anwrp/f?q":
+            assert any(f"({key})" in t for t in titles), key
+        await pilot.press("ctrl+p")
+        await pilot.press(*"rewarm")
+
+        def listed() -> list[str]:
+            return [str(o.prompt) for o in app.screen.query_one(CommandList).options]
+
+        # The palette lists what matches as its search finds it; enter before that selects nothing.
+        await until(pilot, lambda: len(listed()) == 1 and "Rewarm (w)" in listed()[0])
+        await pilot.press("enter")
+        await until(pilot, lambda: engine.got and engine.got[-1][0] == "rewarm")
+        await until(pilot, lambda: REPLIES["rewarm"] in screen_text(app))
+
+
+async def test_footer_shows_the_keys_and_help_says_the_engine_keeps_running(measuring) -> None:
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        footer = screen_text(app).splitlines()[-1]
+        for word in ("abort", "advance", "rewarm", "rerun", "pause", "find", "follow", "help", "quit"):
+            assert word in footer
+        await pilot.press("question_mark")
+        await until(pilot, lambda: "the engine keeps running" in screen_text(app))
+        await pilot.press("escape")
+        await until(pilot, lambda: "the engine keeps running" not in screen_text(app))
+
+
+async def test_picking_a_window_shows_it_and_esc_goes_back_to_the_live_one(measuring) -> None:
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        assert app.shown == "s2-control"
+        assert app.focused is app.ui.windows  # the keys go to the windows list from the start
+        await pilot.press("up")  # one up: s1 ctx
+        await until(pilot, lambda: app.shown == "s1-ctx" and app.pinned)
+        await pilot.press("enter")  # opens its reps: the arrows now go to its rows
+        await until(pilot, lambda: app.focused is app.ui.reps)
+        await until(pilot, lambda: "reps · s1-ctx (picked; esc: live)" in screen_text(app))
+        assert [r[0].strip() for r in table_text(app, "#reps")] == [
+            "prose c1", "prose c2", "code c1", "code c2"]
+        assert "boot log s1-ctx (no log yet)" not in screen_text(app)  # it has a path, just no file
+        # The engine moves on: a picked window stays on screen. The console has folded the rep
+        # (and drawn what it shows, in the same step) when its row has it.
+        append(run, [{"kind": "rep_done", "session": "s2", "window": "control", "class": "code",
+                      "concurrency": 1, "attempt": 1, "rep": 3, "agg_tok_s": 17.156,
+                      "per_user_tok_s": 17.156, "file": "x"}])
+        await until(pilot, lambda: app.state.rows["s2-control/code/c1"].reps[1].get(3) == 17.156)
+        assert app.shown == "s1-ctx"
+        await pilot.press("escape")
+        await until(pilot, lambda: app.shown == "s2-control" and not app.pinned)
+
+
+async def test_a_command_from_another_client_is_shown(measuring) -> None:
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        append(run, [{"kind": "command", "cmd": "pause", "args": [],
+                      "who": {"pid": 1, "uid": os.getuid(), "gid": os.getgid()},
+                      "reply": "pausing before the next rep"}])
+        await until(pilot, lambda: "pause (pid 1):" in screen_text(app))
+        assert "pausing after this rep" in screen_text(app)
+
+
+@pytest.fixture
+def places(tmp_path: Path):
+    run = recorded("places", tmp_path)
+    engine = StandIn(run)
+    yield run, engine
+    engine.close()
+
+
+async def test_on_places_keys_reps_and_log_follow_the_window_under_the_cursor(places) -> None:
+    """Two places measure at once (the recorded run). The keys sent no session, which the engine
+    refuses while two run; the reps and the log showed the window started last, so they flipped
+    to the other place at each window start. Now each follows the window under the cursor."""
+    run, engine = places
+    app = RulerConsole(run, probe_interval=0.3)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        assert live_marked(app) == ["s1 ctx", "s2 ctx"]
+        head = screen_text(app).splitlines()[:4]
+        assert "sessions 2 running, 1 queued, 0 done" in head[0]
+        assert head[2].strip().startswith("place a · s1 ctx · prose c2 attempt 2 rep 3/3")
+        assert head[3].strip().startswith("▸ place b · s2 ctx · code c1 attempt 1 rep 3/3")
+        assert app.shown == "s2-ctx"  # started last
+        await pilot.press("n")
+        await until(pilot, lambda: engine.got[-1:] == [("advance", ["s2"])])
+
+        await pilot.press("up", "up", "up", "up")  # s2 qv8, s2 control, s1 qv8, s1 ctx
+        await until(pilot, lambda: app.shown == "s1-ctx")
+        assert not app.pinned  # a live window: the screen follows its place from now on
+        await until(pilot, lambda: "reps · s1-ctx" in screen_text(app)
+                    and "log s1-ctx · following" in screen_text(app))
+        s1_log = (run / "windows/s1-ctx/boot.log").read_text().splitlines()
+        log = app.query_one(BootLog)
+        await until(pilot, lambda: log.lines[:3] == s1_log[:3])
+        assert [r[0].strip() for r in table_text(app, "#reps")] == ["prose c1", "prose c2"]
+        await until(pilot, lambda: screen_text(app).splitlines()[2].startswith(" ▸ place a"))
+        await pilot.press("p")
+        await until(pilot, lambda: engine.got[-1] == ("pause", ["s1"]))
+        await until(pilot, lambda: "pausing after this rep" in screen_text(app).splitlines()[2])
+        assert "pausing" not in screen_text(app).splitlines()[3]  # b runs on
+
+        # Place b moves on: s2 ends, s3 begins there. The window started last is now s3's control;
+        # the screen stays on place a's window.
+        where = {"session": "s3", "window": "control"}
+        append(run, [{"kind": "window_finished", "session": "s2", "window": "ctx", "status": "done"},
+                     {"kind": "session_started", "session": "s3", "place": "b"},
+                     {"kind": "window_started", **where, "axis": "control",
+                      "log": "windows/s3-control/boot.log"}])
+        await until(pilot, lambda: live_marked(app) == ["s1 ctx", "s3 control"])
+        assert app.state.current == "s3-control"
+        await settled(pilot)
+        assert app.shown == "s1-ctx" and "log s1-ctx" in screen_text(app)
+        await pilot.press("n")
+        await until(pilot, lambda: engine.got[-1] == ("advance", ["s1"]))
+
+        # On a window of neither running session nothing is sent: which one is meant?
+        await pilot.press("down", "down", "down")  # s1 qv8, s2 control, s2 qv8: s2 is done
+        await until(pilot, lambda: app.shown == "s2-qv8" and app.pinned)
+        sent = len(engine.got)
+        await pilot.press("w")
+        await until(pilot, lambda: "sessions s1, s3 run at once: put the cursor on a window of "
+                                   "the one to act on" in screen_text(app))
+        assert len(engine.got) == sent
+    commands = [(c["cmd"], c["args"]) for c in read_events(run / "journal.jsonl")
+                if c["kind"] == "command"]
+    assert commands == [("advance", ["s2"]), ("pause", ["s1"]), ("advance", ["s1"])]
+
+
+# ------------------------------------------------------------------ live journal and log
+
+
+async def test_a_leak_event_marks_its_rep_the_moment_it_lands(measuring) -> None:
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        code_c1 = "s2-control/code/c1"
+        reps = app.query_one("#reps", FollowTable)
+        cell = lambda: str(reps.get_cell(code_c1, "reps tok/s"))  # noqa: E731
+        assert cell().startswith("4.8! 6.2 ")  # rep 1 already suspected, rep 2 not
+        where = {"session": "s2", "window": "control", "class": "code", "concurrency": 1}
+        append(run, [{"kind": "leak_suspected", **where, "attempt": 1, "rep": 2, "agg_tok_s": 6.237,
+                      "median": 5.5}])
+        t0 = time.monotonic()
+        await until(pilot, lambda: "6.2!" in cell(), timeout=5)
+        print(f"leak on screen after {time.monotonic() - t0:.3f} s")
+        assert "4.8! 6.2!" in screen_text(app)
+
+
+async def test_rows_follow_the_journal_and_a_void_row_shows_its_reason(measuring) -> None:
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settled(pilot)
+        rows = {r[0].strip(): r for r in table_text(app, "#reps")}
+        assert rows["prose c2"][4].strip() == "VOID"
+        assert "spread 140.7% > 10% at C2 after 2 attempts" in rows["prose c2"][-1]
+        assert rows["prose c2"][5].strip() == "2"  # the rerun shows as a second attempt
+        # The rest of the real run lands: the row finishes, the window and the campaign too.
+        evs = read_events(JOURNALS / "finished" / "journal.jsonl")
+        cut = read_events(run / "journal.jsonl")[-1]["seq"]
+        append(run, [{k: v for k, v in e.items() if k not in ("seq", "ts")} for e in evs
+                     if e["seq"] > cut])
+        await until(pilot, lambda: app.state.status == "finished")
+        await until(pilot, lambda: "done" in screen_text(app).splitlines()[0])
+        assert "engine ?" in screen_text(app)  # no probe in this test
+
+
+async def test_the_boot_log_follows_searches_and_stops_following(measuring) -> None:
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        log = app.query_one(BootLog)
+        await pilot.press("v")  # the raw log: every line, as the file has them
+        await until(pilot, lambda: app.raw_log and "· raw (v" in screen_text(app))
+        await settled(pilot)
+        n = log.line_count
+        assert n == len((run / "windows/s2-control/boot.log").read_text().splitlines())
+        with open(run / "windows/s2-control/boot.log", "a") as f:
+            f.write("".join(f"9.99.000.{i:03d} I srv  test line {i}\n" for i in range(50)))
+        await until(pilot, lambda: log.line_count == n + 50)
+        await until(pilot, lambda: "test line 49" in screen_text(app))  # following: the tail shows
+        await pilot.press("slash")
+        await pilot.press(*"n_ctx_seq", "enter")
+        await until(pilot, lambda: log.match is not None)
+        assert log.match is not None and "n_ctx_seq" in log.lines[log.match]
+        assert not log.auto_scroll and "follow off" in screen_text(app)
+        first = log.match
+        await pilot.press("enter")  # the next older match, wrapping around
+        await until(pilot, lambda: log.match != first)
+        await pilot.press("escape")
+        await pilot.press("f")
+        await until(pilot, lambda: log.auto_scroll and "test line 49" in screen_text(app))
+
+
+async def test_past_the_ready_line_the_log_keeps_what_matters_and_folds_the_rest(measuring) -> None:
+    """The serving view: request-time lines (slot, sampler, prompt cache) scrolled the boot away
+    within seconds; now they are counted, and v shows the raw log."""
+    run, _ = measuring
+    path = run / "windows/s2-control/boot.log"
+    lines = path.read_text().splitlines()
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        log = app.query_one(BootLog)
+        shown = list(log.lines)
+        ready = next(i for i, x in enumerate(lines) if "model loaded" in x)
+        assert shown[: ready + 1] == lines[: ready + 1]  # the boot, as it was
+        assert len(shown) < len(lines) / 3
+        serving = app._log_view
+        assert serving is not None
+        folded, pending = serving.folded, serving.pending
+        assert pending  # the idle lines after the last request: their count line waits
+        assert f"serving view, {folded:,} lines folded" in screen_text(app)
+        with open(path, "a") as f:
+            f.write("9.99.000.001 W srv  a warning worded as none before\n")
+            f.write("".join(f"9.99.001.{i:03d} I slot update_slots: id  0 | task {i} | kv cache rm "
+                            f"[{i}, end)\n" for i in range(30)))
+            f.write("9.99.002.000 I slot print_timing: id  0 | task 9 |        eval time =     600.00"
+                    " ms /    16 tokens (   37.50 ms per token,    26.67 tokens per second)\n")
+        await until(pilot, lambda: "26.67 tokens per second" in (log.lines[-1] if log.lines else ""))
+        log_tail = list(log.lines[-3:])
+        assert log_tail[:2] == ["9.99.000.001 W srv  a warning worded as none before",
+                                "[ruler: 30 lines folded]"]
+        await until(pilot, lambda: f"serving view, {folded + 30:,} lines folded" in screen_text(app))
+        await pilot.press("v")
+        await until(pilot, lambda: log.line_count == len(lines) + 32)
+        assert "· raw (v: serving view)" in screen_text(app)
+        await pilot.press("v")  # the serving view again, the log read afresh
+        again = ServingView(get_adapter("llamacpp")).feed(path.read_text().splitlines())
+        assert again[len(shown):] == [f"[ruler: {pending} lines folded]", *log_tail]
+        await until(pilot, lambda: list(log.lines) == again)
+
+
+@pytest.mark.slow
+async def test_the_console_collects_its_garbage_as_it_goes(measuring) -> None:
+    """Textual leaves cyclic garbage behind each frame (Strips that cache themselves, a table's
+    row renders); unless collected as it comes, a long log flood piles it up (bench/ui_bench.py:
+    RSS 64 -> 78 MiB in two minutes). After eight seconds of a flood, what a full collection finds
+    is no more than about a second's garbage."""
+    run, engine = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        log = run / "windows/s2-control/boot.log"
+        for i in range(40):
+            with open(log, "a") as f:
+                f.write("".join(f"9.99.{i:03d}.{k:03d} I slot print_timing: id 1 | task {k} | "
+                                f"prompt eval time = 87.94 ms\n" for k in range(500)))
+            if i % 10 == 0:
+                engine.journal.append("command", cmd="rewarm", args=[], who={"pid": 1}, reply="ok")
+            await pilot.pause(0.2)
+        piled = gc.collect()
+    assert piled < 400, piled  # about three seconds of it here; 1,061 when never collected
+
+
+async def test_a_lost_engine_shows_disconnected_and_comes_back(tmp_path: Path) -> None:
+    run = recorded("measuring", tmp_path)
+    app = RulerConsole(run, probe_interval=0.2)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        assert "DISCONNECTED" in screen_text(app)
+        engine = StandIn(run)
+        try:
+            await until(pilot, lambda: "engine connected" in screen_text(app))
+        finally:
+            engine.close()
+        await until(pilot, lambda: "DISCONNECTED" in screen_text(app))
+        await pilot.press("n")  # a key with no engine: told so, nothing hangs
+        await until(pilot, lambda: "no engine answers" in screen_text(app))
+
+
+async def test_detach_and_reattach_rebuild_the_same_picture(measuring) -> None:
+    run, _ = measuring
+    first = RulerConsole(run, probe=None)
+    async with first.run_test(size=(100, 30)) as pilot:
+        await settled(pilot)
+        append(run, [{"kind": "rep_done", "session": "s2", "window": "control", "class": "code",
+                      "concurrency": 1, "attempt": 1, "rep": 3, "agg_tok_s": 17.156,
+                      "per_user_tok_s": 17.156, "file": "windows/s2-control/reps/code-c1-1-3.jsonl"}])
+        await until(pilot, lambda: "17.2" in str(first.ui.reps.get_cell("s2-control/code/c1",
+                                                                         "reps tok/s")))
+        await pilot.press("q")
+    reps, windows = table_text(first, "#reps"), table_text(first, "#windows")
+    second = RulerConsole(run, probe=None)
+    async with second.run_test(size=(100, 30)) as pilot:
+        await settled(pilot)
+        assert table_text(second, "#reps") == reps
+        assert table_text(second, "#windows") == windows
+        assert second.state == fold(read_events(run / "journal.jsonl"))
+
+
+@pytest.mark.parametrize("name", ["measuring", "finished"])
+async def test_a_snapshot_of_the_fold_gives_the_same_picture(name: str, tmp_path: Path) -> None:
+    """Attaching takes the journal's snapshot and folds the events after it: the screen is the one
+    the whole journal gives, a damaged line's number included."""
+    run = recorded(name, tmp_path)
+    path = run / "journal.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines.insert(20, b"garbage\n")
+    lines.insert(250, b"[]\n")  # after the snapshot's lines
+    path.write_bytes(b"".join(lines[:200]))
+    read = read_journal(path)
+    snapshot.write(path, fold_read(read), read.length, read.lines, read.last)  # 200 lines in
+    path.write_bytes(b"".join(lines))
+    link, now = Link(True, "recorded"), last_ts(run) + 5
+
+    async def picture() -> tuple[str, str, RunState]:
+        app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settled(pilot)
+            return screen_text(app), app.export_screenshot(simplify=True), app.state
+
+    text, with_it, state = await picture()
+    assert snapshot.load(path)[1] == "" and "line 21: not JSON" in text
+    snapshot.path_of(path).unlink()
+    _, without, whole = await picture()
+    assert with_it == without
+    assert state == dataclasses.replace(whole, damage=state.damage)
+    assert sorted(state.damage, key=lambda d: d.line or 0) == whole.damage
+    assert [d.line for d in whole.damage] == [21, 251]
+
+
+async def test_the_first_frame_shows_the_run_its_snapshot_holds(tmp_path: Path) -> None:
+    """The console reads the snapshot before its first frame (issue 17: an empty screen was drawn
+    while the follower read it, then everything drawn again): with no batch from the follower at
+    all, the windows and reps on screen are those of the whole journal."""
+    run = recorded("finished", tmp_path)
+    Journal(run / "journal.jsonl").close()  # the snapshot the engine leaves when it stops
+    link, now = Link(True, "recorded"), last_ts(run) + 5
+    app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        want = table_text(app, "#windows"), table_text(app, "#reps")
+    assert len(want[0]) == 4
+
+    app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
+    assert app.state == fold(read_events(run / "journal.jsonl"))
+    # The follower is asked to run once the first frame is drawn (on mount), and hands nothing.
+    asked = threading.Event()
+    app.follower.run = lambda cancelled: asked.set()  # type: ignore[method-assign]  # never hands one
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, asked.is_set)
+        assert (table_text(app, "#windows"), table_text(app, "#reps")) == want
+        assert not app.caught_up
+
+
+async def test_no_color_keeps_every_mark_in_the_text(measuring, monkeypatch: pytest.MonkeyPatch) -> None:
+    run, _ = measuring
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = RulerConsole(run, probe=None)
+    assert app.no_color
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        text = screen_text(app)
+        for mark in ("VOID", "4.8!", "2 void", "▶ s2 control", "~5.5", "measuring"):
+            assert mark in text, mark
+
+
+def _luminance(rgb: Any) -> float:
+    def ch(c: int) -> float:
+        v = c / 255
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * ch(rgb.red) + 0.7152 * ch(rgb.green) + 0.0722 * ch(rgb.blue)
+
+
+async def test_256_colours_keep_the_marks_apart_and_readable(measuring) -> None:
+    """tmux over SSH often means 256 colours: each mark's colour, downsampled to the xterm
+    palette, stays distinct from the others and reads against every background the console uses
+    (WCAG contrast at least 4.5)."""
+    from rich.color import Color as RichColor
+    from rich.color import ColorSystem
+    from textual.color import Color
+
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        marks = {t: app.tags[t].color.downgrade(ColorSystem.EIGHT_BIT)  # type: ignore[union-attr]  # all set
+                 for t in ("error", "warning", "success", "accent")}
+        assert len({c.number for c in marks.values()}) == len(marks), marks
+        for name in ("background", "panel", "surface"):
+            bg = RichColor.parse(Color.parse(app.theme_variables[name]).hex)
+            lb = _luminance(bg.downgrade(ColorSystem.EIGHT_BIT).get_truecolor())
+            for tag, c in marks.items():
+                lc = _luminance(c.get_truecolor())
+                contrast = (max(lc, lb) + 0.05) / (min(lc, lb) + 0.05)
+                assert contrast >= 4.5, (tag, name, round(contrast, 2))
+
+
+async def test_the_panel_with_the_keys_shows_in_256_colours_and_without_colour(measuring) -> None:
+    """Focus was a 5% background tint, which a 256-colour tmux rounds away: now the focused panel's
+    top line is heavy (a glyph: no colour needed) and in a colour the 8-bit palette keeps apart."""
+    from rich.color import ColorSystem
+
+    run, _ = measuring
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settled(pilot)
+
+        def tops() -> list[str]:
+            rows, w = screen_text(app).splitlines(), app.ui.windows.size.width
+            return [rows[2][:w], rows[2][w:], next(r for r in rows if "boot facts" in r)]
+
+        assert tops()[0].startswith("━windows━") and "━" not in tops()[1] + tops()[2]
+        (_, focused), (_, blurred) = app.ui.windows.styles.border_top, app.ui.right.styles.border_top
+        bits = [c.rich_color.downgrade(ColorSystem.EIGHT_BIT).number for c in (focused, blurred)]
+        assert bits[0] != bits[1], bits
+        await pilot.press("tab")
+        await until(pilot, lambda: tops()[1].startswith("━reps"))
+        assert "━" not in tops()[0] + tops()[2]
+        await pilot.press("tab")
+        await until(pilot, lambda: tops()[2].startswith("━log"))
+
+
+def test_quitting_says_whether_the_engine_goes_on(tmp_path: Path) -> None:
+    run = recorded("measuring", tmp_path)
+    st = fold(read_events(run / "journal.jsonl"))
+    (run / "engine.pid").write_text(f"{os.getpid()}\n")  # a live pid stands for the engine
+    assert farewell(run, st) == (f"engine still running (pid {os.getpid()}); "
+                                 f"reattach with: ruler attach {run}")
+    (run / "engine.pid").unlink()
+    st.pid = None
+    assert "resume it with: ruler run --resume" in farewell(run, st)
+    done = fold(read_events(JOURNALS / "finished" / "journal.jsonl"))
+    assert farewell(run, done) == "campaign finished"
+
+
+def test_without_a_terminal_attach_prints_progress_lines(tmp_path: Path) -> None:
+    run = recorded("finished", tmp_path)
+    proc = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                           "from tui.app import run_console; sys.exit(run_console(Path(sys.argv[1])))",
+                           str(run)], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "REJECTED: server exited during boot" in lines[-2] and lines[-1].endswith("run finished")
+
+
+# ------------------------------------------------------------------ widths and snapshots
+
+
+@pytest.mark.slow
+async def test_every_width_from_80_to_200_lays_out_cleanly(tmp_path: Path) -> None:
+    """At 100 columns the windows list ran under the reps table ("Δ ctshape") and the reps' last
+    columns were cut mid-word. At every width now: the always-shown columns are there, each table
+    shows only whole columns that fit its own width (a cut one ends in an ellipsis), in order, and
+    the two tables share the screen without overlapping. The finished run has the widest cells:
+    void reasons, verdict notes, a rejection."""
+    run = recorded("finished", tmp_path)
+    app = RulerConsole(run, probe=None)
+    async with app.run_test(size=(80, 30)) as pilot:
+        await settled(pilot)
+        windows, reps = app.ui.windows, app.ui.reps
+
+        def layout() -> object:
+            return (windows.size.width, reps.size.width, dict(windows._shown), dict(reps._shown))
+
+        for width in range(80, 201):
+            await pilot.resize_terminal(width, 30)
+
+            before = None
+            while before != layout():  # the windows list's width settles, then each table's columns
+                before = layout()
+                await pilot.pause()
+            assert windows.size.width + app.ui.right.size.width == width, width
+            header = screen_text(app).splitlines()[3]
+            for table, spec, left in ((windows, WINDOW_COLS, 0), (reps, REP_COLS, windows.size.width)):
+                shown = table._shown
+                assert sum(shown.values()) <= table.size.width - 1, (width, shown)
+                assert [c.name for c in spec if c.rank == 0] == [c for c in shown if any(
+                    s.name == c and s.rank == 0 for s in spec)], (width, shown)
+                assert list(shown) == [c.name for c in spec if c.name in shown]  # display order
+                x = left
+                for col, w in shown.items():  # each label where its column starts, and whole
+                    label = header[x:x + w]
+                    assert label.startswith(col[: w - 1]) or label.startswith(col[: w - 2] + "…"), (
+                        width, col, header)
+                    x += w
+
+
+
+
+SNAPSHOTS = ["booting", "measuring", "rejected", "finished", "places"]
+
+
+# 80x24 in tmux is the floor; every width up to 200 must lay out cleanly (tui.columns.fit_columns).
+SIZES = [(80, 24), (100, 30), (120, 40), (160, 48)]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+@pytest.mark.parametrize("name", SNAPSHOTS)
+def test_snapshot(name: str, size: tuple[int, int], tmp_path: Path, snap_compare) -> None:
+    run = recorded(name, tmp_path)
+    # Frozen: the clock 5 s after the last event, and the engine link (no engine in a recording).
+    link, now = Link(name != "finished", "recorded"), last_ts(run) + 5
+    app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
+    assert snap_compare(app, terminal_size=size, run_before=settled)
+
+
+async def open_help(pilot: Pilot[Any]) -> None:
+    await settled(pilot)
+    await pilot.press("question_mark")
+    await settled(pilot)
+
+
+def test_snapshot_of_the_help_at_80x24(tmp_path: Path, snap_compare) -> None:
+    """The help overlay on the smallest terminal: the whole width, each description wrapped under
+    its own column (not back under the keys), the rest of it a scroll away."""
+    run = recorded("measuring", tmp_path)
+    link, now = Link(True, "recorded"), last_ts(run) + 5
+    app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_help)
+
+
+async def test_the_help_scrolls_to_its_last_mark_at_80x24(tmp_path: Path) -> None:
+    """Every line of the help starts at the keys' column (a key, a heading, the intro) or at the
+    descriptions' (a description wrapped), never elsewhere; its end is a scroll away."""
+    app = RulerConsole(recorded("measuring", tmp_path), probe=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_help(pilot)
+
+        def starts() -> set[int]:
+            inner = [line[1:-1] for line in screen_text(app).splitlines()[1:-1]]  # in the border
+            return {len(line) - len(line.lstrip()) for line in inner if line.strip()}
+
+        quit_line = next(line for line in screen_text(app).splitlines() if "quit the console" in line)
+        column = quit_line.index("quit the console") - 1
+        last = "the place n, w, p act on"
+        assert last not in screen_text(app) and starts() == {2, column}
+        await pilot.press("end")  # the dialog has the focus: the keys scroll it
+        await until(pilot, lambda: last in screen_text(app))
+        assert "ruler console" not in screen_text(app) and starts() == {2, column}
+
+
+async def test_rep_bars_start_at_zero() -> None:
+    from textual.app import App, ComposeResult
+
+    from tui.widgets import RepBars
+
+    class Bars(App[None]):
+        CSS = "RepBars { width: 6; height: 1; }"
+
+        def compose(self) -> ComposeResult:
+            yield RepBars()
+
+    async with Bars().run_test(size=(20, 4)) as pilot:
+        bars = pilot.app.query_one(RepBars)
+        bars.data = [700.0, 135.0, 700.0]  # the notes' leaked C8 rep: a stub between full bars
+        await pilot.pause()
+        assert str(bars.render()) == "█▂█"
+        bars.data = [1.78, 1.81]  # 2 % apart: two full bars, not an empty one beside a full one
+        await pilot.pause()
+        assert str(bars.render()) == "██"
+        bars.data = [float(v) for v in range(1, 10)]  # more reps than fit: the newest six
+        await pilot.pause()
+        assert str(bars.render()) == "▄▄▅▆▇█"  # 4/9 .. 9/9 of eight steps, rounded
