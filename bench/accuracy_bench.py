@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import testbed  # noqa: E402
 from engine.campaign.load import load_campaign  # noqa: E402
 from engine.campaign.plan import plan_launch  # noqa: E402
+from engine.campaign.sources.item import plain_item  # noqa: E402
 from engine.method import stats  # noqa: E402
 from engine.record.events import CONTROL  # noqa: E402
 from engine.run.load import measure_pass  # noqa: E402
@@ -54,6 +55,7 @@ PROMPTS = ["Write a short story about a lighthouse keeper.",
            "Explain how a hash map works, step by step.",
            "Describe the water cycle to a ten-year-old.",
            "Write a Python function that merges two sorted lists, with comments."]
+ITEMS = [plain_item(p) for p in PROMPTS]
 TARGET = 0.02
 
 
@@ -129,9 +131,9 @@ def per_request(records: list[dict[str, Any]]) -> list[dict[str, float]]:
 def measure(server: rp.ProcessServer, c: int, n: int, max_tokens: int) -> dict[str, Any]:
     adapter = TimingsAdapter()
     # The passes run as Measurement runs them (engine.run.load.measure_pass, on uvloop).
-    measure_pass(server.base_url, adapter, PROMPTS, c, max(2 * c, 4), max_tokens,
+    measure_pass(server.base_url, adapter, ITEMS, c, max(2 * c, 4), max_tokens,
                  {"temperature": 0, "seed": 1234}, {}, 300)  # warm pass, discarded
-    res = measure_pass(server.base_url, adapter, PROMPTS, c, n, max_tokens,
+    res = measure_pass(server.base_url, adapter, ITEMS, c, n, max_tokens,
                        {"temperature": 0, "seed": 1234}, {}, 300)
     reqs = per_request(res.records)
     rep = stats.rep_figures(res.records, c)

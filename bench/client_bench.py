@@ -317,6 +317,7 @@ def ruler_client(port: int, c: int, n: int, seconds: float, out: Any, cpus: set[
                  server: str = "vllm") -> None:
     if cpus:
         os.sched_setaffinity(0, cpus)
+    from engine.campaign.sources.item import plain_item
     from engine.campaign.spec import Shard
     from engine.run.load import chunk_rate, measure_pass, shard_count
     from engine.servers import get_adapter
@@ -326,7 +327,7 @@ def ruler_client(port: int, c: int, n: int, seconds: float, out: Any, cpus: set[
     policy = Shard()
 
     def one(shards: int) -> Any:
-        res = measure_pass(f"http://127.0.0.1:{port}", adapter, ["hi"], c, n, 256,
+        res = measure_pass(f"http://127.0.0.1:{port}", adapter, [plain_item("hi")], c, n, 256,
                            {"temperature": 0}, {}, 60.0, shards=shards)
         assert not any(r["error"] for r in res.records), res.records[0]["error"]
         return res
@@ -813,11 +814,12 @@ def real_run(name: str, peers: Peers, base_url: str, c: int, n: int, max_tokens:
 def _ruler_real(base_url: str, c: int, n: int, max_tokens: int, out: Any, cpus: set[int]) -> None:
     if cpus:
         os.sched_setaffinity(0, cpus)
+    from engine.campaign.sources.item import plain_item
     from engine.method import stats
     from engine.run.load import measure_pass
     from engine.servers.llamacpp import LlamaCppAdapter
 
-    res = measure_pass(base_url, LlamaCppAdapter(), PROMPTS, c, n, max_tokens,
+    res = measure_pass(base_url, LlamaCppAdapter(), [plain_item(p) for p in PROMPTS], c, n, max_tokens,
                        {"temperature": 0, "seed": 1234}, {"ignore_eos": True}, 600)
     fig = stats.rep_figures(res.records, c)
     out.put({"tok_s": fig["agg_tok_s"], "failed": fig["failed"]})
@@ -877,10 +879,11 @@ def real_table(args: argparse.Namespace) -> None:
 
 
 def _ruler_real_warm(base_url: str, c: int, max_tokens: int) -> None:
+    from engine.campaign.sources.item import plain_item
     from engine.run.load import measure_pass
     from engine.servers.llamacpp import LlamaCppAdapter
 
-    measure_pass(base_url, LlamaCppAdapter(), PROMPTS, c, 2 * c, max_tokens,
+    measure_pass(base_url, LlamaCppAdapter(), [plain_item(p) for p in PROMPTS], c, 2 * c, max_tokens,
                  {"temperature": 0, "seed": 1234}, {"ignore_eos": True}, 600)
 
 

@@ -46,6 +46,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import testbed  # noqa: E402
+from engine.campaign.sources.item import plain_item  # noqa: E402
 from engine.method import stats  # noqa: E402
 from engine.run.load import arrival_times, measure_pass  # noqa: E402
 from engine.runtime import process as rp  # noqa: E402
@@ -57,6 +58,7 @@ PROMPTS = ["Write a short story about a lighthouse keeper.",
            "Explain how a hash map works, step by step.",
            "Describe the water cycle to a ten-year-old.",
            "Write a Python function that merges two sorted lists, with comments."]
+ITEMS = [plain_item(p) for p in PROMPTS]
 GENERATED = "vllm:generation_tokens_total"
 SEED = 1234
 TO_SERVER = 0.02  # ruler's tokens and tok/s against the server's counter
@@ -102,7 +104,7 @@ def ruler_run(base_url: str, load: tuple[str, float], n: int, max_tokens: int) -
     arrivals = arrival_times(value, n, SEED) if kind == "rate" else None
     sampling, knobs = {"temperature": 0, "seed": SEED}, {"ignore_eos": True}
     before = generated(base_url)
-    res = measure_pass(base_url, VLLMAdapter(), PROMPTS, c or 1, n, max_tokens, sampling, knobs,
+    res = measure_pass(base_url, VLLMAdapter(), ITEMS, c or 1, n, max_tokens, sampling, knobs,
                        600, arrivals=arrivals)
     server = generated(base_url) - before
     fig = stats.rep_figures(res.records, c)
@@ -165,7 +167,7 @@ def main() -> int:
             for load in loads:
                 n = max(args.requests, 2 * int(load[1])) if load[0] == "C" else args.requests
                 warm_c = int(load[1]) if load[0] == "C" else 2
-                measure_pass(server.base_url, VLLMAdapter(), PROMPTS, warm_c, 2 * warm_c,
+                measure_pass(server.base_url, VLLMAdapter(), ITEMS, warm_c, 2 * warm_c,
                              args.max_tokens, {"temperature": 0, "seed": SEED},
                              {"ignore_eos": True}, 600)  # warm pass, outside both
                 ours = ruler_run(server.base_url, load, n, args.max_tokens)

@@ -39,11 +39,11 @@ from engine.record.state import RunState, apply
 from engine.servers import get_adapter
 from tui.columns import windows_width
 from tui.facts import facts_lines
-from tui.fmt import Seg, fmt_tok
+from tui.fmt import Seg, fmt_tok, steered
 from tui.follow import Batch, Follower, Link, LogView, engine_pid, pid_alive, probe
 from tui.header import header_lines
 from tui.logview import LineClassifier, ServingView
-from tui.plan import LoadPlan, frozen_noise, frozen_plan, load_plan
+from tui.plan import LoadPlan, frozen_noise, load_plan
 from tui.reps import REP_COLS, REP_COLUMNS, rep_series, row_cells, window_series
 from tui.sessions import keyed_session, running_sessions, session_args, session_paused
 from tui.versus import bars_lines, delta_cells
@@ -151,8 +151,6 @@ class RulerConsole(App[None]):
         self.clock, self.probe, self.probe_interval = clock, probe, probe_interval
         self.send, self.max_log_lines = send, max_log_lines
         self.state = RunState()
-        # For journals written before run_started carried the workload: the frozen campaign says it.
-        self.fallback_plan = frozen_plan(self.run_dir / "campaign.yaml")
         self.noise = frozen_noise(self.run_dir / "campaign.yaml")  # the Δ column's floor
         self.link: Link | None = None
         self.caught_up = False  # the journal and the shown log were read to their end
@@ -221,7 +219,7 @@ class RulerConsole(App[None]):
 
     @property
     def plan(self) -> LoadPlan:
-        return load_plan(self.state, self.fallback_plan)
+        return load_plan(self.state)
 
     @property
     def ui(self) -> Ui:
@@ -316,13 +314,14 @@ class RulerConsole(App[None]):
 
     def _apply(self, events: Iterable[tuple[int, Event]]) -> None:
         for line, e in events:
+            commands = len(self.state.commands)
             apply(self.state, e, line)
-            if e["kind"] == EventKind.COMMAND and self.caught_up \
-                    and e.get("who", {}).get("pid") != os.getpid():
-                # Someone else (`ruler ctl`, a second console) steered the engine: say so.
-                who = e.get("who", {}).get("pid", "?")
-                self._say([(" ".join([e["cmd"], *e.get("args", [])]) + f" (pid {who}):", "bold"),
-                           (str(e.get("reply", "")), "")])
+            # A command the fold took (one it cannot use is damage, with its line): when someone
+            # else (`ruler ctl`, a second console) steered the engine, say so.
+            if self.caught_up and len(self.state.commands) > commands:
+                said = steered(self.state.commands[-1], os.getpid())
+                if said:
+                    self._say(said)
 
     def on_linked(self, message: Linked) -> None:
         was = self.link

@@ -37,3 +37,25 @@ def fmt_pct(v: float | None, signed: bool = False) -> str:
     if v is None:
         return "-"
     return f"{v:+.1%}" if signed else f"{v:.1%}"
+
+
+def fmt_turns(turns: Any) -> str:
+    """A multi-turn row's cache hit and median TTFT per turn: ``t0 0% 41ms, t1 86% 12ms``."""
+    def hit(t: dict[str, Any]) -> str:
+        return "-" if t.get("cache_hit") is None else f"{t['cache_hit']:.0%}"
+
+    def ttft(t: dict[str, Any]) -> str:
+        return "-" if t.get("ttft_p50") is None else f"{t['ttft_p50']:.0f}ms"
+
+    return ", ".join(f"t{t['turn']} {hit(t)} {ttft(t)}" for t in turns or ())
+
+
+def steered(command: dict[str, Any], own_pid: int) -> list[Seg] | None:
+    """A folded ``command`` event as the console says it (``pause s1 (pid 123): pausing...``),
+    None for this console's own (its reply is shown as it comes). The fold has checked the
+    fields' types."""
+    who = (command.get("who") or {}).get("pid", "?")
+    if who == own_pid:
+        return None
+    return [(" ".join([str(command["cmd"]), *command.get("args", [])]) + f" (pid {who}):", "bold"),
+            (str(command.get("reply", "")), "")]

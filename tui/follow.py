@@ -164,7 +164,7 @@ class Follower:
         self.interval, self.max_events, self.max_log_lines = interval, max_events, max_log_lines
         self.log_tail_bytes, self.budget = log_tail_bytes, budget
         self._journal = Tail(run_dir / JOURNAL)
-        self._reader = Reader()
+        self._reader = Reader(run_dir=run_dir)
         self.from_snapshot = from_snapshot
         self._log: Tail | None = None
         self._lock = threading.Lock()
@@ -209,7 +209,7 @@ class Follower:
             prefix = self._snapshot() if self.from_snapshot else None
         pending.events, pending.lines, pending.damage = [], [], []
         pending.base = prefix.state if prefix else RunState()
-        self._reader = Reader(prefix.lines if prefix else 0)
+        self._reader = Reader(prefix.lines if prefix else 0, self.run_dir)
         self._journal.seek(prefix.length if prefix else 0)
         return prefix is not None
 

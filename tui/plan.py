@@ -1,5 +1,5 @@
 """What the run's campaign asks of each window, as the console reads it: the load plan ("rep 2/3",
-the ETA) and the declared noise (the Δ column's floor), from run_started or the frozen campaign.yaml."""
+the ETA) from run_started, and the declared noise (the Δ column's floor) from the frozen campaign.yaml."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ class LoadPlan:
 
     @classmethod
     def of(cls, wl: dict[str, Any]) -> LoadPlan:
-        """From run_started's workload or a frozen campaign.yaml's, where reps left out are the
-        spec's default and any other figure left out is unknown (the ETA then goes by spans)."""
+        """From run_started's workload, where reps left out are the spec's default and any other
+        figure left out is unknown (the ETA then goes by spans)."""
         try:
             classes, conc = tuple(wl["classes"]), tuple(int(c) for c in wl.get("concurrency") or ())
             reps = int(wl.get("reps", defaults.REPS))
@@ -39,8 +39,6 @@ class LoadPlan:
         try:
             if wl.get("requests"):
                 requests = tuple(int(n) for n in wl["requests"])
-            elif wl.get("requests_per_rep"):
-                requests = (int(wl["requests_per_rep"]),) * len(conc)
             tokens = int(wl["max_tokens"]) if wl.get("max_tokens") else None
         except (TypeError, ValueError):
             requests, tokens = (), None
@@ -50,8 +48,17 @@ class LoadPlan:
             rates = tuple(float(r) for r in wl.get("rate") or ())
         except (TypeError, ValueError):
             rates = ()
-        return cls(len(classes) * (len(conc) + len(rates)), reps, classes, conc, requests, tokens,
-                   rates)
+        specs = wl["classes"] if isinstance(wl["classes"], dict) else {}
+
+        def shapes(name: str) -> int:  # a trace's one row; a multi-turn class's closed loop only
+            spec = specs.get(name)
+            if isinstance(spec, dict) and spec.get("trace") is not None:
+                return 1
+            if isinstance(spec, dict) and spec.get("conversations") is not None:
+                return len(conc)
+            return len(conc) + len(rates)
+
+        return cls(sum(shapes(c) for c in classes), reps, classes, conc, requests, tokens, rates)
 
     def pass_tokens(self, concurrency: int) -> int | None:
         """Tokens one pass asks for at ``concurrency`` (an upper bound: a reply may stop early)."""
@@ -66,17 +73,8 @@ def frozen_yaml(campaign_yaml: Path) -> Any:
     return yaml.load(campaign_yaml.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
-def frozen_plan(campaign_yaml: Path) -> LoadPlan:
-    """The run's frozen campaign.yaml: for journals written before run_started carried the workload."""
-    try:
-        wl = frozen_yaml(campaign_yaml).get("workload", {})
-    except (OSError, yaml.YAMLError, AttributeError):
-        return LoadPlan()
-    return LoadPlan.of(wl) if isinstance(wl, dict) else LoadPlan()
-
-
-def load_plan(state: RunState, fallback: LoadPlan) -> LoadPlan:
-    return LoadPlan.of(state.workload) if state.workload else fallback
+def load_plan(state: RunState) -> LoadPlan:
+    return LoadPlan.of(state.workload) if state.workload else LoadPlan()
 
 
 def frozen_noise(campaign_yaml: Path) -> float:

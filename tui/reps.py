@@ -8,21 +8,29 @@ from typing import Any
 
 from engine.method.leak import spread
 from engine.record.events import LIVE_ROWS, RowStatus
+from engine.record.figures import FIGURES
 from engine.record.state import RowState, RunState
 from tui.columns import Col
-from tui.fmt import Seg, fmt_pct, fmt_rps, fmt_tok
+from tui.fmt import Seg, fmt_tok, fmt_turns
 from tui.windows import window_rows
 
-REP_COLUMNS = ["shape", "reps tok/s", "median", "spread", "status", "att", "user", "acc len",
-               "acc rate", "req/s", "good/s", "ttft ms", "why"]
+# The row figures shown after the row's status, in this order (their columns, formats:
+# engine.record.figures).
+FIGURE_COLUMNS = ("per_user_tok_s", "accept_len", "accept_rate", "achieved_rps", "goodput_rps",
+                  "ttft_ms")
+MEDIAN, SPREAD = FIGURES["agg_tok_s"].column, FIGURES["spread"].column
+REP_COLUMNS = ["shape", "reps tok/s", MEDIAN, SPREAD, "status", "att",
+               *(FIGURES[n].column for n in FIGURE_COLUMNS), "why"]
 
 
 # Always the shape, its reps (with their leak marks) and its status; then the median and spread,
 # the attempt, a void row's reason (its start: the figure against the limit), acceptance (what
 # speculative windows differ in), the rest; the finished request rate and goodput last: what a
 # rate sweep is read by, where a closed-loop row's req/s says little its tok/s does not.
-_REP_RANKS = {"shape": 0, "reps tok/s": 0, "status": 0, "median": 1, "spread": 2, "att": 3, "why": 4,
-              "acc rate": 5, "acc len": 6, "user": 7, "ttft ms": 8, "req/s": 9, "good/s": 10}
+_REP_RANKS = {"shape": 0, "reps tok/s": 0, "status": 0, MEDIAN: 1, SPREAD: 2, "att": 3, "why": 4,
+              **{FIGURES[n].column: rank for n, rank in (
+                  ("accept_rate", 5), ("accept_len", 6), ("per_user_tok_s", 7), ("ttft_ms", 8),
+                  ("achieved_rps", 9), ("goodput_rps", 10))}}
 
 
 REP_COLS = [Col(name, _REP_RANKS[name], cut=16 if name == "why" else 0) for name in REP_COLUMNS]
@@ -69,24 +77,21 @@ def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
     why = str(final.get("reason") or "")
     if r.status == RowStatus.NOISY and final.get("spread_why"):  # noise, not a leak: why, first
         why = "; ".join(x for x in (str(final["spread_why"]), why) if x)
+    if final.get("turns"):  # a multi-turn row: the cache hit per turn leads
+        why = "; ".join(x for x in (f"turns {fmt_turns(final['turns'])}", why) if x)
     earlier = [f"a{i + 1} void: {v}" for i, v in enumerate(r.voids)]
     if not why and earlier:
         why = "; ".join(earlier)
-    rate = final.get("accept_rate")
     cells: dict[str, list[Seg]] = {
         "shape": [(f"{r.cls} {r.load}", "bold")],
         "reps tok/s": rep_segs(r, expected_reps),
-        "median": [(("~" if prov and med is not None else "") + fmt_tok(med), "muted" if prov else "")],
-        "spread": [(fmt_pct(sp) if sp is not None else "-", "muted" if prov else "")],
+        MEDIAN: [(("~" if prov and med is not None else "") + FIGURES["agg_tok_s"].short(med),
+                  "muted" if prov else "")],
+        SPREAD: [(FIGURES["spread"].short(sp), "muted" if prov else "")],
         "status": [(word, style)],
         "att": [(str(r.attempt or "-"), "warning" if r.attempt > 1 else "")],
-        "user": [(fmt_tok(final.get("per_user_tok_s")), "")],
-        "acc len": [(f"{final['accept_len']:.2f}" if final.get("accept_len") else "-", "")],
-        "acc rate": [(fmt_pct(rate) if rate is not None and rate != "" else "-", "")],
-        # Two places, as the report gives them: a sweep's low rates are fractions of a request.
-        "req/s": [(fmt_rps(final.get("achieved_rps")), "")],
-        "good/s": [(fmt_rps(final.get("goodput_rps")), "")],  # "-": no SLO set, or an older row
-        "ttft ms": [(fmt_tok(final.get("ttft_ms")), "")],
+        # A figure the row lacks is "-": no SLO set (goodput), no speculation, or an older row.
+        **{FIGURES[n].column: [(FIGURES[n].short(final.get(n)), "")] for n in FIGURE_COLUMNS},
         "why": [(why, "error" if r.status == RowStatus.VOID else "muted")],
     }
     if r.status == RowStatus.VOID:

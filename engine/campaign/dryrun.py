@@ -20,8 +20,10 @@ from pathlib import Path
 from engine import testbed
 from engine.campaign import defaults
 from engine.campaign.load import campaign_warnings, load_campaign
-from engine.campaign.plan import class_prompts, plan_launch, resolve_runtime
+from engine.campaign.plan import campaign_items, plan_launch, resolve_runtime
 from engine.campaign.redact import is_secret, redactor_for
+from engine.campaign.sources import chosen, class_notes
+from engine.campaign.sources.explain import class_lines
 from engine.campaign.spec import Campaign, percent
 from engine.record.events import CONTROL
 from engine.runtime.base import LaunchPlan, SlurmJob
@@ -210,7 +212,7 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     files in each window's job script)."""
     run_dir = run_dir or Path("results") / f"{dt.date.today().isoformat()}-{campaign.name}"
     c, adapter, wl = campaign, get_adapter(campaign.server), campaign.workload
-    prompts = class_prompts(campaign, variables)
+    items = campaign_items(campaign, variables)
     q = c.quality
     out = [f"campaign {c.name}: server {c.server}, runtime {runtime}, {len(c.windows)} windows in "
            f"{len(c.sessions)} sessions, control {c.control_position} in every session",
@@ -222,10 +224,17 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     out.append(f"requests: POST {adapter.chat_path}  {json.dumps(body)}")
     if extra:
         out.append(f"  adapter request fields (per-request acceptance): {json.dumps(extra)}")
+    sized = [n for n in wl.classes if any(i["max_tokens"] is not None for i in items[n])]
+    if sized:
+        fields = adapter.exact_length_fields(1)
+        out.append(f"  a request with its own output length N ({', '.join(sized)}): max_tokens N"
+                   + (f" and {json.dumps(fields).replace(': 1', ': N')}, so the server generates "
+                      "exactly N tokens" if fields else f", a limit only ({adapter.name} has no "
+                                                         "field that ignores the end of sequence)"))
     kept = "one connection per worker, kept" if adapter.keep_alive else "one connection per request"
     out.append(f"  {kept}; a pass splits over worker processes past {wl.shard.concurrency} streams "
                f"or {wl.shard.chunk_rate:g} chunks/s per process (up to one per core)")
-    classes = ", ".join(f"{n} ({len(prompts[n])} prompts)" for n in wl.classes)
+    classes = ", ".join(f"{n} ({len(items[n])} prompts)" for n in wl.classes)
     requests = ", ".join([f"C{n} {wl.pass_size(n)}" for n in wl.concurrency]
                          + [f"{r:g} req/s {wl.requests_at(r)}" for r in wl.rate])
     loads = " and ".join(([f"concurrency {list(wl.concurrency)}"] if wl.concurrency else [])
@@ -236,13 +245,14 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
                f"up to {c.leak.max_reruns} reruns")
     if wl.rate:
         seed = wl.sampling.seed if wl.sampling.seed is not None else defaults.SEED
-        slo = ", ".join(([f"TTFT <= {wl.slo.ttft_ms:g} ms"] if wl.slo.ttft_ms is not None else [])
-                        + ([f"ITL <= {wl.slo.tpot_ms:g} ms"] if wl.slo.tpot_ms is not None else []))
-        out.append(f"open loop: Poisson arrivals seeded by {seed} (the same schedule every rep and "
+        slo = wl.slo.text()
+        out.append(f"open loop: {wl.arrivals()} seeded by {seed} (the same schedule every rep and "
                    "window), each request sent at its time whatever is in flight; goodput: "
                    + (f"requests a second within {slo}" if slo else "no SLO set"))
+    multi = any(spec.conversations is not None for spec in wl.classes.values())
     how = (f"POST {adapter.flush_path}" if adapter.flush_path
-           else f"no endpoint: {json.dumps(adapter.cache_fields('flush'))} on each request")
+           else f"no endpoint: {json.dumps(adapter.cache_fields('flush'))} on each request"
+           + (", on a multi-turn class's first turns only (never between turns)" if multi else ""))
     out.append(f"prefix cache: flush before each warm pass and rep ({how}; a flush that fails "
                "voids the rep)" if wl.cache == "flush" else "prefix cache: keep (never emptied: "
                "reps after the warm pass may be served from it; each row says how much)")
@@ -354,3 +364,16 @@ def plan_text(campaign: Campaign, runtime: str | None, environ: Mapping[str, str
     # The directory `ruler run` would claim (results.new_run_dir), named as the run would name it.
     run_dir = Path(results_dir) / f"{(today or dt.date.today()).isoformat()}-{campaign.name}"
     return "\n".join(describe(campaign, variables, chosen, env, run_dir)) + "\n"
+
+
+def classes_text(campaign: Campaign, environ: Mapping[str, str] | None = None,
+                 testbed: Mapping[str, str] | None = None) -> str:
+    """What each class sends (engine.campaign.sources.explain), its files read as a run reads them."""
+    env = dict(os.environ if environ is None else environ)
+    variables = dry_variables(campaign, env, dict(cached_testbed() if testbed is None else testbed))
+    items = campaign_items(campaign, variables)
+    wl = campaign.workload
+    out = [line for name, spec in wl.classes.items()
+           for line in class_lines(name, chosen(spec)[0].key, items[name], wl.max_tokens)
+           + [f"  {note}" for note in class_notes(campaign, name, variables)]]
+    return "\n".join(out) + "\n"

@@ -3,6 +3,7 @@ that span keys, on the raw YAML. Loading never stops at the first problem: YAML 
 schema error and every check's error are collected into one SpecError, each at file:line:col, so a
 user fixes a file in one pass. docs/campaign.md is the reference."""
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -15,7 +16,8 @@ from pydantic import ValidationError
 from engine.campaign import defaults
 from engine.campaign.prompts import NotUtf8, decode_text, read_prompts
 from engine.campaign.redact import argv_warnings
-from engine.campaign.spec import OLD_TPOT_KEY, Campaign, Window
+from engine.campaign.sources import SOURCES
+from engine.campaign.spec import OLD_TPOT_KEY, Campaign, PromptClass, Window
 from engine.campaign.yamlmarks import (
     Issue,
     MarkedDoc,
@@ -184,10 +186,21 @@ def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:
     if not isinstance(workload, dict):
         return []
     issues: list[Issue] = []
-    if not workload.get("concurrency") and not workload.get("rate"):
+    given = workload.get("classes")
+    classes: Mapping[Any, Any] = given if isinstance(given, dict) else {}
+    kinds = {name: next((k for k in ("trace", "conversations") if isinstance(c, dict) and k in c), "")
+             for name, c in classes.items()}
+    # A trace brings its own load (its times); every other class is sent at the workload's.
+    if not workload.get("concurrency") and not workload.get("rate") and (
+            not kinds or any(k != "trace" for k in kinds.values())):
         issues.append((("workload",), True, "the workload has no load: give concurrency (closed "
                                             "loop: C workers) or rate (open loop: requests per "
                                             "second), or both"))
+    elif not workload.get("concurrency"):
+        issues += [(("workload", "classes", name, "conversations"), False,
+                    f"class {name!r} is multi-turn: it needs workload.concurrency (a worker owns a "
+                    "conversation and sends its turns in order)")
+                   for name, kind in kinds.items() if kind == "conversations"]
     reps, cap = workload.get("reps", defaults.REPS), workload.get("max_reps", defaults.MAX_REPS)
     if workload.get("precision") is not None and isinstance(reps, int):
         if reps < 2:
@@ -341,12 +354,21 @@ def _check_classes(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
         if not isinstance(cls, dict):
             continue
         where = ("workload", "classes", name)
-        has_prompts, file = cls.get("prompts") is not None, cls.get("file")
-        if has_prompts == (file is not None):
-            state = "has both 'prompts' and 'file'" if has_prompts else "has no 'prompts' or 'file'"
+        given = [key for key in SOURCES if cls.get(key) is not None]
+        if len(given) != 1:
+            keys = ", ".join(repr(k) for k in SOURCES)
+            state = f"has both {' and '.join(repr(k) for k in given)}" if given else f"has none of {keys}"
             issues.append((where, True, f"class {name!r} {state}; give exactly one"))
-        else:
-            issues += _check_file((*where, "file"), file, base_dir, "prompt file", read_prompts)
+            continue
+        source = SOURCES[given[0]]
+        try:  # the shape is the schema's to report; only a spec that validates reads its file
+            spec = getattr(PromptClass.model_validate({source.key: cls[source.key]}), source.key)
+        except ValidationError:
+            continue
+        file = source.file(spec)
+        if file is not None:
+            issues += _check_file((*where, source.key, *source.file_at), file, base_dir, source.what,
+                                  functools.partial(source.items, spec))
     return issues
 
 
@@ -366,7 +388,7 @@ def _check_file(where: tuple[Any, ...], file: object, base_dir: Path, what: str,
     try:
         if read is not None:
             read(resolved)
-    except ValueError as exc:  # PromptFileError: it names the file and the line
+    except ValueError as exc:  # DataFileError: it names the file and the line
         return [(where, False, f"{what} {exc}")]
     return []
 

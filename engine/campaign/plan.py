@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine.campaign.redact import is_secret
+from engine.campaign.sources import Item, class_items
 from engine.campaign.spec import Campaign, Place, ServerConfig
 from engine.campaign.variables import expand, render_args
 from engine.errors import EngineError
@@ -36,13 +37,13 @@ def images(campaign: Campaign, variables: Mapping[str, str]) -> list[str]:
     return out
 
 
-def class_prompts(campaign: Campaign, variables: Mapping[str, str]) -> dict[str, list[str]]:
-    """Every class's prompts, a ${...} in a file path resolved like the server configuration's.
+def campaign_items(campaign: Campaign, variables: Mapping[str, str]) -> dict[str, list[Item]]:
+    """Every class's items, a ${...} in a file path resolved like the server configuration's.
 
-    Raises PromptFileError or UnresolvedVariable.
+    Raises the source's file error (a ValueError naming file:line) or UnresolvedVariable.
     """
     v = dict(os.environ) | dict(variables)
-    return {cls: campaign.prompts(cls, v) for cls in campaign.workload.classes}
+    return {cls: class_items(campaign, cls, v) for cls in campaign.workload.classes}
 
 
 def resolve_runtime(campaign: Campaign, requested: str | None) -> str:

@@ -4,6 +4,7 @@ where a byte is not text, which the campaign file shares."""
 
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -28,12 +29,54 @@ def decode_text(data: bytes) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-class PromptFileError(ValueError):
-    """A prompt file ruler cannot send prompts from; reads as `path[:line]: problem`."""
+class DataFileError(ValueError):
+    """A data file (prompts, a dataset, a trace) ruler cannot send requests from; reads as
+    `path[:line]: problem`."""
+
+    what = "data file"  # what a message names the file as
 
     def __init__(self, path: Path, problem: str, line: int | None = None) -> None:
         super().__init__(f"{path}{f':{line}' if line else ''}: {problem}")
         self.path, self.problem, self.line = path, problem, line
+
+
+class PromptFileError(DataFileError):
+    """A prompt file ruler cannot send prompts from."""
+
+    what = "prompt file"
+
+
+def read_text(path: Path, error: type[DataFileError], nothing: str) -> str:
+    """A data file's text; one that cannot be read, is not UTF-8 or is empty raises ``error``
+    (``nothing``: what an empty file gives none of)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(path, f"cannot read ({exc.strerror or exc})") from None
+    try:
+        text = decode_text(data)
+    except NotUtf8 as exc:
+        raise error(path, f"not UTF-8 text (byte 0x{exc.byte:02x} at column {exc.col})",
+                    exc.line) from None
+    if not text.strip():
+        raise error(path, f"{nothing}: the file is empty")
+    return text
+
+
+def json_line(path: Path, n: int, line: str, error: type[DataFileError]) -> Any:
+    """Line ``n`` of a JSONL file, decoded; ``error`` at that line if it is not JSON."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise error(path, f"not JSON ({exc.msg}, column {exc.colno})", n) from None
+    except RecursionError:
+        raise error(path, "not JSON ruler reads (nested too deeply)", n) from None
+
+
+def json_lines(path: Path, text: str, error: type[DataFileError]) -> list[tuple[int, Any]]:
+    """Every value of a JSONL file's text, each with its line (blank lines skipped)."""
+    return [(n, json_line(path, n, line, error)) for n, line in enumerate(text.split("\n"), 1)
+            if line.strip()]
 
 
 def read_prompts(path: Path) -> list[str]:
@@ -43,17 +86,7 @@ def read_prompts(path: Path) -> list[str]:
     A file that gives no prompt, an empty prompt or anything but UTF-8 text is a PromptFileError:
     sending nothing would measure nothing and still print rows.
     """
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise PromptFileError(path, f"cannot read ({exc.strerror or exc})") from None
-    try:
-        text = decode_text(data)
-    except NotUtf8 as exc:
-        raise PromptFileError(path, f"not UTF-8 text (byte 0x{exc.byte:02x} at column {exc.col})",
-                              exc.line) from None
-    if not text.strip():
-        raise PromptFileError(path, "no prompts: the file is empty")
+    text = read_text(path, PromptFileError, "no prompts")
     suffix = path.suffix.lower()
     lines = list(enumerate(text.split("\n"), 1))
     found: list[tuple[int | None, str]]  # a prompt's line, where the format tells it
@@ -99,12 +132,7 @@ def _listed_prompts(path: Path, text: str, is_json: bool) -> list[tuple[int | No
 
 
 def _jsonl_prompt(path: Path, n: int, line: str) -> str:
-    try:
-        item = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise PromptFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", n) from None
-    except RecursionError:
-        raise PromptFileError(path, "not JSON ruler reads (nested too deeply)", n) from None
+    item = json_line(path, n, line, PromptFileError)
     if isinstance(item, dict):
         item = item.get("prompt")
     if not isinstance(item, str):

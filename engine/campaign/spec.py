@@ -28,6 +28,10 @@ from pydantic_core import PydanticCustomError
 
 from engine.campaign import defaults
 from engine.campaign.prompts import read_prompts
+from engine.campaign.sources.conversations import ConversationsSpec
+from engine.campaign.sources.dataset import DatasetSpec
+from engine.campaign.sources.shared_prefix import SharedPrefixSpec
+from engine.campaign.sources.trace import TraceSpec
 from engine.campaign.variables import ArgValue, Scalar, expand
 from engine.campaign.yamlmarks import describe
 from engine.record.events import CONTROL
@@ -285,8 +289,14 @@ class Window(_Frozen):
 
 
 class PromptClass(_Frozen):
+    """Where a class's requests come from: exactly one source (engine.campaign.sources)."""
+
     prompts: Annotated[tuple[Str, ...], Field(min_length=1)] | None = None
     file: Str | None = None
+    dataset: DatasetSpec | None = None
+    shared_prefix: SharedPrefixSpec | None = None
+    trace: TraceSpec | None = None  # replayed at its own times (engine.campaign.sources.trace)
+    conversations: ConversationsSpec | None = None  # multi-turn (engine.campaign.sources.conversations)
 
 
 class Sampling(_Frozen):
@@ -325,6 +335,11 @@ class Slo(_Frozen):
             raise PydanticCustomError("slo_keys", f"give tpot_ms only: {OLD_TPOT_KEY} is its old name")
         return data
 
+    def text(self) -> str:
+        """``TTFT <= 500 ms, TPOT <= 40 ms``; "" when none is set (the dry run and the report)."""
+        return ", ".join(([f"TTFT <= {self.ttft_ms:g} ms"] if self.ttft_ms is not None else [])
+                         + ([f"TPOT <= {self.tpot_ms:g} ms"] if self.tpot_ms is not None else []))
+
 
 TIMED_REQUESTS = 100_000  # a rep sized by time: the requests it may send before its seconds end
 
@@ -333,8 +348,10 @@ class Workload(_Frozen):
     classes: Annotated[dict[Name, PromptClass], Field(min_length=1)]
     # Closed loop: C workers, each sending its next request when the last one ends.
     concurrency: tuple[Annotated[int, Strict(), Field(ge=1, le=MAX_CONCURRENCY)], ...] = ()
-    # Open loop: requests arrive at this many a second (Poisson, seeded), whatever is in flight.
+    # Open loop: requests arrive at this many a second (seeded), whatever is in flight.
     rate: tuple[Annotated[float, Strict(), Field(gt=0, le=MAX_RATE, allow_inf_nan=False)], ...] = ()
+    # The rate's gaps: gamma of this shape (vLLM's name), 1 a Poisson process, below 1 burstier.
+    burstiness: Annotated[float, Strict(), Field(gt=0, le=100, allow_inf_nan=False)] = 1.0
     slo: Slo = Slo()
     reps: Annotated[int, Strict(), Field(ge=1, le=1000)] = defaults.REPS
     requests_per_rep: Annotated[int, Strict(), Field(ge=1, le=100_000)] | None = None
@@ -370,9 +387,26 @@ class Workload(_Frozen):
         """Requests of an open-loop pass: ten seconds of arrivals (or rep_seconds), at least four."""
         return self.requests_per_rep or max(4, math.ceil((self.rep_seconds or 10) * rate))
 
+    def arrivals(self) -> str:
+        """How a rate row's requests arrive, in words (the dry run's and the report's)."""
+        if self.burstiness == 1.0:
+            return "Poisson arrivals"
+        return f"gamma arrivals of shape {self.burstiness:g} (burstiness; 1 is Poisson)"
+
     def loads(self) -> list[tuple[int, float | None]]:
         """Every load a class is measured at, in order: (C, None) closed loop, then (0, rate)."""
         return [(c, None) for c in self.concurrency] + [(0, r) for r in self.rate]
+
+    def loads_of(self, cls: str) -> list[tuple[int, float | None]]:
+        """The loads class ``cls`` is measured at: a trace at its own times alone ((0, None), the
+        row ``trace``), a multi-turn class at each concurrency (a worker owns a conversation),
+        any other class at every load."""
+        spec = self.classes[cls]
+        if spec.trace is not None:
+            return [(0, None)]
+        if spec.conversations is not None:
+            return [(c, None) for c in self.concurrency]
+        return self.loads()
 
 
 class OracleReceipt(_Frozen):
@@ -517,15 +551,6 @@ class Campaign(_Frozen):
             image=self.docker.image if change.image is None else change.image,
             command=base if change.command is None else change.command,
         )
-
-    def prompts(self, class_name: str, variables: Mapping[str, str] | None = None) -> list[str]:
-        """The prompts of a class; a file path is expanded with `variables` when given."""
-        cls = self.workload.classes[class_name]
-        if cls.prompts is not None:
-            return list(cls.prompts)
-        assert cls.file is not None  # validation guarantees exactly one of the two
-        file = cls.file if variables is None else expand(cls.file, variables)
-        return read_prompts(self.source_path.parent / file)
 
     def greedy_prompts(self, variables: Mapping[str, str] | None = None) -> list[str]:
         """The first `quality.greedy.n` greedy prompts (fewer when the source has fewer)."""

@@ -100,7 +100,7 @@ def short_rep_warnings(campaign: Campaign, run_dir: Path, seen: dict[Shape, Seen
     one shorter than the ramp and the tail together."""
     out = []
     for cls in campaign.workload.classes:
-        for c, rate in campaign.workload.loads():
+        for c, rate in campaign.workload.loads_of(cls):
             s = seen.get((cls, c, rate))
             if s is None or not s.requests:
                 continue
@@ -130,7 +130,7 @@ def plan_text(campaign: Campaign, run_dir: Path, seen: dict[Shape, Seen]) -> str
                    f"{'control reps':>12} {'window reps':>11} {'wall':>9}"]
     total = 0.0
     for cls in wl.classes:
-        for c, rate in wl.loads():
+        for c, rate in wl.loads_of(cls):
             name = f"{cls} {load_text(c, rate)}"
             s = seen.get((cls, c, rate))
             if s is None or not s.rep_s:

@@ -7,7 +7,7 @@ import sys
 
 from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError
-from engine.campaign.prompts import PromptFileError
+from engine.campaign.prompts import DataFileError
 from engine.errors import EngineError
 
 
@@ -19,8 +19,8 @@ def cmd_dry_run(campaign_path: str, runtime: str | None, results_dir: str = "res
         for problem in e.problems:
             print(problem, file=sys.stderr)
         return 2
-    except PromptFileError as e:  # a ${...} file path the host resolves to nothing usable
-        print(f"{campaign_path}: prompt file {e}", file=sys.stderr)
+    except DataFileError as e:  # a ${...} file path the host resolves to nothing usable
+        print(f"{campaign_path}: {e.what} {e}", file=sys.stderr)
         return 2
     except EngineError as e:
         print(f"ruler run --dry-run: {e}", file=sys.stderr)

@@ -24,8 +24,8 @@ from typing import IO, Any
 
 from engine import testbed
 from engine.campaign.load import SpecError, campaign_warnings, load_campaign
-from engine.campaign.plan import class_prompts, images, resolve_runtime
-from engine.campaign.prompts import PromptFileError
+from engine.campaign.plan import campaign_items, images, resolve_runtime
+from engine.campaign.prompts import DataFileError
 from engine.campaign.redact import redactor_for
 from engine.campaign.spec import Campaign
 from engine.campaign.variables import UnresolvedVariable
@@ -47,12 +47,11 @@ from engine.record.liveness import LOCK, PID, engine_alive, read_pid
 from engine.record.snapshot import fold_journal
 from engine.run.context import Phase
 from engine.run.measure import Measurement
-from engine.run.runner import Runner, frozen_prompts
+from engine.run.runner import Runner, frozen_items
 
 # A results disk that fills up or turns read-only mid-run: the run stops and says so.
 STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM}
 
-ENGINE_JSON = "engine.json"
 LOG = "engine.log"
 
 
@@ -104,18 +103,18 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
     needs_image = runtime == "docker" or (runtime == "slurm" and campaign.slurm.start != "process")
     variables = testbed_variables(campaign, with_image=needs_image)
     try:  # a file only the run can resolve (${...}) is read before a run directory exists
-        class_prompts(campaign, variables)
-    except PromptFileError as e:
-        raise BadInput(f"{file}: prompt file {e}") from e
+        campaign_items(campaign, variables)
+    except DataFileError as e:
+        raise BadInput(f"{file}: {e.what} {e}") from e
     except UnresolvedVariable as e:
         raise BadInput(f"{file}: unresolved variable {e} in a prompt file's path") from e
     try:
         run_dir = results.new_run_dir(Path(results_dir), campaign.name)
-        results.write_json(run_dir / ENGINE_JSON, {
+        results.write_json(run_dir / results.ENGINE_JSON, {
             "run_id": f"{run_dir.name}.{uuid.uuid4().hex[:8]}",
             "campaign_source": str(Path(file).resolve()), "runtime": runtime,
             "variables": variables, "baseline": baseline})
-        frozen_prompts(campaign, run_dir, variables)
+        frozen_items(campaign, run_dir, variables)
         results.write_atomic(run_dir / results.CAMPAIGN, redactor_for(campaign)(campaign.source_text))
         results.write_json(run_dir / results.ENV, results.env_facts(
             runtime, images(campaign, variables) if runtime == "docker" else [],
@@ -168,7 +167,7 @@ def run_engine(run_dir: Path, echo: bool) -> int:
     try:
         lock = _take_lock(run_dir)
         refuse_damaged(run_dir)
-        info = json.loads((run_dir / ENGINE_JSON).read_text())
+        info = json.loads((run_dir / results.ENGINE_JSON).read_text())
         campaign = _campaign_for(run_dir, info)
         results.write_atomic(run_dir / PID, f"{os.getpid()}\n")
         runner = Runner(campaign, run_dir, info["runtime"], info["variables"],
@@ -230,8 +229,8 @@ def spawn_detached(run_dir: Path) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.resume:
         run_dir = Path(args.resume)
-        if not (run_dir / ENGINE_JSON).exists():
-            raise BadInput(f"{run_dir} is not a ruler run directory (no {ENGINE_JSON})")
+        if not (run_dir / results.ENGINE_JSON).exists():
+            raise BadInput(f"{run_dir} is not a ruler run directory (no {results.ENGINE_JSON})")
         if engine_alive(run_dir):
             raise BadInput(f"an engine is still running {run_dir}: nothing to resume")
         refuse_damaged(run_dir)

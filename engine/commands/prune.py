@@ -12,7 +12,6 @@ may be live elsewhere): each is listed with why it is left.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import sys
 from dataclasses import dataclass
@@ -24,7 +23,6 @@ from engine.record import results
 from engine.record.liveness import engine_alive
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-ENGINE_JSON = "engine.json"
 
 
 def duration(text: str) -> float:
@@ -35,26 +33,8 @@ def duration(text: str) -> float:
     return sum(float(n) * UNITS[u] for n, u in parts)
 
 
-def run_id_of(run_dir: Path) -> str | None:
-    """The id the run's containers carry (``ruler.run``, engine.run.runner.run_id): engine.json's,
-    else its journal's (the same id, in run_started)."""
-    try:
-        rid = json.loads((run_dir / ENGINE_JSON).read_text()).get("run_id")
-        if isinstance(rid, str) and rid:
-            return rid
-    except (OSError, ValueError, AttributeError):
-        pass
-    try:
-        with (run_dir / results.JOURNAL).open("rb") as f:
-            first = json.loads(f.readline())
-        rid = first.get("run") if first.get("kind") == "run_started" else None
-        return rid if isinstance(rid, str) and rid else None
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
 def run_dirs_under(root: Path) -> list[Path]:
-    return sorted(p for p in root.glob("*/") if (p / ENGINE_JSON).exists()
+    return sorted(p for p in root.glob("*/") if (p / results.ENGINE_JSON).exists()
                   or (p / results.JOURNAL).exists()) if root.is_dir() else []
 
 
@@ -103,14 +83,14 @@ def cmd_prune(run_dirs: list[str], older_than: str | None, dry_run: bool, result
     runs: dict[str, Path] = {}
     for d in run_dirs:
         path = Path(d)
-        rid = run_id_of(path) if path.is_dir() else None
+        rid = results.run_id(path) if path.is_dir() else None
         if rid is None:
-            raise BadInput(f"{path} is not a ruler run directory (no {ENGINE_JSON} or "
+            raise BadInput(f"{path} is not a ruler run directory (no {results.ENGINE_JSON} or "
                            f"{results.JOURNAL} naming its run)")
         runs[rid] = path
     if not run_dirs:
         for path in run_dirs_under(Path(results_dir)):
-            rid = run_id_of(path)
+            rid = results.run_id(path)
             if rid:
                 runs.setdefault(rid, path)
 

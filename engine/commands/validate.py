@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from engine.campaign.dryrun import plan_text
+from engine.campaign.dryrun import classes_text, plan_text
 from engine.campaign.load import SpecError, campaign_warnings, load_campaign
-from engine.campaign.prompts import PromptFileError
+from engine.campaign.prompts import DataFileError
 from engine.campaign.spec import Campaign, campaign_schema
 from engine.errors import BadInput, EngineError
 
@@ -87,14 +87,17 @@ def explain_campaign(path: str, campaign: Campaign) -> int:
     print(resolved_yaml(campaign), end="")
     try:
         plan = plan_text(campaign, None)
-    except PromptFileError as e:  # a ${...} prompt file the host resolves to nothing usable
-        print(f"{path}: prompt file {e}", file=sys.stderr)
+        classes = classes_text(campaign)
+    except DataFileError as e:  # a ${...} prompt file the host resolves to nothing usable
+        print(f"{path}: {e.what} {e}", file=sys.stderr)
         return 2
     except EngineError as e:  # runtime auto with neither a Docker daemon nor a process command
         print(f"ruler validate --explain: {e}", file=sys.stderr)
         return 1
     print("\n# what `ruler run` would start (as `ruler run --dry-run` prints it)")
     print(plan, end="")
+    print("\n# what each class sends (lengths in words: engine.campaign.sources.explain)")
+    print(classes, end="")
     return 0
 
 

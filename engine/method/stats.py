@@ -63,14 +63,14 @@ def median(values: Sequence[float]) -> float | None:
 
 @dataclass(frozen=True)
 class Slo:
-    """Per request: time to first token and inter-token latency (its mean gap after the first
-    token, as vLLM's goodput counts TPOT) at most these, in ms; None: not asked."""
+    """Per request: time to first token and TPOT (its mean gap between tokens after the first,
+    as vLLM's goodput counts it) at most these, in ms; None: not asked."""
 
     ttft_ms: float | None = None
-    itl_ms: float | None = None
+    tpot_ms: float | None = None
 
     def __bool__(self) -> bool:
-        return self.ttft_ms is not None or self.itl_ms is not None
+        return self.ttft_ms is not None or self.tpot_ms is not None
 
 
 NO_SLO = Slo()
@@ -80,7 +80,7 @@ def ttft_ms(r: Mapping[str, Any]) -> float | None:
 
 
 def tpot_ms(r: Mapping[str, Any]) -> float | None:
-    """A request's mean time per output token after the first: its inter-token latency."""
+    """A request's mean time per output token after the first (TPOT)."""
     n = int(r.get("completion_tokens") or 0)
     if not r.get("first_token") or n < 2 or r["end"] <= r["first_token"]:
         return None
@@ -89,12 +89,12 @@ def tpot_ms(r: Mapping[str, Any]) -> float | None:
 
 
 def meets(r: Mapping[str, Any], slo: Slo) -> bool:
-    """A finished request within the SLOs (a one-token reply has no inter-token latency to miss)."""
+    """A finished request within the SLOs (a one-token reply has no TPOT to miss)."""
     if r.get("error"):
         return False
     ttft, tpot = ttft_ms(r), tpot_ms(r)
     return ((slo.ttft_ms is None or (ttft is not None and ttft <= slo.ttft_ms))
-            and (slo.itl_ms is None or tpot is None or tpot <= slo.itl_ms))
+            and (slo.tpot_ms is None or tpot is None or tpot <= slo.tpot_ms))
 
 
 def rep_figures(records: Sequence[Mapping[str, Any]], concurrency: int,
@@ -175,6 +175,41 @@ def latency_figures(records: Sequence[Mapping[str, Any]]) -> dict[str, float | N
     for name, values in series.items():
         for p in PERCENTILES:
             out[f"{name}_p{p}"] = round(float(np.percentile(values, p)), 2) if values else None
+    return out
+
+
+# Multi-turn figures per turn index: what a conversation's later turns meet that its first does
+# not (the history in the prefix cache: a higher cache hit, a shorter time to first token). From
+# the records alone (each multi-turn record carries its ``turn``), every rep pooled, so a receipt
+# recomputes them as it does the row. The cache hit per turn is from the server's per-request
+# usage (``cached_tokens``): its counters are per pass, not per turn.
+
+
+def _pct(values: Sequence[float], p: int) -> float | None:
+    return round(float(np.percentile(values, p)), 2) if values else None
+
+
+def turn_figures(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per turn index (0 first), over the records that have one: its requests and failures, TTFT
+    p50/p90 and TPOT p50 in ms, and its prompt tokens, those served from the cache and their share
+    (None when a finished request's usage does not say). Empty for a class without turns."""
+    by_turn: dict[int, list[Mapping[str, Any]]] = {}
+    for r in records:
+        if r.get("turn") is not None:
+            by_turn.setdefault(int(r["turn"]), []).append(r)
+    out = []
+    for turn in sorted(by_turn):
+        rs = by_turn[turn]
+        ok = [r for r in rs if not r.get("error")]
+        ttfts = [t for r in ok if (t := ttft_ms(r)) is not None]
+        tpots = [t for r in ok if (t := tpot_ms(r)) is not None]
+        known = ok and all(r.get("cached_tokens") is not None and r.get("prompt_tokens") for r in ok)
+        prompt = sum(int(r["prompt_tokens"]) for r in ok) if known else None
+        cached = sum(int(r["cached_tokens"]) for r in ok) if known else None
+        out.append({"turn": turn, "requests": len(rs), "failed": len(rs) - len(ok),
+                    "ttft_p50": _pct(ttfts, 50), "ttft_p90": _pct(ttfts, 90), "tpot_p50": _pct(tpots, 50),
+                    "prompt_tokens": prompt, "cached_tokens": cached,
+                    "cache_hit": round(cached / prompt, 4) if prompt and cached is not None else None})
     return out
 
 
@@ -309,4 +344,6 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]
         "cache": policy_word,
         "cache_hit": round(sum(c["cached"] for c in caches) / prompt, 4) if prompt else None,
         "cache_source": "+".join(sorted(sources)) if prompt else "",
+        # A multi-turn class's figures per turn index; none for a class without turns.
+        **({"turns": turns} if (turns := turn_figures([r for _, rs in reps for r in rs])) else {}),
     }

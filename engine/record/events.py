@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any, NotRequired, TypedDict, is_typeddict
 
 from engine.errors import EngineError
+from engine.record import figures
 
 CONTROL = "control"  # the window every session boots first; every other window is a delta to it
 
@@ -178,7 +179,13 @@ class Workload(TypedDict):
     rate_requests: NotRequired[list[int]]  # per pass, at each rate
 
 
+# The journal's format, run_started's ``format``: 2 carries the workload. An older journal's
+# events are read in this format's shape (engine.record.upgrade).
+FORMAT = 2
+
+
 class RunStarted(TypedDict):
+    format: int  # the format the journal was written in (a format 1 journal's: upgraded on read)
     campaign: str
     run: str
     runtime: str
@@ -186,7 +193,8 @@ class RunStarted(TypedDict):
     pid: int
     sessions: dict[str, list[str]]  # session -> its windows in boot order, the control included
     axes: dict[str, str]  # window -> its axis label
-    workload: Workload
+    # Absent only from a format 1 journal whose frozen campaign.yaml cannot be read.
+    workload: NotRequired[Workload]
 
 
 class RunResumed(TypedDict):
@@ -367,6 +375,7 @@ class RepDone(Shape):
     tail_s: NotRequired[float | None]  # the seconds after it
     half_width: NotRequired[float | None]  # with a precision: the row's half-width after this rep
     precision_status: NotRequired[str]  # ... and the rule's word: more | reached | cap | cannot
+    turns: NotRequired[list[dict[str, Any]]]  # multi-turn: stats.turn_figures of this rep
 
 
 class LeakSuspected(Shape):
@@ -395,62 +404,17 @@ class RerunAborted(Shape):
     reps: int
 
 
-class RowDone(Shape):
-    """A finished row. The figures (stats.row_figures) are absent when no rep was measured."""
+def _row_done() -> type:
+    """A finished row: its shape and the fields engine.record.figures declares for the event, every
+    figure absent when no rep was measured."""
+    def body(ns: dict[str, Any]) -> None:
+        ns["__annotations__"] = {f.name: f.type if f.required else NotRequired[f.type]
+                                 for f in figures.ROW if f.journal == figures.ROW_DONE}
+        ns["__doc__"] = _row_done.__doc__
+    return types.new_class("RowDone", (Shape,), exec_body=body)
 
-    axis: str
-    attempts: int
-    reason: str
-    source: str  # the receipts, ";"-separated, relative to the run directory
-    status: RowStatus
-    reps: NotRequired[int]
-    rep_tok_s: NotRequired[list[float]]
-    agg_tok_s: NotRequired[float]
-    per_user_tok_s: NotRequired[float]
-    ttft_ms: NotRequired[float | None]
-    decode_tok_s: NotRequired[float | None]
-    accept_len: NotRequired[float | None]
-    accept_rate: NotRequired[float | None]
-    accept_source: NotRequired[str]
-    spread: NotRequired[float]
-    failed_requests: NotRequired[int]
-    error: NotRequired[str]  # the commonest request error ("" when none failed)
-    metrics_rejected: NotRequired[str]  # reps whose metrics delta was bad server data, and why
-    j_per_token: NotRequired[float | None]  # from here to throttle_cause: stats.gpu_figures
-    power_w: NotRequired[float | None]
-    sm_mhz_min: NotRequired[float | None]
-    throttled: NotRequired[bool | None]
-    throttle_cause: NotRequired[str]
-    void_reps: NotRequired[str]  # reps voided before they ran (a failed cache flush), and why
-    cache: NotRequired[str]  # the campaign's cache policy the reps ran under: keep | flush
-    cache_hit: NotRequired[float | None]  # share of the reps' prompt tokens served from the cache
-    cache_source: NotRequired[str]  # metrics | per-request | "" (the server does not say)
-    ttft_p50: NotRequired[float | None]  # from here to tpot_p99: stats.latency_figures, ms
-    ttft_p90: NotRequired[float | None]
-    ttft_p99: NotRequired[float | None]
-    itl_p50: NotRequired[float | None]
-    itl_p90: NotRequired[float | None]
-    itl_p99: NotRequired[float | None]
-    tpot_p50: NotRequired[float | None]
-    tpot_p90: NotRequired[float | None]
-    tpot_p99: NotRequired[float | None]
-    achieved_rps: NotRequired[float | None]  # finished requests a second, the reps' median
-    goodput_rps: NotRequired[float | None]  # of them, within the campaign's SLOs
-    # A row without these was measured before the steady window: its tok/s are the whole reps'.
-    basis: NotRequired[str]  # steady | whole: what rep_tok_s and agg_tok_s are over
-    whole_tok_s: NotRequired[float]  # the whole reps' median tok/s, beside the headline
-    rep_whole_tok_s: NotRequired[list[float]]
-    ramp_s: NotRequired[float | None]  # the reps' medians: seconds before the steady window,
-    steady_s: NotRequired[float | None]  # ... in it,
-    tail_s: NotRequired[float | None]  # ... after it
-    spread_shape: NotRequired[str]  # engine.method.leak: leak | noise | "" (within the spread)
-    spread_why: NotRequired[str]  # ... how the rule read the reps
-    # Reps to a precision (engine.method.precision); absent when the campaign asks for none.
-    precision: NotRequired[float]  # the half-width asked for
-    stage_reps: NotRequired[int]  # the first stage, whose variance the row's interval uses
-    half_width: NotRequired[float | None]  # the half-width reached
-    precision_status: NotRequired[str]  # reached | cap | cannot
-    reps_needed: NotRequired[int | None]  # the reps the rule projected (None: beyond max_reps)
+
+RowDone = _row_done()
 
 
 FIELDS: dict[EventKind, type] = {

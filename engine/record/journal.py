@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.record.upgrade import upgraded
+
 Event = dict[str, Any]
 EXCERPT = 60  # characters of a damaged line worth showing
 
@@ -41,8 +43,9 @@ def excerpt(raw: bytes | str) -> str:
     return repr(short)[1:-1] + ("…" if len(text) > EXCERPT else "")
 
 
-def _event(raw: bytes) -> Event | str:
-    """The event on one complete line, or why it is not one."""
+def _event(raw: bytes, run_dir: Path | None) -> Event | str:
+    """The event on one complete line in the current format's shape (engine.record.upgrade), or
+    why it is not one."""
     if not raw.strip():
         return "empty line"
     try:
@@ -56,23 +59,25 @@ def _event(raw: bytes) -> Event | str:
         return "no sequence number"
     if not isinstance(e.get("kind"), str):
         return "no kind"
-    return e
+    return upgraded(e, run_dir)
 
 
 class Reader:
     """The one parser of journal lines. Fed complete lines in file order (each with or without
     its newline), it numbers them, returns ``(line, event)`` for each event and keeps the rest in
-    :attr:`damage`. Sequence numbers are the fold's business (``engine.record.state.apply``)."""
+    :attr:`damage`. Sequence numbers are the fold's business (``engine.record.state.apply``).
+    ``run_dir``: the run directory, whose frozen campaign upgrades a format 1 journal."""
 
-    def __init__(self, line: int = 0) -> None:
+    def __init__(self, line: int = 0, run_dir: Path | None = None) -> None:
         self.line = line  # the lines before the first one fed (a snapshot covers them)
+        self.run_dir = run_dir
         self.damage: list[Damage] = []
 
     def feed(self, lines: Iterable[bytes]) -> list[tuple[int, Event]]:
         out: list[tuple[int, Event]] = []
         for raw in lines:
             self.line += 1
-            got = _event(raw)
+            got = _event(raw, self.run_dir)
             if isinstance(got, str):
                 self.damage.append(Damage(self.line, got, excerpt(raw)))
             else:
@@ -100,7 +105,7 @@ def read_journal(path: str | Path, start: int = 0, line: int = 0) -> JournalRead
         data = b""
     complete = data.rfind(b"\n") + 1
     raws = data[:complete].split(b"\n")[:-1]  # a last line without its newline never completed
-    reader = Reader(line)
+    reader = Reader(line, Path(path).parent)
     events = reader.feed(raws)
     return JournalRead(events, reader.damage, start + complete, complete < len(data),
                        line + len(raws), raws[-1] + b"\n" if raws else b"")
@@ -124,7 +129,7 @@ def read_kinds(path: str | Path, kinds: Iterable[str]) -> list[Event]:
             at = data.find(needle, at + 1)
     out: list[Event] = []
     for start in sorted(starts):
-        got = _event(data[start:data.index(b"\n", start) + 1])
+        got = _event(data[start:data.index(b"\n", start) + 1], Path(path).parent)
         if not isinstance(got, str) and got["kind"] in wanted:
             out.append(got)
     return out

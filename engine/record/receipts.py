@@ -1,6 +1,6 @@
 """The receipts every figure is computed from, and their schemas: one JSON-lines file per rep (the
 rep's header, then one record per request) and throughput.csv (one row per session, window, class
-and concurrency, naming the rep files it was computed from)."""
+and concurrency, naming the rep files it was computed from; its columns: engine.record.figures)."""
 
 from __future__ import annotations
 
@@ -13,22 +13,10 @@ from typing import Any
 
 from engine.record.deltas import relative_delta, stage_of
 from engine.record.events import CONTROL, USABLE_ROWS, Check, EventKind
+from engine.record.figures import CSV_COLUMNS
 from engine.record.request import RequestRecord
 from engine.record.results import THROUGHPUT, write_atomic
 from engine.record.state import RowState, RunState, row_key
-
-# j_per_token, power_w, sm_mhz_min and throttled come from NVML (engine.gpu; empty without a GPU).
-CSV_COLUMNS = ["session", "window", "axis", "class", "concurrency", "rate", "reps", "agg_tok_s",
-               "per_user_tok_s", "ttft_ms", "decode_tok_s", "ttft_p50", "ttft_p90", "ttft_p99",
-               "itl_p50", "itl_p90", "itl_p99", "tpot_p50", "tpot_p90", "tpot_p99", "achieved_rps",
-               "goodput_rps", "accept_len", "accept_rate", "accept_source", "j_per_token", "power_w",
-               "sm_mhz_min", "throttled", "spread", "delta", "delta_lo", "delta_hi", "cache",
-               "cache_hit", "status", "attempts", "reason", "source", "ruler_check",
-               # The steady window (agg_tok_s is over it when basis is steady), what a wide
-               # spread is made of, and the reps to a precision: after the older columns.
-               "basis", "whole_tok_s", "ramp_s", "steady_s", "tail_s", "spread_shape",
-               "spread_why",
-               "precision", "half_width", "precision_status", "stage_reps"]
 
 
 def write_rep(path: Path, header: dict[str, Any], records: Sequence[RequestRecord]) -> None:

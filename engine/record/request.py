@@ -29,3 +29,5 @@ class RequestRecord(TypedDict):
     end: NotRequired[float]  # when its last byte arrived, or when it was given up
     text_chars: NotRequired[int]  # characters of content and reasoning content
     gaps_ms: NotRequired[list[float]]  # between one token's arrival and the next's
+    conversation: NotRequired[int]  # multi-turn: the conversation it is a turn of
+    turn: NotRequired[int]  # ... and which, 0 the first

@@ -25,11 +25,33 @@ from engine import __version__
 from engine.errors import BadInput
 
 CAMPAIGN = "campaign.yaml"
+ENGINE_JSON = "engine.json"  # what ruler run prepared: the run id, the campaign's source, the runtime
 ENV = "env.json"
 JOURNAL = "journal.jsonl"
 THROUGHPUT = "throughput.csv"
+PROMPTS = "prompts.json"  # the plain classes' prompts, frozen at the run's start
+ITEMS = "items.json"  # every other class's items (engine.campaign.sources.item), frozen alike
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+
+def run_id(run_dir: Path) -> str | None:
+    """The id the run's servers carry (its containers' ``ruler.run``, its batch jobs' comment):
+    engine.json's (the directory's name and a random part, fixed when the run is prepared), else
+    its journal's (run_started's ``run``, the same id); None when neither says one."""
+    try:
+        rid = json.loads((run_dir / ENGINE_JSON).read_text()).get("run_id")
+        if isinstance(rid, str) and rid:
+            return rid
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        with (run_dir / JOURNAL).open("rb") as f:
+            first = json.loads(f.readline())
+        rid = first.get("run") if first.get("kind") == "run_started" else None
+        return rid if isinstance(rid, str) and rid else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
 
 def writable_dir(path: Path, what: str) -> None:
     """Raise BadInput naming ``path`` unless runs can be recorded under it: checked before anything

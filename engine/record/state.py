@@ -96,14 +96,19 @@ class RowState:
         return self.status in COMPLETE_ROWS
 
 
+# A trace class's one load: open loop at its requests' own times (no workers, no rate of ruler's).
+TRACE_LOAD = "trace"
+
+
 def load_label(concurrency: int, rate: float | None = None) -> str:
-    """``c4`` (closed loop, four workers) or ``r2.5`` (open loop, 2.5 requests a second)."""
-    return f"r{rate:g}" if rate else f"c{concurrency}"
+    """``c4`` (closed loop, four workers), ``r2.5`` (open loop, 2.5 requests a second) or
+    ``trace`` (open loop at a trace's times: neither workers nor a rate)."""
+    return f"r{rate:g}" if rate else f"c{concurrency}" if concurrency else TRACE_LOAD
 
 
 def load_text(concurrency: int, rate: float | None = None) -> str:
-    """A load as people read it: ``C4``, ``2.5 req/s``."""
-    return f"{rate:g} req/s" if rate else f"C{concurrency}"
+    """A load as people read it: ``C4``, ``2.5 req/s``, ``trace``."""
+    return f"{rate:g} req/s" if rate else f"C{concurrency}" if concurrency else TRACE_LOAD
 
 
 def row_key(session: str, window: str, cls: str, concurrency: int, rate: float | None = None) -> str:
@@ -347,18 +352,19 @@ def _verdict(state: RunState, e: Event) -> None:
 
 
 def _command(state: RunState, e: Event) -> None:
+    cmd = e["cmd"]  # read first: a command without one is damage, never in state.commands
     state.commands.append(_fields(e, _NO_TS))
-    if e["cmd"] in ("pause", "resume"):
+    if cmd in ("pause", "resume"):
         who = e["args"][0] if e.get("args") else ""
-        if e["cmd"] == "pause":
+        if cmd == "pause":
             state.paused_sessions.add(who)
         elif who:
             state.paused_sessions.discard(who)
         else:
             state.paused_sessions.clear()
-        if e["cmd"] == "resume" and who:
+        if cmd == "resume" and who:
             state.held_sessions.discard(who)
-        elif e["cmd"] == "resume":
+        elif cmd == "resume":
             state.held_sessions.clear()
         state.paused = bool(state.paused_sessions)
         state.pause_held = bool(state.held_sessions)

@@ -28,7 +28,8 @@ from typing import Any
 
 from engine.record.deltas import METHOD, noise_floor
 from engine.record.events import EventKind, WindowStatus
-from engine.record.receipts import CSV_COLUMNS
+from engine.record.figures import CSV_COLUMNS
+from engine.record.results import ITEMS, PROMPTS
 from engine.report import CONTROL, Delta, ReportError, Row, RunView, delta, load_run, pct, tok
 from engine.report.run import csv_row, read_json
 from engine.report.text import declared_noise
@@ -134,12 +135,16 @@ def _short(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _prompts(view: RunView, cls: str) -> list[str] | None:
-    """The prompts the class's requests were built from: the run's frozen prompts.json, else the
-    campaign's own list (a run recorded before prompts were frozen)."""
-    frozen = read_json(view.dir / "prompts.json").get(cls)
+def _prompts(view: RunView, cls: str) -> list[Any] | None:
+    """What the class's requests were built from: the run's frozen prompts.json (a plain class's
+    prompts) or items.json (any other class's items), else the campaign's own list (a run
+    recorded before prompts were frozen)."""
+    frozen = read_json(view.dir / PROMPTS).get(cls)
     if isinstance(frozen, list):
         return [str(p) for p in frozen]
+    items = read_json(view.dir / ITEMS).get(cls)
+    if isinstance(items, list):
+        return items
     spec = view.campaign.workload.classes.get(cls) if view.campaign else None
     return list(spec.prompts) if spec is not None and spec.prompts else None
 
@@ -168,6 +173,11 @@ def _launch(view: RunView, row: Row) -> dict[str, Any] | None:
     return {"argv": ["<port>" if str(a) == port else a for a in argv], "env": plan.get("env")}
 
 
+def _time_scale(view: RunView, cls: str) -> Any:
+    spec = view.campaign.workload.classes.get(cls) if view.campaign else None
+    return spec.trace.time_scale if spec is not None and spec.trace is not None else UNRECORDED
+
+
 def conditions(view: RunView, row: Row) -> dict[str, Any]:
     """What shapes a row's figure besides what is measured, by name: two rows compare as an
     effect only when these are equal. Missing from the run's record: ``UNRECORDED``."""
@@ -181,6 +191,10 @@ def conditions(view: RunView, row: Row) -> dict[str, Any]:
         "sampling": c.workload.sampling.model_dump(mode="json") if c else UNRECORDED,
         "knobs": c.workload.knobs if c else UNRECORDED,
         "requests per rep": _requests(view, row),
+        # A rate row's arrivals: the gamma shape of its gaps (1 is Poisson, the only one before).
+        **({"burstiness": c.workload.burstiness if c else UNRECORDED} if row.rate else {}),
+        # A trace row's schedule: its items' times (in the items) times the class's scale.
+        **({"time scale": _time_scale(view, row.cls)} if not row.concurrency and not row.rate else {}),
         "cache": row.cache or (c.workload.cache if c else UNRECORDED),
         "server": view.state.server or UNRECORDED,
         "server args": launch["argv"] if launch else UNRECORDED,
@@ -188,7 +202,7 @@ def conditions(view: RunView, row: Row) -> dict[str, Any]:
     }
 
 
-def _prompt_diff(a: list[str], b: list[str]) -> str:
+def _prompt_diff(a: list[Any], b: list[Any]) -> str:
     if len(a) != len(b):
         return f"{len(a)} vs {len(b)} prompts"
     n = sum(x != y for x, y in zip(a, b, strict=True))

@@ -9,6 +9,7 @@ from typing import Any
 from engine import __version__, gpu
 from engine.campaign.spec import Campaign
 from engine.record.events import CONTROL, EventKind
+from engine.record.results import ITEMS, PROMPTS
 from engine.report import steady
 from engine.report.run import RunView, read_json
 from engine.report.text import slo_text, table, when
@@ -44,13 +45,13 @@ def methods(view: RunView) -> list[str]:
         out += [f"- **Campaign**: {view.campaign_note}; the methods below are partial.", ""]
     if c is not None:
         wl, leak = c.workload, c.leak
-        prompts = read_json(view.dir / "prompts.json")
-        classes = ", ".join(f"{k} ({len(prompts.get(k, []))} prompts)" for k in wl.classes)
+        prompts, items = read_json(view.dir / PROMPTS), read_json(view.dir / ITEMS)
+        classes = ", ".join(_class_text(k, prompts, items, c) for k in wl.classes)
         per_c = ", ".join([f"C{n}: {wl.pass_size(n)}" for n in wl.concurrency]
                           + [f"{r:g} req/s: {wl.requests_at(r)}" for r in wl.rate])
         loads = ([f"concurrency {', '.join(map(str, wl.concurrency))} (closed loop)"]
                  if wl.concurrency else []) + (
-            [f"rate {', '.join(f'{r:g}' for r in wl.rate)} req/s (open loop: Poisson arrivals, "
+            [f"rate {', '.join(f'{r:g}' for r in wl.rate)} req/s (open loop: {wl.arrivals()}, "
              f"seeded, the same every rep; goodput SLOs: {slo_text(view)})"] if wl.rate else [])
         out += [
             f"- **Workload**: classes {classes}; {'; '.join(loads)}; "
@@ -284,9 +285,21 @@ def flags(view: RunView) -> list[str]:
         ["window", "axis", "", "change vs control", "argv", "image", "image id"], rows)
 
 
+def _class_text(cls: str, prompts: dict[str, Any], items: dict[str, Any], c: Campaign) -> str:
+    """A class as the methods name it: a plain class by its prompts; any other by its source and
+    how its requests' answers are sized."""
+    if cls not in items:
+        return f"{cls} ({len(prompts.get(cls, []))} prompts)"
+    spec = c.workload.classes.get(cls)
+    source = next((k for k, v in (spec.model_dump() if spec else {}).items() if v is not None), "items")
+    own = sum(isinstance(i, dict) and i.get("max_tokens") is not None for i in items[cls])
+    sized = f", {own} answered at exactly their own lengths (ignore-EOS)" if own else ""
+    return f"{cls} ({len(items[cls])} requests from its {source}{sized})"
+
+
 def files(view: RunView) -> list[str]:
     names = ["campaign.yaml", "env.json", "journal.jsonl", "throughput.csv", "verdicts.csv",
-             "drift.json", "prompts.json"]
+             "drift.json", PROMPTS, ITEMS]
     present = [f"`{n}`" for n in names if (view.dir / n).exists()]
     return ["## Receipts", "", f"In this run directory: {', '.join(present)}; per window under "
             "`windows/<session>-<window>/`: boot.log, boot-facts.json (with its diff against the "

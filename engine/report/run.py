@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from engine.campaign.spec import Campaign
-from engine.record import receipts, results
+from engine.record import figures, results
 from engine.record.events import CONTROL, USABLE_ROWS, EventKind, mistyped
 from engine.record.journal import Event, read_kinds
 from engine.record.receipts import read_rep
@@ -46,7 +46,7 @@ def _int(text: str | None) -> int:
 @dataclass
 class Row:
     """One throughput.csv row, typed, with its reps' aggregate tok/s. Each field is the column of
-    its name in ``receipts.CSV_COLUMNS`` (``cls`` is ``class``), read by :func:`csv_row`; the
+    its name in ``figures.CSV_COLUMNS`` (``cls`` is ``class``), read by :func:`csv_row`; the
     types are what that function parses."""
 
     session: str
@@ -127,22 +127,15 @@ class Row:
 
 PARSE: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float | None": _num}
 TYPES = {f.name: str(f.type) for f in fields(Row) if f.name != "rep_tok_s"}  # the columns Row holds
-# Columns added after runs were recorded without them: such a file reads them as empty.
-LATER_COLUMNS = frozenset({"j_per_token", "power_w", "sm_mhz_min", "throttled", "delta", "delta_lo",
-                           "delta_hi", "cache", "cache_hit", "rate", "achieved_rps", "goodput_rps",
-                           *(f"{m}_p{p}" for m in ("ttft", "itl", "tpot") for p in (50, 90, 99)),
-                           "basis", "whole_tok_s", "ramp_s", "steady_s", "tail_s", "spread_shape",
-                           "spread_why",
-                           "precision", "half_width", "precision_status", "stage_reps"})
 
 
 def csv_row(r: dict[str, str]) -> Row:
     """A throughput.csv line (``csv.DictReader``) as a Row, column by column of
-    ``receipts.CSV_COLUMNS`` (``ruler_check`` stays with the window's verdicts). A column the file
-    lacks is a KeyError naming it (but one of LATER_COLUMNS), a line short of values a TypeError;
+    ``figures.CSV_COLUMNS`` (``ruler_check`` stays with the window's verdicts). A column the file
+    lacks is a KeyError naming it (but one declared ``later``), a line short of values a TypeError;
     an empty count reads as 0, an empty figure as None."""
-    cells = {name: r.get(col, "") if col in LATER_COLUMNS else r[col] for col in receipts.CSV_COLUMNS
-             if (name := "cls" if col == "class" else col) in TYPES}
+    cells = {name: r.get(col, "") if col in figures.LATER_COLUMNS else r[col]
+             for col in figures.CSV_COLUMNS if (name := "cls" if col == "class" else col) in TYPES}
     short = [name for name, text in cells.items() if text is None]  # DictReader's restval
     if short:
         raise TypeError(f"the line has no value for {', '.join(short)}")

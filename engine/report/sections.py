@@ -11,9 +11,11 @@ from engine.report.run import Row, RunView, read_json
 from engine.report.text import (
     acceptance_text,
     cache_text,
+    cell,
     declared_noise,
     delta,
     fixed,
+    head,
     latency_table,
     load_cell,
     pct,
@@ -23,6 +25,7 @@ from engine.report.text import (
     tok,
     when,
 )
+from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_cell, verdict_lines
 from engine.report.windows import history, window_status
 
@@ -124,14 +127,14 @@ def controls(view: RunView) -> list[str]:
         lines += window_status(view, ws)
         rows = view.rows_of(ws.session, CONTROL)
         if rows:
-            lines += table(["class", "C", "tok/s", "per user", "TTFT ms", "decode tok/s",
-                            "accept len / rate", "spread", "reps tok/s", "prefix cache", "status",
-                            "attempts"],
-                           [[r.cls, load_cell(r), tok(r.agg_tok_s), tok(r.per_user_tok_s),
-                             fixed(r.ttft_ms, 1), tok(r.decode_tok_s), acceptance_text(r),
-                             pct(r.spread), reps_text(r), cache_text(r), r.status, r.attempts]
+            figs = ["agg_tok_s", "per_user_tok_s", "ttft_ms", "decode_tok_s"]
+            lines += table(["class", "C", *map(head, figs), "accept len / rate", head("spread"),
+                            "reps tok/s", "prefix cache", "status", "attempts"],
+                           [[r.cls, load_cell(r), *(cell(r, n) for n in figs), acceptance_text(r),
+                             cell(r, "spread"), reps_text(r), cache_text(r), r.status, r.attempts]
                             for r in rows.values()])
             lines += latency_table(rows.values(), slo_text(view))
+            lines += turns_table(view, rows.values())
         lines += verdict_lines(view, ws) + [""] + history(view, ws)
     return lines + drift(view)
 

@@ -5,7 +5,7 @@ stated; a run from before it has none."""
 from __future__ import annotations
 
 from engine.report.run import Row, RunView
-from engine.report.text import fixed, pct, table, tok
+from engine.report.text import cell, head, table
 
 
 def measured_steady(view: RunView) -> bool:
@@ -53,12 +53,13 @@ def section(view: RunView) -> list[str]:
         return []
     rows = sorted(view.rows, key=lambda r: (r.session, r.window, r.cls, r.concurrency, r.rate or 0))
     return ["## Steady state, spread and precision", "",
-            *table(["row", "tok/s (basis)", "whole-rep tok/s", "ramp / steady / tail s", "spread",
-                    "shape", "reps", "half-width", "precision", "status"],
-                   [[r.label(), f"{tok(r.agg_tok_s)} ({r.basis})", tok(r.whole_tok_s),
-                     f"{fixed(r.ramp_s, 2)} / {fixed(r.steady_s, 2)} / {fixed(r.tail_s, 2)}",
-                     pct(r.spread), _shape(r), r.reps, pct(r.half_width) if r.half_width is not None
-                     else "-", r.precision_status or "-", r.status] for r in rows])]
+            *table(["row", f"{head('agg_tok_s')} (basis)", head("whole_tok_s"),
+                    "ramp / steady / tail s", head("spread"), "shape", "reps", head("half_width"),
+                    head("precision_status"), "status"],
+                   [[r.label(), f"{cell(r, 'agg_tok_s')} ({r.basis})", cell(r, "whole_tok_s"),
+                     " / ".join(cell(r, n) for n in ("ramp_s", "steady_s", "tail_s")),
+                     cell(r, "spread"), _shape(r), r.reps, cell(r, "half_width"),
+                     r.precision_status or "-", r.status] for r in rows])]
 
 
 def _shape(r: Row) -> str:

@@ -10,6 +10,8 @@ from typing import Any
 
 from engine.record.deltas import METHOD, Interval, observable, pair_delta
 from engine.record.deltas import text as delta_text
+from engine.record.figures import FIGURES
+from engine.record.state import load_text
 from engine.report.run import Row, RunView
 
 
@@ -81,6 +83,16 @@ def fixed(x: float | None, digits: int) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def cell(row: Row, name: str) -> str:
+    """A figure of the row as the report's tables show it (its declaration's format)."""
+    return FIGURES[name].text(getattr(row, name))
+
+
+def head(name: str) -> str:
+    """A figure's column header in the report's tables."""
+    return FIGURES[name].header
+
+
 def reps_text(row: Row) -> str:
     return ", ".join(tok(v) for v in row.rep_tok_s) or "-"
 
@@ -91,18 +103,19 @@ def cache_text(row: Row | None) -> str:
         return "-"
     if row.cache_hit is None:
         return f"{row.cache}, hits not reported"
-    return f"{row.cache}, {pct(row.cache_hit)} hit"
+    return f"{row.cache}, {cell(row, 'cache_hit')} hit"
 
 
 def load_cell(row: Row) -> str | int:
-    """The load column: a closed-loop row's concurrency, an open-loop row's rate."""
-    return f"{row.rate:g} req/s" if row.rate else row.concurrency
+    """The load column: a closed-loop row's concurrency, an open-loop row's rate, a trace's word."""
+    return row.concurrency if row.concurrency and not row.rate else load_text(row.concurrency, row.rate)
 
 
 def triple(row: Row, name: str) -> str:
     """p50 / p90 / p99 of one latency, ms."""
-    vals = [getattr(row, f"{name}_p{p}") for p in (50, 90, 99)]
-    return "-" if all(v is None for v in vals) else " / ".join(fixed(v, 1) for v in vals)
+    names = [f"{name}_p{p}" for p in (50, 90, 99)]
+    return "-" if all(getattr(row, n) is None for n in names) else " / ".join(
+        cell(row, n) for n in names)
 
 
 def latency_table(rows: Iterable[Row], slo: str) -> list[str]:
@@ -112,24 +125,21 @@ def latency_table(rows: Iterable[Row], slo: str) -> list[str]:
         return []
     return [f"Latency (ms, p50 / p90 / p99, the reps' requests pooled), requests per second "
             f"finished and, of them, within the SLOs ({slo}):", ""] + table(
-        ["class", "C", "TTFT", "ITL", "TPOT", "req/s", "goodput req/s", "status"],
+        ["class", "C", head("ttft_p50"), head("itl_p50"), head("tpot_p50"), head("achieved_rps"),
+         head("goodput_rps"), "status"],
         [[r.cls, load_cell(r), triple(r, "ttft"), triple(r, "itl"), triple(r, "tpot"),
-          fixed(r.achieved_rps, 2), fixed(r.goodput_rps, 2), r.status] for r in rows])
+          cell(r, "achieved_rps"), cell(r, "goodput_rps"), r.status] for r in rows])
 
 
 def slo_text(view: RunView) -> str:
-    slo = view.campaign.workload.slo if view.campaign is not None else None
-    if slo is None or (slo.ttft_ms is None and slo.tpot_ms is None):
-        return "none set: no goodput"
-    parts = ([f"TTFT <= {slo.ttft_ms:g} ms"] if slo.ttft_ms is not None else []) + (
-        [f"ITL <= {slo.tpot_ms:g} ms"] if slo.tpot_ms is not None else [])
-    return ", ".join(parts)
+    slo = view.campaign.workload.slo.text() if view.campaign is not None else ""
+    return slo or "none set: no goodput"
 
 
 def acceptance_text(row: Row) -> str:
     if row.accept_len is None and row.accept_rate is None:
         return "-"
-    return f"{fixed(row.accept_len, 2)} / {fixed(row.accept_rate, 3)}"
+    return f"{cell(row, 'accept_len')} / {cell(row, 'accept_rate')}"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:

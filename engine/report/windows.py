@@ -11,18 +11,20 @@ from engine.report.run import RunView, read_json
 from engine.report.text import (
     acceptance_text,
     cache_text,
+    cell,
     declared_noise,
     delta,
+    head,
     latency_table,
     link,
     load_cell,
-    pct,
     reps_text,
     slo_text,
     table,
     tok,
     when,
 )
+from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_lines
 
 
@@ -190,18 +192,19 @@ def windows(view: RunView) -> list[str]:
         floor = declared_noise(view)
         if rows:
             lines += table(
-                ["class", "C", "tok/s", CONTROL,
+                ["class", "C", head("agg_tok_s"), CONTROL,
                  "Δ tok/s [95 % CI]" + (" (change not applied)" if unapplied(view) else ""),
-                 "per user",
-                 "spread (window / control)", "reps tok/s", "accept len / rate", "control accept",
+                 head("per_user_tok_s"),
+                 f"{head('spread')} (window / control)", "reps tok/s", "accept len / rate", "control accept",
                  "prefix cache (window / control)", "status", "attempts"],
-                [[r.cls, load_cell(r), tok(r.agg_tok_s), tok(c.agg_tok_s) if c else "-",
-                  delta(r, c, floor).text(), tok(r.per_user_tok_s),
-                  f"{pct(r.spread)} / {pct(c.spread) if c else '-'}", reps_text(r),
+                [[r.cls, load_cell(r), cell(r, "agg_tok_s"), cell(c, "agg_tok_s") if c else "-",
+                  delta(r, c, floor).text(), cell(r, "per_user_tok_s"),
+                  f"{cell(r, 'spread')} / {cell(c, 'spread') if c else '-'}", reps_text(r),
                   acceptance_text(r), acceptance_text(c) if c else "-",
                   f"{cache_text(r)} / {cache_text(c)}", r.status, r.attempts]
                  for r in rows.values() for c in [ctl.get(r.shape)]])
             lines += latency_table(rows.values(), slo_text(view))
+            lines += turns_table(view, rows.values())
         else:
             lines += ["No throughput rows.", ""]
         lines += verdict_lines(view, ws) + [""] + history(view, ws)

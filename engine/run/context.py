@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from engine import gpu
+from engine.campaign.sources import Item
 from engine.campaign.spec import Campaign, ServerConfig
 from engine.method.stats import LeakPolicy
 from engine.record.events import CONTROL, EventKind, WindowStatus
@@ -89,7 +90,7 @@ class RunContext:
     state: RunState
     controls: Controls
     emit: Emit
-    prompts: dict[str, list[str]]  # frozen at the run's start: a resume sends the same ones
+    items: dict[str, list[Item]]  # frozen at the run's start: a resume sends the same ones
     leak_policy: LeakPolicy
     control_facts: dict[str, BootFacts] = field(default_factory=dict)  # session -> its control's
 

@@ -29,7 +29,7 @@ import time
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvloop
 
@@ -38,6 +38,9 @@ from engine.run.client.http import Target
 from engine.run.client.record import new_record, token_limit
 from engine.run.client.transport import Client
 from engine.servers.client import ServerClient, request_body
+
+if TYPE_CHECKING:  # a TypedDict: the shard processes this module preloads need no campaign code
+    from engine.campaign.sources.item import Item
 
 LAG_TICK = 0.005  # the lag monitor's sleep; lag = how late it wakes
 CLIENT_BOUND_LAG_MS = 20.0
@@ -85,15 +88,19 @@ def chunk_rate(res: PassResult) -> float:
     return sum(r["chunks"] for r in res.records) / res.wall_s if res.wall_s > 0 else 0.0
 
 
-def arrival_times(rate: float, n: int, seed: int) -> list[float]:
+def arrival_times(rate: float, n: int, seed: int, shape: float = 1.0) -> list[float]:
     """Send times of an open-loop pass, in seconds from its start: the first at 0, then gaps drawn
-    from an exponential of mean 1/rate (a Poisson process). Seeded by the seed and the rate, so
-    every rep and every window of a campaign sends the same schedule."""
+    from a gamma distribution of mean 1/rate and shape ``shape`` (vLLM's burstiness): 1 is an
+    exponential (a Poisson process), below 1 burstier (the gaps' coefficient of variation is
+    1/sqrt(shape)), above 1 steadier. Seeded by the seed and the rate, so every rep and every
+    window of a campaign sends the same schedule."""
     rng = random.Random(f"{seed}:{rate!r}")  # a str seed hashes the same in every process
+    scale = 1.0 / (rate * shape)
     out, t = [], 0.0
     for _ in range(n):
         out.append(t)
-        t += rng.expovariate(rate)
+        # Shape 1 draws as it always has: a Poisson campaign's schedule is the one it had.
+        t += rng.expovariate(rate) if shape == 1.0 else rng.gammavariate(shape, scale)
     return out
 
 
@@ -107,15 +114,20 @@ async def _lag_monitor(samples: list[float]) -> None:
         samples.append(max(0.0, time.monotonic() - t - LAG_TICK))
 
 
-async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str], concurrency: int,
+async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], concurrency: int,
                    n_requests: int, max_tokens: int, sampling: dict[str, Any],
                    knobs: dict[str, Any], timeout: float, *,
                    stop: Callable[[], bool] = lambda: False,
                    workers: Sequence[int] | None = None,
                    take: Callable[[], int | None] | None = None,
                    arrivals: Sequence[float] | None = None,
-                   seconds: float | None = None) -> PassResult:
-    """n_requests requests over exactly ``concurrency`` workers; every rep sends the same prompts.
+                   seconds: float | None = None,
+                   conversations: Sequence[Sequence[int]] | None = None,
+                   first_turn: dict[str, Any] | None = None) -> PassResult:
+    """n_requests requests over exactly ``concurrency`` workers; request i sends item i % len (every
+    rep sends the same items). An item with its own ``max_tokens`` (an output length from the data)
+    is sent with that limit and the adapter's :meth:`~ServerClient.exact_length_fields`, so the
+    server generates that many tokens; the others with ``max_tokens``.
 
     ``stop()`` turning true (abort, SIGTERM, the window timeout) cancels the requests in flight;
     they are recorded as cancelled rather than left to finish. A shard runs ``workers`` (their
@@ -126,11 +138,29 @@ async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str],
     ``scheduled`` is that time, so a send the client made late shows. With ``seconds`` (a rep
     sized by time) no request is sent once that long has passed since the start; the pass ends
     with the requests then in flight.
+
+    With ``conversations`` (each a list of item indices, turn by turn) the pass is multi-turn:
+    ``take`` draws a conversation, and the worker that drew it sends its turns in order on its
+    connection, each after the item's ``think_s`` has passed since the previous turn's reply ended
+    (``n_requests`` is then the number of conversations). A first turn is sent with
+    ``first_turn``'s fields as well (a cache policy's per-request flush: the cache is emptied
+    before a conversation, never between its turns). Each record says its conversation and turn.
     """
     fields = adapter.load_fields()
     target = Target.of(base_url + adapter.chat_path, adapter.keep_alive)
-    limit = token_limit(request_body("", max_tokens, sampling, knobs, fields))
-    requests: dict[int, bytes] = {}  # per prompt: encoded once per pass, sent many times
+    # Per item: the request encoded once per pass (sent many times) and its token limit.
+    requests: dict[int, tuple[bytes, int | None]] = {}
+
+    def request(p: int) -> tuple[bytes, int | None]:
+        if p not in requests:
+            item = items[p]
+            own = item["max_tokens"]
+            extra = fields if own is None else {**fields, **adapter.exact_length_fields(own)}
+            flush = first_turn if first_turn and item.get("turn") == 0 else {}
+            body = request_body(item["messages"], max_tokens if own is None else own, sampling,
+                                {**knobs, **flush}, extra)
+            requests[p] = target.request(body), token_limit(body)
+        return requests[p]
     if take is None:
         indices = iter(range(n_requests))
 
@@ -146,39 +176,56 @@ async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str],
     lag: list[float] = []
     in_flight = [0, 0.0]  # current, integral of in-flight over time
 
+    async def send(client: Client, p: int, rec: RequestRecord) -> None:
+        """Item ``p`` on ``client``, recorded in ``rec`` (kept among the pass's records)."""
+        body, limit = request(p)
+        records.append(rec)
+        in_flight[0] += 1
+        try:
+            await client.send(body, rec, adapter, limit)
+        finally:
+            in_flight[0] -= 1
+
     async def worker(w: int) -> None:
         client = Client(target, adapter.keep_alive, timeout)
         try:
             while (i := take()) is not None:
-                p = i % len(prompts)
-                if p not in requests:
-                    requests[p] = target.request(request_body(prompts[p], max_tokens, sampling,
-                                                              knobs, fields))
-                rec = new_record(w, i, p)
-                records.append(rec)
-                in_flight[0] += 1
-                try:
-                    await client.send(requests[p], rec, adapter, limit)
-                finally:
-                    in_flight[0] -= 1
+                p = i % len(items)
+                await send(client, p, new_record(w, i, p))
+        finally:
+            client.close()
+
+    async def talker(w: int, convs: Sequence[Sequence[int]]) -> None:
+        """A worker of a multi-turn pass: conversation after conversation, turns in order."""
+        client = Client(target, adapter.keep_alive, timeout)
+        try:
+            while (j := take()) is not None:
+                ended: float | None = None
+                for p in convs[j]:
+                    item = items[p]
+                    if ended is not None:  # think, then the next turn; the timer may wake early
+                        while (wait := ended + (item.get("think_s") or 0.0) - time.monotonic()) > 0:
+                            await asyncio.sleep(wait)
+                    if seconds is not None and time.monotonic() - t0 >= seconds:
+                        return
+                    rec = new_record(w, p, p)  # every item once a pass: its index is the item's
+                    rec["conversation"] = item.get("conversation", j)
+                    rec["turn"] = item.get("turn", 0)
+                    await send(client, p, rec)
+                    ended = time.monotonic()
         finally:
             client.close()
 
     idle: list[Client] = []  # open loop: kept connections free for the next arrival
 
     async def arrival(i: int, scheduled: float) -> None:
-        p = i % len(prompts)
-        if p not in requests:
-            requests[p] = target.request(request_body(prompts[p], max_tokens, sampling, knobs, fields))
+        p = i % len(items)
         rec = new_record(-1, i, p)  # no worker: each request is its own
         rec["scheduled"] = scheduled
-        records.append(rec)
         client = idle.pop() if idle else Client(target, adapter.keep_alive, timeout)
-        in_flight[0] += 1
         try:
-            await client.send(requests[p], rec, adapter, limit)
+            await send(client, p, rec)
         finally:
-            in_flight[0] -= 1
             if client.conn is not None:
                 idle.append(client)
             else:
@@ -215,6 +262,9 @@ async def run_pass(base_url: str, adapter: ServerClient, prompts: Sequence[str],
     samp = asyncio.create_task(sampler())
     if arrivals is not None:
         tasks = [asyncio.create_task(dispatcher(arrivals))]
+    elif conversations is not None:
+        tasks = [asyncio.create_task(talker(w, conversations))
+                 for w in (range(concurrency) if workers is None else workers)]
     else:
         tasks = [asyncio.create_task(worker(w))
                  for w in (range(concurrency) if workers is None else workers)]
@@ -356,7 +406,7 @@ class _Shards:
 _pools = threading.local()
 
 
-def _sharded(shards: int, base_url: str, adapter: ServerClient, prompts: Sequence[str],
+def _sharded(shards: int, base_url: str, adapter: ServerClient, items: Sequence[Item],
              concurrency: int, n_requests: int, *rest: Any,
              stop: Callable[[], bool] = lambda: False, **kwargs: Any) -> PassResult:
     """The pass on ``shards`` processes: worker w runs on shard w % shards, every shard draws the
@@ -368,7 +418,7 @@ def _sharded(shards: int, base_url: str, adapter: ServerClient, prompts: Sequenc
     pool = getattr(_pools, "shards", None) or _Shards()
     _pools.shards = None  # until this pass has ended well: a failed pass's shards are not reused
     procs, pipes = pool.take(shards)
-    args = (base_url, adapter, prompts, concurrency, n_requests, *rest)
+    args = (base_url, adapter, items, concurrency, n_requests, *rest)
     try:
         for k, c in enumerate(pipes):
             c.send(("pass", list(range(k, concurrency, shards)), n_requests, args, kwargs))

@@ -18,6 +18,7 @@ import httpx
 
 from engine import gpu
 from engine.campaign import defaults
+from engine.campaign.sources import conversations
 from engine.campaign.spec import percent
 from engine.errors import WindowFailed
 from engine.method import precision, stats
@@ -144,7 +145,7 @@ class Measurement:
     def __call__(self, run: RunContext, ctx: WindowContext) -> None:
         wl = run.campaign.workload
         for cls in wl.classes:
-            for c, rate in wl.loads():
+            for c, rate in wl.loads_of(cls):
                 if run.controls.stopping():
                     status, why = run.controls.ending()
                     if status == WindowStatus.FAILED:  # the window timed out: it fails like a dead server
@@ -165,7 +166,7 @@ class Measurement:
         """Every shape of a failed window without a row gets one: throughput.csv has no gaps."""
         wl = run.campaign.workload
         for cls in wl.classes:
-            for c, rate in wl.loads():
+            for c, rate in wl.loads_of(cls):
                 row = run.state.rows.get(row_key(ctx.session, ctx.window, cls, c, rate))
                 if row and row.row:
                     continue
@@ -206,17 +207,31 @@ class Measurement:
         wl = run.campaign.workload
         shape = (ctx.session, ctx.window, cls, c, rate)
         knobs = {**wl.knobs, **ctx.adapter.cache_fields(wl.cache)}
-        if rate:  # open loop: the same seeded arrivals every rep; shards only for the chunk rate
+        items, spec = run.items[cls], wl.classes[cls]
+        if spec.trace is not None:  # open loop at the trace's own times, scaled
+            n = len(items)
+            load: dict[str, Any] = {"arrivals": [float(it.get("at", 0.0)) * spec.trace.time_scale
+                                                 for it in items]}
+            shards = shard_count(n, n, wl.shard.chunk_rate, self._rates.get(shape))
+        elif spec.conversations is not None:
+            # A worker owns a conversation; the policy's per-request flush goes with each first
+            # turn only: the cache is emptied between reps (and conversations), never between turns.
+            groups = conversations.order(items)
+            n, knobs = len(groups), dict(wl.knobs)
+            load = {"conversations": groups, "first_turn": ctx.adapter.cache_fields(wl.cache),
+                    **({"seconds": wl.rep_seconds} if wl.rep_seconds else {})}
+            shards = shard_count(c, wl.shard.concurrency, wl.shard.chunk_rate, self._rates.get(shape))
+        elif rate:  # open loop: the same seeded arrivals every rep; shards only for the chunk rate
             n = wl.requests_at(rate)
             seed = wl.sampling.seed if wl.sampling.seed is not None else defaults.SEED
-            load: dict[str, Any] = {"arrivals": arrival_times(rate, n, seed)}
+            load = {"arrivals": arrival_times(rate, n, seed, wl.burstiness)}
             shards = shard_count(n, n, wl.shard.chunk_rate, self._rates.get(shape))
         else:
             n = wl.requests_for(c)
             load = {"seconds": wl.rep_seconds} if wl.rep_seconds and not wl.requests_per_rep else {}
             shards = shard_count(c, wl.shard.concurrency, wl.shard.chunk_rate, self._rates.get(shape))
         before = scrape(ctx.server.base_url, ctx.adapter)
-        res = measure_pass(ctx.server.base_url, ctx.adapter, run.prompts[cls], c or shards, n,
+        res = measure_pass(ctx.server.base_url, ctx.adapter, items, c or shards, n,
                            wl.max_tokens, dict(wl.sampling), knobs, run.campaign.timeouts.request,
                            stop=run.controls.cut, shards=shards, **load)
         self._rates[shape] = chunk_rate(res)
@@ -361,6 +376,7 @@ class Measurement:
                     accept_len=acc["accept_len"], accept_rate=acc["accept_rate"],
                     cache_hit=stats.rep_cache(header, res.records)["hit"],
                     client_bound=res.client_bound, lag_p99_ms=round(res.lag_p99_ms, 2), file=path,
+                    **({"turns": turns} if (turns := stats.turn_figures(res.records)) else {}),
                     **({"gpu": figures} if figures else {}))
         aggs = stats.headline([stats.rep_figures(r, c) for _, r in reps])[0]
         suspect = stats.suspect_rep(aggs, policy.spread)

@@ -14,8 +14,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine.campaign.plan import class_prompts, plan_launch
+from engine.campaign.plan import campaign_items, plan_launch
 from engine.campaign.redact import redactor_for
+from engine.campaign.sources import Item, chosen
+from engine.campaign.sources.item import plain_item
 from engine.campaign.spec import Campaign, Place, ServerConfig
 from engine.errors import EngineError, WindowFailed
 from engine.gpu import Gpus
@@ -24,6 +26,7 @@ from engine.record import results
 from engine.record.events import (
     COMPLETE_WINDOWS,
     CONTROL,
+    FORMAT,
     EventKind,
     RunStatus,
     WindowStatus,
@@ -44,25 +47,24 @@ from engine.servers import get_adapter
 from engine.servers.logs import BootFacts, Fact
 
 
-def run_id(run_dir: Path) -> str:
-    """The run's label on its containers: the directory name plus a random part fixed at prepare,
-    so two results trees with the same dated name never share containers."""
-    path = run_dir / "engine.json"
-    if path.exists():
-        rid = json.loads(path.read_text()).get("run_id")
-        if rid:
-            return str(rid)
-    return run_dir.name
-
-
-def frozen_prompts(campaign: Campaign, run_dir: Path, variables: Mapping[str, str]) -> dict[str, list[str]]:
-    """The prompts are frozen into the run at its start, so a resume sends the same ones."""
-    path = run_dir / "prompts.json"
-    if path.exists():
-        return dict(json.loads(path.read_text()))
-    prompts = class_prompts(campaign, variables)
-    results.write_json(path, prompts)
-    return prompts
+def frozen_items(campaign: Campaign, run_dir: Path, variables: Mapping[str, str]) -> dict[str, list[Item]]:
+    """The classes' items are frozen into the run at its start, so a resume and the receipts see
+    the same ones: a plain class's prompts as strings in prompts.json, any other class's items
+    whole in items.json (written only when the campaign has such a class)."""
+    prompts, items = run_dir / results.PROMPTS, run_dir / results.ITEMS
+    if prompts.exists():
+        frozen: dict[str, list[Item]] = {
+            cls: [plain_item(p) for p in texts] for cls, texts in json.loads(prompts.read_text()).items()}
+        if items.exists():
+            frozen.update(json.loads(items.read_text()))
+        return frozen
+    frozen = campaign_items(campaign, variables)
+    plain = {cls for cls, spec in campaign.workload.classes.items() if chosen(spec)[0].plain}
+    results.write_json(prompts, {cls: [i["messages"][0]["content"] for i in v]
+                                 for cls, v in frozen.items() if cls in plain})
+    if len(plain) < len(frozen):
+        results.write_json(items, {cls: v for cls, v in frozen.items() if cls not in plain})
+    return frozen
 
 
 def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str],
@@ -109,14 +111,15 @@ class Runner:
         self.controls = controls or Controls()
         self.adapter = get_adapter(campaign.server)
         self.journal = Journal(run_dir / results.JOURNAL)
-        self.run_id = run_id(run_dir)
+        # The run's label on its servers; a directory ruler run did not prepare: its name.
+        self.run_id = results.run_id(run_dir) or run_dir.name
         self.control_facts: dict[str, BootFacts] = {}
         self.unlogged_controls: set[str] = set()  # sessions whose control's log gave no boot fact
         # A journal already there means a resume: its fold is where the campaign stands. The
         # journal's writer folds each event it appends: that fold is the campaign's state.
         self.state = self.journal.state
         self.resuming = self.state.last_seq > 0
-        self.prompts = frozen_prompts(campaign, run_dir, variables)
+        self.items = frozen_items(campaign, run_dir, variables)
         self.reboots: dict[str, int] = {}
         self._emit_lock = threading.RLock()
         # Files derived from the fold (throughput.csv) follow the journal, event by event.
@@ -125,7 +128,7 @@ class Runner:
         self.leak_policy = LeakPolicy(leak.min_concurrency, leak.spread, leak.max_reruns)
         # What phases and operator commands see of the run: never the runner itself.
         self.ctx = RunContext(campaign, run_dir, self.run_id, self.state, self.controls, self.emit,
-                              self.prompts, self.leak_policy, self.control_facts)
+                              self.items, self.leak_policy, self.control_facts)
         # One lane per place; a campaign without places has one, on the controls above, as before.
         self.lanes = [self._lane(p, runtime, secrets) for p in campaign.places] if campaign.places \
             else [Lane(None, self.rt, self.controls, self.ctx)]
@@ -173,8 +176,8 @@ class Runner:
             self.emit(EventKind.RUN_RESUMED, pid=os.getpid(), rows_done=sum(
                 r.complete for r in self.state.rows.values()))
         else:
-            self.emit(EventKind.RUN_STARTED, campaign=c.name, run=self.run_id, runtime=self.runtime,
-                      server=c.server, pid=os.getpid(),
+            self.emit(EventKind.RUN_STARTED, format=FORMAT, campaign=c.name, run=self.run_id,
+                      runtime=self.runtime, server=c.server, pid=os.getpid(),
                       sessions={s: c.windows_in(s) for s in c.sessions},
                       axes={w.name: w.axis for w in c.windows},
                       workload={"classes": list(c.workload.classes),

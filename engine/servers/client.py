@@ -28,6 +28,7 @@ import functools
 import json
 import ssl
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -223,6 +224,13 @@ class ServerClient(ABC):
         """
         return {}
 
+    def exact_length_fields(self, max_tokens: int) -> dict[str, Any]:
+        """Request fields that make the server generate exactly ``max_tokens`` tokens, past its
+        end of sequence: how an output length from the data is honoured. The default has none
+        (OpenAI's API has no such field): the length is then only a limit, and the receipts'
+        completion tokens say what the server did."""
+        return {}
+
     # -- the prefix cache (workload.cache) ---------------------------------------------------
     # Every rep sends the same prompts, so a server that keeps a prefix cache serves later reps
     # from it. With ``cache: flush`` ruler empties it before each pass (or, where the server has
@@ -346,15 +354,19 @@ def tool_arguments(call: dict[str, Any]) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-def request_body(prompt: str, max_tokens: int, sampling: dict[str, Any], knobs: dict[str, Any],
+def request_body(messages: str | Sequence[Mapping[str, Any]], max_tokens: int,
+                 sampling: dict[str, Any], knobs: dict[str, Any],
                  adapter_fields: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The streamed chat request a load worker sends (and the dry run shows).
+    """The streamed chat request a load worker sends (and the dry run shows): ``messages``, or a
+    prompt string as the one user message.
 
     Sampling is always explicit (server defaults come from the model otherwise); knobs verbatim.
-    ``adapter_fields`` (:meth:`ServerClient.load_fields`) go first so a campaign's knob wins.
+    ``adapter_fields`` (:meth:`ServerClient.load_fields`, and for an item with its own length
+    :meth:`ServerClient.exact_length_fields`) go first so a campaign's knob wins.
     """
     return {
-        "messages": [{"role": "user", "content": prompt}],
+        "messages": ([{"role": "user", "content": messages}] if isinstance(messages, str)
+                     else [dict(m) for m in messages]),
         "max_tokens": max_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},

@@ -1,5 +1,6 @@
-"""Helpers more than one adapter uses: reading a log line, numbers as servers print them, boot-looking
-lines no pattern knows, the health probe's common answers, and the rendered-prompt memory.
+"""Helpers more than one adapter uses: where the server listens, reading a log line, numbers as
+servers print them, boot-looking lines no pattern knows, the health probe's common answers, and
+the rendered-prompt memory.
 
 An adapter package imports from here and from the part modules (:mod:`engine.servers.launch`,
 :mod:`~engine.servers.logs`, :mod:`~engine.servers.client`), never from another adapter, so that
@@ -11,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 from engine.servers.client import Http, Readiness, post_json
 from engine.servers.data import token_ids
@@ -20,11 +21,17 @@ from engine.servers.logs import Fact, FactValue, parse_number
 # A log part's collector, add(key, value): each part of a parse_line hands it the facts of its line
 # and returns whether the line was its own (True stops the other parts).
 Add = Callable[[str, FactValue], None]
+Part = Callable[[str, Add], bool]
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 # A number as SGLang and vLLM print it in their log lines: thousands commas allowed, no exponent.
 NUMBER = r"[-+]?\d[\d,]*(?:\.\d+)?"
+
+
+def host_port_args(host: str, port: int | str) -> list[str]:
+    """``--host H --port P``: how llama-server, SGLang and vLLM are told where to listen."""
+    return ["--host", host, "--port", str(port)]
 
 
 def split_prefix(line: str, prefix: re.Pattern[str]) -> tuple[re.Match[str], str]:
@@ -91,6 +98,25 @@ _CHATTER_RE = re.compile(
 
 def looks_like_boot_fact(message: str) -> bool:
     return bool(_BOOTISH_RE.search(message)) and not _CHATTER_RE.search(message)
+
+
+def line_facts(line: str, msg: str, parts: Sequence[Part], key: Callable[[str], str] = str,
+               unparsed: Callable[[str], bool] | None = None) -> list[Fact]:
+    """The facts of one log line (``msg``: its message, the server's prefix cut off): the parts
+    in turn, until one says the line was its own; each fact's key through ``key`` (a scope's
+    prefix). A boot-looking line no part claims is kept as :func:`unparsed_fact` when
+    ``unparsed`` is given and says yes to the line (not an error, say)."""
+    out: list[Fact] = []
+
+    def add(name: str, value: FactValue) -> None:
+        out.append(Fact(key(name), value, line))
+
+    for part in parts:
+        if part(msg, add):
+            return out
+    if unparsed is not None and looks_like_boot_fact(msg) and unparsed(line):
+        out.append(unparsed_fact(msg, line))
+    return out
 
 
 def unparsed_fact(message: str, line: str) -> Fact:

@@ -102,8 +102,9 @@ POLICY_B = LeakPolicy()
 def real_run(name: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real run through the Runner (the way engine.commands.launch runs the engine)."""
     from engine.campaign.load import load_campaign
-    from engine.commands.launch import ENGINE_JSON, prepare
+    from engine.commands.launch import prepare
     from engine.quality import Quality
+    from engine.record.results import ENGINE_JSON
     from engine.run.measure import Measurement
     from engine.run.runner import Runner
 

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from engine import testbed as tb_mod
+from engine.campaign.sources.item import plain_item
 from engine.run.client import transport
 from engine.run.client.http import Response
 from engine.run.load import measure_pass
@@ -64,8 +65,8 @@ def test_connections_llama_server_closes_cost_no_request(testbed: tb_mod.Testbed
         _ready(url)
         for c in (1, 2):
             seen.clear()
-            res = measure_pass(url, _KeepAlive(), ["Name three colours.", "Say hello."], c, 24, 8,
-                               {"temperature": 0}, {}, 60.0)
+            items = [plain_item("Name three colours."), plain_item("Say hello.")]
+            res = measure_pass(url, _KeepAlive(), items, c, 24, 8, {"temperature": 0}, {}, 60.0)
             print(f"C={c}: {dict(seen)}")
             assert [r["index"] for r in res.records] == list(range(24))
             assert [r["error"] for r in res.records] == [None] * 24

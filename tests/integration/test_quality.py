@@ -170,7 +170,8 @@ N = 5
 @pytest.fixture(scope="module")
 def run_dir(testbed: tb_mod.Testbed, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from engine.campaign.load import load_campaign
-    from engine.commands.launch import ENGINE_JSON, prepare
+    from engine.commands.launch import prepare
+    from engine.record.results import ENGINE_JSON
     from engine.run.measure import Measurement
     from engine.run.runner import Runner
 

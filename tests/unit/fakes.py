@@ -182,6 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         if self.path == "/v1/chat/completions":
             s.count("chat")
+            s.chats.append(body)
             ids = tokenize(render(body["messages"]))
             salt = s.salt(body)
             if body.get("stream"):
@@ -289,6 +290,7 @@ class FakeServer:
         self.code: int | None = None
         self.orphaned = False  # see orphan()
         self.requests: dict[str, int] = {}
+        self.chats: list[dict[str, Any]] = []  # every chat request's body, as it came
         self._lock = threading.Lock()
         self._counters = {"prompt_tokens": 0, "prompt_tokens_cached": 0, "tokens_predicted": 0,
                           "drafts": 0, "drafted": 0, "accepted": 0}

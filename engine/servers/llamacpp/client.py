@@ -88,6 +88,11 @@ class LlamaCppClient(ServerClient):
     def cache_fields(self, policy: str) -> dict[str, Any]:
         return {"cache_prompt": False} if policy == "flush" else {}
 
+    def exact_length_fields(self, max_tokens: int) -> dict[str, Any]:
+        # server-task.cpp params_from_json_cmpl: ignore_eos biases every end-of-generation token
+        # to -inf, so generation runs to n_predict (max_tokens).
+        return {"ignore_eos": True}
+
     def cache_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
         if _PROMPT_METRIC not in samples or _CACHED_METRIC not in samples:
             return None  # started without --metrics

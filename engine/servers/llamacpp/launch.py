@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.servers.common import host_port_args
 from engine.servers.launch import LaunchArgs
 
 
@@ -9,7 +10,7 @@ class LlamaCppLaunch(LaunchArgs):
     default_container_port = 8080  # ghcr.io/ggml-org/llama.cpp:server* images
 
     def listen_args(self, host: str, port: int | str) -> list[str]:
-        return ["--host", host, "--port", str(port)]
+        return host_port_args(host, port)
 
     def log_args(self) -> list[str]:
         # Boot facts are libllama INFO lines, printed only at trace verbosity (engine.servers.llamacpp.logs).

@@ -95,7 +95,7 @@ from __future__ import annotations
 import re
 
 from engine.servers import common
-from engine.servers.common import Add
+from engine.servers.common import Add, line_facts
 from engine.servers.logs import Fact, FactValue, LogReader, parse_number
 
 # "M.SS.mmm.uuu L " from common_log when prefix/timestamps are on (the default since
@@ -301,19 +301,16 @@ class LlamaCppLogs(LogReader):
         _, msg = _split_prefix(line)
         model_prefix, _, kv_part = scope.partition(_KV_SEP)
         kv_prefix = f"kv.{kv_part}." if kv_part else "kv."
-        out: list[Fact] = []
 
-        def add(key: str, value: FactValue) -> None:
-            if key.startswith("kv."):
-                key = kv_prefix + key[len("kv.") :]
-            if key.startswith(_MODEL_LEVEL):
-                key = model_prefix + key
-            out.append(Fact(key, value, line))
+        def key(name: str) -> str:
+            if name.startswith("kv."):
+                name = kv_prefix + name[len("kv.") :]
+            if name.startswith(_MODEL_LEVEL):
+                name = model_prefix + name
+            return name
 
-        for part in (self._kv, self._weights, self._model, self._ctx, self._server, self._spec):
-            if part(msg, add):
-                break
-        return out
+        return line_facts(line, msg, (self._kv, self._weights, self._model, self._ctx,
+                                      self._server, self._spec), key)
 
     def _kv(self, msg: str, add: Add) -> bool:
         m = _KV_SIZE_RE.search(msg) or _KV_SELF_RE.search(msg)

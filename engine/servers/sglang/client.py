@@ -104,6 +104,11 @@ class SGLangClient(ServerClient):
         """Request fields for the load generator: per-request acceptance on OpenAI endpoints."""
         return {"return_spec_tokens_details": True}
 
+    def exact_length_fields(self, max_tokens: int) -> dict[str, Any]:
+        # ChatCompletionRequest (srt/entrypoints/openai/protocol.py): ignore_eos and min_tokens,
+        # as for vLLM; bench_serving sends ignore_eos for the same reason.
+        return {"ignore_eos": True, "min_tokens": max_tokens}
+
     acceptance_fields = frozenset({"sglext", "meta_info"})
 
     def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, int] | None:

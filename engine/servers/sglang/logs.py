@@ -77,15 +77,7 @@ import ast
 import re
 
 from engine.servers import common
-from engine.servers.common import (
-    NUMBER,
-    Add,
-    looks_like_boot_fact,
-    num,
-    num_or_str,
-    repr_value,
-    unparsed_fact,
-)
+from engine.servers.common import NUMBER, Add, line_facts, num, num_or_str, repr_value
 from engine.servers.logs import Fact, FactValue, LogReader
 
 # "(SGLangEngine pid=41820) " from Ray; "[2026-04-27 02:36:03 DP0 TP0] " or "[... .123]" from
@@ -209,20 +201,16 @@ class SGLangLogs(LogReader):
         line = line.rstrip("\r\n")
         rank, msg = split_prefix(line)
         draft = dict(_scope_counts(scope)).get(rank, 0) >= 2
-        out: list[Fact] = []
 
-        def add(key: str, value: FactValue) -> None:
+        def key(name: str) -> str:
             # Lines that name their model (capture role) or the whole server are never scoped.
-            if draft and key.startswith(_MODEL_LEVEL) and not key.startswith(_UNSCOPED):
-                key = _DRAFT + key
-            out.append(Fact(key, value, line))
+            if draft and name.startswith(_MODEL_LEVEL) and not name.startswith(_UNSCOPED):
+                return _DRAFT + name
+            return name
 
-        for part in (self._weights, self._kv, self._graph, self._server, self._exit, self._periodic):
-            if part(msg, add):
-                return out
-        if looks_like_boot_fact(msg) and not self.is_error(line):
-            out.append(unparsed_fact(msg, line))
-        return out
+        return line_facts(line, msg, (self._weights, self._kv, self._graph, self._server,
+                                      self._exit, self._periodic),
+                          key, unparsed=lambda x: not self.is_error(x))
 
     def _weights(self, msg: str, add: Add) -> bool:
         if m := _LOAD_BEGIN_RE.search(msg):

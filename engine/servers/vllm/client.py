@@ -103,6 +103,11 @@ class VLLMClient(ServerClient):
         raise FlushFailed(f"POST /reset_prefix_cache answered HTTP 200 {body.strip()[:200]!r}, not "
                           'the {"success": true} of a reset')
 
+    def exact_length_fields(self, max_tokens: int) -> dict[str, Any]:
+        # ChatCompletionRequest (entrypoints/openai/chat_completion/protocol.py): ignore_eos skips
+        # the EOS token, min_tokens holds back every stop token (the generation config's too).
+        return {"ignore_eos": True, "min_tokens": max_tokens}
+
     def cache_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
         if not all(name in samples for name in _CACHE_METRICS.values()):
             return None

@@ -60,15 +60,7 @@ import ast
 import re
 
 from engine.servers import common
-from engine.servers.common import (
-    NUMBER,
-    Add,
-    looks_like_boot_fact,
-    num,
-    num_or_str,
-    repr_value,
-    unparsed_fact,
-)
+from engine.servers.common import NUMBER, Add, line_facts, num, num_or_str, repr_value
 from engine.servers.logs import Fact, FactValue, LogReader
 
 _PREFIX_RE = re.compile(
@@ -146,17 +138,9 @@ class VLLMLogs(LogReader):
     def parse_line(self, line: str, scope: str = "") -> list[Fact]:
         line = line.rstrip("\r\n")
         _, msg = split_prefix(line)
-        out: list[Fact] = []
-
-        def add(key: str, value: FactValue) -> None:
-            out.append(Fact(key, value, line))
-
-        for part in (self._weights, self._kv, self._cpu, self._engine, self._exit, self._periodic):
-            if part(msg, add):
-                return out
-        if looks_like_boot_fact(msg) and not self.is_error(line) and not self.is_warning(line):
-            out.append(unparsed_fact(msg, line))
-        return out
+        return line_facts(line, msg, (self._weights, self._kv, self._cpu, self._engine, self._exit,
+                                      self._periodic),
+                          unparsed=lambda x: not self.is_error(x) and not self.is_warning(x))
 
     def _weights(self, msg: str, add: Add) -> bool:
         if m := _WEIGHTS_RE.search(msg):

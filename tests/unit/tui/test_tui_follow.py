@@ -29,7 +29,7 @@ from tui.facts import facts_lines
 from tui.fmt import fmt_secs
 from tui.follow import Batch, Follower, Tail
 from tui.header import header_lines
-from tui.plan import LoadPlan, frozen_plan, load_plan
+from tui.plan import LoadPlan, load_plan
 from tui.reps import REP_COLS, REP_COLUMNS, row_cells
 from tui.sessions import session_args, session_paused, sessions_text
 from tui.verdicts import VERDICT_SEGS, verdict_seg
@@ -239,6 +239,7 @@ def test_follower_names_a_damaged_line_and_keeps_every_event_after_it(tmp_path: 
     run = tmp_path / "run"
     run.mkdir()
     recorded = (JOURNALS / "measuring/journal.jsonl").read_bytes().splitlines(keepends=True)
+    (run / "campaign.yaml").write_bytes((JOURNALS / "measuring/campaign.yaml").read_bytes())
     (run / "journal.jsonl").write_bytes(b"".join(recorded[:10] + [b"\x00\x00garbage\n"]
                                                  + recorded[10:200]))
     got = Catcher()
@@ -262,7 +263,7 @@ def test_follower_names_a_damaged_line_and_keeps_every_event_after_it(tmp_path: 
                                                        (202, "seq 151 out of order (after 200)")]
     full = fold(read_events(JOURNALS / "measuring/journal.jsonl"))
     assert dataclasses.replace(st, damage=[]) == full
-    wl = frozen_plan(JOURNALS / "measuring" / "campaign.yaml")
+    wl = journal_plan("measuring")
     head = " ".join(t for line in header_lines(st, wl, st.current, (True, ""), 0.0)
                     for t, _ in line)
     assert "journal.jsonl damaged, line 11: not JSON: \\x00\\x00garbage (+1 more)" in head
@@ -351,8 +352,7 @@ def test_a_replaced_journal_starts_over_from_its_own_snapshot(tmp_path: Path) ->
 
 
 def finished_state() -> tuple[RunState, LoadPlan]:
-    return fold(read_events(JOURNALS / "finished/journal.jsonl")), frozen_plan(
-        JOURNALS / "finished" / "campaign.yaml")
+    return fold(read_events(JOURNALS / "finished/journal.jsonl")), journal_plan("finished")
 
 
 def test_window_status_puts_the_worst_news_first() -> None:
@@ -480,7 +480,7 @@ def _until(kind: str, nth: int = 1) -> tuple[RunState, float]:
 def test_eta_comes_from_the_workload_once_the_first_rep_lands() -> None:
     """It was "~?" until a whole shape had finished. One rep gives a rate; the workload gives the
     rest: passes of requests x max_tokens tokens, a warm pass and the reps per shape."""
-    wl = frozen_plan(JOURNALS / "finished" / "campaign.yaml")
+    wl = journal_plan("finished")
     assert (wl.classes, wl.concurrency, wl.requests, wl.max_tokens) == (
         ("prose", "code"), (1, 2), (2, 2), 16)
     st, now = _until("warm_done")
@@ -497,7 +497,7 @@ def test_eta_comes_from_the_workload_once_the_first_rep_lands() -> None:
 
 
 def test_eta_is_refined_as_reps_land() -> None:
-    wl = frozen_plan(JOURNALS / "finished" / "campaign.yaml")
+    wl = journal_plan("finished")
     st, now = _until("rep_done", 4)  # prose c1's three reps, prose c2's first
     c1 = list(st.rows["s1-control/prose/c1"].reps[1].values())
     c2 = list(st.rows["s1-control/prose/c2"].reps[1].values())
@@ -521,7 +521,7 @@ def test_eta_is_refined_as_reps_land() -> None:
 
 
 def test_eta_shares_the_work_left_between_places_running_at_once() -> None:
-    wl = frozen_plan(JOURNALS / "finished" / "campaign.yaml")
+    wl = journal_plan("finished")
     st, now = _until("rep_done")
     alone = eta(st, wl, now)
     per_session = {s: sum(1 for k in st.order if k.startswith(s + "-")) for s in ("s1", "s2")}
@@ -539,26 +539,30 @@ def test_eta_shares_the_work_left_between_places_running_at_once() -> None:
     assert s1_alone is not None and both >= s1_alone
 
 
-def test_the_workload_comes_from_the_journal_or_else_the_frozen_campaign() -> None:
-    frozen = frozen_plan(JOURNALS / "booting" / "campaign.yaml")
+def journal_plan(name: str) -> LoadPlan:
+    """The load plan of a recorded run, as its journal reads (a format 1 journal upgraded)."""
+    return load_plan(fold(read_events(JOURNALS / name / "journal.jsonl")))
+
+
+def test_the_workload_comes_from_run_started(tmp_path: Path) -> None:
+    st = fold(read_events(JOURNALS / "booting/journal.jsonl"))  # format 1: from campaign.yaml
     # 2 classes x 2 concurrencies, 3 reps, 2 requests of 16 tokens a pass
-    assert frozen == LoadPlan(4, 3, ("prose", "code"), (1, 2), (2, 2), 16)
-    assert frozen_plan(JOURNALS / "no-such-run" / "campaign.yaml") == LoadPlan()
-    st = fold(read_events(JOURNALS / "booting/journal.jsonl"))
-    assert load_plan(st, frozen) == frozen  # recorded before run_started carried it
+    assert load_plan(st) == LoadPlan(4, 3, ("prose", "code"), (1, 2), (2, 2), 16)
+    (tmp_path / "journal.jsonl").write_bytes((JOURNALS / "booting/journal.jsonl").read_bytes())
+    assert load_plan(fold(read_events(tmp_path / "journal.jsonl"))) == LoadPlan()  # no campaign
     st.workload = {"classes": ["prose", "code", "tools"], "concurrency": [1, 8], "reps": 5,
                    "requests": [4, 16], "max_tokens": 512}
-    wl = load_plan(st, frozen)
+    wl = load_plan(st)
     assert wl == LoadPlan(6, 5, ("prose", "code", "tools"), (1, 8), (4, 16), 512)
     assert (wl.pass_tokens(1), wl.pass_tokens(8), wl.pass_tokens(4)) == (4 * 512, 16 * 512, None)
     st.workload = {"classes": ["prose"], "concurrency": [1], "reps": 3}  # before it carried the work
-    assert load_plan(st, frozen) == LoadPlan(1, 3, ("prose",), (1,))
+    assert load_plan(st) == LoadPlan(1, 3, ("prose",), (1,))
 
 
 def test_the_header_tells_a_pause_asked_for_from_a_pause_in_effect() -> None:
     events = read_events(JOURNALS / "measuring/journal.jsonl")
     st, seq, now = fold(events), events[-1]["seq"], events[-1]["ts"]
-    wl = frozen_plan(JOURNALS / "measuring" / "campaign.yaml")
+    wl = journal_plan("measuring")
 
     def head() -> str:
         return " ".join(t for line in header_lines(st, wl, st.current, (True, ""), now)
@@ -595,7 +599,7 @@ def places_state() -> tuple[RunState, LoadPlan, int, float]:
     """The recorded two-place run (fixtures/journals/places): s1's ctx on place a and s2's ctx on
     place b both measuring, s3 waiting; with its last seq and time, to append to."""
     events = read_events(JOURNALS / "places/journal.jsonl")
-    wl = frozen_plan(JOURNALS / "places" / "campaign.yaml")
+    wl = journal_plan("places")
     return fold(events), wl, events[-1]["seq"], events[-1]["ts"]
 
 
@@ -641,7 +645,7 @@ def test_sessions_are_counted_running_queued_and_done() -> None:
           {"seq": seq + 3, "ts": ts, "kind": "window_started", "session": "s3", "window": "control",
            "axis": "control", "log": "windows/s3-control/boot.log"}], st)
     assert sessions_text(st) == "sessions 2 running, 0 queued, 1 done"
-    wl = frozen_plan(JOURNALS / "places" / "campaign.yaml")
+    wl = journal_plan("places")
     assert lines(st, wl, "s3-control", ts)[2:] == ["  place a · s1 ctx · prose c2 "
                                                    "attempt 2 rep 3/3",
                                                    "▸ place b · s3 control · booting"]
@@ -764,7 +768,7 @@ def test_a_rate_row_shows_its_finished_rate_and_goodput_and_dash_without_slos() 
                request(1.5, 0.1, 2.0)]
     reps = [({"rep": 1}, records), ({"rep": 2}, records)]
     policy = stats.LeakPolicy()
-    slo = stats.Slo(ttft_ms=200, itl_ms=50)
+    slo = stats.Slo(ttft_ms=200, tpot_ms=50)
     state = RunState()
     for seq, (rate, figures) in enumerate(((2.0, stats.row_figures(reps, 0, policy, slo)),
                                            (4.0, stats.row_figures(reps, 0, policy))), start=1):

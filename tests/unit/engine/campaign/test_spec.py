@@ -17,6 +17,7 @@ from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.plan import plan_launch
 from engine.campaign.prompts import read_prompts
+from engine.campaign.sources import SOURCES, class_items
 from engine.campaign.spec import Campaign, percent
 from engine.campaign.variables import UnresolvedVariable, expand, render_args
 from engine.campaign.yamlmarks import Problem
@@ -145,12 +146,17 @@ def test_axes(campaign: Campaign) -> None:
 
 
 def test_prompts(campaign: Campaign) -> None:
-    assert campaign.prompts("inline") == ["Write a haiku.", "Name three rivers."]
-    assert campaign.prompts("text") == ["First prompt.", "Second prompt."]
-    assert campaign.prompts("jsonl") == ["A bare JSON string.", "An object prompt."]
-    assert campaign.prompts("yaml") == ["One from YAML.", "Two from YAML."]
-    assert campaign.prompts("json") == ["One from JSON."]
-    later = campaign.prompts("later", {"PROMPTS_DIR": str(SPEC / "prompts")})
+    def prompts(cls: str, variables: dict[str, str] | None = None) -> list[str]:
+        items = class_items(campaign, cls, variables)
+        assert all(i["max_tokens"] is None and len(i["messages"]) == 1 for i in items)
+        return [i["messages"][0]["content"] for i in items]
+
+    assert prompts("inline") == ["Write a haiku.", "Name three rivers."]
+    assert prompts("text") == ["First prompt.", "Second prompt."]
+    assert prompts("jsonl") == ["A bare JSON string.", "An object prompt."]
+    assert prompts("yaml") == ["One from YAML.", "Two from YAML."]
+    assert prompts("json") == ["One from JSON."]
+    later = prompts("later", {"PROMPTS_DIR": str(SPEC / "prompts")})
     assert later == ["First prompt.", "Second prompt."]
 
 
@@ -188,6 +194,15 @@ def test_old_slo_key_reads_as_tpot_ms(tmp_path: Path) -> None:
     new = load_campaign(write(tmp_path, OLD_SLO.replace("itl_ms", "tpot_ms"))).workload.slo
     assert old == new
     assert (old.ttft_ms, old.tpot_ms) == (500, 40)
+
+
+def test_the_slo_is_said_as_what_it_is_judged_against(tmp_path: Path) -> None:
+    """slo.tpot_ms is judged against each request's TPOT: the dry run and the report say TPOT."""
+    path = write(tmp_path, BASE + "  rate: [2]\n  slo: {ttft_ms: 500, tpot_ms: 40}\n")
+    assert load_campaign(path).workload.slo.text() == "TTFT <= 500 ms, TPOT <= 40 ms"
+    text = dry_run(str(path), "process", environ={}, testbed={})
+    assert "goodput: requests a second within TTFT <= 500 ms, TPOT <= 40 ms" in text
+    assert load_campaign(write(tmp_path, BASE)).workload.slo.text() == ""
 
 
 def test_old_slo_key_warns_at_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -321,7 +336,7 @@ def test_prompt_file_with_variable_is_not_checked(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("value", "state"), [
-    ("{}", "has no 'prompts' or 'file'"),
+    ("{}", f"has none of {', '.join(repr(k) for k in SOURCES)}"),
     ("{prompts: [a], file: b.txt}", "has both 'prompts' and 'file'"),
 ])
 def test_class_needs_exactly_one_source(tmp_path: Path, value: str, state: str) -> None:

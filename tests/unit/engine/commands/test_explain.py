@@ -119,8 +119,9 @@ def test_the_resolved_campaign_is_the_same_campaign(tmp_path: Path) -> None:
         campaign = load_campaign(path)
         copy_ = tmp_path / path.name
         copy_.write_text(resolved_yaml(campaign))
-        (tmp_path / "prompts").unlink(missing_ok=True)
-        (tmp_path / "prompts").symlink_to(ROOT / "campaigns" / "prompts")
+        for files in ("prompts", "data"):
+            (tmp_path / files).unlink(missing_ok=True)
+            (tmp_path / files).symlink_to(ROOT / "campaigns" / files)
         assert load_campaign(copy_).model_dump() == campaign.model_dump(), path.name
 
 

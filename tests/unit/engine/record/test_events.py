@@ -16,7 +16,6 @@ from engine.run.runner import Runner
 from tests.paths import FIXTURES
 
 RECORDED = sorted((FIXTURES / "journals").glob("*/journal.jsonl"))
-PLACES = FIXTURES / "journals" / "places" / "journal.jsonl"  # recorded with the workload
 EVERY_KIND = FIXTURES / "fold" / "every-kind.jsonl"
 # A real run of a Slurm campaign (runtime slurm on the CI cluster): the batch-job kinds
 # (window_queued, window_placed) the hand-written journal predates.
@@ -54,12 +53,7 @@ def test_the_hand_written_journal_holds_every_kind_and_fits_every_definition() -
 @pytest.mark.parametrize("path", [*RECORDED, SLURM, GPU], ids=lambda p: p.parent.name)
 def test_a_real_runs_events_fit_the_definitions(path: Path) -> None:
     for e in read_events(path):
-        data = {k: v for k, v in e.items() if k not in ENVELOPE}
-        if e["kind"] == EventKind.RUN_STARTED and path not in (SLURM, GPU, PLACES):
-            # Recorded before run_started carried the workload (tui.plan.frozen_plan reads those).
-            assert "workload" not in data
-            data["workload"] = {"classes": [], "concurrency": [], "reps": 0}
-        check(e["kind"], data)
+        check(e["kind"], {k: v for k, v in e.items() if k not in ENVELOPE})  # format 1 upgraded
 
 
 def test_the_vocabulary_writes_the_same_bytes_as_plain_strings(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The report reads throughput.csv by the column names receipts.CSV_COLUMNS writes, not by position."""
+"""The report reads throughput.csv by the column names figures.CSV_COLUMNS writes, not by position."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from engine.record import receipts
+from engine.record import figures, receipts
 from engine.record.state import RunState
 from engine.report.run import Row, read_rows
 
@@ -32,9 +32,9 @@ def test_every_row_field_is_a_throughput_column_and_reads_back(tmp_path: Path) -
 
 
 def test_the_row_is_the_throughput_schema() -> None:
-    """Row holds every column receipts.CSV_COLUMNS writes but the window's ruler_check, and no other."""
+    """Row holds every column figures.CSV_COLUMNS writes but the window's ruler_check, and no other."""
     fields = {"class" if f.name == "cls" else f.name for f in dataclasses.fields(Row)} - {"rep_tok_s"}
-    assert fields == set(receipts.CSV_COLUMNS) - {"ruler_check"}
+    assert fields == set(figures.CSV_COLUMNS) - {"ruler_check"}
 
 
 def test_a_file_from_before_the_gpu_columns_reads_them_as_empty(tmp_path: Path) -> None:
@@ -50,7 +50,7 @@ def test_a_file_from_before_the_gpu_columns_reads_them_as_empty(tmp_path: Path) 
 
 
 def test_a_run_recorded_before_the_delta_and_cache_columns_reads_them_as_empty(tmp_path: Path) -> None:
-    old = [c for c in receipts.CSV_COLUMNS
+    old = [c for c in figures.CSV_COLUMNS
            if c not in ("delta", "delta_lo", "delta_hi", "cache", "cache_hit", "rate", "ttft_p50",
                         "ttft_p90", "ttft_p99", "itl_p50", "itl_p90", "itl_p99", "tpot_p50",
                         "tpot_p90", "tpot_p99", "achieved_rps", "goodput_rps")]
@@ -65,7 +65,7 @@ def test_a_run_recorded_before_the_steady_window_reads_its_columns_as_empty(tmp_
     """A row from before the steady window and the precision: its tok/s are the whole reps'."""
     new = ("basis", "whole_tok_s", "ramp_s", "steady_s", "tail_s", "spread_shape", "spread_why",
            "precision", "half_width", "precision_status", "stage_reps")
-    old = [c for c in receipts.CSV_COLUMNS if c not in new]
+    old = [c for c in figures.CSV_COLUMNS if c not in new]
     lines = [",".join(old), ",".join("" if ROW.get(c) is None else str(ROW[c]) for c in old)]
     (tmp_path / "throughput.csv").write_text("\n".join(lines) + "\n")
     [row] = read_rows(tmp_path, RunState())

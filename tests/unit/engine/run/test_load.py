@@ -24,6 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.campaign.sources.item import plain_item
 from engine.run import load
 from engine.run.client import transport
 from engine.run.client.http import Response, Unreadable
@@ -133,8 +134,9 @@ def faulty() -> Iterator[FaultyServer]:
 
 def test_failures_are_recorded_per_request(faulty: FaultyServer) -> None:
     prompts = FaultyServer.FAULTS
-    res = asyncio.run(run_pass(f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp"), prompts,
-                               concurrency=3, n_requests=len(prompts), max_tokens=8,
+    res = asyncio.run(run_pass(f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp"),
+                               [plain_item(p) for p in prompts], concurrency=3,
+                               n_requests=len(prompts), max_tokens=8,
                                sampling={"temperature": 0}, knobs={}, timeout=3.0))
     by = {prompts[r["prompt_index"]]: r for r in res.records}
     assert len(res.records) == len(prompts)
@@ -383,8 +385,8 @@ def test_keep_alive_where_the_server_keeps_and_closed_kept_connections_cost_no_r
     server.start()
     assert server.ready.wait(10)
     try:
-        res = measure_pass(f"http://127.0.0.1:{server.port}", _KeepAlive(), ["a", "b"], 3, 12, 8,
-                           {"temperature": 0}, {}, 10.0)
+        res = measure_pass(f"http://127.0.0.1:{server.port}", _KeepAlive(),
+                           [plain_item("a"), plain_item("b")], 3, 12, 8, {"temperature": 0}, {}, 10.0)
         assert [r["index"] for r in res.records] == list(range(12))
         assert [r["error"] for r in res.records] == [None] * 12
         assert [r["completion_tokens"] for r in res.records] == [2] * 12
@@ -397,7 +399,7 @@ def test_keep_alive_where_the_server_keeps_and_closed_kept_connections_cost_no_r
         assert server.requests == 12
         # llama-server's adapter never asks to keep one.
         before, refused = server.connections, server.refused
-        closing = measure_pass(f"http://127.0.0.1:{server.port}", get_adapter("llamacpp"), ["a"],
+        closing = measure_pass(f"http://127.0.0.1:{server.port}", get_adapter("llamacpp"), [plain_item("a")],
                                2, 4, 8, {"temperature": 0}, {}, 10.0)
         assert [r["error"] for r in closing.records] == [None] * 4
         assert server.connections == before + 4 and server.refused == refused
@@ -422,7 +424,8 @@ def test_a_sharded_pass_merges_into_the_same_records(faulty: FaultyServer) -> No
     worker on its own shard, the figures of each shard in the summary."""
     prompts = ["good", "http500", "good"]
     url = f"http://127.0.0.1:{faulty.port}"
-    args: tuple[Any, ...] = (url, get_adapter("llamacpp"), prompts, 3, 7, 8, {"temperature": 0}, {}, 5.0)
+    args: tuple[Any, ...] = (url, get_adapter("llamacpp"), [plain_item(p) for p in prompts], 3, 7, 8,
+                             {"temperature": 0}, {}, 5.0)
     one, two = measure_pass(*args), measure_pass(*args, shards=2)
     assert [r["index"] for r in two.records] == list(range(7))
     assert {r["worker"] for r in two.records} == {0, 1, 2}
@@ -451,7 +454,7 @@ def test_client_bound_is_judged_per_shard() -> None:
 
 def test_a_stopped_sharded_pass_cancels_every_shard(faulty: FaultyServer) -> None:
     t0 = time.monotonic()
-    res = measure_pass(f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp"), ["hang"], 2, 4,
+    res = measure_pass(f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp"), [plain_item("hang")], 2, 4,
                        8, {"temperature": 0}, {}, 30.0, shards=2,
                        stop=lambda: time.monotonic() - t0 > 1.0)
     assert time.monotonic() - t0 < 10
@@ -464,11 +467,12 @@ def test_shard_processes_serve_pass_after_pass(faulty: FaultyServer) -> None:
     does not end the next one."""
     url, adapter = f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp")
     t0 = time.monotonic()
-    stopped = measure_pass(url, adapter, ["hang", "good"], 2, 4, 8, {"temperature": 0}, {}, 30.0,
+    stopped = measure_pass(url, adapter, [plain_item("hang"), plain_item("good")], 2, 4, 8,
+                           {"temperature": 0}, {}, 30.0,
                            shards=2, stop=lambda: time.monotonic() - t0 > 1.0)
     assert any(r["error"] and r["error"].startswith("cancelled") for r in stopped.records)
     pids = [p.pid for p in load._pools.shards.procs]
-    res = measure_pass(url, adapter, ["good"], 2, 6, 8, {"temperature": 0}, {}, 5.0, shards=2)
+    res = measure_pass(url, adapter, [plain_item("good")], 2, 6, 8, {"temperature": 0}, {}, 5.0, shards=2)
     assert [p.pid for p in load._pools.shards.procs] == pids
     assert all(p.is_alive() for p in load._pools.shards.procs)
     assert [(r["index"], r["error"], r["completion_tokens"]) for r in res.records] == \

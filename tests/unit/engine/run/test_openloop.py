@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from engine.campaign.load import SpecError, load_campaign
+from engine.campaign.sources.item import plain_item
 from engine.method import stats
 from engine.record.receipts import read_rep
 from engine.record.state import row_key
@@ -52,8 +53,8 @@ def test_open_loop_sends_each_request_at_its_time_whatever_is_in_flight() -> Non
     server = fake_server(tok_s=20.0)  # 8 tokens: 0.4 s a request
     try:
         arrivals = arrival_times(10.0, 8, seed=7)
-        res = measure_pass(server.base_url, get_adapter("llamacpp"), ["Name three colours."], 1, 8,
-                           8, {"temperature": 0}, {}, 30.0, arrivals=arrivals)
+        res = measure_pass(server.base_url, get_adapter("llamacpp"), [plain_item("Name three colours.")],
+                           1, 8, 8, {"temperature": 0}, {}, 30.0, arrivals=arrivals)
     finally:
         server.stop()
     recs = res.records
@@ -74,7 +75,7 @@ def rec(start: float, ttft: float, end: float, tokens: int, gaps: list[float],
 
 
 def test_goodput_counts_the_requests_within_the_slos() -> None:
-    slo = stats.Slo(ttft_ms=200, itl_ms=50)
+    slo = stats.Slo(ttft_ms=200, tpot_ms=50)
     fast = rec(0.0, 0.1, 0.5, 11, [40.0] * 10)  # TTFT 100 ms, 40 ms a token: within both
     slow_start = rec(0.0, 0.3, 0.7, 11, [40.0] * 10)  # TTFT 300 ms
     slow_tokens = rec(0.0, 0.1, 1.1, 11, [100.0] * 10)  # 100 ms a token
