@@ -612,6 +612,8 @@ def _model_names(directory: Path) -> list[str]:
     return sorted(set(HF_REQUIRED) | set(recorded))
 
 
+# Programs the CPU build runs: a shell, and lscpu, which picks the CPUs its worker binds to.
+VLLM_IMAGE_PROGRAMS = (Path("/bin/sh"), Path("/usr/bin/lscpu"))
 # Parts of the base interpreter's standard library a server never imports (about half its size).
 _STDLIB_SKIP = ("site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "__pycache__")
 
@@ -626,7 +628,10 @@ def _vllm_rootfs(python: Path, out: Path) -> None:
                   "print(sysconfig.get_paths()['stdlib'])"], _stderr, "vLLM image: the base interpreter")
     base, stdlib = (Path(x) for x in where.stdout.split())
     venv = python.parent.parent
-    objects = [base, Path("/bin/sh"), *sorted((stdlib / "lib-dynload").glob("*.so")),
+    missing = [str(p) for p in VLLM_IMAGE_PROGRAMS if not p.is_file()]
+    if missing:
+        raise TestbedError(f"vLLM image: {', '.join(missing)} not found (lscpu: util-linux)")
+    objects = [base, *VLLM_IMAGE_PROGRAMS, *sorted((stdlib / "lib-dynload").glob("*.so")),
                *sorted(p for p in venv.rglob("*.so*") if p.is_file() and ".so" in p.name)]
     libs: set[Path] = set()
     for obj in objects:
@@ -647,7 +652,7 @@ def _vllm_rootfs(python: Path, out: Path) -> None:
         info = tarfile.TarInfo("etc/passwd")
         info.size = len(passwd)
         tar.addfile(info, io.BytesIO(passwd))
-        for f in sorted({base, Path("/bin/sh"), *libs}):
+        for f in sorted({base, *VLLM_IMAGE_PROGRAMS, *libs}):
             tar.add(f.resolve(), arcname=str(f).lstrip("/"))
         tar.add(stdlib, arcname=str(stdlib).lstrip("/"), filter=stdlib_only)
 
@@ -663,7 +668,9 @@ def ensure_vllm_image(root: Path, python: Path, log: Log, built: list[str],
         return None, None, f"no Docker daemon answered ({type(e).__name__}); image skipped"
     venv = python.parent.parent
     tag = f"{VLLM_IMAGE_REPO}:{VLLM_CPU}"
-    digest = hashlib.sha256(f"{venv}\n{(venv / 'freeze.txt').read_text()}".encode()).hexdigest()[:16]
+    # What the image is made of: the environment it runs and the programs it carries.
+    made_of = f"{venv}\n{' '.join(map(str, VLLM_IMAGE_PROGRAMS))}\n{(venv / 'freeze.txt').read_text()}"
+    digest = hashlib.sha256(made_of.encode()).hexdigest()[:16]
     try:
         img = client.images.get(tag)
         if img.labels.get("ruler.testbed.vllm") == digest:
