@@ -45,7 +45,8 @@ def template_shows_tools(probe: Probe, knobs: dict[str, Any]) -> bool | None:
 
 def tool_probe(probe: Probe, n: int, max_tokens: int, seed: int, knobs: dict[str, Any],
                tool_choice: str = "auto") -> dict[str, Any]:
-    """N weather questions with a tool schema; a success is a named call with JSON-object args."""
+    """N weather questions with a tool schema; a success is a named call whose arguments are a JSON object
+    (vLLM 0.32.0 with hermes and tool_choice required sent `"Paris"`, a JSON string, live)."""
     shown = template_shows_tools(probe, knobs)
     out: list[dict[str, Any]] = []
     for i in range(n):
@@ -61,7 +62,7 @@ def tool_probe(probe: Probe, n: int, max_tokens: int, seed: int, knobs: dict[str
         ok = bool(args) and all(a is not None for a in args)
         out.append({"prompt": prompt, "ok": ok, "tool_calls": r.tool_calls,
                     "content": r.content[:300],
-                    "why": "" if ok else ("no tool call" if not args else "arguments do not parse")})
+                    "why": "" if ok else ("no tool call" if not args else "arguments are no JSON object")})
     passed = sum(o["ok"] for o in out)
     return {"ok": passed, "n": n, "tool_choice": tool_choice, "template_shows_tools": shown,
             "tools": TOOLS, "calls": out}

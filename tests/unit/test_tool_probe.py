@@ -102,3 +102,15 @@ def test_verdicts_csv_counts_calls_only_where_the_count_stands(verdict: Verdict,
     tools = {"verdict": verdict, "summary": "whatever it said", "figures": figures}
     row = verdict_row("s1", "w", "axis", False, {Check.TOOL_PROBE: tools})
     assert row["tool_calls"] == column
+
+
+def test_arguments_that_are_a_json_string_are_no_call() -> None:
+    """vLLM 0.32.0, hermes, tool_choice required, live: the name constrained, the arguments `"Paris"`."""
+    class StringArgs(Stub):
+        def chat(self, client: Http, body: dict[str, Any]) -> ChatReply:
+            call = {"id": "c1", "type": "function", "function": {"name": "get_weather",
+                                                                 "arguments": '"Paris"'}}
+            return ChatReply("", None, 9, None, [call], "tool_calls", {})
+
+    report = tool_probe(probe_of(StringArgs(renders_tools=True, calls=True)), 2, 64, 1, {}, "required")
+    assert tool_verdict(report) == (Verdict.FAILED, "0/2 parseable tool calls (arguments are no JSON object)")
