@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_vllm_live import REPEAT, RULER, SPEC
 
 from engine.record.journal import read_events
+from tests.integration.test_vllm_live import REPEAT, RULER, SPEC
 
 DOCKER = """\
 name: vllm-docker
