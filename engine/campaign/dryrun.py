@@ -49,6 +49,9 @@ def cached_testbed() -> dict[str, str]:
     venv = testbed.vllm_venv_dir(root)
     if (venv / "manifest.json").is_file():
         out["testbed.vllm_python"] = str(venv / "bin" / "python")
+        out["testbed.vllm_env"] = str(venv)
+        # The tag `ruler testbed` gives the image it imports (whether it exists asks Docker).
+        out["testbed.vllm_image"] = f"{testbed.VLLM_IMAGE_REPO}:{testbed.VLLM_CPU}"
     model = testbed.vllm_model_dir(root)
     if (model / "manifest.json").is_file():
         out["testbed.vllm_model"] = str(model)

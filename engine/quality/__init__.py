@@ -29,7 +29,7 @@ teacher_forced  exact | close (p99 <= 0.05 nats) | differs
 self_score      repeat-identical | repeat-differs                    (controls)
 kl              above floor | at floor (lossy windows); floor (controls)
 no_effect       no observable effect | observable effect | undetermined (a row void or missing)
-tool_probe      ok | failed
+tool_probe      ok | failed | undetermined (the chat template renders no tools)
 drift           within noise | drift                                 (controls)
 any check       error | unsupported (the server cannot answer it)
 ==============  ==========================================================================

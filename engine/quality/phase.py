@@ -18,10 +18,10 @@ from engine.quality.control import ControlChecks
 from engine.quality.knobs import KNOB_PROMPTS, knob_check
 from engine.quality.probe import Probe, Stopped
 from engine.quality.reference import ReferenceStore
-from engine.quality.tools import tool_probe
+from engine.quality.tools import tool_probe, tool_verdict
 from engine.quality.verdicts import verdict_row, write_verdicts
 from engine.quality.window import WindowChecks
-from engine.record.events import CONTROL, Check, EventKind, QualityStatus, Verdict
+from engine.record.events import CONTROL, Check, EventKind, QualityStatus
 from engine.run.context import RunContext, WindowContext
 
 
@@ -111,8 +111,5 @@ class WindowRun(ControlChecks, WindowChecks):
         assert tp is not None
         report = tool_probe(self.probe, tp.n, tp.max_tokens, self.seed, self.knobs, tp.tool_choice)
         self.write("tools.json", report)
-        whys = sorted({c.get("why") or c.get("error", "") for c in report["calls"] if not c["ok"]})
-        summary = f"{report['ok']}/{report['n']} parseable tool calls" + (
-            f" ({'; '.join(whys)[:200]})" if whys else "")
-        verdict = Verdict.OK if report["ok"] == report["n"] else Verdict.FAILED
+        verdict, summary = tool_verdict(report)
         self.verdict(Check.TOOL_PROBE, verdict, summary, "tools.json", ok=report["ok"], n=report["n"])

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.record import results
-from engine.record.events import Check
+from engine.record.events import Check, Verdict
 
 VERDICTS = "verdicts.csv"
 VERDICT_COLUMNS = [
@@ -40,7 +40,10 @@ def verdict_row(session: str, window: str, axis: str, lossy: bool,
         "self_score": verdicts.get(Check.SELF_SCORE, {}).get("summary", ""),
         "kl_mean": fig(Check.KL, "mean"), "kl_p99": fig(Check.KL, "p99"), "kl_floor": fig(Check.KL, "floor"),
         "no_effect": word(Check.NO_EFFECT),
-        "tool_calls": tools["summary"].split(" ")[0] if tools else "",
+        # N/M parseable calls, or the verdict where no count stands (an error, a template blind to tools).
+        "tool_calls": (f"{fig(Check.TOOL_PROBE, 'ok')}/{fig(Check.TOOL_PROBE, 'n')}"
+                       if tools and tools["verdict"] in (Verdict.OK, Verdict.FAILED)
+                       else word(Check.TOOL_PROBE)),
         "reference": fig(Check.GREEDY, "reference") or "",
     }
 

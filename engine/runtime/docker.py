@@ -96,9 +96,9 @@ class DockerServer:
         _clear_name(self._dc, plan)
         volumes: dict[str, dict[str, str]] = {p: {"bind": p, "mode": "ro"} for p in plan.mounts}
         for spec in plan.volumes:
-            host, _, rest = spec.partition(":")
+            source, _, rest = spec.partition(":")
             bind, _, mode = rest.partition(":")
-            volumes[host] = {"bind": bind or host, "mode": mode or "rw"}
+            volumes[source] = {"bind": bind or source, "mode": mode or "rw"}
         assert plan.image is not None, "plan_launch gives every docker plan its image"
         try:
             self._c = self._dc.containers.create(

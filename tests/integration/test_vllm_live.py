@@ -2,9 +2,10 @@
 converted from the testbed's GGUF.
 
 A vLLM boot costs about a minute of both cores, so the module boots it three times in all: one
-server for the module (ngram speculation, ``VLLM_SERVER_DEV_MODE=1`` for the cache reset) serves
-the adapter's own calls and a campaign attached to it (``runtime: attach``: its windows cost no
-boot), which is also killed with SIGKILL and resumed; one campaign on the process runtime boots a
+server for the module (ngram speculation, ``VLLM_SERVER_DEV_MODE=1`` for the cache reset, the hermes
+tool parser, per-request acceptance) serves the adapter's own calls and two campaigns attached to
+it (``runtime: attach``: their windows cost no boot): one killed with SIGKILL and resumed, one at
+open-loop rates with SLOs and the tool-call probe; one campaign on the process runtime boots a
 control and a window, for the boot-fact diff and for what a stop leaves behind. ``--enforce-eager``
 everywhere: without it every boot spends most of its time in torch.compile.
 """
@@ -27,8 +28,15 @@ import httpx
 import pytest
 
 from engine import testbed as tb_mod
+from engine.method import stats
+from engine.quality.probe import Probe
+from engine.quality.tools import TEMPLATE_BLIND, tool_probe, tool_verdict
+from engine.record.events import Verdict
 from engine.record.journal import read_events
 from engine.record.liveness import engine_alive, read_pid
+from engine.record.receipts import read_rep
+from engine.run.load import measure_pass
+from engine.run.measure import recompute_row
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 from engine.servers import Readiness, get_adapter
@@ -41,6 +49,10 @@ pytestmark = pytest.mark.slow
 RULER = [sys.executable, "-m", "engine"]
 SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
 ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_SERVER_DEV_MODE": "1"}
+# The tool parser vLLM documents for ChatML's <tool_call> format (SmolLM2's template is ChatML),
+# and acceptance counts on each request's final usage chunk (metrics.speculative_decoding).
+TOOLS_AND_PER_REQUEST = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+                         "--per-request-spec-decode-metrics", "summary"]
 # Text that repeats itself, so that n-gram lookup finds drafts and some are accepted (SmolLM2
 # answers "The cat sat on the mat.", drafted from the prompt).
 REPEAT = "Repeat exactly: the cat sat on the mat, the cat sat on the mat, the cat sat on the mat."
@@ -53,7 +65,7 @@ class LiveServer:
         self.port = free_port()
         argv = [*vllm.command, "--model", str(vllm.model), "--max-model-len", "2048", "--dtype",
                 "bfloat16", "--enforce-eager", "--speculative-config", json.dumps(SPEC),
-                "--host", "127.0.0.1", "--port", str(self.port)]
+                *TOOLS_AND_PER_REQUEST, "--host", "127.0.0.1", "--port", str(self.port)]
         self.server = rp.ProcessServer(LaunchPlan("ruler-test-vllm-live", argv, ENV, {}, self.port))
         self.base_url = self.server.base_url
         self.lines: list[str] = []
@@ -208,6 +220,41 @@ def test_enable_thinking_renders_the_same_prompt(client: httpx.Client) -> None:
     assert plain == knob and plain.endswith("<|im_start|>assistant\n")
 
 
+def test_the_tool_probe_says_the_template_never_shows_the_schema(client: httpx.Client) -> None:
+    """hermes takes the requests, but SmolLM2's template has no tools variable: the rendered prompt
+    is the same with the schema and without, so no reply says anything of the tool path."""
+    probe = Probe(VLLMAdapter(), client, lambda: False)
+    auto = tool_probe(probe, 3, 48, 1, {}, "auto")
+    print(json.dumps([c.get("content") or c.get("tool_calls") for c in auto["calls"]]))
+    assert all("error" not in c for c in auto["calls"]), auto["calls"]  # the parser is on
+    assert auto["template_shows_tools"] is False
+    verdict, summary = tool_verdict(auto)
+    assert verdict == Verdict.UNDETERMINED and summary.startswith(TEMPLATE_BLIND), summary
+    # tool_choice required constrains the output to the parser's call format whatever the prompt
+    # showed: the template decides the verdict there too, not the count.
+    required = tool_probe(probe, 3, 128, 1, {}, "required")
+    print(json.dumps(required["calls"]))
+    assert all("error" not in c for c in required["calls"]), required["calls"]
+    assert tool_verdict(required)[0] == Verdict.UNDETERMINED
+
+
+def test_per_request_acceptance_on_the_final_usage_chunk(live: tuple[LiveServer, list[Readiness]],
+                                                         client: httpx.Client) -> None:
+    """--per-request-spec-decode-metrics summary: each streamed request's own drafted and accepted
+    tokens, read by the load generator, add up to what the counters moved by."""
+    adapter = VLLMAdapter()
+    before = adapter.spec_counters(metrics(client))
+    result = measure_pass(live[0].base_url, adapter, [REPEAT], 1, 3, 32,
+                          {"temperature": 0, "seed": 1}, {}, 120)
+    after = adapter.spec_counters(metrics(client))
+    assert before is not None and after is not None
+    accs = [r.get("acceptance") for r in result.records]
+    assert all(a is not None and a["drafted"] > 0 for a in accs), accs
+    assert sum(a["drafted"] for a in accs if a) == after["drafted"] - before["drafted"]
+    assert sum(a["accepted"] for a in accs if a) == after["accepted"] - before["accepted"]
+    assert sum(a["drafts"] for a in accs if a) == after["drafts"] - before["drafts"]
+
+
 # ---------------------------------------------------------------- a campaign attached to it
 
 ATTACHED = """\
@@ -336,6 +383,98 @@ def test_the_dead_knob_is_caught(attached_run: tuple[Path, list[dict[str, Any]]]
         assert "RULER SUSPECT: chat_template_kwargs" in v[(w, "knobs")]["summary"]
     rows = list(csv.DictReader((run / "throughput.csv").open()))
     assert {r["ruler_check"] for r in rows} == {"ruler suspect"}
+
+
+# ---------------------------------------------------------------- open-loop rates attached to it
+
+RATES = """\
+name: vllm-rates
+server: vllm
+runtime: attach
+attach:
+  url: {url}
+control:
+  args: {{}}
+windows:
+  - name: again
+    axis: the same server again (attach has no lifecycle)
+    change:
+      env: {{UNUSED: "1"}}
+sessions:
+  s1: [again]
+workload:
+  classes:
+    repeat: {{prompts: ["{repeat}"]}}
+  rate: [1, 16]
+  reps: 2
+  requests_per_rep: 6
+  max_tokens: 24
+  cache: flush
+  sampling: {{temperature: 0, seed: 1234}}
+  slo: {{ttft_ms: 1000, tpot_ms: 200}}
+leak: {{min_concurrency: 64, spread: 0.5, max_reruns: 0}}
+quality:
+  greedy: {{n: 2, max_tokens: 8}}
+  teacher_forced: {{top_k: 5, positions: 2}}
+  tool_probe: {{n: 3, max_tokens: 48}}
+timeouts: {{boot: 120, request: 120}}
+"""
+RATES_SLO = stats.Slo(1000, 200)
+
+
+@pytest.fixture(scope="module")
+def rates_run(live: tuple[LiveServer, list[Readiness]], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("vllm-rates")
+    spec = tmp / "rates.yaml"
+    spec.write_text(RATES.format(url=live[0].base_url, repeat=REPEAT))
+    out = subprocess.run([*RULER, "run", str(spec), "--headless", "--results-dir", str(tmp / "results")],
+                         capture_output=True, text=True, timeout=900)
+    print(out.stdout[-3000:], out.stderr[-2000:])
+    assert out.returncode == 0, out.stderr
+    return next((tmp / "results").iterdir())
+
+
+@pytest.mark.timeout(900)
+def test_goodput_at_open_loop_rates_from_the_receipts(rates_run: Path) -> None:
+    rows = {(r["window"], r["rate"]): r for r in csv.DictReader((rates_run / "throughput.csv").open())}
+    print(json.dumps({f"{w} {k}": {c: r[c] for c in ("achieved_rps", "goodput_rps", "ttft_p50",
+                                                      "tpot_p50", "accept_rate")}
+                      for (w, k), r in rows.items()}, indent=1))
+    assert sorted(rows) == [("again", "1.0"), ("again", "16.0"), ("control", "1.0"), ("control", "16.0")]
+    for row in rows.values():
+        assert row["concurrency"] == "0" and row["status"] in ("ok", "noisy"), row
+        assert 0 <= float(row["goodput_rps"]) <= float(row["achieved_rps"]), row
+        again = stats_row(rates_run, row)
+        for col in ("achieved_rps", "goodput_rps", "ttft_p50", "ttft_p99", "itl_p99", "tpot_p50",
+                    "accept_rate", "accept_len"):
+            assert float(row[col]) == again[col], col
+        assert row["accept_source"] == "metrics"
+
+
+def stats_row(run: Path, row: dict[str, str]) -> dict[str, Any]:
+    return recompute_row(run, row["source"], 0, stats.LeakPolicy(64, 0.5, 0), RATES_SLO)
+
+
+def test_each_rep_request_carries_its_own_acceptance(rates_run: Path) -> None:
+    for row in csv.DictReader((rates_run / "throughput.csv").open()):
+        for path in row["source"].split(";"):
+            header, records = read_rep(rates_run / path)
+            accs = [r.get("acceptance") for r in records]
+            assert accs and all(a is not None for a in accs), path
+            delta = header["metrics_delta"]
+            assert sum(a["drafted"] for a in accs if a) == delta["drafted"], path
+            assert sum(a["accepted"] for a in accs if a) == delta["accepted"], path
+
+
+def test_the_tool_probe_in_a_campaign_names_the_template(rates_run: Path) -> None:
+    v = {(e["window"], e["check"]): e for e in kinds(events(rates_run), "verdict")}
+    for w in ("control", "again"):
+        tools = v[(w, "tool_probe")]
+        assert tools["verdict"] == "undetermined" and tools["summary"].startswith(TEMPLATE_BLIND), tools
+        report = json.loads((rates_run / tools["file"]).read_text())
+        assert report["template_shows_tools"] is False and report["n"] == 3
+    rows = list(csv.DictReader((rates_run / "verdicts.csv").open()))
+    assert {r["tool_calls"] for r in rows} == {"undetermined"}
 
 
 # ---------------------------------------------------------------- its own servers

@@ -126,11 +126,13 @@ class VLLMClient(ServerClient):
 
     def render_chat(self, client: Http, messages: list[dict[str, Any]],
                     knobs: dict[str, Any]) -> str:
-        # /tokenize renders with chat_template_kwargs; other knobs ride along as the chat
-        # endpoint would merge them into the template variables.
+        # /tokenize renders with chat_template_kwargs and takes tools as the chat endpoint does;
+        # other knobs ride along as the chat endpoint would merge them into the template variables.
+        top = ("chat_template_kwargs", "tools")
         kwargs = dict(knobs.get("chat_template_kwargs") or {})
-        kwargs.update({k: v for k, v in knobs.items() if k != "chat_template_kwargs"})
-        body = {"messages": messages, "add_generation_prompt": True, "chat_template_kwargs": kwargs}
+        kwargs.update({k: v for k, v in knobs.items() if k not in top})
+        body = {"messages": messages, "add_generation_prompt": True, "chat_template_kwargs": kwargs,
+                **({"tools": knobs["tools"]} if "tools" in knobs else {})}
         ids = token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
         text = as_text(post_json(client, "/detokenize", {"tokens": ids})["prompt"], "/detokenize prompt")
         self._rendered.remember(text, ids)

@@ -47,10 +47,13 @@ Fact keys
   KV cache on node 0.`` (``VLLM_CPU_KVCACHE_SPACE`` over the node's free memory):
   ``kv.space_gib``; ``Filesystem type for checkpoints: EXT4. Checkpoint size: 0.25 GiB.
   Available RAM: 20.93 GiB.``: ``weights.checkpoint_gib``; ``Using LBHNC KV cache layout.``:
-  ``kv.layout``. The node's free memory and the machine's available RAM change from boot to boot
-  and are left out: a fact of them would make every window differ from its control.
-- Lines that are not facts: the route list (``Route: /v1/models, Methods: GET``) and ``No
-  available shared memory broadcast block found in 60 seconds`` (a slow step on a busy machine).
+  ``kv.layout``; ``Using fp8 data type to store kv cache. ...`` (``--kv-cache-dtype fp8``):
+  ``kv.cache_dtype``. The node's free memory and the machine's available RAM change from boot to
+  boot and are left out: a fact of them would make every window differ from its control.
+- Lines that are not facts: ``non-default args: {...}`` (the port differs every boot; the engine's
+  config line has what the arguments became), the route list (``Route: /v1/models, Methods: GET``)
+  and ``No available shared memory broadcast block found in 60 seconds`` (a slow step on a busy
+  machine).
 - Other boot-looking lines: ``unparsed.<8 hex>`` (see :func:`engine.servers.common.unparsed_fact`).
 """
 
@@ -104,7 +107,10 @@ _KV_SPACE_RE = re.compile(r"^Explicitly set \((?P<gib>" + NUMBER + r")/" + NUMBE
 _CHECKPOINT_RE = re.compile(r"^Filesystem type for checkpoints: \S+ Checkpoint size: (?P<gib>" + NUMBER
                             + r") GiB")
 _KV_LAYOUT_RE = re.compile(r"^Using (?P<layout>\w+) KV cache layout")
-_NOT_FACT_RE = re.compile(r"^Route: /|^No available shared memory broadcast block found")
+_KV_DTYPE_RE = re.compile(r"^Using (?P<dtype>\w+) data type to store kv cache")
+# The command line as parsed (the engine's config line carries what it became) names the port,
+# which differs every boot; a route of the API; a slow step on a busy machine.
+_NOT_FACT_RE = re.compile(r"^non-default args: |^Route: /|^No available shared memory broadcast block found")
 _ENGINE_STATS_RE = re.compile(r"^Engine \d+: .*?Avg generation throughput: (?P<tps>" + NUMBER + r") tokens/s")
 
 _ERROR_WORDS_RE = re.compile(
@@ -186,6 +192,8 @@ class VLLMLogs(LogReader):
             add("weights.checkpoint_gib", num(m["gib"]))
         elif m := _KV_LAYOUT_RE.search(msg):
             add("kv.layout", m["layout"])
+        elif m := _KV_DTYPE_RE.search(msg):
+            add("kv.cache_dtype", m["dtype"])
         else:
             return bool(_NOT_FACT_RE.search(msg))
         return True

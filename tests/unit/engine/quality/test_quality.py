@@ -186,7 +186,8 @@ def test_verdict_row_and_csv(tmp_path: Path) -> None:
         "teacher_forced": {"verdict": "differs", "figures": {"p50": 0.01, "p99": 0.4,
                                                              "max": 1.2, "floored": 3}},
         "kl": {"verdict": "above floor", "figures": {"mean": 0.05, "p99": 0.3, "floor": 0.0}},
-        "tool_probe": {"verdict": "ok", "summary": "10/10 parseable tool calls"},
+        "tool_probe": {"verdict": "ok", "summary": "10/10 parseable tool calls",
+                       "figures": {"ok": 10, "n": 10}},
     }
     row = verdict_row("s1", "w3", "fused verify", True, verdicts)
     assert row["greedy"] == "19/20" and row["first_divergence"] == 4

@@ -61,6 +61,14 @@ def test_live_cpu_boot() -> None:
     assert facts.errors == []
 
 
+def test_the_parsed_command_line_is_no_fact() -> None:
+    """Live, with --kv-cache-dtype fp8: the line looked like a boot fact and, naming the port,
+    differed from every other boot's (the engine's config line is where the flags are read)."""
+    line = ("(APIServer pid=5308) INFO 12-01 23:40:31 [api_utils.py:286] non-default args: {'host': "
+            "'127.0.0.1', 'port': 40199, 'model': '/m', 'kv_cache_dtype': 'fp8'}")
+    assert facts_of(line) == {}
+
+
 def test_a_refused_config_shows_its_reason_first() -> None:
     """The CPU build refusing --max-model-len 100000 at boot (live): the error lines begin with the
     reason under pydantic's header, not with the traceback's or the ValidationError's header."""

@@ -11,6 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 VLLM: dict[str, tuple[str, dict[str, Any]]] = {
+    "cpu-fp8-kv-cache-live": (
+        "(EngineCore pid=5831) INFO 12-01 23:40:48 [cache.py:231] Using fp8 data type to store kv "
+        "cache. It reduces the GPU memory footprint and boosts the performance. Meanwhile, it may "
+        "cause accuracy drop without a proper scaling factor", {"kv.cache_dtype": "fp8"}),
     "loading-weights-issue": (
         "[2025-08-12T08:42:38Z] (EngineCore_0 pid=13564) INFO 08-12 01:42:38 [default_loader.py:262] "
         "Loading weights took 5.43 seconds", {"weights.load_s": 5.43}),
