@@ -37,28 +37,17 @@ from engine.record.events import UP_WINDOWS, EventKind, RowStatus, RunStatus
 from engine.record.journal import Event
 from engine.record.state import RunState, apply
 from engine.servers import get_adapter
-from tui.columns import windows_width
-from tui.facts import facts_lines
-from tui.fmt import Seg, fmt_tok, steered
-from tui.follow import Batch, Follower, Link, LogView, engine_pid, pid_alive, probe
-from tui.header import header_lines
-from tui.logview import LineClassifier, ServingView
-from tui.plan import LoadPlan, frozen_noise, load_plan
-from tui.reps import REP_COLS, REP_COLUMNS, rep_series, row_cells, window_series
-from tui.sessions import keyed_session, running_sessions, session_args, session_paused
-from tui.versus import bars_lines, delta_cells
-from tui.widgets import (
-    BootLog,
-    ConfirmAbort,
-    FollowTable,
-    HelpScreen,
-    Panel,
-    RepBars,
-    lines_text,
-    tag_styles,
-    to_text,
-)
-from tui.windows import (
+from tui.core.columns import windows_width
+from tui.core.facts import facts_lines
+from tui.core.fmt import Seg, fmt_tok, steered
+from tui.core.follow import Batch, Follower, Link, LogView, engine_pid, pid_alive, probe
+from tui.core.header import header_lines
+from tui.core.logview import LineClassifier, ServingView
+from tui.core.plan import LoadPlan, frozen_noise, load_plan
+from tui.core.reps import REP_COLS, REP_COLUMNS, rep_series, row_cells, window_series
+from tui.core.sessions import keyed_session, running_sessions, session_args, session_paused
+from tui.core.versus import bars_lines, delta_cells
+from tui.core.windows import (
     WINDOW_COLS,
     campaign_summary,
     focus_window,
@@ -67,6 +56,11 @@ from tui.windows import (
     window_rows,
     window_status,
 )
+from tui.widgets.dialogs import ConfirmAbort, HelpScreen
+from tui.widgets.log import BootLog
+from tui.widgets.panels import Panel, RepBars
+from tui.widgets.tables import FollowTable
+from tui.widgets.text import lines_text, tag_styles, to_text
 
 Probe = Callable[[Path, "int | None"], Link]
 Send = Callable[..., dict[str, Any]]

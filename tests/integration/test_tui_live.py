@@ -17,7 +17,7 @@ from engine.errors import EXIT_STOPPED
 from engine.record.journal import read_events
 from tests.console import live_marked, screen_text, table_text, until
 from tui.app import RulerConsole
-from tui.widgets import BootLog
+from tui.widgets.log import BootLog
 
 # Slow: each test drives a real engine's campaign, over ten seconds.
 pytestmark = pytest.mark.slow

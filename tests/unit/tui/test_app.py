@@ -34,11 +34,12 @@ from engine.servers import get_adapter
 from tests.console import live_marked, screen_text, settled, table_text, until
 from tests.paths import FIXTURES
 from tui.app import RulerConsole, farewell
-from tui.follow import Link
-from tui.logview import ServingView
-from tui.reps import REP_COLS
-from tui.widgets import BootLog, FollowTable
-from tui.windows import WINDOW_COLS
+from tui.core.follow import Link
+from tui.core.logview import ServingView
+from tui.core.reps import REP_COLS
+from tui.core.windows import WINDOW_COLS
+from tui.widgets.log import BootLog
+from tui.widgets.tables import FollowTable
 
 JOURNALS = FIXTURES / "journals"
 REPLIES = {"abort": "aborting: the current server is stopped (a container is kept); rows in "
@@ -667,7 +668,7 @@ async def test_every_width_from_80_to_200_lays_out_cleanly(tmp_path: Path) -> No
 SNAPSHOTS = ["booting", "measuring", "rejected", "finished", "places"]
 
 
-# 80x24 in tmux is the floor; every width up to 200 must lay out cleanly (tui.columns.fit_columns).
+# 80x24 in tmux is the floor; every width up to 200 must lay out cleanly (tui.core.columns.fit_columns).
 SIZES = [(80, 24), (100, 30), (120, 40), (160, 48)]
 
 
@@ -719,7 +720,7 @@ async def test_the_help_scrolls_to_its_last_mark_at_80x24(tmp_path: Path) -> Non
 async def test_rep_bars_start_at_zero() -> None:
     from textual.app import App, ComposeResult
 
-    from tui.widgets import RepBars
+    from tui.widgets.panels import RepBars
 
     class Bars(App[None]):
         CSS = "RepBars { width: 6; height: 1; }"
