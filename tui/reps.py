@@ -7,9 +7,9 @@ import statistics
 from typing import Any
 
 from engine.method.leak import spread
-from engine.record.events import LIVE_ROWS, RowStatus
 from engine.record.figures import FIGURES
 from engine.record.state import RowState, RunState
+from engine.words import LIVE_ROWS, RowStatus
 from tui.columns import Col
 from tui.fmt import Seg, fmt_tok, fmt_turns
 from tui.windows import window_rows
