@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.record import results
-from engine.record.events import CONTROL, WindowStatus
-from engine.record.state import load_text
 from engine.report.run import Row, RunView
+from engine.words import CONTROL, WindowStatus, load_text
 
 DPI = 110
 # A day-long campaign has hundreds of windows: past these, a chart keeps every bar in a PNG of a
