@@ -40,16 +40,16 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import testbed  # noqa: E402
-from engine.campaign.load import load_campaign  # noqa: E402
-from engine.campaign.plan import plan_launch  # noqa: E402
-from engine.campaign.sources.item import plain_item  # noqa: E402
-from engine.method import stats  # noqa: E402
-from engine.run.load import measure_pass  # noqa: E402
-from engine.runtime import process as rp  # noqa: E402
-from engine.runtime.base import LaunchPlan, free_port  # noqa: E402
-from engine.servers.llamacpp import LlamaCppAdapter  # noqa: E402
-from engine.words import CONTROL  # noqa: E402
+from engine import testbed
+from engine.campaign.load import load_campaign
+from engine.campaign.plan import plan_launch
+from engine.campaign.sources.item import plain_item
+from engine.method import stats
+from engine.run.load import measure_pass
+from engine.runtime import process as rp
+from engine.runtime.base import LaunchPlan, free_port
+from engine.servers.llamacpp import LlamaCppAdapter
+from engine.words import CONTROL
 
 PROMPTS = ["Write a short story about a lighthouse keeper.",
            "Explain how a hash map works, step by step.",

@@ -148,7 +148,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: FakeLlama
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: Any) -> None:  # the stdlib's name
         pass
 
     def _json(self, status: int, body: object) -> None:
@@ -159,7 +159,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:  # the stdlib's name
         s = self.server.handle
         if self.path == "/health":
             if s.booted.is_set() and s.behaviour.ready:
@@ -177,7 +177,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(404, {"error": {"message": "File Not Found", "code": 404}})
 
-    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_POST(self) -> None:  # the stdlib's name
         s = self.server.handle
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         if self.path == "/v1/chat/completions":
