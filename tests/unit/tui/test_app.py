@@ -29,7 +29,7 @@ from engine.control import CommandRefused, ControlServer
 from engine.record import snapshot
 from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, fold, fold_read
-from engine.record.writer import Journal
+from engine.record.writer import JournalWriter
 from engine.servers import get_adapter
 from tests.console import live_marked, screen_text, settled, table_text, until
 from tests.paths import FIXTURES
@@ -65,7 +65,7 @@ class StandIn:
     def __init__(self, run: Path) -> None:
         self.run = run
         self.got: list[tuple[str, list[str]]] = []
-        self.journal = Journal(run / "journal.jsonl")
+        self.journal = JournalWriter(run / "journal.jsonl")
         self.server = ControlServer(run, self.handle)
 
     def handle(self, cmd: str, args: list[str], who: dict[str, Any]) -> str:
@@ -510,7 +510,7 @@ async def test_the_first_frame_shows_the_run_its_snapshot_holds(tmp_path: Path) 
     while the follower read it, then everything drawn again): with no batch from the follower at
     all, the windows and reps on screen are those of the whole journal."""
     run = recorded("finished", tmp_path)
-    Journal(run / "journal.jsonl").close()  # the snapshot the engine leaves when it stops
+    JournalWriter(run / "journal.jsonl").close()  # the snapshot the engine leaves when it stops
     link, now = Link(True, "recorded"), last_ts(run) + 5
     app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
     async with app.run_test(size=(120, 40)) as pilot:
