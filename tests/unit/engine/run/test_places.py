@@ -572,7 +572,7 @@ def test_a_rerun_for_a_place_done_with_its_sessions_boots_there_while_another_pl
         tmp: Path) -> None:
     """Place a has run s1 (whose control row went void) and has no session left; place b still
     runs s2. The operator's rerun of s1's row boots s1's control again on a, its session's box
-    (it used to wait for a place that had stopped taking work, and never ran)."""
+    (it does not wait for a place that has stopped taking work)."""
 
     go = threading.Event()
     hooks = Hooks()
