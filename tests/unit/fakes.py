@@ -1,7 +1,7 @@
 """A FAKE llama-server and a FAKE runtime, in-process, for the unit tier's run-loop tests.
 
 Nothing here is llama.cpp: :class:`FakeLlama` is a ``ThreadingHTTPServer`` that answers what the
-engine asks of llama-server (engine/servers/llamacpp/client.py, engine/run/load.py, engine/run/boot.py,
+engine asks of llama-server (engine/servers/llamacpp/client.py, engine/run/loadgen.py, engine/run/boot.py,
 engine/run/measure.py, engine/quality) with a toy deterministic "model", so that every path of the
 run loop (void, rerun, resume, advance, abort, a dying server, a boot that never becomes ready)
 runs in seconds and on cue. The behaviours a real server cannot be made to show on cue (a slow

@@ -18,7 +18,7 @@ from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.sources.item import plain_item
 from engine.method import stats
 from engine.record.receipts import read_rep
-from engine.run.load import arrival_times, measure_pass
+from engine.run.loadgen import arrival_times, measure_pass
 from engine.run.measure import recompute_row
 from engine.runtime.base import LaunchPlan
 from engine.servers import get_adapter
