@@ -123,6 +123,9 @@ class Behaviour:
     inert_knobs: set[str] = field(default_factory=set)  # knobs the fake's "template" ignores
     stream_status: int = 200  # another: each streamed chat request is answered with it, an error
     malformed_stream: bool = False  # each streamed chat request's events are not JSON
+    # Each streamed chat request holds after its first token until the barrier's parties are all
+    # in flight: only that many sent at once (an open loop, or as many workers) get through.
+    together: threading.Barrier | None = None
 
 
 def log_for(plan: LaunchPlan) -> Path:
@@ -246,6 +249,11 @@ class _Handler(BaseHTTPRequestHandler):
             if b.hang and i == 1:
                 s.ended.wait()
                 return
+            if b.together is not None and i == 1:
+                try:
+                    b.together.wait()
+                except threading.BrokenBarrierError:  # the server ended first
+                    return
             delta = {"choices": [{"index": 0, "delta": {"content": piece(t)}, "finish_reason": None}]}
             self.wfile.write(b"data: " + json.dumps(delta).encode() + b"\n\n")
             self.wfile.flush()
@@ -385,6 +393,8 @@ class FakeServer:
                 return
             self.code = code
             self.ended.set()
+        if self.behaviour.together is not None:
+            self.behaviour.together.abort()  # a stream held there ends with the server
         self.http.shutdown()
         self.http.server_close()
 
