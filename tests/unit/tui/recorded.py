@@ -17,7 +17,7 @@ from typing import Any
 from engine.control import CommandRefused, ControlServer
 from engine.record.journal import read_events
 from engine.record.state import fold
-from engine.record.writer import Journal
+from engine.record.writer import JournalWriter
 from tests.paths import FIXTURES
 
 JOURNALS = FIXTURES / "journals"
@@ -44,7 +44,7 @@ class StandIn:
     def __init__(self, run: Path) -> None:
         self.run = run
         self.got: list[tuple[str, list[str]]] = []
-        self.journal = Journal(run / "journal.jsonl")
+        self.journal = JournalWriter(run / "journal.jsonl")
         self.server = ControlServer(run, self.handle)
 
     def handle(self, cmd: str, args: list[str], who: dict[str, Any]) -> str:

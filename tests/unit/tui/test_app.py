@@ -27,7 +27,7 @@ from engine.commands.invocation import ruler_command
 from engine.record import snapshot
 from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, fold, fold_read
-from engine.record.writer import Journal
+from engine.record.writer import JournalWriter
 from engine.servers import get_adapter
 from tests.console import live_marked, screen_text, settled, table_text, until
 from tests.unit.tui.recorded import JOURNALS, REPLIES, StandIn, append, last_ts, recorded, stable
@@ -480,7 +480,7 @@ async def test_the_first_frame_shows_the_run_its_snapshot_holds(tmp_path: Path) 
     while the follower read it, then everything drawn again): with no batch from the follower at
     all, the windows and reps on screen are those of the whole journal."""
     run = recorded("finished", tmp_path)
-    Journal(run / "journal.jsonl").close()  # the snapshot the engine leaves when it stops
+    JournalWriter(run / "journal.jsonl").close()  # the snapshot the engine leaves when it stops
     link, now = Link(True, "recorded"), last_ts(run) + 5
     app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -21,7 +21,7 @@ from engine.record import snapshot
 from engine.record.events import EventKind
 from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, apply, fold, fold_read
-from engine.record.writer import Journal
+from engine.record.writer import JournalWriter
 from engine.words import RowStatus, SessionStatus, Verdict, WindowStatus
 from tests.paths import FIXTURES
 from tui.core.columns import fit_columns
@@ -57,14 +57,14 @@ def test_tail_hands_out_complete_lines_only(tmp_path: Path) -> None:
 def test_tail_goes_on_after_a_torn_journal_tail_is_cut(tmp_path: Path) -> None:
     """The engine cuts a torn last line on resume; nothing is read twice or lost."""
     p = tmp_path / "journal.jsonl"
-    j = Journal(p)
+    j = JournalWriter(p)
     j.append("a")
     j.close()
     with p.open("ab") as f:
         f.write(b'{"seq":2,"ts":1,"ki')  # the write a kill -9 interrupted
     t = Tail(p)
     assert [json.loads(x)["kind"] for x in t.read(1 << 20)] == ["a"]
-    j = Journal(p)  # resume: truncates the torn line, appends after it
+    j = JournalWriter(p)  # resume: truncates the torn line, appends after it
     j.append("b")
     j.close()
     assert [json.loads(x)["kind"] for x in t.read(1 << 20)] == ["b"]
@@ -337,7 +337,7 @@ def test_a_replaced_journal_starts_over_from_its_own_snapshot(tmp_path: Path) ->
         n = len(got.batches)
         other = tmp_path / "other.jsonl"
         other.write_bytes((JOURNALS / "finished/journal.jsonl").read_bytes())
-        Journal(other).close()  # its writer leaves a snapshot of all of it
+        JournalWriter(other).close()  # its writer leaves a snapshot of all of it
         snapshot.path_of(other).replace(snapshot.path_of(run / "journal.jsonl"))
         other.replace(run / "journal.jsonl")
         got.wait(lambda bs: any(b.base is not None for b in bs[n:]) and bs[-1].caught_up)
