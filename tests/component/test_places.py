@@ -1,7 +1,7 @@
 """Sessions in parallel on places (engine.run.runner's lanes) against a FAKE server.
 
 The real Runner, phases, journal, fold, receipts, operator and ``ruler status`` run here; only the
-servers are fakes (tests/unit/fakes.py: an in-process stand-in for llama-server, and its runtime).
+servers are fakes (tests/component/fakes.py: an in-process stand-in for llama-server, and its runtime).
 Where a test needs two windows up at once it holds each control's start (``FakeRuntime.start``,
 called on the place's own thread, outside the journal's lock) until both places have started one:
 the overlap is then certain, not a matter of timing. The same paths on real servers, Docker over
@@ -34,8 +34,9 @@ from engine.record.state import fold
 from engine.report import load_run, render
 from engine.run.measure import Measurement
 from engine.runtime.base import Host, LaunchError, LaunchPlan
-from tests.unit.fakes import Behaviour, FakeRuntime, Hooks
-from tests.unit.helpers import CTX, LEAKY, PACE, SLOW, WHO, campaign, events, runner
+from tests.campaigns import CTX, LEAKY, campaign
+from tests.component.fakes import Behaviour, FakeRuntime, Hooks
+from tests.component.helpers import PACE, SLOW, WHO, events, runner
 
 pytestmark = pytest.mark.timeout(60)
 PLACES = [{"name": "a", "cpus": "0"}, {"name": "b", "cpus": "1"}]
