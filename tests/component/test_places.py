@@ -475,7 +475,7 @@ workload:
 
 
 def test_a_process_place_runs_its_server_on_its_own_gpus_only(tmp_path: Path) -> None:
-    from engine.campaign.plan import plan_launch
+    from engine.campaign.plan import WindowStart, plan_launch
     from engine.run.gpuwatch import window_gpus
     from engine.servers import get_adapter
 
@@ -483,8 +483,8 @@ def test_a_process_place_runs_its_server_on_its_own_gpus_only(tmp_path: Path) ->
     path.write_text(GPU_PLACES)
     campaign = load_campaign(path)
     for place in campaign.places:
-        plan = plan_launch(campaign, get_adapter("llamacpp"), "process", "r.abcd", "s1", "ctx", {},
-                           place=place)
+        plan = plan_launch(campaign, get_adapter("llamacpp"),
+                           WindowStart("process", "r.abcd", "s1", "ctx", place=place))
         # The place's ids win over the campaign's env: a session never reaches the other place's GPU.
         assert isinstance(place.gpus, tuple)
         assert plan.env["CUDA_VISIBLE_DEVICES"] == ",".join(map(str, place.gpus))

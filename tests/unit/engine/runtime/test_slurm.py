@@ -25,7 +25,7 @@ import yaml
 
 from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
-from engine.campaign.plan import plan_launch
+from engine.campaign.plan import WindowStart, plan_launch
 from engine.commands.progress import format_event
 from engine.record.events import EventKind
 from engine.record.journal import read_events
@@ -184,9 +184,10 @@ VARS = {"testbed.image": "img", "testbed.llama_server": "/opt/llama-server",
 
 def plan_for(path: Path, window: str = "ctx", node: str | None = "node7") -> LaunchPlan:
     campaign = load_campaign(path)
-    return plan_launch(campaign, get_adapter(campaign.server), "slurm", "2026-12-01-sltry.abcd1234",
-                       "s1", window, VARS, {"HF_TOKEN": TOKEN, "API_KEY": API_KEY},
-                       workdir=Path("/shared/results/run/windows") / f"s1-{window}", node=node)
+    return plan_launch(campaign, get_adapter(campaign.server), WindowStart(
+        "slurm", "2026-12-01-sltry.abcd1234", "s1", window, VARS,
+        {"HF_TOKEN": TOKEN, "API_KEY": API_KEY},
+        workdir=Path("/shared/results/run/windows") / f"s1-{window}", node=node))
 
 
 SECRETS = {"HF_TOKEN": TOKEN, "API_KEY": API_KEY}
@@ -677,9 +678,10 @@ def test_a_place_with_a_gpu_count_is_its_sessions_share_of_the_node(tmp_path: Pa
 
     campaign = load_campaign(slurm_campaign(tmp_path, "process", gres="gpu:8", exclusive=False))
     half = Place(name="n7a", node="node7", gpus=4)
-    plan = plan_launch(campaign, get_adapter(campaign.server), "slurm", "2026-12-01-sltry.abcd1234",
-                       "s1", "ctx", VARS, {"HF_TOKEN": TOKEN, "API_KEY": API_KEY},
-                       workdir=Path("/shared/run/windows/s1-ctx"), node="node7", place=half)
+    plan = plan_launch(campaign, get_adapter(campaign.server), WindowStart(
+        "slurm", "2026-12-01-sltry.abcd1234", "s1", "ctx", VARS,
+        {"HF_TOKEN": TOKEN, "API_KEY": API_KEY}, workdir=Path("/shared/run/windows/s1-ctx"),
+        node="node7", place=half))
     script = job_script(plan, plan.workdir or Path(), SECRETS)
     assert "#SBATCH --gres=gpu:4\n" in script and "gpu:8" not in script
     assert "#SBATCH --nodelist=node7\n" in script and "--exclusive" not in script
