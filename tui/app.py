@@ -35,6 +35,7 @@ from textual.widgets import DataTable, Footer, Input
 from textual.worker import get_current_worker
 
 from engine import control
+from engine.commands.eta import LoadPlan, load_plan
 from engine.commands.invocation import ruler_command
 from engine.record.events import EventKind
 from engine.record.journal import Event
@@ -49,7 +50,7 @@ from tui.core.fmt import Seg, fmt_tok, steered
 from tui.core.follow import Batch, Follower, Link, engine_pid, pid_alive, probe
 from tui.core.header import header_lines
 from tui.core.logview import LineClassifier, ServingView
-from tui.core.plan import LoadPlan, frozen_leak, load_plan
+from tui.core.plan import frozen_leak
 from tui.core.reps import MEDIAN, REP_COLS, REP_COLUMNS, SPREAD, rep_series, row_cells, window_series
 from tui.core.selection import LogWatch, Selection
 from tui.core.sessions import keyed_session, running_sessions, session_args, session_paused

@@ -44,6 +44,9 @@ def cached_testbed() -> dict[str, str]:
     out: dict[str, str] = {}
     if binary.is_file() and (binary.parent / "manifest.json").is_file():
         out["testbed.llama_server"] = str(binary)
+        # The tag `ruler testbed` gives the image it imports from that build (whether it exists
+        # asks Docker): resolved where the model paths are, not left as ${testbed.image}.
+        out["testbed.image"] = f"{testbed.IMAGE_REPO}:{testbed.LLAMA_CPP_PYTHON}"
     if (models / "manifest.json").is_file():
         out["testbed.models"] = str(models)
     venv = testbed.vllm_venv_dir(root)

@@ -136,13 +136,13 @@ def _cmd_attach(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from engine.report import cmd_report
 
-    return cmd_report(args.run_dir)
+    return cmd_report(args.run_dir, args.html)
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from engine.report.compare import cmd_compare
 
-    return cmd_compare(args.run_dirs, args.json, args.allow_different)
+    return cmd_compare(args.run_dirs, args.json, args.allow_different, args.shared)
 
 
 def _cmd_prune(args: argparse.Namespace) -> int:
@@ -227,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("report", help="write report.md and PNG charts into a run directory")
     rp.add_argument("run_dir")
+    rp.add_argument("--html", action="store_true",
+                    help="also report.html: one self-contained page (charts inlined, tables sortable)")
     rp.set_defaults(func=_cmd_report)
 
     cp = sub.add_parser("compare", help="the same rows of several runs side by side, with deltas")
@@ -235,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--allow-different", action="store_true",
                     help="give deltas between rows that differ in what shapes the figures "
                          "(prompts, max_tokens, sampling, knobs, load, cache, server and its args)")
+    cp.add_argument("--shared", action="store_true",
+                    help="only the rows every run has (a window or load one run lacks is left out)")
     cp.set_defaults(func=_cmd_compare)
 
     pr = sub.add_parser("prune", help="remove the containers kept by runs that are over")

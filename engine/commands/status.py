@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from engine.commands.eta import elapsed, eta, load_plan
+from engine.commands.invocation import ruler_command
 from engine.record import results
 from engine.record.journal import Damage, damage_report
 from engine.record.liveness import engine_alive, read_pid
@@ -18,6 +21,7 @@ from engine.words import CONTROL, LIVE_ROWS, RowStatus, RunStatus, WindowStatus
 def summary(run_dir: Path) -> dict[str, Any]:
     st = fold_journal(run_dir / results.JOURNAL)
     rows = list(st.rows.values())
+    # In flight: a row begun and not complete while the engine runs (after a kill: where it stopped).
     live = [r for r in rows if not r.complete and r.attempt]
     shape = live[-1] if live else None
     last_rep = None
@@ -30,6 +34,8 @@ def summary(run_dir: Path) -> dict[str, Any]:
             break
     counts = Counter(r.status for r in rows)
     alive = engine_alive(run_dir)
+    plan = load_plan(st)
+    left = eta(st, plan, time.time()) if alive and st.status == RunStatus.RUNNING else None
     return {
         "run_dir": str(run_dir),
         "campaign": st.campaign,
@@ -42,8 +48,12 @@ def summary(run_dir: Path) -> dict[str, Any]:
             "attempt": shape.attempt if shape else None,
             "reps_done": len(shape.reps.get(shape.attempt, {})) if shape else None,
         },
-        "rows": {str(s): counts[s] for s in RowStatus  # as row_done left them
+        # As row_done left them; "total": the rows begun so far, "planned": every window's shapes.
+        "rows": {str(s): counts[s] for s in RowStatus
                  if s not in LIVE_ROWS and s != RowStatus.PENDING} | {"total": len(rows)},
+        "planned_rows": len(st.windows) * plan.shapes if plan.shapes is not None else None,
+        "elapsed_s": elapsed(st, time.time()),
+        "eta_s": left,
         "sessions": running_sessions(st, rows),
         "windows": {k: w.status for k, w in st.windows.items()},
         # A batch job waiting in its scheduler's queue: its job and Slurm's reason ("" for none yet).
@@ -71,16 +81,36 @@ def running_sessions(st: RunState, rows: list[RowState]) -> list[dict[str, Any]]
     return out
 
 
+def fmt_secs(s: float) -> str:
+    s = max(0, int(s))
+    h, rem = divmod(s, 3600)
+    return f"{h}:{rem // 60:02d}:{rem % 60:02d}" if h else f"{rem // 60}:{rem % 60:02d}"
+
+
 def format_summary(s: dict[str, Any]) -> str:
     cur, rows = s["current"], s["rows"]
-    engine = f"alive (pid {s['engine']['pid']})" if s["engine"]["alive"] else "not running"
+    alive = s["engine"]["alive"]
+    engine = f"alive (pid {s['engine']['pid']})" if alive else "not running"
+    timing = ""
+    if s["elapsed_s"] is not None and s["status"] in set(RunStatus):  # not an engine gone mid-run
+        took = fmt_secs(s["elapsed_s"])
+        timing = (f"  took {took}" if s["status"] != RunStatus.RUNNING else f"  {took} so far"
+                  + (f", ~{fmt_secs(s['eta_s'])} left" if s["eta_s"] is not None else ""))
+    counts = {k: v for k, v in rows.items() if k != "total"}
+    planned = f" of {s['planned_rows']} planned" if s["planned_rows"] else ""
     lines = [
-        f"{s['campaign']}  {s['status']}{'  PAUSED' if s['paused'] else ''}  engine {engine}",
+        f"{s['campaign']}  {s['status']}{'  PAUSED' if s['paused'] else ''}  engine {engine}{timing}",
         f"  run     {s['run_dir']}",
-        f"  now     window {cur['window'] or '-'}  shape {cur['shape'] or '-'}"
-        + (f"  attempt {cur['attempt']} reps done {cur['reps_done']}" if cur["shape"] else ""),
-        "  rows    " + "  ".join(f"{k} {v}" for k, v in rows.items()),
     ]
+    if alive or cur["window"] or cur["shape"]:  # a run that is over has nothing in flight: no line
+        lines.append(f"  {'now  ' if alive else 'at   '}   window {cur['window'] or '-'}  shape "
+                     f"{cur['shape'] or '-'}"
+                     + (f"  attempt {cur['attempt']} reps done {cur['reps_done']}" if cur["shape"] else ""))
+    lines.append(f"  rows    {rows['total']} begun{planned}: "
+                 + "  ".join(f"{k} {v}" for k, v in counts.items() if v))
+    if not alive and s["status"] != RunStatus.FINISHED:  # stopped short: how it goes on
+        lines.append(f"  resume  {ruler_command()} run --resume {s['run_dir']}  (goes on at the "
+                     "first unfinished rep)")
     if any(x["place"] for x in s["sessions"]) or len(s["sessions"]) > 1:
         for x in s["sessions"]:
             lines.append(f"  session {x['session']}" + (f" on {x['place']}" if x["place"] else "")

@@ -21,6 +21,7 @@ from typing import Any
 
 from engine.record import results
 from engine.report.run import Row, RunView
+from engine.report.text import declared_noise, delta
 from engine.words import CONTROL, WindowStatus, load_text
 
 DPI = 110
@@ -29,6 +30,7 @@ DPI = 110
 # slot and a label per window took 70 s and 3 MB per PNG for 800 windows.
 MAX_WIDTH = 20.0  # inches
 MAX_LABELS = 40
+MAX_LEGEND = 24  # lines a legend names (the latency chart's windows)
 Bar = tuple[int, float, float, float, bool]  # slot, height, whisker below, whisker above, void
 VOID_ALPHA = 0.4  # a void/failed row is drawn faded and hatched: present, not comparable
 KEY = "ruler-chart"  # the PNG text chunk holding the hash of what the chart was drawn from
@@ -56,7 +58,7 @@ def _figure(width: float, height: float, rows: int = 1, cols: int = 1,
     # constrained layout's measuring of every artist was a third of the drawing.
     fig = Figure(figsize=(width, height), dpi=DPI)
     axes = fig.subplots(rows, cols, squeeze=False)
-    fig.subplots_adjust(left=0.04, right=0.99, bottom=0.12, top=0.93, hspace=0.5, wspace=0.12)
+    fig.subplots_adjust(left=0.04, right=0.9, bottom=0.12, top=0.93, hspace=0.5, wspace=0.25)
     return fig, axes
 
 
@@ -124,9 +126,9 @@ def _grouped(ax: Any, groups: Sequence[str], series: Sequence[str], bars: Sequen
                      for v in (h - lo, h + hi, math.nan)], color="k", linewidth=1)
     ax.autoscale_view()
     ax.set_ylim(bottom=0)
-    if series:
+    if series:  # beside the panel, never over a bar
         ax.legend(handles=[Patch(color=f"C{j}", label=s) for j, s in enumerate(series)],
-                  fontsize=8, loc="best" if len(groups) <= MAX_LABELS else "upper right")
+                  fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     _ticks(ax, groups, rotation=30, ha="right", fontsize=8)
     ax.set_xlim(-0.6, len(groups) - 0.4)  # a window without bars (rejected) keeps its slot
     ax.set_title(title, fontsize=10)
@@ -231,12 +233,143 @@ def draw_drift(job: Job) -> Path:
     ax.set_title("Control across sessions: aggregate tok/s (median rep, rep range)", fontsize=10)
     ax.set_ylabel("tok/s")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _save(fig, job)
 
 
-# Each chart: what it is drawn from (read from the run, no matplotlib) and how it is drawn.
+def delta_data(view: RunView) -> Data | None:
+    """Each window's delta against its session's control per class and load, with its interval:
+    what the report's tables say (engine.report.text.delta, the run's one rule), drawn. A panel
+    per class, a group per window, a point per load; within the noise, hollow."""
+    floor = declared_noise(view)
+    status = {ws.key: ws.status for ws in view.windows()}
+    where = {ws.key: (ws.session, ws.window) for ws in view.windows() if ws.window != CONTROL}
+    where.update({f"{r.session}-{r.window}": (r.session, r.window) for r in view.rows
+                  if r.window != CONTROL})
+    windows = list(where)
+    classes, loads = view.classes(), view.loads()
+    panels, any_value = [], False
+    for cls in classes:
+        series = []
+        for load in loads:
+            points = []
+            for i, key in enumerate(windows):
+                session, window = where[key]
+                row = view.rows_of(session, window).get((cls, *load))
+                if row is None:
+                    continue
+                d = delta(row, view.rows_of(session, CONTROL).get(row.shape), floor)
+                if d.value is not None:
+                    any_value = True
+                    points.append([i, d.value, d.lo, d.hi, d.inside])
+            series.append(points)
+        shown = {p[0] for points in series for p in points}
+        gaps = [[i, s if (s := status.get(key, "")) in (WindowStatus.REJECTED, WindowStatus.FAILED)
+                 else "no Δ"] for i, key in enumerate(windows)
+                if i not in shown and len(windows) <= MAX_LABELS]
+        panels.append({"title": f"{cls}: Δ tok/s against the session's control (95 % interval; "
+                                "hollow: within the noise)", "series": series, "gaps": gaps})
+    if not any_value:
+        return None
+    return {"groups": windows, "loads": [load_text(*c) for c in loads],
+            "floor": floor, "panels": panels,
+            "size": (_width(len(windows), 0.9, 8.0), 3.4 * len(classes))}
+
+
+def draw_delta(job: Job) -> Path:
+    d = job.data
+    groups, loads = d["groups"], d["loads"]
+    width, height = d["size"]
+    fig, axes = _figure(width, height, len(d["panels"]), groups=len(groups))
+    width = 0.7 / max(1, len(loads))
+    for ax, panel in zip(axes[:, 0], d["panels"], strict=True):
+        ax.axhline(0, color="0.3", linewidth=0.8)
+        if d["floor"]:
+            ax.axhspan(-d["floor"] * 100, d["floor"] * 100, color="0.85", zorder=0,
+                       label=f"declared noise ±{d['floor'] * 100:.0f} %")
+        for j, points in enumerate(panel["series"]):
+            if not points:
+                continue
+            xs = [p[0] + (j - (len(loads) - 1) / 2) * width for p in points]
+            ys = [p[1] * 100 for p in points]
+            lo = [(p[1] - p[2]) * 100 if p[2] is not None else 0.0 for p in points]
+            hi = [(p[3] - p[1]) * 100 if p[3] is not None else 0.0 for p in points]
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="none", ecolor=f"C{j}", elinewidth=1.2,
+                        capsize=3 if len(groups) <= MAX_LABELS else 0)
+            inside = [p[4] for p in points]
+            ax.scatter(xs, ys, s=28, zorder=3, label=loads[j], edgecolors=f"C{j}",
+                       facecolors=["white" if i else f"C{j}" for i in inside])
+        for i, text in panel["gaps"]:  # a window without a delta says why where it would be
+            ax.text(i, 0, f" {text}", rotation=90, ha="center", va="bottom", fontsize=8, color="0.35")
+        _ticks(ax, groups, rotation=30, ha="right", fontsize=8)
+        ax.set_xlim(-0.6, len(groups) - 0.4)
+        ax.set_title(panel["title"], fontsize=10)
+        ax.set_ylabel("Δ tok/s, %")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    return _save(fig, job)
+
+
+LATENCY = (("ttft", "TTFT"), ("tpot", "TPOT"))
+
+
+def latency_data(view: RunView) -> Data | None:
+    """TTFT and TPOT (p50 solid, p99 dashed) against the load, a line per window, a row of panels
+    per class: where a change buys throughput with latency."""
+    rows = [r for r in view.rows if r.usable and any(getattr(r, f"{m}_p50") is not None
+                                                     for m, _ in LATENCY)]
+    if not rows:
+        return None
+    loads = [c for c in view.loads() if any((r.concurrency, r.rate) == c for r in rows)]
+    at = {c: i for i, c in enumerate(loads)}
+    panels = []
+    for cls in dict.fromkeys(r.cls for r in rows):
+        for metric, name in LATENCY:
+            lines = []
+            for key in dict.fromkeys(f"{r.session}-{r.window}" for r in rows):
+                pts = sorted((at[(r.concurrency, r.rate)], getattr(r, f"{metric}_p50"),
+                              getattr(r, f"{metric}_p99")) for r in rows
+                             if r.cls == cls and f"{r.session}-{r.window}" == key
+                             and getattr(r, f"{metric}_p50") is not None)
+                if pts:
+                    lines.append({"label": key, "xs": [p[0] for p in pts], "p50": [p[1] for p in pts],
+                                  "p99": [p[2] for p in pts]})
+            panels.append({"title": f"{cls}: {name} against the load (p50 solid, p99 dashed)",
+                           "ylabel": f"{name} ms", "lines": lines})
+    return {"loads": [load_text(*c) for c in loads], "panels": panels,
+            "grid": (len(panels) // 2, 2), "size": (13.0, 3.4 * (len(panels) // 2))}
+
+
+def draw_latency(job: Job) -> Path:
+    d = job.data
+    rows, cols = d["grid"]
+    width, height = d["size"]
+    fig, axes = _figure(width, height, rows, cols)
+    for ax, panel in zip(axes.flat, d["panels"], strict=True):
+        for j, line in enumerate(panel["lines"]):
+            ax.plot(line["xs"], line["p50"], "o-", color=f"C{j % 10}", label=line["label"],
+                    linewidth=1.2, markersize=4)
+            p99 = [(x, v) for x, v in zip(line["xs"], line["p99"], strict=True) if v is not None]
+            if p99:
+                ax.plot(*zip(*p99, strict=True), "x--", color=f"C{j % 10}", linewidth=1, markersize=5)
+        ax.set_xticks(range(len(d["loads"])), d["loads"], fontsize=8)
+        ax.set_title(panel["title"], fontsize=10)
+        ax.set_ylabel(panel["ylabel"])
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    # One legend for every panel (the windows), beside them: the panel with the most lines has all.
+    # Past MAX_LEGEND windows a legend would be taller than the chart: the lines go unnamed.
+    ax = max(axes.flat, key=lambda a: len(a.get_lines()))
+    handles, labels = ax.get_legend_handles_labels()
+    if len(labels) <= MAX_LEGEND:
+        fig.legend(handles, labels, fontsize=8, loc="outside right upper")
+    return _save(fig, job)
+
+
+# Each chart: what it is drawn from (read from the run, no matplotlib) and how it is drawn; the
+# delta against the control first, what a write-up shows.
 CHARTS: dict[str, tuple[Callable[[RunView], Data | None], Callable[[Job], Path]]] = {
+    "delta": (delta_data, draw_delta), "latency": (latency_data, draw_latency),
     "tok-s": (tok_s_data, draw_bars), "acceptance": (acceptance_data, draw_bars),
     "control-drift": (drift_data, draw_drift)}
 

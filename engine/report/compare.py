@@ -244,7 +244,8 @@ def cell(row: Row | None) -> str:
         return "-"
     if row.agg_tok_s is None:
         return row.status or "-"
-    text = f"{tok(row.agg_tok_s)} ±{pct(row.spread)}"
+    # The spread is (max - min) / mean of the reps, not a ± around the median: named as such.
+    text = f"{tok(row.agg_tok_s)} (spread {pct(row.spread)})" if row.reps > 1 else tok(row.agg_tok_s)
     return text if row.usable else f"{text} {row.status}"
 
 
@@ -259,10 +260,11 @@ def tags(n: int) -> list[str]:
     return [chr(ord("A") + i) if i < 26 else f"R{i + 1}" for i in range(n)]
 
 
-def comparison(views: Sequence[RunView], allow_different: bool = False,
+def comparison(views: Sequence[RunView], allow_different: bool = False, shared: bool = False,
                ) -> tuple[list[str], list[list[str]], list[dict[str, Any]]]:
     """Headers, text rows and the same as JSON records. A delta against A between unlike rows is
-    left out unless ``allow_different``; their differences are given beside the row either way."""
+    left out unless ``allow_different``; their differences are given beside the row either way.
+    ``shared``: only the rows every run has."""
     t = tags(len(views))
     headers = ["row"] + [f"{x} tok/s" for x in t] + [f"Δ {x} vs A" for x in t[1:]] + [
         f"{x} Δ vs own control" for x in t] + [f"{x} accept len/rate" for x in t] + [
@@ -270,6 +272,8 @@ def comparison(views: Sequence[RunView], allow_different: bool = False,
     text: list[list[str]] = []
     records: list[dict[str, Any]] = []
     for m in match_rows(views):
+        if shared and any(r is None for r in m.rows):
+            continue
         base = m.rows[0]
         diffs: list[dict[str, str] | None] = [
             differences(conditions(views[0], base), conditions(v, r))
@@ -339,7 +343,15 @@ def servers_note(views: Sequence[RunView]) -> str:
             "(same requests, same tok/s, spread and acceptance definitions).")
 
 
-def cmd_compare(run_dirs: list[str], as_json: bool = False, allow_different: bool = False) -> int:
+def without_empty_columns(headers: list[str], text: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """The table less the columns with nothing to say ("-" in every row: no speculation, no
+    window against a control): a terminal's width goes to what differs."""
+    keep = [i for i, h in enumerate(headers) if i == 0 or any(row[i] != "-" for row in text)]
+    return [headers[i] for i in keep], [[row[i] for i in keep] for row in text]
+
+
+def cmd_compare(run_dirs: list[str], as_json: bool = False, allow_different: bool = False,
+                shared: bool = False) -> int:
     if len(run_dirs) < 2:
         print("ruler compare: give at least two run directories", file=sys.stderr)
         return 2
@@ -348,7 +360,7 @@ def cmd_compare(run_dirs: list[str], as_json: bool = False, allow_different: boo
     except ReportError as e:
         print(e, file=sys.stderr)
         return 2
-    headers, text, records = comparison(views, allow_different)
+    headers, text, records = comparison(views, allow_different, shared)
     if as_json:
         print(json.dumps({"runs": [{"tag": x, "dir": str(v.dir), "campaign": v.state.campaign,
                                     "server": v.state.server, "runtime": v.state.runtime,
@@ -365,6 +377,8 @@ def cmd_compare(run_dirs: list[str], as_json: bool = False, allow_different: boo
     print(f"Δ: run / A - 1 per row from the two rows' reps, [95 % interval] ({METHOD}); within "
           "noise: the interval holds 0, or |Δ| is no larger than the noise floor: the campaigns' "
           "declared noise (leak.spread) and, for a window, its control's drift between the runs.")
+    if shared:
+        print("only the rows every run has (--shared)")
     print()
-    print("\n".join(aligned(headers, text)))
+    print("\n".join(aligned(*without_empty_columns(headers, text))))
     return 0

@@ -281,7 +281,7 @@ def flags(view: RunView) -> list[str]:
     if not rows:
         return []
     return ["### Flags per window", "", "As booted (recorded argv; `${...}` resolved):", ""] + table(
-        ["window", "axis", "", "change vs control", "argv", "image", "image id"], rows)
+        ["window", "axis", "lossy", "change vs control", "argv", "image", "image id"], rows)
 
 
 def _class_text(cls: str, prompts: dict[str, Any], items: dict[str, Any], c: Campaign) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from engine.errors import EXIT_ENGINE
 from engine.record import results
-from engine.report import charts, steady
+from engine.report import charts, html, steady
 from engine.report.methods import files, methods
 from engine.report.run import ReportError, RunView, load_run
 from engine.report.sections import controls, header, summary
@@ -22,7 +22,10 @@ REPORT = "report.md"
 CHARTS_SKIPPED = "charts skipped: install ruler[report]"
 
 
-CAPTIONS = {"tok-s": "Aggregate tok/s per window and class (bars: median rep; whiskers: the rep "
+CAPTIONS = {"delta": "Each window against its session's control, per class and load: the delta of "
+            "tok/s with its 95 % interval (hollow: within the noise; the band: the declared noise)",
+            "latency": "TTFT and TPOT against the load, a line per window (p50 solid, p99 dashed)",
+            "tok-s": "Aggregate tok/s per window and class (bars: median rep; whiskers: the rep "
             "range)", "acceptance": "Acceptance length and rate per class",
             "control-drift": "The control across sessions (whiskers: the rep range)"}
 
@@ -115,8 +118,9 @@ class Drawing:
         self.conn.close()
 
 
-def write_report(run_dir: str | Path) -> tuple[Path, list[Path], str]:
-    """report.md and the charts; returns (report path, chart paths, a note when charts skipped).
+def write_report(run_dir: str | Path, as_html: bool = False) -> tuple[Path, list[Path], str]:
+    """report.md and the charts (and report.html with ``as_html``: engine.report.html); returns
+    (report path, chart paths, a note when charts skipped).
 
     A chart whose PNG carries the key of the values it would be drawn from now is kept as it is:
     ``ruler report`` again on a growing run redraws only the charts whose rows changed, and
@@ -145,13 +149,16 @@ def write_report(run_dir: str | Path) -> tuple[Path, list[Path], str]:
         raise
     paths = [] if note else [job.path for job in every]
     path = view.dir / REPORT
-    results.write_atomic(path, assemble(view, parts, paths, note))
+    text = assemble(view, parts, paths, note)
+    results.write_atomic(path, text)
+    if as_html:
+        html.write_html(view.dir, f"{view.name}: ruler report", text, paths)
     return path, paths, note
 
 
-def cmd_report(run_dir: str) -> int:
+def cmd_report(run_dir: str, as_html: bool = False) -> int:
     try:
-        path, charts, note = write_report(run_dir)
+        path, charts, note = write_report(run_dir, as_html)
     except ReportError as e:
         print(e, file=sys.stderr)
         return 2
@@ -160,6 +167,8 @@ def cmd_report(run_dir: str) -> int:
               f"then run ruler report again", file=sys.stderr)
         return EXIT_ENGINE
     print(f"report: {path}")
+    if as_html:
+        print(f"html:   {path.with_name(html.HTML)}")
     for c in charts:
         print(f"chart:  {c} ({c.stat().st_size} bytes)")
     if note:

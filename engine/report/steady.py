@@ -63,4 +63,6 @@ def section(view: RunView) -> list[str]:
 
 
 def _shape(r: Row) -> str:
-    return f"{r.spread_shape}: {r.spread_why}" if r.spread_shape else "-"
+    """How the rule read a wide row's reps; its reading names the shape itself ("noise: ...",
+    "leak-shaped: ...")."""
+    return r.spread_why or r.spread_shape or "-"

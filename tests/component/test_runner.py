@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from engine.commands.eta import LoadPlan
 from engine.commands.status import format_summary, summary
 from engine.control import CommandRefused
 from engine.method.stats import LeakPolicy
@@ -31,7 +32,6 @@ from tests.campaigns import CTX, LEAKY, campaign
 from tests.component.fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
 from tests.component.helpers import PACE, WHO, events, rows, runner, slow_rep_two
 from tui.core.header import header_lines
-from tui.core.plan import LoadPlan
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -34,8 +34,8 @@ def test_rows_side_by_side_with_deltas(run_a: Path, run_b: Path) -> None:
     line = dict(zip(headers, next(t for t in text if t[0] == "s1-control prose C1"), strict=True))
     a = recomputed(run_a, ("s1", "control", "prose", 1), POLICY_A)
     b = recomputed(run_b, ("s1", "control", "prose", 1), POLICY_B)
-    assert line["A tok/s"] == f"{tok(a['agg_tok_s'])} ±{pct(a['spread'])}"
-    assert line["B tok/s"] == f"{tok(b['agg_tok_s'])} ±{pct(b['spread'])}"
+    assert line["A tok/s"] == f"{tok(a['agg_tok_s'])} (spread {pct(a['spread'])})"
+    assert line["B tok/s"] == f"{tok(b['agg_tok_s'])} (spread {pct(b['spread'])})"
     # A control row across runs: judged against both campaigns' declared noise (B's default 10 %).
     iv = relative_delta(b["rep_tok_s"], a["rep_tok_s"]).rounded()  # type: ignore[union-attr]  # reps on both sides
     assert line["Δ B vs A"] == delta_text(iv, max(POLICY_A.spread, POLICY_B.spread))

@@ -6,10 +6,13 @@ once per test session and shared with tests/integration/test_compare.py.
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shutil
+import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -214,7 +217,8 @@ def test_methods_say_how_it_was_measured(run_a: Path, report_a: str) -> None:
 
 def test_charts_are_written(run_a: Path, report_a: str) -> None:
     pytest.importorskip("matplotlib")
-    names = ["report-tok-s.png", "report-acceptance.png", "report-control-drift.png"]
+    names = ["report-delta.png", "report-latency.png", "report-tok-s.png", "report-acceptance.png",
+             "report-control-drift.png"]
     for name in names:
         data = (run_a / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, name
@@ -247,7 +251,8 @@ def test_run_without_quality_receipts_says_not_measured(run_b: Path) -> None:
     path, charts, note = write_report(run_b)
     text = path.read_text()
     if not note:  # with the extra: one session booted the control once, so no drift chart
-        assert [c.name for c in charts] == ["report-tok-s.png", "report-acceptance.png"]
+        assert [c.name for c in charts] == ["report-delta.png", "report-latency.png",
+                                            "report-tok-s.png", "report-acceptance.png"]
     glance = md_table(text, "## Windows at a glance")
     assert glance[0]["window"] == "s1-draft5"
     assert glance[0]["greedy"] == "not measured" and glance[0]["no observable effect"] == "not measured"
@@ -258,3 +263,81 @@ def test_run_without_quality_receipts_says_not_measured(run_b: Path) -> None:
     assert pick(table, "prose", 2)["tok/s"] == tok(again["agg_tok_s"])
 
 
+# ------------------------------------------------------------------------------ report.html
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def chromium(page: Path, work: Path, *args: str) -> tuple[str, list[str]]:
+    """Debian's Chromium, headless, on ``page``: what it printed (the DOM after its scripts ran,
+    with --dump-dom) and every request the page made, from Chromium's own net log (those whose
+    network isolation key is the file's: the browser's own background requests are not the
+    page's)."""
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert exe, "Chromium is not installed: apt-get install chromium (.ci/run installs it)"
+    net = work / "net.json"
+    proc = subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={work / 'profile'}",
+                           f"--log-net-log={net}", *args, page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    log = json.loads(net.read_text())
+    names = {v: k for k, v in log["constants"]["logEventTypes"].items()}
+    requests = [e["params"]["url"] for e in log["events"]
+                if names.get(e["type"]) == "URL_REQUEST_START_JOB"
+                and "file://" in str(e.get("params", {}).get("network_isolation_key", ""))]
+    return proc.stdout, requests
+
+
+class Rows(HTMLParser):
+    """The rows of each table of a page, by its id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[tuple[str, int]] = []
+        self.body = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self.tables.append((dict(attrs).get("id") or "", 0))
+        elif tag == "tbody":
+            self.body = True
+        elif tag == "tr" and self.body:
+            ident, n = self.tables[-1]
+            self.tables[-1] = (ident, n + 1)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "tbody":
+            self.body = False
+
+
+def test_the_html_report_in_headless_chromium(run_a: Path, report_a: str, tmp_path: Path) -> None:
+    """report.html opened in a real browser: it renders (a screenshot), every row of throughput.csv
+    is in its table once the page's script ran, and nothing is fetched while it is viewed."""
+    pytest.importorskip("matplotlib")
+    assert cmd_report(str(run_a), as_html=True) == 0
+    page = run_a / "report.html"
+    shot = tmp_path / "report.png"
+    _, requests = chromium(page, tmp_path / "shot", f"--screenshot={shot}", "--window-size=1280,2000")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    assert requests == []
+    dom, requests = chromium(page, tmp_path / "dom", "--dump-dom")
+    assert requests == []
+    parsed = Rows()
+    parsed.feed(dom)
+    tables = dict(parsed.tables)
+    with (run_a / "throughput.csv").open(newline="") as f:
+        rows = len(list(csv.DictReader(f)))
+    assert tables["rows"] == rows > 0
+    # The report's own tables came through: one row per window at a glance, every chart inlined.
+    assert sum(n for ident, n in parsed.tables if not ident) > rows
+    assert dom.count('src="data:image/png;base64,') == len(list(run_a.glob("report-*.png")))
+    assert not re.search(r'(src|href)="(https?:)?//', dom)
+
+
+def test_the_net_log_sees_a_page_that_fetches(tmp_path: Path) -> None:
+    """The check above can fail: a page with an image from elsewhere is caught making the request."""
+    page = tmp_path / "fetches.html"
+    page.write_text('<html><body><img src="http://127.0.0.1:9/x.png"></body></html>')
+    _, requests = chromium(page, tmp_path / "fetch", "--dump-dom")
+    assert requests == ["http://127.0.0.1:9/x.png"]

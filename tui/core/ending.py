@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from engine.commands.eta import elapsed
 from engine.record.state import RunState
 from engine.words import OVER_RUNS, RunStatus, WindowStatus, plural
-from tui.core.eta import elapsed
 from tui.core.fmt import Seg, fmt_secs
 
 

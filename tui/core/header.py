@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from engine.commands.eta import LoadPlan, elapsed, eta
 from engine.record.state import RunState
 from engine.words import OVER_RUNS, RunStatus
-from tui.core.eta import elapsed, eta
 from tui.core.fmt import Seg, fmt_secs
-from tui.core.plan import LoadPlan
 from tui.core.sessions import on_places, pause_seg, place_lines, sessions_text
 from tui.core.windows import live_row, phase, position, shape_segs
 

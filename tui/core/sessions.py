@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from engine.commands.eta import LoadPlan
 from engine.record.state import RunState
 from engine.words import RunStatus, SessionStatus, WindowStatus
 from tui.core.fmt import Seg
-from tui.core.plan import LoadPlan
 from tui.core.windows import live_row, shape_segs, window_phase
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import itertools
 
+from engine.commands.eta import LoadPlan
 from engine.record.state import RowState, RunState, WindowState
 from engine.words import LIVE_ROWS, UP_WINDOWS, Check, RowStatus, RunStatus, Verdict, WindowStatus
 from tui.core.columns import Col
 from tui.core.fmt import Seg
-from tui.core.plan import LoadPlan
 from tui.core.verdicts import verdict_seg, verdict_word
 
 

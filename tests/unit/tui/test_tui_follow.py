@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine.commands.eta import LoadPlan, _rates, eta, load_plan
 from engine.method import stats
 from engine.record import snapshot
 from engine.record.events import EventKind
@@ -25,12 +26,10 @@ from engine.record.writer import JournalWriter
 from engine.words import RowStatus, SessionStatus, Verdict, WindowStatus
 from tests.paths import FIXTURES
 from tui.core.columns import fit_columns
-from tui.core.eta import _rates, eta
 from tui.core.facts import facts_lines
 from tui.core.fmt import fmt_secs
 from tui.core.follow import Batch, Follower, Tail
 from tui.core.header import header_lines
-from tui.core.plan import LoadPlan, load_plan
 from tui.core.reps import REP_COLS, REP_COLUMNS, row_cells
 from tui.core.sessions import session_args, session_paused, sessions_text
 from tui.core.verdicts import VERDICT_SEGS, verdict_seg

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.campaign.dryrun import dry_run
+from engine.campaign.dryrun import cached_testbed, dry_run
 from engine.campaign.spec import Timeouts
 from engine.commands.dryrun import cmd_dry_run
 from engine.commands.validate import cmd_validate
@@ -45,6 +45,26 @@ def test_dry_run_never_shows_a_secret_value() -> None:
 def test_testbed_variables_stay_unresolved_without_a_cache() -> None:
     text = dry_run(str(ROOT / "campaigns" / "demo-smollm2.yaml"), "process", environ=ENV, testbed={})
     assert "${testbed.llama_server}" in text and "--port <free port>" in text
+
+
+def test_a_cached_testbed_resolves_its_image_with_its_model_paths(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """``${testbed.image}`` stayed unresolved where the model paths were resolved: the cache made
+    by `ruler testbed` names both (its build, the image it imports from it: whether that exists
+    asks Docker, which the dry run never does)."""
+    from engine import testbed
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    built = tmp_path / "ruler" / f"llama.cpp-{testbed.LLAMA_CPP_PYTHON}" / "bin"
+    models = tmp_path / "ruler" / "models"
+    for d in (built, models):
+        d.mkdir(parents=True)
+        (d / "manifest.json").write_text("{}")
+    (built / "llama-server").write_text("")
+    text = dry_run(str(ROOT / "campaigns" / "demo-smollm2.yaml"), None, environ=ENV,
+                   testbed=cached_testbed())
+    assert "${testbed.image}" not in text  # a change as written keeps its ${testbed.models}
+    assert f"{testbed.IMAGE_REPO}:{testbed.LLAMA_CPP_PYTHON} \\" in text and f"{models}/SmolLM2" in text
 
 
 def test_cmd_dry_run_bad_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

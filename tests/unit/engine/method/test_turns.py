@@ -51,7 +51,7 @@ def test_the_console_reads_a_rows_turns_in_its_why() -> None:
 
 
 def test_the_console_counts_a_trace_s_one_row_and_a_multi_turn_class_s_closed_loop() -> None:
-    from tui.core.plan import LoadPlan
+    from engine.commands.eta import LoadPlan
 
     wl = {"classes": {"p": {"prompts": ["a"]}, "t": {"trace": {"file": "t.jsonl"}},
                       "chat": {"conversations": {"file": "c.jsonl"}}},

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from engine.commands.invocation import ruler_command
 from engine.commands.progress import format_event
 from engine.commands.status import format_summary, summary
 from engine.record.journal import read_events
@@ -72,7 +73,9 @@ def progress_lines(path: Path) -> str:
 def status_text(path: Path, tmp: Path) -> str:
     """``ruler status`` of the journal, alone in a run directory of its own (no engine holds it)."""
     (tmp / "journal.jsonl").write_bytes(path.read_bytes())
-    return format_summary(summary(tmp)).replace(str(tmp), "RUN_DIR") + "\n"
+    # ruler as this environment finds it (on the PATH or not): named "ruler" in the snapshot.
+    text = format_summary(summary(tmp)).replace(f"{ruler_command()} run", "ruler run")
+    return text.replace(str(tmp), "RUN_DIR") + "\n"
 
 
 @pytest.mark.parametrize("name", sorted(JOURNALS))

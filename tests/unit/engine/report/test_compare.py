@@ -105,3 +105,23 @@ def test_each_condition_of_the_frozen_campaign_is_compared(
     assert b.campaign is not None
     row = a.rows[0]
     assert list(differences(conditions(a, row), conditions(b, b.rows[0]))) == [name]
+
+
+def test_shared_keeps_only_the_rows_every_run_has_and_empty_columns_go(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fewer = tmp_path / "compare-b"
+    shutil.copytree(B, fewer)
+    lines = (fewer / "throughput.csv").read_text().splitlines(keepends=True)
+    (fewer / "throughput.csv").write_text("".join(x for x in lines if ",ctx," not in x))
+    assert [t[0] for t in comparison([load_run(A), load_run(fewer)])[1]] == [
+        "s1-control prose C1", "s1-ctx prose C1"]
+    assert [t[0] for t in comparison([load_run(A), load_run(fewer)], shared=True)[1]] == [
+        "s1-control prose C1"]
+    assert cmd_compare([str(A), str(fewer)], shared=True) == 0
+    out = capsys.readouterr().out
+    table = [x for x in out.splitlines() if x.startswith("|")]
+    assert len(table) == 3 and "(--shared)" in out
+    # Neither run drafts: the acceptance columns, "-" in every row, are left out. The spread is
+    # named as what it is, (max - min) / mean, not a ± around the figure.
+    assert "accept len/rate" not in table[0] and "±" not in out
+    assert "24.32 (spread 18.1 %)" in table[2]

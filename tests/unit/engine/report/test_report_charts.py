@@ -16,7 +16,7 @@ from engine.report import CHARTS_SKIPPED, REPORT, ReportError, charts, write_rep
 from tests.paths import FIXTURES
 
 DEMO = FIXTURES / "runs" / "demo-smollm2"
-NAMES = ["report-tok-s.png", "report-acceptance.png", "report-control-drift.png"]
+NAMES = ["report-delta.png", "report-tok-s.png", "report-acceptance.png", "report-control-drift.png"]
 
 pytest.importorskip("matplotlib")
 
@@ -69,7 +69,7 @@ def test_a_drawing_that_fails_is_raised_with_its_traceback(tmp_path: Path,
 
     monkeypatch.setattr(charts, "draw", broken)  # the drawing process is forked: it has this too
     before = set(multiprocessing.active_children())  # other tests' (the load shards') are left
-    with pytest.raises(RuntimeError, match="(?s)drawing the charts failed.*ValueError: cannot draw tok-s"):
+    with pytest.raises(RuntimeError, match="(?s)drawing the charts failed.*ValueError: cannot draw delta"):
         write_report(run)
     assert not (run / REPORT).exists() and set(multiprocessing.active_children()) <= before
 

@@ -1,0 +1,72 @@
+"""``ruler report --html``: report.md's own lines as one self-contained page (in a real browser:
+tests/integration/test_report.py)."""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from engine.report import cmd_report
+from engine.report.html import blocks, inline
+from tests.paths import FIXTURES
+
+DEMO = FIXTURES / "runs" / "demo-smollm2"
+
+
+def test_the_reports_markdown_becomes_html_and_nothing_else() -> None:
+    assert inline("**void** at `-fa off` (*within noise*) [greedy.json](windows/s1/greedy.json)",
+                  {}) == ('<b>void</b> at <code>-fa off</code> (<i>within noise</i>) '
+                          '<a href="windows/s1/greedy.json">greedy.json</a>')
+    assert inline("<script>alert(1)</script> a \\| b, 2 * 3 * 4", {}) == (
+        "&lt;script&gt;alert(1)&lt;/script&gt; a | b, 2 * 3 * 4")
+    assert inline("`**not bold** <b>`", {}) == "<code>**not bold** &lt;b&gt;</code>"
+    assert inline("![Δ tok/s](report-delta.png)", {"report-delta.png": "data:image/png;base64,AA=="}) == (
+        '<img alt="Δ tok/s" src="data:image/png;base64,AA==">')
+    md = ["# run: ruler report", "", "A paragraph", "on two lines.", "", "| window | Δ \\| x |",
+          "|---|---|", "| s1-a | +1.0 % |", "", "- one", "- two", "", "*A caption.*"]
+    assert list(blocks(md, {})) == [
+        "<h1>run: ruler report</h1>", "<p>A paragraph on two lines.</p>", "<table>",
+        "<thead><tr><th>window</th><th>Δ | x</th></tr></thead>", "<tbody>",
+        "<tr><td>s1-a</td><td>+1.0 %</td></tr>", "</tbody></table>",
+        "<ul>", "<li>one</li>", "<li>two</li>", "</ul>", "<p class=caption><i>A caption.</i></p>"]
+
+
+class Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[str, int] = {}
+        self.table = ""
+        self.refs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "table":
+            self.table = a.get("id") or ""
+        elif tag == "tr" and self.table:
+            self.rows[self.table] = self.rows.get(self.table, 0) + 1
+        self.refs += [v for k, v in attrs if k in ("src", "href") and v]
+
+
+def test_the_page_holds_every_row_and_chart_and_fetches_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "run"
+    shutil.copytree(DEMO, run)
+    assert cmd_report(str(run), as_html=True) == 0
+    page = Page()
+    text = (run / "report.html").read_text()
+    page.feed(text)
+    with (run / "throughput.csv").open(newline="") as f:
+        assert page.rows["rows"] == 1 + len(list(csv.DictReader(f)))  # its header and every row
+    charts = sorted(run.glob("report-*.png"))
+    images = [r for r in page.refs if r.startswith("data:image/png;base64,")]
+    assert len(images) == len(charts) == 4  # the delta against the control first
+    links = [r for r in page.refs if not r.startswith("data:")]
+    assert links and all(not re.match(r"[a-z]+:|//", r) and (run / r).exists() for r in links), links
+    assert "Content-Security-Policy" in text and "default-src 'none'" in text
+    md = (run / "report.md").read_text()
+    assert text.count("<h2>") == md.count("\n## ") + 1  # the report's sections, then every row
