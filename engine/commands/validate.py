@@ -16,6 +16,7 @@ from engine.campaign.load import SpecError, campaign_warnings, load_campaign
 from engine.campaign.prompts import DataFileError
 from engine.campaign.spec import Campaign, campaign_schema
 from engine.errors import BadInput, EngineError
+from engine.words import plural
 
 
 def cmd_validate(path: str, explain: bool = False, baseline: str | None = None) -> int:
@@ -30,8 +31,8 @@ def cmd_validate(path: str, explain: bool = False, baseline: str | None = None) 
         return 2
     workload = campaign.workload
     print(
-        f"OK: {campaign.name}: {len(campaign.windows)} windows in {len(campaign.sessions)} "
-        f"sessions, {len(workload.classes)} classes x "
+        f"OK: {campaign.name}: {plural(len(campaign.windows), 'window')} in "
+        f"{plural(len(campaign.sessions), 'session')}, {plural(len(workload.classes), 'class', 'classes')} x "
         + " and ".join(([f"concurrency {list(workload.concurrency)}"] if workload.concurrency else [])
                        + ([f"rate {list(workload.rate)} req/s"] if workload.rate else [])) + ", "
         f"{workload.reps} reps"

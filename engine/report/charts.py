@@ -297,8 +297,9 @@ def draw_delta(job: Job) -> Path:
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt="none", ecolor=f"C{j}", elinewidth=1.2,
                         capsize=3 if len(groups) <= MAX_LABELS else 0)
             inside = [p[4] for p in points]
-            ax.scatter(xs, ys, s=28, zorder=3, label=loads[j], edgecolors=f"C{j}",
+            ax.scatter(xs, ys, s=28, zorder=3, edgecolors=f"C{j}",
                        facecolors=["white" if i else f"C{j}" for i in inside])
+            ax.scatter([], [], s=28, color=f"C{j}", label=loads[j])  # the legend's: filled
         for i, text in panel["gaps"]:  # a window without a delta says why where it would be
             ax.text(i, 0, f" {text}", rotation=90, ha="center", va="bottom", fontsize=8, color="0.35")
         _ticks(ax, groups, rotation=30, ha="right", fontsize=8)

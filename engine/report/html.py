@@ -124,8 +124,9 @@ def blocks(lines: list[str], images: dict[str, str]) -> Iterator[str]:
         if not line.strip():
             i += 1
         elif m := re.match(r"(#{1,6}) (.*)", line):
-            level = len(m.group(1))
-            yield f"<h{level}>{inline(m.group(2), images)}</h{level}>"
+            level, title = len(m.group(1)), m.group(2)
+            slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")  # report.html#charts
+            yield f'<h{level} id="{slug}">{inline(title, images)}</h{level}>'
             i += 1
         elif line.startswith("|"):
             rows = []

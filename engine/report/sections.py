@@ -27,7 +27,7 @@ from engine.report.text import (
 from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_cell, verdict_lines
 from engine.report.windows import history, window_status
-from engine.words import CONTROL, Check, load_text
+from engine.words import CONTROL, Check, load_text, plural
 
 
 def header(view: RunView) -> list[str]:
@@ -40,7 +40,8 @@ def header(view: RunView) -> list[str]:
     lines += [
         f"Run `{st.run or view.name}` on `{st.server or view.raw_campaign.get('server', '?')}` "
         f"({st.runtime or view.env.get('runtime', '?')} runtime), status **{st.status}**: "
-        f"{len(windows)} windows in {len(view.sessions())} sessions, {len(view.rows)} rows in "
+        f"{plural(len(windows), 'window')} in {plural(len(view.sessions()), 'session')}, "
+        f"{plural(len(view.rows), 'row')} in "
         f"`throughput.csv`. Started {when(st.started_ts)}, finished {when(st.finished_ts)}.", "",
         "Every figure below is read from `throughput.csv`, the per-request receipts it names and "
         "the journal; nothing was measured again. A row's tok/s is the median of its reps; its "

@@ -84,7 +84,10 @@ def fixed(x: float | None, digits: int) -> str:
 
 
 def cell(row: Row, name: str) -> str:
-    """A figure of the row as the report's tables show it (its declaration's format)."""
+    """A figure of the row as the report's tables show it (its declaration's format); one rep has
+    no spread ("-", never 0.0 %)."""
+    if name == "spread" and row.reps < 2:
+        return "-"
     return FIGURES[name].text(getattr(row, name))
 
 

@@ -769,7 +769,7 @@ def test_a_knob_yaml_reads_as_a_string_is_warned_of(tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """A knob takes any JSON value, so `min_p: 1e-3` validated and every request sent "1e-3"."""
     path = write(tmp_path, edit(("reps: 3", "reps: 3\n  knobs: {min_p: 1e-3, stop: [x, 2e1], tag: '1e9'}")))
-    assert ruler(capsys, "validate", str(path)) == (0, "OK: demo: 1 windows in 1 sessions, 1 classes x "
+    assert ruler(capsys, "validate", str(path)) == (0, "OK: demo: 1 window in 1 session, 1 class x "
                                                        "concurrency [1, 4], 3 reps\n", (
         f"{path}:22:18: warning: workload.knobs.min_p is the string '1e-3' (YAML reads 1e-3 as a "
         "string: write 1.0e-3, a dot in the number and a sign in the exponent)\n"

@@ -22,7 +22,7 @@ from engine.report import charts, write_report
 from tests.paths import FIXTURES, REPO
 
 DEMO = FIXTURES / "runs" / "demo-smollm2"
-NAMES = ["report-tok-s.png", "report-acceptance.png", "report-control-drift.png"]
+NAMES = ["report-delta.png", "report-tok-s.png", "report-acceptance.png", "report-control-drift.png"]
 ROOT = REPO
 
 

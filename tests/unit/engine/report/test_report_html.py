@@ -30,7 +30,7 @@ def test_the_reports_markdown_becomes_html_and_nothing_else() -> None:
     md = ["# run: ruler report", "", "A paragraph", "on two lines.", "", "| window | Δ \\| x |",
           "|---|---|", "| s1-a | +1.0 % |", "", "- one", "- two", "", "*A caption.*"]
     assert list(blocks(md, {})) == [
-        "<h1>run: ruler report</h1>", "<p>A paragraph on two lines.</p>", "<table>",
+        '<h1 id="run-ruler-report">run: ruler report</h1>', "<p>A paragraph on two lines.</p>", "<table>",
         "<thead><tr><th>window</th><th>Δ | x</th></tr></thead>", "<tbody>",
         "<tr><td>s1-a</td><td>+1.0 %</td></tr>", "</tbody></table>",
         "<ul>", "<li>one</li>", "<li>two</li>", "</ul>", "<p class=caption><i>A caption.</i></p>"]
@@ -69,4 +69,4 @@ def test_the_page_holds_every_row_and_chart_and_fetches_nothing(tmp_path: Path) 
     assert links and all(not re.match(r"[a-z]+:|//", r) and (run / r).exists() for r in links), links
     assert "Content-Security-Policy" in text and "default-src 'none'" in text
     md = (run / "report.md").read_text()
-    assert text.count("<h2>") == md.count("\n## ") + 1  # the report's sections, then every row
+    assert text.count("<h2") == md.count("\n## ") + 1  # the report's sections, then every row
