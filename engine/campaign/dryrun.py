@@ -221,6 +221,7 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
            f"{len(c.sessions)} sessions, control {c.control_position} in every session",
            "nothing is started: this is what `ruler run` would do"]
     out += [str(w) for w in campaign_warnings(c)] + [""]
+    out += sweep_lines(c)
     extra = adapter.load_fields()
     knobs = {**wl.knobs, **adapter.cache_fields(wl.cache)}
     body = request_body("<prompt of the class>", wl.max_tokens, dict(wl.sampling), knobs, extra)
@@ -286,6 +287,17 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     return out
 
 
+def sweep_lines(c: Campaign) -> list[str]:
+    """Each sweep: the axis it varies, over which values, and the windows they became."""
+    out = []
+    for name, windows in c.sweeps().items():
+        axis = windows[0].axes()[0] if windows[0].axes() else "?"
+        values = ", ".join(json.dumps(w.change.value(axis)) for w in windows if w.axes() == [axis])
+        out.append(f"sweep {name}: {axis} over {values} (the control's: "
+                   f"{json.dumps(c.control_value(axis))}): windows {', '.join(w.name for w in windows)}")
+    return out + ([""] if out else [])
+
+
 def places_line(c: Campaign, runtime: str) -> str:
     """Where the sessions run: which place takes which session is decided as places free up, so
     the windows below are shown without their place."""
@@ -319,8 +331,11 @@ def window_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapping[
     kind = CONTROL if w is None else ("lossy: KL vs the oracle" if w.lossy else
                                       "lossless: greedy + teacher-forced |dlogp|")
     axis = CONTROL if w is None else w.axis or "(no axis label)"
-    out = ["", f"  [{index}] {window}: {axis}  ({kind}{', multi-axis' if w and w.multi_axis else ''})",
+    out = ["", f"  [{index}] {window}: {axis}  ({kind}{', multi-axis' if w and w.multi_axis else ''}"
+           f"{f', sweep {w.sweep}' if w and w.sweep else ''})",
            f"      change: {_change(campaign, window)}"]
+    if w is not None and w.change.knobs:
+        out.append(f"      request knobs: {json.dumps(campaign.knobs_for(window))}")
     config = campaign.config_for(window)
     wdir = (run_dir or Path("results")) / "windows" / f"{session}-{window}"
     try:

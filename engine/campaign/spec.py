@@ -269,12 +269,28 @@ class Change(_Frozen):
     command: Argv | None = None
     model: Str | None = None
     artifacts: dict[ArtifactName, Str] = {}
+    knobs: dict[Str, Any] = {}  # request fields over workload.knobs; null removes the knob
 
     def axes(self) -> list[str]:
         """One name per changed axis, in the order the doc lists them."""
         axes = [f"args {k}" for k in self.args] + [f"env {k}" for k in self.env]
         axes += [key for key in ("image", "command", "model") if getattr(self, key) is not None]
-        return axes + [f"artifacts {k}" for k in self.artifacts]
+        return axes + [f"artifacts {k}" for k in self.artifacts] + [f"knobs {k}" for k in self.knobs]
+
+    def value(self, axis: str) -> Any:
+        """What the change sets the axis (one of :meth:`axes`) to."""
+        section, _, key = axis.partition(" ")
+        found = getattr(self, section)
+        return found[key] if key else found
+
+
+# A generator (a mapping of values) is expanded before the schema sees it; an editor meets it as
+# written, so the file's schema takes both.
+SWEEP_SCHEMA = {"anyOf": [
+    {"type": "string", "pattern": f"^(?:{NAME_PATTERN})$"},
+    {"type": "object", "description": "one key of args, env, artifacts or knobs (or image, model) "
+                                      "with a list of values, or {label: value}"},
+    {"type": "null"}]}
 
 
 class Window(_Frozen):
@@ -282,6 +298,9 @@ class Window(_Frozen):
     axis: Str = ""
     lossy: Bool = False
     multi_axis: Bool = False
+    # The sweep the window is one value of (engine.campaign.sweep): windows of one sweep change
+    # the same one axis, and the trade table compares them.
+    sweep: Annotated[Name | None, WithJsonSchema(SWEEP_SCHEMA)] = None
     change: Change = Change()
 
     def axes(self) -> list[str]:
@@ -528,6 +547,29 @@ class Campaign(_Frozen):
             if window.name == name:
                 return window
         raise KeyError(f"no window named {name!r}")
+
+    def sweeps(self) -> dict[str, list[Window]]:
+        """Each sweep's windows, in the order of its values (the campaign's order)."""
+        out: dict[str, list[Window]] = {}
+        for window in self.windows:
+            if window.sweep is not None:
+                out.setdefault(window.sweep, []).append(window)
+        return out
+
+    def knobs_for(self, window_name: str) -> dict[str, Any]:
+        """The request fields a window sends: the workload's knobs with its change's over them."""
+        change = Change() if window_name == CONTROL else self.window(window_name).change
+        return {k: v for k, v in {**self.workload.knobs, **change.knobs}.items() if v is not None}
+
+    def control_value(self, axis: str) -> Any:
+        """What the control sets an axis (``args --x``, ``env K``, ``knobs k``, ``model``...) to;
+        None where it leaves it out."""
+        section, _, key = axis.partition(" ")
+        if section == "knobs":
+            return self.workload.knobs.get(key)
+        config = self.config_for(CONTROL)
+        found = getattr(config, section)
+        return found.get(key) if key else found
 
     def windows_in(self, session: str) -> list[str]:
         """The boot order of a session, the control included."""

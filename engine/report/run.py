@@ -281,6 +281,15 @@ class RunView:
         except KeyError:
             return False
 
+    def knobs(self, window: str) -> dict[str, Any] | None:
+        """The request knobs a window sent; None without the frozen campaign."""
+        if self.campaign is None:
+            return None
+        try:
+            return self.campaign.knobs_for(window)
+        except KeyError:  # a window the frozen campaign does not define: the workload's
+            return dict(self.campaign.workload.knobs)
+
 
 def load_run(run_dir: str | Path) -> RunView:
     d = Path(run_dir)

@@ -206,7 +206,7 @@ class Measurement:
               ) -> tuple[PassResult, dict[str, float] | None, dict[str, float] | None]:
         wl = run.campaign.workload
         shape = (ctx.session, ctx.window, cls, c, rate)
-        knobs = {**wl.knobs, **ctx.adapter.cache_fields(wl.cache)}
+        knobs = {**run.campaign.knobs_for(ctx.window), **ctx.adapter.cache_fields(wl.cache)}
         items, spec = run.items[cls], wl.classes[cls]
         if spec.trace is not None:  # open loop at the trace's own times, scaled
             n = len(items)
@@ -217,7 +217,7 @@ class Measurement:
             # A worker owns a conversation; the policy's per-request flush goes with each first
             # turn only: the cache is emptied between reps (and conversations), never between turns.
             groups = conversations.order(items)
-            n, knobs = len(groups), dict(wl.knobs)
+            n, knobs = len(groups), run.campaign.knobs_for(ctx.window)
             load = {"conversations": groups, "first_turn": ctx.adapter.cache_fields(wl.cache),
                     **({"seconds": wl.rep_seconds} if wl.rep_seconds else {})}
             shards = shard_count(c, wl.shard.concurrency, wl.shard.chunk_rate, self._rates.get(shape))
