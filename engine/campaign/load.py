@@ -17,7 +17,7 @@ from engine.campaign import defaults, sweep
 from engine.campaign.prompts import NotUtf8, decode_text, read_prompts
 from engine.campaign.redact import argv_warnings
 from engine.campaign.sources import SOURCES
-from engine.campaign.spec import OLD_TPOT_KEY, Campaign, PromptClass, Window
+from engine.campaign.spec import MAX_CONCURRENCY, OLD_TPOT_KEY, Campaign, PromptClass, Window
 from engine.campaign.yamlmarks import (
     Issue,
     MarkedDoc,
@@ -218,7 +218,42 @@ def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:
                                                        f"first stage's variance), not {reps}"))
         if isinstance(cap, int) and 1 <= cap < reps:
             issues.append((("workload", "max_reps"), False, f"max_reps {cap} is below reps {reps}"))
-    return issues + _check_row_labels(workload, "concurrency") + _check_row_labels(workload, "rate")
+    return (issues + _check_row_labels(workload, "concurrency") + _check_row_labels(workload, "rate")
+            + _check_capacity(workload, classes))
+
+
+def _check_capacity(workload: Mapping[Any, Any], classes: Mapping[Any, Any]) -> list[Issue]:
+    """A capacity search asks something (percentiles or a goodput share, which needs the SLO it is
+    a share within), from a range low to high (whole numbers for a concurrency), for classes the
+    workload has."""
+    cap = workload.get("capacity")
+    if not isinstance(cap, dict):
+        return []
+    where: tuple[Any, ...] = ("workload", "capacity")
+    issues: list[Issue] = []
+    if not cap.get("holds") and cap.get("goodput") is None:
+        issues.append((where, True, "workload.capacity asks nothing: give holds (say {ttft_p99_ms: "
+                                    "500, tpot_p99_ms: 50}) or goodput (a share within workload.slo)"))
+    if cap.get("goodput") is not None and not workload.get("slo"):
+        issues.append(((*where, "goodput"), True, "workload.capacity.goodput is a share of requests "
+                                                  "within workload.slo: give the slo"))
+    span = cap.get("range")
+    if isinstance(span, list) and len(span) == 2 and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in span):
+        if span[0] >= span[1]:
+            issues.append(((*where, "range"), False, f"workload.capacity.range: the low end {span[0]} "
+                                                     f"must be below the high end {span[1]}"))
+        if cap.get("over") == "concurrency" and any(not isinstance(v, int) or v > MAX_CONCURRENCY
+                                                    for v in span):
+            issues.append(((*where, "range"), False, "workload.capacity.range: a concurrency range is "
+                                                     f"two whole numbers up to {MAX_CONCURRENCY}"))
+    elif span is not None:
+        issues.append(((*where, "range"), False, "workload.capacity.range: give [low, high]"))
+    for i, name in enumerate(cap.get("classes") or [] if isinstance(cap.get("classes"), list) else []):
+        if isinstance(name, str) and name not in classes:
+            issues.append(((*where, "classes", i), False, f"workload.capacity.classes: no class "
+                                                          f"{name!r}" + suggest(name, list(classes))))
+    return issues
 
 
 def _check_row_labels(workload: Mapping[Any, Any], key: str) -> list[Issue]:

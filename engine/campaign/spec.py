@@ -34,6 +34,8 @@ from engine.campaign.sources.shared_prefix import SharedPrefixSpec
 from engine.campaign.sources.trace import TraceSpec
 from engine.campaign.variables import ArgValue, Scalar, expand
 from engine.campaign.yamlmarks import describe
+from engine.method.capacity import Criteria, Search
+from engine.method.stats import Slo as StatsSlo
 from engine.record.events import CONTROL
 from engine.runtime.slurm import options as sbatch_options
 
@@ -360,6 +362,31 @@ class Slo(_Frozen):
                          + ([f"TPOT <= {self.tpot_ms:g} ms"] if self.tpot_ms is not None else []))
 
 
+LimitKey = Literal["ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms",
+                   "tpot_p99_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms"]  # capacity.LIMIT_KEYS
+Positive = Annotated[float, Strict(), Field(gt=0, le=MAX_RATE, allow_inf_nan=False)]
+
+
+class CapacitySpec(_Frozen):
+    """Capacity at an SLA (engine.method.capacity): per window and class, the highest load at which
+    ``holds`` (and ``goodput``) hold, by a bracketing search from ``range``, each probe a row."""
+
+    over: Literal["rate", "concurrency"] = "rate"
+    range: tuple[Positive, Positive]  # the low and high end the search starts from
+    holds: dict[LimitKey, Millis] = {}  # per rep: TTFT/TPOT/ITL at a percentile at most so many ms
+    goodput: Annotated[float, Strict(), Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    resolution: Annotated[float, Strict(), Field(gt=0, le=10, allow_inf_nan=False)] = 0.1
+    max_probes: Annotated[int, Strict(), Field(ge=2, le=100)] = 8
+    classes: tuple[Name, ...] = ()  # none: every class measured at that kind of load
+
+    def criteria(self, slo: Slo) -> Criteria:
+        return Criteria({str(k): v for k, v in self.holds.items()}, self.goodput,
+                        StatsSlo(slo.ttft_ms, slo.tpot_ms))
+
+    def search(self) -> Search:
+        return Search(self.over, self.range[0], self.range[1], self.resolution, self.max_probes)
+
+
 TIMED_REQUESTS = 100_000  # a rep sized by time: the requests it may send before its seconds end
 
 
@@ -388,6 +415,18 @@ class Workload(_Frozen):
     # The prefix cache before each warm pass and rep: keep (as the previous pass left it: reps
     # after the warm pass measure cache hits) or flush (empty, so every pass computes its prompts).
     cache: Literal["keep", "flush"] = defaults.CACHE
+    capacity: CapacitySpec | None = None  # capacity at an SLA, per window and class
+
+    def capacity_classes(self) -> list[str]:
+        """The classes whose capacity is searched: those named, else every class measured at the
+        search's kind of load (a trace has its own; a multi-turn class takes no rate)."""
+        cap = self.capacity
+        if cap is None:
+            return []
+        if cap.classes:
+            return list(cap.classes)
+        return [n for n, spec in self.classes.items() if spec.trace is None
+                and not (spec.conversations is not None and cap.over == "rate")]
 
     def requests_for(self, concurrency: int) -> int:
         """Requests of a closed-loop pass (with rep_seconds: the most it may send)."""

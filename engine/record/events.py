@@ -58,6 +58,8 @@ class EventKind(StrEnum):
     ROW_VOID = "row_void"
     RERUN_ABORTED = "rerun_aborted"
     ROW_DONE = "row_done"
+    # a class of a window
+    CAPACITY = "capacity"  # capacity at an SLA: the search's answer (engine.method.capacity)
 
 
 class RunStatus(StrEnum):
@@ -417,6 +419,19 @@ def _row_done() -> type:
 RowDone = _row_done()
 
 
+# The answer of a capacity search for one class of a window: its band and every probe's verdict.
+Capacity = TypedDict("Capacity", {
+    "session": str, "window": str, "class": str,
+    "over": str,  # rate | concurrency
+    "criteria": str,  # what must hold, in words
+    "found": str,  # engine.method.capacity.Found: bracketed | budget | below range | above range
+    "lo": float | None,  # the highest load shown to hold (the capacity)
+    "hi": float | None,  # the lowest load shown to fail
+    "mixed": list[float],  # loads whose reps disagreed, inside the band
+    "probes": list[dict[str, Any]],  # each: load, probe (holds | fails | mixed | void), held, reps, row
+})
+
+
 FIELDS: dict[EventKind, type] = {
     EventKind.RUN_STARTED: RunStarted,
     EventKind.RUN_RESUMED: RunResumed,
@@ -449,6 +464,7 @@ FIELDS: dict[EventKind, type] = {
     EventKind.ROW_VOID: RowVoid,
     EventKind.RERUN_ABORTED: RerunAborted,
     EventKind.ROW_DONE: RowDone,
+    EventKind.CAPACITY: Capacity,
 }
 OPEN = frozenset({EventKind.SERVER_STARTED, EventKind.STRAY_STOPPED})  # + the runtime's identity
 ENVELOPE = frozenset({"seq", "ts", "kind"})  # what the journal adds to every event

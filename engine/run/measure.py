@@ -21,12 +21,12 @@ from engine.campaign import defaults
 from engine.campaign.sources import conversations
 from engine.campaign.spec import percent
 from engine.errors import WindowFailed
-from engine.method import precision, stats
+from engine.method import capacity, precision, stats
 from engine.record.events import CONTROL, USABLE_ROWS, EventKind, RowStatus, WindowStatus
 from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
 from engine.record.results import DIR_MODE, write_atomic
-from engine.record.state import load_label, load_text, row_key
+from engine.record.state import RunState, capacity_key, load_label, load_text, row_key
 from engine.run.context import RunContext, WindowContext
 from engine.run.load import PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.servers.client import FlushFailed, ServerClient, tls_context
@@ -159,7 +159,36 @@ class Measurement:
                 except WindowFailed:
                     self._not_measured(run, ctx)
                     raise
+        for cls in wl.capacity_classes():
+            try:
+                self.capacity(run, ctx, cls)
+            except WindowFailed:
+                self._not_measured(run, ctx)
+                raise
         self.reruns(run, ctx)
+
+    def capacity(self, run: RunContext, ctx: WindowContext, cls: str) -> None:
+        """Capacity at the workload's SLA for one class (engine.method.capacity): a probe at a time,
+        each an ordinary row, until the band is known; then its answer is journaled. A resume
+        picks the search up from the rows already done (the next probe follows from them)."""
+        spec = run.campaign.workload.capacity
+        if spec is None or capacity_key(ctx.session, ctx.window, cls) in run.state.capacity:
+            return
+        search, criteria = spec.search(), spec.criteria(run.campaign.workload.slo)
+        while not run.controls.stopping():
+            probes = probe_verdicts(run.run_dir, run.state, ctx.session, ctx.window, cls, search,
+                                    criteria)
+            answer = capacity.step(search, {x: capacity.Probe(p["probe"]) for x, p in probes.items()})
+            if answer.next is None:
+                run.emit(EventKind.CAPACITY, session=ctx.session, window=ctx.window,
+                         **{"class": cls}, over=search.over, criteria=criteria.text(),
+                         found=str(answer.found), lo=answer.lo, hi=answer.hi,
+                         mixed=list(answer.mixed), probes=[probes[x] for x in sorted(probes)])
+                return
+            if search.whole:
+                self.shape(run, ctx, cls, int(answer.next))
+            else:
+                self.shape(run, ctx, cls, 0, rate=answer.next)
 
     def _not_measured(self, run: RunContext, ctx: WindowContext,
                       reason: str = "not measured: the server failed earlier in the window") -> None:
@@ -439,6 +468,27 @@ class Measurement:
                     reason=said, source=";".join(paths),
                     **{**row, "status": RowStatus.FAILED if window_status == WindowStatus.FAILED
                        else RowStatus.ABORTED})
+
+
+def probe_verdicts(run_dir: Path, state: RunState, session: str, window: str, cls: str,
+                   search: capacity.Search, criteria: capacity.Criteria) -> dict[float, dict[str, Any]]:
+    """Every complete row of a window's class at the search's kind of load, judged against the
+    criteria from its last attempt's receipts: load -> its probe (load, verdict, reps held, row)."""
+    out: dict[float, dict[str, Any]] = {}
+    for row in state.rows.values():
+        if (row.session, row.window, row.cls) != (session, window, cls) or not row.complete:
+            continue
+        load = float(row.concurrency) if search.whole else row.rate
+        if not load or (search.whole and row.rate):
+            continue
+        figures: list[dict[str, Any]] = []
+        if row.status in USABLE_ROWS:
+            files = row.files.get(row.attempt, {})
+            figures = [capacity.rep_figures(read_rep(run_dir / files[r])[1], criteria) for r in sorted(files)]
+        out[load] = {"load": load, "probe": str(capacity.judge(figures)), "row": row.key,
+                     "held": sum(bool(f["holds"]) for f in figures), "reps": len(figures),
+                     "figures": figures}
+    return out
 
 
 def precision_text(row: dict[str, Any]) -> str:

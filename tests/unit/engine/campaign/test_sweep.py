@@ -8,6 +8,7 @@ import yaml
 
 from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
+from engine.campaign.spec import Campaign
 from engine.campaign.sweep import label
 from engine.commands.validate import resolved_yaml
 
@@ -30,7 +31,7 @@ workload:
 """
 
 
-def load(tmp_path: Path, text: str) -> object:
+def load(tmp_path: Path, text: str) -> Campaign:
     path = tmp_path / "c.yaml"
     path.write_text(HEAD + text)
     return load_campaign(path)
@@ -60,13 +61,13 @@ sessions:
 
 def test_a_sweep_is_a_window_per_value_named_by_it_in_the_session_that_names_it(tmp_path: Path) -> None:
     c = load(tmp_path, SWEEP)
-    assert [w.name for w in c.windows] == ["block-5", "block-6", "block-8", "noop"]  # type: ignore[attr-defined]
-    assert c.windows_in("s1") == ["control", "noop", "block-5", "block-6", "block-8"]  # type: ignore[attr-defined]
-    w6 = c.window("block-6")  # type: ignore[attr-defined]
+    assert [w.name for w in c.windows] == ["block-5", "block-6", "block-8", "noop"]
+    assert c.windows_in("s1") == ["control", "noop", "block-5", "block-6", "block-8"]
+    w6 = c.window("block-6")
     assert (w6.sweep, w6.axis, w6.axes()) == ("block", "draft block: 6", ["args --spec-draft-n-max"])
-    assert c.config_for("block-6").args["--spec-draft-n-max"] == 6  # type: ignore[attr-defined]
-    assert [w.name for w in c.sweeps()["block"]] == ["block-5", "block-6", "block-8"]  # type: ignore[attr-defined]
-    assert c.control_value("args --spec-draft-n-max") == 7  # type: ignore[attr-defined]
+    assert c.config_for("block-6").args["--spec-draft-n-max"] == 6
+    assert [w.name for w in c.sweeps()["block"]] == ["block-5", "block-6", "block-8"]
+    assert c.control_value("args --spec-draft-n-max") == 7
 
 
 def test_a_sweep_no_session_names_gets_a_session_of_its_own(tmp_path: Path) -> None:
@@ -75,8 +76,8 @@ windows:
   - name: ub-size
     sweep: {args: {-ub: {small: 128, big: 512}}}
 """)
-    assert c.sessions == {"ub_size": ("ub-size-small", "ub-size-big")}  # type: ignore[attr-defined]
-    assert c.window("ub-size-big").axis == "-ub 512"  # type: ignore[attr-defined]
+    assert c.sessions == {"ub_size": ("ub-size-small", "ub-size-big")}
+    assert c.window("ub-size-big").axis == "-ub 512"
 
 
 def test_env_artifact_model_and_knob_sweeps(tmp_path: Path) -> None:
@@ -88,14 +89,14 @@ windows:
 sessions:
   s1: [threads, q, effort]
 """)
-    names = [w.name for w in c.windows]  # type: ignore[attr-defined]
+    names = [w.name for w in c.windows]
     assert names == ["threads-1", "threads-2", "q-smollm2-q4_0", "q-smollm2-q4_1", "effort-low",
                      "effort-none"]
-    assert c.config_for("threads-2").env == {"OMP_NUM_THREADS": "2"}  # type: ignore[attr-defined]
-    assert c.window("q-smollm2-q4_1").lossy  # type: ignore[attr-defined]
-    assert c.knobs_for("effort-low") == {"reasoning_effort": "low"}  # type: ignore[attr-defined]
-    assert c.knobs_for("effort-none") == {}  # null removes the workload's knob  # type: ignore[attr-defined]
-    assert c.knobs_for("control") == {"reasoning_effort": "high"}  # type: ignore[attr-defined]
+    assert c.config_for("threads-2").env == {"OMP_NUM_THREADS": "2"}
+    assert c.window("q-smollm2-q4_1").lossy
+    assert c.knobs_for("effort-low") == {"reasoning_effort": "low"}
+    assert c.knobs_for("effort-none") == {}  # null removes the workload's knob
+    assert c.knobs_for("control") == {"reasoning_effort": "high"}
 
 
 def test_labels() -> None:
@@ -105,11 +106,11 @@ def test_labels() -> None:
 
 def test_explain_shows_the_generated_windows_and_the_resolved_campaign_loads_the_same(tmp_path: Path) -> None:
     c = load(tmp_path, SWEEP)
-    text = resolved_yaml(c)  # type: ignore[arg-type]
+    text = resolved_yaml(c)
     assert "name: block-8" in text and "sweep: block" in text
     again = tmp_path / "again.yaml"
     again.write_text(text)
-    assert load_campaign(again).model_dump() == c.model_dump()  # type: ignore[attr-defined]
+    assert load_campaign(again).model_dump() == c.model_dump()
 
 
 def test_dry_run_says_each_sweep_and_its_windows(tmp_path: Path) -> None:
