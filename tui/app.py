@@ -37,36 +37,30 @@ from engine.record.events import UP_WINDOWS, EventKind, RowStatus, RunStatus
 from engine.record.journal import Event
 from engine.record.state import RunState, apply
 from engine.servers import get_adapter
-from tui.columns import windows_width
-from tui.facts import facts_lines
-from tui.fmt import Seg, fmt_tok, steered
-from tui.follow import Batch, Follower, Link, LogView, engine_pid, pid_alive, probe
-from tui.header import header_lines
-from tui.logview import LineClassifier, ServingView
-from tui.plan import LoadPlan, frozen_noise, load_plan
-from tui.reps import REP_COLS, REP_COLUMNS, rep_series, row_cells, window_series
-from tui.sessions import keyed_session, running_sessions, session_args, session_paused
-from tui.versus import bars_lines, delta_cells
-from tui.widgets import (
-    BootLog,
-    ConfirmAbort,
-    FollowTable,
-    HelpScreen,
-    Panel,
-    RepBars,
-    lines_text,
-    tag_styles,
-    to_text,
-)
-from tui.windows import (
+from tui.core.columns import windows_width
+from tui.core.facts import facts_lines
+from tui.core.fmt import Seg, fmt_tok, steered
+from tui.core.follow import Batch, Follower, Link, engine_pid, pid_alive, probe
+from tui.core.header import header_lines
+from tui.core.logview import LineClassifier, ServingView
+from tui.core.plan import LoadPlan, frozen_noise, load_plan
+from tui.core.reps import REP_COLS, REP_COLUMNS, rep_series, row_cells, window_series
+from tui.core.selection import LogWatch, Selection
+from tui.core.sessions import keyed_session, running_sessions, session_args, session_paused
+from tui.core.versus import bars_lines, delta_cells
+from tui.core.windows import (
     WINDOW_COLS,
     campaign_summary,
-    focus_window,
     live_row,
     window_notes,
     window_rows,
     window_status,
 )
+from tui.widgets.dialogs import ConfirmAbort, HelpScreen
+from tui.widgets.log import BootLog
+from tui.widgets.panels import Panel, RepBars
+from tui.widgets.tables import FollowTable
+from tui.widgets.text import lines_text, tag_styles, to_text
 
 Probe = Callable[[Path, "int | None"], Link]
 Send = Callable[..., dict[str, Any]]
@@ -154,9 +148,7 @@ class RulerConsole(App[None]):
         self.noise = frozen_noise(self.run_dir / "campaign.yaml")  # the Δ column's floor
         self.link: Link | None = None
         self.caught_up = False  # the journal and the shown log were read to their end
-        self.shown: str | None = None  # the window on screen
-        self.pinned = False  # the operator picked `shown`: stop following the engine
-        self.row_pinned = False  # same for the row under the reps cursor
+        self.sel = Selection()
         self.classify = LineClassifier()
         self.tags = tag_styles({})  # the theme's colours once mounted
         self.follower = Follower(self.run_dir, lambda b: self.post_message(Followed(b)),
@@ -165,12 +157,7 @@ class RulerConsole(App[None]):
         # was drawn while the follower read it, then drawn again.
         self.state = self.follower.preload() or self.state
         self._adapt()
-        self._log_rel: str | None = None
-        self._log_key: tuple[str | None, bool, bool] | None = None  # what the follower watches
-        self._log_gen = 0
-        self._log_view: LogView | None = None  # the serving view's counts; None: raw
-        self.raw_log = False  # v: every line of the log, not the serving view
-        self._reps_for: str | None = None
+        self.logw = LogWatch()
         self._status: list[Seg] = [("attaching to " + str(self.run_dir), "muted")]
         self._ui: Ui | None = None  # the widgets, once mounted
         self._frozen = False
@@ -269,9 +256,9 @@ class RulerConsole(App[None]):
         with self.batch_update():
             if b.events or b.damage or new_base:
                 self._render_all()
-            if b.log_gen == self._log_gen:
-                if b.log_view != self._log_view:
-                    self._log_view = b.log_view
+            if b.log_gen == self.logw.gen:
+                if b.log_view != self.logw.view:
+                    self.logw.view = b.log_view
                     self._render_log_title()
                 if b.log_clear:
                     log.clear()
@@ -283,7 +270,7 @@ class RulerConsole(App[None]):
                     log.write_lines(lines, scroll_end=False)
                     log.follow_tail()
         was = self.caught_up
-        self.caught_up = b.caught_up and b.log_gen == self._log_gen
+        self.caught_up = b.caught_up and b.log_gen == self.logw.gen
         if self.caught_up and not was and not self._frozen:
             # Textual's startup objects and the folded journal live as long as the console: out
             # of the collector's sight, a full collection scans only what the flood leaves behind
@@ -348,8 +335,7 @@ class RulerConsole(App[None]):
 
     @on(FollowTable.Picked, "#windows")
     def _window_picked(self, message: FollowTable.Picked) -> None:
-        self.shown = message.key
-        self.pinned = message.key != focus_window(self.state, message.key)
+        self.sel.pick_window(self.state, message.key)
         self._render_all()
 
     @on(DataTable.RowSelected, "#windows")
@@ -358,8 +344,7 @@ class RulerConsole(App[None]):
 
     @on(FollowTable.Picked, "#reps")
     def _row_picked(self, message: FollowTable.Picked) -> None:
-        live = live_row(self.state, self.shown)
-        self.row_pinned = live is None or message.key != live.key
+        self.sel.pick_row(self.state, message.key)
         self._render_chart()
 
     @on(Input.Submitted, "#search")
@@ -402,7 +387,7 @@ class RulerConsole(App[None]):
             self._command("rerun", [key])
 
     def action_pause(self) -> None:
-        session = keyed_session(self.state, self.shown)
+        session = keyed_session(self.state, self.sel.shown)
         self._window_command("resume" if session_paused(self.state, session) else "pause")
 
     def action_search(self) -> None:
@@ -416,8 +401,8 @@ class RulerConsole(App[None]):
         self._say([("follow", "bold"), ("on" if log.auto_scroll else "off (f to follow again)", "")])
 
     def action_raw_log(self) -> None:
-        self.raw_log = not self.raw_log
-        self._say([("log:", "bold"), ("raw, every line (v: serving view)" if self.raw_log else
+        self.logw.raw = not self.logw.raw
+        self._say([("log:", "bold"), ("raw, every line (v: serving view)" if self.logw.raw else
                                       "serving view: past the ready line, errors, warnings and "
                                       "the lines the adapter reads; the rest folded (v: raw)", "")])
         self._watch_log()
@@ -441,7 +426,7 @@ class RulerConsole(App[None]):
             self.ui.reps.focus()
             self._render_log_title()
             return
-        self.pinned = self.row_pinned = False
+        self.sel.live()
         self._render_all()
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
@@ -464,7 +449,7 @@ class RulerConsole(App[None]):
 
     def _window_command(self, cmd: str) -> None:
         """A command on a window: with sessions on places, the window under the cursor's session."""
-        args = session_args(self.state, self.shown)
+        args = session_args(self.state, self.sel.shown)
         if args is None:
             running = ", ".join(running_sessions(self.state))
             self._say([(f"{cmd}:", "bold"), (f"sessions {running} run at once: put the cursor on a "
@@ -485,9 +470,7 @@ class RulerConsole(App[None]):
     # ------------------------------------------------------------ rendering
 
     def _render_all(self) -> None:
-        if not self.pinned or self.shown not in self.state.windows:
-            self.shown = focus_window(self.state, self.shown)
-            self.pinned = False
+        self.sel.follow(self.state)
         self._render_head()
         self._render_windows()
         self._render_reps()
@@ -498,7 +481,7 @@ class RulerConsole(App[None]):
 
     def _render_head(self) -> None:
         link = (self.link.connected, self.link.detail) if self.link else None
-        lines = header_lines(self.state, self.plan, self.shown, link, self.clock())
+        lines = header_lines(self.state, self.plan, self.sel.shown, link, self.clock())
         head = self.ui.head
         if head.styles.height is None or head.styles.height.value != len(lines):
             head.styles.height = len(lines)  # a line per place when sessions run on places
@@ -523,23 +506,22 @@ class RulerConsole(App[None]):
         self._split_body()  # the list's width for what it now holds: its columns are chosen for it
         if changed:
             table.place()
-        table.show_key(self.shown)
+        table.show_key(self.sel.shown)
 
     def _render_reps(self) -> None:
         table = self.ui.reps
-        if self._reps_for != self.shown:
+        if self.sel.new_reps():
             table.reset()
-            self._reps_for, self.row_pinned = self.shown, False
-        rows = window_rows(self.state, self.shown) if self.shown else []
+        rows = window_rows(self.state, self.sel.shown) if self.sel.shown else []
         reps = self.plan.reps
         cells = [(r, row_cells(r, reps)) for r in rows]
         table.sync([(r.key, [c[col] for col in REP_COLUMNS]) for r, c in cells], self.tags)
-        if not self.row_pinned:
-            live = live_row(self.state, self.shown)
+        if not self.sel.row_pinned:
+            live = live_row(self.state, self.sel.shown)
             table.show_key(live.key if live else (rows[-1].key if rows else None))
         self._split_body()
-        title = f"reps · {self.shown or '-'}"
-        if self.pinned:
+        title = f"reps · {self.sel.shown or '-'}"
+        if self.sel.pinned:
             title += " (picked; esc: live)"
         self._title(self.ui.right, title)
 
@@ -560,12 +542,12 @@ class RulerConsole(App[None]):
 
     def _render_facts(self) -> None:
         facts = self.ui.facts
-        self._title(facts, f"boot facts · {self.shown or '-'}")
-        facts.set(lines_text(facts_lines(self.state, self.shown), self.tags))
+        self._title(facts, f"boot facts · {self.sel.shown or '-'}")
+        facts.set(lines_text(facts_lines(self.state, self.sel.shown), self.tags))
 
     def _render_chart(self) -> None:
         # The window's reps in landing order, bars from zero: a leak is a stub among full bars.
-        series = window_series(self.state, self.shown)
+        series = window_series(self.state, self.sel.shown)
         self.ui.spark.data = series  # reassigned, never mutated
         label: list[Seg] = [("reps vs their shape's median", "muted")]
         if series:
@@ -576,19 +558,15 @@ class RulerConsole(App[None]):
             label += [("·", "muted"), (f"{row.cls} {row.load}:", "bold"),
                       (" ".join(fmt_tok(v) for v in rep_series(row)), "")]
         self.ui.spark_label.set(to_text(label, self.tags))
-        bars = bars_lines(self.state, self.shown, width=8, noise=self.noise)
+        bars = bars_lines(self.state, self.sel.shown, width=8, noise=self.noise)
         self.ui.bars.set(Text("\n").join(to_text(line, self.tags, sep="") for line in bars))
 
     def _watch_log(self) -> None:
-        ws = self.state.windows.get(self.shown or "")
-        rel = ws.log if ws and ws.log else None
         adapter = self.classify.adapter
-        serving = not self.raw_log and adapter is not None
-        key = (rel, self.raw_log, serving)
-        if key != self._log_key:
-            self._log_key, self._log_rel = key, rel
-            self._log_view = None
-            self._log_gen = self.follower.watch_log(
+        wanted = self.logw.wants(self.state, self.sel.shown, adapter is not None)
+        if wanted is not None:
+            rel, serving = wanted
+            self.logw.gen = self.follower.watch_log(
                 rel, ServingView(adapter) if serving and adapter is not None else None)
             log = self.ui.log
             log.clear()
@@ -599,13 +577,14 @@ class RulerConsole(App[None]):
     def _render_log_title(self) -> None:
         log = self.ui.log
         follow = "following" if log.auto_scroll else "follow off (f)"
-        name = Path(self._log_rel).name if self._log_rel else ""
-        where = (self.shown or "-") + ("" if name in ("", "boot.log") else f" {name}")
+        rel = self.logw.rel
+        name = Path(rel).name if rel else ""
+        where = (self.sel.shown or "-") + ("" if name in ("", "boot.log") else f" {name}")
         # What changes and matters first: a narrow pane cuts the title's end.
-        view, what, mode = self._log_view, "boot log", ""
-        if not self._log_rel:
+        view, what, mode = self.logw.view, "boot log", ""
+        if not rel:
             where += " (no log yet)"
-        elif self.raw_log:
+        elif self.logw.raw:
             what, mode = "log", " · raw (v: serving view)"
         elif view is not None and view.ready:
             what, mode = "log", f" · serving view, {view.folded:,} lines folded (v: raw)"

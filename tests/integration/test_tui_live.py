@@ -17,7 +17,7 @@ from engine.errors import EXIT_STOPPED
 from engine.record.journal import read_events
 from tests.console import live_marked, screen_text, table_text, until
 from tui.app import RulerConsole
-from tui.widgets import BootLog
+from tui.widgets.log import BootLog
 
 # Slow: each test drives a real engine's campaign, over ten seconds.
 pytestmark = pytest.mark.slow
@@ -164,8 +164,8 @@ async def test_two_places_live_at_once_and_advance_goes_to_the_session_under_the
             assert [rows[w] for w in both] == ["measuring", "measuring"]
             print("\n".join(screen_text(app).splitlines()[:12]))
             order = app.ui.windows.keys
-            while app.shown != "s2-control":  # the cursor onto s2's control
-                up = order.index(app.shown or "") > order.index("s2-control")
+            while app.sel.shown != "s2-control":  # the cursor onto s2's control
+                up = order.index(app.sel.shown or "") > order.index("s2-control")
                 await pilot.press("up" if up else "down")
                 await pilot.pause(0.1)
             # The cursor's place is marked, whichever line the live places are in.

@@ -31,7 +31,7 @@ def top(mods: set[str]) -> set[str]:
 
 
 def test_the_console_takes_the_spec_defaults_without_the_schema() -> None:
-    """tui.plan reads a frozen campaign.yaml with the spec's defaults: from engine.campaign.defaults,
+    """tui.core.plan reads a frozen campaign.yaml with the spec's defaults: from engine.campaign.defaults,
     never the pydantic schema (pydantic alone adds tens of milliseconds to the console's start)."""
     mods = modules("import tui.app")
     assert "engine.campaign.defaults" in mods
@@ -76,6 +76,6 @@ def test_the_campaign_defaults_load_no_schema() -> None:
 
 
 def test_the_console_speaks_the_control_socket_without_the_run_layer() -> None:
-    mods = modules("import tui.app, tui.follow")
+    mods = modules("import tui.app, tui.core.follow")
     assert "engine.control" in mods
     assert not {m for m in mods if m == "engine.run" or m.startswith("engine.run.")}

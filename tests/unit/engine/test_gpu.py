@@ -24,7 +24,7 @@ from engine.record.state import RowState
 from engine.run import boot, gpuwatch
 from engine.servers import get_adapter
 from tests.paths import FIXTURES
-from tui.reps import rep_segs
+from tui.core.reps import rep_segs
 
 GPU = FIXTURES / "gpu"
 REPS = json.loads((GPU / "reps.json").read_text())

@@ -34,11 +34,12 @@ from engine.servers import get_adapter
 from tests.console import live_marked, screen_text, settled, table_text, until
 from tests.paths import FIXTURES
 from tui.app import RulerConsole, farewell
-from tui.follow import Link
-from tui.logview import ServingView
-from tui.reps import REP_COLS
-from tui.widgets import BootLog, FollowTable
-from tui.windows import WINDOW_COLS
+from tui.core.follow import Link
+from tui.core.logview import ServingView
+from tui.core.reps import REP_COLS
+from tui.core.windows import WINDOW_COLS
+from tui.widgets.log import BootLog
+from tui.widgets.tables import FollowTable
 
 JOURNALS = FIXTURES / "journals"
 REPLIES = {"abort": "aborting: the current server is stopped (a container is kept); rows in "
@@ -208,10 +209,10 @@ async def test_picking_a_window_shows_it_and_esc_goes_back_to_the_live_one(measu
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
-        assert app.shown == "s2-control"
+        assert app.sel.shown == "s2-control"
         assert app.focused is app.ui.windows  # the keys go to the windows list from the start
         await pilot.press("up")  # one up: s1 ctx
-        await until(pilot, lambda: app.shown == "s1-ctx" and app.pinned)
+        await until(pilot, lambda: app.sel.shown == "s1-ctx" and app.sel.pinned)
         await pilot.press("enter")  # opens its reps: the arrows now go to its rows
         await until(pilot, lambda: app.focused is app.ui.reps)
         await until(pilot, lambda: "reps · s1-ctx (picked; esc: live)" in screen_text(app))
@@ -224,9 +225,9 @@ async def test_picking_a_window_shows_it_and_esc_goes_back_to_the_live_one(measu
                       "concurrency": 1, "attempt": 1, "rep": 3, "agg_tok_s": 17.156,
                       "per_user_tok_s": 17.156, "file": "x"}])
         await until(pilot, lambda: app.state.rows["s2-control/code/c1"].reps[1].get(3) == 17.156)
-        assert app.shown == "s1-ctx"
+        assert app.sel.shown == "s1-ctx"
         await pilot.press("escape")
-        await until(pilot, lambda: app.shown == "s2-control" and not app.pinned)
+        await until(pilot, lambda: app.sel.shown == "s2-control" and not app.sel.pinned)
 
 
 async def test_a_command_from_another_client_is_shown(measuring) -> None:
@@ -262,13 +263,13 @@ async def test_on_places_keys_reps_and_log_follow_the_window_under_the_cursor(pl
         assert "sessions 2 running, 1 queued, 0 done" in head[0]
         assert head[2].strip().startswith("place a · s1 ctx · prose c2 attempt 2 rep 3/3")
         assert head[3].strip().startswith("▸ place b · s2 ctx · code c1 attempt 1 rep 3/3")
-        assert app.shown == "s2-ctx"  # started last
+        assert app.sel.shown == "s2-ctx"  # started last
         await pilot.press("n")
         await until(pilot, lambda: engine.got[-1:] == [("advance", ["s2"])])
 
         await pilot.press("up", "up", "up", "up")  # s2 qv8, s2 control, s1 qv8, s1 ctx
-        await until(pilot, lambda: app.shown == "s1-ctx")
-        assert not app.pinned  # a live window: the screen follows its place from now on
+        await until(pilot, lambda: app.sel.shown == "s1-ctx")
+        assert not app.sel.pinned  # a live window: the screen follows its place from now on
         await until(pilot, lambda: "reps · s1-ctx" in screen_text(app)
                     and "log s1-ctx · following" in screen_text(app))
         s1_log = (run / "windows/s1-ctx/boot.log").read_text().splitlines()
@@ -291,13 +292,13 @@ async def test_on_places_keys_reps_and_log_follow_the_window_under_the_cursor(pl
         await until(pilot, lambda: live_marked(app) == ["s1 ctx", "s3 control"])
         assert app.state.current == "s3-control"
         await settled(pilot)
-        assert app.shown == "s1-ctx" and "log s1-ctx" in screen_text(app)
+        assert app.sel.shown == "s1-ctx" and "log s1-ctx" in screen_text(app)
         await pilot.press("n")
         await until(pilot, lambda: engine.got[-1] == ("advance", ["s1"]))
 
         # On a window of neither running session nothing is sent: which one is meant?
         await pilot.press("down", "down", "down")  # s1 qv8, s2 control, s2 qv8: s2 is done
-        await until(pilot, lambda: app.shown == "s2-qv8" and app.pinned)
+        await until(pilot, lambda: app.sel.shown == "s2-qv8" and app.sel.pinned)
         sent = len(engine.got)
         await pilot.press("w")
         await until(pilot, lambda: "sessions s1, s3 run at once: put the cursor on a window of "
@@ -355,7 +356,7 @@ async def test_the_boot_log_follows_searches_and_stops_following(measuring) -> N
         await settled(pilot)
         log = app.query_one(BootLog)
         await pilot.press("v")  # the raw log: every line, as the file has them
-        await until(pilot, lambda: app.raw_log and "· raw (v" in screen_text(app))
+        await until(pilot, lambda: app.logw.raw and "· raw (v" in screen_text(app))
         await settled(pilot)
         n = log.line_count
         assert n == len((run / "windows/s2-control/boot.log").read_text().splitlines())
@@ -390,7 +391,7 @@ async def test_past_the_ready_line_the_log_keeps_what_matters_and_folds_the_rest
         ready = next(i for i, x in enumerate(lines) if "model loaded" in x)
         assert shown[: ready + 1] == lines[: ready + 1]  # the boot, as it was
         assert len(shown) < len(lines) / 3
-        serving = app._log_view
+        serving = app.logw.view
         assert serving is not None
         folded, pending = serving.folded, serving.pending
         assert pending  # the idle lines after the last request: their count line waits
@@ -667,7 +668,7 @@ async def test_every_width_from_80_to_200_lays_out_cleanly(tmp_path: Path) -> No
 SNAPSHOTS = ["booting", "measuring", "rejected", "finished", "places"]
 
 
-# 80x24 in tmux is the floor; every width up to 200 must lay out cleanly (tui.columns.fit_columns).
+# 80x24 in tmux is the floor; every width up to 200 must lay out cleanly (tui.core.columns.fit_columns).
 SIZES = [(80, 24), (100, 30), (120, 40), (160, 48)]
 
 
@@ -719,7 +720,7 @@ async def test_the_help_scrolls_to_its_last_mark_at_80x24(tmp_path: Path) -> Non
 async def test_rep_bars_start_at_zero() -> None:
     from textual.app import App, ComposeResult
 
-    from tui.widgets import RepBars
+    from tui.widgets.panels import RepBars
 
     class Bars(App[None]):
         CSS = "RepBars { width: 6; height: 1; }"

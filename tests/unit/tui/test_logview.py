@@ -1,4 +1,4 @@
-"""The log pane's serving view (tui/logview.py) on recorded logs, and the follower that applies it."""
+"""The log pane's serving view (tui/core/logview.py) on recorded logs, and the follower that applies it."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from engine.servers import get_adapter
 from engine.servers.logs import LogReader
 from tests.paths import FIXTURES
 from tests.unit.engine.servers.wordings import SGLANG, VLLM
-from tui.follow import Batch, Follower
-from tui.logview import MARK, LineClassifier, ServingView, shape
+from tui.core.follow import Batch, Follower
+from tui.core.logview import MARK, LineClassifier, ServingView, shape
 
 SERVING = FIXTURES / "journals" / "finished" / "windows" / "s2-control" / "boot.log"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.record.figures import FIGURES
 from engine.record.state import RowState
-from tui.reps import FIGURE_COLUMNS, REP_COLUMNS, row_cells
+from tui.core.reps import FIGURE_COLUMNS, REP_COLUMNS, row_cells
 
 
 def test_the_console_names_its_columns_and_formats_its_cells_by_the_declaration() -> None:

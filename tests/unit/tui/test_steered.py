@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 
 from engine.record.journal import read_events
 from tui.app import RulerConsole
-from tui.fmt import steered
+from tui.core.fmt import steered
 
 MEASURING = Path(__file__).parents[2] / "fixtures" / "journals" / "measuring"
 WHO = {"pid": 1, "uid": os.getuid(), "gid": os.getgid()}

@@ -1,4 +1,4 @@
-"""The canary of tui/_textual_hacks.py: every private Textual member a hack relies on is still
+"""The canary of tui/widgets/_textual_hacks.py: every private Textual member a hack relies on is still
 there, with the parameters the hack calls or overrides it with. A Textual upgrade that renames or
 reshapes one fails here, naming it, before a console draws wrong or raises mid-run."""
 
@@ -9,7 +9,7 @@ import re
 import pytest
 from textual.widgets import DataTable
 
-from tui import _textual_hacks
+from tui.widgets import _textual_hacks
 
 
 def test_every_private_member_the_hacks_rely_on_is_still_there() -> None:

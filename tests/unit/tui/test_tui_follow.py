@@ -23,18 +23,18 @@ from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, apply, fold, fold_read
 from engine.record.writer import Journal
 from tests.paths import FIXTURES
-from tui.columns import fit_columns, windows_width
-from tui.eta import _rates, eta
-from tui.facts import facts_lines
-from tui.fmt import fmt_secs
-from tui.follow import Batch, Follower, Tail
-from tui.header import header_lines
-from tui.plan import LoadPlan, load_plan
-from tui.reps import REP_COLS, REP_COLUMNS, row_cells
-from tui.sessions import session_args, session_paused, sessions_text
-from tui.verdicts import VERDICT_SEGS, verdict_seg
-from tui.versus import ci_seg, delta_seg, headline, reference, shape_deltas
-from tui.windows import focus_window, phase, window_notes, window_rows, window_status
+from tui.core.columns import fit_columns, windows_width
+from tui.core.eta import _rates, eta
+from tui.core.facts import facts_lines
+from tui.core.fmt import fmt_secs
+from tui.core.follow import Batch, Follower, Tail
+from tui.core.header import header_lines
+from tui.core.plan import LoadPlan, load_plan
+from tui.core.reps import REP_COLS, REP_COLUMNS, row_cells
+from tui.core.sessions import session_args, session_paused, sessions_text
+from tui.core.verdicts import VERDICT_SEGS, verdict_seg
+from tui.core.versus import ci_seg, delta_seg, headline, reference, shape_deltas
+from tui.core.windows import focus_window, phase, window_notes, window_rows, window_status
 
 JOURNALS = FIXTURES / "journals"
 

@@ -1,4 +1,4 @@
-"""The console's cells as Rich Text (tui.widgets.to_text): made at once, they are the very Text
+"""The console's cells as Rich Text (tui.widgets.text.to_text): made at once, they are the very Text
 that appending each segment in its tag's style makes (control codes dropped, no span for a null
 style or an empty segment), so the screen is unchanged."""
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from rich.style import Style
 from rich.text import Text
 
-from tui.widgets import tag_styles, to_text
+from tui.widgets.text import tag_styles, to_text
 
 STYLES = tag_styles({})
 

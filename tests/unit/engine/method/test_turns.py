@@ -40,8 +40,8 @@ def test_unknown_usage_is_no_hit_and_no_turns_is_empty() -> None:
 
 def test_the_console_reads_a_rows_turns_in_its_why() -> None:
     from engine.record.state import RowState
-    from tui.fmt import fmt_turns
-    from tui.reps import row_cells
+    from tui.core.fmt import fmt_turns
+    from tui.core.reps import row_cells
 
     turns = turn_figures([rec(0, 100, 0, 0.06), rec(1, 200, 150, 0.02)])
     assert fmt_turns(turns) == "t0 0% 60ms, t1 75% 20ms"
@@ -51,7 +51,7 @@ def test_the_console_reads_a_rows_turns_in_its_why() -> None:
 
 
 def test_the_console_counts_a_trace_s_one_row_and_a_multi_turn_class_s_closed_loop() -> None:
-    from tui.plan import LoadPlan
+    from tui.core.plan import LoadPlan
 
     wl = {"classes": {"p": {"prompts": ["a"]}, "t": {"trace": {"file": "t.jsonl"}},
                       "chat": {"conversations": {"file": "c.jsonl"}}},

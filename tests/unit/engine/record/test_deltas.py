@@ -22,7 +22,7 @@ from engine.record.deltas import (
     text,
 )
 from engine.record.state import RowState, RunState, WindowState
-from tui.versus import bars_lines, ci_seg, delta_seg
+from tui.core.versus import bars_lines, ci_seg, delta_seg
 
 # Student's t at 0.975, from any printed table.
 T975 = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 10: 2.2281, 30: 2.0423}

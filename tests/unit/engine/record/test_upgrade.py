@@ -10,7 +10,7 @@ from pathlib import Path
 from engine.record.events import FORMAT, EventKind, check
 from engine.record.journal import read_journal, read_kinds
 from engine.record.upgrade import FIRST_FORMAT, frozen_workload, upgraded
-from tui.follow import Follower
+from tui.core.follow import Follower
 
 FIXTURES = Path(__file__).parents[3] / "fixtures"
 FORMAT_1 = FIXTURES / "journals" / "booting"  # recorded before run_started carried the workload

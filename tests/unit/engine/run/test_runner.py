@@ -28,8 +28,8 @@ from engine.record.state import fold
 from engine.run.measure import Measurement, recompute_row
 from tests.unit.fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
 from tests.unit.helpers import CTX, LEAKY, PACE, WHO, campaign, events, rows, runner, slow_rep_two
-from tui.header import header_lines
-from tui.plan import LoadPlan
+from tui.core.header import header_lines
+from tui.core.plan import LoadPlan
 
 pytestmark = pytest.mark.timeout(60)
 

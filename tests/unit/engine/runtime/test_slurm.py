@@ -40,8 +40,8 @@ from engine.runtime.slurm.script import job_script
 from engine.servers import get_adapter
 from tests.paths import FIXTURES
 from tests.unit.fakes import LOGS, Behaviour, FakeBatchRuntime, FakeBatchServer, Queue, by_window
-from tui.facts import facts_lines
-from tui.windows import phase, window_status
+from tui.core.facts import facts_lines
+from tui.core.windows import phase, window_status
 
 SLURM = FIXTURES / "slurm"
 CAMPAIGN = SLURM / "campaign.yaml"
@@ -468,7 +468,7 @@ def test_a_session_node_falls_back_to_the_boot_fact() -> None:
 
 
 def test_the_console_shows_queued_with_slurms_reason_and_the_node() -> None:
-    """Where "booting" shows (tui/windows.py, tui/facts.py): the header's phase, the window's status
+    """Where "booting" shows (tui/core/windows.py, tui/core/facts.py): the header's phase, the window's status
     word, and its detail (the boot-facts panel) with the job and, once placed, its node."""
     events = list(read_events(JOURNAL))[:99]
     events.append({"seq": 100, "ts": 1796096340.39, "kind": "window_queued", "session": "s1",

@@ -6,7 +6,7 @@ import statistics
 
 from engine.record.events import RowStatus, RunStatus, WindowStatus
 from engine.record.state import RowState, RunState, WindowState, row_key
-from tui.plan import LoadPlan
+from tui.core.plan import LoadPlan
 
 
 def elapsed(state: RunState, now: float) -> float | None:

@@ -10,9 +10,9 @@ from engine.method.leak import spread
 from engine.record.events import LIVE_ROWS, RowStatus
 from engine.record.figures import FIGURES
 from engine.record.state import RowState, RunState
-from tui.columns import Col
-from tui.fmt import Seg, fmt_tok, fmt_turns
-from tui.windows import window_rows
+from tui.core.columns import Col
+from tui.core.fmt import Seg, fmt_tok, fmt_turns
+from tui.core.windows import window_rows
 
 # The row figures shown after the row's status, in this order (their columns, formats:
 # engine.record.figures).

@@ -1,7 +1,7 @@
 """The console's text: plain text plus a style tag, and the figures' formats. No Textual here.
 
 Every cell and line is a list of segments, each ``(text, tag)``; the tag is ``error``, ``warning``,
-``success``, ``accent``, ``muted``, ``bold`` or ``""``, and ``tui.widgets`` maps tags to theme
+``success``, ``accent``, ``muted``, ``bold`` or ``""``, and ``tui.widgets.text`` maps tags to theme
 colours. Every colour is paired with a glyph or a word ("!", "VOID", "≠") so a NO_COLOR terminal
 loses nothing.
 """

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from engine.record.events import OVER_RUNS, RunStatus
 from engine.record.state import RunState
-from tui.eta import elapsed, eta
-from tui.fmt import Seg, fmt_secs
-from tui.plan import LoadPlan
-from tui.sessions import on_places, pause_seg, place_lines, sessions_text
-from tui.windows import live_row, phase, position, shape_segs
+from tui.core.eta import elapsed, eta
+from tui.core.fmt import Seg, fmt_secs
+from tui.core.plan import LoadPlan
+from tui.core.sessions import on_places, pause_seg, place_lines, sessions_text
+from tui.core.windows import live_row, phase, position, shape_segs
 
 
 def damage_text(state: RunState) -> str:

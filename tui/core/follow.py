@@ -23,7 +23,7 @@ from engine.record import snapshot
 from engine.record.journal import Damage, Event, Reader
 from engine.record.liveness import read_pid
 from engine.record.state import RunState
-from tui.logview import MARK, ServingView
+from tui.core.logview import MARK, ServingView
 
 CHUNK = 64 * 1024
 JOURNAL = "journal.jsonl"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from engine.record.events import RunStatus, SessionStatus, WindowStatus
 from engine.record.state import RunState
-from tui.fmt import Seg
-from tui.plan import LoadPlan
-from tui.windows import live_row, shape_segs, window_phase
+from tui.core.fmt import Seg
+from tui.core.plan import LoadPlan
+from tui.core.windows import live_row, shape_segs, window_phase
 
 
 def on_places(state: RunState) -> bool:

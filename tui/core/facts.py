@@ -7,8 +7,8 @@ from typing import Any
 from engine.record.events import CONTROL, WindowStatus
 from engine.record.state import RunState, WindowState
 from engine.servers import BootFacts
-from tui.fmt import Seg
-from tui.windows import queued_text
+from tui.core.fmt import Seg
+from tui.core.windows import queued_text
 
 KEY_FACT_PREFIXES = ("kv.", "ctx.", "weights.", "compute.", "spec.", "slots.")
 

@@ -7,8 +7,8 @@ import statistics
 from engine.record.deltas import Interval, observable, pair_delta, stage_of
 from engine.record.events import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus
 from engine.record.state import RowState, RunState, WindowState, row_key
-from tui.fmt import Seg, fmt_pct, fmt_tok
-from tui.windows import window_rows
+from tui.core.fmt import Seg, fmt_pct, fmt_tok
+from tui.core.windows import window_rows
 
 
 def row_value(r: RowState | None) -> tuple[float, bool] | None:

@@ -7,10 +7,10 @@ import itertools
 
 from engine.record.events import LIVE_ROWS, UP_WINDOWS, Check, RowStatus, RunStatus, Verdict, WindowStatus
 from engine.record.state import RowState, RunState, WindowState
-from tui.columns import Col
-from tui.fmt import Seg
-from tui.plan import LoadPlan
-from tui.verdicts import verdict_seg, verdict_word
+from tui.core.columns import Col
+from tui.core.fmt import Seg
+from tui.core.plan import LoadPlan
+from tui.core.verdicts import verdict_seg, verdict_word
 
 
 class RowsByWindow:

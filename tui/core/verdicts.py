@@ -7,7 +7,7 @@ from typing import Any
 
 from engine.record.events import Check, Verdict
 from engine.record.state import WindowState
-from tui.fmt import Seg
+from tui.core.fmt import Seg
 
 
 def _ratio(check: str, part: str) -> Callable[[dict[str, Any]], str]:

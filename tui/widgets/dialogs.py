@@ -1,0 +1,87 @@
+"""The modal screens: the abort question and the help."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+
+class ConfirmAbort(ModalScreen[bool]):
+    BINDINGS = [Binding("y", "answer(True)", "abort"), Binding("n", "answer(False)", "keep going"),
+                Binding("escape", "answer(False)", "keep going")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static("[b]Abort the campaign?[/b]\n\n"
+                         "The current server is stopped (a container is kept) and rows in flight "
+                         "become [i]aborted[/i]. Finished rows stay in the results.\n\n"
+                         "[b]y[/b] abort    [b]n[/b] / [b]esc[/b] keep going")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+HELP_INTRO = "[b]ruler console[/b]: every key sends one command to the engine and shows its reply."
+
+# (key, what it does): a description wraps under its own column, never under the keys.
+HELP_KEYS = [
+    ("a", "abort the campaign (asks first)"),
+    ("n", "advance: end the current window, go on with the next"),
+    ("w", "rewarm: a warm pass before the next rep"),
+    ("r", "rerun the void row under the cursor (reps table)"),
+    ("p", "pause / resume between reps"),
+    ("/", "search the log ([b]enter[/b] next older match, [b]esc[/b] close)"),
+    ("f", "follow the log on / off"),
+    ("v", "the raw log, every line / the serving view: once the server is ready, errors, warnings "
+          "and the lines ruler reads; the rest folded"),
+    ("esc", "back to the live window and shape"),
+    ("↑ ↓", "pick a window (or a row); [b]enter[/b] on a window opens its reps"),
+    ("tab", "windows list -> reps table -> log (the heavy line marks it)"),
+    ("ctrl+p", "command palette (every key is there too)"),
+    ("q", "quit the console: [b]the engine keeps running[/b];"),
+    ("", "reattach with [b]ruler attach RUN_DIR[/b]"),
+]
+
+HELP_MARKS = [
+    ("4.5!", "a rep suspected of a leaked autotune pass (far below the median)"),
+    ("VOID", "spread over the limit: error colour, the reason in [i]why[/i]"),
+    ("att", "the row's attempt: 2 and up, a rerun"),
+    ("~", "provisional: the shape is still measuring"),
+    ("≠", "a boot fact that differs from this session's control"),
+    ("Δ ctl", "the median shape's window / control - 1, its 95 % interval beside it ([i]95% CI[/i]) "
+              "where there is room; coloured only beyond the noise (interval without 0, delta over "
+              "leak.spread); [i]control void[/i] (or rejected, failed): the control has no figure "
+              "to compare"),
+    ("▶", "a window the engine is on; [b]▸[/b] the place n, w, p act on"),
+]
+
+
+def help_grid(rows: list[tuple[str, str]]) -> Table:
+    """Keys (or marks) in bold beside what they do, each description wrapped in its own column."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True, style="bold", min_width=6)  # the keys' and the marks' alike
+    grid.add_column(ratio=1)
+    for key, what in rows:
+        grid.add_row(key, Text.from_markup(what))
+    return grid
+
+
+class HelpScreen(ModalScreen[None]):
+    """The keys and marks; at 80x24 they are taller than the screen, so the dialog scrolls (it has
+    the focus: the arrow and page keys scroll it)."""
+
+    BINDINGS = [Binding("escape", "dismiss", "close"), Binding("question_mark", "dismiss", "close"),
+                Binding("q", "dismiss", "close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="dialog") as dialog:
+            dialog.border_subtitle = "↑ ↓ scroll · esc close"
+            yield Static(HELP_INTRO, classes="para")
+            yield Static(help_grid(HELP_KEYS), classes="para")
+            yield Static("[b]Marks[/b]")
+            yield Static(help_grid(HELP_MARKS))
