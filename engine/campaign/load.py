@@ -243,7 +243,7 @@ def _check_capacity(workload: Mapping[Any, Any], classes: Mapping[Any, Any]) -> 
         if span[0] >= span[1]:
             issues.append(((*where, "range"), False, f"workload.capacity.range: the low end {span[0]} "
                                                      f"must be below the high end {span[1]}"))
-        if cap.get("over") == "concurrency" and any(not isinstance(v, int) or v > MAX_CONCURRENCY
+        if cap.get("over") == "concurrency" and any(not float(v).is_integer() or v > MAX_CONCURRENCY
                                                     for v in span):
             issues.append(((*where, "range"), False, "workload.capacity.range: a concurrency range is "
                                                      f"two whole numbers up to {MAX_CONCURRENCY}"))
