@@ -34,8 +34,6 @@ from engine.campaign.sources.shared_prefix import SharedPrefixSpec
 from engine.campaign.sources.trace import TraceSpec
 from engine.campaign.variables import ArgValue, Scalar, expand
 from engine.campaign.yamlmarks import describe
-from engine.method.capacity import Criteria, Search
-from engine.method.stats import Slo as StatsSlo
 from engine.record.events import CONTROL
 from engine.runtime.slurm import options as sbatch_options
 
@@ -363,7 +361,7 @@ class Slo(_Frozen):
 
 
 LimitKey = Literal["ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms",
-                   "tpot_p99_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms"]  # capacity.LIMIT_KEYS
+                   "tpot_p99_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms"]  # sla.LIMIT_KEYS
 Positive = Annotated[float, Strict(), Field(gt=0, le=MAX_RATE, allow_inf_nan=False)]
 
 
@@ -378,13 +376,6 @@ class CapacitySpec(_Frozen):
     resolution: Annotated[float, Strict(), Field(gt=0, le=10, allow_inf_nan=False)] = 0.1
     max_probes: Annotated[int, Strict(), Field(ge=2, le=100)] = 8
     classes: tuple[Name, ...] = ()  # none: every class measured at that kind of load
-
-    def criteria(self, slo: Slo) -> Criteria:
-        return Criteria({str(k): v for k, v in self.holds.items()}, self.goodput,
-                        StatsSlo(slo.ttft_ms, slo.tpot_ms))
-
-    def search(self) -> Search:
-        return Search(self.over, self.range[0], self.range[1], self.resolution, self.max_probes)
 
 
 TIMED_REQUESTS = 100_000  # a rep sized by time: the requests it may send before its seconds end

@@ -21,7 +21,7 @@ from engine.campaign import defaults
 from engine.campaign.sources import conversations
 from engine.campaign.spec import percent
 from engine.errors import WindowFailed
-from engine.method import capacity, precision, stats
+from engine.method import capacity, precision, sla, stats
 from engine.record.events import CONTROL, USABLE_ROWS, EventKind, RowStatus, WindowStatus
 from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
@@ -174,7 +174,8 @@ class Measurement:
         spec = run.campaign.workload.capacity
         if spec is None or capacity_key(ctx.session, ctx.window, cls) in run.state.capacity:
             return
-        search, criteria = spec.search(), spec.criteria(run.campaign.workload.slo)
+        search = capacity.Search(spec.over, spec.range[0], spec.range[1], spec.resolution, spec.max_probes)
+        criteria = sla.Criteria({str(k): v for k, v in spec.holds.items()}, spec.goodput, slo_of(run))
         while not run.controls.stopping():
             probes = probe_verdicts(run.run_dir, run.state, ctx.session, ctx.window, cls, search,
                                     criteria)
@@ -471,7 +472,7 @@ class Measurement:
 
 
 def probe_verdicts(run_dir: Path, state: RunState, session: str, window: str, cls: str,
-                   search: capacity.Search, criteria: capacity.Criteria) -> dict[float, dict[str, Any]]:
+                   search: capacity.Search, criteria: sla.Criteria) -> dict[float, dict[str, Any]]:
     """Every complete row of a window's class at the search's kind of load, judged against the
     criteria from its last attempt's receipts: load -> its probe (load, verdict, reps held, row)."""
     out: dict[float, dict[str, Any]] = {}
@@ -484,8 +485,8 @@ def probe_verdicts(run_dir: Path, state: RunState, session: str, window: str, cl
         figures: list[dict[str, Any]] = []
         if row.status in USABLE_ROWS:
             files = row.files.get(row.attempt, {})
-            figures = [capacity.rep_figures(read_rep(run_dir / files[r])[1], criteria) for r in sorted(files)]
-        out[load] = {"load": load, "probe": str(capacity.judge(figures)), "row": row.key,
+            figures = [sla.rep_figures(read_rep(run_dir / files[r])[1], criteria) for r in sorted(files)]
+        out[load] = {"load": load, "probe": str(sla.judge(figures)), "row": row.key,
                      "held": sum(bool(f["holds"]) for f in figures), "reps": len(figures),
                      "figures": figures}
     return out

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine import testbed as tb_mod
-from engine.method import capacity
+from engine.method import capacity, sla
 from engine.record.journal import read_events
 from engine.record.snapshot import fold_journal
 from engine.run.measure import probe_verdicts
@@ -40,7 +40,7 @@ def test_a_capacity_search_brackets_the_slo_edge_with_ordinary_rows(
             for r in csv.DictReader((run / "throughput.csv").open())}
     state = fold_journal(run / "journal.jsonl")
     search = capacity.Search("concurrency", 1, 8)
-    criteria = capacity.Criteria({"ttft_p99_ms": 400})
+    criteria = sla.Criteria({"ttft_p99_ms": 400})
     for window, e in answers.items():
         assert f"s1-{window}/prose" in state.capacity
         # The low end and the high end were probed first, then the band was split.

@@ -1,20 +1,12 @@
-"""engine.method.capacity: the bracketing search, rep by rep verdicts, the band against the control's."""
+"""engine.method.capacity and sla: the bracketing search, rep by rep verdicts, the band against
+the control's."""
 
 from collections.abc import Callable
 
 import pytest
 
-from engine.method.capacity import (
-    Answer,
-    Criteria,
-    Found,
-    Probe,
-    Search,
-    judge,
-    rep_figures,
-    step,
-    versus,
-)
+from engine.method.capacity import Answer, Found, Probe, Search, step, versus
+from engine.method.sla import Criteria, judge, rep_figures
 from engine.method.stats import Slo
 
 
