@@ -47,6 +47,7 @@ from tui.core.plan import LoadPlan, frozen_noise, load_plan
 from tui.core.reps import REP_COLS, REP_COLUMNS, rep_series, row_cells, window_series
 from tui.core.selection import LogWatch, Selection
 from tui.core.sessions import keyed_session, running_sessions, session_args, session_paused
+from tui.core.sweep import picked_sweep, sweep_lines
 from tui.core.versus import bars_lines, delta_cells
 from tui.core.windows import (
     WINDOW_COLS,
@@ -59,6 +60,7 @@ from tui.core.windows import (
 from tui.widgets.dialogs import ConfirmAbort, HelpScreen
 from tui.widgets.log import BootLog
 from tui.widgets.panels import Panel, RepBars
+from tui.widgets.sweep import SweepScreen
 from tui.widgets.tables import FollowTable
 from tui.widgets.text import lines_text, tag_styles, to_text
 
@@ -129,6 +131,7 @@ class RulerConsole(App[None]):
         Binding("slash", "search", "find"),
         Binding("f", "follow", "follow"),
         Binding("v", "raw_log", "raw"),
+        Binding("t", "sweep", "sweep", show=False),
         Binding("question_mark", "help", "help"),
         Binding("q", "quit_console", "quit"),
         Binding("escape", "live", "live", show=False),
@@ -413,6 +416,10 @@ class RulerConsole(App[None]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    def action_sweep(self) -> None:
+        sweep = picked_sweep(self.state, self.sel.shown)
+        self.push_screen(SweepScreen(lambda: sweep_lines(self.state, self.noise, sweep), self.tags))
+
     def action_quit_console(self) -> None:
         self.exit()
 
@@ -443,6 +450,8 @@ class RulerConsole(App[None]):
                             self.action_follow)
         yield SystemCommand("Raw log / serving view (v)", "Every line of the server log, or only "
                             "what matters once it serves", self.action_raw_log)
+        yield SystemCommand("Sweep view (t)", "Each swept value against the control, per class and "
+                            "load, and the answer in words", self.action_sweep)
         yield SystemCommand("Help (?)", "Keys and marks", self.action_help)
         yield SystemCommand("Quit the console (q)", "The engine keeps running",
                             self.action_quit_console)

@@ -186,6 +186,12 @@ class Workload(TypedDict):
 FORMAT = 2
 
 
+class Sweep(TypedDict):
+    axis: str  # what the sweep varies: args --flag, env NAME, knobs name, model...
+    control: Any  # the control's value of it (None: the control leaves it out)
+    windows: dict[str, Any]  # window -> its value
+
+
 class RunStarted(TypedDict):
     format: int  # the format the journal was written in (a format 1 journal's: upgraded on read)
     campaign: str
@@ -197,6 +203,9 @@ class RunStarted(TypedDict):
     axes: dict[str, str]  # window -> its axis label
     # Absent only from a format 1 journal whose frozen campaign.yaml cannot be read.
     workload: NotRequired[Workload]
+    # Each sweep (engine.campaign.sweep): the axis it varies, the control's value of it, and each
+    # of its windows' value, in the order of the values. Absent from a campaign without sweeps.
+    sweeps: NotRequired[dict[str, Sweep]]
 
 
 class RunResumed(TypedDict):

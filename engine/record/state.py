@@ -142,6 +142,7 @@ class RunState:
     damage: list[Damage] = field(default_factory=list)  # journal lines that are not its next event
     session_places: dict[str, str] = field(default_factory=dict)  # session -> the place it began on
     capacity: dict[str, dict[str, Any]] = field(default_factory=dict)  # <session>-<window>/<class> -> answer
+    sweeps: dict[str, dict[str, Any]] = field(default_factory=dict)  # run_started's (events.Sweep)
 
     @property
     def live(self) -> list[WindowState]:
@@ -244,6 +245,7 @@ def _run_started(state: RunState, e: Event) -> None:
     state.status = RunStatus.RUNNING
     state.started_ts = state.started_ts or e["ts"]
     state.workload = e.get("workload") or {}
+    state.sweeps = e.get("sweeps") or {}
     for session, windows in e.get("sessions", {}).items():
         for w in windows:
             ws = state.window(session, w)
