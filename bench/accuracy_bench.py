@@ -45,11 +45,11 @@ from engine.campaign.load import load_campaign  # noqa: E402
 from engine.campaign.plan import plan_launch  # noqa: E402
 from engine.campaign.sources.item import plain_item  # noqa: E402
 from engine.method import stats  # noqa: E402
-from engine.record.events import CONTROL  # noqa: E402
 from engine.run.load import measure_pass  # noqa: E402
 from engine.runtime import process as rp  # noqa: E402
 from engine.runtime.base import LaunchPlan, free_port  # noqa: E402
 from engine.servers.llamacpp import LlamaCppAdapter  # noqa: E402
+from engine.words import CONTROL  # noqa: E402
 
 PROMPTS = ["Write a short story about a lighthouse keeper.",
            "Explain how a hash map works, step by step.",

@@ -41,6 +41,13 @@ THROTTLE = frozenset(REASONS[b] for b in REASONS if b & THROTTLE_BITS)
 CLOCK_DROP = 0.05
 REASON_EXCESS = 0.05
 
+# GPU hygiene before each boot (engine.run.gpuwatch): the longest a boot waits for the GPUs' memory.
+SETTLE_S = 60.0
+# Used memory within this of the session's level counts as back; free memory this much below the
+# control's is flagged. A CUDA context alone is a few hundred MiB: anything under it is noise.
+SLACK_MIB = 256
+FREE_FACT = "gpu.free_mib"  # the boot fact: the owned GPUs' free memory at boot
+
 
 def reason_names(mask: int) -> list[str]:
     return [name for bit, name in REASONS.items() if mask & bit]

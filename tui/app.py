@@ -33,10 +33,11 @@ from textual.widgets import DataTable, Footer, Input
 from textual.worker import get_current_worker
 
 from engine import control
-from engine.record.events import UP_WINDOWS, EventKind, RowStatus, RunStatus
+from engine.record.events import EventKind
 from engine.record.journal import Event
 from engine.record.state import RunState, apply
 from engine.servers import get_adapter
+from engine.words import UP_WINDOWS, RowStatus, RunStatus
 from tui.core.columns import windows_width
 from tui.core.facts import facts_lines
 from tui.core.fmt import Seg, fmt_tok, steered

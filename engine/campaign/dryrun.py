@@ -25,12 +25,12 @@ from engine.campaign.redact import is_secret, redactor_for
 from engine.campaign.sources import chosen, class_notes
 from engine.campaign.sources.explain import class_lines
 from engine.campaign.spec import Campaign, percent
-from engine.record.events import CONTROL
 from engine.runtime.base import LaunchPlan, SlurmJob
 from engine.runtime.slurm.script import job_script
 from engine.servers import get_adapter
 from engine.servers.adapter import ServerAdapter
 from engine.servers.client import request_body
+from engine.words import CONTROL
 
 DRY_RUN_ID = "dry-run"  # the ruler.run label shown; a real run gets a dated, random one
 _VARIABLE = re.compile(r"\$\{([^}]+)\}")

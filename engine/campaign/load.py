@@ -32,8 +32,7 @@ from engine.campaign.yamlmarks import (
     suggest,
     yaml_problem,
 )
-from engine.record.events import CONTROL
-from engine.record.state import load_label
+from engine.words import CONTROL, load_label
 
 MAX_CAMPAIGN_BYTES = 1 << 20  # a campaign is a few kilobytes; prompts belong in prompt files
 RERUN_SUFFIX = re.compile(r"-rerun\d+\Z")  # a rebooted window's container: <name>-rerunN (runner.py)

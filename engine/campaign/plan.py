@@ -15,10 +15,10 @@ from engine.campaign.sources import Item, class_items
 from engine.campaign.spec import Campaign, Place, ServerConfig
 from engine.campaign.variables import expand, render_args
 from engine.errors import EngineError
-from engine.record.events import CONTROL
 from engine.runtime.base import LaunchPlan, SlurmJob, free_port
 from engine.runtime.slurm.script import PORT_REF
 from engine.servers.adapter import ServerAdapter
+from engine.words import CONTROL
 
 
 def configs(campaign: Campaign) -> list[ServerConfig]:

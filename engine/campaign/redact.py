@@ -16,7 +16,7 @@ from typing import Any
 from engine.campaign.spec import Campaign
 from engine.campaign.variables import expand
 from engine.campaign.yamlmarks import KeyPath, Problem, load_marked
-from engine.record.events import CONTROL
+from engine.words import CONTROL
 
 # HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, OPENAI_KEY, HF_AUTH...; not
 # MAX_TOKENS or TOKENIZERS_PARALLELISM, whose values (4096, false) are no credential and occur

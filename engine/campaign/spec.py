@@ -34,8 +34,8 @@ from engine.campaign.sources.shared_prefix import SharedPrefixSpec
 from engine.campaign.sources.trace import TraceSpec
 from engine.campaign.variables import ArgValue, Scalar, expand
 from engine.campaign.yamlmarks import describe
-from engine.record.events import CONTROL
 from engine.runtime.slurm import options as sbatch_options
+from engine.words import CONTROL
 
 # Names become parts of paths, container names and row keys: the run directory
 # `<date>-<campaign>`, `windows/<session>-<window>/`, `reps/<class>-c<N>-...jsonl`, the container

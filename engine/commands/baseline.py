@@ -20,10 +20,9 @@ from engine.campaign.spec import Campaign
 from engine.errors import BadInput
 from engine.method import precision, stats, steady
 from engine.record import results
-from engine.record.events import CONTROL, USABLE_ROWS
 from engine.record.receipts import read_rep
 from engine.record.snapshot import fold_journal
-from engine.record.state import load_text
+from engine.words import CONTROL, USABLE_ROWS, load_text
 
 Shape = tuple[str, int, float | None]  # class, concurrency, rate
 

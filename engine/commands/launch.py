@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import errno
 import fcntl
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -22,7 +24,7 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
-from engine import testbed
+from engine import __version__, gpu, testbed
 from engine.campaign.load import SpecError, campaign_warnings, load_campaign
 from engine.campaign.plan import campaign_items, images, resolve_runtime
 from engine.campaign.prompts import DataFileError
@@ -31,6 +33,7 @@ from engine.campaign.spec import Campaign
 from engine.campaign.variables import UnresolvedVariable
 from engine.commands.console import open_console
 from engine.commands.progress import printer
+from engine.context import Phase
 from engine.control import SOCKET, ControlServer
 from engine.errors import (
     EXIT_NOTHING_MEASURED,
@@ -41,13 +44,12 @@ from engine.errors import (
 )
 from engine.quality import Quality
 from engine.record import results
-from engine.record.events import RunStatus
 from engine.record.journal import damage_report
 from engine.record.liveness import LOCK, PID, engine_alive, read_pid
 from engine.record.snapshot import fold_journal
-from engine.run.context import Phase
 from engine.run.measure import Measurement
 from engine.run.runner import Runner, frozen_items
+from engine.words import RunStatus
 
 # A results disk that fills up or turns read-only mid-run: the run stops and says so.
 STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM}
@@ -116,13 +118,38 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
             "variables": variables, "baseline": baseline})
         frozen_items(campaign, run_dir, variables)
         results.write_atomic(run_dir / results.CAMPAIGN, redactor_for(campaign)(campaign.source_text))
-        results.write_json(run_dir / results.ENV, results.env_facts(
+        results.write_json(run_dir / results.ENV, env_facts(
             runtime, images(campaign, variables) if runtime == "docker" else [],
             {"testbed": variables}))
     except OSError as e:
         raise BadInput(f"--results-dir {results_dir}: cannot write there "
                        f"({e.strerror or e}{f': {e.filename}' if e.filename else ''})") from e
     return run_dir
+
+
+def _docker_facts(images: list[str]) -> dict[str, Any]:
+    from engine.runtime import docker  # the Docker SDK only for a docker run's env.json
+
+    return docker.env_facts(images)
+
+
+def env_facts(runtime: str, images: list[str], extra: dict[str, Any]) -> dict[str, Any]:
+    """env.json: the machine the run starts on, each fact from where it is gathered."""
+    return {
+        "ruler_version": __version__,
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "runtime": runtime,
+        "host": {
+            "node": platform.node(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+        "docker": _docker_facts(images) if runtime == "docker" else None,
+        # From NVML, per GPU (engine.gpu): or why there is none ("no NVIDIA GPU (...)").
+        "gpu": gpu.env_facts(),
+        **extra,
+    }
 
 
 def _take_lock(run_dir: Path) -> IO[str]:

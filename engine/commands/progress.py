@@ -9,9 +9,9 @@ from typing import Any
 
 from engine.method import steady
 from engine.quality.effect import IGNORED_FACT
-from engine.record.events import CONTROL, ENVELOPE, EventKind, WindowStatus
+from engine.record.events import ENVELOPE, EventKind
 from engine.record.journal import Event
-from engine.record.state import load_text
+from engine.words import CONTROL, WindowStatus, load_text
 
 
 def _diff_summary(diff: dict[str, Any] | None) -> str:

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.record import results
-from engine.record.events import CONTROL, LIVE_ROWS, RowStatus, RunStatus, WindowStatus
 from engine.record.journal import Damage, damage_report
 from engine.record.liveness import engine_alive, read_pid
 from engine.record.snapshot import fold_journal
 from engine.record.state import RowState, RunState
+from engine.words import CONTROL, LIVE_ROWS, RowStatus, RunStatus, WindowStatus
 
 
 def summary(run_dir: Path) -> dict[str, Any]:

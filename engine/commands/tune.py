@@ -5,7 +5,7 @@ console by ``ruler attach``, ``--resume``, the campaign's places), whose control
 
 - an *axes* round: every flag of the space alone, each candidate value a window of a sweep, each
   sweep in a session of its own with the incumbent booted again as its control. A value is kept
-  when the campaign's verdict (engine.method.trade.judged) calls it better on the objective and its
+  when the campaign's verdict (engine.record.trade.judged) calls it better on the objective and its
   quality holds (lossless: greedy identical and teacher-forced |dlogp| exact or close; lossy: KL
   mean at most ``kl_max``); the best kept value of each flag is its winner.
 - a *combine* round, when two flags or more have winners: the best single change is the control,
@@ -43,14 +43,15 @@ from engine.commands.launch import prepare, refuse_damaged, run_engine
 from engine.commands.tunespec import Tune, load_tune, round_campaign, slug
 from engine.errors import EXIT_OK, EXIT_STOPPED, BadInput
 from engine.method.capacity import versus
-from engine.method.trade import Call, Judged, judged, value_text
 from engine.record import results
-from engine.record.events import CONTROL, Check, EventKind, RunStatus, Verdict, WindowStatus
+from engine.record.events import EventKind
 from engine.record.journal import read_kinds
 from engine.record.liveness import engine_alive
 from engine.record.snapshot import fold_journal
 from engine.record.state import RunState, capacity_key
+from engine.record.trade import Call, Judged, judged, value_text
 from engine.report.capacity import answer_of
+from engine.words import CONTROL, Check, RunStatus, Verdict, WindowStatus
 
 JOURNAL = "tune.jsonl"
 FROZEN = "tune.yaml"
@@ -412,7 +413,7 @@ def summary(tune: Tune, tune_dir: Path, done: list[Round], start: dict[str, Any]
     return {
         "tune": str(tune.path), "campaign": str(tune.base.source_path), "directory": str(tune_dir),
         "objective": tune.objective_text(), "kl_max": tune.spec.kl_max,
-        "verdict_rule": ("engine.method.trade.judged: Welch's 95 % interval on log tok/s, an effect "
+        "verdict_rule": ("engine.record.trade.judged: Welch's 95 % interval on log tok/s, an effect "
                          f"when it excludes 0 and the delta exceeds leak.spread "
                          f"({tune.base.leak.spread:g}); otherwise no decision"),
         "space": {k: {"values": list(v.values), "lossy": v.lossy} for k, v in tune.spec.space.items()},

@@ -29,7 +29,7 @@ from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.prompts import NotUtf8, decode_text
 from engine.campaign.spec import Arg, Campaign
 from engine.campaign.yamlmarks import Issue, Problem, load_marked, place, schema_issue, yaml_problem
-from engine.record.state import load_label
+from engine.words import load_label
 
 CONTROL_ROUND_LIMIT = 20  # rounds at most, whatever the budget: a tune that never settles is said
 

@@ -2,7 +2,7 @@
 to ``workload.precision`` (the half-width of its 95 % interval), at most ``workload.max_reps``.
 
 The stopping rule is Stein's two-stage procedure (Stein 1945), on the interval of
-engine.record.deltas: the row's first ``workload.reps`` reps are its first stage; their variance
+engine.method.delta: the row's first ``workload.reps`` reps are its first stage; their variance
 (on log tok/s) is the variance of every interval the row is judged by, the means are over all its
 reps. Reps are added one at a time while the interval is wider than the precision; since the
 variance is the first stage's, the half-width shrinks with the reps alone and the number taken
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from engine.record.deltas import LEVEL, Interval, relative_delta, t_quantile
+from engine.method.delta import LEVEL, Interval, relative_delta, t_quantile
 
 
 class Progress(StrEnum):

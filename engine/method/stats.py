@@ -13,7 +13,7 @@ import numpy as np
 from engine import gpu
 from engine.method import leak, steady
 from engine.method.leak import spread
-from engine.record.events import RowStatus
+from engine.words import RowStatus
 
 # A slow rep the GPU telemetry explains (a power or thermal reason, an SM clock drop): journaled as
 # this cause, not as a leaked autotune pass. The row is still void and rerun.

@@ -19,7 +19,7 @@ The phase (``phase.Quality``) runs after a window's measurement. In order:
 
 Every verdict is a journal event ``verdict`` (session, window, check, verdict, summary, file,
 figures) and a column of the run-level ``verdicts.csv``. Checks and their verdicts (the words are
-``engine.record.events.Check`` and ``Verdict``):
+``engine.words.Check`` and ``Verdict``):
 
 ==============  ==========================================================================
 knobs           acts | ruler suspect

@@ -10,13 +10,14 @@ from typing import Any
 import httpx
 
 from engine.campaign.spec import Campaign
+from engine.context import RunContext, WindowContext
 from engine.quality.probe import Probe
 from engine.quality.reference import Reference, ReferenceStore
 from engine.record import results
-from engine.record.events import CONTROL, Check, EventKind, Verdict
+from engine.record.events import EventKind
 from engine.record.state import earlier_sessions
-from engine.run.context import RunContext, WindowContext
 from engine.servers.client import Unsupported
+from engine.words import CONTROL, Check, Verdict
 
 
 class Checks:

@@ -27,7 +27,8 @@ from engine.quality.reference import (
     same_items,
 )
 from engine.record import results
-from engine.record.events import CONTROL, Check, EventKind, Verdict
+from engine.record.events import EventKind
+from engine.words import CONTROL, Check, Verdict
 
 
 class ControlChecks(Checks):

@@ -2,7 +2,7 @@
 sessions run on places) and a baseline run's.
 
 The controls are one configuration measured again, so their delta is noise between boots; it is
-judged by the deltas' rule (engine.record.deltas): drift when its interval excludes 0 and it is
+judged by the deltas' rule (engine.method.delta): drift when its interval excludes 0 and it is
 larger than the campaign's declared noise.
 """
 
@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.method import stats
+from engine.method.delta import METHOD, Interval, observable, relative_delta
 from engine.record import results
-from engine.record.deltas import METHOD, Interval, observable, relative_delta
-from engine.record.events import CONTROL, USABLE_ROWS, Verdict
 from engine.record.receipts import read_rep
 from engine.record.state import earlier_sessions
+from engine.words import CONTROL, USABLE_ROWS, Verdict
 
 DRIFT = "drift.json"
 

@@ -1,7 +1,7 @@
 """Is there anything to see? Boot facts and throughput rows of a window against its control.
 
 A window whose boot facts equal the control's, whose throughput rows show no delta beyond the
-noise (engine.record.deltas: the interval holds 0 or the delta is within the declared noise) and
+noise (engine.method.delta: the interval holds 0 or the delta is within the declared noise) and
 whose greedy outputs are identical is "no observable effect" (the campaign notes: "the flags parse
 and do nothing").
 """
@@ -11,9 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, TypeVar
 
-from engine.record.deltas import METHOD, observable, relative_delta
-from engine.record.events import USABLE_ROWS, Verdict
-from engine.record.state import load_label
+from engine.method.delta import METHOD, observable, relative_delta
+from engine.words import USABLE_ROWS, Verdict, load_label
 
 # Boot facts that legitimately differ from boot to boot, or come from requests rather than the
 # boot: file paths (the model's type, size and shape are facts of their own), the listening URL

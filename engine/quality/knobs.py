@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.quality.probe import Probe
-from engine.record.events import Verdict
 from engine.servers.client import ChatReply, Unsupported
+from engine.words import Verdict
 
 KNOB_PROMPTS = 3  # greedy prompts the knob check sends again without each knob
 THINK_TAGS = ("<think>", "</think>")

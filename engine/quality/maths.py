@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.record.events import CONTROL, Verdict
+from engine.words import CONTROL, Verdict
 
 PROB_EPS = 1e-12  # probabilities are clamped here before a log
 

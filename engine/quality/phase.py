@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from engine.context import RunContext, WindowContext
 from engine.errors import WindowFailed
 from engine.quality.control import ControlChecks
 from engine.quality.knobs import KNOB_PROMPTS, knob_check
@@ -21,8 +22,8 @@ from engine.quality.reference import ReferenceStore
 from engine.quality.tools import tool_probe, tool_verdict
 from engine.quality.verdicts import verdict_row, write_verdicts
 from engine.quality.window import WindowChecks
-from engine.record.events import CONTROL, Check, EventKind, QualityStatus
-from engine.run.context import RunContext, WindowContext
+from engine.record.events import EventKind
+from engine.words import CONTROL, Check, QualityStatus
 
 
 class Quality:

@@ -18,7 +18,7 @@ import numpy as np
 
 from engine.quality.maths import abs_stats, forced_logprob, kl_topk, truncate
 from engine.record import results
-from engine.record.events import CONTROL
+from engine.words import CONTROL
 
 REFERENCE = "reference.json"
 

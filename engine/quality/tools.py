@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 
 from engine.quality.probe import Probe
-from engine.record.events import Verdict
 from engine.servers.client import Unsupported, tool_arguments
 from engine.servers.data import BadServerData
+from engine.words import Verdict
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather in a city",

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.record import results
-from engine.record.events import Check, Verdict
+from engine.words import Check, Verdict
 
 VERDICTS = "verdicts.csv"
 VERDICT_COLUMNS = [

@@ -17,7 +17,7 @@ from engine.quality.reference import (
     same_items,
 )
 from engine.record import results
-from engine.record.events import CONTROL, Check, Verdict
+from engine.words import CONTROL, Check, Verdict
 
 TF_CLOSE = 0.05  # nats: a p99 |dlogp| at or below this is numeric noise, not a different model
 KL_CLEAR = 10.0  # a lossy window's KL is "above floor" when > KL_CLEAR x floor ...

@@ -1,11 +1,10 @@
-"""The run's vocabulary, defined once: every event kind with its fields, and the words (window,
-row, session and run statuses, checks, verdicts) that the fold, the progress lines, the report and
-the console share.
+"""The journal's schema, defined once: every event kind with its fields. The words the fields
+hold (window, row, session and run statuses, checks, verdicts) are engine.words'.
 
 An event on disk is one JSON object: ``seq``, ``ts``, ``kind`` and the fields of its kind's
-TypedDict below. Every enum is a ``StrEnum``: its members are the very strings the journal holds, so
-a journal written before this module existed reads the same. The runner checks each event against
-its kind before it is written (:func:`check`): a ruler bug fails loudly, never as a malformed journal.
+TypedDict below. ``EventKind`` is a ``StrEnum``: its members are the very strings the journal
+holds. The runner checks each event against its kind before it is written (:func:`check`): a
+ruler bug fails loudly, never as a malformed journal.
 """
 
 # No ``from __future__ import annotations``: TypedDict reads NotRequired[...] only from evaluated
@@ -19,8 +18,7 @@ from typing import Any, NotRequired, TypedDict, is_typeddict
 
 from engine.errors import EngineError
 from engine.record import figures
-
-CONTROL = "control"  # the window every session boots first; every other window is a delta to it
+from engine.words import Check, QualityStatus, RunStatus, Verdict, WindowStatus
 
 
 class EventKind(StrEnum):
@@ -60,103 +58,6 @@ class EventKind(StrEnum):
     ROW_DONE = "row_done"
     # a class of a window
     CAPACITY = "capacity"  # capacity at an SLA: the search's answer (engine.method.capacity)
-
-
-class RunStatus(StrEnum):
-    NEW = "new"  # no run_started folded yet
-    RUNNING = "running"
-    FINISHED = "finished"
-    ABORTED = "aborted"
-    ERROR = "error"
-
-
-class WindowStatus(StrEnum):
-    PENDING = "pending"  # listed in run_started, not booted yet
-    QUEUED = "queued"  # its batch job waits in the scheduler's queue (runtime slurm)
-    BOOTING = "booting"
-    MEASURING = "measuring"  # ready: measurement and quality phases
-    DONE = "done"
-    ADVANCED = "advanced"  # the operator ended it; the campaign went on
-    ABORTED = "aborted"
-    FAILED = "failed"  # the server died mid-window
-    REJECTED = "rejected"  # it never became ready
-
-
-class RowStatus(StrEnum):
-    PENDING = "pending"
-    WARM = "warm"  # the attempt's warm pass
-    MEASURING = "measuring"
-    OK = "ok"
-    NOISY = "noisy"  # spread above the limit below the leak concurrency
-    VOID = "void"  # a leaked pass (or failed requests): no figure
-    FAILED = "failed"
-    ABORTED = "aborted"  # cut short by the operator: measured again on resume
-
-
-class SessionStatus(StrEnum):
-    """Where a session stands, derived from its windows (``RunState.session_status``)."""
-
-    QUEUED = "queued"  # not begun: no window started, not taken by a place
-    RUNNING = "running"  # begun, some window not complete
-    DONE = "done"  # every window of it complete
-
-
-class QualityStatus(StrEnum):
-    DONE = "done"
-    STOPPED = "stopped"  # the operator aborted or advanced during the checks
-
-
-class Check(StrEnum):
-    """A quality or ruler check: the ``check`` of a verdict event."""
-
-    KNOBS = "knobs"
-    GREEDY = "greedy"
-    REFERENCE = "reference"  # the control becoming the session's reference (only when that fails)
-    TEACHER_FORCED = "teacher_forced"
-    SELF_SCORE = "self_score"
-    KL = "kl"
-    NO_EFFECT = "no_effect"
-    TOOL_PROBE = "tool_probe"
-    DRIFT = "drift"
-
-
-class Verdict(StrEnum):
-    """Every verdict word a check emits (engine/quality/__init__.py has the table per check)."""
-
-    ACTS = "acts"
-    RULER_SUSPECT = "ruler suspect"
-    IDENTICAL = "identical"
-    DIVERGED = "diverged"
-    NO_REFERENCE = "no reference"
-    REFERENCE = "reference"  # a first session's control: it is the reference
-    EXACT = "exact"
-    CLOSE = "close"
-    DIFFERS = "differs"
-    REPEAT_IDENTICAL = "repeat-identical"
-    REPEAT_DIFFERS = "repeat-differs"
-    ABOVE_FLOOR = "above floor"
-    AT_FLOOR = "at floor"
-    FLOOR = "floor"  # a control's KL verdict: the floor it measured
-    NO_OBSERVABLE_EFFECT = "no observable effect"
-    OBSERVABLE_EFFECT = "observable effect"
-    UNDETERMINED = "undetermined"
-    OK = "ok"
-    FAILED = "failed"
-    WITHIN_SPREAD = "within spread"  # drift before deltas had intervals (older journals)
-    WITHIN_NOISE = "within noise"  # drift: the controls' delta is not beyond the noise
-    DRIFT = "drift"
-    ERROR = "error"  # any check: the server answered with an error
-    UNSUPPORTED = "unsupported"  # any check: the server cannot answer it
-
-
-# Statuses in the groups every consumer asks about.
-LIVE_ROWS = frozenset({RowStatus.WARM, RowStatus.MEASURING})
-USABLE_ROWS = frozenset({RowStatus.OK, RowStatus.NOISY})  # a row with a figure to compare
-COMPLETE_ROWS = USABLE_ROWS | {RowStatus.VOID, RowStatus.FAILED}  # resume skips them
-UP_WINDOWS = frozenset({WindowStatus.QUEUED, WindowStatus.BOOTING, WindowStatus.MEASURING})
-COMPLETE_WINDOWS = frozenset({WindowStatus.DONE, WindowStatus.ADVANCED, WindowStatus.FAILED,
-                              WindowStatus.REJECTED})  # resume skips them; aborted ones boot again
-OVER_RUNS = frozenset({RunStatus.FINISHED, RunStatus.ABORTED, RunStatus.ERROR})
 
 
 # ---------------------------------------------------------------- the fields of each kind

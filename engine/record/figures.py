@@ -121,7 +121,7 @@ ROW: tuple[Figure, ...] = (
     Figure("cache", str, "the campaign's cache policy the reps ran under: keep | flush", later=True),
     Figure("cache_hit", float | None, "share of the reps' prompt tokens served from the prefix "
            "cache", fmt=".1f %", later=True, source=("prompt_tokens", "cached_tokens", "error")),
-    Figure("status", str, "ok | noisy | void | failed | aborted (events.RowStatus)", required=True),
+    Figure("status", str, "ok | noisy | void | failed | aborted (engine.words.RowStatus)", required=True),
     Figure("attempts", int, "attempts measured (a void row's reruns)", required=True),
     Figure("reason", str, "why the row has its status", required=True),
     Figure("source", str, "the receipts, \";\"-separated, relative to the run directory",

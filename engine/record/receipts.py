@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.record.deltas import relative_delta, stage_of
-from engine.record.events import CONTROL, USABLE_ROWS, Check, EventKind
+from engine.method.delta import relative_delta, stage_of
+from engine.record.events import EventKind
 from engine.record.figures import CSV_COLUMNS
 from engine.record.request import RequestRecord
 from engine.record.results import THROUGHPUT, write_atomic
-from engine.record.state import RowState, RunState, row_key
+from engine.record.state import RowState, RunState
+from engine.words import CONTROL, USABLE_ROWS, Check, row_key
 
 
 def write_rep(path: Path, header: dict[str, Any], records: Sequence[RequestRecord]) -> None:
@@ -50,7 +51,7 @@ def throughput_rows(state: RunState) -> list[dict[str, Any]]:
 
 def vs_control(state: RunState, r: RowState) -> dict[str, float | None]:
     """A window row's delta against its session's control row of the same shape, with its
-    interval (engine.record.deltas); nothing for a control, or where either row has no figure."""
+    interval (engine.method.delta); nothing for a control, or where either row has no figure."""
     ctl = state.rows.get(row_key(r.session, CONTROL, r.cls, r.concurrency, r.rate))
     if r.window == CONTROL or ctl is None or not all(
             x.row.get("status") in USABLE_ROWS for x in (r, ctl)):

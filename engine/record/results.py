@@ -15,13 +15,11 @@ import datetime as dt
 import glob
 import json
 import os
-import platform
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from engine import __version__
 from engine.errors import BadInput
 
 CAMPAIGN = "campaign.yaml"
@@ -193,40 +191,3 @@ def scrub_file(path: Path, scrub: Callable[[str], str]) -> bool:
 
 def write_json(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-
-
-def _docker_facts(images: list[str]) -> dict[str, Any]:
-    try:
-        from engine.runtime import docker as rd  # the Docker SDK only for a docker run's env.json
-
-        dc = rd.client()
-        facts: dict[str, Any] = {"server_version": dc.version().get("Version"), "images": {}}
-    except Exception as e:  # noqa: BLE001 - no daemon is a fact worth recording, not an error
-        return {"server_version": None, "note": f"no Docker daemon ({type(e).__name__})"}
-    for name in images:
-        try:
-            img = dc.images.get(name)
-            facts["images"][name] = {"id": img.id, "digests": img.attrs.get("RepoDigests", [])}
-        except Exception as e:  # noqa: BLE001
-            facts["images"][name] = {"error": f"{type(e).__name__}: {e}"}
-    return facts
-
-
-def env_facts(runtime: str, images: list[str], extra: dict[str, Any]) -> dict[str, Any]:
-    from engine import gpu  # here: every reader of a run directory imports this module
-
-    return {
-        "ruler_version": __version__,
-        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "runtime": runtime,
-        "host": {
-            "node": platform.node(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
-        "docker": _docker_facts(images) if runtime == "docker" else None,
-        # From NVML, per GPU (engine.gpu): or why there is none ("no NVIDIA GPU (...)").
-        "gpu": gpu.env_facts(),
-        **extra,
-    }

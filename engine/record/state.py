@@ -10,22 +10,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.record.events import (
+from engine.record.events import ENVELOPE, EventKind, mistyped
+from engine.record.journal import Damage, Event, JournalRead, excerpt
+from engine.words import (
     COMPLETE_ROWS,
     COMPLETE_WINDOWS,
     CONTROL,
-    ENVELOPE,
     UP_WINDOWS,
     Check,
-    EventKind,
     RowStatus,
     RunStatus,
     SessionStatus,
     Verdict,
     WindowStatus,
-    mistyped,
+    load_label,
+    row_key,
 )
-from engine.record.journal import Damage, Event, JournalRead, excerpt
 
 
 @dataclass
@@ -94,25 +94,6 @@ class RowState:
     def complete(self) -> bool:
         """Finished for good: resume skips it (an aborted row is measured again)."""
         return self.status in COMPLETE_ROWS
-
-
-# A trace class's one load: open loop at its requests' own times (no workers, no rate of ruler's).
-TRACE_LOAD = "trace"
-
-
-def load_label(concurrency: int, rate: float | None = None) -> str:
-    """``c4`` (closed loop, four workers), ``r2.5`` (open loop, 2.5 requests a second) or
-    ``trace`` (open loop at a trace's times: neither workers nor a rate)."""
-    return f"r{rate:g}" if rate else f"c{concurrency}" if concurrency else TRACE_LOAD
-
-
-def load_text(concurrency: int, rate: float | None = None) -> str:
-    """A load as people read it: ``C4``, ``2.5 req/s``, ``trace``."""
-    return f"{rate:g} req/s" if rate else f"C{concurrency}" if concurrency else TRACE_LOAD
-
-
-def row_key(session: str, window: str, cls: str, concurrency: int, rate: float | None = None) -> str:
-    return f"{session}-{window}/{cls}/{load_label(concurrency, rate)}"
 
 
 @dataclass

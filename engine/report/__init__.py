@@ -8,7 +8,6 @@ receipts (older, or quality off) says "not measured" where a verdict would stand
 (``charts``) need the optional extra ``ruler[report]``; without it every table is still written.
 """
 
-from engine.record.events import CONTROL
 from engine.report.render import CHARTS_SKIPPED, REPORT, cmd_report, render, write_report
 from engine.report.run import (
     ReportError,
@@ -18,6 +17,7 @@ from engine.report.run import (
     receipt_rep_tok_s,
 )
 from engine.report.text import Delta, delta, pct, tok
+from engine.words import CONTROL
 
 __all__ = ["CHARTS_SKIPPED", "CONTROL", "REPORT", "Delta", "ReportError", "Row", "RunView",
            "cmd_report", "delta", "load_run", "pct", "receipt_rep_tok_s", "render", "tok",

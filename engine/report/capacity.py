@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from engine.method.capacity import Answer, Found, versus
-from engine.record.events import CONTROL
-from engine.record.state import capacity_key, load_label
+from engine.record.state import capacity_key
 from engine.report.run import RunView
 from engine.report.text import table
+from engine.words import CONTROL, load_label
 
 
 def answer_of(event: dict[str, Any]) -> Answer:

@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.method.trade import SEPARATES, shape_text, trades
 from engine.record import results
-from engine.record.events import CONTROL, WindowStatus
-from engine.record.state import load_text
+from engine.record.trade import SEPARATES, shape_text, trades
 from engine.report.run import Row, RunView
 from engine.report.text import declared_noise
+from engine.words import CONTROL, WindowStatus, load_text
 
 DPI = 110
 # A day-long campaign has hundreds of windows: past these, a chart keeps every bar in a PNG of a

@@ -26,13 +26,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.record.deltas import METHOD, noise_floor
-from engine.record.events import EventKind, WindowStatus
+from engine.method.delta import METHOD, noise_floor
+from engine.record.events import EventKind
 from engine.record.figures import CSV_COLUMNS
 from engine.record.results import ITEMS, PROMPTS
 from engine.report import CONTROL, Delta, ReportError, Row, RunView, delta, load_run, pct, tok
 from engine.report.run import csv_row, read_json
 from engine.report.text import declared_noise
+from engine.words import WindowStatus
 
 EXACT, BY_NAME, BY_AXIS = "exact", "window name", "axis"
 

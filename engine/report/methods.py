@@ -8,13 +8,14 @@ from typing import Any
 
 from engine import __version__, gpu
 from engine.campaign.spec import Campaign
-from engine.record.events import CONTROL, EventKind
+from engine.record.events import EventKind
 from engine.record.results import ITEMS, PROMPTS
 from engine.report import steady
 from engine.report.run import RunView, read_json
 from engine.report.text import slo_text, table, when
 from engine.report.windows import change_text, slurm_record
 from engine.servers import get_adapter
+from engine.words import CONTROL
 
 
 def _connections(server: str) -> str:
@@ -217,12 +218,10 @@ def gpu_lines(env: dict[str, Any]) -> list[str]:
                f"thermal clock-event reason shows in over {gpu.REASON_EXCESS:.0%} more of its samples "
                f"than the other reps', or its median SM clock is over {gpu.CLOCK_DROP:.0%} below "
                "theirs.")
-    from engine.run import gpuwatch  # its run context (numpy, the HTTP client): GPU runs only
-
     out.append("- **GPU hygiene**: before each boot ruler waited (at most "
-               f"{gpuwatch.SETTLE_S:g} s) for the owned GPUs' used memory to come back within "
-               f"{gpuwatch.SLACK_MIB} MiB of its level before the session's first boot, and "
-               f"recorded the free memory at boot (`{gpuwatch.FREE_FACT}`); a window with more "
+               f"{gpu.SETTLE_S:g} s) for the owned GPUs' used memory to come back within "
+               f"{gpu.SLACK_MIB} MiB of its level before the session's first boot, and "
+               f"recorded the free memory at boot (`{gpu.FREE_FACT}`); a window with more "
                "than that less free than its control is flagged in its boot-facts diff.")
     return out
 

@@ -18,11 +18,12 @@ import yaml
 
 from engine.campaign.spec import Campaign
 from engine.record import figures, results
-from engine.record.events import CONTROL, USABLE_ROWS, EventKind, mistyped
+from engine.record.events import EventKind, mistyped
 from engine.record.journal import Event, read_kinds
 from engine.record.receipts import read_rep
 from engine.record.snapshot import fold_journal
-from engine.record.state import RunState, WindowState, load_text, row_key
+from engine.record.state import RunState, WindowState
+from engine.words import CONTROL, USABLE_ROWS, load_text, row_key
 
 # The events the report reads besides the state: each window's boots and ends, and the audit
 # trail behind its figures. The state is the fold of every event (from its snapshot).

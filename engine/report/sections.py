@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from engine.method.delta import noise_floor
 from engine.record import results
-from engine.record.deltas import noise_floor
-from engine.record.events import CONTROL, Check
 from engine.record.journal import damage_report
-from engine.record.state import earlier_sessions, load_text
+from engine.record.state import earlier_sessions
 from engine.report.run import Row, RunView, read_json
 from engine.report.text import (
     acceptance_text,
@@ -28,6 +27,7 @@ from engine.report.text import (
 from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_cell, verdict_lines
 from engine.report.windows import history, window_status
+from engine.words import CONTROL, Check, load_text
 
 
 def header(view: RunView) -> list[str]:

@@ -1,13 +1,13 @@
-"""The report's "Trade tables" section: per sweep (engine.method.trade), each value's delta
+"""The report's "Trade tables" section: per sweep (engine.record.trade), each value's delta
 against its session's control at every class and load, with its interval and the campaign's call,
 each value's quality verdicts, and the answer in words."""
 
 from __future__ import annotations
 
-from engine.method.trade import SEPARATES, Call, Trade, shape_text, trades
-from engine.record.events import Check
+from engine.record.trade import SEPARATES, Call, Trade, shape_text, trades
 from engine.report.run import RunView
 from engine.report.text import declared_noise, table
+from engine.words import Check
 
 MARK = {Call.BETTER: " **better**", Call.WORSE: " **worse**", Call.EQUIVALENT: " equivalent",
         Call.UNDETERMINED: "", Call.NO_FIGURE: ""}

@@ -8,17 +8,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.record.deltas import METHOD, Interval, observable, pair_delta
-from engine.record.deltas import text as delta_text
+from engine.method.delta import METHOD, Interval, observable, pair_delta
+from engine.method.delta import text as delta_text
 from engine.record.figures import FIGURES
-from engine.record.state import load_text
 from engine.report.run import Row, RunView
+from engine.words import load_text
 
 
 @dataclass(frozen=True)
 class Delta:
     """(row - reference) / reference from their reps, with its interval and the noise floor it
-    is judged against (engine.record.deltas: the one rule of the report, the no-effect check and
+    is judged against (engine.method.delta: the one rule of the report, the no-effect check and
     compare)."""
 
     value: float | None

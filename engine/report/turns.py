@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from engine.record.state import row_key
 from engine.report.run import Row, RunView
 from engine.report.text import fixed, load_cell, pct, table
+from engine.words import row_key
 
 
 def turns_table(view: RunView, rows: Iterable[Row]) -> list[str]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.record.events import CONTROL, Check, WindowStatus
 from engine.record.state import WindowState
 from engine.report.run import RunView
 from engine.report.text import link
+from engine.words import CONTROL, Check, WindowStatus
 
 # Keyed by str: a journal's verdicts are keyed by the check's name (a Check is its name).
 CHECK_LABELS: dict[str, str] = {

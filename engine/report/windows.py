@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.quality import IGNORED_FACT
-from engine.record.events import CONTROL, USABLE_ROWS, EventKind, WindowStatus
-from engine.record.state import WindowState, load_text
+from engine.record.events import EventKind
+from engine.record.state import WindowState
 from engine.report.run import RunView, read_json
 from engine.report.text import (
     acceptance_text,
@@ -26,6 +26,7 @@ from engine.report.text import (
 )
 from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_lines
+from engine.words import CONTROL, USABLE_ROWS, WindowStatus, load_text
 
 
 def window_status(view: RunView, ws: WindowState) -> list[str]:

@@ -18,16 +18,12 @@ from urllib.parse import urlsplit
 
 from engine import gpu
 from engine.campaign.spec import Place
+from engine.context import Emit
+from engine.gpu import FREE_FACT, SETTLE_S, SLACK_MIB
 from engine.record.events import EventKind
-from engine.run.context import Emit
 from engine.runtime.base import LaunchPlan
 
-SETTLE_S = 60.0  # the longest a boot waits for the GPUs' memory
 POLL_S = 0.5
-# Used memory within this of the session's level counts as back; free memory this much below the
-# control's is flagged. A CUDA context alone is a few hundred MiB: anything under it is noise.
-SLACK_MIB = 256
-FREE_FACT = "gpu.free_mib"
 _LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 
 

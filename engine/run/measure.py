@@ -20,17 +20,18 @@ from engine import gpu
 from engine.campaign import defaults
 from engine.campaign.sources import conversations
 from engine.campaign.spec import percent
+from engine.context import RunContext, WindowContext
 from engine.errors import WindowFailed
 from engine.method import capacity, precision, sla, stats
-from engine.record.events import CONTROL, USABLE_ROWS, EventKind, RowStatus, WindowStatus
+from engine.record.events import EventKind
 from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
 from engine.record.results import DIR_MODE, write_atomic
-from engine.record.state import RunState, capacity_key, load_label, load_text, row_key
-from engine.run.context import RunContext, WindowContext
+from engine.record.state import RunState, capacity_key
 from engine.run.load import PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.servers.client import FlushFailed, ServerClient, tls_context
 from engine.servers.data import BadServerData, counter, reading
+from engine.words import CONTROL, USABLE_ROWS, RowStatus, WindowStatus, load_label, load_text, row_key
 
 
 class Scrape(NamedTuple):

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engine.context import Controls, RunContext
 from engine.control import CommandRefused
-from engine.record.events import UP_WINDOWS, EventKind, RowStatus, RunStatus, WindowStatus
-from engine.run.context import Controls, RunContext
+from engine.record.events import EventKind
+from engine.words import UP_WINDOWS, RowStatus, RunStatus, WindowStatus
 
 SESSION_COMMANDS = ("advance", "rewarm", "pause", "resume")  # act on one session's window
 

@@ -19,25 +19,17 @@ from engine.campaign.redact import redactor_for
 from engine.campaign.sources import Item, chosen
 from engine.campaign.sources.item import plain_item
 from engine.campaign.spec import Campaign, Place, ServerConfig
+from engine.context import Controls, Phase, RunContext, WindowContext
 from engine.errors import EngineError, WindowFailed
 from engine.gpu import Gpus
 from engine.method.stats import LeakPolicy
 from engine.record import results
-from engine.record.events import (
-    COMPLETE_WINDOWS,
-    CONTROL,
-    FORMAT,
-    EventKind,
-    RunStatus,
-    WindowStatus,
-    check,
-)
+from engine.record.events import FORMAT, EventKind, check
 from engine.record.journal import Event
 from engine.record.receipts import ThroughputWriter
 from engine.record.state import RunState
 from engine.record.writer import Journal
 from engine.run.boot import BootOutcome, LogPump, wait_ready
-from engine.run.context import Controls, Phase, RunContext, WindowContext
 from engine.run.gpuwatch import GpuWatch, flag_free, window_gpus
 from engine.run.measure import Measurement
 from engine.run.operator import handle
@@ -45,6 +37,7 @@ from engine.runtime import get_runtime
 from engine.runtime.base import BatchServer, LaunchError, Runtime, Server
 from engine.servers import get_adapter
 from engine.servers.logs import BootFacts, Fact
+from engine.words import COMPLETE_WINDOWS, CONTROL, RunStatus, WindowStatus
 
 
 def frozen_items(campaign: Campaign, run_dir: Path, variables: Mapping[str, str]) -> dict[str, list[Item]]:

@@ -53,6 +53,22 @@ def daemon_answers() -> bool:
         return False
 
 
+def env_facts(images: list[str]) -> dict[str, Any]:
+    """env.json's ``docker``: the daemon's version and each image's id and digests, or why not."""
+    try:
+        dc = client()
+        facts: dict[str, Any] = {"server_version": dc.version().get("Version"), "images": {}}
+    except Exception as e:  # noqa: BLE001 - no daemon is a fact worth recording, not an error
+        return {"server_version": None, "note": f"no Docker daemon ({type(e).__name__})"}
+    for name in images:
+        try:
+            img = dc.images.get(name)
+            facts["images"][name] = {"id": img.id, "digests": img.attrs.get("RepoDigests", [])}
+        except Exception as e:  # noqa: BLE001
+            facts["images"][name] = {"error": f"{type(e).__name__}: {e}"}
+    return facts
+
+
 def _is_ours(container: Any) -> bool:
     return LABEL_CAMPAIGN in (container.labels or {})
 

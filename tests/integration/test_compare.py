@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from engine import testbed as tb_mod
-from engine.record.deltas import relative_delta
-from engine.record.deltas import text as delta_text
+from engine.method.delta import relative_delta
+from engine.method.delta import text as delta_text
 from engine.report import Delta, load_run, pct, tok
 from engine.report.compare import cmd_compare, comparison, match_rows
 from tests.integration.live import RULER

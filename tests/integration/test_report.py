@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.record.deltas import relative_delta
-from engine.record.deltas import text as delta_text
+from engine.method.delta import relative_delta
+from engine.method.delta import text as delta_text
 from engine.record.journal import read_events
 from engine.record.state import fold
 from engine.report import (

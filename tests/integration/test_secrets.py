@@ -16,9 +16,9 @@ import pytest
 from engine import testbed as tb_mod
 from engine.commands import launch
 from engine.commands.launch import prepare, run_engine
+from engine.context import RunContext, WindowContext
 from engine.record.journal import read_events
 from engine.report import cmd_report
-from engine.run.context import RunContext, WindowContext
 
 TOKEN = "hf_rulerFakeToken0123456789abcdef"
 

@@ -31,7 +31,6 @@ from engine import testbed as tb_mod
 from engine.method import stats
 from engine.quality.probe import Probe
 from engine.quality.tools import TEMPLATE_BLIND, tool_probe, tool_verdict
-from engine.record.events import Verdict
 from engine.record.journal import read_events
 from engine.record.liveness import engine_alive, read_pid
 from engine.record.receipts import read_rep
@@ -42,6 +41,7 @@ from engine.runtime.base import LaunchPlan, free_port
 from engine.servers import Readiness, get_adapter
 from engine.servers.prometheus import summed_samples
 from engine.servers.vllm import VLLMAdapter
+from engine.words import Verdict
 
 # Slow: vLLM's boot and run take minutes, paid by whichever test asks first.
 pytestmark = pytest.mark.slow

@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 
 from engine.campaign.load import load_campaign
+from engine.context import Phase
 from engine.record.journal import Event, read_events
-from engine.run.context import Phase
 from engine.run.measure import Measurement
 from engine.run.runner import Runner
 from tests.paths import FIXTURES

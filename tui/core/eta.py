@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import statistics
 
-from engine.record.events import RowStatus, RunStatus, WindowStatus
-from engine.record.state import RowState, RunState, WindowState, row_key
+from engine.record.state import RowState, RunState, WindowState
+from engine.words import RowStatus, RunStatus, WindowStatus, row_key
 from tui.core.plan import LoadPlan
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.record.events import CONTROL, WindowStatus
 from engine.record.state import RunState, WindowState
 from engine.servers import BootFacts
+from engine.words import CONTROL, WindowStatus
 from tui.core.fmt import Seg
 from tui.core.windows import queued_text
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.record.events import OVER_RUNS, RunStatus
 from engine.record.state import RunState
+from engine.words import OVER_RUNS, RunStatus
 from tui.core.eta import elapsed, eta
 from tui.core.fmt import Seg, fmt_secs
 from tui.core.plan import LoadPlan

@@ -7,9 +7,9 @@ import statistics
 from typing import Any
 
 from engine.method.leak import spread
-from engine.record.events import LIVE_ROWS, RowStatus
 from engine.record.figures import FIGURES
 from engine.record.state import RowState, RunState
+from engine.words import LIVE_ROWS, RowStatus
 from tui.core.columns import Col
 from tui.core.fmt import Seg, fmt_tok, fmt_turns
 from tui.core.windows import window_rows

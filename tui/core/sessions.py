@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.record.events import RunStatus, SessionStatus, WindowStatus
 from engine.record.state import RunState
+from engine.words import RunStatus, SessionStatus, WindowStatus
 from tui.core.fmt import Seg
 from tui.core.plan import LoadPlan
 from tui.core.windows import live_row, shape_segs, window_phase

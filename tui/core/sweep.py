@@ -1,11 +1,11 @@
-"""The sweep view's text: each sweep's trade table as it stands (engine.method.trade), computed
+"""The sweep view's text: each sweep's trade table as it stands (engine.record.trade), computed
 from the run's state at every redraw, so it fills in while the sweep runs. No Textual here."""
 
 from __future__ import annotations
 
-from engine.method.trade import Call, Trade, shape_text, trades
-from engine.record.events import CONTROL
 from engine.record.state import RunState
+from engine.record.trade import Call, Trade, shape_text, trades
+from engine.words import CONTROL
 from tui.core.fmt import Seg
 
 TAGS = {Call.BETTER: "success", Call.WORSE: "error", Call.EQUIVALENT: "", Call.UNDETERMINED: "muted",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.record.events import Check, Verdict
 from engine.record.state import WindowState
+from engine.words import Check, Verdict
 from tui.core.fmt import Seg
 
 
@@ -21,7 +21,7 @@ def _named(v: dict[str, Any]) -> str:
     return f"{v.get('check', '')} {v.get('verdict', '')}"
 
 
-# Each verdict word the engine emits (engine.record.events.Verdict), in a few words and a colour.
+# Each verdict word the engine emits (engine.words.Verdict), in a few words and a colour.
 VERDICT_SEGS: dict[str, tuple[Callable[[dict[str, Any]], str], str]] = {
     Verdict.ACTS: (lambda v: "knobs act", "success"),
     Verdict.RULER_SUSPECT: (lambda v: "ruler suspect", "error"),

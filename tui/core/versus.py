@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import statistics
 
-from engine.record.deltas import Interval, observable, pair_delta, stage_of
-from engine.record.events import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus
-from engine.record.state import RowState, RunState, WindowState, row_key
+from engine.method.delta import Interval, observable, pair_delta, stage_of
+from engine.record.state import RowState, RunState, WindowState
+from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
 from tui.core.fmt import Seg, fmt_pct, fmt_tok
 from tui.core.windows import window_rows
 
@@ -69,7 +69,7 @@ def row_reps(r: RowState | None) -> tuple[list[float], bool] | None:
 
 def shape_deltas(state: RunState, wkey: str) -> list[tuple[str, Interval, bool]]:
     """(shape, delta with its interval, provisional) against the reference, per shape measured
-    in both: the same computation as throughput.csv's delta columns (engine.record.deltas)."""
+    in both: the same computation as throughput.csv's delta columns (engine.method.delta)."""
     out = []
     for r, theirs in against(state, wkey):
         here, there = row_reps(r), row_reps(theirs)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import itertools
 
-from engine.record.events import LIVE_ROWS, UP_WINDOWS, Check, RowStatus, RunStatus, Verdict, WindowStatus
 from engine.record.state import RowState, RunState, WindowState
+from engine.words import LIVE_ROWS, UP_WINDOWS, Check, RowStatus, RunStatus, Verdict, WindowStatus
 from tui.core.columns import Col
 from tui.core.fmt import Seg
 from tui.core.plan import LoadPlan

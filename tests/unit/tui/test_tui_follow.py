@@ -18,10 +18,11 @@ from hypothesis import strategies as st
 
 from engine.method import stats
 from engine.record import snapshot
-from engine.record.events import EventKind, RowStatus, SessionStatus, Verdict, WindowStatus
+from engine.record.events import EventKind
 from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, apply, fold, fold_read
 from engine.record.writer import Journal
+from engine.words import RowStatus, SessionStatus, Verdict, WindowStatus
 from tests.paths import FIXTURES
 from tui.core.columns import fit_columns, windows_width
 from tui.core.eta import _rates, eta

@@ -24,9 +24,9 @@ from engine.campaign.yamlmarks import Problem
 from engine.commands.cli import main
 from engine.commands.validate import cmd_validate
 from engine.record import results
-from engine.record.state import row_key
 from engine.run.measure import shape_files
 from engine.servers import get_adapter
+from engine.words import row_key
 from tests.paths import FIXTURES
 
 SPEC = FIXTURES / "spec"

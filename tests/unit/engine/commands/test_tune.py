@@ -12,8 +12,8 @@ import pytest
 from engine.campaign.load import SpecError
 from engine.commands.tune import Candidate, Round, after, next_plan, quality_of, tune_md
 from engine.commands.tunespec import Tune, load_tune
-from engine.method.trade import Call
-from engine.record.events import Check, Verdict
+from engine.record.trade import Call
+from engine.words import Check, Verdict
 from tests.paths import REPO
 
 TUNE = REPO / "campaigns" / "tune" / "smollm2.yaml"
@@ -25,7 +25,10 @@ def tune() -> Tune:
     return load_tune(TUNE)
 
 
-def done(number: int, kind: str, control: dict[str, object], *cands: tuple[str, object, bool, float]) -> Round:
+Cand = tuple[str, object, bool, float]
+
+
+def done(number: int, kind: str, control: dict[str, object], *cands: Cand) -> Round:
     """A round judged: each candidate (flag, value, kept, delta)."""
     rnd = Round(number, kind, "run", control)
     for flag, value, kept, delta in cands:
@@ -45,13 +48,15 @@ def test_the_first_round_tries_each_flag_alone_against_the_control(tune: Tune) -
 
 
 def test_nothing_kept_ends_the_tune_with_the_control(tune: Tune) -> None:
-    r1 = done(1, "axes", START, ("--spec-draft-n-max", 3, False, 0.02), ("--cache-type-k", "q8_0", False, -0.1))
+    r1 = done(1, "axes", START, ("--spec-draft-n-max", 3, False, 0.02),
+              ("--cache-type-k", "q8_0", False, -0.1))
     assert after(r1, START) == START
     assert next_plan(tune, START, [r1]) is None
 
 
 def test_one_winner_becomes_the_incumbent_and_the_axes_are_tried_again_from_it(tune: Tune) -> None:
-    r1 = done(1, "axes", START, ("--spec-draft-n-max", 3, True, 0.12), ("--spec-draft-n-max", 10, False, 0.3))
+    r1 = done(1, "axes", START, ("--spec-draft-n-max", 3, True, 0.12),
+              ("--spec-draft-n-max", 10, False, 0.3))
     now = after(r1, START)
     assert now == {**START, "--spec-draft-n-max": 3}
     plan = next_plan(tune, now, [r1])
@@ -61,7 +66,8 @@ def test_one_winner_becomes_the_incumbent_and_the_axes_are_tried_again_from_it(t
 
 
 def test_two_winners_are_combined_against_the_best_single_change(tune: Tune) -> None:
-    r1 = done(1, "axes", START, ("--spec-draft-n-max", 10, True, 0.08), ("--cache-type-k", "q8_0", True, 0.15))
+    r1 = done(1, "axes", START, ("--spec-draft-n-max", 10, True, 0.08),
+              ("--cache-type-k", "q8_0", True, 0.15))
     assert after(r1, START) == START  # the combine round decides
     plan = next_plan(tune, START, [r1])
     assert plan is not None and plan.kind == "combine"
@@ -74,7 +80,8 @@ def test_two_winners_are_combined_against_the_best_single_change(tune: Tune) -> 
 
 
 def test_quality_holds_lossless_only_identical_and_close_lossy_under_the_bound() -> None:
-    good: dict[str, dict[str, Any]] = {Check.GREEDY: {"verdict": Verdict.IDENTICAL}, Check.TEACHER_FORCED: {"verdict": Verdict.CLOSE}}
+    good: dict[str, dict[str, Any]] = {Check.GREEDY: {"verdict": Verdict.IDENTICAL},
+                                       Check.TEACHER_FORCED: {"verdict": Verdict.CLOSE}}
     assert quality_of(good, False, 0.05)[1:] == (True, "")
     diverged: dict[str, dict[str, Any]] = {**good, Check.GREEDY: {"verdict": Verdict.DIVERGED}}
     assert quality_of(diverged, False, 0.05)[1:] == (False, "greedy diverged")

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from engine.method import precision
+from engine.method.delta import relative_delta
 from engine.method.precision import Progress, Rule
-from engine.record.deltas import relative_delta
 
 RULE = Rule(precision=0.03, max_reps=20, stage=3)
 

@@ -12,8 +12,8 @@ import pytest
 from engine.quality.probe import Probe
 from engine.quality.tools import TEMPLATE_BLIND, TOOLS, tool_probe, tool_verdict
 from engine.quality.verdicts import verdict_row
-from engine.record.events import Check, Verdict
 from engine.servers.client import ChatReply, Http, Readiness, ServerClient, Unsupported
+from engine.words import Check, Verdict
 
 
 class Stub(ServerClient):

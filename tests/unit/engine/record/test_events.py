@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from engine.campaign.load import load_campaign
-from engine.record.events import ENVELOPE, EventKind, MalformedEvent, RowStatus, check
+from engine.record.events import ENVELOPE, EventKind, MalformedEvent, check
 from engine.record.journal import read_events
 from engine.record.writer import Journal
 from engine.run.runner import Runner
+from engine.words import RowStatus
 from tests.paths import FIXTURES
 
 RECORDED = sorted((FIXTURES / "journals").glob("*/journal.jsonl"))

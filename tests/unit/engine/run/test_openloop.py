@@ -18,11 +18,11 @@ from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.sources.item import plain_item
 from engine.method import stats
 from engine.record.receipts import read_rep
-from engine.record.state import row_key
 from engine.run.load import arrival_times, measure_pass
 from engine.run.measure import recompute_row
 from engine.runtime.base import LaunchPlan
 from engine.servers import get_adapter
+from engine.words import row_key
 from tests.unit.fakes import Behaviour, FakeRuntime, FakeServer
 from tests.unit.helpers import campaign, events, runner
 

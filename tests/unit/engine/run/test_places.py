@@ -24,6 +24,7 @@ import pytest
 from engine.campaign.load import SpecError, load_campaign
 from engine.commands.progress import format_event
 from engine.commands.status import format_summary, summary
+from engine.context import RunContext, WindowContext
 from engine.control import CommandRefused
 from engine.quality import Quality
 from engine.quality.drift import control_drift
@@ -31,7 +32,6 @@ from engine.record.events import EventKind
 from engine.record.journal import Event, read_events
 from engine.record.state import fold
 from engine.report import load_run, render
-from engine.run.context import RunContext, WindowContext
 from engine.run.measure import Measurement
 from engine.runtime.base import Host, LaunchError, LaunchPlan
 from tests.unit.fakes import Behaviour, FakeRuntime, Hooks

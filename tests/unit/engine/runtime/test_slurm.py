@@ -27,7 +27,7 @@ from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.plan import plan_launch
 from engine.commands.progress import format_event
-from engine.record.events import EventKind, WindowStatus
+from engine.record.events import EventKind
 from engine.record.journal import read_events
 from engine.record.state import fold
 from engine.report import load_run, render
@@ -38,6 +38,7 @@ from engine.runtime.base import LaunchPlan
 from engine.runtime.slurm.commands import JobState, _exit_of, ended_line, parse_scontrol
 from engine.runtime.slurm.script import job_script
 from engine.servers import get_adapter
+from engine.words import WindowStatus
 from tests.paths import FIXTURES
 from tests.unit.fakes import LOGS, Behaviour, FakeBatchRuntime, FakeBatchServer, Queue, by_window
 from tui.core.facts import facts_lines

@@ -1,11 +1,11 @@
-"""engine.method.trade: each value of a sweep against the control, per class and load, by the
+"""engine.record.trade: each value of a sweep against the control, per class and load, by the
 campaign's verdict (judged), and the answer in words: wins everywhere, a trade, no decision."""
 
 from __future__ import annotations
 
-from engine.method.trade import Answer, Call, judged, trades
-from engine.record.events import CONTROL, RowStatus
-from engine.record.state import RowState, RunState, WindowState, row_key
+from engine.record.state import RowState, RunState, WindowState
+from engine.record.trade import Answer, Call, judged, trades
+from engine.words import CONTROL, RowStatus, row_key
 
 FLOOR = 0.05
 # Three reps a side; a value's rows are the control's scaled, so each delta is what it says.

@@ -1,7 +1,8 @@
 """What a phase (measurement, quality) and an operator command are given: never the runner itself.
 
 ``RunContext`` is the run as a phase sees it (its campaign, its folded state, the operator's
-controls, an emit function); ``WindowContext`` is the window a phase runs in.
+controls, an emit function); ``WindowContext`` is the window a phase runs in. Below the run layer
+and quality alike: the quality phase receives its context without importing engine.run.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from engine import gpu
 from engine.campaign.sources import Item
 from engine.campaign.spec import Campaign, ServerConfig
 from engine.method.stats import LeakPolicy
-from engine.record.events import CONTROL, EventKind, WindowStatus
+from engine.record.events import EventKind
 from engine.record.journal import Event
 from engine.record.state import RunState
 from engine.runtime.base import Server
 from engine.servers.adapter import ServerAdapter
 from engine.servers.logs import BootFacts
+from engine.words import CONTROL, WindowStatus
 
 
 class Emit(Protocol):

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from engine.record.deltas import observable, pair_delta, stage_of
-from engine.record.events import CONTROL, USABLE_ROWS
-from engine.record.state import RowState, RunState, load_text, row_key
+from engine.method.delta import observable, pair_delta, stage_of
+from engine.record.state import RowState, RunState
+from engine.words import CONTROL, USABLE_ROWS, load_text, row_key
 
 
 class Call(StrEnum):

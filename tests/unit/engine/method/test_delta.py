@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.record import receipts
-from engine.record.deltas import (
+from engine.method.delta import (
     Interval,
     noise_floor,
     observable,
@@ -21,6 +20,7 @@ from engine.record.deltas import (
     t_quantile,
     text,
 )
+from engine.record import receipts
 from engine.record.state import RowState, RunState, WindowState
 from tui.core.versus import bars_lines, ci_seg, delta_seg
 

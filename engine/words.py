@@ -1,0 +1,128 @@
+"""The words every layer shares, defined once below them all: the control's name, the statuses of
+a run, session, window and row, the quality checks and their verdicts, a row's key and a load's
+label.
+
+Every enum is a ``StrEnum``: its members are the very strings the journal holds (the events that
+carry them: engine.record.events), so the campaign, the record, the run, quality, the report and
+the console speak one vocabulary without importing one another.
+"""
+
+from enum import StrEnum
+
+CONTROL = "control"  # the window every session boots first; every other window is a delta to it
+
+
+class RunStatus(StrEnum):
+    NEW = "new"  # no run_started folded yet
+    RUNNING = "running"
+    FINISHED = "finished"
+    ABORTED = "aborted"
+    ERROR = "error"
+
+
+class WindowStatus(StrEnum):
+    PENDING = "pending"  # listed in run_started, not booted yet
+    QUEUED = "queued"  # its batch job waits in the scheduler's queue (runtime slurm)
+    BOOTING = "booting"
+    MEASURING = "measuring"  # ready: measurement and quality phases
+    DONE = "done"
+    ADVANCED = "advanced"  # the operator ended it; the campaign went on
+    ABORTED = "aborted"
+    FAILED = "failed"  # the server died mid-window
+    REJECTED = "rejected"  # it never became ready
+
+
+class RowStatus(StrEnum):
+    PENDING = "pending"
+    WARM = "warm"  # the attempt's warm pass
+    MEASURING = "measuring"
+    OK = "ok"
+    NOISY = "noisy"  # spread above the limit below the leak concurrency
+    VOID = "void"  # a leaked pass (or failed requests): no figure
+    FAILED = "failed"
+    ABORTED = "aborted"  # cut short by the operator: measured again on resume
+
+
+class SessionStatus(StrEnum):
+    """Where a session stands, derived from its windows (``RunState.session_status``)."""
+
+    QUEUED = "queued"  # not begun: no window started, not taken by a place
+    RUNNING = "running"  # begun, some window not complete
+    DONE = "done"  # every window of it complete
+
+
+class QualityStatus(StrEnum):
+    DONE = "done"
+    STOPPED = "stopped"  # the operator aborted or advanced during the checks
+
+
+class Check(StrEnum):
+    """A quality or ruler check: the ``check`` of a verdict event."""
+
+    KNOBS = "knobs"
+    GREEDY = "greedy"
+    REFERENCE = "reference"  # the control becoming the session's reference (only when that fails)
+    TEACHER_FORCED = "teacher_forced"
+    SELF_SCORE = "self_score"
+    KL = "kl"
+    NO_EFFECT = "no_effect"
+    TOOL_PROBE = "tool_probe"
+    DRIFT = "drift"
+
+
+class Verdict(StrEnum):
+    """Every verdict word a check emits (engine/quality/__init__.py has the table per check)."""
+
+    ACTS = "acts"
+    RULER_SUSPECT = "ruler suspect"
+    IDENTICAL = "identical"
+    DIVERGED = "diverged"
+    NO_REFERENCE = "no reference"
+    REFERENCE = "reference"  # a first session's control: it is the reference
+    EXACT = "exact"
+    CLOSE = "close"
+    DIFFERS = "differs"
+    REPEAT_IDENTICAL = "repeat-identical"
+    REPEAT_DIFFERS = "repeat-differs"
+    ABOVE_FLOOR = "above floor"
+    AT_FLOOR = "at floor"
+    FLOOR = "floor"  # a control's KL verdict: the floor it measured
+    NO_OBSERVABLE_EFFECT = "no observable effect"
+    OBSERVABLE_EFFECT = "observable effect"
+    UNDETERMINED = "undetermined"
+    OK = "ok"
+    FAILED = "failed"
+    WITHIN_SPREAD = "within spread"  # drift before deltas had intervals (older journals)
+    WITHIN_NOISE = "within noise"  # drift: the controls' delta is not beyond the noise
+    DRIFT = "drift"
+    ERROR = "error"  # any check: the server answered with an error
+    UNSUPPORTED = "unsupported"  # any check: the server cannot answer it
+
+
+# Statuses in the groups every consumer asks about.
+LIVE_ROWS = frozenset({RowStatus.WARM, RowStatus.MEASURING})
+USABLE_ROWS = frozenset({RowStatus.OK, RowStatus.NOISY})  # a row with a figure to compare
+COMPLETE_ROWS = USABLE_ROWS | {RowStatus.VOID, RowStatus.FAILED}  # resume skips them
+UP_WINDOWS = frozenset({WindowStatus.QUEUED, WindowStatus.BOOTING, WindowStatus.MEASURING})
+COMPLETE_WINDOWS = frozenset({WindowStatus.DONE, WindowStatus.ADVANCED, WindowStatus.FAILED,
+                              WindowStatus.REJECTED})  # resume skips them; aborted ones boot again
+OVER_RUNS = frozenset({RunStatus.FINISHED, RunStatus.ABORTED, RunStatus.ERROR})
+
+
+# A trace class's one load: open loop at its requests' own times (no workers, no rate of ruler's).
+TRACE_LOAD = "trace"
+
+
+def load_label(concurrency: int, rate: float | None = None) -> str:
+    """``c4`` (closed loop, four workers), ``r2.5`` (open loop, 2.5 requests a second) or
+    ``trace`` (open loop at a trace's times: neither workers nor a rate)."""
+    return f"r{rate:g}" if rate else f"c{concurrency}" if concurrency else TRACE_LOAD
+
+
+def load_text(concurrency: int, rate: float | None = None) -> str:
+    """A load as people read it: ``C4``, ``2.5 req/s``, ``trace``."""
+    return f"{rate:g} req/s" if rate else f"C{concurrency}" if concurrency else TRACE_LOAD
+
+
+def row_key(session: str, window: str, cls: str, concurrency: int, rate: float | None = None) -> str:
+    return f"{session}-{window}/{cls}/{load_label(concurrency, rate)}"
