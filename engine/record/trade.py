@@ -63,7 +63,7 @@ def judged(state: RunState, floor: float, session: str, window: str, cls: str, c
     """The campaign's verdict on one window row against its session's control row of the same
     shape. The one place the trade table and the tuner ask it.
 
-    Today's rule (engine.record.deltas): Welch's interval on the log of the reps' tok/s; an effect
+    Today's rule (engine.method.delta): Welch's interval on the log of the reps' tok/s; an effect
     when it excludes 0 and the delta is larger than ``floor`` (the campaign's declared noise,
     ``leak.spread``). That rule cannot show an absence of effect, so a delta it does not call is
     *undetermined*, never *equivalent*."""
