@@ -253,6 +253,15 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
         out.append(f"open loop: {wl.arrivals()} seeded by {seed} (the same schedule every rep and "
                    "window), each request sent at its time whatever is in flight; goodput: "
                    + (f"requests a second within {slo}" if slo else "no SLO set"))
+    if wl.capacity is not None:
+        cap = wl.capacity
+        holds = " and ".join([f"{k.removesuffix('_ms').replace('_', ' ')} <= {v:g} ms"
+                              for k, v in cap.holds.items()]
+                             + ([f"goodput >= {cap.goodput:.0%} within the SLO"] if cap.goodput else []))
+        out.append(f"capacity: per window and class ({', '.join(wl.capacity_classes())}), the highest "
+                   f"{cap.over} in {cap.range[0]:g}..{cap.range[1]:g} at which {holds} in every rep, "
+                   f"by a bracketing search of at most {cap.max_probes} probes (each an ordinary "
+                   f"row), to a band within {cap.resolution:.0%}")
     multi = any(spec.conversations is not None for spec in wl.classes.values())
     how = (f"POST {adapter.flush_path}" if adapter.flush_path
            else f"no endpoint: {json.dumps(adapter.cache_fields('flush'))} on each request"
