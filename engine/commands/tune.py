@@ -179,8 +179,8 @@ def judge_round(tune: Tune, rnd: Round, run_dir: Path, plan: list[Candidate]) ->
         cand.quality, cand.quality_holds, bad = quality_of(ws.verdicts, cand.lossy, tune.spec.kl_max)
         cand.receipts = [f"windows/{ws.key}"] + [v["file"] for v in ws.verdicts.values() if v.get("file")]
         cand.kept = j.call == Call.BETTER and cand.quality_holds
-        cand.why = ("kept: better on the objective, quality holds" if cand.kept else
-                    f"ruled out: {bad}" if j.call == Call.BETTER else
+        cand.why = (f"kept: better on the objective ({j.text()}), quality holds" if cand.kept else
+                    f"ruled out: {bad} (better on the objective, {j.text()})" if j.call == Call.BETTER else
                     f"ruled out: worse ({j.text()})" if j.call == Call.WORSE else
                     f"ruled out: no decision, the noise does not separate it ({j.text()})"
                     if j.call == Call.UNDETERMINED else f"ruled out: no figure ({j.why})")

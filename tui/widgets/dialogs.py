@@ -39,14 +39,14 @@ HELP_KEYS = [
     ("f", "follow the log on / off"),
     ("v", "the raw log, every line / the serving view: once the server is ready, errors, warnings "
           "and the lines ruler reads; the rest folded"),
-    ("t", "the sweep view: each value of the sweep under the cursor against the control, per class "
-          "and load, and the answer (wins everywhere, a trade, no value separates)"),
     ("esc", "back to the live window and shape"),
     ("↑ ↓", "pick a window (or a row); [b]enter[/b] on a window opens its reps"),
     ("tab", "windows list -> reps table -> log (the heavy line marks it)"),
     ("ctrl+p", "command palette (every key is there too)"),
     ("q", "quit the console: [b]the engine keeps running[/b];"),
     ("", "reattach with [b]ruler attach RUN_DIR[/b]"),
+    ("t", "the sweep view: each value of the sweep under the cursor against the control, per class "
+          "and load, and the answer (wins everywhere, a trade, no value separates)"),
 ]
 
 HELP_MARKS = [
