@@ -95,6 +95,7 @@ class Round:
 # --- the tune's own journal ------------------------------------------------------------------
 
 def _append(tune_dir: Path, event: str, **data: Any) -> None:
+    assert "kind" not in data, "a field named kind would hide the event's kind"
     with open(tune_dir / JOURNAL, "a") as f:
         f.write(json.dumps({"kind": event, "ts": dt.datetime.now().timestamp(), **data}) + "\n")
         f.flush()
@@ -158,6 +159,8 @@ def objective_of(tune: Tune, state: RunState, session: str, window: str) -> Judg
 
 def judge_round(tune: Tune, rnd: Round, run_dir: Path, plan: list[Candidate]) -> None:
     state = fold_journal(run_dir / results.JOURNAL)
+    goal = tune.spec.objective.tok_s
+    goal_row = f"{tune.goal_class()}/{goal.load}" if goal else f"{tune.goal_class()} (capacity)"
     starts = [ws.started_ts for ws in state.windows.values() if ws.started_ts]
     ends = [ws.ended_ts for ws in state.windows.values() if ws.ended_ts]
     rnd.boots = sum(1 for ws in state.windows.values() if ws.started_ts)
@@ -177,7 +180,9 @@ def judge_round(tune: Tune, rnd: Round, run_dir: Path, plan: list[Candidate]) ->
         j = objective_of(tune, state, cand.session, cand.window)
         cand.delta, cand.lo, cand.hi, cand.call = j.delta, j.lo, j.hi, str(j.call)
         cand.quality, cand.quality_holds, bad = quality_of(ws.verdicts, cand.lossy, tune.spec.kl_max)
-        cand.receipts = [f"windows/{ws.key}"] + [v["file"] for v in ws.verdicts.values() if v.get("file")]
+        cand.receipts = [f"windows/{ws.key}", f"throughput.csv {cand.session}-{cand.window}/{goal_row}"] + [
+            v["file"] for c, v in ws.verdicts.items()
+            if v.get("file") and c in (Check.GREEDY, Check.TEACHER_FORCED, Check.KL)]
         cand.kept = j.call == Call.BETTER and cand.quality_holds
         cand.why = (f"kept: better on the objective ({j.text()}), quality holds" if cand.kept else
                     f"ruled out: {bad} (better on the objective, {j.text()})" if j.call == Call.BETTER else
@@ -321,12 +326,18 @@ def run_tune(tune: Tune, tune_dir: Path, baseline: str | None, runtime: str | No
             file = tune_dir / f"round-{plan.number}.yaml"
             results.write_atomic(file, yaml.safe_dump(campaign, sort_keys=False, width=100))
             run_dir = prepare(str(file), str(tune_dir / "runs"), runtime)
-            _append(tune_dir, "round_started", round=plan.number, kind=plan.kind, run=str(run_dir),
+            _append(tune_dir, "round_started", round=plan.number, round_kind=plan.kind, run=str(run_dir),
                     control=plan.control, candidates=[asdict(c) for c in plan.candidates])
             print(f"tune: round {plan.number} ({plan.kind}, {plan.boots} boots): {run_dir}; "
                   f"attach: ruler attach {run_dir}", flush=True)
         else:
             run_dir = Path(ev["run"])
+            planned = [(c["session"], c["window"]) for c in ev.get("candidates") or []]
+            now = [(c.session, c.window) for c in plan.candidates]
+            if ev.get("round_kind") != plan.kind or planned != now:
+                raise BadInput(f"{tune_dir / JOURNAL}: round {plan.number} was started as "
+                               f"{ev.get('round_kind')} with {planned}, but the rounds before it now "
+                               f"lead to {plan.kind} with {now}: the tune cannot be resumed by this ruler")
         code = _run_round(run_dir)
         if code is not None:
             return code
@@ -406,6 +417,29 @@ def _argv_of(done: list[Round], config: dict[str, Any]) -> list[str] | None:
     return None
 
 
+LISTEN = ("--host", "--port")  # where ruler had the server listen: each run picks its own
+
+
+def without_listen(argv: list[str]) -> list[str]:
+    """The argv without the listening address ruler gave the server."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in LISTEN:
+            skip = True
+        else:
+            out.append(arg)
+    return out
+
+
+def flags_text(args: dict[str, Any]) -> str:
+    """Flags as a command line says them: a bare flag alone, a value after its flag."""
+    return " ".join(k if v is True else f"{k} {value_text(v)}" for k, v in args.items()
+                    if v is not None and v is not False)
+
+
 def summary(tune: Tune, tune_dir: Path, done: list[Round], start: dict[str, Any],
             incumbent: dict[str, Any], stop: str) -> dict[str, Any]:
     argv = _argv_of(done, incumbent)
@@ -419,7 +453,7 @@ def summary(tune: Tune, tune_dir: Path, done: list[Round], start: dict[str, Any]
         "space": {k: {"values": list(v.values), "lossy": v.lossy} for k, v in tune.spec.space.items()},
         "stop": stop, "start": start, "recommended": incumbent, "changed": changed,
         # Paths shown relative: the same command on another box with the same layout.
-        "command": " ".join(argv) if argv else "(not booted as such: see recommended)",
+        "command": " ".join(without_listen(argv)) if argv else "(not booted as such: see recommended)",
         "rounds": [{**{k: v for k, v in asdict(r).items() if k != "argv"}} for r in done],
     }
 
@@ -435,23 +469,24 @@ def tune_md(out: dict[str, Any]) -> str:
              f"{out['kl_max']:g}.", "",
              "## Recommended", "",
              f"Stopped: {out['stop']}.", "",
-             "Changed from the control: " + (", ".join(f"`{k} {value_text(v)}`"
+             "Changed from the control: " + (", ".join(f"`{flags_text({k: v})}`"
                                                        for k, v in out["changed"].items())
                                              or "nothing (the control stays)") + ".", "",
+             "The command ruler booted the recommended flags with (its listening address left out):", "",
              "```", out["command"], "```", ""]
     ruled: list[str] = []
     for r in out["rounds"]:
         lines += [f"## Round {r['number']} ({r['kind']})", "",
-                  f"Control: {' '.join(f'{k} {value_text(v)}' for k, v in r['control'].items())}; "
+                  f"Control: `{flags_text(r['control'])}`; "
                   f"run `{r['run']}` ({r['boots']} boots, {r['seconds'] / 60:.1f} min).", "",
                   "| window | change | delta | 95 % interval | call | quality | decision | receipts |",
                   "|---|---|---|---|---|---|---|---|"]
         for c in r["candidates"]:
-            change = ", ".join(f"{k} {value_text(v)}" for k, v in c["change"].items())
+            change = flags_text(c["change"])
             quality = "; ".join(f"{k} {v}" for k, v in c["quality"].items()) or "-"
             iv = f"[{_pct(c['lo'])}, {_pct(c['hi'])}]" if c["lo"] is not None else "-"
             lines.append(f"| {c['session']}-{c['window']} | {change} | {_pct(c['delta'])} | {iv} | "
-                         f"{c['call']} | {quality} | {c['why']} | {', '.join(c['receipts'][:3])} |")
+                         f"{c['call']} | {quality} | {c['why']} | {', '.join(c['receipts'])} |")
             if not c["kept"]:
                 ruled.append(f"- round {r['number']}: {change}: {c['why'].removeprefix('ruled out: ')}")
         lines.append("")
