@@ -45,8 +45,7 @@ HELP_KEYS = [
     ("ctrl+p", "command palette (every key is there too)"),
     ("q", "quit the console: [b]the engine keeps running[/b];"),
     ("", "reattach with [b]ruler attach RUN_DIR[/b]"),
-    ("t", "the sweep view: each value of the sweep under the cursor against the control, per class "
-          "and load, and the answer (wins everywhere, a trade, no value separates)"),
+    ("t", "the sweep view: each swept value against the control, and the answer"),
 ]
 
 HELP_MARKS = [
