@@ -1,15 +1,18 @@
 # Two entry points: `make demo` and `make test`. Both set up .venv and the cached testbed first.
-# `make unit` runs only the unit tier (no testbed needed).
+# `make help` lists every target.
 SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup testbed demo test unit lint clean
+.PHONY: help setup testbed demo test unit lint fmt clean
 
 # Types: engine/, tui/ and tests/ ([tool.mypy] in pyproject.toml).
 MYPY := $(BIN)/mypy
+
+help:  ## this list
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## (.*)/  make \1\t\2/' | expand -t 16
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,20 +20,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test,report,bench]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP)  ## .venv with ruler installed editable, its test, report and bench extras
 
-testbed: setup
+testbed: setup  ## build or find the cached testbed (llama-server, SmolLM2, vLLM's CPU build)
 	$(BIN)/ruler testbed
 
 # The demo campaign runs on llama.cpp alone: it does not wait for vLLM's 3.4 GB environment.
-demo: setup
+demo: setup  ## the llama.cpp testbed, then the demo campaign
 	$(BIN)/ruler testbed --no-vllm
 	$(BIN)/ruler run campaigns/demo-smollm2.yaml
 
 # The unit tier (in-process, seconds) then the integration tier (real llama-server, Docker,
 # sockets; on two workers, a module per worker so module fixtures run once); a failing unit tier
 # stops there. Each tier's pytest summary and time is printed again at the end. A tier that collects no test exits 5 and fails the target.
-test: testbed
+test: testbed  ## what CI runs: ruff, lint-imports, mypy, then every tier
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(MYPY)
@@ -44,13 +47,18 @@ test: testbed
 	done; \
 	printf '\n%s' "$$recap"; exit $$rc
 
-unit: setup
+unit: setup  ## the unit tier alone (no testbed needed)
 	$(BIN)/pytest -q -ra tests/unit
 
-lint: setup
+lint: setup  ## ruff, lint-imports, mypy
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(MYPY)
 
-clean:
+# Fixes what ruff can (import order, upgrades, simplifications); the code's layout is its own,
+# not a formatter's, so there is no `ruff format`.
+fmt: setup  ## ruff's fixes in place (imports sorted and the like)
+	$(BIN)/ruff check --fix .
+
+clean:  ## remove .venv and the tools' caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

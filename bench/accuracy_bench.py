@@ -1,7 +1,7 @@
 """Accuracy benchmark: ruler's decode tok/s and token counts against llama-server's own timings.
 
 The testbed's llama-server runs as a local process (as tests/integration/test_testbed.py starts it). ruler's
-load generator (``engine.run.load.measure_pass``) sends streamed chat completions at C1 and C4; for the
+load generator (``engine.run.loadgen.measure_pass``) sends streamed chat completions at C1 and C4; for the
 same requests llama-server reports, in the final stream chunk, ``timings.predicted_n`` (tokens
 generated) and ``timings.predicted_per_second`` = (predicted_n - 1) / (last token - first token),
 timed inside the server (tools/server/server-common.h: the first token comes from the prompt pass,
@@ -40,16 +40,16 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import testbed  # noqa: E402
-from engine.campaign.load import load_campaign  # noqa: E402
-from engine.campaign.plan import plan_launch  # noqa: E402
-from engine.campaign.sources.item import plain_item  # noqa: E402
-from engine.method import stats  # noqa: E402
-from engine.run.load import measure_pass  # noqa: E402
-from engine.runtime import process as rp  # noqa: E402
-from engine.runtime.base import LaunchPlan, free_port  # noqa: E402
-from engine.servers.llamacpp import LlamaCppAdapter  # noqa: E402
-from engine.words import CONTROL  # noqa: E402
+from engine import testbed
+from engine.campaign.load import load_campaign
+from engine.campaign.plan import plan_launch
+from engine.campaign.sources.item import plain_item
+from engine.method import stats
+from engine.run.loadgen import measure_pass
+from engine.runtime import process as rp
+from engine.runtime.base import LaunchPlan, free_port
+from engine.servers.llamacpp import LlamaCppAdapter
+from engine.words import CONTROL
 
 PROMPTS = ["Write a short story about a lighthouse keeper.",
            "Explain how a hash map works, step by step.",
@@ -130,7 +130,7 @@ def per_request(records: list[dict[str, Any]]) -> list[dict[str, float]]:
 
 def measure(server: rp.ProcessServer, c: int, n: int, max_tokens: int) -> dict[str, Any]:
     adapter = TimingsAdapter()
-    # The passes run as Measurement runs them (engine.run.load.measure_pass, on uvloop).
+    # The passes run as Measurement runs them (engine.run.loadgen.measure_pass, on uvloop).
     measure_pass(server.base_url, adapter, ITEMS, c, max(2 * c, 4), max_tokens,
                  {"temperature": 0, "seed": 1234}, {}, 300)  # warm pass, discarded
     res = measure_pass(server.base_url, adapter, ITEMS, c, n, max_tokens,

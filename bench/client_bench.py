@@ -319,7 +319,7 @@ def ruler_client(port: int, c: int, n: int, seconds: float, out: Any, cpus: set[
         os.sched_setaffinity(0, cpus)
     from engine.campaign.sources.item import plain_item
     from engine.campaign.spec import Shard
-    from engine.run.load import chunk_rate, measure_pass, shard_count
+    from engine.run.loadgen import chunk_rate, measure_pass, shard_count
     from engine.servers import get_adapter
 
     # The bench server keeps connections alive properly, as vLLM and SGLang do.
@@ -816,7 +816,7 @@ def _ruler_real(base_url: str, c: int, n: int, max_tokens: int, out: Any, cpus: 
         os.sched_setaffinity(0, cpus)
     from engine.campaign.sources.item import plain_item
     from engine.method import stats
-    from engine.run.load import measure_pass
+    from engine.run.loadgen import measure_pass
     from engine.servers.llamacpp import LlamaCppAdapter
 
     res = measure_pass(base_url, LlamaCppAdapter(), [plain_item(p) for p in PROMPTS], c, n, max_tokens,
@@ -880,7 +880,7 @@ def real_table(args: argparse.Namespace) -> None:
 
 def _ruler_real_warm(base_url: str, c: int, max_tokens: int) -> None:
     from engine.campaign.sources.item import plain_item
-    from engine.run.load import measure_pass
+    from engine.run.loadgen import measure_pass
     from engine.servers.llamacpp import LlamaCppAdapter
 
     measure_pass(base_url, LlamaCppAdapter(), [plain_item(p) for p in PROMPTS], c, 2 * c, max_tokens,

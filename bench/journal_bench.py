@@ -58,7 +58,7 @@ import ui_bench  # noqa: E402
 
 from engine.record import results, snapshot  # noqa: E402
 from engine.record.snapshot import fold_journal  # noqa: E402
-from engine.record.writer import Journal  # noqa: E402
+from engine.record.writer import JournalWriter  # noqa: E402
 
 RECORDED = ROOT / "tests" / "fixtures" / "runs" / "demo-smollm2"
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # see the docstring
@@ -172,7 +172,7 @@ def flood(run: Path, ui: subprocess.Popen[bytes], seconds: float, rate: int) -> 
     log = run / "windows" / ws.key / "boot.log"
     log.parent.mkdir()
     lock = threading.Lock()
-    journal = Journal(run / results.JOURNAL)
+    journal = JournalWriter(run / results.JOURNAL)
     journal.append("window_started", session=ws.session, window=ws.window, axis=ws.axis,
                    runtime="process", plan={}, tag="", log=f"windows/{ws.key}/boot.log")
     stop = threading.Event()
@@ -257,7 +257,7 @@ def main() -> int:
         print(f"run: {s['rows']['total']:,} rows, {len(s['windows'])} windows")
         if args.full_fold:
             figures("full fold (no snapshot)", run, args.rounds, (cols, rows))
-        Journal(run / results.JOURNAL).close()  # the snapshot the engine leaves when it stops
+        JournalWriter(run / results.JOURNAL).close()  # the snapshot the engine leaves when it stops
         snap = snapshot.path_of(run / results.JOURNAL)
         print(f"snapshot: {snap.stat().st_size / 2**20:.1f} MiB, covering "
               f"{snapshot.load(run / results.JOURNAL)[0].lines:,} lines")  # type: ignore[union-attr]  # just written

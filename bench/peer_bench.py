@@ -57,14 +57,14 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import testbed  # noqa: E402
-from engine.campaign.sources.item import plain_item  # noqa: E402
-from engine.method import stats  # noqa: E402
-from engine.run.load import arrival_times, measure_pass  # noqa: E402
-from engine.runtime import process as rp  # noqa: E402
-from engine.runtime.base import LaunchPlan, free_port  # noqa: E402
-from engine.servers.prometheus import summed_samples  # noqa: E402
-from engine.servers.vllm import VLLMAdapter  # noqa: E402
+from engine import testbed
+from engine.campaign.sources.item import plain_item
+from engine.method import stats
+from engine.run.loadgen import arrival_times, measure_pass
+from engine.runtime import process as rp
+from engine.runtime.base import LaunchPlan, free_port
+from engine.servers.prometheus import summed_samples
+from engine.servers.vllm import VLLMAdapter
 
 PROMPTS = ["Write a short story about a lighthouse keeper.",
            "Explain how a hash map works, step by step.",

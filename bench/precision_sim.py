@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.method import precision  # noqa: E402
-from engine.method.delta import relative_delta  # noqa: E402
+from engine.method import precision
+from engine.method.delta import relative_delta
 
 LEVELS = (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1)
 

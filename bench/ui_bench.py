@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine.control import ControlServer  # noqa: E402
 from engine.record.journal import read_events  # noqa: E402
-from engine.record.writer import Journal  # noqa: E402
+from engine.record.writer import JournalWriter  # noqa: E402
 
 RECORDED = ROOT / "tests" / "fixtures" / "journals" / "measuring"
 ANSI = re.compile(rb"\x1b\[[0-9;?<=>$]*[ -/]*[@-~]"  # CSI: colours, cursor moves, modes
@@ -97,7 +97,7 @@ class Screen:
 class StandIn:
     """The engine's side of the socket: answers and journals like engine.run.runner's command()."""
 
-    def __init__(self, run: Path, journal: Journal, lock: threading.Lock) -> None:
+    def __init__(self, run: Path, journal: JournalWriter, lock: threading.Lock) -> None:
         self.n, self.journal, self.lock = 0, journal, lock
         self.handling_ms: list[float] = []  # the engine's share of a command's latency
         self.server = ControlServer(run, self.handle)
@@ -141,7 +141,7 @@ def grow_log(path: Path, rate: int, stop: threading.Event, counter: list[int]) -
         counter[0] = n
 
 
-def land_reps(journal: Journal, lock: threading.Lock, stop: threading.Event, counter: list[int],
+def land_reps(journal: JournalWriter, lock: threading.Lock, stop: threading.Event, counter: list[int],
               every: float) -> None:
     """A rep every ``every`` s (real event shapes): warm, 3 reps, a leak on the second, the row. Four
     shapes take turns, so the campaign's state stays the size of a window and memory growth is
@@ -238,7 +238,7 @@ def main() -> int:
     run = tmp / "run"
     shutil.copytree(RECORDED, run)
     lock = threading.Lock()
-    journal = Journal(run / "journal.jsonl")
+    journal = JournalWriter(run / "journal.jsonl")
     stand_in = StandIn(run, journal, lock)
 
     master, slave = pty.openpty()

@@ -433,7 +433,7 @@ def ensure_image(server: Path, quantize: Path, version: str, log: Log, built: li
                  reused: list[str]) -> tuple[str | None, str | None, str]:
     """Build the image with ``docker import`` when a daemon answers; models are mounted, not baked."""
     try:
-        import docker  # noqa: PLC0415 - optional at run time: the testbed works without Docker
+        import docker  # optional at run time: the testbed works without Docker
         client = docker.from_env(timeout=30)
         client.ping()
     except Exception as e:  # noqa: BLE001 - any failure here means "no daemon"
@@ -665,7 +665,7 @@ def ensure_vllm_image(root: Path, python: Path, log: Log, built: list[str],
                       reused: list[str]) -> tuple[str | None, str | None, str]:
     """The vLLM image with ``docker import`` when a daemon answers (no registry is reached)."""
     try:
-        import docker  # noqa: PLC0415 - optional at run time: the testbed works without Docker
+        import docker  # optional at run time: the testbed works without Docker
         client = docker.from_env(timeout=600)
         client.ping()
     except Exception as e:  # noqa: BLE001 - any failure here means "no daemon"

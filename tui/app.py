@@ -38,13 +38,12 @@ from engine.record.journal import Event
 from engine.record.state import RunState, apply
 from engine.servers import get_adapter
 from engine.words import UP_WINDOWS, RowStatus, RunStatus
-from tui.core.columns import windows_width
 from tui.core.facts import facts_lines
 from tui.core.fmt import Seg, fmt_tok, steered
 from tui.core.follow import Batch, Follower, Link, engine_pid, pid_alive, probe
 from tui.core.header import header_lines
 from tui.core.logview import LineClassifier, ServingView
-from tui.core.plan import LoadPlan, frozen_noise, load_plan
+from tui.core.plan import LoadPlan, frozen_leak, load_plan
 from tui.core.reps import REP_COLS, REP_COLUMNS, rep_series, row_cells, window_series
 from tui.core.selection import LogWatch, Selection
 from tui.core.sessions import keyed_session, running_sessions, session_args, session_paused
@@ -149,7 +148,7 @@ class RulerConsole(App[None]):
         self.clock, self.probe, self.probe_interval = clock, probe, probe_interval
         self.send, self.max_log_lines = send, max_log_lines
         self.state = RunState()
-        self.noise = frozen_noise(self.run_dir / "campaign.yaml")  # the Δ column's floor
+        self.leak = frozen_leak(self.run_dir / "campaign.yaml")  # its spread: the Δ column's floor
         self.link: Link | None = None
         self.caught_up = False  # the journal and the shown log were read to their end
         self.sel = Selection()
@@ -166,21 +165,21 @@ class RulerConsole(App[None]):
         self._ui: Ui | None = None  # the widgets, once mounted
         self._frozen = False
         self._pending: dict[str, Timer] = {}  # commands sent, not answered yet
-        self._windows_width = 0
 
     # ------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
         yield Panel(id="head")
-        with Horizontal(id="body"):
-            yield FollowTable(WINDOW_COLS, id="windows")
-            with Vertical(id="right"):
-                yield FollowTable(REP_COLS, id="reps")
-                with Horizontal(id="chart"):
-                    with Vertical(id="sparkbox"):
-                        yield Panel(id="spark-label")
-                        yield RepBars(id="spark")
-                    yield Panel(id="bars")
+        # The windows list above the reps of the window picked, each the screen's whole width: side
+        # by side, a window's row and another window's reps read as one line.
+        yield FollowTable(WINDOW_COLS, id="windows")
+        with Vertical(id="right"):
+            yield FollowTable(REP_COLS, id="reps")
+            with Horizontal(id="chart"):
+                with Vertical(id="sparkbox"):
+                    yield Panel(id="spark-label")
+                    yield RepBars(id="spark")
+                yield Panel(id="bars")
         with Horizontal(id="bottom"):
             with Vertical(id="logbox"):
                 yield BootLog(self.classify, self.max_log_lines, id="log")
@@ -419,7 +418,7 @@ class RulerConsole(App[None]):
 
     def action_sweep(self) -> None:
         sweep = picked_sweep(self.state, self.sel.shown)
-        self.push_screen(SweepScreen(lambda: sweep_lines(self.state, self.noise, sweep), self.tags))
+        self.push_screen(SweepScreen(lambda: sweep_lines(self.state, self.leak.spread, sweep), self.tags))
 
     def action_quit_console(self) -> None:
         self.exit()
@@ -508,14 +507,11 @@ class RulerConsole(App[None]):
             ws = st.windows[key]
             # Every window up now: one per place when sessions run on places.
             mark = "▶ " if key == st.current or ws.status in UP_WINDOWS else "  "
-            delta, ci = delta_cells(st, key, self.noise)
+            delta, ci = delta_cells(st, key, self.leak.spread)
             rows.append((key, [[(f"{mark}{ws.session} {ws.window}", "bold" if mark.strip() else "")],
                                [window_status(st, key)], [delta], [ci],
                                window_notes(st, key), [(ws.axis, "muted")]]))
-        changed = table.stage(rows, self.tags)
-        self._split_body()  # the list's width for what it now holds: its columns are chosen for it
-        if changed:
-            table.place()
+        table.sync(rows, self.tags)
         table.show_key(self.sel.shown)
 
     def _render_reps(self) -> None:
@@ -524,31 +520,15 @@ class RulerConsole(App[None]):
             table.reset()
         rows = window_rows(self.state, self.sel.shown) if self.sel.shown else []
         reps = self.plan.reps
-        cells = [(r, row_cells(r, reps)) for r in rows]
+        cells = [(r, row_cells(r, reps, self.leak)) for r in rows]
         table.sync([(r.key, [c[col] for col in REP_COLUMNS]) for r, c in cells], self.tags)
         if not self.sel.row_pinned:
             live = live_row(self.state, self.sel.shown)
             table.show_key(live.key if live else (rows[-1].key if rows else None))
-        self._split_body()
         title = f"reps · {self.sel.shown or '-'}"
         if self.sel.pinned:
             title += " (picked; esc: live)"
         self._title(self.ui.right, title)
-
-    def on_resize(self) -> None:
-        self._split_body()
-
-    def _split_body(self) -> None:
-        """The windows list's width for this screen and what the tables hold now; each table
-        then shows the columns that fit its own width."""
-        if self._ui is None:
-            return
-        windows, reps = self.ui.windows, self.ui.reps
-        width = windows_width(self.size.width, windows.full_width(core_only=True),
-                                   windows.full_width(), reps.full_width(core_only=True))
-        if width != self._windows_width:
-            self._windows_width = width
-            windows.styles.width = width
 
     def _render_facts(self) -> None:
         facts = self.ui.facts
@@ -568,7 +548,7 @@ class RulerConsole(App[None]):
             label += [("·", "muted"), (f"{row.cls} {row.load}:", "bold"),
                       (" ".join(fmt_tok(v) for v in rep_series(row)), "")]
         self.ui.spark_label.set(to_text(label, self.tags))
-        bars = bars_lines(self.state, self.sel.shown, width=8, noise=self.noise)
+        bars = bars_lines(self.state, self.sel.shown, width=8, noise=self.leak.spread)
         self.ui.bars.set(Text("\n").join(to_text(line, self.tags, sep="") for line in bars))
 
     def _watch_log(self) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from engine.campaign.sources.shared_prefix import WORDS  # noqa: E402
+from engine.campaign.sources.shared_prefix import WORDS
 
 HERE = Path(__file__).resolve().parent
 SEED = 28

@@ -204,7 +204,7 @@ def run_engine(run_dir: Path, echo: bool) -> int:
                        f"({e.strerror or e}{f': {e.filename}' if e.filename else ''})") from e
 
     def graceful(signum: int, _frame: object) -> None:
-        # Not emitted here: the handler may run inside Journal.append, whose lock the interrupted
+        # Not emitted here: the handler may run inside JournalWriter.append, whose lock the interrupted
         # code holds; the runner's next event records it first (Runner.emit).
         runner.controls.signals.append(signal.Signals(signum).name)
         runner.controls.abort.set()

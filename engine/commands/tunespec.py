@@ -113,7 +113,7 @@ def load_tune(path: str | Path) -> Tune:
         raise SpecError([Problem(file, e.line, e.col, "not UTF-8 text")]) from None
     try:
         doc = load_marked(text)
-    except Exception as e:  # noqa: BLE001 - yaml's errors: said at their mark
+    except Exception as e:
         import yaml
         if isinstance(e, yaml.YAMLError):
             raise SpecError([yaml_problem(file, e)]) from None

@@ -1,1 +1,2 @@
-"""What a run records: typed events and their vocabulary, the journal, its fold, the results files."""
+"""What a run records: typed events, the journal and its writer, its fold, the results files and
+the receipts (the words the events carry: engine.words)."""

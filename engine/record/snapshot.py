@@ -8,7 +8,7 @@ first and the last of those lines (the last one's length and hash) and the CRC-3
 it covers. A reader takes it only when all of that still holds and the same fold wrote it (ruler's
 version and the source of the fold's modules); otherwise (no snapshot, a journal shorter than it,
 rewritten or damaged inside what it covers, a seq that does not match, a corrupt file, another
-version) the reader folds the whole journal, as it always could, and so sees the damage.
+version) the reader folds the whole journal, and so sees the damage.
 
 The state is written generically, field by field of its dataclasses, and read back by their type
 hints: a field added to ``RunState`` needs no code here, and since the fold's source is part of

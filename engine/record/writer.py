@@ -2,7 +2,7 @@
 
 Reading and parsing live in ``engine.record.journal``; the refusal needs the fold's sequence checks
 (``engine.record.state``), hence a module of its own above both. The writer keeps the fold of what
-the journal holds (:attr:`Journal.state`, each event folded as it reads back from its line) and its
+the journal holds (:attr:`JournalWriter.state`, each event folded as it reads back from its line) and its
 snapshot (``engine.record.snapshot``) every ``snapshot.EVERY`` events and when it closes.
 """
 
@@ -31,7 +31,7 @@ class JournalDamaged(ValueError):
         super().__init__(f"damaged journal:\n{damage_report(path, damage)}")
 
 
-class Journal:
+class JournalWriter:
     """Append-only writer. Thread-safe: the runner and the control socket both write.
 
     It cuts a torn last line and nothing else; a damaged journal is refused, never trimmed.

@@ -28,7 +28,7 @@ from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
 from engine.record.results import DIR_MODE, write_atomic
 from engine.record.state import RunState, capacity_key
-from engine.run.load import PassResult, arrival_times, chunk_rate, measure_pass, shard_count
+from engine.run.loadgen import PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.servers.client import FlushFailed, ServerClient, tls_context
 from engine.servers.data import BadServerData, counter, reading
 from engine.words import CONTROL, USABLE_ROWS, RowStatus, WindowStatus, load_label, load_text, row_key

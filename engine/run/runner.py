@@ -28,7 +28,7 @@ from engine.record.events import FORMAT, EventKind, check
 from engine.record.journal import Event
 from engine.record.receipts import ThroughputWriter
 from engine.record.state import RunState
-from engine.record.writer import Journal
+from engine.record.writer import JournalWriter
 from engine.run.boot import BootOutcome, LogPump, wait_ready
 from engine.run.gpuwatch import GpuWatch, flag_free, window_gpus
 from engine.run.measure import Measurement
@@ -114,7 +114,7 @@ class Runner:
         self.phases = phases or []
         self.controls = controls or Controls()
         self.adapter = get_adapter(campaign.server)
-        self.journal = Journal(run_dir / results.JOURNAL)
+        self.journal = JournalWriter(run_dir / results.JOURNAL)
         # The run's label on its servers; a directory ruler run did not prepare: its name.
         self.run_id = results.run_id(run_dir) or run_dir.name
         self.control_facts: dict[str, BootFacts] = {}

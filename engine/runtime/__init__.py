@@ -15,8 +15,8 @@ from engine.runtime.base import Runtime
 
 
 @dataclass(frozen=True)
-class _Asked:
-    """What the caller knows; each runtime takes what it needs of it."""
+class _RuntimeOptions:
+    """The options get_runtime was given; each runtime takes what it needs of them."""
 
     secrets: Mapping[str, str] = field(default_factory=dict)
     partition: str | None = None
@@ -27,34 +27,35 @@ class _Asked:
 
 
 # Each runtime's module is imported when it is asked for: the Docker SDK only when a run uses it.
-def _process(asked: _Asked) -> Runtime:
+def _process(options: _RuntimeOptions) -> Runtime:
     from engine.runtime.process import ProcessRuntime
 
     return ProcessRuntime()
 
 
-def _docker(asked: _Asked) -> Runtime:
+def _docker(options: _RuntimeOptions) -> Runtime:
     from engine.runtime.docker import DockerRuntime
     from engine.runtime.sshdial import DEFAULT_CONNECT_S
 
-    return DockerRuntime(asked.docker_host, asked.connect_timeout or DEFAULT_CONNECT_S, asked.cancelled)
+    return DockerRuntime(options.docker_host, options.connect_timeout or DEFAULT_CONNECT_S,
+                         options.cancelled)
 
 
-def _attach(asked: _Asked) -> Runtime:
+def _attach(options: _RuntimeOptions) -> Runtime:
     from engine.runtime.attach import AttachRuntime
 
-    if asked.url is None:
+    if options.url is None:
         raise ValueError("runtime attach needs the server's url (attach.url)")
-    return AttachRuntime(asked.url)
+    return AttachRuntime(options.url)
 
 
-def _slurm(asked: _Asked) -> Runtime:
+def _slurm(options: _RuntimeOptions) -> Runtime:
     from engine.runtime.slurm.server import SlurmRuntime
 
-    return SlurmRuntime(asked.secrets, asked.partition)
+    return SlurmRuntime(options.secrets, options.partition)
 
 
-_RUNTIMES: dict[str, Callable[[_Asked], Runtime]] = {
+_RUNTIMES: dict[str, Callable[[_RuntimeOptions], Runtime]] = {
     "attach": _attach,
     "docker": _docker,
     "process": _process,
@@ -81,7 +82,8 @@ def get_runtime(name: str, *, secrets: Mapping[str, str] | None = None, partitio
         factory = _RUNTIMES[name]
     except KeyError:
         raise ValueError(f"unknown runtime {name!r}; known: {', '.join(known_runtimes())}") from None
-    return factory(_Asked(dict(secrets or {}), partition, docker_host, url, connect_timeout, cancelled))
+    return factory(_RuntimeOptions(dict(secrets or {}), partition, docker_host, url, connect_timeout,
+                                   cancelled))
 
 
 __all__ = ["Runtime", "get_runtime", "known_runtimes"]

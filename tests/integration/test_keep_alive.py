@@ -4,7 +4,7 @@ connection, at once or a moment later, sometimes before it reads the next reques
 (vLLM's benchmark client and AIPerf lost 3-7 requests in 24 there, issue 29). Its adapter asks
 for no kept connection; this one does, to meet the closing.
 
-The fake that closes on cue, every time, is tests/unit/engine/run/test_load.py's KeepAliveServer.
+The fake that closes on cue, every time, is tests/unit/engine/run/test_loadgen.py's KeepAliveServer.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from engine import testbed as tb_mod
 from engine.campaign.sources.item import plain_item
 from engine.run.client import transport
 from engine.run.client.http import Response
-from engine.run.load import measure_pass
+from engine.run.loadgen import measure_pass
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 from engine.servers.llamacpp import LlamaCppAdapter

@@ -23,7 +23,7 @@ from engine import testbed as tb_mod
 from engine.method import stats
 from engine.record.receipts import read_rep
 from engine.record.request import RequestRecord
-from engine.run.load import arrival_times
+from engine.run.loadgen import arrival_times
 from engine.run.measure import recompute_row
 
 pytestmark = pytest.mark.slow

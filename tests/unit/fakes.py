@@ -1,7 +1,7 @@
 """A FAKE llama-server and a FAKE runtime, in-process, for the unit tier's run-loop tests.
 
 Nothing here is llama.cpp: :class:`FakeLlama` is a ``ThreadingHTTPServer`` that answers what the
-engine asks of llama-server (engine/servers/llamacpp/client.py, engine/run/load.py, engine/run/boot.py,
+engine asks of llama-server (engine/servers/llamacpp/client.py, engine/run/loadgen.py, engine/run/boot.py,
 engine/run/measure.py, engine/quality) with a toy deterministic "model", so that every path of the
 run loop (void, rerun, resume, advance, abort, a dying server, a boot that never becomes ready)
 runs in seconds and on cue. The behaviours a real server cannot be made to show on cue (a slow
@@ -123,6 +123,9 @@ class Behaviour:
     inert_knobs: set[str] = field(default_factory=set)  # knobs the fake's "template" ignores
     stream_status: int = 200  # another: each streamed chat request is answered with it, an error
     malformed_stream: bool = False  # each streamed chat request's events are not JSON
+    # Each streamed chat request holds after its first token until the barrier's parties are all
+    # in flight: only that many sent at once (an open loop, or as many workers) get through.
+    together: threading.Barrier | None = None
 
 
 def log_for(plan: LaunchPlan) -> Path:
@@ -148,7 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: FakeLlama
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: Any) -> None:  # the stdlib's name
         pass
 
     def _json(self, status: int, body: object) -> None:
@@ -159,7 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:  # the stdlib's name
         s = self.server.handle
         if self.path == "/health":
             if s.booted.is_set() and s.behaviour.ready:
@@ -177,7 +180,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(404, {"error": {"message": "File Not Found", "code": 404}})
 
-    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_POST(self) -> None:  # the stdlib's name
         s = self.server.handle
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         if self.path == "/v1/chat/completions":
@@ -246,6 +249,11 @@ class _Handler(BaseHTTPRequestHandler):
             if b.hang and i == 1:
                 s.ended.wait()
                 return
+            if b.together is not None and i == 1:
+                try:
+                    b.together.wait()
+                except threading.BrokenBarrierError:  # the server ended first
+                    return
             delta = {"choices": [{"index": 0, "delta": {"content": piece(t)}, "finish_reason": None}]}
             self.wfile.write(b"data: " + json.dumps(delta).encode() + b"\n\n")
             self.wfile.flush()
@@ -385,6 +393,8 @@ class FakeServer:
                 return
             self.code = code
             self.ended.set()
+        if self.behaviour.together is not None:
+            self.behaviour.together.abort()  # a stream held there ends with the server
         self.http.shutdown()
         self.http.server_close()
 

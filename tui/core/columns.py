@@ -21,7 +21,8 @@ def fit_columns(cols: list[Col], widths: dict[str, int], room: int) -> dict[str,
 
     The always-shown columns come first; when they do not fit, the cuttable ones give up cells,
     the rightmost first.
-    The others then come in rank order, each when it fits (a narrower column of a lower rank may
+    The others (those with a width: 0 is a column with nothing to show) then come in rank order,
+    each when it fits (a narrower column of a lower rank may
     still fit where a wider one did not): at full width, or a cuttable one at ``cut`` cells. Cells
     left over then go back to the cut columns, in rank order: a long reason does not push out
     every column after it, nor is it cut where there is room.
@@ -40,7 +41,7 @@ def fit_columns(cols: list[Col], widths: dict[str, int], room: int) -> dict[str,
     ranked = sorted((c for c in cols if c.rank > 0), key=lambda c: c.rank)
     for c in ranked:
         w = min(widths[c.name], c.cut) if c.cut else widths[c.name]
-        if w > left:
+        if w > left or not w:  # no room, or nothing to show
             continue
         out[c.name] = w
         left -= out[c.name]
@@ -50,11 +51,3 @@ def fit_columns(cols: list[Col], widths: dict[str, int], room: int) -> dict[str,
             out[c.name] += grow
             left -= grow
     return {c.name: out[c.name] for c in cols if c.name in out}
-
-
-def windows_width(total: int, core: int, full: int, reps_core: int) -> int:
-    """The windows list's share of ``total`` columns: what its always-shown columns need, up to
-    two fifths of a wide screen when its notes and axes want it; the reps keep their own
-    always-shown columns (``reps_core``) either way."""
-    want = core if total < 120 else max(core, min(full, total * 2 // 5))
-    return max(min(want, total - reps_core), 20)

@@ -39,6 +39,21 @@ def fmt_pct(v: float | None, signed: bool = False) -> str:
     return f"{v:+.1%}" if signed else f"{v:.1%}"
 
 
+def fmt_end(v: float) -> str:
+    """One end of an interval in percent, signed, whole where that says it: ``+28``, ``-0.3`` (never
+    ``-0``, which reads as a sign without a figure), ``0``."""
+    for digits in (0, 1):
+        text = f"{v * 100:+.{digits}f}"
+        if text.lstrip("+-").strip("0.") != "":
+            return text
+    return "0"
+
+
+def fmt_ci(lo: float, hi: float) -> str:
+    """A 95 % interval in percent: ``[-0.3,+28]``."""
+    return f"[{fmt_end(lo)},{fmt_end(hi)}]"
+
+
 def fmt_turns(turns: Any) -> str:
     """A multi-turn row's cache hit and median TTFT per turn: ``t0 0% 41ms, t1 86% 12ms``."""
     def hit(t: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """What the run's campaign asks of each window, as the console reads it: the load plan ("rep 2/3",
-the ETA) from run_started, and the declared noise (the Δ column's floor) from the frozen campaign.yaml."""
+the ETA) from run_started, and the leak rule (its noise: the Δ column's floor) from the frozen
+campaign.yaml."""
 
 from __future__ import annotations
 
@@ -77,11 +78,24 @@ def load_plan(state: RunState) -> LoadPlan:
     return LoadPlan.of(state.workload) if state.workload else LoadPlan()
 
 
-def frozen_noise(campaign_yaml: Path) -> float:
-    """The campaign's declared noise (``leak.spread``, the spec's default left out) from its frozen
-    copy."""
+@dataclass(frozen=True)
+class LeakRule:
+    """The campaign's leak rule as declared (the spec's defaults where left out): ``spread`` is
+    its declared noise, the Δ column's floor; below ``min_concurrency`` a leak-shaped row is noisy,
+    not void."""
+
+    spread: float = defaults.LEAK_SPREAD
+    min_concurrency: int = defaults.LEAK_MIN_CONCURRENCY
+
+
+DECLARED = LeakRule()  # the spec's defaults
+
+
+def frozen_leak(campaign_yaml: Path) -> LeakRule:
+    """The leak rule from a run's frozen campaign.yaml."""
     try:
         leak = (frozen_yaml(campaign_yaml) or {}).get("leak") or {}
-        return float(leak.get("spread", defaults.LEAK_SPREAD))
+        return LeakRule(float(leak.get("spread", defaults.LEAK_SPREAD)),
+                        int(leak.get("min_concurrency", defaults.LEAK_MIN_CONCURRENCY)))
     except (OSError, yaml.YAMLError, AttributeError, TypeError, ValueError):
-        return defaults.LEAK_SPREAD
+        return DECLARED

@@ -12,6 +12,7 @@ from engine.record.state import RowState, RunState
 from engine.words import LIVE_ROWS, RowStatus
 from tui.core.columns import Col
 from tui.core.fmt import Seg, fmt_tok, fmt_turns
+from tui.core.plan import DECLARED, LeakRule
 from tui.core.windows import window_rows
 
 # The row figures shown after the row's status, in this order (their columns, formats:
@@ -23,17 +24,19 @@ REP_COLUMNS = ["shape", "reps tok/s", MEDIAN, SPREAD, "status", "att",
                *(FIGURES[n].column for n in FIGURE_COLUMNS), "why"]
 
 
-# Always the shape, its reps (with their leak marks) and its status; then the median and spread,
-# the attempt, a void row's reason (its start: the figure against the limit), acceptance (what
-# speculative windows differ in), the rest; the finished request rate and goodput last: what a
-# rate sweep is read by, where a closed-loop row's req/s says little its tok/s does not.
-_REP_RANKS = {"shape": 0, "reps tok/s": 0, "status": 0, MEDIAN: 1, SPREAD: 2, "att": 3, "why": 4,
+# Always the shape, its reps (with their leak marks; cut on a narrow screen), its median tok/s,
+# spread and status: what ruler is read by. Then a row's reason (its start: the figure against
+# the limit; the detail view has it whole), acceptance (what speculative windows differ in), the
+# rest; the finished request rate and goodput next (what a rate sweep is read by, where a
+# closed-loop row's req/s says little its tok/s does not); the attempt, bookkeeping, goes first.
+_REP_RANKS = {"shape": 0, "reps tok/s": 0, MEDIAN: 0, SPREAD: 0, "status": 0, "why": 1,
               **{FIGURES[n].column: rank for n, rank in (
-                  ("accept_rate", 5), ("accept_len", 6), ("per_user_tok_s", 7), ("ttft_ms", 8),
-                  ("achieved_rps", 9), ("goodput_rps", 10))}}
+                  ("accept_rate", 2), ("accept_len", 3), ("per_user_tok_s", 4), ("ttft_ms", 5),
+                  ("achieved_rps", 6), ("goodput_rps", 7))}, "att": 8}
+_CUTS = {"why": 16, "reps tok/s": 10}
 
 
-REP_COLS = [Col(name, _REP_RANKS[name], cut=16 if name == "why" else 0) for name in REP_COLUMNS]
+REP_COLS = [Col(name, _REP_RANKS[name], cut=_CUTS.get(name, 0)) for name in REP_COLUMNS]
 
 
 STATUS_WORD: dict[str, Seg] = {
@@ -43,12 +46,27 @@ STATUS_WORD: dict[str, Seg] = {
     RowStatus.FAILED: ("FAILED", "error"), RowStatus.ABORTED: ("aborted", "warning")}
 
 
+def leak_marks(r: RowState) -> set[int]:
+    """The reps of the row's attempt marked "!": while it measures, each suspected as it landed
+    (below the median of the reps before it); once done, the final reading's only: the low rep of a
+    leak-shaped row. A rep once suspected against a median that later reps moved is not a leak.
+    (A row from before the leak's shape was recorded keeps the marks as they landed.)"""
+    final = r.row and r.row.get("attempts", r.attempt) == r.attempt
+    if not final or "spread_shape" not in r.row:
+        return {rep for a, rep in r.suspects if a == r.attempt}
+    if r.row.get("spread_shape") != "leak":
+        return set()
+    reps = r.reps.get(r.attempt, {})
+    return {min(reps, key=lambda n: reps[n])} if reps else set()
+
+
 def rep_segs(r: RowState, expected: int | None) -> list[Seg]:
     """The attempt's reps as they land; a suspected leak carries "!" on its rep."""
     reps, gpus = r.reps.get(r.attempt, {}), r.gpu.get(r.attempt, {})
+    marked = leak_marks(r)
     segs: list[Seg] = []
     for rep in sorted(reps):
-        suspect = (r.attempt, rep) in r.suspects
+        suspect = rep in marked
         segs.append((fmt_tok(reps[rep]) + ("!" if suspect else "") + gpu_text(gpus.get(rep)),
                      "warning" if suspect or (gpus.get(rep) or {}).get("throttle") else ""))
     if r.status in LIVE_ROWS and (expected is None or len(reps) < expected):
@@ -64,24 +82,39 @@ def gpu_text(g: dict[str, Any] | None) -> str:
     return f" {g['power_w']:.0f}W{clock}"
 
 
-def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
-    """Cells per column, each a list of segments; a void row is all error colour."""
+def why_text(r: RowState, leak: LeakRule) -> str:
+    """Why a row stands as it does, whole: a void row's reason, what a noisy row's spread is made
+    of (and, leak-shaped below the leak rule's concurrency, why it is noisy and not void), a
+    multi-turn row's cache hit per turn, the void attempts before this one."""
     final = r.row
-    live_reps = list(r.reps.get(r.attempt, {}).values())
-    if final:
-        med, sp, prov = final.get("agg_tok_s"), final.get("spread"), False
-    else:
-        med = statistics.median(live_reps) if live_reps else None
-        sp, prov = (spread(live_reps) if len(live_reps) > 1 else None), True
-    word, style = STATUS_WORD.get(r.status, (r.status, ""))
     why = str(final.get("reason") or "")
     if r.status == RowStatus.NOISY and final.get("spread_why"):  # noise, not a leak: why, first
-        why = "; ".join(x for x in (str(final["spread_why"]), why) if x)
+        spread_why = str(final["spread_why"])
+        if final.get("spread_shape") == "leak":
+            spread_why = (f"below leak.min_concurrency ({leak.min_concurrency}) a leak-shaped row "
+                          f"is noisy, not void: {spread_why}")
+        why = "; ".join(x for x in (spread_why, why) if x)
     if final.get("turns"):  # a multi-turn row: the cache hit per turn leads
         why = "; ".join(x for x in (f"turns {fmt_turns(final['turns'])}", why) if x)
     earlier = [f"a{i + 1} void: {v}" for i, v in enumerate(r.voids)]
     if not why and earlier:
         why = "; ".join(earlier)
+    return why
+
+
+def row_cells(r: RowState, expected_reps: int | None,
+              leak: LeakRule = DECLARED) -> dict[str, list[Seg]]:
+    """Cells per column, each a list of segments; a void row is all error colour."""
+    final = r.row
+    live_reps = list(r.reps.get(r.attempt, {}).values())
+    if final:
+        med, sp, prov = final.get("agg_tok_s"), final.get("spread"), False
+        if (final.get("reps") or 0) < 2:
+            sp = None  # one rep has no spread: "-", never 0.0 %
+    else:
+        med = statistics.median(live_reps) if live_reps else None
+        sp, prov = (spread(live_reps) if len(live_reps) > 1 else None), True
+    word, style = STATUS_WORD.get(r.status, (r.status, ""))
     cells: dict[str, list[Seg]] = {
         "shape": [(f"{r.cls} {r.load}", "bold")],
         "reps tok/s": rep_segs(r, expected_reps),
@@ -92,7 +125,7 @@ def row_cells(r: RowState, expected_reps: int | None) -> dict[str, list[Seg]]:
         "att": [(str(r.attempt or "-"), "warning" if r.attempt > 1 else "")],
         # A figure the row lacks is "-": no SLO set (goodput), no speculation, or an older row.
         **{FIGURES[n].column: [(FIGURES[n].short(final.get(n)), "")] for n in FIGURE_COLUMNS},
-        "why": [(why, "error" if r.status == RowStatus.VOID else "muted")],
+        "why": [(why_text(r, leak), "error" if r.status == RowStatus.VOID else "muted")],
     }
     if r.status == RowStatus.VOID:
         cells = {k: [(t, "error" if s in ("", "muted", "bold") else s) for t, s in v]

@@ -7,7 +7,7 @@ import statistics
 from engine.method.delta import Interval, observable, pair_delta, stage_of
 from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
-from tui.core.fmt import Seg, fmt_pct, fmt_tok
+from tui.core.fmt import Seg, fmt_ci, fmt_pct, fmt_tok
 from tui.core.windows import window_rows
 
 
@@ -116,7 +116,7 @@ def delta_cells(state: RunState, wkey: str, noise: float = 0.0) -> tuple[Seg, Se
         return no_delta(state, ws), ("", "")
     iv = h[0]
     ci: Seg = ("", "") if iv.lo is None or iv.hi is None else (
-        f"[{iv.lo * 100:+.0f},{iv.hi * 100:+.0f}]", "muted")
+        fmt_ci(iv.lo, iv.hi), "muted")
     return interval_seg(*h, noise, with_ci=False), ci
 
 
@@ -125,7 +125,7 @@ def interval_seg(iv: Interval, provisional: bool, noise: float, beyond: str = ""
     """A delta (and its interval); coloured (``beyond``, else by its sign) only past the noise."""
     text = ("~" if provisional else "") + fmt_pct(iv.delta, signed=True)
     if with_ci and iv.lo is not None and iv.hi is not None:
-        text += f" [{iv.lo * 100:+.0f},{iv.hi * 100:+.0f}]"
+        text += " " + fmt_ci(iv.lo, iv.hi)
     if not observable(iv, noise):
         return text, ""
     return text, beyond or ("success" if iv.delta > 0 else "error")

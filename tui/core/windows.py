@@ -152,6 +152,7 @@ def campaign_summary(state: RunState) -> str:
     return f"campaign {state.status}: windows {w or 'none'}; rows {r or 'none'}"
 
 
-# A queued window's status carries Slurm's reason, which can be long: it may be cut, like a name.
+# The delta and its interval always; a queued window's status carries Slurm's reason, which can be
+# long: it may be cut, like a name. The notes and the axis take what the screen's width leaves.
 WINDOW_COLS = [Col("window", 0, cut=10), Col("status", 0, cut=10), Col("Δ ctl", 0),
-               Col("95% CI", 2), Col("notes", 1, cut=8), Col("axis", 3, cut=8)]
+               Col("95% CI", 0), Col("notes", 1, cut=8), Col("axis", 2, cut=8)]

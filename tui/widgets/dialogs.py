@@ -49,7 +49,8 @@ HELP_KEYS = [
 ]
 
 HELP_MARKS = [
-    ("4.5!", "a rep suspected of a leaked autotune pass (far below the median)"),
+    ("4.5!", "a rep suspected of a leaked pass: while the row measures, one far below the reps "
+             "before it; once the row is done, the low rep of a leak-shaped row only"),
     ("VOID", "spread over the limit: error colour, the reason in [i]why[/i]"),
     ("att", "the row's attempt: 2 and up, a rerun"),
     ("~", "provisional: the shape is still measuring"),

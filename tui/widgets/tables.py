@@ -98,25 +98,22 @@ class FollowTable(OwnColumnWidths):
         text.append(" ")
         return text
 
-    def full_width(self, core_only: bool = False) -> int:
-        """Cells this table's columns want at their full width (only the always-shown ones'), and
-        one for the scrollbar."""
-        widths = self._natural()
-        return sum(widths[c.name] for c in self._spec if not core_only or c.rank == 0) + 1
-
     def _natural(self) -> dict[str, int]:
-        return {col: max([len(col) + 1, *(w[i] for w in self._widths.values())])
-                for i, col in enumerate(self._columns)}
+        """Each column's width at its widest cell; 0 for one with nothing to say (every cell empty
+        or "-": no speculation, no SLO), which is then not shown unless it is always shown."""
+        out = {}
+        for i, c in enumerate(self._spec):
+            widest = max((w[i] for w in self._widths.values()), default=0)
+            out[c.name] = max(len(c.name) + 1, widest) if widest or c.rank == 0 else 0
+        return out
 
     def sync(self, rows: Sequence[tuple[str, list[list[Seg]]]], styles: dict[str, Style]) -> None:
-        """Make the table show ``rows`` (key, cells in column order), touching only what changed."""
-        if self.stage(rows, styles):
-            self.place()
-
-    def stage(self, rows: Sequence[tuple[str, list[list[Seg]]]], styles: dict[str, Style]) -> bool:
-        """The first half of :meth:`sync`: ``rows`` taken with their widths, the changed cells of
-        rows already shown updated; True when something changed (:meth:`place` then). Between the
-        two the app may size the table for what it now holds."""
+        """Make the table show ``rows`` (key, cells in column order), touching only what changed:
+        ``rows`` taken with their widths and the changed cells of rows already shown updated;
+        then, when something changed, the columns chosen and the new rows added. Added once the
+        columns are chosen with their widths, a table filled at once (800 windows as the console
+        attaches) has each cell made and cut once, not added, then added again as the columns
+        its widths bring rebuild the table."""
         self._styles = styles
         want = [k for k, _ in rows]
         if want[: len(self._cells)] != list(self._cells):
@@ -129,34 +126,24 @@ class FollowTable(OwnColumnWidths):
             self._cells[key] = frozen
             if old is None:
                 self._fresh[key] = texts = [to_text(c, styles) for c in frozen]
-                self._widths[key] = [t.cell_len + 1 for t in texts]
+                self._widths[key] = [_width(t) for t in texts]
             else:
                 for i, (col, before, after) in enumerate(zip(self._columns, old, frozen, strict=True)):
                     if before != after:
                         text = to_text(after, styles)
-                        self._widths[key][i] = text.cell_len + 1
+                        self._widths[key][i] = _width(text)
                         if col in self._shown:
                             self.update_cell(key, col, self._cut(col, text))
-        return changed
-
-    def place(self) -> None:
-        """The second half of :meth:`sync`: the columns chosen, then the new rows added. Added
-        once the columns are chosen with their widths, a table filled at once (800 windows as
-        the console attaches) has each cell made and cut once, not added, then added again as
-        the columns its widths bring rebuild the table."""
+        if not changed:
+            return
         self.refit()
         for key in list(self._fresh):
             self._add(key)
         self.forget_rendered()
 
     def refit(self) -> None:
-        """Choose the columns for the width the table has now (the app calls it after a resize)."""
-        # A width set in cells (the app's for the windows list) counts at once, laid out or not:
-        # the layout applies it later, and columns chosen for another would be chosen again on
-        # the resize, every row added again.
-        width = self.styles.width
-        given = width.cells if width is not None else None
-        room = (self.size.width if given is None else given - self.styles.gutter.width) - 1
+        """Choose the columns for the width the table has now (on a resize too)."""
+        room = self.size.width - 1
         if room <= 0:  # not laid out yet; a vertical scrollbar may take one
             return
         shown = fit_columns(self._spec, self._natural(), room)
@@ -231,3 +218,8 @@ class FollowTable(OwnColumnWidths):
     def action_select_cursor(self) -> None:
         super().action_select_cursor()
         self._picked()
+
+
+def _width(cell: Text) -> int:
+    """A cell's width with the space after it; 0 for an empty one ("-": no value)."""
+    return 0 if cell.plain.strip() in ("", "-") else cell.cell_len + 1

@@ -62,7 +62,7 @@ class Events:
         if payloads:
             self._read(payloads, stamps)
 
-    def _read(self, payloads: list[bytes], stamps: list[float]) -> None:
+    def _read(self, payloads: list[bytes], stamps: list[float]) -> None:  # noqa: C901 - one frame a batch
         """SSE data payloads into the record, until ``[DONE]`` or the stream's first error.
 
         One loop for a whole batch, its state in locals: this runs once per chunk."""

@@ -402,7 +402,7 @@ class LlamaCppLogs(LogReader):
             return True
         return False
 
-    def _server(self, msg: str, add: Add) -> bool:
+    def _server(self, msg: str, add: Add) -> bool:  # noqa: C901 - a flat table of the lines
         if "chat template, " in msg:
             # One line can hold both the template and the start of its example (older builds).
             if m := _CHAT_TMPL_RE.search(msg):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.record.figures import FIGURES
 from engine.record.state import RowState
+from tui.core.plan import LeakRule
 from tui.core.reps import FIGURE_COLUMNS, REP_COLUMNS, row_cells
 
 
@@ -16,3 +17,37 @@ def test_the_console_names_its_columns_and_formats_its_cells_by_the_declaration(
     assert cells[FIGURES["accept_rate"].column][0][0] == "25.0%"
     assert cells[FIGURES["goodput_rps"].column][0][0] == "1.50"
     assert cells[FIGURES["ttft_ms"].column][0][0] == "-"
+
+
+def done_row(reps: list[float], concurrency: int = 8, **row: object) -> RowState:
+    """A finished row of one attempt whose reps landed as ``reps``, each suspected as it landed
+    where the running rule said so (as the engine journals leak_suspected)."""
+    r = RowState("s1", "ngram", "prose", concurrency, attempt=1, status=str(row.get("status", "ok")))
+    r.reps = {1: {i + 1: v for i, v in enumerate(reps)}}
+    r.row = {"attempts": 1, "reps": len(reps), "rep_tok_s": reps, "agg_tok_s": sorted(reps)[len(reps) // 2],
+             "spread": (max(reps) - min(reps)) / (sum(reps) / len(reps)), **row}
+    return r
+
+
+def test_a_rep_suspected_as_it_landed_loses_its_mark_when_the_row_is_not_leak_shaped() -> None:
+    """37.3 landed first, below the 40.1 before it; the final median is 37.3 and the row is noise:
+    "37.3!" beside a median of 37.3 said a leak where the final reading sees none."""
+    r = done_row([40.1, 37.3, 36.2], status="noisy", spread_shape="noise", spread_why="noise: ...")
+    r.suspects = {(1, 2)}
+    assert [t for t, _ in row_cells(r, 3)["reps tok/s"]] == ["40.1", "37.3", "36.2"]
+    leak = done_row([135.0, 700.0, 700.0], status="void", spread_shape="leak")
+    leak.suspects = {(1, 1)}
+    assert [t for t, _ in row_cells(leak, 3)["reps tok/s"]] == ["135.0!", "700.0", "700.0"]
+    live = done_row([135.0, 700.0], status="measuring")
+    live.row, live.suspects = {}, {(1, 1)}  # still measuring: marked as it landed
+    assert [t for t, _ in row_cells(live, 3)["reps tok/s"]][:2] == ["135.0!", "700.0"]
+
+
+def test_one_rep_has_no_spread_and_a_leak_shaped_row_below_the_rule_says_why_it_is_noisy() -> None:
+    one = done_row([28.0])
+    assert row_cells(one, 1)[FIGURES["spread"].column][0][0] == "-"
+    c1 = done_row([20.0, 40.0, 41.0], concurrency=1, status="noisy", spread_shape="leak",
+                  spread_why="leak-shaped: rep 1 at 20.0 tok/s is 51% below ...")
+    why = row_cells(c1, 3, LeakRule(0.1, 8))["why"][0][0]
+    assert why.startswith("below leak.min_concurrency (8) a leak-shaped row is noisy, not void: "
+                          "leak-shaped: rep 1")

@@ -21,10 +21,10 @@ from engine.record import snapshot
 from engine.record.events import EventKind
 from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, apply, fold, fold_read
-from engine.record.writer import Journal
+from engine.record.writer import JournalWriter
 from engine.words import RowStatus, SessionStatus, Verdict, WindowStatus
 from tests.paths import FIXTURES
-from tui.core.columns import fit_columns, windows_width
+from tui.core.columns import fit_columns
 from tui.core.eta import _rates, eta
 from tui.core.facts import facts_lines
 from tui.core.fmt import fmt_secs
@@ -57,14 +57,14 @@ def test_tail_hands_out_complete_lines_only(tmp_path: Path) -> None:
 def test_tail_goes_on_after_a_torn_journal_tail_is_cut(tmp_path: Path) -> None:
     """The engine cuts a torn last line on resume; nothing is read twice or lost."""
     p = tmp_path / "journal.jsonl"
-    j = Journal(p)
+    j = JournalWriter(p)
     j.append("a")
     j.close()
     with p.open("ab") as f:
         f.write(b'{"seq":2,"ts":1,"ki')  # the write a kill -9 interrupted
     t = Tail(p)
     assert [json.loads(x)["kind"] for x in t.read(1 << 20)] == ["a"]
-    j = Journal(p)  # resume: truncates the torn line, appends after it
+    j = JournalWriter(p)  # resume: truncates the torn line, appends after it
     j.append("b")
     j.close()
     assert [json.loads(x)["kind"] for x in t.read(1 << 20)] == ["b"]
@@ -337,7 +337,7 @@ def test_a_replaced_journal_starts_over_from_its_own_snapshot(tmp_path: Path) ->
         n = len(got.batches)
         other = tmp_path / "other.jsonl"
         other.write_bytes((JOURNALS / "finished/journal.jsonl").read_bytes())
-        Journal(other).close()  # its writer leaves a snapshot of all of it
+        JournalWriter(other).close()  # its writer leaves a snapshot of all of it
         snapshot.path_of(other).replace(snapshot.path_of(run / "journal.jsonl"))
         other.replace(run / "journal.jsonl")
         got.wait(lambda bs: any(b.base is not None for b in bs[n:]) and bs[-1].caught_up)
@@ -738,22 +738,24 @@ def test_fitted_columns_never_overflow_and_go_by_rank(widths: list[int], room: i
 def test_a_long_reason_is_cut_before_it_pushes_other_columns_out() -> None:
     widths = {"shape": 9, "reps tok/s": 14, "median": 7, "spread": 7, "status": 7, "att": 4,
               "user": 5, "acc len": 8, "acc rate": 9, "req/s": 6, "good/s": 7, "ttft ms": 8, "why": 44}
-    at = {room: fit_columns(REP_COLS, widths, room) for room in (45, 66, 95, 108, 135)}
-    assert list(at[45]) == ["shape", "reps tok/s", "median", "spread", "status"]
-    assert at[66]["why"] == 66 - 48 and "acc rate" not in at[66]  # a void reason, cut
-    # The request rates go first: every other column, the reason cut, before them.
+    at = {room: fit_columns(REP_COLS, widths, room) for room in (43, 61, 95, 108, 135)}
+    # The reps, the median and the spread are never dropped: on the narrowest, the reps are cut.
+    assert at[43] == {"shape": 9, "reps tok/s": 14 - 1, "median": 7, "spread": 7, "status": 7}
+    assert at[61]["why"] == 61 - 44 and "acc rate" not in at[61]  # a void reason, cut
+    # The request rates go before the other figures (the attempt, narrower, still fits): every
+    # other column, the reason cut, first.
     rates = ["req/s", "good/s"]
     assert list(at[95]) == [c for c in REP_COLUMNS if c not in rates] and at[95]["why"] == 95 - 94 + 16
     assert list(at[108]) == REP_COLUMNS and at[108]["why"] == 108 - 107 + 16  # all, why cut
+    assert "att" not in fit_columns(REP_COLS, {**widths, "att": 7}, 95)  # no room: the attempt goes
     assert at[135] == widths  # room for everything: nothing cut
 
 
-def test_the_windows_list_takes_what_its_columns_need_and_leaves_the_reps_theirs() -> None:
-    assert windows_width(80, core=32, full=70, reps_core=31) == 32
-    assert windows_width(100, core=32, full=70, reps_core=31) == 32
-    assert windows_width(160, core=32, full=70, reps_core=31) == 64  # two fifths
-    assert windows_width(160, core=32, full=50, reps_core=31) == 50  # what it needs
-    assert windows_width(80, core=60, full=90, reps_core=31) == 49  # never the reps' share
+def test_a_column_with_nothing_to_show_takes_no_room() -> None:
+    widths = {"shape": 9, "reps tok/s": 14, "median": 7, "spread": 7, "status": 7, "att": 4,
+              "user": 5, "acc len": 0, "acc rate": 0, "req/s": 0, "good/s": 0, "ttft ms": 8, "why": 44}
+    shown = fit_columns(REP_COLS, widths, 200)
+    assert "acc len" not in shown and "req/s" not in shown and shown["why"] == 44
 
 
 def test_a_rate_row_shows_its_finished_rate_and_goodput_and_dash_without_slos() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine.record import results, snapshot
-from engine.record.writer import Journal
+from engine.record.writer import JournalWriter
 from engine.report import charts, write_report
 from tests.paths import FIXTURES, REPO
 
@@ -84,9 +84,9 @@ def test_a_report_killed_mid_chart_leaves_no_torn_chart_and_the_next_draws_it(
 # Injected: the snapshot's temporary is written, then the writer is killed before its rename.
 KILL_MID_SNAPSHOT = """
 import os, signal
-from engine.record.writer import Journal
+from engine.record.writer import JournalWriter
 os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
-j = Journal({journal!r})
+j = JournalWriter({journal!r})
 j.append("command", cmd="status", args=[], who={{"pid": 1}}, reply="ok")
 j.close()
 """
@@ -100,7 +100,7 @@ def test_a_snapshot_temporary_a_kill_left_is_removed_by_the_next_write(tmp_path:
     # One a live writer is still writing (this process's, here) is not touched.
     fd, live = results.temporary_for(snapshot.path_of(journal))
     os.close(fd)
-    j = Journal(journal)  # the resume
+    j = JournalWriter(journal)  # the resume
     j.append("command", cmd="status", args=[], who={"pid": 2}, reply="ok")
     j.close()  # its snapshot
     assert not left.exists() and Path(live).exists()

@@ -11,7 +11,7 @@ import pytest
 from engine.campaign.load import load_campaign
 from engine.record.events import ENVELOPE, EventKind, MalformedEvent, check
 from engine.record.journal import read_events
-from engine.record.writer import Journal
+from engine.record.writer import JournalWriter
 from engine.run.runner import Runner
 from engine.words import RowStatus
 from tests.paths import FIXTURES
@@ -62,7 +62,7 @@ def test_a_real_runs_events_fit_the_definitions(path: Path) -> None:
 
 
 def test_the_vocabulary_writes_the_same_bytes_as_plain_strings(tmp_path: Path) -> None:
-    a, b = Journal(tmp_path / "a.jsonl"), Journal(tmp_path / "b.jsonl")
+    a, b = JournalWriter(tmp_path / "a.jsonl"), JournalWriter(tmp_path / "b.jsonl")
     a.append(EventKind.ROW_DONE, status=RowStatus.VOID)
     b.append("row_done", status="void")
     a.close()

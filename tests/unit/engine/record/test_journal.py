@@ -17,12 +17,12 @@ from engine.record import results
 from engine.record.journal import read_events
 from engine.record.snapshot import fold_journal
 from engine.record.state import RunState, apply, fold
-from engine.record.writer import Journal, JournalDamaged
+from engine.record.writer import JournalDamaged, JournalWriter
 from tests.paths import FIXTURES
 
 
 def test_events_are_numbered_and_readable(tmp_path: Path) -> None:
-    j = Journal(tmp_path / "journal.jsonl")
+    j = JournalWriter(tmp_path / "journal.jsonl")
     j.append("run_started", campaign="c", run="r", runtime="process", server="llamacpp",
              sessions={"s1": ["control", "w"]}, axes={"w": "one flag"})
     j.append("window_started", session="s1", window="control", axis="control", plan={})
@@ -37,14 +37,14 @@ def test_events_are_numbered_and_readable(tmp_path: Path) -> None:
 
 def test_a_torn_last_line_is_dropped_and_cut_before_the_next_event(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
-    j = Journal(path)
+    j = JournalWriter(path)
     j.append("a")
     j.append("b")
     j.close()
     with path.open("ab") as f:
         f.write(b'{"seq": 3, "ts": 1, "kind": "c", "payl')  # power loss mid-write
     assert [e["kind"] for e in read_events(path)] == ["a", "b"]
-    j = Journal(path)
+    j = JournalWriter(path)
     j.append("d")
     j.close()
     lines = path.read_bytes().splitlines()
@@ -76,7 +76,7 @@ def test_the_writer_refuses_a_damaged_journal_and_leaves_it_byte_for_byte(tmp_pa
     data = b"".join(RECORDED[:100] + [b'{"seq": 101, "kind": "rep_d\n'] + RECORDED[100:])
     path.write_bytes(data)
     with pytest.raises(JournalDamaged) as e:
-        Journal(path)
+        JournalWriter(path)
     assert f"{path}:101: not JSON: " in str(e.value)
     assert path.read_bytes() == data
 
@@ -162,7 +162,7 @@ def test_a_valid_prefix_plus_garbage_folds_to_the_prefix_and_names_each_bad_line
         state = fold_journal(path)
         before = path.read_bytes()
         with pytest.raises(JournalDamaged):
-            Journal(path)
+            JournalWriter(path)
         assert path.read_bytes() == before  # refused, not trimmed
     valid = [json.loads(x) for x in RECORDED[:n + rest]]
     assert without_damage(state) == fold(valid)
@@ -173,7 +173,7 @@ def test_a_valid_prefix_plus_garbage_folds_to_the_prefix_and_names_each_bad_line
 def test_the_journal_and_the_logs_are_born_owner_only_like_every_receipt(tmp_path: Path) -> None:
     run = results.new_run_dir(tmp_path / "results", "modes")
     wdir = results.window_dir(run, "s1", "control")
-    Journal(run / results.JOURNAL).close()
+    JournalWriter(run / results.JOURNAL).close()
     with results.open_append(wdir / "boot.log", text=True) as log:
         log.write("a line\n")
     results.write_json(wdir / "boot-facts.json", {})

@@ -15,7 +15,7 @@ import pytest
 
 from engine.commands.cli import main
 from engine.record import snapshot
-from engine.record.writer import Journal, JournalDamaged
+from engine.record.writer import JournalDamaged, JournalWriter
 from tests.paths import FIXTURES
 
 DEMO = FIXTURES / "runs" / "demo-smollm2"
@@ -27,7 +27,7 @@ def run(tmp_path: Path) -> Path:
     run.mkdir()
     shutil.copy(DEMO / "journal.jsonl", run / "journal.jsonl")
     (run / "engine.json").write_text("{}")
-    Journal(run / "journal.jsonl").close()  # the snapshot the engine leaves when it stops
+    JournalWriter(run / "journal.jsonl").close()  # the snapshot the engine leaves when it stops
     assert snapshot.read_folded(run / "journal.jsonl").prefix is not None
     return run
 
@@ -58,7 +58,7 @@ def test_damage_the_snapshot_covers_is_seen(run: Path, fill: bytes,
 
     before = journal.read_bytes()
     with pytest.raises(JournalDamaged):
-        Journal(journal)
+        JournalWriter(journal)
     assert main(["run", "--resume", str(run)]) == 2
     assert f"{journal}:40: " in capsys.readouterr().err
     assert journal.read_bytes() == before  # nothing appended after the damage
@@ -67,7 +67,7 @@ def test_damage_the_snapshot_covers_is_seen(run: Path, fill: bytes,
 def test_a_snapshot_the_writer_takes_while_appending_still_matches(run: Path) -> None:
     """The writer's CRC, kept as it appends, is the file's: its next snapshot is taken."""
     journal = run / "journal.jsonl"
-    j = Journal(journal, snapshot_every=2)
+    j = JournalWriter(journal, snapshot_every=2)
     for i in range(5):
         j.append("command", cmd="status", args=[], who={"pid": i}, reply="ok")
     j.close()

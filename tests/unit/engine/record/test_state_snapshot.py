@@ -22,7 +22,7 @@ from engine.commands.status import format_summary, summary
 from engine.record import snapshot
 from engine.record.journal import Damage, read_journal
 from engine.record.state import RowState, RunState, WindowState, fold_read
-from engine.record.writer import Journal
+from engine.record.writer import JournalWriter
 from tests.paths import FIXTURES
 from tests.unit.helpers import JOURNALS, plain
 
@@ -213,7 +213,7 @@ def test_a_snapshot_of_the_previous_format_is_not_taken(run: Path) -> None:
     assert taken(run)[0] == "snapshot written by another version of ruler"
 
 
-def _append(j: Journal, e: dict[str, Any]) -> None:
+def _append(j: JournalWriter, e: dict[str, Any]) -> None:
     j.append(e["kind"], **{k: v for k, v in e.items() if k not in ("seq", "ts", "kind")})
 
 
@@ -230,7 +230,7 @@ def test_a_value_strict_json_cannot_carry_is_never_read_back_wrong(tmp_path: Pat
     holding it is taken, and every reader gets the whole journal's fold, the value as it is."""
     path = tmp_path / "journal.jsonl"
     events = [json.loads(x) for x in LINES["finished"][:130]]
-    j = Journal(path, snapshot_every=50)
+    j = JournalWriter(path, snapshot_every=50)
     for e in events[:60]:
         _append(j, e)
     _append(j, {"kind": "boot_fact", "session": "s1", "window": "control", "key": "odd", "value": value})
@@ -292,7 +292,7 @@ def test_a_type_json_cannot_key_is_refused_where_the_field_is_declared() -> None
 def test_the_writer_snapshots_every_n_events_and_on_close(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     src = [json.loads(x) for x in LINES["finished"]]
-    j = Journal(path, snapshot_every=100)
+    j = JournalWriter(path, snapshot_every=100)
     covered = []
     for e in src[:250]:
         j.append(e["kind"], **{k: v for k, v in e.items() if k not in ("seq", "ts", "kind")})
@@ -306,7 +306,7 @@ def test_the_writer_snapshots_every_n_events_and_on_close(tmp_path: Path) -> Non
     assert prefix.state == full_fold(path)
 
     # Reopened (a resume): the state comes from the snapshot; appends go on from its seq.
-    j = Journal(path, snapshot_every=100)
+    j = JournalWriter(path, snapshot_every=100)
     assert j.state == full_fold(path) and j.seq == 250
     j.append("session_started", session="s9")
     j.close()
@@ -317,14 +317,14 @@ def test_the_writer_snapshots_every_n_events_and_on_close(tmp_path: Path) -> Non
 def test_a_resume_after_a_kill_folds_the_events_after_the_last_snapshot(tmp_path: Path) -> None:
     """The engine killed between two snapshots, its last line torn: nothing is lost or doubled."""
     path = tmp_path / "journal.jsonl"
-    j = Journal(path, snapshot_every=100)
+    j = JournalWriter(path, snapshot_every=100)
     for e in [json.loads(x) for x in LINES["finished"][:150]]:
         j.append(e["kind"], **{k: v for k, v in e.items() if k not in ("seq", "ts", "kind")})
     # no close(): SIGKILL
     with path.open("ab") as f:
         f.write(b'{"seq":151,"ts":1,"kind":"bo')
     assert snapshot.load(path)[0].lines == 100  # type: ignore[union-attr]  # None fails the test
-    j = Journal(path)
+    j = JournalWriter(path)
     assert j.seq == 150 and j.state == full_fold(path)
     j.append("session_started", session="s9")
     j.close()

@@ -1,5 +1,5 @@
 """``ruler report`` on a damaged journal: every valid event is still folded, and the report says
-which lines are not events (it used to stop reading at the first bad line, silently). A frozen
+which lines are not events (reading never stops at the first bad line). A frozen
 campaign.yaml that does not parse leaves the methods partial, and says so."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import pytest
 from engine.campaign.sources.item import Item, plain_item
 from engine.method import stats
 from engine.record.receipts import read_rep
-from engine.run.load import arrival_times, measure_pass
+from engine.run.loadgen import arrival_times, measure_pass
 from engine.run.measure import recompute_row
 from engine.run.runner import frozen_items
 from engine.runtime.base import LaunchPlan

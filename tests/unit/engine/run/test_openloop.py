@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import statistics
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.sources.item import plain_item
 from engine.method import stats
 from engine.record.receipts import read_rep
-from engine.run.load import arrival_times, measure_pass
+from engine.run.loadgen import arrival_times, measure_pass
 from engine.run.measure import recompute_row
 from engine.runtime.base import LaunchPlan
 from engine.servers import get_adapter
@@ -40,17 +41,18 @@ def test_arrivals_are_poisson_seeded_and_the_same_every_time() -> None:
     assert arrival_times(4.0, 10, seed=1235) != a[:10] and arrival_times(2.0, 10, seed=1234) != a[:10]
 
 
-def fake_server(tok_s: float) -> FakeServer:
+def fake_server(tok_s: float, together: threading.Barrier | None = None) -> FakeServer:
     server = FakeServer(LaunchPlan("openloop", ["llama-server", "-c", "2048"], {}, {}, 0),
-                        Behaviour(tok_s=tok_s))
+                        Behaviour(tok_s=tok_s, together=together))
     server.booted.set()
     return server
 
 
 def test_open_loop_sends_each_request_at_its_time_whatever_is_in_flight() -> None:
-    """Eight requests, each 0.4 s long, arriving every 0.1 s on average: a closed loop of one
-    worker would take 3.2 s; the open loop sends on schedule and keeps several in flight."""
-    server = fake_server(tok_s=20.0)  # 8 tokens: 0.4 s a request
+    """Eight requests on the arrival schedule; the fake holds every stream after its first token
+    until all eight are in flight, which a closed loop of one worker would never reach. The open
+    loop sends each at its time, never before it, whatever is in flight."""
+    server = fake_server(tok_s=20.0, together=threading.Barrier(8))
     try:
         arrivals = arrival_times(10.0, 8, seed=7)
         res = measure_pass(server.base_url, get_adapter("llamacpp"), [plain_item("Name three colours.")],
@@ -62,10 +64,9 @@ def test_open_loop_sends_each_request_at_its_time_whatever_is_in_flight() -> Non
     t0 = recs[0]["scheduled"]
     for r, at in zip(recs, arrivals, strict=True):
         assert r["scheduled"] - t0 == pytest.approx(at, abs=1e-6)
-        assert 0 <= r["start"] - r["scheduled"] < 0.05  # sent on time, not when another ended
-    assert res.wall_s < 0.4 + arrivals[-1] + 0.5
-    assert res.achieved_concurrency > 1.5  # several in flight at once
-    assert stats.rep_figures(recs, 0)["in_flight"] > 1.5
+        assert r["start"] >= r["scheduled"]  # sent at its time, never early
+    # All eight at once: the last was sent before the first ended.
+    assert max(r["start"] for r in recs) < min(r["end"] for r in recs)
 
 
 def rec(start: float, ttft: float, end: float, tokens: int, gaps: list[float],

@@ -572,14 +572,18 @@ def test_a_rerun_for_a_place_done_with_its_sessions_boots_there_while_another_pl
         tmp: Path) -> None:
     """Place a has run s1 (whose control row went void) and has no session left; place b still
     runs s2. The operator's rerun of s1's row boots s1's control again on a, its session's box
-    (it used to wait for a place that had stopped taking work, and never ran)."""
+    (it does not wait for a place that has stopped taking work).
 
-    go = threading.Event()
+    In order, each step waiting on the one before: place a finds no session left; the rerun is
+    queued; only then does s2's last window boot, so place b runs until the rerun is done or
+    under way."""
+
+    a_done, go = threading.Event(), threading.Event()
     hooks = Hooks()
 
     def behave(plan: LaunchPlan) -> Behaviour:
         if plan.labels["ruler.window"] == "s2-ctx":
-            assert go.wait(30), "the rerun was never queued"
+            go.wait()  # place b holds here until the rerun is queued
         return Behaviour()
 
     fake = FakeRuntime(behave)
@@ -594,24 +598,24 @@ def test_a_rerun_for_a_place_done_with_its_sessions_boots_there_while_another_pl
     def fast(_: Event) -> None:
         server("s1-control").behaviour.tok_s = PACE
 
-    def rerun_once_a_is_done(_: Event) -> None:
-        def later() -> None:
-            while "a" in r._working:  # white box: the moment place a stops taking sessions
-                threading.Event().wait(0.05)
-            replies.append(r.command("rerun", ["s1-control/prose/c2"], WHO))
-            go.set()
-        threading.Thread(target=later, daemon=True).start()
+    def rerun_once_a_is_done() -> None:
+        a_done.wait()
+        replies.append(r.command("rerun", ["s1-control/prose/c2"], WHO))
+        go.set()
 
     hooks.on(slow, kind="rep_done", session="s1", window="control", attempt=1, rep=1)
     hooks.on(fast, kind="rep_done", session="s1", window="control", attempt=1, rep=2)
-    hooks.on(rerun_once_a_is_done, kind="window_finished", session="s1", window="ctx")
     spec = two_places("late", leak={**LEAKY, "max_reruns": 0}, max_tokens=16)
     spec["sessions"] = {"s1": ["ctx"], "s2": ["ctx"]}
+    operator = threading.Thread(target=rerun_once_a_is_done, daemon=True)
     try:
         r = runner(tmp, spec, fake, hooks)
-        r._next_session = _pinned(r, {"s1": "a", "s2": "b"})  # type: ignore[method-assign]  # pinned places
+        r._next_session = _pinned(  # type: ignore[method-assign]  # pinned places
+            r, {"s1": "a", "s2": "b"}, none_left={"a": a_done})
+        operator.start()
         assert r.run() == "finished"
     finally:
+        go.set()
         fake.close()
     hooks.check()
     assert replies and replies[0].startswith("queued s1-control/prose/c2")
@@ -626,13 +630,17 @@ def test_a_rerun_for_a_place_done_with_its_sessions_boots_there_while_another_pl
     assert row["status"] in ("ok", "noisy") and row["attempts"] == 2
 
 
-def _pinned(r: Any, where: dict[str, str]) -> Any:
-    """Each session on the place named for it (the run's own choice is whichever place is free)."""
+def _pinned(r: Any, where: dict[str, str],
+            none_left: dict[str, threading.Event] | None = None) -> Any:
+    """Each session on the place named for it (the run's own choice is whichever place is free);
+    ``none_left``: the event set when that place finds no session left for it."""
     def pick(lane: Any, pending: list[str]) -> str | None:
         with r._pick:
             mine = next((s for s in pending if where[s] == lane.name), None)
             if mine is not None:
                 pending.remove(mine)
+            elif done := (none_left or {}).get(lane.name):
+                done.set()
             return mine
     return pick
 

@@ -1,4 +1,4 @@
-"""engine.run.load and engine.run.client: SSE framing, and failures recorded per request without
+"""engine.run.loadgen and engine.run.client: SSE framing, and failures recorded per request without
 crashing the pass.
 
 The failure cases use a fake server: a real llama-server cannot be made to send a malformed chunk,
@@ -25,13 +25,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.campaign.sources.item import plain_item
-from engine.run import load
+from engine.run import loadgen
 from engine.run.client import transport
 from engine.run.client.http import Response, Unreadable
 from engine.run.client.record import new_record
 from engine.run.client.sse import sse_events as _events
 from engine.run.client.transport import BULK, Connection
-from engine.run.load import PassResult, measure_pass, run_pass, shard_count
+from engine.run.loadgen import PassResult, measure_pass, run_pass, shard_count
 from engine.runtime.base import free_port
 from engine.servers import get_adapter
 from engine.servers.client import request_body
@@ -471,9 +471,9 @@ def test_shard_processes_serve_pass_after_pass(faulty: FaultyServer) -> None:
                            {"temperature": 0}, {}, 30.0,
                            shards=2, stop=lambda: time.monotonic() - t0 > 1.0)
     assert any(r["error"] and r["error"].startswith("cancelled") for r in stopped.records)
-    pids = [p.pid for p in load._pools.shards.procs]
+    pids = [p.pid for p in loadgen._pools.shards.procs]
     res = measure_pass(url, adapter, [plain_item("good")], 2, 6, 8, {"temperature": 0}, {}, 5.0, shards=2)
-    assert [p.pid for p in load._pools.shards.procs] == pids
-    assert all(p.is_alive() for p in load._pools.shards.procs)
+    assert [p.pid for p in loadgen._pools.shards.procs] == pids
+    assert all(p.is_alive() for p in loadgen._pools.shards.procs)
     assert [(r["index"], r["error"], r["completion_tokens"]) for r in res.records] == \
            [(i, None, 2) for i in range(6)]

@@ -1,4 +1,4 @@
-"""A multi-turn pass (engine.run.load, ``conversations``): a worker owns a conversation and sends
+"""A multi-turn pass (engine.run.loadgen, ``conversations``): a worker owns a conversation and sends
 its turns in order after their think time, the cache policy's flush field on first turns only;
 and a trace's items sent at their own times.
 
@@ -15,7 +15,7 @@ import pytest
 
 from engine.campaign.sources import conversations as cv
 from engine.campaign.sources.item import Item
-from engine.run.load import measure_pass
+from engine.run.loadgen import measure_pass
 from engine.runtime.base import LaunchPlan
 from engine.servers import get_adapter
 from tests.unit.fakes import Behaviour, FakeServer

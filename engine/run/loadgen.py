@@ -99,7 +99,8 @@ def arrival_times(rate: float, n: int, seed: int, shape: float = 1.0) -> list[fl
     out, t = [], 0.0
     for _ in range(n):
         out.append(t)
-        # Shape 1 draws as it always has: a Poisson campaign's schedule is the one it had.
+        # Shape 1 is Poisson, drawn by expovariate: gammavariate(1) draws other numbers from the
+        # same seed, and a Poisson campaign's schedule must stay the one its recorded runs sent.
         t += rng.expovariate(rate) if shape == 1.0 else rng.gammavariate(shape, scale)
     return out
 
