@@ -6,13 +6,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help setup testbed demo test unit lint fmt clean
+.PHONY: help setup testbed demo test unit component lint fmt clean
 
 # Types: engine/, tui/ and tests/ ([tool.mypy] in pyproject.toml).
 MYPY := $(BIN)/mypy
 
 help:  ## this list
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## (.*)/  make \1\t\2/' | expand -t 16
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,25 +30,37 @@ demo: setup  ## the llama.cpp testbed, then the demo campaign
 	$(BIN)/ruler testbed --no-vllm
 	$(BIN)/ruler run campaigns/demo-smollm2.yaml
 
-# The unit tier (in-process, seconds) then the integration tier (real llama-server, Docker,
-# sockets; on two workers, a module per worker so module fixtures run once); a failing unit tier
-# stops there. Each tier's pytest summary and time is printed again at the end. A tier that collects no test exits 5 and fails the target.
+# The tiers in order: unit (in process, on two workers), component (the Runner on in-process
+# fakes), integration (real llama-server, vLLM, Docker, Slurm, sockets; on two workers, a module
+# per worker so module fixtures run once). A failing tier stops the ones after it. Each tier's
+# pytest summary and time is printed again at the end. A tier that collects no test exits 5 and
+# fails the target.
+TIERS := unit component integration
+tier_args_unit := -n 2
+tier_args_component :=
+tier_args_integration := -n 2 --dist loadfile
+
 test: testbed  ## what CI runs: ruff, lint-imports, mypy, then every tier
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(MYPY)
-	@rc=0; recap=""; \
-	for tier in unit integration; do \
-	  if [ $$rc -ne 0 ]; then recap+="$$tier tier: not run (the unit tier failed)"$$'\n'; continue; fi; \
+	@rc=0; recap=""; failed=""; \
+	for tier in $(TIERS); do \
+	  if [ $$rc -ne 0 ]; then recap+="$$tier tier: not run (the $$failed tier failed)"$$'\n'; continue; fi; \
 	  log=$$(mktemp); \
-	  args=""; [ $$tier = integration ] && args="-n 2 --dist loadfile"; \
+	  case $$tier in unit) args="$(tier_args_unit)";; component) args="$(tier_args_component)";; \
+	    *) args="$(tier_args_integration)";; esac; \
 	  $(BIN)/pytest -q -ra $$args tests/$$tier 2>&1 | tee $$log; rc=$${PIPESTATUS[0]}; \
+	  [ $$rc -ne 0 ] && failed=$$tier; \
 	  recap+="$$tier tier: $$(tail -n 1 $$log)"$$'\n'; rm -f $$log; \
 	done; \
 	printf '\n%s' "$$recap"; exit $$rc
 
 unit: setup  ## the unit tier alone (no testbed needed)
-	$(BIN)/pytest -q -ra tests/unit
+	$(BIN)/pytest -q -ra $(tier_args_unit) tests/unit
+
+component: setup  ## the component tier alone: the Runner on in-process fakes (no testbed needed)
+	$(BIN)/pytest -q -ra $(tier_args_component) tests/component
 
 lint: setup  ## ruff, lint-imports, mypy
 	$(BIN)/ruff check .

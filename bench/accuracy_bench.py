@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import testbed
 from engine.campaign.load import load_campaign
-from engine.campaign.plan import plan_launch
+from engine.campaign.plan import WindowStart, plan_launch
 from engine.campaign.sources.item import plain_item
 from engine.method import stats
 from engine.run.loadgen import measure_pass
@@ -92,8 +92,8 @@ def command_plan(command: str) -> tuple[LaunchPlan, str]:
 def campaign_plan(path: str, window: str, variables: dict[str, str]) -> tuple[LaunchPlan, str]:
     """The window's server exactly as ``ruler run --runtime process`` starts it."""
     campaign = load_campaign(path)
-    plan = plan_launch(campaign, LlamaCppAdapter(), "process", "accuracy-bench", "bench", window,
-                       variables)
+    plan = plan_launch(campaign, LlamaCppAdapter(),
+                       WindowStart("process", "accuracy-bench", "bench", window, variables))
     return plan, f"{campaign.name} {window}: {' '.join(plan.argv)}"
 
 

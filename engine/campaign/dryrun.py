@@ -20,7 +20,7 @@ from pathlib import Path
 from engine import testbed
 from engine.campaign import defaults
 from engine.campaign.load import campaign_warnings, load_campaign
-from engine.campaign.plan import campaign_items, plan_launch, resolve_runtime
+from engine.campaign.plan import WindowStart, campaign_items, plan_launch, resolve_runtime
 from engine.campaign.redact import is_secret, redactor_for
 from engine.campaign.sources import chosen, class_notes
 from engine.campaign.sources.explain import class_lines
@@ -187,8 +187,9 @@ def job_script_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapp
     window = campaign.windows_in(session)[0]
     wdir = run_dir / "windows" / f"{session}-{window}"
     try:
-        plan = plan_launch(campaign, adapter, "slurm", DRY_RUN_ID, session, window, variables,
-                           environ, workdir=wdir, node=_session_node(campaign, session, window))
+        plan = plan_launch(campaign, adapter, WindowStart(
+            "slurm", DRY_RUN_ID, session, window, variables, environ, workdir=wdir,
+            node=_session_node(campaign, session, window)))
     except KeyError:  # said in the window's own lines
         return []
     script = job_script(plan, wdir, job_secrets(campaign, variables, environ))
@@ -289,8 +290,10 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     for session in c.sessions:
         out += ["", f"session {session}: {' -> '.join(c.windows_in(session))}"]
         for i, window in enumerate(c.windows_in(session), 1):
-            out += window_lines(campaign, adapter, variables, runtime, environ, session, window, i,
-                                run_dir)
+            out += window_lines(campaign, adapter, WindowStart(
+                runtime, DRY_RUN_ID, session, window, variables, environ,
+                workdir=run_dir / "windows" / f"{session}-{window}",
+                node=_session_node(campaign, session, window)), i)
     if runtime == "slurm":
         out += job_script_lines(campaign, adapter, variables, environ, run_dir)
     return out
@@ -333,9 +336,10 @@ def slurm_notes(c: Campaign, run_dir: Path) -> list[str]:
     return out
 
 
-def window_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapping[str, str], runtime: str,
-                 environ: Mapping[str, str], session: str, window: str, index: int,
-                 run_dir: Path | None = None) -> list[str]:
+def window_lines(campaign: Campaign, adapter: ServerAdapter, start: WindowStart, index: int) -> list[str]:
+    """The window's lines of the dry run: what it changes and the server it would start."""
+    window, runtime = start.window, start.runtime
+    environ = start.environ or {}
     w = None if window == CONTROL else campaign.window(window)
     kind = CONTROL if w is None else ("lossy: KL vs the oracle" if w.lossy else
                                       "lossless: greedy + teacher-forced |dlogp|")
@@ -346,10 +350,8 @@ def window_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapping[
     if w is not None and w.change.knobs:
         out.append(f"      request knobs: {json.dumps(campaign.knobs_for(window))}")
     config = campaign.config_for(window)
-    wdir = (run_dir or Path("results")) / "windows" / f"{session}-{window}"
     try:
-        plan = plan_launch(campaign, adapter, runtime, DRY_RUN_ID, session, window, variables, environ,
-                           workdir=wdir, node=_session_node(campaign, session, window))
+        plan = plan_launch(campaign, adapter, start)
     except KeyError as e:  # an unresolved ${...}: the real run rejects the window the same way
         return out + [f"      unresolved variable {e}: the run would reject this window"]
     fixed = campaign.host_port is not None
@@ -360,7 +362,7 @@ def window_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapping[
     elif runtime == "attach":
         lines = [f"attach to {campaign.attach.url}: no server is started, no boot log is read"]
     elif runtime == "slurm":
-        lines, notes = slurm_lines(plan, job_secrets(campaign, variables, environ))
+        lines, notes = slurm_lines(plan, job_secrets(campaign, start.variables, environ))
     else:
         lines = process_lines(plan, fixed)
     out += [f"      {line}" for line in lines]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.campaign.redact import is_secret
@@ -77,32 +78,62 @@ def window_vars(config: ServerConfig, variables: Mapping[str, str],
     return v
 
 
-def plan_launch(campaign: Campaign, adapter: ServerAdapter, runtime: str, run_id: str,
-                session: str, window: str, variables: Mapping[str, str],
-                environ: Mapping[str, str] | None = None, tag: str = "",
-                workdir: Path | None = None, node: str | None = None,
-                place: Place | None = None) -> LaunchPlan:
-    """One window's server start. Raises KeyError (UnresolvedVariable) for a ${...} nobody defines:
-    the run rejects that window, the dry run says it would.
+@dataclass(frozen=True)
+class WindowStart:
+    """A window's server start as asked: the run and the window, and where it is to run.
 
-    ``workdir`` is the window's directory (a Slurm job keeps its script and record there, and
-    writes its boot.log there); ``node`` the Slurm node the window must run on (its session's);
-    ``place`` the session's place (its CPU set and GPUs)."""
-    environ = os.environ if environ is None else environ
-    config = campaign.config_for(window)
-    v = window_vars(config, variables, environ)
+    ``variables`` are the run's (the testbed's, the host's); ``environ`` the environment the
+    server inherits (None: this process's). ``workdir`` is the window's directory (a Slurm job
+    keeps its script and record there, and writes its boot.log there); ``node`` the Slurm node the
+    window must run on (its session's); ``place`` the session's place (its CPU set and GPUs)."""
+
+    runtime: str
+    run_id: str
+    session: str
+    window: str
+    variables: Mapping[str, str] = field(default_factory=dict)
+    environ: Mapping[str, str] | None = None
+    tag: str = ""
+    workdir: Path | None = None
+    node: str | None = None
+    place: Place | None = None
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """What every runtime's plan shares once the window's variables are resolved."""
+
+    config: ServerConfig
+    v: Mapping[str, str]
+    args: list[str]
+    env: dict[str, str]
+    secret_env: dict[str, str]
+    name: str
+    labels: dict[str, str]
+    mounts: list[str]
+
+
+def plan_launch(campaign: Campaign, adapter: ServerAdapter, start: WindowStart) -> LaunchPlan:
+    """One window's server start. Raises KeyError (UnresolvedVariable) for a ${...} nobody defines:
+    the run rejects that window, the dry run says it would."""
+    environ = os.environ if start.environ is None else start.environ
+    config = campaign.config_for(start.window)
+    v = window_vars(config, start.variables, environ)
     args = render_args(config.args, v)
     env = {k: expand(str(val), v) for k, val in config.env.items() if val is not None}
     secret = {k: val for k, val in env.items() if is_secret(k)}
     env = {k: val for k, val in env.items() if k not in secret}
     secret_env = {**{k: environ[k] for k in campaign.pass_env if k in environ}, **secret}
     port = campaign.host_port or free_port()
-    name = f"ruler-{campaign.name}-{session}-{window}-{run_token(run_id)}{tag}"
-    labels = {"ruler.campaign": campaign.name, "ruler.run": run_id, "ruler.window": f"{session}-{window}"}
+    name = (f"ruler-{campaign.name}-{start.session}-{start.window}-{run_token(start.run_id)}"
+            f"{start.tag}")
+    labels = {"ruler.campaign": campaign.name, "ruler.run": start.run_id,
+              "ruler.window": f"{start.session}-{start.window}"}
     mounts = sorted({str(Path(p).parent) for p in [v["model"]] + [
         v[f"artifacts.{a}"] for a in config.artifacts] if p and os.path.isabs(p)})
+    place = start.place
     cpus = place.cpus if place else None
-    if runtime == "docker":
+    if start.runtime == "docker":
         d = campaign.docker
         cport = d.container_port or adapter.default_container_port
         command = [expand(c, v) for c in (config.command or d.command or ())]
@@ -112,11 +143,11 @@ def plan_launch(campaign: Campaign, adapter: ServerAdapter, runtime: str, run_id
                           image=expand(config.image or d.image or "", v), mounts=mounts,
                           labels=labels, gpus=gpus, shm_size=d.shm_size, ipc=d.ipc,
                           volumes=[expand(x, v) for x in d.volumes], keep=d.keep, cpus=cpus)
-    if runtime == "attach":
+    if start.runtime == "attach":
         return LaunchPlan(name, [], env, {}, 0, labels=labels)
-    if runtime == "slurm":
-        return _slurm_plan(campaign, adapter, config, v, args, env, secret_env, name, labels, mounts,
-                           run_id, tag, workdir, node, place)
+    if start.runtime == "slurm":
+        return _slurm_plan(campaign, adapter, start,
+                           _Resolved(config, v, args, env, secret_env, name, labels, mounts))
     command = [expand(c, v) for c in (config.command or campaign.process.command or ())]
     argv = command + args + adapter.log_args() + adapter.listen_args("127.0.0.1", port)
     return LaunchPlan(name, argv, env | process_gpus(place), secret_env, port, labels=labels, cpus=cpus)
@@ -131,29 +162,26 @@ def process_gpus(place: Place | None) -> dict[str, str]:
     return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, place.gpus)), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
-def _slurm_plan(campaign: Campaign, adapter: ServerAdapter, config: ServerConfig,
-                v: Mapping[str, str], args: list[str], env: dict[str, str],
-                secret_env: dict[str, str], name: str, labels: dict[str, str], mounts: list[str],
-                run_id: str, tag: str, workdir: Path | None, node: str | None,
-                place: Place | None = None) -> LaunchPlan:
+def _slurm_plan(campaign: Campaign, adapter: ServerAdapter, start: WindowStart,
+                r: _Resolved) -> LaunchPlan:
     """A window as a Slurm batch job: the node picks the port (the argv names it by reference).
     A place with a GPU count is a session's share of a node (``--gres=gpu:N`` on its node)."""
-    sl = campaign.slurm
+    sl, place = campaign.slurm, start.place
     gres = f"gpu:{place.gpus}" if place is not None and isinstance(place.gpus, int) else sl.gres
     job = SlurmJob(start=sl.start, partition=sl.partition, account=sl.account, qos=sl.qos,
                    time=sl.time, gres=gres, exclusive=sl.exclusive, sbatch=sl.sbatch,
-                   comment=f"ruler-run={run_id}")
+                   comment=f"ruler-run={start.run_id}")
     if sl.start == "process":
-        command = [expand(c, v) for c in (config.command or campaign.process.command or ())]
-        argv = command + args + adapter.log_args() + adapter.listen_args("0.0.0.0", PORT_REF)
-        return LaunchPlan(name, argv, env, secret_env, 0, labels=labels, mounts=mounts, slurm=job,
-                          workdir=workdir, tag=tag, place=node)
+        command = [expand(c, r.v) for c in (r.config.command or campaign.process.command or ())]
+        argv = command + r.args + adapter.log_args() + adapter.listen_args("0.0.0.0", PORT_REF)
+        return LaunchPlan(r.name, argv, r.env, r.secret_env, 0, labels=r.labels, mounts=r.mounts,
+                          slurm=job, workdir=start.workdir, tag=start.tag, place=start.node)
     d = campaign.docker
-    command = [expand(c, v) for c in (config.command or d.command or ())]
+    command = [expand(c, r.v) for c in (r.config.command or d.command or ())]
     # pyxis runs the container in the node's network: the server itself listens on the job's port.
     cport = 0 if sl.start == "pyxis" else d.container_port or adapter.default_container_port
-    argv = command + args + adapter.log_args() + adapter.listen_args("0.0.0.0", cport or PORT_REF)
-    return LaunchPlan(name, argv, env, secret_env, 0, cport, labels=labels, mounts=mounts, slurm=job,
-                      image=expand(config.image or d.image or "", v), shm_size=d.shm_size, ipc=d.ipc,
-                      volumes=[expand(x, v) for x in d.volumes], keep=False, workdir=workdir, tag=tag,
-                      place=node)
+    argv = command + r.args + adapter.log_args() + adapter.listen_args("0.0.0.0", cport or PORT_REF)
+    return LaunchPlan(r.name, argv, r.env, r.secret_env, 0, cport, labels=r.labels, mounts=r.mounts,
+                      slurm=job, image=expand(r.config.image or d.image or "", r.v),
+                      shm_size=d.shm_size, ipc=d.ipc, volumes=[expand(x, r.v) for x in d.volumes],
+                      keep=False, workdir=start.workdir, tag=start.tag, place=start.node)

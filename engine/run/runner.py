@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine.campaign.plan import campaign_items, plan_launch
+from engine.campaign.plan import WindowStart, campaign_items, plan_launch
 from engine.campaign.redact import redactor_for
 from engine.campaign.sources import Item, chosen
 from engine.campaign.sources.item import plain_item
@@ -387,10 +387,9 @@ class Runner:
         config = self.campaign.config_for(window)
         wdir = results.window_dir(self.run_dir, session, window)
         try:
-            plan = plan_launch(self.campaign, self.adapter, self.runtime, self.run_id, session, window,
-                               self.variables, tag=tag, workdir=wdir.resolve(),
-                               node=self._node(session, lane),
-                               place=lane.place)
+            plan = plan_launch(self.campaign, self.adapter, WindowStart(
+                self.runtime, self.run_id, session, window, self.variables, tag=tag,
+                workdir=wdir.resolve(), node=self._node(session, lane), place=lane.place))
         except KeyError as e:
             self._reject(session, window, wdir, f"unresolved variable {e}", [])
             return

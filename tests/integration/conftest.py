@@ -20,6 +20,21 @@ from tests.integration.report_runs import real_run
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+# A test's markers follow the parts it takes: one that asks for a testbed (itself or through
+# another fixture, a real run) is `server`, one that asks for a Docker engine or image `docker`.
+SERVER_FIXTURES = frozenset({"testbed", "vllm_testbed"})
+DOCKER_FIXTURES = frozenset({"docker_client", "testbed_image", "vllm_image"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & SERVER_FIXTURES:
+            item.add_marker(pytest.mark.server)
+        if names & DOCKER_FIXTURES:
+            item.add_marker(pytest.mark.docker)
+
+
 def _missing(what: str) -> None:
     if IN_CI:
         pytest.fail(f"{what} is required in CI and is missing")

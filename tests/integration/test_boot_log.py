@@ -21,8 +21,6 @@ from engine.run.runner import Runner
 from engine.servers.llamacpp import LlamaCppAdapter
 from engine.servers.logs import BootFacts
 
-pytestmark = pytest.mark.server
-
 
 def test_the_boot_log_is_whole_to_ready_and_bounded_after(tmp_path: Path, testbed: tb_mod.Testbed,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,24 +7,16 @@ real tmpfs (read-only, or full) and need root to mount it; CI runs as root.
 from __future__ import annotations
 
 import contextlib
-import os
-import re
-import shutil
 import signal
 import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from engine import testbed as tb_mod
 from engine.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_CODES,
     EXIT_ENGINE,
     EXIT_NOTHING_MEASURED,
     EXIT_OK,
@@ -32,35 +24,7 @@ from engine.errors import (
 )
 from engine.record.journal import read_events
 from engine.record.state import fold
-
-RULER = [sys.executable, "-m", "engine"]
-REPO = Path(__file__).resolve().parents[2]
-FINISHED = REPO / "tests" / "fixtures" / "journals" / "finished"
-
-# A campaign that starts nothing: the results-directory checks come before any server.
-INERT = """\
-name: exits
-server: llamacpp
-runtime: process
-process:
-  command: ["/bin/false"]
-control:
-  model: /nonexistent/model.gguf
-  args:
-    -m: ${model}
-windows:
-  - name: w
-    axis: context 4096
-    change: {args: {-c: 4096}}
-sessions:
-  s1: [w]
-workload:
-  classes:
-    prose: {prompts: ["Hi."]}
-  concurrency: [1]
-  reps: 1
-quality: {enabled: false}
-"""
+from tests.cli import RULER, closed_pipe_run, no_traceback, ruler, tmpfs
 
 # One window, one class, C1, one rep. COUNT asks for a long reply and the pass has many requests,
 # so a measurement never ends on its own within the window timeouts used here.
@@ -97,15 +61,6 @@ timeouts: {{boot: 120, request: 120, window: {window}}}
 COUNT = "Count from 1 to 500, one number per line."
 
 
-def ruler(*args: str, timeout: float = 60, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*RULER, *args], capture_output=True, text=True, timeout=timeout,
-                          **kw)
-
-
-def no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
-    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
-
-
 def real_campaign(tmp_path: Path, window: float | str, requests: int = 1, max_tokens: int = 8,
                   control_extra: str = "", prompt: str = "Say hi.") -> Path:
     name = f"exits-{uuid.uuid4().hex[:6]}"
@@ -132,120 +87,7 @@ def only_run(results: Path) -> Path:
 # ------------------------------------------------------------------ the documented codes
 
 
-def test_help_and_readme_list_every_exit_code() -> None:
-    out = ruler("--help")
-    assert out.returncode == 0
-    for code, said in EXIT_CODES.items():
-        assert f"  {code}  {said}" in out.stdout
-    readme = (REPO / "README.md").read_text()
-    line = next(x for x in readme.splitlines() if "Exit codes:" in x)
-    para = readme[readme.index(line):].split("\n\n")[0]
-    assert re.findall(r"\b(\d) (?:the|ruler|bad|stopped)", para) == [str(c) for c in EXIT_CODES]
-
-
 # ------------------------------------------------------------------ results directory
-
-
-def test_results_dir_that_is_a_file_is_bad_input(tmp_path: Path) -> None:
-    spec = tmp_path / "c.yaml"
-    spec.write_text(INERT)
-    a_file = tmp_path / "a-file"
-    a_file.write_text("not a directory\n")
-    out = ruler("run", str(spec), "--headless", "--results-dir", str(a_file))
-    no_traceback(out)
-    assert out.returncode == EXIT_BAD_INPUT
-    assert out.stderr.strip() == f"--results-dir {a_file}: not a directory (it is a file)"
-
-    under = a_file / "results"
-    out = ruler("run", str(spec), "--headless", "--results-dir", str(under))
-    no_traceback(out)
-    assert out.returncode == EXIT_BAD_INPUT
-    assert out.stderr.strip() == f"--results-dir {under}: {a_file} is a file, not a directory"
-    assert a_file.read_text() == "not a directory\n"
-
-
-@contextlib.contextmanager
-def tmpfs(path: Path, options: str) -> Iterator[Path]:
-    path.mkdir()
-    got = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
-                         capture_output=True, text=True)
-    if got.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {got.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def test_results_dir_read_only_or_full_is_bad_input(tmp_path: Path) -> None:
-    spec = tmp_path / "c.yaml"
-    spec.write_text(INERT)
-    with tmpfs(tmp_path / "ro", "ro,size=64k") as ro:
-        out = ruler("run", str(spec), "--headless", "--results-dir", str(ro))
-        no_traceback(out)
-        assert out.returncode == EXIT_BAD_INPUT
-        assert out.stderr.strip() == f"--results-dir {ro}: cannot write there (Read-only file system)"
-    with tmpfs(tmp_path / "full", "size=16k") as full:
-        with contextlib.suppress(OSError):
-            (full / "filler").write_bytes(b"\0" * 65536)  # fills it: ENOSPC on the rest
-        out = ruler("run", str(spec), "--headless", "--results-dir", str(full))
-        no_traceback(out)
-        assert out.returncode == EXIT_BAD_INPUT
-        assert out.stderr.strip() == (f"--results-dir {full}: cannot write there "
-                                      "(No space left on device)")
-        assert sorted(p.name for p in full.iterdir()) == ["filler"]  # no half-made run directory
-
-
-# ------------------------------------------------------------------ reading commands
-
-
-def closed_pipe_run(*args: str) -> subprocess.CompletedProcess[str]:
-    """The command with its stdout a pipe nobody reads any more (`ruler status | head -0`)."""
-    r, w = os.pipe()
-    os.close(r)
-    try:
-        return subprocess.run([*RULER, *args], stdout=w, stderr=subprocess.PIPE, text=True,
-                              timeout=120)
-    finally:
-        os.close(w)
-
-
-def test_status_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
-    run = shutil.copytree(FINISHED, tmp_path / "run")  # status leaves an engine.lock behind
-    for args in (["status", str(run)], ["status", str(run), "--json"]):
-        out = closed_pipe_run(*args)
-        assert out.stderr == ""
-        assert out.returncode == EXIT_OK
-
-
-def test_compare_on_a_malformed_throughput_csv_is_bad_input(tmp_path: Path) -> None:
-    good, bad = tmp_path / "good", tmp_path / "bad"
-    shutil.copytree(FINISHED, good)
-    shutil.copytree(FINISHED, bad)
-    header = ("session,window,axis,class,concurrency,reps,agg_tok_s,per_user_tok_s,ttft_ms,"
-              "decode_tok_s,accept_len,accept_rate,accept_source,spread,status,attempts,reason,"
-              "source,ruler_check\n")
-    row = "s1,control,control,prose,1,1,10.0,10.0,50,10.0,,,,0.01,ok,1,,,\n"
-    (good / "throughput.csv").write_text(header + row)
-    path = bad / "throughput.csv"
-    cases = {
-        # A column gone (a hand-edited or foreign file): the KeyError of old.
-        header.replace("concurrency,", "") + row.replace(",1,1,", ",1,", 1):
-            f"{path}:2: no 'concurrency' column",
-        header + row + "s1,ctx,ctx,prose,four,1,10.0,10.0,50,10.0,,,,0.01,ok,1,,,\n":
-            f"{path}:3: cannot read this row (invalid literal for int() with base 10: 'four')",
-        header + "s1,control,control,prose,1,1,10.0,10.0,50,10.0,,,,0.01,ok,1,,reps/x.jsonl,\n":
-            f"{path}:2: a receipt it names cannot be read (No such file or directory: "
-            f"{bad / 'reps' / 'x.jsonl'})",
-    }
-    for text, said in cases.items():
-        path.write_text(text)
-        out = ruler("compare", str(good), str(bad))
-        no_traceback(out)
-        assert out.returncode == EXIT_BAD_INPUT
-        assert out.stderr.strip() == said
-    out = ruler("compare", str(good), str(good))
-    assert out.returncode == EXIT_OK, out.stderr
 
 
 # ------------------------------------------------------------------ campaigns for real

@@ -4,7 +4,7 @@ connection, at once or a moment later, sometimes before it reads the next reques
 (vLLM's benchmark client and AIPerf lost 3-7 requests in 24 there, issue 29). Its adapter asks
 for no kept connection; this one does, to meet the closing.
 
-The fake that closes on cue, every time, is tests/unit/engine/run/test_loadgen.py's KeepAliveServer.
+The fake that closes on cue, every time, is tests/component/test_loadgen.py's KeepAliveServer.
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ from engine.record.state import fold
 from engine.report import (
     CHARTS_SKIPPED,
     REPORT,
-    Delta,
     cmd_report,
     delta,
     load_run,
@@ -81,13 +80,6 @@ def pick(rows: list[dict[str, str]], cls: str, c: int) -> dict[str, str]:
 # ------------------------------------------------------------------------------ tests
 
 
-def test_delta_marks_differences_within_the_noise() -> None:
-    assert Delta(0.012, -0.03, 0.05).text() == "+1.2 % [-3.0, +5.0] (within noise)"
-    assert Delta(-0.06, -0.08, -0.04).text() == "-6.0 % [-8.0, -4.0]"
-    assert Delta(-0.06, -0.08, -0.04, floor=0.10).text() == "-6.0 % [-8.0, -4.0] (within noise)"
-    assert Delta(0.05, 0.01, 0.09, floor=0.05).inside  # the edge counts as inside
-    assert Delta(0.25, floor=0.2).text() == "+25.0 %"  # one rep: no interval, the floor decides
-    assert Delta(None, why="void").text() == "n/a (void)"
 
 
 def test_control_table_is_recomputed_from_the_receipts(run_a: Path, report_a: str) -> None:
@@ -266,7 +258,3 @@ def test_run_without_quality_receipts_says_not_measured(run_b: Path) -> None:
     assert pick(table, "prose", 2)["tok/s"] == tok(again["agg_tok_s"])
 
 
-def test_cmd_report_refuses_a_directory_that_is_not_a_run(tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    assert cmd_report(str(tmp_path)) == 2
-    assert "not a ruler run directory" in capsys.readouterr().err

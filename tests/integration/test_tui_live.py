@@ -69,7 +69,6 @@ def start_engine(campaign: str, tmp_path: Path) -> tuple[subprocess.Popen[str], 
     return proc, next(results.iterdir())
 
 
-@pytest.mark.server
 @pytest.mark.timeout(600)
 async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
     proc, run = start_engine(LIVE, tmp_path)
@@ -143,7 +142,6 @@ quality: {enabled: false}
 """
 
 
-@pytest.mark.server
 @pytest.mark.timeout(600)
 async def test_two_places_live_at_once_and_advance_goes_to_the_session_under_the_cursor(
         testbed: tb_mod.Testbed, tmp_path: Path) -> None:

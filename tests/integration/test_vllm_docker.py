@@ -54,7 +54,6 @@ timeouts: {{boot: 600, request: 120}}
 """
 
 
-@pytest.mark.docker
 @pytest.mark.timeout(1200)
 def test_a_campaign_on_the_vllm_image(vllm_image: str, docker_client: Any,
                                       tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from engine.campaign.spec import Campaign
 from engine.commands.validate import cmd_validate
 from engine.record import results
 from engine.run.runner import frozen_items
-from tests.unit.helpers import campaign
+from tests.campaigns import campaign
 
 ROOT = Path(__file__).resolve().parents[4]
 DATA = ROOT / "campaigns" / "data"

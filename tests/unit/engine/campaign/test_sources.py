@@ -13,7 +13,7 @@ from engine.campaign.sources import SOURCES, class_items
 from engine.campaign.sources.item import plain_item
 from engine.record import results
 from engine.run.runner import frozen_items
-from tests.unit.helpers import campaign
+from tests.campaigns import campaign
 
 
 def _load(tmp_path: Path, **workload: object) -> tuple[Path, object]:

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from engine.campaign import defaults
 from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
-from engine.campaign.plan import plan_launch
+from engine.campaign.plan import WindowStart, plan_launch
 from engine.campaign.prompts import read_prompts
 from engine.campaign.sources import SOURCES, class_items
 from engine.campaign.spec import Campaign, percent
@@ -980,7 +980,8 @@ def test_names_that_validate_are_safe_to_join(sessions: list[str], windows: list
                 assert wdir.resolve().parent == (run / "windows").resolve()
                 dirs.add(wdir.name)
                 for tag in ("", "-rerun1", "-rerun12"):
-                    plan = plan_launch(campaign, adapter, "process", "r", session, window, {}, tag=tag)
+                    start = WindowStart("process", "r", session, window, tag=tag)
+                    plan = plan_launch(campaign, adapter, start)
                     assert re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+", plan.name), plan.name
                     containers.add(plan.name)
                 for cls in campaign.workload.classes:

@@ -124,7 +124,7 @@ def test_validate_names_a_damaged_trace_or_chat_record_and_exits_2(
 
     from engine.campaign.load import SpecError, load_campaign
     from engine.commands.validate import cmd_validate
-    from tests.unit.helpers import campaign
+    from tests.campaigns import campaign
 
     write(tmp_path / "t.jsonl", [MOONCAKE[0], {"timestamp": 2000, "input_length": 5}])
     (tmp_path / "c.jsonl").write_text('{"messages": [{"role": "assistant", "content": "hi"}]}\n')
@@ -146,7 +146,7 @@ def test_the_workload_s_loads_for_a_trace_and_a_multi_turn_class(tmp_path: Path)
     import yaml
 
     from engine.campaign.load import SpecError, load_campaign
-    from tests.unit.helpers import campaign
+    from tests.campaigns import campaign
 
     write(tmp_path / "t.jsonl", MOONCAKE)
     path = tmp_path / "c.yaml"

@@ -1,7 +1,7 @@
 """The run loop (engine.run.runner.Runner with Measurement, and Quality) against a FAKE server.
 
 Every test here runs the real Runner, phases, journal, fold and receipts; only the server is fake:
-tests/unit/fakes.py (an in-process stand-in for llama-server, with real recorded boot logs) and
+tests/component/fakes.py (an in-process stand-in for llama-server, with real recorded boot logs) and
 its runtime. The fake injects what a real server cannot do on cue (a slow rep, a death mid-stream,
 a hang, a boot that never becomes ready); :class:`fakes.Hooks` flips it the moment the engine
 journals the event a test names. The same paths on the real llama-server are in
@@ -26,8 +26,9 @@ from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep
 from engine.record.state import fold
 from engine.run.measure import Measurement, recompute_row
-from tests.unit.fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
-from tests.unit.helpers import CTX, LEAKY, PACE, WHO, campaign, events, rows, runner, slow_rep_two
+from tests.campaigns import CTX, LEAKY, campaign
+from tests.component.fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
+from tests.component.helpers import PACE, WHO, events, rows, runner, slow_rep_two
 from tui.core.header import header_lines
 from tui.core.plan import LoadPlan
 

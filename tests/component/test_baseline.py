@@ -10,8 +10,9 @@ import yaml
 
 from engine.commands.baseline import read_baseline
 from engine.commands.validate import cmd_validate
-from tests.unit.fakes import FakeRuntime
-from tests.unit.helpers import CTX, campaign, runner
+from tests.campaigns import CTX, campaign
+from tests.component.fakes import FakeRuntime
+from tests.component.helpers import runner
 
 pytestmark = pytest.mark.timeout(60)
 

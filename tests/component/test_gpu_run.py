@@ -1,7 +1,7 @@
 """GPU telemetry, the throttle cause and GPU hygiene in the run loop (engine.run.runner with
 Measurement) against a FAKE server and a FAKE GPU.
 
-Both fakes are tests/unit/fakes.py's: FakeLlama stands in for llama-server, FakeGpu for NVML (no
+Both fakes are tests/component/fakes.py's: FakeLlama stands in for llama-server, FakeGpu for NVML (no
 GPU is read: its power, clocks, clock-event reasons and memory are what each test sets, on cue,
 as the engine journals events). The same code on a real GPU ran on an H200: docs/runs/h200-llamacpp/.
 Without a GPU (this machine, CI) the path is the no-GPU one, tested here on the real binding.
@@ -22,8 +22,9 @@ from engine.commands.progress import format_event
 from engine.record.journal import read_events
 from engine.record.receipts import read_rep
 from engine.record.state import fold
-from tests.unit.fakes import FakeGpu, FakeRuntime, Hooks
-from tests.unit.helpers import CTX, LEAKY, campaign, events, rows, runner, slow_rep_two
+from tests.campaigns import CTX, LEAKY, campaign
+from tests.component.fakes import FakeGpu, FakeRuntime, Hooks
+from tests.component.helpers import events, rows, runner, slow_rep_two
 
 pytestmark = pytest.mark.timeout(60)
 POWER_CAP = 0x4  # NVML's sw power cap clock-event reason

@@ -2,7 +2,7 @@
 the run measured nothing, exit code 4 with the reason, not 0.
 
 The real engine (``ruler engine``'s run_engine: lock, journal, Runner, Measurement) against the
-FAKE server of tests/unit/fakes.py, which injects the failing answers.
+FAKE server of tests/component/fakes.py, which injects the failing answers.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from engine.commands import launch
 from engine.errors import EXIT_NOTHING_MEASURED, EXIT_OK
 from engine.record.snapshot import fold_journal
 from engine.run import runner as runner_mod
-from tests.unit.fakes import Behaviour, FakeRuntime
-from tests.unit.helpers import CTX, campaign
+from tests.campaigns import CTX, campaign
+from tests.component.fakes import Behaviour, FakeRuntime
 
 
 def run_with(tmp: Path, behaviour: Behaviour, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, int]:

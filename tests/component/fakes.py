@@ -1,4 +1,4 @@
-"""A FAKE llama-server and a FAKE runtime, in-process, for the unit tier's run-loop tests.
+"""A FAKE llama-server and a FAKE runtime, in-process, for the component tier's run-loop tests.
 
 Nothing here is llama.cpp: :class:`FakeLlama` is a ``ThreadingHTTPServer`` that answers what the
 engine asks of llama-server (engine/servers/llamacpp/client.py, engine/run/loadgen.py, engine/run/boot.py,

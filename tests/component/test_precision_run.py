@@ -11,8 +11,9 @@ import pytest
 
 from engine.method import stats
 from engine.run.measure import recompute_row
-from tests.unit.fakes import FakeRuntime, Hooks
-from tests.unit.helpers import CTX, LEAKY, PACE, campaign, events, rows, runner
+from tests.campaigns import CTX, LEAKY, campaign
+from tests.component.fakes import FakeRuntime, Hooks
+from tests.component.helpers import PACE, events, rows, runner
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -2,7 +2,7 @@
 its turns in order after their think time, the cache policy's flush field on first turns only;
 and a trace's items sent at their own times.
 
-The passes run against the FAKE llama-server of tests/unit/fakes.py; the real server is
+The passes run against the FAKE llama-server of tests/component/fakes.py; the real server is
 tests/integration/test_replay.py.
 """
 
@@ -18,7 +18,7 @@ from engine.campaign.sources.item import Item
 from engine.run.loadgen import measure_pass
 from engine.runtime.base import LaunchPlan
 from engine.servers import get_adapter
-from tests.unit.fakes import Behaviour, FakeServer
+from tests.component.fakes import Behaviour, FakeServer
 
 pytestmark = pytest.mark.timeout(60)
 THINK = 0.15

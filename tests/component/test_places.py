@@ -1,7 +1,7 @@
 """Sessions in parallel on places (engine.run.runner's lanes) against a FAKE server.
 
 The real Runner, phases, journal, fold, receipts, operator and ``ruler status`` run here; only the
-servers are fakes (tests/unit/fakes.py: an in-process stand-in for llama-server, and its runtime).
+servers are fakes (tests/component/fakes.py: an in-process stand-in for llama-server, and its runtime).
 Where a test needs two windows up at once it holds each control's start (``FakeRuntime.start``,
 called on the place's own thread, outside the journal's lock) until both places have started one:
 the overlap is then certain, not a matter of timing. The same paths on real servers, Docker over
@@ -34,8 +34,9 @@ from engine.record.state import fold
 from engine.report import load_run, render
 from engine.run.measure import Measurement
 from engine.runtime.base import Host, LaunchError, LaunchPlan
-from tests.unit.fakes import Behaviour, FakeRuntime, Hooks
-from tests.unit.helpers import CTX, LEAKY, PACE, SLOW, WHO, campaign, events, runner
+from tests.campaigns import CTX, LEAKY, campaign
+from tests.component.fakes import Behaviour, FakeRuntime, Hooks
+from tests.component.helpers import PACE, SLOW, WHO, events, runner
 
 pytestmark = pytest.mark.timeout(60)
 PLACES = [{"name": "a", "cpus": "0"}, {"name": "b", "cpus": "1"}]
@@ -474,7 +475,7 @@ workload:
 
 
 def test_a_process_place_runs_its_server_on_its_own_gpus_only(tmp_path: Path) -> None:
-    from engine.campaign.plan import plan_launch
+    from engine.campaign.plan import WindowStart, plan_launch
     from engine.run.gpuwatch import window_gpus
     from engine.servers import get_adapter
 
@@ -482,8 +483,8 @@ def test_a_process_place_runs_its_server_on_its_own_gpus_only(tmp_path: Path) ->
     path.write_text(GPU_PLACES)
     campaign = load_campaign(path)
     for place in campaign.places:
-        plan = plan_launch(campaign, get_adapter("llamacpp"), "process", "r.abcd", "s1", "ctx", {},
-                           place=place)
+        plan = plan_launch(campaign, get_adapter("llamacpp"),
+                           WindowStart("process", "r.abcd", "s1", "ctx", place=place))
         # The place's ids win over the campaign's env: a session never reaches the other place's GPU.
         assert isinstance(place.gpus, tuple)
         assert plan.env["CUDA_VISIBLE_DEVICES"] == ",".join(map(str, place.gpus))

@@ -1,0 +1,169 @@
+"""engine.control, the control socket: owner-only, one JSON reply a line whatever arrives (garbage,
+nesting, over-long lines), usable after a bad request, and served under a run directory too deep
+for a socket address. The real socket server with a stand-in handler (it answers "did CMD"): the
+parsing and the connection are under test; the commands are tests/integration/test_control.py's."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine import control
+
+
+def test_socket_is_owner_only_and_survives_garbage() -> None:
+    if os.getuid() != 0:
+        pytest.skip("needs root to run a process as another user")
+    seen: list[str] = []
+
+    def handler(cmd: str, args: list[str], who: dict[str, Any]) -> str:
+        seen.append(cmd)
+        if cmd == "boom":
+            raise control.CommandRefused("not now")
+        return f"did {cmd}"
+
+    # A directory the other user may enter: then only the socket's own mode keeps them out.
+    tmp_path = Path(tempfile.mkdtemp(prefix="ruler-sock-"))
+    tmp_path.chmod(0o755)
+    server = control.ControlServer(tmp_path, handler)
+    try:
+        assert (tmp_path / "control.sock").stat().st_mode & 0o777 == 0o600
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(tmp_path / "control.sock"))
+            f = s.makefile("rwb")
+            for garbage in (b"not json\n", b"[1, 2]\n", b'{"cmd": 5}\n', b"\xff\xfe\n"):
+                f.write(garbage)
+                f.flush()
+                reply = json.loads(f.readline())
+                assert reply["ok"] is False and reply["error"].startswith("bad request")
+        assert control.send(tmp_path, "boom") == {"ok": False, "error": "not now"}
+        assert control.send(tmp_path, "status") == {"ok": True, "reply": "did status"}
+        # Another user's process cannot connect.
+        probe = ("import socket,sys;s=socket.socket(socket.AF_UNIX)\n"
+                 "try:\n s.connect(sys.argv[1]); print('connected')\n"
+                 "except PermissionError: print('denied')")
+        out = subprocess.run(["/usr/bin/python3", "-c", probe, str(tmp_path / "control.sock")],
+                             capture_output=True, text=True, timeout=30, user="nobody")
+        assert out.stdout.strip() == "denied", out.stderr
+    finally:
+        server.close()
+        shutil.rmtree(tmp_path)
+    assert seen == ["boom", "status"]
+
+
+def test_a_run_directory_too_deep_for_a_socket_address_still_serves(tmp_path: Path) -> None:
+    """A Unix socket address holds 108 bytes; a results tree under a longer path still gets its
+    socket (no ``OSError: AF_UNIX path too long`` when the engine binds it)."""
+    deep = tmp_path.joinpath(*["a-long-results-directory-name"] * 5)
+    deep.mkdir(parents=True)
+    assert len(str(deep / control.SOCKET)) > 108
+    server = control.ControlServer(deep, _did)
+    try:
+        assert (deep / control.SOCKET).stat().st_mode & 0o777 == 0o600
+        assert control.send(deep, "status") == {"ok": True, "reply": "did status"}
+    finally:
+        server.close()
+    assert not (deep / control.SOCKET).exists()
+
+
+def _did(cmd: str, args: list[str], who: dict[str, Any]) -> str:
+    return f"did {cmd} {' '.join(args)}".rstrip()
+
+
+def test_a_nested_or_over_long_request_gets_one_error_and_the_connection_stays_usable(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The real socket server with a stand-in handler (it answers "did CMD"): the parsing and
+    the connection are under test, not the commands."""
+    server = control.ControlServer(tmp_path, _did)
+    try:
+        with socket.socket(socket.AF_UNIX) as s:
+            with control.addressable(tmp_path / control.SOCKET) as address:
+                s.connect(address)
+            s.settimeout(30)
+            f = s.makefile("rwb")
+            f.write(b"[" * 60_000 + b"\n" + b'{"cmd": "status"}\n')
+            f.flush()
+            assert json.loads(f.readline()) == {"ok": False,
+                                                 "error": "bad request: nested too deeply"}
+            assert json.loads(f.readline()) == {"ok": True, "reply": "did status"}
+            f.write(b"x" * (10 * 1024 * 1024) + b"\n" + b'{"cmd": "status", "args": ["2"]}\n')
+            f.flush()
+            assert json.loads(f.readline()) == {
+                "ok": False, "error": f"bad request: longer than {control.MAX_LINE} bytes"}
+            assert json.loads(f.readline()) == {"ok": True, "reply": "did status 2"}
+    finally:
+        server.close()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=400) | st.lists(
+    st.sampled_from([b'{"cmd": "status"}', b'{"cmd": "rerun", "args": ["a", 1, 2.5]}',
+                     b'{"cmd": "x", "args": [[1]]}', b'{"cmd": 1}', b"[]", b"{", b"\xff",
+                     b"[" * 3000, b'{"args": {}}', b"x" * 40, b""]),
+    max_size=8).map(b"\n".join))
+def test_whatever_arrives_each_line_gets_one_json_reply(data: bytes) -> None:
+    """``replies`` and ``dispatch`` as the socket uses them, on any bytes (long lines at 32)."""
+    who = {"pid": 1, "uid": os.getuid(), "gid": 0}
+    out = list(control.replies(io.BytesIO(data), lambda raw: control.dispatch(raw, who, _did),
+                               max_line=32))
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()  # the newline ends the last line; it does not start another
+    assert len(out) == len(lines)
+    for line, reply in zip(lines, out, strict=True):
+        assert set(reply) in ({"ok", "reply"}, {"ok", "error"})
+        json.dumps(reply)
+        if len(line) >= 32:
+            assert reply == {"ok": False, "error": "bad request: longer than 32 bytes"}
+        elif line.strip().startswith(b'{"cmd": "status"}'):
+            assert reply == {"ok": True, "reply": "did status"}
+
+
+def test_a_handler_that_refuses_or_fails_is_an_error_reply_never_an_exception() -> None:
+    """``dispatch`` on well-formed requests: the handler's reply, its refusal, or its bug named."""
+    who = {"pid": 1, "uid": 0, "gid": 0}
+
+    def handler(cmd: str, args: list[str], who: dict[str, Any]) -> str:
+        if cmd == "no":
+            raise control.CommandRefused("not now")
+        if cmd == "bug":
+            raise KeyError("x")
+        return f"{cmd} {args} {who['pid']}"
+
+    assert control.dispatch(b'{"cmd": "rerun", "args": ["a", 1, 2.5]}', who, handler) == {
+        "ok": True, "reply": "rerun ['a', '1', '2.5'] 1"}
+    assert control.dispatch(b'{"cmd": "no"}', who, handler) == {"ok": False, "error": "not now"}
+    assert control.dispatch(b'{"cmd": "bug"}', who, handler) == {
+        "ok": False, "error": "internal error: KeyError: 'x'"}
+    assert control.dispatch(b'{"cmd": "x", "args": {}}', who, handler) == {
+        "ok": False, "error": "bad request: 'args' must be a list of strings"}
+
+
+def test_send_with_no_engine_listening_raises_and_a_closed_socket_is_replaced(tmp_path: Path) -> None:
+    """No socket: OSError for the caller to say so. A socket file a dead engine left is replaced
+    when the next engine serves, and removed when it closes."""
+    with pytest.raises(OSError):
+        control.send(tmp_path, "status")
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(tmp_path / control.SOCKET))
+    stale.close()  # the file stays, nobody listens
+    with pytest.raises(OSError):
+        control.send(tmp_path, "status")
+    server = control.ControlServer(tmp_path, _did)
+    try:
+        assert control.send(tmp_path, "advance", ["s2"]) == {"ok": True, "reply": "did advance s2"}
+    finally:
+        server.close()
+    assert not (tmp_path / control.SOCKET).exists()
