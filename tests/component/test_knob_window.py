@@ -1,5 +1,5 @@
 """A window whose change is a request knob (change.knobs, and a sweep of one) against a FAKE server
-(tests/unit/fakes.py): its passes send the knob over the workload's, its control's do not, and a
+(tests/component/fakes.py): its passes send the knob over the workload's, its control's do not, and a
 knob set to null is left out. The real server's side: tests/integration/test_quality.py's knob
 check, which reads the same Campaign.knobs_for."""
 
@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from engine.run.measure import Measurement
-from tests.unit.fakes import FakeRuntime
-from tests.unit.helpers import campaign, runner
+from tests.campaigns import campaign
+from tests.component.fakes import FakeRuntime
+from tests.component.helpers import runner
 
 pytestmark = pytest.mark.timeout(60)
 
