@@ -103,6 +103,7 @@ class Verdict(StrEnum):
 LIVE_ROWS = frozenset({RowStatus.WARM, RowStatus.MEASURING})
 USABLE_ROWS = frozenset({RowStatus.OK, RowStatus.NOISY})  # a row with a figure to compare
 COMPLETE_ROWS = USABLE_ROWS | {RowStatus.VOID, RowStatus.FAILED}  # resume skips them
+RERUNNABLE_ROWS = frozenset({RowStatus.VOID, RowStatus.FAILED})  # no figure: the operator may rerun
 UP_WINDOWS = frozenset({WindowStatus.QUEUED, WindowStatus.BOOTING, WindowStatus.MEASURING})
 COMPLETE_WINDOWS = frozenset({WindowStatus.DONE, WindowStatus.ADVANCED, WindowStatus.FAILED,
                               WindowStatus.REJECTED})  # resume skips them; aborted ones boot again
@@ -126,3 +127,9 @@ def load_text(concurrency: int, rate: float | None = None) -> str:
 
 def row_key(session: str, window: str, cls: str, concurrency: int, rate: float | None = None) -> str:
     return f"{session}-{window}/{cls}/{load_label(concurrency, rate)}"
+
+
+def plural(n: int, word: str, many: str = "") -> str:
+    """A count with its noun as people write it: ``1 rep``, ``3 reps``, ``1 session``; ``many``
+    where the plural is not the word and an s."""
+    return f"{n} {word if n == 1 else many or word + 's'}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -22,41 +23,48 @@ from typing import Any
 
 from rich.text import Text
 from textual import on, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, ComposeResult, SuspendNotSupported, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
+from textual.suggester import Suggester
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input
 from textual.worker import get_current_worker
 
 from engine import control
+from engine.commands.invocation import ruler_command
 from engine.record.events import EventKind
 from engine.record.journal import Event
 from engine.record.state import RunState, apply
 from engine.servers import get_adapter
-from engine.words import UP_WINDOWS, RowStatus, RunStatus
+from engine.words import RERUNNABLE_ROWS, UP_WINDOWS, RunStatus
+from tui.core.commands import Command, CommandError, completions, parse
+from tui.core.detail import Detail, detail, pager_argv
+from tui.core.ending import earlier_run, is_over, next_commands, outcome
 from tui.core.facts import facts_lines
 from tui.core.fmt import Seg, fmt_tok, steered
 from tui.core.follow import Batch, Follower, Link, engine_pid, pid_alive, probe
 from tui.core.header import header_lines
 from tui.core.logview import LineClassifier, ServingView
 from tui.core.plan import LoadPlan, frozen_leak, load_plan
-from tui.core.reps import REP_COLS, REP_COLUMNS, rep_series, row_cells, window_series
+from tui.core.reps import MEDIAN, REP_COLS, REP_COLUMNS, SPREAD, rep_series, row_cells, window_series
 from tui.core.selection import LogWatch, Selection
 from tui.core.sessions import keyed_session, running_sessions, session_args, session_paused
+from tui.core.sorting import Sort, filter_rows, sort_rows
 from tui.core.sweep import picked_sweep, sweep_lines
 from tui.core.versus import bars_lines, delta_cells
 from tui.core.windows import (
     WINDOW_COLS,
-    campaign_summary,
+    WINDOW_COLUMNS,
     live_row,
     window_notes,
     window_rows,
     window_status,
 )
+from tui.widgets.detail import DetailScreen
 from tui.widgets.dialogs import ConfirmAbort, HelpScreen
 from tui.widgets.log import BootLog
 from tui.widgets.panels import Panel, RepBars
@@ -67,6 +75,10 @@ from tui.widgets.text import lines_text, tag_styles, to_text
 Probe = Callable[[Path, "int | None"], Link]
 Send = Callable[..., dict[str, Any]]
 GC_EVERY = 1.0  # seconds between the console's full collections (see on_followed)
+ENGINE_ACTIONS = frozenset({"abort", "advance", "rewarm", "rerun", "pause"})  # they need an engine
+# The sort keys per table (N: back to the campaign's order).
+SORT_KEYS = {"windows": {"S": "status", "D": "Δ ctl"},
+             "reps": {"S": "status", "T": MEDIAN, "P": SPREAD}}
 
 
 class Followed(Message):
@@ -96,6 +108,27 @@ class Replied(Message):
         self.cmd, self.args, self.reply = cmd, args, reply
 
 
+class Reported(Message):
+    """``ruler report`` on the run ended: its exit code and what it printed."""
+
+    def __init__(self, code: int, out: str, err: str) -> None:
+        super().__init__()
+        self.code, self.out, self.err = code, out, err
+
+
+class CommandSuggester(Suggester):
+    """The ``:`` line's completion: the commands, and the run's rows and windows after them."""
+
+    def __init__(self, app: RulerConsole) -> None:
+        super().__init__(use_cache=False)
+        self.console = app
+
+    async def get_suggestion(self, value: str) -> str | None:
+        st = self.console.state
+        found = completions(value, [*st.order, *st.rows])
+        return found[0] if found else None
+
+
 @dataclass
 class Ui:
     head: Panel
@@ -109,6 +142,7 @@ class Ui:
     logbox: Vertical
     search: Input
     facts: Panel
+    banner: Panel
     status: Panel
 
 
@@ -128,13 +162,17 @@ class RulerConsole(App[None]):
         Binding("w", "rewarm", "rewarm"),
         Binding("r", "rerun", "rerun"),
         Binding("p", "pause", "pause"),
-        Binding("slash", "search", "find"),
-        Binding("f", "follow", "follow"),
-        Binding("v", "raw_log", "raw"),
+        Binding("slash", "search", "filter"),
+        Binding("colon", "command_line", "cmd"),
+        Binding("f", "follow", "follow", show=False),  # the log's keys: in the help and the palette
+        Binding("v", "raw_log", "raw", show=False),
         Binding("t", "sweep", "sweep", show=False),
         Binding("question_mark", "help", "help"),
         Binding("q", "quit_console", "quit"),
         Binding("escape", "live", "live", show=False),
+        # k9s's sort keys (shift): on the table with the keys, the windows list otherwise.
+        *(Binding(k, f"sort('{k}')", f"sort by {what}", show=False) for k, what in
+          (("N", "campaign order"), ("S", "status"), ("D", "delta"), ("T", "tok/s"), ("P", "spread"))),
     ]
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
@@ -142,11 +180,12 @@ class RulerConsole(App[None]):
     def __init__(self, run_dir: Path, *, clock: Callable[[], float] = time.time,
                  probe: Probe | None = probe, probe_interval: float = 2.0,
                  send: Send = control.send, max_log_lines: int = 5000,
-                 follow_interval: float = 0.1) -> None:
+                 follow_interval: float = 0.1, pager: Callable[[list[str]], None] | None = None) -> None:
         super().__init__()
         self.run_dir = Path(run_dir)
         self.clock, self.probe, self.probe_interval = clock, probe, probe_interval
         self.send, self.max_log_lines = send, max_log_lines
+        self.pager = pager or self._run_pager
         self.state = RunState()
         self.leak = frozen_leak(self.run_dir / "campaign.yaml")  # its spread: the Δ column's floor
         self.link: Link | None = None
@@ -163,6 +202,8 @@ class RulerConsole(App[None]):
         self.logw = LogWatch()
         self._status: list[Seg] = [("attaching to " + str(self.run_dir), "muted")]
         self._ui: Ui | None = None  # the widgets, once mounted
+        self.engine_gone = False  # the probe found no engine and no process: it will not answer
+        self._was_over = False
         self._frozen = False
         self._pending: dict[str, Timer] = {}  # commands sent, not answered yet
 
@@ -170,6 +211,8 @@ class RulerConsole(App[None]):
 
     def compose(self) -> ComposeResult:
         yield Panel(id="head")
+        yield Input(id="filter", placeholder="filter the windows: words of a name, status, axis or "
+                                             "note (!word: without it); enter keeps it, esc clears")
         # The windows list above the reps of the window picked, each the screen's whole width: side
         # by side, a window's row and another window's reps read as one line.
         yield FollowTable(WINDOW_COLS, id="windows")
@@ -186,6 +229,10 @@ class RulerConsole(App[None]):
                 yield Input(id="search", placeholder="search the log: enter = next older match, "
                                                      "esc = close")
             yield Panel(id="facts")
+        yield Panel(id="banner")  # the end of the run: its outcome and what to type next
+        yield Input(id="command", placeholder=":rerun ROW · :report · :open ROW · :filter WORDS · "
+                                              ":sort COLUMN · :help (tab completes, esc closes)",
+                    suggester=CommandSuggester(self))
         yield Panel(id="status")
         yield Footer(compact=True, show_command_palette=False)
 
@@ -195,10 +242,12 @@ class RulerConsole(App[None]):
         self._ui = Ui(q("#head", Panel), q("#windows", FollowTable), q("#reps", FollowTable),
                       q("#right", Vertical), q("#spark", RepBars), q("#spark-label", Panel),
                       q("#bars", Panel), q(BootLog), q("#logbox", Vertical), q("#search", Input),
-                      q("#facts", Panel), q("#status", Panel))
+                      q("#facts", Panel), q("#banner", Panel), q("#status", Panel))
         self.tags = tag_styles(self.theme_variables)
         self.ui.log.tags = self.tags
         self.ui.search.display = False
+        for box in ("#filter", "#command"):
+            self.query_one(box).display = False
         self.ui.windows.border_title = "windows"
         self.ui.windows.focus()  # arrows pick a window at once; enter opens its reps
         self._render_all()
@@ -291,10 +340,10 @@ class RulerConsole(App[None]):
             self.set_interval(GC_EVERY, lambda: gc.collect())  # Textual takes no builtin
             self._frozen = True
         if self.caught_up and not was and self._status[0][0].startswith("attaching"):
-            news = (campaign_summary(self.state) if self.state.status != RunStatus.RUNNING
-                    else "following")
-            self._say([("attached:", "bold"), (f"{self.state.last_seq} journal events;", "muted"),
-                       (news, "")])
+            said: list[Seg] = [("attached:", "bold"), (f"{self.state.last_seq} journal events", "muted")]
+            if not self.over:  # once over, the banner says how it ended
+                said += [("·", "muted"), ("following", "")]
+            self._say(said)
         self.follower.ack()
 
     def _adapt(self) -> None:
@@ -321,7 +370,11 @@ class RulerConsole(App[None]):
             self._say([("engine disconnected:", "error"), (message.link.detail, "")])
         elif was is not None and not was.connected and message.link.connected:
             self._say([("engine connected again:", "success"), (message.link.detail, "")])
+        # Gone, not just slow to answer: the console has nothing left to steer.
+        self.engine_gone = not message.link.connected and not pid_alive(
+            engine_pid(self.run_dir, self.state.pid))
         self._render_head()
+        self._render_end()
 
     def on_replied(self, message: Replied) -> None:
         r, what = message.reply, " ".join([message.cmd, *message.args])
@@ -342,8 +395,44 @@ class RulerConsole(App[None]):
         self._render_all()
 
     @on(DataTable.RowSelected, "#windows")
-    def _window_opened(self) -> None:
-        self.ui.reps.focus()
+    @on(DataTable.RowSelected, "#reps")
+    def _opened(self, message: DataTable.RowSelected) -> None:
+        """Enter on a window or a row (or a click on the one under the cursor): its detail."""
+        if message.row_key.value is not None:
+            self.open_detail(message.row_key.value)
+
+    def open_detail(self, key: str) -> None:
+        self.push_screen(DetailScreen(key, lambda: self._detail(key), self.page, self.rerun,
+                                      lambda: self.over, self.tags))
+
+    def _detail(self, key: str) -> Detail | None:
+        ws = self.state.windows.get(key)
+        return detail(self.state, key, self.leak, self._receipts(ws.key) if ws else None)
+
+    def _receipts(self, wkey: str) -> list[str]:
+        """A window's receipts as its directory holds them (its reps' count, not each)."""
+        d = self.run_dir / "windows" / wkey
+        try:
+            entries = sorted(d.iterdir())
+        except OSError:
+            return []
+        return [f"{p.relative_to(self.run_dir)}" + (f"/ ({sum(1 for _ in p.iterdir())} files)"
+                                                     if p.is_dir() else "") for p in entries]
+
+    def page(self, rel: str) -> None:
+        """A log of the run in $PAGER, the console suspended meanwhile."""
+        path = self.run_dir / rel
+        if not path.is_file():
+            self._say([("log:", "bold"), (f"{rel} is not there (yet)", "warning")])
+            return
+        try:
+            self.pager(pager_argv(path, os.environ))
+        except (OSError, SuspendNotSupported) as e:
+            self._say([("pager:", "bold"), (f"cannot open {rel}: {e}", "error")])
+
+    def _run_pager(self, argv: list[str]) -> None:
+        with self.suspend():
+            subprocess.run(argv, check=False)
 
     @on(FollowTable.Picked, "#reps")
     def _row_picked(self, message: FollowTable.Picked) -> None:
@@ -360,6 +449,32 @@ class RulerConsole(App[None]):
         else:
             self._say([(f"/{message.value}:", "bold"), (f"line {y + 1} of {log.line_count}", "")])
         self._render_log_title()
+
+    @on(Input.Changed, "#filter")
+    def _filtered(self, message: Input.Changed) -> None:
+        self.sel.filter = message.value
+        self._render_all()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_kept(self) -> None:
+        self.query_one("#filter").display = False
+        self.ui.windows.focus()
+
+    @on(Input.Submitted, "#command")
+    def _command_line(self, message: Input.Submitted) -> None:
+        box = self.query_one("#command", Input)
+        box.display, box.value = False, ""
+        self.ui.windows.focus()
+        try:
+            self.run_command(parse(message.value))
+        except CommandError as e:
+            self._say([(f":{message.value.strip()}", "bold"), (str(e), "warning")])
+
+    @on(DataTable.HeaderSelected)
+    def _header_clicked(self, message: DataTable.HeaderSelected) -> None:
+        """A click on a column's header sorts its table by it; again, the other way."""
+        name = "reps" if message.data_table is self.ui.reps else "windows"
+        self.sort_by(name, str(message.column_key.value))
 
     # ------------------------------------------------------------ actions (keys and palette)
 
@@ -379,13 +494,25 @@ class RulerConsole(App[None]):
         self._window_command("rewarm")
 
     def action_rerun(self) -> None:
-        key = self.ui.reps.cursor_key()
-        row = self.state.rows.get(key or "")
-        if key is None or row is None:
-            self._say([("rerun:", "bold"), ("put the reps cursor on a void row first", "warning")])
-        elif row.status != RowStatus.VOID:
-            self._say([("rerun:", "bold"), (f"{key} is {row.status}, not void: nothing to rerun",
-                                            "warning")])
+        """The window under the cursor on the windows list (its void and failed rows), else the row
+        under the reps cursor."""
+        table = self.ui.windows if self.focused is self.ui.windows else self.ui.reps
+        key = table.cursor_key()
+        if key is None:
+            self._say([("rerun:", "bold"), ("put the cursor on a void or failed row first", "warning")])
+        else:
+            self.rerun(key)
+
+    def rerun(self, key: str) -> None:
+        """Ask the engine to measure a void or failed row again, or every such row of a window;
+        told here when there is none, without bothering the engine."""
+        row, st = self.state.rows.get(key), self.state
+        if row is not None and row.status not in RERUNNABLE_ROWS:
+            self._say([("rerun:", "bold"), (f"{key} is {row.status}; only void or failed rows "
+                                            "rerun", "warning")])
+        elif row is None and not any(r.status in RERUNNABLE_ROWS for r in window_rows(st, key)):
+            word = st.windows[key].status if key in st.windows else "not a row or window"
+            self._say([("rerun:", "bold"), (f"{key} ({word}) has no void or failed row", "warning")])
         else:
             self._command("rerun", [key])
 
@@ -394,9 +521,98 @@ class RulerConsole(App[None]):
         self._window_command("resume" if session_paused(self.state, session) else "pause")
 
     def action_search(self) -> None:
-        box = self.ui.search
+        """``/``: on the log, find a line; anywhere else, filter the windows list."""
+        focused = self.focused
+        box = self.ui.search if focused is not None and (
+            focused is self.ui.log or focused is self.ui.search) else self.query_one("#filter", Input)
         box.display = True
         box.focus()
+
+    def action_command_line(self) -> None:
+        box = self.query_one("#command", Input)
+        box.display = True
+        box.focus()
+
+    def action_sort(self, key: str) -> None:
+        name = "reps" if self.focused is self.ui.reps else "windows"
+        column = SORT_KEYS[name].get(key)
+        if key == "N":
+            self.sel.sorts.pop(name, None)
+            self._say([("sort:", "bold"), (f"the {name} in campaign order", "")])
+            self._render_all()
+        elif column is None:
+            self._say([("sort:", "bold"), (f"{key} sorts " + ("the reps table (tab to it)" if name ==
+                                           "windows" else "the windows list"), "warning")])
+        else:
+            self.sort_by(name, column)
+
+    def sort_by(self, table: str, column: str) -> None:
+        before = self.sel.sorts.get(table)
+        sort = before.toggled(column) if before else Sort(column)
+        self.sel.sorts[table] = sort
+        self._say([("sort:", "bold"), (f"{table} by {column}" + (", descending" if sort.descending
+                                                                 else ""), "")])
+        self._render_all()
+
+    def run_command(self, cmd: Command) -> None:
+        """A ``:`` command: what its key does, or what no key says (a row by its key, the report)."""
+        name, args = cmd.name, cmd.args
+        if name in ("abort", "advance", "rewarm", "pause", "resume", "rerun") and self.over:
+            self._say([(f":{name}:", "bold"), ("the run is over: no engine to act", "warning")])
+        elif name == "rerun":
+            self.rerun(args[0]) if args else self.action_rerun()
+        elif name == "abort":
+            self.action_abort()
+        elif name in ("advance", "rewarm", "pause", "resume"):
+            self._command(name, args) if args else self._window_command(name)
+        elif name == "report":
+            self._say([(":report", "bold"), ("writing the report…", "muted")])
+            self._report(args)
+        elif name == "open":
+            if args[0] in self.state.rows or args[0] in self.state.windows:
+                self.open_detail(args[0])
+            else:
+                self._say([(":open", "bold"), (f"no row or window {args[0]!r}", "warning")])
+        elif name == "filter":
+            box = self.query_one("#filter", Input)
+            box.value = " ".join(args)  # its Changed message applies it
+        elif name == "sort":
+            self._sort_command(args[0])
+        elif name == "log":
+            ws = self.state.windows.get(self.sel.shown or "")
+            if ws and ws.log:
+                self.page(ws.log)
+        elif name == "help":
+            self.action_help()
+        elif name == "quit":
+            self.action_quit_console()
+
+    def _sort_command(self, word: str) -> None:
+        table = "reps" if self.focused is self.ui.reps else "windows"
+        columns = WINDOW_COLUMNS if table == "windows" else REP_COLUMNS
+        want = {"delta": "Δ ctl", "ci": "95% CI", "tok/s": MEDIAN, "name": "window"}.get(word, word)
+        match = [c for c in columns if c.lower().startswith(want.lower())]
+        if not match:
+            self._say([(":sort", "bold"), (f"no column {word!r} in the {table}; "
+                                           f"columns: {', '.join(columns)}", "warning")])
+        else:
+            self.sort_by(table, match[0])
+
+    @work(thread=True, group="report", exclusive=True, exit_on_error=False)
+    def _report(self, args: list[str]) -> None:
+        """``ruler report`` on this run, as its own process (matplotlib stays out of the console)."""
+        proc = subprocess.run([sys.executable, "-m", "engine", "report", str(self.run_dir), *args],
+                              capture_output=True, text=True, check=False)
+        self.post_message(Reported(proc.returncode, proc.stdout, proc.stderr))
+
+    def on_reported(self, message: Reported) -> None:
+        if message.code == 0:
+            made = [line.split(":", 1)[1].strip() for line in message.out.splitlines()
+                    if line.startswith(("report:", "html:"))]
+            self._say([(":report", "bold"), ("written: " + ", ".join(made), "success")])
+        else:
+            why = (message.err.strip().splitlines() or [f"exit code {message.code}"])[-1]
+            self._say([(":report", "bold"), (f"failed: {why}", "error")])
 
     def action_follow(self) -> None:
         log = self.ui.log
@@ -424,6 +640,17 @@ class RulerConsole(App[None]):
         self.exit()
 
     def action_live(self) -> None:
+        """esc: close the command line, then clear the filter, then close the log search; else
+        back to following the live window and row."""
+        command, filt = self.query_one("#command", Input), self.query_one("#filter", Input)
+        if command.display:
+            command.display, command.value = False, ""
+            self.ui.windows.focus()
+            return
+        if filt.display or self.sel.filter:
+            filt.display, filt.value = False, ""  # its Changed message shows every window again
+            self.ui.windows.focus()
+            return
         box = self.ui.search
         if box.display:
             box.display = False
@@ -437,15 +664,24 @@ class RulerConsole(App[None]):
         self._render_all()
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # Textual's own, less those ruler has (quit, keys) or does its own way (the screenshot,
+        # into the run directory, where Textual's aimed at a ~/Downloads a server may not have).
+        for c in super().get_system_commands(screen):
+            if c.title not in ("Quit", "Keys", "Screenshot"):
+                yield c
+        yield SystemCommand("Screenshot (an SVG in the run directory)", "Save the screen as it is",
+                            self.action_screenshot_here)
         yield SystemCommand("Abort the campaign (a)", "Stop the campaign; asks first", self.action_abort)
         yield SystemCommand("Advance (n)", "End the current window, go on with the next",
                             self.action_advance)
         yield SystemCommand("Rewarm (w)", "A warm pass before the next rep", self.action_rewarm)
-        yield SystemCommand("Rerun the selected void row (r)", "Queue the void row under the "
-                            "reps cursor again", self.action_rerun)
+        yield SystemCommand("Rerun (r)", "Measure the void or failed row under the cursor again, "
+                            "or the window's", self.action_rerun)
         yield SystemCommand("Pause / resume (p)", "Pause or resume between reps", self.action_pause)
-        yield SystemCommand("Search the boot log (/)", "Find a line in the log", self.action_search)
+        yield SystemCommand("Filter the windows (/)", "Keep the windows whose text holds the words "
+                            "typed; on the log, find a line", self.action_search)
+        yield SystemCommand("Command line (:)", ":rerun ROW, :report, :open ROW, :filter, :sort",
+                            self.action_command_line)
         yield SystemCommand("Follow the log on/off (f)", "Toggle following the live log",
                             self.action_follow)
         yield SystemCommand("Raw log / serving view (v)", "Every line of the server log, or only "
@@ -455,6 +691,10 @@ class RulerConsole(App[None]):
         yield SystemCommand("Help (?)", "Keys and marks", self.action_help)
         yield SystemCommand("Quit the console (q)", "The engine keeps running",
                             self.action_quit_console)
+
+    def action_screenshot_here(self) -> None:
+        path = self.save_screenshot(path=str(self.run_dir))
+        self._say([("screenshot:", "bold"), (path, "success")])
 
     def _window_command(self, cmd: str) -> None:
         """A command on a window: with sessions on places, the window under the cursor's session."""
@@ -480,6 +720,7 @@ class RulerConsole(App[None]):
 
     def _render_all(self) -> None:
         self.sel.follow(self.state)
+        self._render_end()
         self._render_head()
         self._render_windows()
         self._render_reps()
@@ -487,6 +728,39 @@ class RulerConsole(App[None]):
         self._render_chart()
         self._watch_log()
         self.ui.status.set(to_text(self._status, self.tags))
+        if isinstance(self.screen, DetailScreen):
+            self.screen.update()
+
+    @property
+    def over(self) -> bool:
+        """Nothing the console sends can act any more: the run ended, or its engine is gone."""
+        return is_over(self.state, self.engine_gone)
+
+    def _render_end(self) -> None:
+        """The banner once the run is over, the keys that no longer act greyed, said once."""
+        banner, over = self.ui.banner, self.over
+        if over != self._was_over:
+            self._was_over = over
+            banner.display = over
+            self.refresh_bindings()
+            if over and self.caught_up:  # it ended while the console watched
+                self._say([outcome(self.state, self.engine_gone, self.clock())])
+        if over:
+            other = earlier_run(self.run_dir, self.state.campaign)
+            lines = [[outcome(self.state, self.engine_gone, self.clock())],
+                     next_commands(self.state, self.run_dir, ruler_command(), other)]
+            text = Text("\n").join(to_text(line, self.tags) for line in lines)
+            text.no_wrap = False  # whole, on as many lines as it takes: what to type next
+            banner.set(text)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Under the detail view only its own keys and the help (its r reruns what it shows); the
+        engine's keys greyed once the run is over (no engine to act)."""
+        if isinstance(self.screen, DetailScreen):
+            return action == "help"
+        if action in ENGINE_ACTIONS and self.over:
+            return None
+        return True
 
     def _render_head(self) -> None:
         link = (self.link.connected, self.link.detail) if self.link else None
@@ -511,8 +785,20 @@ class RulerConsole(App[None]):
             rows.append((key, [[(f"{mark}{ws.session} {ws.window}", "bold" if mark.strip() else "")],
                                [window_status(st, key)], [delta], [ci],
                                window_notes(st, key), [(ws.axis, "muted")]]))
-        table.sync(rows, self.tags)
+        shown = sort_rows(filter_rows(rows, self.sel.filter), WINDOW_COLUMNS,
+                          self.sel.sorts.get("windows"))
+        keys = [k for k, _ in shown]
+        if keys and self.sel.shown not in keys:  # filtered out: the first window left is shown
+            self.sel.pick_window(st, keys[0])
+        table.sync(shown, self.tags)
         table.show_key(self.sel.shown)
+        title = "windows"
+        if self.sel.filter:
+            title += f" · /{self.sel.filter} ({len(shown)} of {len(rows)}; esc clears)"
+        sort = self.sel.sorts.get("windows")
+        if sort:
+            title += f" · by {sort.column} {'↓' if sort.descending else '↑'} (N: campaign order)"
+        self._title(table, title)
 
     def _render_reps(self) -> None:
         table = self.ui.reps
@@ -520,14 +806,18 @@ class RulerConsole(App[None]):
             table.reset()
         rows = window_rows(self.state, self.sel.shown) if self.sel.shown else []
         reps = self.plan.reps
-        cells = [(r, row_cells(r, reps, self.leak)) for r in rows]
-        table.sync([(r.key, [c[col] for col in REP_COLUMNS]) for r, c in cells], self.tags)
+        cells = [(r.key, [c[col] for col in REP_COLUMNS])
+                 for r in rows for c in (row_cells(r, reps, self.leak),)]
+        table.sync(sort_rows(cells, REP_COLUMNS, self.sel.sorts.get("reps")), self.tags)
         if not self.sel.row_pinned:
             live = live_row(self.state, self.sel.shown)
             table.show_key(live.key if live else (rows[-1].key if rows else None))
         title = f"reps · {self.sel.shown or '-'}"
         if self.sel.pinned:
             title += " (picked; esc: live)"
+        sort = self.sel.sorts.get("reps")
+        if sort:
+            title += f" · by {sort.column} {'↓' if sort.descending else '↑'} (N: campaign order)"
         self._title(self.ui.right, title)
 
     def _render_facts(self) -> None:
@@ -591,10 +881,10 @@ def farewell(run_dir: Path, state: RunState) -> str:
     """What the terminal says once the console is closed: the engine is never stopped by it."""
     pid = engine_pid(run_dir, state.pid)
     if state.status == RunStatus.RUNNING and pid_alive(pid):
-        return f"engine still running (pid {pid}); reattach with: ruler attach {run_dir}"
+        return f"engine still running (pid {pid}); reattach with: {ruler_command()} attach {run_dir}"
     if state.status == RunStatus.RUNNING:
         return (f"the engine is not running and the campaign is not finished; "
-                f"resume it with: ruler run --resume {run_dir}")
+                f"resume it with: {ruler_command()} run --resume {run_dir}")
     if state.status == RunStatus.NEW:
         return f"no campaign in {run_dir}/journal.jsonl yet"
     return f"campaign {state.status}"

@@ -32,6 +32,7 @@ from engine.campaign.redact import redactor_for
 from engine.campaign.spec import Campaign
 from engine.campaign.variables import UnresolvedVariable
 from engine.commands.console import open_console
+from engine.commands.invocation import ruler_command
 from engine.commands.progress import printer
 from engine.context import Phase
 from engine.control import SOCKET, ControlServer
@@ -161,7 +162,7 @@ def _take_lock(run_dir: Path) -> IO[str]:
         pid = read_pid(run_dir)
         f.close()
         raise BadInput(f"another engine (pid {pid}) is already running {run_dir}; "
-                       f"attach to it with: ruler attach {run_dir}") from None
+                       f"attach to it with: {ruler_command()} attach {run_dir}") from None
     return f
 
 
@@ -221,7 +222,7 @@ def run_engine(run_dir: Path, echo: bool) -> int:
         raise EngineError(
             f"the run stopped: cannot write {e.filename or run_dir} ({e.strerror or e}). Its "
             f"journal keeps every event written before that; make room, then continue with: "
-            f"ruler run --resume {run_dir}") from e
+            f"{ruler_command()} run --resume {run_dir}") from e
     finally:
         control.close()
         with contextlib.suppress(OSError):  # a read-only disk keeps the stale pid; the lock says
@@ -274,7 +275,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return code
     pid = spawn_detached(run_dir)
     if args.detach or not interactive:
-        print(f"engine detached (pid {pid}); follow it with: ruler attach {run_dir}")
+        print(f"engine detached (pid {pid}); follow it with: {ruler_command()} attach {run_dir}")
         return 0
     return open_console(run_dir)
 

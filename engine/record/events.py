@@ -147,7 +147,7 @@ class RunFinished(TypedDict):
 
 
 class WindowReboot(Where):
-    row: str  # the void row whose rerun boots the window again
+    row: str  # the void or failed row whose rerun boots the window again
     reason: str
     reboot: int
 

@@ -40,6 +40,7 @@ class WindowState:
     reason: str = ""
     errors: list[str] = field(default_factory=list)
     server: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)  # what was started: argv, env, image (window_started)
     log: str = ""
     verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)  # check -> verdict event
     started_ts: float | None = None  # this boot's window_started (a rerun boots it again)
@@ -76,6 +77,7 @@ class RowState:
     attempt: int = 0
     status: str = RowStatus.PENDING
     reps: dict[int, dict[int, float]] = field(default_factory=dict)  # attempt -> rep -> tok/s
+    whole: dict[int, dict[int, float]] = field(default_factory=dict)  # the same over the whole rep
     files: dict[int, dict[int, str]] = field(default_factory=dict)  # attempt -> rep -> receipt
     gpu: dict[int, dict[int, dict[str, Any]]] = field(default_factory=dict)  # ... -> power, clock
     suspects: set[tuple[int, int]] = field(default_factory=set)  # (attempt, rep)
@@ -241,6 +243,7 @@ def _session_started(state: RunState, e: Event) -> None:
 def _window_started(state: RunState, e: Event) -> None:
     ws = _w(state, e)
     ws.status, ws.axis, ws.log = WindowStatus.BOOTING, e.get("axis", ws.axis), e.get("log", "")
+    ws.plan = e.get("plan") or {}
     ws.started_ts, ws.ended_ts, ws.quality, ws.queue = e["ts"], None, False, ""
     state.current = ws.key
 
@@ -307,6 +310,7 @@ def _rep_done(state: RunState, e: Event) -> None:
     r = state.row(e)
     # A rep's headline: over its steady window when it has one (a rep from before it: whole).
     r.reps.setdefault(e["attempt"], {})[e["rep"]] = e.get("steady_tok_s") or e["agg_tok_s"]
+    r.whole.setdefault(e["attempt"], {})[e["rep"]] = e["agg_tok_s"]
     r.files.setdefault(e["attempt"], {})[e["rep"]] = e["file"]
     if e.get("gpu"):
         r.gpu.setdefault(e["attempt"], {})[e["rep"]] = e["gpu"]

@@ -31,7 +31,16 @@ from engine.record.state import RunState, capacity_key
 from engine.run.loadgen import PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.servers.client import FlushFailed, ServerClient, tls_context
 from engine.servers.data import BadServerData, counter, reading
-from engine.words import CONTROL, USABLE_ROWS, RowStatus, WindowStatus, load_label, load_text, row_key
+from engine.words import (
+    CONTROL,
+    USABLE_ROWS,
+    RowStatus,
+    WindowStatus,
+    load_label,
+    load_text,
+    plural,
+    row_key,
+)
 
 
 class Scrape(NamedTuple):
@@ -380,13 +389,13 @@ class Measurement:
         except WindowFailed as e:
             fig = stats.row_figures(reps, c, policy, slo) if reps else {}
             run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
-                        reason=f"the server failed after {len(reps)} reps: {e}",
+                        reason=f"the server failed after {plural(len(reps), 'rep')}: {e}",
                         source=";".join(paths), **{**fig, "status": RowStatus.FAILED})
             raise
         reasons = []
         if row["status"] == RowStatus.VOID:
             reasons.append(_void_reason(row, policy, load_text(c, rate))
-                           + f" after {attempt - first_attempt + 1} attempts")
+                           + f" after {plural(attempt, 'attempt')}")
         if row.get("precision_status"):
             reasons.append(precision_text(row))
         if row["metrics_rejected"]:

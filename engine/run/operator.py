@@ -15,7 +15,7 @@ from typing import Any
 from engine.context import Controls, RunContext
 from engine.control import CommandRefused
 from engine.record.events import EventKind
-from engine.words import UP_WINDOWS, RowStatus, RunStatus, WindowStatus
+from engine.words import RERUNNABLE_ROWS, UP_WINDOWS, RowStatus, RunStatus, WindowStatus
 
 SESSION_COMMANDS = ("advance", "rewarm", "pause", "resume")  # act on one session's window
 
@@ -76,21 +76,38 @@ def _session_of(cmd: str, args: list[str], live: Mapping[str, Controls]) -> tupl
 
 
 def _queue_rerun(run: RunContext, args: list[str]) -> str:
+    """A void or failed row queued to be measured again, or every such row of a window; each is
+    journaled as the operator's rerun when its window boots again."""
     if len(args) != 1:
-        raise CommandRefused("usage: rerun ROW (e.g. s1-control/prose/c4)")
-    key = args[0]
-    row = run.state.rows.get(key)
-    if row is None:
-        void = [k for k, r in run.state.rows.items() if r.status == RowStatus.VOID]
-        raise CommandRefused(f"no row {key!r}; void rows: {', '.join(void) or 'none'}")
-    if row.status != RowStatus.VOID:
-        raise CommandRefused(f"row {key} is {row.status}, not void")
-    if key in run.controls.reruns:
-        raise CommandRefused(f"row {key} is already queued")
-    run.controls.reruns.append(key)
-    up = run.state.up_now == f"{row.session}-{row.window}"
-    return f"queued {key}: " + ("runs after this window's shapes" if up else
+        raise CommandRefused("usage: rerun ROW|WINDOW (e.g. s1-control/prose/c4, or s1-ngram for "
+                             "its void and failed rows)")
+    key, st = args[0], run.state
+    if key in st.windows and key not in st.rows:
+        keys = [r.key for r in st.rows.values() if f"{r.session}-{r.window}" == key
+                and r.status in RERUNNABLE_ROWS and r.key not in run.controls.reruns]
+        if not keys:
+            ws = st.windows[key]
+            raise CommandRefused(f"window {key} is {ws.status} and has no void or failed row to "
+                                 "rerun" + (" (none queued yet)" if ws.status == WindowStatus.FAILED
+                                            else ""))
+    else:
+        row = st.rows.get(key)
+        if row is None:
+            void = [k for k, r in st.rows.items() if r.status in RERUNNABLE_ROWS]
+            raise CommandRefused(f"no row or window {key!r}; void and failed rows: "
+                                 f"{', '.join(void) or 'none'}")
+        if row.status not in RERUNNABLE_ROWS:
+            raise CommandRefused(f"row {key} is {row.status}, not void or failed")
+        if key in run.controls.reruns:
+            raise CommandRefused(f"row {key} is already queued")
+        keys = [key]
+    run.controls.reruns.extend(keys)
+    first = st.rows[keys[0]]
+    up = st.up_now == f"{first.session}-{first.window}"
+    what = keys[0] if len(keys) == 1 else f"{len(keys)} rows of {key} ({', '.join(keys)})"
+    return f"queued {what}: " + ("runs after this window's shapes" if up else
                                  "its window will be booted again after the current one")
+
 
 def status_line(run: RunContext) -> str:
     st = run.state

@@ -369,7 +369,7 @@ class Runner:
             wkey = f"{row.session}-{row.window}"
             self.reboots[wkey] = reboot = self.reboots.get(wkey, 0) + 1
             self.emit(EventKind.WINDOW_REBOOT, session=row.session, window=row.window, row=key,
-                      reason="operator rerun of a void row", reboot=reboot)
+                      reason=f"operator rerun of a {row.status} row", reboot=reboot)
             self.run_window(row.session, row.window, tag=f"-rerun{reboot}",
                             phases=[Measurement().reruns], lane=lane)
             ctl.reruns[:] = [k for k in ctl.reruns if k != key]

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from engine.commands.status import format_summary, summary
+from engine.control import CommandRefused
 from engine.method.stats import LeakPolicy
 from engine.quality import Quality
 from engine.record.journal import Event, read_events
@@ -113,7 +114,7 @@ def test_an_operator_rerun_of_a_void_row_boots_its_window_again(tmp: Path,
     run = r.run_dir
     first = events(run, "row_done", window="control")[0]
     assert (first["status"], first["attempts"]) == ("void", 1)
-    assert first["reason"].endswith("after 1 attempts")
+    assert first["reason"].endswith("after 1 attempt")
     assert replies == ["queued s1-control/prose/c2: its window will be booted again after the "
                        "current one"]
     reboot = events(run, "window_reboot")
@@ -286,9 +287,9 @@ def test_an_abort_while_paused_leaves_no_pause_on_record(tmp: Path, fake: FakeRu
     assert "ABORTED" in head and "PAUS" not in head
 
 
-def test_a_server_dying_mid_stream_fails_its_window_and_the_next_runs(tmp: Path,
-                                                                    fake: FakeRuntime) -> None:
-    hooks = Hooks()
+def dying(hooks: Hooks, fake: FakeRuntime) -> dict[str, Any]:
+    """A session of two windows, each of two shapes, whose first (victim) has its server die in
+    the pass after its first rep (the fake's fault, on cue); the next window (after) runs."""
 
     def die(_: Event) -> None:
         fake.current.behaviour.die_mid_stream = True
@@ -296,10 +297,15 @@ def test_a_server_dying_mid_stream_fails_its_window_and_the_next_runs(tmp: Path,
     hooks.on(die, kind="rep_done", window="victim", rep=1)
     windows = {"victim": {"axis": "context 4096", "args": {"-c": 4096}},
                "after": {"axis": "context 1024", "args": {"-c": 1024}}}
-    spec = campaign("dies", windows, {"s1": ["victim", "after"]}, concurrency=[1],
+    return campaign("dies", windows, {"s1": ["victim", "after"]}, concurrency=[1],
                     classes={"prose": {"prompts": ["Write one sentence about the sea."]},
                              "code": {"prompts": ["Write a Python function that adds two numbers."]}})
-    r = runner(tmp, spec, fake, hooks)
+
+
+def test_a_server_dying_mid_stream_fails_its_window_and_the_next_runs(tmp: Path,
+                                                                    fake: FakeRuntime) -> None:
+    hooks = Hooks()
+    r = runner(tmp, dying(hooks, fake), fake, hooks)
     assert r.run() == "finished"
     hooks.check()
     run = r.run_dir
@@ -309,13 +315,56 @@ def test_a_server_dying_mid_stream_fails_its_window_and_the_next_runs(tmp: Path,
     assert [e["exit_code"] for e in events(run, "server_stopped", window="victim")] == [137]
     got = rows(run)
     assert (got["s1-victim/prose/c1"]["status"], got["s1-victim/prose/c1"]["reason"]) == (
-        "failed", f"the server failed after 1 reps: {reason}")
+        "failed", f"the server failed after 1 rep: {reason}")
     assert got["s1-victim/prose/c1"]["source"] == "windows/s1-victim/reps/prose-c1-1-1.jsonl"
     assert (got["s1-victim/code/c1"]["status"], got["s1-victim/code/c1"]["reason"]) == (
         "failed", "not measured: the server failed earlier in the window")
     failure = (run / "windows" / "s1-victim" / "failure.txt").read_text()
     assert failure.startswith(f"reason: {reason}\n") and "all slots are idle" in failure
     assert all(got[f"s1-after/{c}/c1"]["status"] == "ok" for c in ("prose", "code"))
+
+
+def test_an_operator_rerun_of_a_failed_window_boots_it_again_and_measures_its_failed_rows(
+        tmp: Path, fake: FakeRuntime) -> None:
+    """The first row an operator wants to rerun is one whose server was killed from outside: the
+    window's failed rows (the one cut short, the one never measured) are queued by the window's
+    key, measured on a fresh boot after the current window, and journaled as failed rows' reruns."""
+    hooks = Hooks()
+    replies: list[str] = []
+    refused: list[str] = []
+
+    def rerun(_: Event) -> None:
+        replies.append(r.command("rerun", ["s1-victim"], WHO))
+        try:
+            r.command("rerun", ["s1-victim/prose/c1"], WHO)  # queued already, with its window
+        except CommandRefused as e:
+            refused.append(str(e))
+        try:
+            r.command("rerun", ["s1-control/prose/c1"], WHO)  # an ok row has its figure
+        except CommandRefused as e:
+            refused.append(str(e))
+
+    hooks.on(rerun, kind="window_started", window="after")
+    r = runner(tmp, dying(hooks, fake), fake, hooks)
+    assert r.run() == "finished"
+    hooks.check()
+    run = r.run_dir
+    assert replies == ["queued 2 rows of s1-victim (s1-victim/prose/c1, s1-victim/code/c1): its "
+                       "window will be booted again after the current one"]
+    assert refused == ["row s1-victim/prose/c1 is already queued",
+                       "row s1-control/prose/c1 is ok, not void or failed"]
+    assert [(e["row"], e["reason"], e["reboot"]) for e in events(run, "window_reboot")] == [
+        ("s1-victim/prose/c1", "operator rerun of a failed row", 1)]
+    assert [s.plan.labels["ruler.window"] for s in fake.servers] == [
+        "s1-control", "s1-victim", "s1-after", "s1-victim"]
+    assert [(e["class"], e["attempt"], e["rerun"]) for e in events(run, "shape_started", window="victim")
+            ] == [("prose", 1, False), ("prose", 2, True), ("code", 1, True)]
+    got = rows(run)
+    assert (got["s1-victim/prose/c1"]["status"], got["s1-victim/prose/c1"]["attempts"]) == ("ok", "2")
+    assert (got["s1-victim/code/c1"]["status"], got["s1-victim/code/c1"]["attempts"]) == ("ok", "1")
+    state = fold(read_events(run / "journal.jsonl"))
+    assert state.windows["s1-victim"].status == "done"  # the rerun's boot ended well
+    assert (run / "windows" / "s1-victim" / "failure.txt").is_file()  # the first boot's receipt stays
 
 
 def test_a_boot_that_never_gets_ready_or_exits_is_rejected(tmp: Path) -> None:

@@ -1,4 +1,5 @@
-"""A server that dies mid-window fails that window, keeps its log tail, and the campaign goes on.
+"""A server that dies mid-window fails that window, keeps its log tail, and the campaign goes on;
+the operator's rerun of the window measures its failed rows on a fresh boot.
 
 Real parts: llama-server processes on the testbed; the fault is a real SIGKILL of the window's
 server after its first rep, timed from the engine's own journal.
@@ -61,15 +62,23 @@ timeouts: {boot: 120, request: 30}
 """
 
 
-def kill_after_first_rep(results: Path, killed: list[int], stop: threading.Event) -> None:
-    """SIGKILL the victim's server as soon as the journal shows its first rep done."""
+def kill_after_first_rep(results: Path, killed: list[int], replies: list[str],
+                         stop: threading.Event) -> None:
+    """SIGKILL the victim's server as soon as the journal shows its first rep done; once the
+    campaign has gone on to the next window, ask for the victim's failed rows again (`ruler ctl
+    RUN rerun s1-victim`), as an operator would."""
     while not stop.is_set():
         for journal in results.glob("*/journal.jsonl"):
             events = read_events(journal)
             pids = [e["pid"] for e in events if e["kind"] == "server_started" and e["window"] == "victim"]
-            if pids and any(e["kind"] == "rep_done" and e.get("window") == "victim" for e in events):
+            if not killed and pids and any(e["kind"] == "rep_done" and e.get("window") == "victim"
+                                           for e in events):
                 os.kill(pids[0], signal.SIGKILL)
                 killed.append(pids[0])
+            if killed and any(e["kind"] == "window_started" and e["window"] == "after" for e in events):
+                ctl = subprocess.run([sys.executable, "-m", "engine", "ctl", str(journal.parent), "rerun",
+                                      "s1-victim"], capture_output=True, text=True, timeout=60)
+                replies.append(ctl.stdout.strip() or ctl.stderr.strip())
                 return
         time.sleep(0.05)
 
@@ -80,8 +89,10 @@ def test_server_death_mid_window_fails_it_and_the_campaign_goes_on(testbed: tb_m
     spec.write_text(CAMPAIGN)
     results = tmp_path / "results"
     killed: list[int] = []
+    replies: list[str] = []
     stop = threading.Event()
-    killer = threading.Thread(target=kill_after_first_rep, args=(results, killed, stop), daemon=True)
+    killer = threading.Thread(target=kill_after_first_rep, args=(results, killed, replies, stop),
+                              daemon=True)
     killer.start()
     try:
         proc = subprocess.run([sys.executable, "-m", "engine", "run", str(spec), "--headless",
@@ -95,21 +106,37 @@ def test_server_death_mid_window_fails_it_and_the_campaign_goes_on(testbed: tb_m
     run = next(results.iterdir())
     state = fold(read_events(run / "journal.jsonl"))
     assert state.status == "finished"
-    assert state.windows["s1-victim"].status == "failed"
-    assert state.windows["s1-after"].status == "done"  # the campaign went on
+    finished = [e for e in read_events(run / "journal.jsonl") if e["kind"] == "window_finished"]
+    assert [(e["window"], e["status"]) for e in finished] == [
+        ("control", "done"), ("victim", "failed"), ("after", "done"), ("victim", "done")]
 
     failure = (run / "windows" / "s1-victim" / "failure.txt").read_text()
     assert "server died" in failure and "last lines of the log:" in failure
     assert "exit code -9" in failure and "slot" in failure.split("last lines of the log:")[1]  # its own log
 
-    rows = {(r["window"], r["class"]): r for r in csv.DictReader((run / "throughput.csv").open())}
-    assert rows[("victim", "prose")]["status"] == "failed"
+    # The rows as the failure left them: the journal's first row of each victim shape.
+    first = {e["class"]: e for e in reversed(read_events(run / "journal.jsonl"))
+             if e["kind"] == "row_done" and e["window"] == "victim"}
+    assert first["prose"]["status"] == "failed"
     # The kill lands in rep 2, or in rep 3 when the machine is so busy that the killer, polling
     # the journal, wakes after rep 2 ended: either way the finished reps are kept, none after.
-    done = re.search(r"the server failed after (\d+) reps", rows[("victim", "prose")]["reason"])
-    assert done and int(done[1]) in (1, 2), rows[("victim", "prose")]["reason"]
-    assert rows[("victim", "prose")]["source"].count(";") == int(done[1]) - 1
-    assert rows[("victim", "code")]["status"] == "failed"  # never measured, still a row
-    assert rows[("victim", "code")]["reason"].startswith("not measured")
+    done = re.search(r"the server failed after (\d+) reps?", first["prose"]["reason"])
+    assert done and int(done[1]) in (1, 2), first["prose"]["reason"]
+    assert first["prose"]["source"].count(";") == int(done[1]) - 1
+    assert first["code"]["status"] == "failed"  # never measured, still a row
+    assert first["code"]["reason"].startswith("not measured")
+
+    # The operator's rerun of the window (its failed rows) booted it again after the next window.
+    assert replies == ["queued 2 rows of s1-victim (s1-victim/prose/c1, s1-victim/code/c1): its "
+                       "window will be booted again after the current one"]
+    reboots = [e for e in read_events(run / "journal.jsonl") if e["kind"] == "window_reboot"]
+    assert [(e["window"], e["reason"]) for e in reboots] == [("victim", "operator rerun of a failed row")]
+    assert (run / "windows" / "s1-victim" / "boot-rerun1.log").is_file()
+    assert state.windows["s1-victim"].status == "done"
+
+    rows = {(r["window"], r["class"]): r for r in csv.DictReader((run / "throughput.csv").open())}
+    assert rows[("victim", "prose")]["status"] in ("ok", "noisy")
+    assert int(rows[("victim", "prose")]["attempts"]) == 2
+    assert rows[("victim", "code")]["status"] in ("ok", "noisy")
     assert rows[("after", "prose")]["status"] in ("ok", "noisy")
     assert rows[("control", "prose")]["status"] in ("ok", "noisy")

@@ -25,7 +25,8 @@ def header_lines(state: RunState, plan: LoadPlan, shown: str | None, link: tuple
     first counts the sessions and a line per place follows (:func:`place_lines`)."""
     places = on_places(state)
     cur = None if places else state.windows.get(state.current or "")
-    where = cur or state.windows.get(shown or "")
+    # Once the run is over the header is its final word, not the window under the cursor.
+    where = cur or (state.windows.get(shown or "") if state.status == RunStatus.RUNNING else None)
     line1: list[Seg] = [(state.campaign or "(waiting for the journal)", "bold")]
     if places:
         line1 += [("·", "muted"), (sessions_text(state), "")]

@@ -4,10 +4,11 @@ follower reads for it (raw or the serving view)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.record.state import RunState
 from tui.core.follow import LogView
+from tui.core.sorting import Sort
 from tui.core.windows import focus_window, live_row
 
 
@@ -20,6 +21,8 @@ class Selection:
     pinned: bool = False  # the operator picked `shown`: stop following the engine
     row_pinned: bool = False  # same for the row under the reps cursor
     reps_for: str | None = None  # the window whose rows the reps table holds
+    filter: str = ""  # the windows list keeps the windows whose text holds these words
+    sorts: dict[str, Sort] = field(default_factory=dict)  # table ("windows", "reps") -> its order
 
     def follow(self, state: RunState) -> None:
         """The window to show now: the picked one while it exists, else the one worth following."""

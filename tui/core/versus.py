@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from engine.method.delta import Interval, observable, pair_delta, stage_of
 from engine.record.state import RowState, RunState, WindowState
@@ -67,17 +68,45 @@ def row_reps(r: RowState | None) -> tuple[list[float], bool] | None:
     return None
 
 
+@dataclass(frozen=True)
+class RowDelta:
+    """A row against its reference's row of the same shape: both sides' reps, the first stage whose
+    variance the interval takes (reps to a precision), the interval, and whether a side is still
+    measuring."""
+
+    row: RowState
+    ref: RowState
+    here: list[float]
+    there: list[float]
+    stage: int | None
+    interval: Interval
+    provisional: bool
+
+
+def pair(r: RowState, theirs: RowState | None) -> RowDelta | None:
+    """The delta of ``r`` against ``theirs``: the same computation as throughput.csv's delta
+    columns (engine.method.delta)."""
+    here, there = row_reps(r), row_reps(theirs)
+    if theirs is None or not here or not there:
+        return None
+    stage = stage_of(r.row, theirs.row)  # reps to a precision: Stein's
+    iv = pair_delta(tuple(here[0]), tuple(there[0]), stage)
+    return None if iv is None else RowDelta(r, theirs, here[0], there[0], stage, iv, here[1] or there[1])
+
+
+def row_delta(state: RunState, r: RowState) -> RowDelta | None:
+    """One row's delta against its reference's row of the same shape, or None."""
+    ref = reference(state, f"{r.session}-{r.window}")
+    if ref is None:
+        return None
+    return pair(r, state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency, r.rate)))
+
+
 def shape_deltas(state: RunState, wkey: str) -> list[tuple[str, Interval, bool]]:
     """(shape, delta with its interval, provisional) against the reference, per shape measured
-    in both: the same computation as throughput.csv's delta columns (engine.method.delta)."""
-    out = []
-    for r, theirs in against(state, wkey):
-        here, there = row_reps(r), row_reps(theirs)
-        stage = stage_of(r.row, theirs.row) if theirs else None  # reps to a precision: Stein's
-        iv = pair_delta(tuple(here[0]), tuple(there[0]), stage) if here and there else None
-        if here and there and iv is not None:
-            out.append((f"{r.cls} {r.load}", iv, here[1] or there[1]))
-    return out
+    in both."""
+    return [(f"{d.row.cls} {d.row.load}", d.interval, d.provisional)
+            for r, theirs in against(state, wkey) if (d := pair(r, theirs)) is not None]
 
 
 def headline(state: RunState, wkey: str) -> tuple[Interval, bool] | None:

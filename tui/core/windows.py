@@ -156,3 +156,4 @@ def campaign_summary(state: RunState) -> str:
 # long: it may be cut, like a name. The notes and the axis take what the screen's width leaves.
 WINDOW_COLS = [Col("window", 0, cut=10), Col("status", 0, cut=10), Col("Δ ctl", 0),
                Col("95% CI", 0), Col("notes", 1, cut=8), Col("axis", 2, cut=8)]
+WINDOW_COLUMNS = [c.name for c in WINDOW_COLS]

@@ -26,25 +26,36 @@ class ConfirmAbort(ModalScreen[bool]):
         self.dismiss(yes)
 
 
-HELP_INTRO = "[b]ruler console[/b]: every key sends one command to the engine and shows its reply."
+HELP_INTRO = ("[b]ruler console[/b]: every key sends one command to the engine and shows its reply; "
+              "[b]q[/b] quits the console and [b]the engine keeps running[/b].")
 
 # (key, what it does): a description wraps under its own column, never under the keys.
 HELP_KEYS = [
+    ("↑ ↓", "pick a window (or a row); a click picks too"),
+    ("enter", "everything about the window or row under the cursor: the whole reason, every rep, the "
+              "interval and how it was formed, the boot facts, the server command ([b]c[/b] copies "
+              "it), the receipts; [b]l[/b] its boot log in $PAGER; [b]esc[/b] back"),
+    ("tab", "windows list -> reps table -> log (the heavy line marks it)"),
+    ("/", "filter the windows: words of a name, status, axis or note ([b]!word[/b]: without it); on "
+          "the log, find a line ([b]enter[/b] next older match); [b]esc[/b] clears"),
+    (":", "command line: [b]rerun ROW[/b], [b]report[/b], [b]open ROW[/b], [b]filter WORDS[/b], "
+          "[b]sort COLUMN[/b], [b]advance s2[/b]...; tab completes"),
+    ("S D T P", "sort by status, delta (windows), tok/s, spread (reps); again: the other way; "
+                "[b]N[/b] campaign order; a click on a column's header sorts by it"),
     ("a", "abort the campaign (asks first)"),
     ("n", "advance: end the current window, go on with the next"),
     ("w", "rewarm: a warm pass before the next rep"),
-    ("r", "rerun the void row under the cursor (reps table)"),
+    ("r", "rerun the void or failed row under the cursor (reps table), or every such row of the "
+          "window (windows list): its window boots again"),
     ("p", "pause / resume between reps"),
-    ("/", "search the log ([b]enter[/b] next older match, [b]esc[/b] close)"),
     ("f", "follow the log on / off"),
     ("v", "the raw log, every line / the serving view: once the server is ready, errors, warnings "
           "and the lines ruler reads; the rest folded"),
     ("esc", "back to the live window and shape"),
-    ("↑ ↓", "pick a window (or a row); [b]enter[/b] on a window opens its reps"),
-    ("tab", "windows list -> reps table -> log (the heavy line marks it)"),
     ("ctrl+p", "command palette (every key is there too)"),
     ("q", "quit the console: [b]the engine keeps running[/b];"),
     ("", "reattach with [b]ruler attach RUN_DIR[/b]"),
+    ("", "once the run is over its keys are greyed and a banner says what to type next"),
     ("t", "the sweep view: each swept value against the control, and the answer"),
 ]
 
@@ -66,7 +77,7 @@ HELP_MARKS = [
 def help_grid(rows: list[tuple[str, str]]) -> Table:
     """Keys (or marks) in bold beside what they do, each description wrapped in its own column."""
     grid = Table.grid(padding=(0, 2))
-    grid.add_column(no_wrap=True, style="bold", min_width=6)  # the keys' and the marks' alike
+    grid.add_column(no_wrap=True, style="bold", min_width=7)  # the keys' and the marks' alike
     grid.add_column(ratio=1)
     for key, what in rows:
         grid.add_row(key, Text.from_markup(what))

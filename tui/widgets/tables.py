@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.message import Message
 from textual.widgets.data_table import ColumnKey
 
@@ -189,6 +190,14 @@ class FollowTable(OwnColumnWidths):
         key = self.cursor_key()
         if key is not None:
             self.post_message(self.Picked(self, key))
+
+    def on_click(self, event: events.Click) -> None:
+        """A click on a row picks it as the keys do (DataTable moves the cursor after this, and
+        a click on the row under the cursor selects it: its detail)."""
+        row = event.style.meta.get("row")
+        keys = self.keys
+        if isinstance(row, int) and 0 <= row < len(keys):
+            self.post_message(self.Picked(self, keys[row]))
 
     # The operator's own moves: DataTable's cursor actions, then say so.
     def action_cursor_up(self) -> None:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -25,14 +23,14 @@ import pytest
 from textual.command import CommandList
 from textual.pilot import Pilot
 
-from engine.control import CommandRefused, ControlServer
+from engine.commands.invocation import ruler_command
 from engine.record import snapshot
 from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, fold, fold_read
 from engine.record.writer import JournalWriter
 from engine.servers import get_adapter
 from tests.console import live_marked, screen_text, settled, table_text, until
-from tests.paths import FIXTURES
+from tests.unit.tui.recorded import JOURNALS, REPLIES, StandIn, append, last_ts, recorded, stable
 from tui.app import RulerConsole, farewell
 from tui.core.follow import Link
 from tui.core.logview import ServingView
@@ -41,51 +39,6 @@ from tui.core.windows import WINDOW_COLS
 from tui.widgets.log import BootLog
 from tui.widgets.tables import FollowTable
 
-JOURNALS = FIXTURES / "journals"
-REPLIES = {"abort": "aborting: the current server is stopped (a container is kept); rows in "
-                    "flight become aborted",
-           "advance": "ending window s2/control; the campaign goes on with the next",
-           "rewarm": "a warm pass runs before the next rep",
-           "pause": "pausing before the next rep", "resume": "resuming"}
-
-
-def recorded(name: str, tmp_path: Path) -> Path:
-    run = tmp_path / "run"  # short: a Unix socket path has ~100 bytes
-    shutil.copytree(JOURNALS / name, run)
-    return run
-
-
-def last_ts(run: Path) -> float:
-    return float(read_events(run / "journal.jsonl")[-1]["ts"])
-
-
-class StandIn:
-    """A real control socket on a recorded run, answering as engine.run.runner's command() does."""
-
-    def __init__(self, run: Path) -> None:
-        self.run = run
-        self.got: list[tuple[str, list[str]]] = []
-        self.journal = JournalWriter(run / "journal.jsonl")
-        self.server = ControlServer(run, self.handle)
-
-    def handle(self, cmd: str, args: list[str], who: dict[str, Any]) -> str:
-        if cmd == "status":
-            return "stand-in engine: running"  # read-only: not journaled, as in the engine
-        self.got.append((cmd, args))
-        if cmd == "rerun":
-            row = fold(read_events(self.run / "journal.jsonl")).rows.get(args[0])
-            if row is None or row.status != "void":
-                raise CommandRefused(f"row {args[0]} is {row.status if row else 'unknown'}, not void")
-            reply = f"queued {args[0]}: runs after this window's shapes"
-        else:
-            reply = REPLIES[cmd]
-        self.journal.append("command", cmd=cmd, args=args, who=who, reply=reply)
-        return reply
-
-    def close(self) -> None:
-        self.server.close()
-        self.journal.close()
-
 
 @pytest.fixture
 def measuring(tmp_path: Path):
@@ -93,14 +46,6 @@ def measuring(tmp_path: Path):
     engine = StandIn(run)
     yield run, engine
     engine.close()
-
-
-def append(run: Path, events: list[dict[str, Any]]) -> None:
-    seq = read_events(run / "journal.jsonl")[-1]["seq"]
-    with open(run / "journal.jsonl", "a") as f:
-        for e in events:
-            seq += 1
-            f.write(json.dumps({"seq": seq, "ts": time.time(), **e}) + "\n")
 
 
 # ------------------------------------------------------------------ keys over a real socket
@@ -132,16 +77,21 @@ async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None
         await until(pilot, lambda: "PAUSED" not in screen_text(app)
                     and "pausing" not in screen_text(app).splitlines()[0])
 
-        # r on a row that is not void is refused here, without bothering the engine.
+        # r on a row that is neither void nor failed is refused here, without bothering the engine.
         sent = len(engine.got)
-        await pilot.press("r")
-        await until(pilot, lambda: "not void: nothing to rerun" in screen_text(app))
+        await pilot.press("tab")  # the windows list has the keys first
+        await pilot.press("r")  # the reps cursor follows the live row, code c1
+        await until(pilot, lambda: "only void or failed rows rerun" in screen_text(app))
         assert len(engine.got) == sent
-        # The reps cursor follows the live row (code c1); one up is prose c2, a void row.
-        await pilot.press("tab", "up")  # the windows list has the keys first
+        await pilot.press("up")  # one up is prose c2, a void row
         await pilot.press("r")
         await until(pilot, lambda: engine.got[-1] == ("rerun", ["s2-control/prose/c2"]))
         await until(pilot, lambda: "queued s2-control/prose/c2" in screen_text(app))
+        # On the windows list, r reruns the window's void and failed rows.
+        await pilot.press("shift+tab")
+        await until(pilot, lambda: app.focused is app.ui.windows)
+        await pilot.press("r")
+        await until(pilot, lambda: engine.got[-1] == ("rerun", ["s2-control"]))
 
         # a asks first: n keeps going and sends nothing, y aborts.
         await pilot.press("a")
@@ -156,7 +106,8 @@ async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None
         await until(pilot, lambda: "aborting: the current server is stopped" in screen_text(app))
 
     commands = [e for e in read_events(run / "journal.jsonl") if e["kind"] == "command"]
-    assert [c["cmd"] for c in commands] == ["advance", "rewarm", "pause", "resume", "rerun", "abort"]
+    assert [c["cmd"] for c in commands] == ["advance", "rewarm", "pause", "resume", "rerun", "rerun",
+                                            "abort"]
 
 
 async def test_a_refusal_is_shown_as_the_engine_worded_it(measuring) -> None:
@@ -175,7 +126,7 @@ async def test_every_key_is_in_the_command_palette(measuring) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for key in "anwrp/f?q":
+        for key in "anwrp/:f?q":
             assert any(f"({key})" in t for t in titles), key
         await pilot.press("ctrl+p")
         await pilot.press(*"rewarm")
@@ -196,7 +147,7 @@ async def test_footer_shows_the_keys_and_help_says_the_engine_keeps_running(meas
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
         footer = screen_text(app).splitlines()[-1]
-        for word in ("abort", "advance", "rewarm", "rerun", "pause", "find", "follow", "help", "quit"):
+        for word in ("abort", "advance", "rewarm", "rerun", "pause", "filter", "cmd", "help", "quit"):
             assert word in footer
         await pilot.press("question_mark")
         await until(pilot, lambda: "the engine keeps running" in screen_text(app))
@@ -213,7 +164,7 @@ async def test_picking_a_window_shows_it_and_esc_goes_back_to_the_live_one(measu
         assert app.focused is app.ui.windows  # the keys go to the windows list from the start
         await pilot.press("up")  # one up: s1 ctx
         await until(pilot, lambda: app.sel.shown == "s1-ctx" and app.sel.pinned)
-        await pilot.press("enter")  # opens its reps: the arrows now go to its rows
+        await pilot.press("tab")  # on to its reps: the arrows now go to its rows
         await until(pilot, lambda: app.focused is app.ui.reps)
         await until(pilot, lambda: "reps · s1-ctx (picked; esc: live)" in screen_text(app))
         assert [r[0].strip() for r in table_text(app, "#reps")] == [
@@ -364,6 +315,8 @@ async def test_the_boot_log_follows_searches_and_stops_following(measuring) -> N
             f.write("".join(f"9.99.000.{i:03d} I srv  test line {i}\n" for i in range(50)))
         await until(pilot, lambda: log.line_count == n + 50)
         await until(pilot, lambda: "test line 49" in screen_text(app))  # following: the tail shows
+        await pilot.press("tab", "tab")  # the log has the keys: / finds a line of it
+        await until(pilot, lambda: app.focused is log)
         await pilot.press("slash")
         await pilot.press(*"n_ctx_seq", "enter")
         await until(pilot, lambda: log.match is not None)
@@ -438,8 +391,14 @@ async def test_the_console_collects_its_garbage_as_it_goes(measuring) -> None:
     assert piled < 400, piled  # about three seconds of it here; 1,061 when never collected
 
 
+def unused_pid() -> int:
+    """A pid no process can have: one past the kernel's largest."""
+    return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+
+
 async def test_a_lost_engine_shows_disconnected_and_comes_back(tmp_path: Path) -> None:
     run = recorded("measuring", tmp_path)
+    (run / "engine.pid").write_text(f"{os.getpid()}\n")  # alive: an engine whose socket is silent
     app = RulerConsole(run, probe_interval=0.2)
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
@@ -450,8 +409,19 @@ async def test_a_lost_engine_shows_disconnected_and_comes_back(tmp_path: Path) -
         finally:
             engine.close()
         await until(pilot, lambda: "DISCONNECTED" in screen_text(app))
-        await pilot.press("n")  # a key with no engine: told so, nothing hangs
+        await pilot.press("n")  # a key with no answer: told so, nothing hangs
         await until(pilot, lambda: "no engine answers" in screen_text(app))
+        # Its process gone too: the run will not go on by itself. The banner says how to resume it
+        # and the engine's keys are greyed (nothing is sent, nothing is said).
+        (run / "engine.pid").write_text(f"{unused_pid()}\n")
+        await until(pilot, lambda: "the engine is gone and the campaign is not finished"
+                    in screen_text(app))
+        assert f"run --resume {run}" in app.ui.banner.text.plain
+        assert app.check_action("advance", ()) is None and app.check_action("help", ()) is True
+        said = app._status
+        await pilot.press("n")
+        await settled(pilot)
+        assert app._status == said
 
 
 async def test_detach_and_reattach_rebuild_the_same_picture(measuring) -> None:
@@ -603,11 +573,12 @@ def test_quitting_says_whether_the_engine_goes_on(tmp_path: Path) -> None:
     run = recorded("measuring", tmp_path)
     st = fold(read_events(run / "journal.jsonl"))
     (run / "engine.pid").write_text(f"{os.getpid()}\n")  # a live pid stands for the engine
+    ruler = ruler_command()  # "ruler" on the PATH, else this environment's script: typed as printed
     assert farewell(run, st) == (f"engine still running (pid {os.getpid()}); "
-                                 f"reattach with: ruler attach {run}")
+                                 f"reattach with: {ruler} attach {run}")
     (run / "engine.pid").unlink()
     st.pid = None
-    assert "resume it with: ruler run --resume" in farewell(run, st)
+    assert f"resume it with: {ruler} run --resume" in farewell(run, st)
     done = fold(read_events(JOURNALS / "finished" / "journal.jsonl"))
     assert farewell(run, done) == "campaign finished"
 
@@ -675,8 +646,9 @@ SIZES = [(80, 24), (120, 40), (200, 50)]
 
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 @pytest.mark.parametrize("name", SNAPSHOTS)
-def test_snapshot(name: str, size: tuple[int, int], tmp_path: Path, snap_compare) -> None:
-    run = recorded(name, tmp_path)
+def test_snapshot(name: str, size: tuple[int, int], tmp_path: Path, snap_compare,
+                  monkeypatch: pytest.MonkeyPatch) -> None:
+    run = stable(name, tmp_path, monkeypatch)
     # Frozen: the clock 5 s after the last event, and the engine link (no engine in a recording).
     link, now = Link(name != "finished", "recorded"), last_ts(run) + 5
     app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
@@ -709,8 +681,8 @@ async def test_the_help_scrolls_to_its_last_mark_at_80x24(tmp_path: Path) -> Non
             inner = [line[1:-1] for line in screen_text(app).splitlines()[1:-1]]  # in the border
             return {len(line) - len(line.lstrip()) for line in inner if line.strip()}
 
-        quit_line = next(line for line in screen_text(app).splitlines() if "quit the console" in line)
-        column = quit_line.index("quit the console") - 1
+        pick = next(line for line in screen_text(app).splitlines() if "pick a window" in line)
+        column = pick.index("pick a window") - 1
         last = "the place n, w, p act on"
         assert last not in screen_text(app) and starts() == {2, column}
         await pilot.press("end")  # the dialog has the focus: the keys scroll it

@@ -1,0 +1,19 @@
+"""How to name ruler in a command printed for the operator to type: ``ruler`` when that is this
+ruler on the PATH, else the path of this environment's script (``make demo`` leaves ruler in
+``.venv/bin``, not on the PATH): a printed command works as printed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+
+def ruler_command() -> str:
+    mine = Path(sys.executable).parent / "ruler"
+    found = shutil.which("ruler")
+    if not mine.exists() or (found and Path(found).resolve() == mine.resolve()):
+        return "ruler"
+    rel = os.path.relpath(mine)
+    return rel if not rel.startswith("..") else str(mine)
