@@ -55,6 +55,7 @@ from tui.core.reps import MEDIAN, REP_COLS, REP_COLUMNS, SPREAD, rep_series, row
 from tui.core.selection import LogWatch, Selection
 from tui.core.sessions import keyed_session, running_sessions, session_args, session_paused
 from tui.core.sorting import Sort, filter_rows, sort_rows
+from tui.core.sweep import picked_sweep, sweep_lines
 from tui.core.versus import bars_lines, delta_cells
 from tui.core.windows import (
     WINDOW_COLS,
@@ -68,6 +69,7 @@ from tui.widgets.detail import DetailScreen
 from tui.widgets.dialogs import ConfirmAbort, HelpScreen
 from tui.widgets.log import BootLog
 from tui.widgets.panels import Panel, RepBars
+from tui.widgets.sweep import SweepScreen
 from tui.widgets.tables import FollowTable
 from tui.widgets.text import lines_text, tag_styles, to_text
 
@@ -165,6 +167,7 @@ class RulerConsole(App[None]):
         Binding("colon", "command_line", "cmd"),
         Binding("f", "follow", "follow", show=False),  # the log's keys: in the help and the palette
         Binding("v", "raw_log", "raw", show=False),
+        Binding("t", "sweep", "sweep", show=False),
         Binding("question_mark", "help", "help"),
         Binding("q", "quit_console", "quit"),
         Binding("escape", "live", "live", show=False),
@@ -630,6 +633,10 @@ class RulerConsole(App[None]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    def action_sweep(self) -> None:
+        sweep = picked_sweep(self.state, self.sel.shown)
+        self.push_screen(SweepScreen(lambda: sweep_lines(self.state, self.leak.spread, sweep), self.tags))
+
     def action_quit_console(self) -> None:
         self.exit()
 
@@ -680,6 +687,8 @@ class RulerConsole(App[None]):
                             self.action_follow)
         yield SystemCommand("Raw log / serving view (v)", "Every line of the server log, or only "
                             "what matters once it serves", self.action_raw_log)
+        yield SystemCommand("Sweep view (t)", "Each swept value against the control, per class and "
+                            "load, and the answer in words", self.action_sweep)
         yield SystemCommand("Help (?)", "Keys and marks", self.action_help)
         yield SystemCommand("Quit the console (q)", "The engine keeps running",
                             self.action_quit_console)

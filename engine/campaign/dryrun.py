@@ -225,6 +225,7 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
            f"{len(c.sessions)} sessions, control {c.control_position} in every session",
            "nothing is started: this is what `ruler run` would do"]
     out += [str(w) for w in campaign_warnings(c)] + [""]
+    out += sweep_lines(c)
     extra = adapter.load_fields()
     knobs = {**wl.knobs, **adapter.cache_fields(wl.cache)}
     body = request_body("<prompt of the class>", wl.max_tokens, dict(wl.sampling), knobs, extra)
@@ -256,6 +257,15 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
         out.append(f"open loop: {wl.arrivals()} seeded by {seed} (the same schedule every rep and "
                    "window), each request sent at its time whatever is in flight; goodput: "
                    + (f"requests a second within {slo}" if slo else "no SLO set"))
+    if wl.capacity is not None:
+        cap = wl.capacity
+        holds = " and ".join([f"{k.removesuffix('_ms').replace('_', ' ')} <= {v:g} ms"
+                              for k, v in cap.holds.items()]
+                             + ([f"goodput >= {cap.goodput:.0%} within the SLO"] if cap.goodput else []))
+        out.append(f"capacity: per window and class ({', '.join(wl.capacity_classes())}), the highest "
+                   f"{cap.over} in {cap.range[0]:g}..{cap.range[1]:g} at which {holds} in every rep, "
+                   f"by a bracketing search of at most {cap.max_probes} probes (each an ordinary "
+                   f"row), to a band within {cap.resolution:.0%}")
     multi = any(spec.conversations is not None for spec in wl.classes.values())
     how = (f"POST {adapter.flush_path}" if adapter.flush_path
            else f"no endpoint: {json.dumps(adapter.cache_fields('flush'))} on each request"
@@ -292,6 +302,17 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     return out
 
 
+def sweep_lines(c: Campaign) -> list[str]:
+    """Each sweep: the axis it varies, over which values, and the windows they became."""
+    out = []
+    for name, windows in c.sweeps().items():
+        axis = windows[0].axes()[0] if windows[0].axes() else "?"
+        values = ", ".join(json.dumps(w.change.value(axis)) for w in windows if w.axes() == [axis])
+        out.append(f"sweep {name}: {axis} over {values} (the control's: "
+                   f"{json.dumps(c.control_value(axis))}): windows {', '.join(w.name for w in windows)}")
+    return out + ([""] if out else [])
+
+
 def places_line(c: Campaign, runtime: str) -> str:
     """Where the sessions run: which place takes which session is decided as places free up, so
     the windows below are shown without their place."""
@@ -326,8 +347,11 @@ def window_lines(campaign: Campaign, adapter: ServerAdapter, start: WindowStart,
     kind = CONTROL if w is None else ("lossy: KL vs the oracle" if w.lossy else
                                       "lossless: greedy + teacher-forced |dlogp|")
     axis = CONTROL if w is None else w.axis or "(no axis label)"
-    out = ["", f"  [{index}] {window}: {axis}  ({kind}{', multi-axis' if w and w.multi_axis else ''})",
+    out = ["", f"  [{index}] {window}: {axis}  ({kind}{', multi-axis' if w and w.multi_axis else ''}"
+           f"{f', sweep {w.sweep}' if w and w.sweep else ''})",
            f"      change: {_change(campaign, window)}"]
+    if w is not None and w.change.knobs:
+        out.append(f"      request knobs: {json.dumps(campaign.knobs_for(window))}")
     config = campaign.config_for(window)
     try:
         plan = plan_launch(campaign, adapter, start)

@@ -13,11 +13,11 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from engine.campaign import defaults
+from engine.campaign import defaults, sweep
 from engine.campaign.prompts import NotUtf8, decode_text, read_prompts
 from engine.campaign.redact import argv_warnings
 from engine.campaign.sources import SOURCES
-from engine.campaign.spec import OLD_TPOT_KEY, Campaign, PromptClass, Window
+from engine.campaign.spec import MAX_CONCURRENCY, OLD_TPOT_KEY, Campaign, PromptClass, Window
 from engine.campaign.yamlmarks import (
     Issue,
     MarkedDoc,
@@ -68,16 +68,25 @@ def load_campaign(path: str | Path) -> Campaign:
     if doc.data is None:
         raise SpecError([Problem(file, 1, 1, "campaign file is empty")])
 
-    issues = duplicate_issues(doc)
+    # Issues of the file as written (duplicates, sweep entries) and of the data as expanded (the
+    # schema's, the checks'), each placed where it was written.
+    written = duplicate_issues(doc)
+    expansion = sweep.expand(doc.data)
+    written += expansion.issues
+    data, sourced = expansion.data, expansion.doc(doc)
     campaign: Campaign | None = None
     try:
-        campaign = Campaign.model_validate(doc.data)
+        campaign = Campaign.model_validate(data)
     except ValidationError as exc:
-        issues += [schema_issue(err, Campaign) for err in exc.errors()]
-    if isinstance(doc.data, dict):
-        issues += _semantic_issues(doc.data, doc, path.parent)
-    if issues or campaign is None:
-        raise SpecError(sorted({place(file, doc, issue) for issue in issues}))
+        written += [schema_issue({**err, "loc": expansion.source(tuple(err["loc"]))}, Campaign)
+                    for err in exc.errors()]
+    issues: list[Issue] = []
+    if isinstance(data, dict):
+        issues += [i for i in _semantic_issues(data, sourced, path.parent)
+                   if not any(i[2] == f"window {n!r} is in no session" for n in expansion.unplaced)]
+    if written or issues or campaign is None:
+        raise SpecError(sorted({place(file, doc, issue) for issue in written}
+                               | {place(file, sourced, issue) for issue in issues}))
     campaign._source_path = path.resolve()
     campaign._source_text = text
     return campaign
@@ -87,7 +96,7 @@ def campaign_warnings(campaign: Campaign) -> list[Problem]:
     """What `ruler validate`, the run and the dry run warn of in a campaign that loads: an old key
     name, a knob YAML reads as a string (`1e-3`), a secret on a server's command line. Each at
     file:line:col."""
-    doc = load_marked(campaign.source_text)
+    doc = sweep.expand(load_marked(campaign.source_text).data).doc(load_marked(campaign.source_text))
     if not isinstance(doc.data, dict):
         return []
     file = str(campaign.source_path)
@@ -173,7 +182,8 @@ def _string_knob_warnings(doc: MarkedDoc, file: str, text: str) -> list[Problem]
 
 
 def _semantic_issues(raw: Mapping[Any, Any], doc: MarkedDoc, base_dir: Path) -> list[Issue]:
-    return (_check_windows(raw, doc) + _check_axes(raw) + _check_sessions(raw) + _check_places(raw)
+    return (_check_windows(raw, doc) + _check_axes(raw) + _check_sweeps(raw) + _check_sessions(raw)
+            + _check_places(raw)
             + _check_classes(raw, base_dir) + _check_load(raw) + _check_runtime(raw)
             + _check_quality(raw, base_dir) + _check_knobs(raw))
 
@@ -207,7 +217,42 @@ def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:
                                                        f"first stage's variance), not {reps}"))
         if isinstance(cap, int) and 1 <= cap < reps:
             issues.append((("workload", "max_reps"), False, f"max_reps {cap} is below reps {reps}"))
-    return issues + _check_row_labels(workload, "concurrency") + _check_row_labels(workload, "rate")
+    return (issues + _check_row_labels(workload, "concurrency") + _check_row_labels(workload, "rate")
+            + _check_capacity(workload, classes))
+
+
+def _check_capacity(workload: Mapping[Any, Any], classes: Mapping[Any, Any]) -> list[Issue]:
+    """A capacity search asks something (percentiles or a goodput share, which needs the SLO it is
+    a share within), from a range low to high (whole numbers for a concurrency), for classes the
+    workload has."""
+    cap = workload.get("capacity")
+    if not isinstance(cap, dict):
+        return []
+    where: tuple[Any, ...] = ("workload", "capacity")
+    issues: list[Issue] = []
+    if not cap.get("holds") and cap.get("goodput") is None:
+        issues.append((where, True, "workload.capacity asks nothing: give holds (say {ttft_p99_ms: "
+                                    "500, tpot_p99_ms: 50}) or goodput (a share within workload.slo)"))
+    if cap.get("goodput") is not None and not workload.get("slo"):
+        issues.append(((*where, "goodput"), True, "workload.capacity.goodput is a share of requests "
+                                                  "within workload.slo: give the slo"))
+    span = cap.get("range")
+    if isinstance(span, list) and len(span) == 2 and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in span):
+        if span[0] >= span[1]:
+            issues.append(((*where, "range"), False, f"workload.capacity.range: the low end {span[0]} "
+                                                     f"must be below the high end {span[1]}"))
+        if cap.get("over") == "concurrency" and any(not float(v).is_integer() or v > MAX_CONCURRENCY
+                                                    for v in span):
+            issues.append(((*where, "range"), False, "workload.capacity.range: a concurrency range is "
+                                                     f"two whole numbers up to {MAX_CONCURRENCY}"))
+    elif span is not None:
+        issues.append(((*where, "range"), False, "workload.capacity.range: give [low, high]"))
+    for i, name in enumerate(cap.get("classes") or [] if isinstance(cap.get("classes"), list) else []):
+        if isinstance(name, str) and name not in classes:
+            issues.append(((*where, "classes", i), False, f"workload.capacity.classes: no class "
+                                                          f"{name!r}" + suggest(name, list(classes))))
+    return issues
 
 
 def _check_row_labels(workload: Mapping[Any, Any], key: str) -> list[Issue]:
@@ -287,6 +332,44 @@ def _check_axes(raw: Mapping[Any, Any]) -> list[Issue]:
         else:
             continue
         issues.append((("windows", i, "change"), True, message))
+    return issues
+
+
+def _check_sweeps(raw: Mapping[Any, Any]) -> list[Issue]:
+    """The windows of one sweep change the same one axis, each to a value of its own; a sweep's
+    name names no window (a session listing it would mean either)."""
+    names = {name for _, name in _window_names(raw)}
+    first: dict[str, tuple[int, str, Any]] = {}  # sweep -> (window index, its axis, its value)
+    values: dict[str, dict[str, int]] = {}
+    issues: list[Issue] = []
+    for i, item in enumerate(raw["windows"] if isinstance(raw.get("windows"), list) else []):
+        try:
+            window = Window.model_validate(item)
+        except ValidationError:
+            continue  # the schema reports it
+        if window.sweep is None or len(window.axes()) != 1:
+            continue  # no sweep; or _check_axes says what is wrong with its change
+        where = ("windows", i, "sweep")
+        axis = window.axes()[0]
+        value = window.change.value(axis)
+        if window.sweep in names:
+            issues.append((where, False, f"sweep {window.sweep!r} has the name of a window; a session "
+                                         "listing it would mean either"))
+        if window.sweep not in first:
+            first[window.sweep] = (i, axis, value)
+        elif first[window.sweep][1] != axis:
+            other = raw["windows"][first[window.sweep][0]].get("name")
+            issues.append((where, False, f"window {window.name!r} changes {axis} but window {other!r} "
+                                         f"of the same sweep {window.sweep!r} changes "
+                                         f"{first[window.sweep][1]}: a sweep varies one axis"))
+            continue
+        seen = values.setdefault(window.sweep, {})
+        said = repr(value)
+        if said in seen:
+            other = raw["windows"][seen[said]]["name"]
+            issues.append((where, False, f"sweep {window.sweep!r}: windows {other!r} and "
+                                         f"{window.name!r} set {axis} to the same value"))
+        seen.setdefault(said, i)
     return issues
 
 
@@ -421,7 +504,7 @@ def _check_knobs(raw: Mapping[Any, Any]) -> list[Issue]:
 
 
 def _knobs(raw: Mapping[Any, Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """Every value in workload.knobs, at its path, however deep."""
+    """Every value in workload.knobs and in a window's change.knobs, at its path, however deep."""
     def walk(value: Any, path: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], Any]]:
         if isinstance(value, dict):
             for key, item in value.items():
@@ -432,7 +515,11 @@ def _knobs(raw: Mapping[Any, Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
         else:
             yield path, value
 
-    return walk(_dig(raw, "workload", "knobs"), ("workload", "knobs"))
+    yield from walk(_dig(raw, "workload", "knobs"), ("workload", "knobs"))
+    for i, window in enumerate(raw["windows"] if isinstance(raw.get("windows"), list) else []):
+        change = window.get("change") if isinstance(window, dict) else None
+        if isinstance(change, dict):
+            yield from walk(change.get("knobs"), ("windows", i, "change", "knobs"))
 
 
 _RUNTIME_NEEDS = {

@@ -269,12 +269,28 @@ class Change(_Frozen):
     command: Argv | None = None
     model: Str | None = None
     artifacts: dict[ArtifactName, Str] = {}
+    knobs: dict[Str, Any] = {}  # request fields over workload.knobs; null removes the knob
 
     def axes(self) -> list[str]:
         """One name per changed axis, in the order the doc lists them."""
         axes = [f"args {k}" for k in self.args] + [f"env {k}" for k in self.env]
         axes += [key for key in ("image", "command", "model") if getattr(self, key) is not None]
-        return axes + [f"artifacts {k}" for k in self.artifacts]
+        return axes + [f"artifacts {k}" for k in self.artifacts] + [f"knobs {k}" for k in self.knobs]
+
+    def value(self, axis: str) -> Any:
+        """What the change sets the axis (one of :meth:`axes`) to."""
+        section, _, key = axis.partition(" ")
+        found = getattr(self, section)
+        return found[key] if key else found
+
+
+# A generator (a mapping of values) is expanded before the schema sees it; an editor meets it as
+# written, so the file's schema takes both.
+SWEEP_SCHEMA = {"anyOf": [
+    {"type": "string", "pattern": f"^(?:{NAME_PATTERN})$"},
+    {"type": "object", "description": "one key of args, env, artifacts or knobs (or image, model) "
+                                      "with a list of values, or {label: value}"},
+    {"type": "null"}]}
 
 
 class Window(_Frozen):
@@ -282,6 +298,9 @@ class Window(_Frozen):
     axis: Str = ""
     lossy: Bool = False
     multi_axis: Bool = False
+    # The sweep the window is one value of (engine.campaign.sweep): windows of one sweep change
+    # the same one axis, and the trade table compares them.
+    sweep: Annotated[Name | None, WithJsonSchema(SWEEP_SCHEMA)] = None
     change: Change = Change()
 
     def axes(self) -> list[str]:
@@ -341,6 +360,24 @@ class Slo(_Frozen):
                          + ([f"TPOT <= {self.tpot_ms:g} ms"] if self.tpot_ms is not None else []))
 
 
+LimitKey = Literal["ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms",
+                   "tpot_p99_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms"]  # sla.LIMIT_KEYS
+Positive = Annotated[float, Strict(), Field(gt=0, le=MAX_RATE, allow_inf_nan=False)]
+
+
+class CapacitySpec(_Frozen):
+    """Capacity at an SLA (engine.method.capacity): per window and class, the highest load at which
+    ``holds`` (and ``goodput``) hold, by a bracketing search from ``range``, each probe a row."""
+
+    over: Literal["rate", "concurrency"] = "rate"
+    range: tuple[Positive, Positive]  # the low and high end the search starts from
+    holds: dict[LimitKey, Millis] = {}  # per rep: TTFT/TPOT/ITL at a percentile at most so many ms
+    goodput: Annotated[float, Strict(), Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    resolution: Annotated[float, Strict(), Field(gt=0, le=10, allow_inf_nan=False)] = 0.1
+    max_probes: Annotated[int, Strict(), Field(ge=2, le=100)] = 8
+    classes: tuple[Name, ...] = ()  # none: every class measured at that kind of load
+
+
 TIMED_REQUESTS = 100_000  # a rep sized by time: the requests it may send before its seconds end
 
 
@@ -369,6 +406,18 @@ class Workload(_Frozen):
     # The prefix cache before each warm pass and rep: keep (as the previous pass left it: reps
     # after the warm pass measure cache hits) or flush (empty, so every pass computes its prompts).
     cache: Literal["keep", "flush"] = defaults.CACHE
+    capacity: CapacitySpec | None = None  # capacity at an SLA, per window and class
+
+    def capacity_classes(self) -> list[str]:
+        """The classes whose capacity is searched: those named, else every class measured at the
+        search's kind of load (a trace has its own; a multi-turn class takes no rate)."""
+        cap = self.capacity
+        if cap is None:
+            return []
+        if cap.classes:
+            return list(cap.classes)
+        return [n for n, spec in self.classes.items() if spec.trace is None
+                and not (spec.conversations is not None and cap.over == "rate")]
 
     def requests_for(self, concurrency: int) -> int:
         """Requests of a closed-loop pass (with rep_seconds: the most it may send)."""
@@ -528,6 +577,29 @@ class Campaign(_Frozen):
             if window.name == name:
                 return window
         raise KeyError(f"no window named {name!r}")
+
+    def sweeps(self) -> dict[str, list[Window]]:
+        """Each sweep's windows, in the order of its values (the campaign's order)."""
+        out: dict[str, list[Window]] = {}
+        for window in self.windows:
+            if window.sweep is not None:
+                out.setdefault(window.sweep, []).append(window)
+        return out
+
+    def knobs_for(self, window_name: str) -> dict[str, Any]:
+        """The request fields a window sends: the workload's knobs with its change's over them."""
+        change = Change() if window_name == CONTROL else self.window(window_name).change
+        return {k: v for k, v in {**self.workload.knobs, **change.knobs}.items() if v is not None}
+
+    def control_value(self, axis: str) -> Any:
+        """What the control sets an axis (``args --x``, ``env K``, ``knobs k``, ``model``...) to;
+        None where it leaves it out."""
+        section, _, key = axis.partition(" ")
+        if section == "knobs":
+            return self.workload.knobs.get(key)
+        config = self.config_for(CONTROL)
+        found = getattr(config, section)
+        return found.get(key) if key else found
 
     def windows_in(self, session: str) -> list[str]:
         """The boot order of a session, the control included."""

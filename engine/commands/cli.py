@@ -74,6 +74,12 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return cmd_schema()
 
 
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from engine.commands.tune import cmd_tune
+
+    return cmd_tune(args)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         if not args.file:
@@ -240,6 +246,16 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--shared", action="store_true",
                     help="only the rows every run has (a window or load one run lacks is left out)")
     cp.set_defaults(func=_cmd_compare)
+
+    tu = sub.add_parser("tune", help="search launch flags against the control, round by round")
+    tu.add_argument("file", nargs="?", help="a tune file (docs/tune.md)")
+    tu.add_argument("--resume", metavar="TUNE_DIR", help="continue a tune after a crash or kill")
+    tu.add_argument("--baseline", metavar="RUN_DIR",
+                    help="an earlier run of the campaign: its windows' time estimates each round")
+    tu.add_argument("--results-dir", default="results", help="where the tune directory goes")
+    tu.add_argument("--runtime", choices=["docker", "process", "attach", "slurm"],
+                    help="override the campaign's runtime")
+    tu.set_defaults(func=_cmd_tune)
 
     pr = sub.add_parser("prune", help="remove the containers kept by runs that are over")
     pr.add_argument("run_dirs", nargs="*", metavar="RUN_DIR",

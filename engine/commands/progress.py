@@ -148,6 +148,15 @@ def _session_started(e: Event) -> str:
         f": {machine}" if machine else "")
 
 
+def _capacity(e: Event) -> str:
+    unit = "req/s" if e["over"] == "rate" else "concurrent"
+    lo = "below the range" if e.get("lo") is None else f"{e['lo']:g} {unit}"
+    hi = f", fails at {e['hi']:g}" if e.get("hi") is not None else ""
+    mixed = f", reps disagree at {', '.join(f'{m:g}' for m in e['mixed'])}" if e.get("mixed") else ""
+    return (f"{_where(e)} {e['class']} capacity at {e['criteria']}: {lo}{hi}{mixed} "
+            f"({e['found']}, {len(e.get('probes') or [])} probes)")
+
+
 def _as_is(e: Event) -> str:
     detail = {x: v for x, v in e.items() if x not in ENVELOPE}
     return f"{e['kind'].replace('_', ' ')}: {detail}"
@@ -171,6 +180,7 @@ LINES: dict[str, Callable[[Event], str | None]] = {
     K.ROW_VOID: lambda e: (f"{_shape(e)} VOID ({e['reason']}): rewarming and rerunning"
                            + (f"; {e['spread_why']}" if e.get("spread_why") else "")),
     K.ROW_DONE: _row_done,
+    K.CAPACITY: _capacity,
     K.QUALITY_STARTED: lambda e: f"{_where(e)} quality checks",
     K.VERDICT: _verdict,
     K.QUALITY_DONE: lambda e: (f"{_where(e)} quality {e['status']} in {e['seconds']:.0f} s "

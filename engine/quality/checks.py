@@ -30,7 +30,7 @@ class Checks:
         self.c: Campaign = run.campaign
         self.q = self.c.quality
         self.seed = self.c.quality_seed()
-        self.knobs = dict(self.c.workload.knobs)
+        self.knobs = self.c.knobs_for(ctx.window)
         self.top_k = max(self.q.teacher_forced.top_k, self.q.kl.top_k)
         self.is_control = ctx.window == CONTROL
         self.lossy = not self.is_control and self.c.window(ctx.window).lossy

@@ -56,6 +56,8 @@ class EventKind(StrEnum):
     ROW_VOID = "row_void"
     RERUN_ABORTED = "rerun_aborted"
     ROW_DONE = "row_done"
+    # a class of a window
+    CAPACITY = "capacity"  # capacity at an SLA: the search's answer (engine.method.capacity)
 
 
 # ---------------------------------------------------------------- the fields of each kind
@@ -85,6 +87,12 @@ class Workload(TypedDict):
 FORMAT = 2
 
 
+class Sweep(TypedDict):
+    axis: str  # what the sweep varies: args --flag, env NAME, knobs name, model...
+    control: Any  # the control's value of it (None: the control leaves it out)
+    windows: dict[str, Any]  # window -> its value
+
+
 class RunStarted(TypedDict):
     format: int  # the format the journal was written in (a format 1 journal's: upgraded on read)
     campaign: str
@@ -96,6 +104,9 @@ class RunStarted(TypedDict):
     axes: dict[str, str]  # window -> its axis label
     # Absent only from a format 1 journal whose frozen campaign.yaml cannot be read.
     workload: NotRequired[Workload]
+    # Each sweep (engine.campaign.sweep): the axis it varies, the control's value of it, and each
+    # of its windows' value, in the order of the values. Absent from a campaign without sweeps.
+    sweeps: NotRequired[dict[str, Sweep]]
 
 
 class RunResumed(TypedDict):
@@ -318,6 +329,19 @@ def _row_done() -> type:
 RowDone = _row_done()
 
 
+# The answer of a capacity search for one class of a window: its band and every probe's verdict.
+Capacity = TypedDict("Capacity", {
+    "session": str, "window": str, "class": str,
+    "over": str,  # rate | concurrency
+    "criteria": str,  # what must hold, in words
+    "found": str,  # engine.method.capacity.Found: bracketed | budget | below range | above range
+    "lo": float | None,  # the highest load shown to hold (the capacity)
+    "hi": float | None,  # the lowest load shown to fail
+    "mixed": list[float],  # loads whose reps disagreed, inside the band
+    "probes": list[dict[str, Any]],  # each: load, probe (holds | fails | mixed | void), held, reps, row
+})
+
+
 FIELDS: dict[EventKind, type] = {
     EventKind.RUN_STARTED: RunStarted,
     EventKind.RUN_RESUMED: RunResumed,
@@ -350,6 +374,7 @@ FIELDS: dict[EventKind, type] = {
     EventKind.ROW_VOID: RowVoid,
     EventKind.RERUN_ABORTED: RerunAborted,
     EventKind.ROW_DONE: RowDone,
+    EventKind.CAPACITY: Capacity,
 }
 OPEN = frozenset({EventKind.SERVER_STARTED, EventKind.STRAY_STOPPED})  # + the runtime's identity
 ENVELOPE = frozenset({"seq", "ts", "kind"})  # what the journal adds to every event

@@ -124,6 +124,8 @@ class RunState:
     resumes: int = 0
     damage: list[Damage] = field(default_factory=list)  # journal lines that are not its next event
     session_places: dict[str, str] = field(default_factory=dict)  # session -> the place it began on
+    capacity: dict[str, dict[str, Any]] = field(default_factory=dict)  # <session>-<window>/<class> -> answer
+    sweeps: dict[str, dict[str, Any]] = field(default_factory=dict)  # run_started's (events.Sweep)
 
     @property
     def live(self) -> list[WindowState]:
@@ -226,6 +228,7 @@ def _run_started(state: RunState, e: Event) -> None:
     state.status = RunStatus.RUNNING
     state.started_ts = state.started_ts or e["ts"]
     state.workload = e.get("workload") or {}
+    state.sweeps = e.get("sweeps") or {}
     for session, windows in e.get("sessions", {}).items():
         for w in windows:
             ws = state.window(session, w)
@@ -332,6 +335,14 @@ def _row_done(state: RunState, e: Event) -> None:
     r.row = _fields(e)
 
 
+def capacity_key(session: str, window: str, cls: str) -> str:
+    return f"{session}-{window}/{cls}"
+
+
+def _capacity(state: RunState, e: Event) -> None:
+    state.capacity[capacity_key(e["session"], e["window"], e["class"])] = _fields(e)
+
+
 def _verdict(state: RunState, e: Event) -> None:
     _w(state, e).verdicts[e["check"]] = _fields(e, _NO_TS)
 
@@ -402,6 +413,7 @@ HANDLERS: dict[str, Handler] = {
     EventKind.RERUN_ABORTED: _rerun_aborted,
     EventKind.ROW_VOID: _row_void,
     EventKind.ROW_DONE: _row_done,
+    EventKind.CAPACITY: _capacity,
     EventKind.VERDICT: _verdict,
     EventKind.COMMAND: _command,
     EventKind.PAUSED: _paused,

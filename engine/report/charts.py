@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.record import results
+from engine.record.trade import SEPARATES, shape_text, trades
 from engine.report.run import Row, RunView
 from engine.report.text import declared_noise, delta
 from engine.words import CONTROL, WindowStatus, load_text
@@ -367,12 +368,61 @@ def draw_latency(job: Job) -> Path:
     return _save(fig, job)
 
 
+def trade_data(view: RunView) -> Data | None:
+    """Per sweep (and session), each value's delta against the control, a line per class and
+    load, its interval as bars; the control's value at 0."""
+    found = trades(view.state, declared_noise(view))
+    if not found:
+        return None
+    panels = []
+    for t in found:
+        xs = [t.label("control"), *(t.label(w) for w, _ in t.values)]
+        lines = []
+        for s in t.shapes:
+            cells = [t.cells[(w, s)] for w, _ in t.values]
+            lines.append({"label": shape_text(s),
+                          "ys": [0.0, *((c.delta or 0.0) * 100 if c.delta is not None else math.nan
+                                        for c in cells)],
+                          "los": [0.0, *(((c.delta or 0) - (c.lo if c.lo is not None else c.delta or 0)) * 100
+                                         for c in cells)],
+                          "his": [0.0, *(((c.hi if c.hi is not None else c.delta or 0) - (c.delta or 0)) * 100
+                                         for c in cells)],
+                          "called": [False, *(c.call in SEPARATES for c in cells)]})
+        panels.append({"title": f"{t.sweep} ({t.axis}), {t.session}: {t.answer}", "xs": xs,
+                       "lines": lines})
+    return {"panels": panels, "size": (_width(max(len(p["xs"]) for p in panels), 1.3, 6.0),
+                                       3.6 * len(panels))}
+
+
+def draw_trade(job: Job) -> Path:
+    d = job.data
+    width, height = d["size"]
+    fig, axes = _figure(width, height, len(d["panels"]), 1)
+    for ax, panel in zip(axes.flat, d["panels"], strict=True):
+        n = len(panel["lines"])
+        for j, line in enumerate(panel["lines"]):
+            # Side by side within a value, so the bars of two classes do not hide each other.
+            xs = [i + (j - (n - 1) / 2) * 0.08 for i in range(len(panel["xs"]))]
+            ax.errorbar(xs, line["ys"], yerr=[line["los"], line["his"]], fmt="none", color=f"C{j}",
+                        capsize=3, elinewidth=1)
+            ax.plot(xs, line["ys"], "-", color=f"C{j}", alpha=0.5, label=line["label"])
+            for x, y, called in zip(xs, line["ys"], line["called"], strict=True):
+                ax.plot([x], [y], "o", color=f"C{j}", mfc=f"C{j}" if called else "white", zorder=3)
+        ax.axhline(0, color="0.4", linewidth=0.8)
+        _ticks(ax, panel["xs"], fontsize=8)
+        ax.set_title(panel["title"], fontsize=10)
+        ax.set_ylabel("delta vs control, %")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    return _save(fig, job)
+
+
 # Each chart: what it is drawn from (read from the run, no matplotlib) and how it is drawn; the
 # delta against the control first, what a write-up shows.
 CHARTS: dict[str, tuple[Callable[[RunView], Data | None], Callable[[Job], Path]]] = {
     "delta": (delta_data, draw_delta), "latency": (latency_data, draw_latency),
     "tok-s": (tok_s_data, draw_bars), "acceptance": (acceptance_data, draw_bars),
-    "control-drift": (drift_data, draw_drift)}
+    "control-drift": (drift_data, draw_drift), "trade": (trade_data, draw_trade)}
 
 
 @functools.cache

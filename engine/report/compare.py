@@ -190,7 +190,7 @@ def conditions(view: RunView, row: Row) -> dict[str, Any]:
         "max_tokens": view.state.workload.get("max_tokens",
                                               c.workload.max_tokens if c else UNRECORDED),
         "sampling": c.workload.sampling.model_dump(mode="json") if c else UNRECORDED,
-        "knobs": c.workload.knobs if c else UNRECORDED,
+        "knobs": knobs if (knobs := view.knobs(row.window)) is not None else UNRECORDED,
         "requests per rep": _requests(view, row),
         # A rate row's arrivals: the gamma shape of its gaps (1 is Poisson, the only one before).
         **({"burstiness": c.workload.burstiness if c else UNRECORDED} if row.rate else {}),

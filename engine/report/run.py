@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from engine.campaign import sweep
 from engine.campaign.spec import Campaign
 from engine.record import figures, results
 from engine.record.events import EventKind, mistyped
@@ -185,15 +186,16 @@ def _row(run_dir: Path, state: RunState, r: dict[str, str]) -> Row:
 
 
 def read_campaign(run_dir: Path) -> tuple[Campaign | None, dict[str, Any], str]:
-    """The frozen campaign through the schema only: its prompt files sit beside the original
-    campaign file, not in the run directory, so the file checks of ``load_campaign`` do not apply."""
+    """The frozen campaign through the schema only (its sweeps expanded, as loading does): its
+    prompt files sit beside the original campaign file, not in the run directory, so the file
+    checks of ``load_campaign`` do not apply."""
     path = run_dir / results.CAMPAIGN
     if not path.exists():
         return None, {}, "no campaign.yaml in the run directory"
     raw: Any = {}  # what the except reads when the file is not even YAML
     try:
         raw = yaml.safe_load(path.read_text()) or {}
-        return Campaign.model_validate(raw), raw, ""
+        return Campaign.model_validate(sweep.expand(raw).data), raw, ""  # a sweep: its windows
     except Exception as e:  # noqa: BLE001 - an old or hand-edited copy still gets a report
         return None, raw if isinstance(raw, dict) else {}, f"campaign.yaml unreadable ({type(e).__name__})"
 
@@ -281,6 +283,15 @@ class RunView:
             return self.campaign.window(window).lossy
         except KeyError:
             return False
+
+    def knobs(self, window: str) -> dict[str, Any] | None:
+        """The request knobs a window sent; None without the frozen campaign."""
+        if self.campaign is None:
+            return None
+        try:
+            return self.campaign.knobs_for(window)
+        except KeyError:  # a window the frozen campaign does not define: the workload's
+            return dict(self.campaign.workload.knobs)
 
 
 def load_run(run_dir: str | Path) -> RunView:

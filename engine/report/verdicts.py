@@ -26,7 +26,7 @@ def expected_checks(view: RunView, ws: WindowState) -> list[Check]:
               else [Check.GREEDY, Check.TEACHER_FORCED, Check.NO_EFFECT])
     if view.lossy(ws.window):
         checks.append(Check.KL)
-    if c is None or (c.workload.knobs and c.quality.knobs_check):
+    if c is None or (view.knobs(ws.window) and c.quality.knobs_check):
         checks.insert(0, Check.KNOBS)
     return checks
 
@@ -41,7 +41,8 @@ def verdict_cell(view: RunView, ws: WindowState, check: str) -> str:
         return WindowStatus.REJECTED
     v = ws.verdicts.get(check)
     c = view.campaign
-    if v is None and check == Check.KNOBS and c is not None and c.quality.enabled and not c.workload.knobs:
+    if v is None and check == Check.KNOBS and c is not None and c.quality.enabled \
+            and not view.knobs(ws.window):
         return "no knobs"  # nothing to check, rather than a check that did not happen
     if v is None:
         return "not measured"

@@ -22,11 +22,12 @@ from engine.campaign.sources import conversations
 from engine.campaign.spec import percent
 from engine.context import RunContext, WindowContext
 from engine.errors import WindowFailed
-from engine.method import precision, stats
+from engine.method import capacity, precision, sla, stats
 from engine.record.events import EventKind
 from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
 from engine.record.results import DIR_MODE, write_atomic
+from engine.record.state import RunState, capacity_key
 from engine.run.loadgen import PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.servers.client import FlushFailed, ServerClient, tls_context
 from engine.servers.data import BadServerData, counter, reading
@@ -168,7 +169,37 @@ class Measurement:
                 except WindowFailed:
                     self._not_measured(run, ctx)
                     raise
+        for cls in wl.capacity_classes():
+            try:
+                self.capacity(run, ctx, cls)
+            except WindowFailed:
+                self._not_measured(run, ctx)
+                raise
         self.reruns(run, ctx)
+
+    def capacity(self, run: RunContext, ctx: WindowContext, cls: str) -> None:
+        """Capacity at the workload's SLA for one class (engine.method.capacity): a probe at a time,
+        each an ordinary row, until the band is known; then its answer is journaled. A resume
+        picks the search up from the rows already done (the next probe follows from them)."""
+        spec = run.campaign.workload.capacity
+        if spec is None or capacity_key(ctx.session, ctx.window, cls) in run.state.capacity:
+            return
+        search = capacity.Search(spec.over, spec.range[0], spec.range[1], spec.resolution, spec.max_probes)
+        criteria = sla.Criteria({str(k): v for k, v in spec.holds.items()}, spec.goodput, slo_of(run))
+        while not run.controls.stopping():
+            probes = probe_verdicts(run.run_dir, run.state, ctx.session, ctx.window, cls, search,
+                                    criteria)
+            answer = capacity.step(search, {x: capacity.Probe(p["probe"]) for x, p in probes.items()})
+            if answer.next is None:
+                run.emit(EventKind.CAPACITY, session=ctx.session, window=ctx.window,
+                         **{"class": cls}, over=search.over, criteria=criteria.text(),
+                         found=str(answer.found), lo=answer.lo, hi=answer.hi,
+                         mixed=list(answer.mixed), probes=[probes[x] for x in sorted(probes)])
+                return
+            if search.whole:
+                self.shape(run, ctx, cls, int(answer.next))
+            else:
+                self.shape(run, ctx, cls, 0, rate=answer.next)
 
     def _not_measured(self, run: RunContext, ctx: WindowContext,
                       reason: str = "not measured: the server failed earlier in the window") -> None:
@@ -215,7 +246,7 @@ class Measurement:
               ) -> tuple[PassResult, dict[str, float] | None, dict[str, float] | None]:
         wl = run.campaign.workload
         shape = (ctx.session, ctx.window, cls, c, rate)
-        knobs = {**wl.knobs, **ctx.adapter.cache_fields(wl.cache)}
+        knobs = {**run.campaign.knobs_for(ctx.window), **ctx.adapter.cache_fields(wl.cache)}
         items, spec = run.items[cls], wl.classes[cls]
         if spec.trace is not None:  # open loop at the trace's own times, scaled
             n = len(items)
@@ -226,7 +257,7 @@ class Measurement:
             # A worker owns a conversation; the policy's per-request flush goes with each first
             # turn only: the cache is emptied between reps (and conversations), never between turns.
             groups = conversations.order(items)
-            n, knobs = len(groups), dict(wl.knobs)
+            n, knobs = len(groups), run.campaign.knobs_for(ctx.window)
             load = {"conversations": groups, "first_turn": ctx.adapter.cache_fields(wl.cache),
                     **({"seconds": wl.rep_seconds} if wl.rep_seconds else {})}
             shards = shard_count(c, wl.shard.concurrency, wl.shard.chunk_rate, self._rates.get(shape))
@@ -448,6 +479,27 @@ class Measurement:
                     reason=said, source=";".join(paths),
                     **{**row, "status": RowStatus.FAILED if window_status == WindowStatus.FAILED
                        else RowStatus.ABORTED})
+
+
+def probe_verdicts(run_dir: Path, state: RunState, session: str, window: str, cls: str,
+                   search: capacity.Search, criteria: sla.Criteria) -> dict[float, dict[str, Any]]:
+    """Every complete row of a window's class at the search's kind of load, judged against the
+    criteria from its last attempt's receipts: load -> its probe (load, verdict, reps held, row)."""
+    out: dict[float, dict[str, Any]] = {}
+    for row in state.rows.values():
+        if (row.session, row.window, row.cls) != (session, window, cls) or not row.complete:
+            continue
+        load = float(row.concurrency) if search.whole else row.rate
+        if not load or (search.whole and row.rate):
+            continue
+        figures: list[dict[str, Any]] = []
+        if row.status in USABLE_ROWS:
+            files = row.files.get(row.attempt, {})
+            figures = [sla.rep_figures(read_rep(run_dir / files[r])[1], criteria) for r in sorted(files)]
+        out[load] = {"load": load, "probe": str(sla.judge(figures)), "row": row.key,
+                     "held": sum(bool(f["holds"]) for f in figures), "reps": len(figures),
+                     "figures": figures}
+    return out
 
 
 def precision_text(row: dict[str, Any]) -> str:

@@ -60,6 +60,17 @@ def frozen_items(campaign: Campaign, run_dir: Path, variables: Mapping[str, str]
     return frozen
 
 
+def sweep_record(campaign: Campaign) -> dict[str, Any]:
+    """Each sweep as run_started records it (events.Sweep): its axis, the control's value, and
+    each window's value in order."""
+    out: dict[str, Any] = {}
+    for name, windows in campaign.sweeps().items():
+        axis = windows[0].axes()[0]
+        out[name] = {"axis": axis, "control": campaign.control_value(axis),
+                     "windows": {w.name: w.change.value(axis) for w in windows}}
+    return out
+
+
 def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str],
                 place: Place | None = None, cancelled: threading.Event | None = None) -> Runtime:
     """The runtime a resolved name stands for on a place. ``secrets``: name -> value of what is
@@ -179,7 +190,8 @@ class Runner:
                                 "max_tokens": c.workload.max_tokens,
                                 **({"rate": list(c.workload.rate),
                                     "rate_requests": [c.workload.requests_at(r) for r in c.workload.rate]}
-                                   if c.workload.rate else {})})
+                                   if c.workload.rate else {})},
+                      **({"sweeps": sweeps} if (sweeps := sweep_record(c)) else {}))
         status = RunStatus.FINISHED
         try:
             try:

@@ -56,6 +56,7 @@ HELP_KEYS = [
     ("q", "quit the console: [b]the engine keeps running[/b];"),
     ("", "reattach with [b]ruler attach RUN_DIR[/b]"),
     ("", "once the run is over its keys are greyed and a banner says what to type next"),
+    ("t", "the sweep view: each swept value against the control, and the answer"),
 ]
 
 HELP_MARKS = [

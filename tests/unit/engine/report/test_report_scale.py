@@ -77,7 +77,7 @@ def test_a_chart_of_hundreds_of_windows_stays_a_screen_wide(tmp_path: Path) -> N
                                 tpot_p50=30.0, tpot_p99=60.0) for k in range(100) for r in one.rows]
     many = RunView(run, one.events, one.state, rows, one.campaign, one.raw_campaign, "", one.env)
     jobs = charts.jobs(many)
-    assert [job.name for job in jobs] == list(charts.CHARTS)
+    assert [job.name for job in jobs] == [n for n in charts.CHARTS if n != "trade"]  # no sweep here
     for job in jobs:
         width, _ = Image.open(charts.draw(job)).size
         assert width <= (charts.MAX_WIDTH + 1) * charts.DPI, job.name

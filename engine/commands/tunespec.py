@@ -1,0 +1,216 @@
+"""What ``ruler tune`` reads: the tune file (a base campaign, a search space of flags with their
+candidate values, an objective, a budget) and the campaign of each round it writes from them.
+
+A tune file::
+
+    campaign: demo-smollm2.yaml        # the base: its control is where the tune starts; its
+                                       # workload, quality, runtime and places are every round's
+    space:                             # flags and their candidate values
+      --spec-draft-n-max: [3, 5, 10]   # lossless: greedy identical and |dlogp| close must hold
+      --cache-type-k: {values: [q8_0], lossy: true}   # lossy: KL mean at most kl_max
+    objective: {tok_s: {class: prose, load: c1}}      # or {capacity: {class: prose}}
+    kl_max: 0.05
+    budget: {windows: 30, minutes: 60}  # boots (controls included); minutes from --baseline
+
+Every problem is reported at file:line:col, as a campaign's are.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
+
+from engine.campaign import sweep
+from engine.campaign.load import SpecError, load_campaign
+from engine.campaign.prompts import NotUtf8, decode_text
+from engine.campaign.spec import Arg, Campaign
+from engine.campaign.yamlmarks import Issue, Problem, load_marked, place, schema_issue, yaml_problem
+from engine.words import load_label
+
+CONTROL_ROUND_LIMIT = 20  # rounds at most, whatever the budget: a tune that never settles is said
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Candidates(_Frozen):
+    values: Annotated[tuple[Arg, ...], Field(min_length=1)]
+    lossy: Annotated[bool, Strict()] = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _listed(cls, data: Any) -> Any:
+        return {"values": data} if isinstance(data, list) else data
+
+
+class TokS(_Frozen):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    cls: Annotated[str, Strict()] | None = Field(default=None, alias="class")  # None: the only class
+    load: Annotated[str, Strict()]  # a row's load label: c1, c8, r2.5
+
+
+class CapacityGoal(_Frozen):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    cls: Annotated[str, Strict()] | None = Field(default=None, alias="class")
+
+
+class Objective(_Frozen):
+    tok_s: TokS | None = None
+    capacity: CapacityGoal | None = None
+
+
+class Budget(_Frozen):
+    windows: Annotated[int, Strict(), Field(ge=2, le=10_000)] | None = None  # boots, controls included
+    minutes: Annotated[float, Strict(), Field(gt=0, le=100_000)] | None = None
+
+
+class TuneSpec(_Frozen):
+    campaign: Annotated[str, Strict()]
+    space: Annotated[dict[Annotated[str, Strict()], Candidates], Field(min_length=1)]
+    objective: Objective
+    kl_max: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)] = 0.05
+    budget: Budget = Budget()
+    max_rounds: Annotated[int, Strict(), Field(ge=1, le=CONTROL_ROUND_LIMIT)] = 8
+
+
+class Tune:
+    """A loaded tune: its spec, its file, and the base campaign."""
+
+    def __init__(self, spec: TuneSpec, path: Path, text: str, base: Campaign) -> None:
+        self.spec, self.path, self.text, self.base = spec, path, text, base
+
+    @property
+    def name(self) -> str:
+        return self.base.name
+
+    def goal_class(self) -> str:
+        goal = self.spec.objective.tok_s or self.spec.objective.capacity
+        assert goal is not None
+        return goal.cls or next(iter(self.base.workload.classes))
+
+    def objective_text(self) -> str:
+        if self.spec.objective.tok_s is not None:
+            return f"tok/s of {self.goal_class()} at {self.spec.objective.tok_s.load}"
+        cap = self.base.workload.capacity
+        assert cap is not None
+        return f"capacity of {self.goal_class()} ({cap.over}) at the workload's SLA"
+
+
+def load_tune(path: str | Path) -> Tune:
+    """The tune file and its base campaign, or SpecError with every problem at file:line:col."""
+    path = Path(path)
+    file = str(path)
+    try:
+        text = decode_text(path.read_bytes())
+    except OSError as e:
+        raise SpecError([Problem(file, 1, 1, f"cannot read tune file ({e.strerror or e})")]) from None
+    except NotUtf8 as e:
+        raise SpecError([Problem(file, e.line, e.col, "not UTF-8 text")]) from None
+    try:
+        doc = load_marked(text)
+    except Exception as e:
+        import yaml
+        if isinstance(e, yaml.YAMLError):
+            raise SpecError([yaml_problem(file, e)]) from None
+        raise
+    try:
+        spec = TuneSpec.model_validate(doc.data)
+    except ValidationError as e:
+        raise SpecError(sorted({place(file, doc, schema_issue(err, TuneSpec)) for err in e.errors()})) \
+            from None
+    base_path = (path.parent / spec.campaign)
+    try:
+        base = load_campaign(base_path)
+    except SpecError as e:
+        mark = doc.locate(("campaign",))
+        raise SpecError([Problem(file, mark.line, mark.col, f"campaign {spec.campaign}: its "
+                                 f"problems follow"), *e.problems]) from None
+    tune = Tune(spec, path.resolve(), text, base)
+    issues = _check(tune)
+    if issues:
+        raise SpecError(sorted({place(file, doc, issue) for issue in issues}))
+    return tune
+
+
+def _check(tune: Tune) -> list[Issue]:
+    spec, base = tune.spec, tune.base
+    issues: list[Issue] = []
+    classes = list(base.workload.classes)
+    goal = spec.objective.tok_s or spec.objective.capacity
+    if (spec.objective.tok_s is None) == (spec.objective.capacity is None):
+        issues.append((("objective",), True, "the objective is one of tok_s: {class, load} or "
+                                             "capacity: {class}"))
+    if goal is not None and goal.cls is not None and goal.cls not in classes:
+        issues.append((("objective",), True, f"the objective's class {goal.cls!r} is not a class "
+                                             f"of the campaign ({', '.join(classes)})"))
+    if goal is not None and goal.cls is None and len(classes) > 1:
+        issues.append((("objective",), True, f"the campaign has {len(classes)} classes: name the "
+                                             "objective's class"))
+    if spec.objective.tok_s is not None:
+        loads = [load_label(c, r) for c, r in base.workload.loads()]
+        if spec.objective.tok_s.load not in loads:
+            issues.append((("objective", "tok_s", "load"), False, f"load {spec.objective.tok_s.load!r} "
+                           f"is not one the workload measures ({', '.join(loads)})"))
+    if spec.objective.capacity is not None and base.workload.capacity is None:
+        issues.append((("objective", "capacity"), True, "a capacity objective needs the campaign's "
+                                                        "workload.capacity (what must hold)"))
+    if not base.quality.enabled:
+        issues.append((("campaign",), False, "the tuner keeps a value only when its quality holds: "
+                                             "the campaign's quality checks must be enabled"))
+    control = base.config_for("control").args
+    for flag, cand in spec.space.items():
+        if all(v == control.get(flag) for v in cand.values):
+            issues.append((("space", flag), True, f"{flag}: every candidate is the control's value "
+                                                  "already"))
+    return issues
+
+
+# --- the campaign of a round -------------------------------------------------------------------
+
+def slug(flag: str) -> str:
+    """A flag as a sweep's name: ``--spec-draft-n-max`` -> ``spec-draft-n-max``."""
+    return sweep.label(flag).lstrip("-_")[:40] or "flag"
+
+
+FILE_KEYS = (("file",), ("dataset", "file"), ("trace", "file"), ("conversations", "file"))
+
+
+def _absolute(data: dict[str, Any], base_dir: Path) -> None:
+    """A round's campaign lives in the tune's directory: the base's relative files, made absolute."""
+    def fix(holder: Any, *keys: str) -> None:
+        for key in keys[:-1]:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        last = keys[-1]
+        if isinstance(holder, dict) and isinstance(holder.get(last), str):
+            value = holder[last]
+            if "${" not in value and not value.startswith("/"):
+                holder[last] = str((base_dir / value).resolve())
+
+    for spec in ((data.get("workload") or {}).get("classes") or {}).values():
+        for keys in FILE_KEYS:
+            fix(spec, *keys)
+    quality = data.get("quality") or {}
+    fix(quality, "greedy", "file")
+    fix(quality, "kl", "file")
+    fix(quality, "kl", "oracle", "receipt")
+
+
+def round_campaign(tune: Tune, number: int, incumbent: dict[str, Any],
+                   windows: list[dict[str, Any]], sessions: dict[str, list[str]] | None) -> dict[str, Any]:
+    """The base campaign with the incumbent as its control and the round's windows (and sessions:
+    None lets each sweep run in a session of its own)."""
+    data = copy.deepcopy(load_marked(tune.base.source_text).data)
+    name = re.sub(r"[^a-z0-9_-]", "-", f"{tune.name}-r{number}")[:64]
+    data["name"] = name
+    data["control"] = {**data["control"], "args": incumbent}
+    data["windows"] = windows
+    data.pop("sessions", None)
+    if sessions is not None:
+        data["sessions"] = sessions
+    _absolute(data, tune.base.source_path.parent)
+    return dict(data)

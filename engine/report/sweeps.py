@@ -1,0 +1,51 @@
+"""The report's "Trade tables" section: per sweep (engine.record.trade), each value's delta
+against its session's control at every class and load, with its interval and the campaign's call,
+each value's quality verdicts, and the answer in words."""
+
+from __future__ import annotations
+
+from engine.record.trade import SEPARATES, Call, Trade, shape_text, trades
+from engine.report.run import RunView
+from engine.report.text import declared_noise, table
+from engine.words import Check
+
+MARK = {Call.BETTER: " **better**", Call.WORSE: " **worse**", Call.EQUIVALENT: " equivalent",
+        Call.UNDETERMINED: "", Call.NO_FIGURE: ""}
+
+
+def quality_text(view: RunView, session: str, window: str) -> str:
+    """A value's quality, as its window's verdicts say it (greedy; teacher-forced or KL)."""
+    ws = view.state.windows.get(f"{session}-{window}")
+    if ws is None:
+        return "-"
+    said = [f"{check} {v['verdict']}" for check in (Check.GREEDY, Check.TEACHER_FORCED, Check.KL)
+            if (v := ws.verdicts.get(check))]
+    return "; ".join(said) or "not measured"
+
+
+def trade_lines(view: RunView, t: Trade) -> list[str]:
+    rows = [[f"{t.label('control')}", *(["0 (the reference)"] * len(t.shapes)), "reference"]]
+    for window, _ in t.values:
+        rows.append([f"{t.label(window)} ({window})",
+                     *[t.cells[(window, s)].text() + MARK[t.cells[(window, s)].call] for s in t.shapes],
+                     quality_text(view, t.session, window)])
+    return [f"### {t.sweep} ({t.axis}), session {t.session}", "",
+            f"**{t.answer}**: {t.words}.", ""] + table(
+        ["value", *[shape_text(s) for s in t.shapes], "quality"], rows)
+
+
+def section(view: RunView) -> list[str]:
+    found = trades(view.state, declared_noise(view))
+    if not found:
+        return []
+    out = ["## Trade tables", "",
+           "Each swept value against its session's control, per class and load: the delta of the "
+           "reps' tok/s with its 95 % interval, **better** or **worse** where the campaign's "
+           "verdict rule calls an effect (otherwise the noise does not separate it from the "
+           f"control; declared noise {declared_noise(view):.0%}). The answer: one value wins "
+           "everywhere, a trade (which class is best at which value), or no value separates.", ""]
+    for t in found:
+        out += trade_lines(view, t)
+        calls = sum(j.call in SEPARATES for j in t.cells.values())
+        out += [f"{calls} of {len(t.cells)} cells separate from the control.", ""]
+    return out

@@ -1,0 +1,72 @@
+"""A sweep on the real testbed: campaigns/demo-sweep.yaml (the draft block, a llama.cpp flag, over
+3, 5 and 10 against the control's 7), its workload cut to one class and short passes. Whatever
+the machine's noise decides, every cell of the trade table is the run's own delta against the
+control (throughput.csv's), called only where the campaign's rule calls it, and the answer is
+said in words; the report draws it."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from engine import testbed as tb_mod
+from engine.record.journal import read_events
+from engine.record.snapshot import fold_journal
+from engine.record.trade import SEPARATES, Answer, Call, trades
+from tests.paths import REPO
+
+pytestmark = pytest.mark.slow
+
+DEMO = REPO / "campaigns" / "demo-sweep.yaml"
+
+
+def test_a_flag_swept_over_three_values_gives_its_trade_table(testbed: tb_mod.Testbed,
+                                                               tmp_path: Path) -> None:
+    spec = yaml.safe_load(DEMO.read_text())
+    spec["workload"].update({"classes": {"prose": {"prompts": ["Write one sentence about the sea.",
+                                                               "Name three colours."]}},
+                             "requests_per_rep": 2, "max_tokens": 12})
+    spec["quality"]["greedy"] = {"prompts": ["Say hello.", "Count to three."], "n": 2, "max_tokens": 8}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    results = tmp_path / "results"
+    out = subprocess.run([sys.executable, "-m", "engine", "run", str(path), "--headless",
+                          "--results-dir", str(results)], capture_output=True, text=True, timeout=1500)
+    print(out.stdout[-4000:], out.stderr[-2000:])
+    assert out.returncode == 0, out.stderr
+    run = next(results.iterdir())
+    started = next(e for e in read_events(run / "journal.jsonl") if e["kind"] == "run_started")
+    assert started["sessions"] == {"s1": ["control", "block-3", "block-5", "block-10"]}
+    assert started["sweeps"] == {"block": {"axis": "args --spec-draft-n-max", "control": 7,
+                                           "windows": {"block-3": 3, "block-5": 5, "block-10": 10}}}
+    [t] = trades(fold_journal(run / "journal.jsonl"), spec["leak"]["spread"])
+    assert [w for w, _ in t.values] == ["block-3", "block-5", "block-10"] and t.shapes == [("prose", 1, None)]
+    # Each cell is throughput.csv's delta of that window's row against the control's.
+    csv_rows = {r["window"]: r for r in csv.DictReader((run / "throughput.csv").open())}
+    for window, _ in t.values:
+        cell, row = t.cells[(window, ("prose", 1, None))], csv_rows[window]
+        assert cell.delta is not None and round(cell.delta, 4) == float(row["delta"]), (window, row)
+        assert cell.hi is not None and cell.lo is not None
+        assert cell.lo == pytest.approx(float(row["delta_lo"]), abs=1e-4)
+        assert cell.hi == pytest.approx(float(row["delta_hi"]), abs=1e-4)
+        # Called only past the noise: the interval without 0 and the delta over leak.spread.
+        beyond = (cell.lo > 0 or cell.hi < 0) and abs(cell.delta) > spec["leak"]["spread"]
+        assert (cell.call in SEPARATES) == beyond and cell.call != Call.EQUIVALENT
+    calls = {c.call for c in t.cells.values()}
+    expected = (Answer.WINS if calls == {Call.BETTER} else Answer.NONE if not calls & SEPARATES
+                else Answer.TRADE if Call.BETTER in calls else Answer.CONTROL)
+    assert t.answer == expected, t.words
+    report = subprocess.run([sys.executable, "-m", "engine", "report", str(run)],
+                            capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr
+    text = (run / "report.md").read_text()
+    section = text[text.index("## Trade tables"):text.index("## Charts")]
+    print(section)
+    assert f"**{t.answer}**: {t.words}." in section
+    assert "| 7 (control) |" in section and "| 10 (block-10) |" in section
+    assert (run / "report-trade.png").stat().st_size > 0

@@ -1,0 +1,107 @@
+"""``ruler tune`` on the real testbed over two llama.cpp flags (campaigns/tune/smollm2.yaml's space,
+its budget cut to the first round and a combine round): killed with -9 in the middle of its first
+round, resumed, and carried to its recommendation. Whatever the noise of the machine decides, the
+tune must keep a value only where the verdict called it better and its quality held, lose no rep
+the killed engine had recorded, and say in tune.md what it recommends and what it ruled out."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import testbed as tb_mod
+from engine.record.journal import read_events
+from tests.integration.live import RULER, wait_for
+from tests.paths import REPO
+
+pytestmark = pytest.mark.slow
+
+TUNE = f"""\
+campaign: {REPO / "campaigns" / "demo-tune.yaml"}
+space:
+  --spec-draft-n-max: [3, 10]
+  --cache-type-k: {{values: [q8_0], lossy: true}}
+objective: {{tok_s: {{class: prose, load: c1}}}}
+kl_max: 0.05
+budget: {{windows: 7}}
+max_rounds: 3
+"""
+
+
+def round_run(results: Path) -> Path | None:
+    """Round 1's run directory, once the tune has made it."""
+    found = sorted(results.glob("*-tune-demo-tune/runs/*/journal.jsonl"))
+    return found[0].parent if found else None
+
+
+def reps_of(run: Path) -> set[tuple[str, str, int, int]]:
+    return {(e["window"], e["class"], e["attempt"], e["rep"]) for e in read_events(run / "journal.jsonl")
+            if e["kind"] == "rep_done"}
+
+
+def test_a_tune_killed_mid_round_resumes_and_recommends(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
+    spec = tmp_path / "tune.yaml"
+    spec.write_text(TUNE)
+    results = tmp_path / "results"
+    log = tmp_path / "first.log"
+    with log.open("w") as out:
+        first = subprocess.Popen([*RULER, "tune", str(spec), "--results-dir", str(results)],
+                                 stdout=out, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while round_run(results) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        runs = round_run(results)
+        assert runs is not None, "round 1 never started"
+        # Mid-round: a window of the first session has a rep on record, the round is not over.
+        wait_for(runs, lambda evs: any(e["kind"] == "rep_done" and e["window"] != "control"
+                                       for e in evs), timeout=900, what="a window's first rep")
+        before = reps_of(runs)
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    print(log.read_text()[-3000:])
+    tune_dir = runs.parent.parent
+    assert not (tune_dir / "tune.md").exists()
+    again = subprocess.run([*RULER, "tune", "--resume", str(tune_dir)], capture_output=True, text=True,
+                           timeout=3000)
+    print(again.stdout[-6000:], again.stderr[-3000:])
+    assert again.returncode == 0, again.stderr
+    # The round in flight was resumed, not started over: every rep recorded before the kill stays.
+    events = read_events(runs / "journal.jsonl")
+    assert sum(e["kind"] == "run_resumed" for e in events) == 1
+    assert before <= reps_of(runs)
+    assert [e["kind"] for e in events][-1] == "run_finished"
+    said = json.loads((tune_dir / "tune.json").read_text())
+    rounds = said["rounds"]
+    assert rounds and rounds[0]["kind"] == "axes" and rounds[0]["run"] == str(runs)
+    assert {tuple(c["change"].items()) for c in rounds[0]["candidates"]} == {
+        (("--spec-draft-n-max", 3),), (("--spec-draft-n-max", 10),), (("--cache-type-k", "q8_0"),)}
+    for r in rounds:
+        for c in r["candidates"]:
+            assert c["why"], c
+            # A value is kept only where the verdict called it better and its quality held.
+            assert c["kept"] == (c["call"] == "better" and c["quality_holds"]), c
+            if c["call"] != "no figure":
+                assert c["delta"] is not None and c["receipts"], c
+            if c["lossy"] and c["call"] != "no figure":
+                assert "kl_mean" in c["quality"], c
+    kept = {k: v for r in rounds for c in r["candidates"] if c["kept"] for k, v in c["change"].items()}
+    assert set(said["changed"]) <= set(kept)
+    # The recommended command is the argv ruler booted those flags with.
+    assert "llama-server" in said["command"] and "--spec-draft-n-max" in said["command"]
+    for flag, value in said["recommended"].items():
+        if flag.startswith("--spec") or flag == "--cache-type-k":
+            assert f"{flag} {value}" in said["command"]
+    md = (tune_dir / "tune.md").read_text()
+    print(md)
+    assert "## Recommended" in md and said["command"] in md and "## Ruled out" in md
+    assert said["stop"] in md

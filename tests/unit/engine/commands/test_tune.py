@@ -1,0 +1,135 @@
+"""ruler tune's decisions without a server: which round follows which, what a round leaves as the
+incumbent, when quality holds, and the tune file's problems at file:line:col (the rounds on the
+real testbed, killed and resumed: tests/integration/test_tune.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.campaign.load import SpecError
+from engine.commands.tune import Candidate, Round, after, next_plan, quality_of, tune_md
+from engine.commands.tunespec import Tune, load_tune
+from engine.record.trade import Call
+from engine.words import Check, Verdict
+from tests.paths import REPO
+
+TUNE = REPO / "campaigns" / "tune" / "smollm2.yaml"
+START = {"-m": "${model}", "--spec-draft-n-max": 7}
+
+
+@pytest.fixture(scope="module")
+def tune() -> Tune:
+    return load_tune(TUNE)
+
+
+Cand = tuple[str, object, bool, float]
+
+
+def done(number: int, kind: str, control: dict[str, object], *cands: Cand) -> Round:
+    """A round judged: each candidate (flag, value, kept, delta)."""
+    rnd = Round(number, kind, "run", control)
+    for flag, value, kept, delta in cands:
+        rnd.candidates.append(Candidate(number, kind, "s", f"w{value}", {flag: value}, False, delta=delta,
+                                        call=Call.BETTER if kept else Call.UNDETERMINED, kept=kept))
+    return rnd
+
+
+def test_the_first_round_tries_each_flag_alone_against_the_control(tune: Tune) -> None:
+    plan = next_plan(tune, dict(START), [])
+    assert plan is not None and plan.kind == "axes" and plan.control == START
+    assert [(c.session, c.window, c.change, c.lossy) for c in plan.candidates] == [
+        ("spec_draft_n_max", "spec-draft-n-max-3", {"--spec-draft-n-max": 3}, False),
+        ("spec_draft_n_max", "spec-draft-n-max-10", {"--spec-draft-n-max": 10}, False),
+        ("cache_type_k", "cache-type-k-q8_0", {"--cache-type-k": "q8_0"}, True)]
+    assert plan.boots == 5  # three windows and a control in each of the two sessions
+
+
+def test_nothing_kept_ends_the_tune_with_the_control(tune: Tune) -> None:
+    r1 = done(1, "axes", START, ("--spec-draft-n-max", 3, False, 0.02),
+              ("--cache-type-k", "q8_0", False, -0.1))
+    assert after(r1, START) == START
+    assert next_plan(tune, START, [r1]) is None
+
+
+def test_one_winner_becomes_the_incumbent_and_the_axes_are_tried_again_from_it(tune: Tune) -> None:
+    r1 = done(1, "axes", START, ("--spec-draft-n-max", 3, True, 0.12),
+              ("--spec-draft-n-max", 10, False, 0.3))
+    now = after(r1, START)
+    assert now == {**START, "--spec-draft-n-max": 3}
+    plan = next_plan(tune, now, [r1])
+    assert plan is not None and plan.kind == "axes" and plan.control == now
+    # The incumbent's own value is not tried again.
+    assert [c.change for c in plan.candidates] == [{"--spec-draft-n-max": 10}, {"--cache-type-k": "q8_0"}]
+
+
+def test_two_winners_are_combined_against_the_best_single_change(tune: Tune) -> None:
+    r1 = done(1, "axes", START, ("--spec-draft-n-max", 10, True, 0.08),
+              ("--cache-type-k", "q8_0", True, 0.15))
+    assert after(r1, START) == START  # the combine round decides
+    plan = next_plan(tune, START, [r1])
+    assert plan is not None and plan.kind == "combine"
+    assert plan.control == {**START, "--cache-type-k": "q8_0"}  # the best single change
+    assert [c.change for c in plan.candidates] == [{"--spec-draft-n-max": 10}]
+    kept = done(2, "combine", plan.control, ("--spec-draft-n-max", 10, True, 0.05))
+    assert after(kept, START) == {**START, "--cache-type-k": "q8_0", "--spec-draft-n-max": 10}
+    lost = done(2, "combine", plan.control, ("--spec-draft-n-max", 10, False, 0.01))
+    assert after(lost, START) == {**START, "--cache-type-k": "q8_0"}
+
+
+def test_quality_holds_lossless_only_identical_and_close_lossy_under_the_bound() -> None:
+    good: dict[str, dict[str, Any]] = {Check.GREEDY: {"verdict": Verdict.IDENTICAL},
+                                       Check.TEACHER_FORCED: {"verdict": Verdict.CLOSE}}
+    assert quality_of(good, False, 0.05)[1:] == (True, "")
+    diverged: dict[str, dict[str, Any]] = {**good, Check.GREEDY: {"verdict": Verdict.DIVERGED}}
+    assert quality_of(diverged, False, 0.05)[1:] == (False, "greedy diverged")
+    kl: dict[str, dict[str, Any]] = {Check.KL: {"verdict": Verdict.ABOVE_FLOOR, "figures": {"mean": 0.08}}}
+    assert quality_of(kl, True, 0.05)[1:] == (False, "KL mean 0.08 > kl_max 0.05")
+    assert quality_of(kl, True, 0.1)[1] is True
+    assert quality_of({}, True, 0.1)[1:] == (False, "no KL measured")
+
+
+def test_tune_md_says_the_recommendation_and_every_ruled_out_value() -> None:
+    r1 = done(1, "axes", START, ("--spec-draft-n-max", 3, False, 0.02))
+    r1.candidates[0].why = "ruled out: no decision, the noise does not separate it (+2.0 % [-5.0, +9.0])"
+    out = {"campaign": "c.yaml", "objective": "tok/s of prose at c1", "verdict_rule": "rule",
+           "kl_max": 0.05, "stop": "nothing separates from the incumbent", "changed": {},
+           "command": "llama-server -m m.gguf --spec-draft-n-max 7",
+           "rounds": [{"number": 1, "kind": "axes", "control": START, "run": "r", "boots": 3,
+                       "seconds": 60.0, "candidates": [vars(c) for c in r1.candidates]}]}
+    text = tune_md(out)
+    assert "```\nllama-server -m m.gguf --spec-draft-n-max 7\n```" in text
+    assert "nothing (the control stays)" in text
+    assert ("- round 1: --spec-draft-n-max 3: no decision, the noise does not separate it "
+            "(+2.0 % [-5.0, +9.0])") in text
+
+
+def test_a_bad_tune_file_is_reported_where_it_is(tmp_path: Path) -> None:
+    (tmp_path / "t.yaml").write_text(f"""\
+campaign: {REPO / 'campaigns' / 'demo-tune.yaml'}
+space:
+  --spec-draft-n-max: [7]
+  -ub: {{values: [], lossy: true}}
+objective: {{tok_s: {{class: code, load: c8}}}}
+budget: {{windows: 1}}
+""")
+    with pytest.raises(SpecError) as info:
+        load_tune(tmp_path / "t.yaml")
+    said = [f"{p.line}:{p.col}: {p.message}" for p in info.value.problems]
+    assert said == ["4:17: space.-ub.values: must not be empty",
+                    "6:19: budget.windows: must be at least 2, got 1"], said
+    (tmp_path / "t.yaml").write_text(f"""\
+campaign: {REPO / 'campaigns' / 'demo-tune.yaml'}
+space:
+  --spec-draft-n-max: [7]
+objective: {{tok_s: {{class: code, load: c8}}}}
+""")
+    with pytest.raises(SpecError) as info:
+        load_tune(tmp_path / "t.yaml")
+    said = [f"{p.line}:{p.col}: {p.message}" for p in info.value.problems]
+    assert said == [
+        "3:3: --spec-draft-n-max: every candidate is the control's value already",
+        "4:1: the objective's class 'code' is not a class of the campaign (prose)",
+        "4:40: load 'c8' is not one the workload measures (c1)"], said
