@@ -14,7 +14,6 @@ import gc
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -28,7 +27,6 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.suggester import Suggester
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input
@@ -37,13 +35,12 @@ from textual.worker import get_current_worker
 from engine import control
 from engine.commands.eta import LoadPlan, load_plan
 from engine.commands.invocation import ruler_command
-from engine.record.events import EventKind
 from engine.record.journal import Event
 from engine.record.state import RunState, apply
 from engine.servers import get_adapter
 from engine.words import RERUNNABLE_ROWS, UP_WINDOWS, RunStatus
-from tui.core.commands import Command, CommandError, completions, parse
-from tui.core.detail import Detail, detail, pager_argv
+from tui.commandline import CommandLine, CommandSuggester, Reported
+from tui.core.detail import Detail, detail, pager_argv, receipts
 from tui.core.ending import earlier_run, is_over, next_commands, outcome
 from tui.core.facts import facts_lines
 from tui.core.fmt import Seg, fmt_tok, steered
@@ -51,10 +48,10 @@ from tui.core.follow import Batch, Follower, Link, engine_pid, pid_alive, probe
 from tui.core.header import header_lines
 from tui.core.logview import LineClassifier, ServingView
 from tui.core.plan import frozen_leak
-from tui.core.reps import MEDIAN, REP_COLS, REP_COLUMNS, SPREAD, rep_series, row_cells, window_series
+from tui.core.reps import REP_COLS, REP_COLUMNS, rep_series, row_cells, window_series
 from tui.core.selection import LogWatch, Selection
 from tui.core.sessions import keyed_session, running_sessions, session_args, session_paused
-from tui.core.sorting import Sort, filter_rows, sort_rows
+from tui.core.sorting import filter_rows, sort_rows
 from tui.core.sweep import picked_sweep, sweep_lines
 from tui.core.versus import bars_lines, delta_cells
 from tui.core.windows import (
@@ -65,6 +62,7 @@ from tui.core.windows import (
     window_rows,
     window_status,
 )
+from tui.plain import farewell, follow_plain
 from tui.widgets.detail import DetailScreen
 from tui.widgets.dialogs import ConfirmAbort, HelpScreen
 from tui.widgets.log import BootLog
@@ -77,9 +75,6 @@ Probe = Callable[[Path, "int | None"], Link]
 Send = Callable[..., dict[str, Any]]
 GC_EVERY = 1.0  # seconds between the console's full collections (see on_followed)
 ENGINE_ACTIONS = frozenset({"abort", "advance", "rewarm", "rerun", "pause"})  # they need an engine
-# The sort keys per table (N: back to the campaign's order).
-SORT_KEYS = {"windows": {"S": "status", "D": "Δ ctl"},
-             "reps": {"S": "status", "T": MEDIAN, "P": SPREAD}}
 
 
 class Followed(Message):
@@ -107,27 +102,6 @@ class Replied(Message):
     def __init__(self, cmd: str, args: list[str], reply: dict[str, Any]) -> None:
         super().__init__()
         self.cmd, self.args, self.reply = cmd, args, reply
-
-
-class Reported(Message):
-    """``ruler report`` on the run ended: its exit code and what it printed."""
-
-    def __init__(self, code: int, out: str, err: str) -> None:
-        super().__init__()
-        self.code, self.out, self.err = code, out, err
-
-
-class CommandSuggester(Suggester):
-    """The ``:`` line's completion: the commands, and the run's rows and windows after them."""
-
-    def __init__(self, app: RulerConsole) -> None:
-        super().__init__(use_cache=False)
-        self.console = app
-
-    async def get_suggestion(self, value: str) -> str | None:
-        st = self.console.state
-        found = completions(value, [*st.order, *st.rows])
-        return found[0] if found else None
 
 
 @dataclass
@@ -203,6 +177,7 @@ class RulerConsole(App[None]):
         self.logw = LogWatch()
         self._status: list[Seg] = [("attaching to " + str(self.run_dir), "muted")]
         self._ui: Ui | None = None  # the widgets, once mounted
+        self.commands = CommandLine(self)  # the : line and the sorting
         self.engine_gone = False  # the probe found no engine and no process: it will not answer
         self._was_over = False
         self._frozen = False
@@ -251,7 +226,7 @@ class RulerConsole(App[None]):
             self.query_one(box).display = False
         self.ui.windows.border_title = "windows"
         self.ui.windows.focus()  # arrows pick a window at once; enter opens its reps
-        self._render_all()
+        self.render_all()
         self._follow()
         if self.probe is not None:
             self._probe_loop()
@@ -308,7 +283,7 @@ class RulerConsole(App[None]):
         log = self.ui.log
         with self.batch_update():
             if b.events or b.damage or new_base:
-                self._render_all()
+                self.render_all()
             if b.log_gen == self.logw.gen:
                 if b.log_view != self.logw.view:
                     self.logw.view = b.log_view
@@ -344,7 +319,7 @@ class RulerConsole(App[None]):
             said: list[Seg] = [("attached:", "bold"), (f"{self.state.last_seq} journal events", "muted")]
             if not self.over:  # once over, the banner says how it ended
                 said += [("·", "muted"), ("following", "")]
-            self._say(said)
+            self.say(said)
         self.follower.ack()
 
     def _adapt(self) -> None:
@@ -361,16 +336,16 @@ class RulerConsole(App[None]):
             if self.caught_up and len(self.state.commands) > commands:
                 said = steered(self.state.commands[-1], os.getpid())
                 if said:
-                    self._say(said)
+                    self.say(said)
 
     def on_linked(self, message: Linked) -> None:
         was = self.link
         self.link = message.link
         if was is not None and was.connected and not message.link.connected \
                 and self.state.status == RunStatus.RUNNING:
-            self._say([("engine disconnected:", "error"), (message.link.detail, "")])
+            self.say([("engine disconnected:", "error"), (message.link.detail, "")])
         elif was is not None and not was.connected and message.link.connected:
-            self._say([("engine connected again:", "success"), (message.link.detail, "")])
+            self.say([("engine connected again:", "success"), (message.link.detail, "")])
         # Gone, not just slow to answer: the console has nothing left to steer.
         self.engine_gone = not message.link.connected and not pid_alive(
             engine_pid(self.run_dir, self.state.pid))
@@ -384,16 +359,16 @@ class RulerConsole(App[None]):
         if timer is not None:
             timer.stop()
         if r.get("ok"):
-            self._say([(f"{what}:", "bold"), (str(r.get("reply", "")), "success")])
+            self.say([(f"{what}:", "bold"), (str(r.get("reply", "")), "success")])
         else:
-            self._say([(f"{what} refused:", "error"), (str(r.get("error", "")), "")])
+            self.say([(f"{what} refused:", "error"), (str(r.get("error", "")), "")])
             self.notify(str(r.get("error", "")), title=f"{what} refused", severity="error",
                         timeout=6)
 
     @on(FollowTable.Picked, "#windows")
     def _window_picked(self, message: FollowTable.Picked) -> None:
         self.sel.pick_window(self.state, message.key)
-        self._render_all()
+        self.render_all()
 
     @on(DataTable.RowSelected, "#windows")
     @on(DataTable.RowSelected, "#reps")
@@ -408,28 +383,18 @@ class RulerConsole(App[None]):
 
     def _detail(self, key: str) -> Detail | None:
         ws = self.state.windows.get(key)
-        return detail(self.state, key, self.leak, self._receipts(ws.key) if ws else None)
-
-    def _receipts(self, wkey: str) -> list[str]:
-        """A window's receipts as its directory holds them (its reps' count, not each)."""
-        d = self.run_dir / "windows" / wkey
-        try:
-            entries = sorted(d.iterdir())
-        except OSError:
-            return []
-        return [f"{p.relative_to(self.run_dir)}" + (f"/ ({sum(1 for _ in p.iterdir())} files)"
-                                                     if p.is_dir() else "") for p in entries]
+        return detail(self.state, key, self.leak, receipts(self.run_dir, ws.key) if ws else None)
 
     def page(self, rel: str) -> None:
         """A log of the run in $PAGER, the console suspended meanwhile."""
         path = self.run_dir / rel
         if not path.is_file():
-            self._say([("log:", "bold"), (f"{rel} is not there (yet)", "warning")])
+            self.say([("log:", "bold"), (f"{rel} is not there (yet)", "warning")])
             return
         try:
             self.pager(pager_argv(path, os.environ))
         except (OSError, SuspendNotSupported) as e:
-            self._say([("pager:", "bold"), (f"cannot open {rel}: {e}", "error")])
+            self.say([("pager:", "bold"), (f"cannot open {rel}: {e}", "error")])
 
     def _run_pager(self, argv: list[str]) -> None:
         with self.suspend():
@@ -445,16 +410,16 @@ class RulerConsole(App[None]):
         log = self.ui.log
         y = log.find(message.value)
         if y is None:
-            self._say([(f"/{message.value}:", "bold"),
+            self.say([(f"/{message.value}:", "bold"),
                        (f"no match in the {log.line_count} lines held", "warning")])
         else:
-            self._say([(f"/{message.value}:", "bold"), (f"line {y + 1} of {log.line_count}", "")])
+            self.say([(f"/{message.value}:", "bold"), (f"line {y + 1} of {log.line_count}", "")])
         self._render_log_title()
 
     @on(Input.Changed, "#filter")
     def _filtered(self, message: Input.Changed) -> None:
         self.sel.filter = message.value
-        self._render_all()
+        self.render_all()
 
     @on(Input.Submitted, "#filter")
     def _filter_kept(self) -> None:
@@ -466,33 +431,30 @@ class RulerConsole(App[None]):
         box = self.query_one("#command", Input)
         box.display, box.value = False, ""
         self.ui.windows.focus()
-        try:
-            self.run_command(parse(message.value))
-        except CommandError as e:
-            self._say([(f":{message.value.strip()}", "bold"), (str(e), "warning")])
+        self.commands.submit(message.value)
 
     @on(DataTable.HeaderSelected)
     def _header_clicked(self, message: DataTable.HeaderSelected) -> None:
         """A click on a column's header sorts its table by it; again, the other way."""
         name = "reps" if message.data_table is self.ui.reps else "windows"
-        self.sort_by(name, str(message.column_key.value))
+        self.commands.sort_by(name, str(message.column_key.value))
 
     # ------------------------------------------------------------ actions (keys and palette)
 
     def action_abort(self) -> None:
         def answered(yes: bool | None) -> None:
             if yes:
-                self._command("abort")
+                self.command("abort")
             else:
-                self._say([("abort cancelled: nothing sent", "muted")])
+                self.say([("abort cancelled: nothing sent", "muted")])
 
         self.push_screen(ConfirmAbort(), answered)
 
     def action_advance(self) -> None:
-        self._window_command("advance")
+        self.window_command("advance")
 
     def action_rewarm(self) -> None:
-        self._window_command("rewarm")
+        self.window_command("rewarm")
 
     def action_rerun(self) -> None:
         """The window under the cursor on the windows list (its void and failed rows), else the row
@@ -500,7 +462,7 @@ class RulerConsole(App[None]):
         table = self.ui.windows if self.focused is self.ui.windows else self.ui.reps
         key = table.cursor_key()
         if key is None:
-            self._say([("rerun:", "bold"), ("put the cursor on a void or failed row first", "warning")])
+            self.say([("rerun:", "bold"), ("put the cursor on a void or failed row first", "warning")])
         else:
             self.rerun(key)
 
@@ -509,17 +471,17 @@ class RulerConsole(App[None]):
         told here when there is none, without bothering the engine."""
         row, st = self.state.rows.get(key), self.state
         if row is not None and row.status not in RERUNNABLE_ROWS:
-            self._say([("rerun:", "bold"), (f"{key} is {row.status}; only void or failed rows "
+            self.say([("rerun:", "bold"), (f"{key} is {row.status}; only void or failed rows "
                                             "rerun", "warning")])
         elif row is None and not any(r.status in RERUNNABLE_ROWS for r in window_rows(st, key)):
             word = st.windows[key].status if key in st.windows else "not a row or window"
-            self._say([("rerun:", "bold"), (f"{key} ({word}) has no void or failed row", "warning")])
+            self.say([("rerun:", "bold"), (f"{key} ({word}) has no void or failed row", "warning")])
         else:
-            self._command("rerun", [key])
+            self.command("rerun", [key])
 
     def action_pause(self) -> None:
         session = keyed_session(self.state, self.sel.shown)
-        self._window_command("resume" if session_paused(self.state, session) else "pause")
+        self.window_command("resume" if session_paused(self.state, session) else "pause")
 
     def action_search(self) -> None:
         """``/``: on the log, find a line; anywhere else, filter the windows list."""
@@ -535,94 +497,19 @@ class RulerConsole(App[None]):
         box.focus()
 
     def action_sort(self, key: str) -> None:
-        name = "reps" if self.focused is self.ui.reps else "windows"
-        column = SORT_KEYS[name].get(key)
-        if key == "N":
-            self.sel.sorts.pop(name, None)
-            self._say([("sort:", "bold"), (f"the {name} in campaign order", "")])
-            self._render_all()
-        elif column is None:
-            self._say([("sort:", "bold"), (f"{key} sorts " + ("the reps table (tab to it)" if name ==
-                                           "windows" else "the windows list"), "warning")])
-        else:
-            self.sort_by(name, column)
-
-    def sort_by(self, table: str, column: str) -> None:
-        before = self.sel.sorts.get(table)
-        sort = before.toggled(column) if before else Sort(column)
-        self.sel.sorts[table] = sort
-        self._say([("sort:", "bold"), (f"{table} by {column}" + (", descending" if sort.descending
-                                                                 else ""), "")])
-        self._render_all()
-
-    def run_command(self, cmd: Command) -> None:
-        """A ``:`` command: what its key does, or what no key says (a row by its key, the report)."""
-        name, args = cmd.name, cmd.args
-        if name in ("abort", "advance", "rewarm", "pause", "resume", "rerun") and self.over:
-            self._say([(f":{name}:", "bold"), ("the run is over: no engine to act", "warning")])
-        elif name == "rerun":
-            self.rerun(args[0]) if args else self.action_rerun()
-        elif name == "abort":
-            self.action_abort()
-        elif name in ("advance", "rewarm", "pause", "resume"):
-            self._command(name, args) if args else self._window_command(name)
-        elif name == "report":
-            self._say([(":report", "bold"), ("writing the report…", "muted")])
-            self._report(args)
-        elif name == "open":
-            if args[0] in self.state.rows or args[0] in self.state.windows:
-                self.open_detail(args[0])
-            else:
-                self._say([(":open", "bold"), (f"no row or window {args[0]!r}", "warning")])
-        elif name == "filter":
-            box = self.query_one("#filter", Input)
-            box.value = " ".join(args)  # its Changed message applies it
-        elif name == "sort":
-            self._sort_command(args[0])
-        elif name == "log":
-            ws = self.state.windows.get(self.sel.shown or "")
-            if ws and ws.log:
-                self.page(ws.log)
-        elif name == "help":
-            self.action_help()
-        elif name == "quit":
-            self.action_quit_console()
-
-    def _sort_command(self, word: str) -> None:
-        table = "reps" if self.focused is self.ui.reps else "windows"
-        columns = WINDOW_COLUMNS if table == "windows" else REP_COLUMNS
-        want = {"delta": "Δ ctl", "ci": "95% CI", "tok/s": MEDIAN, "name": "window"}.get(word, word)
-        match = [c for c in columns if c.lower().startswith(want.lower())]
-        if not match:
-            self._say([(":sort", "bold"), (f"no column {word!r} in the {table}; "
-                                           f"columns: {', '.join(columns)}", "warning")])
-        else:
-            self.sort_by(table, match[0])
-
-    @work(thread=True, group="report", exclusive=True, exit_on_error=False)
-    def _report(self, args: list[str]) -> None:
-        """``ruler report`` on this run, as its own process (matplotlib stays out of the console)."""
-        proc = subprocess.run([sys.executable, "-m", "engine", "report", str(self.run_dir), *args],
-                              capture_output=True, text=True, check=False)
-        self.post_message(Reported(proc.returncode, proc.stdout, proc.stderr))
+        self.commands.sort_key(key)
 
     def on_reported(self, message: Reported) -> None:
-        if message.code == 0:
-            made = [line.split(":", 1)[1].strip() for line in message.out.splitlines()
-                    if line.startswith(("report:", "html:"))]
-            self._say([(":report", "bold"), ("written: " + ", ".join(made), "success")])
-        else:
-            why = (message.err.strip().splitlines() or [f"exit code {message.code}"])[-1]
-            self._say([(":report", "bold"), (f"failed: {why}", "error")])
+        self.commands.reported(message)
 
     def action_follow(self) -> None:
         log = self.ui.log
         log.set_follow(not log.auto_scroll)
-        self._say([("follow", "bold"), ("on" if log.auto_scroll else "off (f to follow again)", "")])
+        self.say([("follow", "bold"), ("on" if log.auto_scroll else "off (f to follow again)", "")])
 
     def action_raw_log(self) -> None:
         self.logw.raw = not self.logw.raw
-        self._say([("log:", "bold"), ("raw, every line (v: serving view)" if self.logw.raw else
+        self.say([("log:", "bold"), ("raw, every line (v: serving view)" if self.logw.raw else
                                       "serving view: past the ready line, errors, warnings and "
                                       "the lines the adapter reads; the rest folded (v: raw)", "")])
         self._watch_log()
@@ -662,7 +549,7 @@ class RulerConsole(App[None]):
             self._render_log_title()
             return
         self.sel.live()
-        self._render_all()
+        self.render_all()
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         # Textual's own, less those ruler has (quit, keys) or does its own way (the screenshot,
@@ -695,31 +582,31 @@ class RulerConsole(App[None]):
 
     def action_screenshot_here(self) -> None:
         path = self.save_screenshot(path=str(self.run_dir))
-        self._say([("screenshot:", "bold"), (path, "success")])
+        self.say([("screenshot:", "bold"), (path, "success")])
 
-    def _window_command(self, cmd: str) -> None:
+    def window_command(self, cmd: str) -> None:
         """A command on a window: with sessions on places, the window under the cursor's session."""
         args = session_args(self.state, self.sel.shown)
         if args is None:
             running = ", ".join(running_sessions(self.state))
-            self._say([(f"{cmd}:", "bold"), (f"sessions {running} run at once: put the cursor on a "
+            self.say([(f"{cmd}:", "bold"), (f"sessions {running} run at once: put the cursor on a "
                                               "window of the one to act on", "warning")])
         else:
-            self._command(cmd, args)
+            self.command(cmd, args)
 
-    def _command(self, cmd: str, args: list[str] | None = None) -> None:
+    def command(self, cmd: str, args: list[str] | None = None) -> None:
         what = " ".join([cmd, *(args or [])])
         self._pending[what] = self.set_timer(
-            0.15, lambda: self._say([(what, "bold"), ("sent, waiting for the engine…", "muted")]))
+            0.15, lambda: self.say([(what, "bold"), ("sent, waiting for the engine…", "muted")]))
         self._send(cmd, list(args or []))
 
-    def _say(self, segs: list[Seg]) -> None:
+    def say(self, segs: list[Seg]) -> None:
         self._status = segs
         self.ui.status.set(to_text(segs, self.tags))
 
     # ------------------------------------------------------------ rendering
 
-    def _render_all(self) -> None:
+    def render_all(self) -> None:
         self.sel.follow(self.state)
         self._render_end()
         self._render_head()
@@ -745,7 +632,7 @@ class RulerConsole(App[None]):
             banner.display = over
             self.refresh_bindings()
             if over and self.caught_up:  # it ended while the console watched
-                self._say([outcome(self.state, self.engine_gone, self.clock())])
+                self.say([outcome(self.state, self.engine_gone, self.clock())])
         if over:
             other = earlier_run(self.run_dir, self.state.campaign)
             lines = [[outcome(self.state, self.engine_gone, self.clock())],
@@ -876,44 +763,6 @@ class RulerConsole(App[None]):
     def _title(widget: Widget, title: str) -> None:
         if widget.border_title != title:  # a border title repaints the whole box
             widget.border_title = title
-
-
-def farewell(run_dir: Path, state: RunState) -> str:
-    """What the terminal says once the console is closed: the engine is never stopped by it."""
-    pid = engine_pid(run_dir, state.pid)
-    if state.status == RunStatus.RUNNING and pid_alive(pid):
-        return f"engine still running (pid {pid}); reattach with: {ruler_command()} attach {run_dir}"
-    if state.status == RunStatus.RUNNING:
-        return (f"the engine is not running and the campaign is not finished; "
-                f"resume it with: {ruler_command()} run --resume {run_dir}")
-    if state.status == RunStatus.NEW:
-        return f"no campaign in {run_dir}/journal.jsonl yet"
-    return f"campaign {state.status}"
-
-
-def follow_plain(run_dir: Path) -> int:
-    """No terminal (a pipe, a log file): the engine's plain progress lines, to the end of the run."""
-    # Here only: the progress lines' module loads the quality checks (a second of the console's
-    # start, where the console itself needs none of it).
-    from engine.commands.progress import printer
-
-    emit = printer()
-    done = threading.Event()
-    follower = Follower(run_dir, lambda b: None, from_snapshot=False)  # every line, from the first
-
-    def post(b: Batch) -> None:
-        for d in b.damage:
-            print(f"journal.jsonl damaged: {d}", flush=True)
-        for e in b.events:
-            emit(e)
-            if e["kind"] == EventKind.RUN_FINISHED:
-                done.set()
-        follower.ack()
-
-    follower.post = post
-    with contextlib.suppress(KeyboardInterrupt):  # ^C stops following, never the engine
-        follower.run(done.is_set)
-    return 0
 
 
 def run_console(run_dir: Path) -> int:

@@ -52,6 +52,18 @@ def detail(state: RunState, key: str, leak: LeakRule, files: list[str] | None = 
     return None
 
 
+def receipts(run_dir: Path, wkey: str) -> list[str]:
+    """A window's receipts as its directory holds them (its reps' count, not each), relative to
+    the run directory."""
+    d = run_dir / "windows" / wkey
+    try:
+        entries = sorted(d.iterdir())
+    except OSError:
+        return []
+    return [f"{p.relative_to(run_dir)}" + (f"/ ({sum(1 for _ in p.iterdir())} files)" if p.is_dir()
+                                            else "") for p in entries]
+
+
 def pager_argv(path: Path, environ: Mapping[str, str]) -> list[str]:
     """The command that shows ``path`` in the operator's pager: $PAGER with its words, else less."""
     return [*shlex.split(environ.get("PAGER") or "less"), str(path)]

@@ -31,7 +31,8 @@ from engine.record.writer import JournalWriter
 from engine.servers import get_adapter
 from tests.console import live_marked, screen_text, settled, table_text, until
 from tests.unit.tui.recorded import JOURNALS, REPLIES, StandIn, append, last_ts, recorded, stable
-from tui.app import RulerConsole, farewell
+from tui.app import RulerConsole
+from tui.plain import farewell
 from tui.core.follow import Link
 from tui.core.logview import ServingView
 from tui.core.reps import REP_COLS
@@ -115,7 +116,7 @@ async def test_a_refusal_is_shown_as_the_engine_worded_it(measuring) -> None:
     app = RulerConsole(run, probe_interval=0.3)
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
-        app._command("rerun", ["s2-control/prose/c1"])  # a noisy row: the engine refuses
+        app.command("rerun", ["s2-control/prose/c1"])  # a noisy row: the engine refuses
         await until(pilot, lambda: "refused" in screen_text(app))
         assert "row s2-control/prose/c1 is noisy, not void" in screen_text(app)
 
