@@ -473,8 +473,8 @@ class Measurement:
             run.emit(EventKind.RERUN_ABORTED, **where, attempt=attempt, reason=why, reps=len(reps))
             return
         row = stats.row_figures(reps, c, run.leak_policy, slo_of(run)) if reps else {}
-        said = (f"{why} ({len(reps)} reps done)" if window_status == WindowStatus.FAILED
-                else f"{why} after {len(reps)} reps")
+        said = (f"{why} ({plural(len(reps), 'rep')} done)" if window_status == WindowStatus.FAILED
+                else f"{why} after {plural(len(reps), 'rep')}")
         run.emit(EventKind.ROW_DONE, **where, axis=run.axis(where["window"]), attempts=attempt,
                     reason=said, source=";".join(paths),
                     **{**row, "status": RowStatus.FAILED if window_status == WindowStatus.FAILED

@@ -190,7 +190,7 @@ def test_abort_cancels_the_pass_in_flight_and_a_resume_finishes(tmp: Path,
     assert replies == ["aborting: the current server is stopped (a container is kept); rows in "
                        "flight become aborted"]
     row = events(run, "row_done", window="control")
-    assert [(e["status"], e["reason"]) for e in row] == [("aborted", "operator abort after 1 reps")]
+    assert [(e["status"], e["reason"]) for e in row] == [("aborted", "operator abort after 1 rep")]
     assert row[0]["source"] == "windows/s1-control/reps/prose-c2-1-1.jsonl"
     assert sorted(p.name for p in (run / "windows" / "s1-control" / "reps").iterdir()) == [
         "prose-c2-1-1.jsonl", "prose-c2-1-warm.jsonl"]  # the cancelled pass is not a rep
@@ -227,7 +227,7 @@ def test_advance_ends_the_window_and_the_campaign_goes_on(tmp: Path, fake: FakeR
     assert finished == {"control": "done", "ctx": "advanced", "other": "done"}
     got = rows(run)
     assert (got["s1-ctx/prose/c1"]["status"], got["s1-ctx/prose/c1"]["reason"]) == (
-        "aborted", "operator advanced the window after 1 reps")
+        "aborted", "operator advanced the window after 1 rep")
     assert "s1-ctx/prose/c2" not in got  # the window ended before this shape
     assert all(got[f"s1-other/prose/c{n}"]["status"] == "ok" for n in (1, 2))
 
@@ -264,7 +264,7 @@ def test_advance_while_paused_ends_the_window_at_once_and_the_pause_holds_on(
     assert held == {"ctx": "advanced", "cmds": ["pause", "advance"], "rep": 1, "pause_held": True}
     got = rows(r.run_dir)
     assert (got["s1-ctx/prose/c2"]["status"], got["s1-ctx/prose/c2"]["reason"]) == (
-        "aborted", "operator advanced the window after 1 reps")
+        "aborted", "operator advanced the window after 1 rep")
     assert got["s1-other/prose/c2"]["status"] == "ok"
 
 

@@ -32,11 +32,11 @@ from engine.servers import get_adapter
 from tests.console import live_marked, screen_text, settled, table_text, until
 from tests.unit.tui.recorded import JOURNALS, REPLIES, StandIn, append, last_ts, recorded, stable
 from tui.app import RulerConsole
-from tui.plain import farewell
 from tui.core.follow import Link
 from tui.core.logview import ServingView
 from tui.core.reps import REP_COLS
 from tui.core.windows import WINDOW_COLS
+from tui.plain import farewell
 from tui.widgets.log import BootLog
 from tui.widgets.tables import FollowTable
 
