@@ -24,7 +24,7 @@ from engine.record.state import RunState
 from engine.runtime.base import Server
 from engine.servers.adapter import ServerAdapter
 from engine.servers.logs import BootFacts
-from engine.words import CONTROL, WindowStatus
+from engine.words import CONTROL, WindowStatus, is_control
 
 
 class Emit(Protocol):
@@ -97,7 +97,7 @@ class RunContext:
     control_facts: dict[str, BootFacts] = field(default_factory=dict)  # session -> its control's
 
     def axis(self, window: str) -> str:
-        return CONTROL if window == CONTROL else self.campaign.window(window).axis
+        return CONTROL if is_control(window) else self.campaign.window(window).axis
 
 
 @dataclass

@@ -10,6 +10,15 @@ the console speak one vocabulary without importing one another.
 from enum import StrEnum
 
 CONTROL = "control"  # the window every session boots first; every other window is a delta to it
+# The control booted again at a session's end (``control_position: both``): the same server twice in
+# one session measures how far it moves between boots (engine.method.boots).
+CONTROL_AGAIN = "control-again"
+CONTROL_BOOTS = (CONTROL, CONTROL_AGAIN)
+
+
+def is_control(window: str) -> bool:
+    """A boot of the control itself (the control, or the control booted again)."""
+    return window in CONTROL_BOOTS
 
 
 class RunStatus(StrEnum):

@@ -47,7 +47,7 @@ from tui.core.fmt import Seg, fmt_tok, steered
 from tui.core.follow import Batch, Follower, Link, engine_pid, pid_alive, probe
 from tui.core.header import header_lines
 from tui.core.logview import LineClassifier, ServingView
-from tui.core.plan import frozen_leak
+from tui.core.plan import frozen_leak, frozen_rule
 from tui.core.reps import REP_COLS, REP_COLUMNS, rep_series, row_cells, window_series
 from tui.core.selection import LogWatch, Selection
 from tui.core.sessions import keyed_session, running_sessions, session_args, session_paused
@@ -162,7 +162,8 @@ class RulerConsole(App[None]):
         self.send, self.max_log_lines = send, max_log_lines
         self.pager = pager or self._run_pager
         self.state = RunState()
-        self.leak = frozen_leak(self.run_dir / "campaign.yaml")  # its spread: the Δ column's floor
+        self.leak = frozen_leak(self.run_dir / "campaign.yaml")
+        self.rule = frozen_rule(self.run_dir / "campaign.yaml")  # the Δ column's calls
         self.link: Link | None = None
         self.caught_up = False  # the journal and the shown log were read to their end
         self.sel = Selection()
@@ -383,7 +384,7 @@ class RulerConsole(App[None]):
 
     def _detail(self, key: str) -> Detail | None:
         ws = self.state.windows.get(key)
-        return detail(self.state, key, self.leak, receipts(self.run_dir, ws.key) if ws else None)
+        return detail(self.state, key, self.leak, self.rule, receipts(self.run_dir, ws.key) if ws else None)
 
     def page(self, rel: str) -> None:
         """A log of the run in $PAGER, the console suspended meanwhile."""
@@ -522,7 +523,7 @@ class RulerConsole(App[None]):
 
     def action_sweep(self) -> None:
         sweep = picked_sweep(self.state, self.sel.shown)
-        self.push_screen(SweepScreen(lambda: sweep_lines(self.state, self.leak.spread, sweep), self.tags))
+        self.push_screen(SweepScreen(lambda: sweep_lines(self.state, self.rule, sweep), self.tags))
 
     def action_quit_console(self) -> None:
         self.exit()
@@ -669,7 +670,7 @@ class RulerConsole(App[None]):
             ws = st.windows[key]
             # Every window up now: one per place when sessions run on places.
             mark = "▶ " if key == st.current or ws.status in UP_WINDOWS else "  "
-            delta, ci = delta_cells(st, key, self.leak.spread)
+            delta, ci = delta_cells(st, key, self.rule)
             rows.append((key, [[(f"{mark}{ws.session} {ws.window}", "bold" if mark.strip() else "")],
                                [window_status(st, key)], [delta], [ci],
                                window_notes(st, key), [(ws.axis, "muted")]]))
@@ -726,7 +727,7 @@ class RulerConsole(App[None]):
             label += [("·", "muted"), (f"{row.cls} {row.load}:", "bold"),
                       (" ".join(fmt_tok(v) for v in rep_series(row)), "")]
         self.ui.spark_label.set(to_text(label, self.tags))
-        bars = bars_lines(self.state, self.sel.shown, width=8, noise=self.leak.spread)
+        bars = bars_lines(self.state, self.sel.shown, self.rule, width=8)
         self.ui.bars.set(Text("\n").join(to_text(line, self.tags, sep="") for line in bars))
 
     def _watch_log(self) -> None:

@@ -17,6 +17,14 @@ LEAK_MIN_CONCURRENCY = 8
 LEAK_SPREAD = 0.10
 LEAK_MAX_RERUNS = 2
 
+# verdict: the campaign's error rate across its window rows, how it is kept, the equivalence margin
+# of "no observable effect", and the noise between boots assumed where none was measured
+ERROR_RATE = 0.05
+CORRECTION: Final = "holm"
+MARGIN = 0.05
+BOOT_NOISE = 0.05
+CONTROL_POSITION: Final = "both"
+
 SEED = 1234  # quality requests always send a seed; this one when the campaign has none
 # The greedy prompts a campaign gets when its quality section names none (ships with ruler).
 GREEDY_FILE = Path(__file__).resolve().parents[2] / "campaigns" / "prompts" / "greedy.txt"

@@ -328,9 +328,9 @@ def slurm_notes(c: Campaign, run_dir: Path) -> list[str]:
     out = [f"slurm: each window is one batch job (sbatch --parsable), its server started as "
            f"`{c.slurm.start}`; the run directory ({run_dir}, or -2, -3... when taken) must be on a "
            "filesystem the nodes share (checked before the first window)"]
-    if c.control_position != "first":
+    if c.control_position == "last":
         out.append("slurm: the control boots last, so the windows before it are not pinned to its "
-                   "node: each goes wherever Slurm puts it (control_position: first pins them all)")
+                   "node: each goes wherever Slurm puts it (first or both pins them all)")
     if c.slurm.start == "pyxis":
         out.append("slurm: start pyxis is rendered and documented but NOT exercised by ruler's tests "
                    "(no pyxis on CI): check the job script below on your cluster before a long "

@@ -34,8 +34,9 @@ from engine.campaign.sources.shared_prefix import SharedPrefixSpec
 from engine.campaign.sources.trace import TraceSpec
 from engine.campaign.variables import ArgValue, Scalar, expand
 from engine.campaign.yamlmarks import describe
+from engine.method.verdict import Rule
 from engine.runtime.slurm import options as sbatch_options
-from engine.words import CONTROL
+from engine.words import CONTROL, CONTROL_AGAIN, CONTROL_BOOTS
 
 # Names become parts of paths, container names and row keys: the run directory
 # `<date>-<campaign>`, `windows/<session>-<window>/`, `reps/<class>-c<N>-...jsonl`, the container
@@ -519,6 +520,21 @@ class Leak(_Frozen):
     max_reruns: Annotated[int, Strict(), Field(ge=0, le=100)] = defaults.LEAK_MAX_RERUNS
 
 
+Fraction = Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)]
+
+
+class VerdictSpec(_Frozen):
+    """How window rows are called against the control (engine.method.verdict)."""
+
+    error_rate: Fraction = defaults.ERROR_RATE
+    correction: Literal["holm", "bh"] = defaults.CORRECTION
+    margin: Fraction = defaults.MARGIN
+    boot_noise: Fraction = defaults.BOOT_NOISE
+
+    def rule(self) -> Rule:
+        return Rule(self.error_rate, self.correction, self.margin, self.boot_noise)
+
+
 class Timeouts(_Frozen):
     boot: Seconds = 600
     request: Seconds = 300
@@ -554,9 +570,12 @@ class Campaign(_Frozen):
     sessions: dict[SessionName, tuple[Str, ...]]
     places: tuple[Place, ...] = ()  # none: one place, this machine (or wherever Slurm puts it)
     parallel: PosInt | None = None  # sessions at once: at most one per place (None: every place)
-    control_position: Literal["first", "last"] = "first"
+    # both: the control first and again last in each session (CONTROL_AGAIN), which measures the
+    # noise between boots every delta's interval counts; first or last: once, and a declared noise.
+    control_position: Literal["first", "last", "both"] = defaults.CONTROL_POSITION
     workload: Workload
     leak: Leak = Leak()
+    verdict: VerdictSpec = VerdictSpec()
     timeouts: Timeouts = Timeouts()
     quality: QualitySpec = QualitySpec()
 
@@ -573,6 +592,8 @@ class Campaign(_Frozen):
         return self._source_text
 
     def window(self, name: str) -> Window:
+        if name == CONTROL_AGAIN:  # the control again: no change, no axis
+            return Window(name=CONTROL_AGAIN)
         for window in self.windows:
             if window.name == name:
                 return window
@@ -588,7 +609,7 @@ class Campaign(_Frozen):
 
     def knobs_for(self, window_name: str) -> dict[str, Any]:
         """The request fields a window sends: the workload's knobs with its change's over them."""
-        change = Change() if window_name == CONTROL else self.window(window_name).change
+        change = Change() if window_name in CONTROL_BOOTS else self.window(window_name).change
         return {k: v for k, v in {**self.workload.knobs, **change.knobs}.items() if v is not None}
 
     def control_value(self, axis: str) -> Any:
@@ -604,6 +625,8 @@ class Campaign(_Frozen):
     def windows_in(self, session: str) -> list[str]:
         """The boot order of a session, the control included."""
         names = list(self.sessions[session])
+        if self.control_position == "both":
+            return [CONTROL, *names, CONTROL_AGAIN]
         return [CONTROL, *names] if self.control_position == "first" else [*names, CONTROL]
 
     def config_for(self, window_name: str, runtime: str | None = None) -> ServerConfig:
@@ -613,7 +636,7 @@ class Campaign(_Frozen):
         ("docker" or "process"), that runtime's command; else None. The campaign's own runtime
         is deliberately not assumed: `ruler run --runtime` may override it.
         """
-        change = Change() if window_name == CONTROL else self.window(window_name).change
+        change = Change() if window_name in CONTROL_BOOTS else self.window(window_name).change
         base = {"docker": self.docker.command, "process": self.process.command}.get(runtime or "")
         return ServerConfig(
             model=self.control.model if change.model is None else change.model,

@@ -146,7 +146,7 @@ def objective_of(tune: Tune, state: RunState, session: str, window: str) -> Judg
     if goal is not None:
         c, rate = next((c, r) for c, r in tune.base.workload.loads()
                        if (f"r{r:g}" if r else f"c{c}") == goal.load)
-        return judged(state, tune.base.leak.spread, session, window, cls, c, rate)
+        return judged(state, tune.base.verdict.rule(), session, window, cls, c, rate)
     mine = state.capacity.get(capacity_key(session, window, cls))
     ctl = state.capacity.get(capacity_key(session, CONTROL, cls))
     if mine is None or ctl is None:
@@ -234,17 +234,19 @@ class Plan:
     windows: list[dict[str, Any]]
     sessions: dict[str, list[str]] | None
     candidates: list[Candidate]
+    control_boots: int = 1  # per session: 2 with control_position both (the control again)
 
     @property
     def boots(self) -> int:
         sessions = self.sessions or {c.session: [] for c in self.candidates}
-        return len(self.candidates) + len(sessions)
+        return len(self.candidates) + len(sessions) * self.control_boots
 
 
 def next_plan(tune: Tune, incumbent: dict[str, Any], done: list[Round]) -> Plan | None:
     """The round after those done: axes from the incumbent; combine when the last axes round had
     two winners or more; None when the last axes round kept nothing."""
     n = len(done) + 1
+    boots = 2 if tune.base.control_position == "both" else 1
     last = done[-1] if done else None
     if last is not None and last.kind == "axes":
         winners = _winners(last)
@@ -253,9 +255,10 @@ def next_plan(tune: Tune, incumbent: dict[str, Any], done: list[Round]) -> Plan 
         if len(winners) >= 2:
             best, *others = winners
             windows, plan = combine_plan(others, n)
-            return Plan(n, "combine", {**incumbent, **best.change}, windows, {"s1": ["combined"]}, plan)
+            return Plan(n, "combine", {**incumbent, **best.change}, windows, {"s1": ["combined"]}, plan,
+                        boots)
     windows, plan = axes_plan(tune, incumbent, n)
-    return Plan(n, "axes", dict(incumbent), windows, None, plan) if plan else None
+    return Plan(n, "axes", dict(incumbent), windows, None, plan, boots) if plan else None
 
 
 def _winners(rnd: Round) -> list[Candidate]:
@@ -447,9 +450,9 @@ def summary(tune: Tune, tune_dir: Path, done: list[Round], start: dict[str, Any]
     return {
         "tune": str(tune.path), "campaign": str(tune.base.source_path), "directory": str(tune_dir),
         "objective": tune.objective_text(), "kl_max": tune.spec.kl_max,
-        "verdict_rule": ("engine.record.trade.judged: Welch's 95 % interval on log tok/s, an effect "
-                         f"when it excludes 0 and the delta exceeds leak.spread "
-                         f"({tune.base.leak.spread:g}); otherwise no decision"),
+        "verdict_rule": ("engine.record.trade.judged: the delta against the session's control "
+                         "boots with the noise between boots counted; "
+                         + tune.base.verdict.rule().text() + "; otherwise no decision"),
         "space": {k: {"values": list(v.values), "lossy": v.lossy} for k, v in tune.spec.space.items()},
         "stop": stop, "start": start, "recommended": incumbent, "changed": changed,
         # Paths shown relative: the same command on another box with the same layout.

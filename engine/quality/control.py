@@ -28,6 +28,7 @@ from engine.quality.reference import (
 )
 from engine.record import results
 from engine.record.events import EventKind
+from engine.record.judged import judgement
 from engine.words import CONTROL, Check, Verdict
 
 
@@ -151,9 +152,10 @@ class ControlChecks(Checks):
                                    "reference": data["reference"]})
 
     def drift(self) -> None:
+        rule = self.c.verdict.rule()
+        noise = {c: n for (c, rate), n in judgement(self.run.state, rule).noise.items() if not rate}
         rows = [r for r in write_drift(self.run.run_dir, list(self.c.sessions),
-                                       self.run.state.session_places, self.baseline_dir,
-                                       self.c.leak.spread)
+                                       self.run.state.session_places, rule, noise, self.baseline_dir)
                 if r["session"] == self.ctx.session]
         if not rows:
             return

@@ -2,8 +2,9 @@
 sessions run on places) and a baseline run's.
 
 The controls are one configuration measured again, so their delta is noise between boots; it is
-judged by the deltas' rule (engine.method.delta): drift when its interval excludes 0 and it is
-larger than the campaign's declared noise.
+drift when it is larger than the noise between boots the run measured (engine.method.verdict:
+the delta's p-value below the campaign's error rate, for this one comparison), or the declared
+noise where none was measured.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.method import stats
-from engine.method.delta import METHOD, Interval, observable, relative_delta
+from engine.method.boots import BootNoise, declared
+from engine.method.verdict import Rule, versus
 from engine.record import results
 from engine.record.receipts import read_rep
 from engine.record.state import earlier_sessions
@@ -52,28 +54,31 @@ def rep_tok_s(run_dir: Path, row: dict[str, str]) -> list[float]:
 
 
 def _drift_row(row: dict[str, str], reps: list[float], ref_tok_s: float, ref_reps: list[float],
-               ref_spread: float, against: str, floor: float) -> dict[str, Any]:
+               ref_spread: float, against: str, rule: Rule, noise: BootNoise) -> dict[str, Any]:
     tok_s, spread = float(row["agg_tok_s"]), float(row["spread"] or 0)
-    iv = relative_delta(reps, ref_reps) if reps and ref_reps else None
-    if iv is None and ref_tok_s:  # no receipts to read: the medians, without an interval
-        iv = Interval(tok_s / ref_tok_s - 1, None, None)
+    v = versus(reps, [ref_reps], noise) if reps and ref_reps else None
+    iv = v.interval() if v is not None else None
+    delta = v.delta if v is not None else tok_s / ref_tok_s - 1 if ref_tok_s else None
+    p = v.p() if v is not None else None
 
     def pct(x: float | None) -> float | None:
         return None if x is None else round(x * 100, 2)
     return {"session": row["session"], "class": row["class"],
             "concurrency": int(row["concurrency"]), "against": against, "agg_tok_s": tok_s,
-            "reference_tok_s": ref_tok_s, "delta_pct": pct(iv.delta) if iv else None,
-            "delta_lo_pct": pct(iv.lo) if iv else None, "delta_hi_pct": pct(iv.hi) if iv else None,
-            "method": METHOD, "floor_pct": round(floor * 100, 2),
+            "reference_tok_s": ref_tok_s, "delta_pct": pct(delta),
+            "delta_lo_pct": pct(iv[0]) if iv else None, "delta_hi_pct": pct(iv[1]) if iv else None,
+            "method": v.method() if v is not None else "the medians alone: no receipts",
+            "boot_noise_pct": pct(noise.sd), "boot_noise_how": noise.how(), "p_value": p,
             "spread": spread, "reference_spread": ref_spread,
-            "verdict": Verdict.DRIFT if iv is not None and observable(iv, floor)
-            else Verdict.WITHIN_NOISE}
+            "verdict": Verdict.DRIFT if p is not None and p < rule.error_rate else Verdict.WITHIN_NOISE}
 
 
-def control_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str],
-                  baseline_dir: Path | None = None, floor: float = 0.0) -> list[dict[str, Any]]:
+def control_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str], rule: Rule,
+                  noise: Mapping[int, BootNoise], baseline_dir: Path | None = None
+                  ) -> list[dict[str, Any]]:
     """Each session's control against the nearest earlier session's, per class at C1: delta in
-    percent with its interval, judged against ``floor`` (the campaign's declared noise).
+    percent with its interval, judged against the noise between boots at its concurrency
+    (``noise``; the rule's declared one where none was measured).
     ``order``: the campaign's sessions; ``places``: session -> the place it ran on, when sessions
     run on places: then only a session of the same place is earlier (one that ran before it there;
     see engine.record.state.earlier_sessions); the report compares places after the run.
@@ -81,6 +86,9 @@ def control_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str]
     With ``baseline_dir`` (another run), also against that run's controls: per class, the median
     of its sessions' control rows (spread: the largest of theirs; reps: all of theirs).
     """
+    def noise_at(c: int) -> BootNoise:
+        return noise.get(c) or declared(rule.boot_noise)
+
     by_class: dict[str, dict[str, dict[str, str]]] = {}
     for row in _c1_rows(run_dir):
         by_class.setdefault(row["class"], {})[row["session"]] = row
@@ -93,7 +101,8 @@ def control_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str]
             if cur is not None and prev is not None:
                 out.append(_drift_row(cur, rep_tok_s(run_dir, cur), float(prev["agg_tok_s"]),
                                       rep_tok_s(run_dir, prev), float(prev["spread"] or 0),
-                                      _against(prev["session"], places), floor))
+                                      _against(prev["session"], places), rule,
+                                      noise_at(int(cur["concurrency"]))))
     if baseline_dir is not None:
         base: dict[str, list[dict[str, str]]] = {}
         for row in _c1_rows(baseline_dir):
@@ -105,7 +114,7 @@ def control_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str]
             ref_spread = max(float(r["spread"] or 0) for r in base[cls])
             ref_reps = [x for r in base[cls] for x in rep_tok_s(baseline_dir, r)]
             out += [_drift_row(rows[s], rep_tok_s(run_dir, rows[s]), ref, ref_reps, ref_spread,
-                               f"baseline {baseline_dir.name}", floor)
+                               f"baseline {baseline_dir.name}", rule, noise_at(int(rows[s]["concurrency"])))
                     for s in order if s in rows]
     return out
 
@@ -117,12 +126,13 @@ def _against(session: str, places: Mapping[str, str]) -> str:
 _WRITING = threading.Lock()  # places' controls end at once: drift.json is computed and written whole
 
 
-def write_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str],
-                baseline_dir: Path | None = None, floor: float = 0.0) -> list[dict[str, Any]]:
+def write_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str], rule: Rule,
+                noise: Mapping[int, BootNoise], baseline_dir: Path | None = None
+                ) -> list[dict[str, Any]]:
     with _WRITING:
-        drift = control_drift(run_dir, order, places, baseline_dir, floor)
+        drift = control_drift(run_dir, order, places, rule, noise, baseline_dir)
         results.write_json(run_dir / DRIFT, {"baseline": str(baseline_dir) if baseline_dir else None,
-                                             "method": METHOD, "floor": floor, "rows": drift})
+                                             "rule": rule.text(), "rows": drift})
     return drift
 
 

@@ -1,18 +1,22 @@
 """Is there anything to see? Boot facts and throughput rows of a window against its control.
 
-A window whose boot facts equal the control's, whose throughput rows show no delta beyond the
-noise (engine.method.delta: the interval holds 0 or the delta is within the declared noise) and
-whose greedy outputs are identical is "no observable effect" (the campaign notes: "the flags parse
-and do nothing").
+A window whose boot facts equal the control's, whose throughput rows are each shown within the
+campaign's margin of the control (engine.method.verdict: TOST, the noise between boots counted)
+and whose greedy outputs are identical is "no observable effect" (the campaign notes: "the flags
+parse and do nothing"). A row that is neither an effect nor shown within the margin leaves the
+window undetermined: absence of evidence is not evidence of absence.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import Any
 
-from engine.method.delta import METHOD, observable, relative_delta
-from engine.words import USABLE_ROWS, Verdict, load_label
+from engine.method.verdict import Call
+from engine.record.judged import Judgement
+from engine.record.state import RowState
+from engine.words import Verdict, load_label
 
 # Boot facts that legitimately differ from boot to boot, or come from requests rather than the
 # boot: file paths (the model's type, size and shape are facts of their own), the listening URL
@@ -31,39 +35,25 @@ def fact_diff(window: dict[str, Any], control: dict[str, Any]) -> dict[str, Any]
             if window.get(k) != control.get(k) or type(window.get(k)) is not type(control.get(k))}
 
 
-Shape = tuple[str, int] | tuple[str, int, float | None]  # class, concurrency[, open-loop rate]
-# One kind of shape key on both sides (dict keys are invariant: a union would take neither kind).
-S = TypeVar("S", bound=Shape)
-
-
-def rows_inside(window: dict[S, dict[str, Any]], control: dict[S, dict[str, Any]],
-                floor: float = 0.0) -> dict[str, Any]:
-    """Each window row against the control's row of the same shape, by the deltas' rule: inside
-    (no effect seen) when the interval of the delta holds 0 or the delta is no larger than
-    ``floor``, the campaign's declared noise (its leak spread): three reps within one boot
-    understate the noise between two boots (seen on the demo: a no-op flag at -12 % against a
-    7.5 % spread on a shared CPU, its boot facts and greedy outputs identical).
-    A row that is void, failed or aborted on either side cannot be judged.
-    """
+def rows_called(j: Judgement, rows: Iterable[RowState]) -> dict[str, Any]:
+    """Each of a window's rows with the campaign's call on it (engine.record.judged: against the
+    session's control boots, the noise between boots counted, the family every window row so
+    far). A row without a figure on either side cannot be judged."""
     out: list[dict[str, Any]] = []
-    for shape, w in sorted(window.items(), key=lambda kv: (kv[0][0], kv[0][1], (*kv[0][2:], 0.0)[0] or 0.0)):
-        cls, c, rate = (*shape, None)[:3]
-        ctl = control.get(shape)
-        iv = None
-        if ctl and w.get("status") in USABLE_ROWS and ctl.get("status") in USABLE_ROWS:
-            iv = relative_delta(w.get("rep_tok_s") or [], ctl.get("rep_tok_s") or [])
-        if iv is None:
-            out.append({"class": cls, "concurrency": c, **({"rate": rate} if rate else {}),
-                        "judged": False})
+    for r in sorted(rows, key=lambda r: (r.cls, r.concurrency, r.rate or 0.0)):
+        shape = {"class": r.cls, "concurrency": r.concurrency, **({"rate": r.rate} if r.rate else {})}
+        judged = j.rows.get(r.key)
+        v = judged.versus if judged is not None else None
+        if judged is None or v is None:
+            out.append({**shape, "judged": False})
             continue
-        iv = iv.rounded()
-        out.append({"class": cls, "concurrency": c, **({"rate": rate} if rate else {}),
-                    "judged": True, "delta": iv.delta,
-                    "delta_lo": iv.lo, "delta_hi": iv.hi, "method": METHOD, "floor": floor,
-                    "inside": not observable(iv, floor), "agg_tok_s": w["agg_tok_s"],
-                    "control_agg_tok_s": ctl["agg_tok_s"] if ctl else None})
+        lo, hi = v.interval() or (None, None)
+        out.append({**shape, "judged": True, "delta": round(v.delta, 4),
+                    "delta_lo": None if lo is None else round(lo, 4),
+                    "delta_hi": None if hi is None else round(hi, 4), "method": v.method(),
+                    "call": judged.call.value, "why": judged.why(), "agg_tok_s": r.row.get("agg_tok_s")})
     return {"rows": out, "judged": bool(out) and all(r["judged"] for r in out),
-            "inside": bool(out) and all(r.get("inside") for r in out)}
+            "inside": bool(out) and all(r.get("call") == Call.NONE for r in out)}
 
 
 def no_effect_verdict(facts: dict[str, Any] | None, rows: dict[str, Any],
@@ -82,10 +72,11 @@ def no_effect_verdict(facts: dict[str, Any] | None, rows: dict[str, Any],
         shape = f"{r['class']}/{load_label(r['concurrency'], r.get('rate'))}"
         if not r["judged"]:
             missing.append(f"{shape} cannot be judged (void, failed or missing)")
-        elif not r["inside"]:
+        elif r["call"] != Call.NONE:
             ci = (f" [{r['delta_lo']:+.1%}, {r['delta_hi']:+.1%}]" if r["delta_lo"] is not None
                   else "")
-            differ.append(f"{shape} {r['delta']:+.1%}{ci} beyond the noise (floor {r['floor']:.1%})")
+            (differ if r["call"] == Call.EFFECT else missing).append(
+                f"{shape} {r['delta']:+.1%}{ci} {r['call']} ({r['why']})")
     if greedy["identical"] != greedy["n"]:
         differ.append(f"greedy {greedy['identical']}/{greedy['n']}")
     verdict = (Verdict.OBSERVABLE_EFFECT if differ else Verdict.UNDETERMINED if missing

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from engine.quality.checks import Checks
-from engine.quality.effect import IGNORED_FACT, fact_diff, no_effect_verdict, rows_inside
+from engine.quality.effect import IGNORED_FACT, fact_diff, no_effect_verdict, rows_called
 from engine.quality.maths import greedy_compare, greedy_summary, greedy_verdict
 from engine.quality.reference import (
     Reference,
@@ -17,6 +17,7 @@ from engine.quality.reference import (
     same_items,
 )
 from engine.record import results
+from engine.record.judged import judgement
 from engine.words import CONTROL, Check, Verdict
 
 TF_CLOSE = 0.05  # nats: a p99 |dlogp| at or below this is numeric noise, not a different model
@@ -98,8 +99,9 @@ class WindowChecks(Checks):
     def no_effect(self, greedy: dict[str, Any]) -> None:
         """Boot facts equal, throughput rows inside the control's spread, greedy identical."""
         control_facts = self.control_facts()
-        rows = rows_inside(self.rows(self.ctx.window), self.rows(CONTROL),
-                           floor=self.run.campaign.leak.spread)
+        mine = [r for r in list(self.run.state.rows.values())
+                if r.session == self.ctx.session and r.window == self.ctx.window and r.row]
+        rows = rows_called(judgement(self.run.state, self.run.campaign.verdict.rule()), mine)
         facts = None if control_facts is None else fact_diff(self.ctx.facts.as_json()["facts"],
                                                              control_facts)
         verdict, reasons = no_effect_verdict(facts, rows, greedy)
@@ -116,8 +118,3 @@ class WindowChecks(Checks):
             return found
         path = results.window_dir(self.run.run_dir, self.ctx.session, CONTROL) / "boot-facts.json"
         return json.loads(path.read_text()).get("facts") if path.exists() else None
-
-    def rows(self, window: str) -> dict[tuple[str, int, float | None], dict[str, Any]]:
-        # A copy first: another place's thread may add rows to the fold while this one reads it.
-        return {(r.cls, r.concurrency, r.rate): r.row for r in list(self.run.state.rows.values())
-                if r.session == self.ctx.session and r.window == window and r.row}

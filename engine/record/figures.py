@@ -114,10 +114,24 @@ ROW: tuple[Figure, ...] = (
            later=True),
     Figure("spread", float, "(max - min) / median of the reps' tok/s", fmt=".1f %", cell=".1%",
            header="spread", column="spread"),
-    # A window row's delta against its session's control row (receipts.vs_control).
-    Figure("delta", float | None, "(row - control) / control tok/s", journal=WRITTEN, later=True),
-    Figure("delta_lo", float | None, "... its 95 % interval's low end", journal=WRITTEN, later=True),
+    # A window row against its session's control boots, with the noise between boots
+    # (engine.record.judged).
+    Figure("delta", float | None, "(row - control) / control tok/s, the control boots' geometric "
+           "mean", journal=WRITTEN, later=True),
+    Figure("delta_lo", float | None, "... its 95 % interval's low end (the noise between boots in it)",
+           journal=WRITTEN, later=True),
     Figure("delta_hi", float | None, "... and high end", journal=WRITTEN, later=True),
+    Figure("boot_noise", float | None, "how far the same server moves between boots at this load "
+           "(relative sd)", journal=WRITTEN, later=True),
+    Figure("boot_noise_how", str, "measured (boots, df) or declared (verdict.boot_noise)",
+           journal=WRITTEN, later=True),
+    Figure("p_value", float | None, "the delta's two-sided p-value", journal=WRITTEN, later=True),
+    Figure("p_adjusted", float | None, "... adjusted over the campaign's window rows (verdict."
+           "correction)", journal=WRITTEN, later=True),
+    Figure("verdict", str, "observable effect | no observable effect (TOST within verdict.margin) "
+           "| undetermined", journal=WRITTEN, later=True),
+    Figure("verdict_why", str, "the call's figures: p-values, the equivalence interval, the "
+           "sessions it would take", journal=WRITTEN, later=True),
     Figure("cache", str, "the campaign's cache policy the reps ran under: keep | flush", later=True),
     Figure("cache_hit", float | None, "share of the reps' prompt tokens served from the prefix "
            "cache", fmt=".1f %", later=True, source=("prompt_tokens", "cached_tokens", "error")),

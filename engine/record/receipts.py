@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.method.delta import relative_delta, stage_of
+from engine.method.verdict import Rule
 from engine.record.events import EventKind
 from engine.record.figures import CSV_COLUMNS
+from engine.record.judged import judgement, row_columns
 from engine.record.request import RequestRecord
 from engine.record.results import THROUGHPUT, write_atomic
-from engine.record.state import RowState, RunState
-from engine.words import CONTROL, USABLE_ROWS, Check, row_key
+from engine.record.state import RunState
+from engine.words import Check
 
 
 def write_rep(path: Path, header: dict[str, Any], records: Sequence[RequestRecord]) -> None:
@@ -39,29 +40,17 @@ def read_rep(path: Path) -> tuple[dict[str, Any], list[RequestRecord]]:
     return header, records
 
 
-def throughput_rows(state: RunState) -> list[dict[str, Any]]:
-    """The finished rows, each with its window's ruler check verdict ("ruler suspect" loudly)."""
+def throughput_rows(state: RunState, rule: Rule) -> list[dict[str, Any]]:
+    """The finished rows, each with its delta against its session's control boots, the noise
+    between boots at its load and its call (engine.record.judged), and its window's ruler check
+    verdict ("ruler suspect" loudly)."""
     def ruler(session: str, window: str) -> str:
         ws = state.windows.get(f"{session}-{window}")
         return str(ws.verdicts.get(Check.KNOBS, {}).get("verdict", "")) if ws else ""
 
-    return [{**r.row, **vs_control(state, r), "ruler_check": ruler(r.session, r.window)}
+    j = judgement(state, rule)
+    return [{**r.row, **row_columns(j, r), "ruler_check": ruler(r.session, r.window)}
             for r in state.rows.values() if r.row]
-
-
-def vs_control(state: RunState, r: RowState) -> dict[str, float | None]:
-    """A window row's delta against its session's control row of the same shape, with its
-    interval (engine.method.delta); nothing for a control, or where either row has no figure."""
-    ctl = state.rows.get(row_key(r.session, CONTROL, r.cls, r.concurrency, r.rate))
-    if r.window == CONTROL or ctl is None or not all(
-            x.row.get("status") in USABLE_ROWS for x in (r, ctl)):
-        return {}
-    iv = relative_delta(r.row.get("rep_tok_s") or [], ctl.row.get("rep_tok_s") or [],
-                        stage=stage_of(r.row, ctl.row))
-    if iv is None:
-        return {}
-    iv = iv.rounded()
-    return {"delta": iv.delta, "delta_lo": iv.lo, "delta_hi": iv.hi}
 
 
 def write_throughput(run_dir: Path, rows: list[dict[str, Any]]) -> None:
@@ -77,10 +66,10 @@ class ThroughputWriter:
     """A journal listener: throughput.csv is rewritten when a row lands or a ruler-check verdict
     changes its ``ruler_check`` column, so the file on disk always matches the fold."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
+    def __init__(self, run_dir: Path, rule: Rule) -> None:
+        self.run_dir, self.rule = run_dir, rule
 
     def __call__(self, event: dict[str, Any], state: RunState) -> None:
         if event["kind"] == EventKind.ROW_DONE or (event["kind"] == EventKind.VERDICT
                                                    and event.get("check") == Check.KNOBS):
-            write_throughput(self.run_dir, throughput_rows(state))
+            write_throughput(self.run_dir, throughput_rows(state, self.rule))

@@ -23,6 +23,7 @@ from engine.words import (
     SessionStatus,
     Verdict,
     WindowStatus,
+    is_control,
     load_label,
     row_key,
 )
@@ -232,7 +233,7 @@ def _run_started(state: RunState, e: Event) -> None:
     for session, windows in e.get("sessions", {}).items():
         for w in windows:
             ws = state.window(session, w)
-            ws.axis = CONTROL if w == CONTROL else e.get("axes", {}).get(w, "")
+            ws.axis = CONTROL if is_control(w) else e.get("axes", {}).get(w, "")
 
 
 def _session_started(state: RunState, e: Event) -> None:

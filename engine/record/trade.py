@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from engine.method.delta import observable, pair_delta, stage_of
-from engine.record.state import RowState, RunState
-from engine.words import CONTROL, USABLE_ROWS, load_text, row_key
+from engine.method.verdict import Call as Verdict
+from engine.method.verdict import Rule
+from engine.record.judged import judgement, reps_of
+from engine.record.state import RunState
+from engine.words import CONTROL, load_text, row_key
 
 
 class Call(StrEnum):
@@ -52,36 +54,28 @@ class Judged:
         return out
 
 
-def _reps(row: RowState | None) -> list[float] | None:
-    if row is None or row.status not in USABLE_ROWS or not row.row.get("rep_tok_s"):
-        return None
-    return [float(x) for x in row.row["rep_tok_s"]]
-
-
-def judged(state: RunState, floor: float, session: str, window: str, cls: str, concurrency: int,
+def judged(state: RunState, rule: Rule, session: str, window: str, cls: str, concurrency: int,
            rate: float | None = None) -> Judged:
-    """The campaign's verdict on one window row against its session's control row of the same
-    shape. The one place the trade table and the tuner ask it.
-
-    Today's rule (engine.method.delta): Welch's interval on the log of the reps' tok/s; an effect
-    when it excludes 0 and the delta is larger than ``floor`` (the campaign's declared noise,
-    ``leak.spread``). That rule cannot show an absence of effect, so a delta it does not call is
-    *undetermined*, never *equivalent*."""
-    mine = state.rows.get(row_key(session, window, cls, concurrency, rate))
+    """The campaign's verdict on one window row against its session's control boots
+    (engine.record.judged: the noise between boots counted, the error rate kept across the run's
+    window rows): an effect is better or worse by its sign, "no observable effect" equivalent,
+    the rest undetermined. The one place the trade table and the tuner ask it."""
+    key = row_key(session, window, cls, concurrency, rate)
+    mine = state.rows.get(key)
     ctl = state.rows.get(row_key(session, CONTROL, cls, concurrency, rate))
-    here, there = _reps(mine), _reps(ctl)
-    if here is None or there is None:
-        side = "window" if here is None else "control"
-        row = mine if here is None else ctl
+    if reps_of(mine) is None or reps_of(ctl) is None:
+        side = "window" if reps_of(mine) is None else "control"
+        row = mine if side == "window" else ctl
         return Judged(None, None, None, Call.NO_FIGURE,
                       f"the {side}'s row is {row.status if row is not None else 'missing'}")
-    assert mine is not None and ctl is not None
-    iv = pair_delta(tuple(here), tuple(there), stage_of(mine.row, ctl.row))
-    if iv is None:
+    j = judgement(state, rule).rows.get(key)
+    if j is None or j.versus is None:
         return Judged(None, None, None, Call.NO_FIGURE, "no positive rep")
-    if not observable(iv, floor):
-        return Judged(iv.delta, iv.lo, iv.hi, Call.UNDETERMINED)
-    return Judged(iv.delta, iv.lo, iv.hi, Call.BETTER if iv.delta > 0 else Call.WORSE)
+    v = j.versus
+    lo, hi = v.interval() or (None, None)
+    call = (Call.EQUIVALENT if j.call == Verdict.NONE else Call.UNDETERMINED if j.call != Verdict.EFFECT
+            else Call.BETTER if v.delta > 0 else Call.WORSE)
+    return Judged(v.delta, lo, hi, call)
 
 
 Shape = tuple[str, int, float | None]  # class, concurrency, rate
@@ -135,7 +129,7 @@ def shapes_of(state: RunState, session: str, windows: list[str]) -> list[Shape]:
     return list(seen)
 
 
-def trades(state: RunState, floor: float) -> list[Trade]:
+def trades(state: RunState, rule: Rule) -> list[Trade]:
     """Every sweep's trade table, per session it ran in (a session with none of its windows is
     left out)."""
     out = []
@@ -144,14 +138,14 @@ def trades(state: RunState, floor: float) -> list[Trade]:
         sessions = dict.fromkeys(ws.session for ws in state.windows.values() if ws.window in windows)
         for session in sessions:
             mine = [w for w in windows if f"{session}-{w}" in state.windows]
-            out.append(trade(state, floor, sweep, session, mine))
+            out.append(trade(state, rule, sweep, session, mine))
     return out
 
 
-def trade(state: RunState, floor: float, sweep: str, session: str, windows: list[str]) -> Trade:
+def trade(state: RunState, rule: Rule, sweep: str, session: str, windows: list[str]) -> Trade:
     spec = state.sweeps[sweep]
     shapes = shapes_of(state, session, windows)
-    cells = {(w, s): judged(state, floor, session, w, *s) for w in windows for s in shapes}
+    cells = {(w, s): judged(state, rule, session, w, *s) for w in windows for s in shapes}
     values = [(w, spec["windows"][w]) for w in windows]
     answer, words = say(spec["axis"], spec.get("control"), values, shapes, cells)
     return Trade(sweep, session, spec["axis"], spec.get("control"), values, shapes, cells, answer, words)

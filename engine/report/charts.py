@@ -22,7 +22,7 @@ from typing import Any
 from engine.record import results
 from engine.record.trade import SEPARATES, shape_text, trades
 from engine.report.run import Row, RunView
-from engine.report.text import declared_noise, delta
+from engine.report.text import rule_of, verdict
 from engine.words import CONTROL, WindowStatus, load_text
 
 DPI = 110
@@ -240,9 +240,8 @@ def draw_drift(job: Job) -> Path:
 
 def delta_data(view: RunView) -> Data | None:
     """Each window's delta against its session's control per class and load, with its interval:
-    what the report's tables say (engine.report.text.delta, the run's one rule), drawn. A panel
-    per class, a group per window, a point per load; within the noise, hollow."""
-    floor = declared_noise(view)
+    what the report's tables say (engine.report.text.verdict, the campaign's calls), drawn. A
+    panel per class, a group per window, a point per load; not an effect, hollow."""
     status = {ws.key: ws.status for ws in view.windows()}
     where = {ws.key: (ws.session, ws.window) for ws in view.windows() if ws.window != CONTROL}
     where.update({f"{r.session}-{r.window}": (r.session, r.window) for r in view.rows
@@ -259,21 +258,21 @@ def delta_data(view: RunView) -> Data | None:
                 row = view.rows_of(session, window).get((cls, *load))
                 if row is None:
                     continue
-                d = delta(row, view.rows_of(session, CONTROL).get(row.shape), floor)
+                d = verdict(view, row)
                 if d.value is not None:
                     any_value = True
-                    points.append([i, d.value, d.lo, d.hi, d.inside])
+                    points.append([i, d.value, d.lo, d.hi, not d.effect])
             series.append(points)
         shown = {p[0] for points in series for p in points}
         gaps = [[i, s if (s := status.get(key, "")) in (WindowStatus.REJECTED, WindowStatus.FAILED)
                  else "no Δ"] for i, key in enumerate(windows)
                 if i not in shown and len(windows) <= MAX_LABELS]
         panels.append({"title": f"{cls}: Δ tok/s against the session's control (95 % interval; "
-                                "hollow: within the noise)", "series": series, "gaps": gaps})
+                                "hollow: not called an effect)", "series": series, "gaps": gaps})
     if not any_value:
         return None
     return {"groups": windows, "loads": [load_text(*c) for c in loads],
-            "floor": floor, "panels": panels,
+            "panels": panels,
             "size": (_width(len(windows), 0.9, 8.0), 3.4 * len(classes))}
 
 
@@ -285,9 +284,6 @@ def draw_delta(job: Job) -> Path:
     width = 0.7 / max(1, len(loads))
     for ax, panel in zip(axes[:, 0], d["panels"], strict=True):
         ax.axhline(0, color="0.3", linewidth=0.8)
-        if d["floor"]:
-            ax.axhspan(-d["floor"] * 100, d["floor"] * 100, color="0.85", zorder=0,
-                       label=f"declared noise ±{d['floor'] * 100:.0f} %")
         for j, points in enumerate(panel["series"]):
             if not points:
                 continue
@@ -371,7 +367,7 @@ def draw_latency(job: Job) -> Path:
 def trade_data(view: RunView) -> Data | None:
     """Per sweep (and session), each value's delta against the control, a line per class and
     load, its interval as bars; the control's value at 0."""
-    found = trades(view.state, declared_noise(view))
+    found = trades(view.state, rule_of(view))
     if not found:
         return None
     panels = []

@@ -26,13 +26,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.method.delta import METHOD, noise_floor
 from engine.record.events import EventKind
 from engine.record.figures import CSV_COLUMNS
+from engine.record.judged import Judgement
 from engine.record.results import ITEMS, PROMPTS
 from engine.report import CONTROL, Delta, ReportError, Row, RunView, delta, load_run, pct, tok
 from engine.report.run import csv_row, read_json
-from engine.report.text import declared_noise
+from engine.report.text import judgement_of, verdict
 from engine.words import WindowStatus
 
 EXACT, BY_NAME, BY_AXIS = "exact", "window name", "axis"
@@ -115,15 +115,12 @@ def control_of(view: RunView, row: Row | None) -> Row | None:
     return view.rows_of(row.session, CONTROL).get(row.shape)
 
 
-def cross_floor(base_view: RunView, base: Row, view: RunView, row: Row) -> float:
-    """The noise a row of another run must exceed against the baseline's: both campaigns'
-    declared noise and, for a window, its control's drift between the two runs at that shape
-    (the same configuration measured twice: what differs between runs that is not the axis)."""
-    declared = max(declared_noise(base_view), declared_noise(view))
-    if row.window == CONTROL:
-        return declared
-    drift = delta(control_of(view, row), control_of(base_view, base))
-    return noise_floor(declared, [drift.interval])
+def cross_noise(base_view: RunView, view: RunView, row: Row) -> Judgement:
+    """Whose noise between boots a row of another run is judged by against the baseline's: the
+    run whose boots moved more at that load (two runs are at least two boots apart)."""
+    mine, theirs = judgement_of(view), judgement_of(base_view)
+    a, b = (j.noise_at(row.concurrency, row.rate) for j in (mine, theirs))
+    return theirs if b is not None and (a is None or b.boot_mean > a.boot_mean) else mine
 
 
 UNRECORDED = "not recorded"
@@ -280,11 +277,11 @@ def comparison(views: Sequence[RunView], allow_different: bool = False, shared: 
             if r is not None and base is not None else None
             for v, r in zip(views[1:], m.rows[1:], strict=True)]
         vs_first: list[Delta | None] = [
-            delta(r, base, cross_floor(views[0], base, v, r)) if r is not None and base is not None
+            delta(r, base, cross_noise(views[0], v, r)) if r is not None and base is not None
             else None for v, r in zip(views[1:], m.rows[1:], strict=True)]
         shown = [d if not diff or allow_different else None
                  for d, diff in zip(vs_first, diffs, strict=True)]
-        vs_ctl = [delta(r, control_of(v, r), declared_noise(v)) if r is not None
+        vs_ctl = [verdict(v, r) if r is not None
                   and r.window != CONTROL and (r.concurrency or r.rate) else None
                   for v, r in zip(views, m.rows, strict=True)]
         accept = [f"{r.accept_len:.2f}/{r.accept_rate:.3f}" if r and r.accept_len is not None
@@ -374,9 +371,10 @@ def cmd_compare(run_dirs: list[str], as_json: bool = False, allow_different: boo
     for note in (servers_note(views), unlike_note(records, allow_different)):
         if note:
             print(note)
-    print(f"Δ: run / A - 1 per row from the two rows' reps, [95 % interval] ({METHOD}); within "
-          "noise: the interval holds 0, or |Δ| is no larger than the noise floor: the campaigns' "
-          "declared noise (leak.spread) and, for a window, its control's drift between the runs.")
+    print("Δ: run / A - 1 per row from the two rows' reps, [95 % interval] counting the noise "
+          "between boots (the noisier run's at that load, else the declared verdict.boot_noise); "
+          "effect: p below the campaign's error rate for that one comparison; Δ vs own control: "
+          "each run's own call (its campaign's family).")
     if shared:
         print("only the rows every run has (--shared)")
     print()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from engine.method.delta import noise_floor
+import math
+
 from engine.record import results
 from engine.record.journal import damage_report
 from engine.record.state import earlier_sessions
@@ -11,17 +12,19 @@ from engine.report.text import (
     acceptance_text,
     cache_text,
     cell,
-    declared_noise,
     delta,
     fixed,
     head,
+    judgement_of,
     latency_table,
     load_cell,
     pct,
     reps_text,
+    rule_of,
     slo_text,
     table,
     tok,
+    verdict,
     when,
 )
 from engine.report.turns import turns_table
@@ -46,13 +49,13 @@ def header(view: RunView) -> list[str]:
         "Every figure below is read from `throughput.csv`, the per-request receipts it names and "
         "the journal; nothing was measured again. A row's tok/s is the median of its reps; its "
         "spread is (max - min) / mean of the reps. A delta is window / control - 1 against the "
-        "same session's control, from the two rows' reps: the ratio of their geometric means, "
-        f"with a 95 % confidence interval by Welch's t on the log of each rep's tok/s "
-        f"(`throughput.csv`'s `delta`, `delta_lo`, `delta_hi`). It is marked *within noise* when "
-        f"the interval holds 0 or the delta is no larger than the campaign's declared noise "
-        f"({pct(declared_noise(view))}, `leak.spread`): reps within one boot understate the noise "
-        "between two boots. A comparison across sessions must also exceed the control's drift "
-        "between them (below, under the controls).", ""]
+        "same session's control boots (the control, and the control booted again at the "
+        "session's end), the ratio of geometric means of the reps' tok/s, with a 95 % interval "
+        "that counts the noise between boots (`throughput.csv`'s `delta`, `delta_lo`, `delta_hi`, "
+        "`boot_noise`; below, *Noise between boots*). " + rule_of(view).text().capitalize()
+        + ": a call of *observable effect* keeps that error rate across every window row of the "
+        "run; *no observable effect* is shown, not presumed; the rest is *undetermined*, with the "
+        "sessions it would take (`verdict`, `verdict_why`).", ""]
     if st.error:
         lines += [f"**Engine error**: {st.error}", ""]
     if st.damage:
@@ -64,26 +67,44 @@ def header(view: RunView) -> list[str]:
 
 def summary(view: RunView) -> list[str]:
     rows = []
-    floor = declared_noise(view)
     for ws in view.windows():
         if ws.window == CONTROL:
             continue
-        ctl = view.rows_of(ws.session, CONTROL)
-        deltas = [delta(r, ctl.get(r.shape), floor)
-                  for r in view.rows_of(ws.session, ws.window).values()]
+        deltas = [verdict(view, r) for r in view.rows_of(ws.session, ws.window).values()]
         vals = [d.value for d in deltas if d.value is not None]
         span = (f"{min(vals) * 100:+.1f} % .. {max(vals) * 100:+.1f} %" if len(vals) > 1
                 else f"{vals[0] * 100:+.1f} %" if vals else "-")
-        inside = f"{sum(d.inside for d in deltas)}/{len(vals)}" if vals else "-"
-        rows.append([f"{ws.session}-{ws.window}", ws.axis, ws.status, span, inside,
+        calls = [d.call for d in deltas if d.call]
+        said = ", ".join(f"{calls.count(c)} {c}" for c in dict.fromkeys(calls)) or "-"
+        rows.append([f"{ws.session}-{ws.window}", ws.axis, ws.status, span, said,
                      *(verdict_cell(view, ws, c) if c != Check.KL or view.lossy(ws.window) else "-"
                        for c in (Check.GREEDY, Check.TEACHER_FORCED, Check.KL, Check.NO_EFFECT,
                                  Check.KNOBS))])
     if not rows:
         return []
     return ["## Windows at a glance", ""] + table(
-        ["window", "axis", "status", "Δ tok/s (all rows)", "within noise", "greedy",
+        ["window", "axis", "status", "Δ tok/s (all rows)", "calls", "greedy",
          "|Δlogp| p99", "KL mean", "no observable effect", "ruler check"], rows)
+
+
+def boot_noise(view: RunView) -> list[str]:
+    """The noise between boots per load, and how it was measured."""
+    j = judgement_of(view)
+    if not j.noise:
+        return []
+    body = [[load_text(c, rate), f"{n.sd * 100:.1f} %", f"{math.sqrt(n.within) * 100:.1f} %",
+             n.how()] for (c, rate), n in sorted(j.noise.items(), key=lambda kv: (kv[0][1] or 0, kv[0][0]))]
+    effects = j.effects()
+    return ["### Noise between boots", "",
+            "How far the same server moves from one boot to the next, per load: from every "
+            "configuration booted more than once on one place (the control and the control again, "
+            "each session's control, a window in several sessions), on the log of each rep's "
+            "tok/s (engine.method.boots). Every delta's interval counts it; where nothing was "
+            "booted twice a declared value stands in (`verdict.boot_noise`). Within a boot: the "
+            "reps' own noise.", ""] + table(
+        ["load", "between boots (sd)", "within a boot (sd)", "how"], body) + [
+        f"{plural(effects, 'window row')} called *observable effect* of {plural(len(j.rows), 'row')} "
+        f"judged ({rule_of(view).text()}).", ""]
 
 
 Load = tuple[int, float | None]  # (C, None) closed loop, (0, rate) open loop
@@ -143,40 +164,37 @@ def controls(view: RunView) -> list[str]:
 def drift(view: RunView) -> list[str]:
     sessions = [ws.session for ws in view.windows() if ws.window == CONTROL]
     if len(sessions) < 2:
-        return []
+        return boot_noise(view)
     shapes = list(dict.fromkeys(r.shape for r in view.rows if r.window == CONTROL))
-    declared = declared_noise(view)
+    j = judgement_of(view)
     if view.state.session_places:
-        return place_drift(view, sessions, shapes, declared) + drift_receipt(view)
+        return place_drift(view, sessions, shapes) + boot_noise(view) + drift_receipt(view)
     body = []
     for cls, c, rate in shapes:
-        cells, prev, drifts = [], None, []
+        cells, prev = [], None
         for s in sessions:
             r = view.rows_of(s, CONTROL).get((cls, c, rate))
             cell = f"{tok(r.agg_tok_s)} ({pct(r.spread)})" if r else "-"
             if r and prev:
-                d = delta(r, prev, declared)
-                drifts.append(d.interval)
-                cell += f", {d.text()}"
+                cell += f", {delta(r, prev, j).text()}"
             cells.append(cell)
             prev = r or prev
-        body.append([cls, load_text(c, rate) if rate else c] + cells
-                    + [pct(noise_floor(declared, drifts))])
+        body.append([cls, load_text(c, rate) if rate else str(c), *cells])
     lines = ["### Control drift across sessions", "",
              "Each control row against the previous session's control row of the same shape, with "
-             "its 95 % interval. The control is the same configuration every time, so its drift is "
-             "noise between boots: a comparison of rows from different sessions (or runs) at a "
-             "shape must exceed the *noise floor* there, the largest drift or the declared noise "
-             f"({pct(declared)}), whichever is larger.", ""]
-    lines += table(["class", "C"] + sessions + ["noise floor across sessions"], body)
-    return lines + drift_receipt(view)
+             "its 95 % interval (the noise between boots counted). The control is the same "
+             "configuration every time: a drift called an effect is a server that moved more than "
+             "its boots do.", ""]
+    lines += table(["class", "C"] + sessions, body)
+    return lines + boot_noise(view) + drift_receipt(view)
 
 
-def place_drift(view: RunView, sessions: list[str], shapes: list[tuple[str, int, float | None]],
-                declared: float) -> list[str]:
+def place_drift(view: RunView, sessions: list[str], shapes: list[tuple[str, int, float | None]]
+                ) -> list[str]:
     """Sessions on places: within a place against the session before it there (what the run's
     drift check compared: that one had ended), and across places after the run."""
     places = view.state.session_places
+    j = judgement_of(view)
     first = next((s for s in sessions if s in places), "")
     per, across = [], []
     for cls, c, rate in shapes:
@@ -189,10 +207,10 @@ def place_drift(view: RunView, sessions: list[str], shapes: list[tuple[str, int,
             prev = next((p for p in earlier_sessions(sessions, places, s) if rows.get(p)), None)
             per.append([places.get(s, "-"), s, f"{cls} {load_text(c, rate)}", cell,
                         f"{prev}-{CONTROL}" if prev else "- (first on its place)",
-                        delta(r, rows[prev], declared).text() if prev else "-"])
+                        delta(r, rows[prev], j).text() if prev else "-"])
             if first and places.get(s, places[first]) != places[first]:
                 across.append([places[s], s, f"{cls} {load_text(c, rate)}", cell,
-                               delta(r, rows[first], declared).text()])
+                               delta(r, rows[first], j).text()])
     lines = ["### Control drift per place", "",
              "Each control row against the control row of the session that ran before it on the same "
              "place: the comparison the run's drift check made as the control ended (`drift.json`), "

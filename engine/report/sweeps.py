@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from engine.record.trade import SEPARATES, Call, Trade, shape_text, trades
 from engine.report.run import RunView
-from engine.report.text import declared_noise, table
+from engine.report.text import rule_of, table
 from engine.words import Check
 
 MARK = {Call.BETTER: " **better**", Call.WORSE: " **worse**", Call.EQUIVALENT: " equivalent",
@@ -35,14 +35,14 @@ def trade_lines(view: RunView, t: Trade) -> list[str]:
 
 
 def section(view: RunView) -> list[str]:
-    found = trades(view.state, declared_noise(view))
+    found = trades(view.state, rule_of(view))
     if not found:
         return []
     out = ["## Trade tables", "",
            "Each swept value against its session's control, per class and load: the delta of the "
-           "reps' tok/s with its 95 % interval, **better** or **worse** where the campaign's "
-           "verdict rule calls an effect (otherwise the noise does not separate it from the "
-           f"control; declared noise {declared_noise(view):.0%}). The answer: one value wins "
+           "reps' tok/s with its 95 % interval (the noise between boots counted), **better** or "
+           "**worse** where the campaign calls an effect, **equivalent** where it shows none "
+           f"({rule_of(view).text()}). The answer: one value wins "
            "everywhere, a trade (which class is best at which value), or no value separates.", ""]
     for t in found:
         out += trade_lines(view, t)

@@ -8,67 +8,107 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.method.delta import METHOD, Interval, observable, pair_delta
-from engine.method.delta import text as delta_text
+from engine.campaign.spec import VerdictSpec
+from engine.method.boots import declared
+from engine.method.verdict import Call, Rule, Versus, judge, versus
 from engine.record.figures import FIGURES
+from engine.record.judged import Judgement, judgement
 from engine.report.run import Row, RunView
-from engine.words import load_text
+from engine.words import CONTROL, load_text, row_key
 
 
 @dataclass(frozen=True)
 class Delta:
-    """(row - reference) / reference from their reps, with its interval and the noise floor it
-    is judged against (engine.method.delta: the one rule of the report, the no-effect check and
-    compare)."""
+    """(row - reference) / reference from their reps, with its 95 % interval (the noise between
+    boots counted: engine.method.verdict) and the call on it."""
 
     value: float | None
     lo: float | None = None
     hi: float | None = None
-    floor: float = 0.0  # the noise a difference must exceed: declared, and drift across sessions
-    why: str = ""  # why there is no value
+    call: str = ""  # an engine.method.verdict.Call, "" where none is made
+    why: str = ""  # why there is no value, or the call's figures
+    method: str = ""
+    p_adjusted: float | None = None
 
     @property
-    def interval(self) -> Interval | None:
-        return None if self.value is None else Interval(self.value, self.lo, self.hi)
-
-    @property
-    def inside(self) -> bool:
-        """Within the noise: the interval holds 0, or the delta is no larger than the floor."""
-        iv = self.interval
-        return iv is not None and not observable(iv, self.floor)
+    def effect(self) -> bool:
+        return self.call == Call.EFFECT
 
     def text(self) -> str:
         if self.value is None:
             return f"n/a ({self.why})"
-        return delta_text(self.interval, self.floor)
+        out = f"{self.value * 100:+.1f} %"
+        if self.lo is not None and self.hi is not None:
+            out += f" [{self.lo * 100:+.1f}, {self.hi * 100:+.1f}]"
+        marks: dict[str, str] = {Call.EFFECT: " effect", Call.NONE: " (no effect)",
+                                 Call.UNDETERMINED: " (undetermined)"}
+        return out + marks.get(self.call, "")
 
     def as_json(self) -> dict[str, Any]:
-        return {"value": self.value, "lo": self.lo, "hi": self.hi, "floor": self.floor,
-                "method": METHOD, "inside": self.inside, "why": self.why or None}
+        return {"value": self.value, "lo": self.lo, "hi": self.hi, "call": self.call or None,
+                "why": self.why or None, "method": self.method or None, "p_adjusted": self.p_adjusted}
 
 
-def delta(row: Row | None, ref: Row | None, floor: float = 0.0) -> Delta:
-    """The row against ``ref`` from their reps' tok/s; ``floor``: the noise it must exceed."""
+def rule_of(view: RunView) -> Rule:
+    """The campaign's verdict rules (the defaults for a run whose campaign cannot be read)."""
+    return view.campaign.verdict.rule() if view.campaign is not None else VerdictSpec().rule()
+
+
+def judgement_of(view: RunView) -> Judgement:
+    return judgement(view.state, rule_of(view))
+
+
+def _missing(row: Row | None, ref: Row | None) -> str:
+    if row is None:
+        return "no row"
+    if ref is None:
+        return "no reference row"
+    if not row.usable:
+        return row.status or "no figure"
+    return "" if ref.usable else f"reference {ref.status or 'has no figure'}"
+
+
+def _from(v: Versus | None, call: str = "", why: str = "", p_adjusted: float | None = None) -> Delta:
+    if v is None:
+        return Delta(None, why="no reps")
+    lo, hi = v.interval() or (None, None)
+    def r(x: float | None) -> float | None:  # the figures as throughput.csv has them
+        return None if x is None else round(x, 4)
+    return Delta(r(v.delta), r(lo), r(hi), call, why, v.method(), p_adjusted)
+
+
+def verdict(view: RunView, row: Row | None) -> Delta:
+    """A window row against its session's control boots, with the campaign's call on it (the
+    family: every window row of the run)."""
     if row is None:
         return Delta(None, why="no row")
-    if ref is None:
-        return Delta(None, why="no reference row")
-    if not row.usable:
-        return Delta(None, why=row.status or "no figure")
-    if not ref.usable:
-        return Delta(None, why=f"reference {ref.status or 'has no figure'}")
-    # Rows that took reps to a precision: Stein's interval on their first stages' variance.
+    ctl = view.rows_of(row.session, CONTROL).get(row.shape)
+    if (missing := _missing(row, ctl)):
+        return Delta(None, why=missing)
+    j = judgement_of(view)
+    key = row_key(*row.key)
+    judged = j.rows.get(key)
+    if judged is None:
+        v = j.again.get(key)
+        return _from(v, why="the control booted again: the noise between boots")
+    return _from(judged.versus, judged.call.value, judged.why(), judged.p_adjusted)
+
+
+def delta(row: Row | None, ref: Row | None, j: Judgement | None = None) -> Delta:
+    """One boot's row against another's (a control against an earlier session's, a row against
+    another run's): the noise between boots at the row's load counted (``j``'s, else declared),
+    the call at the rule's error rate for this one comparison (no family)."""
+    if (missing := _missing(row, ref)):
+        return Delta(None, why=missing)
+    assert row is not None and ref is not None
+    rule = j.rule if j is not None else VerdictSpec().rule()
+    noise = (j.noise_at(row.concurrency, row.rate) if j is not None else None) or declared(rule.boot_noise)
     stage = min(row.stage_reps, ref.stage_reps) if row.stage_reps and ref.stage_reps else None
-    iv = pair_delta(tuple(row.rep_tok_s), tuple(ref.rep_tok_s), stage)
-    if iv is None:
+    v = versus(row.rep_tok_s, [ref.rep_tok_s], noise, stage)
+    if v is None:
         return Delta(None, why="no reps")
-    iv = iv.rounded()
-    return Delta(iv.delta, iv.lo, iv.hi, floor)
-
-
-def declared_noise(view: RunView) -> float:
-    """The campaign's declared noise (``leak.spread``): the floor of every delta in the run."""
-    return view.campaign.leak.spread if view.campaign is not None else 0.0
+    [one] = judge([v], rule)
+    return _from(v, one.call.value, one.why(), one.p_adjusted)
 
 
 def tok(x: float | None) -> str:

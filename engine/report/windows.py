@@ -12,8 +12,6 @@ from engine.report.text import (
     acceptance_text,
     cache_text,
     cell,
-    declared_noise,
-    delta,
     head,
     latency_table,
     link,
@@ -22,6 +20,7 @@ from engine.report.text import (
     slo_text,
     table,
     tok,
+    verdict,
     when,
 )
 from engine.report.turns import turns_table
@@ -190,16 +189,15 @@ def windows(view: RunView) -> list[str]:
                       "left out).", ""]
         ctl = view.rows_of(ws.session, CONTROL)
         rows = view.rows_of(ws.session, ws.window)
-        floor = declared_noise(view)
         if rows:
             lines += table(
                 ["class", "C", head("agg_tok_s"), CONTROL,
-                 "Δ tok/s [95 % CI]" + (" (change not applied)" if unapplied(view) else ""),
+                 "Δ tok/s [95 % CI], call" + (" (change not applied)" if unapplied(view) else ""),
                  head("per_user_tok_s"),
                  f"{head('spread')} (window / control)", "reps tok/s", "accept len / rate", "control accept",
                  "prefix cache (window / control)", "status", "attempts"],
                 [[r.cls, load_cell(r), cell(r, "agg_tok_s"), cell(c, "agg_tok_s") if c else "-",
-                  delta(r, c, floor).text(), cell(r, "per_user_tok_s"),
+                  verdict(view, r).text(), cell(r, "per_user_tok_s"),
                   f"{cell(r, 'spread')} / {cell(c, 'spread') if c else '-'}", reps_text(r),
                   acceptance_text(r), acceptance_text(c) if c else "-",
                   f"{cache_text(r)} / {cache_text(c)}", r.status, r.attempts]

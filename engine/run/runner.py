@@ -127,7 +127,8 @@ class Runner:
         self.reboots: dict[str, int] = {}
         self._emit_lock = threading.RLock()
         # Files derived from the fold (throughput.csv) follow the journal, event by event.
-        self.listeners: list[Callable[[Event, RunState], None]] = [ThroughputWriter(run_dir)]
+        self.listeners: list[Callable[[Event, RunState], None]] = [
+            ThroughputWriter(run_dir, campaign.verdict.rule())]
         leak = campaign.leak
         self.leak_policy = LeakPolicy(leak.min_concurrency, leak.spread, leak.max_reruns)
         # What phases and operator commands see of the run: never the runner itself.

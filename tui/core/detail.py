@@ -5,9 +5,9 @@ exact command, its receipts. A row: why it stands as it does, every rep of every
 whole), what became of each attempt, its delta against the control's row and how it was formed,
 its receipts.
 
-The delta and its interval are the engine's (``engine.record.deltas``, the same computation as
-throughput.csv's delta columns and the windows list), and so is its method's wording: when the rule
-changes there, this view follows.
+The delta, its interval and its call are the engine's (``engine.record.judged``, the same as
+throughput.csv's delta and verdict columns and the windows list), and so is its method's
+wording: when the rule changes there, this view follows.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.method import delta as deltas
+from engine.method.verdict import Call, Rule
+from engine.record.judged import judgement
 from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
 from tui.core.fmt import Seg, fmt_pct, fmt_tok
@@ -42,13 +43,14 @@ class Detail:
     log: str | None = None
 
 
-def detail(state: RunState, key: str, leak: LeakRule, files: list[str] | None = None) -> Detail | None:
+def detail(state: RunState, key: str, leak: LeakRule, rule: Rule,
+           files: list[str] | None = None) -> Detail | None:
     """The detail of the window or row named ``key`` (``s1-ngram`` or ``s1-ngram/prose/c4``);
     ``files``: the window's receipts as listed in its directory (relative to the run)."""
     if key in state.rows:
-        return row_detail(state, state.rows[key], leak)
+        return row_detail(state, state.rows[key], leak, rule)
     if key in state.windows:
-        return window_detail(state, state.windows[key], leak, files or [])
+        return window_detail(state, state.windows[key], rule, files or [])
     return None
 
 
@@ -87,7 +89,7 @@ def server_command(ws: WindowState) -> str | None:
     return words
 
 
-def window_detail(state: RunState, ws: WindowState, leak: LeakRule, files: list[str]) -> Detail:
+def window_detail(state: RunState, ws: WindowState, rule: Rule, files: list[str]) -> Detail:
     word, tag = window_status(state, ws.key)
     out: list[Line] = [[(f"window {ws.key}", "bold"), ("·", "muted"), (word, tag),
                         ("·", "muted"), (f"session {ws.session}", "")],
@@ -96,7 +98,7 @@ def window_detail(state: RunState, ws: WindowState, leak: LeakRule, files: list[
         out.append([("reason:", "muted"), (ws.reason, "error" if ws.status in (
             WindowStatus.FAILED, WindowStatus.REJECTED) else "")])
     out += [[(f"  {e}", "error")] for e in ws.errors]
-    out += [[], *window_deltas(state, ws, leak)]
+    out += [[], *window_deltas(state, ws, rule)]
     if ws.verdicts:
         out += [[], heading("Verdicts")]
         for v in ws.verdicts.values():
@@ -125,7 +127,7 @@ def window_detail(state: RunState, ws: WindowState, leak: LeakRule, files: list[
     return Detail(f"window {ws.key}", out, command, ws.log or None)
 
 
-def window_deltas(state: RunState, ws: WindowState, leak: LeakRule) -> list[Line]:
+def window_deltas(state: RunState, ws: WindowState, rule: Rule) -> list[Line]:
     """The window's delta against its reference per shape, the headline, and how each was formed."""
     ref = reference(state, ws.key)
     if ref is None:
@@ -133,40 +135,43 @@ def window_deltas(state: RunState, ws: WindowState, leak: LeakRule) -> list[Line
                 [(f"  {ws.key} is the reference of session {ws.session}", "muted")]]
     what = f"drift against {ref.key}" if ws.window == CONTROL else f"against the control {ref.key}"
     out = [heading(f"Delta {what}")]
-    pairs = [d for r in window_rows(state, ws.key) if (d := row_delta(state, r)) is not None]
+    pairs = [d for r in window_rows(state, ws.key) if (d := row_delta(state, r, rule)) is not None]
     if not pairs:
         return [*out, [("  no shape measured in both yet", "muted")]]
-    h = headline(state, ws.key)
+    h = headline(state, ws.key, rule)
     if h is not None:
-        out.append([("  headline:", "muted"), (deltas.text(h[0], leak.spread), "bold"),
+        out.append([("  headline:", "muted"), interval_seg(h),
                     (f"the median shape's of {len(pairs)} (of an even count, the one nearer 0)", "muted")])
     for d in pairs:
-        out.append([(f"  {d.row.cls} {d.row.load}", "bold"), interval_seg(d, leak)])
-    out += formed(pairs[0], leak)
+        out.append([(f"  {d.row.cls} {d.row.load}", "bold"), interval_seg(d)])
+    out += formed(state, pairs[0], rule)
     return out
 
 
-def interval_seg(d: RowDelta, leak: LeakRule) -> Seg:
-    text = ("~" if d.provisional else "") + deltas.text(d.interval, leak.spread)
-    return text, "warning" if deltas.observable(d.interval, leak.spread) else ""
+def interval_seg(d: RowDelta) -> Seg:
+    text = ("~" if d.provisional else "") + fmt_delta(d)
+    return text, "warning" if d.call == Call.EFFECT else ""
 
 
-def formed(d: RowDelta, leak: LeakRule) -> list[Line]:
-    """How an interval was formed: the method as the engine words it, the reps it took, the floor."""
-    how = [deltas.METHOD]
-    if d.stage:
-        how.append(f"the variance of each side's first {d.stage} reps only (Stein's two stages: the "
-                   "reps were added until a precision)")
-    how.append(f"an effect when the interval excludes 0 and |Δ| > the campaign's noise, leak.spread "
-               f"{fmt_pct(leak.spread)}; else within noise")
-    if d.interval.lo is None:
-        how.append("one rep on a side: no interval, the floor alone decides")
+def fmt_delta(d: RowDelta) -> str:
+    iv = d.interval
+    out = f"{d.delta * 100:+.1f} %" + ("" if iv is None else f" [{iv[0] * 100:+.1f}, {iv[1] * 100:+.1f}]")
+    return out + (f" {d.call}" if d.call else "")
+
+
+def formed(state: RunState, d: RowDelta, rule: Rule) -> list[Line]:
+    """How an interval was formed: the method as the engine words it, the noise between boots,
+    the call's rule and figures."""
+    how = [d.versus.method(), f"noise between boots: {d.versus.noise.how()}", rule.text()]
+    judged = judgement(state, rule).rows.get(d.row.key)
+    if judged is not None and not d.provisional:
+        how.append(f"{judged.call}: {judged.why()}")
     if d.provisional:
-        how.append("~: a side is still measuring: its reps so far")
+        how.append("~: a side is still measuring: its reps so far, no call yet")
     return [[("  how:" if i == 0 else "      ", "muted"), (text, "")] for i, text in enumerate(how)]
 
 
-def row_detail(state: RunState, r: RowState, leak: LeakRule) -> Detail:
+def row_detail(state: RunState, r: RowState, leak: LeakRule, rule: Rule) -> Detail:
     word, tag = STATUS_WORD.get(r.status, (r.status, ""))
     final = r.row
     out: list[Line] = [[(f"row {r.key}", "bold"), ("·", "muted"), (word, tag),
@@ -184,7 +189,7 @@ def row_detail(state: RunState, r: RowState, leak: LeakRule) -> Detail:
                     ("spread", "muted"), (fmt_pct(spread) if spread is not None else "- (one rep)", ""),
                     ("basis", "muted"), (str(final.get("basis") or "whole"), "")])
     out += [[], *rep_lines(r), [], *attempt_lines(r)]
-    d = row_delta(state, r)
+    d = row_delta(state, r, rule)
     out.append([])
     if d is None:
         ref = reference(state, f"{r.session}-{r.window}")
@@ -197,10 +202,10 @@ def row_detail(state: RunState, r: RowState, leak: LeakRule) -> Detail:
         out += [heading("Against the control"), [("  " + why, "muted")]]
     else:
         out += [heading(f"Delta against {d.ref.key}"),
-                [("  Δ", "muted"), interval_seg(d, leak)],
+                [("  Δ", "muted"), interval_seg(d)],
                 [("  this row's reps", "muted"), (" ".join(fmt_tok(v) for v in d.here), "")],
                 [("  the control's reps", "muted"), (" ".join(fmt_tok(v) for v in d.there), "")],
-                *formed(d, leak)]
+                *formed(state, d, rule)]
     out += [[], heading("Receipts")]
     for a in sorted(r.files):
         out += [[(f"  a{a} rep {n}:", "muted"), (path, "")] for n, path in sorted(r.files[a].items())]

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from engine.campaign import defaults
+from engine.method.verdict import Rule
 
 
 def frozen_yaml(campaign_yaml: Path) -> Any:
@@ -40,3 +41,19 @@ def frozen_leak(campaign_yaml: Path) -> LeakRule:
                         int(leak.get("min_concurrency", defaults.LEAK_MIN_CONCURRENCY)))
     except (OSError, yaml.YAMLError, AttributeError, TypeError, ValueError):
         return DECLARED
+
+
+DEFAULT_RULE = Rule(defaults.ERROR_RATE, defaults.CORRECTION, defaults.MARGIN, defaults.BOOT_NOISE)
+
+
+def frozen_rule(campaign_yaml: Path) -> Rule:
+    """The campaign's verdict rules from a run's frozen campaign.yaml (the defaults where left out
+    or unreadable): the Δ column's calls are the run's own (engine.record.judged)."""
+    try:
+        v = (frozen_yaml(campaign_yaml) or {}).get("verdict") or {}
+        return Rule(float(v.get("error_rate", defaults.ERROR_RATE)),
+                    str(v.get("correction", defaults.CORRECTION)),
+                    float(v.get("margin", defaults.MARGIN)),
+                    float(v.get("boot_noise", defaults.BOOT_NOISE)))
+    except (OSError, yaml.YAMLError, AttributeError, TypeError, ValueError):
+        return DEFAULT_RULE

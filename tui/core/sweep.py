@@ -3,6 +3,7 @@ from the run's state at every redraw, so it fills in while the sweep runs. No Te
 
 from __future__ import annotations
 
+from engine.method.verdict import Rule
 from engine.record.state import RunState
 from engine.record.trade import Call, Trade, shape_text, trades
 from engine.words import CONTROL
@@ -44,9 +45,9 @@ def trade_lines(state: RunState, t: Trade, width: int = 18) -> list[Seg]:
     return out + [(f"{t.answer}: {t.words}", "accent"), ("", "")]
 
 
-def sweep_lines(state: RunState, floor: float, sweep: str | None = None) -> list[Seg]:
+def sweep_lines(state: RunState, rule: Rule, sweep: str | None = None) -> list[Seg]:
     """Every sweep's table (or the one named), or why there is none."""
-    found = [t for t in trades(state, floor) if sweep is None or t.sweep == sweep]
+    found = [t for t in trades(state, rule) if sweep is None or t.sweep == sweep]
     if not found:
         return [("no sweep in this campaign" if not state.sweeps else "no value measured yet", "muted")]
     return [line for t in found for line in trade_lines(state, t)]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from engine.method.delta import Interval, observable, pair_delta, stage_of
+from engine.method.boots import declared
+from engine.method.verdict import Call, Rule, Versus, judge, versus
+from engine.record.judged import judgement
 from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
 from tui.core.fmt import Seg, fmt_ci, fmt_pct, fmt_tok
@@ -70,94 +72,99 @@ def row_reps(r: RowState | None) -> tuple[list[float], bool] | None:
 
 @dataclass(frozen=True)
 class RowDelta:
-    """A row against its reference's row of the same shape: both sides' reps, the first stage whose
-    variance the interval takes (reps to a precision), the interval, and whether a side is still
-    measuring."""
+    """A row against its reference's row of the same shape: both sides' reps, the interval (the
+    noise between boots counted), the call (the run's own, engine.record.judged; none while a side
+    is still measuring) and whether a side is still measuring."""
 
     row: RowState
     ref: RowState
     here: list[float]
     there: list[float]
-    stage: int | None
-    interval: Interval
+    versus: Versus
+    call: str  # an engine.method.verdict.Call; "" while provisional
     provisional: bool
 
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return self.versus.interval()
 
-def pair(r: RowState, theirs: RowState | None) -> RowDelta | None:
-    """The delta of ``r`` against ``theirs``: the same computation as throughput.csv's delta
-    columns (engine.method.delta)."""
+    @property
+    def delta(self) -> float:
+        return self.versus.delta
+
+
+def pair(state: RunState, r: RowState, theirs: RowState | None, rule: Rule) -> RowDelta | None:
+    """The delta of ``r`` against ``theirs``: a finished window row's is throughput.csv's (against
+    its session's control boots, with the run's call); a row still measuring, or a control
+    against an earlier session's, is this pair alone with the noise between boots at its load
+    (a control's call: its p-value alone, no family)."""
     here, there = row_reps(r), row_reps(theirs)
     if theirs is None or not here or not there:
         return None
-    stage = stage_of(r.row, theirs.row)  # reps to a precision: Stein's
-    iv = pair_delta(tuple(here[0]), tuple(there[0]), stage)
-    return None if iv is None else RowDelta(r, theirs, here[0], there[0], stage, iv, here[1] or there[1])
+    provisional = here[1] or there[1]
+    j = judgement(state, rule)
+    judged = j.rows.get(r.key)
+    if judged is not None and judged.versus is not None and not provisional:
+        return RowDelta(r, theirs, here[0], there[0], judged.versus, judged.call.value, False)
+    noise = j.noise_at(r.concurrency, r.rate) or declared(rule.boot_noise)
+    v = versus(here[0], [there[0]], noise)
+    if v is None:
+        return None
+    call = "" if provisional or r.window != CONTROL else judge([v], rule)[0].call.value
+    return RowDelta(r, theirs, here[0], there[0], v, call, provisional)
 
 
-def row_delta(state: RunState, r: RowState) -> RowDelta | None:
+def row_delta(state: RunState, r: RowState, rule: Rule) -> RowDelta | None:
     """One row's delta against its reference's row of the same shape, or None."""
     ref = reference(state, f"{r.session}-{r.window}")
     if ref is None:
         return None
-    return pair(r, state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency, r.rate)))
+    return pair(state, r, state.rows.get(row_key(ref.session, ref.window, r.cls, r.concurrency, r.rate)),
+                rule)
 
 
-def shape_deltas(state: RunState, wkey: str) -> list[tuple[str, Interval, bool]]:
-    """(shape, delta with its interval, provisional) against the reference, per shape measured
-    in both."""
-    return [(f"{d.row.cls} {d.row.load}", d.interval, d.provisional)
-            for r, theirs in against(state, wkey) if (d := pair(r, theirs)) is not None]
+def shape_deltas(state: RunState, wkey: str, rule: Rule) -> list[RowDelta]:
+    """The deltas against the reference, per shape measured in both."""
+    return [d for r, theirs in against(state, wkey) if (d := pair(state, r, theirs, rule)) is not None]
 
 
-def headline(state: RunState, wkey: str) -> tuple[Interval, bool] | None:
-    """The median shape's delta and interval: shapes at different concurrency differ by
-    multiples, so a delta per shape keeps one fast shape from deciding the headline. It is one
-    shape's own, so that its interval goes with it: of an even count's two middle shapes, the one
-    nearer 0 (the headline never overstates)."""
-    deltas = sorted(shape_deltas(state, wkey), key=lambda d: d[1].delta)
+def headline(state: RunState, wkey: str, rule: Rule) -> RowDelta | None:
+    """The median shape's delta: shapes at different concurrency differ by multiples, so a delta
+    per shape keeps one fast shape from deciding the headline. It is one shape's own, so that its
+    interval and call go with it: of an even count's two middle shapes, the one nearer 0 (the
+    headline never overstates)."""
+    deltas = sorted(shape_deltas(state, wkey, rule), key=lambda d: d.delta)
     if not deltas:
         return None
     middle = deltas[(len(deltas) - 1) // 2: len(deltas) // 2 + 1]
-    _, iv, _ = min(middle, key=lambda d: abs(d[1].delta))
-    return iv, any(p for *_, p in deltas)
+    return min(middle, key=lambda d: abs(d.delta))
 
 
-def delta_seg(state: RunState, wkey: str, noise: float = 0.0) -> Seg:
-    """The headline delta, coloured only when it is beyond the noise (its interval excludes 0 and
-    it exceeds ``noise``, the campaign's declared noise): the rule of the report and the no-effect
-    check. Its interval is the next column (:func:`ci_seg`), shown where the screen has room."""
-    return delta_cells(state, wkey, noise)[0]
-
-
-def ci_seg(state: RunState, wkey: str) -> Seg:
-    """The headline delta's 95 % interval, ``[+8,+17]`` (percent), or nothing."""
-    return delta_cells(state, wkey)[1]
-
-
-def delta_cells(state: RunState, wkey: str, noise: float = 0.0) -> tuple[Seg, Seg]:
-    """:func:`delta_seg` and :func:`ci_seg` of one window from one headline: the windows list draws
-    them for each of a day-long run's hundreds of windows at every batch."""
+def delta_cells(state: RunState, wkey: str, rule: Rule) -> tuple[Seg, Seg]:
+    """The headline delta, coloured only when the run calls it an effect, and its 95 % interval
+    (``[+8,+17]``, percent) as the next column, shown where the screen has room: the windows list
+    draws them for each of a day-long run's hundreds of windows at every batch."""
     ws = state.windows[wkey]
     if ws.window == CONTROL:
         return ("ctl", "muted"), ("", "")
-    h = headline(state, wkey)
+    h = headline(state, wkey, rule)
     if h is None:
         return no_delta(state, ws), ("", "")
-    iv = h[0]
-    ci: Seg = ("", "") if iv.lo is None or iv.hi is None else (
-        fmt_ci(iv.lo, iv.hi), "muted")
-    return interval_seg(*h, noise, with_ci=False), ci
+    iv = h.interval
+    ci: Seg = ("", "") if iv is None else (fmt_ci(*iv), "muted")
+    return interval_seg(h, with_ci=False), ci
 
 
-def interval_seg(iv: Interval, provisional: bool, noise: float, beyond: str = "",
-                 with_ci: bool = True) -> Seg:
-    """A delta (and its interval); coloured (``beyond``, else by its sign) only past the noise."""
-    text = ("~" if provisional else "") + fmt_pct(iv.delta, signed=True)
-    if with_ci and iv.lo is not None and iv.hi is not None:
-        text += " " + fmt_ci(iv.lo, iv.hi)
-    if not observable(iv, noise):
+def interval_seg(d: RowDelta, beyond: str = "", with_ci: bool = True) -> Seg:
+    """A delta (and its interval); coloured (``beyond``, else by its sign) only when called an
+    effect; ``~`` while a side is still measuring."""
+    text = ("~" if d.provisional else "") + fmt_pct(d.delta, signed=True)
+    iv = d.interval
+    if with_ci and iv is not None:
+        text += " " + fmt_ci(*iv)
+    if d.call != Call.EFFECT:
         return text, ""
-    return text, beyond or ("success" if iv.delta > 0 else "error")
+    return text, beyond or ("success" if d.delta > 0 else "error")
 
 
 def no_delta(state: RunState, ws: WindowState) -> Seg:
@@ -187,8 +194,7 @@ def bar(frac: float, width: int) -> str:
     return ("█" * full + part).ljust(width)
 
 
-def bars_lines(state: RunState, wkey: str | None, width: int = 10,
-               noise: float = 0.0) -> list[list[Seg]]:
+def bars_lines(state: RunState, wkey: str | None, rule: Rule, width: int = 10) -> list[list[Seg]]:
     """Window-versus-control bars: the headline first, then one pair of bars per shape."""
     ws = state.windows.get(wkey or "")
     if ws is None:
@@ -198,11 +204,11 @@ def bars_lines(state: RunState, wkey: str | None, width: int = 10,
         return [[(f"{ws.key}: the reference of session {ws.session}", "muted")]]
     what = f"drift vs {ref.session} control" if ws.window == CONTROL else "vs control"
     pairs = shape_pairs(state, ws.key)
-    h = headline(state, ws.key)
+    h = headline(state, ws.key, rule)
     if h is None:
         return [[(f"{what}: no shape measured in both yet", "muted")]]
     # A control's delta is drift: past the noise it is a warning, not good or bad news.
-    out = [[(f"{what} ", "bold"), interval_seg(*h, noise, "warning" if ws.window == CONTROL else ""),
+    out = [[(f"{what} ", "bold"), interval_seg(h, "warning" if ws.window == CONTROL else ""),
             (f" (median of {len(pairs)} shapes, [95 % interval]; this │ ref)", "muted")]]
     for shape, here, there, _ in pairs:
         top = max(here, there)

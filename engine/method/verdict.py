@@ -1,0 +1,227 @@
+"""A window row against its control: the delta with an interval that counts the noise between
+boots, and the campaign's call on it, with its error rates stated.
+
+The delta is the difference of mean log tok/s: the window's boot against the mean of its session's
+control boots (the control, and the control booted again at the session's end). Its variance:
+
+- noise between boots *measured* (engine.method.boots): ``boot_mean · (1 + 1/K)`` for the window's
+  boot and the K control boots, plus whatever the window's own reps spread beyond the pooled
+  within-boot variance; degrees of freedom: the boot noise's (boots - 1 per configuration booted
+  more than once). The boots, not the reps, set how sure a delta can be.
+- *declared* (nothing booted twice): the declared between-boot variance, taken as known, plus each
+  side's reps' variance of its mean; Welch-Satterthwaite degrees of freedom over the reps' parts.
+  With reps taken to a precision (engine.method.precision) each side's variance and degrees of
+  freedom are its first stage's (Stein: n0 - 1), the means every rep's.
+
+The calls, over the whole campaign (the family: every window row that has an interval):
+- **observable effect**: the two-sided t-test's p-value, adjusted by Holm (family-wise error rate)
+  or Benjamini-Hochberg (false discovery rate) across the family, is below ``error_rate``;
+- **no observable effect**: shown, not presumed: two one-sided tests (TOST) put the delta inside
+  ``± margin`` at ``error_rate`` (the 1 - 2·error_rate interval inside the margin);
+- **undetermined**: neither; the interval is given with the sessions it would take.
+
+scipy gives the t distribution, statsmodels' ``multipletests`` the corrections.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from engine.method.boots import BootNoise
+
+CORRECTIONS = {"holm": "holm", "bh": "fdr_bh"}  # the campaign's word -> statsmodels' method
+CORRECTION_TEXT = {"holm": "Holm (family-wise error rate)", "bh": "Benjamini-Hochberg (false discovery rate)"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The campaign's verdict rules (``verdict:`` in the campaign)."""
+
+    error_rate: float  # the family-wise error rate (holm) or false discovery rate (bh) kept
+    correction: str  # holm | bh
+    margin: float  # |delta| under which "no observable effect" may be shown
+    boot_noise: float  # the noise between boots assumed where none was measured (relative sd)
+
+    def text(self) -> str:
+        return (f"{CORRECTION_TEXT[self.correction]} at {self.error_rate:g} over the campaign's "
+                f"window rows; no observable effect when TOST puts the delta within "
+                f"±{self.margin * 100:g} %")
+
+
+class Call(StrEnum):
+    EFFECT = "observable effect"
+    NONE = "no observable effect"
+    UNDETERMINED = "undetermined"
+
+
+def _t() -> Any:
+    from scipy import stats  # lazy: the console starts without scipy's import time
+    return stats.t
+
+
+@dataclass(frozen=True)
+class Versus:
+    """One window row against its session's control boots, on the log scale."""
+
+    log_delta: float
+    se: float | None  # None: no variance on either side and none between boots
+    df: float
+    noise: BootNoise
+    reps: int  # the window's reps
+    controls: int  # control boots in its session
+    stage: int | None = None
+
+    @property
+    def delta(self) -> float:
+        return math.expm1(self.log_delta)
+
+    def interval(self, level: float = 0.95) -> tuple[float, float] | None:
+        if self.se is None:
+            return None
+        if self.se == 0:
+            return self.delta, self.delta
+        half = float(_t().ppf(0.5 + level / 2, self.df)) * self.se
+        return math.expm1(self.log_delta - half), math.expm1(self.log_delta + half)
+
+    def p(self) -> float | None:
+        """The two-sided p-value of "no difference"."""
+        if self.se is None:
+            return None
+        if self.se == 0:
+            return 0.0 if self.log_delta else 1.0
+        return float(2 * _t().sf(abs(self.log_delta) / self.se, self.df))
+
+    def p_equivalent(self, margin: float) -> float | None:
+        """TOST's p-value of "the delta is outside ± margin" (small: shown inside)."""
+        if self.se is None:
+            return None
+        lo, hi = math.log1p(-margin), math.log1p(margin)
+        if self.se == 0:
+            return 0.0 if lo < self.log_delta < hi else 1.0
+        t = _t()
+        return float(max(t.sf((self.log_delta - lo) / self.se, self.df),
+                          t.cdf((self.log_delta - hi) / self.se, self.df)))
+
+    def sessions_needed(self, rule: Rule) -> int | None:
+        """About how many sessions of this window (each with its control boots) would settle it:
+        the interval narrowing as one over the root of the boots, until it excludes 0 (an
+        effect) or fits inside the margin (none). None: no interval, or the delta sits on the
+        margin's edge."""
+        if self.se is None or self.se == 0:
+            return None
+        t = _t()
+        gaps = [(abs(self.log_delta), float(t.ppf(1 - rule.error_rate / 2, self.df)))]
+        edge = math.log1p(rule.margin) - abs(self.log_delta)
+        if edge > 0:
+            gaps.append((edge, float(t.ppf(1 - rule.error_rate, self.df))))
+        need = [math.ceil((q * self.se / gap) ** 2) for gap, q in gaps if gap > 1e-9]
+        return max(2, min(need)) if need and min(need) < 10_000 else None
+
+    def method(self) -> str:
+        if self.noise.measured:
+            return (f"log tok/s, the window's boot against {self.controls} control boot"
+                    f"{'s' if self.controls != 1 else ''}, noise between boots measured "
+                    f"({self.df:g} df)")
+        stein = f", Stein's first {self.stage} reps" if self.stage else ""
+        return (f"log tok/s, Welch over the reps plus a declared noise between boots of "
+                f"{self.noise.sd * 100:.1f} %{stein} ({self.df:.1f} df)")
+
+
+def _logs(xs: Sequence[float]) -> list[float]:
+    return [math.log(x) for x in xs]
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def _var(xs: Sequence[float]) -> float:
+    m = _mean(xs)
+    return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
+
+
+def versus(window: Sequence[float], controls: Sequence[Sequence[float]], noise: BootNoise,
+           stage: int | None = None) -> Versus | None:
+    """The window's reps against its session's control boots' reps; None when a side has no rep
+    or a rep that is not a positive rate."""
+    controls = [c for c in controls if c]
+    if not window or not controls or min(*window, *(x for c in controls for x in c)) <= 0:
+        return None
+    lw = _logs(window)
+    lcs = [_logs(c) for c in controls]
+    k = len(lcs)
+    d = _mean(lw) - _mean([_mean(c) for c in lcs])
+    first = lw[:stage] if stage else lw
+    if noise.measured:
+        extra = max(0.0, _var(first) - noise.within) / len(lw) if len(first) >= 2 else 0.0
+        var = noise.boot_mean * (1 + 1 / k) + extra
+        return Versus(d, math.sqrt(var), noise.df, noise, len(lw), k, stage)
+    # Declared: the between-boot part taken as known; the reps' parts with their own df.
+    parts: list[tuple[float, float]] = []
+    for logs, weight, n in [(first, 1.0, len(lw))] + [
+            (c[:stage] if stage else c, 1 / k ** 2, len(c)) for c in lcs]:
+        if len(logs) >= 2:
+            parts.append((_var(logs) * weight / n, len(logs) - 1))
+        elif noise.within > 0:  # one rep: the pooled within-boot variance stands in
+            parts.append((noise.within * weight / n, math.inf))
+        else:
+            return Versus(d, None, math.inf, noise, len(lw), k, stage)
+    between = noise.between * (1 + 1 / k)
+    var = between + sum(v for v, _ in parts)
+    finite = sum(v * v / df for v, df in parts if df < math.inf)
+    df = var * var / finite if finite > 0 else math.inf
+    return Versus(d, math.sqrt(var), df, noise, len(lw), k, stage)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A row's call within its family."""
+
+    versus: Versus | None
+    call: Call
+    p_adjusted: float | None
+    tests: int  # the family's size
+    rule: Rule
+
+    def why(self) -> str:
+        v = self.versus
+        if v is None or v.se is None:
+            return "no interval (a side without reps' variance and no noise between boots)"
+        lo, hi = v.interval(1 - 2 * self.rule.error_rate) or (v.delta, v.delta)
+        adj = f"p {v.p():.3g}, {self.rule.correction}-adjusted {self.p_adjusted:.3g} over {self.tests}"
+        if self.call == Call.EFFECT:
+            return f"{adj} < {self.rule.error_rate:g}"
+        if self.call == Call.NONE:
+            return (f"{(1 - 2 * self.rule.error_rate) * 100:g} % interval [{lo * 100:+.1f}, "
+                    f"{hi * 100:+.1f}] % inside ±{self.rule.margin * 100:g} % (TOST); {adj}")
+        more = v.sessions_needed(self.rule)
+        take = f"; about {more}x the sessions would settle it" if more else ""
+        return f"{adj}; not shown within ±{self.rule.margin * 100:g} %{take}"
+
+
+def judge(family: Sequence[Versus | None], rule: Rule) -> list[Judged]:
+    """Each row's call, its p-value adjusted over the family (the rows with an interval)."""
+    ps = [v.p() if v is not None else None for v in family]
+    tested = [i for i, p in enumerate(ps) if p is not None]
+    adjusted: dict[int, float] = {}
+    if tested:
+        from statsmodels.stats.multitest import multipletests  # lazy: heavy to import
+        _, corrected, _, _ = multipletests([ps[i] for i in tested], alpha=rule.error_rate,
+                                           method=CORRECTIONS[rule.correction])
+        adjusted = {i: float(p) for i, p in zip(tested, corrected, strict=True)}
+    out = []
+    for i, v in enumerate(family):
+        p_adj = adjusted.get(i)
+        if p_adj is not None and p_adj < rule.error_rate:
+            call = Call.EFFECT
+        elif v is not None and (pe := v.p_equivalent(rule.margin)) is not None \
+                and pe < rule.error_rate:
+            call = Call.NONE
+        else:
+            call = Call.UNDETERMINED
+        out.append(Judged(v, call, p_adj, len(tested), rule))
+    return out

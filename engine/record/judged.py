@@ -1,0 +1,123 @@
+"""The campaign's verdicts from its rows: the noise between boots per load, and each window row's
+call against its session's control boots, the family being every window row of the run.
+
+One function, :func:`judgement`, pure on a run's state (the console calls it live, the throughput
+writer on every row, the report after the run), cached on the rows' reps: a day-long campaign's
+console redraws often, a rep lands seldom.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.method.boots import Boot, BootNoise, measure
+from engine.method.verdict import Call, Judged, Rule, Versus, judge, versus
+from engine.record.state import RowState, RunState
+from engine.words import CONTROL, CONTROL_AGAIN, CONTROL_BOOTS, USABLE_ROWS, is_control, row_key
+
+Load = tuple[int, float | None]  # concurrency, rate
+
+
+@dataclass(frozen=True)
+class Judgement:
+    rule: Rule
+    noise: dict[Load, BootNoise]  # per load, pooled over classes, sessions and places
+    rows: dict[str, Judged] = field(default_factory=dict)  # window row key -> its call
+    again: dict[str, Versus] = field(default_factory=dict)  # control-again row key -> its A/A delta
+
+    def noise_at(self, concurrency: int, rate: float | None) -> BootNoise | None:
+        return self.noise.get((concurrency, rate))
+
+    def versus(self, key: str) -> Versus | None:
+        j = self.rows.get(key)
+        return j.versus if j is not None else self.again.get(key)
+
+    def effects(self) -> int:
+        return sum(j.call == Call.EFFECT for j in self.rows.values())
+
+
+def reps_of(r: RowState | None) -> tuple[float, ...] | None:
+    if r is None or r.status not in USABLE_ROWS or not r.row.get("rep_tok_s"):
+        return None
+    reps = tuple(float(x) for x in r.row["rep_tok_s"])
+    return reps if min(reps) > 0 else None
+
+
+def _stage(rows: list[RowState]) -> int | None:
+    """Stein's first stage shared by a window row and its control boots (engine.method.precision):
+    the smallest ``stage_reps`` when all took reps to a precision, else None (every rep)."""
+    stages = [r.row.get("stage_reps") for r in rows]
+    return min(s for s in stages if isinstance(s, int)) if all(isinstance(s, int) for s in stages) \
+        else None
+
+
+_CACHE: dict[Any, Judgement] = {}
+
+
+def judgement(state: RunState, rule: Rule) -> Judgement:
+    usable = {k: (r, reps) for k, r in state.rows.items() if (reps := reps_of(r)) is not None}
+    key = (rule, tuple((k, reps, r.row.get("stage_reps"), state.session_places.get(r.session, ""))
+                       for k, (r, reps) in usable.items()), tuple(state.rows))
+    found = _CACHE.get(key)
+    if found is None:
+        found = _judge(state, {k: r for k, (r, _) in usable.items()}, rule)
+        _CACHE.clear()  # one run at a time is judged; the previous fold's judgement is stale
+        _CACHE[key] = found
+    return found
+
+
+def _judge(state: RunState, usable: Mapping[str, RowState], rule: Rule) -> Judgement:
+    boots: dict[Load, list[Boot]] = {}
+    for r in usable.values():
+        group = (state.session_places.get(r.session, ""), CONTROL if is_control(r.window) else r.window,
+                 r.cls)
+        boots.setdefault((r.concurrency, r.rate), []).append(Boot(group, reps_of(r) or ()))
+    noise = {load: measure(bs, rule.boot_noise) for load, bs in boots.items()}
+    keys: list[str] = []
+    family: list[Versus | None] = []
+    again: dict[str, Versus] = {}
+    for k, r in state.rows.items():
+        if r.window == CONTROL or not r.row:
+            continue
+        mine = usable.get(k)
+        ctl_windows = (CONTROL,) if r.window == CONTROL_AGAIN else CONTROL_BOOTS
+        ctls = [c for w in ctl_windows
+                if (c := usable.get(row_key(r.session, w, r.cls, r.concurrency, r.rate))) is not None]
+        load_noise = noise.get((r.concurrency, r.rate))
+        v = None
+        if mine is not None and ctls and load_noise is not None:
+            v = versus(reps_of(mine) or (), [reps_of(c) or () for c in ctls], load_noise,
+                       _stage([mine, *ctls]))
+        if r.window == CONTROL_AGAIN:
+            if v is not None:
+                again[k] = v
+            continue
+        keys.append(k)
+        family.append(v)
+    return Judgement(rule, noise, dict(zip(keys, judge(family, rule), strict=True)), again)
+
+
+def pct(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(x, digits)
+
+
+def row_columns(j: Judgement, r: RowState) -> dict[str, Any]:
+    """throughput.csv's columns of a row's delta, its noise between boots and its call."""
+    out: dict[str, Any] = {}
+    noise = j.noise_at(r.concurrency, r.rate)
+    if noise is not None:
+        out |= {"boot_noise": pct(noise.sd), "boot_noise_how": noise.how()}
+    v = j.versus(r.key)
+    if v is None:
+        return out
+    lo, hi = v.interval() or (None, None)
+    out |= {"delta": pct(v.delta), "delta_lo": pct(lo), "delta_hi": pct(hi), "p_value": pct(v.p())}
+    call = j.rows.get(r.key)
+    if call is not None:
+        out |= {"p_adjusted": pct(call.p_adjusted), "verdict": call.call.value, "verdict_why": call.why()}
+    else:
+        out |= {"verdict": "", "verdict_why": "the control booted again: the noise between boots"}
+    return out
