@@ -52,7 +52,7 @@ def header(view: RunView) -> list[str]:
         "same session's control boots (the control, and the control booted again at the "
         "session's end), the ratio of geometric means of the reps' tok/s, with a 95 % interval "
         "that counts the noise between boots (`throughput.csv`'s `delta`, `delta_lo`, `delta_hi`, "
-        "`boot_noise`; below, *Noise between boots*). " + rule_of(view).text().capitalize()
+        "`boot_noise`; below, *Noise between boots*). " + upper_first(rule_of(view).text())
         + ": a call of *observable effect* keeps that error rate across every window row of the "
         "run; *no observable effect* is shown, not presumed; the rest is *undetermined*, with the "
         "sessions it would take (`verdict`, `verdict_why`).", ""]
@@ -63,6 +63,10 @@ def header(view: RunView) -> list[str]:
                   "event around them; the lines themselves are not events.", "", "```",
                   damage_report(view.dir / results.JOURNAL, st.damage), "```", ""]
     return lines
+
+
+def upper_first(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def summary(view: RunView) -> list[str]:

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# On the H200 machine, from ruler's root: `LIMIT=S bash docs/runs/h200-aa/run.sh`, called again back
+# to back until the campaign ends (each call resumes it). The first call (carry .gpu/src .gpu/sh
+# .gpu/tok .gpu/whl .gpu/sci1) builds a CUDA llama-server (shared/gpu/build.sh) while it writes the
+# random-weight 3 B model (shared/gpu/randmodel.py); a later one carries .gpu/sci2. scipy, statsmodels
+# and pandas (the verdicts' libraries) travel as wheels in two parts: 64 MiB a command.
+set -u
+LIMIT=${LIMIT:-540}
+start=$(date +%s)
+mkdir -p $HOME/site $HOME/m
+for d in .gpu/whl .gpu/sci1 .gpu/sci2; do
+  [ -d $d ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $HOME/site $d/*.whl
+done
+export PYTHONPATH=$HOME/site:$PWD PYTHONUNBUFFERED=1 CUDA_DEVICE_ORDER=PCI_BUS_ID
+if [ ! -x $HOME/lb/build/bin/llama-server ]; then
+  python3 .gpu/sh/randmodel.py .gpu/tok/tok.gguf $HOME/m/rand3b.gguf > $OUT/randmodel.log 2>&1 &
+  bash .gpu/sh/build.sh > $OUT/build.log 2>&1
+  wait
+  nvidia-smi --query-gpu=name,memory.used,clocks.max.sm --format=csv >> $OUT/build.log
+fi
+python3 -c "import scipy.stats, statsmodels.stats.multitest" 2>/dev/null || { echo "no scipy/statsmodels yet: carry .gpu/sci2"; exit 3; }
+export LLAMA_SERVER=$HOME/lb/build/bin/llama-server RAND_GGUF=$HOME/m/rand3b.gguf
+left=$((LIMIT - ($(date +%s) - start) - 20))
+run=$(ls -d $HOME/res/*/ 2>/dev/null | head -1)
+if [ -n "$run" ]; then
+  timeout -s TERM $left python3 -m engine run --resume "$run" --headless >> $OUT/campaign.log 2>&1
+else
+  timeout -s TERM $left python3 -m engine run campaigns/h200-aa.yaml --headless --runtime process \
+    --results-dir $HOME/res > $OUT/campaign.log 2>&1
+fi
+echo "campaign exit $?" >> $OUT/campaign.log
+pkill -f llama-server; sleep 1
+run=$(ls -d $HOME/res/*/ 2>/dev/null | head -1)
+[ -n "$run" ] && tar -C "$run" --exclude='boot.log' --exclude='boot*.log' -czf $OUT/run.tgz .
+tail -5 $OUT/campaign.log; ls -la $OUT
