@@ -423,7 +423,7 @@ class Workload(_Frozen):
         """Requests of a closed-loop pass (with rep_seconds: the most it may send)."""
         if self.rep_seconds and not self.requests_per_rep:
             return TIMED_REQUESTS
-        return self.requests_per_rep or max(2 * concurrency, 4)
+        return self.requests_per_rep or defaults.REQUESTS_PER_WORKER * max(concurrency, 1)
 
     def pass_size(self, concurrency: int) -> str:
         """A closed-loop pass's size as a reader plans by: its requests, or its seconds when it is

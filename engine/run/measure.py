@@ -400,6 +400,9 @@ class Measurement:
             reasons.append(precision_text(row))
         if row["metrics_rejected"]:
             reasons.append(f"acceptance not measured: {row['metrics_rejected']}")
+        if row["basis"] == stats.WHOLE and (why := stats.basis_why(
+                [stats.rep_figures(records, c) for h, records in reps if not h.get("void")])):
+            reasons.append(f"over the whole reps: {why}")
         reason = "; ".join(reasons)
         run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
                     reason=reason, source=";".join(paths), **row)
