@@ -400,6 +400,11 @@ class Workload(_Frozen):
     precision: Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)] | None = None
     max_reps: Annotated[int, Strict(), Field(ge=1, le=1000)] = defaults.MAX_REPS  # with precision
     max_tokens: Tokens = defaults.MAX_TOKENS
+    # Every request without its own output length generates exactly max_tokens, past its end of
+    # sequence, where the server has fields for that (engine.servers: ServerClient's
+    # exact_length_fields): each rep then decodes the same tokens. Off by default: text past an
+    # end of sequence is no reply a user reads (a draft model accepts it differently).
+    exact_output: Bool = False
     sampling: Sampling = Sampling()
     knobs: dict[Str, Any] = {}
     shard: Shard = Shard()

@@ -24,7 +24,7 @@ tokens evenly from first token to end). The window's tok/s is the tokens placed 
 its length. Ramp and tail are the seconds before and after it.
 
 A closed-loop window also counts its cycles: the requests sent inside it per worker. Under
-``MIN_CYCLES`` the window is too short to carry the row (its figure strays more than 4 % from the
+``MIN_CYCLES`` the window is too short to carry the row (its figure strays 5 to 6 % from the
 long run's in the simulation): the row is then over the whole reps (``stats.headline``).
 """
 
@@ -153,7 +153,7 @@ def figures(records: Sequence[Mapping[str, Any]], concurrency: int) -> dict[str,
 
 # Request cycles per worker a closed-loop window needs to carry its row: with 2 (four requests per
 # worker, the default) bench/steady_sim.py's windows stray at most 2 % from the long run; with
-# about 1 (two requests per worker) up to 5 %.
+# about 1 (two requests per worker) up to 6 %.
 MIN_CYCLES = 2.0
 
 

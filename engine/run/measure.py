@@ -273,7 +273,7 @@ class Measurement:
         before = scrape(ctx.server.base_url, ctx.adapter)
         res = measure_pass(ctx.server.base_url, ctx.adapter, items, c or shards, n,
                            wl.max_tokens, dict(wl.sampling), knobs, run.campaign.timeouts.request,
-                           stop=run.controls.cut, shards=shards, **load)
+                           stop=run.controls.cut, shards=shards, exact_output=wl.exact_output, **load)
         self._rates[shape] = chunk_rate(res)
         after = scrape(ctx.server.base_url, ctx.adapter)
         delta, why, rejected = _delta(before, after)
