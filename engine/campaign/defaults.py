@@ -9,6 +9,10 @@ from typing import Final
 REPS = 3  # reps per shape after the warm pass (the notes: three)
 MAX_REPS = 20  # with workload.precision: the most reps a row takes
 MAX_TOKENS = 128  # per request
+# A closed-loop rep sized by requests: this many per worker (at least this many in all). Four
+# give its steady window two request cycles per worker, which keep the window's figure within 2 %
+# of the long run's in bench/steady_sim.py (engine.method.steady.MIN_CYCLES).
+REQUESTS_PER_WORKER = 4
 CACHE: Final = "keep"  # the prefix cache between passes: kept as the previous pass left it
 
 # leak: a row whose reps spread more than SPREAD at C >= MIN_CONCURRENCY, leak-shaped (one rep alone

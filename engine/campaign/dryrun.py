@@ -239,6 +239,11 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
                    + (f" and {json.dumps(fields).replace(': 1', ': N')}, so the server generates "
                       "exactly N tokens" if fields else f", a limit only ({adapter.name} has no "
                                                          "field that ignores the end of sequence)"))
+    if wl.exact_output:
+        fields = adapter.exact_length_fields(wl.max_tokens)
+        out.append(f"  exact_output: every other request generates exactly {wl.max_tokens} tokens ("
+                   + (f"{json.dumps(fields)})" if fields else
+                      f"{adapter.name} has no field that ignores the end of sequence: a limit only)"))
     kept = "one connection per worker, kept" if adapter.keep_alive else "one connection per request"
     out.append(f"  {kept}; a pass splits over worker processes past {wl.shard.concurrency} streams "
                f"or {wl.shard.chunk_rate:g} chunks/s per process (up to one per core)")

@@ -401,6 +401,11 @@ class Workload(_Frozen):
     precision: Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)] | None = None
     max_reps: Annotated[int, Strict(), Field(ge=1, le=1000)] = defaults.MAX_REPS  # with precision
     max_tokens: Tokens = defaults.MAX_TOKENS
+    # Every request without its own output length generates exactly max_tokens, past its end of
+    # sequence, where the server has fields for that (engine.servers: ServerClient's
+    # exact_length_fields): each rep then decodes the same tokens. Off by default: text past an
+    # end of sequence is no reply a user reads (a draft model accepts it differently).
+    exact_output: Bool = False
     sampling: Sampling = Sampling()
     knobs: dict[Str, Any] = {}
     shard: Shard = Shard()
@@ -424,7 +429,7 @@ class Workload(_Frozen):
         """Requests of a closed-loop pass (with rep_seconds: the most it may send)."""
         if self.rep_seconds and not self.requests_per_rep:
             return TIMED_REQUESTS
-        return self.requests_per_rep or max(2 * concurrency, 4)
+        return self.requests_per_rep or defaults.REQUESTS_PER_WORKER * max(concurrency, 1)
 
     def pass_size(self, concurrency: int) -> str:
         """A closed-loop pass's size as a reader plans by: its requests, or its seconds when it is

@@ -36,6 +36,7 @@ class Seen:
     ramp_s: float | None = None
     steady_s: float | None = None
     tail_s: float | None = None
+    steady_cycles: float | None = None  # closed loop: its window's request cycles per worker
     rep_s: list[float] = field(default_factory=list)  # every usable row's reps' seconds
     control_logs: list[list[float]] = field(default_factory=list)  # per row: log tok/s of its reps
     window_logs: list[list[float]] = field(default_factory=list)
@@ -74,6 +75,7 @@ def read_baseline(run_dir: Path) -> dict[Shape, Seen]:
             first = figs[0]
             s.requests, s.wall_s = first["requests"], first["wall_s"]
             s.ramp_s, s.steady_s, s.tail_s = first["ramp_s"], first["steady_s"], first["tail_s"]
+            s.steady_cycles = first["steady_cycles"]
     return seen
 
 
@@ -104,9 +106,14 @@ def short_rep_warnings(campaign: Campaign, run_dir: Path, seen: dict[Shape, Seen
             if s is None or not s.requests:
                 continue
             wall, window = expected_rep(campaign, (cls, c, rate), s)
-            if steady.too_short(window, s.ramp_s, s.tail_s):
+            # A window's cycles grow with its seconds at the shape's pace.
+            cycles = (s.steady_cycles * window / s.steady_s if s.steady_cycles is not None
+                      and s.steady_s and window is not None else None)
+            if steady.too_short(window, s.ramp_s, s.tail_s, cycles):
                 said = "no steady window" if window is None or window <= 0 else \
-                    f"a steady window of about {window:.2f} s"
+                    f"a steady window of about {window:.2f} s" + (
+                        f" and {cycles:.1f} request cycles per worker (under "
+                        f"{steady.MIN_CYCLES:g})" if cycles is not None else "")
                 out.append(f"workload: {cls} {load_text(c, rate)}: a rep lasts about {wall:.2f} s "
                            f"(the control's first rep in {run_dir}: {s.requests} requests in "
                            f"{s.wall_s:.2f} s, ramp {s.ramp_s or 0:.2f} s, tail {s.tail_s or 0:.2f} s), "

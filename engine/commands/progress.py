@@ -59,10 +59,12 @@ def _steady(e: Event) -> str:
         out += " | no steady window"
     # Said on the control's first rep of a shape, when it can still be acted on: every later rep
     # of the campaign at this shape is as short.
-    if ("steady_tok_s" in e and e.get("window") == CONTROL and e.get("attempt") == 1
-            and e.get("rep") == 1 and steady.too_short(e.get("steady_s"), e.get("ramp_s"), e.get("tail_s"))):
+    why = steady.why_short(e.get("steady_s"), e.get("ramp_s"), e.get("tail_s"), e.get("steady_cycles"))
+    first = e.get("window") == CONTROL and e.get("attempt") == 1 and e.get("rep") == 1
+    if "steady_tok_s" in e and first and why:
         out += (f" | TOO SHORT for a steady window (ramp {e.get('ramp_s') or 0:.2f} s, tail "
-                f"{e.get('tail_s') or 0:.2f} s): give more requests_per_rep or rep_seconds")
+                f"{e.get('tail_s') or 0:.2f} s): {why}; the row is over the whole reps: give more "
+                "requests_per_rep or rep_seconds")
     if e.get("precision_status"):
         half = e.get("half_width")
         out += f" | half-width {'-' if half is None else f'+-{half:.1%}'}: {e['precision_status']}"

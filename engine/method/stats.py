@@ -138,16 +138,29 @@ def rep_figures(records: Sequence[Mapping[str, Any]], concurrency: int,
     }
 
 
-STEADY, WHOLE = "steady", "whole"  # a row's basis: its tok/s over the steady windows, or the whole reps
+STEADY, WHOLE = steady.STEADY, steady.WHOLE
 
 
 def headline(figs: Sequence[dict[str, Any]]) -> tuple[list[float], str]:
     """A row's reps' tok/s as the row reports them, and over what: the steady window's when every
-    rep has one (``steady``), else the whole rep's (``whole``)."""
-    steadies = [f.get("steady_tok_s") for f in figs]
-    if figs and all(v is not None and v > 0 for v in steadies):
-        return [float(v) for v in steadies if v is not None], STEADY
+    rep has one long enough to carry it (``steady``, engine.method.steady), else the whole rep's
+    (``whole``)."""
+    if figs and not basis_why(figs):
+        return [float(f["steady_tok_s"]) for f in figs], STEADY
     return [f["agg_tok_s"] for f in figs], WHOLE
+
+
+def basis_why(figs: Sequence[dict[str, Any]]) -> str:
+    """Why a row's reps are over the whole rep rather than the steady window ("" when they are
+    not): the first rep whose window is missing or too short, in words."""
+    for i, f in enumerate(figs):
+        if f.get("steady_tok_s") is None or f["steady_tok_s"] <= 0:
+            return f"rep {i + 1} has no steady window"
+        why = steady.why_short(f.get("steady_s"), f.get("ramp_s"), f.get("tail_s"),
+                               f.get("steady_cycles"))
+        if why:
+            return f"rep {i + 1}: {why}"
+    return ""
 
 
 def receipt_tok_s(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]]],
@@ -155,8 +168,8 @@ def receipt_tok_s(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any
     """Each rep's tok/s recomputed from its receipt, over the row's basis (``steady``; ``whole``
     or "" for a row from before the steady window), a rep voided before it ran left out."""
     figs = [rep_figures(records, concurrency) for header, records in reps if not header.get("void")]
-    if basis == STEADY:
-        return headline(figs)[0]
+    if basis == STEADY:  # as the row was: over the windows, even one too short to carry it now
+        return [float(f["steady_tok_s"] or 0.0) for f in figs]
     return [f["agg_tok_s"] for f in figs]
 
 

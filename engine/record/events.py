@@ -285,6 +285,7 @@ class RepDone(Shape):
     steady_s: NotRequired[float | None]  # ... its seconds (None: the rep has none)
     ramp_s: NotRequired[float | None]  # the seconds before it
     tail_s: NotRequired[float | None]  # the seconds after it
+    steady_cycles: NotRequired[float | None]  # closed loop: request cycles per worker in it
     half_width: NotRequired[float | None]  # with a precision: the row's half-width after this rep
     precision_status: NotRequired[str]  # ... and the rule's word: more | reached | cap | cannot
     turns: NotRequired[list[dict[str, Any]]]  # multi-turn: stats.turn_figures of this rep

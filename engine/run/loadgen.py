@@ -124,7 +124,8 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
                    arrivals: Sequence[float] | None = None,
                    seconds: float | None = None,
                    conversations: Sequence[Sequence[int]] | None = None,
-                   first_turn: dict[str, Any] | None = None) -> PassResult:
+                   first_turn: dict[str, Any] | None = None,
+                   exact_output: bool = False) -> PassResult:
     """n_requests requests over exactly ``concurrency`` workers; request i sends item i % len (every
     rep sends the same items). An item with its own ``max_tokens`` (an output length from the data)
     is sent with that limit and the adapter's :meth:`~ServerClient.exact_length_fields`, so the
@@ -138,7 +139,12 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
     whatever is in flight (``concurrency`` and ``workers`` are not used); its record's
     ``scheduled`` is that time, so a send the client made late shows. With ``seconds`` (a rep
     sized by time) no request is sent once that long has passed since the start; the pass ends
-    with the requests then in flight.
+    with the requests then in flight; each worker then sends its own requests, worker w's k-th
+    request index ``k * concurrency + w``, so every rep gives a worker the same sequence of items
+    whatever the timing (a shared queue hands them to whichever worker is free first) and reps
+    differ only in how far they get. With ``exact_output`` every request without its own length
+    is sent as one of ``max_tokens`` (the adapter's exact-length fields, where the server has them):
+    its output length is the same every rep, not where sampling met an end of sequence.
 
     With ``conversations`` (each a list of item indices, turn by turn) the pass is multi-turn:
     ``take`` draws a conversation, and the worker that drew it sends its turns in order on its
@@ -155,7 +161,7 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
     def request(p: int) -> tuple[bytes, int | None]:
         if p not in requests:
             item = items[p]
-            own = item["max_tokens"]
+            own = item["max_tokens"] if item["max_tokens"] is not None or not exact_output else max_tokens
             extra = fields if own is None else {**fields, **adapter.exact_length_fields(own)}
             flush = first_turn if first_turn and item.get("turn") == 0 else {}
             body = request_body(item["messages"], max_tokens if own is None else own, sampling,
@@ -173,6 +179,14 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
         def take() -> int | None:
             return None if time.monotonic() - t0 >= seconds else untimed()
 
+    def own_sequence(w: int, limit: float) -> Callable[[], int | None]:
+        """Worker w's next request index in a rep sized by time: its own, the same every rep."""
+        mine = iter(range(w, n_requests, concurrency))
+
+        def take_own() -> int | None:
+            return None if time.monotonic() - t0 >= limit else next(mine, None)
+        return take_own
+
     records: list[RequestRecord] = []
     lag: list[float] = []
     in_flight = [0, 0.0]  # current, integral of in-flight over time
@@ -189,8 +203,9 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
 
     async def worker(w: int) -> None:
         client = Client(target, adapter.keep_alive, timeout)
+        draw = own_sequence(w, seconds) if seconds is not None else take
         try:
-            while (i := take()) is not None:
+            while (i := draw()) is not None:
                 p = i % len(items)
                 await send(client, p, new_record(w, i, p))
         finally:
@@ -199,8 +214,9 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
     async def talker(w: int, convs: Sequence[Sequence[int]]) -> None:
         """A worker of a multi-turn pass: conversation after conversation, turns in order."""
         client = Client(target, adapter.keep_alive, timeout)
+        draw = own_sequence(w, seconds) if seconds is not None else take
         try:
-            while (j := take()) is not None:
+            while (j := draw()) is not None:
                 ended: float | None = None
                 for p in convs[j]:
                     item = items[p]

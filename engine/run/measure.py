@@ -273,7 +273,7 @@ class Measurement:
         before = scrape(ctx.server.base_url, ctx.adapter)
         res = measure_pass(ctx.server.base_url, ctx.adapter, items, c or shards, n,
                            wl.max_tokens, dict(wl.sampling), knobs, run.campaign.timeouts.request,
-                           stop=run.controls.cut, shards=shards, **load)
+                           stop=run.controls.cut, shards=shards, exact_output=wl.exact_output, **load)
         self._rates[shape] = chunk_rate(res)
         after = scrape(ctx.server.base_url, ctx.adapter)
         delta, why, rejected = _delta(before, after)
@@ -400,6 +400,9 @@ class Measurement:
             reasons.append(precision_text(row))
         if row["metrics_rejected"]:
             reasons.append(f"acceptance not measured: {row['metrics_rejected']}")
+        if row["basis"] == stats.WHOLE and (why := stats.basis_why(
+                [stats.rep_figures(records, c) for h, records in reps if not h.get("void")])):
+            reasons.append(f"over the whole reps: {why}")
         reason = "; ".join(reasons)
         run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
                     reason=reason, source=";".join(paths), **row)

@@ -477,3 +477,44 @@ def test_shard_processes_serve_pass_after_pass(faulty: FaultyServer) -> None:
     assert all(p.is_alive() for p in loadgen._pools.shards.procs)
     assert [(r["index"], r["error"], r["completion_tokens"]) for r in res.records] == \
            [(i, None, 2) for i in range(6)]
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_rep_sized_by_time_gives_each_worker_the_same_items_every_rep(
+        faulty: FaultyServer, shards: int) -> None:
+    """Worker w's k-th request is index k x C + w, whatever the timing: two reps of 0.3 s send each
+    worker one sequence of items, and differ only in how far they get."""
+    url = f"http://127.0.0.1:{faulty.port}"
+    items = [plain_item(p) for p in ("a", "b", "c", "d", "e")]
+    args: tuple[Any, ...] = (url, get_adapter("llamacpp"), items, 3, 100_000, 8, {"temperature": 0},
+                             {}, 5.0)
+    reps = [measure_pass(*args, shards=shards, seconds=0.3) for _ in range(2)]
+    for res in reps:
+        assert res.records and all(r["error"] is None for r in res.records)
+        assert all(r["worker"] == r["index"] % 3 and r["prompt_index"] == r["index"] % 5
+                   for r in res.records)
+    for w in range(3):
+        seqs = [[r["prompt_index"] for r in res.records if r["worker"] == w] for res in reps]
+        short, long = sorted(seqs, key=len)
+        assert short and long[:len(short)] == short
+
+
+def test_exact_output_sends_every_request_at_max_tokens_with_the_adapters_fields(
+        faulty: FaultyServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[tuple[int, dict[str, Any]]] = []
+    real = request_body
+
+    def spy(messages: Any, max_tokens: int, sampling: dict[str, Any], knobs: dict[str, Any],
+            extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        sent.append((max_tokens, dict(extra or {})))
+        return real(messages, max_tokens, sampling, knobs, extra)
+
+    monkeypatch.setattr(loadgen, "request_body", spy)
+    url = f"http://127.0.0.1:{faulty.port}"
+    items = [plain_item("a"), {**plain_item("b"), "max_tokens": 5}]
+    args: tuple[Any, ...] = (url, get_adapter("llamacpp"), items, 2, 2, 8, {"temperature": 0}, {}, 5.0)
+    measure_pass(*args)
+    assert sorted(sent, key=lambda s: s[0]) == [(5, {"ignore_eos": True}), (8, {})]
+    sent.clear()
+    measure_pass(*args, exact_output=True)
+    assert sorted(sent, key=lambda s: s[0]) == [(5, {"ignore_eos": True}), (8, {"ignore_eos": True})]

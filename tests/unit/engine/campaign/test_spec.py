@@ -102,7 +102,8 @@ def test_valid_campaign_loads(campaign: Campaign) -> None:
     assert campaign.window("q2").lossy is True
     assert campaign.docker.gpus == (0, 1)
     assert isinstance(campaign.windows, tuple)
-    assert campaign.workload.requests_for(1) == 4 and campaign.workload.requests_for(8) == 16
+    # Four requests a worker: two request cycles in the steady window (engine.method.steady).
+    assert campaign.workload.requests_for(1) == 4 and campaign.workload.requests_for(8) == 32
 
 
 def test_campaign_is_immutable(campaign: Campaign) -> None:
