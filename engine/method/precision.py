@@ -59,21 +59,24 @@ class Step:
 
 
 def half_width(iv: Interval | None) -> float | None:
+    """The interval's half-width on the log scale, as a fraction (``e^h - 1``): the rule stops on
+    it, and it depends on the reps' variance and count alone, not on where the delta lies (the
+    ratio scale's (hi - lo) / 2 is e^d sinh h: a large delta would need more reps)."""
     if iv is None or iv.lo is None or iv.hi is None:
         return None
-    return (iv.hi - iv.lo) / 2
+    return math.expm1((math.log1p(iv.hi) - math.log1p(iv.lo)) / 2)
 
 
 def self_half(values: Sequence[float], stage: int, level: float = LEVEL) -> float | None:
     """A control's own half-width: its mean log tok/s's interval on the first-stage variance,
-    as a fraction (sinh of the half-width in logs: the interval is ``e^(m ± h)``)."""
+    as a fraction (``e^h - 1`` of the half-width h in logs: the interval is ``e^(m ± h)``)."""
     first = [math.log(v) for v in values[:stage] if v > 0]
     if len(first) < 2 or len(first) < min(stage, len(values)):
         return None
     mean = sum(first) / len(first)
     var = sum((x - mean) ** 2 for x in first) / (len(first) - 1)
     h = t_quantile(1 - (1 - level) / 2, len(first) - 1) * math.sqrt(var / len(values))
-    return math.sinh(h)
+    return math.expm1(h)
 
 
 def _half(window: Sequence[float], control: Sequence[float] | None, stage: int) -> float | None:

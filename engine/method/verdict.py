@@ -174,6 +174,8 @@ def versus(window: Sequence[float], controls: Sequence[Sequence[float]], noise: 
     var = between + sum(v for v, _ in parts)
     finite = sum(v * v / df for v, df in parts if df < math.inf)
     df = var * var / finite if finite > 0 else math.inf
+    if stage:  # Stein: the first stage's n0 - 1, not Welch's df over it
+        df = min(df, stage - 1.0)
     return Versus(d, math.sqrt(var), df, noise, len(lw), k, stage)
 
 

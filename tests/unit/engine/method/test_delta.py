@@ -1,5 +1,6 @@
-"""The delta of a window row against its control row, its interval (Welch's t on log tok/s, 95 %),
-the rule that judges it, and where it shows: throughput.csv's delta columns and the console."""
+"""The delta of one row against another from their reps alone, its interval (Welch's t on log
+tok/s, 95 %; Stein's first stage), and Student's t as scipy gives it. The verdict that counts the
+noise between boots: tests/unit/engine/method/test_verdict.py."""
 
 from __future__ import annotations
 
@@ -11,18 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.method.delta import (
-    Interval,
-    noise_floor,
-    observable,
-    relative_delta,
-    t_cdf,
-    t_quantile,
-    text,
-)
-from engine.record import receipts
-from engine.record.state import RowState, RunState, WindowState
-from tui.core.versus import bars_lines, ci_seg, delta_seg
+from engine.method.delta import Interval, relative_delta, t_cdf, t_quantile
 
 # Student's t at 0.975, from any printed table.
 T975 = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 10: 2.2281, 30: 2.0423}
@@ -67,15 +57,12 @@ def test_a_ten_percent_shift_excludes_zero() -> None:
     iv = relative_delta([x * 1.10 for x in CONTROL], CONTROL)
     assert iv is not None and iv.delta == pytest.approx(0.10)
     assert iv.lo is not None and iv.hi is not None and 0 < iv.lo < 0.10 < iv.hi
-    assert observable(iv) and observable(iv, floor=0.05) and not observable(iv, floor=0.10)
 
 
 def test_no_shift_includes_zero() -> None:
     iv = relative_delta([101.0, 99.0, 100.0], CONTROL)
     assert iv is not None and iv.lo is not None and iv.hi is not None
     assert iv.lo < 0 < iv.hi and abs(iv.delta) < 0.01
-    assert not observable(iv)
-    assert text(iv) == f"{iv.delta * 100:+.1f} % [{iv.lo * 100:+.1f}, {iv.hi * 100:+.1f}] (within noise)"
 
 
 def test_the_interval_by_hand() -> None:
@@ -104,55 +91,17 @@ def test_the_interval_covers_the_true_shift_95_times_in_100() -> None:
     assert 0.94 <= hits / n <= 0.98, hits / n
 
 
-def test_one_rep_has_no_interval_and_the_floor_alone_decides() -> None:
-    iv = relative_delta([125.0], [100.0])
-    assert iv == Interval(near(0.25), None, None)
-    assert observable(iv, 0.20) and not observable(iv, 0.30)
+def test_one_rep_has_no_interval() -> None:
+    assert relative_delta([125.0], [100.0]) == Interval(near(0.25), None, None)
     assert relative_delta([], [100.0]) is None and relative_delta([0.0, 1.0], [100.0]) is None
-    same = relative_delta([100.0, 100.0], [100.0, 100.0])
-    assert same == Interval(0.0, 0.0, 0.0) and not observable(same)
+    assert relative_delta([100.0, 100.0], [100.0, 100.0]) == Interval(0.0, 0.0, 0.0)
 
 
-def test_the_noise_floor_across_sessions_is_the_largest_drift() -> None:
-    drifts = [Interval(-0.04, -0.06, -0.02), None, Interval(0.07, 0.01, 0.13)]
-    assert noise_floor(0.05, drifts) == pytest.approx(0.07)
-    assert noise_floor(0.10, drifts) == 0.10
-
-
-def rows_state(window_reps: list[float], control_reps: list[float], live: bool = False) -> RunState:
-    st = RunState()
-    for w in ("control", "ctx"):
-        st.windows[f"s1-{w}"] = WindowState("s1", w)
-        st.order.append(f"s1-{w}")
-    for w, reps in (("control", control_reps), ("ctx", window_reps)):
-        r = RowState("s1", w, "prose", 1, attempt=1, status="ok",
-                     row={"session": "s1", "window": w, "class": "prose", "concurrency": 1,
-                          "status": "ok", "rep_tok_s": reps, "agg_tok_s": float(np.median(reps))})
-        if live and w == "ctx":
-            r.status, r.row = "measuring", {}
-            r.reps = {1: dict(enumerate(reps, 1))}
-        st.rows[r.key] = r
-    return st
-
-
-def test_throughput_csv_carries_the_delta_and_its_interval() -> None:
-    st = rows_state([x * 1.10 for x in CONTROL], CONTROL)
-    got = {r["window"]: r for r in receipts.throughput_rows(st)}
-    iv = relative_delta([x * 1.10 for x in CONTROL], CONTROL).rounded()  # type: ignore[union-attr]  # reps on both sides
-    assert (got["ctx"]["delta"], got["ctx"]["delta_lo"], got["ctx"]["delta_hi"]) == (iv.delta, iv.lo, iv.hi)
-    assert "delta" not in got["control"]  # a control is the reference, not a delta
-    st.rows["s1-control/prose/c1"].row["status"] = "void"
-    assert "delta" not in {r["window"]: r for r in receipts.throughput_rows(st)}["ctx"]
-
-
-def test_the_console_shows_the_interval_and_colours_only_past_the_noise() -> None:
-    st = rows_state([x * 1.10 for x in CONTROL], CONTROL)
-    assert delta_seg(st, "s1-ctx", noise=0.05) == ("+10.0%", "success")
-    assert ci_seg(st, "s1-ctx") == ("[+5,+15]", "muted")
-    assert delta_seg(st, "s1-ctx", noise=0.20) == ("+10.0%", "")  # sure, but within the floor
-    st = rows_state([101.0, 99.0, 100.0], CONTROL)
-    assert delta_seg(st, "s1-ctx")[1] == ""  # the interval holds 0: within the noise
-    live = rows_state([x * 0.8 for x in CONTROL], CONTROL, live=True)
-    assert delta_seg(live, "s1-ctx") == ("~-20.0%", "error")
-    assert ci_seg(live, "s1-ctx") == ("[-24,-16]", "muted")  # 0.8 x e^(±0.0455)
-    assert bars_lines(live, "s1-ctx")[0][1] == ("~-20.0% [-24,-16]", "error")
+def test_steins_interval_takes_the_first_stages_variance_and_n0_minus_1_df() -> None:
+    """Reps added to a precision: the first stage's variance over every rep's count, n0 - 1 df."""
+    w, c = [110.0, 115.0, 108.0, 111.0, 111.0], [100.0, 104.0, 97.0, 101.0]
+    lw, lc = np.log(w), np.log(c)
+    se = math.sqrt(lw[:3].var(ddof=1) / 5 + lc[:3].var(ddof=1) / 4)
+    d, half = lw.mean() - lc.mean(), t_quantile(0.975, 2) * se
+    assert relative_delta(w, c, stage=3) == Interval(near(math.expm1(d)), near(math.expm1(d - half)),
+                                                      near(math.expm1(d + half)))
