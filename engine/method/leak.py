@@ -15,11 +15,15 @@ the log of each rep's tok/s:
   eight other rows of three reps it needs a bar 16.8 noise-widths wide where the standard
   deviation needs 3.3, and catches a rep at half the others at 10 % noise 66 % of the time against
   98 %); a wide row in the pool only widens the bar, so it costs power, never a false void.
-- The **bar**: the gap that voids is k noise-widths, k the 99th percentile of gap / noise when every
-  rep is pure Gaussian noise (``FALSE_VOID``): a seeded simulation of exactly this statistic for this
-  row's reps and the pool's degrees of freedom (:func:`critical`), so at most 1 % of noise-only rows
-  are voided whatever the noise level, the reps, or how little the pool holds. It is never below
-  ``leak.spread`` (the campaign's declared noise floor): a quiet server does not void a 3 % dip.
+- The **bar**: the gap that voids is the lesser of two, each passed by at most half of
+  ``FALSE_VOID`` of the rows when every rep is pure Gaussian noise: k noise-widths, k from a seeded
+  simulation of exactly this statistic for this row's reps and the pool's degrees of freedom
+  (:func:`critical`), whatever the noise; and the bar of a server as noisy as ``NOISE_MAX``, the
+  noisiest the rule answers for. So at most 1 % of noise-only rows are voided at any noise up to
+  ``NOISE_MAX``, however little the pool holds; the second bar is what judges a row with no other
+  row at its load (three reps alone give the noise one degree of freedom: k is over 100). The
+  bar is never below ``leak.spread`` (the campaign's declared noise floor): a quiet server does not
+  void a 3 % dip.
 
 A row whose spread (max - min over the mean) is within ``leak.spread`` is clean; a wider row is
 **leak-shaped** when its gap clears the bar, else **noise** (reported noisy with its interval;
@@ -29,8 +33,9 @@ from noise. Below ``leak.min_concurrency`` nothing is voided as a leak (the note
 C >= 8): a wide row there is noisy whatever its shape.
 
 With few degrees of freedom the bar is wide: a row of three reps alone (no other row at its load
-yet) is judged on its two other reps, one degree of freedom, and only a rep far below two that
-nearly agree is leak-shaped. Each row the run finishes at the load narrows the bar for the next.
+yet) is judged against ``NOISE_MAX`` (a rep more than about 47 % below the next lowest), or on its
+two other reps when they nearly agree. Each row the run finishes at the load narrows the bar for
+the next.
 """
 
 from __future__ import annotations
@@ -46,9 +51,10 @@ import numpy as np
 from engine.words import plural
 
 MIN_REPS = 3
-FALSE_VOID = 0.01  # the share of pure-noise rows the rule may void
+FALSE_VOID = 0.008  # the share of pure-noise rows the rule voids, at most: 1 % less a margin
+NOISE_MAX = 0.20  # the sd of log tok/s of the noisiest server the rule holds its rate for
 POOL_ROWS = 12  # the most recent other rows at the load that the noise is pooled over
-SIMS = 100_000  # draws behind each bar: its 99th percentile to about 0.1 % of the rows
+SIMS = 100_000  # draws behind each bar: its percentile to about 0.05 % of the rows
 SEED = 34
 
 
@@ -91,19 +97,21 @@ def pooled_noise(rows: Sequence[Sequence[float]]) -> tuple[float, int]:
 
 
 @functools.lru_cache(maxsize=256)
-def critical(reps: int, pool_df: int) -> float:
-    """k: the 99th percentile of gap / noise for a row of ``reps`` reps beside a pool of
-    ``pool_df`` degrees of freedom, every rep N(0, 1) on the log scale (seeded, so a row reads the
-    same whenever it is recomputed). The pool's sum of squares is chi-squared with its degrees of
-    freedom, independent of the row's."""
+def critical(reps: int, pool_df: int | None) -> float:
+    """k: the gap / noise that at most half of ``FALSE_VOID`` of the rows pass, for a row of
+    ``reps`` reps beside a pool of ``pool_df`` degrees of freedom (None: the noise known), every rep
+    N(0, 1) on the log scale. Seeded, so a row reads the same whenever it is recomputed. The pool's
+    sum of squares is chi-squared with its degrees of freedom, independent of the row's."""
     rng = np.random.default_rng(SEED)
     x = np.sort(rng.standard_normal((SIMS, reps)), axis=1)
-    others = x[:, 1:]
-    squares = ((others - others.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
-    if pool_df:
-        squares = squares + rng.chisquare(pool_df, SIMS)
-    noise = np.sqrt(squares / (reps - 2 + pool_df))
-    return float(np.quantile((x[:, 1] - x[:, 0]) / noise, 1 - FALSE_VOID))
+    gap = x[:, 1] - x[:, 0]
+    if pool_df is not None:
+        others = x[:, 1:]
+        squares = ((others - others.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+        if pool_df:
+            squares = squares + rng.chisquare(pool_df, SIMS)
+        gap = gap / np.sqrt(squares / (reps - 2 + pool_df))
+    return float(np.quantile(gap, 1 - FALSE_VOID / 2))
 
 
 def read(values: Sequence[float], floor: float,
@@ -124,14 +132,15 @@ def read(values: Sequence[float], floor: float,
                                     f"lowest ({tok}) does not stand alone")
     rows = [r for r in pool[-POOL_ROWS:] if len(r) >= 2 and min(r) > 0]
     noise, df = pooled_noise([*rows, others])
-    k = critical(n, df - (n - 2))
-    bar_log = max(-math.log1p(-floor), k * noise)
+    k, ceiling = critical(n, df - (n - 2)), critical(n, None) * NOISE_MAX
+    bar_log = max(-math.log1p(-floor), min(k * noise, ceiling))
     bar = -math.expm1(-bar_log)
     below = 1 - values[low] / nearest
     gap = math.log(nearest / values[low]) if values[low] > 0 else math.inf
-    against = (f"the bar {bar:.1%} ({k:.1f} x the noise {noise:.1%} pooled over "
-               f"{plural(len(rows), 'other row')} at this load and the row's other reps, at least "
-               f"leak.spread {floor * 100:g}%)")
+    against = (f"the bar {bar:.1%} (the lesser of {k:.1f} x the noise {noise:.1%} pooled over "
+               f"{plural(len(rows), 'other row')} at this load and the row's other reps, and "
+               f"{-math.expm1(-ceiling):.1%} at {NOISE_MAX:.0%} noise; at least leak.spread "
+               f"{floor * 100:g}%)")
     if gap > bar_log:
         return Reading(Shape.LEAK, f"leak-shaped: rep {low + 1} at {tok} is {below:.1%} below the "
                                    f"next lowest ({nearest:.1f}), past {against}", low, below, bar, noise)
