@@ -1,6 +1,6 @@
 """Simulation (not a test): how often the leak rule voids pure noise, and how often it catches a slow rep.
 
-    .venv/bin/python bench/leak_sim.py [--trials 3000] [--pool 8] [--spread 0.10]
+    .venv/bin/python bench/leak_sim.py [--trials 5000] [--pool 8] [--spread 0.10]
 
 Per noise level (the sd of log tok/s between reps) and reps per row: ``--trials`` rows whose reps
 are drawn log-normal around one level (pure noise), and as many with one rep, at a random place,
@@ -75,7 +75,7 @@ def rate(rule: str, old: types.ModuleType, sigma: float, n: int, slow: float | N
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trials", type=int, default=3000)
+    ap.add_argument("--trials", type=int, default=5000)
     ap.add_argument("--pool", type=int, default=8, help="earlier rows of 3 reps at the load")
     ap.add_argument("--spread", type=float, default=0.10, help="leak.spread")
     args = ap.parse_args()
