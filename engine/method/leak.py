@@ -11,19 +11,19 @@ the log of each rep's tok/s:
 - The **noise**: the pooled standard deviation of log tok/s within rows, over the run's other rows
   at the same load (the caller's pool, at most ``POOL_ROWS``) and this row's reps other than the
   lowest. A scale, not a range, so the rule's power grows with the reps instead of falling. Not a
-  robust scale on purpose: the median absolute deviation of three reps wastes most of them (over
-  eight other rows of three reps it needs a bar 16.8 noise-widths wide where the standard
-  deviation needs 3.3, and catches a rep at half the others at 10 % noise 66 % of the time against
+  robust scale on purpose: the median absolute deviation of three reps wastes most of them (at 1 %
+  false voids over eight other rows of three reps it needs a bar 16.8 noise-widths wide where the
+  standard deviation needs 3.3, and catches a rep at half the others at 10 % noise 66 % of the time against
   98 %); a wide row in the pool only widens the bar, so it costs power, never a false void.
 - The **bar**: the gap that voids is the lesser of two, each passed by at most half of
   ``FALSE_VOID`` of the rows when every rep is pure Gaussian noise: k noise-widths, k from a seeded
   simulation of exactly this statistic for this row's reps and the pool's degrees of freedom
   (:func:`critical`), whatever the noise; and the bar of a server as noisy as ``NOISE_MAX``, the
-  noisiest the rule answers for. So at most 1 % of noise-only rows are voided at any noise up to
-  ``NOISE_MAX``, however little the pool holds; the second bar is what judges a row with no other
-  row at its load (three reps alone give the noise one degree of freedom: k is over 100). The
-  bar is never below ``leak.spread`` (the campaign's declared noise floor): a quiet server does not
-  void a 3 % dip.
+  noisiest the rule answers for (or as the pooled noise, when that is more). So at most 0.8 % of
+  noise-only rows are voided at any noise up to ``NOISE_MAX``, however little the pool holds; the
+  second bar is what judges a row with no other row at its load (three reps alone give the noise
+  one degree of freedom: k is over 100). The bar is never below ``leak.spread`` (the campaign's
+  declared noise floor): a quiet server does not void a 3 % dip.
 
 A row whose spread (max - min over the mean) is within ``leak.spread`` is clean; a wider row is
 **leak-shaped** when its gap clears the bar, else **noise** (reported noisy with its interval;
@@ -33,7 +33,7 @@ from noise. Below ``leak.min_concurrency`` nothing is voided as a leak (the note
 C >= 8): a wide row there is noisy whatever its shape.
 
 With few degrees of freedom the bar is wide: a row of three reps alone (no other row at its load
-yet) is judged against ``NOISE_MAX`` (a rep more than about 47 % below the next lowest), or on its
+yet) is judged against ``NOISE_MAX`` (a rep more than about 48 % below the next lowest), or on its
 two other reps when they nearly agree. Each row the run finishes at the load narrows the bar for
 the next.
 """
@@ -132,14 +132,16 @@ def read(values: Sequence[float], floor: float,
                                     f"lowest ({tok}) does not stand alone")
     rows = [r for r in pool[-POOL_ROWS:] if len(r) >= 2 and min(r) > 0]
     noise, df = pooled_noise([*rows, others])
-    k, ceiling = critical(n, df - (n - 2)), critical(n, None) * NOISE_MAX
+    # The noisiest server's bar, or the noise the reps show when they show more: a bar only ever
+    # raised by it, so the rate below NOISE_MAX holds.
+    k, ceiling = critical(n, df - (n - 2)), critical(n, None) * max(NOISE_MAX, noise)
     bar_log = max(-math.log1p(-floor), min(k * noise, ceiling))
     bar = -math.expm1(-bar_log)
     below = 1 - values[low] / nearest
     gap = math.log(nearest / values[low]) if values[low] > 0 else math.inf
     against = (f"the bar {bar:.1%} (the lesser of {k:.1f} x the noise {noise:.1%} pooled over "
                f"{plural(len(rows), 'other row')} at this load and the row's other reps, and "
-               f"{-math.expm1(-ceiling):.1%} at {NOISE_MAX:.0%} noise; at least leak.spread "
+               f"{-math.expm1(-ceiling):.1%} at {max(NOISE_MAX, noise):.0%} noise; at least leak.spread "
                f"{floor * 100:g}%)")
     if gap > bar_log:
         return Reading(Shape.LEAK, f"leak-shaped: rep {low + 1} at {tok} is {below:.1%} below the "
