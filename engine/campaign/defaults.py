@@ -15,8 +15,9 @@ MAX_TOKENS = 128  # per request
 REQUESTS_PER_WORKER = 4
 CACHE: Final = "keep"  # the prefix cache between passes: kept as the previous pass left it
 
-# leak: a row whose reps spread more than SPREAD at C >= MIN_CONCURRENCY, leak-shaped (one rep alone
-# far below the others: engine.method.leak), is void, rerun up to MAX_RERUNS
+# leak: a row at C >= MIN_CONCURRENCY that is leak-shaped (one rep alone below the others past a bar
+# scaled to the run's noise and never under SPREAD, the declared noise: engine.method.leak) is
+# void, rerun up to MAX_RERUNS
 LEAK_MIN_CONCURRENCY = 8
 LEAK_SPREAD = 0.10
 LEAK_MAX_RERUNS = 2

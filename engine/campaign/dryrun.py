@@ -254,8 +254,9 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
                          + ([f"rate {[float(r) for r in wl.rate]} req/s"] if wl.rate else []))
     out.append(f"shapes: {classes} x {loads}; per shape 1 warm pass "
                f"(discarded) + {wl.reps} reps, requests per pass: {requests}; "
-               f"leak: C>={c.leak.min_concurrency} spread >{percent(c.leak.spread)} voids the row, "
-               f"up to {c.leak.max_reruns} reruns")
+               f"leak: at C>={c.leak.min_concurrency} a rep alone below the others past the run's "
+               f"noise bar (at least {percent(c.leak.spread)}) voids the row, up to "
+               f"{c.leak.max_reruns} reruns")
     if wl.rate:
         seed = wl.sampling.seed if wl.sampling.seed is not None else defaults.SEED
         slo = wl.slo.text()

@@ -521,6 +521,7 @@ def percent(fraction: float) -> str:
 
 class Leak(_Frozen):
     min_concurrency: PosInt = defaults.LEAK_MIN_CONCURRENCY  # above every concurrency: never checked
+    # The declared noise: a row within it is clean, and the least drop the leak rule voids.
     spread: Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)] = defaults.LEAK_SPREAD
     max_reruns: Annotated[int, Strict(), Field(ge=0, le=100)] = defaults.LEAK_MAX_RERUNS
 

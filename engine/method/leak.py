@@ -1,29 +1,61 @@
-"""Leak or noise: what a row's spread is made of, and so whether the row is void or noisy.
+"""Leak or noise: whether a row's lowest rep is a leaked pass, judged against the run's own noise.
 
-The rule (``leak.spread`` is the threshold t): a row whose spread (max - min over the mean of its
-reps' tok/s) is at most t is clean. A wider row is **leak-shaped** when its lowest rep stands
-alone far below the others: it is below the median of the other reps by more than t, while the
-other reps agree among themselves (their own spread) within t / 2, or within a third of the low
-rep's gap below them. A leaked autotune pass or a throttled rep looks so: one slow rep against
-reps that agree (the campaign notes' 135 / 700 / 700; on an H200, a server stalled for 1.5 s of a
-4 s rep: 1193 against 2202 and 2000, 43 % below two reps 9.6 % apart). Every other wide row is
-**noise**: reps scattered evenly (1046 / 1550 / 2472), or a rep far above the rest; rerunning it
-spends the GPU for nothing, so it gets more reps instead (the campaign's precision) and is
-reported noisy with its interval. The margins between "far" and "agree" keep every even spread
-noise: three reps spread evenly put the lowest 3/4 of the spread below the others' median and
-the others 1/2 of it apart, more than a third of 3/4 and, past the threshold, more than t / 2.
+A leaked autotune pass or a throttled rep is one slow rep standing alone below the others (the
+campaign notes' 135 / 700 / 700; on an H200, a server stalled for 1.5 s of a 4 s rep: 1193 against
+2202 and 2000). Noise is reps scattered by the server's own variation. The rule tells them apart on
+the log of each rep's tok/s:
 
-With two reps the other reps are one, which agrees with itself: a low rep below the other by
-more than t is leak-shaped. Below ``leak.min_concurrency`` nothing is voided as a leak (the
-notes see the leak at C >= 8): a wide row there is noisy whatever its shape.
+- The **gap**: how far the lowest rep is below the next lowest (the nearest of the others). Against
+  the nearest rather than the others' median, so a rep far *above* the rest does not condemn the
+  lowest, and two slow reps are not one standing alone.
+- The **noise**: the pooled standard deviation of log tok/s within rows, over the run's other rows
+  at the same load (the caller's pool, at most ``POOL_ROWS``) and this row's reps other than the
+  lowest. A scale, not a range, so the rule's power grows with the reps instead of falling. Not a
+  robust scale on purpose: the median absolute deviation of three reps wastes most of them (at 1 %
+  false voids over eight other rows of three reps it needs a bar 16.8 noise-widths wide where the
+  standard deviation needs 3.3, and catches a rep at half the others at 10 % noise 66 % of the time against
+  98 %); a wide row in the pool only widens the bar, so it costs power, never a false void.
+- The **bar**: the gap that voids is the lesser of two, each passed by at most half of
+  ``FALSE_VOID`` of the rows when every rep is pure Gaussian noise: k noise-widths, k from a seeded
+  simulation of exactly this statistic for this row's reps and the pool's degrees of freedom
+  (:func:`critical`), whatever the noise; and the bar of a server as noisy as ``NOISE_MAX``, the
+  noisiest the rule answers for (or as the pooled noise, when that is more). So at most 0.8 % of
+  noise-only rows are voided at any noise up to ``NOISE_MAX``, however little the pool holds; the
+  second bar is what judges a row with no other row at its load (three reps alone give the noise
+  one degree of freedom: k is over 100). The bar is never below ``leak.spread`` (the campaign's
+  declared noise floor): a quiet server does not void a 3 % dip.
+
+A row whose spread (max - min over the mean) is within ``leak.spread`` is clean; a wider row is
+**leak-shaped** when its gap clears the bar, else **noise** (reported noisy with its interval;
+rerunning it would spend the GPU for nothing). Below ``MIN_REPS`` the rule does not judge: with two
+reps the low one has nothing but a single other rep to be read against, and a leak cannot be told
+from noise. Below ``leak.min_concurrency`` nothing is voided as a leak (the notes see the leak at
+C >= 8): a wide row there is noisy whatever its shape.
+
+With few degrees of freedom the bar is wide: a row of three reps alone (no other row at its load
+yet) is judged against ``NOISE_MAX`` (a rep more than about 48 % below the next lowest), or on its
+two other reps when they nearly agree. Each row the run finishes at the load narrows the bar for
+the next.
 """
 
 from __future__ import annotations
 
-import statistics
+import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+
+import numpy as np
+
+from engine.words import plural
+
+MIN_REPS = 3
+FALSE_VOID = 0.008  # the share of pure-noise rows the rule voids, at most: 1 % less a margin
+NOISE_MAX = 0.20  # the sd of log tok/s of the noisiest server the rule holds its rate for
+POOL_ROWS = 12  # the most recent other rows at the load that the noise is pooled over
+SIMS = 100_000  # draws behind each bar: its percentile to about 0.05 % of the rows
+SEED = 34
 
 
 class Shape(StrEnum):
@@ -37,6 +69,9 @@ class Reading:
     shape: Shape
     why: str  # how the rule read the reps ("" for a clean row)
     rep: int | None = None  # a leak-shaped row's low rep, 0-based
+    below: float | None = None  # the lowest rep's drop below the next lowest (0.43: 43 % below)
+    bar: float | None = None  # the drop that voids, as a share
+    noise: float | None = None  # the pooled standard deviation of log tok/s
 
 
 def spread(values: Sequence[float]) -> float:
@@ -47,22 +82,70 @@ def spread(values: Sequence[float]) -> float:
     return (max(values) - min(values)) / mean if mean > 0 else float("inf")
 
 
-def read(values: Sequence[float], threshold: float) -> Reading:
-    """The shape of a row's reps under the rule above."""
-    if spread(values) <= threshold:
+def pooled_noise(rows: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The pooled standard deviation of log tok/s within rows (each about its own mean) and its
+    degrees of freedom; rows of fewer than two reps, or with a rep at or below 0, add nothing."""
+    squares, df = 0.0, 0
+    for row in rows:
+        if len(row) < 2 or min(row) <= 0:
+            continue
+        logs = [math.log(v) for v in row]
+        mean = sum(logs) / len(logs)
+        squares += sum((x - mean) ** 2 for x in logs)
+        df += len(logs) - 1
+    return (math.sqrt(squares / df) if df else 0.0), df
+
+
+@functools.lru_cache(maxsize=256)
+def critical(reps: int, pool_df: int | None) -> float:
+    """k: the gap / noise that at most half of ``FALSE_VOID`` of the rows pass, for a row of
+    ``reps`` reps beside a pool of ``pool_df`` degrees of freedom (None: the noise known), every rep
+    N(0, 1) on the log scale. Seeded, so a row reads the same whenever it is recomputed. The pool's
+    sum of squares is chi-squared with its degrees of freedom, independent of the row's."""
+    rng = np.random.default_rng(SEED)
+    x = np.sort(rng.standard_normal((SIMS, reps)), axis=1)
+    gap = x[:, 1] - x[:, 0]
+    if pool_df is not None:
+        others = x[:, 1:]
+        squares = ((others - others.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+        if pool_df:
+            squares = squares + rng.chisquare(pool_df, SIMS)
+        gap = gap / np.sqrt(squares / (reps - 2 + pool_df))
+    return float(np.quantile(gap, 1 - FALSE_VOID / 2))
+
+
+def read(values: Sequence[float], floor: float,
+         pool: Sequence[Sequence[float]] = ()) -> Reading:
+    """The shape of a row's reps under the rule above; ``floor`` is ``leak.spread`` and ``pool``
+    the run's other rows at this load (their reps' tok/s), the most recent last."""
+    if spread(values) <= floor:
         return Reading(Shape.CLEAN, "")
-    low = min(range(len(values)), key=lambda i: values[i])
+    n = len(values)
+    if n < MIN_REPS:
+        return Reading(Shape.NOISE, f"noise: {n} reps are too few to tell a leak from noise (the "
+                                    f"leak rule needs {MIN_REPS})")
+    low = min(range(n), key=lambda i: values[i])
     others = [v for i, v in enumerate(values) if i != low]
-    ref = statistics.median(others)
-    below = 1 - values[low] / ref if ref > 0 else 0.0
-    agree, margin = spread(others), max(threshold / 2, below / 3)
-    tok = f"{values[low]:.1f} tok/s"
-    if below > threshold and agree <= margin:
-        return Reading(Shape.LEAK, f"leak-shaped: rep {low + 1} at {tok} is {below:.0%} below the "
-                                   f"median of the others ({ref:.1f}), which agree within "
-                                   f"{agree:.1%} <= {margin:.1%}", low)
-    if below > threshold:
-        return Reading(Shape.NOISE, f"noise: the reps other than the lowest ({tok}) spread "
-                                    f"{agree:.1%} > {margin:.1%} among themselves")
-    return Reading(Shape.NOISE, f"noise: the lowest rep ({tok}) is only {below:.1%} below the "
-                                f"median of the others ({ref:.1f})")
+    nearest, tok = min(others), f"{values[low]:.1f} tok/s"
+    if nearest <= 0:
+        return Reading(Shape.NOISE, f"noise: another rep is at {nearest:.1f} tok/s too, so the "
+                                    f"lowest ({tok}) does not stand alone")
+    rows = [r for r in pool[-POOL_ROWS:] if len(r) >= 2 and min(r) > 0]
+    noise, df = pooled_noise([*rows, others])
+    # The noisiest server's bar, or the noise the reps show when they show more: a bar only ever
+    # raised by it, so the rate below NOISE_MAX holds.
+    k, ceiling = critical(n, df - (n - 2)), critical(n, None) * max(NOISE_MAX, noise)
+    bar_log = max(-math.log1p(-floor), min(k * noise, ceiling))
+    bar = -math.expm1(-bar_log)
+    below = 1 - values[low] / nearest
+    gap = math.log(nearest / values[low]) if values[low] > 0 else math.inf
+    against = (f"the bar {bar:.1%} (the lesser of {k:.1f} x the noise {noise:.1%} pooled over "
+               f"{plural(len(rows), 'other row')} at this load and the row's other reps, and "
+               f"{-math.expm1(-ceiling):.1%} at {max(NOISE_MAX, noise):.0%} noise; at least leak.spread "
+               f"{floor * 100:g}%)")
+    if gap > bar_log:
+        return Reading(Shape.LEAK, f"leak-shaped: rep {low + 1} at {tok} is {below:.1%} below the "
+                                   f"next lowest ({nearest:.1f}), past {against}", low, below, bar, noise)
+    return Reading(Shape.NOISE, f"noise: the lowest rep ({tok}) is {below:.1%} below the next "
+                                f"lowest ({nearest:.1f}), within {against}", None, below, bar, noise)
+

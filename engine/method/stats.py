@@ -23,33 +23,45 @@ THROTTLED = "throttled"
 @dataclass(frozen=True)
 class LeakPolicy:
     min_concurrency: int = 8
-    spread: float = 0.10
+    spread: float = 0.10  # the declared noise: the smallest drop the leak rule voids
     max_reruns: int = 2
+    # The reps the leak rule judges, the row's first stage (workload.reps) under a precision; 0:
+    # every rep. Judging once keeps its 1 % of false voids: read again after each added rep, a
+    # noise-only row would have a chance at every rep.
+    stage: int = 0
 
 
-def suspect_rep(values: Sequence[float], threshold: float) -> int | None:
-    """The index of a rep that sits far below the others the moment the newest lands, else None.
-
-    The newest rep is compared with the median of the earlier ones. When it is far below, it is the
-    suspect; when it is far above, the low earlier rep is (a slow first rep only shows as such once
-    a normal one arrives).
-    """
-    if len(values) < 2:
-        return None
-    *earlier, new = values
-    ref = float(np.median(earlier))
-    if ref <= 0:
-        return None
-    if new < ref * (1 - threshold):
-        return len(values) - 1
-    if new * (1 - threshold) > ref:
-        return int(np.argmin(earlier))
-    return None
+Pool = Sequence[Sequence[float]]  # the run's other rows at a load: each row's reps' tok/s
 
 
-def classify(values: Sequence[float], concurrency: int, policy: LeakPolicy) -> str:
+def leak_reading(values: Sequence[float], policy: LeakPolicy, pool: Pool = ()) -> leak.Reading:
+    """The leak rule (engine.method.leak) on a row's reps: on its first stage when the policy has
+    one; reps added after it can make the row wider (noise), never leak-shaped."""
+    if not policy.stage or len(values) <= policy.stage:
+        return leak.read(values, policy.spread, pool)
+    first = leak.read(values[:policy.stage], policy.spread, pool)
+    if first.shape == leak.Shape.LEAK or spread(values) <= policy.spread:
+        return first if first.shape == leak.Shape.LEAK else leak.Reading(leak.Shape.CLEAN, "")
+    said = first.why or f"noise: the first {policy.stage} reps are within leak.spread"
+    return leak.Reading(leak.Shape.NOISE, f"{said}; the leak rule judges the first stage's "
+                                          f"{policy.stage} reps only, the {len(values)} reps spread "
+                                          f"{spread(values):.1%}", None, first.below, first.bar,
+                        first.noise)
+
+
+def suspect_rep(values: Sequence[float], policy: LeakPolicy, pool: Pool = ()) -> int | None:
+    """The index of the rep the leak rule condemns on the reps so far, else None (none before
+    ``leak.MIN_REPS`` reps: fewer cannot tell a leak from noise)."""
+    return leak_reading(values, policy, pool).rep
+
+
+def classify(values: Sequence[float], concurrency: int, policy: LeakPolicy, pool: Pool = ()) -> str:
     """ok; void (leak-shaped at C >= min_concurrency: rerun it); noisy (any other wide row)."""
-    reading = leak.read(values, policy.spread)
+    return status_of(leak_reading(values, policy, pool), concurrency, policy)
+
+
+def status_of(reading: leak.Reading, concurrency: int, policy: LeakPolicy) -> str:
+    """A row's status from its leak reading: what :func:`classify` says of its reps."""
     if reading.shape == leak.Shape.CLEAN:
         return RowStatus.OK
     leaked = reading.shape == leak.Shape.LEAK and concurrency >= policy.min_concurrency
@@ -279,11 +291,13 @@ def _round(value: float | None, digits: int) -> float | None:
 
 
 def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]]],
-                concurrency: int, policy: LeakPolicy, slo: Slo = NO_SLO) -> dict[str, Any]:
+                concurrency: int, policy: LeakPolicy, slo: Slo = NO_SLO,
+                pool: Pool = ()) -> dict[str, Any]:
     """A shape's row from its reps (header, request records): what throughput.csv holds.
 
     The same function runs live and when a row is recomputed from its receipts. An open-loop row
     (``concurrency`` 0) meets the leak rule at the concurrency it kept in flight (its busiest rep).
+    ``pool`` is the run's other rows at this load, the leak rule's noise (engine.method.leak).
     """
     # A void rep (its cache flush failed) has no figures: it voids the row, with its reason.
     voids = [f"rep {h.get('rep')}: {h['void']}" for h, _ in reps if h.get("void")]
@@ -308,8 +322,8 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]
     acc = acceptance(drafts, drafted, accepted)
     source = "metrics" if have_metrics and drafted else ("per-request" if drafted else "")
     load = concurrency or math.ceil(max((f["in_flight"] for f in figs), default=0.0))
-    status = RowStatus.VOID if failed or voids else classify(aggs, load, policy)
-    reading = leak.read(aggs, policy.spread)
+    reading = leak_reading(aggs, policy, pool)
+    status = RowStatus.VOID if failed or voids else status_of(reading, load, policy)
     caches = [rep_cache(h, records) for h, records in reps]
     sources = {c["source"] for c in caches}
     prompt = sum(c["prompt"] for c in caches) if caches and "" not in sources else 0

@@ -71,8 +71,9 @@ def methods(view: RunView) -> list[str]:
              f"every void attempt kept; below C {leak.min_concurrency} such a row is *noisy*. "
              if not steady.measured_steady(view) else "- **Leak policy**: every void attempt is "
              "kept (the rule under Leak or noise below). ")
-            + f"A rep more than {leak.spread * 100:g} % below the median of the earlier reps is "
-            "flagged as it lands.",
+            + (f"A rep more than {leak.spread * 100:g} % below the median of the earlier reps is "
+               "flagged as it lands." if not steady.measured_steady(view) else
+               "From a row's third rep, the rep the rule condemns is flagged as it lands."),
             *steady.rules(view),
             "- **Prefix cache**: " + ("**flush**: emptied before each warm pass and rep (SGLang "
                                       "`POST /flush_cache`, vLLM `POST /reset_prefix_cache`, llama.cpp "

@@ -27,9 +27,14 @@ def rules(view: RunView) -> list[str]:
         "(`basis` steady) when every rep has one, else over the whole reps (`basis` whole); the "
         "whole-rep tok/s stays beside it (`whole_tok_s`).",
         f"- **Leak or noise**: a row wider than {leak.spread * 100:g} % is *leak-shaped* when its "
-        f"lowest rep is more than {leak.spread * 100:g} % below the median of the others while "
-        f"the others agree within {leak.spread * 50:g} %, or within a third of its gap below them; "
-        f"at C >= {leak.min_concurrency} only a "
+        "lowest rep stands alone below the others: its gap below the next lowest rep, on log "
+        "tok/s, clears a bar scaled to the run's noise (the pooled standard deviation of log tok/s "
+        "within the run's rows at that load and the row's other reps): k noise-widths, k set so "
+        "that at most 0.8 % of rows of pure Gaussian noise are voided, no wider than a 20 %-noise "
+        f"server's bar and never under {leak.spread * 100:g} %. Rows of fewer than 3 reps are not "
+        + ("judged; under the precision only a row's first stage is. " if wl.precision is not None
+           else "judged. ")
+        + f"At C >= {leak.min_concurrency} only a "
         f"leak-shaped row is void, rewarmed and rerun (up to {leak.max_reruns} times). Any other "
         "wide row is *noise* and reported noisy with its interval (`spread_shape`, `spread_why`).",
     ]

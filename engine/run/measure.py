@@ -19,7 +19,6 @@ import httpx
 from engine import gpu
 from engine.campaign import defaults
 from engine.campaign.sources import conversations
-from engine.campaign.spec import percent
 from engine.context import RunContext, WindowContext
 from engine.errors import WindowFailed
 from engine.method import capacity, precision, sla, stats
@@ -125,11 +124,21 @@ def shape_files(wdir: Path, cls: str, c: int, attempt: int, rep: int | str,
 
 
 def recompute_row(run_dir: Path, source: str, concurrency: int, policy: stats.LeakPolicy,
-                  slo: stats.Slo = stats.NO_SLO) -> dict[str, Any]:
-    """A throughput.csv row recomputed from the receipts it names."""
+                  slo: stats.Slo = stats.NO_SLO, pool: stats.Pool = ()) -> dict[str, Any]:
+    """A throughput.csv row recomputed from the receipts it names; ``pool`` as the row met it
+    (:func:`noise_pool` when it started), for the same leak reading."""
     reps = [read_rep(run_dir / p) for p in source.split(";") if p]
-    row: dict[str, Any] = stats.row_figures(reps, concurrency, policy, slo)
+    row: dict[str, Any] = stats.row_figures(reps, concurrency, policy, slo, pool)
     return row
+
+
+def noise_pool(state: RunState, key: str, concurrency: int, rate: float | None) -> list[list[float]]:
+    """The leak rule's noise (engine.method.leak): the reps of the run's finished rows at this load
+    (any class, window or session), the most recent last, the row ``key`` itself left out. A void
+    row is left out too: its wide reps are what the rule condemned, not the server's noise."""
+    return [list(r.row["rep_tok_s"]) for r in state.rows.values()
+            if r.key != key and r.concurrency == concurrency and r.rate == rate
+            and r.complete and r.row.get("status") in USABLE_ROWS and r.row.get("rep_tok_s")]
 
 
 def slo_of(run: RunContext) -> stats.Slo:
@@ -340,13 +349,15 @@ class Measurement:
         elif reps:
             run.emit(EventKind.SHAPE_RESUMED, **where, attempt=attempt, reps_kept=len(reps))
         first_attempt, row = attempt + (0 if reps else 1), {}
+        # Fixed for the row, so its live checks, its stopping and its figures read alike.
+        pool = noise_pool(run.state, key, c, rate)
         try:
             while True:
                 if not reps:
                     attempt += 1
                     run.emit(EventKind.SHAPE_STARTED, **where, attempt=attempt, rerun=rerun)
                 warm = True  # a fresh attempt, or a resumed one on a new server
-                while len(reps) < self._wanted(run, where, reps):
+                while len(reps) < self._wanted(run, where, reps, pool):
                     if warm:
                         self._warm(run, ctx, where, attempt, f"warm{len(reps) + 1}" if reps else "warm")
                         warm = False
@@ -377,24 +388,26 @@ class Measurement:
                     write_rep(path, header, res.records)
                     reps.append((header, res.records))
                     paths.append(str(path.relative_to(run.run_dir)))
-                    self._rep_done(run, where, attempt, rep, res, header, paths[-1], reps)
-                row = {**stats.row_figures(reps, c, policy, slo), **self._precision(run, where, reps)}
+                    self._rep_done(run, where, attempt, rep, res, paths[-1], reps, pool)
+                row = {**stats.row_figures(reps, c, policy, slo, pool),
+                       **self._precision(run, where, reps)}
                 if row["status"] != RowStatus.VOID or attempt - first_attempt >= policy.max_reruns:
                     break
                 run.emit(EventKind.ROW_VOID, **where, attempt=attempt, spread=row["spread"],
-                            reason=_void_reason(row, policy, load_text(c, rate)), rep_tok_s=row["rep_tok_s"],
+                            reason=_void_reason(row, policy, load_text(c, rate), pool),
+                            rep_tok_s=row["rep_tok_s"],
                             rerun=True, spread_shape=row["spread_shape"], spread_why=row["spread_why"],
                             **({"cause": stats.THROTTLED} if row["throttle_cause"] else {}))
                 reps, paths = [], []
         except WindowFailed as e:
-            fig = stats.row_figures(reps, c, policy, slo) if reps else {}
+            fig = stats.row_figures(reps, c, policy, slo, pool) if reps else {}
             run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
                         reason=f"the server failed after {plural(len(reps), 'rep')}: {e}",
                         source=";".join(paths), **{**fig, "status": RowStatus.FAILED})
             raise
         reasons = []
         if row["status"] == RowStatus.VOID:
-            reasons.append(_void_reason(row, policy, load_text(c, rate))
+            reasons.append(_void_reason(row, policy, load_text(c, rate), pool)
                            + f" after {plural(attempt, 'attempt')}")
         if row.get("precision_status"):
             reasons.append(precision_text(row))
@@ -408,8 +421,8 @@ class Measurement:
                     reason=reason, source=";".join(paths), **row)
 
     def _rep_done(self, run: RunContext, where: dict[str, Any], attempt: int, rep: int,
-                  res: PassResult, header: dict[str, Any], path: str, reps: list[Rep]) -> None:
-        c, policy = where["concurrency"], run.leak_policy
+                  res: PassResult, path: str, reps: list[Rep], pool: stats.Pool) -> None:
+        c, policy, header = where["concurrency"], run.leak_policy, reps[-1][0]
         fig = stats.rep_figures(res.records, c, slo_of(run))
         acc = stats.row_figures([(header, res.records)], c, policy)
         figures = gpu.per_rep(header.get("gpu"))
@@ -422,7 +435,7 @@ class Measurement:
                     **({"turns": turns} if (turns := stats.turn_figures(res.records)) else {}),
                     **({"gpu": figures} if figures else {}))
         aggs = stats.headline([stats.rep_figures(r, c) for _, r in reps])[0]
-        suspect = stats.suspect_rep(aggs, policy.spread)
+        suspect = stats.suspect_rep(aggs, policy, pool)
         row = run.state.rows.get(row_key(where["session"], where["window"], where["class"], c,
                                          where.get("rate")))
         if suspect is not None and not (row and (attempt, suspect + 1) in row.suspects):  # said once
@@ -431,7 +444,7 @@ class Measurement:
                         agg_tok_s=aggs[suspect], median=stats.median(aggs),
                         **({"cause": stats.THROTTLED, "detail": cause} if cause else {}))
 
-    def _wanted(self, run: RunContext, where: dict[str, Any], reps: list[Rep]) -> int:
+    def _wanted(self, run: RunContext, where: dict[str, Any], reps: list[Rep], pool: stats.Pool) -> int:
         """The reps the row's attempt takes so far: the workload's reps, then (with a precision)
         one more while the rule says another narrows its interval towards it; none more for a
         row that is void as it stands (a leak-shaped row is rerun, not grown)."""
@@ -439,7 +452,7 @@ class Measurement:
         if len(reps) < wl.reps or wl.precision is None:
             return wl.reps
         c = where["concurrency"]
-        if stats.row_figures(reps, c, run.leak_policy)["status"] == RowStatus.VOID:
+        if stats.row_figures(reps, c, run.leak_policy, pool=pool)["status"] == RowStatus.VOID:
             return len(reps)
         grow = self._precision(run, where, reps).get("precision_status") == precision.Progress.MORE
         return len(reps) + 1 if grow else len(reps)
@@ -519,15 +532,15 @@ def precision_text(row: dict[str, Any]) -> str:
     return f"precision +-{target:.1%}: {got} with {reps} reps"
 
 
-def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, load: str) -> str:
+def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, load: str, pool: stats.Pool) -> str:
     if row.get("void_reps"):
         why: str = row["void_reps"]
         return why
     if row["failed_requests"]:
         return f"{row['failed_requests']} failed requests ({row['error']})"
-    threshold = percent(policy.spread)
-    # One digit past the threshold's own, so the two never print alike ("0.51% > 0.5%").
-    digits = len(threshold.rstrip("%").partition(".")[2]) + 1
-    spread = f"spread {row['spread']:.{digits}%} > {threshold} at {load}"
-    # The GPU showed why the slow rep was slow: a throttle, not a leaked autotune pass.
-    return f"{stats.THROTTLED} ({row['throttle_cause']}): {spread}" if row.get("throttle_cause") else spread
+    # A leak-shaped row: the rep the rule condemned, against the bar it cleared.
+    reading = stats.leak_reading(row["rep_tok_s"], policy, pool)
+    rep = "the lowest rep" if reading.rep is None else f"rep {reading.rep + 1}"
+    leaked = (f"{rep} {reading.below or 0.0:.1%} below the next lowest > the leak bar "
+              f"{reading.bar or 0.0:.1%} at {load}")
+    return f"{stats.THROTTLED} ({row['throttle_cause']}): {leaked}" if row.get("throttle_cause") else leaked

@@ -130,7 +130,8 @@ class Runner:
         self.listeners: list[Callable[[Event, RunState], None]] = [
             ThroughputWriter(run_dir, campaign.verdict.rule())]
         leak = campaign.leak
-        self.leak_policy = LeakPolicy(leak.min_concurrency, leak.spread, leak.max_reruns)
+        self.leak_policy = LeakPolicy(leak.min_concurrency, leak.spread, leak.max_reruns,
+                                      campaign.workload.reps if campaign.workload.precision else 0)
         # What phases and operator commands see of the run: never the runner itself.
         self.ctx = RunContext(campaign, run_dir, self.run_id, self.state, self.controls, self.emit,
                               self.items, self.leak_policy, self.control_facts)

@@ -110,7 +110,7 @@ def test_a_slow_rep_on_a_power_capped_gpu_is_throttled_not_a_leak_and_still_reru
     void = events(run, "row_void", window="control")
     assert [(e["attempt"], e["rerun"], e.get("cause")) for e in void] == [(1, True, "throttled")]
     assert void[0]["reason"].startswith("throttled (rep 2: sw power cap in 100% of samples")
-    assert void[0]["reason"].endswith("> 50% at C2")
+    assert void[0]["reason"].endswith(" below the next lowest > the leak bar 50.0% at C2")
     assert [e["rep"] for e in events(run, "rep_done", window="control", attempt=2)] == [1, 2, 3]
 
     got = rows(run)

@@ -81,12 +81,14 @@ def test_a_leaked_rep_is_voided_rewarmed_and_rerun(tmp: Path, fake: FakeRuntime)
     hooks.check()
     run = r.run_dir
     leaks = events(run, "leak_suspected", window="control")
-    assert [(e["attempt"], e["rep"]) for e in leaks] == [(1, 2)]  # said once, when it landed
+    # Said once, when the rule could judge it: rep 3 landed beside it.
+    assert [(e["attempt"], e["rep"]) for e in leaks] == [(1, 2)]
     attempt1 = [e["agg_tok_s"] for e in events(run, "rep_done", window="control", attempt=1)]
     assert attempt1[1] < 0.5 * min(attempt1[0], attempt1[2]), attempt1
     void = events(run, "row_void", window="control")
     assert [(e["attempt"], e["rerun"]) for e in void] == [(1, True)]
-    assert void[0]["reason"].startswith("spread ") and void[0]["reason"].endswith("> 50% at C2")
+    assert void[0]["reason"].startswith("rep 2 ")  # the condemned rep, against leak.spread's bar
+    assert void[0]["reason"].endswith(" below the next lowest > the leak bar 50.0% at C2")
     # The rerun: a fresh warm pass, then every rep again.
     assert [e["attempt"] for e in events(run, "warm_done", window="control")] == [1, 2]
     assert [e["rep"] for e in events(run, "rep_done", window="control", attempt=2)] == [1, 2, 3]

@@ -47,9 +47,9 @@ STATUS_WORD: dict[str, Seg] = {
 
 
 def leak_marks(r: RowState) -> set[int]:
-    """The reps of the row's attempt marked "!": while it measures, each suspected as it landed
-    (below the median of the reps before it); once done, the final reading's only: the low rep of a
-    leak-shaped row. A rep once suspected against a median that later reps moved is not a leak.
+    """The reps of the row's attempt marked "!": while it measures, each the leak rule condemned on
+    the reps so far as one landed; once done, the final reading's only: the low rep of a
+    leak-shaped row. A rep once condemned that later reps put back within the noise is not a leak.
     (A row from before the leak's shape was recorded keeps the marks as they landed.)"""
     final = r.row and r.row.get("attempts", r.attempt) == r.attempt
     if not final or "spread_shape" not in r.row:

@@ -79,7 +79,8 @@ def test_a_fine_leak_spread_prints_with_its_digits(tmp_path: Path) -> None:
     path.write_text(text.replace("  spread: 0.20 ", "  spread: 0.005"))
     (tmp_path / "prompts").symlink_to(ROOT / "campaigns" / "prompts")
     out = dry_run(str(path), "process", environ=ENV, testbed={})
-    assert "leak: C>=4 spread >0.5% voids the row, up to 1 reruns" in out
+    assert ("leak: at C>=4 a rep alone below the others past the run's noise bar (at least 0.5%) "
+            "voids the row, up to 1 reruns") in out
 
 
 def test_cmd_dry_run_bad_variable_prompt_file_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -32,11 +32,11 @@ def test_the_notes_clean_c8_at_6_percent_is_ok() -> None:
     assert stats.classify([712.0, 732.0, 756.0], 8, POLICY) == "ok"
 
 
-def test_a_slow_rep_is_suspected_the_moment_it_lands() -> None:
-    assert stats.suspect_rep([700.0], 0.10) is None
-    assert stats.suspect_rep([700.0, 135.0], 0.10) == 1  # the newest is low
-    assert stats.suspect_rep([135.0, 700.0], 0.10) == 0  # a normal rep exposes the slow first
-    assert stats.suspect_rep([700.0, 690.0, 705.0], 0.10) is None
+def test_a_slow_rep_is_suspected_once_the_rule_can_judge_it() -> None:
+    assert stats.suspect_rep([700.0], POLICY) is None
+    assert stats.suspect_rep([700.0, 135.0], POLICY) is None  # two reps: too few to tell
+    assert stats.suspect_rep([700.0, 135.0, 700.0], POLICY) == 1
+    assert stats.suspect_rep([700.0, 690.0, 705.0], POLICY) is None
 
 
 def test_acceptance_definitions() -> None:
@@ -67,11 +67,14 @@ def test_a_rep_with_failed_requests_voids_the_row() -> None:
     assert row["status"] == "void" and row["failed_requests"] == 1
 
 
-def test_void_reason_prints_the_threshold_and_a_spread_that_differs_from_it() -> None:
+def test_a_void_reason_names_the_condemned_rep_and_the_bar() -> None:
     from engine.run.measure import _void_reason
 
-    row = {"failed_requests": 0, "spread": 0.0051}
-    policy = stats.LeakPolicy(min_concurrency=8, spread=0.005)
-    assert _void_reason(row, policy, "C8") == "spread 0.51% > 0.5% at C8"
-    assert _void_reason({**row, "spread": 0.1234}, POLICY, "C8") == "spread 12.3% > 10% at C8"
-    assert _void_reason(row, policy, "2.5 req/s") == "spread 0.51% > 0.5% at 2.5 req/s"
+    row = {"failed_requests": 0, "rep_tok_s": [700.0, 135.0, 700.0]}
+    assert _void_reason(row, POLICY, "C8", ()) == (
+        "rep 2 80.7% below the next lowest > the leak bar 10.0% at C8")
+    throttled = {**row, "throttle_cause": "rep 2: power cap"}
+    assert _void_reason(throttled, POLICY, "2.5 req/s", ()) == (
+        "throttled (rep 2: power cap): rep 2 80.7% below the next lowest > the leak bar 10.0% at 2.5 req/s")
+    assert _void_reason({**row, "failed_requests": 2, "error": "HTTP 500"}, POLICY, "C8", ()) == (
+        "2 failed requests (HTTP 500)")
