@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# On the H200 machine, from ruler's root: `LIMIT=S bash docs/runs/h200-aa/run.sh`, called again back
-# to back until the campaign ends (each call resumes it). The first call (carry .gpu/src .gpu/sh
-# .gpu/tok .gpu/whl .gpu/sci1) builds a CUDA llama-server (shared/gpu/build.sh) while it writes the
-# random-weight 3 B model (shared/gpu/randmodel.py); a later one carries .gpu/sci2. scipy, statsmodels
-# and pandas (the verdicts' libraries) travel as wheels in two parts: 64 MiB a command.
+# On the H200 machine, from ruler's root: `LIMIT=S [CAMPAIGN=...] bash docs/runs/h200-aa/run.sh`,
+# called again back to back until the campaign ends (each call resumes it). The first call (carry
+# .gpu/src .gpu/sh .gpu/tok .gpu/whl .gpu/sci1) builds a CUDA llama-server (shared/gpu/build.sh)
+# while it writes the random-weight 3 B model (shared/gpu/randmodel.py). scipy travels as a wheel
+# (.gpu/sci1); the machine had statsmodels and pandas (.gpu/sci2, their wheels, was not needed).
 set -u
 LIMIT=${LIMIT:-540}
 start=$(date +%s)
@@ -25,7 +25,7 @@ run=$(ls -d $HOME/res/*/ 2>/dev/null | head -1)
 if [ -n "$run" ]; then
   timeout -s TERM $left python3 -m engine run --resume "$run" --headless >> $OUT/campaign.log 2>&1
 else
-  timeout -s TERM $left python3 -m engine run campaigns/h200-aa.yaml --headless --runtime process \
+  timeout -s TERM $left python3 -m engine run ${CAMPAIGN:-campaigns/h200-aa.yaml} --headless --runtime process \
     --results-dir $HOME/res > $OUT/campaign.log 2>&1
 fi
 echo "campaign exit $?" >> $OUT/campaign.log
