@@ -28,6 +28,7 @@ def campaign(name: str, windows: dict[str, dict[str, Any]], sessions: dict[str, 
     leak = workload.pop("leak", CALM)
     quality = workload.pop("quality", {"enabled": False})
     boot = workload.pop("boot", 10)
+    position = workload.pop("control_position", "first")
     wl.update(workload)
     return {
         "name": name, "server": "llamacpp", "runtime": "process",
@@ -35,7 +36,10 @@ def campaign(name: str, windows: dict[str, dict[str, Any]], sessions: dict[str, 
         "control": {"args": {"-c": 2048, "-np": 2, "--metrics": True}},
         "windows": [{"name": w, "axis": spec.pop("axis", w), "change": spec}
                     for w, spec in windows.items()],
-        "sessions": sessions, "workload": wl, "leak": leak, "quality": quality,
+        # The control once a session: a test about something else boots no control again (the
+        # verdicts' own tests ask for control_position both).
+        "sessions": sessions, "control_position": position,
+        "workload": wl, "leak": leak, "quality": quality,
         "timeouts": {"boot": boot, "request": 10},
     }
 

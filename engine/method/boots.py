@@ -51,8 +51,8 @@ class BootNoise:
     def how(self) -> str:
         if not self.measured:
             return f"declared {self.sd * 100:.1f} % (verdict.boot_noise): no configuration booted twice"
-        return (f"measured: {self.boots} boots of {self.groups} configuration"
-                f"{'s' if self.groups != 1 else ''} booted more than once, {self.df:g} df")
+        return (f"measured: {self.boots} boots in {self.groups} group{'s' if self.groups != 1 else ''} "
+                f"(a configuration and class booted more than once), {self.df:g} df")
 
 
 def _mean(xs: Sequence[float]) -> float:

@@ -46,8 +46,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-import numpy as np
-
 from engine.words import plural
 
 MIN_REPS = 3
@@ -102,6 +100,8 @@ def critical(reps: int, pool_df: int | None) -> float:
     ``reps`` reps beside a pool of ``pool_df`` degrees of freedom (None: the noise known), every rep
     N(0, 1) on the log scale. Seeded, so a row reads the same whenever it is recomputed. The pool's
     sum of squares is chi-squared with its degrees of freedom, independent of the row's."""
+    import numpy as np  # lazy: the console reads a row's spread from here without numpy's import
+
     rng = np.random.default_rng(SEED)
     x = np.sort(rng.standard_normal((SIMS, reps)), axis=1)
     gap = x[:, 1] - x[:, 0]

@@ -13,7 +13,8 @@ control boots (the control, and the control booted again at the session's end). 
   With reps taken to a precision (engine.method.precision) each side's variance and degrees of
   freedom are its first stage's (Stein: n0 - 1), the means every rep's.
 
-The calls, over the whole campaign (the family: every window row that has an interval):
+The calls, over the whole campaign (the family: every window at every class and load that has an
+interval; a window listed in several sessions is one question, its sessions' deltas pooled):
 - **observable effect**: the two-sided t-test's p-value, adjusted by Holm (family-wise error rate)
   or Benjamini-Hochberg (false discovery rate) across the family, is below ``error_rate``;
 - **no observable effect**: shown, not presumed: two one-sided tests (TOST) put the delta inside
@@ -48,8 +49,8 @@ class Rule:
 
     def text(self) -> str:
         return (f"{CORRECTION_TEXT[self.correction]} at {self.error_rate:g} over the campaign's "
-                f"window rows; no observable effect when TOST puts the delta within "
-                f"±{self.margin * 100:g} %")
+                f"windows at each class and load (a window's sessions pooled); no observable effect "
+                f"when TOST puts the delta within ±{self.margin * 100:g} %")
 
 
 class Call(StrEnum):
@@ -72,8 +73,9 @@ class Versus:
     df: float
     noise: BootNoise
     reps: int  # the window's reps
-    controls: int  # control boots in its session
+    controls: int  # control boots in its session (all sessions', pooled)
     stage: int | None = None
+    sessions: int = 1  # pooled over a window's sessions (:func:`pool`)
 
     @property
     def delta(self) -> float:
@@ -122,12 +124,14 @@ class Versus:
         return max(2, min(need)) if need and min(need) < 10_000 else None
 
     def method(self) -> str:
+        where = (f"the window's boot against {self.controls} control boot"
+                 f"{'s' if self.controls != 1 else ''}" if self.sessions == 1 else
+                 f"the mean of {self.sessions} sessions' deltas, each the window's boot against "
+                 f"its session's control boots ({self.controls} in all)")
         if self.noise.measured:
-            return (f"log tok/s, the window's boot against {self.controls} control boot"
-                    f"{'s' if self.controls != 1 else ''}, noise between boots measured "
-                    f"({self.df:g} df)")
+            return f"log tok/s, {where}, noise between boots measured ({self.df:g} df)"
         stein = f", Stein's first {self.stage} reps" if self.stage else ""
-        return (f"log tok/s, Welch over the reps plus a declared noise between boots of "
+        return (f"log tok/s, {where}; Welch over the reps plus a declared noise between boots of "
                 f"{self.noise.sd * 100:.1f} %{stein} ({self.df:.1f} df)")
 
 
@@ -179,6 +183,28 @@ def versus(window: Sequence[float], controls: Sequence[Sequence[float]], noise: 
     return Versus(d, math.sqrt(var), df, noise, len(lw), k, stage)
 
 
+def pool(sessions: Sequence[Versus]) -> Versus:
+    """One window's deltas in several sessions (each against its own session's control boots)
+    as one: their mean, its variance the sum of theirs over the count squared. A measured noise
+    between boots is one estimate for all of them: its degrees of freedom stand; declared,
+    Welch-Satterthwaite over the sessions' parts."""
+    if len(sessions) == 1:
+        return sessions[0]
+    n = len(sessions)
+    first = sessions[0]
+    d = sum(v.log_delta for v in sessions) / n
+    if any(v.se is None for v in sessions):
+        se, df = None, math.inf
+    else:
+        parts = [(v.se or 0.0) ** 2 / n ** 2 for v in sessions]
+        var = sum(parts)
+        se = math.sqrt(var)
+        finite = sum(p * p / v.df for p, v in zip(parts, sessions, strict=True) if v.df < math.inf)
+        df = first.df if first.noise.measured else (var * var / finite if finite > 0 else math.inf)
+    return Versus(d, se, df, first.noise, sum(v.reps for v in sessions),
+                  sum(v.controls for v in sessions), first.stage, n)
+
+
 @dataclass(frozen=True)
 class Judged:
     """A row's call within its family."""
@@ -194,14 +220,16 @@ class Judged:
         if v is None or v.se is None:
             return "no interval (a side without reps' variance and no noise between boots)"
         lo, hi = v.interval(1 - 2 * self.rule.error_rate) or (v.delta, v.delta)
-        adj = f"p {v.p():.3g}, {self.rule.correction}-adjusted {self.p_adjusted:.3g} over {self.tests}"
+        over = f" over {v.sessions} sessions" if v.sessions > 1 else ""
+        adj = (f"p {v.p():.3g}{over}, {self.rule.correction}-adjusted {self.p_adjusted:.3g} over "
+               f"{self.tests}")
         if self.call == Call.EFFECT:
             return f"{adj} < {self.rule.error_rate:g}"
         if self.call == Call.NONE:
             return (f"{(1 - 2 * self.rule.error_rate) * 100:g} % interval [{lo * 100:+.1f}, "
                     f"{hi * 100:+.1f}] % inside ±{self.rule.margin * 100:g} % (TOST); {adj}")
         more = v.sessions_needed(self.rule)
-        take = f"; about {more}x the sessions would settle it" if more else ""
+        take = (f"; about {more * v.sessions} sessions of this window would settle it" if more else "")
         return f"{adj}; not shown within ±{self.rule.margin * 100:g} %{take}"
 
 

@@ -42,8 +42,7 @@ def rows_called(j: Judgement, rows: Iterable[RowState]) -> dict[str, Any]:
     out: list[dict[str, Any]] = []
     for r in sorted(rows, key=lambda r: (r.cls, r.concurrency, r.rate or 0.0)):
         shape = {"class": r.cls, "concurrency": r.concurrency, **({"rate": r.rate} if r.rate else {})}
-        judged = j.rows.get(r.key)
-        v = judged.versus if judged is not None else None
+        judged, v = j.rows.get(r.key), j.versus(r.key)
         if judged is None or v is None:
             out.append({**shape, "judged": False})
             continue

@@ -1,9 +1,10 @@
 """The campaign's verdicts from its rows: the noise between boots per load, and each window row's
 call against its session's control boots, the family being every window row of the run.
 
-One function, :func:`judgement`, pure on a run's state (the console calls it live, the throughput
-writer on every row, the report after the run), cached on the rows' reps: a day-long campaign's
-console redraws often, a rep lands seldom.
+Both rows of a delta are on one basis (steady windows or whole reps, engine.method.steady), or
+there is no delta. One function, :func:`judgement`, pure on a run's state (the console calls it
+live, the throughput writer on every row, the report after the run), cached on the rows' reps: a
+day-long campaign's console redraws often, a rep lands seldom.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.method.boots import Boot, BootNoise, measure
-from engine.method.verdict import Call, Judged, Rule, Versus, judge, versus
+from engine.method.steady import same_basis
+from engine.method.verdict import Call, Judged, Rule, Versus, judge, pool, versus
 from engine.record.state import RowState, RunState
 from engine.words import CONTROL, CONTROL_AGAIN, CONTROL_BOOTS, USABLE_ROWS, is_control, row_key
 
@@ -25,15 +27,18 @@ Load = tuple[int, float | None]  # concurrency, rate
 class Judgement:
     rule: Rule
     noise: dict[Load, BootNoise]  # per load, pooled over classes, sessions and places
-    rows: dict[str, Judged] = field(default_factory=dict)  # window row key -> its call
-    again: dict[str, Versus] = field(default_factory=dict)  # control-again row key -> its A/A delta
+    # window row key -> its call: the window's at that shape, its sessions pooled (Judged.versus)
+    rows: dict[str, Judged] = field(default_factory=dict)
+    # row key -> its own delta against its session's control boots (the control again's too)
+    per_row: dict[str, Versus] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)  # row key -> why it has no delta
 
     def noise_at(self, concurrency: int, rate: float | None) -> BootNoise | None:
         return self.noise.get((concurrency, rate))
 
     def versus(self, key: str) -> Versus | None:
-        j = self.rows.get(key)
-        return j.versus if j is not None else self.again.get(key)
+        """A row's own delta against its session's control boots."""
+        return self.per_row.get(key)
 
     def effects(self) -> int:
         return sum(j.call == Call.EFFECT for j in self.rows.values())
@@ -76,28 +81,36 @@ def _judge(state: RunState, usable: Mapping[str, RowState], rule: Rule) -> Judge
                  r.cls)
         boots.setdefault((r.concurrency, r.rate), []).append(Boot(group, reps_of(r) or ()))
     noise = {load: measure(bs, rule.boot_noise) for load, bs in boots.items()}
-    keys: list[str] = []
-    family: list[Versus | None] = []
-    again: dict[str, Versus] = {}
+    per_row: dict[str, Versus] = {}
+    units: dict[tuple[str, str, int, float | None], list[str]] = {}  # a window's shape: its rows
+    refused: dict[str, str] = {}
     for k, r in state.rows.items():
         if r.window == CONTROL or not r.row:
             continue
+        if r.window != CONTROL_AGAIN:
+            units.setdefault((r.window, r.cls, r.concurrency, r.rate), []).append(k)
         mine = usable.get(k)
         ctl_windows = (CONTROL,) if r.window == CONTROL_AGAIN else CONTROL_BOOTS
         ctls = [c for w in ctl_windows
                 if (c := usable.get(row_key(r.session, w, r.cls, r.concurrency, r.rate))) is not None]
         load_noise = noise.get((r.concurrency, r.rate))
-        v = None
+        if mine is not None and ctls:
+            unlike = [why for c in ctls if (why := same_basis(mine.row, c.row))]
+            ctls = [c for c in ctls if not same_basis(mine.row, c.row)]
+            if not ctls:
+                refused[k] = unlike[0]
         if mine is not None and ctls and load_noise is not None:
             v = versus(reps_of(mine) or (), [reps_of(c) or () for c in ctls], load_noise,
                        _stage([mine, *ctls]))
-        if r.window == CONTROL_AGAIN:
             if v is not None:
-                again[k] = v
-            continue
-        keys.append(k)
-        family.append(v)
-    return Judgement(rule, noise, dict(zip(keys, judge(family, rule), strict=True)), again)
+                per_row[k] = v
+    # The family: a window's shape, its sessions' deltas pooled (a window in several sessions is
+    # one question asked several times); the control again is the noise, not a question.
+    keys = list(units.values())
+    family = [pool(vs) if (vs := [per_row[k] for k in ks if k in per_row]) else None for ks in keys]
+    calls = judge(family, rule)
+    rows = {k: call for ks, call in zip(keys, calls, strict=True) for k in ks}
+    return Judgement(rule, noise, rows, per_row, refused)
 
 
 def pct(x: float | None, digits: int = 4) -> float | None:
@@ -112,7 +125,7 @@ def row_columns(j: Judgement, r: RowState) -> dict[str, Any]:
         out |= {"boot_noise": pct(noise.sd), "boot_noise_how": noise.how()}
     v = j.versus(r.key)
     if v is None:
-        return out
+        return out | ({"verdict_why": j.refused[r.key]} if r.key in j.refused else {})
     lo, hi = v.interval() or (None, None)
     out |= {"delta": pct(v.delta), "delta_lo": pct(lo), "delta_hi": pct(hi), "p_value": pct(v.p())}
     call = j.rows.get(r.key)

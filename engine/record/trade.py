@@ -68,13 +68,14 @@ def judged(state: RunState, rule: Rule, session: str, window: str, cls: str, con
         row = mine if side == "window" else ctl
         return Judged(None, None, None, Call.NO_FIGURE,
                       f"the {side}'s row is {row.status if row is not None else 'missing'}")
-    j = judgement(state, rule).rows.get(key)
-    if j is None or j.versus is None:
-        return Judged(None, None, None, Call.NO_FIGURE, "no positive rep")
-    v = j.versus
+    found = judgement(state, rule)
+    j, v = found.rows.get(key), found.versus(key)
+    if j is None or v is None or j.versus is None:
+        return Judged(None, None, None, Call.NO_FIGURE, found.refused.get(key, "no positive rep"))
     lo, hi = v.interval() or (None, None)
+    # The call is the window's at this shape (its sessions pooled), its direction the pooled delta's.
     call = (Call.EQUIVALENT if j.call == Verdict.NONE else Call.UNDETERMINED if j.call != Verdict.EFFECT
-            else Call.BETTER if v.delta > 0 else Call.WORSE)
+            else Call.BETTER if j.versus.delta > 0 else Call.WORSE)
     return Judged(v.delta, lo, hi, call)
 
 

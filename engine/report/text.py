@@ -13,6 +13,7 @@ from engine.method.boots import declared
 from engine.method.verdict import Call, Rule, Versus, judge, versus
 from engine.record.figures import FIGURES
 from engine.record.judged import Judgement, judgement
+from engine.record.state import RowState, RunState
 from engine.report.run import Row, RunView
 from engine.words import CONTROL, load_text, row_key
 
@@ -54,8 +55,25 @@ def rule_of(view: RunView) -> Rule:
     return view.campaign.verdict.rule() if view.campaign is not None else VerdictSpec().rule()
 
 
+_JUDGED: dict[int, tuple[RunView, Judgement]] = {}
+
+
 def judgement_of(view: RunView) -> Judgement:
-    return judgement(view.state, rule_of(view))
+    """The campaign's judgement of the report's rows: throughput.csv's, each rep's tok/s the
+    journal's or recomputed from its receipts (engine.record.judged on them). Once per view."""
+    found = _JUDGED.get(id(view))
+    if found is not None and found[0] is view:
+        return found[1]
+    st = RunState(session_places=dict(view.state.session_places))
+    for r in view.rows:
+        rs = RowState(r.session, r.window, r.cls, r.concurrency, r.rate, status=r.status,
+                      row={"rep_tok_s": r.rep_tok_s, "stage_reps": r.stage_reps or None,
+                           "basis": r.basis})
+        st.rows[rs.key] = rs
+    j = judgement(st, rule_of(view))
+    _JUDGED.clear()
+    _JUDGED[id(view)] = (view, j)
+    return j
 
 
 def _missing(row: Row | None, ref: Row | None) -> str:
@@ -87,11 +105,12 @@ def verdict(view: RunView, row: Row | None) -> Delta:
         return Delta(None, why=missing)
     j = judgement_of(view)
     key = row_key(*row.key)
-    judged = j.rows.get(key)
+    judged, v = j.rows.get(key), j.versus(key)
     if judged is None:
-        v = j.again.get(key)
-        return _from(v, why="the control booted again: the noise between boots")
-    return _from(judged.versus, judged.call.value, judged.why(), judged.p_adjusted)
+        return _from(v, why=j.refused.get(key, "the control booted again: the noise between boots"))
+    if v is None:
+        return Delta(None, why=j.refused.get(key, "no reps"))
+    return _from(v, judged.call.value, judged.why(), judged.p_adjusted)
 
 
 def delta(row: Row | None, ref: Row | None, j: Judgement | None = None) -> Delta:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from engine.campaign.load import SpecError, load_campaign
+from engine.campaign.spec import VerdictSpec
 from engine.commands.progress import format_event
 from engine.commands.status import format_summary, summary
 from engine.context import RunContext, WindowContext
@@ -392,11 +393,12 @@ def test_drift_compares_a_control_with_the_session_before_it_on_its_place(tmp: P
         for session, tok in (("s2", 80.0), ("s1", 100.0), ("s3", 101.0)):
             w.writerow([session, "control", "prose", 1, tok, 0.01, "ok"])
     places = {"s1": "a", "s2": "b", "s3": "a"}
-    drift = control_drift(run, ["s1", "s2", "s3"], places)
+    rule = VerdictSpec().rule()
+    drift = control_drift(run, ["s1", "s2", "s3"], places, rule, {})
     assert [(d["session"], d["against"], d["delta_pct"]) for d in drift] == [
         ("s3", "s1-control (place a)", 1.0)]
     # Without places, every session is compared with the one before it in the campaign.
-    assert [(d["session"], d["against"]) for d in control_drift(run, ["s1", "s2", "s3"], {})] == [
+    assert [(d["session"], d["against"]) for d in control_drift(run, ["s1", "s2", "s3"], {}, rule, {})] == [
         ("s2", "s1-control"), ("s3", "s2-control")]
 
 

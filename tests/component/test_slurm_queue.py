@@ -30,6 +30,7 @@ def queue_campaign(tmp_path: Path, name: str, **timeouts: float) -> Path:
         "control": {"args": {"-c": 2048, "-np": 2, "--metrics": True}},
         "windows": [{"name": "ctx", "axis": "context 4096", "change": {"args": {"-c": 4096}}}],
         "sessions": {"s1": ["ctx"]},
+        "control_position": "first",
         "workload": {"classes": {"prose": {"prompts": ["Write one sentence about the sea."]}},
                      "concurrency": [1], "reps": 2, "requests_per_rep": 1, "max_tokens": 4},
         "leak": {"min_concurrency": 8, "spread": 0.9, "max_reruns": 1},

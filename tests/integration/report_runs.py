@@ -70,6 +70,7 @@ windows:
 sessions:
   s1: [block5]
   s2: [qv8]
+control_position: first
 workload:
   classes:
     {PROSE}
@@ -91,6 +92,7 @@ windows:
       args: {{--spec-draft-n-max: 5}}
 sessions:
   s1: [draft5]
+control_position: first
 workload:
   classes:
     {PROSE}

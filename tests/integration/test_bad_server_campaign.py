@@ -39,6 +39,7 @@ windows:
       env: {{UNUSED: "1"}}
 sessions:
   s1: [same]
+control_position: first
 workload:
   classes:
     prose: {{prompts: ["Name three colours."]}}

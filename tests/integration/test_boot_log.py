@@ -31,6 +31,7 @@ def test_the_boot_log_is_whole_to_ready_and_bounded_after(tmp_path: Path, testbe
                         "args": {"-m": "${model}", "-c": 2048, "-np": 2, "-t": 1, "-fa": "off"}},
             "windows": [{"name": "ctx", "axis": "context 4096", "change": {"args": {"-c": 4096}}}],
             "sessions": {"s1": ["ctx"]},
+            "control_position": "first",
             "workload": {"classes": {"prose": {"prompts": ["Write one sentence about the sea."]}},
                          "concurrency": [2], "reps": 2, "requests_per_rep": 8, "max_tokens": 8},
             "quality": {"enabled": False}, "timeouts": {"boot": 120, "request": 60}}

@@ -53,6 +53,7 @@ windows:
       args: {{-c: 4096}}
 sessions:
   s1: [ctx]
+control_position: first
 workload:
   classes:
     notes: {{prompts: [{prompt}]}}
@@ -122,6 +123,7 @@ windows:
       env: {{UNUSED: "1"}}
 sessions:
   s1: [same]
+control_position: first
 workload:
   classes:
     prose: {{prompts: ["Name three colours."]}}

@@ -36,6 +36,7 @@ windows:
 sessions:
   s1: [ctx]
   s2: [ctx]
+control_position: first
 workload:
   classes:
     prose: {{prompts: ["Write one sentence about the sea.", "Name three colours."]}}
@@ -249,6 +250,7 @@ windows:
       args: {{-c: 2048}}
 sessions:
   s1: [ctx]
+control_position: first
 workload:
   classes:
     prose: {{prompts: ["Name three colours."]}}

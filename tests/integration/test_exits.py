@@ -49,6 +49,7 @@ windows:
     change: {{args: {{-c: 4096}}}}
 sessions:
   s1: [ctx]
+control_position: first
 workload:
   classes:
     count: {{prompts: ["{prompt}"]}}

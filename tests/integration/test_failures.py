@@ -49,6 +49,7 @@ windows:
     change: {args: {-c: 1024}}
 sessions:
   s1: [victim, after]
+control_position: first
 workload:
   classes:
     prose: {prompts: ["Write one sentence about the sea."]}

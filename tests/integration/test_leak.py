@@ -42,6 +42,7 @@ windows:
       env: {{UNUSED: "1"}}
 sessions:
   s1: [same]
+control_position: first
 workload:
   classes:
     prose: {{prompts: ["Write one sentence about the sea.", "Name three colours."]}}

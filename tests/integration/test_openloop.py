@@ -45,6 +45,7 @@ windows:
       args: {{-c: 4096}}
 sessions:
   s1: [ctx]
+control_position: first
 workload:
   classes:
     prose: {{prompts: ["Write one sentence about the sea.", "Name three colours.", "Say hello in French."]}}

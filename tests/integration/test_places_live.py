@@ -60,6 +60,7 @@ sessions:
 {sessions}
 places:
 {places}
+control_position: first
 workload:
   classes:
     prose: {{prompts: ["Write one sentence about the sea."]}}

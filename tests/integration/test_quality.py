@@ -148,6 +148,7 @@ windows:
       args: {{--defrag-thold: 0.1}}
 sessions:
   s1: [noop, block5, q41]  # noop first: beside the control in time, so drift cannot tip it
+control_position: first
 workload:
   classes:
     prose: {{prompts: ["Write one sentence about the sea.", "Name three colours."]}}

@@ -39,6 +39,7 @@ control:
 windows: []
 sessions:
   s1: []
+control_position: first
 workload:
   classes:
     mooncake: {{trace: {{file: trace.jsonl, time_scale: 0.5, block_tokens: 32, seed: 3}}}}

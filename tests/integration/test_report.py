@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.method.delta import relative_delta
-from engine.method.delta import text as delta_text
+from engine.method.boots import declared
+from engine.method.verdict import versus
 from engine.record.journal import read_events
 from engine.record.state import fold
 from engine.report import (
@@ -32,6 +32,7 @@ from engine.report import (
     tok,
     write_report,
 )
+from engine.report.text import judgement_of
 from tests.integration.report_runs import POLICY_A, POLICY_B, csv_rows, recomputed
 
 # The first test to ask for a run pays for building it (minutes on a busy 2-core box): the
@@ -106,14 +107,21 @@ def test_window_deltas_against_the_sessions_control(run_a: Path, report_a: str) 
     for cls in ("prose", "code"):
         w = recomputed(run_a, ("s1", "block5", cls, 1), POLICY_A)
         ctl = recomputed(run_a, ("s1", "control", cls, 1), POLICY_A)
-        iv = relative_delta(w["rep_tok_s"], ctl["rep_tok_s"]).rounded()  # type: ignore[union-attr]  # reps on both sides
+        # One control boot a session: the declared noise between boots (5 %) in the interval.
+        v = versus(w["rep_tok_s"], [ctl["rep_tok_s"]], declared(0.05))
+        assert v is not None and v.interval() is not None
+        lo, hi = v.interval()  # type: ignore[misc]  # checked above
         cells = pick(table, cls, 1)
         assert cells["tok/s"] == tok(w["agg_tok_s"]) and cells["control"] == tok(ctl["agg_tok_s"])
-        assert cells["Δ tok/s [95 % CI]"] == delta_text(iv, POLICY_A.spread)
-        # throughput.csv says the same, from the same reps.
+        # throughput.csv says the same, from the same reps, and the report its call.
         row = csv_rows(run_a)[("s1", "block5", cls, 1)]
         assert (float(row["delta"]), float(row["delta_lo"]), float(row["delta_hi"])) == (
-            iv.delta, iv.lo, iv.hi)
+            round(v.delta, 4), round(lo, 4), round(hi, 4))
+        mark = {"observable effect": " effect", "no observable effect": " (no effect)",
+                "undetermined": " (undetermined)"}[row["verdict"]]
+        assert cells["Δ tok/s [95 % CI], call"] == (
+            f"{v.delta * 100:+.1f} % [{lo * 100:+.1f}, {hi * 100:+.1f}]{mark}")
+        assert row["boot_noise_how"].startswith("declared 5.0 %")
         assert cells["spread (window / control)"] == f"{pct(w['spread'])} / {pct(ctl['spread'])}"
         assert cells["reps tok/s"] == ", ".join(
             tok(v) for v in receipt_rep_tok_s(run_a, csv_rows(run_a)[("s1", "block5", cls, 1)][
@@ -188,12 +196,13 @@ def test_controls_and_drift(run_a: Path, report_a: str) -> None:
     view = load_run(run_a)
     for cls in ("prose", "code"):
         d = delta(view.rows_of("s2", "control")[(cls, 1, None)],
-                  view.rows_of("s1", "control")[(cls, 1, None)], POLICY_A.spread)
+                  view.rows_of("s1", "control")[(cls, 1, None)], judgement_of(view))
         assert d.lo is not None  # two reps a side: an interval
         assert pick(drift, cls, 1)["s2"].endswith(d.text())
-        # The floor a comparison across the two sessions must exceed: the drift itself here.
-        assert pick(drift, cls, 1)["noise floor across sessions"] == pct(
-            max(abs(d.value or 0), POLICY_A.spread))
+    # Each session's control once: the controls of two sessions measure the noise between boots.
+    noise = md_table(report_a, "### Noise between boots")
+    assert {r["load"] for r in noise} == {"C1", "C2"}
+    assert all(r["how"].startswith("measured: 4 boots in 2 groups") for r in noise)  # two classes
     assert "`drift.json`" in report_a if (run_a / "drift.json").exists() else True
 
 

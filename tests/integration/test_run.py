@@ -49,6 +49,7 @@ windows:
 sessions:
   s1: [ctx]
   s2: [qv8]
+control_position: first
 workload:
   classes:
     prose: {{prompts: ["Write one sentence about the sea.", "Name three colours."]}}
@@ -174,6 +175,7 @@ windows:
       env: {{UNUSED: "1"}}
 sessions:
   s1: [again]
+control_position: first
 workload:
   classes:
     prose: {{prompts: ["Say hi."]}}

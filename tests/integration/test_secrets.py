@@ -42,6 +42,7 @@ windows:
       args: {{--hf-token: "${{HF_TOKEN}}"}}
 sessions:
   s1: [flag]
+control_position: first
 workload:
   classes:
     prose: {{prompts: ["Say hi."]}}

@@ -39,6 +39,7 @@ windows:
       env: {{UNUSED: "1"}}
 sessions:
   s1: [same]
+control_position: first
 workload:
   classes:
     prose: {{prompts: ["Write a long story about the sea.", "Describe a busy city street at night."]}}

@@ -38,6 +38,7 @@ windows:
       args: {-c: 2048}
 sessions:
   s1: [ctx]
+control_position: first
 workload:
   classes:
     prose: {prompts: ["Name three colours.", "Write one sentence about the sea."]}
@@ -128,6 +129,7 @@ sessions:
 places:
   - {name: a, cpus: "0"}
   - {name: b, cpus: "1"}
+control_position: first
 workload:
   classes:
     prose: {prompts: ["Name three colours.", "Write one sentence about the sea."]}

@@ -40,6 +40,7 @@ windows:
       args: {{-c: 2048}}
 sessions:
   s1: [ctx]
+control_position: first
 workload:
   classes:
     prose: {{prompts: ["Say hi."]}}

@@ -36,6 +36,7 @@ control:
 windows: []
 sessions:
   s1: []
+control_position: first
 workload:
   classes:
     repeat: {{prompts: ["{repeat}"]}}

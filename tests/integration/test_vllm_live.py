@@ -272,6 +272,7 @@ windows:
       env: {{UNUSED: "1"}}
 sessions:
   s1: [again]
+control_position: first
 workload:
   classes:
     repeat: {{prompts: ["{repeat}"]}}
@@ -402,6 +403,7 @@ windows:
       env: {{UNUSED: "1"}}
 sessions:
   s1: [again]
+control_position: first
 workload:
   classes:
     repeat: {{prompts: ["{repeat}"]}}
@@ -501,6 +503,7 @@ windows:
       args: {{--speculative-config: '{spec5}'}}
 sessions:
   s1: [k5]
+control_position: first
 workload:
   classes:
     repeat: {{prompts: ["{repeat}"]}}

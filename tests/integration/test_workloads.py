@@ -44,6 +44,7 @@ sessions:
 leak: {{min_concurrency: 64, spread: 0.9, max_reruns: 0}}
 timeouts: {{boot: 120, request: 120}}
 quality: {{enabled: false}}
+control_position: first
 workload:
   reps: 1
   sampling: {{temperature: 0, seed: 1234}}

@@ -41,7 +41,10 @@ def fmt_pct(v: float | None, signed: bool = False) -> str:
 
 def fmt_end(v: float) -> str:
     """One end of an interval in percent, signed, whole where that says it: ``+28``, ``-0.3`` (never
-    ``-0``, which reads as a sign without a figure), ``0``."""
+    ``-0``, which reads as a sign without a figure), ``0``; past +999 %, ``>+999`` (an interval on
+    few degrees of freedom can reach thousands: the column keeps its width, the detail the figure)."""
+    if v > 9.99:
+        return ">+999"
     for digits in (0, 1):
         text = f"{v * 100:+.{digits}f}"
         if text.lstrip("+-").strip("0.") != "":

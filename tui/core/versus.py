@@ -103,9 +103,9 @@ def pair(state: RunState, r: RowState, theirs: RowState | None, rule: Rule) -> R
         return None
     provisional = here[1] or there[1]
     j = judgement(state, rule)
-    judged = j.rows.get(r.key)
-    if judged is not None and judged.versus is not None and not provisional:
-        return RowDelta(r, theirs, here[0], there[0], judged.versus, judged.call.value, False)
+    judged, mine = j.rows.get(r.key), j.versus(r.key)
+    if judged is not None and mine is not None and not provisional:
+        return RowDelta(r, theirs, here[0], there[0], mine, judged.call.value, False)
     noise = j.noise_at(r.concurrency, r.rate) or declared(rule.boot_noise)
     v = versus(here[0], [there[0]], noise)
     if v is None:

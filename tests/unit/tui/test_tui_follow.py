@@ -30,10 +30,11 @@ from tui.core.facts import facts_lines
 from tui.core.fmt import fmt_secs
 from tui.core.follow import Batch, Follower, Tail
 from tui.core.header import header_lines
+from tui.core.plan import DEFAULT_RULE
 from tui.core.reps import REP_COLS, REP_COLUMNS, row_cells
 from tui.core.sessions import session_args, session_paused, sessions_text
 from tui.core.verdicts import VERDICT_SEGS, verdict_seg
-from tui.core.versus import ci_seg, delta_seg, headline, reference, shape_deltas
+from tui.core.versus import delta_cells, headline, reference, shape_deltas
 from tui.core.windows import focus_window, phase, window_notes, window_rows, window_status
 
 JOURNALS = FIXTURES / "journals"
@@ -398,14 +399,15 @@ def test_a_knob_check_that_errored_is_not_a_ruler_suspect() -> None:
 
 def test_headline_is_the_median_shapes_delta_with_its_interval() -> None:
     st, _ = finished_state()
-    deltas = shape_deltas(st, "s1-ctx")
+    deltas = shape_deltas(st, "s1-ctx", DEFAULT_RULE)
     # Void rows carry polluted numbers: they are left out on both sides.
-    assert [d[0] for d in deltas] == ["prose c1", "code c1"] or len(deltas) >= 1
-    iv, provisional = headline(st, "s1-ctx")  # type: ignore[misc]  # None fails the test
-    ordered = sorted(d[1].delta for d in deltas)
+    assert [f"{d.row.cls} {d.row.load}" for d in deltas] == ["prose c1", "code c1"] or len(deltas) >= 1
+    h = headline(st, "s1-ctx", DEFAULT_RULE)
+    assert h is not None
+    ordered = sorted(d.delta for d in deltas)
     middle = ordered[(len(ordered) - 1) // 2: len(ordered) // 2 + 1]
-    assert iv.delta == min(middle, key=abs)  # one shape's own: of two middle ones, nearer 0
-    assert not provisional
+    assert h.delta == min(middle, key=abs)  # one shape's own: of two middle ones, nearer 0
+    assert not h.provisional
     # A control is compared with the previous session's control: boot-to-boot drift.
     ref = reference(st, "s2-control")
     assert ref is not None and ref.key == "s1-control"
@@ -415,21 +417,21 @@ def test_headline_is_the_median_shapes_delta_with_its_interval() -> None:
 def test_delta_says_why_when_the_control_has_nothing_to_compare_with() -> None:
     """A window whose control rows all went void had a blank Δ ctl and no reason on screen."""
     st, _ = finished_state()
-    d, style = delta_seg(st, "s1-ctx")
+    (d, style), ci = delta_cells(st, "s1-ctx", DEFAULT_RULE)
     assert re.fullmatch(r"[+-]\d+\.\d%", d) and style in ("success", "error", "")
-    assert re.fullmatch(r"\[[+-]\d+,[+-]\d+\]", ci_seg(st, "s1-ctx")[0])
+    assert re.fullmatch(r"\[[+-]\d+,(>?)[+-]\d+\]", ci[0])  # >+999: past what the column shows
     for r in window_rows(st, "s1-control"):
         r.status = RowStatus.VOID
-    assert delta_seg(st, "s1-ctx") == ("control void", "warning")
+    assert delta_cells(st, "s1-ctx", DEFAULT_RULE)[0] == ("control void", "warning")
     st.rows["s1-control/code/c1"].status = RowStatus.FAILED
-    assert delta_seg(st, "s1-ctx") == ("control unusable", "warning")
+    assert delta_cells(st, "s1-ctx", DEFAULT_RULE)[0] == ("control unusable", "warning")
     st.windows["s1-control"].status = WindowStatus.REJECTED
-    assert delta_seg(st, "s1-ctx") == ("control rejected", "warning")
+    assert delta_cells(st, "s1-ctx", DEFAULT_RULE)[0] == ("control rejected", "warning")
     # Nothing measured yet on either side: blank, not a verdict.
     st, _ = finished_state()
     for r in window_rows(st, "s1-ctx"):
         r.status, r.row, r.reps = RowStatus.PENDING, {}, {}
-    assert delta_seg(st, "s1-ctx") == ("", "")
+    assert delta_cells(st, "s1-ctx", DEFAULT_RULE)[0] == ("", "")
 
 
 def test_a_suspected_rep_is_marked_and_a_void_row_says_why() -> None:

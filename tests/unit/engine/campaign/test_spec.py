@@ -91,7 +91,26 @@ def campaign() -> Campaign:
 
 
 def test_base_is_valid(tmp_path: Path) -> None:
-    assert load_campaign(write(tmp_path, BASE)).windows_in("s1") == ["control", "block5"]
+    # control_position both by default: the control again at the session's end
+    assert load_campaign(write(tmp_path, BASE)).windows_in("s1") == ["control", "block5", "control-again"]
+
+
+@pytest.mark.parametrize(("position", "order"), [("first", ["control", "block5"]),
+                                                  ("last", ["block5", "control"]),
+                                                  ("both", ["control", "block5", "control-again"])])
+def test_control_position_orders_the_session(tmp_path: Path, position: str, order: list[str]) -> None:
+    c = load_campaign(write(tmp_path, BASE + f"control_position: {position}\n"))
+    assert c.windows_in("s1") == order
+    again = c.config_for("control-again")
+    assert again == c.config_for("control") and c.knobs_for("control-again") == c.knobs_for("control")
+
+
+def test_the_verdict_section(tmp_path: Path) -> None:
+    c = load_campaign(write(tmp_path, BASE + "verdict: {error_rate: 0.01, correction: bh, margin: 0.02}\n"))
+    rule = c.verdict.rule()
+    assert (rule.error_rate, rule.correction, rule.margin, rule.boot_noise) == (0.01, "bh", 0.02, 0.05)
+    with pytest.raises(SpecError, match="correction"):
+        load_campaign(write(tmp_path, BASE + "verdict: {correction: bonferroni}\n"))
 
 
 def test_valid_campaign_loads(campaign: Campaign) -> None:
@@ -385,7 +404,8 @@ def test_window_in_no_session_and_twice_in_one(tmp_path: Path) -> None:
 
 def test_session_lists_control(tmp_path: Path) -> None:
     assert problems(tmp_path, edit(("[block5]", "[control, block5]"))) == [
-        "16:8: session 's1' lists 'control'; every session boots it already"]
+        "16:8: session 's1' lists 'control'; every session boots the control already "
+        "(control_position says where)"]
 
 
 @pytest.mark.parametrize(("old", "new", "expected"), [

@@ -62,7 +62,7 @@ sessions:
 def test_a_sweep_is_a_window_per_value_named_by_it_in_the_session_that_names_it(tmp_path: Path) -> None:
     c = load(tmp_path, SWEEP)
     assert [w.name for w in c.windows] == ["block-5", "block-6", "block-8", "noop"]
-    assert c.windows_in("s1") == ["control", "noop", "block-5", "block-6", "block-8"]
+    assert c.windows_in("s1") == ["control", "noop", "block-5", "block-6", "block-8", "control-again"]
     w6 = c.window("block-6")
     assert (w6.sweep, w6.axis, w6.axes()) == ("block", "draft block: 6", ["args --spec-draft-n-max"])
     assert c.config_for("block-6").args["--spec-draft-n-max"] == 6

@@ -44,7 +44,8 @@ def test_the_first_round_tries_each_flag_alone_against_the_control(tune: Tune) -
         ("spec_draft_n_max", "spec-draft-n-max-3", {"--spec-draft-n-max": 3}, False),
         ("spec_draft_n_max", "spec-draft-n-max-10", {"--spec-draft-n-max": 10}, False),
         ("cache_type_k", "cache-type-k-q8_0", {"--cache-type-k": "q8_0"}, True)]
-    assert plan.boots == 5  # three windows and a control in each of the two sessions
+    # three windows, and the control first and again last in each of the two sessions
+    assert plan.boots == 7
 
 
 def test_nothing_kept_ends_the_tune_with_the_control(tune: Tune) -> None:

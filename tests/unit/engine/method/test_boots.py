@@ -26,7 +26,7 @@ def test_the_estimate_by_hand() -> None:
     assert n.within == pytest.approx(w)
     assert n.between == pytest.approx(pooled - w / 3)
     assert n.sd == pytest.approx(math.expm1(math.sqrt(pooled - w / 3)))
-    assert "measured: 5 boots of 2 configurations" in n.how()
+    assert n.how().startswith("measured: 5 boots in 2 groups")
 
 
 def test_nothing_booted_twice_is_the_declared_value_and_says_so() -> None:

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from engine.commands.progress import format_event
-from engine.quality.drift import control_drift
-from engine.quality.effect import fact_diff, no_effect_verdict, rows_inside
+from engine.method.boots import declared
+from engine.method.verdict import Rule
+from engine.quality.drift import _drift_row, control_drift
+from engine.quality.effect import fact_diff, no_effect_verdict, rows_called
 from engine.quality.maths import (
     abs_stats,
     first_divergence,
@@ -25,6 +27,8 @@ from engine.quality.maths import (
 )
 from engine.quality.reference import Item, Reference, compare_kl, compare_scores, load_reference
 from engine.quality.verdicts import verdict_row, write_verdicts
+from engine.record.judged import judgement
+from engine.record.state import RowState, RunState
 from engine.servers.client import chat_reply, tool_arguments
 
 # ------------------------------------------------------------------------------ pure maths
@@ -122,28 +126,29 @@ def test_fact_diff_ignores_per_boot_facts() -> None:
     assert fact_diff({"kv.cells": 1024.0}, {"kv.cells": 1024}) != {}  # a type change is a change
 
 
-def test_rows_inside_the_noise() -> None:
-    def row(reps: list[float], status: str = "ok") -> dict[str, object]:
-        return {"agg_tok_s": sorted(reps)[1], "rep_tok_s": reps, "status": status}
-    control = {("prose", 1): row([100.0, 102.0, 98.0])}
-    inside = rows_inside({("prose", 1): row([101.0, 99.0, 103.0])}, control)
-    assert inside["judged"] and inside["inside"]  # the interval holds 0
-    outside = rows_inside({("prose", 1): row([110.0, 112.2, 107.8])}, control)
-    assert outside["judged"] and not outside["inside"]
-    got = outside["rows"][0]
-    assert got["delta"] == pytest.approx(0.10) and 0 < got["delta_lo"] < 0.10 < got["delta_hi"]
-    assert got["method"] == "Welch's t on log tok/s of the reps, 95 %"
-    void = rows_inside({("prose", 1): row([100.0, 50.0, 100.0], "void")}, control)
-    assert not void["judged"]
-    # The campaign's declared noise is a floor: a delta whose interval excludes 0 is still no
-    # effect when it is no larger than the floor.
-    floored = rows_inside({("prose", 1): row([88.0, 89.8, 86.2])}, control, floor=0.20)
-    assert floored["inside"] and floored["rows"][0]["floor"] == 0.20
-    assert floored["rows"][0]["delta_hi"] < 0  # excludes 0: only the floor keeps it inside
-    assert not rows_inside({("prose", 1): row([75.0, 76.5, 73.5])}, control, floor=0.20)["inside"]
-    _, reasons = no_effect_verdict({}, outside, {"identical": 1, "n": 1})
-    assert reasons == [f"prose/c1 +10.0% [{got['delta_lo']:+.1%}, {got['delta_hi']:+.1%}] beyond "
-                       "the noise (floor 0.0%)"]
+def test_rows_called_by_the_campaigns_judgement() -> None:
+    """A window's rows with the run's calls on them: shown within the margin, an effect, or not
+    judged (void); the no-effect verdict says which row kept it from "no observable effect"."""
+    st = RunState()
+    ctl = [100.0, 100.5, 99.5]
+    for window, reps, status in (("control", ctl, "ok"), ("same", [100.2, 100.6, 99.8], "ok"),
+                                 ("fast", [110.0, 110.4, 109.6], "ok"),
+                                 ("void", [100.0, 50.0, 100.0], "void")):
+        r = RowState("s1", window, "prose", 1, attempt=1, status=status,
+                     row={"rep_tok_s": reps, "agg_tok_s": sorted(reps)[1], "status": status})
+        st.rows[r.key] = r
+    j = judgement(st, Rule(0.05, "holm", 0.05, 0.005))
+    same = rows_called(j, [st.rows["s1-same/prose/c1"]])
+    assert same["judged"] and same["inside"] and same["rows"][0]["call"] == "no observable effect"
+    fast = rows_called(j, [st.rows["s1-fast/prose/c1"]])
+    got = fast["rows"][0]
+    assert fast["judged"] and not fast["inside"] and got["call"] == "observable effect"
+    assert got["delta"] == pytest.approx(0.10, abs=1e-3) and 0 < got["delta_lo"] < 0.10 < got["delta_hi"]
+    assert "declared noise between boots of 0.5 %" in got["method"]
+    assert not rows_called(j, [st.rows["s1-void/prose/c1"]])["judged"]
+    verdict, reasons = no_effect_verdict({}, fast, {"identical": 1, "n": 1})
+    assert verdict == "observable effect" and reasons[0].startswith("prose/c1 +10.0% [")
+    assert no_effect_verdict({}, same, {"identical": 1, "n": 1}) == ("no observable effect", [])
 
 
 def write_throughput(run_dir: Path, rows: list[tuple[str, str, str, int, float, float]]) -> None:
@@ -166,15 +171,27 @@ def test_control_drift(tmp_path: Path) -> None:
     write_throughput(base, [("s1", "control", "prose", 1, 90.0, 0.02),
                             ("s2", "control", "prose", 1, 110.0, 0.03)])
     order = ["s1", "s2", "s3"]
-    drift = control_drift(run, order, {}, floor=0.02)
+    rule = Rule(0.05, "holm", 0.05, 0.02)
+    drift = control_drift(run, order, {}, rule, {})
+    # No receipts, no reps: the medians' delta, and no interval to call a drift on.
     assert [(d["session"], d["against"], d["delta_pct"], d["delta_lo_pct"], d["verdict"])
             for d in drift] == [("s2", "s1-control", 0.1, None, "within noise"),
-                                ("s3", "s2-control", -5.09, None, "drift")]
-    with_base = control_drift(run, order, {}, base, floor=0.02)[2:]
+                                ("s3", "s2-control", -5.09, None, "within noise")]
+    assert drift[0]["boot_noise_how"].startswith("declared 2.0 %")
+    with_base = control_drift(run, order, {}, rule, {}, base)[2:]
     assert [d["against"] for d in with_base] == ["baseline base"] * 3
     assert with_base[0]["reference_tok_s"] == 100.0  # the median of the baseline's controls
-    assert with_base[0]["delta_pct"] == 0.0 and with_base[2]["verdict"] == "drift"
-    assert control_drift(run, order, {}, floor=0.06)[1]["verdict"] == "within noise"
+    assert with_base[0]["delta_pct"] == 0.0
+
+
+def test_a_drift_is_a_control_that_moved_more_than_its_boots_do() -> None:
+    row = {"session": "s2", "class": "prose", "concurrency": "1", "agg_tok_s": "95", "spread": "0.01"}
+    reps, ref = [95.0, 95.5, 94.5], [100.0, 100.5, 99.5]
+    rule = Rule(0.05, "holm", 0.05, 0.02)
+    quiet = _drift_row(row, reps, 100.0, ref, 0.01, "s1-control", rule, declared(0.005))
+    loud = _drift_row(row, reps, 100.0, ref, 0.01, "s1-control", rule, declared(0.05))
+    assert quiet["verdict"] == "drift" and loud["verdict"] == "within noise"
+    assert quiet["delta_pct"] == loud["delta_pct"] == pytest.approx(-5.0, abs=0.01)
 
 
 def test_verdict_row_and_csv(tmp_path: Path) -> None:

@@ -3,11 +3,14 @@ campaign's verdict (judged), and the answer in words: wins everywhere, a trade, 
 
 from __future__ import annotations
 
+from engine.method.verdict import Rule
 from engine.record.state import RowState, RunState, WindowState
 from engine.record.trade import Answer, Call, judged, trades
 from engine.words import CONTROL, RowStatus, row_key
 
-FLOOR = 0.05
+# The campaign's verdict: Holm at 0.05 over the run's window rows, TOST within ±5 %; one control
+# boot a session, so the noise between boots is the declared 2 %.
+FLOOR = Rule(0.05, "holm", 0.05, 0.02)
 # Three reps a side; a value's rows are the control's scaled, so each delta is what it says.
 BASE = {"prose": [100.0, 101.0, 99.0], "code": [200.0, 203.0, 198.0]}
 
@@ -32,6 +35,13 @@ def state_of(deltas: dict[str, dict[str, float | None]]) -> RunState:
     return st
 
 
+def test_judged_calls_an_effect_better_or_worse_and_shown_none_equivalent() -> None:
+    st = state_of({"block-5": {"prose": 0.005, "code": -0.12}})
+    assert judged(st, Rule(0.05, "holm", 0.05, 0.002),
+                  "s1", "block-5", "prose", 1).call == Call.EQUIVALENT  # +0.5 %, inside ±5 %
+    assert judged(st, Rule(0.05, "holm", 0.05, 0.002), "s1", "block-5", "code", 1).call == Call.WORSE
+
+
 def test_judged_calls_a_delta_past_the_noise_and_leaves_the_rest_undetermined() -> None:
     st = state_of({"block-5": {"prose": 0.12, "code": -0.02}, "block-6": {"prose": None, "code": -0.2}})
     up = judged(st, FLOOR, "s1", "block-5", "prose", 1)
@@ -54,7 +64,7 @@ def test_one_value_better_at_every_class_wins_everywhere() -> None:
 def test_the_seeds_block_size_is_a_trade() -> None:
     # Prose likes short blocks, code likes long: no block wins everywhere.
     [t] = trades(state_of({"block-5": {"prose": 0.10, "code": -0.12},
-                           "block-6": {"prose": 0.06, "code": -0.03}}), FLOOR)
+                           "block-6": {"prose": 0.09, "code": -0.03}}), FLOOR)
     assert t.answer == Answer.TRADE
     assert "prose C1 is best at 5 (+10.0 %" in t.words
     assert "code C1 at the control's 7 (no value better; 5 -12.0 %)" in t.words

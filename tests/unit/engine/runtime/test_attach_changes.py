@@ -65,4 +65,4 @@ def test_the_report_marks_the_change_not_applied(tmp_path: Path) -> None:
     after = render(load_run(run), [], "no charts in this test")
     assert "change: `-c 2048` (control `-c 1024`) **not applied**" in after
     assert "Runtime attach: ruler did not start the server, so this change was not applied" in after
-    assert "Δ tok/s [95 % CI] (change not applied)" in after
+    assert "Δ tok/s [95 % CI], call (change not applied)" in after

@@ -655,11 +655,12 @@ def test_dry_run_on_places_names_their_nodes_for_every_window(tmp_path: Path) ->
     path = tmp_path / "places.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     text = dry(path)
-    assert text.count('        --nodelist="<the node of the place s1 runs on: gpu-01 or gpu-02>"') == 3
-    assert text.count('        --nodelist="<the node of the place s2 runs on: gpu-01 or gpu-02>"') == 3
+    # each session: the control, its two windows, the control again
+    assert text.count('        --nodelist="<the node of the place s1 runs on: gpu-01 or gpu-02>"') == 4
+    assert text.count('        --nodelist="<the node of the place s2 runs on: gpu-01 or gpu-02>"') == 4
     spec["places"] = [{"name": "a", "node": "gpu-01"}]
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    assert dry(path).count("        --nodelist=gpu-01\n") == 6
+    assert dry(path).count("        --nodelist=gpu-01\n") == 8
 
 
 def test_report_names_the_place_beside_the_node(tmp_path: Path) -> None:
