@@ -40,8 +40,12 @@ class Judgement:
         """A row's own delta against its session's control boots."""
         return self.per_row.get(key)
 
+    def questions(self) -> list[Judged]:
+        """Each window at each class and load once (its sessions' rows share one call)."""
+        return list({id(j): j for j in self.rows.values()}.values())
+
     def effects(self) -> int:
-        return sum(j.call == Call.EFFECT for j in self.rows.values())
+        return sum(j.call == Call.EFFECT for j in self.questions())
 
 
 def reps_of(r: RowState | None) -> tuple[float, ...] | None:

@@ -107,8 +107,8 @@ def boot_noise(view: RunView) -> list[str]:
             "booted twice a declared value stands in (`verdict.boot_noise`). Within a boot: the "
             "reps' own noise.", ""] + table(
         ["load", "between boots (sd)", "within a boot (sd)", "how"], body) + [
-        f"{plural(effects, 'window row')} called *observable effect* of {plural(len(j.rows), 'row')} "
-        f"judged ({rule_of(view).text()}).", ""]
+        f"{effects} of {plural(len(j.questions()), 'window and shape', 'windows and shapes')} judged "
+        f"called *observable effect* ({rule_of(view).text()}).", ""]
 
 
 Load = tuple[int, float | None]  # (C, None) closed loop, (0, rate) open loop

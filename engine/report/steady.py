@@ -20,12 +20,14 @@ def rules(view: RunView) -> list[str]:
     wl, leak = c.workload, c.leak
     out = [
         "- **Steady state**: a rep's tok/s is over its steady window, from the per-request "
-        "records: closed loop, from the moment every one of the C workers has its first token to "
-        "the moment the first worker ends its last request (all C in flight); open loop, from one "
+        "records: closed loop, from the first request a worker sends after its first one, once "
+        "every one of the C workers has its first token, to the last one sent before the first "
+        "worker ends its last request (whole request cycles, all C in flight); open loop, from one "
         "median request duration after the first arrival to the last arrival. Each request's "
         "tokens are placed at its chunks' arrival times. A row is over the steady windows "
-        "(`basis` steady) when every rep has one, else over the whole reps (`basis` whole); the "
-        "whole-rep tok/s stays beside it (`whole_tok_s`).",
+        "(`basis` steady) when every rep has one of at least two request cycles per worker, else "
+        "over the whole reps (`basis` whole, the row's reason says why); the whole-rep tok/s stays "
+        "beside it (`whole_tok_s`).",
         f"- **Leak or noise**: a row wider than {leak.spread * 100:g} % is *leak-shaped* when its "
         "lowest rep stands alone below the others: its gap below the next lowest rep, on log "
         "tok/s, clears a bar scaled to the run's noise (the pooled standard deviation of log tok/s "

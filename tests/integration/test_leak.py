@@ -111,3 +111,11 @@ def test_leaked_rep_is_voided_rewarmed_and_rerun(testbed: tb_mod.Testbed, tmp_pa
                if r["window"] == "control")
     assert int(row["attempts"]) >= 2
     assert "prose-c2-1-" not in row["source"]  # the row counts only its final attempt
+    # The report has the void attempt on record, its reason and its reps, beside the rerun.
+    report = subprocess.run([sys.executable, "-m", "engine", "report", str(run)],
+                            capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr
+    text = (run / "report.md").read_text()
+    first = voids[0]
+    assert (f"- prose C2: attempt 1 **void** ({first['reason']}; reps "
+            f"{', '.join(f'{v:.2f}' for v in first['rep_tok_s'])} tok/s)") in text, text
