@@ -107,9 +107,11 @@ def test_window_deltas_against_the_sessions_control(run_a: Path, report_a: str) 
     for cls in ("prose", "code"):
         w = recomputed(run_a, ("s1", "block5", cls, 1), POLICY_A)
         ctl = recomputed(run_a, ("s1", "control", cls, 1), POLICY_A)
-        # The noise between boots at C1: the two sessions' controls, a group per class.
-        boots = [Boot(k, tuple(recomputed(run_a, (s, "control", k, 1), POLICY_A)["rep_tok_s"]))
-                 for s in ("s1", "s2") for k in ("prose", "code")]
+        # The noise between boots at C1: the two sessions' controls, a group per class; block5's
+        # boots (once each) add their reps' own noise.
+        boots = [Boot((win, k), tuple(recomputed(run_a, (s, win, k, 1), POLICY_A)["rep_tok_s"]))
+                 for s, win in (("s1", "control"), ("s2", "control"), ("s1", "block5"))
+                 for k in ("prose", "code")]
         v = versus(w["rep_tok_s"], [ctl["rep_tok_s"]], measure(boots, 0.05))
         assert v is not None and v.interval() is not None
         lo, hi = v.interval()  # type: ignore[misc]  # checked above
@@ -191,7 +193,8 @@ def test_methods_say_how_it_was_measured(run_a: Path, report_a: str) -> None:
     assert env["host"]["node"] in methods and f"{env['host']['cpus']} CPUs" in methods
     assert "2 reps per shape" in methods and "max_tokens 12" in methods
     assert "a row wider than 0.01 % is *leak-shaped* when its lowest rep" in methods
-    assert "at C >= 2 only a leak-shaped row is void, rewarmed and rerun (up to 1 times)" in methods
+    assert "At C >= 2 only a leak-shaped row is void, rewarmed and rerun (up to 1 times)" in methods
+    assert "Rows of fewer than 3 reps are not judged" in methods  # 2 reps here: none voided
     assert "one warm pass" in methods and "- **Steady state**: " in methods
     assert '{"chat_template_kwargs": {"enable_thinking": false}}' in methods
     flags = md_table(report_a, "### Flags per window")
