@@ -270,7 +270,10 @@ def test_noop_flag_has_no_observable_effect(run_dir: Path) -> None:
     v = verdicts_of(run_dir)
     assert v[("noop", "greedy")]["summary"] == f"{N}/{N} identical"
     ne = v[("noop", "no_effect")]
-    assert ne["verdict"] == "no observable effect", ne["summary"]
+    # Never an effect; "no observable effect" only if shown within ±5 %, which one control boot a
+    # session (the noise between boots declared at 5 %) cannot show: undetermined, and it says so.
+    assert ne["verdict"] == "undetermined", ne["summary"]
+    assert "undetermined" in ne["summary"] and "observable effect (" not in ne["summary"]
     # The drafter block changes a boot fact, so block5 is never "no observable effect".
     assert "spec.n_max 5 vs 7" in v[("block5", "no_effect")]["summary"]
 
