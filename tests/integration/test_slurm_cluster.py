@@ -49,6 +49,7 @@ control:
 windows:
 {window_specs}sessions:
   s1: [{windows}]
+control_position: first
 workload:
   classes:
     prose: {{prompts: ["Name three colours.", "Write one sentence about the sea."]}}
