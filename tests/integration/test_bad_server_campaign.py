@@ -229,8 +229,10 @@ def test_bad_server_data_is_reported_not_a_crash(testbed: tb_mod.Testbed, tmp_pa
     row = rows["same"]
     assert row["status"] in ("ok", "noisy") and float(row["agg_tok_s"]) > 0
     assert (row["accept_len"], row["accept_rate"], row["accept_source"]) == ("", "", "")
+    # Two requests a rep at C1 leave no steady window: the figure is over the whole reps, and says so.
     assert row["reason"] == (f"acceptance not measured: rep 1: {backwards}; "
-                             f"rep 2: /metrics: drafted is nan, not a finite number")
+                             f"rep 2: /metrics: drafted is nan, not a finite number; "
+                             "over the whole reps: rep 1 has no steady window")
 
     # The quality check reading a chat template that is not text: an "error" verdict with why.
     greedy = next(e for e in events if e["kind"] == "verdict" and e["window"] == "same"

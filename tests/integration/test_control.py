@@ -40,20 +40,25 @@ control_position: first
 workload:
   classes:
     prose: {{prompts: ["Write one sentence about the sea.", "Name three colours."]}}
-    code: {{prompts: ["Write a Python function that adds two numbers."]}}
+    code: {{prompts: ["Write a Python function that adds two numbers."]}}{over}
   concurrency: [1, 2]
   reps: {reps}
   requests_per_rep: 2
   max_tokens: 16
-leak: {{min_concurrency: 1, spread: {spread}, max_reruns: 0}}
+leak: {{max_reruns: 0}}
 timeouts: {{boot: 120, request: 60}}
 quality: {{enabled: false}}  # the control plane is under test here, not the checks
 """
 
 
-def start_detached(tmp_path: Path, reps: int = 3, spread: float = 0.5) -> Path:
+# A class whose one prompt (3000 tokens) is longer than any slot's context: the real server refuses
+# every request of it (HTTP 400, exceed_context_size_error), so each of its rows is void.
+OVER = '\n    over: {{prompts: ["' + "sea " * 3000 + '"]}}'
+
+
+def start_detached(tmp_path: Path, reps: int = 3, over: bool = False) -> Path:
     spec = tmp_path / "ctl.yaml"
-    spec.write_text(CAMPAIGN.format(reps=reps, spread=spread))
+    spec.write_text(CAMPAIGN.format(reps=reps, over=OVER.format() if over else ""))
     out = subprocess.run([*RULER, "run", str(spec), "--detach", "--results-dir",
                           str(tmp_path / "results")], capture_output=True, text=True, timeout=120,
                          stdin=subprocess.DEVNULL)
@@ -66,7 +71,7 @@ def start_detached(tmp_path: Path, reps: int = 3, spread: float = 0.5) -> Path:
 def test_engine_survives_the_terminal_and_refuses_a_second(testbed: tb_mod.Testbed,
                                                            tmp_path: Path) -> None:
     spec = tmp_path / "ctl.yaml"
-    spec.write_text(CAMPAIGN.format(reps=2, spread=0.5))
+    spec.write_text(CAMPAIGN.format(reps=2, over=""))
     # A "terminal": a shell in its own process group that runs ruler, then lingers.
     term = subprocess.Popen(["bash", "-c", f"{' '.join(RULER)} run {spec} --detach --results-dir "
                              f"{tmp_path / 'results'} < /dev/null; sleep 600"],
@@ -158,8 +163,8 @@ def test_kill_9_then_resume_keeps_every_finished_rep(testbed: tb_mod.Testbed,
 @pytest.mark.slow
 def test_each_command_changes_what_the_engine_does(testbed: tb_mod.Testbed,
                                                    tmp_path: Path) -> None:
-    # spread 0.0001 makes every row void (and max_reruns 0 leaves it so): something to rerun.
-    run = start_detached(tmp_path, reps=2, spread=0.0001)
+    # The over-long class's rows are void (and max_reruns 0 leaves them so): something to rerun.
+    run = start_detached(tmp_path, reps=2, over=True)
     try:
         wait_for(run, lambda e: bool(kinds(e, "rep_done")), what="a first rep")
         assert control.send(run, "resume") == {"ok": False, "error": "already running"}
