@@ -11,7 +11,7 @@ from engine.method import steady
 from engine.quality.effect import IGNORED_FACT
 from engine.record.events import ENVELOPE, EventKind
 from engine.record.journal import Event
-from engine.words import CONTROL, WindowStatus, load_text
+from engine.words import CONTROL, WindowStatus, load_text, plural
 
 
 def _diff_summary(diff: dict[str, Any] | None) -> str:
@@ -167,6 +167,14 @@ def _as_is(e: Event) -> str:
 
 K = EventKind
 # One line per kind worth a line; a kind missing here (boot facts, warm passes...) prints nothing.
+def _again(e: Event) -> str:
+    """What a void row measures again: the reps its verdict condemned, or all of them."""
+    gone, reps = e.get("condemned"), len(e.get("rep_tok_s", []))
+    if not gone or len(gone) >= reps:
+        return "rerunning"
+    return f"measuring {plural(len(gone), 'rep')} again ({', '.join(map(str, gone))}; the rest kept)"
+
+
 LINES: dict[str, Callable[[Event], str | None]] = {
     K.RUN_STARTED: lambda e: f"run {e['run']}: campaign {e['campaign']} on {e['server']} ({e['runtime']})",
     K.SESSION_STARTED: _session_started,
@@ -180,7 +188,7 @@ LINES: dict[str, Callable[[Event], str | None]] = {
     K.REP_DONE: _rep_done,
     K.LEAK_SUSPECTED: _leak,
     K.GPU_MEMORY: _gpu_memory,
-    K.ROW_VOID: lambda e: (f"{_shape(e)} VOID ({e['reason']}): rewarming and rerunning"
+    K.ROW_VOID: lambda e: (f"{_shape(e)} VOID ({e['reason']}): rewarming and {_again(e)}"
                            + (f"; {e['spread_why']}" if e.get("spread_why") else "")),
     K.ROW_DONE: _row_done,
     K.CAPACITY: _capacity,

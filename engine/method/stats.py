@@ -290,6 +290,22 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def condemned(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]]],
+              concurrency: int, policy: LeakPolicy, pool: Pool = ()) -> list[int]:
+    """The reps (0-based, in ``reps``) a void row's verdict rests on, the ones to measure again:
+    a rep whose cache flush failed, a rep with failed requests, else the rep the leak rule
+    condemns. Every rep when it names none (its other reps then stand on nothing)."""
+    own = [i for i, (h, records) in enumerate(reps)
+           if h.get("void") or any(r.get("error") for r in records)]
+    if own:
+        return own if len(own) < len(reps) else list(range(len(reps)))
+    kept = [i for i, (h, _) in enumerate(reps) if not h.get("void")]
+    aggs, _ = headline([rep_figures(records, concurrency) for h, records in reps
+                        if not h.get("void")])
+    low = leak_reading(aggs, policy, pool).rep
+    return [kept[low]] if low is not None and len(kept) > 1 else list(range(len(reps)))
+
+
 def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]]],
                 concurrency: int, policy: LeakPolicy, slo: Slo = NO_SLO,
                 pool: Pool = ()) -> dict[str, Any]:

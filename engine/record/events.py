@@ -240,6 +240,7 @@ class ServerStopped(Where):
 class ShapeStarted(Shape):
     attempt: int
     rerun: bool
+    carried: NotRequired[list[list[int]]]  # [attempt, rep] of each rep kept from a void attempt
 
 
 class ShapeResumed(Shape):
@@ -306,6 +307,7 @@ class RowVoid(Shape):
     reason: str
     rep_tok_s: list[float]
     rerun: bool
+    condemned: NotRequired[list[int]]  # the reps measured again (the rest are kept)
     cause: NotRequired[str]  # "throttled": the slowest rep's GPU was throttled (its reason says how)
     spread_shape: NotRequired[str]  # engine.method.leak: leak (only a leak-shaped row is rerun)
     spread_why: NotRequired[str]  # which rep stood alone, against what

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.record.events import ENVELOPE, EventKind, mistyped
 from engine.record.journal import Damage, Event, JournalRead, excerpt
@@ -301,6 +301,21 @@ def _shape_started(state: RunState, e: Event) -> None:
     r = state.row(e)
     r.attempt, r.status = e["attempt"], RowStatus.WARM
     r.reps.setdefault(e["attempt"], {})
+    # The reps a rerun keeps (only the condemned ones are measured again) are the new attempt's
+    # first, numbered from 1: the same figures and receipts as where they were measured.
+    for n, (attempt, rep) in enumerate(e.get("carried", []), 1):
+        _carry(r.reps, attempt, rep, e["attempt"], n)
+        _carry(r.whole, attempt, rep, e["attempt"], n)
+        _carry(r.files, attempt, rep, e["attempt"], n)
+        _carry(r.gpu, attempt, rep, e["attempt"], n)
+
+
+T = TypeVar("T")
+
+
+def _carry(table: dict[int, dict[int, T]], attempt: int, rep: int, to: int, n: int) -> None:
+    if rep in table.get(attempt, {}):
+        table.setdefault(to, {})[n] = table[attempt][rep]
 
 
 def _warm_done(state: RunState, e: Event) -> None:

@@ -143,8 +143,12 @@ def history(view: RunView, ws: WindowState) -> list[str]:
                            f"{tok(e['median'])}")
         elif e["kind"] == EventKind.ROW_VOID:
             reps = ", ".join(tok(v) for v in e.get("rep_tok_s", []))
+            gone = e.get("condemned") or []
+            again = (f"rewarmed, rep {', '.join(map(str, gone))} measured again and the rest kept"
+                     if gone and len(gone) < len(e.get("rep_tok_s", [])) else
+                     "rewarmed and measured again")
             out.append(f"- {shape}: attempt {e['attempt']} **void** ({e['reason']}; reps {reps} "
-                       "tok/s): rewarmed and measured again")
+                       f"tok/s): {again}")
         elif e["kind"] == EventKind.RERUN_ABORTED:
             out.append(f"- {shape}: rerun attempt {e['attempt']} cut short ({e['reason']}); the "
                        "row stands as it was")

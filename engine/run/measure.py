@@ -1,7 +1,8 @@
 """The measurement phase of a window: per shape a warm pass, N reps, live leak checks, reruns.
 
 Per shape (prompt class x concurrency) an attempt is: one warm pass (recorded, discarded), then the
-reps. A void attempt (a leaked autotune pass at C >= min_concurrency) is rewarmed and rerun, up to
+reps. A void attempt (a leaked autotune pass at C >= min_concurrency, failed requests, a failed
+cache flush) is rewarmed and its condemned reps measured again, the others kept, up to
 ``max_reruns`` times; every attempt's receipts stay on disk. The GPUs the server owns are sampled
 around every pass (engine.gpu): a rep's receipt has their summary and names its sample file, and a
 slow rep the telemetry explains is journaled as throttled rather than as a leak.
@@ -351,11 +352,14 @@ class Measurement:
         first_attempt, row = attempt + (0 if reps else 1), {}
         # Fixed for the row, so its live checks, its stopping and its figures read alike.
         pool = noise_pool(run.state, key, c, rate)
+        fresh = not reps  # a new attempt begins (a resumed one goes on where it stood)
+        carried: list[list[int]] = []  # [attempt, rep] of each rep a new attempt keeps
         try:
             while True:
-                if not reps:
-                    attempt += 1
-                    run.emit(EventKind.SHAPE_STARTED, **where, attempt=attempt, rerun=rerun)
+                if fresh:
+                    attempt, fresh = attempt + 1, False
+                    run.emit(EventKind.SHAPE_STARTED, **where, attempt=attempt, rerun=rerun,
+                             **({"carried": carried} if carried else {}))
                 warm = True  # a fresh attempt, or a resumed one on a new server
                 while len(reps) < self._wanted(run, where, reps, pool):
                     if warm:
@@ -393,12 +397,18 @@ class Measurement:
                        **self._precision(run, where, reps)}
                 if row["status"] != RowStatus.VOID or attempt - first_attempt >= policy.max_reruns:
                     break
+                # Only what the verdict condemns is measured again: the next attempt keeps the
+                # other reps (their receipts where they are) and, rewarmed, measures the rest.
+                gone = set(stats.condemned(reps, c, policy, pool))
                 run.emit(EventKind.ROW_VOID, **where, attempt=attempt, spread=row["spread"],
                             reason=_void_reason(row, policy, load_text(c, rate), pool),
-                            rep_tok_s=row["rep_tok_s"],
+                            rep_tok_s=row["rep_tok_s"], condemned=[i + 1 for i in sorted(gone)],
                             rerun=True, spread_shape=row["spread_shape"], spread_why=row["spread_why"],
                             **({"cause": stats.THROTTLED} if row["throttle_cause"] else {}))
-                reps, paths = [], []
+                carried = [[attempt, i + 1] for i in range(len(reps)) if i not in gone]
+                reps = [r for i, r in enumerate(reps) if i not in gone]
+                paths = [p for i, p in enumerate(paths) if i not in gone]
+                fresh = True
         except WindowFailed as e:
             fig = stats.row_figures(reps, c, policy, slo, pool) if reps else {}
             run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,

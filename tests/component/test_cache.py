@@ -54,7 +54,7 @@ def test_flush_measures_every_prompt_computed(tmp: Path, fake: FakeRuntime) -> N
     assert {e["cache_hit"] for e in events(r.run_dir, "rep_done")} == {0.0}
 
 
-def test_a_failed_flush_voids_the_rep_and_the_attempt_is_measured_again(
+def test_a_failed_flush_voids_the_rep_and_it_alone_is_measured_again(
         tmp: Path, fake: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     """FAULT INJECTED: the llama.cpp adapter's flush is patched to fail once, before the control's
     second rep, as a server that refuses to empty its cache would."""
@@ -79,7 +79,11 @@ def test_a_failed_flush_voids_the_rep_and_the_attempt_is_measured_again(
     assert records == [] and header["void"].startswith("cache flush failed: ")
     row = rows(r.run_dir)["s1-control/prose/c2"]
     assert (row["status"], row["attempts"], row["reps"]) == ("ok", "2", "3")
-    assert "-1-" not in row["source"]  # the row is the second attempt's
+    # The void rep alone is measured again: rep 1 is kept (the new attempt's first), reps 2 and 3
+    # are the second attempt's.
+    assert void["condemned"] == [2]
+    reps = "windows/s1-control/reps/prose-c2"
+    assert row["source"] == f"{reps}-1-1.jsonl;{reps}-2-2.jsonl;{reps}-2-3.jsonl"
 
 
 def test_dry_run_shows_the_flush_field(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -50,7 +51,9 @@ def test_a_clean_campaign_gives_its_rows_and_verdicts(tmp: Path, fake: FakeRunti
                                  for c in ("prose", "code") for n in (1, 4))
     policy = LeakPolicy(8, 0.9, 1)
     for key, row in got.items():
-        assert (row["status"], row["attempts"], row["reps"]) == ("ok", "1", "3"), key
+        # Noisy is a busy host's jitter in the fake's pace (on a loaded CI box the reps of these
+        # short rows spread past leak.spread); never void, rerun or short of reps.
+        assert row["status"] in ("ok", "noisy") and (row["attempts"], row["reps"]) == ("1", "3"), key
         # Acceptance from the /metrics delta: the fake drafts 2 tokens a step and accepts 1.
         assert (row["accept_source"], row["accept_len"], row["accept_rate"]) == ("metrics", "2.0", "0.5")
         again = recompute_row(run, row["source"], int(row["concurrency"]), policy)
@@ -88,17 +91,32 @@ def test_a_leaked_rep_is_voided_rewarmed_and_rerun(tmp: Path, fake: FakeRuntime)
     void = events(run, "row_void", window="control")
     assert [(e["attempt"], e["rerun"]) for e in void] == [(1, True)]
     assert void[0]["reason"].startswith("rep 2 ")  # the condemned rep, against leak.spread's bar
-    assert void[0]["reason"].endswith(" below the next lowest > the leak bar 50.0% at C2")
-    # The rerun: a fresh warm pass, then every rep again.
+    # The bar is leak.spread's 50 %, or more where a busy host made the fake's reps noisier.
+    said = re.fullmatch(r"rep 2 (\d+\.\d)% below the next lowest > the leak bar (\d+\.\d)% at C2",
+                        void[0]["reason"])
+    assert said and float(said[1]) > float(said[2]) >= 50.0, void[0]["reason"]
+    # The rerun measures again only what the rule condemned: a fresh warm pass, then one rep;
+    # reps 1 and 3 are kept, as the new attempt's first two.
+    assert void[0]["condemned"] == [2]
+    started = events(run, "shape_started", window="control")
+    assert [(e["attempt"], e.get("carried")) for e in started] == [(1, None), (2, [[1, 1], [1, 3]])]
     assert [e["attempt"] for e in events(run, "warm_done", window="control")] == [1, 2]
-    assert [e["rep"] for e in events(run, "rep_done", window="control", attempt=2)] == [1, 2, 3]
+    assert [e["rep"] for e in events(run, "rep_done", window="control", attempt=2)] == [3]
     row = rows(run)["s1-control/prose/c2"]
-    assert (row["status"], row["attempts"]) == ("ok", "2")
-    assert row["source"] == ";".join(f"windows/s1-control/reps/prose-c2-2-{n}.jsonl" for n in (1, 2, 3))
+    assert (row["status"], row["attempts"], row["reps"]) == ("ok", "2", "3")
+    reps = "windows/s1-control/reps/prose-c2"
+    assert row["source"] == f"{reps}-1-1.jsonl;{reps}-1-3.jsonl;{reps}-2-3.jsonl"
+    done = events(run, "row_done", window="control")[-1]
+    landed = [e["steady_tok_s"] or e["agg_tok_s"] for e in events(run, "rep_done", window="control")]
+    assert done["rep_tok_s"] == [landed[0], landed[2], landed[3]]
+    # The fold gives the new attempt all three, and a resume would read the same receipts.
+    state = fold(read_events(run / "journal.jsonl")).rows["s1-control/prose/c2"]
+    assert state.files[2] == {1: f"{reps}-1-1.jsonl", 2: f"{reps}-1-3.jsonl", 3: f"{reps}-2-3.jsonl"}
+    assert state.reps[2][1] == state.reps[1][1] and state.reps[2][2] == state.reps[1][3]
     # The void attempt's receipts stay on disk.
     for rep in (1, 2, 3):
         assert (run / "windows" / "s1-control" / "reps" / f"prose-c2-1-{rep}.jsonl").is_file()
-    assert rows(run)["s1-ctx/prose/c2"]["status"] == "ok"
+    assert rows(run)["s1-ctx/prose/c2"]["status"] in ("ok", "noisy")  # noisy: a busy host
 
 
 def test_an_operator_rerun_of_a_void_row_boots_its_window_again(tmp: Path,

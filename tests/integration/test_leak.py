@@ -101,16 +101,19 @@ def test_leaked_rep_is_voided_rewarmed_and_rerun(testbed: tb_mod.Testbed, tmp_pa
     assert voids and voids[0]["attempt"] == 1 and voids[0]["rerun"] is True
     attempt1 = [e["agg_tok_s"] for e in control if e["kind"] == "rep_done" and e["attempt"] == 1]
     assert attempt1[1] < 0.5 * max(attempt1[0], attempt1[2]), attempt1
-    # The rerun: a fresh warm pass, then all reps again; the void attempt's receipts are kept.
+    # The rerun: a fresh warm pass, then only the condemned rep again; reps 1 and 3 are kept,
+    # and the void attempt's receipts stay on disk.
+    assert voids[0]["condemned"] == [2]
     warms = [e["attempt"] for e in control if e["kind"] == "warm_done"]
     assert warms[:2] == [1, 2]
-    assert len([e for e in control if e["kind"] == "rep_done" and e["attempt"] == 2]) == 3
+    assert [e["rep"] for e in control if e["kind"] == "rep_done" and e["attempt"] == 2] == [3]
     for rep in (1, 2, 3):
         assert (run / "windows" / "s1-control" / "reps" / f"prose-c2-1-{rep}.jsonl").exists()
     row = next(r for r in csv.DictReader((run / "throughput.csv").open())
                if r["window"] == "control")
-    assert int(row["attempts"]) >= 2
-    assert "prose-c2-1-" not in row["source"]  # the row counts only its final attempt
+    assert row["attempts"] == "2" and row["status"] != "void"
+    reps = "windows/s1-control/reps/prose-c2"
+    assert row["source"] == f"{reps}-1-1.jsonl;{reps}-1-3.jsonl;{reps}-2-3.jsonl"
     # The report has the void attempt on record, its reason and its reps, beside the rerun.
     report = subprocess.run([sys.executable, "-m", "engine", "report", str(run)],
                             capture_output=True, text=True, timeout=300)
@@ -118,4 +121,5 @@ def test_leaked_rep_is_voided_rewarmed_and_rerun(testbed: tb_mod.Testbed, tmp_pa
     text = (run / "report.md").read_text()
     first = voids[0]
     assert (f"- prose C2: attempt 1 **void** ({first['reason']}; reps "
-            f"{', '.join(f'{v:.2f}' for v in first['rep_tok_s'])} tok/s)") in text, text
+            f"{', '.join(f'{v:.2f}' for v in first['rep_tok_s'])} tok/s): rewarmed, rep 2 "
+            "measured again and the rest kept") in text, text

@@ -5,7 +5,7 @@ The noise is made by a delaying TCP proxy in front of the real llama-server (fau
 real server cannot be told to be noisy on cue). It forwards every byte; a chat request of the
 control's reps is held before it reaches the server by 0, 1 or 2 times ``HOLD`` of the time the
 server took for the last request it did not hold, by its rep's number (from the engine's own
-journal): relative, so that the control's reps spread evenly (1, 1/2, 1/3 of the pace) however busy
+journal): relative, so that the control's reps spread evenly (1, 2/3, 1/2 of the pace) however busy
 the machine is, too wide for its first stage to reach the precision. Noise, not a leak: no rep
 stands alone below the others. The window's reps pass
 unheld.
@@ -59,12 +59,12 @@ workload:
   reps: 4
   precision: {precision}
   max_reps: 30
-  requests_per_rep: 4
+  requests_per_rep: 8
   max_tokens: 16
 leak: {{min_concurrency: 64, spread: 0.02, max_reruns: 0}}
 quality: {{enabled: false}}
 """
-HOLD = 1.0  # a held request waits this share of the last unheld request's time, per step
+HOLD = 0.5  # a held request waits this share of the last unheld request's time, per step
 
 
 class DelayingProxy(threading.Thread):

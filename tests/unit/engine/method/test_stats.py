@@ -67,6 +67,31 @@ def test_a_rep_with_failed_requests_voids_the_row() -> None:
     assert row["status"] == "void" and row["failed_requests"] == 1
 
 
+def _rep_of(tok_s: float, error: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A rep of two requests at C1 whose whole-rep figure is ``tok_s`` (one failed with ``error``)."""
+    recs = [{"start": 0.0, "first_token": 0.1, "end": 1.0, "completion_tokens": int(tok_s),
+             "error": None},
+            {"start": 1.0, "first_token": 1.1, "end": 2.0, "completion_tokens": int(tok_s),
+             "error": error}]
+    return {}, recs
+
+
+def test_only_what_the_verdict_condemns_is_measured_again() -> None:
+    # The leak rule's low rep, alone.
+    leaked = [_rep_of(700), _rep_of(135), _rep_of(700)]
+    assert stats.row_figures(leaked, 8, POLICY)["status"] == "void"
+    assert stats.condemned(leaked, 8, POLICY) == [1]
+    # The reps with failed requests, not their clean neighbours.
+    failing = [_rep_of(700), _rep_of(700, "HTTP 500"), _rep_of(690)]
+    assert stats.condemned(failing, 8, POLICY) == [1]
+    # A rep whose cache flush failed has no figures: it goes, the others stay.
+    flushed = [_rep_of(700), ({"void": "cache flush failed: 500"}, []), _rep_of(690)]
+    assert stats.condemned(flushed, 8, POLICY) == [1]
+    # Every rep failing, or a void row whose reps name none: all of them.
+    assert stats.condemned([_rep_of(700, "x"), _rep_of(700, "y")], 8, POLICY) == [0, 1]
+    assert stats.condemned([_rep_of(700), _rep_of(690), _rep_of(695)], 8, POLICY) == [0, 1, 2]
+
+
 def test_a_void_reason_names_the_condemned_rep_and_the_bar() -> None:
     from engine.run.measure import _void_reason
 
