@@ -69,7 +69,8 @@ def test_a_rep_with_failed_requests_voids_the_row() -> None:
 
 def _rep_of(tok_s: float, error: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A rep of two requests at C1 whose whole-rep figure is ``tok_s`` (one failed with ``error``)."""
-    recs = [{"start": 0.0, "first_token": 0.1, "end": 1.0, "completion_tokens": int(tok_s),
+    recs: list[dict[str, Any]] = [
+            {"start": 0.0, "first_token": 0.1, "end": 1.0, "completion_tokens": int(tok_s),
              "error": None},
             {"start": 1.0, "first_token": 1.1, "end": 2.0, "completion_tokens": int(tok_s),
              "error": error}]
