@@ -8,6 +8,7 @@ the frozen campaign (``server: <redacted>cpp``).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -47,9 +48,14 @@ class Redactor:
                 by_value.setdefault(value, name)
         # Longest first, so a secret that contains another is replaced whole.
         self.secrets = sorted(by_value.items(), key=lambda kv: len(kv[0]), reverse=True)
+        needles: dict[str, str] = {}
+        for value, name in self.secrets:
+            for form in _forms(value):
+                needles.setdefault(form, name)
+        self.needles = sorted(needles.items(), key=lambda kv: len(kv[0]), reverse=True)
 
     def __call__(self, text: str) -> str:
-        for value, name in self.secrets:
+        for value, name in self.needles:
             if value in text:
                 text = text.replace(value, marker(name))
         return text
@@ -65,6 +71,23 @@ class Redactor:
         if isinstance(value, list | tuple):
             return [self.data(v) for v in value]
         return value
+
+
+def _forms(value: str) -> list[str]:
+    """Every form in which a server's output or a record can hold ``value``: as it is; each of
+    its lines, for a multi-line value (a PEM key) that a log holds a line at a time, or that a
+    server prints with a prefix on each line; and each of those as a JSON string holds it (a
+    newline, a quote or a non-ASCII character escaped), for a record serialised before it is
+    written."""
+    lines = [line.strip() for line in value.splitlines()]
+    plain = [value, *(line for line in lines if len(line) >= MIN_SECRET_LEN and line != value)]
+    out = dict.fromkeys(plain)
+    for form in plain:
+        for ascii_only in (True, False):
+            escaped = json.dumps(form, ensure_ascii=ascii_only)[1:-1]
+            if len(escaped) >= MIN_SECRET_LEN:
+                out.setdefault(escaped)
+    return list(out)
 
 
 def redactor_for(campaign: Campaign, environ: Mapping[str, str] | None = None) -> Redactor:

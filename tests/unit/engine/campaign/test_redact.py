@@ -3,6 +3,7 @@ server's command line (validate, dry run). A real run is in tests/integration/te
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,26 @@ def test_dry_run_shows_the_reference_and_the_warning(tmp_path: Path) -> None:
             "(set on this host)") in docker
     assert ("note: HF_HOME is passed through by name; not a secret's name, so its value is not "
             "redacted where it appears (set on this host)") in docker
+
+
+PEM = ("-----BEGIN PRIVATE KEY-----\n"
+       "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n"
+       "-----END PRIVATE KEY-----\n")
+
+
+def test_a_multi_line_secret_is_redacted_a_line_at_a_time() -> None:
+    redact = Redactor({"TLS_PRIVATE_KEY": PEM})
+    body = PEM.splitlines()[1]
+    # A log holds the key a line at a time, each after the server's own prefix.
+    assert redact(f"srv  env: {body}") == "srv  env: <redacted:TLS_PRIVATE_KEY>"
+    assert redact(PEM.replace("\n", "\r\n")).count(body) == 0
+    assert redact(f"key={PEM}end") == "key=<redacted:TLS_PRIVATE_KEY>end"  # whole, where it is whole
+
+
+def test_a_secret_is_redacted_inside_json_text() -> None:
+    quoted = 'pa"ss\\wörd-1234'
+    redact = Redactor({"HF_TOKEN": TOKEN, "DB_PASSWORD": quoted, "TLS_PRIVATE_KEY": PEM})
+    for secret, name in ((quoted, "DB_PASSWORD"), (PEM, "TLS_PRIVATE_KEY")):
+        for ascii_only in (True, False):
+            text = json.dumps({"error": f"bad: {secret}"}, ensure_ascii=ascii_only)
+            assert json.loads(redact(text)) == {"error": f"bad: <redacted:{name}>"}
