@@ -15,6 +15,7 @@ import datetime as dt
 import glob
 import json
 import os
+import platform
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -90,6 +91,17 @@ def run_id(run_dir: Path) -> str | None:
         return rid if isinstance(rid, str) and rid else None
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def dir_identity(run_dir: Path) -> str | None:
+    """What tells this run directory from a copy of it (which carries the same run id): this
+    machine's name, the directory's device and inode. A move within its filesystem keeps it; a
+    copy, or the directory seen from another machine, has another. None when it cannot be read."""
+    try:
+        st = os.stat(run_dir)
+    except OSError:
+        return None
+    return f"{platform.node()}:{st.st_dev}:{st.st_ino}"
 
 
 def writable_dir(path: Path, what: str) -> None:

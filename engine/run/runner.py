@@ -393,7 +393,8 @@ class Runner:
         try:
             plan = plan_launch(self.campaign, self.adapter, WindowStart(
                 self.runtime, self.run_id, session, window, self.variables, tag=tag,
-                workdir=wdir.resolve(), node=self._node(session, lane), place=lane.place))
+                workdir=wdir.resolve(), node=self._node(session, lane), place=lane.place,
+                run_dir=self.run_dir.resolve(), run_dir_id=results.dir_identity(self.run_dir) or ""))
         except KeyError as e:
             self._reject(session, window, wdir, f"unresolved variable {e}", [])
             return
