@@ -54,23 +54,55 @@ class Redactor:
                 needles.setdefault(form, name)
         self.needles = sorted(needles.items(), key=lambda kv: len(kv[0]), reverse=True)
 
+    def __bool__(self) -> bool:
+        return bool(self.needles)
+
     def __call__(self, text: str) -> str:
         for value, name in self.needles:
             if value in text:
                 text = text.replace(value, marker(name))
-        return text
+        if not any(v[:MIN_SECRET_LEN] in text or v[-MIN_SECRET_LEN:] in text for v, _ in self.needles):
+            return text  # no piece of a secret: the common case, a line at a time
+        return "".join(self._cut(line) for line in text.splitlines(keepends=True))
 
-    def data(self, value: Any) -> Any:
-        """The same for a journal event: every string in it, keys included."""
-        if not self.secrets:
-            return value
-        if isinstance(value, str):
-            return self(value)
-        if isinstance(value, Mapping):
-            return {self.data(k): self.data(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [self.data(v) for v in value]
-        return value
+    def _cut(self, line: str) -> str:
+        for value, name in self.needles:
+            line = _last_piece(_first_piece(line, value, name), value, name)
+        return line
+
+
+# A secret cut in two: by a line break (a server that wraps a long value, then goes on after a
+# prefix of its own) or by a truncation (an error quoted up to so many characters). Its first piece
+# is replaced where it ends a line, its last piece wherever it is, when at least MIN_SECRET_LEN long:
+# a shorter piece is no more telling than any other few characters, and replacing it would corrupt
+# unrelated text.
+
+
+def _first_piece(line: str, value: str, name: str) -> str:
+    """``line`` whose end (but trailing blanks) is the start of ``value``: that start replaced."""
+    body = line.rstrip()
+    tail = body[-(len(value) - 1):]
+    i = tail.find(value[:MIN_SECRET_LEN])
+    while i >= 0:
+        if value.startswith(tail[i:]):
+            return body[:len(body) - len(tail) + i] + marker(name) + line[len(body):]
+        i = tail.find(value[:MIN_SECRET_LEN], i + 1)
+    return line
+
+
+def _last_piece(line: str, value: str, name: str) -> str:
+    """``line`` with each end of ``value`` in it (its last MIN_SECRET_LEN characters and as many
+    of those before as the line shares) replaced."""
+    last = value[-MIN_SECRET_LEN:]
+    i = line.find(last)
+    while i >= 0:
+        end = i + MIN_SECRET_LEN
+        start = i
+        while start > 0 and end - start < len(value) - 1 and line[start - 1] == value[-(end - start) - 1]:
+            start -= 1
+        line = line[:start] + marker(name) + line[end:]
+        i = line.find(last, start + len(marker(name)))
+    return line
 
 
 def _forms(value: str) -> list[str]:

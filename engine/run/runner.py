@@ -166,7 +166,7 @@ class Runner:
     def _emit(self, kind: EventKind, data: dict[str, Any]) -> Event:
         check(kind, data)  # a malformed event is a ruler bug: raised before it reaches the journal
         # The one door to the journal, so the plan's argv, error texts and boot facts alike.
-        event = self.journal.append(kind, **self.redact.data(data))
+        event = self.journal.append(kind, **(results.scrub_data(data, self.redact) if self.redact else data))
         for listen in self.listeners:
             listen(event, self.state)
         if self.printer:
