@@ -17,7 +17,7 @@ import json
 import os
 import platform
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,7 +34,7 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 Scrub = Callable[[str], str]
-# Run directory (absolute) -> the filter every text written under it passes (the run's redactor):
+# Run directory (its real path) -> the filter every text written under it passes (the run's redactor):
 # registered by whoever runs the campaign (:func:`guard`), applied by the writers below, so a
 # receipt written by any part of the run (a phase, a rep, a quality check) cannot hold a secret
 # a server echoed, whichever writer wrote it.
@@ -42,8 +42,9 @@ _GUARDS: dict[str, Scrub] = {}
 
 
 def guard(run_dir: Path, scrub: Scrub) -> None:
-    """Every file :func:`write_atomic`, :func:`write_json` and :func:`scrub_file` write under
-    ``run_dir`` from now on passes through ``scrub``."""
+    """Every file :func:`write_atomic`, :func:`write_json` and :func:`write_jsonl` write under
+    ``run_dir`` from now on passes through ``scrub`` (so does the detached engine's output,
+    engine.commands.launch.Guarded)."""
     _GUARDS[os.path.realpath(run_dir)] = scrub
 
 
@@ -67,7 +68,7 @@ def scrub_data(value: Any, scrub: Scrub) -> Any:
     filtered before it is serialised, so a secret is matched as the server sent it."""
     if isinstance(value, str):
         return scrub(value)
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {scrub_data(k, scrub): scrub_data(v, scrub) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [scrub_data(v, scrub) for v in value]
