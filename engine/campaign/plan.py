@@ -16,7 +16,16 @@ from engine.campaign.sources import Item, class_items
 from engine.campaign.spec import Campaign, Place, ServerConfig
 from engine.campaign.variables import expand, render_args
 from engine.errors import EngineError
-from engine.runtime.base import LaunchPlan, SlurmJob, free_port
+from engine.runtime.base import (
+    LABEL_CAMPAIGN,
+    LABEL_DIR,
+    LABEL_DIR_ID,
+    LABEL_RUN,
+    LABEL_WINDOW,
+    LaunchPlan,
+    SlurmJob,
+    free_port,
+)
 from engine.runtime.slurm.script import PORT_REF
 from engine.servers.adapter import ServerAdapter
 from engine.words import CONTROL
@@ -97,6 +106,8 @@ class WindowStart:
     workdir: Path | None = None
     node: str | None = None
     place: Place | None = None
+    run_dir: Path | None = None  # the run directory (resolved) and its identity, on the labels
+    run_dir_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -127,8 +138,10 @@ def plan_launch(campaign: Campaign, adapter: ServerAdapter, start: WindowStart) 
     port = campaign.host_port or free_port()
     name = (f"ruler-{campaign.name}-{start.session}-{start.window}-{run_token(start.run_id)}"
             f"{start.tag}")
-    labels = {"ruler.campaign": campaign.name, "ruler.run": start.run_id,
-              "ruler.window": f"{start.session}-{start.window}"}
+    labels = {LABEL_CAMPAIGN: campaign.name, LABEL_RUN: start.run_id,
+              LABEL_WINDOW: f"{start.session}-{start.window}"}
+    if start.run_dir is not None and start.run_dir_id:
+        labels |= {LABEL_DIR: str(start.run_dir), LABEL_DIR_ID: start.run_dir_id}
     mounts = sorted({str(Path(p).parent) for p in [v["model"]] + [
         v[f"artifacts.{a}"] for a in config.artifacts] if p and os.path.isabs(p)})
     place = start.place

@@ -8,6 +8,7 @@ the frozen campaign (``server: <redacted>cpp``).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -47,24 +48,78 @@ class Redactor:
                 by_value.setdefault(value, name)
         # Longest first, so a secret that contains another is replaced whole.
         self.secrets = sorted(by_value.items(), key=lambda kv: len(kv[0]), reverse=True)
+        needles: dict[str, str] = {}
+        for value, name in self.secrets:
+            for form in _forms(value):
+                needles.setdefault(form, name)
+        self.needles = sorted(needles.items(), key=lambda kv: len(kv[0]), reverse=True)
+
+    def __bool__(self) -> bool:
+        return bool(self.needles)
 
     def __call__(self, text: str) -> str:
-        for value, name in self.secrets:
+        for value, name in self.needles:
             if value in text:
                 text = text.replace(value, marker(name))
-        return text
+        if not any(v[:MIN_SECRET_LEN] in text or v[-MIN_SECRET_LEN:] in text for v, _ in self.needles):
+            return text  # no piece of a secret: the common case, a line at a time
+        return "".join(self._cut(line) for line in text.splitlines(keepends=True))
 
-    def data(self, value: Any) -> Any:
-        """The same for a journal event: every string in it, keys included."""
-        if not self.secrets:
-            return value
-        if isinstance(value, str):
-            return self(value)
-        if isinstance(value, Mapping):
-            return {self.data(k): self.data(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [self.data(v) for v in value]
-        return value
+    def _cut(self, line: str) -> str:
+        for value, name in self.needles:
+            line = _last_piece(_first_piece(line, value, name), value, name)
+        return line
+
+
+# A secret cut in two: by a line break (a server that wraps a long value, then goes on after a
+# prefix of its own) or by a truncation (an error quoted up to so many characters). Its first piece
+# is replaced where it ends a line, its last piece wherever it is, when at least MIN_SECRET_LEN long:
+# a shorter piece is no more telling than any other few characters, and replacing it would corrupt
+# unrelated text.
+
+
+def _first_piece(line: str, value: str, name: str) -> str:
+    """``line`` whose end (but trailing blanks) is the start of ``value``: that start replaced."""
+    body = line.rstrip()
+    tail = body[-(len(value) - 1):]
+    i = tail.find(value[:MIN_SECRET_LEN])
+    while i >= 0:
+        if value.startswith(tail[i:]):
+            return body[:len(body) - len(tail) + i] + marker(name) + line[len(body):]
+        i = tail.find(value[:MIN_SECRET_LEN], i + 1)
+    return line
+
+
+def _last_piece(line: str, value: str, name: str) -> str:
+    """``line`` with each end of ``value`` in it (its last MIN_SECRET_LEN characters and as many
+    of those before as the line shares) replaced."""
+    last = value[-MIN_SECRET_LEN:]
+    i = line.find(last)
+    while i >= 0:
+        end = i + MIN_SECRET_LEN
+        start = i
+        while start > 0 and end - start < len(value) - 1 and line[start - 1] == value[-(end - start) - 1]:
+            start -= 1
+        line = line[:start] + marker(name) + line[end:]
+        i = line.find(last, start + len(marker(name)))
+    return line
+
+
+def _forms(value: str) -> list[str]:
+    """Every form in which a server's output or a record can hold ``value``: as it is; each of
+    its lines, for a multi-line value (a PEM key) that a log holds a line at a time, or that a
+    server prints with a prefix on each line; and each of those as a JSON string holds it (a
+    newline, a quote or a non-ASCII character escaped), for a record serialised before it is
+    written."""
+    lines = [line.strip() for line in value.splitlines()]
+    plain = [value, *(line for line in lines if len(line) >= MIN_SECRET_LEN and line != value)]
+    out = dict.fromkeys(plain)
+    for form in plain:
+        for ascii_only in (True, False):
+            escaped = json.dumps(form, ensure_ascii=ascii_only)[1:-1]
+            if len(escaped) >= MIN_SECRET_LEN:
+                out.setdefault(escaped)
+    return list(out)
 
 
 def redactor_for(campaign: Campaign, environ: Mapping[str, str] | None = None) -> Redactor:

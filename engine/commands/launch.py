@@ -22,7 +22,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
 from engine import __version__, gpu, testbed
 from engine.campaign.load import SpecError, campaign_warnings, load_campaign
@@ -280,5 +280,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     return open_console(run_dir)
 
 
+class Guarded:
+    """A text stream that is a file under a run directory (the detached engine's stdout and
+    stderr are its engine.log): each write passes the directory's filter, as every other file
+    there does, once the run has registered one (results.guard); an error or a traceback may quote
+    what a server said."""
+
+    def __init__(self, stream: TextIO, run_dir: Path) -> None:
+        self._stream, self._run_dir = stream, run_dir
+
+    def write(self, text: str) -> int:
+        scrub = results.scrub_for(self._run_dir)
+        self._stream.write(scrub(text) if scrub else text)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def cmd_engine(args: argparse.Namespace) -> int:
-    return run_engine(Path(args.run_dir), echo=True)
+    """The detached engine (spawn_detached), its output the run's engine.log."""
+    run_dir = Path(args.run_dir)
+    sys.stdout = Guarded(sys.stdout, run_dir)
+    sys.stderr = Guarded(sys.stderr, run_dir)
+    return run_engine(run_dir, echo=True)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import fcntl
+import os
 from pathlib import Path
-
-from engine.record.results import open_append
 
 LOCK = "engine.lock"  # held (flock) by the engine process for its whole life
 PID = "engine.pid"  # written by the engine at start, removed at its end
@@ -18,14 +17,34 @@ def read_pid(run_dir: Path) -> int | None:
         return None
 
 
-def engine_alive(run_dir: Path) -> bool:
-    """True while some process holds the run lock."""
+def lock_state(run_dir: Path) -> tuple[bool | None, str]:
+    """(True, why) while some process holds the run lock, (False, why) when none does, and
+    (None, why) when this process cannot tell: a lock it may not open or not lock (another user's
+    run, a filesystem whose locks it cannot take) says nothing of the engine.
+
+    The lock is opened read-only: a run seen through a read-only view (a bind mount, a snapshot)
+    is judged by the same lock as its engine holds, and nothing is created in the directory."""
+    path = run_dir / LOCK
     try:
-        with open_append(run_dir / LOCK) as f:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            fcntl.flock(f, fcntl.LOCK_UN)
-            return False
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False, f"no engine ever locked it ({path} does not exist)"
+    except OSError as e:
+        return None, f"cannot open its lock {path} ({e.strerror or e})"
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        return True
-    except OSError:
-        return False
+        return True, f"its engine holds {path}"
+    except OSError as e:
+        return None, f"cannot lock {path} ({e.strerror or e})"
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False, f"no engine holds {path}"
+    finally:
+        os.close(fd)
+
+
+def engine_alive(run_dir: Path) -> bool:
+    """True while some process holds the run lock (a lock this process cannot read: not known to
+    be alive; ``ruler prune`` asks :func:`lock_state`, which tells the two apart)."""
+    return lock_state(run_dir)[0] is True

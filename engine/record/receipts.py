@@ -16,15 +16,13 @@ from engine.record.events import EventKind
 from engine.record.figures import CSV_COLUMNS
 from engine.record.judged import judgement, row_columns
 from engine.record.request import RequestRecord
-from engine.record.results import THROUGHPUT, write_atomic
+from engine.record.results import THROUGHPUT, write_atomic, write_jsonl
 from engine.record.state import RunState
 from engine.words import Check
 
 
 def write_rep(path: Path, header: dict[str, Any], records: Sequence[RequestRecord]) -> None:
-    lines = [json.dumps({"kind": "rep", **header})]
-    lines += [json.dumps({"kind": "request", **r}) for r in records]
-    write_atomic(path, "\n".join(lines) + "\n")
+    write_jsonl(path, [{"kind": "rep", **header}, *({"kind": "request", **r} for r in records)])
 
 
 def read_rep(path: Path) -> tuple[dict[str, Any], list[RequestRecord]]:

@@ -15,8 +15,9 @@ import datetime as dt
 import glob
 import json
 import os
+import platform
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,6 +32,48 @@ PROMPTS = "prompts.json"  # the plain classes' prompts, frozen at the run's star
 ITEMS = "items.json"  # every other class's items (engine.campaign.sources.item), frozen alike
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+
+Scrub = Callable[[str], str]
+# Run directory (its real path) -> the filter every text written under it passes (the run's redactor):
+# registered by whoever runs the campaign (:func:`guard`), applied by the writers below, so a
+# receipt written by any part of the run (a phase, a rep, a quality check) cannot hold a secret
+# a server echoed, whichever writer wrote it.
+_GUARDS: dict[str, Scrub] = {}
+
+
+def guard(run_dir: Path, scrub: Scrub) -> None:
+    """Every file :func:`write_atomic`, :func:`write_json` and :func:`write_jsonl` write under
+    ``run_dir`` from now on passes through ``scrub`` (so does the detached engine's output,
+    engine.commands.launch.Guarded)."""
+    _GUARDS[os.path.realpath(run_dir)] = scrub
+
+
+def scrub_for(path: Path) -> Scrub | None:
+    """The filter of the guarded run directory that holds ``path``; None when there is none."""
+    if not _GUARDS:
+        return None
+    p = os.path.realpath(path)  # a writer may name the directory through a link
+    while True:
+        scrub = _GUARDS.get(p)
+        if scrub is not None:
+            return scrub
+        parent = os.path.dirname(p)
+        if parent == p:
+            return None
+        p = parent
+
+
+def scrub_data(value: Any, scrub: Scrub) -> Any:
+    """``value`` with every string in it (keys included) passed through ``scrub``: a record is
+    filtered before it is serialised, so a secret is matched as the server sent it."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, Mapping):
+        return {scrub_data(k, scrub): scrub_data(v, scrub) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_data(v, scrub) for v in value]
+    return value
+
 
 def run_id(run_dir: Path) -> str | None:
     """The id the run's servers carry (its containers' ``ruler.run``, its batch jobs' comment):
@@ -49,6 +92,17 @@ def run_id(run_dir: Path) -> str | None:
         return rid if isinstance(rid, str) and rid else None
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def dir_identity(run_dir: Path) -> str | None:
+    """What tells this run directory from a copy of it (which carries the same run id): this
+    machine's name, the directory's device and inode. A move within its filesystem keeps it; a
+    copy, or the directory seen from another machine, has another. None when it cannot be read."""
+    try:
+        st = os.stat(run_dir)
+    except OSError:
+        return None
+    return f"{platform.node()}:{st.st_dev}:{st.st_ino}"
 
 
 def writable_dir(path: Path, what: str) -> None:
@@ -159,7 +213,11 @@ def atomic_file(path: Path, fsync: bool = True) -> Iterator[IO[bytes]]:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Readers (the console, a crash) see the old file or the new one, never half of one."""
+    """Readers (the console, a crash) see the old file or the new one, never half of one. Under
+    a guarded run directory the text passes its filter first."""
+    scrub = scrub_for(path)
+    if scrub is not None:
+        text = scrub(text)
     with atomic_file(path) as f:
         f.write(text.encode("utf-8"))
 
@@ -189,5 +247,16 @@ def scrub_file(path: Path, scrub: Callable[[str], str]) -> bool:
     return True
 
 
+def write_jsonl(path: Path, rows: Iterable[Any], compact: bool = False) -> None:
+    """One JSON value a line, atomically; filtered as :func:`write_json` is."""
+    scrub = scrub_for(path)
+    separators = (",", ":") if compact else None
+    write_atomic(path, "".join(
+        json.dumps(scrub_data(r, scrub) if scrub else r, separators=separators) + "\n" for r in rows))
+
+
 def write_json(path: Path, data: Any) -> None:
+    scrub = scrub_for(path)
+    if scrub is not None:
+        data = scrub_data(data, scrub)
     write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")

@@ -10,7 +10,6 @@ slow rep the telemetry explains is journaled as throttled rather than as a leak.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -26,7 +25,7 @@ from engine.method import capacity, precision, sla, stats
 from engine.record.events import EventKind
 from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
-from engine.record.results import DIR_MODE, write_atomic
+from engine.record.results import DIR_MODE, write_jsonl
 from engine.record.state import RunState, capacity_key
 from engine.run.loadgen import PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.servers.client import FlushFailed, ServerClient, tls_context
@@ -311,7 +310,7 @@ class Measurement:
             samples = sampler.stop()
         summary = gpu.summarize(samples, stats.rep_figures(res.records, c)["tokens"])
         side = path.with_name(path.name.removesuffix(".jsonl") + ".gpu.jsonl")
-        write_atomic(side, "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in samples))
+        write_jsonl(side, samples, compact=True)
         if sampler.error:  # a reading failed mid-pass: the summary is of what was read
             summary["error"] = sampler.error
         return res, delta, cache_delta, {**summary, "file": side.name}

@@ -105,6 +105,8 @@ class Runner:
                  phases: list[Phase] | None = None, controls: Controls | None = None) -> None:
         self.campaign, self.run_dir = campaign, run_dir
         self.redact = redactor_for(campaign)
+        # Whatever part of the run writes a file under run_dir writes it through the redactor.
+        results.guard(run_dir, self.redact)
         secrets = {n: v for v, n in self.redact.secrets}
         # A name from the campaign or the command line; tests hand a Runtime of their own.
         self.rt = runtime_for(campaign, runtime, secrets) if isinstance(runtime, str) else runtime
@@ -164,7 +166,7 @@ class Runner:
     def _emit(self, kind: EventKind, data: dict[str, Any]) -> Event:
         check(kind, data)  # a malformed event is a ruler bug: raised before it reaches the journal
         # The one door to the journal, so the plan's argv, error texts and boot facts alike.
-        event = self.journal.append(kind, **self.redact.data(data))
+        event = self.journal.append(kind, **(results.scrub_data(data, self.redact) if self.redact else data))
         for listen in self.listeners:
             listen(event, self.state)
         if self.printer:
@@ -391,7 +393,8 @@ class Runner:
         try:
             plan = plan_launch(self.campaign, self.adapter, WindowStart(
                 self.runtime, self.run_id, session, window, self.variables, tag=tag,
-                workdir=wdir.resolve(), node=self._node(session, lane), place=lane.place))
+                workdir=wdir.resolve(), node=self._node(session, lane), place=lane.place,
+                run_dir=self.run_dir.resolve(), run_dir_id=results.dir_identity(self.run_dir) or ""))
         except KeyError as e:
             self._reject(session, window, wdir, f"unresolved variable {e}", [])
             return
@@ -529,8 +532,8 @@ class Runner:
     def _write_failure(self, wdir: Path, pump: LogPump, reason: str) -> None:
         if not pump.server.alive():
             pump.join(timeout=5)  # let the dead server's last lines land
-        results.write_atomic(wdir / "failure.txt", self.redact(
-            f"reason: {reason}\n\nlast lines of the log:\n{pump.tail_text()}\n"))
+        results.write_atomic(wdir / "failure.txt",
+                             f"reason: {reason}\n\nlast lines of the log:\n{pump.tail_text()}\n")
 
     def _record_boot(self, session: str, window: str, wdir: Path, facts: BootFacts,
                      boot: BootOutcome, tag: str = "", logged: bool = True) -> None:
@@ -565,7 +568,7 @@ class Runner:
         text = f"reason: {reason}\n\nerror lines (verbatim):\n" + "\n".join(errors or ["(none)"])
         if tail:
             text += f"\n\nlast lines of the log:\n{tail}"
-        results.write_atomic(wdir / "rejection.txt", self.redact(text) + "\n")
+        results.write_atomic(wdir / "rejection.txt", text + "\n")
         if pump:
             results.write_json(wdir / "boot-facts.json", {
                 "session": session, "window": window, "rejected": True, **pump.facts.as_json()})

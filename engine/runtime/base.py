@@ -88,6 +88,18 @@ class SlurmJob:
     comment: str = ""  # ruler-run=<run id>: how a resumed engine finds its jobs
 
 
+# A container's labels: whose it is (ruler's, of which campaign, run and window).
+LABEL_CAMPAIGN = "ruler.campaign"
+LABEL_RUN = "ruler.run"
+LABEL_WINDOW = "ruler.window"
+# Which run directory a server belongs to. The run id (ruler.run) alone does not say: a copy of the
+# directory (cp -a, a backup restored beside it) carries the same id. The directory's identity
+# (results.dir_identity: this machine, its device and inode) is one no copy shares; its path is
+# there for the operator to read.
+LABEL_DIR = "ruler.dir"
+LABEL_DIR_ID = "ruler.dir.id"
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
     """A fully resolved server start: nothing in it still needs the campaign file."""

@@ -18,16 +18,21 @@ import docker.errors
 import requests.exceptions
 from docker.types import DeviceRequest
 
-from engine.runtime.base import Host, LaunchError, LaunchPlan
+from engine.runtime.base import (
+    LABEL_CAMPAIGN,
+    LABEL_DIR,
+    LABEL_DIR_ID,
+    LABEL_RUN,
+    Host,
+    LaunchError,
+    LaunchPlan,
+)
 from engine.runtime.sshdial import DEFAULT_CONNECT_S, SshDial
 
 T = TypeVar("T")
 # A daemon no longer reached mid-window (a place's host down, its link given up by ssh).
 LOST = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
 
-LABEL_CAMPAIGN = "ruler.campaign"
-LABEL_RUN = "ruler.run"
-LABEL_WINDOW = "ruler.window"
 
 
 def client(docker_host: str | None = None) -> docker.DockerClient:
@@ -99,6 +104,14 @@ def _clear_name(dc: docker.DockerClient, plan: LaunchPlan) -> None:
     if run != plan.labels.get(LABEL_RUN):
         raise LaunchError(f"the container named {name} belongs to run {run}; ruler never "
                           "touches another run's container: rename or remove it yourself")
+    # The same run id from another directory: a copy of the run is resumed while the run it was
+    # copied from still has its containers (that run may be live).
+    there, here = old.labels.get(LABEL_DIR_ID), plan.labels.get(LABEL_DIR_ID)
+    if there and here and there != here:
+        raise LaunchError(f"the container named {name} belongs to run {run} in "
+                          f"{old.labels.get(LABEL_DIR, '?')}, of which this run directory is a copy; "
+                          "ruler never touches another run directory's container: remove it "
+                          "yourself once that run is over (ruler prune)")
     if old.status == "running":
         old.stop(timeout=10)
     old.rename(f"{name}--{old.short_id}")

@@ -123,6 +123,10 @@ class Behaviour:
     inert_knobs: set[str] = field(default_factory=set)  # knobs the fake's "template" ignores
     stream_status: int = 200  # another: each streamed chat request is answered with it, an error
     malformed_stream: bool = False  # each streamed chat request's events are not JSON
+    # A server that echoes what it was given (a secret of its environment): its boot log prints
+    # these lines before its ready line, and every reply it generates starts with the first.
+    echo: tuple[str, ...] = ()
+    stream_error: str = ""  # each streamed chat request ends after its first token with this error
     # Each streamed chat request holds after its first token until the barrier's parties are all
     # in flight: only that many sent at once (an open loop, or as many workers) get through.
     together: threading.Barrier | None = None
@@ -204,7 +208,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chat(self, ids: list[int], max_tokens: int, salt: int, logprobs: bool) -> None:
         out = greedy(ids, max_tokens, salt)
-        text = "".join(piece(t) for t in out).strip()
+        text = self.server.handle.said("".join(piece(t) for t in out).strip())
         choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
                                   "finish_reason": "stop" if out[-1:] == [EOS] else "length"}
         if logprobs:
@@ -254,6 +258,11 @@ class _Handler(BaseHTTPRequestHandler):
                     b.together.wait()
                 except threading.BrokenBarrierError:  # the server ended first
                     return
+            if b.stream_error and i == 1:
+                self.wfile.write(b"data: " + json.dumps({"error": {"message": b.stream_error}}).encode()
+                                 + b"\n\n")
+                self.wfile.flush()
+                return
             delta = {"choices": [{"index": 0, "delta": {"content": piece(t)}, "finish_reason": None}]}
             self.wfile.write(b"data: " + json.dumps(delta).encode() + b"\n\n")
             self.wfile.flush()
@@ -279,7 +288,7 @@ class _Handler(BaseHTTPRequestHandler):
                                  for r, t in enumerate(top)]}]})
             return
         out = greedy(ids, int(body.get("n_predict") or 16))
-        self._json(200, {"content": "".join(piece(t) for t in out), "tokens": out,
+        self._json(200, {"content": self.server.handle.said("".join(piece(t) for t in out)), "tokens": out,
                          "stop_type": "eos" if out[-1:] == [EOS] else "limit"})
 
 
@@ -313,7 +322,7 @@ class FakeServer:
     def lines(self) -> Iterator[str]:
         text = (self.behaviour.boot_log or log_for(self.plan)).read_text().splitlines()
         cut = next((i + 1 for i, line in enumerate(text) if line.endswith(READY_LINE)), len(text))
-        yield from text[:cut]
+        yield from [*self.behaviour.echo, *text[:cut]]
         if self.behaviour.boot_exit is not None:
             self._end(self.behaviour.boot_exit)
             return
@@ -325,6 +334,10 @@ class FakeServer:
 
     def alive(self) -> bool:
         return not self.ended.is_set()
+
+    def said(self, text: str) -> str:
+        """A generated reply, after what the server echoes (Behaviour.echo)."""
+        return f"{self.behaviour.echo[0]} {text}" if self.behaviour.echo else text
 
     def exit_code(self) -> int | None:
         return self.code

@@ -1,10 +1,11 @@
 """``ruler prune`` on the real Docker engine: the containers of runs that are over are removed, a
 live run's (its engine lock held) and those of runs it cannot find are left, each said.
 
-The containers are the testbed image's, carrying ruler's labels as a run's kept ones do: one of
-them ran (llama-server --version) and exited, the others were created; each run's directory has
-the engine.json that names its id. A live run is one whose lock a process holds, as its engine
-does (engine/record/liveness.py).
+The containers are the testbed image's, carrying ruler's labels as a run's kept ones do (its id,
+its directory and that directory's identity): one of them ran (llama-server --version) and exited,
+the others were created; each run's directory has the engine.json that names its id. A live run is
+one whose lock a process holds, as its engine does (engine/record/liveness.py). A copy of a live
+run's directory (cp -a) and a read-only view of it (a bind mount) never prove it over.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from engine.record import results
 from engine.record.liveness import LOCK
 
 RULER = [sys.executable, "-m", "engine"]
@@ -45,8 +47,13 @@ def run_dir(results: Path, name: str) -> tuple[Path, str]:
     return d, rid
 
 
-def container(dc: Any, image: str, rid: str, window: str, made: list[Any], ran: bool = False) -> Any:
+def container(dc: Any, image: str, rid: str, window: str, made: list[Any], ran: bool = False,
+              home: Path | None = None) -> Any:
+    """``home``: the run directory, named on the labels as the runner names it (None: a run
+    whose directory is elsewhere)."""
     labels = {"ruler.campaign": "prune", "ruler.run": rid, "ruler.window": window}
+    if home is not None:
+        labels |= {"ruler.dir": str(home.resolve()), "ruler.dir.id": results.dir_identity(home) or ""}
     name = f"ruler-prune-{window}-{rid.rsplit('.', 1)[1]}"
     c = dc.containers.create(image, ["--version"], name=name, labels=labels)
     made.append(c)
@@ -71,10 +78,10 @@ def test_prune_removes_only_the_containers_of_runs_that_are_over(
     over, over_id = run_dir(results, "over")
     live, live_id = run_dir(results, "live")
     lost_id = f"lost.{uuid.uuid4().hex[:8]}"  # a run whose directory is elsewhere (or deleted)
-    done = [container(docker_client, testbed_image, over_id, "s1-control", made, ran=True),
-            container(docker_client, testbed_image, over_id, "s1-ctx", made)]
+    done = [container(docker_client, testbed_image, over_id, "s1-control", made, ran=True, home=over),
+            container(docker_client, testbed_image, over_id, "s1-ctx", made, home=over)]
     assert done[0].status == "exited"
-    kept_live = container(docker_client, testbed_image, live_id, "s1-control", made, ran=True)
+    kept_live = container(docker_client, testbed_image, live_id, "s1-control", made, ran=True, home=live)
     kept_lost = container(docker_client, testbed_image, lost_id, "s1-control", made)
     with (live / LOCK).open("a") as lock:  # the live run's engine holds its lock
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -111,3 +118,39 @@ def test_prune_removes_only_the_containers_of_runs_that_are_over(
     assert f"removed  {kept_live.name} (" in named.stdout
 
 
+
+
+def test_a_copy_or_a_read_only_view_of_a_live_run_prunes_nothing(
+        docker_client: Any, testbed_image: str, made: list[Any], tmp_path: Path) -> None:
+    live, live_id = run_dir(tmp_path / "results", "live")
+    serving = container(docker_client, testbed_image, live_id, "s1-control", made, home=live)
+    serving.start()  # the live run's server (--version exits at once: running or exited, it is kept)
+    with (live / LOCK).open("a") as lock:  # its engine holds its lock
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        copies = tmp_path / "copies"
+        copies.mkdir()
+        subprocess.run(["cp", "-a", str(live), str(copies / "live")], check=True)
+
+        out = prune("--results-dir", str(copies))
+        assert out.returncode == 0, out.stderr
+        assert names(docker_client, live_id) == {serving.name}
+        assert f"left     {serving.name} (" in out.stdout
+        assert f"it belongs to the run directory {live.resolve()}" in out.stdout
+        assert prune(str(copies / "live")).returncode == 0  # named, the copy proves nothing either
+        assert names(docker_client, live_id) == {serving.name}
+
+        # The results seen through a read-only bind mount, in a mount namespace of its own.
+        view = tmp_path / "view"
+        view.mkdir()
+        script = (f"mount --bind {tmp_path / 'results'} {view} && mount -o remount,bind,ro {view} "
+                  f"&& exec {' '.join(RULER)} prune --results-dir {view}")
+        if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+            pytest.skip("no mount namespace here (unshare -m) for a read-only view")
+        ro = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
+                            timeout=120)
+        assert ro.returncode == 0, ro.stderr
+        assert names(docker_client, live_id) == {serving.name}
+        assert f"left     {serving.name} (" in ro.stdout and "its run is live" in ro.stdout
+    # Its engine gone, the run is over: the directory itself proves it.
+    out = prune("--results-dir", str(tmp_path / "results"))
+    assert out.returncode == 0 and names(docker_client, live_id) == set()

@@ -3,6 +3,7 @@ server's command line (validate, dry run). A real run is in tests/integration/te
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from engine.campaign.dryrun import dry_run
 from engine.campaign.load import load_campaign
 from engine.campaign.redact import Redactor, argv_warnings, is_secret, redactor_for
 from engine.commands.validate import cmd_validate
+from engine.record.results import scrub_data
 
 TOKEN = "hf_rulerFakeToken0123456789abcdef"
 
@@ -66,7 +68,7 @@ def test_only_secret_values_are_redacted_and_named(tmp_path: Path) -> None:
     assert "server: llamacpp" in text and "ctx=4096" in text
     assert "token=<redacted:HF_TOKEN>" in text and TOKEN not in text
     assert "OPENAI_API_KEY: <redacted:OPENAI_API_KEY>" in text  # an inline env: secret too
-    event = redact.data({"plan": {"argv": ["--hf-token", TOKEN]}, f"k{TOKEN}": 1})
+    event = scrub_data({"plan": {"argv": ["--hf-token", TOKEN]}, f"k{TOKEN}": 1}, redact)
     assert event == {"plan": {"argv": ["--hf-token", "<redacted:HF_TOKEN>"]},
                      "k<redacted:HF_TOKEN>": 1}
 
@@ -104,3 +106,39 @@ def test_dry_run_shows_the_reference_and_the_warning(tmp_path: Path) -> None:
             "(set on this host)") in docker
     assert ("note: HF_HOME is passed through by name; not a secret's name, so its value is not "
             "redacted where it appears (set on this host)") in docker
+
+
+PEM = ("-----BEGIN PRIVATE KEY-----\n"
+       "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n"
+       "-----END PRIVATE KEY-----\n")
+
+
+def test_a_multi_line_secret_is_redacted_a_line_at_a_time() -> None:
+    redact = Redactor({"TLS_PRIVATE_KEY": PEM})
+    body = PEM.splitlines()[1]
+    # A log holds the key a line at a time, each after the server's own prefix.
+    assert redact(f"srv  env: {body}") == "srv  env: <redacted:TLS_PRIVATE_KEY>"
+    assert redact(PEM.replace("\n", "\r\n")).count(body) == 0
+    assert redact(f"key={PEM}end") == "key=<redacted:TLS_PRIVATE_KEY>end"  # whole, where it is whole
+
+
+def test_a_secret_is_redacted_inside_json_text() -> None:
+    quoted = 'pa"ss\\wörd-1234'
+    redact = Redactor({"HF_TOKEN": TOKEN, "DB_PASSWORD": quoted, "TLS_PRIVATE_KEY": PEM})
+    for secret, name in ((quoted, "DB_PASSWORD"), (PEM, "TLS_PRIVATE_KEY")):
+        for ascii_only in (True, False):
+            text = json.dumps({"error": f"bad: {secret}"}, ensure_ascii=ascii_only)
+            assert json.loads(redact(text)) == {"error": f"bad: <redacted:{name}>"}
+
+
+def test_a_secret_cut_in_two_is_redacted_piece_by_piece() -> None:
+    redact = Redactor({"HF_TOKEN": TOKEN})
+    # Wrapped by the server, the rest after a prefix of its own; read a line at a time (boot.log).
+    assert redact(f"srv  env: HF_TOKEN={TOKEN[:14]}") == "srv  env: HF_TOKEN=<redacted:HF_TOKEN>"
+    assert redact(f"srv  env: {TOKEN[14:]} (from env)") == "srv  env: <redacted:HF_TOKEN> (from env)"
+    # Truncated (an error quoted up to so many characters), and both within one text.
+    assert redact(f'stream error: {{"message": "bad {TOKEN[:20]}') == \
+        'stream error: {"message": "bad <redacted:HF_TOKEN>'
+    assert redact(f"a {TOKEN[:10]}\n{TOKEN[10:]} b\n") == "a <redacted:HF_TOKEN>\n<redacted:HF_TOKEN> b\n"
+    # A piece shorter than a credential, or one not where a cut leaves it, is any other text.
+    assert redact(f"{TOKEN[:7]} and {TOKEN[:12]} mid-line") == f"{TOKEN[:7]} and {TOKEN[:12]} mid-line"

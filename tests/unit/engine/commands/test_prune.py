@@ -1,11 +1,24 @@
-"""``ruler prune`` on what is no run directory: exit 2, saying so. Pruning real containers is
-tests/integration/test_prune.py's."""
+"""``ruler prune``: bad input is exit 2, saying so; which containers it may remove (judge), on
+stand-in containers. Pruning real containers is tests/integration/test_prune.py's."""
 
 from __future__ import annotations
 
+import datetime as dt
+import fcntl
+import json
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from engine.commands.prune import judge
+from engine.record import results
+from engine.record.liveness import LOCK, lock_state
 from tests.cli import ruler
+
+NOW = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
 
 
 def test_prune_bad_input(tmp_path: Path) -> None:
@@ -13,3 +26,69 @@ def test_prune_bad_input(tmp_path: Path) -> None:
     assert out.returncode == 2 and "is not a ruler run directory" in out.stderr
     out = ruler("prune", "--older-than", "soon", timeout=120)
     assert out.returncode == 2 and "--older-than 'soon': expected a duration" in out.stderr
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_older_than_is_refused_not_read_as_no_limit(tmp_path: Path, value: str) -> None:
+    out = ruler("prune", "--older-than", value, "--results-dir", str(tmp_path), timeout=120)
+    assert out.returncode == 2, out.stdout
+    assert f"--older-than {value!r}: empty" in out.stderr and "Traceback" not in out.stderr
+
+
+@dataclass
+class Container:
+    """What judge reads of a Docker container."""
+
+    labels: dict[str, str]
+    name: str = "ruler-c"
+    status: str = "exited"
+    attrs: dict[str, Any] = field(default_factory=lambda: {"Created": "2026-01-01T00:00:00Z"})
+
+
+def run_dir(parent: Path, name: str = "run") -> Path:
+    d = parent / name
+    d.mkdir()
+    (d / results.ENGINE_JSON).write_text(json.dumps({"run_id": "run.abcd1234"}))
+    (d / LOCK).touch()
+    return d
+
+
+def container_of(d: Path, **over: str) -> Container:
+    """Labelled as the runner labels a run's servers (engine.campaign.plan)."""
+    labels = {"ruler.campaign": "c", "ruler.run": "run.abcd1234", "ruler.dir": str(d.resolve()),
+              "ruler.dir.id": results.dir_identity(d) or ""}
+    return Container({**labels, **over})
+
+
+def verdict(c: Container, *dirs: Path) -> tuple[bool, str]:
+    [v] = judge([c], {"run.abcd1234": list(dirs)}, False, None, NOW)
+    return v.remove, v.why
+
+
+def test_a_copy_of_a_live_run_does_not_prove_its_containers_over(tmp_path: Path) -> None:
+    live = run_dir(tmp_path)
+    c = container_of(live)
+    with (live / LOCK).open("a") as lock:  # the live run's engine holds its lock
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        copy = tmp_path / "copy"
+        shutil.copytree(live, copy, symlinks=True)  # as cp -a: its lock is a free one
+        assert lock_state(copy)[0] is False
+        remove, why = verdict(c, copy)
+        assert not remove and f"belongs to the run directory {live.resolve()}" in why
+        remove, why = verdict(c, copy, live)  # both found: its own directory decides
+        assert not remove and why == f"its run is live ({live})"
+    assert verdict(c, copy, live) == (True, f"its run is over ({live})")
+
+
+def test_a_lock_that_cannot_be_read_leaves_the_container(tmp_path: Path) -> None:
+    d = run_dir(tmp_path)
+    (d / LOCK).unlink()
+    (d / LOCK).symlink_to(LOCK)  # a lock no process can open (a loop)
+    remove, why = verdict(container_of(d), d)
+    assert not remove and why.startswith("whether its run is live is unknown: cannot open its lock")
+
+
+def test_a_container_that_does_not_name_its_directory_is_left(tmp_path: Path) -> None:
+    d = run_dir(tmp_path)
+    remove, why = verdict(Container({"ruler.campaign": "c", "ruler.run": "run.abcd1234"}), d)
+    assert not remove and "does not name its run directory" in why
