@@ -107,7 +107,8 @@ def _row_done(e: Event) -> str:
     why = f" ({e['reason']})" if e.get("reason") else ""
     basis = f" over {e['basis']} (whole rep {e['whole_tok_s']:.1f})" if e.get("basis") else ""
     shape = f" {e['spread_why']}" if e.get("spread_shape") == "noise" else ""
-    spread = f"{e['spread']:.1%}" if len(e.get("rep_tok_s") or ()) > 1 else "- (one rep)"
+    spread = ("- (one rep)" if len(e.get("rep_tok_s") or ()) < 2
+              else "- (no rep moved a token)" if e.get("spread") is None else f"{e['spread']:.1%}")
     return (f"{_shape(e)} row {e['status']}: {e['agg_tok_s']:.1f} tok/s{basis} "
             f"({e['per_user_tok_s']:.1f}/user) spread {spread} "
             f"reps {e['rep_tok_s']} attempts {e['attempts']}{why}{shape}")

@@ -97,7 +97,8 @@ class Round:
 def _append(tune_dir: Path, event: str, **data: Any) -> None:
     assert "kind" not in data, "a field named kind would hide the event's kind"
     with open(tune_dir / JOURNAL, "a") as f:
-        f.write(json.dumps({"kind": event, "ts": dt.datetime.now().timestamp(), **data}) + "\n")
+        line = {"kind": event, "ts": dt.datetime.now().timestamp(), **data}
+        f.write(json.dumps(line, allow_nan=False) + "\n")
         f.flush()
         os.fsync(f.fileno())
 

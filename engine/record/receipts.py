@@ -22,8 +22,9 @@ from engine.words import Check
 
 
 def write_rep(path: Path, header: dict[str, Any], records: Sequence[RequestRecord]) -> None:
-    lines = [json.dumps({"kind": "rep", **header})]
-    lines += [json.dumps({"kind": "request", **r}) for r in records]
+    # Strict JSON: a non-finite figure is None before it gets here.
+    lines = [json.dumps({"kind": "rep", **header}, allow_nan=False)]
+    lines += [json.dumps({"kind": "request", **r}, allow_nan=False) for r in records]
     write_atomic(path, "\n".join(lines) + "\n")
 
 

@@ -190,4 +190,4 @@ def scrub_file(path: Path, scrub: Callable[[str], str]) -> bool:
 
 
 def write_json(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str, allow_nan=False) + "\n")

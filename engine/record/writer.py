@@ -60,9 +60,10 @@ class JournalWriter:
 
     def append(self, kind: str, **data: Any) -> Event:
         with self._lock:
+            event = {"seq": self.seq + 1, "ts": round(time.time(), 3), "kind": kind, **data}
+            # Strict JSON: Infinity and NaN are refused before the seq is taken (no gap follows).
+            line = json.dumps(event, separators=(",", ":"), default=str, allow_nan=False).encode() + b"\n"
             self.seq += 1
-            event = {"seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **data}
-            line = json.dumps(event, separators=(",", ":"), default=str).encode() + b"\n"
             self._f.write(line)
             self._f.flush()
             os.fsync(self._f.fileno())

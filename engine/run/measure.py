@@ -310,7 +310,8 @@ class Measurement:
             samples = sampler.stop()
         summary = gpu.summarize(samples, stats.rep_figures(res.records, c)["tokens"])
         side = path.with_name(path.name.removesuffix(".jsonl") + ".gpu.jsonl")
-        write_atomic(side, "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in samples))
+        write_atomic(side, "".join(json.dumps(x, separators=(",", ":"), allow_nan=False) + "\n"
+                                   for x in samples))
         if sampler.error:  # a reading failed mid-pass: the summary is of what was read
             summary["error"] = sampler.error
         return res, delta, cache_delta, {**summary, "file": side.name}

@@ -122,6 +122,10 @@ class Behaviour:
     hang: bool = False  # chat requests stream one token, then hang until the server ends
     inert_knobs: set[str] = field(default_factory=set)  # knobs the fake's "template" ignores
     stream_status: int = 200  # another: each streamed chat request is answered with it, an error
+    # With stream_status: the error's body as these bytes (text/plain), not the JSON error object.
+    error_body: bytes | None = None
+    # Above 0: each streamed chat request sends one SSE line this long with no end, then closes.
+    endless_line: int = 0
     malformed_stream: bool = False  # each streamed chat request's events are not JSON
     # Each streamed chat request holds after its first token until the barrier's parties are all
     # in flight: only that many sent at once (an open loop, or as many workers) get through.
@@ -218,8 +222,27 @@ class _Handler(BaseHTTPRequestHandler):
     def _stream(self, s: FakeServer, ids: list[int], max_tokens: int, salt: int,
                 cached: int) -> None:
         b = s.behaviour
+        if b.stream_status != 200 and b.error_body is not None:
+            self.send_response(b.stream_status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(b.error_body)))
+            self.end_headers()
+            self.wfile.write(b.error_body)
+            return
         if b.stream_status != 200:
             self._json(b.stream_status, {"error": {"message": "injected", "code": b.stream_status}})
+            return
+        if b.endless_line:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            block = b"x" * (1 << 20)
+            self.wfile.write(b"data: ")
+            for _ in range(b.endless_line // len(block)):
+                self.wfile.write(block)
+            self.wfile.flush()
             return
         if b.malformed_stream:
             self.send_response(200)

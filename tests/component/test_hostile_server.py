@@ -1,0 +1,66 @@
+"""A server's bytes are data, never instructions: what a hostile or broken server sends (escapes in
+an error body, a stream line with no end, answers that fail every request) reaches no terminal,
+document or JSON file of the run as anything but inert text.
+
+The real engine (``ruler engine``'s run_engine) against the FAKE server of tests/component/fakes.py,
+which injects the hostile answers (``Behaviour.error_body``, ``Behaviour.endless_line``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.record.snapshot import fold_journal
+from engine.report.render import write_report
+from tests.component.fakes import Behaviour
+from tests.component.helpers import run_with
+
+pytestmark = pytest.mark.timeout(120)
+
+HOSTILE = (b"# Owned\n<script>alert(1)</script> [click](javascript:alert(1))\r"
+           b"\x1b]0;TITLE\x07\x1b[2J=cmd|' /C calc'!A0")
+
+
+def strict(line: str) -> object:
+    def refuse(word: str) -> object:
+        raise ValueError(f"{word} is not JSON")
+    return json.loads(line, parse_constant=refuse)
+
+
+def json_files(run: Path) -> list[Path]:
+    return [p for p in run.rglob("*") if p.suffix in (".json", ".jsonl") and p.is_file()]
+
+
+def test_a_row_of_failed_requests_writes_strict_json(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run, _ = run_with(tmp, Behaviour(stream_status=500), monkeypatch)
+    state = fold_journal(run / "journal.jsonl")
+    assert {r.row["spread"] for r in state.rows.values()} == {None}
+    checked = 0
+    for path in json_files(run):
+        # One document, or one a line (the journal, the receipts, the state snapshot's head and body).
+        indented = path.suffix == ".json" and path.read_text().startswith("{\n")
+        texts = [path.read_text()] if indented else path.read_text().splitlines()
+        for text in filter(str.strip, texts):
+            strict(text)
+            checked += 1
+    assert checked
+
+
+def test_a_text_error_body_reaches_no_document_or_terminal_raw(
+        tmp: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    run, _ = run_with(tmp, Behaviour(stream_status=500, error_body=HOSTILE), monkeypatch, echo=True)
+    out = capsys.readouterr()
+    report, _, _ = write_report(run, as_html=True)
+    documents = {"stdout": out.out, "stderr": out.err, "report.md": report.read_text(),
+                 "report.html": (run / "report.html").read_text(),
+                 "throughput.csv": (run / "throughput.csv").read_text()}
+    assert "Owned" in documents["report.md"]  # the error is there, as text
+    for name, text in documents.items():
+        assert "\x1b" not in text and "\x07" not in text and "\r" not in text, name
+    assert "\n# Owned" not in documents["report.md"]
+    assert "<script>" not in documents["report.html"] and 'href="javascript:' not in documents["report.html"]
+    for line in documents["throughput.csv"].splitlines()[1:]:
+        assert "=cmd" not in line.split(",")[0]
