@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from engine.sanitize import terminal
+
 SOCKET = "control.sock"
 MAX_LINE = 64 * 1024
 
@@ -65,6 +67,12 @@ def dispatch(raw: bytes, who: dict[str, Any], handler: Handler) -> dict[str, Any
         args = req.get("args", [])
         if not isinstance(args, list) or not all(isinstance(a, str | int | float) for a in args):
             raise ValueError("'args' must be a list of strings")
+        # No row, window or session name holds one: refused, not journaled and echoed to
+        # every terminal that prints the journal.
+        for i, a in enumerate([req["cmd"], *args]):
+            if terminal(a) != str(a):
+                what = f"argument {i}" if i else "the command"
+                raise ValueError(f"{what} holds a control character: {terminal(a)[:80]}")
     except RecursionError:
         return {"ok": False, "error": "bad request: nested too deeply"}
     except ValueError as e:

@@ -11,6 +11,7 @@ from engine.method import steady
 from engine.quality.effect import IGNORED_FACT
 from engine.record.events import ENVELOPE, EventKind
 from engine.record.journal import Event
+from engine.sanitize import terminal
 from engine.words import CONTROL, WindowStatus, load_text
 
 
@@ -204,8 +205,10 @@ LINES: dict[str, Callable[[Event], str | None]] = {
 
 
 def format_event(e: Event) -> str | None:
+    """The event's line, terminal-safe: it quotes server text (errors, log lines) and operator
+    arguments, which reach a terminal or a log read on one."""
     line = LINES.get(e["kind"])
-    return line(e) if line else None
+    return terminal(line(e)) if line else None
 
 
 def printer(stream: Any = None) -> Any:

@@ -30,6 +30,7 @@ from engine.report.text import (
 from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_cell, verdict_lines
 from engine.report.windows import history, window_status
+from engine.sanitize import markdown
 from engine.words import CONTROL, Check, load_text, plural
 
 
@@ -57,7 +58,7 @@ def header(view: RunView) -> list[str]:
         "run; *no observable effect* is shown, not presumed; the rest is *undetermined*, with the "
         "sessions it would take (`verdict`, `verdict_why`).", ""]
     if st.error:
-        lines += [f"**Engine error**: {st.error}", ""]
+        lines += [f"**Engine error**: {markdown(st.error)}", ""]
     if st.damage:
         lines += [f"**Journal damaged** at {len(st.damage)} line(s): the report folds every valid "
                   "event around them; the lines themselves are not events.", "", "```",

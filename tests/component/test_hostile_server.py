@@ -8,6 +8,8 @@ which injects the hostile answers (``Behaviour.error_body``, ``Behaviour.endless
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
@@ -51,7 +53,8 @@ def test_a_row_of_failed_requests_writes_strict_json(tmp: Path, monkeypatch: pyt
 
 def test_a_text_error_body_reaches_no_document_or_terminal_raw(
         tmp: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    run, _ = run_with(tmp, Behaviour(stream_status=500, error_body=HOSTILE), monkeypatch, echo=True)
+    run, _ = run_with(tmp, Behaviour(stream_status=500, error_body=HOSTILE), monkeypatch, echo=True,
+                      axis="=cmd|' /C calc'!A0")
     out = capsys.readouterr()
     report, _, _ = write_report(run, as_html=True)
     documents = {"stdout": out.out, "stderr": out.err, "report.md": report.read_text(),
@@ -61,6 +64,8 @@ def test_a_text_error_body_reaches_no_document_or_terminal_raw(
     for name, text in documents.items():
         assert "\x1b" not in text and "\x07" not in text and "\r" not in text, name
     assert "\n# Owned" not in documents["report.md"]
-    assert "<script>" not in documents["report.html"] and 'href="javascript:' not in documents["report.html"]
-    for line in documents["throughput.csv"].splitlines()[1:]:
-        assert "=cmd" not in line.split(",")[0]
+    page = documents["report.html"]
+    assert "<script>alert" not in page and 'href="javascript:' not in page
+    cells = [c for row in csv.reader(io.StringIO(documents["throughput.csv"])) for c in row]
+    assert "'=cmd|' /C calc'!A0" in cells  # the axis, quoted: no spreadsheet runs it
+    assert not [c for c in cells if c.startswith(("=", "+", "@"))]

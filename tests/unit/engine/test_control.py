@@ -167,3 +167,21 @@ def test_send_with_no_engine_listening_raises_and_a_closed_socket_is_replaced(tm
     finally:
         server.close()
     assert not (tmp_path / control.SOCKET).exists()
+
+
+@pytest.mark.parametrize("args", [["s1-w/prose/c2\x1b]0;TITLE\x07"], ["a\r\nrerun forged"], ["\x9b2J"]])
+def test_a_command_or_argument_with_a_control_character_is_refused_before_the_handler(
+        args: list[str]) -> None:
+    """No row, window or session name holds one: journaled, it would reach every terminal that
+    prints the journal (headless lines, ``ruler ctl``, the console) as an escape or a forged line."""
+    seen: list[str] = []
+
+    def handler(cmd: str, args: list[str], who: dict[str, Any]) -> str:
+        seen.append(cmd)
+        return "queued"
+
+    for req in ({"cmd": "rerun", "args": args}, {"cmd": args[0]}):
+        reply = control.dispatch(json.dumps(req).encode(), {"pid": 1, "uid": 0, "gid": 0}, handler)
+        assert reply["ok"] is False and "control character" in reply["error"]
+        assert "\x1b" not in reply["error"] and "\r" not in reply["error"] and "\x9b" not in reply["error"]
+    assert not seen
