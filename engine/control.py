@@ -150,7 +150,10 @@ class ControlServer:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self.path.unlink(missing_ok=True)
+        # On a disk that failed (EIO, EROFS) the stale socket stays: the next engine replaces it
+        # (see __init__), and the error the run stopped for is the one to say, not this one.
+        with contextlib.suppress(OSError):
+            self.path.unlink(missing_ok=True)
 
 
 def send(run_dir: Path, cmd: str, args: list[str] | None = None,

@@ -9,13 +9,20 @@ which injects the hostile answers (``Behaviour.error_body``, ``Behaviour.endless
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from engine.control import SOCKET
+from engine.errors import EngineError
+from engine.record.journal import read_events
 from engine.record.snapshot import fold_journal
+from engine.record.writer import JournalWriter
 from engine.report.render import write_report
 from tests.component.fakes import Behaviour
 from tests.component.helpers import run_with
@@ -69,3 +76,33 @@ def test_a_text_error_body_reaches_no_document_or_terminal_raw(
     cells = [c for row in csv.reader(io.StringIO(documents["throughput.csv"])) for c in row]
     assert "'=cmd|' /C calc'!A0" in cells  # the axis, quoted: no spreadsheet runs it
     assert not [c for c in cells if c.startswith(("=", "+", "@"))]
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.EROFS], ids=["EIO", "EROFS"])
+def test_a_results_disk_failing_mid_run_is_said_plainly(
+        tmp: Path, monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    """The results disk fails mid-run (FAKED: the journal's appends raise after the first rep, and
+    the control socket's file cannot be removed, as on a file system gone read-only): the engine
+    says it cannot write and how to resume, not a traceback of the second error."""
+    append, unlink = JournalWriter.append, Path.unlink
+    failed: list[str] = []
+
+    def failing_append(self: JournalWriter, kind: str, **data: Any) -> Any:
+        if kind == "row_done" or failed:
+            failed.append(kind)
+            raise OSError(code, os.strerror(code), str(self.path))
+        return append(self, kind, **data)
+
+    def failing_unlink(self: Path, missing_ok: bool = False) -> None:
+        if self.name == SOCKET and failed:
+            raise OSError(code, os.strerror(code), str(self))
+        unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(JournalWriter, "append", failing_append)
+    monkeypatch.setattr(Path, "unlink", failing_unlink)
+    with pytest.raises(EngineError, match=f"the run stopped: cannot write .*journal.jsonl "
+                                          f"\\({os.strerror(code)}\\).*run --resume"):
+        run_with(tmp, Behaviour(), monkeypatch)
+    monkeypatch.undo()
+    [run] = (tmp / "results").iterdir()
+    assert [e for e in read_events(run / "journal.jsonl") if e["kind"] == "rep_done"]
