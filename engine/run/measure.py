@@ -229,7 +229,7 @@ class Measurement:
             key = next((k for k in run.controls.reruns if k.startswith(prefix)), None)
             if key is None:
                 return
-            run.controls.reruns.remove(key)
+            run.controls.take_rerun(key)
             row = run.state.rows[key]
             self.shape(run, ctx, row.cls, row.concurrency, rerun=True, rate=row.rate)
 

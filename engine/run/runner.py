@@ -372,9 +372,13 @@ class Runner:
             self.reboots[wkey] = reboot = self.reboots.get(wkey, 0) + 1
             self.emit(EventKind.WINDOW_REBOOT, session=row.session, window=row.window, row=key,
                       reason=f"operator rerun of a {row.status} row", reboot=reboot)
+            taken = ctl.reruns_taken[key]
             self.run_window(row.session, row.window, tag=f"-rerun{reboot}",
                             phases=[Measurement().reruns], lane=lane)
-            ctl.reruns[:] = [k for k in ctl.reruns if k != key]
+            # A window that never measured it (rejected, stopped) drops the copy it booted for;
+            # one queued again while it ran (its window stopping) stays, to boot it once more.
+            if ctl.reruns_taken[key] == taken and key in ctl.reruns:
+                ctl.reruns.remove(key)
 
     # ------------------------------------------------------------ operator commands
 

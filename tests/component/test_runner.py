@@ -417,3 +417,29 @@ def test_passes_past_the_shard_rate_run_on_shards(tmp: Path, fake: FakeRuntime) 
             assert all(x["error"] is None and x["completion_tokens"] == 6 for x in records)
     for row in rows(r.run_dir).values():
         assert (row["status"], row["reps"]) == ("ok", "2")
+
+
+def test_a_rerun_queued_as_the_last_rerun_of_its_row_ends_runs_too(tmp: Path) -> None:
+    """The control's requests all fail (FAKED: its server answers HTTP 500), so its row stays void
+    after the operator's rerun; the operator queues it again as that rerun's row is done, while
+    its window stops: the engine said "queued", so it boots the window again."""
+    fake = FakeRuntime(by_window({"control": Behaviour(stream_status=500)}))
+    key = "s1-control/prose/c2"
+    hooks = Hooks()
+    replies: list[str] = []
+    hooks.on(lambda e: replies.append(r.command("rerun", [key], WHO)), kind="window_started", window="ctx")
+
+    def again(_: Event) -> None:  # the rerun's window, once booted, finishes: queued as it stops
+        hooks.on(lambda e: replies.append(r.command("rerun", [key], WHO)), kind="window_finished",
+                 window="control")
+    hooks.on(again, kind="window_reboot", reboot=1)
+    spec = campaign("rerun-again", CTX, {"s1": ["ctx"]}, leak={**LEAKY, "max_reruns": 0})
+    r = runner(tmp, spec, fake, hooks)
+    try:
+        assert r.run() == "finished"
+    finally:
+        fake.close()
+    hooks.check()
+    assert [x.split(":")[0] for x in replies] == [f"queued {key}"] * 2
+    assert [(e["row"], e["reboot"]) for e in events(r.run_dir, "window_reboot")] == [(key, 1), (key, 2)]
+    assert [e["attempts"] for e in events(r.run_dir, "row_done", window="control")] == [1, 2, 3]
