@@ -326,6 +326,9 @@ def _run(coro: Coroutine[Any, Any, PassResult]) -> PassResult:
     loop = getattr(_thread, "loop", None)
     if loop is None or loop.is_closed():
         loop = _thread.loop = uvloop.new_event_loop()
+    # Collected first: frozen, an earlier pass's garbage (its records, a hostile server's huge
+    # buffers) would be kept for good, pass after pass.
+    gc.collect()
     gc.freeze()
     try:
         return loop.run_until_complete(coro)

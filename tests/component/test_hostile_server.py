@@ -106,3 +106,13 @@ def test_a_results_disk_failing_mid_run_is_said_plainly(
     monkeypatch.undo()
     [run] = (tmp / "results").iterdir()
     assert [e for e in read_events(run / "journal.jsonl") if e["kind"] == "rep_done"]
+
+
+def test_a_stream_line_with_no_end_is_a_request_error_that_says_so(
+        tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each streamed answer is one 8 MiB SSE line with no end (FAKED by the server): each request
+    fails at the bound, saying why, rather than holding (and copying at every read) all of it."""
+    run, _ = run_with(tmp, Behaviour(endless_line=8 << 20), monkeypatch)
+    state = fold_journal(run / "journal.jsonl")
+    errors = {r.row.get("error", "") for r in state.rows.values()}
+    assert errors and all("with no end yet (more than 1,048,576)" in e for e in errors), errors
