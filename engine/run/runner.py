@@ -20,6 +20,7 @@ from engine.campaign.sources import Item, chosen
 from engine.campaign.sources.item import plain_item
 from engine.campaign.spec import Campaign, Place, ServerConfig
 from engine.context import Controls, Phase, RunContext, WindowContext
+from engine.control import CommandRefused
 from engine.errors import EngineError, WindowFailed
 from engine.gpu import Gpus
 from engine.method.stats import LeakPolicy
@@ -28,7 +29,7 @@ from engine.record.events import FORMAT, EventKind, check
 from engine.record.journal import Event
 from engine.record.receipts import ThroughputWriter
 from engine.record.state import RunState
-from engine.record.writer import JournalWriter
+from engine.record.writer import JournalClosed, JournalWriter
 from engine.run.boot import BootOutcome, LogPump, wait_ready
 from engine.run.gpuwatch import GpuWatch, flag_free, window_gpus
 from engine.run.measure import Measurement
@@ -384,8 +385,11 @@ class Runner:
 
     def command(self, cmd: str, args: list[str], who: dict[str, Any]) -> str:
         """One control-socket command (see engine.run.operator); called on the socket's thread."""
-        return handle(self.ctx, cmd, args, who, {lane.session: lane.controls for lane in self.lanes
-                                                  if lane.session})
+        try:
+            return handle(self.ctx, cmd, args, who, {lane.session: lane.controls for lane in self.lanes
+                                                      if lane.session})
+        except JournalClosed as e:  # it raced the run's end: the journal has its last event
+            raise CommandRefused(f"the run has ended (its journal is closed): nothing to {cmd}") from e
 
     def run_window(self, session: str, window: str, tag: str = "",
                    phases: list[Phase] | None = None, lane: Lane | None = None) -> None:

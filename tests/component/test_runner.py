@@ -28,6 +28,7 @@ from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep
 from engine.record.state import fold
 from engine.run.measure import Measurement, recompute_row
+from engine.words import RunStatus
 from tests.campaigns import CTX, LEAKY, campaign
 from tests.component.fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
 from tests.component.helpers import PACE, WHO, events, rows, runner, slow_rep_two
@@ -443,3 +444,14 @@ def test_a_rerun_queued_as_the_last_rerun_of_its_row_ends_runs_too(tmp: Path) ->
     assert [x.split(":")[0] for x in replies] == [f"queued {key}"] * 2
     assert [(e["row"], e["reboot"]) for e in events(r.run_dir, "window_reboot")] == [(key, 1), (key, 2)]
     assert [e["attempts"] for e in events(r.run_dir, "row_done", window="control")] == [1, 2, 3]
+
+
+def test_a_command_racing_the_end_of_the_run_is_refused_plainly(tmp: Path, fake: FakeRuntime) -> None:
+    """A command accepted as the run closes its journal (the run's end racing the socket's
+    thread; here the journal is closed before the fold says the run ended) is refused saying so,
+    not "internal error: ValueError: write to closed file"."""
+    r = runner(tmp, campaign("ended", CTX, {"s1": ["ctx"]}), fake)
+    r.journal.close()
+    r.state.status = RunStatus.RUNNING  # the fold an instant before its run_finished
+    with pytest.raises(CommandRefused, match=r"the run has ended \(its journal is closed\)"):
+        r.command("abort", [], WHO)
