@@ -386,9 +386,15 @@ class Measurement:
                     header = {**where, "attempt": attempt, "rep": rep, "metrics_delta": delta,
                               "cache": {**cache, "metrics": cache_delta}, "client": res.summary(),
                               "gpu": gpus}
+                    if res.stalled:  # the engine itself stopped: the rep timed it, not the server
+                        header["void"] = (f"client stalled: its load loop stopped for "
+                                          f"{res.stall_s:.1f} s (the engine was paused or starved: "
+                                          "SIGSTOP, a suspended VM, swapping), not the server")
                     write_rep(path, header, res.records)
                     reps.append((header, res.records))
                     paths.append(str(path.relative_to(run.run_dir)))
+                    if res.stalled:
+                        break  # the attempt is void: rewarmed and measured again, or the row is
                     self._rep_done(run, where, attempt, rep, res, paths[-1], reps, pool)
                 row = {**stats.row_figures(reps, c, policy, slo, pool),
                        **self._precision(run, where, reps)}

@@ -14,6 +14,7 @@ import csv
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ from engine.quality import Quality
 from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep
 from engine.record.state import fold
+from engine.run import loadgen
+from engine.run.client.record import Events
 from engine.run.measure import Measurement, recompute_row
 from engine.words import RunStatus
 from tests.campaigns import CTX, LEAKY, campaign
@@ -455,3 +458,34 @@ def test_a_command_racing_the_end_of_the_run_is_refused_plainly(tmp: Path, fake:
     r.state.status = RunStatus.RUNNING  # the fold an instant before its run_finished
     with pytest.raises(CommandRefused, match=r"the run has ended \(its journal is closed\)"):
         r.command("abort", [], WHO)
+
+
+def test_a_client_that_stalled_mid_rep_voids_the_rep_as_its_own_not_a_leak(
+        tmp: Path, fake: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine stops mid-rep (FAKED: the load loop is blocked for 2.5 s once, over twice STALL_S,
+    as a SIGSTOP of the engine blocks it): that rep measured the client, so it is voided as
+    client-stalled and the attempt measured again; no leak is suspected of the server."""
+    stall = threading.Event()
+    feed = Events.feed
+
+    def stalling_feed(self: Events, bodies: list[bytes], times: list[float]) -> None:
+        if stall.is_set():
+            stall.clear()
+            time.sleep(2.5)  # the loop's thread stops, as a stopped process's does
+        feed(self, bodies, times)
+
+    monkeypatch.setattr(Events, "feed", stalling_feed)
+    hooks = Hooks()
+    hooks.on(lambda e: stall.set(), kind="rep_done", window="control", attempt=1, rep=1)
+    spec = campaign("stall", CTX, {"s1": ["ctx"]}, leak={**LEAKY, "max_reruns": 1}, max_tokens=16)
+    r = runner(tmp, spec, fake, hooks)
+    assert r.run() == "finished"
+    hooks.check()
+    run = r.run_dir
+    assert not events(run, "leak_suspected")
+    [void] = events(run, "row_void", window="control")
+    assert void["attempt"] == 1 and "rep 2: client stalled: its load loop stopped for" in void["reason"]
+    header, _ = read_rep(run / "windows/s1-control/reps/prose-c2-1-2.jsonl")
+    assert header["client"]["stall_s"] >= loadgen.STALL_S and header["void"].startswith("client stalled")
+    row = rows(run)["s1-control/prose/c2"]
+    assert (row["status"], row["attempts"]) == ("ok", "2")
