@@ -8,10 +8,14 @@ import csv
 import io
 import unicodedata
 from pathlib import Path
+from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.commands.progress import format_event
+from engine.record.figures import CSV_COLUMNS
+from engine.record.receipts import write_throughput
 from engine.report.html import page
 from engine.sanitize import csv_cell, markdown, terminal
 
@@ -67,3 +71,31 @@ def test_no_server_text_makes_markdown_or_html_of_its_own(text: str) -> None:
     body = html.split("<body>", 1)[1].rsplit("<script>", 1)[0]  # the page's own sorting script last
     assert "<a " not in body and "<img" not in body and "<script" not in body
     assert not acted_on(body.replace("\n", ""))
+
+
+@settings(max_examples=50, deadline=None)
+@given(SERVER_TEXT)
+def test_no_server_text_reaches_headless_output_as_an_escape(text: str) -> None:
+    """The headless lines that quote a server or an operator: a rejected boot's reason, a void
+    row's, the engine's error, an operator's command."""
+    where = {"seq": 1, "ts": 0.0, "session": "s1", "window": "w"}
+    shape = {**where, "class": "prose", "concurrency": 2}
+    for e in ({**where, "kind": "window_finished", "status": "failed", "reason": text},
+              {**shape, "kind": "row_void", "reason": text, "spread_why": text},
+              {**where, "kind": "engine_error", "error": text},
+              {**where, "kind": "command", "cmd": "rerun", "args": [text], "reply": text}):
+        line = format_event(e)
+        assert line is not None and not acted_on(line) and "\n" not in line
+
+
+@settings(max_examples=50, deadline=None)
+@given(SERVER_TEXT)
+def test_no_server_text_reaches_throughput_csv_as_an_escape_or_a_formula(tmp_path_factory: Any,
+                                                                          text: str) -> None:
+    run = tmp_path_factory.mktemp("run")
+    write_throughput(run, [{k: text for k in CSV_COLUMNS}])
+    [_, row] = list(csv.reader((run / "throughput.csv").open(newline="")))
+    for cell in row:
+        assert not acted_on(cell)
+        if cell.startswith(("=", "+", "-", "@", "\t")):
+            float(cell)
