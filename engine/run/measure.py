@@ -445,6 +445,10 @@ class Measurement:
         suspect = stats.suspect_rep(aggs, policy, pool)
         row = run.state.rows.get(row_key(where["session"], where["window"], where["class"], c,
                                          where.get("rate")))
+        # A rep whose requests failed is slow for that (its failed requests say so, and void the
+        # row): a leak is a slow rep of a server that answered.
+        if suspect is not None and any(r.get("error") for r in reps[suspect][1]):
+            suspect = None
         if suspect is not None and not (row and (attempt, suspect + 1) in row.suspects):  # said once
             cause = stats.rep_cause([h for h, _ in reps], suspect)
             run.emit(EventKind.LEAK_SUSPECTED, **where, attempt=attempt, rep=suspect + 1,

@@ -489,3 +489,20 @@ def test_a_client_that_stalled_mid_rep_voids_the_rep_as_its_own_not_a_leak(
     assert header["client"]["stall_s"] >= loadgen.STALL_S and header["void"].startswith("client stalled")
     row = rows(run)["s1-control/prose/c2"]
     assert (row["status"], row["attempts"]) == ("ok", "2")
+
+
+def test_a_rep_whose_requests_failed_is_not_suspected_of_a_leak(tmp: Path, fake: FakeRuntime) -> None:
+    """Rep 3's requests all fail (FAKED: the server answers HTTP 500 from then on, as one dying
+    under the rep does before it is seen dead): its tok/s is low for that reason, which the row's
+    failed requests say; no leak is suspected of the server."""
+    hooks = Hooks()
+
+    def failing(_: Event) -> None:
+        fake.current.behaviour.stream_status = 500
+    hooks.on(failing, kind="rep_done", window="control", attempt=1, rep=2)
+    spec = campaign("failing-rep", CTX, {"s1": ["ctx"]}, leak={**LEAKY, "max_reruns": 0})
+    r = runner(tmp, spec, fake, hooks)
+    assert r.run() == "finished"
+    hooks.check()
+    assert [e["failed"] for e in events(r.run_dir, "rep_done", window="control")] == [0, 0, 2]
+    assert not events(r.run_dir, "leak_suspected")
