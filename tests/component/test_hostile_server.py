@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from engine.commands.cli import main
 from engine.control import SOCKET
 from engine.errors import EngineError
 from engine.record.journal import read_events
@@ -64,7 +65,11 @@ def test_a_text_error_body_reaches_no_document_or_terminal_raw(
                       axis="=cmd|' /C calc'!A0")
     out = capsys.readouterr()
     report, _, _ = write_report(run, as_html=True)
+    main(["status", str(run)])
+    main(["compare", str(run), str(run)])
+    later = capsys.readouterr()
     documents = {"stdout": out.out, "stderr": out.err, "report.md": report.read_text(),
+                 "status and compare": later.out + later.err,
                  "report.html": (run / "report.html").read_text(),
                  "throughput.csv": (run / "throughput.csv").read_text()}
     assert "Owned" in documents["report.md"]  # the error is there, as text
