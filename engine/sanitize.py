@@ -5,7 +5,8 @@ arguments, a campaign's axis) made inert for where it is written: one function p
   bidirectional overrides are shown as escapes (``\\x1b``), so an OSC cannot retitle a pane, a CSI
   cannot clear the screen and a CR or LF cannot forge a line of its own.
 - :func:`markdown`: report.md (and report.html, made from its lines). The text, terminal-safe, as
-  one code span: no heading, link, HTML tag or table cell starts inside it.
+  plain words when it is only those, else as one code span: no heading, link, HTML tag or table
+  cell starts inside it.
 - :func:`csv_cell`: a CSV cell. Terminal-safe, and a text a spreadsheet would run as a formula
   (``=``, ``+``, ``-``, ``@``) gets a leading ``'`` (OWASP's CSV injection advice); numbers stay.
 
@@ -21,6 +22,8 @@ from typing import Any
 # it is stored); the line and paragraph separators (a line break in some terminals and viewers).
 _UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _FORMULA = ("=", "+", "-", "@", "\t")
+# Characters no markdown or HTML construct starts with, mid-line: letters, digits, _ and these.
+_PLAIN = re.compile(r"[\w .,:;=+\-/%()@']*")
 
 
 def _shown(m: re.Match[str]) -> str:
@@ -34,9 +37,14 @@ def terminal(text: object) -> str:
 
 
 def markdown(text: object) -> str:
-    """``text`` as inert markdown: one code span (empty text: nothing). A backtick would end the
-    span, so it becomes ``'``; a ``|`` would end a table cell, so it is escaped as tables need."""
-    s = terminal(text).replace("`", "'").replace("|", "\\|")
+    """``text`` as inert markdown, for the middle of a line: as it is when every character is
+    plain (words, numbers, spaces, a few punctuation marks: ``5``, ``q4_0``), else one code span
+    (empty text: nothing). In a span a backtick would end it, so it becomes ``'``; a ``|`` would
+    end a table cell, so it is escaped as tables need."""
+    s = terminal(text)
+    if _PLAIN.fullmatch(s):
+        return s
+    s = s.replace("`", "'").replace("|", "\\|")
     return f"`{s}`" if s.strip() else ""
 
 

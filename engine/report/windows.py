@@ -179,7 +179,9 @@ def windows(view: RunView) -> list[str]:
         changed = {k: v for k, v in (diff.get("changed") or {}).items()
                    if not IGNORED_FACT.search(k)}
         if changed:
-            shown = [f"`{k}` {v[0]} vs {v[1]}" for k, v in list(changed.items())[:10]]
+            # Keys and values as the server's log printed them: inert text.
+            shown = [f"{markdown(k)} {markdown(v[0])} vs {markdown(v[1])}"
+                     for k, v in list(changed.items())[:10]]
             more = f" and {len(changed) - 10} more" if len(changed) > 10 else ""
             lines += [f"Boot facts that differ from the control: {', '.join(shown)}{more} "
                       f"({len(diff.get('equal', []))} equal; "

@@ -26,4 +26,4 @@ def test_a_truncated_or_missing_receipt_is_named_not_claimed(tmp: Path,
     assert "the per-request receipts it names" not in text
     rel = [str(p.relative_to(run)) for p in (cut, gone)]
     assert "**2 receipts it names cannot back them" in text
-    assert f"`{rel[0]} (truncated or damaged)`" in text and f"`{rel[1]} (No such file or directory)`" in text
+    assert f"{rel[0]} (truncated or damaged)" in text and f"{rel[1]} (No such file or directory)" in text

@@ -39,6 +39,8 @@ def test_markdown_is_one_inert_code_span() -> None:
     assert markdown("# Owned\n<b>[x](javascript:y)</b> `a|b`") == (
         "`# Owned\\x0a<b>[x](javascript:y)</b> 'a\\|b'`")
     assert markdown("") == ""
+    assert markdown("5") == "5" and markdown("q4_0 -> 1.5 GiB") == "`q4_0 -> 1.5 GiB`"
+    assert markdown("2,048 (n_ctx)") == "2,048 (n_ctx)"
 
 
 def test_a_formula_cell_is_quoted_and_a_number_is_kept() -> None:
@@ -65,8 +67,10 @@ def test_no_server_text_reaches_a_csv_as_an_escape_or_a_formula(text: str) -> No
 def test_no_server_text_makes_markdown_or_html_of_its_own(text: str) -> None:
     md = markdown(text)
     assert not acted_on(md) and "\n" not in md
-    if md:  # one code span: nothing inside it is markdown
+    if md and md != text:  # one code span: nothing inside it is markdown
         assert md.startswith("`") and md.endswith("`") and md.count("`") == 2
+    elif md:  # plain words
+        assert not set(md) & set("`*[]<>#|!&\\~{}")
     html = page("t", f"| a |\n|---|\n| {md} |\n\nline {md}\n", Path("/nonexistent"), [])
     body = html.split("<body>", 1)[1].rsplit("<script>", 1)[0]  # the page's own sorting script last
     assert "<a " not in body and "<img" not in body and "<script" not in body
