@@ -58,6 +58,13 @@ def csv_cell(value: Any) -> Any:
     return s
 
 
+def csv_text(cell: str) -> str:
+    """A CSV cell as ruler wrote the text: :func:`csv_cell`'s quote before a formula taken off."""
+    if cell.startswith("'") and cell[1:].startswith(_FORMULA) and not _number(cell[1:]):
+        return cell[1:]
+    return cell
+
+
 def _number(s: str) -> bool:
     try:
         float(s)

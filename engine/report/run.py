@@ -24,6 +24,7 @@ from engine.record.journal import Event, read_kinds
 from engine.record.receipts import read_rep
 from engine.record.snapshot import fold_journal
 from engine.record.state import RunState, WindowState
+from engine.sanitize import csv_text
 from engine.words import CONTROL, USABLE_ROWS, load_text, row_key
 
 # The events the report reads besides the state: each window's boots and ends, and the audit
@@ -147,7 +148,8 @@ def csv_row(r: dict[str, str]) -> Row:
     short = [name for name, text in cells.items() if text is None]  # DictReader's restval
     if short:
         raise TypeError(f"the line has no value for {', '.join(short)}")
-    return Row(**{name: PARSE[TYPES[name]](text) for name, text in cells.items()})
+    # A text the writer quoted so that no spreadsheet runs it (engine.sanitize) reads as written.
+    return Row(**{name: PARSE[TYPES[name]](csv_text(text)) for name, text in cells.items()})
 
 
 def receipt_rep_tok_s(run_dir: Path, source: str, concurrency: int, basis: str = "") -> list[float]:

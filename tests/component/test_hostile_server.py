@@ -24,6 +24,7 @@ from engine.errors import EngineError
 from engine.record.journal import read_events
 from engine.record.snapshot import fold_journal
 from engine.record.writer import JournalWriter
+from engine.report import load_run
 from engine.report.render import write_report
 from tests.component.fakes import Behaviour
 from tests.component.helpers import run_with
@@ -81,6 +82,7 @@ def test_a_text_error_body_reaches_no_document_or_terminal_raw(
     cells = [c for row in csv.reader(io.StringIO(documents["throughput.csv"])) for c in row]
     assert "'=cmd|' /C calc'!A0" in cells  # the axis, quoted: no spreadsheet runs it
     assert not [c for c in cells if c.startswith(("=", "+", "@"))]
+    assert {r.axis for r in load_run(run).rows if r.window == "ctx"} == {"=cmd|' /C calc'!A0"}  # read back
 
 
 @pytest.mark.parametrize("code", [errno.EIO, errno.EROFS], ids=["EIO", "EROFS"])

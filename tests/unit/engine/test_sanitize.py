@@ -17,7 +17,7 @@ from engine.commands.progress import format_event
 from engine.record.figures import CSV_COLUMNS
 from engine.record.receipts import write_throughput
 from engine.report.html import page
-from engine.sanitize import csv_cell, markdown, terminal
+from engine.sanitize import csv_cell, csv_text, markdown, terminal
 
 SERVER_TEXT = st.one_of(st.text(), st.binary().map(lambda b: b.decode("utf-8", "replace")))
 BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029")
@@ -46,6 +46,8 @@ def test_markdown_is_one_inert_code_span() -> None:
 def test_a_formula_cell_is_quoted_and_a_number_is_kept() -> None:
     assert [csv_cell(v) for v in ("=cmd|' /C calc'!A0", "+1+1", "@SUM(A1)", "-2+3", "-1.5", 3.0, None)] == [
         "'=cmd|' /C calc'!A0", "'+1+1", "'@SUM(A1)", "'-2+3", "-1.5", 3.0, None]
+    assert [csv_text(csv_cell(v)) for v in ("=cmd", "-c 4096", "'quoted", "-1.5")] == [
+        "=cmd", "-c 4096", "'quoted", "-1.5"]
 
 
 @given(SERVER_TEXT)
