@@ -219,6 +219,14 @@ class _Handler(BaseHTTPRequestHandler):
                          "usage": {"completion_tokens": len(out), "prompt_tokens": len(ids),
                                    "total_tokens": len(out) + len(ids)}})
 
+    def _event_stream(self) -> None:
+        """The head of a 200 event stream, to its end at the connection's close."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
     def _stream(self, s: FakeServer, ids: list[int], max_tokens: int, salt: int,
                 cached: int) -> None:
         b = s.behaviour
@@ -233,11 +241,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(b.stream_status, {"error": {"message": "injected", "code": b.stream_status}})
             return
         if b.endless_line:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
+            self._event_stream()
             block = b"x" * (1 << 20)
             self.wfile.write(b"data: ")
             for _ in range(b.endless_line // len(block)):
@@ -245,19 +249,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             return
         if b.malformed_stream:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
+            self._event_stream()
             self.wfile.write(b"data: {not json\n\ndata: [DONE]\n\n")
             self.wfile.flush()
             return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
+        self._event_stream()
         dies, b.die_mid_stream = b.die_mid_stream, False
         out = greedy(ids, max_tokens, salt, stop_at_eos=False)  # as a load request: max_tokens
         gap = 1.0 / b.tok_s
