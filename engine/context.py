@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,9 +47,17 @@ class Controls:
     rewarm: threading.Event = field(default_factory=threading.Event)
     paused: threading.Event = field(default_factory=threading.Event)
     reruns: list[str] = field(default_factory=list)  # row keys queued by the operator
+    # How often each key was taken off ``reruns`` to be measured: whoever boots a window for a
+    # rerun tells from it whether the window measured it (a copy queued since then stays queued).
+    reruns_taken: Counter[str] = field(default_factory=Counter)
     signals: list[str] = field(default_factory=list)  # caught, not yet in the journal
     window_timeout: float = 0.0  # timeouts.window of the window in flight
     deadline: float | None = None  # time.monotonic() at which that window runs out
+
+    def take_rerun(self, key: str) -> None:
+        """``key`` taken off the queue (its first copy) to be measured now."""
+        self.reruns.remove(key)
+        self.reruns_taken[key] += 1
 
     def start_window(self, timeout: float) -> None:
         self.window_timeout, self.deadline = timeout, time.monotonic() + timeout

@@ -22,8 +22,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from engine.sanitize import terminal
+
 SOCKET = "control.sock"
 MAX_LINE = 64 * 1024
+# A connection is a thread: a client that connects and sends nothing (or half a line) would hold
+# one for good. Each waits this long for its next line, and no more than MAX_CONNECTIONS at once
+# (the console and a few `ruler ctl` need a handful).
+READ_TIMEOUT = 60.0
+MAX_CONNECTIONS = 32
 
 Handler = Callable[[str, list[str], dict[str, Any]], str]  # raises CommandRefused when it does not apply
 
@@ -65,6 +72,12 @@ def dispatch(raw: bytes, who: dict[str, Any], handler: Handler) -> dict[str, Any
         args = req.get("args", [])
         if not isinstance(args, list) or not all(isinstance(a, str | int | float) for a in args):
             raise ValueError("'args' must be a list of strings")
+        # No row, window or session name holds one: refused, not journaled and echoed to
+        # every terminal that prints the journal.
+        for i, a in enumerate([req["cmd"], *args]):
+            if terminal(a) != str(a):
+                what = f"argument {i}" if i else "the command"
+                raise ValueError(f"{what} holds a control character: {terminal(a)[:80]}")
     except RecursionError:
         return {"ok": False, "error": "bad request: nested too deeply"}
     except ValueError as e:
@@ -79,14 +92,18 @@ def dispatch(raw: bytes, who: dict[str, Any], handler: Handler) -> dict[str, Any
 
 class _Conn(socketserver.StreamRequestHandler):
     server: _Server
+    timeout = READ_TIMEOUT  # set on the socket by setup(): a read waits no longer
 
     def handle(self) -> None:
         who = peer(self.request)
         if who["uid"] not in (os.getuid(), 0):
             self._send({"ok": False, "error": "refused: not the engine's owner"})
             return
-        for reply in replies(self.rfile, lambda raw: dispatch(raw, who, self.server.handler)):
-            self._send(reply)
+        try:
+            for reply in replies(self.rfile, lambda raw: dispatch(raw, who, self.server.handler)):
+                self._send(reply)
+        except OSError:  # the client sent nothing for READ_TIMEOUT, or went away mid-line
+            return
 
     def _send(self, obj: dict[str, Any]) -> None:
         try:
@@ -107,6 +124,28 @@ class _Server(socketserver.ThreadingUnixStreamServer):
         finally:
             os.umask(old)
         os.chmod(path, 0o600)
+        self.slots = threading.BoundedSemaphore(self.max_connections)
+
+    max_connections = MAX_CONNECTIONS
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):  # full: told so, and no thread is started
+            with contextlib.suppress(OSError):
+                request.sendall(json.dumps({"ok": False, "error": f"busy: {self.max_connections} "
+                                            "connections are open; try again"}).encode() + b"\n")
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        # ThreadingMixIn's, with the slot given back before the client sees its connection end.
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # noqa: BLE001 - the stdlib's: reported, the server serves on
+            self.handle_error(request, client_address)
+        finally:
+            self.slots.release()
+            self.shutdown_request(request)
 
 
 # sun_path holds 108 bytes: a results tree deep enough (long tmp dirs, long campaign names) makes the
@@ -142,7 +181,10 @@ class ControlServer:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self.path.unlink(missing_ok=True)
+        # On a disk that failed (EIO, EROFS) the stale socket stays: the next engine replaces it
+        # (see __init__), and the error the run stopped for is the one to say, not this one.
+        with contextlib.suppress(OSError):
+            self.path.unlink(missing_ok=True)
 
 
 def send(run_dir: Path, cmd: str, args: list[str] | None = None,

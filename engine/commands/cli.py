@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from engine import __version__
 from engine.errors import EXIT_BAD_INPUT, EXIT_CODES, EXIT_ENGINE, BadInput, EngineError
+from engine.sanitize import terminal
 
 
 def latest_run(results_dir: str | Path = "results") -> Path:
@@ -127,9 +128,9 @@ def _cmd_ctl(args: argparse.Namespace) -> int:
               f"is it running? `ruler status {run_dir}` tells", file=sys.stderr)
         return 1
     if reply.get("ok"):
-        print(reply["reply"])
+        print(terminal(reply["reply"]))
         return 0
-    print(f"refused: {reply.get('error')}", file=sys.stderr)
+    print(terminal(f"refused: {reply.get('error')}"), file=sys.stderr)
     return 1
 
 
@@ -307,10 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except BadInput as e:  # any command: the message names the problem and where
-        print(e, file=sys.stderr)
+        # Its lines may quote a file or a server: shown, never acted on.
+        print("\n".join(map(terminal, str(e).splitlines())), file=sys.stderr)
         return EXIT_BAD_INPUT
     except EngineError as e:  # ruler itself failed: said in one line, no traceback
-        print(f"ruler {args.command}: {e}", file=sys.stderr)
+        print(terminal(f"ruler {args.command}: {e}"), file=sys.stderr)
         return EXIT_ENGINE
 
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.sanitize import terminal
 from engine.servers import BootFacts, ServerAdapter, get_adapter, known_adapters
 
 MAX_PERIODIC = 1000  # a day-long log prints tens of thousands; the first ones are enough
@@ -73,7 +74,8 @@ def render_table(data: dict[str, Any]) -> str:
         if data[what]:
             out += ["", f"{what} (verbatim, first {min(SHOWN_LINES, len(data[what]))}):"]
             out += [f"  {line}" for line in data[what][:SHOWN_LINES]]
-    return "\n".join(out)
+    # Every line quotes the log: shown on a terminal, never acted on.
+    return "\n".join(map(terminal, out))
 
 
 def cmd_facts(server: str, logfile: str, as_json: bool) -> int:

@@ -50,6 +50,7 @@ from engine.record.liveness import LOCK, PID, engine_alive, read_pid
 from engine.record.snapshot import fold_journal
 from engine.run.measure import Measurement
 from engine.run.runner import Runner, frozen_items
+from engine.sanitize import terminal
 from engine.words import RunStatus
 
 # A results disk that fills up or turns read-only mid-run: the run stops and says so.
@@ -231,7 +232,7 @@ def run_engine(run_dir: Path, echo: bool) -> int:
     if status == RunStatus.ABORTED:
         return EXIT_STOPPED
     if not runner.state.measured:
-        print(f"ruler run: measured nothing: {runner.state.nothing_measured()}", file=sys.stderr)
+        print(terminal(f"ruler run: measured nothing: {runner.state.nothing_measured()}"), file=sys.stderr)
         return EXIT_NOTHING_MEASURED
     return EXIT_OK
 

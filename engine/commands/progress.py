@@ -11,6 +11,7 @@ from engine.method import steady
 from engine.quality.effect import IGNORED_FACT
 from engine.record.events import ENVELOPE, EventKind
 from engine.record.journal import Event
+from engine.sanitize import terminal
 from engine.words import CONTROL, WindowStatus, load_text, plural
 
 
@@ -107,7 +108,8 @@ def _row_done(e: Event) -> str:
     why = f" ({e['reason']})" if e.get("reason") else ""
     basis = f" over {e['basis']} (whole rep {e['whole_tok_s']:.1f})" if e.get("basis") else ""
     shape = f" {e['spread_why']}" if e.get("spread_shape") == "noise" else ""
-    spread = f"{e['spread']:.1%}" if len(e.get("rep_tok_s") or ()) > 1 else "- (one rep)"
+    spread = ("- (one rep)" if len(e.get("rep_tok_s") or ()) < 2
+              else "- (no rep moved a token)" if e.get("spread") is None else f"{e['spread']:.1%}")
     return (f"{_shape(e)} row {e['status']}: {e['agg_tok_s']:.1f} tok/s{basis} "
             f"({e['per_user_tok_s']:.1f}/user) spread {spread} "
             f"reps {e['rep_tok_s']} attempts {e['attempts']}{why}{shape}")
@@ -211,8 +213,10 @@ LINES: dict[str, Callable[[Event], str | None]] = {
 
 
 def format_event(e: Event) -> str | None:
+    """The event's line, terminal-safe: it quotes server text (errors, log lines) and operator
+    arguments, which reach a terminal or a log read on one."""
     line = LINES.get(e["kind"])
-    return line(e) if line else None
+    return terminal(line(e)) if line else None
 
 
 def printer(stream: Any = None) -> Any:

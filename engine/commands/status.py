@@ -15,6 +15,7 @@ from engine.record.journal import Damage, damage_report
 from engine.record.liveness import engine_alive, read_pid
 from engine.record.snapshot import fold_journal
 from engine.record.state import RowState, RunState
+from engine.sanitize import terminal
 from engine.words import CONTROL, LIVE_ROWS, RowStatus, RunStatus, WindowStatus
 
 
@@ -138,4 +139,5 @@ def format_summary(s: dict[str, Any]) -> str:
 
 def print_status(run_dir: Path, as_json: bool) -> None:
     s = summary(run_dir)
-    print(json.dumps(s, indent=2) if as_json else format_summary(s))
+    # Its lines quote the journal (a server's errors, an operator's arguments): shown, not acted on.
+    print(json.dumps(s, indent=2) if as_json else "\n".join(map(terminal, format_summary(s).splitlines())))

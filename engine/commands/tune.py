@@ -51,6 +51,7 @@ from engine.record.snapshot import fold_journal
 from engine.record.state import RunState, capacity_key
 from engine.record.trade import Call, Judged, judged, value_text
 from engine.report.capacity import answer_of
+from engine.sanitize import terminal
 from engine.words import CONTROL, Check, RunStatus, Verdict, WindowStatus
 
 JOURNAL = "tune.jsonl"
@@ -97,7 +98,8 @@ class Round:
 def _append(tune_dir: Path, event: str, **data: Any) -> None:
     assert "kind" not in data, "a field named kind would hide the event's kind"
     with open(tune_dir / JOURNAL, "a") as f:
-        f.write(json.dumps({"kind": event, "ts": dt.datetime.now().timestamp(), **data}) + "\n")
+        line = {"kind": event, "ts": dt.datetime.now().timestamp(), **data}
+        f.write(json.dumps(line, allow_nan=False) + "\n")
         f.flush()
         os.fsync(f.fileno())
 
@@ -350,7 +352,7 @@ def run_tune(tune: Tune, tune_dir: Path, baseline: str | None, runtime: str | No
             _append(tune_dir, "round_done", round=plan.number,
                     candidates=[asdict(c) for c in rnd.candidates])
         for c in rnd.candidates:
-            print(f"tune: round {c.round} {c.window} {json.dumps(c.change)}: {c.why}", flush=True)
+            print(terminal(f"tune: round {c.round} {c.window} {json.dumps(c.change)}: {c.why}"), flush=True)
         spent += rnd.boots
         done.append(rnd)
         incumbent = after(rnd, incumbent)

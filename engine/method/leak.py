@@ -80,6 +80,13 @@ def spread(values: Sequence[float]) -> float:
     return (max(values) - min(values)) / mean if mean > 0 else float("inf")
 
 
+def spread_figure(values: Sequence[float]) -> float | None:
+    """:func:`spread` as a recorded figure: None where reps that moved nothing make it infinite
+    (no JSON file the engine writes holds a non-finite number)."""
+    s = spread(values)
+    return round(s, 4) if math.isfinite(s) else None
+
+
 def pooled_noise(rows: Sequence[Sequence[float]]) -> tuple[float, int]:
     """The pooled standard deviation of log tok/s within rows (each about its own mean) and its
     degrees of freedom; rows of fewer than two reps, or with a rep at or below 0, add nothing."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from engine import gpu
 from engine.method import leak, steady
-from engine.method.leak import spread
+from engine.method.leak import spread, spread_figure
 from engine.words import RowStatus
 
 # A slow rep the GPU telemetry explains (a power or thermal reason, an SM clock drop): journaled as
@@ -369,7 +369,7 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]
         "goodput_rps": _round(median([f["goodput_rps"] for f in figs]), 4) if slo else None,
         **acc,
         "accept_source": source,
-        "spread": round(spread(aggs), 4),
+        "spread": spread_figure(aggs),
         "status": status,
         # What a wide spread is made of (engine.method.leak): leak | noise, and how it was read.
         "spread_shape": str(reading.shape),

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.record import results
+from engine.sanitize import csv_cell
 from engine.words import Check, Verdict
 
 VERDICTS = "verdicts.csv"
@@ -62,4 +63,4 @@ def _cell(v: Any) -> Any:
         return ""
     if isinstance(v, float):
         return f"{v:.6g}"
-    return v
+    return csv_cell(v)

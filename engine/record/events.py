@@ -303,7 +303,7 @@ class LeakSuspected(Shape):
 
 class RowVoid(Shape):
     attempt: int
-    spread: float
+    spread: float | None  # None: no rep moved a token (engine.method.leak.spread_figure)
     reason: str
     rep_tok_s: list[float]
     rerun: bool

@@ -112,7 +112,8 @@ ROW: tuple[Figure, ...] = (
     Figure("sm_mhz_min", float | None, "the lowest SM clock under load", unit="MHz", later=True),
     Figure("throttled", bool | None, "whether any rep saw a power or thermal throttle reason",
            later=True),
-    Figure("spread", float, "(max - min) / median of the reps' tok/s", fmt=".1f %", cell=".1%",
+    Figure("spread", float | None, "(max - min) / median of the reps' tok/s (None: no rep moved a token)",
+           fmt=".1f %", cell=".1%",
            header="spread", column="spread"),
     # A window row against its session's control boots, with the noise between boots
     # (engine.record.judged).

@@ -18,6 +18,7 @@ from engine.record.judged import judgement, row_columns
 from engine.record.request import RequestRecord
 from engine.record.results import THROUGHPUT, write_atomic, write_jsonl
 from engine.record.state import RunState
+from engine.sanitize import csv_cell
 from engine.words import Check
 
 
@@ -56,7 +57,7 @@ def write_throughput(run_dir: Path, rows: list[dict[str, Any]]) -> None:
     w = csv.DictWriter(buf, CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for row in rows:
-        w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
+        w.writerow({k: ("" if row.get(k) is None else csv_cell(row.get(k))) for k in CSV_COLUMNS})
     write_atomic(run_dir / THROUGHPUT, buf.getvalue())
 
 

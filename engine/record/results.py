@@ -248,15 +248,17 @@ def scrub_file(path: Path, scrub: Callable[[str], str]) -> bool:
 
 
 def write_jsonl(path: Path, rows: Iterable[Any], compact: bool = False) -> None:
-    """One JSON value a line, atomically; filtered as :func:`write_json` is."""
+    """One JSON value a line, atomically; filtered as :func:`write_json` is, and strict JSON (a
+    non-finite figure is None before it gets here)."""
     scrub = scrub_for(path)
     separators = (",", ":") if compact else None
     write_atomic(path, "".join(
-        json.dumps(scrub_data(r, scrub) if scrub else r, separators=separators) + "\n" for r in rows))
+        json.dumps(scrub_data(r, scrub) if scrub else r, separators=separators, allow_nan=False)
+        + "\n" for r in rows))
 
 
 def write_json(path: Path, data: Any) -> None:
     scrub = scrub_for(path)
     if scrub is not None:
         data = scrub_data(data, scrub)
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str, allow_nan=False) + "\n")

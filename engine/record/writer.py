@@ -31,6 +31,10 @@ class JournalDamaged(ValueError):
         super().__init__(f"damaged journal:\n{damage_report(path, damage)}")
 
 
+class JournalClosed(Exception):
+    """An append after the run closed its journal (a command racing the run's end)."""
+
+
 class JournalWriter:
     """Append-only writer. Thread-safe: the runner and the control socket both write.
 
@@ -60,9 +64,12 @@ class JournalWriter:
 
     def append(self, kind: str, **data: Any) -> Event:
         with self._lock:
+            if self._f.closed:
+                raise JournalClosed(f"{self.path} is closed: the run has ended")
+            event = {"seq": self.seq + 1, "ts": round(time.time(), 3), "kind": kind, **data}
+            # Strict JSON: Infinity and NaN are refused before the seq is taken (no gap follows).
+            line = json.dumps(event, separators=(",", ":"), default=str, allow_nan=False).encode() + b"\n"
             self.seq += 1
-            event = {"seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **data}
-            line = json.dumps(event, separators=(",", ":"), default=str).encode() + b"\n"
             self._f.write(line)
             self._f.flush()
             os.fsync(self._f.fileno())

@@ -33,6 +33,7 @@ from engine.record.results import ITEMS, PROMPTS
 from engine.report import CONTROL, Delta, ReportError, Row, RunView, delta, load_run, pct, tok
 from engine.report.run import csv_row, read_json
 from engine.report.text import judgement_of, verdict
+from engine.sanitize import terminal
 from engine.words import WindowStatus
 
 EXACT, BY_NAME, BY_AXIS = "exact", "window name", "axis"
@@ -367,10 +368,10 @@ def cmd_compare(run_dirs: list[str], as_json: bool = False, allow_different: boo
                           "rows": records}, indent=2, default=str))
         return 0
     for x, v in zip(tags(len(views)), views, strict=True):
-        print(run_line(x, v))
+        print(terminal(run_line(x, v)))
     for note in (servers_note(views), unlike_note(records, allow_different)):
         if note:
-            print(note)
+            print(terminal(note))
     print("Δ: run / A - 1 per row from the two rows' reps, [95 % interval] counting the noise "
           "between boots (the noisier run's at that load, else the declared verdict.boot_noise); "
           "effect: p below the campaign's error rate for that one comparison; Δ vs own control: "
@@ -378,5 +379,5 @@ def cmd_compare(run_dirs: list[str], as_json: bool = False, allow_different: boo
     if shared:
         print("only the rows every run has (--shared)")
     print()
-    print("\n".join(aligned(*without_empty_columns(headers, text))))
+    print("\n".join(map(terminal, aligned(*without_empty_columns(headers, text)))))
     return 0

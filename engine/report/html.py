@@ -107,12 +107,16 @@ def cells(line: str) -> list[str]:
 
 
 def table_html(head: list[str], body: Iterable[list[str]], images: dict[str, str],
-               ident: str = "") -> Iterator[str]:
+               ident: str = "", data: bool = False) -> Iterator[str]:
+    """A table of markdown cells; ``data``: of plain text cells (a CSV's, which may quote a
+    server), escaped and nothing else: no link, image or emphasis is made of them."""
+    def show(c: str) -> str:
+        return html.escape(c) if data else inline(c, images)
     yield f'<table{f" id={chr(34)}{ident}{chr(34)}" if ident else ""}>'
-    yield "<thead><tr>" + "".join(f"<th>{inline(c, images)}</th>" for c in head) + "</tr></thead>"
+    yield "<thead><tr>" + "".join(f"<th>{show(c)}</th>" for c in head) + "</tr></thead>"
     yield "<tbody>"
     for row in body:
-        yield "<tr>" + "".join(f"<td>{inline(c, images)}</td>" for c in row) + "</tr>"
+        yield "<tr>" + "".join(f"<td>{show(c)}</td>" for c in row) + "</tr>"
     yield "</tbody></table>"
 
 
@@ -161,9 +165,7 @@ def rows_table(run_dir: Path, images: dict[str, str]) -> list[str]:
     if not rows:
         return []
     return [f"<h2>Every row of {results.THROUGHPUT} ({len(rows) - 1})</h2>",
-            *table_html([html.escape(h) for h in rows[0]],
-                        ([html.escape(c).replace("|", "\\|") for c in r] for r in rows[1:]), images,
-                        ident="rows")]
+            *table_html(rows[0], rows[1:], images, ident="rows", data=True)]
 
 
 def data_uri(png: Path) -> str:

@@ -24,6 +24,7 @@ from engine.record.journal import Event, read_kinds
 from engine.record.receipts import read_rep
 from engine.record.snapshot import fold_journal
 from engine.record.state import RunState, WindowState
+from engine.sanitize import csv_text
 from engine.words import CONTROL, USABLE_ROWS, load_text, row_key
 
 # The events the report reads besides the state: each window's boots and ends, and the audit
@@ -147,7 +148,8 @@ def csv_row(r: dict[str, str]) -> Row:
     short = [name for name, text in cells.items() if text is None]  # DictReader's restval
     if short:
         raise TypeError(f"the line has no value for {', '.join(short)}")
-    return Row(**{name: PARSE[TYPES[name]](text) for name, text in cells.items()})
+    # A text the writer quoted so that no spreadsheet runs it (engine.sanitize) reads as written.
+    return Row(**{name: PARSE[TYPES[name]](csv_text(text)) for name, text in cells.items()})
 
 
 def receipt_rep_tok_s(run_dir: Path, source: str, concurrency: int, basis: str = "") -> list[float]:
@@ -158,6 +160,30 @@ def receipt_rep_tok_s(run_dir: Path, source: str, concurrency: int, basis: str =
 
     return stats.receipt_tok_s([read_rep(run_dir / p) for p in source.split(";") if p],
                                concurrency, basis)
+
+
+def receipt_damage(run_dir: Path, rows: list[Row]) -> list[str]:
+    """The receipts the rows name that are missing or not whole, each with why. A receipt is
+    written whole at once (write_atomic): one that does not end at a line's end, or whose first
+    or last line is not JSON, was cut or damaged since. Its first and last lines only are read."""
+    out: list[str] = []
+    for p in dict.fromkeys(p for r in rows for p in r.source.split(";") if p):
+        try:
+            with (run_dir / p).open("rb") as f:
+                first = f.readline()
+                f.seek(max(0, f.seek(0, 2) - 65536))
+                tail = f.read()
+        except OSError as e:
+            out.append(f"{p} ({e.strerror})")
+            continue
+        last = tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        try:
+            whole = tail.endswith(b"\n") and json.loads(first).get("kind") == "rep" and json.loads(last)
+        except (ValueError, AttributeError):
+            whole = False
+        if not whole:
+            out.append(f"{p} (truncated or damaged)")
+    return out
 
 
 def read_rows(run_dir: Path, state: RunState) -> list[Row]:

@@ -7,7 +7,7 @@ import math
 from engine.record import results
 from engine.record.journal import damage_report
 from engine.record.state import earlier_sessions
-from engine.report.run import Row, RunView, read_json
+from engine.report.run import Row, RunView, read_json, receipt_damage
 from engine.report.text import (
     acceptance_text,
     cache_text,
@@ -30,8 +30,21 @@ from engine.report.text import (
 from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_cell, verdict_lines
 from engine.report.windows import history, window_status
+from engine.sanitize import markdown
 from engine.words import CONTROL, Check, load_text, plural
 
+
+def receipts_said(view: RunView) -> str:
+    """Where the figures come from: the receipts, unless some the rows name are gone or cut."""
+    damaged = receipt_damage(view.dir, view.rows)
+    if not damaged:
+        return ("Every figure below is read from `throughput.csv`, the per-request receipts it "
+                "names and the journal; nothing was measured again.")
+    more = f" (+{len(damaged) - 5})" if len(damaged) > 5 else ""
+    shown = ", ".join(markdown(d) for d in damaged[:5]) + more
+    return ("Every figure below is read from `throughput.csv` and the journal; nothing was measured "
+            f"again. **{plural(len(damaged), 'receipt')} it names cannot back them: missing, truncated "
+            f"or damaged** ({shown}), so those rows' figures are the journal's alone.")
 
 def header(view: RunView) -> list[str]:
     st = view.state
@@ -46,8 +59,7 @@ def header(view: RunView) -> list[str]:
         f"{plural(len(windows), 'window')} in {plural(len(view.sessions()), 'session')}, "
         f"{plural(len(view.rows), 'row')} in "
         f"`throughput.csv`. Started {when(st.started_ts)}, finished {when(st.finished_ts)}.", "",
-        "Every figure below is read from `throughput.csv`, the per-request receipts it names and "
-        "the journal; nothing was measured again. A row's tok/s is the median of its reps; its "
+        receipts_said(view) + " A row's tok/s is the median of its reps; its "
         "spread is (max - min) / mean of the reps. A delta is window / control - 1 against the "
         "same session's control boots (the control, and the control booted again at the "
         "session's end), the ratio of geometric means of the reps' tok/s, with a 95 % interval "
@@ -57,7 +69,7 @@ def header(view: RunView) -> list[str]:
         "run; *no observable effect* is shown, not presumed; the rest is *undetermined*, with the "
         "sessions it would take (`verdict`, `verdict_why`).", ""]
     if st.error:
-        lines += [f"**Engine error**: {st.error}", ""]
+        lines += [f"**Engine error**: {markdown(st.error)}", ""]
     if st.damage:
         lines += [f"**Journal damaged** at {len(st.damage)} line(s): the report folds every valid "
                   "event around them; the lines themselves are not events.", "", "```",

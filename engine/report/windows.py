@@ -25,6 +25,7 @@ from engine.report.text import (
 )
 from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_lines
+from engine.sanitize import markdown, terminal
 from engine.words import CONTROL, USABLE_ROWS, WindowStatus, load_text
 
 
@@ -45,7 +46,7 @@ def window_status(view: RunView, ws: WindowState) -> list[str]:
                   ""]
     finished = view.of(EventKind.WINDOW_FINISHED, ws.session, ws.window)
     if finished and finished[-1].get("reason"):
-        lines += [f"Window ended: {finished[-1]['reason']} "
+        lines += [f"Window ended: {markdown(finished[-1]['reason'])} "
                   f"{link(view, f'windows/{ws.key}/failure.txt')}".rstrip(), ""]
         if ws.status == WindowStatus.FAILED:
             lines += slurm_lines(view, ws)
@@ -119,9 +120,11 @@ def rejection(view: RunView, ws: WindowState) -> list[str]:
         text = path.read_text(errors="replace")
         block = text.split("error lines (verbatim):\n", 1)[-1].split("\n\n", 1)[0]
         lines = [x for x in block.splitlines() if x.strip()] or lines
-    out = [f"**Rejected at boot**: {ws.reason}", ""]
+    out = [f"**Rejected at boot**: {markdown(ws.reason)}", ""]
     if lines:
-        out += ["Verbatim from the server:", "", "```"] + lines + ["```", ""]
+        # Inside the fence, shown as text: no backtick to close it early, no escape to act on.
+        out += ["Verbatim from the server:", "", "```",
+                *(terminal(x).replace("`", "'") for x in lines), "```", ""]
     out += slurm_lines(view, ws)
     receipt = link(view, f"windows/{ws.key}/rejection.txt")
     return out + ([f"Receipt: {receipt}", ""] if receipt else [])
@@ -147,21 +150,22 @@ def history(view: RunView, ws: WindowState) -> list[str]:
             again = (f"rewarmed, rep {', '.join(map(str, gone))} measured again and the rest kept"
                      if gone and len(gone) < len(e.get("rep_tok_s", [])) else
                      "rewarmed and measured again")
-            out.append(f"- {shape}: attempt {e['attempt']} **void** ({e['reason']}; reps {reps} "
+            out.append(f"- {shape}: attempt {e['attempt']} **void** ({markdown(e['reason'])}; reps {reps} "
                        f"tok/s): {again}")
         elif e["kind"] == EventKind.RERUN_ABORTED:
-            out.append(f"- {shape}: rerun attempt {e['attempt']} cut short ({e['reason']}); the "
+            out.append(f"- {shape}: rerun attempt {e['attempt']} cut short ({markdown(e['reason'])}); the "
                        "row stands as it was")
         elif e["kind"] == EventKind.WINDOW_REBOOT:
-            out.append(f"- window booted again ({e['reason']}) for {e['row']}")
+            out.append(f"- window booted again ({markdown(e['reason'])}) for {markdown(e['row'])}")
     for cmd in view.state.commands:
         if cmd.get("cmd") == "rerun" and any(str(a).startswith(f"{ws.key}/")
                                               for a in cmd.get("args", [])):
-            out.append(f"- operator: rerun {' '.join(map(str, cmd['args']))} at {when(cmd.get('ts'))}")
+            args = markdown(" ".join(map(str, cmd["args"])))
+            out.append(f"- operator: rerun {args} at {when(cmd.get('ts'))}")
     for r in view.rows_of(ws.session, ws.window).values():
         if r.status not in USABLE_ROWS:
             out.append(f"- {r.cls} {r.load}: row **{r.status}** after {r.attempts} "
-                       f"attempt{'s' if r.attempts != 1 else ''}: {r.reason or '-'}")
+                       f"attempt{'s' if r.attempts != 1 else ''}: {markdown(r.reason) or '-'}")
     return (["Void rows, reruns and flagged reps:", ""] + out + [""]) if out else []
 
 
@@ -179,7 +183,9 @@ def windows(view: RunView) -> list[str]:
         changed = {k: v for k, v in (diff.get("changed") or {}).items()
                    if not IGNORED_FACT.search(k)}
         if changed:
-            shown = [f"`{k}` {v[0]} vs {v[1]}" for k, v in list(changed.items())[:10]]
+            # Keys and values as the server's log printed them: inert text.
+            shown = [f"{markdown(k)} {markdown(v[0])} vs {markdown(v[1])}"
+                     for k, v in list(changed.items())[:10]]
             more = f" and {len(changed) - 10} more" if len(changed) > 10 else ""
             lines += [f"Boot facts that differ from the control: {', '.join(shown)}{more} "
                       f"({len(diff.get('equal', []))} equal; "

@@ -45,6 +45,10 @@ if TYPE_CHECKING:  # a TypedDict: the shard processes this module preloads need 
 LAG_TICK = 0.005  # the lag monitor's sleep; lag = how late it wakes
 CLIENT_BOUND_LAG_MS = 20.0
 CLIENT_BOUND_CPU = 0.8  # client CPU seconds per wall second on its one thread
+# The client's own loop lost this long at once (the engine stopped: SIGSTOP, a suspended VM, a
+# swap storm): its rep timed the client, not the server. No GC or busy loop comes near it; two
+# seconds leaves a busy host's scheduling room, and a stopped engine (6-10 s when it was found) none.
+STALL_S = 2.0
 SHARD_START_TIMEOUT = 60.0  # a shard process that is not ready by then is an engine failure
 
 
@@ -55,6 +59,7 @@ class PassResult:
     client_cpu_s: float
     wall_s: float
     achieved_concurrency: float
+    stall_s: float = 0.0  # the longest the client's loop woke late: a stop of the engine itself
     extra: dict[str, Any] = field(default_factory=dict)
     shards: list[PassResult] = field(default_factory=list)  # a sharded pass: each shard's figures
 
@@ -66,9 +71,15 @@ class PassResult:
         return (self.lag_p99_ms > CLIENT_BOUND_LAG_MS
                 or self.client_cpu_s > CLIENT_BOUND_CPU * max(self.wall_s, 1e-9))
 
+    @property
+    def stalled(self) -> bool:
+        """Whether the client itself stopped mid-pass (STALL_S): the rep is the client's."""
+        return self.stall_s >= STALL_S
+
     def summary(self) -> dict[str, Any]:
         loops = self.shards or [self]
-        return {"lag_p99_ms": round(self.lag_p99_ms, 3), "client_cpu_s": round(self.client_cpu_s, 4),
+        return {"lag_p99_ms": round(self.lag_p99_ms, 3), "stall_s": round(self.stall_s, 3),
+                "client_cpu_s": round(self.client_cpu_s, 4),
                 "wall_s": round(self.wall_s, 4), "client_bound": self.client_bound,
                 "achieved_concurrency": round(self.achieved_concurrency, 3),
                 "shards": len(loops), "shard_lag_p99_ms": [round(s.lag_p99_ms, 3) for s in loops],
@@ -300,7 +311,7 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
     p99 = lag_ms[min(len(lag_ms) - 1, int(0.99 * len(lag_ms)))]
     records.sort(key=lambda r: r["index"])
     return PassResult(records, p99, time.thread_time() - cpu0, wall,
-                      in_flight[1] / wall if wall > 0 else 0.0)
+                      in_flight[1] / wall if wall > 0 else 0.0, stall_s=max(lag, default=0.0))
 
 
 def measure_pass(*args: Any, shards: int = 1, **kwargs: Any) -> PassResult:
@@ -326,6 +337,9 @@ def _run(coro: Coroutine[Any, Any, PassResult]) -> PassResult:
     loop = getattr(_thread, "loop", None)
     if loop is None or loop.is_closed():
         loop = _thread.loop = uvloop.new_event_loop()
+    # Collected first: frozen, an earlier pass's garbage (its records, a hostile server's huge
+    # buffers) would be kept for good, pass after pass.
+    gc.collect()
     gc.freeze()
     try:
         return loop.run_until_complete(coro)
@@ -479,4 +493,4 @@ def _sharded(shards: int, base_url: str, adapter: ServerClient, items: Sequence[
         s.records = []  # merged above; the shard keeps its figures
     return PassResult(records, max(s.lag_p99_ms for s in parts), sum(s.client_cpu_s for s in parts),
                       wall, sum(s.achieved_concurrency * s.wall_s for s in parts) / wall if wall > 0
-                      else 0.0, shards=parts)
+                      else 0.0, stall_s=max(s.stall_s for s in parts), shards=parts)

@@ -229,7 +229,7 @@ class Measurement:
             key = next((k for k in run.controls.reruns if k.startswith(prefix)), None)
             if key is None:
                 return
-            run.controls.reruns.remove(key)
+            run.controls.take_rerun(key)
             row = run.state.rows[key]
             self.shape(run, ctx, row.cls, row.concurrency, rerun=True, rate=row.rate)
 
@@ -388,9 +388,15 @@ class Measurement:
                     header = {**where, "attempt": attempt, "rep": rep, "metrics_delta": delta,
                               "cache": {**cache, "metrics": cache_delta}, "client": res.summary(),
                               "gpu": gpus}
+                    if res.stalled:  # the engine itself stopped: the rep timed it, not the server
+                        header["void"] = (f"client stalled: its load loop stopped for "
+                                          f"{res.stall_s:.1f} s (the engine was paused or starved: "
+                                          "SIGSTOP, a suspended VM, swapping), not the server")
                     write_rep(path, header, res.records)
                     reps.append((header, res.records))
                     paths.append(str(path.relative_to(run.run_dir)))
+                    if res.stalled:
+                        break  # the attempt is void: rewarmed and measured again, or the row is
                     self._rep_done(run, where, attempt, rep, res, paths[-1], reps, pool)
                 row = {**stats.row_figures(reps, c, policy, slo, pool),
                        **self._precision(run, where, reps)}
@@ -447,6 +453,10 @@ class Measurement:
         suspect = stats.suspect_rep(aggs, policy, pool)
         row = run.state.rows.get(row_key(where["session"], where["window"], where["class"], c,
                                          where.get("rate")))
+        # A rep whose requests failed is slow for that (its failed requests say so, and void the
+        # row): a leak is a slow rep of a server that answered.
+        if suspect is not None and any(r.get("error") for r in reps[suspect][1]):
+            suspect = None
         if suspect is not None and not (row and (attempt, suspect + 1) in row.suspects):  # said once
             cause = stats.rep_cause([h for h, _ in reps], suspect)
             run.emit(EventKind.LEAK_SUSPECTED, **where, attempt=attempt, rep=suspect + 1,

@@ -20,6 +20,7 @@ from engine.campaign.sources import Item, chosen
 from engine.campaign.sources.item import plain_item
 from engine.campaign.spec import Campaign, Place, ServerConfig
 from engine.context import Controls, Phase, RunContext, WindowContext
+from engine.control import CommandRefused
 from engine.errors import EngineError, WindowFailed
 from engine.gpu import Gpus
 from engine.method.stats import LeakPolicy
@@ -28,7 +29,7 @@ from engine.record.events import FORMAT, EventKind, check
 from engine.record.journal import Event
 from engine.record.receipts import ThroughputWriter
 from engine.record.state import RunState
-from engine.record.writer import JournalWriter
+from engine.record.writer import JournalClosed, JournalWriter
 from engine.run.boot import BootOutcome, LogPump, wait_ready
 from engine.run.gpuwatch import GpuWatch, flag_free, window_gpus
 from engine.run.measure import Measurement
@@ -374,16 +375,23 @@ class Runner:
             self.reboots[wkey] = reboot = self.reboots.get(wkey, 0) + 1
             self.emit(EventKind.WINDOW_REBOOT, session=row.session, window=row.window, row=key,
                       reason=f"operator rerun of a {row.status} row", reboot=reboot)
+            taken = ctl.reruns_taken[key]
             self.run_window(row.session, row.window, tag=f"-rerun{reboot}",
                             phases=[Measurement().reruns], lane=lane)
-            ctl.reruns[:] = [k for k in ctl.reruns if k != key]
+            # A window that never measured it (rejected, stopped) drops the copy it booted for;
+            # one queued again while it ran (its window stopping) stays, to boot it once more.
+            if ctl.reruns_taken[key] == taken and key in ctl.reruns:
+                ctl.reruns.remove(key)
 
     # ------------------------------------------------------------ operator commands
 
     def command(self, cmd: str, args: list[str], who: dict[str, Any]) -> str:
         """One control-socket command (see engine.run.operator); called on the socket's thread."""
-        return handle(self.ctx, cmd, args, who, {lane.session: lane.controls for lane in self.lanes
-                                                  if lane.session})
+        try:
+            return handle(self.ctx, cmd, args, who, {lane.session: lane.controls for lane in self.lanes
+                                                      if lane.session})
+        except JournalClosed as e:  # it raced the run's end: the journal has its last event
+            raise CommandRefused(f"the run has ended (its journal is closed): nothing to {cmd}") from e
 
     def run_window(self, session: str, window: str, tag: str = "",
                    phases: list[Phase] | None = None, lane: Lane | None = None) -> None:

@@ -23,6 +23,7 @@ no state across lines (:class:`BootFacts` does), so one reader can read many log
 
 from __future__ import annotations
 
+import math
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -43,14 +44,17 @@ def parse_number(text: str) -> int | float:
 
     Thousands separators (``,`` or ``_``) are dropped; a value with a decimal point or an
     exponent is a float, anything else an int. Surrounding whitespace is ignored.
-    Raises ValueError when ``text`` is not one number.
+    Raises ValueError when ``text`` is not one finite number.
     """
     s = text.strip()
     if not _NUMBER_RE.fullmatch(s):
         raise ValueError(f"not a number: {text!r}")
     s = s.replace(",", "").replace("_", "")
     if any(c in s for c in ".eE"):
-        return float(s)
+        value = float(s)
+        if not math.isfinite(value):  # 1e999: no fact a JSON journal can hold
+            raise ValueError(f"not a finite number: {text!r}")
+        return value
     return int(s)
 
 

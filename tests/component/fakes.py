@@ -122,6 +122,10 @@ class Behaviour:
     hang: bool = False  # chat requests stream one token, then hang until the server ends
     inert_knobs: set[str] = field(default_factory=set)  # knobs the fake's "template" ignores
     stream_status: int = 200  # another: each streamed chat request is answered with it, an error
+    # With stream_status: the error's body as these bytes (text/plain), not the JSON error object.
+    error_body: bytes | None = None
+    # Above 0: each streamed chat request sends one SSE line this long with no end, then closes.
+    endless_line: int = 0
     malformed_stream: bool = False  # each streamed chat request's events are not JSON
     # A server that echoes what it was given (a secret of its environment): its boot log prints
     # these lines before its ready line, and every reply it generates starts with the first.
@@ -219,26 +223,41 @@ class _Handler(BaseHTTPRequestHandler):
                          "usage": {"completion_tokens": len(out), "prompt_tokens": len(ids),
                                    "total_tokens": len(out) + len(ids)}})
 
-    def _stream(self, s: FakeServer, ids: list[int], max_tokens: int, salt: int,
-                cached: int) -> None:
-        b = s.behaviour
-        if b.stream_status != 200:
-            self._json(b.stream_status, {"error": {"message": "injected", "code": b.stream_status}})
-            return
-        if b.malformed_stream:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
-            self.wfile.write(b"data: {not json\n\ndata: [DONE]\n\n")
-            self.wfile.flush()
-            return
+    def _event_stream(self) -> None:
+        """The head of a 200 event stream, to its end at the connection's close."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
+
+    def _stream(self, s: FakeServer, ids: list[int], max_tokens: int, salt: int,
+                cached: int) -> None:
+        b = s.behaviour
+        if b.stream_status != 200 and b.error_body is not None:
+            self.send_response(b.stream_status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(b.error_body)))
+            self.end_headers()
+            self.wfile.write(b.error_body)
+            return
+        if b.stream_status != 200:
+            self._json(b.stream_status, {"error": {"message": "injected", "code": b.stream_status}})
+            return
+        if b.endless_line:
+            self._event_stream()
+            block = b"x" * (1 << 20)
+            self.wfile.write(b"data: ")
+            for _ in range(b.endless_line // len(block)):
+                self.wfile.write(block)
+            self.wfile.flush()
+            return
+        if b.malformed_stream:
+            self._event_stream()
+            self.wfile.write(b"data: {not json\n\ndata: [DONE]\n\n")
+            self.wfile.flush()
+            return
+        self._event_stream()
         dies, b.die_mid_stream = b.die_mid_stream, False
         out = greedy(ids, max_tokens, salt, stop_at_eos=False)  # as a load request: max_tokens
         gap = 1.0 / b.tok_s

@@ -7,12 +7,17 @@ import csv
 from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
+
 from engine.campaign.load import load_campaign
+from engine.commands import launch
 from engine.context import Phase
 from engine.record.journal import Event, read_events
+from engine.run import runner as runner_mod
 from engine.run.measure import Measurement
 from engine.run.runner import Runner
-from tests.campaigns import write
+from tests.campaigns import CTX, campaign, write
 from tests.component.fakes import Behaviour, FakeRuntime, Hooks
 
 WHO = {"user": "test", "via": "unit"}
@@ -49,3 +54,22 @@ def slow_rep_two(hooks: Hooks, fake: FakeRuntime, window: str = "control") -> No
 
     hooks.on(slow, kind="rep_done", window=window, attempt=1, rep=1)
     hooks.on(fast, kind="rep_done", window=window, attempt=1, rep=2)
+
+
+def run_with(tmp: Path, behaviour: Behaviour, monkeypatch: pytest.MonkeyPatch,
+             echo: bool = False, axis: str = "context 4096") -> tuple[Path, int]:
+    """``ruler engine``'s run_engine (lock, journal, control socket, Runner, Measurement) on the
+    fake runtime, every server behaving as ``behaviour``: the run directory and the exit code."""
+    spec = tmp / "failing.yaml"
+    body = campaign("failing", {"ctx": {**CTX["ctx"], "axis": axis}}, {"s1": ["ctx"]}, reps=2, leak={
+        "min_concurrency": 8, "spread": 0.9, "max_reruns": 0})
+    body["process"] = {"command": ["/bin/true"]}  # never run: the fake runtime starts the servers
+    spec.write_text(yaml.safe_dump(body, sort_keys=False))
+    run = launch.prepare(str(spec), str(tmp / "results"), "process")
+    fake = FakeRuntime(lambda plan: behaviour)
+    monkeypatch.setattr(runner_mod, "runtime_for", lambda *a, **k: fake)
+    try:
+        code = launch.run_engine(run, echo=echo)
+    finally:
+        fake.close()
+    return run, code

@@ -10,30 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
-from engine.commands import launch
 from engine.errors import EXIT_NOTHING_MEASURED, EXIT_OK
 from engine.record.snapshot import fold_journal
-from engine.run import runner as runner_mod
-from tests.campaigns import CTX, campaign
-from tests.component.fakes import Behaviour, FakeRuntime
-
-
-def run_with(tmp: Path, behaviour: Behaviour, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, int]:
-    spec = tmp / "failing.yaml"
-    body = campaign("failing", CTX, {"s1": ["ctx"]}, reps=2, leak={
-        "min_concurrency": 8, "spread": 0.9, "max_reruns": 0})
-    body["process"] = {"command": ["/bin/true"]}  # never run: the fake runtime starts the servers
-    spec.write_text(yaml.safe_dump(body, sort_keys=False))
-    run = launch.prepare(str(spec), str(tmp / "results"), "process")
-    fake = FakeRuntime(lambda plan: behaviour)
-    monkeypatch.setattr(runner_mod, "runtime_for", lambda *a, **k: fake)
-    try:
-        code = launch.run_engine(run, echo=False)
-    finally:
-        fake.close()
-    return run, code
+from tests.component.fakes import Behaviour
+from tests.component.helpers import run_with
 
 
 @pytest.mark.parametrize("behaviour", [Behaviour(stream_status=500),

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,10 @@ from engine.quality import Quality
 from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep
 from engine.record.state import fold
+from engine.run import loadgen
+from engine.run.client.record import Events
 from engine.run.measure import Measurement, recompute_row
+from engine.words import RunStatus
 from tests.campaigns import CTX, LEAKY, campaign
 from tests.component.fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
 from tests.component.helpers import PACE, WHO, events, rows, runner, slow_rep_two
@@ -435,3 +439,88 @@ def test_passes_past_the_shard_rate_run_on_shards(tmp: Path, fake: FakeRuntime) 
             assert all(x["error"] is None and x["completion_tokens"] == 6 for x in records)
     for row in rows(r.run_dir).values():
         assert (row["status"], row["reps"]) == ("ok", "2")
+
+
+def test_a_rerun_queued_as_the_last_rerun_of_its_row_ends_runs_too(tmp: Path) -> None:
+    """The control's requests all fail (FAKED: its server answers HTTP 500), so its row stays void
+    after the operator's rerun; the operator queues it again as that rerun's row is done, while
+    its window stops: the engine said "queued", so it boots the window again."""
+    fake = FakeRuntime(by_window({"control": Behaviour(stream_status=500)}))
+    key = "s1-control/prose/c2"
+    hooks = Hooks()
+    replies: list[str] = []
+    hooks.on(lambda e: replies.append(r.command("rerun", [key], WHO)), kind="window_started", window="ctx")
+
+    def again(_: Event) -> None:  # the rerun's window, once booted, finishes: queued as it stops
+        hooks.on(lambda e: replies.append(r.command("rerun", [key], WHO)), kind="window_finished",
+                 window="control")
+    hooks.on(again, kind="window_reboot", reboot=1)
+    spec = campaign("rerun-again", CTX, {"s1": ["ctx"]}, leak={**LEAKY, "max_reruns": 0})
+    r = runner(tmp, spec, fake, hooks)
+    try:
+        assert r.run() == "finished"
+    finally:
+        fake.close()
+    hooks.check()
+    assert [x.split(":")[0] for x in replies] == [f"queued {key}"] * 2
+    assert [(e["row"], e["reboot"]) for e in events(r.run_dir, "window_reboot")] == [(key, 1), (key, 2)]
+    assert [e["attempts"] for e in events(r.run_dir, "row_done", window="control")] == [1, 2, 3]
+
+
+def test_a_command_racing_the_end_of_the_run_is_refused_plainly(tmp: Path, fake: FakeRuntime) -> None:
+    """A command accepted as the run closes its journal (the run's end racing the socket's
+    thread; here the journal is closed before the fold says the run ended) is refused saying so,
+    not "internal error: ValueError: write to closed file"."""
+    r = runner(tmp, campaign("ended", CTX, {"s1": ["ctx"]}), fake)
+    r.journal.close()
+    r.state.status = RunStatus.RUNNING  # the fold an instant before its run_finished
+    with pytest.raises(CommandRefused, match=r"the run has ended \(its journal is closed\)"):
+        r.command("abort", [], WHO)
+
+
+def test_a_client_that_stalled_mid_rep_voids_the_rep_as_its_own_not_a_leak(
+        tmp: Path, fake: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine stops mid-rep (FAKED: the load loop is blocked for 4.5 s once, over twice STALL_S,
+    as a SIGSTOP of the engine blocks it): that rep measured the client, so it is voided as
+    client-stalled and the attempt measured again; no leak is suspected of the server."""
+    stall = threading.Event()
+    feed = Events.feed
+
+    def stalling_feed(self: Events, bodies: list[bytes], times: list[float]) -> None:
+        if stall.is_set():
+            stall.clear()
+            time.sleep(4.5)  # the loop's thread stops, as a stopped process's does
+        feed(self, bodies, times)
+
+    monkeypatch.setattr(Events, "feed", stalling_feed)
+    hooks = Hooks()
+    hooks.on(lambda e: stall.set(), kind="rep_done", window="control", attempt=1, rep=1)
+    spec = campaign("stall", CTX, {"s1": ["ctx"]}, leak={**LEAKY, "max_reruns": 1}, max_tokens=16)
+    r = runner(tmp, spec, fake, hooks)
+    assert r.run() == "finished"
+    hooks.check()
+    run = r.run_dir
+    assert not events(run, "leak_suspected")
+    [void] = events(run, "row_void", window="control")
+    assert void["attempt"] == 1 and "rep 2: client stalled: its load loop stopped for" in void["reason"]
+    header, _ = read_rep(run / "windows/s1-control/reps/prose-c2-1-2.jsonl")
+    assert header["client"]["stall_s"] >= loadgen.STALL_S and header["void"].startswith("client stalled")
+    row = rows(run)["s1-control/prose/c2"]
+    assert (row["status"], row["attempts"]) == ("ok", "2")
+
+
+def test_a_rep_whose_requests_failed_is_not_suspected_of_a_leak(tmp: Path, fake: FakeRuntime) -> None:
+    """Rep 3's requests all fail (FAKED: the server answers HTTP 500 from then on, as one dying
+    under the rep does before it is seen dead): its tok/s is low for that reason, which the row's
+    failed requests say; no leak is suspected of the server."""
+    hooks = Hooks()
+
+    def failing(_: Event) -> None:
+        fake.current.behaviour.stream_status = 500
+    hooks.on(failing, kind="rep_done", window="control", attempt=1, rep=2)
+    spec = campaign("failing-rep", CTX, {"s1": ["ctx"]}, leak={**LEAKY, "max_reruns": 0})
+    r = runner(tmp, spec, fake, hooks)
+    assert r.run() == "finished"
+    hooks.check()
+    assert [e["failed"] for e in events(r.run_dir, "rep_done", window="control")] == [0, 0, 2]
+    assert not events(r.run_dir, "leak_suspected")

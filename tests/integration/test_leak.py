@@ -22,6 +22,7 @@ from engine import testbed as tb_mod
 from engine.record.journal import read_events
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
+from engine.sanitize import markdown
 from tests.integration.live import SlowingProxy
 
 # Slow: a campaign on the real server behind the proxy, over ten seconds.
@@ -120,6 +121,6 @@ def test_leaked_rep_is_voided_rewarmed_and_rerun(testbed: tb_mod.Testbed, tmp_pa
     assert report.returncode == 0, report.stderr
     text = (run / "report.md").read_text()
     first = voids[0]
-    assert (f"- prose C2: attempt 1 **void** ({first['reason']}; reps "
+    assert (f"- prose C2: attempt 1 **void** ({markdown(first['reason'])}; reps "
             f"{', '.join(f'{v:.2f}' for v in first['rep_tok_s'])} tok/s): rewarmed, rep 2 "
             "measured again and the rest kept") in text, text

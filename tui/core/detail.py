@@ -184,9 +184,11 @@ def row_detail(state: RunState, r: RowState, leak: LeakRule, rule: Rule) -> Deta
         if final.get(name):
             out.append([(f"{label}:", "muted"), (str(final[name]), "")])
     if final:
-        spread = final.get("spread") if (final.get("reps") or 0) > 1 else None
+        spread = final.get("spread")
+        spread_text = ("- (one rep)" if (final.get("reps") or 0) < 2
+                       else "- (no rep moved a token)" if spread is None else fmt_pct(spread))
         out.append([("median", "muted"), (f"{fmt_tok(final.get('agg_tok_s'))} tok/s", "bold"),
-                    ("spread", "muted"), (fmt_pct(spread) if spread is not None else "- (one rep)", ""),
+                    ("spread", "muted"), (spread_text, ""),
                     ("basis", "muted"), (str(final.get("basis") or "whole"), "")])
     out += [[], *rep_lines(r), [], *attempt_lines(r)]
     d = row_delta(state, r, rule)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from engine.method.leak import spread
+from engine.method.leak import spread_figure
 from engine.record.figures import FIGURES
 from engine.record.state import RowState, RunState
 from engine.words import LIVE_ROWS, RowStatus
@@ -113,7 +113,7 @@ def row_cells(r: RowState, expected_reps: int | None,
             sp = None  # one rep has no spread: "-", never 0.0 %
     else:
         med = statistics.median(live_reps) if live_reps else None
-        sp, prov = (spread(live_reps) if len(live_reps) > 1 else None), True
+        sp, prov = (spread_figure(live_reps) if len(live_reps) > 1 else None), True
     word, style = STATUS_WORD.get(r.status, (r.status, ""))
     cells: dict[str, list[Seg]] = {
         "shape": [(f"{r.cls} {r.load}", "bold")],

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Self
 
 from rich.highlighter import Highlighter
 from rich.style import Style
 from rich.text import Text
 from textual.message import Message
 
+from engine.sanitize import terminal
 from tui.widgets._textual_hacks import NoLineMeasure, WheelBackHook
 
 
@@ -44,6 +45,11 @@ class BootLog(NoLineMeasure, WheelBackHook):
         self.term = ""
         self.match: int | None = None
         self.highlighter = _LogHighlighter(self)
+
+    def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> Self:
+        # A server's line is shown, never acted on: Log would keep ESC (an OSC retitles the
+        # terminal's pane) and split at a CR (a forged line of its own).
+        return super().write_lines((terminal(line) for line in lines), scroll_end)
 
     def follow_tail(self) -> None:
         if self.auto_scroll:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from rich.control import strip_control_codes
 from rich.style import Style
 from rich.text import Span, Text
 from textual.color import Color
 
+from engine.sanitize import terminal
 from tui.core.fmt import Seg
 
 
@@ -42,7 +42,9 @@ def to_text(segs: Iterable[Seg], styles: dict[str, Style], sep: str = " ", end: 
         if i and sep:
             parts.append(sep)
             at += len(sep)
-        kept = strip_control_codes(s)  # as Text.append does: the spans count what is kept
+        # Shown, never acted on: a reason or an error may quote a server's escapes (Rich strips
+        # only BEL, BS, VT, FF and CR); the spans count what is kept.
+        kept = terminal(s)
         style = styles.get(tag)
         if style and s:  # a null style or an empty segment: append adds no span either
             spans.append(Span(at, at + len(kept), style))
@@ -57,5 +59,5 @@ def lines_text(lines: Sequence[Seg], styles: dict[str, Style]) -> Text:
     for i, (s, tag) in enumerate(lines):
         if i:
             text.append("\n")
-        text.append(s, styles.get(tag, Style()))
+        text.append(terminal(s), styles.get(tag, Style()))
     return text

@@ -33,6 +33,9 @@ def new_record(worker: int, index: int, prompt_index: int) -> RequestRecord:
             "completion_tokens": None, "chunks": 0, "error": None}
 
 
+# The longest SSE event taken: a chat chunk is a few hundred bytes, one with logprobs a few KiB.
+MAX_EVENT = 1 << 20
+
 class Events:
     """A stream's SSE events into its record, fed body bytes with their reads' arrival times.
 
@@ -61,6 +64,12 @@ class Events:
         payloads, stamps = self.sse.feed(bodies, times)
         if payloads:
             self._read(payloads, stamps)
+        if not self.ended and len(self.sse.rest) > MAX_EVENT:
+            # Each read would copy the whole unfinished event again: memory and time without end.
+            size = len(self.sse.rest)
+            self.sse.rest = b""
+            self.fail(f"a stream event of {size:,} bytes with no end yet (more than {MAX_EVENT:,}): "
+                      "not a chat stream's chunk")
 
     def _read(self, payloads: list[bytes], stamps: list[float]) -> None:  # noqa: C901 - one frame a batch
         """SSE data payloads into the record, until ``[DONE]`` or the stream's first error.

@@ -167,3 +167,58 @@ def test_send_with_no_engine_listening_raises_and_a_closed_socket_is_replaced(tm
     finally:
         server.close()
     assert not (tmp_path / control.SOCKET).exists()
+
+
+@pytest.mark.parametrize("args", [["s1-w/prose/c2\x1b]0;TITLE\x07"], ["a\r\nrerun forged"], ["\x9b2J"]])
+def test_a_command_or_argument_with_a_control_character_is_refused_before_the_handler(
+        args: list[str]) -> None:
+    """No row, window or session name holds one: journaled, it would reach every terminal that
+    prints the journal (headless lines, ``ruler ctl``, the console) as an escape or a forged line."""
+    seen: list[str] = []
+
+    def handler(cmd: str, args: list[str], who: dict[str, Any]) -> str:
+        seen.append(cmd)
+        return "queued"
+
+    for req in ({"cmd": "rerun", "args": args}, {"cmd": args[0]}):
+        reply = control.dispatch(json.dumps(req).encode(), {"pid": 1, "uid": 0, "gid": 0}, handler)
+        assert reply["ok"] is False and "control character" in reply["error"]
+        assert "\x1b" not in reply["error"] and "\r" not in reply["error"] and "\x9b" not in reply["error"]
+    assert not seen
+
+
+def test_idle_half_line_connections_are_bounded_and_timed_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """Clients that connect and send half a line each held a thread for good (3000 of them, 3000
+    threads): at most ``max_connections`` are served at once (one more is told it is busy, and
+    no thread starts for it), and each idle one is closed after the read timeout."""
+    monkeypatch.setattr(control._Conn, "timeout", 0.5)
+    monkeypatch.setattr(control._Server, "max_connections", 4)
+    server = control.ControlServer(tmp_path, _did)
+    idle: list[socket.socket] = []
+    try:
+        with control.addressable(tmp_path / control.SOCKET) as address:
+            for _ in range(4):
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(address)
+                s.sendall(b'{"cmd": "sta')  # half a line, then nothing
+                idle.append(s)
+            with socket.socket(socket.AF_UNIX) as extra:
+                extra.connect(address)
+                extra.settimeout(30)
+                assert json.loads(extra.makefile("rb").readline())["error"].startswith("busy: 4 ")
+            for s in idle:  # the server closes each once its read times out: EOF
+                s.settimeout(30)
+                assert s.recv(100) == b""
+            with socket.socket(socket.AF_UNIX) as again:
+                again.connect(address)
+                again.settimeout(30)
+                f = again.makefile("rwb")
+                f.write(b'{"cmd": "status"}\n')
+                f.flush()
+                assert json.loads(f.readline()) == {"ok": True, "reply": "did status"}
+    finally:
+        for s in idle:
+            s.close()
+        server.close()
+    assert "Traceback" not in capfd.readouterr().err

@@ -54,3 +54,16 @@ def test_unknown_server_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert cmd_facts("tgi", str(LOGS / "vllm_0330_boot.log"), as_json=False) == 2
     err = capsys.readouterr().err
     assert "unknown server 'tgi'" in err and "sglang" in err and "vllm" in err
+
+
+def test_a_log_line_with_escapes_is_printed_as_text(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """An error line quoted verbatim with an OSC (retitles the terminal) and a CSI (clears it):
+    the table shows the escapes, a terminal acts on none."""
+    log = tmp_path / "boot.log"
+    hostile = "ValueError: boom \x1b]0;TITLE\x07\x1b[2J\rforged"
+    log.write_text((LOGS / "sglang_replayssm_reject.log").read_text() + hostile + "\n")
+    assert cmd_facts("sglang", str(log), as_json=False) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out
+    assert "ValueError: boom \\x1b]0;TITLE\\x07\\x1b[2J" in out

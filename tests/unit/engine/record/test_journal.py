@@ -181,3 +181,15 @@ def test_the_journal_and_the_logs_are_born_owner_only_like_every_receipt(tmp_pat
     assert modes == {".": "0o700", "windows": "0o700", "windows/s1-control": "0o700",
                      "journal.jsonl": "0o600", "windows/s1-control/boot.log": "0o600",
                      "windows/s1-control/boot-facts.json": "0o600"}
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -float("inf")])
+def test_the_writer_refuses_a_non_finite_number_and_writes_nothing(tmp_path: Path, value: float) -> None:
+    """Infinity and NaN are not JSON: a figure that can be one is None before it is journaled
+    (engine.method.leak.spread_figure); one that slips through is a ruler bug, never a line."""
+    j = JournalWriter(tmp_path / "journal.jsonl")
+    j.append("window_started", session="s1", window="control", axis="control", plan={})
+    with pytest.raises(ValueError, match="JSON compliant"):
+        j.append("boot_fact", session="s1", window="control", key="odd", value=value)
+    j.close()
+    assert [e["kind"] for e in read_events(tmp_path / "journal.jsonl")] == ["window_started"]

@@ -451,7 +451,7 @@ def test_parse_number(text: str, expected: int | float) -> None:
     assert type(got) is type(expected)
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1,2.3.4", "12 MiB", "nan"])
+@pytest.mark.parametrize("text", ["", "abc", "1,2.3.4", "12 MiB", "nan", "1e999", "-1e999"])
 def test_parse_number_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         parse_number(text)

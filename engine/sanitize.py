@@ -1,0 +1,73 @@
+"""Text from outside ruler (a server's log lines, error bodies and stream text, an operator's command
+arguments, a campaign's axis) made inert for where it is written: one function per destination.
+
+- :func:`terminal`: a terminal or a log pane. Every control character (C0 but tab, DEL, C1) and the
+  bidirectional overrides are shown as escapes (``\\x1b``), so an OSC cannot retitle a pane, a CSI
+  cannot clear the screen and a CR or LF cannot forge a line of its own.
+- :func:`markdown`: report.md (and report.html, made from its lines). The text, terminal-safe, as
+  plain words when it is only those, else as one code span: no heading, link, HTML tag or table
+  cell starts inside it.
+- :func:`csv_cell`: a CSV cell. Terminal-safe, and a text a spreadsheet would run as a formula
+  (``=``, ``+``, ``-``, ``@``) gets a leading ``'`` (OWASP's CSV injection advice); numbers stay.
+
+In the bottom layer: the record, the report, the commands and the console all write such text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# C0 but tab, DEL, C1; the bidi embeddings, overrides and isolates (text that reads other than
+# it is stored); the line and paragraph separators (a line break in some terminals and viewers).
+_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_FORMULA = ("=", "+", "-", "@", "\t")
+# Characters no markdown or HTML construct starts with, mid-line: letters, digits, _ and these.
+_PLAIN = re.compile(r"[\w .,:;=+\-/%()@']*")
+
+
+def _shown(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def terminal(text: object) -> str:
+    """``text`` with every character a terminal would act on shown as its escape instead."""
+    return _UNSAFE.sub(_shown, str(text))
+
+
+def markdown(text: object) -> str:
+    """``text`` as inert markdown, for the middle of a line: as it is when every character is
+    plain (words, numbers, spaces, a few punctuation marks: ``5``, ``q4_0``), else one code span
+    (empty text: nothing). In a span a backtick would end it, so it becomes ``'``; a ``|`` would
+    end a table cell, so it is escaped as tables need."""
+    s = terminal(text)
+    if _PLAIN.fullmatch(s):
+        return s
+    s = s.replace("`", "'").replace("|", "\\|")
+    return f"`{s}`" if s.strip() else ""
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell's value: a number as it is, a text terminal-safe and never a formula."""
+    if not isinstance(value, str):
+        return value
+    s = terminal(value)
+    if s.startswith(_FORMULA) and not _number(s):
+        return "'" + s
+    return s
+
+
+def csv_text(cell: str) -> str:
+    """A CSV cell as ruler wrote the text: :func:`csv_cell`'s quote before a formula taken off."""
+    if cell.startswith("'") and cell[1:].startswith(_FORMULA) and not _number(cell[1:]):
+        return cell[1:]
+    return cell
+
+
+def _number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
