@@ -91,7 +91,8 @@ class SshDial:
     @property
     def spawned(self) -> int:
         """How many ssh children have been started: :meth:`error` of those since a count."""
-        return self._spawned
+        with self._lock:
+            return self._spawned
 
     def _serve(self) -> None:
         while True:
@@ -100,7 +101,10 @@ class SshDial:
             except OSError:  # closed
                 return
             err = self._dir / f"ssh-{self._spawned + 1}.err"
-            with conn, err.open("wb") as stderr:
+            # Held from before the child starts until it is counted: whoever has seen the child's
+            # bytes, or the connection's end (the parent's copy closes only after), and then
+            # asks the count or error() finds this child.
+            with conn, err.open("wb") as stderr, self._lock:
                 try:
                     # The connection is the child's stdin and stdout (the parent's copy is closed
                     # here): the SDK's bytes go to ssh and back with no thread of ruler's between.
@@ -109,13 +113,10 @@ class SshDial:
                 except OSError as e:  # ssh left PATH since the check: the SDK's call fails
                     stderr.write(f"cannot run ssh: {e}\n".encode())
                     continue
-                # Counted before the parent's copy of the connection closes: the SDK sees the
-                # connection end only then, so error() of its failed call finds this child.
-                with self._lock:
-                    if self._closed:
-                        proc.kill()
-                    self._children.append((proc, err))
-                    self._spawned += 1
+                if self._closed:
+                    proc.kill()
+                self._children.append((proc, err))
+                self._spawned += 1
 
     def error(self, since: int = 0) -> str:
         """What ssh said when a child started after the first ``since`` failed (its stderr on one

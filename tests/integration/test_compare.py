@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 
 from engine import testbed as tb_mod
+from engine.method.boots import declared
 from engine.method.delta import relative_delta
+from engine.method.verdict import versus
 from engine.report import load_run, pct, tok
-from engine.report.compare import cmd_compare, comparison, match_rows
+from engine.report.compare import cmd_compare, comparison, cross_noise, match_rows
 from tests.integration.live import RULER
 from tests.integration.report_runs import POLICY_A, POLICY_B, csv_rows, recomputed
 
@@ -37,14 +39,21 @@ def test_rows_side_by_side_with_deltas(run_a: Path, run_b: Path) -> None:
     b = recomputed(run_b, ("s1", "control", "prose", 1), POLICY_B)
     assert line["A tok/s"] == f"{tok(a['agg_tok_s'])} (spread {pct(a['spread'])})"
     assert line["B tok/s"] == f"{tok(b['agg_tok_s'])} (spread {pct(b['spread'])})"
-    # A control row across runs: the reps' delta, its interval widened by the noise between boots
-    # (two runs are two boots at least), and the call on that one comparison.
-    iv = relative_delta(b["rep_tok_s"], a["rep_tok_s"])
-    assert iv is not None and iv.lo is not None and iv.hi is not None
+    # A control row across runs: the delta of the reps recomputed from the receipts, its interval
+    # with the noise between boots (two runs are two boots at least: the noisier run's at C1, or
+    # the declared), and the call on that one comparison.
+    views = [load_run(run_a), load_run(run_b)]
+    row_a, row_b = (v.rows_of("s1", "control")[("prose", 1, None)] for v in views)
+    j = cross_noise(views[0], views[1], row_b)
+    noise = j.noise_at(1, None) or declared(j.rule.boot_noise)
+    stage = min(row_a.stage_reps, row_b.stage_reps) if row_a.stage_reps and row_b.stage_reps else None
+    v = versus(b["rep_tok_s"], [a["rep_tok_s"]], noise, stage)
+    assert v is not None and (iv := v.interval()) is not None
     cell = line["Δ B vs A"]
-    assert cell.startswith(f"{iv.delta * 100:+.1f} % [") and cell.endswith(MARKS), cell
+    assert cell.startswith(f"{v.delta * 100:+.1f} % [") and cell.endswith(MARKS), cell
     lo, hi = (float(x) for x in cell[cell.index("[") + 1:cell.index("]")].split(", "))
-    assert lo <= iv.lo * 100 + 0.05 and hi >= iv.hi * 100 - 0.05
+    assert lo == pytest.approx(iv[0] * 100, abs=0.051) and hi == pytest.approx(iv[1] * 100, abs=0.051)
+    assert v.noise.boot_mean > 0  # the boots' noise is in it, never zero in silence
     assert line["matched by"] == "B: exact"
     assert line["A accept len/rate"] == f"{a['accept_len']:.2f}/{a['accept_rate']:.3f}"
 

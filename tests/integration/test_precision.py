@@ -1,25 +1,22 @@
 """Reps to a precision on the real testbed: a noisy control row gains reps until its interval is
 as narrow as the campaign asks, and every row's steady-window tok/s recomputes from its receipts.
 
-The noise is made by a delaying TCP proxy in front of the real llama-server (fault injection: a
-real server cannot be told to be noisy on cue). It forwards every byte; a chat request of the
-control's reps is held before it reaches the server by 0, 1 or 2 times ``HOLD`` of the time the
-server took for the last request it did not hold, by its rep's number (from the engine's own
-journal): relative, so that the control's reps spread evenly (1, 2/3, 1/2 of the pace) however busy
-the machine is, too wide for its first stage to reach the precision. Noise, not a leak: no rep
-stands alone below the others. The window's reps pass
-unheld.
+The noise is made by the live tests' slowing TCP proxy in front of the real llama-server (fault
+injection: a real server cannot be told to be noisy on cue). It forwards every byte; the response
+to a chat request of the control's reps is held back 0, 1 or 2 times ``HOLD`` of the time the
+server took to give it, by its rep's number (from the engine's own journal): relative, so that the
+control's reps spread evenly (1, 2/3, 1/2 of the pace) however busy the machine is, too wide for
+its first stage to reach the precision. Noise, not a leak: no rep stands alone below the others.
+The window's reps pass unheld.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import csv
 import math
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +28,7 @@ from engine.record.journal import read_events
 from engine.run.measure import recompute_row
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
+from tests.integration.live import SlowingProxy
 
 # Slow: a campaign on the real server, over ten seconds.
 pytestmark = pytest.mark.slow
@@ -64,56 +62,29 @@ workload:
 leak: {{min_concurrency: 64, spread: 0.02, max_reruns: 0}}
 quality: {{enabled: false}}
 """
-HOLD = 0.5  # a held request waits this share of the last unheld request's time, per step
+HOLD = 0.5  # a held response waits this share of the server's time for it, per step
 
 
-class DelayingProxy(threading.Thread):
+class PatternProxy(SlowingProxy):
+    """The live tests' slowing proxy, holding each chat response of the control's reps ``HOLD``
+    times the server's own time for it per step of the pattern (0, 1, 2): relative to the request
+    itself, so the pattern's spread is the same however busy the machine is."""
+
     def __init__(self, upstream: int, steps: Callable[[], int]) -> None:
-        super().__init__(daemon=True)
-        self.upstream, self.port, self.steps = upstream, free_port(), steps
-        self.held = 0
-        self.took = 0.0  # the server's time for the last request not held
-        self.ready = threading.Event()
-        self.loop = asyncio.new_event_loop()
+        super().__init__(upstream, lambda: False)
+        self.steps, self.held = steps, 0
+        self.pending: dict[int, int] = {}  # id(request bytes) -> its steps
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
+    def holds(self, request: bytes) -> bool:
+        if not request.startswith(b"POST /v1/chat/completions") or not (n := self.steps()):
+            return False
+        self.held += 1
+        self.pending[id(request)] = n
+        return True
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        first = await reader.read(65536)
-        chat = first.startswith(b"POST /v1/chat/completions")
-        steps = self.steps() if chat else 0
-        if steps:
-            self.held += 1
-            await asyncio.sleep(HOLD * steps * self.took)
-        t0 = self.loop.time()
-        up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream)
-        up_w.write(first)
-        await asyncio.gather(self._pipe(reader, up_w), self._pipe(up_r, writer))
-        if chat and not steps:
-            self.took = self.loop.time() - t0
-
-    async def _main(self) -> None:
-        server = await asyncio.start_server(self._client, "127.0.0.1", self.port)
-        self.ready.set()
-        async with server:
-            await server.serve_forever()
-
-    def run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        with contextlib.suppress(RuntimeError, asyncio.CancelledError):  # stopped
-            self.loop.run_until_complete(self._main())
-
-    def stop(self) -> None:
-        for task in asyncio.all_tasks(self.loop):
-            self.loop.call_soon_threadsafe(task.cancel)
+    async def release(self, request: bytes, response: bytes, took: float) -> bytes:
+        await asyncio.sleep(HOLD * self.pending.pop(id(request), 0) * took)
+        return response
 
 
 def control_pattern(results: Path) -> Callable[[], int]:
@@ -139,7 +110,7 @@ def test_a_noisy_control_gains_reps_until_its_precision(testbed: tb_mod.Testbed,
         str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "2048", "-np", "2",
         "-t", "1", "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
     results = tmp_path / "results"
-    proxy = DelayingProxy(port, control_pattern(results))
+    proxy = PatternProxy(port, control_pattern(results))
     proxy.start()
     assert proxy.ready.wait(10)
     spec = tmp_path / "precision.yaml"

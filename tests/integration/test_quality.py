@@ -163,6 +163,9 @@ quality:
   greedy: {{n: {n}, max_tokens: 16}}
   teacher_forced: {{top_k: 10, positions: 3}}
 leak: {{spread: 0.20}}  # the declared noise of a shared 2-core CPU: the no-effect tolerance's floor
+# The noise between two boots of one server on a shared, busy 2-core CPU, declared (this campaign
+# boots its control once): under load the same server's C1 row moved 41 % from one boot to the next.
+verdict: {{boot_noise: 0.30}}
 timeouts: {{boot: 120, request: 120}}
 """
 N = 5
@@ -271,7 +274,7 @@ def test_noop_flag_has_no_observable_effect(run_dir: Path) -> None:
     assert v[("noop", "greedy")]["summary"] == f"{N}/{N} identical"
     ne = v[("noop", "no_effect")]
     # Never an effect; "no observable effect" only if shown within ±5 %, which one control boot a
-    # session (the noise between boots declared at 5 %) cannot show: undetermined, and it says so.
+    # session (the noise between boots declared at 30 %) cannot show: undetermined, and it says so.
     assert ne["verdict"] == "undetermined", ne["summary"]
     assert "undetermined" in ne["summary"] and "observable effect (" not in ne["summary"]
     # The drafter block changes a boot fact, so block5 is never "no observable effect".
