@@ -47,7 +47,9 @@ def test_rows_side_by_side_with_deltas(run_a: Path, run_b: Path) -> None:
     j = cross_noise(views[0], views[1], row_b)
     noise = j.noise_at(1, None) or declared(j.rule.boot_noise)
     stage = min(row_a.stage_reps, row_b.stage_reps) if row_a.stage_reps and row_b.stage_reps else None
-    v = versus(b["rep_tok_s"], [a["rep_tok_s"]], noise, stage)
+    assert row_a.rep_tok_s == pytest.approx(a["rep_tok_s"])
+    assert row_b.rep_tok_s == pytest.approx(b["rep_tok_s"])
+    v = versus(row_b.rep_tok_s, [row_a.rep_tok_s], noise, stage)
     assert v is not None and (iv := v.interval()) is not None
     cell = line["Δ B vs A"]
     assert cell.startswith(f"{v.delta * 100:+.1f} % [") and cell.endswith(MARKS), cell
