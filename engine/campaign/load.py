@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from engine.campaign import defaults, sweep
-from engine.campaign.prompts import NotUtf8, decode_text, read_prompts
+from engine.campaign.prompts import NotUtf8, Unreadable, decode_text, read_bounded, read_prompts
 from engine.campaign.redact import argv_warnings
 from engine.campaign.sources import SOURCES
 from engine.campaign.spec import MAX_CONCURRENCY, OLD_TPOT_KEY, Campaign, PromptClass, Window
@@ -48,14 +48,15 @@ def load_campaign(path: str | Path) -> Campaign:
     path = Path(path)
     file = str(path)
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_CAMPAIGN_BYTES + 1)  # never more: the file may be /dev/zero
+        data = read_bounded(path, MAX_CAMPAIGN_BYTES)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise SpecError([Problem(file, 1, 1, f"cannot read campaign file ({reason})")]) from None
-    if len(data) > MAX_CAMPAIGN_BYTES:
-        raise SpecError([Problem(file, 1, 1, f"campaign file is larger than {MAX_CAMPAIGN_BYTES // 1024} "
-                                             "KiB; a campaign is a few (prompts belong in prompt files)")])
+    except Unreadable as exc:
+        problem = (f"campaign file is {exc}" if exc.size is None else
+                   f"campaign file is larger than {MAX_CAMPAIGN_BYTES // 1024} KiB; a campaign is a few "
+                   "(prompts belong in prompt files)")
+        raise SpecError([Problem(file, 1, 1, problem)]) from None
     try:
         text = decode_text(data)
     except NotUtf8 as exc:
@@ -462,7 +463,8 @@ def _check_file(where: tuple[Any, ...], file: object, base_dir: Path, what: str,
         return []
     try:
         resolved = (base_dir / file).resolve()
-        found = resolved.is_file()
+        # One that is there but no file (a FIFO, a device) is its reader's to name.
+        found = resolved.exists() if read is not None else resolved.is_file()
     except (OSError, ValueError) as exc:  # a NUL byte, a name longer than the system allows
         reason = getattr(exc, "strerror", None) or str(exc)
         return [(where, False, f"{what} {describe(file)} cannot be a path ({reason})")]

@@ -11,7 +11,6 @@ before it (after the previous turn's reply ends).
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from typing import Annotated, Any, cast
 
 from pydantic import Field, Strict, model_validator
 
-from engine.campaign.prompts import DataFileError, json_lines
+from engine.campaign.prompts import DataFileError, json_elements, json_lines
 from engine.campaign.sources.base import Count, Frozen, Source, reading
 from engine.campaign.sources.item import Item
 from engine.campaign.sources.shared_prefix import words
@@ -86,43 +85,12 @@ def read_conversations(path: Path) -> list[Conversation]:
     cannot send is a DataFileError reading ``path:line: problem``."""
     text = reading(path)
     jsonl = path.suffix.lower() == ".jsonl"
-    records = json_lines(path, text, DataFileError) if jsonl else _json_list(path, text)
+    records = (json_lines(path, text, DataFileError) if jsonl else
+               json_elements(path, text, "expected a JSON list of conversations"))
     out = [_conversation(path, n, rec) for n, rec in records]
     if not out:
         raise DataFileError(path, "no conversations: the file has none")
     return out
-
-
-def _json_list(path: Path, text: str) -> list[tuple[int, Any]]:
-    """A JSON list of records, each with the line it starts on (a decoder walks the list)."""
-    dec = json.JSONDecoder()
-    try:
-        i = _skip(text, 0)
-        if text[i:i + 1] != "[":
-            raise DataFileError(path, "expected a JSON list of conversations", _line(text, i))
-        i = _skip(text, i + 1)
-        out: list[tuple[int, Any]] = []
-        while text[i:i + 1] != "]":
-            obj, end = dec.raw_decode(text, i)
-            out.append((_line(text, i), obj))
-            i = _skip(text, end)
-            if text[i:i + 1] == ",":
-                i = _skip(text, i + 1)
-            elif text[i:i + 1] != "]":
-                raise DataFileError(path, "not JSON (expected ',' or ']')", _line(text, i))
-        return out
-    except json.JSONDecodeError as exc:
-        raise DataFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
-
-
-def _skip(text: str, i: int) -> int:
-    while i < len(text) and text[i] in " \t\n":
-        i += 1
-    return i
-
-
-def _line(text: str, i: int) -> int:
-    return text.count("\n", 0, i) + 1
 
 
 def _conversation(path: Path, n: int, rec: Any) -> Conversation:

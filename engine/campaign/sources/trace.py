@@ -89,6 +89,14 @@ def _jsonl_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
 
 def _csv_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     reader = csv.DictReader(io.StringIO(text))
+    try:
+        return _csv_records(path, reader)
+    except csv.Error as exc:  # a field past csv's limit (131072 characters)
+        # DictReader's own line_num is the last row it gave; its reader's, the line that failed.
+        raise DataFileError(path, f"not CSV ruler reads ({exc})", reader.reader.line_num or 1) from None
+
+
+def _csv_records(path: Path, reader: csv.DictReader[str]) -> list[tuple[int, dict[str, Any]]]:
     fields = [f.strip() for f in reader.fieldnames or []]
     need = {"input_length", "output_length"}
     if not need <= set(fields) or not {"time", "timestamp"} & set(fields):
