@@ -17,7 +17,17 @@ from engine.campaign import defaults, sweep
 from engine.campaign.prompts import NotUtf8, Unreadable, decode_text, read_bounded, read_prompts
 from engine.campaign.redact import argv_warnings
 from engine.campaign.sources import SOURCES
-from engine.campaign.spec import MAX_CONCURRENCY, OLD_TPOT_KEY, Campaign, PromptClass, Window
+from engine.campaign.spec import (
+    MAX_CONCURRENCY,
+    MAX_RATE,
+    MAX_REP_REQUESTS,
+    MAX_SECONDS,
+    MIN_RATE,
+    OLD_TPOT_KEY,
+    Campaign,
+    PromptClass,
+    Window,
+)
 from engine.campaign.yamlmarks import (
     Issue,
     MarkedDoc,
@@ -219,7 +229,31 @@ def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:
         if isinstance(cap, int) and 1 <= cap < reps:
             issues.append((("workload", "max_reps"), False, f"max_reps {cap} is below reps {reps}"))
     return (issues + _check_row_labels(workload, "concurrency") + _check_row_labels(workload, "rate")
-            + _check_capacity(workload, classes))
+            + _check_capacity(workload, classes) + _check_arrivals(workload))
+
+
+def _check_arrivals(workload: Mapping[Any, Any]) -> list[Issue]:
+    """A rate's rep is its arrival times, made before it starts: at most MAX_REP_REQUESTS of them
+    (rate x rep_seconds), over at most MAX_SECONDS."""
+    rates, seconds = workload.get("rate"), workload.get("rep_seconds")
+    per_rep = workload.get("requests_per_rep")
+    if not isinstance(rates, list) or per_rep is not None and not isinstance(per_rep, int):
+        return []
+    span = seconds if isinstance(seconds, int | float) and seconds > 0 else 10
+    issues: list[Issue] = []
+    for i, rate in enumerate(rates):
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not MIN_RATE <= rate <= MAX_RATE:
+            continue  # the schema's to report
+        n = per_rep or max(4, math.ceil(span * rate))
+        if n > MAX_REP_REQUESTS:
+            issues.append((("workload", "rate", i), False,
+                           f"rate {rate:g} req/s for rep_seconds {span:g} is {n} arrivals a rep; at "
+                           f"most {MAX_REP_REQUESTS} (shorten rep_seconds or lower the rate)"))
+        elif n / rate > MAX_SECONDS:
+            issues.append((("workload", "rate", i), False,
+                           f"rate {rate:g} req/s sends its {n} requests a rep over {n / rate:.3g} s; at "
+                           f"most {MAX_SECONDS} (a week): raise the rate or send fewer requests"))
+    return issues
 
 
 def _check_capacity(workload: Mapping[Any, Any], classes: Mapping[Any, Any]) -> list[Issue]:
