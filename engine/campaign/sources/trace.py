@@ -189,16 +189,22 @@ def shared_fraction(reqs: Sequence[TraceRequest], block_tokens: int = BLOCK_TOKE
     """The share of the trace's input tokens in a prefix an earlier request already sent: what a
     prefix cache that kept everything would serve (a block counts only after a shared prefix, as
     a prefix cache matches; a partial last block counts its tokens)."""
-    seen: set[tuple[str, ...]] = set()
+    # The prefixes seen, as a trie: (its parent prefix's node, its last block) -> its node. A
+    # prefix is one entry, not a tuple of its blocks: memory and time linear in the blocks.
+    seen: dict[tuple[int, str], int] = {}
     shared = total = 0
     for r in reqs:
-        keys = blocks(r, block_tokens)
-        k = 0
-        while k < len(keys) and tuple(keys[:k + 1]) in seen:
-            k += 1
+        node, k, matching = 0, 0, True
+        for key in blocks(r, block_tokens):
+            child = seen.get((node, key))
+            if child is None:
+                matching = False
+                child = seen[(node, key)] = len(seen) + 1
+            elif matching:
+                k += 1
+            node = child
         shared += min(k * block_tokens, r.input_length)
         total += r.input_length
-        seen.update(tuple(keys[:j + 1]) for j in range(len(keys)))
     return shared / total if total else 0.0
 
 

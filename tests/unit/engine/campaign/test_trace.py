@@ -4,6 +4,7 @@ and the plain CSV/JSONL, their errors at file:line, shared blocks shared."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -165,3 +166,18 @@ def test_the_workload_s_loads_for_a_trace_and_a_multi_turn_class(tmp_path: Path)
     path.write_text(yaml.safe_dump(campaign("c", {}, {"s": []}, classes={"t": {"trace": {"file": "t.jsonl"}}},
                                             concurrency=[]), sort_keys=False))
     assert load_campaign(path).workload.loads_of("t") == [(0, None)]  # a trace alone needs no load
+
+
+def test_a_request_of_thousands_of_blocks_is_explained_in_linear_memory() -> None:
+    """Every prefix was a tuple of its blocks: 30000 hash ids held 30000^2 / 2 keys (gigabytes)."""
+    n = 5000
+    reqs = [trace.TraceRequest(1, 0.0, n * 512, 1, tuple(range(n))),
+            trace.TraceRequest(2, 1.0, n * 512, 1, tuple(range(n)))]
+    tracemalloc.start()
+    try:
+        shared = trace.shared_fraction(reqs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert shared == 0.5  # the second request is all the first's prefix
+    assert peak < 20 << 20, f"{peak / (1 << 20):.0f} MiB for {n} blocks"  # quadratic: over 100 MiB
