@@ -486,7 +486,7 @@ def _check_classes(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
         file = source.file(spec)
         if file is not None:
             issues += _check_file((*where, source.key, *source.file_at), file, base_dir, source.what,
-                                  functools.partial(source.items, spec))
+                                  functools.partial(source.check, spec))
     return issues
 
 

@@ -92,7 +92,14 @@ def read_bounded(path: Path, limit: int) -> bytes:
         if st.st_size > limit:
             raise Unreadable(f"{size_text(st.st_size)} ({st.st_size} bytes), more than the "
                              f"{size_text(limit)} ruler reads", st.st_size)
-        data = f.read(limit + 1)  # never more: a file may grow, or say a size it does not have
+        # In pieces, never more than limit + 1 in all: a file may grow, or say a size it does not
+        # have; one read(limit + 1) would allocate the whole limit for a file of a few bytes.
+        chunks: list[bytes] = []
+        total = 0
+        while total <= limit and (chunk := f.read(min(1 << 24, limit + 1 - total))):
+            chunks.append(chunk)
+            total += len(chunk)
+        data = b"".join(chunks)
     if len(data) > limit:
         raise Unreadable(f"more than the {size_text(limit)} ruler reads", len(data))
     return data

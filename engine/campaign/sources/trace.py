@@ -279,6 +279,10 @@ class TraceSource(Source):
         assert path is not None  # file() always names one
         return cast(list[Item], spec_items(spec, path))
 
+    def check(self, spec: Any, path: Path | None) -> None:
+        assert path is not None  # file() always names one
+        spec_requests(spec, path)  # every record and the window; the prompts cannot fail
+
     def describe(self, spec: Any, path: Path | None) -> list[str]:
         assert path is not None  # file() always names one
         return describe(spec, path)

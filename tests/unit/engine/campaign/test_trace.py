@@ -181,3 +181,26 @@ def test_a_request_of_thousands_of_blocks_is_explained_in_linear_memory() -> Non
         tracemalloc.stop()
     assert shared == 0.5  # the second request is all the first's prefix
     assert peak < 20 << 20, f"{peak / (1 << 20):.0f} MiB for {n} blocks"  # quadratic: over 100 MiB
+
+
+def test_validate_reads_a_trace_without_synthesising_its_prompts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Synthesising every prompt (512 seeded words a block) made a 1e6-line trace take minutes to
+    validate: the file's records and window are what can be wrong, and all validate reads."""
+    import yaml
+
+    from engine.campaign.load import load_campaign
+    from tests.campaigns import campaign
+
+    (tmp_path / "t.jsonl").write_text("".join(
+        json.dumps({"timestamp": i, "input_length": 600, "output_length": 2, "hash_ids": [i, i + 1]}) + "\n"
+        for i in range(5)))
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(campaign("c", {}, {"s": []}, classes={
+        "replay": {"trace": {"file": "t.jsonl"}}}), sort_keys=False))
+
+    def no_prompts(*_: object) -> str:
+        raise AssertionError("validate synthesised a prompt")
+
+    monkeypatch.setattr(trace, "prompt", no_prompts)
+    assert list(load_campaign(path).workload.classes) == ["replay"]
