@@ -149,8 +149,21 @@ def json_line(path: Path, n: int, line: str, error: type[DataFileError]) -> Any:
 
 def json_lines(path: Path, text: str, error: type[DataFileError]) -> list[tuple[int, Any]]:
     """Every value of a JSONL file's text, each with its line (blank lines skipped)."""
-    return [(n, json_line(path, n, line, error)) for n, line in enumerate(text.split("\n"), 1)
-            if line.strip()]
+    return list(iter_json_lines(path, text, error))
+
+
+def iter_json_lines(path: Path, text: str, error: type[DataFileError]) -> Iterator[tuple[int, Any]]:
+    """:func:`json_lines` one at a time: a reader that keeps less than the decoded values (a
+    trace's requests) never holds them all."""
+    start, n = 0, 0
+    while start <= len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        n += 1
+        line = text[start:end]
+        if line.strip():
+            yield n, json_line(path, n, line, error)
+        start = end + 1
 
 
 def json_elements(path: Path, text: str, expected: str) -> list[tuple[int, Any]]:
