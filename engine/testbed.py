@@ -77,6 +77,10 @@ class TestbedError(RuntimeError):
     """The testbed could not be prepared; the message says what and why."""
 
 
+class TestbedCacheError(TestbedError):
+    """The cache directory is the operator's to fix (read-only, not a directory): bad input."""
+
+
 @dataclass
 class VLLMTestbed:
     python: Path  # the environment's interpreter: `python -m vllm.entrypoints.openai.api_server`
@@ -182,11 +186,31 @@ def _write_manifest(directory: Path, names: list[str]) -> None:
     (directory / "manifest.json").write_text(json.dumps(entries, indent=1, sort_keys=True))
 
 
-def _manifest_ok(directory: Path, names: list[str]) -> bool:
-    """True when every named file exists with the size and checksum recorded at creation."""
+def _manifest_names(directory: Path) -> dict[str, Any]:
+    """The manifest as a mapping of the names it records ({} for one missing, unreadable or not
+    a JSON object)."""
     try:
         entries = json.loads((directory / "manifest.json").read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def _manifest(directory: Path) -> dict[str, dict[str, Any]] | None:
+    """The manifest's entries, as :func:`_write_manifest` writes them ({name: {size, sha256}}); None
+    for one missing, unreadable or of any other shape (edited, damaged: not to be trusted)."""
+    entries = _manifest_names(directory)
+    if not entries or not all(
+            isinstance(e, dict) and type(e.get("size")) is int and isinstance(e.get("sha256"), str)
+            for e in entries.values()):
+        return None
+    return entries
+
+
+def _manifest_ok(directory: Path, names: list[str]) -> bool:
+    """True when every named file exists with the size and checksum recorded at creation."""
+    entries = _manifest(directory)
+    if entries is None:
         return False
     for n in names:
         p = directory / n
@@ -605,11 +629,7 @@ def ensure_vllm_model(root: Path, python: Path, gguf: Path, log: Log, built: lis
 
 def _model_names(directory: Path) -> list[str]:
     """Every file the manifest recorded, and at least the ones vLLM cannot start without."""
-    try:
-        recorded = json.loads((directory / "manifest.json").read_text())
-    except (OSError, ValueError):
-        recorded = {}
-    return sorted(set(HF_REQUIRED) | set(recorded))
+    return sorted(set(HF_REQUIRED) | set(_manifest_names(directory)))
 
 
 # Programs the CPU build runs: a shell, and lscpu, which picks the CPUs its worker binds to.
@@ -722,11 +742,17 @@ def ensure_vllm(root: Path, gguf: Path, log: Log, built: list[str], reused: list
 
 def ensure(log: Log = _stderr, with_image: bool = True, with_vllm: bool = False) -> Testbed:
     root = cache_root()
-    (root / "tmp").mkdir(parents=True, exist_ok=True)
-    # Two processes preparing at once (two test sessions, `make demo` beside `make test`) would
-    # build into the same tree and break each other's objects: the second waits for the first,
-    # then finds everything built.
-    with open(root / "ensure.lock", "a+") as lock:
+    try:
+        (root / "tmp").mkdir(parents=True, exist_ok=True)
+        # Two processes preparing at once (two test sessions, `make demo` beside `make test`)
+        # would build into the same tree and break each other's objects: the second waits for
+        # the first, then finds everything built.
+        lock = open(root / "ensure.lock", "a+")  # noqa: SIM115 - held open for the block below
+    except OSError as e:
+        raise TestbedCacheError(f"the testbed cache {root} cannot be written ({e.strerror or e}: "
+                                f"{e.filename}); make it writable, or set XDG_CACHE_HOME to a "
+                                "directory that is") from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         tb = _ensure(root, log, with_image)
     if with_vllm:

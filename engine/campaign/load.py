@@ -14,10 +14,20 @@ import yaml
 from pydantic import ValidationError
 
 from engine.campaign import defaults, sweep
-from engine.campaign.prompts import NotUtf8, decode_text, read_prompts
+from engine.campaign.prompts import NotUtf8, Unreadable, decode_text, read_bounded, read_prompts
 from engine.campaign.redact import argv_warnings
 from engine.campaign.sources import SOURCES
-from engine.campaign.spec import MAX_CONCURRENCY, OLD_TPOT_KEY, Campaign, PromptClass, Window
+from engine.campaign.spec import (
+    MAX_CONCURRENCY,
+    MAX_RATE,
+    MAX_REP_REQUESTS,
+    MAX_SECONDS,
+    MIN_RATE,
+    OLD_TPOT_KEY,
+    Campaign,
+    PromptClass,
+    Window,
+)
 from engine.campaign.yamlmarks import (
     Issue,
     MarkedDoc,
@@ -48,14 +58,15 @@ def load_campaign(path: str | Path) -> Campaign:
     path = Path(path)
     file = str(path)
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_CAMPAIGN_BYTES + 1)  # never more: the file may be /dev/zero
+        data = read_bounded(path, MAX_CAMPAIGN_BYTES)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise SpecError([Problem(file, 1, 1, f"cannot read campaign file ({reason})")]) from None
-    if len(data) > MAX_CAMPAIGN_BYTES:
-        raise SpecError([Problem(file, 1, 1, f"campaign file is larger than {MAX_CAMPAIGN_BYTES // 1024} "
-                                             "KiB; a campaign is a few (prompts belong in prompt files)")])
+    except Unreadable as exc:
+        problem = (f"campaign file is {exc}" if exc.size is None else
+                   f"campaign file is larger than {MAX_CAMPAIGN_BYTES // 1024} KiB; a campaign is a few "
+                   "(prompts belong in prompt files)")
+        raise SpecError([Problem(file, 1, 1, problem)]) from None
     try:
         text = decode_text(data)
     except NotUtf8 as exc:
@@ -218,7 +229,31 @@ def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:
         if isinstance(cap, int) and 1 <= cap < reps:
             issues.append((("workload", "max_reps"), False, f"max_reps {cap} is below reps {reps}"))
     return (issues + _check_row_labels(workload, "concurrency") + _check_row_labels(workload, "rate")
-            + _check_capacity(workload, classes))
+            + _check_capacity(workload, classes) + _check_arrivals(workload))
+
+
+def _check_arrivals(workload: Mapping[Any, Any]) -> list[Issue]:
+    """A rate's rep is its arrival times, made before it starts: at most MAX_REP_REQUESTS of them
+    (rate x rep_seconds), over at most MAX_SECONDS."""
+    rates, seconds = workload.get("rate"), workload.get("rep_seconds")
+    per_rep = workload.get("requests_per_rep")
+    if not isinstance(rates, list) or per_rep is not None and not isinstance(per_rep, int):
+        return []
+    span = seconds if isinstance(seconds, int | float) and seconds > 0 else 10
+    issues: list[Issue] = []
+    for i, rate in enumerate(rates):
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not MIN_RATE <= rate <= MAX_RATE:
+            continue  # the schema's to report
+        n = per_rep or max(4, math.ceil(span * rate))
+        if n > MAX_REP_REQUESTS:
+            issues.append((("workload", "rate", i), False,
+                           f"rate {rate:g} req/s for rep_seconds {span:g} is {n} arrivals a rep; at "
+                           f"most {MAX_REP_REQUESTS} (shorten rep_seconds or lower the rate)"))
+        elif n / rate > MAX_SECONDS:
+            issues.append((("workload", "rate", i), False,
+                           f"rate {rate:g} req/s sends its {n} requests a rep over {n / rate:.3g} s; at "
+                           f"most {MAX_SECONDS} (a week): raise the rate or send fewer requests"))
+    return issues
 
 
 def _check_capacity(workload: Mapping[Any, Any], classes: Mapping[Any, Any]) -> list[Issue]:
@@ -451,7 +486,7 @@ def _check_classes(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
         file = source.file(spec)
         if file is not None:
             issues += _check_file((*where, source.key, *source.file_at), file, base_dir, source.what,
-                                  functools.partial(source.items, spec))
+                                  functools.partial(source.check, spec))
     return issues
 
 
@@ -462,7 +497,8 @@ def _check_file(where: tuple[Any, ...], file: object, base_dir: Path, what: str,
         return []
     try:
         resolved = (base_dir / file).resolve()
-        found = resolved.is_file()
+        # One that is there but no file (a FIFO, a device) is its reader's to name.
+        found = resolved.exists() if read is not None else resolved.is_file()
     except (OSError, ValueError) as exc:  # a NUL byte, a name longer than the system allows
         reason = getattr(exc, "strerror", None) or str(exc)
         return [(where, False, f"{what} {describe(file)} cannot be a path ({reason})")]

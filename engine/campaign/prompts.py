@@ -2,7 +2,14 @@
 line (.txt), a list (.yaml, .json) or a JSON string per line (.jsonl); and UTF-8 decoding that says
 where a byte is not text, which the campaign file shares."""
 
+import bisect
 import json
+import os
+import re
+import stat
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +53,68 @@ class PromptFileError(DataFileError):
     what = "prompt file"
 
 
+# A data file (prompts, a dataset, a trace, conversations) is read whole and parsed in memory, at
+# several times its size: past this it is a mistake (a sparse or device file) or needs splitting.
+# ShareGPT's whole dataset is 642 MB.
+MAX_DATA_BYTES = 1 << 30
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+class Unreadable(ValueError):
+    """A file :func:`read_bounded` will not read: the problem, without the path; ``size`` the
+    bytes it has where that is the problem (None: it is not a regular file)."""
+
+    def __init__(self, problem: str, size: int | None = None) -> None:
+        super().__init__(problem)
+        self.size = size
+
+
+def size_text(n: int) -> str:
+    """A byte count as a person reads it: ``1 GiB``, ``50.2 GiB``, ``512 bytes``."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.3g} {unit}"
+    return f"{n} bytes"
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """A regular file's bytes, at most ``limit`` of them: the one way ruler opens a file a person
+    names. Opened without blocking (a FIFO with no writer would wait forever) and checked before a
+    byte is read: anything but a regular file (a FIFO, /dev/zero, a directory) or a file over
+    ``limit`` (a sparse 50 GB file) is Unreadable; a file that cannot be opened is an OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), None)
+        if kind is not None or not stat.S_ISREG(st.st_mode):
+            raise Unreadable(f"not a regular file ({kind or 'a special file'}); ruler reads files only")
+        if st.st_size > limit:
+            raise Unreadable(f"{size_text(st.st_size)} ({st.st_size} bytes), more than the "
+                             f"{size_text(limit)} ruler reads", st.st_size)
+        # In pieces, never more than limit + 1 in all: a file may grow, or say a size it does not
+        # have; one read(limit + 1) would allocate the whole limit for a file of a few bytes.
+        chunks: list[bytes] = []
+        total = 0
+        while total <= limit and (chunk := f.read(min(1 << 24, limit + 1 - total))):
+            chunks.append(chunk)
+            total += len(chunk)
+        data = b"".join(chunks)
+    if len(data) > limit:
+        raise Unreadable(f"more than the {size_text(limit)} ruler reads", len(data))
+    return data
+
+
 def read_text(path: Path, error: type[DataFileError], nothing: str) -> str:
-    """A data file's text; one that cannot be read, is not UTF-8 or is empty raises ``error``
-    (``nothing``: what an empty file gives none of)."""
+    """A data file's text; one that cannot be read, is not a regular file, is larger than
+    :data:`MAX_DATA_BYTES`, is not UTF-8 or is empty raises ``error`` (``nothing``: what an empty
+    file gives none of)."""
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, MAX_DATA_BYTES)
     except OSError as exc:
         raise error(path, f"cannot read ({exc.strerror or exc})") from None
+    except Unreadable as exc:
+        raise error(path, str(exc)) from None
     try:
         text = decode_text(data)
     except NotUtf8 as exc:
@@ -63,20 +125,79 @@ def read_text(path: Path, error: type[DataFileError], nothing: str) -> str:
     return text
 
 
+@contextmanager
+def json_errors(path: Path, error: type[DataFileError], at: int | None,
+                first: int = 1) -> Iterator[None]:
+    """Turn what decoding JSON raises into ``error`` at a line of ``path``: ``at`` for what has no
+    line of its own, ``first`` the file's line of the decoded text's first line."""
+    try:
+        yield
+    except json.JSONDecodeError as exc:
+        raise error(path, f"not JSON ({exc.msg}, column {exc.colno})", first - 1 + exc.lineno) from None
+    except RecursionError:
+        raise error(path, "not JSON ruler reads (nested too deeply)", at) from None
+    except ValueError:  # Python converts integers of at most sys.get_int_max_str_digits() digits
+        raise error(path, f"not JSON ruler reads (a number of more than {sys.get_int_max_str_digits()} "
+                          "digits)", at) from None
+
+
 def json_line(path: Path, n: int, line: str, error: type[DataFileError]) -> Any:
     """Line ``n`` of a JSONL file, decoded; ``error`` at that line if it is not JSON."""
-    try:
+    with json_errors(path, error, n, n):
         return json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise error(path, f"not JSON ({exc.msg}, column {exc.colno})", n) from None
-    except RecursionError:
-        raise error(path, "not JSON ruler reads (nested too deeply)", n) from None
 
 
 def json_lines(path: Path, text: str, error: type[DataFileError]) -> list[tuple[int, Any]]:
     """Every value of a JSONL file's text, each with its line (blank lines skipped)."""
-    return [(n, json_line(path, n, line, error)) for n, line in enumerate(text.split("\n"), 1)
-            if line.strip()]
+    return list(iter_json_lines(path, text, error))
+
+
+def iter_json_lines(path: Path, text: str, error: type[DataFileError]) -> Iterator[tuple[int, Any]]:
+    """:func:`json_lines` one at a time: a reader that keeps less than the decoded values (a
+    trace's requests) never holds them all."""
+    start, n = 0, 0
+    while start <= len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        n += 1
+        line = text[start:end]
+        if line.strip():
+            yield n, json_line(path, n, line, error)
+        start = end + 1
+
+
+def json_elements(path: Path, text: str, expected: str) -> list[tuple[int, Any]]:
+    """The elements of the JSON list ``text``, each with its first line: decoded one at a time, so
+    an element's line is known (``json.loads`` of the whole list would tell none). Not a list is a
+    DataFileError saying ``expected``; an empty list gives none."""
+    decoder = json.JSONDecoder()
+    starts = [0, *(m.end() for m in re.finditer("\n", text))]
+
+    def line_of(pos: int) -> int:
+        return bisect.bisect_right(starts, pos)
+
+    def skip(pos: int) -> int:
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        return pos
+
+    pos = skip(0)
+    if not text.startswith("[", pos):
+        raise DataFileError(path, expected, line_of(pos))
+    out: list[tuple[int, Any]] = []
+    pos = skip(pos + 1)
+    while not text.startswith("]", pos):
+        with json_errors(path, DataFileError, line_of(pos)):
+            value, end = decoder.raw_decode(text, pos)
+        out.append((line_of(pos), value))
+        pos = skip(end)
+        if text.startswith(",", pos):
+            pos = skip(pos + 1)
+        elif not text.startswith("]", pos):
+            raise DataFileError(path, "not JSON (expected ',' or ']' after an element)", line_of(pos))
+    if text[skip(pos + 1):].strip():
+        raise DataFileError(path, "not JSON (text after the list)", line_of(skip(pos + 1)))
+    return out
 
 
 def read_prompts(path: Path) -> list[str]:
@@ -109,12 +230,11 @@ def _listed_prompts(path: Path, text: str, is_json: bool) -> list[tuple[int | No
     doc: MarkedDoc | None = None
     try:
         if is_json:
-            data = json.loads(text)
+            with json_errors(path, PromptFileError, None):
+                data = json.loads(text)
         else:
             doc = load_marked(text)  # the campaign's limits: no alias bomb in a prompt file either
             data = doc.data
-    except json.JSONDecodeError as exc:
-        raise PromptFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
     except yaml.YAMLError as exc:
         problem = yaml_problem(str(path), exc)
         raise PromptFileError(path, problem.message, problem.line) from None

@@ -333,6 +333,9 @@ class Shard(_Frozen):
 
 
 MAX_RATE = 10_000.0  # requests per second: past it, a typo
+MIN_RATE = 0.01  # requests per second: below it a rep's four arrivals outlast any timeout
+MIN_REP_SECONDS = 0.001  # a shorter rep sends nothing and measures nothing
+MAX_REP_REQUESTS = 100_000  # a rep's requests, as requests_per_rep's bound: each is held in memory
 
 
 Millis = Annotated[float, Strict(), Field(gt=0, le=MAX_SECONDS * 1000, allow_inf_nan=False)]
@@ -387,15 +390,17 @@ class Workload(_Frozen):
     # Closed loop: C workers, each sending its next request when the last one ends.
     concurrency: tuple[Annotated[int, Strict(), Field(ge=1, le=MAX_CONCURRENCY)], ...] = ()
     # Open loop: requests arrive at this many a second (seeded), whatever is in flight.
-    rate: tuple[Annotated[float, Strict(), Field(gt=0, le=MAX_RATE, allow_inf_nan=False)], ...] = ()
+    rate: tuple[Annotated[float, Strict(), Field(ge=MIN_RATE, le=MAX_RATE, allow_inf_nan=False)], ...] = ()
     # The rate's gaps: gamma of this shape (vLLM's name), 1 a Poisson process, below 1 burstier.
-    burstiness: Annotated[float, Strict(), Field(gt=0, le=100, allow_inf_nan=False)] = 1.0
+    # Below 0.01 nearly every gap is 0 in floating point: every arrival at once, no process at all.
+    burstiness: Annotated[float, Strict(), Field(ge=0.01, le=100, allow_inf_nan=False)] = 1.0
     slo: Slo = Slo()
     reps: Annotated[int, Strict(), Field(ge=1, le=1000)] = defaults.REPS
-    requests_per_rep: Annotated[int, Strict(), Field(ge=1, le=100_000)] | None = None
+    requests_per_rep: Annotated[int, Strict(), Field(ge=1, le=MAX_REP_REQUESTS)] | None = None
     # Reps sized by time: the workers keep sending until this many seconds, then the rep ends
     # with the requests in flight (at a rate: this many seconds of arrivals).
-    rep_seconds: Seconds | None = None
+    rep_seconds: Annotated[float, Strict(), Field(ge=MIN_REP_SECONDS, le=MAX_SECONDS,
+                                                  allow_inf_nan=False)] | None = None
     # Reps to a precision (engine.method.precision): reps are added to a row until the 95 %
     # interval on its delta against the control is at most this wide each side (a fraction).
     precision: Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)] | None = None

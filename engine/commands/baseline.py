@@ -20,8 +20,10 @@ from engine.campaign.spec import Campaign
 from engine.errors import BadInput
 from engine.method import precision, stats, steady
 from engine.record import results
-from engine.record.receipts import read_rep
+from engine.record.journal import damage_report
+from engine.record.receipts import ReceiptError, read_rep, source_paths
 from engine.record.snapshot import fold_journal
+from engine.record.state import RunState
 from engine.words import CONTROL, USABLE_ROWS, load_text
 
 Shape = tuple[str, int, float | None]  # class, concurrency, rate
@@ -51,12 +53,25 @@ class Seen:
         return math.sqrt(ss / df)
 
 
-def read_baseline(run_dir: Path) -> dict[Shape, Seen]:
-    """Each shape of an earlier run, from its journal and the receipts its rows name."""
+def read_baseline(run_dir: Path) -> tuple[dict[Shape, Seen], str | None]:
+    """Each shape of an earlier run, from its journal and the receipts its rows name, and what of
+    its journal is damaged (None: nothing), which the figures leave out. A receipt that is not
+    one, or a row naming a file outside the run, is BadInput."""
     journal = run_dir / results.JOURNAL
     if not journal.is_file():
         raise BadInput(f"--baseline {run_dir}: no {results.JOURNAL} there (not a ruler run)")
     state = fold_journal(journal)
+    try:
+        seen = _shapes(run_dir, state)
+    except ReceiptError as e:
+        raise BadInput(f"--baseline {run_dir}: {e}") from None
+    damage = (f"--baseline {run_dir}: its journal has {len(state.damage)} damaged line"
+              f"{'s' if len(state.damage) > 1 else ''}, left out of its figures:\n"
+              + damage_report(journal, state.damage)) if state.damage else None
+    return seen, damage
+
+
+def _shapes(run_dir: Path, state: RunState) -> dict[Shape, Seen]:
     seen: dict[Shape, Seen] = {}
     for row in state.rows.values():
         fig = row.row
@@ -65,10 +80,7 @@ def read_baseline(run_dir: Path) -> dict[Shape, Seen]:
         s = seen.setdefault((row.cls, row.concurrency, row.rate), Seen())
         logs = [math.log(v) for v in fig["rep_tok_s"] if v > 0]
         (s.control_logs if row.window == CONTROL else s.window_logs).append(logs)
-        reps = []
-        for p in str(fig.get("source") or "").split(";"):
-            if p and (run_dir / p).is_file():
-                reps.append(read_rep(run_dir / p))
+        reps = [read_rep(p) for p in source_paths(run_dir, str(fig.get("source") or "")) if p.is_file()]
         figs = [stats.rep_figures(records, row.concurrency) for h, records in reps if not h.get("void")]
         s.rep_s += [f["wall_s"] for f in figs]
         if row.window == CONTROL and figs and not s.requests:

@@ -46,7 +46,7 @@ def _cmd_testbed(args: argparse.Namespace) -> int:
         tb = testbed.ensure(with_image=not args.no_image, with_vllm=not args.no_vllm)
     except testbed.TestbedError as e:
         print(f"ruler testbed: {e}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(e, testbed.TestbedCacheError) else 1
     if args.json:
         print(json.dumps(tb.as_json(), indent=2))
         return 0

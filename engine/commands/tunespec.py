@@ -25,8 +25,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 
 from engine.campaign import sweep
-from engine.campaign.load import SpecError, load_campaign
-from engine.campaign.prompts import NotUtf8, decode_text
+from engine.campaign.load import MAX_CAMPAIGN_BYTES, SpecError, load_campaign
+from engine.campaign.prompts import NotUtf8, Unreadable, decode_text, read_bounded
 from engine.campaign.spec import Arg, Campaign
 from engine.campaign.yamlmarks import Issue, Problem, load_marked, place, schema_issue, yaml_problem
 from engine.words import load_label
@@ -106,9 +106,11 @@ def load_tune(path: str | Path) -> Tune:
     path = Path(path)
     file = str(path)
     try:
-        text = decode_text(path.read_bytes())
+        text = decode_text(read_bounded(path, MAX_CAMPAIGN_BYTES))
     except OSError as e:
         raise SpecError([Problem(file, 1, 1, f"cannot read tune file ({e.strerror or e})")]) from None
+    except Unreadable as e:  # a FIFO, a device, a file past a campaign's size
+        raise SpecError([Problem(file, 1, 1, f"tune file is {e}")]) from None
     except NotUtf8 as e:
         raise SpecError([Problem(file, e.line, e.col, "not UTF-8 text")]) from None
     try:

@@ -45,10 +45,12 @@ def cmd_validate(path: str, explain: bool = False, baseline: str | None = None) 
 
     run_dir = Path(baseline)
     try:
-        seen = base.read_baseline(run_dir)
+        seen, damage = base.read_baseline(run_dir)
     except BadInput as e:
         print(f"ruler validate: {e}", file=sys.stderr)
         return 2
+    if damage:
+        print(f"ruler validate: warning: {damage}", file=sys.stderr)
     for short in base.short_rep_warnings(campaign, run_dir, seen):
         print(f"{path}: {short}", file=sys.stderr)
     if not explain:

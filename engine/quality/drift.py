@@ -19,7 +19,7 @@ from engine.method import stats
 from engine.method.boots import BootNoise, declared
 from engine.method.verdict import Rule, versus
 from engine.record import results
-from engine.record.receipts import read_rep
+from engine.record.receipts import read_rep, source_paths
 from engine.record.state import earlier_sessions
 from engine.words import CONTROL, USABLE_ROWS, Verdict
 
@@ -47,7 +47,7 @@ def rep_tok_s(run_dir: Path, row: dict[str, str]) -> list[float]:
     """A row's reps' tok/s over its basis (steady window or whole rep) from the receipts it names;
     none when it names none or one is gone."""
     try:
-        reps = [read_rep(run_dir / p) for p in (row.get("source") or "").split(";") if p]
+        reps = [read_rep(p) for p in source_paths(run_dir, row.get("source") or "")]
     except (OSError, ValueError):
         return []
     return stats.receipt_tok_s(reps, int(row["concurrency"]), row.get("basis") or "")

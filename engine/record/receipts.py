@@ -9,7 +9,7 @@ import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engine.method.verdict import Rule
 from engine.record.events import EventKind
@@ -26,17 +26,44 @@ def write_rep(path: Path, header: dict[str, Any], records: Sequence[RequestRecor
     write_jsonl(path, [{"kind": "rep", **header}, *({"kind": "request", **r} for r in records)])
 
 
+class ReceiptError(ValueError):
+    """A rep receipt ruler cannot read, or a row's source naming a file outside its run: reads as
+    ``path[:line]: problem``."""
+
+
 def read_rep(path: Path) -> tuple[dict[str, Any], list[RequestRecord]]:
+    """A rep receipt's header and records; a line that is not one (a receipt cut short, edited)
+    is a ReceiptError at its line."""
     header: dict[str, Any] = {}
     records: list[RequestRecord] = []
-    for line in path.read_text().splitlines():
-        obj = json.loads(line)
-        kind = obj.pop("kind")
-        if kind == "rep":
+    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):  # JSONDecodeError, a number too long, too deep
+            raise ReceiptError(f"{path}:{n}: not a receipt line (not JSON ruler reads)") from None
+        if not isinstance(obj, dict) or obj.get("kind") not in ("rep", "request"):
+            raise ReceiptError(f"{path}:{n}: not a receipt line (no kind rep or request)")
+        if obj.pop("kind") == "rep":
             header = obj
         else:
-            records.append(obj)
+            records.append(cast(RequestRecord, obj))
     return header, records
+
+
+def source_paths(run_dir: Path, source: str) -> list[Path]:
+    """The rep receipts a row's ``source`` names (``;``-separated, relative to its run), each
+    inside ``run_dir``: one that resolves outside it (an absolute path, ``..``, a link out) is a
+    ReceiptError, never opened."""
+    root = run_dir.resolve()
+    out = []
+    for p in source.split(";"):
+        if not p:
+            continue
+        path = (run_dir / p).resolve()
+        if not path.is_relative_to(root):
+            raise ReceiptError(f"a row's source {p!r} is outside the run ({path})")
+        out.append(path)
+    return out
 
 
 def throughput_rows(state: RunState, rule: Rule) -> list[dict[str, Any]]:

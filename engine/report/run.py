@@ -21,7 +21,7 @@ from engine.campaign.spec import Campaign
 from engine.record import figures, results
 from engine.record.events import EventKind, mistyped
 from engine.record.journal import Event, read_kinds
-from engine.record.receipts import read_rep
+from engine.record.receipts import read_rep, source_paths
 from engine.record.snapshot import fold_journal
 from engine.record.state import RunState, WindowState
 from engine.sanitize import csv_text
@@ -158,8 +158,7 @@ def receipt_rep_tok_s(run_dir: Path, source: str, concurrency: int, basis: str =
     (numpy, 0.1-0.2 s to import) are loaded only for a journal too old to carry each rep's tok/s."""
     from engine.method import stats
 
-    return stats.receipt_tok_s([read_rep(run_dir / p) for p in source.split(";") if p],
-                               concurrency, basis)
+    return stats.receipt_tok_s([read_rep(p) for p in source_paths(run_dir, source)], concurrency, basis)
 
 
 def receipt_damage(run_dir: Path, rows: list[Row]) -> list[str]:

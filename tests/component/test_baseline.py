@@ -3,6 +3,7 @@ fake servers make the earlier run); ``ruler run --baseline`` refuses what is not
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,8 @@ def write(tmp: Path, **workload: object) -> Path:
 
 
 def test_the_earlier_run_says_how_long_and_how_noisy_each_shape_was(earlier: Path) -> None:
-    seen = read_baseline(earlier)
+    seen, damage = read_baseline(earlier)
+    assert damage is None
     s = seen[("prose", 2, None)]
     assert s.requests == 4 and s.wall_s > 0 and s.steady_s is not None and s.steady_s > 0
     assert len(s.control_logs) == len(s.window_logs) == 1 and len(s.rep_s) == 6
@@ -74,3 +76,54 @@ def test_a_run_whose_baseline_is_no_run_is_bad_input(tmp: Path, capsys: pytest.C
                  "--baseline", str(tmp / "nowhere")])
     assert code == 2
     assert "--baseline" in capsys.readouterr().err and not (tmp / "r").exists()
+
+
+def row_source(run: Path, source: str) -> None:
+    """The journal's finished rows name ``source`` as their receipts."""
+    journal = run / "journal.jsonl"
+    lines = journal.read_text().splitlines()
+    out = []
+    for line in lines:
+        e = json.loads(line)
+        if e.get("kind") == "row_done" and e.get("source"):
+            e["source"] = source
+        out.append(json.dumps(e))
+    journal.write_text("\n".join(out) + "\n")
+    for snap in run.glob("*snapshot*"):
+        snap.unlink()  # the fold reads the journal, not a snapshot of it
+
+
+@pytest.mark.parametrize("source", ["/etc/passwd", "../outside.jsonl", "reps/../../outside.jsonl"])
+def test_a_row_source_outside_the_run_is_refused_unopened(
+        earlier: Path, tmp: Path, source: str, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp / "outside.jsonl").write_text('{"kind": "rep"}\n')
+    row_source(earlier, source)
+    assert cmd_validate(str(write(tmp, requests_per_rep=4)), baseline=str(earlier)) == 2
+    assert f"ruler validate: --baseline {earlier}: a row's source {source!r} is outside the run" in \
+        capsys.readouterr().err
+
+
+def test_a_truncated_receipt_is_exit_2_at_its_line(
+        earlier: Path, tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    receipt = sorted(p for p in earlier.rglob("*.jsonl") if p.name != "journal.jsonl")[0]
+    text = receipt.read_text()
+    receipt.write_text(text[:len(text) // 2])  # cut mid-line, as a full disk leaves it
+    assert cmd_validate(str(write(tmp, requests_per_rep=4, precision=0.05, max_reps=12)), explain=True,
+                        baseline=str(earlier)) == 2
+    err = capsys.readouterr().err
+    assert f"{receipt}:" in err and "not a receipt line" in err and "Traceback" not in err
+
+
+def test_a_damaged_journal_line_is_said_not_used_silently(
+        earlier: Path, tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    journal = earlier / "journal.jsonl"
+    lines = journal.read_text().splitlines()
+    at = len(lines) // 2
+    lines.insert(at, '{"kind": "row_done", "seq": 3')  # a line cut short, then the run went on
+    journal.write_text("\n".join(lines) + "\n")
+    for snap in earlier.glob("*snapshot*"):
+        snap.unlink()
+    assert cmd_validate(str(write(tmp, requests_per_rep=4)), baseline=str(earlier)) == 0
+    err = capsys.readouterr().err
+    assert f"ruler validate: warning: --baseline {earlier}: its journal has" in err
+    assert f"{journal}:{at + 1}:" in err, err

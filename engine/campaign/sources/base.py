@@ -34,6 +34,12 @@ class Source(ABC):
         """The class's items; ``path`` is :meth:`file` resolved. A bad record raises an error
         (a ValueError) that names ``path:line``."""
 
+    def check(self, spec: Any, path: Path | None) -> None:
+        """What ``ruler validate`` asks of the class's file: that it gives items, else the error
+        :meth:`items` would raise. A source whose items cost more than reading its file (a
+        trace's synthesised prompts) checks the file alone."""
+        self.items(spec, path)
+
     def describe(self, spec: Any, path: Path | None) -> list[str]:
         """What the class becomes, in lines for ``ruler validate --explain``: none by default."""
         return []

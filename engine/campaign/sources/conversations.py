@@ -11,7 +11,6 @@ before it (after the previous turn's reply ends).
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from typing import Annotated, Any, cast
 
 from pydantic import Field, Strict, model_validator
 
-from engine.campaign.prompts import DataFileError, json_lines
+from engine.campaign.prompts import DataFileError, json_elements, json_lines
 from engine.campaign.sources.base import Count, Frozen, Source, reading
 from engine.campaign.sources.item import Item
 from engine.campaign.sources.shared_prefix import words
@@ -32,6 +31,10 @@ ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assi
 Range = int | float | tuple[float, float]
 
 Secs = Annotated[float, Strict(), Field(ge=0, le=3600, allow_inf_nan=False)]
+# User turns a conversation sends: each turn carries the whole history before it, so a
+# conversation's requests hold turns^2 / 2 messages (items.json too).
+MAX_TURNS = 256
+Turns = Annotated[int, Strict(), Field(ge=1, le=MAX_TURNS)]
 
 
 def _ordered(value: Any) -> Any:
@@ -44,7 +47,7 @@ class GenerateSpec(Frozen):
     """Generated conversations: each length a number or a [low, high] range drawn per use."""
 
     conversations: Count
-    turns: Count | tuple[Count, Count]
+    turns: Turns | tuple[Turns, Turns]
     user_tokens: Count | tuple[Count, Count]
     reply_tokens: Count | tuple[Count, Count]
     system_tokens: Annotated[int, Strict(), Field(ge=0, le=1 << 20)] = 0
@@ -81,51 +84,21 @@ class Conversation:
     reply_tokens: tuple[int | None, ...]  # per user turn: its reply's length (None: the workload's)
 
 
-def read_conversations(path: Path) -> list[Conversation]:
-    """Every conversation of a dataset file (.jsonl: one a line; .json: a list); a record ruler
-    cannot send is a DataFileError reading ``path:line: problem``."""
+def read_conversations(path: Path, max_turns: int | None = None) -> list[Conversation]:
+    """Every conversation of a dataset file (.jsonl: one a line; .json: a list), each to its first
+    ``max_turns`` user turns; a record ruler cannot send is a DataFileError reading
+    ``path:line: problem``."""
     text = reading(path)
     jsonl = path.suffix.lower() == ".jsonl"
-    records = json_lines(path, text, DataFileError) if jsonl else _json_list(path, text)
-    out = [_conversation(path, n, rec) for n, rec in records]
+    records = (json_lines(path, text, DataFileError) if jsonl else
+               json_elements(path, text, "expected a JSON list of conversations"))
+    out = [_conversation(path, n, rec, max_turns) for n, rec in records]
     if not out:
         raise DataFileError(path, "no conversations: the file has none")
     return out
 
 
-def _json_list(path: Path, text: str) -> list[tuple[int, Any]]:
-    """A JSON list of records, each with the line it starts on (a decoder walks the list)."""
-    dec = json.JSONDecoder()
-    try:
-        i = _skip(text, 0)
-        if text[i:i + 1] != "[":
-            raise DataFileError(path, "expected a JSON list of conversations", _line(text, i))
-        i = _skip(text, i + 1)
-        out: list[tuple[int, Any]] = []
-        while text[i:i + 1] != "]":
-            obj, end = dec.raw_decode(text, i)
-            out.append((_line(text, i), obj))
-            i = _skip(text, end)
-            if text[i:i + 1] == ",":
-                i = _skip(text, i + 1)
-            elif text[i:i + 1] != "]":
-                raise DataFileError(path, "not JSON (expected ',' or ']')", _line(text, i))
-        return out
-    except json.JSONDecodeError as exc:
-        raise DataFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
-
-
-def _skip(text: str, i: int) -> int:
-    while i < len(text) and text[i] in " \t\n":
-        i += 1
-    return i
-
-
-def _line(text: str, i: int) -> int:
-    return text.count("\n", 0, i) + 1
-
-
-def _conversation(path: Path, n: int, rec: Any) -> Conversation:
+def _conversation(path: Path, n: int, rec: Any, max_turns: int | None) -> Conversation:
     if not isinstance(rec, dict):
         raise DataFileError(path, f"expected a conversation object, got {describe_value(rec)}", n)
     if isinstance(rec.get("conversations"), list):
@@ -154,9 +127,15 @@ def _conversation(path: Path, n: int, rec: Any) -> Conversation:
                                   if messages else f"message {k} is from the {role}: a conversation "
                                   "starts with the user", n)
         messages.append({"role": role, "content": content})
-    users = sum(m["role"] == "user" for m in messages)
+    user_at = [k for k, m in enumerate(messages) if m["role"] == "user"]
+    if max_turns is not None and len(user_at) > max_turns:
+        del messages[user_at[max_turns]:]  # its first turns and their replies: what it sends
+    users = min(len(user_at), max_turns or len(user_at))
     if not users:
         raise DataFileError(path, "a conversation without a user message", n)
+    if users > MAX_TURNS:
+        raise DataFileError(path, f"a conversation of {users} user turns; ruler sends at most "
+                                  f"{MAX_TURNS} (max_turns sends each conversation's first)", n)
     return Conversation(n, tuple(messages), (None,) * users)
 
 
@@ -224,7 +203,9 @@ def items(convs: Sequence[Conversation], think: Range, seed: int,
             if m["role"] != "user" or (max_turns is not None and turn >= max_turns):
                 continue
             think_s = round(float(_draw(rng, think, whole=False)), 3) if turn else 0.0
-            out.append({"messages": [dict(x) for x in conv.messages[:k + 1]],
+            # The history's messages are shared between a conversation's turns, never copied:
+            # a copy per turn would hold turns^2 message objects.
+            out.append({"messages": list(conv.messages[:k + 1]),
                         "max_tokens": conv.reply_tokens[turn], "conversation": c,
                         "turn": turn, "think_s": think_s})
             turn += 1
@@ -250,7 +231,7 @@ def spec_conversations(spec: ConversationsSpec, path: Path | None) -> list[Conve
         return generate(Generated(g.conversations, g.turns, g.user_tokens, g.reply_tokens,
                                   g.system_tokens), spec.seed)
     assert path is not None  # a file spec always names one
-    return sample(read_conversations(path), spec.sample, spec.seed)
+    return sample(read_conversations(path, spec.max_turns), spec.sample, spec.seed)
 
 
 def spec_items(spec: ConversationsSpec, path: Path | None) -> list[dict[str, Any]]:

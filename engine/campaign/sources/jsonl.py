@@ -54,6 +54,8 @@ def _messages(path: Path, n: int, chat: Any) -> list[Message]:
                 or not isinstance(m.get("content"), str):
             raise DataFileError(path, f"messages[{k}] must be {{\"role\": {' | '.join(CHAT_ROLES)}, "
                                       "\"content\": text}", n)
+        if not m["content"].strip():  # as an empty prompt: a request of nothing measures nothing
+            raise DataFileError(path, f"messages[{k}]: content must be non-empty text", n)
         out.append({"role": m["role"], "content": m["content"]})
     if out[-1]["role"] != "user":
         raise DataFileError(path, "messages must end with a user message (the one the answer is to)", n)

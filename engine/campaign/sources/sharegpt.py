@@ -11,12 +11,11 @@ multi-turn's (engine.campaign.sources.conversations), not a dataset class's.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from engine.campaign.prompts import DataFileError
+from engine.campaign.prompts import DataFileError, json_elements
 from engine.campaign.sources.base import Record, category_of, output_length, reading
 from engine.campaign.sources.item import Message
 from engine.campaign.yamlmarks import describe
@@ -30,64 +29,11 @@ def records(path: Path, output_field: str, category_field: str) -> list[Record]:
     """Every record of a ShareGPT file, each with the line it starts on; a bad one is an error
     naming that line."""
     text = reading(path)
-    return [_record(path, line, raw, output_field, category_field)
-            for line, raw in _elements(path, text)]
-
-
-def _elements(path: Path, text: str) -> list[tuple[int, Any]]:
-    """The elements of the JSON list ``text``, each with its first line: decoded one at a time, so a
-    record's line is known (``json.loads`` of the whole list would tell none)."""
-    decoder = json.JSONDecoder()
-    lines = _line_starts(text)
-
-    def line_of(pos: int) -> int:
-        lo, hi = 0, len(lines)
-        while lo + 1 < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if lines[mid] <= pos else (lo, mid)
-        return lo + 1
-
-    pos = _skip(text, 0)
-    if not text.startswith("[", pos):
-        raise DataFileError(path, "expected a JSON list of ShareGPT records ([{\"conversations\": "
-                                  "[...]}, ...])", line_of(pos))
-    out: list[tuple[int, Any]] = []
-    pos = _skip(text, pos + 1)
-    if text.startswith("]", pos):
-        raise DataFileError(path, "no records: the list is empty", line_of(pos))
-    while True:
-        try:
-            value, end = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            raise DataFileError(path, f"not JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
-        except RecursionError:
-            raise DataFileError(path, "not JSON ruler reads (nested too deeply)", line_of(pos)) from None
-        out.append((line_of(pos), value))
-        pos = _skip(text, end)
-        if text.startswith(",", pos):
-            pos = _skip(text, pos + 1)
-            continue
-        if text.startswith("]", pos):
-            break
-        raise DataFileError(path, "not JSON (expected ',' or ']' after a record)", line_of(pos))
-    if text[_skip(text, pos + 1):].strip():
-        raise DataFileError(path, "not JSON (text after the list)", line_of(_skip(text, pos + 1)))
-    return out
-
-
-def _line_starts(text: str) -> list[int]:
-    starts = [0]
-    i = text.find("\n")
-    while i >= 0:
-        starts.append(i + 1)
-        i = text.find("\n", i + 1)
-    return starts
-
-
-def _skip(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
+    found = json_elements(path, text, "expected a JSON list of ShareGPT records "
+                                      "([{\"conversations\": [...]}, ...])")
+    if not found:
+        raise DataFileError(path, "no records: the list is empty", text.count("\n", 0, text.find("[")) + 1)
+    return [_record(path, line, raw, output_field, category_field) for line, raw in found]
 
 
 def _record(path: Path, line: int, raw: Any, output_field: str, category_field: str) -> Record:

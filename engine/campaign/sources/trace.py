@@ -14,18 +14,19 @@ ids gets blocks of its own.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, cast
 
 from pydantic import Field, Strict
 
-from engine.campaign.prompts import DataFileError, json_lines
+from engine.campaign.prompts import DataFileError, iter_json_lines
 from engine.campaign.sources.base import Frozen, Source, reading
 from engine.campaign.sources.item import Item
 from engine.campaign.sources.shared_prefix import words
@@ -47,7 +48,7 @@ class TraceSpec(Frozen):
     seed: Annotated[int, Strict(), Field(ge=0, lt=1 << 63)] = 0  # the synthesised prompts' text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a trace holds a million of them
 class TraceRequest:
     line: int  # where it is in its file, for errors and the explanation
     t: float  # seconds from the trace's start
@@ -71,37 +72,42 @@ def read_trace(path: Path, block_tokens: int = BLOCK_TOKENS) -> list[TraceReques
     if not out:
         raise DataFileError(path, "no requests: the trace is empty")
     first = out[0].t
-    return [TraceRequest(r.line, r.t - first, r.input_length, r.output_length, r.hash_ids) for r in out]
+    return [dataclasses.replace(r, t=r.t - first) for r in out] if first else out
 
 
 def _secs(t: float) -> str:
     return f"{t:g} s"
 
 
-def _jsonl_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
-    rows = json_lines(path, text, DataFileError)
-    for n, obj in rows:
+def _jsonl_rows(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    for n, obj in iter_json_lines(path, text, DataFileError):
         if not isinstance(obj, dict):
             raise DataFileError(path, "expected a JSON object (timestamp or time, input_length, "
                                 "output_length)", n)
-    return rows
+        yield n, obj
 
 
-def _csv_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
+def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
     reader = csv.DictReader(io.StringIO(text))
+    try:
+        yield from _csv_records(path, reader)
+    except csv.Error as exc:  # a field past csv's limit (131072 characters)
+        # DictReader's own line_num is the last row it gave; its reader's, the line that failed.
+        raise DataFileError(path, f"not CSV ruler reads ({exc})", reader.reader.line_num or 1) from None
+
+
+def _csv_records(path: Path, reader: csv.DictReader[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     fields = [f.strip() for f in reader.fieldnames or []]
     need = {"input_length", "output_length"}
     if not need <= set(fields) or not {"time", "timestamp"} & set(fields):
         raise DataFileError(path, "the header must name time (s) or timestamp (ms), input_length "
                               f"and output_length; it has {', '.join(fields) or 'nothing'}", 1)
-    rows = []
     for row in reader:
         values = {k.strip(): v for k, v in row.items() if k is not None}
         if None in row or any(v is None for v in values.values()):
             raise DataFileError(path, f"expected {len(fields)} fields, as the header has",
                                   reader.line_num)
-        rows.append((reader.line_num, {k: _number(v) for k, v in values.items()}))
-    return rows
+        yield reader.line_num, {k: _number(v) for k, v in values.items()}
 
 
 def _number(value: str) -> Any:
@@ -181,16 +187,22 @@ def shared_fraction(reqs: Sequence[TraceRequest], block_tokens: int = BLOCK_TOKE
     """The share of the trace's input tokens in a prefix an earlier request already sent: what a
     prefix cache that kept everything would serve (a block counts only after a shared prefix, as
     a prefix cache matches; a partial last block counts its tokens)."""
-    seen: set[tuple[str, ...]] = set()
+    # The prefixes seen, as a trie: (its parent prefix's node, its last block) -> its node. A
+    # prefix is one entry, not a tuple of its blocks: memory and time linear in the blocks.
+    seen: dict[tuple[int, str], int] = {}
     shared = total = 0
     for r in reqs:
-        keys = blocks(r, block_tokens)
-        k = 0
-        while k < len(keys) and tuple(keys[:k + 1]) in seen:
-            k += 1
+        node, k, matching = 0, 0, True
+        for key in blocks(r, block_tokens):
+            child = seen.get((node, key))
+            if child is None:
+                matching = False
+                child = seen[(node, key)] = len(seen) + 1
+            elif matching:
+                k += 1
+            node = child
         shared += min(k * block_tokens, r.input_length)
         total += r.input_length
-        seen.update(tuple(keys[:j + 1]) for j in range(len(keys)))
     return shared / total if total else 0.0
 
 
@@ -264,6 +276,10 @@ class TraceSource(Source):
     def items(self, spec: Any, path: Path | None) -> list[Item]:
         assert path is not None  # file() always names one
         return cast(list[Item], spec_items(spec, path))
+
+    def check(self, spec: Any, path: Path | None) -> None:
+        assert path is not None  # file() always names one
+        spec_requests(spec, path)  # every record and the window; the prompts cannot fail
 
     def describe(self, spec: Any, path: Path | None) -> list[str]:
         assert path is not None  # file() always names one

@@ -6,6 +6,7 @@ real testbed are tests/integration/test_testbed.py's."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -124,3 +125,27 @@ def test_a_converted_model_s_files_are_the_recorded_ones_and_those_vllm_needs(tm
     assert tb_mod._model_names(tmp_path) == sorted(tb_mod.HF_REQUIRED)
     (tmp_path / "manifest.json").write_text(json.dumps({"extra.json": {}, "config.json": {}}))
     assert tb_mod._model_names(tmp_path) == sorted({*tb_mod.HF_REQUIRED, "extra.json"})
+
+
+@pytest.mark.parametrize("manifest", ["[]", "null", '"a string"', '{"a": "x"}', '{"a": {"size": 100}}',
+                                      '{"a": {"size": "100", "sha256": "x"}}', '{"a": null}', "[" * 100_000])
+def test_a_manifest_of_any_other_shape_is_not_trusted(tmp_path: Path, manifest: str) -> None:
+    """Edited or damaged: the directory is built again, never a traceback in `ruler testbed`/`run`."""
+    (tmp_path / "a").write_bytes(b"x" * 100)
+    (tmp_path / "manifest.json").write_text(manifest)
+    assert not tb_mod._manifest_ok(tmp_path, ["a"])
+    assert set(tb_mod.HF_REQUIRED) <= set(tb_mod._model_names(tmp_path))
+
+
+def test_a_read_only_testbed_cache_is_exit_2_saying_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    if os.geteuid() == 0:  # root writes through any mode bits: make the lock a directory instead
+        (tmp_path / "ruler" / "ensure.lock").mkdir(parents=True)
+    else:
+        (tmp_path / "ruler").mkdir()
+        (tmp_path / "ruler").chmod(0o555)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert main(["testbed", "--no-vllm"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ruler testbed: the testbed cache {tmp_path / 'ruler'} cannot be written (")
+    assert "set XDG_CACHE_HOME" in err

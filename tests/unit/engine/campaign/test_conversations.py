@@ -4,6 +4,7 @@ records (ShareGPT and messages), generated to lengths, each turn with its histor
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +120,33 @@ def test_order_groups_turns_by_conversation() -> None:
     for g in groups:
         assert len({items[i]["conversation"] for i in g}) == 1
         assert [items[i]["turn"] for i in g] == list(range(len(g)))
+
+
+def test_a_conversation_of_more_turns_than_ruler_sends_is_refused_at_its_line(tmp_path: Path) -> None:
+    turns = [{"role": r, "content": "x"} for _ in range(5000) for r in ("user", "assistant")]
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({"messages": turns[:2]}) + "\n" + json.dumps({"messages": turns}) + "\n")
+    with pytest.raises(DataFileError, match=rf"c\.jsonl:2: a conversation of 5000 user turns; ruler "
+                                            rf"sends at most {cv.MAX_TURNS} \(max_turns sends"):
+        cv.read_conversations(path)
+    convs = cv.read_conversations(path, max_turns=3)  # its first three turns, as it asks
+    assert [len(c.messages) for c in convs] == [2, 6]
+
+
+def test_generated_turns_past_the_bound_are_a_spec_error() -> None:
+    with pytest.raises(ValueError, match=f"less than or equal to {cv.MAX_TURNS}"):
+        cv.ConversationsSpec(generate={"conversations": 1, "turns": 10000, "user_tokens": 1,
+                                       "reply_tokens": 1})
+
+
+def test_a_long_conversation_s_turns_share_its_history_not_copy_it() -> None:
+    """Each turn copied the history before it: turns^2 / 2 message objects."""
+    convs = cv.generate(cv.Generated(1, cv.MAX_TURNS, 1, 1), seed=1)
+    tracemalloc.start()
+    try:
+        its = cv.items(convs, 0.0, 1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(its) == cv.MAX_TURNS and len(its[-1]["messages"]) == 2 * cv.MAX_TURNS - 1
+    assert peak < 2 << 20, f"{peak / (1 << 20):.1f} MiB"  # a copy a turn: over 6 MiB

@@ -1079,3 +1079,31 @@ def test_cli_run_reads_a_variable_prompt_file_before_claiming_a_directory(
     assert ruler(capsys, "run", str(path), "--headless", "--results-dir", str(tmp_path / "results")) == (
         2, "", f"{path}: prompt file {prompts}: no prompts: the file is empty\n")
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(("keys", "expected"), [
+    # 6e9 arrival times would be drawn before the rep starts.
+    ("  rate: [10000]\n  rep_seconds: 604800\n",
+     "22:10: rate 10000 req/s for rep_seconds 604800 is 6048000000 arrivals a rep; at most 100000 "
+     "(shorten rep_seconds or lower the rate)"),
+    ("  rate: [5, 20000.0]\n  rep_seconds: 10\n",
+     "22:13: workload.rate[1]: must be at most 10000.0, got 20000.0"),
+    # Every rep would send nothing, and print rows of 0 tok/s.
+    ("  rep_seconds: 1.0e-300\n", "22:16: workload.rep_seconds: must be at least 0.001, got 1e-300"),
+    # Every window would wait out its timeout for four arrivals.
+    ("  rate: [1.0e-300]\n", "22:10: workload.rate[0]: must be at least 0.01, got 1e-300"),
+    ("  rate: [0.01]\n  requests_per_rep: 100000\n",
+     "22:10: rate 0.01 req/s sends its 100000 requests a rep over 1e+07 s; at most 604800 (a week): "
+     "raise the rate or send fewer requests"),
+    # Every arrival at t=0: gaps of gamma shape 1e-5 are 0 in floating point.
+    ("  rate: [5]\n  burstiness: 1.0e-5\n", "23:15: workload.burstiness: must be at least 0.01, got 1e-05"),
+])
+def test_a_rate_or_rep_length_that_measures_nothing_or_fills_memory_is_refused(
+        tmp_path: Path, keys: str, expected: str) -> None:
+    assert problems(tmp_path, BASE + keys) == [expected]
+
+
+def test_the_smallest_sane_rates_and_reps_validate(tmp_path: Path) -> None:
+    keys = "  rate: [0.01, 10000]\n  rep_seconds: 10\n  burstiness: 0.01\n"
+    c = load_campaign(write(tmp_path, BASE + keys))
+    assert c.workload.requests_at(10000) == 100_000

@@ -4,6 +4,7 @@ and the plain CSV/JSONL, their errors at file:line, shared blocks shared."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -165,3 +166,41 @@ def test_the_workload_s_loads_for_a_trace_and_a_multi_turn_class(tmp_path: Path)
     path.write_text(yaml.safe_dump(campaign("c", {}, {"s": []}, classes={"t": {"trace": {"file": "t.jsonl"}}},
                                             concurrency=[]), sort_keys=False))
     assert load_campaign(path).workload.loads_of("t") == [(0, None)]  # a trace alone needs no load
+
+
+def test_a_request_of_thousands_of_blocks_is_explained_in_linear_memory() -> None:
+    """Every prefix was a tuple of its blocks: 30000 hash ids held 30000^2 / 2 keys (gigabytes)."""
+    n = 5000
+    reqs = [trace.TraceRequest(1, 0.0, n * 512, 1, tuple(range(n))),
+            trace.TraceRequest(2, 1.0, n * 512, 1, tuple(range(n)))]
+    tracemalloc.start()
+    try:
+        shared = trace.shared_fraction(reqs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert shared == 0.5  # the second request is all the first's prefix
+    assert peak < 20 << 20, f"{peak / (1 << 20):.0f} MiB for {n} blocks"  # quadratic: over 100 MiB
+
+
+def test_validate_reads_a_trace_without_synthesising_its_prompts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Synthesising every prompt (512 seeded words a block) made a 1e6-line trace take minutes to
+    validate: the file's records and window are what can be wrong, and all validate reads."""
+    import yaml
+
+    from engine.campaign.load import load_campaign
+    from tests.campaigns import campaign
+
+    (tmp_path / "t.jsonl").write_text("".join(
+        json.dumps({"timestamp": i, "input_length": 600, "output_length": 2, "hash_ids": [i, i + 1]}) + "\n"
+        for i in range(5)))
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(campaign("c", {}, {"s": []}, classes={
+        "replay": {"trace": {"file": "t.jsonl"}}}), sort_keys=False))
+
+    def no_prompts(*_: object) -> str:
+        raise AssertionError("validate synthesised a prompt")
+
+    monkeypatch.setattr(trace, "prompt", no_prompts)
+    assert list(load_campaign(path).workload.classes) == ["replay"]

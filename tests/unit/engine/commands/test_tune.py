@@ -4,6 +4,7 @@ real testbed, killed and resumed: tests/integration/test_tune.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,12 @@ objective: {{tok_s: {{class: code, load: c8}}}}
         "3:3: --spec-draft-n-max: every candidate is the control's value already",
         "4:1: the objective's class 'code' is not a class of the campaign (prose)",
         "4:40: load 'c8' is not one the workload measures (c1)"], said
+
+
+@pytest.mark.timeout(60)  # a tune file read the plain way blocks on a FIFO with no writer
+def test_a_tune_file_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "t.yaml")
+    with pytest.raises(SpecError) as info:
+        load_tune(tmp_path / "t.yaml")
+    assert [p.message for p in info.value.problems] == [
+        "tune file is not a regular file (a FIFO); ruler reads files only"]
