@@ -38,7 +38,7 @@ demo: setup  ## the llama.cpp testbed, then the demo campaign
 TIERS := unit component integration
 tier_args_unit := -n 2
 tier_args_component :=
-tier_args_integration := -n 2 --dist loadfile
+tier_args_integration := -n 2 --dist loadfile --durations=25
 
 test: testbed  ## what CI runs: ruff, lint-imports, mypy, then every tier
 	$(BIN)/ruff check .
