@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.campaign.prompts import MAX_DATA_BYTES, Unreadable, read_bounded
 from engine.sanitize import terminal
 from engine.servers import BootFacts, ServerAdapter, get_adapter, known_adapters
 
@@ -87,10 +88,13 @@ def cmd_facts(server: str, logfile: str, as_json: bool) -> int:
               file=sys.stderr)
         return 2
     path = Path(logfile)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+    try:  # the checked opener: a FIFO or a device named as the log is refused, never waited on
+        text = read_bounded(path, MAX_DATA_BYTES).decode("utf-8", errors="replace")
     except OSError as e:
         print(f"ruler facts: cannot read {logfile}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except Unreadable as e:
+        print(f"ruler facts: cannot read {logfile}: {e}", file=sys.stderr)
         return 2
     facts, periodic = read_facts(adapter, text)
     data = facts_json(server, logfile, facts, periodic)

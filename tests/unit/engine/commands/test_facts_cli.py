@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,13 @@ def test_a_log_line_with_escapes_is_printed_as_text(tmp_path: Path,
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\r" not in out
     assert "ValueError: boom \\x1b]0;TITLE\\x07\\x1b[2J" in out
+
+
+def test_a_log_that_is_a_fifo_or_a_device_is_refused_not_waited_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = tmp_path / "boot.log"
+    os.mkfifo(fifo)  # no writer: a plain open would wait for one forever
+    for path in (fifo, Path("/dev/zero")):
+        assert cmd_facts("llamacpp", str(path), False) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"ruler facts: cannot read {path}: not a regular file ("), err
