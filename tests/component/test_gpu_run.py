@@ -87,7 +87,7 @@ def test_a_driver_that_does_not_load_is_no_gpu(monkeypatch: pytest.MonkeyPatch) 
 def test_a_slow_rep_on_a_power_capped_gpu_is_throttled_not_a_leak_and_still_measured_again(
         tmp: Path, fake: FakeRuntime, fake_gpu: FakeGpu) -> None:
     hooks = Hooks()
-    slow_rep_two(hooks, fake)  # the fake server streams rep 2 four times slower...
+    slow_rep_two(hooks, fake)  # the fake server streams rep 2 ten times slower...
 
     def cap(_: object) -> None:  # ...while the fake GPU says its power cap held the clocks down
         fake_gpu.reasons, fake_gpu.sm_mhz = POWER_CAP, 1410
