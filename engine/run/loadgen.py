@@ -327,6 +327,11 @@ def measure_pass(*args: Any, shards: int = 1, **kwargs: Any) -> PassResult:
 
 
 _thread = threading.local()
+# Passes running in this process now (places run theirs on threads of one engine): a full collection
+# holds the interpreter for its whole length, so it is made only when no other pass's loop would
+# stall behind it (a stalled loop voids its rep as client stalled).
+_passes = 0
+_passes_lock = threading.Lock()
 
 
 def _run(coro: Coroutine[Any, Any, PassResult]) -> PassResult:
@@ -337,13 +342,20 @@ def _run(coro: Coroutine[Any, Any, PassResult]) -> PassResult:
     loop = getattr(_thread, "loop", None)
     if loop is None or loop.is_closed():
         loop = _thread.loop = uvloop.new_event_loop()
+    global _passes
+    with _passes_lock:
+        alone = _passes == 0
+        _passes += 1
     # Collected first: frozen, an earlier pass's garbage (its records, a hostile server's huge
     # buffers) would be kept for good, pass after pass.
-    gc.collect()
+    if alone:
+        gc.collect()
     gc.freeze()
     try:
         return loop.run_until_complete(coro)
     finally:
+        with _passes_lock:
+            _passes -= 1
         gc.unfreeze()
 
 

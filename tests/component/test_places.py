@@ -624,7 +624,10 @@ def test_a_rerun_for_a_place_done_with_its_sessions_boots_there_while_another_pl
 
     hooks.on(failing, kind="rep_done", session="s1", window="control", attempt=1, rep=1)
     hooks.on(healthy, kind="rep_done", session="s1", window="control", attempt=1, rep=2)
-    spec = two_places("late", leak={**LEAKY, "max_reruns": 0}, max_tokens=16)
+    # The leak rule off at this load: the row is void by its failed rep alone, and the rerun's
+    # short reps (two requests at C2, on a fake sharing the host with place b) are never voided
+    # by a hiccup of the host.
+    spec = two_places("late", leak={**LEAKY, "min_concurrency": 64, "max_reruns": 0}, max_tokens=16)
     spec["sessions"] = {"s1": ["ctx"], "s2": ["ctx"]}
     operator = threading.Thread(target=rerun_once_a_is_done, daemon=True)
     try:
@@ -649,7 +652,7 @@ def test_a_rerun_for_a_place_done_with_its_sessions_boots_there_while_another_pl
     assert [p.cpus for p in plans] == ["0", "0"]
     row = next(e for e in reversed(events(r.run_dir, "row_done")) if e["session"] == "s1"
                and e["window"] == "control")
-    assert row["status"] in ("ok", "noisy") and row["attempts"] == 2
+    assert row["status"] in ("ok", "noisy") and row["attempts"] == 2, row["reason"]
 
 
 def _pinned(r: Any, where: dict[str, str],
