@@ -48,6 +48,12 @@ def markdown(text: object) -> str:
     return f"`{s}`" if s.strip() else ""
 
 
+def code(text: object) -> str:
+    """``text`` as one inert code span, plain or not (a name the report sets in code type)."""
+    s = terminal(text).replace("`", "'").replace("|", "\\|")
+    return f"`{s}`" if s.strip() else ""
+
+
 def csv_cell(value: Any) -> Any:
     """A CSV cell's value: a number as it is, a text terminal-safe and never a formula."""
     if not isinstance(value, str):

@@ -25,7 +25,7 @@ from engine.report.text import (
 )
 from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_lines
-from engine.sanitize import markdown, terminal
+from engine.sanitize import code, markdown, terminal
 from engine.words import CONTROL, USABLE_ROWS, WindowStatus, load_text
 
 
@@ -184,7 +184,7 @@ def windows(view: RunView) -> list[str]:
                    if not IGNORED_FACT.search(k)}
         if changed:
             # Keys and values as the server's log printed them: inert text.
-            shown = [f"{markdown(k)} {markdown(v[0])} vs {markdown(v[1])}"
+            shown = [f"{code(k)} {markdown(v[0])} vs {markdown(v[1])}"
                      for k, v in list(changed.items())[:10]]
             more = f" and {len(changed) - 10} more" if len(changed) > 10 else ""
             lines += [f"Boot facts that differ from the control: {', '.join(shown)}{more} "
