@@ -420,15 +420,16 @@ def test_shard_count_follows_concurrency_rate_and_cores() -> None:
 
 
 def test_a_sharded_pass_merges_into_the_same_records(faulty: FaultyServer) -> None:
-    """Two shard processes, three workers, seven requests: every request once, by index, each
-    worker on its own shard, the figures of each shard in the summary."""
+    """Two shard processes, three workers, seven requests: every request once, by index, the
+    figures of each shard in the summary. The shards draw from one counter, so a shard that a busy
+    host starts late may find the seven taken: no worker is promised a request."""
     prompts = ["good", "http500", "good"]
     url = f"http://127.0.0.1:{faulty.port}"
     args: tuple[Any, ...] = (url, get_adapter("llamacpp"), [plain_item(p) for p in prompts], 3, 7, 8,
                              {"temperature": 0}, {}, 5.0)
     one, two = measure_pass(*args), measure_pass(*args, shards=2)
     assert [r["index"] for r in two.records] == list(range(7))
-    assert {r["worker"] for r in two.records} == {0, 1, 2}
+    assert {r["worker"] for r in two.records} <= {0, 1, 2}
     fields = ("index", "prompt_index", "error", "completion_tokens", "chunks", "text_chars",
               "finish_reason")
     assert ([{k: r.get(k) for k in fields} for r in two.records]
