@@ -90,6 +90,20 @@ def test_token_ids_match_the_chat_endpoint(probe: Probe) -> None:
         assert len(s["top"]) == 5 and s["top"][0][1] <= 0
 
 
+def test_a_continuation_of_byte_tokens_is_scored_at_every_position(probe: Probe) -> None:
+    """SmolLM2 answers this prompt with emoji, three byte tokens each: llama-server sends no
+    probabilities for a sampled token that leaves the text incomplete UTF-8, so the scorer bans
+    it and asks again; the distribution is the one before sampling, the forced token its argmax."""
+    [g] = probe.greedy(["Reply with a single emoji for happiness."], {}, 9, 1234)
+    whole = {len(t.encode()) for t in g["text"]}
+    assert max(whole) > 1, g["text"]  # some token of it is part of a character
+    [item] = greedy_items([g], positions=len(g["token_ids"]))
+    [scores] = probe.score([item], top_k=3)
+    assert [s["t"] for s in scores] == list(range(len(g["token_ids"])))
+    for s in scores:
+        assert s["top"][0][0] == item.cont_ids[s["t"]]
+
+
 def test_tool_probe_records_what_the_server_answers(probe: Probe) -> None:
     """SmolLM2's template has no tool support: the probe reports 0/N with the reason, not a crash."""
     report = tool_probe(probe, 2, 16, 1234, {})

@@ -51,6 +51,8 @@ _SPEC_METRICS = {
 
 # Prompt tokens computed (cached ones excluded) and reused from the cache (server-task.cpp,
 # server_task_result_metrics::to_metrics; server-common.h, server_metrics).
+# A logit bias no model's logits overcome: the token it is given is sampled at temperature 0.
+_FORCE = 1e4
 _PROMPT_METRIC = "llamacpp:prompt_tokens_total"
 _CACHED_METRIC = "llamacpp:prompt_tokens_cached_total"
 
@@ -111,12 +113,23 @@ class LlamaCppClient(ServerClient):
         return token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
 
     def chat_tokens(self, client: Http, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
-        # With logprobs each generated token comes back with its id (the end-of-generation token
-        # included); top_logprobs 1 keeps the per-token softmax the cheapest the server offers.
-        reply = self.chat(client, {**body, "logprobs": True, "top_logprobs": 1})
+        # Every generated id, the end-of-generation token included, is __verbose.tokens (asked
+        # with verbose and return_tokens). logprobs.content is the fallback for a server without
+        # them: it lacks each token that left the text an incomplete UTF-8 sequence (the first
+        # bytes of an emoji), so it is taken only when it covers every token the usage counts.
+        # top_logprobs 1 keeps the per-token softmax the cheapest the server offers.
+        reply = self.chat(client, {**body, "logprobs": True, "top_logprobs": 1,
+                                   "return_tokens": True, "verbose": True})
+        verbose = reply.raw.get("__verbose")
+        if isinstance(verbose, dict) and verbose.get("tokens"):
+            return reply, token_ids(verbose["tokens"], "__verbose.tokens")
         choice = (reply.raw.get("choices") or [{}])[0]
         entries = (choice.get("logprobs") or {}).get("content") or []
-        return reply, token_ids([e["id"] for e in entries], "logprobs.content ids")
+        ids = token_ids([e["id"] for e in entries], "logprobs.content ids")
+        if reply.completion_tokens is not None and len(ids) != reply.completion_tokens:
+            raise ValueError(f"logprobs.content has {len(ids)} of the {reply.completion_tokens} tokens "
+                             "generated (multi-byte characters) and the answer has no __verbose.tokens")
+        return reply, ids
 
     def generate(self, client: Http, prompt_ids: list[int], max_tokens: int,
                  seed: int) -> Generation:
@@ -129,9 +142,20 @@ class LlamaCppClient(ServerClient):
 
     def next_token(self, client: Http, ids: list[int], top_k: int,
                    fresh: bool) -> NextToken:
-        out = post_json(client, "/completion", {
-            "prompt": ids, "n_predict": 1, "temperature": 0, "n_probs": top_k,
-            "cache_prompt": not fresh, "id_slot": 0})
+        body = {"prompt": ids, "n_predict": 1, "temperature": 0, "n_probs": top_k,
+                "cache_prompt": not fresh, "id_slot": 0}
+        out = post_json(client, "/completion", body)
+        if not (out.get("completion_probabilities") or []):
+            # A sampled token that leaves the text an incomplete UTF-8 sequence (the lead bytes
+            # of an emoji, a random-weight model's first choice) is never added to the slot's
+            # answer, so its probabilities are not sent (server-context.cpp process_token). Asked
+            # again with a whole-character token forced by logit_bias: the bias acts in the
+            # sampler and the probabilities are the logits' before it, so they are the same; the
+            # prefix is evaluated in the same batches (a cached prompt re-evaluates its last token).
+            whole = token_ids(post_json(client, "/tokenize", {"content": "a", "add_special": False})
+                              .get("tokens"), "/tokenize tokens")
+            if whole:
+                out = post_json(client, "/completion", {**body, "logit_bias": [[whole[-1], _FORCE]]})
         probs = out.get("completion_probabilities") or []
         if not probs or "top_logprobs" not in probs[0]:
             raise ValueError(f"/completion answered without top_logprobs: {str(out)[:300]}")
