@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -502,6 +503,24 @@ class RulerConsole(App[None]):
 
     def on_reported(self, message: Reported) -> None:
         self.commands.reported(message)
+
+    def write_report(self, args: list[str]) -> None:
+        self.run_worker(partial(self._report, args), thread=True, group="report", exclusive=True,
+                        exit_on_error=False)
+
+    def _report(self, args: list[str]) -> None:
+        """``ruler report`` on this run, as its own process (matplotlib stays out of the console);
+        a thread worker's: it posts what came of it."""
+        proc = subprocess.run([sys.executable, "-m", "engine", "report", str(self.run_dir), *args],
+                              capture_output=True, text=True, check=False)
+        self.post_message(Reported(proc.returncode, proc.stdout, proc.stderr))
+
+    def set_filter(self, text: str) -> None:
+        self.query_one("#filter", Input).value = text  # its Changed message applies it
+
+    @property
+    def on_reps(self) -> bool:
+        return self.focused is self.ui.reps
 
     def action_follow(self) -> None:
         log = self.ui.log

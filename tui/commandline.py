@@ -4,28 +4,50 @@ no key says: a row by its key, the report), the sort keys and a header's click. 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from functools import partial
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from textual.message import Message
 from textual.suggester import Suggester
-from textual.widgets import Input
 
+from engine.record.state import RunState
 from tui.core.commands import Command, CommandError, completions, parse
+from tui.core.fmt import Seg
 from tui.core.reps import MEDIAN, REP_COLUMNS, SPREAD
+from tui.core.selection import Selection
 from tui.core.sorting import Sort
 from tui.core.windows import WINDOW_COLUMNS
-
-if TYPE_CHECKING:
-    from tui.app import RulerConsole
 
 # The sort keys per table (N: back to the campaign's order).
 SORT_KEYS = {"windows": {"S": "status", "D": "Δ ctl"},
              "reps": {"S": "status", "T": MEDIAN, "P": SPREAD}}
 SORT_WORDS = {"delta": "Δ ctl", "ci": "95% CI", "tok/s": MEDIAN, "name": "window"}
 ENGINE_COMMANDS = ("abort", "advance", "rewarm", "pause", "resume", "rerun")
+
+
+class Console(Protocol):
+    """What the command line acts on: the console (tui.app.RulerConsole), as far as its commands
+    reach."""
+
+    state: RunState
+    sel: Selection
+
+    @property
+    def over(self) -> bool: ...
+    @property
+    def on_reps(self) -> bool: ...  # the reps table has the focus (sorting acts on it)
+    def say(self, segs: list[Seg]) -> None: ...
+    def render_all(self) -> None: ...
+    def rerun(self, key: str) -> None: ...
+    def action_rerun(self) -> None: ...
+    def action_abort(self) -> None: ...
+    def command(self, cmd: str, args: list[str] | None = None) -> None: ...
+    def window_command(self, cmd: str) -> None: ...
+    def write_report(self, args: list[str]) -> None: ...
+    def open_detail(self, key: str) -> None: ...
+    def set_filter(self, text: str) -> None: ...
+    def page(self, rel: str) -> None: ...
+    def action_help(self) -> None: ...
+    def action_quit_console(self) -> None: ...
 
 
 class Reported(Message):
@@ -39,7 +61,7 @@ class Reported(Message):
 class CommandSuggester(Suggester):
     """The ``:`` line's completion: the commands, and the run's rows and windows after them."""
 
-    def __init__(self, console: RulerConsole) -> None:
+    def __init__(self, console: Console) -> None:
         super().__init__(use_cache=False)
         self.console = console
 
@@ -52,7 +74,7 @@ class CommandSuggester(Suggester):
 class CommandLine:
     """The command line and the sorting of one console."""
 
-    def __init__(self, console: RulerConsole) -> None:
+    def __init__(self, console: Console) -> None:
         self.console = console
 
     def submit(self, line: str) -> None:
@@ -73,15 +95,14 @@ class CommandLine:
             c.command(name, args) if args else c.window_command(name)
         elif name == "report":
             c.say([(":report", "bold"), ("writing the report…", "muted")])
-            c.run_worker(partial(self._report, args), thread=True, group="report", exclusive=True,
-                         exit_on_error=False)
+            c.write_report(args)
         elif name == "open":
             if args[0] in c.state.rows or args[0] in c.state.windows:
                 c.open_detail(args[0])
             else:
                 c.say([(":open", "bold"), (f"no row or window {args[0]!r}", "warning")])
         elif name == "filter":
-            c.query_one("#filter", Input).value = " ".join(args)  # its Changed message applies it
+            c.set_filter(" ".join(args))
         elif name == "sort":
             self.sort_word(args[0])
         elif name == "log":
@@ -95,7 +116,7 @@ class CommandLine:
 
     def _table(self) -> str:
         """The table a sort acts on: the reps table when it has the keys, else the windows list."""
-        return "reps" if self.console.focused is self.console.ui.reps else "windows"
+        return "reps" if self.console.on_reps else "windows"
 
     def sort_key(self, key: str) -> None:
         table, c = self._table(), self.console
@@ -130,13 +151,6 @@ class CommandLine:
                                                   f"columns: {', '.join(columns)}", "warning")])
         else:
             self.sort_by(table, match[0])
-
-    def _report(self, args: list[str]) -> None:
-        """``ruler report`` on this run, as its own process (matplotlib stays out of the console);
-        a thread worker's: it posts what came of it."""
-        proc = subprocess.run([sys.executable, "-m", "engine", "report", str(self.console.run_dir),
-                               *args], capture_output=True, text=True, check=False)
-        self.console.post_message(Reported(proc.returncode, proc.stdout, proc.stderr))
 
     def reported(self, message: Reported) -> None:
         if message.code == 0:
