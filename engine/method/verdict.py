@@ -21,7 +21,7 @@ interval; a window listed in several sessions is one question, its sessions' del
   ``± margin`` at ``error_rate`` (the 1 - 2·error_rate interval inside the margin);
 - **undetermined**: neither; the interval is given with the sessions it would take.
 
-scipy gives the t distribution, statsmodels' ``multipletests`` the corrections.
+scipy gives the t distribution (engine.method.delta); the corrections are a few lines here.
 """
 
 from __future__ import annotations
@@ -30,11 +30,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from engine.method.boots import BootNoise
+from engine.method.delta import t_cdf, t_quantile, t_sf
 
-CORRECTIONS = {"holm": "holm", "bh": "fdr_bh"}  # the campaign's word -> statsmodels' method
 CORRECTION_TEXT = {"holm": "Holm (family-wise error rate)", "bh": "Benjamini-Hochberg (false discovery rate)"}
 
 
@@ -59,11 +58,6 @@ class Call(StrEnum):
     UNDETERMINED = "undetermined"
 
 
-def _t() -> Any:
-    from scipy import stats  # lazy: the console starts without scipy's import time
-    return stats.t
-
-
 @dataclass(frozen=True)
 class Versus:
     """One window row against its session's control boots, on the log scale."""
@@ -86,7 +80,7 @@ class Versus:
             return None
         if self.se == 0:
             return self.delta, self.delta
-        half = float(_t().ppf(0.5 + level / 2, self.df)) * self.se
+        half = t_quantile(0.5 + level / 2, self.df) * self.se
         return math.expm1(self.log_delta - half), math.expm1(self.log_delta + half)
 
     def p(self) -> float | None:
@@ -95,7 +89,7 @@ class Versus:
             return None
         if self.se == 0:
             return 0.0 if self.log_delta else 1.0
-        return float(2 * _t().sf(abs(self.log_delta) / self.se, self.df))
+        return 2 * t_sf(abs(self.log_delta) / self.se, self.df)
 
     def p_equivalent(self, margin: float) -> float | None:
         """TOST's p-value of "the delta is outside ± margin" (small: shown inside)."""
@@ -104,9 +98,8 @@ class Versus:
         lo, hi = math.log1p(-margin), math.log1p(margin)
         if self.se == 0:
             return 0.0 if lo < self.log_delta < hi else 1.0
-        t = _t()
-        return float(max(t.sf((self.log_delta - lo) / self.se, self.df),
-                          t.cdf((self.log_delta - hi) / self.se, self.df)))
+        return max(t_sf((self.log_delta - lo) / self.se, self.df),
+                   t_cdf((self.log_delta - hi) / self.se, self.df))
 
     def sessions_needed(self, rule: Rule) -> int | None:
         """About how many sessions of this window (each with its control boots) would settle it:
@@ -115,11 +108,10 @@ class Versus:
         margin's edge."""
         if self.se is None or self.se == 0:
             return None
-        t = _t()
-        gaps = [(abs(self.log_delta), float(t.ppf(1 - rule.error_rate / 2, self.df)))]
+        gaps = [(abs(self.log_delta), t_quantile(1 - rule.error_rate / 2, self.df))]
         edge = math.log1p(rule.margin) - abs(self.log_delta)
         if edge > 0:
-            gaps.append((edge, float(t.ppf(1 - rule.error_rate, self.df))))
+            gaps.append((edge, t_quantile(1 - rule.error_rate, self.df)))
         need = [math.ceil((q * self.se / gap) ** 2) for gap, q in gaps if gap > 1e-9]
         return max(2, min(need)) if need and min(need) < 10_000 else None
 
@@ -233,16 +225,35 @@ class Judged:
         return f"{adj}; not shown within ±{self.rule.margin * 100:g} %{take}"
 
 
+def adjust(ps: Sequence[float], correction: str) -> list[float]:
+    """The p-values adjusted over the family, in their order: Holm's step-down (each, in rising
+    order, times the tests not yet passed, never below the one before) or Benjamini-Hochberg's
+    step-up (each times m over its rank, never above the one after); at most 1."""
+    m = len(ps)
+    order = sorted(range(m), key=lambda i: ps[i])
+    out = [0.0] * m
+    if correction == "holm":
+        running = 0.0
+        for rank, i in enumerate(order):
+            running = max(running, min(1.0, (m - rank) * ps[i]))
+            out[i] = running
+    else:
+        running = 1.0
+        for rank in range(m - 1, -1, -1):
+            i = order[rank]
+            running = min(running, m / (rank + 1) * ps[i])
+            out[i] = running
+    return out
+
+
 def judge(family: Sequence[Versus | None], rule: Rule) -> list[Judged]:
     """Each row's call, its p-value adjusted over the family (the rows with an interval)."""
     ps = [v.p() if v is not None else None for v in family]
     tested = [i for i, p in enumerate(ps) if p is not None]
     adjusted: dict[int, float] = {}
     if tested:
-        from statsmodels.stats.multitest import multipletests  # lazy: heavy to import
-        _, corrected, _, _ = multipletests([ps[i] for i in tested], alpha=rule.error_rate,
-                                           method=CORRECTIONS[rule.correction])
-        adjusted = {i: float(p) for i, p in zip(tested, corrected, strict=True)}
+        corrected = adjust([p for p in ps if p is not None], rule.correction)
+        adjusted = dict(zip(tested, corrected, strict=True))
     out = []
     for i, v in enumerate(family):
         p_adj = adjusted.get(i)

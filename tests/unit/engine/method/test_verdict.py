@@ -8,10 +8,12 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from engine.method.boots import Boot, declared, measure
-from engine.method.verdict import Call, Rule, judge, versus
+from engine.method.verdict import Call, Rule, adjust, judge, versus
 from engine.record.simulate import Design, rates
 
 RULE = Rule(0.05, "holm", 0.05, 0.05)
@@ -64,6 +66,33 @@ def test_holm_and_bh_adjust_over_the_family() -> None:
     bh = judge(family, Rule(0.05, "bh", 0.05, 0.01))
     assert all(b.p_adjusted is not None and h.p_adjusted is not None and b.p_adjusted <= h.p_adjusted
                for b, h in zip(bh, holm, strict=True))
+
+
+def test_the_corrections_give_the_textbook_adjusted_p_values() -> None:
+    """Four p-values by hand: Holm 0.005x4, 0.01x3, 0.03x2 (and 0.04x1 held up to it); BH 0.005x4,
+    0.01x4/2, 0.03x4/3, 0.04 (and each held down to the one after); ties and 1 kept."""
+    ps = [0.01, 0.04, 0.03, 0.005]
+    assert adjust(ps, "holm") == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert adjust(ps, "bh") == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    assert adjust([0.5, 0.5, 0.9], "holm") == pytest.approx([1.0, 1.0, 1.0])
+    assert adjust([0.02, 0.02], "bh") == pytest.approx([0.02, 0.02])
+    assert adjust([], "holm") == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=30))
+def test_the_corrections_keep_their_order_and_bounds(ps: list[float]) -> None:
+    """Each adjusted p is at least its own and at most 1, in the p-values' order, BH never above
+    Holm; Holm is the step-down maximum of (m - rank) p, BH the step-up minimum of m p / rank."""
+    m, order = len(ps), sorted(range(len(ps)), key=lambda i: ps[i])
+    holm, bh = adjust(ps, "holm"), adjust(ps, "bh")
+    for a, b in zip(order, order[1:], strict=False):
+        assert holm[a] <= holm[b] and bh[a] <= bh[b]
+    for i in range(m):
+        assert ps[i] <= bh[i] <= holm[i] <= 1.0 or ps[i] == bh[i] == holm[i] == 1.0
+    for k, i in enumerate(order):
+        assert holm[i] == pytest.approx(max(min(1.0, (m - j) * ps[order[j]]) for j in range(k + 1)))
+        assert bh[i] == pytest.approx(min(min(1.0, m * ps[order[j]] / (j + 1)) for j in range(k, m)))
 
 
 def test_no_effect_is_shown_by_equivalence_not_presumed() -> None:
