@@ -54,7 +54,8 @@ WORDS = ["the", "sea", "is", "calm", "and", "blue", "under", "a", "wide", "sky",
 EOS = 2
 # Request fields that are not knobs: a knob is anything else a request carries.
 NOT_KNOBS = {"messages", "max_tokens", "stream", "stream_options", "temperature", "seed",
-             "logprobs", "top_logprobs", "cache_prompt", "id_slot", "tools", "tool_choice"}
+             "logprobs", "top_logprobs", "cache_prompt", "id_slot", "tools", "tool_choice",
+             "return_tokens", "verbose"}
 
 
 # ------------------------------------------------------------------ the toy model
@@ -200,7 +201,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._stream(s, ids, int(body.get("max_tokens") or 16), salt,
                              s.prompt(ids, body.get("cache_prompt", True) is not False))
             else:
-                self._chat(ids, int(body.get("max_tokens") or 16), salt, bool(body.get("logprobs")))
+                self._chat(ids, int(body.get("max_tokens") or 16), salt, bool(body.get("logprobs")),
+                           bool(body.get("verbose") and body.get("return_tokens")))
         elif self.path == "/apply-template":
             self._json(200, {"prompt": render(body["messages"])})
         elif self.path == "/tokenize":
@@ -210,7 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(404, {"error": {"message": "File Not Found", "code": 404}})
 
-    def _chat(self, ids: list[int], max_tokens: int, salt: int, logprobs: bool) -> None:
+    def _chat(self, ids: list[int], max_tokens: int, salt: int, logprobs: bool, verbose: bool) -> None:
         out = greedy(ids, max_tokens, salt)
         text = self.server.handle.said("".join(piece(t) for t in out).strip())
         choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
@@ -221,7 +223,8 @@ class _Handler(BaseHTTPRequestHandler):
                  "top_logprobs": [{"id": t, "token": piece(t), "logprob": logprob(0)}]} for t in out]}
         self._json(200, {"choices": [choice], "object": "chat.completion",
                          "usage": {"completion_tokens": len(out), "prompt_tokens": len(ids),
-                                   "total_tokens": len(out) + len(ids)}})
+                                   "total_tokens": len(out) + len(ids)},
+                         **({"__verbose": {"tokens": out, "content": text}} if verbose else {})})
 
     def _event_stream(self) -> None:
         """The head of a 200 event stream, to its end at the connection's close."""
