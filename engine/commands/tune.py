@@ -314,12 +314,13 @@ def run_tune(tune: Tune, tune_dir: Path, baseline: str | None, runtime: str | No
     spent = 0
     stop = ""
     while True:
-        if len(done) >= tune.spec.max_rounds:
-            stop = f"max_rounds {tune.spec.max_rounds} reached"
-            break
+        # An axes round that kept nothing ends the tune by its own answer, whatever round it was.
         plan = next_plan(tune, incumbent, done)
         if plan is None:
             stop = ("nothing separates from the incumbent" if done else "the space has no candidate")
+            break
+        if len(done) >= tune.spec.max_rounds:
+            stop = f"max_rounds {tune.spec.max_rounds} reached"
             break
         ev = started.get(plan.number)
         if ev is None:
