@@ -21,6 +21,12 @@ python3 -c "import scipy.special" 2>/dev/null || { echo "no scipy"; exit 3; }
 export LLAMA_SERVER=$HOME/lb/build/bin/llama-server RAND_GGUF=$HOME/m/rand3b.gguf
 left=$((LIMIT - ($(date +%s) - start) - 25))
 tune=$(ls -d $HOME/res/*/ 2>/dev/null | head -1)
+if [ -z "$tune" ] && [ -f .gpu/tune0/tune.tgz ]; then
+  # A fresh machine: the tune an earlier one brought back (carry .gpu/tune0) resumes here; its
+  # paths are $HOME's, the same on every machine of the kind.
+  tune=$HOME/res/$(cat .gpu/tune0/name)/
+  mkdir -p "$tune" && tar -xzf .gpu/tune0/tune.tgz -C "$tune"
+fi
 if [ -n "$tune" ]; then
   timeout -s TERM $left python3 -m engine tune --resume "$tune" >> $OUT/tune.log 2>&1
 else
