@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ from typing import Any
 from engine import control
 from engine.record.journal import read_events
 from engine.record.liveness import engine_alive, read_pid
-from engine.runtime.base import free_port
+from engine.runtime import process as rp
+from engine.runtime.base import LaunchPlan, free_port
 
 RULER = [sys.executable, "-m", "engine"]
 
@@ -54,6 +56,17 @@ def finish(run: Path) -> None:
         pid = read_pid(run)
         if pid and engine_alive(run):
             os.kill(pid, signal.SIGKILL)
+
+
+def serve(plan: LaunchPlan) -> rp.ProcessServer:
+    """A real server as a process whose output is read as it prints (a thread keeps the last
+    lines), as a window's boot reader does: a pipe nobody reads fills at 64 KiB, and the server's
+    next log line then blocks its loop, so a request hangs (seen: llama-server stuck in a pipe
+    write after a few hundred requests, its /health still answering)."""
+    server = rp.ProcessServer(plan)
+    threading.Thread(target=deque, args=(server.lines(), 200), daemon=True,
+                     name=f"drain-{plan.name}").start()
+    return server
 
 
 HOLD = 5.0  # the slow rep's requests take about HOLD + 1 times as long

@@ -20,9 +20,8 @@ from typing import Any
 
 from engine import testbed as tb_mod
 from engine.record.journal import read_events
-from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
-from tests.integration.live import SlowingProxy
+from tests.integration.live import SlowingProxy, serve
 
 CAMPAIGN = """\
 name: serverdata
@@ -164,7 +163,7 @@ def _rep(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 def test_bad_server_data_is_reported_not_a_crash(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
     port = free_port()
-    server = rp.ProcessServer(LaunchPlan("serverdata-target", [
+    server = serve(LaunchPlan("serverdata-target", [
         str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "2048", "-np", "1",
         "-t", "1", "--metrics", "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
     results = tmp_path / "results"

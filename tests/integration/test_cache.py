@@ -26,8 +26,8 @@ from engine import testbed as tb_mod
 from engine.record.journal import read_events
 from engine.record.receipts import read_rep
 from engine.record.request import RequestRecord
-from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
+from tests.integration.live import serve
 
 # Slow: each test runs a campaign on the real server, over ten seconds.
 pytestmark = pytest.mark.slow
@@ -190,7 +190,7 @@ class FailingResetProxy(threading.Thread):
 
 def test_a_reset_answered_success_false_voids_the_rep(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
     port = free_port()
-    server = rp.ProcessServer(LaunchPlan("reset-target", [
+    server = serve(LaunchPlan("reset-target", [
         str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "1024", "-t", "1",
         "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
     proxy = FailingResetProxy(port)

@@ -21,9 +21,9 @@ from engine.campaign.sources.item import plain_item
 from engine.run.client import transport
 from engine.run.client.http import Response
 from engine.run.loadgen import measure_pass
-from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 from engine.servers.llamacpp import LlamaCppAdapter
+from tests.integration.live import serve
 
 
 class _KeepAlive(LlamaCppAdapter):
@@ -57,7 +57,7 @@ def test_connections_llama_server_closes_cost_no_request(testbed: tb_mod.Testbed
     monkeypatch.setattr(transport.Client, "_connect", counted_connect)
     monkeypatch.setattr(transport.Connection, "exchange", counted_exchange)
     port = free_port()
-    server = rp.ProcessServer(LaunchPlan("keep-alive-target", [
+    server = serve(LaunchPlan("keep-alive-target", [
         str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "2048", "-np", "2",
         "-t", "1", "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
     url = f"http://127.0.0.1:{port}"

@@ -20,10 +20,9 @@ import pytest
 
 from engine import testbed as tb_mod
 from engine.record.journal import read_events
-from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 from engine.sanitize import markdown
-from tests.integration.live import SlowingProxy
+from tests.integration.live import SlowingProxy, serve
 
 # Slow: a campaign on the real server behind the proxy, over ten seconds.
 pytestmark = pytest.mark.slow
@@ -73,7 +72,7 @@ def test_leaked_rep_is_voided_rewarmed_and_rerun(testbed: tb_mod.Testbed, tmp_pa
     port = free_port()
     # One thread: two on two busy cores spin at every barrier (campaigns/demo-smollm2.yaml), and
     # the leak rule needs the reps other than the slow one to agree.
-    server = rp.ProcessServer(LaunchPlan("leak-target", [
+    server = serve(LaunchPlan("leak-target", [
         str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "2048", "-np", "2",
         "-t", "1", "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
     results = tmp_path / "results"

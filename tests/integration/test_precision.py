@@ -26,9 +26,8 @@ from engine import testbed as tb_mod
 from engine.method import stats
 from engine.record.journal import read_events
 from engine.run.measure import recompute_row
-from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
-from tests.integration.live import SlowingProxy
+from tests.integration.live import SlowingProxy, serve
 
 # Slow: a campaign on the real server, over ten seconds.
 pytestmark = pytest.mark.slow
@@ -106,7 +105,7 @@ def test_a_noisy_control_gains_reps_until_its_precision(testbed: tb_mod.Testbed,
                                                          tmp_path: Path) -> None:
     port = free_port()
     # One thread: two on two busy cores spin at every barrier (campaigns/demo-smollm2.yaml).
-    server = rp.ProcessServer(LaunchPlan("precision-target", [
+    server = serve(LaunchPlan("precision-target", [
         str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "2048", "-np", "2",
         "-t", "1", "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
     results = tmp_path / "results"

@@ -26,10 +26,10 @@ from engine.quality.reference import compare_kl, load_reference
 from engine.quality.tools import tool_probe
 from engine.quality.window import KL_MIN, TF_CLOSE
 from engine.record.journal import read_events
-from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, Server, free_port
 from engine.servers.client import ChatReply
 from engine.servers.llamacpp import LlamaCppAdapter
+from tests.integration.live import serve
 
 # Slow: the module's run and server take minutes, paid by whichever test asks first.
 pytestmark = pytest.mark.slow
@@ -43,7 +43,7 @@ def start(testbed: tb_mod.Testbed, *args: str) -> Iterator[Server]:
     port = free_port()
     argv = [str(testbed.llama_server), *args, "-c", "2048", "-np", "1", "-t", "1",
             "--host", "127.0.0.1", "--port", str(port)]
-    server = rp.ProcessServer(LaunchPlan(f"ruler-test-quality-{port}", argv, {}, {}, port))
+    server = serve(LaunchPlan(f"ruler-test-quality-{port}", argv, {}, {}, port))
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

@@ -15,6 +15,7 @@ from engine.method.stats import LeakPolicy
 from engine.record.journal import read_events
 from engine.record.state import fold
 from engine.run.measure import recompute_row
+from tests.integration.live import serve
 
 # Slow: each test runs a campaign on the real server, over ten seconds.
 pytestmark = pytest.mark.slow
@@ -191,11 +192,10 @@ quality: {{greedy: {{n: 2, max_tokens: 4}}, teacher_forced: {{positions: 1}}}}  
 def test_attach_never_sends_v1_twice_and_records_no_secret(
         testbed: tb_mod.Testbed, tmp_path: Path, suffix: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.runtime import process as rp
     from engine.runtime.base import LaunchPlan, free_port
 
     port = free_port()
-    server = rp.ProcessServer(LaunchPlan("attach-target", [
+    server = serve(LaunchPlan("attach-target", [
         str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "1024",
         "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
     secret = "hf_ruler_test_secret_value_1234"

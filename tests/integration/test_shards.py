@@ -18,8 +18,8 @@ import pytest
 
 from engine import testbed as tb_mod
 from engine.record.receipts import read_rep
-from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
+from tests.integration.live import serve
 
 # Slow: a campaign on the real server, over ten seconds.
 pytestmark = pytest.mark.slow
@@ -71,7 +71,7 @@ def test_sharded_passes_account_as_one_loops(testbed: tb_mod.Testbed, tmp_path: 
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("two shards need two cores")
     port = free_port()
-    server = rp.ProcessServer(LaunchPlan("shards-target", [
+    server = serve(LaunchPlan("shards-target", [
         str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "2048", "-np", "2",
         "-t", "1", "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
     try:

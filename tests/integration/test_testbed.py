@@ -17,8 +17,8 @@ import pytest
 
 from engine import testbed as tb_mod
 from engine.runtime import docker as rd
-from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
+from tests.integration.live import serve
 
 RULER = [sys.executable, "-m", "engine"]
 
@@ -86,7 +86,7 @@ def test_testbed_boots_as_a_process(testbed: tb_mod.Testbed) -> None:
     plan = LaunchPlan(name="ruler-test-process", argv=[
         str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "1024",
         "--host", "127.0.0.1", "--port", str(port)], env={}, secret_env={}, host_port=port)
-    server = rp.ProcessServer(plan)
+    server = serve(plan)
     try:
         assert wait_health(server.base_url) == {"status": "ok"}
         reply = chat(server.base_url)
