@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
+from statsmodels.stats.multitest import multipletests
 
 from engine.method.boots import Boot, declared, measure
 from engine.method.verdict import Call, Rule, adjust, judge, versus
@@ -77,6 +78,14 @@ def test_the_corrections_give_the_textbook_adjusted_p_values() -> None:
     assert adjust([0.5, 0.5, 0.9], "holm") == pytest.approx([1.0, 1.0, 1.0])
     assert adjust([0.02, 0.02], "bh") == pytest.approx([0.02, 0.02])
     assert adjust([], "holm") == []
+
+
+@settings(max_examples=60, deadline=None)  # each oracle call collects all garbage
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=40), st.sampled_from(["holm", "bh"]))
+def test_the_corrections_are_statsmodels(ps: list[float], correction: str) -> None:
+    """The library's multipletests is the oracle: ties, zeros and ones included."""
+    want = multipletests(ps, method={"holm": "holm", "bh": "fdr_bh"}[correction])[1]
+    assert adjust(ps, correction) == pytest.approx(list(want), abs=1e-12)
 
 
 @settings(max_examples=200, deadline=None)
