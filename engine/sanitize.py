@@ -42,10 +42,7 @@ def markdown(text: object) -> str:
     (empty text: nothing). In a span a backtick would end it, so it becomes ``'``; a ``|`` would
     end a table cell, so it is escaped as tables need."""
     s = terminal(text)
-    if _PLAIN.fullmatch(s):
-        return s
-    s = s.replace("`", "'").replace("|", "\\|")
-    return f"`{s}`" if s.strip() else ""
+    return s if _PLAIN.fullmatch(s) else code(s)
 
 
 def code(text: object) -> str:

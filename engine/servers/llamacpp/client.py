@@ -49,10 +49,10 @@ _SPEC_METRICS = {
 }
 
 
-# Prompt tokens computed (cached ones excluded) and reused from the cache (server-task.cpp,
-# server_task_result_metrics::to_metrics; server-common.h, server_metrics).
 # A logit bias no model's logits overcome: the token it is given is sampled at temperature 0.
 _FORCE = 1e4
+# Prompt tokens computed (cached ones excluded) and reused from the cache (server-task.cpp,
+# server_task_result_metrics::to_metrics; server-common.h, server_metrics).
 _PROMPT_METRIC = "llamacpp:prompt_tokens_total"
 _CACHED_METRIC = "llamacpp:prompt_tokens_cached_total"
 
