@@ -54,7 +54,8 @@ def test_rows_side_by_side_with_deltas(run_a: Path, run_b: Path) -> None:
     cell = line["Δ B vs A"]
     assert cell.startswith(f"{v.delta * 100:+.1f} % [") and cell.endswith(MARKS), cell
     lo, hi = (float(x) for x in cell[cell.index("[") + 1:cell.index("]")].split(", "))
-    assert lo == pytest.approx(iv[0] * 100, abs=0.051) and hi == pytest.approx(iv[1] * 100, abs=0.051)
+    # The cell prints throughput.csv's 4-decimal figure at 0.1 %: two roundings, 0.05 + 0.005.
+    assert lo == pytest.approx(iv[0] * 100, abs=0.056) and hi == pytest.approx(iv[1] * 100, abs=0.056)
     assert v.noise.boot_mean > 0  # the boots' noise is in it, never zero in silence
     assert line["matched by"] == "B: exact"
     assert line["A accept len/rate"] == f"{a['accept_len']:.2f}/{a['accept_rate']:.3f}"
