@@ -45,6 +45,14 @@ def kinds(evs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [e for e in evs if e["kind"] == kind]
 
 
+def journaled_receipts(run: Path, evs: list[dict[str, Any]]) -> dict[Path, bytes]:
+    """The receipts of the passes the journal says finished, byte for byte. A receipt written in
+    the instant before its rep_done line (a kill between the two) is not a finished rep: a
+    resumed run measures that rep again, over the same name."""
+    return {run / e["file"]: (run / e["file"]).read_bytes()
+            for e in evs if e["kind"] in ("rep_done", "warm_done")}
+
+
 def finish(run: Path) -> None:
     """Leave no engine behind: abort it and wait for the lock to go."""
     if engine_alive(run):

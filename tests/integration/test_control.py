@@ -17,7 +17,7 @@ import pytest
 from engine import control
 from engine import testbed as tb_mod
 from engine.record.liveness import engine_alive, read_pid
-from tests.integration.live import RULER, events, finish, kinds, wait_for
+from tests.integration.live import RULER, events, finish, journaled_receipts, kinds, wait_for
 
 CAMPAIGN = """\
 name: ctl
@@ -123,7 +123,7 @@ def test_kill_9_then_resume_keeps_every_finished_rep(testbed: tb_mod.Testbed,
         reps_before = [(e["session"], e["window"], e["class"], e["concurrency"], e["attempt"],
                         e["rep"], e["agg_tok_s"]) for e in kinds(before, "rep_done")]
         rows_before = list(csv.DictReader((run / "throughput.csv").open()))
-        files_before = {p: p.read_bytes() for p in (run / "windows").rglob("reps/*.jsonl")}
+        files_before = journaled_receipts(run, before)
         server_pid = kinds(before, "server_started")[-1]["pid"]
         print(f"killed after {len(reps_before)} reps, {len(rows_before)} rows")
 
@@ -150,8 +150,9 @@ def test_kill_9_then_resume_keeps_every_finished_rep(testbed: tb_mod.Testbed,
             assert {k: v for k, v in mine.items() if k not in judged} == \
                 {k: v for k, v in r.items() if k not in judged}
         assert len(rows_after) == 2 * 2 * 4  # 2 classes x 2 concurrencies x 4 windows
+        assert len(files_before) >= len(reps_before)
         for path, data in files_before.items():
-            assert path.read_bytes() == data
+            assert path.read_bytes() == data, path
         assert kinds(after, "stray_stopped")[0]["pid"] == server_pid
         with pytest.raises(ProcessLookupError):
             os.kill(server_pid, 0)

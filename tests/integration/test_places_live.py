@@ -13,7 +13,6 @@ carries a unique suffix (other runs share this Docker engine).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -34,6 +33,7 @@ from engine import testbed as tb_mod
 from engine.errors import EXIT_OK, EXIT_STOPPED
 from engine.record.journal import Event, read_events
 from engine.record.state import fold
+from tests.integration.live import journaled_receipts
 
 RULER = [sys.executable, "-m", "engine"]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -452,11 +452,6 @@ def test_sigterm_while_one_place_waits_on_its_host_ends_the_run_and_status_names
 # ---------------------------------------------------------------- kill -9 and resume
 
 
-def reps_on_disk(run: Path) -> dict[str, str]:
-    return {str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in (run / "windows").glob("*/reps/*.jsonl")}
-
-
 @pytest.mark.slow
 def test_kill_9_with_two_sessions_in_flight_then_resume_loses_no_finished_rep(
         testbed: tb_mod.Testbed, tmp_path: Path) -> None:
@@ -486,7 +481,8 @@ def test_kill_9_with_two_sessions_in_flight_then_resume_loses_no_finished_rep(
     placed = session_places(run)
     assert sorted(placed) == ["s1", "s2"] and sorted(placed.values()) == ["a", "b"]
     assert not any(e["kind"] == "run_finished" for e in before)
-    reps_before = reps_on_disk(run)
+    reps_before = journaled_receipts(run, before)
+    assert len(reps_before) >= 4, reps_before.keys()  # both sessions' warm passes and first reps
     done_before = [e for e in before if e["kind"] == "rep_done"]
     assert {e["session"] for e in done_before} == {"s1", "s2"}
     stopped = {(e["session"], e["window"]) for e in before if e["kind"] == "server_stopped"}
@@ -515,8 +511,8 @@ def test_kill_9_with_two_sessions_in_flight_then_resume_loses_no_finished_rep(
         if e["kind"] == "window_started":
             assert e["plan"]["cpus"] == cpus[placed[e["session"]]], e
     # Every rep finished before the kill is still there, byte for byte, and still in the journal.
-    reps_after = reps_on_disk(run)
-    assert {k: reps_after.get(k) for k in reps_before} == reps_before
+    for path, data in reps_before.items():
+        assert path.read_bytes() == data, path
     assert all(e in after for e in done_before)
     st = fold(after)
     assert st.status == "finished"
