@@ -35,6 +35,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.docker)
 
 
+# The tier runs a module per worker (--dist loadfile), so its time is set by how the modules'
+# totals pack onto the workers: each module's total is printed at the end to balance by.
+_MODULE_S: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::")[0]
+    _MODULE_S[module] = _MODULE_S.get(module, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _MODULE_S or hasattr(terminalreporter.config, "workerinput"):
+        return
+    terminalreporter.section("time by module (setup, calls and teardown)")
+    for module, took in sorted(_MODULE_S.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{took:8.1f}s {module}")
+    terminalreporter.write_line(f"{sum(_MODULE_S.values()):8.1f}s in all")
+
+
 def _missing(what: str) -> None:
     if IN_CI:
         pytest.fail(f"{what} is required in CI and is missing")

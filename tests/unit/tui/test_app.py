@@ -32,6 +32,7 @@ from engine.servers import get_adapter
 from tests.console import live_marked, screen_text, settled, table_text, until
 from tests.unit.tui.recorded import JOURNALS, REPLIES, StandIn, append, last_ts, recorded, stable
 from tui.app import RulerConsole
+from tui.core.columns import fit_columns
 from tui.core.follow import Link
 from tui.core.logview import ServingView
 from tui.core.reps import REP_COLS
@@ -621,7 +622,11 @@ async def test_every_width_from_80_to_200_lays_out_cleanly(tmp_path: Path) -> No
     columns were cut mid-word. At every width now: the windows list above the reps (never on the
     same line), each the screen's width; the always-shown columns are there, each table shows only
     whole columns that fit (a cut one ends in an ellipsis), in order. The finished run has the
-    widest cells: void reasons, verdict notes, a rejection."""
+    widest cells: void reasons, verdict notes, a rejection.
+
+    On screen: each width where either table's set of columns changes (fit_columns on its cells,
+    every width from 80 to 200), the width before it, and every fifth width; between those a
+    table only widens its cut columns by a cell."""
     run = recorded("finished", tmp_path)
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(80, 30)) as pilot:
@@ -631,7 +636,12 @@ async def test_every_width_from_80_to_200_lays_out_cleanly(tmp_path: Path) -> No
         def layout() -> object:
             return (windows.size.width, reps.size.width, dict(windows._shown), dict(reps._shown))
 
-        for width in range(80, 201):
+        def columns(width: int) -> list[list[str]]:  # a table's room is its width less one cell
+            return [list(fit_columns(t._spec, t._natural(), width - 1)) for t in (windows, reps)]
+
+        steps = {w for w in range(81, 201) if columns(w) != columns(w - 1)}
+        assert steps, "no width from 80 to 200 changes the columns: the finished run's cells are too narrow"
+        for width in sorted({80, 200, *steps, *(w - 1 for w in steps), *range(80, 201, 5)}):
             await pilot.resize_terminal(width, 30)
 
             before = None
