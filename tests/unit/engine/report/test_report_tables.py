@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import shutil
 from pathlib import Path
 
 from engine.report import load_run
+from engine.report.compare import cell as compared
 from engine.report.methods import flags
 from engine.report.steady import section
+from engine.report.text import cell
 from tests.paths import FIXTURES
 
 RUN = FIXTURES / "runs" / "compare-a"
@@ -43,3 +46,12 @@ def test_every_column_of_the_flags_table_is_named() -> None:
     lines = flags(load_run(RUN))
     assert headers(lines)[:3] == ["window", "axis", "lossy"]
     assert "" not in headers(lines)
+
+
+def test_one_rep_has_no_spread_in_the_report_nor_in_compare() -> None:
+    """A one-rep row's spread read "0.0%": there is no spread of one figure."""
+    row = load_run(RUN).rows[0]
+    assert row.reps == 2 and cell(row, "spread") == "18.1 %" and "(spread 18.1 %)" in compared(row)
+    one = dataclasses.replace(row, reps=1, rep_tok_s=row.rep_tok_s[:1], spread=0.0)
+    assert cell(one, "spread") == "-"
+    assert compared(one) == "24.32"
