@@ -206,6 +206,11 @@ async def test_the_sort_keys_and_a_header_click_order_the_tables(tmp_path: Path)
         await until(pilot, lambda: windows() == ["s1 control", "s2 control", "s1 ctx", "s2 qv8"])
         await pilot.press("N")
         await until(pilot, lambda: windows() == ["s1 control", "s1 ctx", "s2 control", "s2 qv8"])
+        await pilot.press("D")  # the delta: the one window with a figure first
+        await until(pilot, lambda: app.sel.sorts.get("windows") is not None
+                    and app.sel.sorts["windows"].column == "Δ ctl" and windows()[0] == "s1 ctx")
+        await pilot.press("N")
+        await until(pilot, lambda: windows() == ["s1 control", "s1 ctx", "s2 control", "s2 qv8"])
         await pilot.press("tab", "T")  # the reps by median tok/s
         await until(pilot, lambda: reps() == ["prose c1", "prose c2", "code c1", "code c2"])
         await pilot.press("T")
