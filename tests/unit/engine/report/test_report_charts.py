@@ -14,6 +14,7 @@ import pytest
 
 from engine.record import results
 from engine.report import CHARTS_SKIPPED, REPORT, ReportError, charts, load_run, write_report
+from engine.report.text import verdict
 from tests.paths import FIXTURES
 
 DEMO = FIXTURES / "runs" / "demo-smollm2"
@@ -128,3 +129,23 @@ def test_every_legend_is_beside_the_panels_and_inside_the_picture(
     assert {"delta", "tok-s"} <= {c for c, _ in checked}
     assert ("acceptance" in dict(checked)) == (name == "demo-smollm2")
     assert ("latency" in dict(checked)) == (name == "compare-a")
+
+
+def test_the_first_chart_is_each_windows_delta_with_its_interval_then_latency_against_load() -> None:
+    """The report's main chart: each window against its control per class and load, the delta
+    and interval the report's tables give (engine.report.text.verdict); then TTFT and TPOT at
+    p50 and p99 per window against the load; raw tok/s after them."""
+    view = load_run(FIXTURES / "runs" / "compare-a")
+    assert [j.name for j in charts.jobs(view)] == ["delta", "latency", "tok-s"]
+    row = next(r for r in view.rows if r.window == "ctx")
+    d = verdict(view, row)
+    delta = charts.delta_data(view)
+    assert delta is not None and delta["groups"] == ["s1-ctx"] and delta["loads"] == ["C1"]
+    assert delta["panels"][0]["series"] == [[[0, d.value, d.lo, d.hi, not d.effect]]]
+    latency = charts.latency_data(view)
+    assert latency is not None
+    ttft, tpot = latency["panels"]
+    assert {x["label"]: (x["p50"], x["p99"]) for x in ttft["lines"]}["s1-ctx"] == (
+        [row.ttft_p50], [row.ttft_p99])
+    assert {x["label"]: (x["p50"], x["p99"]) for x in tpot["lines"]}["s1-ctx"] == (
+        [row.tpot_p50], [row.tpot_p99])
