@@ -258,6 +258,26 @@ async def test_the_command_line_does_what_the_keys_do_and_more(measuring) -> Non
         assert (run / "report.md").is_file()
 
 
+async def test_r_on_a_failed_row_asks_the_engine_to_rerun_it(measuring) -> None:
+    """A server killed from outside fails the row in flight: the first row an operator wants to
+    rerun ("is failed, not void: nothing to rerun" was the answer)."""
+    run, engine = measuring
+    app = RulerConsole(run, probe_interval=0.3)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        append(run, [{"kind": "row_done", "session": "s2", "window": "control", "class": "code",
+                      "concurrency": 1, "axis": "control", "attempts": 1, "status": "failed",
+                      "reason": "the server failed after 2 reps: server died (exit code -9)",
+                      "source": "windows/s2-control/reps/code-c1-1-1.jsonl;"
+                                "windows/s2-control/reps/code-c1-1-2.jsonl"}])
+        await until(pilot, lambda: app.state.rows["s2-control/code/c1"].status == "failed")
+        await pilot.press("tab")  # the reps: the cursor on the last row, code c1
+        await until(pilot, lambda: app.ui.reps.cursor_key() == "s2-control/code/c1")
+        await pilot.press("r")
+        await until(pilot, lambda: engine.got[-1:] == [("rerun", ["s2-control/code/c1"])])
+        await until(pilot, lambda: "queued s2-control/code/c1" in screen_text(app))
+
+
 # ------------------------------------------------------------------ the mouse and the palette
 
 
