@@ -11,6 +11,7 @@ from engine.commands.invocation import ruler_command
 from engine.record.events import EventKind
 from engine.record.state import RunState
 from engine.words import RunStatus
+from tui.core.ending import earlier_run, next_commands
 from tui.core.follow import Batch, Follower, engine_pid, pid_alive
 
 
@@ -24,7 +25,10 @@ def farewell(run_dir: Path, state: RunState) -> str:
                 f"resume it with: {ruler_command()} run --resume {run_dir}")
     if state.status == RunStatus.NEW:
         return f"no campaign in {run_dir}/journal.jsonl yet"
-    return f"campaign {state.status}"
+    # Over: the banner's next commands, kept in the terminal once the console's screen is gone.
+    words = next_commands(state, run_dir, ruler_command(), earlier_run(run_dir, state.campaign),
+                          console=False)
+    return f"campaign {state.status}; " + " ".join(text for text, _ in words)
 
 
 def follow_plain(run_dir: Path) -> int:

@@ -16,4 +16,7 @@ def ruler_command() -> str:
     if not mine.exists() or (found and Path(found).resolve() == mine.resolve()):
         return "ruler"
     rel = os.path.relpath(mine)
-    return rel if not rel.startswith("..") else str(mine)
+    if rel.startswith(".."):
+        return str(mine)
+    # A bare name is looked up on the PATH, where this ruler is not: from its own directory, ./ruler.
+    return rel if os.sep in rel else os.path.join(os.curdir, rel)

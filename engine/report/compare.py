@@ -348,6 +348,19 @@ def without_empty_columns(headers: list[str], text: list[list[str]]) -> tuple[li
     return [headers[i] for i in keep], [[row[i] for i in keep] for row in text]
 
 
+def without_exact_matches(headers: list[str], text: list[list[str]], records: list[dict[str, Any]],
+                          ) -> tuple[list[str], list[list[str]], str]:
+    """The table less its "matched by" column when every row of every run matched exactly, said
+    once above the table instead: the same words on every row took a terminal's width for nothing."""
+    if "matched by" not in headers or any(how not in (EXACT, "") for rec in records
+                                          for how in rec["matched_by"][1:]):
+        return headers, text, ""
+    i = headers.index("matched by")
+    return ([h for j, h in enumerate(headers) if j != i], [[c for j, c in enumerate(r) if j != i]
+                                                           for r in text],
+            "every row matched exactly: the same session, window, class and load in every run")
+
+
 def cmd_compare(run_dirs: list[str], as_json: bool = False, allow_different: bool = False,
                 shared: bool = False) -> int:
     if len(run_dirs) < 2:
@@ -378,6 +391,9 @@ def cmd_compare(run_dirs: list[str], as_json: bool = False, allow_different: boo
           "each run's own call (its campaign's family).")
     if shared:
         print("only the rows every run has (--shared)")
+    headers, text, exact = without_exact_matches(*without_empty_columns(headers, text), records)
+    if exact:
+        print(exact)
     print()
-    print("\n".join(map(terminal, aligned(*without_empty_columns(headers, text)))))
+    print("\n".join(map(terminal, aligned(headers, text))))
     return 0

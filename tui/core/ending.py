@@ -42,14 +42,16 @@ def outcome(state: RunState, engine_gone: bool, now: float) -> Seg:
     return f"campaign {state.status}", "muted"
 
 
-def next_commands(state: RunState, run_dir: Path, ruler: str, other: Path | None) -> list[Seg]:
+def next_commands(state: RunState, run_dir: Path, ruler: str, other: Path | None,
+                  console: bool = True) -> list[Seg]:
     """What to type next: resume a run that stopped short, write the report, compare it with the
-    latest earlier run of the same campaign (``other``) or any other."""
+    latest earlier run of the same campaign (``other``) or any other. ``console``: said on the
+    console's screen, where ``:report`` writes the report too (not in the terminal it leaves)."""
     out: list[Seg] = [("next:", "bold")]
     if state.status != RunStatus.FINISHED:
         out += [(f"{ruler} run --resume {run_dir}", "accent"), ("·", "muted")]
-    out += [(f"{ruler} report {run_dir}", "accent"), ("(:report here)", "muted"), ("·", "muted"),
-            (f"{ruler} compare {other or 'OTHER_RUN'} {run_dir}", "accent")]
+    out += [(f"{ruler} report {run_dir}", "accent"), *([("(:report here)", "muted")] if console else []),
+            ("·", "muted"), (f"{ruler} compare {other or 'OTHER_RUN'} {run_dir}", "accent")]
     return out
 
 

@@ -29,6 +29,7 @@ from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, fold, fold_read
 from engine.record.writer import JournalWriter
 from engine.servers import get_adapter
+from engine.words import RunStatus
 from tests.console import live_marked, screen_text, settled, table_text, until
 from tests.unit.tui.recorded import JOURNALS, REPLIES, StandIn, append, last_ts, recorded, stable
 from tui.app import RulerConsole
@@ -599,8 +600,13 @@ def test_quitting_says_whether_the_engine_goes_on(tmp_path: Path) -> None:
     (run / "engine.pid").unlink()
     st.pid = None
     assert f"resume it with: {ruler} run --resume" in farewell(run, st)
+    # Over: the banner's next commands stay in the terminal once the console is gone.
     done = fold(read_events(JOURNALS / "finished" / "journal.jsonl"))
-    assert farewell(run, done) == "campaign finished"
+    assert farewell(run, done) == (f"campaign finished; next: {ruler} report {run} · "
+                                   f"{ruler} compare OTHER_RUN {run}")
+    done.status = RunStatus.ABORTED
+    assert farewell(run, done).startswith(f"campaign aborted; next: {ruler} run --resume {run} · "
+                                          f"{ruler} report {run}")
 
 
 def test_without_a_terminal_attach_prints_progress_lines(tmp_path: Path) -> None:

@@ -206,6 +206,11 @@ async def test_the_sort_keys_and_a_header_click_order_the_tables(tmp_path: Path)
         await until(pilot, lambda: windows() == ["s1 control", "s2 control", "s1 ctx", "s2 qv8"])
         await pilot.press("N")
         await until(pilot, lambda: windows() == ["s1 control", "s1 ctx", "s2 control", "s2 qv8"])
+        await pilot.press("D")  # the delta: the one window with a figure first
+        await until(pilot, lambda: app.sel.sorts.get("windows") is not None
+                    and app.sel.sorts["windows"].column == "Δ ctl" and windows()[0] == "s1 ctx")
+        await pilot.press("N")
+        await until(pilot, lambda: windows() == ["s1 control", "s1 ctx", "s2 control", "s2 qv8"])
         await pilot.press("tab", "T")  # the reps by median tok/s
         await until(pilot, lambda: reps() == ["prose c1", "prose c2", "code c1", "code c2"])
         await pilot.press("T")
@@ -251,6 +256,26 @@ async def test_the_command_line_does_what_the_keys_do_and_more(measuring) -> Non
         await pilot.press("colon", *"report", "enter")
         await until(pilot, lambda: f"written: {run}/report.md" in screen_text(app), timeout=60)
         assert (run / "report.md").is_file()
+
+
+async def test_r_on_a_failed_row_asks_the_engine_to_rerun_it(measuring) -> None:
+    """A server killed from outside fails the row in flight: the first row an operator wants to
+    rerun ("is failed, not void: nothing to rerun" was the answer)."""
+    run, engine = measuring
+    app = RulerConsole(run, probe_interval=0.3)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        append(run, [{"kind": "row_done", "session": "s2", "window": "control", "class": "code",
+                      "concurrency": 1, "axis": "control", "attempts": 1, "status": "failed",
+                      "reason": "the server failed after 2 reps: server died (exit code -9)",
+                      "source": "windows/s2-control/reps/code-c1-1-1.jsonl;"
+                                "windows/s2-control/reps/code-c1-1-2.jsonl"}])
+        await until(pilot, lambda: app.state.rows["s2-control/code/c1"].status == "failed")
+        await pilot.press("tab")  # the reps: the cursor on the last row, code c1
+        await until(pilot, lambda: app.ui.reps.cursor_key() == "s2-control/code/c1")
+        await pilot.press("r")
+        await until(pilot, lambda: engine.got[-1:] == [("rerun", ["s2-control/code/c1"])])
+        await until(pilot, lambda: "queued s2-control/code/c1" in screen_text(app))
 
 
 # ------------------------------------------------------------------ the mouse and the palette

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.record.figures import FIGURES
 from engine.record.state import RowState
+from tui.core.fmt import fmt_ci
 from tui.core.plan import LeakRule
 from tui.core.reps import FIGURE_COLUMNS, REP_COLUMNS, row_cells
 
@@ -51,3 +52,12 @@ def test_one_rep_has_no_spread_and_a_leak_shaped_row_below_the_rule_says_why_it_
     why = row_cells(c1, 3, LeakRule(0.1, 8))["why"][0][0]
     assert why.startswith("below leak.min_concurrency (8) a leak-shaped row is noisy, not void: "
                           "leak-shaped: rep 1")
+
+
+def test_an_interval_end_is_a_figure_never_a_bare_sign() -> None:
+    """An interval printed "[-0,+28]": an end under half a percent keeps a decimal, one that
+    rounds to nothing either way is 0, and past +999 % the column keeps its width."""
+    assert fmt_ci(-0.003, 0.28) == "[-0.3,+28]"
+    assert fmt_ci(-0.0001, 0.28) == "[0,+28]"
+    assert fmt_ci(-0.991, 129.2) == "[-99,>+999]"
+    assert fmt_ci(0.05, 0.124) == "[+5,+12]"

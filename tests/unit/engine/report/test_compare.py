@@ -125,3 +125,24 @@ def test_shared_keeps_only_the_rows_every_run_has_and_empty_columns_go(
     # named as what it is, (max - min) / mean, not a ± around the figure.
     assert "accept len/rate" not in table[0] and "±" not in out
     assert "24.32 (spread 18.1 %)" in table[2]
+
+
+def test_matched_by_is_said_once_when_every_row_matched_exactly(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """"B: exact" on every row took a column of a table already wider than a terminal: when every
+    row matched exactly it is said once above the table; a row matched otherwise keeps the column."""
+    assert cmd_compare([str(A), str(B)]) == 0
+    out = capsys.readouterr().out
+    table = [x for x in out.splitlines() if x.startswith("|")]
+    assert "every row matched exactly" in out and "matched by" not in table[0]
+    assert all("B: exact" not in x for x in table)
+    renamed = tmp_path / "compare-b"
+    shutil.copytree(B, renamed)
+    # The context window renamed in B: matched by its axis.
+    for name, old, new in (("throughput.csv", ",ctx,", ",ctx2,"), ("journal.jsonl", '"ctx"', '"ctx2"')):
+        (renamed / name).write_text((renamed / name).read_text().replace(old, new))
+    assert cmd_compare([str(A), str(renamed)]) == 0
+    out = capsys.readouterr().out
+    table = [x for x in out.splitlines() if x.startswith("|")]
+    assert "every row matched exactly" not in out and "matched by" in table[0]
+    assert any("B: axis" in x for x in table)

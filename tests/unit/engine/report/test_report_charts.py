@@ -8,11 +8,13 @@ import multiprocessing
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engine.record import results
-from engine.report import CHARTS_SKIPPED, REPORT, ReportError, charts, write_report
+from engine.report import CHARTS_SKIPPED, REPORT, ReportError, charts, load_run, write_report
+from engine.report.text import verdict
 from tests.paths import FIXTURES
 
 DEMO = FIXTURES / "runs" / "demo-smollm2"
@@ -91,3 +93,59 @@ def test_without_the_extra_the_charts_are_skipped(tmp_path: Path,
     _, drawn, note = write_report(run)
     assert (drawn, note) == ([], CHARTS_SKIPPED)
     assert CHARTS_SKIPPED in (run / REPORT).read_text() and not list(run.glob("*.png"))
+
+
+@pytest.mark.parametrize("name", ["demo-smollm2", "compare-a"])
+def test_every_legend_is_beside_the_panels_and_inside_the_picture(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A legend over a panel covered its bars. Each chart of a recorded run (the demo's: delta,
+    tok/s with drafting's acceptance, the control's drift; compare-a's: latency against the load),
+    drawn in this process and laid out again on the Agg canvas, the PNG's: every legend's box
+    clear of every panel's, and within the figure (not cut off its edge)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    run = tmp_path / name
+    shutil.copytree(FIXTURES / "runs" / name, run)
+    save, checked = charts._save, []
+
+    def checking(fig: Any, job: charts.Job) -> Path:
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+        for legend in legends:
+            box = legend.get_window_extent(renderer)
+            for ax in fig.axes:
+                assert not box.overlaps(ax.get_window_extent(renderer)), (job.name, ax.get_title())
+            assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, job.name
+            assert fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1, job.name
+        checked.append((job.name, len(legends)))
+        return save(fig, job)
+
+    monkeypatch.setattr(charts, "_save", checking)
+    for job in charts.jobs(load_run(run)):
+        charts.draw(job)
+    assert all(n for _, n in checked)  # every chart has a legend: none went unchecked
+    assert {"delta", "tok-s"} <= {c for c, _ in checked}
+    assert ("acceptance" in dict(checked)) == (name == "demo-smollm2")
+    assert ("latency" in dict(checked)) == (name == "compare-a")
+
+
+def test_the_first_chart_is_each_windows_delta_with_its_interval_then_latency_against_load() -> None:
+    """The report's main chart: each window against its control per class and load, the delta
+    and interval the report's tables give (engine.report.text.verdict); then TTFT and TPOT at
+    p50 and p99 per window against the load; raw tok/s after them."""
+    view = load_run(FIXTURES / "runs" / "compare-a")
+    assert [j.name for j in charts.jobs(view)] == ["delta", "latency", "tok-s"]
+    row = next(r for r in view.rows if r.window == "ctx")
+    d = verdict(view, row)
+    delta = charts.delta_data(view)
+    assert delta is not None and delta["groups"] == ["s1-ctx"] and delta["loads"] == ["C1"]
+    assert delta["panels"][0]["series"] == [[[0, d.value, d.lo, d.hi, not d.effect]]]
+    latency = charts.latency_data(view)
+    assert latency is not None
+    ttft, tpot = latency["panels"]
+    assert {x["label"]: (x["p50"], x["p99"]) for x in ttft["lines"]}["s1-ctx"] == (
+        [row.ttft_p50], [row.ttft_p99])
+    assert {x["label"]: (x["p50"], x["p99"]) for x in tpot["lines"]}["s1-ctx"] == (
+        [row.tpot_p50], [row.tpot_p99])
