@@ -361,6 +361,22 @@ def without_exact_matches(headers: list[str], text: list[list[str]], records: li
             "every row matched exactly: the same session, window, class and load in every run")
 
 
+def without_common_differences(headers: list[str], text: list[list[str]],
+                               ) -> tuple[list[str], list[list[str]], str]:
+    """The table less its "unlike A" column when every row differs from A in the same way (two
+    runs at other lengths or prompts differ so on every row), said once above the table instead:
+    the longest cell of the table, repeated, pushed it far past a terminal's width."""
+    if "unlike A" not in headers or not text:
+        return headers, text, ""
+    i = headers.index("unlike A")
+    said = {row[i] for row in text}
+    if len(said) != 1 or said == {"-"}:
+        return headers, text, ""
+    return ([h for j, h in enumerate(headers) if j != i], [[c for j, c in enumerate(r) if j != i]
+                                                           for r in text],
+            f"unlike A on every row: {said.pop()}")
+
+
 def cmd_compare(run_dirs: list[str], as_json: bool = False, allow_different: bool = False,
                 shared: bool = False) -> int:
     if len(run_dirs) < 2:
@@ -392,8 +408,10 @@ def cmd_compare(run_dirs: list[str], as_json: bool = False, allow_different: boo
     if shared:
         print("only the rows every run has (--shared)")
     headers, text, exact = without_exact_matches(*without_empty_columns(headers, text), records)
-    if exact:
-        print(exact)
+    headers, text, common = without_common_differences(headers, text)
+    for line in (exact, common):
+        if line:
+            print(terminal(line))
     print()
     print("\n".join(map(terminal, aligned(headers, text))))
     return 0

@@ -139,12 +139,26 @@ def test_across_servers(run_a: Path, run_b: Path, tmp_path: Path,
     out = capsys.readouterr().out
     assert "servers differ (llamacpp vs vllm)" in out
     assert "| s1-block5 prose C1" in out and "B: axis" in out
-    assert re.search(r"^\| s1-block5 prose C1 .*\| unlike: no effect given \|.*"
-                     r"B: server llamacpp vs vllm", out, re.M)
+    assert re.search(r"^\| s1-block5 prose C1 .*\| unlike: no effect given \|", out, re.M)
+    assert "B: server llamacpp vs vllm" in unlike_of(out, "s1-block5 prose C1")
     assert cmd_compare([str(run_a), str(other)], allow_different=True) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^\| s1-block5 prose C1 [^|]*\|[^|]*\|[^|]*\| [+-][0-9.]+ % .*"
-                     r"B: server llamacpp vs vllm", out, re.M)
+    assert re.search(r"^\| s1-block5 prose C1 [^|]*\|[^|]*\|[^|]*\| [+-][0-9.]+ % ", out, re.M)
+    assert "B: server llamacpp vs vllm" in unlike_of(out, "s1-block5 prose C1")
+
+
+def unlike_of(out: str, label: str) -> str:
+    """What compare printed of a row's differences from A: in its row's last column, or once above
+    the table when every row differs alike."""
+    lines = out.splitlines()
+    common = [ln for ln in lines if ln.startswith("unlike A on every row: ")]
+    header = next(ln for ln in lines if ln.startswith("| row "))
+    row = next(ln for ln in lines if ln.startswith(f"| {label} "))
+    if common:
+        assert "unlike A" not in header
+        return common[0]
+    assert header.rstrip(" |").endswith("unlike A")
+    return row.rstrip(" |").rsplit("|", 1)[1]
 
 
 UNLIKE = """\
@@ -196,7 +210,8 @@ def test_unlike_runs_give_no_effect_unless_asked(testbed: tb_mod.Testbed, tmp_pa
     for label in ("s1-control prose C1", "s1-ctx prose C1"):
         line = next(ln for ln in out.splitlines() if ln.startswith(f"| {label} "))
         assert "| unlike: no effect given |" in line and "%  [" not in line
-        assert "max_tokens 8 vs 64" in line and "prompts (prose) 1 of 2 differ" in line
+        said = unlike_of(out, label)
+        assert "max_tokens 8 vs 64" in said and "prompts (prose) 1 of 2 differ" in said
     assert cmd_compare(runs, as_json=True) == 0
     data = json.loads(capsys.readouterr().out)
     assert all(r["delta_vs_first"][1] is None and r["matched_by"] == ["exact", "exact"]
@@ -205,7 +220,8 @@ def test_unlike_runs_give_no_effect_unless_asked(testbed: tb_mod.Testbed, tmp_pa
     assert cmd_compare(runs, allow_different=True) == 0
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if ln.startswith("| s1-control prose C1 "))
-    assert re.search(r"\| [+-][0-9.]+ % \[", line) and "max_tokens 8 vs 64" in line
+    assert re.search(r"\| [+-][0-9.]+ % \[", line)
+    assert "max_tokens 8 vs 64" in unlike_of(out, "s1-control prose C1")
     print(table)  # the table, for a person reading the test log
 
 

@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from engine.report import load_run
-from engine.report.compare import cmd_compare, comparison, conditions, differences
+from engine.report.compare import (
+    cmd_compare,
+    comparison,
+    conditions,
+    differences,
+    without_common_differences,
+)
 from tests.paths import FIXTURES
 
 RUNS = FIXTURES / "runs"
@@ -146,3 +152,20 @@ def test_matched_by_is_said_once_when_every_row_matched_exactly(
     table = [x for x in out.splitlines() if x.startswith("|")]
     assert "every row matched exactly" not in out and "matched by" in table[0]
     assert any("B: axis" in x for x in table)
+
+
+def test_differences_every_row_shares_are_said_once_above_the_table(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The runs differ in max_tokens and a prompt on every row: the longest cell of the table,
+    repeated on each row, is said once above it; rows that differ each their own way keep it."""
+    assert cmd_compare([str(A), str(B)]) == 0
+    out = capsys.readouterr().out
+    table = [x for x in out.splitlines() if x.startswith("|")]
+    said = [x for x in out.splitlines() if x.startswith("unlike A on every row: ")]
+    assert len(said) == 1 and "max_tokens 8 vs 64" in said[0] and "prompts (prose)" in said[0]
+    assert "unlike A" not in table[0] and all("max_tokens" not in x for x in table)
+    headers = ["row", "unlike A"]
+    alike = [["r1", "-"], ["r2", "-"]]
+    assert without_common_differences(headers, alike) == (headers, alike, "")
+    mixed = [["r1", "B: max_tokens 8 vs 64"], ["r2", "-"]]
+    assert without_common_differences(headers, mixed) == (headers, mixed, "")
