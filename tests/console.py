@@ -9,6 +9,7 @@ from typing import Any
 
 from textual.app import App
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 from tui.app import RulerConsole
 
@@ -44,6 +45,17 @@ async def settled(pilot: Pilot[Any], timeout: float = 60.0) -> None:
             return
         assert time.monotonic() < deadline, "the screen never stopped changing"
         before = frame
+
+
+async def type_in(pilot: Pilot[Any], opener: str, text: str, *after: str) -> None:
+    """``opener`` (the key that opens a box: / or : or the palette's), then ``text`` put in the
+    focused box as a paste would (one Changed, not a key and two idle waits a character: 0.1 s
+    each), then ``after``. Keys typed one by one into the box: test_the_command_line_...'s first."""
+    await pilot.press(opener)
+    box = pilot.app.focused
+    assert isinstance(box, Input), box
+    box.insert_text_at_cursor(text)
+    await pilot.press(*after)
 
 
 def table_text(app: RulerConsole, which: str) -> list[list[str]]:

@@ -30,7 +30,7 @@ from engine.record.state import RunState, fold, fold_read
 from engine.record.writer import JournalWriter
 from engine.servers import get_adapter
 from engine.words import RunStatus
-from tests.console import live_marked, screen_text, settled, table_text, until
+from tests.console import live_marked, screen_text, settled, table_text, type_in, until
 from tests.unit.tui.recorded import JOURNALS, REPLIES, StandIn, append, last_ts, recorded, stable
 from tui.app import RulerConsole
 from tui.core.columns import fit_columns
@@ -131,8 +131,7 @@ async def test_every_key_is_in_the_command_palette(measuring) -> None:
         titles = [c.title for c in app.get_system_commands(app.screen)]
         for key in "anwrp/:f?q":
             assert any(f"({key})" in t for t in titles), key
-        await pilot.press("ctrl+p")
-        await pilot.press(*"rewarm")
+        await type_in(pilot, "ctrl+p", "rewarm")
 
         def listed() -> list[str]:
             return [str(o.prompt) for o in app.screen.query_one(CommandList).options]
@@ -320,8 +319,7 @@ async def test_the_boot_log_follows_searches_and_stops_following(measuring) -> N
         await until(pilot, lambda: "test line 49" in screen_text(app))  # following: the tail shows
         await pilot.press("tab", "tab")  # the log has the keys: / finds a line of it
         await until(pilot, lambda: app.focused is log)
-        await pilot.press("slash")
-        await pilot.press(*"n_ctx_seq", "enter")
+        await type_in(pilot, "slash", "n_ctx_seq", "enter")
         await until(pilot, lambda: log.match is not None)
         assert log.match is not None and "n_ctx_seq" in log.lines[log.match]
         assert not log.auto_scroll and "follow off" in screen_text(app)

@@ -16,7 +16,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from engine.record.journal import read_events
-from tests.console import screen_text, settled, table_text, until
+from tests.console import screen_text, settled, table_text, type_in, until
 from tests.unit.tui.recorded import StandIn, append, last_ts, recorded, stable
 from tui.app import RulerConsole
 from tui.core.detail import pager_argv, server_command
@@ -164,13 +164,13 @@ async def test_slash_filters_the_windows_and_esc_shows_them_all(tmp_path: Path) 
     app = frozen(recorded("finished", tmp_path), connected=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
-        await pilot.press("slash", *"void", "enter")
+        await type_in(pilot, "slash", "void", "enter")
         await until(pilot, lambda: [r[0].strip() for r in table_text(app, "#windows")] == [
             "s1 control", "s1 ctx", "s2 control"])
         assert app.focused is app.ui.windows and "/void (3 of 4; esc clears)" in screen_text(app)
         await pilot.press("escape")
         await until(pilot, lambda: len(table_text(app, "#windows")) == 4)
-        await pilot.press("slash", *"!void")  # without: the rejected window only, as typed
+        await type_in(pilot, "slash", "!void")  # without: the rejected window only, as typed
         await until(pilot, lambda: [r[0].strip() for r in table_text(app, "#windows")] == ["s2 qv8"])
         assert app.sel.shown == "s2-qv8"  # the window shown was filtered out: the first left
         await pilot.press("escape")
@@ -182,7 +182,7 @@ def test_snapshot_of_the_filtered_list(size: tuple[int, int], tmp_path: Path, sn
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     async def filtered(pilot: Pilot[Any]) -> None:
         await settled(pilot)
-        await pilot.press("slash", *"ctl", "enter")
+        await type_in(pilot, "slash", "ctl", "enter")
         await settled(pilot)
 
     assert snap_compare(frozen(stable("finished", tmp_path, monkeypatch), connected=False),
@@ -237,23 +237,23 @@ async def test_the_command_line_does_what_the_keys_do_and_more(measuring) -> Non
         await until(pilot, lambda: "queued s2-control/prose/c2" in screen_text(app))
         await pilot.press("colon", *"advance", "enter")
         await until(pilot, lambda: engine.got[-1] == ("advance", []))
-        await pilot.press("colon", *"open s1-ctx/code/c2", "enter")
+        await type_in(pilot, "colon", "open s1-ctx/code/c2", "enter")
         await until(pilot, lambda: isinstance(app.screen, DetailScreen)
                     and app.screen.key == "s1-ctx/code/c2")
         await pilot.press("escape")
-        await pilot.press("colon", *"filter ctx", "enter")
+        await type_in(pilot, "colon", "filter ctx", "enter")
         await until(pilot, lambda: [r[0].strip() for r in table_text(app, "#windows")] == ["s1 ctx"])
         await pilot.press("escape")
-        await pilot.press("colon", *"sort status", "enter")
+        await type_in(pilot, "colon", "sort status", "enter")
         await until(pilot, lambda: app.sel.sorts["windows"].column == "status")
-        await pilot.press("colon", *"bogus", "enter")
+        await type_in(pilot, "colon", "bogus", "enter")
         await until(pilot, lambda: "unknown command 'bogus'; known: rerun" in screen_text(app))
         # Completion: the commands, then the run's rows and windows.
-        await pilot.press("colon", *"rerun s2-control/pr")
+        await type_in(pilot, "colon", "rerun s2-control/pr")
         box = app.query_one("#command", Input)
         await until(pilot, lambda: box._suggestion == "rerun s2-control/prose/c1")
         await pilot.press("escape")
-        await pilot.press("colon", *"report", "enter")
+        await type_in(pilot, "colon", "report", "enter")
         await until(pilot, lambda: f"written: {run}/report.md" in screen_text(app), timeout=60)
         assert (run / "report.md").is_file()
 
@@ -309,7 +309,7 @@ async def test_the_palette_keeps_rulers_entries_without_duplicates(measuring) ->
         assert len(titles) == len(set(titles))
         # Ruler's quit and help are there (tests/unit/tui/test_app.py: every key is).
         assert not {"Quit", "Keys", "Screenshot"} & set(titles)
-        await pilot.press("ctrl+p", *"screenshot")
+        await type_in(pilot, "ctrl+p", "screenshot")
 
         def listed() -> list[str]:
             return [str(o.prompt) for o in app.screen.query_one(CommandList).options]
