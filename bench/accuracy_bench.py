@@ -45,7 +45,7 @@ from engine.campaign.load import load_campaign
 from engine.campaign.plan import WindowStart, plan_launch
 from engine.campaign.sources.item import plain_item
 from engine.method import stats
-from engine.run.loadgen import measure_pass
+from engine.run.loadgen import PassPlan, measure_pass
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 from engine.servers.llamacpp import LlamaCppAdapter
@@ -131,10 +131,10 @@ def per_request(records: list[dict[str, Any]]) -> list[dict[str, float]]:
 def measure(server: rp.ProcessServer, c: int, n: int, max_tokens: int) -> dict[str, Any]:
     adapter = TimingsAdapter()
     # The passes run as Measurement runs them (engine.run.loadgen.measure_pass, on uvloop).
-    measure_pass(server.base_url, adapter, ITEMS, c, max(2 * c, 4), max_tokens,
-                 {"temperature": 0, "seed": 1234}, {}, 300)  # warm pass, discarded
-    res = measure_pass(server.base_url, adapter, ITEMS, c, n, max_tokens,
-                       {"temperature": 0, "seed": 1234}, {}, 300)
+    measure_pass(PassPlan(server.base_url, adapter, ITEMS, c, max(2 * c, 4), max_tokens,
+                          {"temperature": 0, "seed": 1234}, {}, 300))  # warm pass, discarded
+    res = measure_pass(PassPlan(server.base_url, adapter, ITEMS, c, n, max_tokens,
+                                {"temperature": 0, "seed": 1234}, {}, 300))
     reqs = per_request(res.records)
     rep = stats.rep_figures(res.records, c)
     server_median = statistics.median(q["server_tps"] for q in reqs)

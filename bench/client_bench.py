@@ -319,7 +319,7 @@ def ruler_client(port: int, c: int, n: int, seconds: float, out: Any, cpus: set[
         os.sched_setaffinity(0, cpus)
     from engine.campaign.sources.item import plain_item
     from engine.campaign.spec import Shard
-    from engine.run.loadgen import chunk_rate, measure_pass, shard_count
+    from engine.run.loadgen import PassPlan, chunk_rate, measure_pass, shard_count
     from engine.servers import get_adapter
 
     # The bench server keeps connections alive properly, as vLLM and SGLang do.
@@ -327,8 +327,8 @@ def ruler_client(port: int, c: int, n: int, seconds: float, out: Any, cpus: set[
     policy = Shard()
 
     def one(shards: int) -> Any:
-        res = measure_pass(f"http://127.0.0.1:{port}", adapter, [plain_item("hi")], c, n, 256,
-                           {"temperature": 0}, {}, 60.0, shards=shards)
+        res = measure_pass(PassPlan(f"http://127.0.0.1:{port}", adapter, [plain_item("hi")], c, n, 256,
+                                    {"temperature": 0}, {}, 60.0), shards=shards)
         assert not any(r["error"] for r in res.records), res.records[0]["error"]
         return res
 
@@ -816,11 +816,11 @@ def _ruler_real(base_url: str, c: int, n: int, max_tokens: int, out: Any, cpus: 
         os.sched_setaffinity(0, cpus)
     from engine.campaign.sources.item import plain_item
     from engine.method import stats
-    from engine.run.loadgen import measure_pass
+    from engine.run.loadgen import PassPlan, measure_pass
     from engine.servers.llamacpp import LlamaCppAdapter
 
-    res = measure_pass(base_url, LlamaCppAdapter(), [plain_item(p) for p in PROMPTS], c, n, max_tokens,
-                       {"temperature": 0, "seed": 1234}, {"ignore_eos": True}, 600)
+    res = measure_pass(PassPlan(base_url, LlamaCppAdapter(), [plain_item(p) for p in PROMPTS], c, n,
+                                max_tokens, {"temperature": 0, "seed": 1234}, {"ignore_eos": True}, 600))
     fig = stats.rep_figures(res.records, c)
     out.put({"tok_s": fig["agg_tok_s"], "failed": fig["failed"]})
 
@@ -880,11 +880,11 @@ def real_table(args: argparse.Namespace) -> None:
 
 def _ruler_real_warm(base_url: str, c: int, max_tokens: int) -> None:
     from engine.campaign.sources.item import plain_item
-    from engine.run.loadgen import measure_pass
+    from engine.run.loadgen import PassPlan, measure_pass
     from engine.servers.llamacpp import LlamaCppAdapter
 
-    measure_pass(base_url, LlamaCppAdapter(), [plain_item(p) for p in PROMPTS], c, 2 * c, max_tokens,
-                 {"temperature": 0, "seed": 1234}, {"ignore_eos": True}, 600)
+    measure_pass(PassPlan(base_url, LlamaCppAdapter(), [plain_item(p) for p in PROMPTS], c, 2 * c,
+                          max_tokens, {"temperature": 0, "seed": 1234}, {"ignore_eos": True}, 600))
 
 
 def _f(x: float | None, spec: str = ".2f") -> str:

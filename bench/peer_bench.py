@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import testbed
 from engine.campaign.sources.item import plain_item
 from engine.method import stats
-from engine.run.loadgen import arrival_times, measure_pass
+from engine.run.loadgen import PassPlan, arrival_times, measure_pass
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 from engine.servers.prometheus import summed_samples
@@ -116,8 +116,8 @@ def ruler_run(base_url: str, load: tuple[str, float], n: int, max_tokens: int) -
     arrivals = arrival_times(value, n, SEED) if kind == "rate" else None
     sampling, knobs = {"temperature": 0, "seed": SEED}, {"ignore_eos": True}
     before, cpu = generated(base_url), time.process_time()
-    res = measure_pass(base_url, VLLMAdapter(), ITEMS, c or 1, n, max_tokens, sampling, knobs,
-                       600, arrivals=arrivals)
+    res = measure_pass(PassPlan(base_url, VLLMAdapter(), ITEMS, c or 1, n, max_tokens, sampling, knobs,
+                                600, arrivals=arrivals))
     cpu = time.process_time() - cpu
     server = generated(base_url) - before
     fig = stats.rep_figures(res.records, c)
@@ -202,9 +202,9 @@ def main() -> int:
             for load in loads:
                 n = max(args.requests, 2 * int(load[1])) if load[0] == "C" else args.requests
                 warm_c = int(load[1]) if load[0] == "C" else 2
-                measure_pass(server.base_url, VLLMAdapter(), ITEMS, warm_c, 2 * warm_c,
-                             args.max_tokens, {"temperature": 0, "seed": SEED},
-                             {"ignore_eos": True}, 600)  # warm pass, outside both
+                measure_pass(PassPlan(server.base_url, VLLMAdapter(), ITEMS, warm_c, 2 * warm_c,
+                                      args.max_tokens, {"temperature": 0, "seed": SEED},
+                                      {"ignore_eos": True}, 600))  # warm pass, outside both
                 ours, peers = [], []
                 for r in range(args.rounds):
                     # Alternating order: a drift of the machine over a load's minutes falls on

@@ -126,28 +126,20 @@ async def _lag_monitor(samples: list[float]) -> None:
         samples.append(max(0.0, time.monotonic() - t - LAG_TICK))
 
 
-async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], concurrency: int,
-                   n_requests: int, max_tokens: int, sampling: dict[str, Any],
-                   knobs: dict[str, Any], timeout: float, *,
-                   stop: Callable[[], bool] = lambda: False,
-                   workers: Sequence[int] | None = None,
-                   take: Callable[[], int | None] | None = None,
-                   arrivals: Sequence[float] | None = None,
-                   seconds: float | None = None,
-                   conversations: Sequence[Sequence[int]] | None = None,
-                   first_turn: dict[str, Any] | None = None,
-                   exact_output: bool = False) -> PassResult:
-    """n_requests requests over exactly ``concurrency`` workers; request i sends item i % len (every
-    rep sends the same items). An item with its own ``max_tokens`` (an output length from the data)
-    is sent with that limit and the adapter's :meth:`~ServerClient.exact_length_fields`, so the
-    server generates that many tokens; the others with ``max_tokens``.
+@dataclass(frozen=True)
+class PassPlan:
+    """A pass: what to send, how many, and how. It travels whole to a sharded pass's worker
+    processes, so it holds only what pickles.
 
-    ``stop()`` turning true (abort, SIGTERM, the window timeout) cancels the requests in flight;
-    they are recorded as cancelled rather than left to finish. A shard runs ``workers`` (their
-    numbers among all the pass's) and draws the next request index from ``take`` (None: no more).
+    ``n_requests`` requests over exactly ``concurrency`` workers (closed loop); request i sends
+    item i % len (every rep sends the same items). An item with its own ``max_tokens`` (an output
+    length from the data) is sent with that limit and the adapter's
+    :meth:`~ServerClient.exact_length_fields`, so the server generates that many tokens; the
+    others with ``max_tokens``.
+
     With ``arrivals`` (:func:`arrival_times`) the pass is open loop: request i is sent at
     ``arrivals[i]`` seconds from the start, on a connection of its own or an idle kept one,
-    whatever is in flight (``concurrency`` and ``workers`` are not used); its record's
+    whatever is in flight (``concurrency`` and a shard's workers are not used); its record's
     ``scheduled`` is that time, so a send the client made late shows. With ``seconds`` (a rep
     sized by time) no request is sent once that long has passed since the start; the pass ends
     with the requests then in flight; each worker then sends its own requests, worker w's k-th
@@ -158,117 +150,151 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
     its output length is the same every rep, not where sampling met an end of sequence.
 
     With ``conversations`` (each a list of item indices, turn by turn) the pass is multi-turn:
-    ``take`` draws a conversation, and the worker that drew it sends its turns in order on its
+    the next draw is a conversation, and the worker that drew it sends its turns in order on its
     connection, each after the item's ``think_s`` has passed since the previous turn's reply ended
     (``n_requests`` is then the number of conversations). A first turn is sent with
     ``first_turn``'s fields as well (a cache policy's per-request flush: the cache is emptied
     before a conversation, never between its turns). Each record says its conversation and turn.
     """
-    fields = adapter.load_fields()
-    target = Target.of(base_url + adapter.chat_path, adapter.keep_alive)
-    # Per item: the request encoded once per pass (sent many times) and its token limit.
-    requests: dict[int, tuple[bytes, int | None]] = {}
 
-    def request(p: int) -> tuple[bytes, int | None]:
-        if p not in requests:
-            item = items[p]
-            own = item["max_tokens"] if item["max_tokens"] is not None or not exact_output else max_tokens
-            extra = fields if own is None else {**fields, **adapter.exact_length_fields(own)}
-            flush = first_turn if first_turn and item.get("turn") == 0 else {}
-            body = request_body(item["messages"], max_tokens if own is None else own, sampling,
-                                {**knobs, **flush}, extra)
-            requests[p] = target.request(body), token_limit(body)
-        return requests[p]
-    if take is None:
-        indices = iter(range(n_requests))
+    base_url: str
+    adapter: ServerClient
+    items: Sequence[Item]
+    concurrency: int
+    n_requests: int
+    max_tokens: int
+    sampling: dict[str, Any]
+    knobs: dict[str, Any]
+    timeout: float
+    arrivals: Sequence[float] | None = None
+    seconds: float | None = None
+    conversations: Sequence[Sequence[int]] | None = None
+    first_turn: dict[str, Any] | None = None
+    exact_output: bool = False
 
-        def take() -> int | None:
-            return next(indices, None)
-    if seconds is not None:
-        untimed = take
 
-        def take() -> int | None:
-            return None if time.monotonic() - t0 >= seconds else untimed()
+class _Pass:
+    """One pass running on this thread's loop: its plan, the requests it has encoded, its records,
+    and the figures it keeps on itself (loop lag, requests in flight)."""
 
-    def own_sequence(w: int, limit: float) -> Callable[[], int | None]:
+    def __init__(self, plan: PassPlan, take: Callable[[], int | None] | None) -> None:
+        self.plan = plan
+        self.fields = plan.adapter.load_fields()
+        self.target = Target.of(plan.base_url + plan.adapter.chat_path, plan.adapter.keep_alive)
+        # Per item: the request encoded once per pass (sent many times) and its token limit.
+        self.requests: dict[int, tuple[bytes, int | None]] = {}
+        if take is None:
+            indices = iter(range(plan.n_requests))
+
+            def take() -> int | None:
+                return next(indices, None)
+        self.untimed = take
+        self.records: list[RequestRecord] = []
+        self.lag: list[float] = []
+        self.in_flight = 0
+        self.busy = 0.0  # the integral of in-flight over time
+        self.idle: list[Client] = []  # open loop: kept connections free for the next arrival
+        self.t0 = time.monotonic()
+
+    def request(self, p: int) -> tuple[bytes, int | None]:
+        if p not in self.requests:
+            plan, item = self.plan, self.plan.items[p]
+            own = (item["max_tokens"] if item["max_tokens"] is not None or not plan.exact_output
+                   else plan.max_tokens)
+            extra = self.fields if own is None else {**self.fields,
+                                                     **plan.adapter.exact_length_fields(own)}
+            flush = plan.first_turn if plan.first_turn and item.get("turn") == 0 else {}
+            body = request_body(item["messages"], plan.max_tokens if own is None else own,
+                                plan.sampling, {**plan.knobs, **flush}, extra)
+            self.requests[p] = self.target.request(body), token_limit(body)
+        return self.requests[p]
+
+    def take(self) -> int | None:
+        """The pass's next request index (None: no more), none once a rep sized by time is over."""
+        if self.plan.seconds is not None and time.monotonic() - self.t0 >= self.plan.seconds:
+            return None
+        return self.untimed()
+
+    def own_sequence(self, w: int, limit: float) -> Callable[[], int | None]:
         """Worker w's next request index in a rep sized by time: its own, the same every rep."""
-        mine = iter(range(w, n_requests, concurrency))
+        mine = iter(range(w, self.plan.n_requests, self.plan.concurrency))
 
         def take_own() -> int | None:
-            return None if time.monotonic() - t0 >= limit else next(mine, None)
+            return None if time.monotonic() - self.t0 >= limit else next(mine, None)
         return take_own
 
-    records: list[RequestRecord] = []
-    lag: list[float] = []
-    in_flight = [0, 0.0]  # current, integral of in-flight over time
+    def draw(self, w: int) -> Callable[[], int | None]:
+        seconds = self.plan.seconds
+        return self.own_sequence(w, seconds) if seconds is not None else self.take
 
-    async def send(client: Client, p: int, rec: RequestRecord) -> None:
+    def client(self) -> Client:
+        return Client(self.target, self.plan.adapter.keep_alive, self.plan.timeout)
+
+    async def send(self, client: Client, p: int, rec: RequestRecord) -> None:
         """Item ``p`` on ``client``, recorded in ``rec`` (kept among the pass's records)."""
-        body, limit = request(p)
-        records.append(rec)
-        in_flight[0] += 1
+        body, limit = self.request(p)
+        self.records.append(rec)
+        self.in_flight += 1
         try:
-            await client.send(body, rec, adapter, limit)
+            await client.send(body, rec, self.plan.adapter, limit)
         finally:
-            in_flight[0] -= 1
+            self.in_flight -= 1
 
-    async def worker(w: int) -> None:
-        client = Client(target, adapter.keep_alive, timeout)
-        draw = own_sequence(w, seconds) if seconds is not None else take
+    async def worker(self, w: int) -> None:
+        client = self.client()
+        draw = self.draw(w)
         try:
             while (i := draw()) is not None:
-                p = i % len(items)
-                await send(client, p, new_record(w, i, p))
+                p = i % len(self.plan.items)
+                await self.send(client, p, new_record(w, i, p))
         finally:
             client.close()
 
-    async def talker(w: int, convs: Sequence[Sequence[int]]) -> None:
+    async def talker(self, w: int, convs: Sequence[Sequence[int]]) -> None:
         """A worker of a multi-turn pass: conversation after conversation, turns in order."""
-        client = Client(target, adapter.keep_alive, timeout)
-        draw = own_sequence(w, seconds) if seconds is not None else take
+        client = self.client()
+        draw, seconds = self.draw(w), self.plan.seconds
         try:
             while (j := draw()) is not None:
                 ended: float | None = None
                 for p in convs[j]:
-                    item = items[p]
+                    item = self.plan.items[p]
                     if ended is not None:  # think, then the next turn; the timer may wake early
                         while (wait := ended + (item.get("think_s") or 0.0) - time.monotonic()) > 0:
                             await asyncio.sleep(wait)
-                    if seconds is not None and time.monotonic() - t0 >= seconds:
+                    if seconds is not None and time.monotonic() - self.t0 >= seconds:
                         return
                     rec = new_record(w, p, p)  # every item once a pass: its index is the item's
                     rec["conversation"] = item.get("conversation", j)
                     rec["turn"] = item.get("turn", 0)
-                    await send(client, p, rec)
+                    await self.send(client, p, rec)
                     ended = time.monotonic()
         finally:
             client.close()
 
-    idle: list[Client] = []  # open loop: kept connections free for the next arrival
-
-    async def arrival(i: int, scheduled: float) -> None:
-        p = i % len(items)
+    async def arrival(self, i: int, scheduled: float) -> None:
+        p = i % len(self.plan.items)
         rec = new_record(-1, i, p)  # no worker: each request is its own
         rec["scheduled"] = scheduled
-        client = idle.pop() if idle else Client(target, adapter.keep_alive, timeout)
+        client = self.idle.pop() if self.idle else self.client()
         try:
-            await send(client, p, rec)
+            await self.send(client, p, rec)
         finally:
             if client.conn is not None:
-                idle.append(client)
+                self.idle.append(client)
             else:
                 client.close()
 
-    async def dispatcher(arrivals: Sequence[float]) -> None:
+    async def dispatcher(self, arrivals: Sequence[float]) -> None:
         """Each request at its time, not when another ends: an open loop; cancelled, it cancels
         every request it sent that is still in flight."""
         sent: set[asyncio.Task[None]] = set()
         try:
-            while (i := take()) is not None:
-                at = t0 + arrivals[i]
+            while (i := self.take()) is not None:
+                at = self.t0 + arrivals[i]
                 while (wait := at - time.monotonic()) > 0:  # the loop's timer may wake a little early
                     await asyncio.sleep(wait)
-                task = asyncio.create_task(arrival(i, at))
+                task = asyncio.create_task(self.arrival(i, at))
                 sent.add(task)
                 task.add_done_callback(sent.discard)
             while sent:
@@ -277,44 +303,64 @@ async def run_pass(base_url: str, adapter: ServerClient, items: Sequence[Item], 
             for task in sent:
                 task.cancel()
             await asyncio.gather(*sent, return_exceptions=True)
-            for client in idle:
+            for client in self.idle:
                 client.close()
 
-    async def sampler() -> None:
+    async def sampler(self) -> None:
         while True:
             await asyncio.sleep(0.05)
-            in_flight[1] += in_flight[0] * 0.05
+            self.busy += self.in_flight * 0.05
 
-    cpu0, t0 = time.thread_time(), time.monotonic()
-    mon = asyncio.create_task(_lag_monitor(lag))
-    samp = asyncio.create_task(sampler())
-    if arrivals is not None:
-        tasks = [asyncio.create_task(dispatcher(arrivals))]
-    elif conversations is not None:
-        tasks = [asyncio.create_task(talker(w, conversations))
-                 for w in (range(concurrency) if workers is None else workers)]
-    else:
-        tasks = [asyncio.create_task(worker(w))
-                 for w in (range(concurrency) if workers is None else workers)]
-    while not all(t.done() for t in tasks):
-        if stop():
-            for t in tasks:
-                t.cancel()
-        await asyncio.wait(tasks, timeout=0.1)
-    await asyncio.gather(*tasks, return_exceptions=True)
-    wall = time.monotonic() - t0
-    # Stopped, not awaited to their next tick: the sampler's is 50 ms away, the pass ends now.
-    mon.cancel()
-    samp.cancel()
-    await asyncio.gather(mon, samp, return_exceptions=True)
-    lag_ms = sorted(x * 1000 for x in lag) or [0.0]
-    p99 = lag_ms[min(len(lag_ms) - 1, int(0.99 * len(lag_ms)))]
-    records.sort(key=lambda r: r["index"])
-    return PassResult(records, p99, time.thread_time() - cpu0, wall,
-                      in_flight[1] / wall if wall > 0 else 0.0, stall_s=max(lag, default=0.0))
+    def tasks(self, workers: Sequence[int] | None) -> list[asyncio.Task[None]]:
+        """The pass's senders: one dispatcher (open loop), or a talker (multi-turn) or a worker
+        (closed loop) for each of its workers."""
+        plan = self.plan
+        ws = range(plan.concurrency) if workers is None else workers
+        if plan.arrivals is not None:
+            return [asyncio.create_task(self.dispatcher(plan.arrivals))]
+        if plan.conversations is not None:
+            convs = plan.conversations
+            return [asyncio.create_task(self.talker(w, convs)) for w in ws]
+        return [asyncio.create_task(self.worker(w)) for w in ws]
+
+    async def run(self, stop: Callable[[], bool], workers: Sequence[int] | None) -> PassResult:
+        cpu0, self.t0 = time.thread_time(), time.monotonic()
+        mon = asyncio.create_task(_lag_monitor(self.lag))
+        samp = asyncio.create_task(self.sampler())
+        tasks = self.tasks(workers)
+        while not all(t.done() for t in tasks):
+            if stop():
+                for t in tasks:
+                    t.cancel()
+            await asyncio.wait(tasks, timeout=0.1)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        wall = time.monotonic() - self.t0
+        # Stopped, not awaited to their next tick: the sampler's is 50 ms away, the pass ends now.
+        mon.cancel()
+        samp.cancel()
+        await asyncio.gather(mon, samp, return_exceptions=True)
+        lag_ms = sorted(x * 1000 for x in self.lag) or [0.0]
+        p99 = lag_ms[min(len(lag_ms) - 1, int(0.99 * len(lag_ms)))]
+        self.records.sort(key=lambda r: r["index"])
+        return PassResult(self.records, p99, time.thread_time() - cpu0, wall,
+                          self.busy / wall if wall > 0 else 0.0, stall_s=max(self.lag, default=0.0))
 
 
-def measure_pass(*args: Any, shards: int = 1, **kwargs: Any) -> PassResult:
+async def run_pass(plan: PassPlan, *, stop: Callable[[], bool] = lambda: False,
+                   workers: Sequence[int] | None = None,
+                   take: Callable[[], int | None] | None = None) -> PassResult:
+    """The pass ``plan`` says, on this thread's running loop.
+
+    ``stop()`` turning true (abort, SIGTERM, the window timeout) cancels the requests in flight;
+    they are recorded as cancelled rather than left to finish. A shard runs ``workers`` (their
+    numbers among all the pass's) and draws the next request index from ``take`` (None: no more);
+    a multi-turn pass draws a conversation.
+    """
+    return await _Pass(plan, take).run(stop, workers)
+
+
+def measure_pass(plan: PassPlan, *, shards: int = 1,
+                 stop: Callable[[], bool] = lambda: False) -> PassResult:
     """:func:`run_pass` from synchronous code: on its own uvloop event loop, or on ``shards``
     worker processes, each with its own.
 
@@ -322,8 +368,8 @@ def measure_pass(*args: Any, shards: int = 1, **kwargs: Any) -> PassResult:
     what keeps the per-chunk timestamps honest (bench/client_bench.py prints both).
     """
     if shards <= 1:
-        return _run(run_pass(*args, **kwargs))
-    return _sharded(shards, *args, **kwargs)
+        return _run(run_pass(plan, stop=stop))
+    return _sharded(plan, shards, stop)
 
 
 _thread = threading.local()
@@ -381,11 +427,11 @@ def _shard(conn: mpc.Connection, counter: Any) -> None:
             msg = conn.recv()
             if msg[0] != "pass":
                 continue  # a stop that came after this shard's pass had ended
-            _, workers, n_requests, args, kwargs = msg
+            _, workers, plan = msg
             before = resource.getrusage(resource.RUSAGE_SELF)
             stopped = False
 
-            def take(n: int = n_requests) -> int | None:
+            def take(n: int = plan.n_requests) -> int | None:
                 with counter.get_lock():
                     i: int = counter.value
                     if i >= n:
@@ -401,7 +447,7 @@ def _shard(conn: mpc.Connection, counter: Any) -> None:
             conn.send("ready")
             if conn.recv() != "go":
                 continue
-            res = _run(run_pass(*args, stop=stop, workers=workers, take=take, **kwargs))
+            res = _run(run_pass(plan, stop=stop, workers=workers, take=take))
             # The process's CPU over the pass, not only its loop's: every bit is the client's.
             after = resource.getrusage(resource.RUSAGE_SELF)
             res.client_cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
@@ -449,9 +495,7 @@ class _Shards:
 _pools = threading.local()
 
 
-def _sharded(shards: int, base_url: str, adapter: ServerClient, items: Sequence[Item],
-             concurrency: int, n_requests: int, *rest: Any,
-             stop: Callable[[], bool] = lambda: False, **kwargs: Any) -> PassResult:
+def _sharded(plan: PassPlan, shards: int, stop: Callable[[], bool]) -> PassResult:
     """The pass on ``shards`` processes: worker w runs on shard w % shards, every shard draws the
     next request index from one shared counter (as the workers of one loop share one queue), all
     start on one signal, and their records merge, sorted by index, into one PassResult.
@@ -461,10 +505,9 @@ def _sharded(shards: int, base_url: str, adapter: ServerClient, items: Sequence[
     pool = getattr(_pools, "shards", None) or _Shards()
     _pools.shards = None  # until this pass has ended well: a failed pass's shards are not reused
     procs, pipes = pool.take(shards)
-    args = (base_url, adapter, items, concurrency, n_requests, *rest)
     try:
         for k, c in enumerate(pipes):
-            c.send(("pass", list(range(k, concurrency, shards)), n_requests, args, kwargs))
+            c.send(("pass", list(range(k, plan.concurrency, shards)), plan))
         for k, c in enumerate(pipes):
             try:
                 ready = c.poll(SHARD_START_TIMEOUT) and c.recv() == "ready"

@@ -27,7 +27,7 @@ from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
 from engine.record.results import DIR_MODE, write_jsonl
 from engine.record.state import RunState, capacity_key
-from engine.run.loadgen import PassResult, arrival_times, chunk_rate, measure_pass, shard_count
+from engine.run.loadgen import PassPlan, PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.servers.client import FlushFailed, ServerClient, tls_context
 from engine.servers.data import BadServerData, counter, reading
 from engine.words import (
@@ -280,9 +280,10 @@ class Measurement:
             load = {"seconds": wl.rep_seconds} if wl.rep_seconds and not wl.requests_per_rep else {}
             shards = shard_count(c, wl.shard.concurrency, wl.shard.chunk_rate, self._rates.get(shape))
         before = scrape(ctx.server.base_url, ctx.adapter)
-        res = measure_pass(ctx.server.base_url, ctx.adapter, items, c or shards, n,
-                           wl.max_tokens, dict(wl.sampling), knobs, run.campaign.timeouts.request,
-                           stop=run.controls.cut, shards=shards, exact_output=wl.exact_output, **load)
+        plan = PassPlan(ctx.server.base_url, ctx.adapter, items, c or shards, n, wl.max_tokens,
+                        dict(wl.sampling), knobs, run.campaign.timeouts.request,
+                        exact_output=wl.exact_output, **load)
+        res = measure_pass(plan, stop=run.controls.cut, shards=shards)
         self._rates[shape] = chunk_rate(res)
         after = scrape(ctx.server.base_url, ctx.adapter)
         delta, why, rejected = _delta(before, after)

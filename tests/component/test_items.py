@@ -12,7 +12,7 @@ import pytest
 from engine.campaign.sources.item import Item, plain_item
 from engine.method import stats
 from engine.record.receipts import read_rep
-from engine.run.loadgen import arrival_times, measure_pass
+from engine.run.loadgen import PassPlan, arrival_times, measure_pass
 from engine.run.measure import recompute_row
 from engine.run.runner import frozen_items
 from engine.runtime.base import LaunchPlan
@@ -34,8 +34,8 @@ def test_each_item_is_sent_with_its_own_messages_and_length() -> None:
         {"messages": [{"role": "user", "content": "Count waves."}], "max_tokens": 5},
     ]
     try:
-        res = measure_pass(server.base_url, get_adapter("llamacpp"), items, 1, 6, 8,
-                           {"temperature": 0}, {}, 10.0)
+        res = measure_pass(PassPlan(server.base_url, get_adapter("llamacpp"), items, 1, 6, 8,
+                                    {"temperature": 0}, {}, 10.0))
     finally:
         server.stop()
     assert not any(r["error"] for r in res.records)

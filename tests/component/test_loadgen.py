@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -24,14 +25,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.campaign.sources.item import plain_item
+from engine.campaign.sources.item import Item, plain_item
 from engine.run import loadgen
 from engine.run.client import transport
 from engine.run.client.http import Response, Unreadable
 from engine.run.client.record import new_record
 from engine.run.client.sse import sse_events as _events
 from engine.run.client.transport import BULK, Connection
-from engine.run.loadgen import PassResult, measure_pass, run_pass, shard_count
+from engine.run.loadgen import PassPlan, PassResult, measure_pass, run_pass, shard_count
 from engine.runtime.base import free_port
 from engine.servers import get_adapter
 from engine.servers.client import request_body
@@ -134,10 +135,10 @@ def faulty() -> Iterator[FaultyServer]:
 
 def test_failures_are_recorded_per_request(faulty: FaultyServer) -> None:
     prompts = FaultyServer.FAULTS
-    res = asyncio.run(run_pass(f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp"),
-                               [plain_item(p) for p in prompts], concurrency=3,
-                               n_requests=len(prompts), max_tokens=8,
-                               sampling={"temperature": 0}, knobs={}, timeout=3.0))
+    res = asyncio.run(run_pass(PassPlan(f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp"),
+                                        [plain_item(p) for p in prompts], concurrency=3,
+                                        n_requests=len(prompts), max_tokens=8,
+                                        sampling={"temperature": 0}, knobs={}, timeout=3.0)))
     by = {prompts[r["prompt_index"]]: r for r in res.records}
     assert len(res.records) == len(prompts)
     good = by["good"]
@@ -385,8 +386,9 @@ def test_keep_alive_where_the_server_keeps_and_closed_kept_connections_cost_no_r
     server.start()
     assert server.ready.wait(10)
     try:
-        res = measure_pass(f"http://127.0.0.1:{server.port}", _KeepAlive(),
-                           [plain_item("a"), plain_item("b")], 3, 12, 8, {"temperature": 0}, {}, 10.0)
+        res = measure_pass(PassPlan(f"http://127.0.0.1:{server.port}", _KeepAlive(),
+                                    [plain_item("a"), plain_item("b")], 3, 12, 8, {"temperature": 0}, {},
+                                    10.0))
         assert [r["index"] for r in res.records] == list(range(12))
         assert [r["error"] for r in res.records] == [None] * 12
         assert [r["completion_tokens"] for r in res.records] == [2] * 12
@@ -399,8 +401,8 @@ def test_keep_alive_where_the_server_keeps_and_closed_kept_connections_cost_no_r
         assert server.requests == 12
         # llama-server's adapter never asks to keep one.
         before, refused = server.connections, server.refused
-        closing = measure_pass(f"http://127.0.0.1:{server.port}", get_adapter("llamacpp"), [plain_item("a")],
-                               2, 4, 8, {"temperature": 0}, {}, 10.0)
+        closing = measure_pass(PassPlan(f"http://127.0.0.1:{server.port}", get_adapter("llamacpp"),
+                                        [plain_item("a")], 2, 4, 8, {"temperature": 0}, {}, 10.0))
         assert [r["error"] for r in closing.records] == [None] * 4
         assert server.connections == before + 4 and server.refused == refused
     finally:
@@ -425,9 +427,9 @@ def test_a_sharded_pass_merges_into_the_same_records(faulty: FaultyServer) -> No
     host starts late may find the seven taken: no worker is promised a request."""
     prompts = ["good", "http500", "good"]
     url = f"http://127.0.0.1:{faulty.port}"
-    args: tuple[Any, ...] = (url, get_adapter("llamacpp"), [plain_item(p) for p in prompts], 3, 7, 8,
-                             {"temperature": 0}, {}, 5.0)
-    one, two = measure_pass(*args), measure_pass(*args, shards=2)
+    plan = PassPlan(url, get_adapter("llamacpp"), [plain_item(p) for p in prompts], 3, 7, 8,
+                    {"temperature": 0}, {}, 5.0)
+    one, two = measure_pass(plan), measure_pass(plan, shards=2)
     assert [r["index"] for r in two.records] == list(range(7))
     assert {r["worker"] for r in two.records} <= {0, 1, 2}
     fields = ("index", "prompt_index", "error", "completion_tokens", "chunks", "text_chars",
@@ -455,8 +457,8 @@ def test_client_bound_is_judged_per_shard() -> None:
 
 def test_a_stopped_sharded_pass_cancels_every_shard(faulty: FaultyServer) -> None:
     t0 = time.monotonic()
-    res = measure_pass(f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp"), [plain_item("hang")], 2, 4,
-                       8, {"temperature": 0}, {}, 30.0, shards=2,
+    res = measure_pass(PassPlan(f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp"),
+                                [plain_item("hang")], 2, 4, 8, {"temperature": 0}, {}, 30.0), shards=2,
                        stop=lambda: time.monotonic() - t0 > 1.0)
     assert time.monotonic() - t0 < 10
     assert len(res.records) == 2 and all(str(r["error"]).startswith("cancelled") for r in res.records)
@@ -468,12 +470,13 @@ def test_shard_processes_serve_pass_after_pass(faulty: FaultyServer) -> None:
     does not end the next one."""
     url, adapter = f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp")
     t0 = time.monotonic()
-    stopped = measure_pass(url, adapter, [plain_item("hang"), plain_item("good")], 2, 4, 8,
-                           {"temperature": 0}, {}, 30.0,
+    stopped = measure_pass(PassPlan(url, adapter, [plain_item("hang"), plain_item("good")], 2, 4, 8,
+                                    {"temperature": 0}, {}, 30.0),
                            shards=2, stop=lambda: time.monotonic() - t0 > 1.0)
     assert any(r["error"] and r["error"].startswith("cancelled") for r in stopped.records)
     pids = [p.pid for p in loadgen._pools.shards.procs]
-    res = measure_pass(url, adapter, [plain_item("good")], 2, 6, 8, {"temperature": 0}, {}, 5.0, shards=2)
+    res = measure_pass(PassPlan(url, adapter, [plain_item("good")], 2, 6, 8, {"temperature": 0}, {}, 5.0),
+                       shards=2)
     assert [p.pid for p in loadgen._pools.shards.procs] == pids
     assert all(p.is_alive() for p in loadgen._pools.shards.procs)
     assert [(r["index"], r["error"], r["completion_tokens"]) for r in res.records] == \
@@ -487,9 +490,9 @@ def test_a_rep_sized_by_time_gives_each_worker_the_same_items_every_rep(
     worker one sequence of items, and differ only in how far they get."""
     url = f"http://127.0.0.1:{faulty.port}"
     items = [plain_item(p) for p in ("a", "b", "c", "d", "e")]
-    args: tuple[Any, ...] = (url, get_adapter("llamacpp"), items, 3, 100_000, 8, {"temperature": 0},
-                             {}, 5.0)
-    reps = [measure_pass(*args, shards=shards, seconds=0.3) for _ in range(2)]
+    plan = PassPlan(url, get_adapter("llamacpp"), items, 3, 100_000, 8, {"temperature": 0}, {}, 5.0,
+                    seconds=0.3)
+    reps = [measure_pass(plan, shards=shards) for _ in range(2)]
     for res in reps:
         assert res.records and all(r["error"] is None for r in res.records)
         assert all(r["worker"] == r["index"] % 3 and r["prompt_index"] == r["index"] % 5
@@ -512,10 +515,10 @@ def test_exact_output_sends_every_request_at_max_tokens_with_the_adapters_fields
 
     monkeypatch.setattr(loadgen, "request_body", spy)
     url = f"http://127.0.0.1:{faulty.port}"
-    items = [plain_item("a"), {**plain_item("b"), "max_tokens": 5}]
-    args: tuple[Any, ...] = (url, get_adapter("llamacpp"), items, 2, 2, 8, {"temperature": 0}, {}, 5.0)
-    measure_pass(*args)
+    items: list[Item] = [plain_item("a"), {**plain_item("b"), "max_tokens": 5}]
+    plan = PassPlan(url, get_adapter("llamacpp"), items, 2, 2, 8, {"temperature": 0}, {}, 5.0)
+    measure_pass(plan)
     assert sorted(sent, key=lambda s: s[0]) == [(5, {"ignore_eos": True}), (8, {})]
     sent.clear()
-    measure_pass(*args, exact_output=True)
+    measure_pass(dataclasses.replace(plan, exact_output=True))
     assert sorted(sent, key=lambda s: s[0]) == [(5, {"ignore_eos": True}), (8, {"ignore_eos": True})]

@@ -12,7 +12,7 @@ import pytest
 from engine.campaign.sources.item import plain_item
 from engine.method import stats
 from engine.record.receipts import read_rep
-from engine.run.loadgen import arrival_times, measure_pass
+from engine.run.loadgen import PassPlan, arrival_times, measure_pass
 from engine.run.measure import recompute_row
 from engine.runtime.base import LaunchPlan
 from engine.servers import get_adapter
@@ -38,8 +38,9 @@ def test_open_loop_sends_each_request_at_its_time_whatever_is_in_flight() -> Non
     server = fake_server(tok_s=20.0, together=threading.Barrier(8))
     try:
         arrivals = arrival_times(10.0, 8, seed=7)
-        res = measure_pass(server.base_url, get_adapter("llamacpp"), [plain_item("Name three colours.")],
-                           1, 8, 8, {"temperature": 0}, {}, 30.0, arrivals=arrivals)
+        res = measure_pass(PassPlan(server.base_url, get_adapter("llamacpp"),
+                                    [plain_item("Name three colours.")], 1, 8, 8, {"temperature": 0}, {},
+                                    30.0, arrivals=arrivals))
     finally:
         server.stop()
     recs = res.records

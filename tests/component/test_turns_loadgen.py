@@ -15,7 +15,7 @@ import pytest
 
 from engine.campaign.sources import conversations as cv
 from engine.campaign.sources.item import Item
-from engine.run.loadgen import measure_pass
+from engine.run.loadgen import PassPlan, measure_pass
 from engine.runtime.base import LaunchPlan
 from engine.servers import get_adapter
 from tests.component.fakes import Behaviour, FakeServer
@@ -36,9 +36,9 @@ def test_each_worker_sends_its_conversations_turns_in_order_after_thinking() -> 
     groups = cv.order(items)
     server = fake()
     try:
-        res = measure_pass(server.base_url, get_adapter("llamacpp"), items, 2, len(groups), 16,
-                           {"temperature": 0}, {}, 10.0, conversations=groups,
-                           first_turn={"cache_prompt": False})
+        res = measure_pass(PassPlan(server.base_url, get_adapter("llamacpp"), items, 2, len(groups), 16,
+                                    {"temperature": 0}, {}, 10.0, conversations=groups,
+                                    first_turn={"cache_prompt": False}))
     finally:
         server.stop()
     recs = res.records
@@ -63,8 +63,8 @@ def test_a_timed_multi_turn_pass_stops_sending_at_its_seconds() -> None:
     items = cast(list[Item], cv.items(convs, think=0.2, seed=1))
     server = fake()
     try:
-        res = measure_pass(server.base_url, get_adapter("llamacpp"), items, 1, 20, 16,
-                           {"temperature": 0}, {}, 10.0, conversations=cv.order(items), seconds=0.5)
+        res = measure_pass(PassPlan(server.base_url, get_adapter("llamacpp"), items, 1, 20, 16,
+                                    {"temperature": 0}, {}, 10.0, conversations=cv.order(items), seconds=0.5))
     finally:
         server.stop()
     assert 0 < len(res.records) < len(items)

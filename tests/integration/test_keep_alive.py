@@ -20,7 +20,7 @@ from engine import testbed as tb_mod
 from engine.campaign.sources.item import plain_item
 from engine.run.client import transport
 from engine.run.client.http import Response
-from engine.run.loadgen import measure_pass
+from engine.run.loadgen import PassPlan, measure_pass
 from engine.runtime.base import LaunchPlan, free_port
 from engine.servers.llamacpp import LlamaCppAdapter
 from tests.integration.live import serve
@@ -66,7 +66,7 @@ def test_connections_llama_server_closes_cost_no_request(testbed: tb_mod.Testbed
         for c in (1, 2):
             seen.clear()
             items = [plain_item("Name three colours."), plain_item("Say hello.")]
-            res = measure_pass(url, _KeepAlive(), items, c, 24, 8, {"temperature": 0}, {}, 60.0)
+            res = measure_pass(PassPlan(url, _KeepAlive(), items, c, 24, 8, {"temperature": 0}, {}, 60.0))
             print(f"C={c}: {dict(seen)}")
             assert [r["index"] for r in res.records] == list(range(24))
             assert [r["error"] for r in res.records] == [None] * 24

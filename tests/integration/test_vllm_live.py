@@ -28,13 +28,14 @@ import httpx
 import pytest
 
 from engine import testbed as tb_mod
+from engine.campaign.sources.item import plain_item
 from engine.method import stats
 from engine.quality.probe import Probe
 from engine.quality.tools import TEMPLATE_BLIND, tool_probe, tool_verdict
 from engine.record.journal import read_events
 from engine.record.liveness import engine_alive, read_pid
 from engine.record.receipts import read_rep
-from engine.run.loadgen import measure_pass
+from engine.run.loadgen import PassPlan, measure_pass
 from engine.run.measure import recompute_row
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
@@ -244,8 +245,8 @@ def test_per_request_acceptance_on_the_final_usage_chunk(live: tuple[LiveServer,
     tokens, read by the load generator, add up to what the counters moved by."""
     adapter = VLLMAdapter()
     before = adapter.spec_counters(metrics(client))
-    result = measure_pass(live[0].base_url, adapter, [REPEAT], 1, 3, 32,
-                          {"temperature": 0, "seed": 1}, {}, 120)
+    result = measure_pass(PassPlan(live[0].base_url, adapter, [plain_item(REPEAT)], 1, 3, 32,
+                                   {"temperature": 0, "seed": 1}, {}, 120))
     after = adapter.spec_counters(metrics(client))
     assert before is not None and after is not None
     accs = [r.get("acceptance") for r in result.records]
