@@ -83,6 +83,20 @@ def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str],
                        cancelled=cancelled)
 
 
+@dataclass(frozen=True)
+class StartedWindow:
+    """A window whose server has started: what its boot and its phases are run with."""
+
+    session: str
+    window: str
+    dir: Path
+    server: Server
+    pump: LogPump  # the server's log, read for its boot facts and kept in boot{tag}.log
+    config: ServerConfig
+    tag: str
+    gpus: Gpus
+
+
 @dataclass
 class Lane:
     """Where sessions run one after another: a place (None: the one place of a campaign that names
@@ -429,9 +443,9 @@ class Runner:
         for fact in pump.add_facts(at_boot, "nvml"):  # the free GPU memory at boot
             self._on_fact(session, window)(fact)
         lane.server = server
+        started = StartedWindow(session, window, wdir, server, pump, config, tag, gpus)
         try:
-            self._boot_and_measure(lane, session, window, wdir, server, pump, config, tag,
-                                   self.phases if phases is None else phases, gpus)
+            self._boot_and_measure(lane, started, self.phases if phases is None else phases)
         finally:
             lane.server, lane.controls.deadline = None, None
             server.stop()
@@ -483,10 +497,9 @@ class Runner:
             self.emit(EventKind.BOOT_FACT, session=session, window=window, key=fact.key, value=fact.value)
         return on_fact
 
-    def _boot_and_measure(self, lane: Lane, session: str, window: str, wdir: Path, server: Server,
-                          pump: LogPump, config: ServerConfig, tag: str,
-                          phases: list[Phase], gpus: Gpus) -> None:
-        ctl = lane.controls
+    def _boot_and_measure(self, lane: Lane, started: StartedWindow, phases: list[Phase]) -> None:
+        session, window, wdir = started.session, started.window, started.dir
+        server, pump, ctl = started.server, started.pump, lane.controls
         unplaced = self._wait_placed(lane, session, window, server, pump)
         if unplaced is not None and not ctl.stopping():
             self._reject(session, window, wdir, unplaced, [], pump)
@@ -509,8 +522,9 @@ class Runner:
                          pump, boot)
             return
         facts = pump.freeze()
-        self._record_boot(session, window, wdir, facts, boot, tag, pump.log_facts())
-        ctx = WindowContext(session, window, wdir, server, self.adapter, config, facts, gpus)
+        self._record_boot(session, window, wdir, facts, boot, started.tag, pump.log_facts())
+        ctx = WindowContext(session, window, wdir, server, self.adapter, started.config, facts,
+                            started.gpus)
         try:
             for phase in phases:
                 if ctl.stopping():
