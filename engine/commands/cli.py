@@ -167,7 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"ruler {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _before_a_run(sub)
+    _a_run(sub)
+    _after_a_run(sub)
+    return p
 
+
+def _before_a_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The commands that prepare a campaign: its testbed, its file checked, its format."""
     t = sub.add_parser("testbed", help="prepare the local llama.cpp + vLLM + SmolLM2 testbed (cached)")
     t.add_argument("--json", action="store_true", help="print what it produced as JSON")
     t.add_argument("--no-image", action="store_true", help="skip the Docker image")
@@ -188,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("schema", help="print the campaign format as a JSON Schema (for editors)")
     sc.set_defaults(func=_cmd_schema)
 
+
+def _a_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The commands of a run: start it, read its boot facts, its engine, watch and steer it."""
     r = sub.add_parser("run", help="run a campaign (console on a terminal, else headless)")
     r.add_argument("file", nargs="?")
     mode = r.add_mutually_exclusive_group()
@@ -232,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("run_dir", nargs="?")
     a.set_defaults(func=_cmd_attach)
 
+
+def _after_a_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The commands on runs made: report, compare, tune against them, prune their containers."""
     rp = sub.add_parser("report", help="write report.md and PNG charts into a run directory")
     rp.add_argument("run_dir")
     rp.add_argument("--html", action="store_true",
@@ -266,7 +279,6 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
     pr.add_argument("--results-dir", default="results", help="where run directories are found")
     pr.set_defaults(func=_cmd_prune)
-    return p
 
 
 class ReaderGone:
