@@ -365,9 +365,7 @@ class Measurement:
                     if warm:
                         self._warm(run, ctx, where, attempt, f"warm{len(reps) + 1}" if reps else "warm")
                         warm = False
-                    if ctl.paused.is_set():  # the pause takes effect here, between reps: say so
-                        run.emit(EventKind.PAUSED, **where, attempt=attempt, rep=len(reps) + 1)
-                    ctl.wait_if_paused()
+                    _pause_point(run, where, attempt, len(reps) + 1)
                     if ctl.stopping():
                         return self._aborted(run, where, c, reps, paths, attempt, rerun)
                     if ctl.rewarm.is_set():
@@ -379,9 +377,7 @@ class Measurement:
                     if "flush_failed" in cache:  # the rep would measure a cache it was to empty
                         header = {**where, "attempt": attempt, "rep": rep, "cache": cache,
                                   "void": f"cache flush failed: {cache['flush_failed']}"}
-                        write_rep(path, header, [])
-                        reps.append((header, []))
-                        paths.append(str(path.relative_to(run.run_dir)))
+                        _keep(run, path, (header, []), reps, paths)
                         break  # the attempt is void: rewarmed and measured again, or the row is
                     res, delta, cache_delta, gpus = self._sampled(run, ctx, cls, c, rate, path)
                     if ctl.cut():  # the pass was cancelled mid-flight: not a rep
@@ -393,9 +389,7 @@ class Measurement:
                         header["void"] = (f"client stalled: its load loop stopped for "
                                           f"{res.stall_s:.1f} s (the engine was paused or starved: "
                                           "SIGSTOP, a suspended VM, swapping), not the server")
-                    write_rep(path, header, res.records)
-                    reps.append((header, res.records))
-                    paths.append(str(path.relative_to(run.run_dir)))
+                    _keep(run, path, (header, res.records), reps, paths)
                     if res.stalled:
                         break  # the attempt is void: rewarmed and measured again, or the row is
                     self._rep_done(run, where, attempt, rep, res, paths[-1], reps, pool)
@@ -405,12 +399,7 @@ class Measurement:
                     break
                 # Only what the verdict condemns is measured again: the next attempt keeps the
                 # other reps (their receipts where they are) and, rewarmed, measures the rest.
-                gone = set(stats.condemned(reps, c, policy, pool))
-                run.emit(EventKind.ROW_VOID, **where, attempt=attempt, spread=row["spread"],
-                            reason=_void_reason(row, policy, load_text(c, rate), pool),
-                            rep_tok_s=row["rep_tok_s"], condemned=[i + 1 for i in sorted(gone)],
-                            rerun=True, spread_shape=row["spread_shape"], spread_why=row["spread_why"],
-                            **({"cause": stats.THROTTLED} if row["throttle_cause"] else {}))
+                gone = _condemn(run, where, attempt, row, reps, load_text(c, rate), pool)
                 carried = [[attempt, i + 1] for i in range(len(reps)) if i not in gone]
                 reps = [r for i, r in enumerate(reps) if i not in gone]
                 paths = [p for i, p in enumerate(paths) if i not in gone]
@@ -421,18 +410,7 @@ class Measurement:
                         reason=f"the server failed after {plural(len(reps), 'rep')}: {e}",
                         source=";".join(paths), **{**fig, "status": RowStatus.FAILED})
             raise
-        reasons = []
-        if row["status"] == RowStatus.VOID:
-            reasons.append(_void_reason(row, policy, load_text(c, rate), pool)
-                           + f" after {plural(attempt, 'attempt')}")
-        if row.get("precision_status"):
-            reasons.append(precision_text(row))
-        if row["metrics_rejected"]:
-            reasons.append(f"acceptance not measured: {row['metrics_rejected']}")
-        if row["basis"] == stats.WHOLE and (why := stats.basis_why(
-                [stats.rep_figures(records, c) for h, records in reps if not h.get("void")])):
-            reasons.append(f"over the whole reps: {why}")
-        reason = "; ".join(reasons)
+        reason = _row_reason(row, reps, c, load_text(c, rate), attempt, policy, pool)
         run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
                     reason=reason, source=";".join(paths), **row)
 
@@ -550,6 +528,50 @@ def precision_text(row: dict[str, Any]) -> str:
     if status == precision.Progress.CANNOT:
         return f"precision +-{target:.1%} out of reach within max_reps: {got} with {reps} reps"
     return f"precision +-{target:.1%}: {got} with {reps} reps"
+
+
+def _pause_point(run: RunContext, where: dict[str, Any], attempt: int, rep: int) -> None:
+    """Where a pause takes effect, between reps: it is said, then waited out."""
+    if run.controls.paused.is_set():
+        run.emit(EventKind.PAUSED, **where, attempt=attempt, rep=rep)
+    run.controls.wait_if_paused()
+
+
+def _keep(run: RunContext, path: Path, rep: Rep, reps: list[Rep], paths: list[str]) -> None:
+    """A rep's receipt written, the rep and its receipt's path among the attempt's."""
+    write_rep(path, *rep)
+    reps.append(rep)
+    paths.append(str(path.relative_to(run.run_dir)))
+
+
+def _condemn(run: RunContext, where: dict[str, Any], attempt: int, row: dict[str, Any],
+             reps: list[Rep], load: str, pool: stats.Pool) -> set[int]:
+    """The reps of a void row its verdict condemns (indices among ``reps``), said in ROW_VOID."""
+    policy = run.leak_policy
+    gone = set(stats.condemned(reps, where["concurrency"], policy, pool))
+    run.emit(EventKind.ROW_VOID, **where, attempt=attempt, spread=row["spread"],
+             reason=_void_reason(row, policy, load, pool),
+             rep_tok_s=row["rep_tok_s"], condemned=[i + 1 for i in sorted(gone)],
+             rerun=True, spread_shape=row["spread_shape"], spread_why=row["spread_why"],
+             **({"cause": stats.THROTTLED} if row["throttle_cause"] else {}))
+    return gone
+
+
+def _row_reason(row: dict[str, Any], reps: list[Rep], c: int, load: str, attempt: int,
+                policy: stats.LeakPolicy, pool: stats.Pool) -> str:
+    """What a finished row's ROW_DONE says of it: why it is void, its precision, what was not
+    measured, why its figures are over the whole reps."""
+    reasons = []
+    if row["status"] == RowStatus.VOID:
+        reasons.append(_void_reason(row, policy, load, pool) + f" after {plural(attempt, 'attempt')}")
+    if row.get("precision_status"):
+        reasons.append(precision_text(row))
+    if row["metrics_rejected"]:
+        reasons.append(f"acceptance not measured: {row['metrics_rejected']}")
+    if row["basis"] == stats.WHOLE and (why := stats.basis_why(
+            [stats.rep_figures(records, c) for h, records in reps if not h.get("void")])):
+        reasons.append(f"over the whole reps: {why}")
+    return "; ".join(reasons)
 
 
 def _void_reason(row: dict[str, Any], policy: stats.LeakPolicy, load: str, pool: stats.Pool) -> str:
