@@ -22,7 +22,7 @@ from engine.campaign import defaults
 from engine.campaign.load import campaign_warnings, load_campaign
 from engine.campaign.plan import WindowStart, campaign_items, plan_launch, resolve_runtime
 from engine.campaign.redact import is_secret, redactor_for
-from engine.campaign.sources import chosen, class_notes
+from engine.campaign.sources import Item, chosen, class_notes
 from engine.campaign.sources.explain import class_lines
 from engine.campaign.spec import Campaign, percent
 from engine.runtime.base import LaunchPlan, SlurmJob
@@ -226,52 +226,8 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
            "nothing is started: this is what `ruler run` would do"]
     out += [str(w) for w in campaign_warnings(c)] + [""]
     out += sweep_lines(c)
-    extra = adapter.load_fields()
-    knobs = {**wl.knobs, **adapter.cache_fields(wl.cache)}
-    body = request_body("<prompt of the class>", wl.max_tokens, dict(wl.sampling), knobs, extra)
-    out.append(f"requests: POST {adapter.chat_path}  {json.dumps(body)}")
-    if extra:
-        out.append(f"  adapter request fields (per-request acceptance): {json.dumps(extra)}")
-    sized = [n for n in wl.classes if any(i["max_tokens"] is not None for i in items[n])]
-    if sized:
-        fields = adapter.exact_length_fields(1)
-        out.append(f"  a request with its own output length N ({', '.join(sized)}): max_tokens N"
-                   + (f" and {json.dumps(fields).replace(': 1', ': N')}, so the server generates "
-                      "exactly N tokens" if fields else f", a limit only ({adapter.name} has no "
-                                                         "field that ignores the end of sequence)"))
-    if wl.exact_output:
-        fields = adapter.exact_length_fields(wl.max_tokens)
-        out.append(f"  exact_output: every other request generates exactly {wl.max_tokens} tokens ("
-                   + (f"{json.dumps(fields)})" if fields else
-                      f"{adapter.name} has no field that ignores the end of sequence: a limit only)"))
-    kept = "one connection per worker, kept" if adapter.keep_alive else "one connection per request"
-    out.append(f"  {kept}; a pass splits over worker processes past {wl.shard.concurrency} streams "
-               f"or {wl.shard.chunk_rate:g} chunks/s per process (up to one per core)")
-    classes = ", ".join(f"{n} ({len(items[n])} prompts)" for n in wl.classes)
-    requests = ", ".join([f"C{n} {wl.pass_size(n)}" for n in wl.concurrency]
-                         + [f"{r:g} req/s {wl.requests_at(r)}" for r in wl.rate])
-    loads = " and ".join(([f"concurrency {list(wl.concurrency)}"] if wl.concurrency else [])
-                         + ([f"rate {[float(r) for r in wl.rate]} req/s"] if wl.rate else []))
-    out.append(f"shapes: {classes} x {loads}; per shape 1 warm pass "
-               f"(discarded) + {wl.reps} reps, requests per pass: {requests}; "
-               f"leak: at C>={c.leak.min_concurrency} a rep alone below the others past the run's "
-               f"noise bar (at least {percent(c.leak.spread)}) voids the row, up to "
-               f"{c.leak.max_reruns} reruns")
-    if wl.rate:
-        seed = wl.sampling.seed if wl.sampling.seed is not None else defaults.SEED
-        slo = wl.slo.text()
-        out.append(f"open loop: {wl.arrivals()} seeded by {seed} (the same schedule every rep and "
-                   "window), each request sent at its time whatever is in flight; goodput: "
-                   + (f"requests a second within {slo}" if slo else "no SLO set"))
-    if wl.capacity is not None:
-        cap = wl.capacity
-        holds = " and ".join([f"{k.removesuffix('_ms').replace('_', ' ')} <= {v:g} ms"
-                              for k, v in cap.holds.items()]
-                             + ([f"goodput >= {cap.goodput:.0%} within the SLO"] if cap.goodput else []))
-        out.append(f"capacity: per window and class ({', '.join(wl.capacity_classes())}), the highest "
-                   f"{cap.over} in {cap.range[0]:g}..{cap.range[1]:g} at which {holds} in every rep, "
-                   f"by a bracketing search of at most {cap.max_probes} probes (each an ordinary "
-                   f"row), to a band within {cap.resolution:.0%}")
+    out += request_lines(c, adapter, items)
+    out += shape_lines(c, items)
     multi = any(spec.conversations is not None for spec in wl.classes.values())
     how = (f"POST {adapter.flush_path}" if adapter.flush_path
            else f"no endpoint: {json.dumps(adapter.cache_fields('flush'))} on each request"
@@ -305,6 +261,66 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
                 node=_session_node(campaign, session, window)), i)
     if runtime == "slurm":
         out += job_script_lines(campaign, adapter, variables, environ, run_dir)
+    return out
+
+
+def request_lines(c: Campaign, adapter: ServerAdapter, items: Mapping[str, list[Item]]) -> list[str]:
+    """What a request looks like: its body, the adapter's fields, how an output length is held,
+    and the connections and worker processes a pass sends on."""
+    wl, out = c.workload, []
+    extra = adapter.load_fields()
+    knobs = {**wl.knobs, **adapter.cache_fields(wl.cache)}
+    body = request_body("<prompt of the class>", wl.max_tokens, dict(wl.sampling), knobs, extra)
+    out.append(f"requests: POST {adapter.chat_path}  {json.dumps(body)}")
+    if extra:
+        out.append(f"  adapter request fields (per-request acceptance): {json.dumps(extra)}")
+    sized = [n for n in wl.classes if any(i["max_tokens"] is not None for i in items[n])]
+    if sized:
+        fields = adapter.exact_length_fields(1)
+        out.append(f"  a request with its own output length N ({', '.join(sized)}): max_tokens N"
+                   + (f" and {json.dumps(fields).replace(': 1', ': N')}, so the server generates "
+                      "exactly N tokens" if fields else f", a limit only ({adapter.name} has no "
+                                                         "field that ignores the end of sequence)"))
+    if wl.exact_output:
+        fields = adapter.exact_length_fields(wl.max_tokens)
+        out.append(f"  exact_output: every other request generates exactly {wl.max_tokens} tokens ("
+                   + (f"{json.dumps(fields)})" if fields else
+                      f"{adapter.name} has no field that ignores the end of sequence: a limit only)"))
+    kept = "one connection per worker, kept" if adapter.keep_alive else "one connection per request"
+    out.append(f"  {kept}; a pass splits over worker processes past {wl.shard.concurrency} streams "
+               f"or {wl.shard.chunk_rate:g} chunks/s per process (up to one per core)")
+    return out
+
+
+def shape_lines(c: Campaign, items: Mapping[str, list[Item]]) -> list[str]:
+    """The shapes measured and how: the warm pass and reps, requests per pass, the leak rule, the
+    open loop's arrivals, the capacity search."""
+    wl, out = c.workload, []
+    classes = ", ".join(f"{n} ({len(items[n])} prompts)" for n in wl.classes)
+    requests = ", ".join([f"C{n} {wl.pass_size(n)}" for n in wl.concurrency]
+                         + [f"{r:g} req/s {wl.requests_at(r)}" for r in wl.rate])
+    loads = " and ".join(([f"concurrency {list(wl.concurrency)}"] if wl.concurrency else [])
+                         + ([f"rate {[float(r) for r in wl.rate]} req/s"] if wl.rate else []))
+    out.append(f"shapes: {classes} x {loads}; per shape 1 warm pass "
+               f"(discarded) + {wl.reps} reps, requests per pass: {requests}; "
+               f"leak: at C>={c.leak.min_concurrency} a rep alone below the others past the run's "
+               f"noise bar (at least {percent(c.leak.spread)}) voids the row, up to "
+               f"{c.leak.max_reruns} reruns")
+    if wl.rate:
+        seed = wl.sampling.seed if wl.sampling.seed is not None else defaults.SEED
+        slo = wl.slo.text()
+        out.append(f"open loop: {wl.arrivals()} seeded by {seed} (the same schedule every rep and "
+                   "window), each request sent at its time whatever is in flight; goodput: "
+                   + (f"requests a second within {slo}" if slo else "no SLO set"))
+    if wl.capacity is not None:
+        cap = wl.capacity
+        holds = " and ".join([f"{k.removesuffix('_ms').replace('_', ' ')} <= {v:g} ms"
+                              for k, v in cap.holds.items()]
+                             + ([f"goodput >= {cap.goodput:.0%} within the SLO"] if cap.goodput else []))
+        out.append(f"capacity: per window and class ({', '.join(wl.capacity_classes())}), the highest "
+                   f"{cap.over} in {cap.range[0]:g}..{cap.range[1]:g} at which {holds} in every rep, "
+                   f"by a bracketing search of at most {cap.max_probes} probes (each an ordinary "
+                   f"row), to a band within {cap.resolution:.0%}")
     return out
 
 
