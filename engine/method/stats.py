@@ -306,6 +306,40 @@ def condemned(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]]]
     return [kept[low]] if low is not None and len(kept) > 1 else list(range(len(reps)))
 
 
+def _row_acceptance(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]]]
+                    ) -> tuple[dict[str, float | None], str]:
+    """A row's draft acceptance over its reps and where it was read: the server's metrics deltas
+    when every rep has one, else the requests' own counts."""
+    drafts = drafted = accepted = 0.0
+    have_metrics = all(h.get("metrics_delta") for h, _ in reps) and bool(reps)
+    for header, records in reps:
+        if have_metrics:
+            d = header["metrics_delta"]
+            drafts, drafted = drafts + d["drafts"], drafted + d["drafted"]
+            accepted += d["accepted"]
+        else:
+            for r in records:
+                acc = r.get("acceptance") or {}
+                drafted += acc.get("drafted", 0)
+                accepted += acc.get("accepted", 0)
+    source = "metrics" if have_metrics and drafted else ("per-request" if drafted else "")
+    return acceptance(drafts, drafted, accepted), source
+
+
+def _row_cache(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]]],
+               policy_word: str) -> dict[str, Any]:
+    """The prefix cache every rep met: the policy, and the share of prompt tokens the server
+    served from its cache over the row's reps (None: the server does not say)."""
+    caches = [rep_cache(h, records) for h, records in reps]
+    sources = {c["source"] for c in caches}
+    prompt = sum(c["prompt"] for c in caches) if caches and "" not in sources else 0
+    return {
+        "cache": policy_word,
+        "cache_hit": round(sum(c["cached"] for c in caches) / prompt, 4) if prompt else None,
+        "cache_source": "+".join(sorted(sources)) if prompt else "",
+    }
+
+
 def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]]],
                 concurrency: int, policy: LeakPolicy, slo: Slo = NO_SLO,
                 pool: Pool = ()) -> dict[str, Any]:
@@ -323,26 +357,10 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]
     wholes = [f["agg_tok_s"] for f in figs]
     aggs, basis = headline(figs)
     failed = sum(f["failed"] for f in figs)
-    drafts = drafted = accepted = 0.0
-    have_metrics = all(h.get("metrics_delta") for h, _ in reps) and bool(reps)
-    for header, records in reps:
-        if have_metrics:
-            d = header["metrics_delta"]
-            drafts, drafted = drafts + d["drafts"], drafted + d["drafted"]
-            accepted += d["accepted"]
-        else:
-            for r in records:
-                acc = r.get("acceptance") or {}
-                drafted += acc.get("drafted", 0)
-                accepted += acc.get("accepted", 0)
-    acc = acceptance(drafts, drafted, accepted)
-    source = "metrics" if have_metrics and drafted else ("per-request" if drafted else "")
+    acc, source = _row_acceptance(reps)
     load = concurrency or math.ceil(max((f["in_flight"] for f in figs), default=0.0))
     reading = leak_reading(aggs, policy, pool)
     status = RowStatus.VOID if failed or voids else status_of(reading, load, policy)
-    caches = [rep_cache(h, records) for h, records in reps]
-    sources = {c["source"] for c in caches}
-    prompt = sum(c["prompt"] for c in caches) if caches and "" not in sources else 0
     errors = Counter(str(r["error"]) for _, records in reps for r in records if r.get("error"))
     rejected = [f"rep {h.get('rep')}: {h['client']['metrics_rejected']}" for h, _ in reps
                 if (h.get("client") or {}).get("metrics_rejected")]
@@ -382,11 +400,7 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]
         **gpu_figures(headers),
         "throttle_cause": cause or "",
         "void_reps": "; ".join(voids)[:300],
-        # The prefix cache every rep met: the policy, and the share of prompt tokens the server
-        # served from its cache over the row's reps (None: the server does not say).
-        "cache": policy_word,
-        "cache_hit": round(sum(c["cached"] for c in caches) / prompt, 4) if prompt else None,
-        "cache_source": "+".join(sorted(sources)) if prompt else "",
+        **_row_cache(reps, policy_word),
         # A multi-turn class's figures per turn index; none for a class without turns.
         **({"turns": turns} if (turns := turn_figures([r for _, rs in reps for r in rs])) else {}),
     }
