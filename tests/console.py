@@ -25,7 +25,7 @@ async def until(pilot: Pilot[Any], cond: Callable[[], object], timeout: float = 
     while not cond():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting; screen:\n{screen_text(pilot.app)}")
-        await pilot.pause(0.05)
+        await pilot.pause(0.02)
 
 
 async def settled(pilot: Pilot[Any], timeout: float = 60.0) -> None:
