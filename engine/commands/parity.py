@@ -132,9 +132,9 @@ def _differences(ref: str, c: ClassParity) -> list[str]:
         assert d is not None
         out += ["", f"{c.cls} #{p.index} {p.preview!r} on {other}: first differing token at "
                     f"position {d.position} ({ref} {d.reference_tokens} tokens, {other} {d.tokens})",
-                f"  ids from position {d.start}:",
-                f"    {ref.ljust(w)}  {list(d.reference_ids)}",
-                f"    {other.ljust(w)}  {list(d.ids)}"]
+                f"  ids from position {d.start} (the first differing one in >< ):",
+                f"    {ref.ljust(w)}  {_ids(d.reference_ids, d.position - d.start)}",
+                f"    {other.ljust(w)}  {_ids(d.ids, d.position - d.start)}"]
         if d.char is None:
             out.append(f"  renderings: the same text ({d.reference_text}); the tokenizers differ")
         else:
@@ -142,6 +142,11 @@ def _differences(ref: str, c: ClassParity) -> list[str]:
                     f"    {ref.ljust(w)}  {d.reference_text}",
                     f"    {other.ljust(w)}  {d.text}"]
     return out
+
+
+def _ids(ids: Sequence[int], at: int) -> str:
+    """Ids as a person compares two rows of them: the one at ``at`` marked."""
+    return " ".join(f">{t}<" if i == at else str(t) for i, t in enumerate(ids)) or "(none)"
 
 
 def _failures(c: ClassParity) -> list[str]:

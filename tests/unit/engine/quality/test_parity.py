@@ -254,6 +254,9 @@ def test_command_shows_a_planted_difference_and_exits_1(serve: Callable[[Fake], 
     assert (f"prose #0 'Write one sentence about the sea.' on {other}: first differing token at "
             f"position {at}") in out
     assert "system \\nYou are" in out and "system\\nYou are" in out
+    # The ids around it, the first differing one marked: "\n" (10) on one side, " " (32) on the other.
+    assert f"ids from position {at - 4} (the first differing one in >< ):" in out
+    assert "109 >10< 89 111" in out and "109 >32< 10 89" in out  # "em", then "\nYo" or " \nY"
     assert "NOT token-identical" in out
 
 
