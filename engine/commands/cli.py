@@ -152,6 +152,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return cmd_compare(args.run_dirs, args.json, args.allow_different, args.shared)
 
 
+def _cmd_parity(args: argparse.Namespace) -> int:
+    from engine.commands.parity import cmd_parity
+
+    return cmd_parity(args.file, args.stacks, args.json, args.max_prompts)
+
+
 def _cmd_prune(args: argparse.Namespace) -> int:
     from engine.commands.prune import cmd_prune
 
@@ -260,6 +266,17 @@ def _after_a_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     cp.add_argument("--shared", action="store_true",
                     help="only the rows every run has (a window or load one run lacks is left out)")
     cp.set_defaults(func=_cmd_compare)
+
+    pa = sub.add_parser("parity", help="whether running servers turn the campaign's prompts into the "
+                                       "same token ids (exit 0 all identical, 1 any differs)")
+    pa.add_argument("file", metavar="CAMPAIGN")
+    pa.add_argument("stacks", nargs="+", metavar="STACK",
+                    help="SERVER=URL, two or more (SERVER: llamacpp | vllm | sglang); the first is "
+                         "the reference")
+    pa.add_argument("--json", action="store_true", help="the verdicts and every prompt's result as JSON")
+    pa.add_argument("--max-prompts", type=int, metavar="N",
+                    help="only each class's first N prompts (default: every one)")
+    pa.set_defaults(func=_cmd_parity)
 
     tu = sub.add_parser("tune", help="search launch flags against the control, round by round")
     tu.add_argument("file", nargs="?", help="a tune file (docs/tune.md)")

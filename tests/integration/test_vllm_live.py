@@ -7,7 +7,9 @@ tool parser, per-request acceptance) serves the adapter's own calls and two camp
 it (``runtime: attach``: their windows cost no boot): one killed with SIGKILL and resumed, one at
 open-loop rates with SLOs and the tool-call probe; one campaign on the process runtime boots a
 control and a window, for the boot-fact diff and for what a stop leaves behind. ``--enforce-eager``
-everywhere: without it every boot spends most of its time in torch.compile.
+everywhere: without it every boot spends most of its time in torch.compile. ``ruler parity`` runs
+between the module's server and the testbed's llama-server on the same SmolLM2 (and between two
+llama-servers, one with a planted template).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from engine.servers import Readiness, get_adapter
 from engine.servers.prometheus import summed_samples
 from engine.servers.vllm import VLLMAdapter
 from engine.words import Verdict
+from tests.campaigns import campaign, write
+from tests.integration.live import serve
 
 # Slow: vLLM's boot and run take minutes, paid by whichever test asks first.
 pytestmark = pytest.mark.slow
@@ -254,6 +258,135 @@ def test_per_request_acceptance_on_the_final_usage_chunk(live: tuple[LiveServer,
     assert sum(a["drafted"] for a in accs if a) == after["drafted"] - before["drafted"]
     assert sum(a["accepted"] for a in accs if a) == after["accepted"] - before["accepted"]
     assert sum(a["drafts"] for a in accs if a) == after["drafts"] - before["drafts"]
+
+
+# ---------------------------------------------------------------- parity with llama.cpp
+
+# A small class with what tokenizers part on if they part anywhere: leading spaces, a tab, two
+# spaces, accents, an emoji, a newline inside the message.
+PARITY_PROMPTS = ["Name three colours.", "  Leading spaces,\ta tab and  two spaces.",
+                  "Café, naïve, 🌊 and a newline\nhere.", REPEAT]
+PARITY_KNOBS = {"chat_template_kwargs": {"enable_thinking": False}}
+
+
+def start_llama(testbed: tb_mod.Testbed, *args: str) -> rp.ProcessServer:
+    """The testbed's llama-server on SmolLM2 Q8_0 (its GGUF is what vLLM's model was converted
+    from), ready; the caller stops it."""
+    port = free_port()
+    argv = [str(testbed.llama_server), "-m", str(testbed.models["Q8_0"]), *args, "-c", "2048",
+            "-np", "1", "-t", "1", "--host", "127.0.0.1", "--port", str(port)]
+    server = serve(LaunchPlan(f"ruler-test-parity-{port}", argv, {}, {}, port))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert server.alive(), f"llama-server exited during boot: {server.exit_code()}"
+        try:
+            if httpx.get(server.base_url + "/health", timeout=5).status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    server.stop()
+    raise AssertionError("llama-server not ready after 120 s")
+
+
+@pytest.fixture(scope="module")
+def llama(testbed: tb_mod.Testbed) -> Iterator[rp.ProcessServer]:
+    server = start_llama(testbed)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def own_ids(server: str, url: str, prompt: str) -> list[int]:
+    """A prompt's ids as the server's own endpoints give them, asked directly (no adapter): what
+    ruler parity must agree with."""
+    messages = [{"role": "user", "content": prompt}]
+    if server == "vllm":  # /tokenize renders messages itself (vllm/entrypoints/serve/tokenize)
+        r = httpx.post(url + "/tokenize", json={"messages": messages, "add_generation_prompt": True,
+                                                **PARITY_KNOBS}, timeout=60)
+        r.raise_for_status()
+        return list(r.json()["tokens"])
+    r = httpx.post(url + "/apply-template", json={"messages": messages, **PARITY_KNOBS}, timeout=60)
+    r.raise_for_status()
+    r = httpx.post(url + "/tokenize", json={"content": r.json()["prompt"], "add_special": True,
+                                            "parse_special": True}, timeout=60)
+    r.raise_for_status()
+    return list(r.json()["tokens"])
+
+
+def parity_json(spec: Path, *stacks: str) -> tuple[int, dict[str, Any]]:
+    out = subprocess.run([*RULER, "parity", str(spec), *stacks, "--json"], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode in (0, 1), out.stderr
+    print(out.stderr[-2000:])
+    return out.returncode, json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def parity_spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    spec = campaign("parity", {"again": {"env": {"UNUSED": "1"}}}, {"s1": ["again"]},
+                    classes={"mixed": {"prompts": PARITY_PROMPTS}}, knobs=PARITY_KNOBS)
+    return write(tmp_path_factory.mktemp("parity"), spec)
+
+
+@pytest.mark.timeout(900)
+def test_parity_of_llamacpp_and_vllm_is_what_their_own_tokenizations_say(
+        live: tuple[LiveServer, list[Readiness]], llama: rp.ProcessServer, parity_spec: Path) -> None:
+    vllm_url = live[0].base_url
+    rc, data = parity_json(parity_spec, f"llamacpp={llama.base_url}", f"vllm={vllm_url}")
+    print(json.dumps(data["classes"][0]["per_prompt"], indent=1, ensure_ascii=False))
+    pairs = [(own_ids("llamacpp", llama.base_url, p), own_ids("vllm", vllm_url, p))
+             for p in PARITY_PROMPTS]
+    differing = [i for i, (a, b) in enumerate(pairs) if a != b]
+    expected = ("token-identical" if not differing
+                else f"differs on {len(differing)} of {len(PARITY_PROMPTS)} prompts")
+    assert data["stack_errors"] == {}
+    [mixed] = data["classes"]
+    assert mixed["verdict"] == expected
+    assert rc == (0 if not differing else 1)
+    for i, ((a, b), got) in enumerate(zip(pairs, mixed["per_prompt"], strict=True)):
+        assert got["tokens"] == len(b)
+        if i in differing:
+            d = got["divergence"]
+            first = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                         min(len(a), len(b)))
+            assert d["position"] == first
+            assert (d["reference_tokens"], d["tokens"]) == (len(a), len(b))
+
+
+@pytest.mark.timeout(900)
+def test_parity_catches_a_template_with_one_space_more(
+        testbed: tb_mod.Testbed, llama: rp.ProcessServer, parity_spec: Path, tmp_path: Path) -> None:
+    """The planted fault: SmolLM2's own template (as llama-server reads it from the GGUF) with one
+    space after each turn's role, served by a second llama-server (--chat-template-file), against
+    the first: the same build and tokenizer, so the template is the one difference."""
+    r = httpx.get(llama.base_url + "/props", timeout=30)
+    r.raise_for_status()
+    template = r.json()["chat_template"]
+    role = "message['role'] + '\n'"
+    assert template.count(role) == 1, template
+    planted = tmp_path / "smollm2-spaced.jinja"
+    planted.write_text(template.replace(role, "message['role'] + ' \n'"))
+    spaced = start_llama(testbed, "--jinja", "--chat-template-file", str(planted))
+    try:
+        rc, data = parity_json(parity_spec, f"llamacpp={llama.base_url}", f"llamacpp={spaced.base_url}")
+        # The first turn rendered is the template's default system prompt, which it writes out as
+        # one literal: the planted space first shows in the user's turn, right after its role.
+        text = httpx.post(llama.base_url + "/apply-template", json={
+            "messages": [{"role": "user", "content": PARITY_PROMPTS[0]}]}, timeout=60).json()["prompt"]
+        cut = text.index("<|im_start|>user") + len("<|im_start|>user")
+        before = httpx.post(llama.base_url + "/tokenize", json={
+            "content": text[:cut], "add_special": True, "parse_special": True}, timeout=60).json()["tokens"]
+    finally:
+        spaced.stop()
+    assert rc == 1
+    [mixed] = data["classes"]
+    assert mixed["verdict"] == f"differs on {len(PARITY_PROMPTS)} of {len(PARITY_PROMPTS)} prompts"
+    d = mixed["per_prompt"][0]["divergence"]
+    assert d["position"] == len(before)
+    assert d["char"] == cut
+    assert "user\\n" in d["reference_text"] and "user \\n" in d["text"]
 
 
 # ---------------------------------------------------------------- a campaign attached to it
