@@ -30,14 +30,14 @@ demo: setup  ## the llama.cpp testbed, then the demo campaign
 	$(BIN)/ruler testbed --no-vllm
 	$(BIN)/ruler run campaigns/demo-smollm2.yaml
 
-# The tiers in order: unit (in process, on two workers), component (the Runner on in-process
-# fakes), integration (real llama-server, vLLM, Docker, Slurm, sockets; on two workers, a module
+# The tiers in order: unit (in process, on two workers), component (the Runner on in-process fakes,
+# on two workers), integration (real llama-server, vLLM, Docker, Slurm, sockets; on two workers, a module
 # per worker so module fixtures run once). A failing tier stops the ones after it. Each tier's
 # pytest summary and time is printed again at the end. A tier that collects no test exits 5 and
 # fails the target.
 TIERS := unit component integration
 tier_args_unit := -n 2
-tier_args_component :=
+tier_args_component := -n 2
 tier_args_integration := -n 2 --dist loadfile --durations=25
 
 test: testbed  ## what CI runs: ruff, lint-imports, mypy, then every tier
