@@ -199,10 +199,25 @@ def judge_round(tune: Tune, rnd: Round, run_dir: Path, plan: list[Candidate]) ->
 Windows = list[dict[str, Any]]
 
 
-def axes_plan(tune: Tune, incumbent: dict[str, Any], number: int) -> tuple[Windows, list[Candidate]]:
+def _question(control: dict[str, Any], change: dict[str, Any]) -> str:
+    """A candidate as the question it asks: this change over that control."""
+    return json.dumps([control, change], sort_keys=True, default=list)
+
+
+def asked(done: list[Round]) -> dict[str, int]:
+    """Every question the rounds done have answered, and the round that answered it."""
+    return {_question(r.control, c.change): r.number for r in done for c in r.candidates}
+
+
+def axes_plan(tune: Tune, incumbent: dict[str, Any], number: int,
+              answered: dict[str, int] | None = None) -> tuple[Windows, list[Candidate]]:
+    """Each flag's values alone over the incumbent, but for those a round has already judged over
+    this same incumbent (a combine round that kept the best single change has judged the others'
+    winners over it): asking again would spend boots on a second draw of an answered question."""
     windows, plan = [], []
     for flag, cand in tune.spec.space.items():
-        values = [v for v in cand.values if v != incumbent.get(flag)]
+        values = [v for v in cand.values if v != incumbent.get(flag)
+                  and _question(incumbent, {flag: v}) not in (answered or {})]
         if not values:
             continue
         name = slug(flag)
@@ -259,7 +274,7 @@ def next_plan(tune: Tune, incumbent: dict[str, Any], done: list[Round]) -> Plan 
             windows, plan = combine_plan(others, n)
             return Plan(n, "combine", {**incumbent, **best.change}, windows, {"s1": ["combined"]}, plan,
                         boots)
-    windows, plan = axes_plan(tune, incumbent, n)
+    windows, plan = axes_plan(tune, incumbent, n, asked(done))
     return Plan(n, "axes", dict(incumbent), windows, None, plan, boots) if plan else None
 
 

@@ -81,6 +81,23 @@ def test_two_winners_are_combined_against_the_best_single_change(tune: Tune) -> 
     assert after(lost, START) == {**START, "--cache-type-k": "q8_0"}
 
 
+def test_an_axes_round_after_a_lost_combination_does_not_ask_again_what_it_answered(tune: Tune) -> None:
+    """The combine round judged the other winner over the best single change; the axes round that
+    follows starts from that same change, so that question is not asked a second time."""
+    r1 = done(1, "axes", START, ("--spec-draft-n-max", 10, True, 0.08),
+              ("--cache-type-k", "q8_0", True, 0.15))
+    best = {**START, "--cache-type-k": "q8_0"}
+    r2 = done(2, "combine", best, ("--spec-draft-n-max", 10, False, 0.01))
+    now = after(r2, START)
+    assert now == best
+    plan = next_plan(tune, now, [r1, r2])
+    assert plan is not None and plan.kind == "axes" and plan.control == best
+    # 3 over the best change is a new question; 10 over it is round 2's.
+    assert [c.change for c in plan.candidates] == [{"--spec-draft-n-max": 3}]
+    r3 = done(3, "axes", best, ("--spec-draft-n-max", 3, False, -0.02))
+    assert next_plan(tune, after(r3, best), [r1, r2, r3]) is None
+
+
 def test_quality_holds_lossless_only_identical_and_close_lossy_under_the_bound() -> None:
     good: dict[str, dict[str, Any]] = {Check.GREEDY: {"verdict": Verdict.IDENTICAL},
                                        Check.TEACHER_FORCED: {"verdict": Verdict.CLOSE}}
