@@ -283,7 +283,8 @@ def request_lines(c: Campaign, adapter: ServerAdapter, items: Mapping[str, list[
                                                          "field that ignores the end of sequence)"))
     if wl.exact_output:
         fields = adapter.exact_length_fields(wl.max_tokens)
-        out.append(f"  exact_output: every other request generates exactly {wl.max_tokens} tokens ("
+        which = "every request without its own output length" if sized else "every request"
+        out.append(f"  exact_output: {which} generates exactly {wl.max_tokens} tokens ("
                    + (f"{json.dumps(fields)})" if fields else
                       f"{adapter.name} has no field that ignores the end of sequence: a limit only)"))
     kept = "one connection per worker, kept" if adapter.keep_alive else "one connection per request"

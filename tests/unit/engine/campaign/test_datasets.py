@@ -237,3 +237,18 @@ def test_the_dry_run_shows_the_exact_length_fields_and_the_arrivals_shape(tmp_pa
     assert ('  a request with its own output length N (data): max_tokens N and {"ignore_eos": true}, '
             "so the server generates exactly N tokens") in text
     assert "open loop: gamma arrivals of shape 0.25 (burstiness; 1 is Poisson) seeded by 1234" in text
+
+
+def test_the_dry_run_says_which_requests_exact_output_sizes(tmp_path: Path) -> None:
+    """Beside a dataset's own lengths, exact_output sizes the requests without one; alone, every
+    request."""
+    from engine.campaign.dryrun import plan_text
+
+    (tmp_path / "d.jsonl").write_text('{"prompt": "a", "output_tokens": 4}\n')
+    both = load(tmp_path, {"plain": {"prompts": ["p"]}, "data": {"dataset": {"file": "d.jsonl"}}},
+                exact_output=True)
+    assert ("  exact_output: every request without its own output length generates exactly "
+            in plan_text(both, "process", environ={}, testbed={}))
+    alone = load(tmp_path, {"plain": {"prompts": ["p"]}}, exact_output=True)
+    assert "  exact_output: every request generates exactly " in plan_text(alone, "process", environ={},
+                                                                          testbed={})
