@@ -18,7 +18,7 @@ from engine.quality.reference import (
 )
 from engine.record import results
 from engine.record.judged import judgement
-from engine.words import CONTROL, Check, Verdict
+from engine.words import CONTROL, CONTROL_AGAIN, Check, Verdict
 
 TF_CLOSE = 0.05  # nats: a p99 |dlogp| at or below this is numeric noise, not a different model
 KL_CLEAR = 10.0  # a lossy window's KL is "above floor" when > KL_CLEAR x floor ...
@@ -43,7 +43,8 @@ class WindowChecks(Checks):
         self.verdict(Check.GREEDY, greedy_verdict(cmp), greedy_summary(cmp), "greedy.json",
                      identical=cmp["identical"], n=cmp["n"], first_divergence=cmp["first_divergence"],
                      reference=against)
-        self.no_effect(cmp)
+        if self.ctx.window != CONTROL_AGAIN:  # a boot of the control, not a question of the campaign
+            self.no_effect(cmp)
         scores = self.guarded(Check.TEACHER_FORCED, lambda: self.timed(
             "score", lambda: self.probe.score(ref.items, ref.top_k)))
         if scores is None:
