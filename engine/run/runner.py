@@ -368,7 +368,8 @@ class Runner:
         servers = [ws.server for ws in self.state.windows.values() if ws.server]
         for rt in dict.fromkeys(lane.rt for lane in self.lanes):
             try:
-                stopped = rt.stop_strays(self.run_id, servers)
+                stopped = rt.stop_strays(self.run_id, results.dir_identity(self.run_dir) or "",
+                                         servers)
             except LaunchError as e:  # a place's host is down: its session says so as it begins
                 print(f"ruler: this run's servers were not looked for there: {e}", file=sys.stderr)
                 continue
