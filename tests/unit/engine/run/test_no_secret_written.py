@@ -4,8 +4,11 @@ under the run directory holds the secret, nor a line of it, nor a piece of it of
 characters or more.
 
 The writers are driven directly, each with the server's words where the run puts them: the log
-pump (boot.log), a rep's receipt (a request's ``error``), a quality receipt (JSON), a
-failure note (text). A whole run on the component tier's fake server is
+pump (boot.log), a batch job's log as its node wrote it, filtered as the window's end or a resume
+filters it (results.scrub_file), a rep's receipt (a request's ``error``), a quality receipt (JSON),
+a failure note (text), the journal (an event's text and keys) and its snapshot. This is the lowest
+level that covers every writer of a run directory: each consults the directory's filter
+(results.guard). A whole run on the component tier's fake server is
 tests/component/test_secrets.py.
 """
 
@@ -21,6 +24,7 @@ from hypothesis import strategies as st
 from engine.campaign.redact import MIN_SECRET_LEN, Redactor
 from engine.record import results
 from engine.record.receipts import write_rep
+from engine.record.writer import JournalWriter
 from engine.run.boot import LogPump
 from engine.servers import get_adapter
 
@@ -86,8 +90,14 @@ def test_no_secret_reaches_a_file(before: str, after: str, name: str, crlf: bool
                     "completion_tokens": None, "chunks": 0, "error": f"stream error: {said}"}])
         results.write_json(wdir / "greedy.json", {"outputs": [{"text": said, said: 1}]})
         results.write_atomic(wdir / "failure.txt", f"reason: {said}\n")
+        node_log = wdir / "boot-node.log"  # a batch job's, written by its node
+        node_log.write_text(said)
+        results.scrub_file(node_log, results.scrub_for(run) or str)
+        journal = JournalWriter(run / results.JOURNAL, snapshot_every=1)  # a snapshot too
+        journal.append("engine_error", error=f"server said: {said}", facts={said: said})
+        journal.close()
         files = [p for p in run.rglob("*") if p.is_file()]
-        assert len(files) == 4
+        assert len(files) == 7, files
         for path in files:
             text = path.read_text(errors="replace")
             for leak in leaks:
