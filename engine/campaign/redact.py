@@ -80,15 +80,20 @@ class Redactor:
 
 def _first_piece(line: str, value: str, name: str) -> str:
     """``line`` with each start of ``value`` in it (its first MIN_SECRET_LEN characters and as
-    many of those after as the line shares) replaced."""
+    many of those after as the line shares) replaced. A value that is a place (an absolute path,
+    a URL: a socket under a secret-looking name) starts as any other path or URL on the host
+    does: its start is replaced only where it ends the line, as a cut leaves it."""
     first = value[:MIN_SECRET_LEN]
+    place = value.startswith("/") or "://" in value[:MIN_SECRET_LEN + 4]
     i = line.find(first)
     while i >= 0:
         end = i + MIN_SECRET_LEN
         while end < len(line) and end - i < len(value) - 1 and line[end] == value[end - i]:
             end += 1
-        line = line[:i] + marker(name) + line[end:]
-        i = line.find(first, i + len(marker(name)))
+        if not place or not line[end:].strip():
+            line = line[:i] + marker(name) + line[end:]
+            end = i + len(marker(name))
+        i = line.find(first, end)
     return line
 
 

@@ -159,3 +159,15 @@ def test_a_secret_is_redacted_inside_its_repr() -> None:
     redact = Redactor({"DB_PASSWORD": quoted})
     said = redact(f"bad chunk: {('x ' + quoted)!r}")
     assert said == "bad chunk: 'x <redacted:DB_PASSWORD>'", said
+
+
+def test_a_secret_that_is_a_place_leaves_other_places_as_they_are() -> None:
+    """A secret-looking name whose value is a path or a URL (a keyring's socket): other paths and
+    URLs on the host share its start, and stay as they are; its own start where a cut leaves it
+    (the line's end) is still replaced."""
+    redact = Redactor({"GNOME_KEYRING_CONTROL": "/run/user/1000/keyring",
+                       "HUB_AUTH_URL": "https://user:s3cret@hub.example"})
+    text = "docker: unix:///run/user/1000/docker.sock, https://huggingface.co/x"
+    assert redact(text) == text
+    assert redact("keyring at /run/user/1000/key") == "keyring at <redacted:GNOME_KEYRING_CONTROL>"
+    assert redact("auth https://user:s3cret@hub.example") == "auth <redacted:HUB_AUTH_URL>"
