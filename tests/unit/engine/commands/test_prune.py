@@ -116,3 +116,15 @@ def dead_pid() -> int:
     p = subprocess.Popen(["true"])
     p.wait()
     return p.pid
+
+
+def test_a_resume_refuses_a_run_whose_engine_may_be_live(tmp_path: Path) -> None:
+    """The same proof as prune's: a resume starts a second engine only on a run proven over; its
+    lock deleted while the pid in engine.pid runs (this process stands for that engine) is not."""
+    d = run_dir(tmp_path)
+    (d / LOCK).unlink()
+    (d / PID).write_text(f"{os.getpid()}\n")
+    out = ruler("run", "--resume", str(d), "--headless", timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert f"whether an engine still runs {d} is unknown: its lock" in out.stderr
+    assert "Traceback" not in out.stderr
