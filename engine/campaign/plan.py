@@ -25,6 +25,7 @@ from engine.runtime.base import (
     LaunchPlan,
     SlurmJob,
     free_port,
+    stray_mark,
 )
 from engine.runtime.slurm.script import PORT_REF
 from engine.servers.adapter import ServerAdapter
@@ -183,7 +184,7 @@ def _slurm_plan(campaign: Campaign, adapter: ServerAdapter, start: WindowStart,
     gres = f"gpu:{place.gpus}" if place is not None and isinstance(place.gpus, int) else sl.gres
     job = SlurmJob(start=sl.start, partition=sl.partition, account=sl.account, qos=sl.qos,
                    time=sl.time, gres=gres, exclusive=sl.exclusive, sbatch=sl.sbatch,
-                   comment=f"ruler-run={start.run_id}")
+                   comment=stray_mark(start.run_id, start.run_dir_id))
     if sl.start == "process":
         command = [expand(c, r.v) for c in (r.config.command or campaign.process.command or ())]
         argv = command + r.args + adapter.log_args() + adapter.listen_args("0.0.0.0", PORT_REF)

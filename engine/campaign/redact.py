@@ -72,21 +72,28 @@ class Redactor:
 
 
 # A secret cut in two: by a line break (a server that wraps a long value, then goes on after a
-# prefix of its own) or by a truncation (an error quoted up to so many characters). Its first piece
-# is replaced where it ends a line, its last piece wherever it is, when at least MIN_SECRET_LEN long:
-# a shorter piece is no more telling than any other few characters, and replacing it would corrupt
-# unrelated text.
+# prefix of its own) or by a truncation (an error quoted up to so many characters, then marked as
+# cut: "...", a closing quote). Its first piece and its last piece are replaced wherever they are,
+# when at least MIN_SECRET_LEN long: a shorter piece is no more telling than any other few
+# characters, and replacing it would corrupt unrelated text.
 
 
 def _first_piece(line: str, value: str, name: str) -> str:
-    """``line`` whose end (but trailing blanks) is the start of ``value``: that start replaced."""
-    body = line.rstrip()
-    tail = body[-(len(value) - 1):]
-    i = tail.find(value[:MIN_SECRET_LEN])
+    """``line`` with each start of ``value`` in it (its first MIN_SECRET_LEN characters and as
+    many of those after as the line shares) replaced. A value that is a place (an absolute path,
+    a URL: a socket under a secret-looking name) starts as any other path or URL on the host
+    does: its start is replaced only where it ends the line, as a cut leaves it."""
+    first = value[:MIN_SECRET_LEN]
+    place = value.startswith("/") or "://" in value[:MIN_SECRET_LEN + 4]
+    i = line.find(first)
     while i >= 0:
-        if value.startswith(tail[i:]):
-            return body[:len(body) - len(tail) + i] + marker(name) + line[len(body):]
-        i = tail.find(value[:MIN_SECRET_LEN], i + 1)
+        end = i + MIN_SECRET_LEN
+        while end < len(line) and end - i < len(value) - 1 and line[end] == value[end - i]:
+            end += 1
+        if not place or not line[end:].strip():
+            line = line[:i] + marker(name) + line[end:]
+            end = i + len(marker(name))
+        i = line.find(first, end)
     return line
 
 
@@ -110,15 +117,17 @@ def _forms(value: str) -> list[str]:
     its lines, for a multi-line value (a PEM key) that a log holds a line at a time, or that a
     server prints with a prefix on each line; and each of those as a JSON string holds it (a
     newline, a quote or a non-ASCII character escaped), for a record serialised before it is
-    written."""
+    written, and as Python's repr writes it, for a text quoted in an error (``{payload!r}``)."""
     lines = [line.strip() for line in value.splitlines()]
     plain = [value, *(line for line in lines if len(line) >= MIN_SECRET_LEN and line != value)]
     out = dict.fromkeys(plain)
     for form in plain:
-        for ascii_only in (True, False):
-            escaped = json.dumps(form, ensure_ascii=ascii_only)[1:-1]
-            if len(escaped) >= MIN_SECRET_LEN:
-                out.setdefault(escaped)
+        escaped = [json.dumps(form, ensure_ascii=a)[1:-1] for a in (True, False)]
+        # repr quotes with ' unless the text holds one and no ": then each ' is escaped.
+        escaped += [repr(form)[1:-1], repr(form + "'\"")[1:-4]]
+        for text in escaped:
+            if len(text) >= MIN_SECRET_LEN:
+                out.setdefault(text)
     return list(out)
 
 

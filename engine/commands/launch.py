@@ -46,7 +46,7 @@ from engine.errors import (
 from engine.quality import Quality
 from engine.record import results
 from engine.record.journal import damage_report
-from engine.record.liveness import LOCK, PID, engine_alive, read_pid
+from engine.record.liveness import LOCK, PID, lock_state, read_pid
 from engine.record.snapshot import fold_journal
 from engine.run.measure import Measurement
 from engine.run.runner import Runner, frozen_items
@@ -260,8 +260,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_dir = Path(args.resume)
         if not (run_dir / results.ENGINE_JSON).exists():
             raise BadInput(f"{run_dir} is not a ruler run directory (no {results.ENGINE_JSON})")
-        if engine_alive(run_dir):
+        live, why = lock_state(run_dir)
+        if live:
             raise BadInput(f"an engine is still running {run_dir}: nothing to resume")
+        if live is None:  # a second engine only on a run proven over, as ruler prune asks
+            raise BadInput(f"whether an engine still runs {run_dir} is unknown: {why}")
         refuse_damaged(run_dir)
     else:
         if not args.file:

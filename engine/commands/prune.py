@@ -6,7 +6,8 @@ found by that id: among the RUN_DIRs given, else among the run directories under
 ``--results-dir``; and of those, the one directory its labels name by an identity no copy of the
 directory shares (``ruler.dir.id``: engine/record/results.py's dir_identity). A container is
 removed only when ruler can prove its run is over: that directory is found and no engine holds
-its lock (engine/record/liveness.py). Every other container is left, and listed with why: a live
+its lock (engine/record/liveness.py; a lock file deleted under its engine proves nothing while the
+pid in engine.pid runs). Every other container is left, and listed with why: a live
 run's (the exited ones of its earlier windows included); one whose directory is not found (it may
 be live elsewhere) or is found only as a copy (the run it was copied from may be live); one whose
 lock this process cannot open or take (not known to be over); one made before ruler labelled its

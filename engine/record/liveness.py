@@ -28,7 +28,13 @@ def lock_state(run_dir: Path) -> tuple[bool | None, str]:
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return False, f"no engine ever locked it ({path} does not exist)"
+        # The engine holds its lock by an open file, which outlives the file's name (deleted by a
+        # cleanup): the pid it wrote, still running, leaves the question open.
+        pid = read_pid(run_dir)
+        if pid is not None and pid > 0 and _running(pid):
+            return None, (f"its lock {path} is missing while pid {pid} ({run_dir / PID}) runs, "
+                          "which may be its engine (remove that file if it is not)")
+        return False, f"no engine holds it ({path} does not exist, nor does a process it names)"
     except OSError as e:
         return None, f"cannot open its lock {path} ({e.strerror or e})"
     try:
@@ -42,6 +48,16 @@ def lock_state(run_dir: Path) -> tuple[bool | None, str]:
         return False, f"no engine holds {path}"
     finally:
         os.close(fd)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: it exists
+    return True
 
 
 def engine_alive(run_dir: Path) -> bool:

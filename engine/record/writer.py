@@ -19,7 +19,7 @@ from typing import Any
 
 from engine.record import snapshot
 from engine.record.journal import Damage, Event, damage_report
-from engine.record.results import open_append
+from engine.record.results import open_append, scrub_data, scrub_for
 from engine.record.state import apply
 
 
@@ -49,6 +49,8 @@ class JournalWriter:
             raise JournalDamaged(self.path, folded.state.damage)
         self.state = folded.state
         self._f = open_append(self.path)
+        # The run directory's filter (results.guard), as every other writer under it applies.
+        self._scrub = scrub_for(self.path) or None  # none, or one with no secret: nothing to do
         if folded.read.torn:
             self._f.truncate(folded.read.length)  # so the next event starts on its own line
         self.seq = self.state.last_seq
@@ -66,6 +68,8 @@ class JournalWriter:
         with self._lock:
             if self._f.closed:
                 raise JournalClosed(f"{self.path} is closed: the run has ended")
+            if self._scrub:  # a record is filtered before it is serialised
+                data = scrub_data(data, self._scrub)
             event = {"seq": self.seq + 1, "ts": round(time.time(), 3), "kind": kind, **data}
             # Strict JSON: Infinity and NaN are refused before the seq is taken (no gap follows).
             line = json.dumps(event, separators=(",", ":"), default=str, allow_nan=False).encode() + b"\n"

@@ -180,8 +180,9 @@ class Runner:
 
     def _emit(self, kind: EventKind, data: dict[str, Any]) -> Event:
         check(kind, data)  # a malformed event is a ruler bug: raised before it reaches the journal
-        # The one door to the journal, so the plan's argv, error texts and boot facts alike.
-        event = self.journal.append(kind, **(results.scrub_data(data, self.redact) if self.redact else data))
+        # The journal writer passes it through the run directory's filter (results.guard): the
+        # plan's argv, error texts and boot facts alike.
+        event = self.journal.append(kind, **data)
         for listen in self.listeners:
             listen(event, self.state)
         if self.printer:
@@ -219,6 +220,7 @@ class Runner:
             except LaunchError as e:  # this host cannot run the campaign's runtime: nothing to retry
                 raise EngineError(str(e)) from e
             if self.resuming:
+                self._scrub_node_logs()
                 self._stop_strays()
             pending = list(c.sessions)
             if len(self.lanes) == 1:
@@ -363,12 +365,23 @@ class Runner:
             self.control_facts[session] = BootFacts(facts={
                 k: Fact(k, v, data.get("lines", {}).get(k, "")) for k, v in data["facts"].items()})
 
+    def _scrub_node_logs(self) -> None:
+        """A batch job's node writes its boot log unfiltered, and the window's end filters it: an
+        engine killed before that end left it as the node wrote it. A resume filters them all."""
+        for log in sorted((self.run_dir / "windows").glob("*/boot*.log")):
+            try:
+                results.scrub_file(log, self.redact)
+            except OSError as e:  # a log that cannot be rewritten: said, the run goes on
+                print(f"ruler: {log} could not be filtered of secrets: {e.strerror or e}",
+                      file=sys.stderr)
+
     def _stop_strays(self) -> None:
         """A killed engine leaves its servers running: each place's runtime finds them and stops them."""
         servers = [ws.server for ws in self.state.windows.values() if ws.server]
         for rt in dict.fromkeys(lane.rt for lane in self.lanes):
             try:
-                stopped = rt.stop_strays(self.run_id, servers)
+                stopped = rt.stop_strays(self.run_id, results.dir_identity(self.run_dir) or "",
+                                         servers)
             except LaunchError as e:  # a place's host is down: its session says so as it begins
                 print(f"ruler: this run's servers were not looked for there: {e}", file=sys.stderr)
                 continue

@@ -41,7 +41,8 @@ class AttachRuntime:
     def preflight(self, run_dir: Path) -> None:
         """Nothing to check up front: a window that cannot start is rejected with the reason."""
 
-    def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+    def stop_strays(self, run_id: str, dir_id: str,
+                    servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
         return []
 
     def host(self, node: str | None = None) -> Host:

@@ -85,7 +85,7 @@ class SlurmJob:
     gres: str | None = None  # e.g. gpu:4
     exclusive: bool = True  # a fresh box per window, as the method wants
     sbatch: tuple[str, ...] = ()  # extra options, verbatim
-    comment: str = ""  # ruler-run=<run id>: how a resumed engine finds its jobs
+    comment: str = ""  # stray_mark(run id, directory identity): how a resumed engine finds its jobs
 
 
 # A container's labels: whose it is (ruler's, of which campaign, run and window).
@@ -98,6 +98,14 @@ LABEL_WINDOW = "ruler.window"
 # there for the operator to read.
 LABEL_DIR = "ruler.dir"
 LABEL_DIR_ID = "ruler.dir.id"
+# The same identity in a process server's environment, where a resume reads it back from /proc.
+ENV_DIR_ID = "RULER_DIR_ID"
+
+
+def stray_mark(run_id: str, dir_id: str) -> str:
+    """A batch job's comment: its run and its run directory's identity, which a resume of that
+    directory (and of no copy of it) finds again."""
+    return f"ruler-run={run_id};ruler-dir={dir_id}" if dir_id else f"ruler-run={run_id}"
 
 
 @dataclass(frozen=True)
@@ -214,9 +222,14 @@ class Runtime(Protocol):
         """Before the first window: raise LaunchError saying what this host lacks for the runtime."""
         ...
 
-    def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
-        """A killed engine leaves its server running: stop what this run started (``servers``: the
-        identities its journal recorded), never anything else; return the identities stopped."""
+    def stop_strays(self, run_id: str, dir_id: str,
+                    servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+        """A killed engine leaves its server running: stop what this run directory started
+        (``dir_id``: its results.dir_identity; ``servers``: the identities its journal recorded),
+        never anything else; return the identities stopped. A server that carries the run's id
+        but not ``dir_id`` is left, said on stderr: it is a copy's original's, whose run may be
+        live, or an earlier ruler's, whose directory cannot be proven; so is every server when
+        ``dir_id`` is empty (this directory's identity unreadable)."""
         ...
 
     def host(self, node: str | None = None) -> Host:

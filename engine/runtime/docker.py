@@ -7,6 +7,7 @@ stop, a rename or a removal.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -263,13 +264,24 @@ class DockerRuntime:
             host["gpus"] = gpus
         return host
 
-    def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+    def stop_strays(self, run_id: str, dir_id: str,
+                    servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
         def stop() -> list[dict[str, object]]:
             stopped: list[dict[str, object]] = []
             for container in containers_of_run(run_id, self._client()):
-                if container.status == "running":
-                    container.stop(timeout=10)
-                    stopped.append({"name": container.name, "id": container.id})
+                if container.status != "running":
+                    continue
+                there = (container.labels or {}).get(LABEL_DIR_ID)
+                if not dir_id or there != dir_id:
+                    print(f"ruler: left {container.name} running: " + (
+                        f"it belongs to run directory {container.labels.get(LABEL_DIR, '?')}, of "
+                        "which this one is a copy (that run may be live)" if there else
+                        "it does not name its run directory (an earlier ruler's), so that it is "
+                        "this one's cannot be proven") + "; stop it yourself once its run is over",
+                        file=sys.stderr)
+                    continue
+                container.stop(timeout=10)
+                stopped.append({"name": container.name, "id": container.id})
             return stopped
         return self._call(stop, "stopping the run's strays")
 

@@ -5,16 +5,19 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from engine.runtime.base import Host, LaunchError, LaunchPlan, local_host
+from engine.runtime.base import ENV_DIR_ID, LABEL_DIR_ID, Host, LaunchError, LaunchPlan, local_host
 
 
 class ProcessServer:
     def __init__(self, plan: LaunchPlan) -> None:
-        env = {**os.environ, **plan.env, **plan.secret_env, "RULER_CONTAINER": plan.name}
+        # Its name and its run directory's identity: a resume proves a stray is its own by them.
+        env = {**os.environ, **plan.env, **plan.secret_env, "RULER_CONTAINER": plan.name,
+               ENV_DIR_ID: plan.labels.get(LABEL_DIR_ID, "")}
         # A new session: a hangup of ruler's terminal does not reach it, and killpg takes it all.
         # A place's CPU set: the server and every thread it starts stay on those CPUs.
         argv = ["taskset", "-c", plan.cpus, *plan.argv] if plan.cpus else plan.argv
@@ -66,11 +69,12 @@ class ProcessRuntime:
     def preflight(self, run_dir: Path) -> None:
         """Nothing to check up front: a window that cannot start is rejected with the reason."""
 
-    def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+    def stop_strays(self, run_id: str, dir_id: str,
+                    servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
         stopped: list[dict[str, object]] = []
         for ident in servers:
             pid, name = ident.get("pid"), ident.get("name")
-            if isinstance(pid, int) and name and stop_stray(pid, str(name)):
+            if isinstance(pid, int) and name and stop_stray(pid, str(name), dir_id):
                 stopped.append({"name": name, "pid": pid})
         return stopped
 
@@ -78,14 +82,20 @@ class ProcessRuntime:
         return local_host()
 
 
-def stop_stray(pid: int, name: str) -> bool:
-    """End a server a dead engine left behind, only if its environment proves it is that server."""
+def stop_stray(pid: int, name: str, dir_id: str) -> bool:
+    """End a server a dead engine left behind, only if its environment proves it is that server
+    of this run directory (``dir_id``; empty: nothing is proven)."""
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return False
     if f"RULER_CONTAINER={name}".encode() not in environ:
         return False  # the pid was reused by something that is not ours
+    if not dir_id or f"{ENV_DIR_ID}={dir_id}".encode() not in environ:
+        print(f"ruler: left process {pid} ({name}) running: it was started for another run "
+              "directory (this one is a copy; that run may be live) or by an earlier ruler: end "
+              "it yourself once its run is over", file=sys.stderr)
+        return False
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pid, sig)

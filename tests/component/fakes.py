@@ -446,6 +446,7 @@ class FakeRuntime:
         self.behave = behave or (lambda plan: Behaviour())
         self.servers: list[FakeServer] = []
         self.strays_asked: list[list[dict[str, object]]] = []
+        self.dirs_asked: list[str] = []  # the run directory identity each stray search gave
         self.unreachable = ""  # the reason start() and host() give, when set
 
     def start(self, plan: LaunchPlan) -> FakeServer:
@@ -462,9 +463,11 @@ class FakeRuntime:
     def preflight(self, run_dir: Path) -> None:
         """Nothing to check up front: a window that cannot start is rejected with the reason."""
 
-    def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+    def stop_strays(self, run_id: str, dir_id: str,
+                    servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
         asked = list(servers)
         self.strays_asked.append(asked)
+        self.dirs_asked.append(dir_id)
         stopped = []
         for s in self.servers:
             if s.alive() and any(a.get("name") == s.plan.name and a.get("port") == s.port

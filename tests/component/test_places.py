@@ -371,7 +371,7 @@ def test_a_resume_goes_on_when_a_place_cannot_be_searched_for_strays(tmp: Path, 
     assert first.run() == "aborted"
 
     class NoStrays(FakeRuntime):  # a FAKE place whose host does not answer the stray search
-        def stop_strays(self, run_id: str, servers: Any) -> list[dict[str, object]]:
+        def stop_strays(self, run_id: str, dir_id: str, servers: Any) -> list[dict[str, object]]:
             raise LaunchError("docker host ssh://h does not answer (stopping the run's strays): refused")
 
     second = runner(tmp, two_places("strays"), fake, run_dir=first.run_dir)

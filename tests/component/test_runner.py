@@ -26,6 +26,7 @@ from engine.commands.status import format_summary, summary
 from engine.control import CommandRefused
 from engine.method.stats import LeakPolicy
 from engine.quality import Quality
+from engine.record import results
 from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep
 from engine.record.state import fold
@@ -156,7 +157,10 @@ def test_an_operator_rerun_of_a_void_row_boots_its_window_again(tmp: Path,
 def test_a_killed_engine_resumes_at_the_next_rep(tmp: Path, fake: FakeRuntime) -> None:
     """The kill: at rep 2 of the last shape the run directory is copied as it stands (the journal
     is fsync'd per event and each receipt is written before its event, so the copy is what a
-    kill -9 leaves) and that window's server is left running (a killed engine never stops it)."""
+    kill -9 leaves) and that window's server is left running (a killed engine never stops it).
+    The fake runtime finds strays by the journal's identities alone, so it takes the copy for the
+    killed directory; the real runtimes' proof by the directory's identity is
+    tests/unit/engine/runtime/test_strays.py's."""
     killed = tmp / "killed"
     spec = campaign("resume", CTX, {"s1": ["ctx"]}, concurrency=[1, 2])
     hooks = Hooks()
@@ -181,6 +185,7 @@ def test_a_killed_engine_resumes_at_the_next_rep(tmp: Path, fake: FakeRuntime) -
     assert [(e["name"], e["port"]) for e in after if e["kind"] == "stray_stopped"] == [
         (stray.plan.name, stray.port)]
     assert not stray.alive()
+    assert fake.dirs_asked == [results.dir_identity(killed)]  # the resumed directory's own
     # Nothing finished is measured again: one rep (after its warm pass) on a new server.
     assert [(e["window"], e["concurrency"], e["attempt"], e["rep"])
             for e in after if e["kind"] == "rep_done"] == [("ctx", 2, 1, 3)]

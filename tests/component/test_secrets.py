@@ -58,3 +58,28 @@ def test_what_a_server_echoes_of_its_secrets_is_in_no_file(
         assert TOKEN not in text, name
         for line in PEM_LINES[1:3]:
             assert line not in text, name
+
+
+def test_a_resume_filters_the_boot_log_a_batch_jobs_node_wrote(
+        tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch job's node writes its boot log unfiltered and the window's end filters it; an engine
+    killed before that end leaves it as the node wrote it (here written into a finished run's
+    window, as such a node would have): the resume filters it before anything boots."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setenv("TLS_PRIVATE_KEY", PEM)
+    fake = FakeRuntime()
+    try:
+        spec = campaign("sec", CTX, {"s1": ["ctx"]}, reps=1, requests_per_rep=1)
+        spec["pass_env"] = ["HF_TOKEN", "TLS_PRIVATE_KEY"]
+        first = runner(tmp, spec, fake)
+        first.run()
+        log = first.run_dir / "windows" / "s1-ctx" / "boot.log"
+        with log.open("a") as f:
+            f.write(f"node: token {TOKEN}\n" + "".join(f"node: {line}\n" for line in PEM_LINES))
+        runner(tmp, spec, fake, run_dir=first.run_dir).run()
+    finally:
+        fake.close()
+    text = log.read_text()
+    assert TOKEN not in text and "node: token <redacted:HF_TOKEN>" in text
+    assert not any(line in text for line in PEM_LINES[1:3])
+    assert "node: <redacted:TLS_PRIVATE_KEY>" in text

@@ -154,3 +154,32 @@ def test_a_copy_or_a_read_only_view_of_a_live_run_prunes_nothing(
     # Its engine gone, the run is over: the directory itself proves it.
     out = prune("--results-dir", str(tmp_path / "results"))
     assert out.returncode == 0 and names(docker_client, live_id) == set()
+
+
+def test_a_resumed_copy_of_a_live_run_leaves_its_running_server(
+        docker_client: Any, testbed: Any, testbed_image: str, made: list[Any], tmp_path: Path) -> None:
+    """The other remover of servers: a resume stops the strays its killed engine left. A copy of a
+    live run (cp -a) carries the run's id; resumed, it stops nothing of the run it was copied
+    from, whose server keeps serving; the run's own directory proves the server its own."""
+    from engine.runtime.docker import DockerRuntime
+
+    live, live_id = run_dir(tmp_path / "results", "live")
+    model = Path(min(testbed.models.values(), key=lambda p: Path(p).stat().st_size))
+    labels = {"ruler.campaign": "prune", "ruler.run": live_id, "ruler.window": "s1-control",
+              "ruler.dir": str(live.resolve()), "ruler.dir.id": results.dir_identity(live) or ""}
+    serving = docker_client.containers.run(
+        testbed_image, ["-m", str(model), "-c", "256", "--port", "8080"], detach=True,
+        name=f"ruler-prune-s1-control-{live_id.rsplit('.', 1)[1]}", labels=labels,
+        volumes={str(model.parent): {"bind": str(model.parent), "mode": "ro"}})
+    made.append(serving)
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(live), str(copy)], check=True)
+
+    assert DockerRuntime().stop_strays(live_id, results.dir_identity(copy) or "", []) == []
+    serving.reload()
+    assert serving.status == "running"
+    # The run's own directory resumed: the server is its stray, and is stopped.
+    stopped = DockerRuntime().stop_strays(live_id, results.dir_identity(live) or "", [])
+    assert [s["name"] for s in stopped] == [serving.name]
+    serving.reload()
+    assert serving.status == "exited"

@@ -27,7 +27,9 @@ import pytest
 from engine import testbed as tb_mod
 from engine.record.journal import read_events
 from engine.record.liveness import engine_alive, read_pid
+from engine.record.results import dir_identity
 from engine.record.state import fold
+from engine.runtime.base import stray_mark
 from engine.runtime.slurm import options
 
 RULER = [sys.executable, "-m", "engine"]
@@ -120,7 +122,8 @@ def wait_state(job: str, pred: Callable[[str], bool], timeout: float = 60) -> st
 
 class Jobs:
     """What a test leaves on the cluster: its blockers (comment ``ruler-test=<token>``) and the
-    jobs of its runs (comment ``ruler-run=<run id>``), cancelled when the test ends."""
+    jobs of its runs (comment ``ruler-run=<run id>;ruler-dir=<its identity>``), cancelled when
+    the test ends."""
 
     def __init__(self, results: Path) -> None:
         self.results = results
@@ -139,7 +142,7 @@ class Jobs:
     def comments(self) -> set[str]:
         marks = {f"ruler-test={self.token}"}
         for info in self.results.glob("*/engine.json"):
-            marks.add(f"ruler-run={json.loads(info.read_text())['run_id']}")
+            marks.add(stray_mark(json.loads(info.read_text())["run_id"], dir_identity(info.parent) or ""))
         return marks
 
     def cancel_left(self) -> list[str]:
@@ -248,7 +251,7 @@ def check_receipts(run: Path, name: str, window: str, job: str, node: str, cpus:
     assert script[0] == "#!/bin/bash"
     output = output or f"{wdir}/boot.log"
     for line in (f"#SBATCH --job-name=ruler-{name}-s1-{window}",
-                 f"#SBATCH --comment=ruler-run={run_id_of(run)}",
+                 f"#SBATCH --comment={stray_mark(run_id_of(run), dir_identity(run) or '')}",
                  f"#SBATCH --output={output}", "#SBATCH --exclusive", "#SBATCH --time=5",
                  "#SBATCH --no-requeue"):
         assert line in script, (line, script)

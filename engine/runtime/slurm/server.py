@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.runtime.base import Host, LaunchError, LaunchPlan, Placement, QueueReport
+from engine.runtime.base import Host, LaunchError, LaunchPlan, Placement, QueueReport, stray_mark
 from engine.runtime.slurm.commands import (
     ENDING_STATES,
     STOP_GRACE_S,
@@ -285,12 +286,21 @@ class SlurmRuntime:
             host["gres"] = f["Gres"]
         return host
 
-    def stop_strays(self, run_id: str, servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+    def stop_strays(self, run_id: str, dir_id: str,
+                    servers: Iterable[dict[str, object]]) -> list[dict[str, object]]:
         stopped: list[dict[str, object]] = []
-        mark = f"ruler-run={run_id}"
+        run = stray_mark(run_id, "")
         for st in squeue():
-            if st.comment == mark and st.name.startswith("ruler-") and st.active:
-                end_job(st.job)
-                stopped.append({"name": st.name, "job": st.job, "state": st.state})
+            if not (st.name.startswith("ruler-") and st.active
+                    and (st.comment == run or st.comment.startswith(run + ";"))):
+                continue  # not this run's (its id ends the mark or is followed by the directory)
+            if not dir_id or st.comment != stray_mark(run_id, dir_id):
+                print(f"ruler: left batch job {st.job} ({st.name}) running: its comment "
+                      f"{st.comment!r} does not name this run directory (a copy's original, whose "
+                      "run may be live, or an earlier ruler's job): scancel it yourself once its "
+                      "run is over", file=sys.stderr)
+                continue
+            end_job(st.job)
+            stopped.append({"name": st.name, "job": st.job, "state": st.state})
         return stopped
 

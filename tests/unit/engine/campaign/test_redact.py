@@ -140,5 +140,34 @@ def test_a_secret_cut_in_two_is_redacted_piece_by_piece() -> None:
     assert redact(f'stream error: {{"message": "bad {TOKEN[:20]}') == \
         'stream error: {"message": "bad <redacted:HF_TOKEN>'
     assert redact(f"a {TOKEN[:10]}\n{TOKEN[10:]} b\n") == "a <redacted:HF_TOKEN>\n<redacted:HF_TOKEN> b\n"
-    # A piece shorter than a credential, or one not where a cut leaves it, is any other text.
-    assert redact(f"{TOKEN[:7]} and {TOKEN[:12]} mid-line") == f"{TOKEN[:7]} and {TOKEN[:12]} mid-line"
+    # A piece shorter than a credential is any other text.
+    assert redact(f"{TOKEN[:7]} and {TOKEN[-7:]} mid-line") == f"{TOKEN[:7]} and {TOKEN[-7:]} mid-line"
+
+
+@pytest.mark.parametrize("suffix", ["...", "\u2026", "'", '" (truncated)', " mid-line"])
+def test_a_truncated_secret_followed_by_more_text_is_redacted(suffix: str) -> None:
+    """An error quoted up to so many characters, then marked as cut (``text[:77] + "..."``), or
+    written as its repr (``f"{payload[:200]!r}"``): the secret's first piece ends no line."""
+    redact = Redactor({"HF_TOKEN": TOKEN})
+    assert redact(f"chunk: {TOKEN[:12]}{suffix}") == f"chunk: <redacted:HF_TOKEN>{suffix}"
+    payload = "x" * 180 + TOKEN
+    assert TOKEN[:8] not in redact(f"malformed stream chunk: {payload[:200]!r}")
+
+
+def test_a_secret_is_redacted_inside_its_repr() -> None:
+    quoted = "it's-\"a\"-pass"  # both quotes: its repr escapes one of them, unlike JSON
+    redact = Redactor({"DB_PASSWORD": quoted})
+    said = redact(f"bad chunk: {('x ' + quoted)!r}")
+    assert said == "bad chunk: 'x <redacted:DB_PASSWORD>'", said
+
+
+def test_a_secret_that_is_a_place_leaves_other_places_as_they_are() -> None:
+    """A secret-looking name whose value is a path or a URL (a keyring's socket): other paths and
+    URLs on the host share its start, and stay as they are; its own start where a cut leaves it
+    (the line's end) is still replaced."""
+    redact = Redactor({"GNOME_KEYRING_CONTROL": "/run/user/1000/keyring",
+                       "HUB_AUTH_URL": "https://user:s3cret@hub.example"})
+    text = "docker: unix:///run/user/1000/docker.sock, https://huggingface.co/x"
+    assert redact(text) == text
+    assert redact("keyring at /run/user/1000/key") == "keyring at <redacted:GNOME_KEYRING_CONTROL>"
+    assert redact("auth https://user:s3cret@hub.example") == "auth <redacted:HUB_AUTH_URL>"

@@ -6,7 +6,9 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import json
+import os
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ import pytest
 
 from engine.commands.prune import judge
 from engine.record import results
-from engine.record.liveness import LOCK, lock_state
+from engine.record.liveness import LOCK, PID, lock_state
 from tests.cli import ruler
 
 NOW = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
@@ -92,3 +94,37 @@ def test_a_container_that_does_not_name_its_directory_is_left(tmp_path: Path) ->
     d = run_dir(tmp_path)
     remove, why = verdict(Container({"ruler.campaign": "c", "ruler.run": "run.abcd1234"}), d)
     assert not remove and "does not name its run directory" in why
+
+
+def test_a_lock_file_deleted_under_a_live_engine_does_not_prove_its_run_over(tmp_path: Path) -> None:
+    """The engine holds its lock by an open file: the file deleted (a cleanup, an rsync --delete)
+    leaves the engine running, its pid in engine.pid. A missing lock proves the run over only when
+    no live process is named there."""
+    d = run_dir(tmp_path)
+    (d / LOCK).unlink()
+    (d / PID).write_text(f"{os.getpid()}\n")  # this process stands for the engine, alive
+    remove, why = verdict(container_of(d), d)
+    assert not remove and why.startswith("whether its run is live is unknown: ")
+    assert f"pid {os.getpid()}" in why
+    (d / PID).write_text(f"{dead_pid()}\n")  # a pid that has exited: its engine is gone
+    assert verdict(container_of(d), d)[0] is True
+    (d / PID).unlink()  # no pid either: no engine left a trace of running
+    assert verdict(container_of(d), d)[0] is True
+
+
+def dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_a_resume_refuses_a_run_whose_engine_may_be_live(tmp_path: Path) -> None:
+    """The same proof as prune's: a resume starts a second engine only on a run proven over; its
+    lock deleted while the pid in engine.pid runs (this process stands for that engine) is not."""
+    d = run_dir(tmp_path)
+    (d / LOCK).unlink()
+    (d / PID).write_text(f"{os.getpid()}\n")
+    out = ruler("run", "--resume", str(d), "--headless", timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert f"whether an engine still runs {d} is unknown: its lock" in out.stderr
+    assert "Traceback" not in out.stderr

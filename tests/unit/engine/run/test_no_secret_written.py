@@ -1,11 +1,14 @@
 """Property: whatever bytes a server sends (its log, an error body, generated text) around a
 secret it was passed, single-line or multi-line, printed whole or wrapped across two lines, no file
 under the run directory holds the secret, nor a line of it, nor a piece of it of MIN_SECRET_LEN
-characters or more.
+characters or more (wrapped, or truncated and marked as cut).
 
 The writers are driven directly, each with the server's words where the run puts them: the log
-pump (boot.log), a rep's receipt (a request's ``error``), a quality receipt (JSON), a
-failure note (text). A whole run on the component tier's fake server is
+pump (boot.log), a batch job's log as its node wrote it, filtered as the window's end or a resume
+filters it (results.scrub_file), a rep's receipt (a request's ``error``), a quality receipt (JSON),
+a failure note (text), the journal (an event's text and keys) and its snapshot. This is the lowest
+level that covers every writer of a run directory: each consults the directory's filter
+(results.guard). A whole run on the component tier's fake server is
 tests/component/test_secrets.py.
 """
 
@@ -21,6 +24,7 @@ from hypothesis import strategies as st
 from engine.campaign.redact import MIN_SECRET_LEN, Redactor
 from engine.record import results
 from engine.record.receipts import write_rep
+from engine.record.writer import JournalWriter
 from engine.run.boot import LogPump
 from engine.servers import get_adapter
 
@@ -61,14 +65,19 @@ noise = st.text(max_size=40) | st.binary(max_size=40).map(lambda b: b.decode("ut
 @settings(max_examples=50, deadline=None)
 @given(before=noise, after=noise, name=st.sampled_from(sorted(SECRETS)),
        crlf=st.booleans(), prefix=st.sampled_from(["", "srv  env: ", "\t"]),
-       wrap=st.none() | st.integers(MIN_SECRET_LEN, len(TOKEN) - MIN_SECRET_LEN))
+       wrap=st.none() | st.integers(MIN_SECRET_LEN, len(TOKEN) - MIN_SECRET_LEN),
+       cut=st.none() | st.tuples(st.integers(MIN_SECRET_LEN, len(TOKEN) - 1),
+                                 st.sampled_from(["...", "\u2026", "'", '"}', " (cut)"])))
 def test_no_secret_reaches_a_file(before: str, after: str, name: str, crlf: bool, prefix: str,
-                                  wrap: int | None) -> None:
+                                  wrap: int | None, cut: tuple[int, str] | None) -> None:
     secret = SECRETS[name].replace("\n", "\r\n") if crlf else SECRETS[name]
     leaks = list(LEAKS)
     if wrap is not None and name == "HF_TOKEN":  # a server that wraps a long value
         secret = f"{TOKEN[:wrap]}\n{TOKEN[wrap:]}"
         leaks += [TOKEN[:wrap], TOKEN[wrap:]]
+    elif cut is not None and name == "HF_TOKEN":  # quoted up to so many characters, marked cut
+        secret = TOKEN[:cut[0]] + cut[1]
+        leaks += [TOKEN[:cut[0]]]
     # The server prints the value as it is, or a line at a time after a prefix of its own.
     printed = "\n".join(prefix + line for line in secret.split("\n")) if prefix else secret
     said = before + printed + after
@@ -86,8 +95,14 @@ def test_no_secret_reaches_a_file(before: str, after: str, name: str, crlf: bool
                     "completion_tokens": None, "chunks": 0, "error": f"stream error: {said}"}])
         results.write_json(wdir / "greedy.json", {"outputs": [{"text": said, said: 1}]})
         results.write_atomic(wdir / "failure.txt", f"reason: {said}\n")
+        node_log = wdir / "boot-node.log"  # a batch job's, written by its node
+        node_log.write_text(said)
+        results.scrub_file(node_log, results.scrub_for(run) or str)
+        journal = JournalWriter(run / results.JOURNAL, snapshot_every=1)  # a snapshot too
+        journal.append("engine_error", error=f"server said: {said}", facts={said: said})
+        journal.close()
         files = [p for p in run.rglob("*") if p.is_file()]
-        assert len(files) == 4
+        assert len(files) == 7, files
         for path in files:
             text = path.read_text(errors="replace")
             for leak in leaks:

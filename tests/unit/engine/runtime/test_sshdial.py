@@ -63,7 +63,7 @@ def write_ssh(path: Path, body: str) -> None:
 def test_a_host_that_refuses_fails_the_call_with_what_ssh_said(fake_ssh: Path) -> None:
     write_ssh(fake_ssh, 'echo "ssh: connect to host 10.0.0.7 port 22: Connection refused" >&2; exit 255')
     rt = DockerRuntime("ssh://ruler@10.0.0.7", 5)
-    for call in (rt.host, lambda: rt.stop_strays("run", [])):
+    for call in (rt.host, lambda: rt.stop_strays("run", "host:1:2", [])):
         with pytest.raises(LaunchError) as e:
             call()
         assert str(e.value).startswith("docker host ssh://ruler@10.0.0.7 does not answer (")
