@@ -424,6 +424,7 @@ class Measurement:
         run.emit(EventKind.REP_DONE, **where, attempt=attempt, rep=rep, **fig,
                  **({k: progress[k] for k in ("half_width", "precision_status")} if progress else {}),
                     accept_len=acc["accept_len"], accept_rate=acc["accept_rate"],
+                    accept_per_pos=acc["rep_accept_per_pos"][0],
                     cache_hit=stats.rep_cache(header, res.records)["hit"],
                     client_bound=res.client_bound, lag_p99_ms=round(res.lag_p99_ms, 2), file=path,
                     **({"turns": turns} if (turns := stats.turn_figures(res.records)) else {}),
