@@ -133,8 +133,9 @@ def row_figures(reps: Sequence[tuple[Mapping[str, Any], Sequence[Mapping[str, An
 
 
 def curve_text(per_pos: Sequence[float] | None) -> str:
-    """A per-position curve in one cell: ``0.91 0.74 0.52`` ("" for none)."""
-    return " ".join(f"{p:.2f}" for p in per_pos or ())
+    """A per-position curve in one cell, as :func:`figures` rounds it: ``0.9125 0.74 0.5``
+    ("" for none)."""
+    return " ".join(f"{p:g}" for p in per_pos or ())
 
 
 def parse_curve(text: str) -> list[float]:

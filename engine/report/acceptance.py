@@ -11,7 +11,9 @@ from engine.words import CONTROL, load_text
 def curve_text(row: Row | None) -> str:
     if row is None or (row.accept_len is None and row.accept_rate is None):
         return "-"
-    return row.accept_per_pos or "none (the server gives no per-position counts)"
+    if not row.curve:
+        return "none (the server gives no per-position counts)"
+    return " ".join(f"{x:.2f}" for x in row.curve)
 
 
 def section(view: RunView) -> list[str]:

@@ -235,7 +235,8 @@ def acceptance_lines(state: RunState, r: RowState) -> list[Line]:
 
     def curve(row: Mapping[str, Any]) -> str:
         text = row.get("accept_per_pos") or ""
-        return f"{text} {fmt_curve(text)}" if text else "none from this server"
+        shares = " ".join(f"{float(x):.2f}" for x in text.split())
+        return f"{shares} {fmt_curve(text)}" if text else "none from this server"
 
     out: list[Line] = [[("acceptance", "muted"), (f"length {figure('accept_len', '.2f')}", "bold"),
                         ("rate", "muted"), (figure("accept_rate", ".3f"), ""),
