@@ -86,7 +86,9 @@ def rep_counts(header: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) 
     steps (llama.cpp's timings) leaves the steps unknown, not fewer: a rep's steps are counted only
     when every request that drafted says its own."""
     delta = header.get("metrics_delta")
-    if delta and delta.get("drafted"):
+    # A delta with verify steps and no drafted tokens is SGLang's without its block size: a
+    # length and no rate, still the server's own count.
+    if delta and (delta.get("drafted") or delta.get("drafts")):
         return Counts.of(delta), METRICS
     accs = [a for r in records if (a := r.get("acceptance"))]
     if not accs or not any(a.get("drafted") for a in accs):
@@ -118,7 +120,7 @@ def row_figures(reps: Sequence[tuple[Mapping[str, Any], Sequence[Mapping[str, An
         counts, source = [c for c, _ in read], METRICS
     else:
         counts = [rep_counts({}, rs)[0] for _, rs in reps]
-        source = PER_REQUEST if any(c.drafted for c in counts) else ""
+        source = PER_REQUEST if any(c.drafted or c.drafts for c in counts) else ""
     per_rep = [figures(c) for c in counts]
     pooled = figures(sum(counts, Counts()))
     out = {**pooled, "accept_per_pos": curve_text(pooled["accept_per_pos"]), "accept_source": source,

@@ -146,6 +146,13 @@ def test_per_request_steps_count_only_when_every_request_has_them() -> None:
     assert acceptance.figures(counts) == {"accept_len": None, "accept_rate": 0.5, "accept_per_pos": []}
 
 
+def test_sglang_metrics_without_the_block_size_give_a_length_and_no_rate() -> None:
+    """Δgeneration_tokens / Δverify_calls without sglang:spec_num_draft_tokens (older SGLang):
+    the steps and accepted tokens are known, the drafted ones are not (engine.servers.sglang)."""
+    row = acceptance.row_figures([rep({"drafts": 10.0, "drafted": 0.0, "accepted": 15.0}, [])])
+    assert (row["accept_len"], row["accept_rate"], row["accept_source"]) == (2.5, None, "metrics")
+
+
 def test_nothing_drafted_is_no_figure_not_zero() -> None:
     row = acceptance.row_figures([rep({"drafts": 0, "drafted": 0, "accepted": 0}, [{}])])
     assert (row["accept_len"], row["accept_rate"], row["accept_per_pos"], row["accept_source"]) == (
