@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from engine import gpu
-from engine.method import leak, steady
+from engine.method import acceptance, leak, steady
 from engine.method.leak import spread, spread_figure
 from engine.words import RowStatus
 
@@ -261,14 +261,6 @@ def gpu_figures(headers: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def acceptance(drafts: float, drafted: float, accepted: float) -> dict[str, float | None]:
-    """Length = 1 + accepted / verify steps (bonus token included); rate = accepted / drafted."""
-    return {
-        "accept_len": round(1 + accepted / drafts, 4) if drafts > 0 else None,
-        "accept_rate": round(accepted / drafted, 4) if drafted > 0 else None,
-    }
-
-
 def rep_cache(header: dict[str, Any], records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One rep's prompt tokens and those the server served from its prefix cache: from the
     server's counters over the rep (``metrics``) when it exports them, else summed from the
@@ -306,26 +298,6 @@ def condemned(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]]]
     return [kept[low]] if low is not None and len(kept) > 1 else list(range(len(reps)))
 
 
-def _row_acceptance(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]]]
-                    ) -> tuple[dict[str, float | None], str]:
-    """A row's draft acceptance over its reps and where it was read: the server's metrics deltas
-    when every rep has one, else the requests' own counts."""
-    drafts = drafted = accepted = 0.0
-    have_metrics = all(h.get("metrics_delta") for h, _ in reps) and bool(reps)
-    for header, records in reps:
-        if have_metrics:
-            d = header["metrics_delta"]
-            drafts, drafted = drafts + d["drafts"], drafted + d["drafted"]
-            accepted += d["accepted"]
-        else:
-            for r in records:
-                acc = r.get("acceptance") or {}
-                drafted += acc.get("drafted", 0)
-                accepted += acc.get("accepted", 0)
-    source = "metrics" if have_metrics and drafted else ("per-request" if drafted else "")
-    return acceptance(drafts, drafted, accepted), source
-
-
 def _row_cache(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]]],
                policy_word: str) -> dict[str, Any]:
     """The prefix cache every rep met: the policy, and the share of prompt tokens the server
@@ -357,7 +329,7 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]
     wholes = [f["agg_tok_s"] for f in figs]
     aggs, basis = headline(figs)
     failed = sum(f["failed"] for f in figs)
-    acc, source = _row_acceptance(reps)
+    acc = acceptance.row_figures(reps)
     load = concurrency or math.ceil(max((f["in_flight"] for f in figs), default=0.0))
     reading = leak_reading(aggs, policy, pool)
     status = RowStatus.VOID if failed or voids else status_of(reading, load, policy)
@@ -386,7 +358,6 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]
         "achieved_rps": _round(median([f["rps"] for f in figs]), 4),
         "goodput_rps": _round(median([f["goodput_rps"] for f in figs]), 4) if slo else None,
         **acc,
-        "accept_source": source,
         "spread": spread_figure(aggs),
         "status": status,
         # What a wide spread is made of (engine.method.leak): leak | noise, and how it was read.

@@ -290,6 +290,8 @@ class RepDone(Shape):
     half_width: NotRequired[float | None]  # with a precision: the row's half-width after this rep
     precision_status: NotRequired[str]  # ... and the rule's word: more | reached | cap | cannot
     turns: NotRequired[list[dict[str, Any]]]  # multi-turn: stats.turn_figures of this rep
+    # engine.method.acceptance: per draft position, the share of verify steps that accepted it
+    accept_per_pos: NotRequired[list[float]]
 
 
 class LeakSuspected(Shape):

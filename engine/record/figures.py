@@ -160,6 +160,15 @@ ROW: tuple[Figure, ...] = (
            later=True),
     Figure("precision_status", str, "reached | cap | cannot", header="precision", later=True),
     Figure("stage_reps", int, "the first stage, whose variance the row's interval uses", later=True),
+    # Acceptance across reps and per draft position (engine.method.acceptance); empty without drafts.
+    Figure("accept_len_lo", float | None, "acceptance length: the 95 % t interval across the "
+           "reps, low end (None: fewer than two reps)", fmt=".2f", later=True, source=("acceptance",)),
+    Figure("accept_len_hi", float | None, "... high end", fmt=".2f", later=True, source=("acceptance",)),
+    Figure("accept_rate_lo", float | None, "acceptance rate: the same interval, low end",
+           fmt=".3f", later=True, source=("acceptance",)),
+    Figure("accept_rate_hi", float | None, "... high end", fmt=".3f", later=True, source=("acceptance",)),
+    Figure("accept_per_pos", str, "per draft position, the share of verify steps that accepted "
+           "it, space-separated (\"\": the server gives none)", later=True, source=("acceptance",)),
     # In the event alone.
     Figure("rep_tok_s", list[float], "each rep's tok/s, over the basis", csv=False),
     Figure("failed_requests", int, "requests that failed, every rep's", csv=False, source=("error",)),
@@ -172,6 +181,12 @@ ROW: tuple[Figure, ...] = (
     Figure("void_reps", str, "reps voided before they ran (a failed cache flush), and why", csv=False),
     Figure("cache_source", str, "metrics | per-request | \"\" (the server does not say)", csv=False),
     Figure("rep_whole_tok_s", list[float], "each rep's whole tok/s", csv=False, source=_TOKENS),
+    Figure("rep_accept_len", list[float | None], "each rep's acceptance length", csv=False,
+           source=("acceptance",)),
+    Figure("rep_accept_rate", list[float | None], "each rep's acceptance rate", csv=False,
+           source=("acceptance",)),
+    Figure("rep_accept_per_pos", list[list[float]], "each rep's per-position acceptance",
+           csv=False, source=("acceptance",)),
     Figure("reps_needed", int | None, "the reps the precision rule projected (None: beyond "
            "max_reps)", csv=False),
     Figure("turns", list[dict[str, Any]], "multi-turn: per turn index, every rep pooled "

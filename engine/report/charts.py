@@ -199,6 +199,47 @@ def acceptance_data(view: RunView) -> Data | None:
             "size": (_width(len(groups), 1.6, 10.0), 3.4 * len(concs)), "panels": panels}
 
 
+def curve_data(view: RunView) -> Data | None:
+    """Acceptance per draft position (engine.method.acceptance): a panel per class and load, a
+    line per window, its session's control in black; rows without a curve are left out."""
+    rows = [r for r in view.rows if r.curve]
+    if not rows:
+        return None
+    panels = []
+    for shape in dict.fromkeys(r.shape for r in rows):
+        lines = [{"label": f"{r.session}-{r.window}", "ys": r.curve, "control": r.window == CONTROL}
+                 for r in rows if r.shape == shape]
+        panels.append({"title": f"{shape[0]} {load_text(shape[1], shape[2])}: acceptance per "
+                                "draft position", "lines": lines})
+    cols = min(2, len(panels))
+    return {"panels": panels, "grid": (math.ceil(len(panels) / cols), cols),
+            "size": (6.5 * cols, 3.4 * math.ceil(len(panels) / cols))}
+
+
+def draw_curves(job: Job) -> Path:
+    d = job.data
+    rows, cols = d["grid"]
+    width, height = d["size"]
+    fig, axes = _figure(width, height, rows, cols)
+    for ax, panel in zip(axes.flat, d["panels"], strict=False):
+        others = 0
+        for line in panel["lines"]:
+            style: dict[str, Any] = ({"color": "k", "linewidth": 2.0} if line["control"]
+                                     else {"color": f"C{others % 10}", "linewidth": 1.2})
+            others += not line["control"]
+            ax.plot(range(len(line["ys"])), line["ys"], "o-", label=line["label"], markersize=4, **style)
+        ax.set_xlabel("draft position")
+        ax.set_ylabel("share of verify steps accepting it")
+        ax.set_ylim(0, 1.02)
+        ax.set_title(panel["title"], fontsize=10)
+        ax.grid(alpha=0.3)
+        if len(panel["lines"]) <= MAX_LEGEND:
+            ax.legend(fontsize=8, loc="upper right")
+    for ax in list(axes.flat)[len(d["panels"]):]:
+        ax.set_visible(False)
+    return _save(fig, job)
+
+
 def drift_data(view: RunView) -> Data | None:
     """Each control row across sessions: boot-to-boot drift, measured rather than assumed."""
     ctl = [r for r in view.rows if r.window == CONTROL and r.agg_tok_s]
@@ -418,6 +459,7 @@ def draw_trade(job: Job) -> Path:
 CHARTS: dict[str, tuple[Callable[[RunView], Data | None], Callable[[Job], Path]]] = {
     "delta": (delta_data, draw_delta), "latency": (latency_data, draw_latency),
     "tok-s": (tok_s_data, draw_bars), "acceptance": (acceptance_data, draw_bars),
+    "accept-pos": (curve_data, draw_curves),
     "control-drift": (drift_data, draw_drift), "trade": (trade_data, draw_trade)}
 
 

@@ -83,9 +83,11 @@ def methods(view: RunView) -> list[str]:
                                       "served from it.")
             + " Each row's `cache_hit` is the share of its reps' prompt tokens the server served "
             "from its cache (docs/servers-cache.md).",
-            "- **Acceptance**: length = 1 + accepted / verify steps; rate = accepted / drafted; from "
-            "the server's /metrics counters scraped around each rep (`metrics`), else summed per "
-            "request (`per-request`).",
+            "- **Acceptance** (engine.method.acceptance, docs/acceptance.md): length = 1 + accepted "
+            "/ verify steps; rate = accepted / drafted; per draft position, the share of verify "
+            "steps that accepted it; from the server's /metrics counters scraped around each rep "
+            "(`metrics`), else summed per request (`per-request`), never a mix in one row; the "
+            "reps pooled, with a 95 % t interval across them.",
             f"- **Quality**: {quality_text(c)}",
             f"- **Timeouts**: boot {c.timeouts.boot:g} s, request {c.timeouts.request:g} s, "
             f"window {c.timeouts.window:g} s"

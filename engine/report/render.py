@@ -12,7 +12,7 @@ from pathlib import Path
 
 from engine.errors import EXIT_ENGINE
 from engine.record import results
-from engine.report import capacity, charts, html, steady, sweeps
+from engine.report import acceptance, capacity, charts, html, steady, sweeps
 from engine.report.methods import files, methods
 from engine.report.run import ReportError, RunView, load_run
 from engine.report.sections import controls, header, summary
@@ -26,7 +26,8 @@ CAPTIONS = {"delta": "Each window against its session's control, per class and l
             "tok/s with its 95 % interval (hollow: within the noise; the band: the declared noise)",
             "latency": "TTFT and TPOT against the load, a line per window (p50 solid, p99 dashed)",
             "tok-s": "Aggregate tok/s per window and class (bars: median rep; whiskers: the rep "
-            "range)", "acceptance": "Acceptance length and rate per class",
+            "range)", "accept-pos": "Acceptance per draft position per class and load, a line per window "
+            "(the control in black)", "acceptance": "Acceptance length and rate per class",
             "control-drift": "The control across sessions (whiskers: the rep range)",
             "trade": "Each swept value's delta against the control per class and load (bars: the "
             "95 % interval; filled: the campaign's verdict calls an effect)"}
@@ -46,7 +47,8 @@ def charts_section(view: RunView, charts: list[Path], note: str) -> list[str]:
 
 def tables(view: RunView) -> tuple[list[str], list[str]]:
     """The sections before the charts and those after them."""
-    return ([*header(view), *summary(view), *controls(view), *windows(view), *steady.section(view),
+    return ([*header(view), *summary(view), *controls(view), *windows(view), *acceptance.section(view),
+             *steady.section(view),
              *sweeps.section(view), *capacity.section(view)],
             [*methods(view), *files(view)])
 

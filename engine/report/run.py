@@ -108,7 +108,17 @@ class Row:
     half_width: float | None
     precision_status: str  # reached | cap | cannot | "" (no precision asked)
     stage_reps: int  # 0: no precision asked
+    accept_len_lo: float | None  # from here to accept_per_pos: engine.method.acceptance
+    accept_len_hi: float | None
+    accept_rate_lo: float | None
+    accept_rate_hi: float | None
+    accept_per_pos: str  # "0.91 0.74 0.52"; "" where the server gives no position
     rep_tok_s: list[float] = field(default_factory=list)
+
+    @property
+    def curve(self) -> list[float]:
+        """The per-position acceptance, position 0 first (empty: none)."""
+        return [float(x) for x in self.accept_per_pos.split()]
 
     @property
     def usable(self) -> bool:

@@ -199,9 +199,15 @@ def slo_text(view: RunView) -> str:
 
 
 def acceptance_text(row: Row) -> str:
+    """Length / rate, each with its interval across the reps where there is one."""
     if row.accept_len is None and row.accept_rate is None:
         return "-"
-    return f"{cell(row, 'accept_len')} / {cell(row, 'accept_rate')}"
+
+    def one(name: str) -> str:
+        lo, hi = getattr(row, f"{name}_lo"), getattr(row, f"{name}_hi")
+        spec = FIGURES[name].fmt
+        return cell(row, name) + (f" [{lo:{spec}}, {hi:{spec}}]" if lo is not None and hi is not None else "")
+    return f"{one('accept_len')} / {one('accept_rate')}"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:

@@ -29,7 +29,7 @@ from engine.record.results import DIR_MODE, write_jsonl
 from engine.record.state import RunState, capacity_key
 from engine.run.loadgen import PassPlan, PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.servers.client import FlushFailed, ServerClient, tls_context
-from engine.servers.data import BadServerData, counter, reading
+from engine.servers.data import POS, BadServerData, counter, reading
 from engine.words import (
     CONTROL,
     USABLE_ROWS,
@@ -97,14 +97,16 @@ def _delta(before: Scrape, after: Scrape) -> tuple[dict[str, float] | None, str 
             return None, s.why, True
     if before.counters is None or after.counters is None:
         return None, after.why or before.why, False
-    common = [k for k in after.counters if k in before.counters]
+    # A draft position's counter appears only once something was accepted there (llama-server
+    # exports no per_pos sample before): one absent before the pass had counted nothing.
+    was = {**{k: 0.0 for k in after.counters if k.startswith(POS)}, **before.counters}
+    common = [k for k in after.counters if k in was]
     if not common:
         return None, "metrics counters changed shape during the pass", False
-    back = [f"{k} {before.counters[k]:g} -> {after.counters[k]:g}" for k in common
-            if after.counters[k] < before.counters[k]]
+    back = [f"{k} {was[k]:g} -> {after.counters[k]:g}" for k in common if after.counters[k] < was[k]]
     if back:
         return None, f"counters went backwards ({', '.join(back)}): the server restarted or reset them", True
-    return {k: after.counters[k] - before.counters[k] for k in common}, None, False
+    return {k: after.counters[k] - was[k] for k in common}, None, False
 
 
 def _cache_delta(before: Scrape, after: Scrape) -> dict[str, float] | None:
@@ -424,6 +426,7 @@ class Measurement:
         run.emit(EventKind.REP_DONE, **where, attempt=attempt, rep=rep, **fig,
                  **({k: progress[k] for k in ("half_width", "precision_status")} if progress else {}),
                     accept_len=acc["accept_len"], accept_rate=acc["accept_rate"],
+                    accept_per_pos=acc["rep_accept_per_pos"][0],
                     cache_hit=stats.rep_cache(header, res.records)["hit"],
                     client_bound=res.client_bound, lag_p99_ms=round(res.lag_p99_ms, 2), file=path,
                     **({"turns": turns} if (turns := stats.turn_figures(res.records)) else {}),

@@ -72,10 +72,24 @@ def mapping(value: Any, what: str) -> dict[str, Any]:
     raise BadServerData(f"{what} is {show(value)}, not an object")
 
 
-def acceptance(drafted: Any, accepted: Any, drafts: Any, where: str) -> dict[str, int] | None:
+# Speculative counts travel in one flat shape (engine.method.acceptance reads it): "drafts" (verify
+# steps), "drafted", "accepted", and "pos.<i>", the verify steps whose draft token at position i
+# was accepted.
+POS = "pos."
+
+
+def pos_key(i: int) -> str:
+    return f"{POS}{i}"
+
+
+def acceptance(drafted: Any, accepted: Any, drafts: Any, where: str,
+               histogram: Any = None) -> dict[str, int] | None:
     """Per-request speculative counts: None when the server sent none, else checked counts.
 
     More tokens accepted than drafted cannot happen; such a reply is bad data, not a rate above 1.
+    ``histogram``, where the server sends one, counts at entry n the verify steps that accepted
+    exactly n drafts (SGLang's ``spec_accept_histogram``): position i was accepted in every step
+    that accepted more than i, and the histogram must agree with the steps and accepted tokens.
     """
     if drafted is None and accepted is None:
         return None
@@ -84,6 +98,14 @@ def acceptance(drafted: Any, accepted: Any, drafts: Any, where: str) -> dict[str
         raise BadServerData(f"{where}: {out['accepted']} tokens accepted of {out['drafted']} drafted")
     if drafts is not None:
         out["drafts"] = count(drafts, f"{where} verify steps")
+    if histogram is not None:
+        if not isinstance(histogram, list):
+            raise BadServerData(f"{where} histogram is {show(histogram)}, not a list of counts")
+        h = [count(n, f"{where} histogram[{i}]") for i, n in enumerate(histogram)]
+        if sum(n * i for i, n in enumerate(h)) != out["accepted"]:
+            raise BadServerData(f"{where} histogram {show(h)} accepts {sum(n * i for i, n in enumerate(h))} "
+                                f"tokens, not the {out['accepted']} it says")
+        out.update({pos_key(i): sum(h[i + 1:]) for i in range(len(h) - 1)})
     return out
 
 

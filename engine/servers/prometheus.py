@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.servers.data import BadServerData
+from engine.servers.data import BadServerData, pos_key
 
 
 def summed_samples(text: str) -> dict[str, float]:
@@ -10,7 +10,9 @@ def summed_samples(text: str) -> dict[str, float]:
 
     SGLang and vLLM label every sample (model name, engine, ``is_streaming``, ...), so keeping
     only unlabelled samples would find nothing; a counter's total over label sets is what a rep
-    delta needs. Gauges take the largest value (several ranks report the same setting).
+    delta needs; a counter labelled ``position`` (vLLM's and llama.cpp's accepted tokens per draft
+    position) also keeps each position's sum, under :func:`position_sample`. Gauges take the
+    largest value (several ranks report the same setting).
     Text that is not Prometheus exposition (an HTML error page, a proxy's banner) raises
     :class:`BadServerData` with the parser's reason; values are not checked here (NaN is valid
     Prometheus), the counters a delta reads are.
@@ -26,8 +28,26 @@ def summed_samples(text: str) -> dict[str, float]:
                 value = float(s.value)
                 if s.name.endswith("_total"):
                     out[s.name] = out.get(s.name, 0.0) + value
+                    if "position" in s.labels:  # a per-position counter: each position's own sum too
+                        key = position_sample(s.name, int(s.labels["position"]))
+                        out[key] = out.get(key, 0.0) + value
                 else:
                     out[s.name] = max(out.get(s.name, value), value)
     except (ValueError, TypeError, IndexError, KeyError) as e:  # the parser's ways of saying "not mine"
         raise BadServerData(f"not Prometheus text ({type(e).__name__}: {str(e)[:120]})") from e
+    return out
+
+
+def position_sample(name: str, position: int) -> str:
+    """The key of one position's sum of a per-position counter in :func:`summed_samples`."""
+    return f'{name}{{position="{position}"}}'
+
+
+def per_position(samples: dict[str, float], name: str) -> dict[str, float]:
+    """A per-position counter's sums as ``pos.<i>`` counts (the shape engine.servers.data names)."""
+    out: dict[str, float] = {}
+    i = 0
+    while (key := position_sample(name, i)) in samples:
+        out[pos_key(i)] = samples[key]
+        i += 1
     return out

@@ -288,7 +288,7 @@ class _Handler(BaseHTTPRequestHandler):
             delta = {"choices": [{"index": 0, "delta": {"content": piece(t)}, "finish_reason": None}]}
             self.wfile.write(b"data: " + json.dumps(delta).encode() + b"\n\n")
             self.wfile.flush()
-        drafts, drafted, accepted = s.served(len(out))
+        drafts, drafted, accepted = s.served(len(out), len(ids))
         last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
         usage = {"choices": [], "usage": {"completion_tokens": len(out), "prompt_tokens": len(ids),
                                           "total_tokens": len(out) + len(ids),
@@ -333,6 +333,7 @@ class FakeServer:
         self._lock = threading.Lock()
         self._counters = {"prompt_tokens": 0, "prompt_tokens_cached": 0, "tokens_predicted": 0,
                           "drafts": 0, "drafted": 0, "accepted": 0}
+        self._per_pos = [0, 0]  # verify steps that accepted the draft at position 0, 1
         self._cache: set[tuple[int, ...]] = set()  # prompts in the "prefix cache"
         self.http = FakeLlama(self.port, self)
         self._thread = threading.Thread(target=self.http.serve_forever, args=(0.05,), daemon=True,
@@ -400,15 +401,21 @@ class FakeServer:
             self._counters["prompt_tokens_cached"] += cached
         return cached
 
-    def served(self, tokens: int) -> tuple[int, int, int]:
-        """Counts one streamed reply: a step per token, drafting two tokens and accepting one."""
-        drafts, drafted, accepted = tokens, 2 * tokens, tokens
+    def served(self, tokens: int, prompt: int) -> tuple[int, int, int]:
+        """Counts one streamed reply: a verify step per token, each drafting two tokens. How many
+        it accepts varies with the prompt, so that requests and classes differ: of its steps, k
+        (the prompt's length mod 3, at most a third of them) accept both drafts, 2k accept none,
+        the rest one."""
+        k = min(prompt % 3, tokens // 3)
+        drafts, drafted, accepted = tokens, 2 * tokens, tokens - k
         with self._lock:
             c = self._counters
             c["tokens_predicted"] += tokens
             c["drafts"] += drafts
             c["drafted"] += drafted
             c["accepted"] += accepted
+            self._per_pos[0] += tokens - 2 * k  # the steps that accepted one or two
+            self._per_pos[1] += k  # those that accepted two
         return drafts, drafted, accepted
 
     def metrics_text(self) -> str:
@@ -418,9 +425,11 @@ class FakeServer:
                  "drafts": "spec_decode_num_drafts_total",
                  "drafted": "spec_decode_num_draft_tokens_total",
                  "accepted": "spec_decode_num_accepted_tokens_total"}
+        per_pos = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
         with self._lock:
             return "".join(f"# TYPE llamacpp:{names[k]} counter\nllamacpp:{names[k]} {v}\n"
-                           for k, v in self._counters.items())
+                           for k, v in self._counters.items()) + f"# TYPE {per_pos} counter\n" + "".join(
+                f'{per_pos}{{position="{i}"}} {v}\n' for i, v in enumerate(self._per_pos))
 
     def _end(self, code: int) -> None:
         with self._lock:

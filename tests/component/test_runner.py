@@ -59,8 +59,24 @@ def test_a_clean_campaign_gives_its_rows_and_verdicts(tmp: Path, fake: FakeRunti
         # Noisy is a busy host's jitter in the fake's pace (on a loaded CI box the reps of these
         # short rows spread past leak.spread); never void, rerun or short of reps.
         assert row["status"] in ("ok", "noisy") and (row["attempts"], row["reps"]) == ("1", "3"), key
-        # Acceptance from the /metrics delta: the fake drafts 2 tokens a step and accepts 1.
-        assert (row["accept_source"], row["accept_len"], row["accept_rate"]) == ("metrics", "2.0", "0.5")
+        # Acceptance from the /metrics delta (engine.method.acceptance): the counts the fake's
+        # requests each reported (timings) add up to the row's, rep by rep.
+        assert row["accept_source"] == "metrics"
+        reps = [read_rep(run / p) for p in row["source"].split(";")]
+        for header, records in reps:
+            for k in ("drafted", "accepted"):
+                assert sum(r["acceptance"][k] for r in records) == header["metrics_delta"][k], (key, k)
+        total = {k: sum(h["metrics_delta"][k] for h, _ in reps) for k in ("drafts", "drafted", "accepted")}
+        assert float(row["accept_len"]) == round(1 + total["accepted"] / total["drafts"], 4)
+        assert float(row["accept_rate"]) == round(total["accepted"] / total["drafted"], 4)
+        curve = [float(x) for x in row["accept_per_pos"].split()]
+        assert len(curve) == 2 and curve[0] >= curve[1]
+        assert sum(curve) == pytest.approx(float(row["accept_len"]) - 1, abs=0.02)
+        assert row["accept_len_lo"] and row["accept_rate_hi"]  # three reps: an interval
+        # Each rep's own curve is journaled with it, as the row's per-rep lists are.
+        done = events(run, "rep_done", session="s1", window=key.split("/")[0][3:],
+                      **{"class": row["class"]}, concurrency=int(row["concurrency"]))
+        assert [len(e["accept_per_pos"]) for e in done] == [2, 2, 2]
         again = recompute_row(run, row["source"], int(row["concurrency"]), policy)
         assert float(row["agg_tok_s"]) == pytest.approx(again["agg_tok_s"])
         # A request lasts at least the fake's sleeps between its 6 tokens, so no rep can beat

@@ -1,6 +1,7 @@
 """What the integration tier's modules share to drive a real engine: the ``ruler`` command line,
 the journal of a running engine read and waited on, an engine stopped whatever state it is in, and
-a fault-injecting TCP proxy (SlowingProxy) that holds back chosen responses of a real server."""
+a fault-injecting TCP proxy (SlowingProxy) that holds back chosen responses of a real server, and a
+class's acceptance measured against a live server as a rep measures it."""
 
 from __future__ import annotations
 
@@ -17,10 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from engine import control
+from engine.campaign.sources.item import plain_item
+from engine.method import acceptance
 from engine.record.journal import read_events
 from engine.record.liveness import engine_alive, read_pid
+from engine.run.loadgen import PassPlan, measure_pass
+from engine.run.measure import _delta as measure_delta
+from engine.run.measure import scrape
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
+from engine.servers.client import ServerClient
 
 RULER = [sys.executable, "-m", "engine"]
 
@@ -149,3 +156,29 @@ class SlowingProxy(threading.Thread):
     def stop(self) -> None:
         for task in asyncio.all_tasks(self.loop):
             self.loop.call_soon_threadsafe(task.cancel)
+
+
+def class_acceptance(url: str, adapter: ServerClient, prompt: str, reps: int = 2,
+                     requests: int = 2, max_tokens: int = 32) -> dict[str, Any]:
+    """A class's acceptance (engine.method.acceptance) measured as a rep measures it: ``reps``
+    passes of ``requests`` sequential requests, each read through the counters' delta around it
+    (measure.scrape). Each rep's requests' own counts must add up to its delta, key by key where
+    they have the key (llama.cpp's timings have no steps and no positions); the row figures come
+    back with ``deltas``, each rep's delta, and ``summed``, the keys every request had."""
+    out, summed = [], set()
+    for _ in range(reps):
+        before = scrape(url, adapter)
+        result = measure_pass(PassPlan(url, adapter, [plain_item(prompt)], 1, requests, max_tokens,
+                                       {"temperature": 0, "seed": 1}, {}, 120))
+        after = scrape(url, adapter)
+        delta, why, _ = measure_delta(before, after)
+        assert delta is not None, why
+        accs = [r["acceptance"] for r in result.records if r.get("acceptance")]
+        assert accs, "no request said what it drafted"
+        for key in delta:
+            if all(key in a for a in accs):
+                assert sum(a[key] for a in accs) == delta[key], key
+                summed.add(key)
+        out.append(({"metrics_delta": delta}, result.records))
+    return {**acceptance.row_figures(out), "deltas": [h["metrics_delta"] for h, _ in out],
+            "summed": summed}

@@ -31,7 +31,7 @@ import pytest
 
 from engine import testbed as tb_mod
 from engine.campaign.sources.item import plain_item
-from engine.method import stats
+from engine.method import acceptance, stats
 from engine.quality.probe import Probe
 from engine.quality.tools import TEMPLATE_BLIND, tool_probe, tool_verdict
 from engine.record.journal import read_events
@@ -46,7 +46,7 @@ from engine.servers.prometheus import summed_samples
 from engine.servers.vllm import VLLMAdapter
 from engine.words import Verdict
 from tests.campaigns import campaign, write
-from tests.integration.live import serve
+from tests.integration.live import class_acceptance, serve
 
 # Slow: vLLM's boot and run take minutes, paid by whichever test asks first.
 pytestmark = pytest.mark.slow
@@ -177,6 +177,34 @@ def test_acceptance_counters_move_with_a_request(client: httpx.Client) -> None:
     assert 0 < accepted <= drafted
     # Every accepted draft token is a generated one that the target did not have to decode alone.
     assert accepted < reply["usage"]["completion_tokens"]
+
+
+# Two classes as the acceptance test sends them: a prompt the answer copies, and an answer that
+# repeats itself (n-gram lookup drafts from the prompt and from what was generated).
+ACCEPT_CLASSES = {"repeat": REPEAT, "days": "List the days of the week, then list them again."}
+
+
+def test_per_position_acceptance_per_class_from_the_live_counters(
+        live: tuple[LiveServer, list[Readiness]]) -> None:
+    """Per class, two reps each read through the counters' delta as a rep is: each rep's requests'
+    own counts (their acceptance_histogram giving the positions) add up to its delta, position by
+    position (live.class_acceptance); the class's acceptance (engine.method.acceptance) is the sum
+    of its reps' deltas; the per-position curve is vLLM's per_pos counters over its verify steps:
+    non-increasing, summing to length - 1. A verify step is one that had drafts: n-gram lookup
+    drafts nothing where it finds no match, and vLLM counts no step there."""
+    for cls, prompt in ACCEPT_CLASSES.items():
+        row = class_acceptance(live[0].base_url, VLLMAdapter(), prompt)
+        print(cls, json.dumps(row, default=sorted))
+        total = {k: sum(d[k] for d in row["deltas"]) for k in ("drafts", "drafted", "accepted")}
+        assert row["summed"] == {"drafts", "drafted", "accepted", "pos.0", "pos.1", "pos.2"}
+        assert row["accept_source"] == "metrics"
+        assert row["accept_len"] == round(1 + total["accepted"] / total["drafts"], 4)
+        assert row["accept_rate"] == round(total["accepted"] / total["drafted"], 4)
+        curve = acceptance.parse_curve(row["accept_per_pos"])
+        assert len(curve) == SPEC["num_speculative_tokens"]
+        assert curve == sorted(curve, reverse=True)
+        assert sum(curve) == pytest.approx(row["accept_len"] - 1, abs=1e-3)
+        assert [len(c) for c in row["rep_accept_per_pos"]] == [3, 3]
 
 
 def test_flush_empties_the_prefix_cache(client: httpx.Client) -> None:

@@ -22,7 +22,7 @@ from engine.method.verdict import Call, Rule
 from engine.record.judged import judgement
 from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
-from tui.core.fmt import Seg, fmt_pct, fmt_tok
+from tui.core.fmt import Seg, fmt_curve, fmt_pct, fmt_tok
 from tui.core.plan import LeakRule
 from tui.core.reps import STATUS_WORD, leak_marks, why_text
 from tui.core.verdicts import verdict_seg
@@ -190,6 +190,7 @@ def row_detail(state: RunState, r: RowState, leak: LeakRule, rule: Rule) -> Deta
         out.append([("median", "muted"), (f"{fmt_tok(final.get('agg_tok_s'))} tok/s", "bold"),
                     ("spread", "muted"), (spread_text, ""),
                     ("basis", "muted"), (str(final.get("basis") or "whole"), "")])
+    out += acceptance_lines(state, r)
     out += [[], *rep_lines(r), [], *attempt_lines(r)]
     d = row_delta(state, r, rule)
     out.append([])
@@ -218,6 +219,41 @@ def row_detail(state: RunState, r: RowState, leak: LeakRule, rule: Rule) -> Deta
     if log:
         out.append([("  l opens", "muted"), (log, ""), ("in $PAGER", "muted")])
     return Detail(f"row {r.key}", out, server_command(ws) if ws else None, log)
+
+
+def acceptance_lines(state: RunState, r: RowState) -> list[Line]:
+    """Acceptance (engine.method.acceptance): length and rate with their interval across the
+    reps, the per-position curve beside the control's, each rep's figures; none without drafts."""
+    final = r.row
+    if final.get("accept_len") is None and final.get("accept_rate") is None:
+        return []
+
+    def figure(name: str, spec: str) -> str:
+        v, lo, hi = final.get(name), final.get(f"{name}_lo"), final.get(f"{name}_hi")
+        text = "-" if v is None else format(v, spec)
+        return text + (f" [{lo:{spec}}, {hi:{spec}}]" if lo is not None and hi is not None else "")
+
+    def curve(row: Mapping[str, Any]) -> str:
+        text = row.get("accept_per_pos") or ""
+        shares = " ".join(f"{float(x):.2f}" for x in text.split())
+        return f"{shares} {fmt_curve(text)}" if text else "none from this server"
+
+    out: list[Line] = [[("acceptance", "muted"), (f"length {figure('accept_len', '.2f')}", "bold"),
+                        ("rate", "muted"), (figure("accept_rate", ".3f"), ""),
+                        ("from", "muted"), (str(final.get("accept_source") or "-"), "")],
+                       [("  per draft position", "muted"), (curve(final), "")]]
+    ref = reference(state, f"{r.session}-{r.window}")
+    # Beside the control's (a control's: the previous session's control, its drift).
+    theirs = None if ref is None else state.rows.get(
+        row_key(ref.session, ref.window, r.cls, r.concurrency, r.rate))
+    if ref is not None and theirs is not None and theirs.row:
+        out.append([(f"  {ref.key}", "muted"), (curve(theirs.row), "")])
+    lens, rates = final.get("rep_accept_len") or [], final.get("rep_accept_rate") or []
+    if lens:
+        out.append([("  each rep", "muted"), (" ".join(
+            f"{'-' if n is None else f'{n:.2f}'}/{'-' if a is None else f'{a:.3f}'}"
+            for n, a in zip(lens, rates, strict=False)), "")])
+    return out
 
 
 def rep_lines(r: RowState) -> list[Line]:

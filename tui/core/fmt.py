@@ -57,6 +57,18 @@ def fmt_ci(lo: float, hi: float) -> str:
     return f"[{fmt_end(lo)},{fmt_end(hi)}]"
 
 
+_BLOCKS = "▁▂▃▄▅▆▇█"
+
+
+def fmt_curve(text: Any) -> str:
+    """A per-position acceptance curve (``"0.91 0.74 0.52"``, engine.method.acceptance) as one
+    block a position, its height the share: ``█▆▄``; "-" for none."""
+    if not text:
+        return "-"
+    values = [float(x) for x in str(text).split()]
+    return "".join(_BLOCKS[min(len(_BLOCKS) - 1, max(0, round(v * (len(_BLOCKS) - 1))))] for v in values)
+
+
 def fmt_turns(turns: Any) -> str:
     """A multi-turn row's cache hit and median TTFT per turn: ``t0 0% 41ms, t1 86% 12ms``."""
     def hit(t: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from engine.record.figures import FIGURES
 from engine.record.state import RowState, RunState
 from engine.words import LIVE_ROWS, RowStatus
 from tui.core.columns import Col
-from tui.core.fmt import Seg, fmt_tok, fmt_turns
+from tui.core.fmt import Seg, fmt_curve, fmt_tok, fmt_turns
 from tui.core.plan import DECLARED, LeakRule
 from tui.core.windows import window_rows
 
@@ -20,8 +20,9 @@ from tui.core.windows import window_rows
 FIGURE_COLUMNS = ("per_user_tok_s", "accept_len", "accept_rate", "achieved_rps", "goodput_rps",
                   "ttft_ms")
 MEDIAN, SPREAD = FIGURES["agg_tok_s"].column, FIGURES["spread"].column
+CURVE = "acc pos"  # the per-position acceptance, a block a draft position (fmt_curve)
 REP_COLUMNS = ["shape", "reps tok/s", MEDIAN, SPREAD, "status", "att",
-               *(FIGURES[n].column for n in FIGURE_COLUMNS), "why"]
+               *(FIGURES[n].column for n in FIGURE_COLUMNS), CURVE, "why"]
 
 
 # Always the shape, its reps (with their leak marks; cut on a narrow screen), its median tok/s,
@@ -32,7 +33,7 @@ REP_COLUMNS = ["shape", "reps tok/s", MEDIAN, SPREAD, "status", "att",
 _REP_RANKS = {"shape": 0, "reps tok/s": 0, MEDIAN: 0, SPREAD: 0, "status": 0, "why": 1,
               **{FIGURES[n].column: rank for n, rank in (
                   ("accept_rate", 2), ("accept_len", 3), ("per_user_tok_s", 4), ("ttft_ms", 5),
-                  ("achieved_rps", 6), ("goodput_rps", 7))}, "att": 8}
+                  ("achieved_rps", 6), ("goodput_rps", 7))}, CURVE: 3, "att": 8}
 _CUTS = {"why": 16, "reps tok/s": 10}
 
 
@@ -125,6 +126,7 @@ def row_cells(r: RowState, expected_reps: int | None,
         "att": [(str(r.attempt or "-"), "warning" if r.attempt > 1 else "")],
         # A figure the row lacks is "-": no SLO set (goodput), no speculation, or an older row.
         **{FIGURES[n].column: [(FIGURES[n].short(final.get(n)), "")] for n in FIGURE_COLUMNS},
+        CURVE: [(fmt_curve(final.get("accept_per_pos")), "")],
         "why": [(why_text(r, leak), "error" if r.status == RowStatus.VOID else "muted")],
     }
     if r.status == RowStatus.VOID:

@@ -40,6 +40,7 @@ from engine.servers.client import (
 from engine.servers.common import readiness
 from engine.servers.data import acceptance, mapping, token_ids
 from engine.servers.data import text as as_text
+from engine.servers.prometheus import per_position
 
 # /metrics counters (served with --metrics); "drafts" counts verification steps.
 _SPEC_METRICS = {
@@ -48,6 +49,10 @@ _SPEC_METRICS = {
     "accepted": "llamacpp:spec_decode_num_accepted_tokens_total",
 }
 
+# Verify steps whose draft token at position i was accepted, labelled position="i": what
+# tests/fixtures/logs/llamacpp_draft_metrics.txt shows the testbed's build exporting (its
+# positions sum to the accepted tokens). Per request, timings has no position and no step count.
+_PER_POS = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
 
 # A logit bias no model's logits overcome: the token it is given is sampled at temperature 0.
 _FORCE = 1e4
@@ -76,7 +81,8 @@ class LlamaCppClient(ServerClient):
     def spec_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
         if not all(name in samples for name in _SPEC_METRICS.values()):
             return None  # started without --metrics, or a build without these counters
-        return {key: samples[name] for key, name in _SPEC_METRICS.items()}
+        return {**{key: samples[name] for key, name in _SPEC_METRICS.items()},
+                **per_position(samples, _PER_POS)}
 
     # -- the prefix cache ---------------------------------------------------------------
 

@@ -10,7 +10,8 @@ plus one bonus token), ``drafted`` = Δverify × (B − 1) with B = ``sglang:spe
 (DFlash: the block size). ``/server_info``'s ``avg_spec_accept_length`` is never used: it is a
 lifetime figure of rank 0. Per request: native ``meta_info.spec_verify_ct`` /
 ``spec_num_correct_drafts`` / ``spec_num_proposed_drafts``, or with ``"return_spec_tokens_details":
-true`` on OpenAI endpoints ``sglext.spec_tokens_details`` with the same names.
+true`` on OpenAI endpoints ``sglext.spec_tokens_details`` with the same names; per draft position
+from the request's ``spec_accept_histogram``. ``/metrics`` has no per-position counter.
 
 Quality requests
 ----------------
@@ -120,8 +121,12 @@ class SGLangClient(ServerClient):
         details = mapping(details, "spec_tokens_details")
         if not details.get("spec_num_proposed_drafts"):
             return None  # nothing drafted (yet): no acceptance to count
+        # The histogram (Req.update_spec_acceptance_histogram, srt/managers/schedule_batch.py:
+        # entry n = verify steps that accepted n drafts) is sent only when not empty; its older
+        # name is spec_correct_drafts_histogram.
+        histogram = details.get("spec_accept_histogram", details.get("spec_correct_drafts_histogram"))
         return acceptance(details.get("spec_num_proposed_drafts"), details.get("spec_num_correct_drafts"),
-                          details.get("spec_verify_ct"), "spec_tokens_details")
+                          details.get("spec_verify_ct"), "spec_tokens_details", histogram)
 
     # -- quality requests -----------------------------------------------------------------------
 

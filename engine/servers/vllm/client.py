@@ -5,8 +5,10 @@ Acceptance
 ``/metrics`` (always on) carries ``vllm:spec_decode_num_drafts_total``,
 ``..._num_draft_tokens_total`` and ``..._num_accepted_tokens_total`` once a speculative config is
 set, labelled per engine and model: summed over label sets. Rate = Δaccepted / Δdraft_tokens,
-length = 1 + Δaccepted / Δdrafts. Per request only with ``--per-request-spec-decode-metrics
-summary``: ``metrics.speculative_decoding`` on the final response / usage chunk.
+length = 1 + Δaccepted / Δdrafts; per position from ``..._num_accepted_tokens_per_pos_total``.
+Per request only with ``--per-request-spec-decode-metrics
+summary``: ``metrics.speculative_decoding`` on the final response / usage chunk, per position
+from its ``acceptance_histogram``.
 
 Quality requests
 ----------------
@@ -35,6 +37,7 @@ from engine.servers.client import (
 from engine.servers.common import RenderedPrompts, readiness
 from engine.servers.data import acceptance, mapping, number, token_ids
 from engine.servers.data import text as as_text
+from engine.servers.prometheus import per_position
 
 _METRICS = {
     "drafts": "vllm:spec_decode_num_drafts_total",
@@ -44,6 +47,9 @@ _METRICS = {
 # Prefix cache counters, in tokens (v1/metrics/loggers.py): queried and found cached. A KV
 # connector's tier (CPU offload, LMCache) serves tokens the local cache missed, and a reset leaves
 # it full (vllm#57727): its hits count as cached too, where the server exports them.
+# Drafts whose token at each position was accepted (v1/spec_decode/metrics.py, observe_draft:
+# position i counts once per draft that accepted more than i tokens), labelled position="i".
+_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 _CACHE_METRICS = {"prompt": "vllm:prefix_cache_queries_total", "cached": "vllm:prefix_cache_hits_total"}
 _EXTERNAL_HITS = "vllm:external_prefix_cache_hits_total"
 
@@ -64,7 +70,8 @@ class VLLMClient(ServerClient):
     def spec_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
         if not all(name in samples for name in _METRICS.values()):
             return None
-        return {key: samples[name] for key, name in _METRICS.items()}
+        return {**{key: samples[name] for key, name in _METRICS.items()},
+                **per_position(samples, _PER_POS)}
 
     def missing_metrics(self, status: int | None, samples: dict[str, float] | None) -> str | None:
         if status is None:
@@ -119,8 +126,11 @@ class VLLMClient(ServerClient):
     def request_acceptance(self, chunk: dict[str, Any]) -> dict[str, int] | None:
         spec = mapping(mapping(chunk.get("metrics"), "metrics").get("speculative_decoding"),
                        "metrics.speculative_decoding")
+        # acceptance_histogram: entry n counts the steps that accepted n drafts (docs/design/
+        # per-request spec decode metrics: [39, 1, 0, 3] with 43 steps, 10 tokens accepted).
         return acceptance(spec.get("num_draft_tokens"), spec.get("num_accepted_draft_tokens"),
-                          spec.get("num_spec_steps"), "metrics.speculative_decoding")
+                          spec.get("num_spec_steps"), "metrics.speculative_decoding",
+                          spec.get("acceptance_histogram"))
 
     # -- quality requests -----------------------------------------------------------------------
 

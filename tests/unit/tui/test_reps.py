@@ -61,3 +61,32 @@ def test_an_interval_end_is_a_figure_never_a_bare_sign() -> None:
     assert fmt_ci(-0.0001, 0.28) == "[0,+28]"
     assert fmt_ci(-0.991, 129.2) == "[-99,>+999]"
     assert fmt_ci(0.05, 0.124) == "[+5,+12]"
+
+
+def test_the_per_position_acceptance_is_a_block_a_position() -> None:
+    """The reps table's compact curve (engine.method.acceptance): a block per draft position, its
+    height the share of verify steps that accepted it; "-" where the server gives none."""
+    r = done_row([40.0, 41.0, 40.5], accept_len=2.5, accept_rate=0.5, accept_per_pos="1.00 0.50 0.00")
+    assert row_cells(r, 3)["acc pos"] == [("█▅▁", "")]
+    assert row_cells(done_row([40.0]), 3)["acc pos"] == [("-", "")]
+
+
+def test_a_rows_detail_shows_acceptance_beside_the_controls() -> None:
+    from engine.record.state import RunState, WindowState
+    from tui.core.detail import acceptance_lines
+
+    state = RunState()
+    for w in ("control", "ngram"):
+        state.windows[f"s1-{w}"] = WindowState("s1", w)
+        state.order.append(f"s1-{w}")
+    window = done_row([40.0, 41.0], accept_len=2.5, accept_len_lo=2.2, accept_len_hi=2.8, accept_rate=0.5,
+                      accept_per_pos="0.80 0.50 0.20", accept_source="metrics",
+                      rep_accept_len=[2.4, 2.6], rep_accept_rate=[0.47, 0.53])
+    control = RowState("s1", "control", "prose", 8)
+    control.row = {"accept_len": 2.0, "accept_rate": 0.3, "accept_per_pos": "0.60 0.30 0.10"}
+    state.rows[window.key], state.rows[control.key] = window, control
+    text = ["".join(t for t, _ in line) for line in acceptance_lines(state, window)]
+    assert text[0] == "acceptancelength 2.50 [2.20, 2.80]rate0.500from" + "metrics"
+    assert text[1:] == ["  per draft position0.80 0.50 0.20 ▇▅▂", "  s1-control0.60 0.30 0.10 ▅▃▂",
+                        "  each rep2.40/0.470 2.60/0.530"]
+    assert acceptance_lines(state, control)[1][1][0] == "0.60 0.30 0.10 ▅▃▂"

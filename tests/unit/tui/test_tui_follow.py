@@ -738,23 +738,26 @@ def test_fitted_columns_never_overflow_and_go_by_rank(widths: list[int], room: i
 
 def test_a_long_reason_is_cut_before_it_pushes_other_columns_out() -> None:
     widths = {"shape": 9, "reps tok/s": 14, "median": 7, "spread": 7, "status": 7, "att": 4,
-              "user": 5, "acc len": 8, "acc rate": 9, "req/s": 6, "good/s": 7, "ttft ms": 8, "why": 44}
+              "user": 5, "acc len": 8, "acc rate": 9, "req/s": 6, "good/s": 7, "ttft ms": 8, "acc pos": 0,
+              "why": 44}
     at = {room: fit_columns(REP_COLS, widths, room) for room in (43, 61, 95, 108, 135)}
     # The reps, the median and the spread are never dropped: on the narrowest, the reps are cut.
     assert at[43] == {"shape": 9, "reps tok/s": 14 - 1, "median": 7, "spread": 7, "status": 7}
     assert at[61]["why"] == 61 - 44 and "acc rate" not in at[61]  # a void reason, cut
     # The request rates go before the other figures (the attempt, narrower, still fits): every
     # other column, the reason cut, first.
-    rates = ["req/s", "good/s"]
-    assert list(at[95]) == [c for c in REP_COLUMNS if c not in rates] and at[95]["why"] == 95 - 94 + 16
-    assert list(at[108]) == REP_COLUMNS and at[108]["why"] == 108 - 107 + 16  # all, why cut
+    # No drafting: the per-position column has nothing to show and takes no room.
+    rates, shown = ["req/s", "good/s"], [c for c in REP_COLUMNS if c != "acc pos"]
+    assert list(at[95]) == [c for c in shown if c not in rates] and at[95]["why"] == 95 - 94 + 16
+    assert list(at[108]) == shown and at[108]["why"] == 108 - 107 + 16  # all, why cut
     assert "att" not in fit_columns(REP_COLS, {**widths, "att": 7}, 95)  # no room: the attempt goes
-    assert at[135] == widths  # room for everything: nothing cut
+    assert at[135] == {k: w for k, w in widths.items() if w}  # room for everything: nothing cut
 
 
 def test_a_column_with_nothing_to_show_takes_no_room() -> None:
     widths = {"shape": 9, "reps tok/s": 14, "median": 7, "spread": 7, "status": 7, "att": 4,
-              "user": 5, "acc len": 0, "acc rate": 0, "req/s": 0, "good/s": 0, "ttft ms": 8, "why": 44}
+              "user": 5, "acc len": 0, "acc rate": 0, "req/s": 0, "good/s": 0, "ttft ms": 8, "acc pos": 0,
+              "why": 44}
     shown = fit_columns(REP_COLS, widths, 200)
     assert "acc len" not in shown and "req/s" not in shown and shown["why"] == 44
 

@@ -65,3 +65,10 @@ def test_a_closed_loop_window_under_two_cycles_a_worker_is_too_short_however_lon
     assert "TOO SHORT" not in line(rep_done("control", 1, 8.0, 3.0, 3.0, cycles=2.98))
     # The cycles are the rule for a closed loop: a window shorter than its edges may hold them.
     assert "TOO SHORT" not in line(rep_done("control", 1, 3.0, 3.0, 3.0, cycles=2.0))
+
+
+def test_a_rep_line_gives_its_acceptance_per_draft_position() -> None:
+    e = {**rep_done("ngram", 1, None, None, None), "accept_len": 2.5, "accept_rate": 0.5,
+         "accept_per_pos": [0.8, 0.5, 0.2]}
+    line = format_event(e)
+    assert line is not None and " accept 2.5/0.5 pos 0.80/0.50/0.20" in line

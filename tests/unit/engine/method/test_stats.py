@@ -39,13 +39,6 @@ def test_a_slow_rep_is_suspected_once_the_rule_can_judge_it() -> None:
     assert stats.suspect_rep([700.0, 690.0, 705.0], POLICY) is None
 
 
-def test_acceptance_definitions() -> None:
-    # SERVERS.md: length = tokens committed per verify step (bonus included); rate = accepted/drafted
-    got = stats.acceptance(drafts=1000, drafted=7000, accepted=2480)
-    assert got == {"accept_len": 3.48, "accept_rate": pytest.approx(0.3543, abs=1e-4)}
-    assert stats.acceptance(0, 0, 0) == {"accept_len": None, "accept_rate": None}
-
-
 def test_rep_figures_from_records() -> None:
     recs = [
         {"start": 0.0, "first_token": 0.1, "end": 1.0, "completion_tokens": 46, "error": None},

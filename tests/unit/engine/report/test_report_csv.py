@@ -25,7 +25,9 @@ ROW: dict[str, Any] = {"session": "s1", "window": "w", "axis": "one flag", "clas
        "status": "ok", "attempts": 1, "reason": "", "source": "", "ruler_check": "acts",
        "basis": "steady", "whole_tok_s": 95.25, "ramp_s": 0.125, "steady_s": 3.5, "tail_s": 0.25,
        "spread_shape": "", "spread_why": "", "precision": 0.03, "half_width": 0.021,
-       "precision_status": "reached", "stage_reps": 3, "rep_tok_s": [101.5, 100.0, 103.2]}
+       "precision_status": "reached", "stage_reps": 3, "accept_len_lo": 2.25, "accept_len_hi": 2.75,
+       "accept_rate_lo": 0.5, "accept_rate_hi": 0.75, "accept_per_pos": "0.75 0.5 0.25",
+       "rep_tok_s": [101.5, 100.0, 103.2]}
 
 
 def test_every_row_field_is_a_throughput_column_and_reads_back(tmp_path: Path) -> None:

@@ -73,13 +73,16 @@ def test_a_chart_of_more_windows_than_it_labels_stays_a_screen_wide(tmp_path: Pa
     run = tmp_path / "run"
     shutil.copytree(DEMO, run)
     one = load_run(run)
-    # The demo's rows predate the latency percentiles: given some, every chart is drawn.
+    # The demo's rows predate the latency percentiles and the per-position acceptance: given
+    # some, every chart is drawn.
     # Copies of the demo's windows enough for twice the labels a chart names: past every cap (the
     # width, the labels, the legend's lines); a chart drawn a slot per window would be far wider.
     windows = len({(r.session, r.window) for r in one.rows})
     copies = math.ceil(2 * max(charts.MAX_LABELS, charts.MAX_LEGEND) / windows)
     rows = [dataclasses.replace(r, session=f"{r.session}r{k}", ttft_p50=40.0 + k, ttft_p99=90.0 + k,
-                                tpot_p50=30.0, tpot_p99=60.0) for k in range(copies) for r in one.rows]
+                                tpot_p50=30.0, tpot_p99=60.0,
+                                accept_per_pos="0.8 0.6 0.4" if r.accept_len else "")
+            for k in range(copies) for r in one.rows]
     many = RunView(run, one.events, one.state, rows, one.campaign, one.raw_campaign, "", one.env)
     jobs = charts.jobs(many)
     assert [job.name for job in jobs] == [n for n in charts.CHARTS if n != "trade"]  # no sweep here

@@ -329,8 +329,10 @@ def test_spec_counters_from_real_metrics_scrape() -> None:
     assert ADAPTER.spec_counters(samples) == {"drafts": 13.0, "drafted": 91.0, "accepted": 49.0}
     assert ADAPTER.spec_counters({"llamacpp:prompt_tokens_total": 38.0}) is None
     # What the rep receipt says when the delta cannot be taken, naming the flag.
+    # Read as a rep reads it, each draft position's accepted count too.
     assert ADAPTER.spec_counters(ADAPTER.metric_samples(read("llamacpp_draft_metrics.txt"))) == {
-        "drafts": 13.0, "drafted": 91.0, "accepted": 49.0}
+        "drafts": 13.0, "drafted": 91.0, "accepted": 49.0, "pos.0": 10.0, "pos.1": 10.0, "pos.2": 9.0,
+        "pos.3": 7.0, "pos.4": 6.0, "pos.5": 5.0, "pos.6": 2.0}
     assert ADAPTER.missing_metrics(200, samples) is None
     assert "--metrics" in (ADAPTER.missing_metrics(501, None) or "")
     assert "speculation is off" in (ADAPTER.missing_metrics(200, {"llamacpp:prompt_tokens_total": 3.0}) or "")

@@ -216,6 +216,17 @@ def test_counters_that_go_backwards_give_no_delta() -> None:
         None, "counters went backwards (drafts 100 -> 50): the server restarted or reset them", True)
 
 
+def test_a_position_first_counted_during_the_rep_counts_from_zero() -> None:
+    """llama-server exports a draft position's counter only once a draft was accepted there (seen
+    live: no per_pos sample on a fresh server, tests/integration/test_acceptance_live.py): a
+    position absent before the rep had counted nothing, not "no delta"."""
+    per_pos = 'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="%d"} %d\n'
+    before = read_counters(ADAPTERS[0], 200, _metrics(0, 0, 0))
+    after = read_counters(ADAPTERS[0], 200, _metrics(10, 40, 12) + per_pos % (0, 8) + per_pos % (1, 4))
+    assert _delta(before, after) == (
+        {"drafts": 10.0, "drafted": 40.0, "accepted": 12.0, "pos.0": 8.0, "pos.1": 4.0}, None, False)
+
+
 # -- quality requests -----------------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.method import stats
+from engine.method import acceptance
 from engine.servers import BootFacts, Readiness, get_adapter
 from engine.servers.client import request_body
 from engine.servers.prometheus import summed_samples
@@ -121,7 +121,7 @@ def test_acceptance_formula_worked_example() -> None:
     before = sglang_counters(10_000, 4_000, 7)
     after = sglang_counters(13_480, 5_000, 7)
     delta = {k: after[k] - before[k] for k in after}
-    acc = stats.acceptance(delta["drafts"], delta["drafted"], delta["accepted"])
+    acc = acceptance.figures(acceptance.Counts.of(delta))
     assert acc["accept_len"] == 3.48
     assert round(acc["accept_rate"] or 0.0, 2) == 0.41  # (3.48 - 1) / (7 - 1)
 
@@ -131,7 +131,8 @@ def test_spec_counters_sum_labelled_samples() -> None:
     counters = ADAPTER.spec_counters(samples)
     assert counters == {"drafts": 1000.0, "drafted": 6000.0, "accepted": 2480.0}
     # The lifetime gauge is never what the figure comes from.
-    assert stats.acceptance(**counters)["accept_len"] == 3.48 != samples["sglang:spec_accept_length"]
+    assert (acceptance.figures(acceptance.Counts.of(counters))["accept_len"] == 3.48
+            != samples["sglang:spec_accept_length"])
 
 
 def test_missing_metrics_names_the_flag() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.method import stats
+from engine.method import acceptance
 from engine.quality.effect import fact_diff
 from engine.servers import BootFacts, Readiness, get_adapter
 from engine.servers.prometheus import summed_samples
@@ -125,7 +125,7 @@ def test_registry_and_command_line() -> None:
 def test_acceptance_formulas() -> None:
     counters = ADAPTER.spec_counters(summed_samples((LOGS / "vllm_metrics.txt").read_text()))
     assert counters == {"drafts": 1000.0, "drafted": 6000.0, "accepted": 2480.0}
-    acc = stats.acceptance(**counters)
+    acc = acceptance.figures(acceptance.Counts.of(counters))
     assert acc["accept_len"] == 3.48  # 1 + accepted / drafts
     assert acc["accept_rate"] == 0.4133  # accepted / draft tokens
     assert ADAPTER.spec_counters({}) is None
@@ -133,10 +133,14 @@ def test_acceptance_formulas() -> None:
 
 
 def test_request_acceptance() -> None:
+    # The summary vLLM's docs show (docs/.../spec_decode per-request metrics): the histogram's
+    # entry n counts the steps that accepted n drafts.
     chunk = {"choices": [], "usage": {"completion_tokens": 40}, "metrics": {"speculative_decoding": {
-        "mean_acceptance_length": 3.5, "draft_acceptance_rate": 0.42, "acceptance_histogram": [1, 2],
-        "num_spec_steps": 10, "num_accepted_draft_tokens": 25, "num_draft_tokens": 60, "num_spec_tokens": 6}}}
-    assert ADAPTER.request_acceptance(chunk) == {"drafted": 60, "accepted": 25, "drafts": 10}
+        "mean_acceptance_length": 1.2325581395348837, "draft_acceptance_rate": 0.07751937984496124,
+        "acceptance_histogram": [39, 1, 0, 3], "num_spec_steps": 43, "num_accepted_draft_tokens": 10,
+        "num_draft_tokens": 129, "num_spec_tokens": 3}}}
+    assert ADAPTER.request_acceptance(chunk) == {"drafted": 129, "accepted": 10, "drafts": 43,
+                                                 "pos.0": 4, "pos.1": 3, "pos.2": 3}
     assert ADAPTER.request_acceptance({"choices": []}) is None
 
 
