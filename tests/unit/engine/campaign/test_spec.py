@@ -1097,6 +1097,13 @@ def test_cli_run_reads_a_variable_prompt_file_before_claiming_a_directory(
      "raise the rate or send fewer requests"),
     # Every arrival at t=0: gaps of gamma shape 1e-5 are 0 in floating point.
     ("  rate: [5]\n  burstiness: 1.0e-5\n", "23:15: workload.burstiness: must be at least 0.01, got 1e-05"),
+    # A capacity search over rates probes rates between its range's ends: each end is a rate the
+    # search may send at, bound as a rate is.
+    ("  rep_seconds: 3600\n  capacity: {range: [1, 5000], holds: {ttft_p99_ms: 500}}\n",
+     "23:25: workload.capacity.range[1]: rate 5000 req/s for rep_seconds 3600 is 18000000 arrivals "
+     "a rep; at most 100000 (shorten rep_seconds or lower the rate)"),
+    ("  capacity: {range: [1.0e-300, 10], holds: {ttft_p99_ms: 500}}\n",
+     "22:22: workload.capacity.range[0]: a rate of at least 0.01 req/s, got 1e-300"),
 ])
 def test_a_rate_or_rep_length_that_measures_nothing_or_fills_memory_is_refused(
         tmp_path: Path, keys: str, expected: str) -> None:
