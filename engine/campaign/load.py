@@ -14,7 +14,14 @@ import yaml
 from pydantic import ValidationError
 
 from engine.campaign import defaults, sweep
-from engine.campaign.prompts import NotUtf8, Unreadable, decode_text, read_bounded, read_prompts
+from engine.campaign.prompts import (
+    NotUtf8,
+    Unreadable,
+    decode_text,
+    read_bounded,
+    read_prompts,
+    read_receipt,
+)
 from engine.campaign.redact import argv_warnings
 from engine.campaign.sources import SOURCES
 from engine.campaign.spec import (
@@ -545,7 +552,7 @@ def _check_quality(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
         oracle = part.get("oracle")
         if section == "kl" and isinstance(oracle, dict):
             issues += _check_file((*where, "oracle", "receipt"), oracle.get("receipt"), base_dir,
-                                  "oracle receipt")
+                                  "oracle receipt", read_receipt)
     return issues
 
 

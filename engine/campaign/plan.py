@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.campaign.prompts import read_receipt
 from engine.campaign.redact import is_secret
 from engine.campaign.sources import Item, class_items
 from engine.campaign.spec import Campaign, Place, ServerConfig
@@ -54,6 +55,23 @@ def campaign_items(campaign: Campaign, variables: Mapping[str, str]) -> dict[str
     """
     v = dict(os.environ) | dict(variables)
     return {cls: class_items(campaign, cls, v) for cls in campaign.workload.classes}
+
+
+def check_quality_files(campaign: Campaign, variables: Mapping[str, str]) -> None:
+    """Read the quality checks' files (greedy prompts, KL texts, a stored oracle receipt) as the
+    quality phase will, a ${...} in their paths resolved like a class's file: the phase reads them
+    mid-run, after a server booted, so ``ruler run`` and the dry run read them first.
+
+    Raises the file's error (a DataFileError naming file:line) or UnresolvedVariable.
+    """
+    if not campaign.quality.enabled:
+        return
+    v = dict(os.environ) | dict(variables)
+    campaign.greedy_prompts(v)
+    campaign.kl_texts(v)
+    receipt = campaign.oracle_receipt(v)
+    if receipt is not None:
+        read_receipt(receipt)
 
 
 def resolve_runtime(campaign: Campaign, requested: str | None) -> str:

@@ -53,6 +53,12 @@ class PromptFileError(DataFileError):
     what = "prompt file"
 
 
+class OracleReceiptError(DataFileError):
+    """A stored oracle receipt (quality.kl.oracle.receipt) the KL check cannot read."""
+
+    what = "oracle receipt"
+
+
 # A data file (prompts, a dataset, a trace, conversations) is read whole and parsed in memory, at
 # several times its size: past this it is a mistake (a sparse or device file) or needs splitting.
 # ShareGPT's whole dataset is 642 MB.
@@ -258,3 +264,37 @@ def _jsonl_prompt(path: Path, n: int, line: str) -> str:
     if not isinstance(item, str):
         raise PromptFileError(path, "expected a JSON string or {\"prompt\": ...}", n)
     return item
+
+
+# What the KL check reads of a stored oracle receipt (engine.quality.reference.Reference's fields
+# that have no default), and the lists among them.
+RECEIPT_KEYS = ("session", "window", "top_k", "greedy", "items", "scores", "repeat", "kl_items",
+                "kl_scores")
+_RECEIPT_LISTS = ("greedy", "items", "scores", "repeat", "kl_items", "kl_scores")
+_ITEM_LISTS = ("prompt_ids", "cont_ids", "positions")
+
+
+def read_receipt(path: Path) -> dict[str, Any]:
+    """A stored oracle receipt (a reference.json ruler wrote), read through the same checked opener
+    as every data file and checked for what the KL check takes from it, before a server boots: an
+    OracleReceiptError naming the file (and line) otherwise."""
+    text = read_text(path, OracleReceiptError, "no receipt")
+    with json_errors(path, OracleReceiptError, None):
+        data = json.loads(text)
+    if not isinstance(data, dict):
+        raise OracleReceiptError(path, f"not an oracle receipt ruler wrote: {describe(data)}, not an object")
+    missing = [k for k in RECEIPT_KEYS if k not in data]
+    if missing:
+        raise OracleReceiptError(path, f"not an oracle receipt ruler wrote: it has no {', '.join(missing)}")
+    for key in _RECEIPT_LISTS:
+        if not isinstance(data[key], list):
+            raise OracleReceiptError(path, f"{key} must be a list, got {describe(data[key])}")
+    for k, item in enumerate(data["kl_items"]):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not all(
+                isinstance(item.get(f), list) for f in _ITEM_LISTS):
+            raise OracleReceiptError(path, f"kl_items[{k}] must be {{\"name\": text, "
+                                           + ", ".join(f'"{f}": [...]' for f in _ITEM_LISTS) + "}")
+    if len(data["kl_scores"]) != len(data["kl_items"]):
+        raise OracleReceiptError(path, f"{len(data['kl_scores'])} kl_scores for {len(data['kl_items'])} "
+                                       "kl_items: one per item")
+    return data

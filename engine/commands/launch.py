@@ -26,7 +26,7 @@ from typing import IO, Any, TextIO
 
 from engine import __version__, gpu, testbed
 from engine.campaign.load import SpecError, campaign_warnings, load_campaign
-from engine.campaign.plan import campaign_items, images, resolve_runtime
+from engine.campaign.plan import campaign_items, check_quality_files, images, resolve_runtime
 from engine.campaign.prompts import DataFileError
 from engine.campaign.redact import redactor_for
 from engine.campaign.spec import Campaign
@@ -108,6 +108,7 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
     variables = testbed_variables(campaign, with_image=needs_image)
     try:  # a file only the run can resolve (${...}) is read before a run directory exists
         campaign_items(campaign, variables)
+        check_quality_files(campaign, variables)
     except DataFileError as e:
         raise BadInput(f"{file}: {e.what} {e}") from e
     except UnresolvedVariable as e:

@@ -19,11 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.campaign.load import SpecError, load_campaign
-from engine.campaign.prompts import MAX_DATA_BYTES, DataFileError, read_prompts
+from engine.campaign.prompts import MAX_DATA_BYTES, RECEIPT_KEYS, DataFileError, read_prompts
 from engine.campaign.sources import SOURCES
 from engine.campaign.sources.conversations import ConversationsSpec
 from engine.campaign.sources.dataset import DatasetSpec
 from engine.campaign.sources.trace import TraceSpec
+from engine.commands.cli import main
 from engine.commands.dryrun import cmd_dry_run
 from engine.commands.validate import cmd_validate
 from tests.campaigns import campaign
@@ -108,6 +109,57 @@ def test_validate_refuses_a_fifo_by_what_it_is_not_as_missing(
 def test_a_campaign_file_that_is_a_fifo_is_refused(fifo: Path) -> None:
     with pytest.raises(SpecError, match=r":1:1: campaign file is not a regular file \(a FIFO\)"):
         load_campaign(fifo)
+
+
+# The quality checks' files, read by the quality phase mid-run: checked before a server boots.
+QUALITY_FILES: dict[str, Any] = {
+    "greedy": lambda f: {"enabled": True, "greedy": {"file": f}},
+    "kl": lambda f: {"enabled": True, "kl": {"file": f}},
+    "oracle": lambda f: {"enabled": True, "kl": {"oracle": {"receipt": f}}},
+}
+
+
+def write_quality(tmp_path: Path, quality: dict[str, Any]) -> Path:
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump(campaign("q", {}, {"s": []}, quality=quality), sort_keys=False))
+    return path
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("key", sorted(QUALITY_FILES))
+def test_a_variable_quality_file_that_is_a_fifo_is_refused_before_anything_starts(
+        tmp_path: Path, fifo: Path, key: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Validate cannot resolve ${V}; the dry run and the run read it before a directory or a boot."""
+    path = write_quality(tmp_path, QUALITY_FILES[key]("${V}"))
+    monkeypatch.setenv("V", str(fifo))
+    assert cmd_dry_run(str(path), "process") == 2
+    assert f"{fifo}: not a regular file (a FIFO); ruler reads files only" in capsys.readouterr().err
+    assert main(["run", str(path), "--headless", "--results-dir", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: " in err and f"{fifo}: not a regular file (a FIFO)" in err, err
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(("text", "line", "problem"), [
+    ('{"session": "s1",\n "window": ', 2, r"not JSON \(Expecting value"),  # cut short
+    ("[]", None, "not an oracle receipt ruler wrote: a list, not an object"),
+    ('{"session": "s1"}', None, "not an oracle receipt ruler wrote: it has no window, top_k, .*kl_scores"),
+    (json.dumps(dict.fromkeys(RECEIPT_KEYS, []) | {"kl_items": 3}), None, "kl_items must be a list"),
+    (json.dumps(dict.fromkeys(RECEIPT_KEYS, []) | {"kl_items": [{"name": "a"}]}), None,
+     r"kl_items\[0\] must be"),
+])
+def test_validate_reads_an_oracle_receipt_as_the_run_will(
+        tmp_path: Path, text: str, line: int | None, problem: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """It was only checked to exist: a damaged one failed the quality phase mid-run."""
+    receipt = tmp_path / "oracle.json"
+    receipt.write_text(text)
+    path = write_quality(tmp_path, QUALITY_FILES["oracle"](receipt.name))
+    assert cmd_validate(str(path)) == 2
+    err = capsys.readouterr().err
+    where = f"oracle receipt {receipt}:{line}: " if line else f"oracle receipt {receipt}: "
+    assert where in err and re.search(problem, err), err
 
 
 def deep(n: int) -> str:

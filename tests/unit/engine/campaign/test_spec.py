@@ -1,6 +1,7 @@
 """engine.campaign (spec, load, prompts, variables): loading, line:col diagnostics, semantic checks,
 config_for and render_args."""
 
+import json
 import re
 import tempfile
 from pathlib import Path
@@ -16,7 +17,7 @@ from engine.campaign import defaults
 from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.plan import WindowStart, plan_launch
-from engine.campaign.prompts import read_prompts
+from engine.campaign.prompts import RECEIPT_KEYS, read_prompts
 from engine.campaign.sources import SOURCES, class_items
 from engine.campaign.spec import Campaign, percent
 from engine.campaign.variables import UnresolvedVariable, expand, render_args
@@ -514,7 +515,7 @@ quality:
 
 def test_quality_section_loads(tmp_path: Path) -> None:
     (tmp_path / "texts.txt").write_text("one text\nanother text\n")
-    (tmp_path / "oracle.json").write_text("{}")
+    (tmp_path / "oracle.json").write_text(json.dumps(dict.fromkeys(RECEIPT_KEYS, [])))  # read at validate
     c = load_campaign(write(tmp_path, BASE + QUALITY))
     assert c.greedy_prompts() == ["a", "b"] and c.quality_seed() == 7
     assert c.kl_texts() == ["one text", "another text"]
