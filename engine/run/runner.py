@@ -151,7 +151,7 @@ class Runner:
                                       campaign.workload.reps if campaign.workload.precision else 0)
         # What phases and operator commands see of the run: never the runner itself.
         self.ctx = RunContext(campaign, run_dir, self.run_id, self.state, self.controls, self.emit,
-                              self.items, self.leak_policy, self.control_facts)
+                              self.items, self.leak_policy, self.control_facts, dict(variables))
         # One lane per place; a campaign without places has one, on the controls above, as before.
         self.lanes = [self._lane(p, runtime, secrets) for p in campaign.places] if campaign.places \
             else [Lane(None, self.rt, self.controls, self.ctx)]
