@@ -13,7 +13,6 @@ import contextlib
 import datetime as dt
 import errno
 import fcntl
-import json
 import os
 import platform
 import signal
@@ -197,7 +196,8 @@ def run_engine(run_dir: Path, echo: bool) -> int:
     try:
         lock = _take_lock(run_dir)
         refuse_damaged(run_dir)
-        info = json.loads((run_dir / results.ENGINE_JSON).read_text())
+        info = results.read_frozen(run_dir / results.ENGINE_JSON, lambda d: isinstance(d, dict) and all(
+            k in d for k in ("campaign_source", "runtime", "variables")))
         campaign = _campaign_for(run_dir, info)
         results.write_atomic(run_dir / PID, f"{os.getpid()}\n")
         runner = Runner(campaign, run_dir, info["runtime"], info["variables"],

@@ -26,6 +26,7 @@ from engine.campaign.sources.dataset import DatasetSpec
 from engine.campaign.sources.trace import TraceSpec
 from engine.commands.cli import main
 from engine.commands.dryrun import cmd_dry_run
+from engine.commands.launch import prepare
 from engine.commands.validate import cmd_validate
 from tests.campaigns import campaign
 
@@ -248,3 +249,23 @@ def test_read_prompts_reads_a_plain_file_as_before(tmp_path: Path) -> None:
     path = tmp_path / "p.txt"
     path.write_text("one\n\ntwo\n")
     assert read_prompts(path) == ["one", "two"]
+
+
+@pytest.mark.parametrize(("name", "text", "problem"), [
+    ("prompts.json", '{"data": ["a", ', "not JSON"),
+    ("prompts.json", '["a"]', "not what ruler froze"),
+    ("items.json", '{"data": [{"messages": ', "not JSON"),
+    ("items.json", '{"data": 3}', "not what ruler froze"),
+    ("engine.json", '{"run_id": ', "not JSON"),
+])
+def test_a_frozen_file_damaged_before_a_resume_is_exit_2_naming_it(
+        tmp_path: Path, name: str, text: str, problem: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The engine read them with json.loads: a run directory's frozen items or engine.json cut
+    short (a full disk, an editor) ended `ruler run --resume` in a traceback."""
+    (tmp_path / "d.jsonl").write_text('{"prompt": "a"}\n')
+    path = write_campaign(tmp_path, {"dataset": {"file": "d.jsonl"}})
+    run_dir = prepare(str(path), str(tmp_path / "results"), "process")
+    (run_dir / name).write_text(text)
+    assert main(["engine", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert f"{run_dir / name}: " in err and problem in err and "Traceback" not in err, err
