@@ -67,10 +67,15 @@ def check_quality_files(campaign: Campaign, variables: Mapping[str, str]) -> Non
     if not campaign.quality.enabled:
         return
     v = dict(os.environ) | dict(variables)
-    campaign.greedy_prompts(v)
-    campaign.kl_texts(v)
+    q = campaign.quality
+    # The dry run stands a variable this host does not define for itself (dryrun.dry_variables):
+    # a file named through one is the run's to read, where it is defined or refused.
+    if q.greedy.prompts is None and q.greedy.file is not None and "${" not in expand(q.greedy.file, v):
+        campaign.greedy_prompts(v)
+    if q.kl.texts is None and q.kl.file is not None and "${" not in expand(q.kl.file, v):
+        campaign.kl_texts(v)
     receipt = campaign.oracle_receipt(v)
-    if receipt is not None:
+    if receipt is not None and "${" not in str(receipt):
         read_receipt(receipt)
 
 
