@@ -7,6 +7,7 @@ and quality alike: the quality phase receives its context without importing engi
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter
@@ -104,6 +105,14 @@ class RunContext:
     items: dict[str, list[Item]]  # frozen at the run's start: a resume sends the same ones
     leak_policy: LeakPolicy
     control_facts: dict[str, BootFacts] = field(default_factory=dict)  # session -> its control's
+    # The testbed's ${...} values the run resolved its files' paths with (engine.json's): a
+    # quality file's path, read mid-run, resolves as the run's start read it.
+    variables: dict[str, str] = field(default_factory=dict)
+
+    def file_variables(self) -> dict[str, str]:
+        """What a ${...} in a data file's path stands for: the environment, then the testbed's
+        (as engine.campaign.plan.campaign_items resolves a class's file)."""
+        return dict(os.environ) | self.variables
 
     def axis(self, window: str) -> str:
         return CONTROL if is_control(window) else self.campaign.window(window).axis

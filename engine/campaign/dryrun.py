@@ -20,7 +20,13 @@ from pathlib import Path
 from engine import testbed
 from engine.campaign import defaults
 from engine.campaign.load import campaign_warnings, load_campaign
-from engine.campaign.plan import WindowStart, campaign_items, plan_launch, resolve_runtime
+from engine.campaign.plan import (
+    WindowStart,
+    campaign_items,
+    check_quality_files,
+    plan_launch,
+    resolve_runtime,
+)
 from engine.campaign.redact import is_secret, redactor_for
 from engine.campaign.sources import Item, chosen, class_notes
 from engine.campaign.sources.explain import class_lines
@@ -220,6 +226,7 @@ def describe(campaign: Campaign, variables: Mapping[str, str], runtime: str,
     run_dir = run_dir or Path("results") / f"{dt.date.today().isoformat()}-{campaign.name}"
     c, adapter, wl = campaign, get_adapter(campaign.server), campaign.workload
     items = campaign_items(campaign, variables)
+    check_quality_files(campaign, variables)
     q = c.quality
     out = [f"campaign {c.name}: server {c.server}, runtime {runtime}, {len(c.windows)} windows in "
            f"{len(c.sessions)} sessions, control {c.control_position} in every session",

@@ -14,7 +14,14 @@ import yaml
 from pydantic import ValidationError
 
 from engine.campaign import defaults, sweep
-from engine.campaign.prompts import NotUtf8, Unreadable, decode_text, read_bounded, read_prompts
+from engine.campaign.prompts import (
+    NotUtf8,
+    Unreadable,
+    decode_text,
+    read_bounded,
+    read_prompts,
+    read_receipt,
+)
 from engine.campaign.redact import argv_warnings
 from engine.campaign.sources import SOURCES
 from engine.campaign.spec import (
@@ -234,26 +241,42 @@ def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:
 
 def _check_arrivals(workload: Mapping[Any, Any]) -> list[Issue]:
     """A rate's rep is its arrival times, made before it starts: at most MAX_REP_REQUESTS of them
-    (rate x rep_seconds), over at most MAX_SECONDS."""
-    rates, seconds = workload.get("rate"), workload.get("rep_seconds")
-    per_rep = workload.get("requests_per_rep")
-    if not isinstance(rates, list) or per_rep is not None and not isinstance(per_rep, int):
+    (rate x rep_seconds), over at most MAX_SECONDS. A capacity search over rates sends at rates
+    between its range's ends, so each end is bound as a rate is."""
+    seconds, per_rep = workload.get("rep_seconds"), workload.get("requests_per_rep")
+    if per_rep is not None and not isinstance(per_rep, int):
         return []
     span = seconds if isinstance(seconds, int | float) and seconds > 0 else 10
+    rates = workload.get("rate")
+    given: list[tuple[tuple[Any, ...], Any]] = [
+        (("workload", "rate", i), rate) for i, rate in enumerate(rates if isinstance(rates, list) else [])]
+    cap = workload.get("capacity")
+    if isinstance(cap, dict) and cap.get("over", "rate") == "rate" and isinstance(cap.get("range"), list):
+        given += [(("workload", "capacity", "range", i), end) for i, end in enumerate(cap["range"])]
     issues: list[Issue] = []
-    for i, rate in enumerate(rates):
-        if isinstance(rate, bool) or not isinstance(rate, int | float) or not MIN_RATE <= rate <= MAX_RATE:
+    for at, rate in given:
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= MAX_RATE:
             continue  # the schema's to report
+        if rate < MIN_RATE:  # the rate list's schema says so; a capacity range's bound is this
+            if at[1] != "rate":
+                issues.append((at, False, f"{dotted(at)}: a rate of at least {MIN_RATE:g} req/s, "
+                                          f"got {rate:g}"))
+            continue
         n = per_rep or max(4, math.ceil(span * rate))
         if n > MAX_REP_REQUESTS:
-            issues.append((("workload", "rate", i), False,
-                           f"rate {rate:g} req/s for rep_seconds {span:g} is {n} arrivals a rep; at "
-                           f"most {MAX_REP_REQUESTS} (shorten rep_seconds or lower the rate)"))
+            issues.append((at, False, f"{_named(at)}rate {rate:g} req/s for rep_seconds {span:g} is {n} "
+                                      f"arrivals a rep; at most {MAX_REP_REQUESTS} (shorten rep_seconds "
+                                      "or lower the rate)"))
         elif n / rate > MAX_SECONDS:
-            issues.append((("workload", "rate", i), False,
-                           f"rate {rate:g} req/s sends its {n} requests a rep over {n / rate:.3g} s; at "
-                           f"most {MAX_SECONDS} (a week): raise the rate or send fewer requests"))
+            issues.append((at, False, f"{_named(at)}rate {rate:g} req/s sends its {n} requests a rep over "
+                                      f"{n / rate:.3g} s; at most {MAX_SECONDS} (a week): raise the rate "
+                                      "or send fewer requests"))
     return issues
+
+
+def _named(at: tuple[Any, ...]) -> str:
+    """A capacity range's end says which key it is; a rate of the list reads as itself."""
+    return "" if at[1] == "rate" else f"{dotted(at)}: "
 
 
 def _check_capacity(workload: Mapping[Any, Any], classes: Mapping[Any, Any]) -> list[Issue]:
@@ -529,7 +552,7 @@ def _check_quality(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
         oracle = part.get("oracle")
         if section == "kl" and isinstance(oracle, dict):
             issues += _check_file((*where, "oracle", "receipt"), oracle.get("receipt"), base_dir,
-                                  "oracle receipt")
+                                  "oracle receipt", read_receipt)
     return issues
 
 

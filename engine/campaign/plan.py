@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.campaign.prompts import read_receipt
 from engine.campaign.redact import is_secret
 from engine.campaign.sources import Item, class_items
 from engine.campaign.spec import Campaign, Place, ServerConfig
@@ -55,6 +56,28 @@ def campaign_items(campaign: Campaign, variables: Mapping[str, str]) -> dict[str
     """
     v = dict(os.environ) | dict(variables)
     return {cls: class_items(campaign, cls, v) for cls in campaign.workload.classes}
+
+
+def check_quality_files(campaign: Campaign, variables: Mapping[str, str]) -> None:
+    """Read the quality checks' files (greedy prompts, KL texts, a stored oracle receipt) as the
+    quality phase will, a ${...} in their paths resolved like a class's file: the phase reads them
+    mid-run, after a server booted, so ``ruler run`` and the dry run read them first.
+
+    Raises the file's error (a DataFileError naming file:line) or UnresolvedVariable.
+    """
+    if not campaign.quality.enabled:
+        return
+    v = dict(os.environ) | dict(variables)
+    q = campaign.quality
+    # The dry run stands a variable this host does not define for itself (dryrun.dry_variables):
+    # a file named through one is the run's to read, where it is defined or refused.
+    if q.greedy.prompts is None and q.greedy.file is not None and "${" not in expand(q.greedy.file, v):
+        campaign.greedy_prompts(v)
+    if q.kl.texts is None and q.kl.file is not None and "${" not in expand(q.kl.file, v):
+        campaign.kl_texts(v)
+    receipt = campaign.oracle_receipt(v)
+    if receipt is not None and "${" not in str(receipt):
+        read_receipt(receipt)
 
 
 def resolve_runtime(campaign: Campaign, requested: str | None) -> str:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -53,6 +53,12 @@ class PromptFileError(DataFileError):
     what = "prompt file"
 
 
+class OracleReceiptError(DataFileError):
+    """A stored oracle receipt (quality.kl.oracle.receipt) the KL check cannot read."""
+
+    what = "oracle receipt"
+
+
 # A data file (prompts, a dataset, a trace, conversations) is read whole and parsed in memory, at
 # several times its size: past this it is a mistake (a sparse or device file) or needs splitting.
 # ShareGPT's whole dataset is 642 MB.
@@ -78,11 +84,13 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
-def read_bounded(path: Path, limit: int) -> bytes:
-    """A regular file's bytes, at most ``limit`` of them: the one way ruler opens a file a person
-    names. Opened without blocking (a FIFO with no writer would wait forever) and checked before a
-    byte is read: anything but a regular file (a FIFO, /dev/zero, a directory) or a file over
-    ``limit`` (a sparse 50 GB file) is Unreadable; a file that cannot be opened is an OSError."""
+@contextmanager
+def open_bounded(path: Path, limit: int) -> Iterator[BinaryIO]:
+    """A regular file of at most ``limit`` bytes, open for reading: the one way ruler opens a file
+    a person names. Opened without blocking (a FIFO with no writer would wait forever) and checked
+    before a byte is read: anything but a regular file (a FIFO, /dev/zero, a directory) or a file
+    over ``limit`` (a sparse 50 GB file) is Unreadable; a file that cannot be opened is an OSError.
+    A reader still counts what it reads: a file may grow, or say a size it does not have."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
@@ -92,8 +100,14 @@ def read_bounded(path: Path, limit: int) -> bytes:
         if st.st_size > limit:
             raise Unreadable(f"{size_text(st.st_size)} ({st.st_size} bytes), more than the "
                              f"{size_text(limit)} ruler reads", st.st_size)
-        # In pieces, never more than limit + 1 in all: a file may grow, or say a size it does not
-        # have; one read(limit + 1) would allocate the whole limit for a file of a few bytes.
+        yield f
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """A regular file's bytes, at most ``limit`` of them (:func:`open_bounded`)."""
+    with open_bounded(path, limit) as f:
+        # In pieces, never more than limit + 1 in all: one read(limit + 1) would allocate the
+        # whole limit for a file of a few bytes.
         chunks: list[bytes] = []
         total = 0
         while total <= limit and (chunk := f.read(min(1 << 24, limit + 1 - total))):
@@ -103,6 +117,37 @@ def read_bounded(path: Path, limit: int) -> bytes:
     if len(data) > limit:
         raise Unreadable(f"more than the {size_text(limit)} ruler reads", len(data))
     return data
+
+
+def text_lines(path: Path, error: type[DataFileError], nothing: str) -> Iterator[tuple[int, str]]:
+    """A data file's lines one at a time, each with its number, as :func:`read_text`'s text splits
+    them (universal newlines) and with its errors, a byte that is not UTF-8 at its line: a reader
+    that keeps less than the file (a trace's check) never holds it whole."""
+    text_seen = False
+    try:
+        with open_bounded(path, MAX_DATA_BYTES) as f:
+            n = total = 0
+            for raw in f:  # a line at a time, however long: the size bound holds it
+                total += len(raw)
+                if total > MAX_DATA_BYTES:
+                    raise Unreadable(f"more than the {size_text(MAX_DATA_BYTES)} ruler reads", total)
+                body = raw.removesuffix(b"\n").removesuffix(b"\r")
+                for piece in body.split(b"\r"):  # a lone CR ends a line, as in read_text
+                    n += 1
+                    try:
+                        line = piece.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        col = len(piece[:exc.start].decode("utf-8", errors="replace")) + 1
+                        raise error(path, f"not UTF-8 text (byte 0x{piece[exc.start]:02x} at column "
+                                          f"{col})", n) from None
+                    text_seen = text_seen or bool(line.strip())
+                    yield n, line
+    except OSError as exc:
+        raise error(path, f"cannot read ({exc.strerror or exc})") from None
+    except Unreadable as exc:
+        raise error(path, str(exc)) from None
+    if not text_seen:
+        raise error(path, f"{nothing}: the file is empty")
 
 
 def read_text(path: Path, error: type[DataFileError], nothing: str) -> str:
@@ -258,3 +303,37 @@ def _jsonl_prompt(path: Path, n: int, line: str) -> str:
     if not isinstance(item, str):
         raise PromptFileError(path, "expected a JSON string or {\"prompt\": ...}", n)
     return item
+
+
+# What the KL check reads of a stored oracle receipt (engine.quality.reference.Reference's fields
+# that have no default), and the lists among them.
+RECEIPT_KEYS = ("session", "window", "top_k", "greedy", "items", "scores", "repeat", "kl_items",
+                "kl_scores")
+_RECEIPT_LISTS = ("greedy", "items", "scores", "repeat", "kl_items", "kl_scores")
+_ITEM_LISTS = ("prompt_ids", "cont_ids", "positions")
+
+
+def read_receipt(path: Path) -> dict[str, Any]:
+    """A stored oracle receipt (a reference.json ruler wrote), read through the same checked opener
+    as every data file and checked for what the KL check takes from it, before a server boots: an
+    OracleReceiptError naming the file (and line) otherwise."""
+    text = read_text(path, OracleReceiptError, "no receipt")
+    with json_errors(path, OracleReceiptError, None):
+        data = json.loads(text)
+    if not isinstance(data, dict):
+        raise OracleReceiptError(path, f"not an oracle receipt ruler wrote: {describe(data)}, not an object")
+    missing = [k for k in RECEIPT_KEYS if k not in data]
+    if missing:
+        raise OracleReceiptError(path, f"not an oracle receipt ruler wrote: it has no {', '.join(missing)}")
+    for key in _RECEIPT_LISTS:
+        if not isinstance(data[key], list):
+            raise OracleReceiptError(path, f"{key} must be a list, got {describe(data[key])}")
+    for k, item in enumerate(data["kl_items"]):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not all(
+                isinstance(item.get(f), list) for f in _ITEM_LISTS):
+            raise OracleReceiptError(path, f"kl_items[{k}] must be {{\"name\": text, "
+                                           + ", ".join(f'"{f}": [...]' for f in _ITEM_LISTS) + "}")
+    if len(data["kl_scores"]) != len(data["kl_items"]):
+        raise OracleReceiptError(path, f"{len(data['kl_scores'])} kl_scores for {len(data['kl_items'])} "
+                                       "kl_items: one per item")
+    return data

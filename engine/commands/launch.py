@@ -13,7 +13,6 @@ import contextlib
 import datetime as dt
 import errno
 import fcntl
-import json
 import os
 import platform
 import signal
@@ -26,7 +25,7 @@ from typing import IO, Any, TextIO
 
 from engine import __version__, gpu, testbed
 from engine.campaign.load import SpecError, campaign_warnings, load_campaign
-from engine.campaign.plan import campaign_items, images, resolve_runtime
+from engine.campaign.plan import campaign_items, check_quality_files, images, resolve_runtime
 from engine.campaign.prompts import DataFileError
 from engine.campaign.redact import redactor_for
 from engine.campaign.spec import Campaign
@@ -108,6 +107,7 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
     variables = testbed_variables(campaign, with_image=needs_image)
     try:  # a file only the run can resolve (${...}) is read before a run directory exists
         campaign_items(campaign, variables)
+        check_quality_files(campaign, variables)
     except DataFileError as e:
         raise BadInput(f"{file}: {e.what} {e}") from e
     except UnresolvedVariable as e:
@@ -196,7 +196,8 @@ def run_engine(run_dir: Path, echo: bool) -> int:
     try:
         lock = _take_lock(run_dir)
         refuse_damaged(run_dir)
-        info = json.loads((run_dir / results.ENGINE_JSON).read_text())
+        info = results.read_frozen(run_dir / results.ENGINE_JSON, lambda d: isinstance(d, dict) and all(
+            k in d for k in ("campaign_source", "runtime", "variables")))
         campaign = _campaign_for(run_dir, info)
         results.write_atomic(run_dir / PID, f"{os.getpid()}\n")
         runner = Runner(campaign, run_dir, info["runtime"], info["variables"],

@@ -69,12 +69,12 @@ class ControlChecks(Checks):
     def kl_side(self, items: list[Item], scores: Scores,
                 repeat: Scores) -> tuple[list[Item], Scores, Scores | None, Reference | None]:
         """What KL is taken over: a stored oracle receipt's texts, fixed texts, or the greedy items."""
-        receipt_path = self.c.oracle_receipt()
+        receipt_path = self.c.oracle_receipt(self.run.file_variables())
         if receipt_path is not None:
             receipt = load_reference(receipt_path)
             return receipt.kl_items, self.timed(
                 "score", lambda: self.probe.score(receipt.kl_items, self.top_k)), None, receipt
-        texts = self.c.kl_texts()
+        texts = self.c.kl_texts(self.run.file_variables())
         if texts is None:
             return items, scores, repeat, None
         kl_items = self.timed("score", lambda: self.probe.text_items(texts, self.q.kl.positions))

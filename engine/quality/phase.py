@@ -88,12 +88,12 @@ class WindowRun(ControlChecks, WindowChecks):
             self.guarded(Check.TOOL_PROBE, lambda: self.timed("tools", self.tools))
 
     def greedy_outputs(self) -> list[dict[str, Any]]:
-        return self.probe.greedy(self.c.greedy_prompts(), self.knobs, self.q.greedy.max_tokens,
-                                 self.seed)
+        return self.probe.greedy(self.c.greedy_prompts(self.run.file_variables()), self.knobs,
+                                 self.q.greedy.max_tokens, self.seed)
 
     def knobs_check(self, greedy: list[dict[str, Any]]) -> None:
         """The ruler check; its with-every-knob side is the greedy replies (the same requests)."""
-        prompts = self.c.greedy_prompts()[:KNOB_PROMPTS]
+        prompts = self.c.greedy_prompts(self.run.file_variables())[:KNOB_PROMPTS]
         with_all = [g["reply"] for g in greedy[:KNOB_PROMPTS] if g["reply"] is not None]
         report = knob_check(self.probe, prompts, self.knobs, self.q.greedy.max_tokens, self.seed,
                             with_all)

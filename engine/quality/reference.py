@@ -8,7 +8,6 @@ can reuse it as a stored oracle receipt.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.campaign.prompts import OracleReceiptError, read_receipt
 from engine.quality.maths import abs_stats, forced_logprob, kl_topk, truncate
 from engine.record import results
 from engine.words import CONTROL
@@ -73,7 +73,14 @@ class Reference:
 
 
 def load_reference(path: Path) -> Reference:
-    return Reference.from_json(json.loads(path.read_text()))
+    """A reference receipt (this run's, or a stored oracle), read through the checked opener; one
+    ruler cannot use is an OracleReceiptError naming the file."""
+    data = read_receipt(path)
+    try:
+        return Reference.from_json(data)
+    except (KeyError, TypeError, ValueError) as exc:  # an item's fields, past read_receipt's checks
+        raise OracleReceiptError(path, f"not an oracle receipt ruler wrote ({type(exc).__name__}: "
+                                       f"{exc})") from None
 
 
 def same_items(a: Sequence[Item], b: Sequence[Item]) -> bool:

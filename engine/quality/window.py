@@ -72,7 +72,7 @@ class WindowChecks(Checks):
                      floored=cmp["floored"])
 
     def kl(self, ref: Reference, scores: Scores) -> None:
-        receipt_path = self.c.oracle_receipt()
+        receipt_path = self.c.oracle_receipt(self.run.file_variables())
         if receipt_path is not None:
             oracle = load_reference(receipt_path)
             oracle_scores = oracle.kl_scores

@@ -262,3 +262,19 @@ def write_json(path: Path, data: Any) -> None:
     if scrub is not None:
         data = scrub_data(data, scrub)
     write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str, allow_nan=False) + "\n")
+
+
+def read_frozen(path: Path, holds: Callable[[Any], bool] = lambda _: True) -> Any:
+    """A JSON file ruler froze into the run directory at its start (engine.json, prompts.json,
+    items.json), read back to resume: one damaged since, or not the shape ``holds`` asks, is
+    BadInput naming it, never a traceback. A file that cannot be read is the OSError itself."""
+    text = path.read_text(errors="replace")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise BadInput(f"{path}: not JSON ({exc}): ruler wrote it at the run's start and reads it to "
+                       "resume; restore it from a copy") from None
+    if not holds(data):
+        raise BadInput(f"{path}: not what ruler froze there (edited or damaged); restore it from a "
+                       "copy") from None
+    return data

@@ -41,6 +41,12 @@ from engine.servers.logs import BootFacts, Fact
 from engine.words import COMPLETE_WINDOWS, CONTROL, RunStatus, WindowStatus
 
 
+def _classes_of(kind: type) -> Callable[[Any], bool]:
+    """What a frozen items file holds: per class name, a list of ``kind`` (a prompt, an item)."""
+    return lambda data: isinstance(data, dict) and all(
+        isinstance(v, list) and all(isinstance(x, kind) for x in v) for v in data.values())
+
+
 def frozen_items(campaign: Campaign, run_dir: Path, variables: Mapping[str, str]) -> dict[str, list[Item]]:
     """The classes' items are frozen into the run at its start, so a resume and the receipts see
     the same ones: a plain class's prompts as strings in prompts.json, any other class's items
@@ -48,9 +54,10 @@ def frozen_items(campaign: Campaign, run_dir: Path, variables: Mapping[str, str]
     prompts, items = run_dir / results.PROMPTS, run_dir / results.ITEMS
     if prompts.exists():
         frozen: dict[str, list[Item]] = {
-            cls: [plain_item(p) for p in texts] for cls, texts in json.loads(prompts.read_text()).items()}
+            cls: [plain_item(p) for p in texts]
+            for cls, texts in results.read_frozen(prompts, _classes_of(str)).items()}
         if items.exists():
-            frozen.update(json.loads(items.read_text()))
+            frozen.update(results.read_frozen(items, _classes_of(dict)))
         return frozen
     frozen = campaign_items(campaign, variables)
     plain = {cls for cls, spec in campaign.workload.classes.items() if chosen(spec)[0].plain}
@@ -151,7 +158,7 @@ class Runner:
                                       campaign.workload.reps if campaign.workload.precision else 0)
         # What phases and operator commands see of the run: never the runner itself.
         self.ctx = RunContext(campaign, run_dir, self.run_id, self.state, self.controls, self.emit,
-                              self.items, self.leak_policy, self.control_facts)
+                              self.items, self.leak_policy, self.control_facts, dict(variables))
         # One lane per place; a campaign without places has one, on the controls above, as before.
         self.lanes = [self._lane(p, runtime, secrets) for p in campaign.places] if campaign.places \
             else [Lane(None, self.rt, self.controls, self.ctx)]

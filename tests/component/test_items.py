@@ -11,6 +11,7 @@ import pytest
 
 from engine.campaign.sources.item import Item, plain_item
 from engine.method import stats
+from engine.quality import Quality
 from engine.record.receipts import read_rep
 from engine.run.loadgen import PassPlan, arrival_times, measure_pass
 from engine.run.measure import recompute_row
@@ -83,3 +84,19 @@ def test_a_campaign_of_dataset_and_generated_classes_runs_like_a_plain_one(tmp: 
                     arrival_times(8.0, 6, 1234, 0.5), abs=1e-6)
     (tmp / "d.jsonl").write_text('{"prompt": "changed"}\n')
     assert frozen_items(r.campaign, r.run_dir, {}) == frozen
+
+
+def test_the_quality_phase_reads_a_variable_greedy_file_as_validate_and_the_run_did(
+        tmp: Path, fake: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ${...} in a quality file's path: the run resolves it before it starts (launch.prepare),
+    and the quality phase mid-run reads that same file, not a path named "${GREEDY}"."""
+    (tmp / "data").mkdir()
+    (tmp / "data" / "greedy.txt").write_text("Name a sea.\nName a river.\n")
+    monkeypatch.setenv("GREEDY", str(tmp / "data"))
+    spec = campaign("greedyvar", {}, {"s1": []}, requests_per_rep=2, reps=1,
+                    quality={"greedy": {"file": "${GREEDY}/greedy.txt", "max_tokens": 4},
+                             "teacher_forced": {"positions": 2}})
+    r = runner(tmp, spec, fake, phases=[Quality()])
+    assert r.run() == "finished"
+    greedy = json.loads((r.run_dir / "windows" / "s1-control" / "greedy.json").read_text())
+    assert [o["prompt"] for o in greedy["outputs"]] == ["Name a sea.", "Name a river."]

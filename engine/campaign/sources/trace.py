@@ -15,19 +15,18 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import io
 import math
 import random
 import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, NoReturn, cast
 
 from pydantic import Field, Strict
 
-from engine.campaign.prompts import DataFileError, iter_json_lines
-from engine.campaign.sources.base import Frozen, Source, reading
+from engine.campaign.prompts import DataFileError, json_line, text_lines
+from engine.campaign.sources.base import Frozen, Source
 from engine.campaign.sources.item import Item
 from engine.campaign.sources.shared_prefix import words
 
@@ -58,37 +57,48 @@ class TraceRequest:
 
 
 def read_trace(path: Path, block_tokens: int = BLOCK_TOKENS) -> list[TraceRequest]:
-    """Every request of a trace file, in its order; a record ruler cannot replay is a
-    DataFileError that reads ``path:line: problem``."""
-    text = reading(path)
-    rows = _csv_rows(path, text) if path.suffix.lower() == ".csv" else _jsonl_rows(path, text)
-    out: list[TraceRequest] = []
-    for n, row in rows:
-        req = _request(path, n, row, block_tokens)
-        if out and req.t < out[-1].t:
-            raise DataFileError(path, f"time goes backwards ({_secs(req.t)} after {_secs(out[-1].t)}): "
-                                  "a trace is in time order", n)
-        out.append(req)
-    if not out:
-        raise DataFileError(path, "no requests: the trace is empty")
+    """Every request of a trace file, in its order, its times from the first's; a record ruler
+    cannot replay is a DataFileError that reads ``path:line: problem``."""
+    out = list(_requests(path, block_tokens))
     first = out[0].t
     return [dataclasses.replace(r, t=r.t - first) for r in out] if first else out
+
+
+def _requests(path: Path, block_tokens: int) -> Iterator[TraceRequest]:
+    """The trace's requests as read, one at a time (times as the file has them), each checked
+    and in time order; a trace with none is an error."""
+    lines = text_lines(path, DataFileError, "no records")
+    rows = _csv_rows(path, lines) if path.suffix.lower() == ".csv" else _jsonl_rows(path, lines)
+    last: TraceRequest | None = None
+    for n, row in rows:
+        req = _request(path, n, row, block_tokens)
+        if last is not None and req.t < last.t:
+            raise DataFileError(path, f"time goes backwards ({_secs(req.t)} after {_secs(last.t)}): "
+                                  "a trace is in time order", n)
+        yield req
+        last = req
+    if last is None:
+        raise DataFileError(path, "no requests: the trace is empty")
 
 
 def _secs(t: float) -> str:
     return f"{t:g} s"
 
 
-def _jsonl_rows(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    for n, obj in iter_json_lines(path, text, DataFileError):
+def _jsonl_rows(path: Path, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for n, line in lines:
+        if not line.strip():
+            continue
+        obj = json_line(path, n, line, DataFileError)
         if not isinstance(obj, dict):
             raise DataFileError(path, "expected a JSON object (timestamp or time, input_length, "
                                 "output_length)", n)
         yield n, obj
 
 
-def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    reader = csv.DictReader(io.StringIO(text))
+def _csv_rows(path: Path, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, dict[str, Any]]]:
+    # csv counts the lines it consumes: its line_num is the file's line, as text_lines numbers them.
+    reader = csv.DictReader(line + "\n" for _, line in lines)
     try:
         yield from _csv_records(path, reader)
     except csv.Error as exc:  # a field past csv's limit (131072 characters)
@@ -234,10 +244,26 @@ def spec_requests(spec: TraceSpec, path: Path) -> list[TraceRequest]:
     """The requests of a trace class: its file's, in its window (a window with none is an error)."""
     reqs = window(read_trace(path, spec.block_tokens), spec.start, spec.seconds)
     if not reqs:
-        end = "its end" if spec.seconds is None else f"{spec.start + spec.seconds:g} s"
-        span = f"{spec.start:g} s to {end}"
-        raise DataFileError(path, f"no requests in the window ({span} into the trace)")
+        _empty_window(spec, path)
     return reqs
+
+
+def check_requests(spec: TraceSpec, path: Path) -> None:
+    """What :func:`spec_requests` would raise, reading the file a line at a time and keeping no
+    request: validate's check of a trace of any length in the memory of one line."""
+    end = math.inf if spec.seconds is None else spec.start + spec.seconds
+    first: float | None = None
+    found = False
+    for r in _requests(path, spec.block_tokens):
+        first = r.t if first is None else first
+        found = found or spec.start <= r.t - first < end
+    if not found:
+        _empty_window(spec, path)
+
+
+def _empty_window(spec: TraceSpec, path: Path) -> NoReturn:
+    end = "its end" if spec.seconds is None else f"{spec.start + spec.seconds:g} s"
+    raise DataFileError(path, f"no requests in the window ({spec.start:g} s to {end} into the trace)")
 
 
 def spec_items(spec: TraceSpec, path: Path) -> list[dict[str, Any]]:
@@ -279,7 +305,7 @@ class TraceSource(Source):
 
     def check(self, spec: Any, path: Path | None) -> None:
         assert path is not None  # file() always names one
-        spec_requests(spec, path)  # every record and the window; the prompts cannot fail
+        check_requests(spec, path)  # every record and the window; the prompts cannot fail
 
     def describe(self, spec: Any, path: Path | None) -> list[str]:
         assert path is not None  # file() always names one

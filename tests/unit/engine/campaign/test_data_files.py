@@ -19,12 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.campaign.load import SpecError, load_campaign
-from engine.campaign.prompts import MAX_DATA_BYTES, DataFileError, read_prompts
+from engine.campaign.prompts import MAX_DATA_BYTES, RECEIPT_KEYS, DataFileError, read_prompts
 from engine.campaign.sources import SOURCES
 from engine.campaign.sources.conversations import ConversationsSpec
 from engine.campaign.sources.dataset import DatasetSpec
 from engine.campaign.sources.trace import TraceSpec
+from engine.commands.cli import main
 from engine.commands.dryrun import cmd_dry_run
+from engine.commands.launch import prepare
 from engine.commands.validate import cmd_validate
 from tests.campaigns import campaign
 
@@ -108,6 +110,57 @@ def test_validate_refuses_a_fifo_by_what_it_is_not_as_missing(
 def test_a_campaign_file_that_is_a_fifo_is_refused(fifo: Path) -> None:
     with pytest.raises(SpecError, match=r":1:1: campaign file is not a regular file \(a FIFO\)"):
         load_campaign(fifo)
+
+
+# The quality checks' files, read by the quality phase mid-run: checked before a server boots.
+QUALITY_FILES: dict[str, Any] = {
+    "greedy": lambda f: {"enabled": True, "greedy": {"file": f}},
+    "kl": lambda f: {"enabled": True, "kl": {"file": f}},
+    "oracle": lambda f: {"enabled": True, "kl": {"oracle": {"receipt": f}}},
+}
+
+
+def write_quality(tmp_path: Path, quality: dict[str, Any]) -> Path:
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump(campaign("q", {}, {"s": []}, quality=quality), sort_keys=False))
+    return path
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("key", sorted(QUALITY_FILES))
+def test_a_variable_quality_file_that_is_a_fifo_is_refused_before_anything_starts(
+        tmp_path: Path, fifo: Path, key: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Validate cannot resolve ${V}; the dry run and the run read it before a directory or a boot."""
+    path = write_quality(tmp_path, QUALITY_FILES[key]("${V}"))
+    monkeypatch.setenv("V", str(fifo))
+    assert cmd_dry_run(str(path), "process") == 2
+    assert f"{fifo}: not a regular file (a FIFO); ruler reads files only" in capsys.readouterr().err
+    assert main(["run", str(path), "--headless", "--results-dir", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: " in err and f"{fifo}: not a regular file (a FIFO)" in err, err
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(("text", "line", "problem"), [
+    ('{"session": "s1",\n "window": ', 2, r"not JSON \(Expecting value"),  # cut short
+    ("[]", None, "not an oracle receipt ruler wrote: a list, not an object"),
+    ('{"session": "s1"}', None, "not an oracle receipt ruler wrote: it has no window, top_k, .*kl_scores"),
+    (json.dumps(dict.fromkeys(RECEIPT_KEYS, []) | {"kl_items": 3}), None, "kl_items must be a list"),
+    (json.dumps(dict.fromkeys(RECEIPT_KEYS, []) | {"kl_items": [{"name": "a"}]}), None,
+     r"kl_items\[0\] must be"),
+])
+def test_validate_reads_an_oracle_receipt_as_the_run_will(
+        tmp_path: Path, text: str, line: int | None, problem: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """It was only checked to exist: a damaged one failed the quality phase mid-run."""
+    receipt = tmp_path / "oracle.json"
+    receipt.write_text(text)
+    path = write_quality(tmp_path, QUALITY_FILES["oracle"](receipt.name))
+    assert cmd_validate(str(path)) == 2
+    err = capsys.readouterr().err
+    where = f"oracle receipt {receipt}:{line}: " if line else f"oracle receipt {receipt}: "
+    assert where in err and re.search(problem, err), err
 
 
 def deep(n: int) -> str:
@@ -196,3 +249,23 @@ def test_read_prompts_reads_a_plain_file_as_before(tmp_path: Path) -> None:
     path = tmp_path / "p.txt"
     path.write_text("one\n\ntwo\n")
     assert read_prompts(path) == ["one", "two"]
+
+
+@pytest.mark.parametrize(("name", "text", "problem"), [
+    ("prompts.json", '{"data": ["a", ', "not JSON"),
+    ("prompts.json", '["a"]', "not what ruler froze"),
+    ("items.json", '{"data": [{"messages": ', "not JSON"),
+    ("items.json", '{"data": 3}', "not what ruler froze"),
+    ("engine.json", '{"run_id": ', "not JSON"),
+])
+def test_a_frozen_file_damaged_before_a_resume_is_exit_2_naming_it(
+        tmp_path: Path, name: str, text: str, problem: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The engine read them with json.loads: a run directory's frozen items or engine.json cut
+    short (a full disk, an editor) ended `ruler run --resume` in a traceback."""
+    (tmp_path / "d.jsonl").write_text('{"prompt": "a"}\n')
+    path = write_campaign(tmp_path, {"dataset": {"file": "d.jsonl"}})
+    run_dir = prepare(str(path), str(tmp_path / "results"), "process")
+    (run_dir / name).write_text(text)
+    assert main(["engine", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert f"{run_dir / name}: " in err and problem in err and "Traceback" not in err, err

@@ -1,6 +1,7 @@
 """engine.campaign (spec, load, prompts, variables): loading, line:col diagnostics, semantic checks,
 config_for and render_args."""
 
+import json
 import re
 import tempfile
 from pathlib import Path
@@ -16,7 +17,7 @@ from engine.campaign import defaults
 from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.plan import WindowStart, plan_launch
-from engine.campaign.prompts import read_prompts
+from engine.campaign.prompts import RECEIPT_KEYS, read_prompts
 from engine.campaign.sources import SOURCES, class_items
 from engine.campaign.spec import Campaign, percent
 from engine.campaign.variables import UnresolvedVariable, expand, render_args
@@ -514,7 +515,7 @@ quality:
 
 def test_quality_section_loads(tmp_path: Path) -> None:
     (tmp_path / "texts.txt").write_text("one text\nanother text\n")
-    (tmp_path / "oracle.json").write_text("{}")
+    (tmp_path / "oracle.json").write_text(json.dumps(dict.fromkeys(RECEIPT_KEYS, [])))  # read at validate
     c = load_campaign(write(tmp_path, BASE + QUALITY))
     assert c.greedy_prompts() == ["a", "b"] and c.quality_seed() == 7
     assert c.kl_texts() == ["one text", "another text"]
@@ -1097,6 +1098,13 @@ def test_cli_run_reads_a_variable_prompt_file_before_claiming_a_directory(
      "raise the rate or send fewer requests"),
     # Every arrival at t=0: gaps of gamma shape 1e-5 are 0 in floating point.
     ("  rate: [5]\n  burstiness: 1.0e-5\n", "23:15: workload.burstiness: must be at least 0.01, got 1e-05"),
+    # A capacity search over rates probes rates between its range's ends: each end is a rate the
+    # search may send at, bound as a rate is.
+    ("  rep_seconds: 3600\n  capacity: {range: [1, 5000], holds: {ttft_p99_ms: 500}}\n",
+     "23:25: workload.capacity.range[1]: rate 5000 req/s for rep_seconds 3600 is 18000000 arrivals "
+     "a rep; at most 100000 (shorten rep_seconds or lower the rate)"),
+    ("  capacity: {range: [1.0e-300, 10], holds: {ttft_p99_ms: 500}}\n",
+     "22:22: workload.capacity.range[0]: a rate of at least 0.01 req/s, got 1e-300"),
 ])
 def test_a_rate_or_rep_length_that_measures_nothing_or_fills_memory_is_refused(
         tmp_path: Path, keys: str, expected: str) -> None:

@@ -204,3 +204,40 @@ def test_validate_reads_a_trace_without_synthesising_its_prompts(
 
     monkeypatch.setattr(trace, "prompt", no_prompts)
     assert list(load_campaign(path).workload.classes) == ["replay"]
+
+
+def _validate_peak(tmp_path: Path, name: str, n: int) -> tuple[int, int]:
+    """The peak of traced memory of validating a trace of ``n`` requests, and the file's size."""
+    import yaml
+
+    from engine.campaign.load import load_campaign
+    from tests.campaigns import campaign
+
+    path = tmp_path / name
+    with path.open("w") as f:
+        if name.endswith(".csv"):
+            f.write("time,input_length,output_length\n")
+            f.writelines(f"{i / 10},{600 + i % 7},{1 + i % 300}\n" for i in range(n))
+        else:
+            f.writelines(json.dumps({"timestamp": i * 100, "input_length": 1000, "output_length": 2,
+                                     "hash_ids": [i % 64, i + 1]}) + "\n" for i in range(n))
+    spec = tmp_path / "c.yaml"
+    spec.write_text(yaml.safe_dump(campaign("c", {}, {"s": []}, classes={
+        "replay": {"trace": {"file": name, "start": 1.0, "seconds": 10.0}}}), sort_keys=False))
+    tracemalloc.start()
+    try:
+        load_campaign(spec)
+        return tracemalloc.get_traced_memory()[1], path.stat().st_size
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("name", ["t.jsonl", "t.csv"])
+def test_validate_streams_a_trace_in_memory_that_does_not_grow_with_it(tmp_path: Path, name: str) -> None:
+    """A 1e6-line trace took minutes and 1.5 GB to validate: its text and every request were held.
+    Checking streams the file a line at a time: a trace 400 times longer adds far less than its
+    own size to the peak."""
+    small, _ = _validate_peak(tmp_path, name, 100)
+    large, size = _validate_peak(tmp_path, name, 40_000)
+    assert large - small < size / 4, (f"{(large - small) / (1 << 20):.2f} MiB more for a "
+                                      f"{size / (1 << 20):.1f} MiB trace")
