@@ -4,9 +4,11 @@ text, no terminal escape, C1 control or bare CR reaches terminal text, no HTML o
 of its own reaches a document, and no CSV cell starts with a formula character unless it is a
 number.
 
-The run is the recorded demo run (tests/fixtures/runs/demo-smollm2), its server text replaced by
-the example's: the boot facts' values, the rows' errors and reasons, the verdicts' summaries, the
-rejection's error lines, the boot excerpts. From it: the headless lines (``format_event``),
+The runs are the recorded demo run (tests/fixtures/runs/demo-smollm2) and a journal of every
+event kind (tests/fixtures/fold/every-kind.jsonl), their outside text replaced by the example's:
+the boot facts' values, the rows' errors and reasons, the verdicts' summaries, the windows' ends,
+the rejection's error lines, the engine's error, an operator command's arguments and reply, the
+boot excerpts. From each: the headless lines (``format_event``),
 ``ruler status``, the console's detail panes and its log pane's lines, ``ruler facts`` on a boot
 log of such lines, throughput.csv and verdicts.csv as the engine writes them, report.md and the
 HTML page made from it.
@@ -37,6 +39,7 @@ from engine.record.results import THROUGHPUT
 from engine.record.snapshot import fold_journal
 from engine.report import load_run, render
 from engine.report.html import page
+from engine.sanitize import terminal
 from engine.servers import get_adapter
 from tests.paths import FIXTURES
 from tui.core.detail import detail, receipts
@@ -44,7 +47,7 @@ from tui.core.plan import frozen_leak, frozen_rule
 from tui.widgets.log import BootLog
 from tui.widgets.text import to_text
 
-DEMO = FIXTURES / "runs" / "demo-smollm2"
+RUNS = {"demo": FIXTURES / "runs" / "demo-smollm2", "every kind": FIXTURES / "fold" / "every-kind.jsonl"}
 LOGS = FIXTURES / "logs"
 
 # What a hostile server sends: escapes (OSC retitles a pane, CSI clears it, a C1 CSI), a CR and
@@ -58,10 +61,13 @@ PIECE = st.one_of(st.sampled_from(ATTACKS), st.text(max_size=12),
                   st.binary(max_size=12).map(lambda b: b.decode("utf-8", "replace")))
 SERVER_TEXT = st.lists(PIECE, min_size=1, max_size=6).map("".join)
 
-# The events' fields whose text a server wrote (a log line's value, an error body, a verdict on
-# what it generated), by event kind.
-SERVER_FIELDS = {"row_done": ("error", "reason"), "row_void": ("reason",), "verdict": ("summary",),
-                 "window_rejected": ("reason",), "boot_fact": ("value",)}
+# The events' fields whose text came from outside ruler (a log line's value, an error body, a
+# verdict on what the server generated, what an operator typed), by event kind.
+SERVER_FIELDS = {"row_done": ("error", "reason", "spread_why"), "row_void": ("reason", "spread_why"),
+                 "verdict": ("summary",), "window_rejected": ("reason",), "boot_fact": ("value",),
+                 "window_finished": ("reason",), "rerun_aborted": ("reason",),
+                 "window_reboot": ("reason",), "engine_error": ("error",), "command": ("reply",),
+                 "leak_suspected": ("detail",)}
 FORMULA = ("=", "+", "-", "@", "\t", "\r")
 BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029")
 
@@ -71,12 +77,16 @@ def acted_on(text: str) -> list[str]:
     return [c for c in text if (unicodedata.category(c) == "Cc" and c != "\t") or c in BIDI]
 
 
-def hostile_run(tmp: Path, text: str) -> Path:
-    """The demo run with every server-written text of it ``text``."""
+def hostile_run(tmp: Path, source: str, text: str) -> Path:
+    """The run ``source`` names with every outside text of it ``text``."""
     run = tmp / "run"
     if run.exists():
         shutil.rmtree(run)
-    shutil.copytree(DEMO, run)
+    if RUNS[source].is_dir():
+        shutil.copytree(RUNS[source], run)
+    else:
+        run.mkdir()
+        shutil.copy(RUNS[source], run / "journal.jsonl")
     lines = []
     for line in (run / "journal.jsonl").read_text().splitlines():
         e = json.loads(line)
@@ -85,6 +95,8 @@ def hostile_run(tmp: Path, text: str) -> Path:
                 e[field] = text
         if e["kind"] == "window_rejected":
             e["errors"] = [text, f"E srv {text}"]
+        if e["kind"] == "command":
+            e["args"] = [text]
         lines.append(json.dumps(e))
     (run / "journal.jsonl").write_text("\n".join(lines) + "\n")
     one_line = " ".join(text.splitlines())  # a log's line, as ruler splits a log into lines
@@ -156,13 +168,13 @@ def page_shape(html: str) -> dict[str, Any]:
             "urls": sorted({u[:11] if u.startswith("data:") else u for u in _URL.findall(body)})}
 
 
-@pytest.fixture(scope="module")
-def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The recorded run's report as it is: what a hostile one may not add to."""
-    run = hostile_run(tmp_path_factory.mktemp("baseline"), "plain words")
+@pytest.fixture(scope="module", params=list(RUNS))
+def baseline(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The run's report with plain words for its outside text: what a hostile one may not add to."""
+    run = hostile_run(tmp_path_factory.mktemp("baseline"), request.param, "plain words")
     write_csvs(run)
     md = render(load_run(run), [], "")
-    return {"md": shape(md), "page": page_shape(page("t", md, run, []))}
+    return {"source": request.param, "md": shape(md), "page": page_shape(page("t", md, run, []))}
 
 
 @pytest.mark.slow
@@ -170,11 +182,13 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @given(text=SERVER_TEXT)
 def test_no_server_byte_reaches_a_terminal_or_a_document_as_more_than_text(
         text: str, tmp_path: Path, baseline: dict[str, Any]) -> None:
-    run = hostile_run(tmp_path, text)
+    run = hostile_run(tmp_path, baseline["source"], text)
     for where, lines in terminal_lines(run, text).items():
         assert lines, where
         for line in lines:
             assert not acted_on(line), (where, line)
+        if where in ("headless", "console detail", "console log pane"):
+            assert terminal(text) in "\n".join(lines), where  # it got there, as text
 
     write_csvs(run)
     for name in (THROUGHPUT, VERDICTS):
