@@ -93,3 +93,9 @@ def csv_document(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> s
     for row in rows:
         w.writerow(["" if (v := row.get(k)) is None else csv_cell(v) for k in columns])
     return buf.getvalue()
+
+
+def terminal_lines(text: object) -> str:
+    """``text`` of several lines (a message, a table) for a terminal: each line :func:`terminal`,
+    the LFs between them kept; a CR is shown, never taken for a line break."""
+    return "\n".join(map(terminal, str(text).split("\n")))
