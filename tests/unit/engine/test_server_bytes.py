@@ -8,10 +8,10 @@ The runs are the recorded demo run (tests/fixtures/runs/demo-smollm2) and a jour
 event kind (tests/fixtures/fold/every-kind.jsonl), their outside text replaced by the example's:
 the boot facts' values, the rows' errors and reasons, the verdicts' summaries, the windows' ends,
 the rejection's error lines, the engine's error, an operator command's arguments and reply, the
-boot excerpts. From each: the headless lines (``format_event``),
-``ruler status``, the console's detail panes and its log pane's lines, ``ruler facts`` on a boot
-log of such lines, throughput.csv and verdicts.csv as the engine writes them, report.md and the
-HTML page made from it.
+boot excerpts, the boot facts' files (their values and their differences from the control's).
+From each: the headless lines (``format_event``), ``ruler status``, the console's detail panes
+and its log pane's lines, ``ruler facts`` on a boot log of such lines, throughput.csv and
+verdicts.csv as the engine writes them, report.md and the HTML page made from it.
 """
 
 from __future__ import annotations
@@ -99,6 +99,13 @@ def hostile_run(tmp: Path, source: str, text: str) -> Path:
             e["args"] = [text]
         lines.append(json.dumps(e))
     (run / "journal.jsonl").write_text("\n".join(lines) + "\n")
+    for f in run.glob("windows/*/boot-facts.json"):
+        facts = json.loads(f.read_text())
+        facts["facts"] = {k: text if isinstance(v, str) else v for k, v in facts["facts"].items()}
+        facts["errors"] = facts["warnings"] = [text]
+        diff = facts.get("diff_vs_control") or {}
+        diff["changed"] = {f"{k}{text}": [text, v[1]] for k, v in (diff.get("changed") or {}).items()}
+        f.write_text(json.dumps(facts))
     one_line = " ".join(text.splitlines())  # a log's line, as ruler splits a log into lines
     for f in [*run.glob("windows/*/boot-excerpt.txt"), *run.glob("windows/*/rejection.txt")]:
         f.write_text("".join(f"{line} {one_line}\n" for line in f.read_text().splitlines()))
