@@ -9,13 +9,14 @@ event kind (tests/fixtures/fold/every-kind.jsonl), their outside text replaced b
 the boot facts' values, the rows' errors and reasons, the verdicts' summaries, the windows' ends,
 the rejection's error lines, the engine's error, an operator command's arguments and reply, the
 boot excerpts, the boot facts' files (their values and their differences from the control's).
-From each: the headless lines (``format_event``), ``ruler status``, the console's detail panes
+From each: the headless lines (``format_event``), ``ruler status`` and ``compare``, the console's detail panes
 and its log pane's lines, ``ruler facts`` on a boot log of such lines, throughput.csv and
 verdicts.csv as the engine writes them, report.md and the HTML page made from it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -38,6 +39,7 @@ from engine.record.receipts import throughput_rows, write_throughput
 from engine.record.results import THROUGHPUT
 from engine.record.snapshot import fold_journal
 from engine.report import load_run, render
+from engine.report.compare import cmd_compare
 from engine.report.html import page
 from engine.sanitize import terminal
 from engine.servers import get_adapter
@@ -127,7 +129,11 @@ def terminal_lines(run: Path, text: str) -> dict[str, list[str]]:
     log = "".join(f"{line}{text}\n" for line in (LOGS / "llamacpp_c2048_np2.log").read_text().splitlines())
     adapter = get_adapter("llamacpp")
     headless = [format_event(e) for e in read_events(run / "journal.jsonl")]
+    compared = io.StringIO()
+    with contextlib.redirect_stdout(compared), contextlib.redirect_stderr(compared):
+        cmd_compare([str(run), str(run)], allow_different=True)
     return {"headless": [line for line in headless if line is not None],
+            "compare": compared.getvalue().splitlines(),
             "status": format_summary(summary(run)).splitlines(),
             "console detail": panes, "console log pane": list(pane.lines),
             "facts": render_table(facts_json("llamacpp", "boot.log", *read_facts(adapter, log))).splitlines()}
