@@ -8,14 +8,19 @@ arguments, a campaign's axis) made inert for where it is written: one function p
   plain words when it is only those, else as one code span: no heading, link, HTML tag or table
   cell starts inside it.
 - :func:`csv_cell`: a CSV cell. Terminal-safe, and a text a spreadsheet would run as a formula
-  (``=``, ``+``, ``-``, ``@``) gets a leading ``'`` (OWASP's CSV injection advice); numbers stay.
+  (``=``, ``+``, ``-``, ``@``, tab; a CR is already shown as ``\\x0d``) gets a leading ``'``
+  (OWASP's CSV injection advice); numbers stay. :func:`csv_document` writes every CSV ruler
+  writes (throughput.csv, verdicts.csv) with it, and :func:`csv_text` reads a cell back as written.
 
 In the bottom layer: the record, the report, the commands and the console all write such text.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 # C0 but tab, DEL, C1; the bidi embeddings, overrides and isolates (text that reads other than
@@ -56,16 +61,19 @@ def csv_cell(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     s = terminal(value)
-    if s.startswith(_FORMULA) and not _number(s):
-        return "'" + s
-    return s
+    return "'" + s if _quoted(s) else s
 
 
 def csv_text(cell: str) -> str:
     """A CSV cell as ruler wrote the text: :func:`csv_cell`'s quote before a formula taken off."""
-    if cell.startswith("'") and cell[1:].startswith(_FORMULA) and not _number(cell[1:]):
-        return cell[1:]
-    return cell
+    return cell[1:] if cell.startswith("'") and _quoted(cell[1:]) else cell
+
+
+def _quoted(s: str) -> bool:
+    """Whether :func:`csv_cell` quotes ``s``: a formula, or a text that would read back as one
+    once its own leading quotes are taken for ruler's (``'=x`` is written ``''=x``)."""
+    bare = s.lstrip("'")
+    return bare.startswith(_FORMULA) and not _number(bare)
 
 
 def _number(s: str) -> bool:
@@ -74,3 +82,20 @@ def _number(s: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def csv_document(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    """Every CSV ruler writes: ``columns`` as its header, then each row's values under them
+    (others left out), None as an empty cell, every other through :func:`csv_cell`."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for row in rows:
+        w.writerow(["" if (v := row.get(k)) is None else csv_cell(v) for k in columns])
+    return buf.getvalue()
+
+
+def terminal_lines(text: object) -> str:
+    """``text`` of several lines (a message, a table) for a terminal: each line :func:`terminal`,
+    the LFs between them kept; a CR is shown, never taken for a line break."""
+    return "\n".join(map(terminal, str(text).split("\n")))

@@ -38,6 +38,7 @@ from engine.commands.eta import LoadPlan, load_plan
 from engine.commands.invocation import ruler_command
 from engine.record.journal import Event
 from engine.record.state import RunState, apply
+from engine.sanitize import terminal
 from engine.servers import get_adapter
 from engine.words import RERUNNABLE_ROWS, UP_WINDOWS, RunStatus
 from tui.commandline import CommandLine, CommandSuggester, Reported
@@ -364,8 +365,9 @@ class RulerConsole(App[None]):
             self.say([(f"{what}:", "bold"), (str(r.get("reply", "")), "success")])
         else:
             self.say([(f"{what} refused:", "error"), (str(r.get("error", "")), "")])
-            self.notify(str(r.get("error", "")), title=f"{what} refused", severity="error",
-                        timeout=6)
+            # The refusal quotes what was typed: shown as text, neither markup nor escapes.
+            self.notify(terminal(r.get("error", "")), title=terminal(f"{what} refused"),
+                        severity="error", timeout=6, markup=False)
 
     @on(FollowTable.Picked, "#windows")
     def _window_picked(self, message: FollowTable.Picked) -> None:

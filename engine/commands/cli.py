@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from engine import __version__
 from engine.errors import EXIT_BAD_INPUT, EXIT_CODES, EXIT_ENGINE, BadInput, EngineError
-from engine.sanitize import terminal
+from engine.sanitize import terminal, terminal_lines
 
 
 def latest_run(results_dir: str | Path = "results") -> Path:
@@ -338,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except BadInput as e:  # any command: the message names the problem and where
         # Its lines may quote a file or a server: shown, never acted on.
-        print("\n".join(map(terminal, str(e).splitlines())), file=sys.stderr)
+        print(terminal_lines(e), file=sys.stderr)
         return EXIT_BAD_INPUT
     except EngineError as e:  # ruler itself failed: said in one line, no traceback
         print(terminal(f"ruler {args.command}: {e}"), file=sys.stderr)

@@ -9,6 +9,7 @@ from engine.campaign.dryrun import dry_run
 from engine.campaign.load import SpecError
 from engine.campaign.prompts import DataFileError
 from engine.errors import EngineError
+from engine.sanitize import terminal_lines
 
 
 def cmd_dry_run(campaign_path: str, runtime: str | None, results_dir: str = "results") -> int:
@@ -16,14 +17,14 @@ def cmd_dry_run(campaign_path: str, runtime: str | None, results_dir: str = "res
     try:
         text = dry_run(campaign_path, runtime, results_dir=results_dir)
     except SpecError as e:
-        for problem in e.problems:
-            print(problem, file=sys.stderr)
+        for problem in e.problems:  # each may quote the file or the name it was given
+            print(terminal_lines(problem), file=sys.stderr)
         return 2
     except DataFileError as e:  # a ${...} file path the host resolves to nothing usable
-        print(f"{campaign_path}: {e.what} {e}", file=sys.stderr)
+        print(terminal_lines(f"{campaign_path}: {e.what} {e}"), file=sys.stderr)
         return 2
     except EngineError as e:
-        print(f"ruler run --dry-run: {e}", file=sys.stderr)
+        print(terminal_lines(f"ruler run --dry-run: {e}"), file=sys.stderr)
         return 1
     print(text, end="")
     return 0

@@ -84,17 +84,17 @@ def cmd_facts(server: str, logfile: str, as_json: bool) -> int:
     try:
         adapter = get_adapter(server)
     except ValueError:
-        print(f"ruler facts: unknown server {server!r}; known: {', '.join(known_adapters())}",
+        print(terminal(f"ruler facts: unknown server {server!r}; known: {', '.join(known_adapters())}"),
               file=sys.stderr)
         return 2
     path = Path(logfile)
     try:  # the checked opener: a FIFO or a device named as the log is refused, never waited on
         text = read_bounded(path, MAX_DATA_BYTES).decode("utf-8", errors="replace")
     except OSError as e:
-        print(f"ruler facts: cannot read {logfile}: {e.strerror or e}", file=sys.stderr)
+        print(terminal(f"ruler facts: cannot read {logfile}: {e.strerror or e}"), file=sys.stderr)
         return 2
     except Unreadable as e:
-        print(f"ruler facts: cannot read {logfile}: {e}", file=sys.stderr)
+        print(terminal(f"ruler facts: cannot read {logfile}: {e}"), file=sys.stderr)
         return 2
     facts, periodic = read_facts(adapter, text)
     data = facts_json(server, logfile, facts, periodic)

@@ -128,16 +128,18 @@ def format_summary(s: dict[str, Any]) -> str:
         damage = [Damage(**d) for d in s["journal_damage"]]
         path = f"{s['run_dir']}/{results.JOURNAL}"
         lines.append(f"  JOURNAL DAMAGED at {len(damage)} line(s): not an event, or out of sequence")
-        lines += ["    " + x for x in damage_report(path, damage).splitlines()]
+        lines += ["    " + x for x in damage_report(path, damage).split("\n")]
         lines.append("    `ruler run --resume` refuses until they are moved out of the journal")
     if s["last_rep"]:
         r = s["last_rep"]
         lines.append(f"  last    {r['row']} attempt {r['attempt']} rep {r['rep']}: "
                      f"{r['agg_tok_s']:.1f} tok/s")
-    return "\n".join(lines)
+    # Each line may quote the run (its directory's name, a Slurm reason, the journal's damage):
+    # shown on a terminal, never acted on.
+    return "\n".join(map(terminal, lines))
 
 
 def print_status(run_dir: Path, as_json: bool) -> None:
     s = summary(run_dir)
     # Its lines quote the journal (a server's errors, an operator's arguments): shown, not acted on.
-    print(json.dumps(s, indent=2) if as_json else "\n".join(map(terminal, format_summary(s).splitlines())))
+    print(json.dumps(s, indent=2) if as_json else format_summary(s))

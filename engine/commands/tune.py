@@ -48,10 +48,10 @@ from engine.record.events import EventKind
 from engine.record.journal import read_kinds
 from engine.record.liveness import engine_alive
 from engine.record.snapshot import fold_journal
-from engine.record.state import RunState, capacity_key
+from engine.record.state import RunState, WindowState, capacity_key
 from engine.record.trade import Call, Judged, judged, value_text
 from engine.report.capacity import answer_of
-from engine.sanitize import terminal
+from engine.sanitize import markdown, terminal
 from engine.words import CONTROL, Check, RunStatus, Verdict, WindowStatus
 
 JOURNAL = "tune.jsonl"
@@ -159,6 +159,13 @@ def objective_of(tune: Tune, state: RunState, session: str, window: str) -> Judg
     return Judged(v.delta, v.lo, v.hi, call, "" if v.delta is not None else v.call)
 
 
+def no_figure_why(ws: WindowState | None) -> str:
+    """Why a candidate whose window was rejected, failed or not run has no figure. The window's
+    reason may quote the server (an error body, a log line): inert in tune.md's table and list."""
+    return f"no figure: the window was {ws.status if ws else 'not run'}" + (
+        f" ({markdown(ws.reason)})" if ws and ws.reason else "")
+
+
 def judge_round(tune: Tune, rnd: Round, run_dir: Path, plan: list[Candidate]) -> None:
     state = fold_journal(run_dir / results.JOURNAL)
     goal = tune.spec.objective.tok_s
@@ -175,8 +182,7 @@ def judge_round(tune: Tune, rnd: Round, run_dir: Path, plan: list[Candidate]) ->
         ws = state.windows.get(f"{cand.session}-{cand.window}")
         cand.run = str(run_dir)
         if ws is None or ws.status in (WindowStatus.REJECTED, WindowStatus.FAILED):
-            cand.why = f"no figure: the window was {ws.status if ws else 'not run'}" + (
-                f" ({ws.reason})" if ws and ws.reason else "")
+            cand.why = no_figure_why(ws)
             rnd.candidates.append(cand)
             continue
         j = objective_of(tune, state, cand.session, cand.window)

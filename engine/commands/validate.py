@@ -16,6 +16,7 @@ from engine.campaign.load import SpecError, campaign_warnings, load_campaign
 from engine.campaign.prompts import DataFileError
 from engine.campaign.spec import Campaign, campaign_schema
 from engine.errors import BadInput, EngineError
+from engine.sanitize import terminal_lines
 from engine.words import plural
 
 
@@ -26,8 +27,8 @@ def cmd_validate(path: str, explain: bool = False, baseline: str | None = None) 
     try:
         campaign = load_campaign(path)
     except SpecError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
+        for problem in exc.problems:  # each may quote the file or the name it was given
+            print(terminal_lines(problem), file=sys.stderr)
         return 2
     workload = campaign.workload
     print(
@@ -47,12 +48,12 @@ def cmd_validate(path: str, explain: bool = False, baseline: str | None = None) 
     try:
         seen, damage = base.read_baseline(run_dir)
     except BadInput as e:
-        print(f"ruler validate: {e}", file=sys.stderr)
+        print(terminal_lines(f"ruler validate: {e}"), file=sys.stderr)
         return 2
     if damage:
-        print(f"ruler validate: warning: {damage}", file=sys.stderr)
+        print(terminal_lines(f"ruler validate: warning: {damage}"), file=sys.stderr)
     for short in base.short_rep_warnings(campaign, run_dir, seen):
-        print(f"{path}: {short}", file=sys.stderr)
+        print(terminal_lines(f"{path}: {short}"), file=sys.stderr)
     if not explain:
         return 0
     rc = explain_campaign(path, campaign)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from engine.record import results
-from engine.sanitize import csv_cell
+from engine.sanitize import csv_document
 from engine.words import Check, Verdict
 
 VERDICTS = "verdicts.csv"
@@ -50,17 +48,10 @@ def verdict_row(session: str, window: str, axis: str, lossy: bool,
 
 
 def write_verdicts(run_dir: Path, rows: Iterable[dict[str, Any]]) -> None:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, VERDICT_COLUMNS, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    for row in rows:
-        w.writerow({k: _cell(row.get(k)) for k in VERDICT_COLUMNS})
-    results.write_atomic(run_dir / VERDICTS, buf.getvalue())
+    # Figures to six significant digits; every cell made inert by the one CSV writer.
+    results.write_atomic(run_dir / VERDICTS, csv_document(
+        VERDICT_COLUMNS, ({k: _figure(v) for k, v in row.items()} for row in rows)))
 
 
-def _cell(v: Any) -> Any:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return csv_cell(v)
+def _figure(v: Any) -> Any:
+    return f"{v:.6g}" if isinstance(v, float) else v

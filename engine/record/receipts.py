@@ -4,8 +4,6 @@ and concurrency, naming the rep files it was computed from; its columns: engine.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +16,7 @@ from engine.record.judged import judgement, row_columns
 from engine.record.request import RequestRecord
 from engine.record.results import THROUGHPUT, write_atomic, write_jsonl
 from engine.record.state import RunState
-from engine.sanitize import csv_cell
+from engine.sanitize import csv_document
 from engine.words import Check
 
 
@@ -80,12 +78,7 @@ def throughput_rows(state: RunState, rule: Rule) -> list[dict[str, Any]]:
 
 
 def write_throughput(run_dir: Path, rows: list[dict[str, Any]]) -> None:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    for row in rows:
-        w.writerow({k: ("" if row.get(k) is None else csv_cell(row.get(k))) for k in CSV_COLUMNS})
-    write_atomic(run_dir / THROUGHPUT, buf.getvalue())
+    write_atomic(run_dir / THROUGHPUT, csv_document(CSV_COLUMNS, rows))
 
 
 class ThroughputWriter:

@@ -384,8 +384,8 @@ def cmd_compare(run_dirs: list[str], as_json: bool = False, allow_different: boo
         return 2
     try:
         views = [load_run(d) for d in run_dirs]
-    except ReportError as e:
-        print(e, file=sys.stderr)
+    except ReportError as e:  # it may quote the runs' files, which ruler may not have written
+        print(terminal(e), file=sys.stderr)
         return 2
     headers, text, records = comparison(views, allow_different, shared)
     if as_json:

@@ -17,6 +17,7 @@ from engine.report.methods import files, methods
 from engine.report.run import ReportError, RunView, load_run
 from engine.report.sections import controls, header, summary
 from engine.report.windows import windows
+from engine.sanitize import terminal
 
 REPORT = "report.md"
 CHARTS_SKIPPED = "charts skipped: install ruler[report]"
@@ -164,8 +165,8 @@ def write_report(run_dir: str | Path, as_html: bool = False) -> tuple[Path, list
 def cmd_report(run_dir: str, as_html: bool = False) -> int:
     try:
         path, charts, note = write_report(run_dir, as_html)
-    except ReportError as e:
-        print(e, file=sys.stderr)
+    except ReportError as e:  # it may quote the run's files, which ruler may not have written
+        print(terminal(e), file=sys.stderr)
         return 2
     except OSError as e:  # writing its own files (each is whole, or the one before it)
         print(f"ruler report: cannot write {e.filename or run_dir}: {e.strerror or e}; make room, "
@@ -177,5 +178,5 @@ def cmd_report(run_dir: str, as_html: bool = False) -> int:
     for c in charts:
         print(f"chart:  {c} ({c.stat().st_size} bytes)")
     if note:
-        print(note)
+        print(terminal(note))
     return 0

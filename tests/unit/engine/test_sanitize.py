@@ -17,7 +17,7 @@ from engine.commands.progress import format_event
 from engine.record.figures import CSV_COLUMNS
 from engine.record.receipts import write_throughput
 from engine.report.html import page
-from engine.sanitize import csv_cell, csv_text, markdown, terminal
+from engine.sanitize import csv_cell, csv_document, csv_text, markdown, terminal
 
 SERVER_TEXT = st.one_of(st.text(), st.binary().map(lambda b: b.decode("utf-8", "replace")))
 BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029")
@@ -46,8 +46,17 @@ def test_markdown_is_one_inert_code_span() -> None:
 def test_a_formula_cell_is_quoted_and_a_number_is_kept() -> None:
     assert [csv_cell(v) for v in ("=cmd|' /C calc'!A0", "+1+1", "@SUM(A1)", "-2+3", "-1.5", 3.0, None)] == [
         "'=cmd|' /C calc'!A0", "'+1+1", "'@SUM(A1)", "'-2+3", "-1.5", 3.0, None]
-    assert [csv_text(csv_cell(v)) for v in ("=cmd", "-c 4096", "'quoted", "-1.5")] == [
-        "=cmd", "-c 4096", "'quoted", "-1.5"]
+    assert [csv_text(csv_cell(v)) for v in ("=cmd", "-c 4096", "'quoted", "-1.5", "'=cmd", "''+1")] == [
+        "=cmd", "-c 4096", "'quoted", "-1.5", "'=cmd", "''+1"]
+
+
+def test_every_cell_of_a_csv_document_is_inert() -> None:
+    doc = csv_document(["axis", "delta", "error"], [
+        {"axis": "=cmd|' /C calc'!A0", "delta": -3.2, "error": "\r=1+1"},
+        {"axis": "-3.2", "delta": None, "error": "\t@SUM(A1)", "ignored": "=x"}])
+    assert list(csv.reader(io.StringIO(doc))) == [
+        ["axis", "delta", "error"], ["'=cmd|' /C calc'!A0", "-3.2", "\\x0d=1+1"],
+        ["-3.2", "", "'\t@SUM(A1)"]]
 
 
 @given(SERVER_TEXT)
@@ -57,12 +66,11 @@ def test_no_server_text_reaches_a_terminal_as_an_escape(text: str) -> None:
 
 @given(SERVER_TEXT)
 def test_no_server_text_reaches_a_csv_as_an_escape_or_a_formula(text: str) -> None:
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow([csv_cell(text)])
-    [[cell]] = list(csv.reader(io.StringIO(buf.getvalue())))
+    [_, [cell]] = list(csv.reader(io.StringIO(csv_document(["text"], [{"text": text}]))))
     assert not acted_on(cell)
     if cell.startswith(("=", "+", "-", "@", "\t")):  # only a number may: a spreadsheet reads it as one
         float(cell)
+    assert csv_text(cell) == terminal(text)  # read back as written
 
 
 @given(SERVER_TEXT)

@@ -745,3 +745,22 @@ async def test_rep_bars_start_at_zero() -> None:
         bars.data = [float(v) for v in range(1, 10)]  # more reps than fit: the newest six
         await pilot.pause()
         assert str(bars.render()) == "▄▄▅▆▇█"  # 4/9 .. 9/9 of eight steps, rounded
+
+
+async def test_a_refusal_quoting_the_operators_words_is_shown_as_text(measuring) -> None:
+    """The engine's refusal quotes what the operator typed: its toast shows markup in it ([/x]
+    closes nothing, [link=...] would make a link) as typed, and escapes as escapes."""
+    run, engine = measuring
+    app = RulerConsole(run, probe_interval=0.3)
+    markup = "[/x] [link=https://evil.example]y[/link]"
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settled(pilot)
+        app.command("rerun", [markup])
+        await until(pilot, lambda: len(list(app._notifications)) == 1)
+        app.command("rerun", ["row\x1b]0;TITLE\x07"])
+        await until(pilot, lambda: len(list(app._notifications)) == 2)
+        toasts = list(app._notifications)
+        assert markup in str(toasts[0].message) and markup in toasts[0].title
+        assert not [t for t in toasts if t.markup]  # the message shown as it is, not read as markup
+        assert not [t for t in toasts if "\x1b" in t.title + str(t.message)]
+        assert "row\\x1b]0;TITLE\\x07 refused" in toasts[1].title

@@ -5,16 +5,18 @@ real testbed, killed and resumed: tests/integration/test_tune.py)."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engine.campaign.load import SpecError
-from engine.commands.tune import Candidate, Round, after, next_plan, quality_of, tune_md
+from engine.commands.tune import Candidate, Round, after, next_plan, no_figure_why, quality_of, tune_md
 from engine.commands.tunespec import Tune, load_tune
+from engine.record.state import WindowState
 from engine.record.trade import Call
-from engine.words import Check, Verdict
+from engine.words import Check, Verdict, WindowStatus
 from tests.paths import REPO
 
 TUNE = REPO / "campaigns" / "tune" / "smollm2.yaml"
@@ -161,3 +163,21 @@ def test_a_tune_file_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
         load_tune(tmp_path / "t.yaml")
     assert [p.message for p in info.value.problems] == [
         "tune file is not a regular file (a FIFO); ruler reads files only"]
+
+
+def test_a_failed_windows_reason_is_inert_in_tune_md() -> None:
+    """A window that failed says why in tune.md's table and its ruled-out list; the reason may
+    quote the server (an error body: a heading, HTML, a link, a table's bar): text there, nothing
+    of its own."""
+    hostile = "HTTP 500: \n# Owned <script>x</script> [a](javascript:y) | cell"
+    ws = WindowState("s", "w3", status=WindowStatus.FAILED, reason=hostile)
+    r1 = done(1, "axes", START, ("--spec-draft-n-max", 3, False, 0.02))
+    r1.candidates[0].why = no_figure_why(ws)
+    out = {"campaign": "c.yaml", "objective": "tok/s of prose at c1", "verdict_rule": "rule",
+           "kl_max": 0.05, "stop": "budget spent", "changed": {}, "command": "llama-server",
+           "rounds": [{"number": 1, "kind": "axes", "control": START, "run": "r", "boots": 3,
+                       "seconds": 60.0, "candidates": [vars(c) for c in r1.candidates]}]}
+    text = tune_md(out)
+    assert "Owned" in text and "\n# Owned" not in text
+    prose = re.sub(r"`[^`]*`", "", text)
+    assert "<script>" not in prose and "](javascript:" not in prose and "| cell" not in prose
