@@ -21,9 +21,6 @@ from engine.run.client.http import CLOSED, Response, Target, Unreadable
 from engine.servers.client import ServerClient
 
 _now = time.monotonic
-# Parse a stream's buffered bytes in bulk past this size: about a hundred events, a fraction of a
-# millisecond of work on the loop (which delays every other stream's timestamps as long), and a
-# long stream never holds more than this unparsed.
 # The errors a server's death leaves in its requests: its connections closed, reset or refused
 # (an HTTP status or a stream's own error comes from a server that is still there).
 _LOST = (CLOSED, "ConnectionResetError", "ConnectionRefusedError", "ConnectionAbortedError",
@@ -35,6 +32,9 @@ def connection_lost(error: str | None) -> bool:
     return bool(error) and str(error).startswith(_LOST)
 
 
+# Parse a stream's buffered bytes in bulk past this size: about a hundred events, a fraction of a
+# millisecond of work on the loop (which delays every other stream's timestamps as long), and a
+# long stream never holds more than this unparsed.
 BULK = 1 << 14
 # Parse work is done in turns of at most about this long, the loop polling its sockets and timers
 # between them: a batch of equal requests decodes in lockstep, so many streams reach their bulk
