@@ -223,13 +223,18 @@ def run_engine(run_dir: Path, echo: bool) -> int:
             raise
         raise EngineError(
             f"the run stopped: cannot write {e.filename or run_dir} ({e.strerror or e}). Its "
-            f"journal keeps every event written before that; make room, then continue with: "
+            f"journal keeps every event written before that; once the disk takes writes again "
+            f"(room made, the file system repaired or remounted), continue with: "
             f"{ruler_command()} run --resume {run_dir}") from e
     finally:
+        # Each cleanup on its own: a disk that failed (EIO, EROFS) keeps the stale socket and pid,
+        # which the next engine replaces (the lock says who is alive); the error to say is the
+        # run's, above.
         control.close()
-        with contextlib.suppress(OSError):  # a read-only disk keeps the stale pid; the lock says
+        with contextlib.suppress(OSError):
             (run_dir / PID).unlink(missing_ok=True)
-        lock.close()
+        with contextlib.suppress(OSError):
+            lock.close()
     if status == RunStatus.ABORTED:
         return EXIT_STOPPED
     if not runner.state.measured:

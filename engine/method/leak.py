@@ -87,6 +87,12 @@ def spread_figure(values: Sequence[float]) -> float | None:
     return round(s, 4) if math.isfinite(s) else None
 
 
+def spread_text(values: Sequence[float]) -> str:
+    """:func:`spread` as a reason says it: a percentage, or why there is none (never "inf%")."""
+    s = spread(values)
+    return f"{s:.1%}" if math.isfinite(s) else "- (no rep moved a token)"
+
+
 def pooled_noise(rows: Sequence[Sequence[float]]) -> tuple[float, int]:
     """The pooled standard deviation of log tok/s within rows (each about its own mean) and its
     degrees of freedom; rows of fewer than two reps, or with a rep at or below 0, add nothing."""

@@ -45,7 +45,7 @@ def leak_reading(values: Sequence[float], policy: LeakPolicy, pool: Pool = ()) -
     said = first.why or f"noise: the first {policy.stage} reps are within leak.spread"
     return leak.Reading(leak.Shape.NOISE, f"{said}; the leak rule judges the first stage's "
                                           f"{policy.stage} reps only, the {len(values)} reps spread "
-                                          f"{spread(values):.1%}", None, first.below, first.bar,
+                                          f"{leak.spread_text(values)}", None, first.below, first.bar,
                         first.noise)
 
 

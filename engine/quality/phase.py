@@ -22,6 +22,7 @@ from engine.quality.reference import ReferenceStore
 from engine.quality.tools import tool_probe, tool_verdict
 from engine.quality.verdicts import verdict_row, write_verdicts
 from engine.quality.window import WindowChecks
+from engine.record import results
 from engine.record.events import EventKind
 from engine.words import CONTROL, Check, QualityStatus
 
@@ -43,16 +44,15 @@ class Quality:
         with httpx.Client(base_url=ctx.server.base_url, timeout=timeout) as client:
             probe = Probe(ctx.adapter, client, run.controls.stopping)
             checks = WindowRun(self.refs, self.baseline_dir, run, ctx, probe)
-            try:
-                checks.all()
-            except Stopped:
-                status = QualityStatus.STOPPED
-            except httpx.TransportError as e:
-                if not ctx.server.alive():
-                    raise WindowFailed(f"server died during the quality checks ({e})") from e
-                raise
-            finally:
-                write_verdicts(run.run_dir, self.rows(run))
+            with results.after(lambda: write_verdicts(run.run_dir, self.rows(run))):
+                try:
+                    checks.all()
+                except Stopped:
+                    status = QualityStatus.STOPPED
+                except httpx.TransportError as e:
+                    if not ctx.server.alive():
+                        raise WindowFailed(f"server died during the quality checks ({e})") from e
+                    raise
         run.emit(EventKind.QUALITY_DONE, session=ctx.session, window=ctx.window, status=status,
                     seconds=round(time.monotonic() - started, 2), requests=probe.requests,
                     stages=checks.stages)

@@ -15,6 +15,7 @@ before it reads it as empty.
 # No ``from __future__ import annotations``: ``Figure.type`` holds an evaluated type, which
 # engine.record.events builds the row_done event's TypedDict from.
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +45,9 @@ class Figure:
     source: tuple[str, ...] = ()  # the request record (engine.record.request) fields it is from
 
     def text(self, v: float | None) -> str:
-        """The report's cell: ``-`` for no value."""
-        if v is None:
+        """The report's cell: ``-`` for no value (a journal from before the writers refused them
+        can hold Infinity: no value either)."""
+        if v is None or not math.isfinite(v):
             return "-"
         if self.fmt.endswith(" %"):
             return f"{format(v * 100, self.fmt[:-2])} %"
@@ -53,9 +55,8 @@ class Figure:
 
     def short(self, v: Any) -> str:
         """The console's cell: ``-`` for no value (an empty one included)."""
-        if v is None or v == "":
+        if v is None or v == "" or not math.isfinite(x := float(v)):
             return "-"
-        x = float(v)
         return f"{x:.0f}" if self.compact and abs(x) >= 1000 else format(x, self.cell)
 
 

@@ -191,12 +191,30 @@ def _alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
+def after(cleanup: Callable[[], object]) -> Iterator[None]:
+    """Run ``cleanup`` when the block ends, as ``finally`` would; but when the block raised, an
+    OSError of the cleanup is dropped. A results disk that fails (EIO, EROFS, full) fails every
+    write on the way out too, and that second error would hide the first, the one to say."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            cleanup()
+        raise
+    cleanup()
+
+
+@contextlib.contextmanager
 def atomic_file(path: Path, fsync: bool = True) -> Iterator[IO[bytes]]:
     """A binary file that becomes ``path`` when the block ends, owner-only; readers (the console,
     a crash, the next report) see the old file or the new one, never half of one. The stale
     temporaries for ``path`` (of processes that are gone) are removed first."""
     remove_stale(path)
-    fd, tmp = temporary_for(path)
+    try:
+        fd, tmp = temporary_for(path)
+    except OSError as e:  # said of the file it was for, not of a temporary's random name
+        e.filename = str(path)
+        raise
     try:
         with os.fdopen(fd, "wb") as f:
             yield f

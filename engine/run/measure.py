@@ -27,7 +27,9 @@ from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
 from engine.record.results import DIR_MODE, write_jsonl
 from engine.record.state import RunState, capacity_key
+from engine.run.client.transport import connection_lost
 from engine.run.loadgen import PassPlan, PassResult, arrival_times, chunk_rate, measure_pass, shard_count
+from engine.runtime.base import Server
 from engine.servers.client import FlushFailed, ServerClient, tls_context
 from engine.servers.data import POS, BadServerData, counter, reading
 from engine.words import (
@@ -149,6 +151,23 @@ def slo_of(run: RunContext) -> stats.Slo:
 
 
 Rep = tuple[dict[str, Any], list[RequestRecord]]
+
+
+# A runtime can report a server's death a moment after its connections drop (Docker records a
+# container's exit after its process is gone): a pass that lost connections asks this long.
+DEATH_SEEN_S = 2.0
+
+
+def _died(server: Server, lost: bool) -> bool:
+    """Whether the server died under a pass whose requests failed; ``lost``: some lost their
+    connection, so a server still said alive is asked again until DEATH_SEEN_S has passed (its
+    cut-short rep is then no rep of failed requests, but the death it was)."""
+    deadline = time.monotonic() + (DEATH_SEEN_S if lost else 0.0)
+    while server.alive():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 class Measurement:
@@ -293,7 +312,8 @@ class Measurement:
             res.extra["metrics_missing"] = why or "no metrics counters"
         if rejected:  # the row says so: bad data from the server, not a flag left off
             res.extra["metrics_rejected"] = why
-        if any(r.get("error") for r in res.records) and not ctx.server.alive():
+        errors = [r["error"] for r in res.records if r.get("error")]
+        if errors and _died(ctx.server, any(connection_lost(e) for e in errors)):
             raise WindowFailed(f"server died during a pass (exit code {ctx.server.exit_code()})")
         return res, delta, _cache_delta(before, after)
 

@@ -464,22 +464,24 @@ class Runner:
             self._on_fact(session, window)(fact)
         lane.server = server
         started = StartedWindow(session, window, wdir, server, pump, config, tag, gpus)
-        try:
+        with results.after(lambda: self._stop_window(lane, started, plan.keep)):
             self._boot_and_measure(lane, started, self.phases if phases is None else phases)
-        finally:
-            lane.server, lane.controls.deadline = None, None
-            server.stop()
-            pump.join(timeout=10)
-            record: dict[str, Any] = {}
-            if isinstance(server, BatchServer):
-                record = server.record()
-                # The node wrote boot.log unfiltered: secrets come out of it now, as from any record.
-                results.scrub_file(server.log_path, self.redact)
-            self.emit(EventKind.SERVER_STOPPED, session=session, window=window,
-                      exit_code=server.exit_code(), kept=plan.keep,
-                      **({"record": record} if record else {}))
         if pump.error:  # boot.log could not be written: the run stops rather than lose receipts
             raise pump.error
+
+    def _stop_window(self, lane: Lane, started: StartedWindow, kept: bool) -> None:
+        """The window's server stopped and its stop recorded, however the window ended."""
+        server = started.server
+        lane.server, lane.controls.deadline = None, None
+        server.stop()
+        started.pump.join(timeout=10)
+        record: dict[str, Any] = {}
+        if isinstance(server, BatchServer):
+            record = server.record()
+            # The node wrote boot.log unfiltered: secrets come out of it now, as from any record.
+            results.scrub_file(server.log_path, self.redact)
+        self.emit(EventKind.SERVER_STOPPED, session=started.session, window=started.window,
+                  exit_code=server.exit_code(), kept=kept, **({"record": record} if record else {}))
 
     def _node(self, session: str, lane: Lane) -> str | None:
         """Every window of a session runs where its control ran, so each delta is within one box:

@@ -39,6 +39,7 @@ from engine.servers.data import (
     number,
     optional_count,
     show,
+    strict_json,
     token_ids,
 )
 from engine.servers.data import text as as_text
@@ -160,11 +161,7 @@ def post_json(client: Http, path: str, body: dict[str, Any]) -> dict[str, Any]:
 
         raise httpx.HTTPStatusError(f"{path}: HTTP {r.status_code}: {r.text[:300]}",
                                     request=r.request, response=r)
-    try:
-        out = r.json()
-    except ValueError as e:
-        raise BadServerData(f"{path} answered {show(r.text[:60])}: not JSON") from e
-    return mapping(out, f"{path} answer")
+    return mapping(strict_json(r.text, path), f"{path} answer")
 
 
 class ServerClient(ABC):

@@ -7,6 +7,7 @@ verdict, never an engine error.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,6 +62,19 @@ def text(value: Any, what: str) -> str:
     if isinstance(value, str):
         return value
     raise BadServerData(f"{what} is {show(value)}, not a string")
+
+
+def _no_constant(word: str) -> Any:
+    raise ValueError(f"{word} is no JSON number")
+
+
+def strict_json(text: str, what: str) -> Any:
+    """A server's JSON answer as JSON has it: Python's json reads NaN and Infinity, which no JSON
+    file the engine writes may hold (its writers refuse them), so an answer with one is bad data."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        raise BadServerData(f"{what} answered {show(text[:60])}: not JSON ({e})") from e
 
 
 def mapping(value: Any, what: str) -> dict[str, Any]:

@@ -58,13 +58,14 @@ def slow_rep_two(hooks: Hooks, fake: FakeRuntime, window: str = "control") -> No
     hooks.on(fast, kind="rep_done", window=window, attempt=1, rep=2)
 
 
-def run_with(tmp: Path, behaviour: Behaviour, monkeypatch: pytest.MonkeyPatch,
-             echo: bool = False, axis: str = "context 4096") -> tuple[Path, int]:
-    """``ruler engine``'s run_engine (lock, journal, control socket, Runner, Measurement) on the
-    fake runtime, every server behaving as ``behaviour``: the run directory and the exit code."""
+def run_with(tmp: Path, behaviour: Behaviour, monkeypatch: pytest.MonkeyPatch, echo: bool = False,
+             axis: str = "context 4096", quality: dict[str, Any] | None = None) -> tuple[Path, int]:
+    """``ruler engine``'s run_engine (lock, journal, control socket, Runner, Measurement, and
+    Quality when ``quality`` configures it) on the fake runtime, every server behaving as
+    ``behaviour``: the run directory and the exit code."""
     spec = tmp / "failing.yaml"
     body = campaign("failing", {"ctx": {**CTX["ctx"], "axis": axis}}, {"s1": ["ctx"]}, reps=2, leak={
-        "min_concurrency": 8, "spread": 0.9, "max_reruns": 0})
+        "min_concurrency": 8, "spread": 0.9, "max_reruns": 0}, **({"quality": quality} if quality else {}))
     body["process"] = {"command": ["/bin/true"]}  # never run: the fake runtime starts the servers
     spec.write_text(yaml.safe_dump(body, sort_keys=False))
     run = launch.prepare(str(spec), str(tmp / "results"), "process")

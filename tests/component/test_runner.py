@@ -35,7 +35,7 @@ from engine.run.client.record import Events
 from engine.run.measure import Measurement, recompute_row
 from engine.words import RunStatus
 from tests.campaigns import CTX, LEAKY, campaign
-from tests.component.fakes import LOGS, Behaviour, FakeRuntime, Hooks, by_window
+from tests.component.fakes import LOGS, Behaviour, FakeRuntime, FakeServer, Hooks, by_window
 from tests.component.helpers import PACE, WHO, events, rows, runner, slow_rep_two
 from tui.core.header import header_lines
 
@@ -367,6 +367,37 @@ def test_a_server_dying_mid_stream_fails_its_window_and_the_next_runs(tmp: Path,
     failure = (run / "windows" / "s1-victim" / "failure.txt").read_text()
     assert failure.startswith(f"reason: {reason}\n") and "all slots are idle" in failure
     assert all(got[f"s1-after/{c}/c1"]["status"] == "ok" for c in ("prose", "code"))
+
+
+def test_a_server_death_seen_late_is_the_reason_not_a_rep_with_failed_requests(
+        tmp: Path, fake: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The victim's server dies mid-rep and its runtime reports the death late (FAKED: the first
+    time it is asked after the death, the fake says the server is alive, as Docker does while it
+    records a container's exit): the rep cut short is not kept as a rep of failed requests to
+    suspect of a leak; the server's death is the row's and the window's reason."""
+    stale: dict[int, bool] = {}
+    alive = FakeServer.alive
+
+    def late(self: FakeServer) -> bool:
+        if self.ended.is_set() and not stale.get(id(self)):
+            stale[id(self)] = True
+            return True
+        return alive(self)
+    monkeypatch.setattr(FakeServer, "alive", late)
+    hooks = Hooks()
+    r = runner(tmp, dying(hooks, fake), fake, hooks)
+    assert r.run() == "finished"
+    hooks.check()
+    run = r.run_dir
+    assert stale, "the fake never reported the death late"
+    assert [e["rep"] for e in events(run, "rep_done", window="victim")] == [1]
+    assert not events(run, "leak_suspected")
+    reason = "server died during a pass (exit code 137)"
+    got = rows(run)
+    assert (got["s1-victim/prose/c1"]["status"], got["s1-victim/prose/c1"]["reason"]) == (
+        "failed", f"the server failed after 1 rep: {reason}")
+    assert [(e["status"], e.get("reason")) for e in events(run, "window_finished", window="victim")] == [
+        ("failed", reason)]
 
 
 def test_an_operator_rerun_of_a_failed_window_boots_it_again_and_measures_its_failed_rows(

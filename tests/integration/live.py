@@ -84,6 +84,18 @@ def serve(plan: LaunchPlan) -> rp.ProcessServer:
     return server
 
 
+def during_rep_two(results: Path) -> Callable[[], bool]:
+    """True while the control's first attempt has exactly one rep done (so rep 2 is running)."""
+    def check() -> bool:
+        journals = list(results.glob("*/journal.jsonl"))
+        if not journals:
+            return False
+        done = [e for e in read_events(journals[0]) if e["kind"] == "rep_done"
+                and e.get("window") == "control" and e.get("attempt") == 1]
+        return len(done) == 1
+    return check
+
+
 HOLD = 5.0  # the slow rep's requests take about HOLD + 1 times as long
 
 

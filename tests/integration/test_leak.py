@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from engine import testbed as tb_mod
 from engine.record.journal import read_events
 from engine.runtime.base import LaunchPlan, free_port
 from engine.sanitize import markdown
-from tests.integration.live import SlowingProxy, serve
+from tests.integration.live import SlowingProxy, during_rep_two, serve
 
 # Slow: a campaign on the real server behind the proxy, over ten seconds.
 pytestmark = pytest.mark.slow
@@ -55,18 +54,6 @@ workload:
 leak: {{min_concurrency: 2, spread: 0.5, max_reruns: 1}}
 quality: {{enabled: false}}
 """
-
-def during_rep_two(results: Path) -> Callable[[], bool]:
-    """True while the control's first attempt has exactly one rep done (so rep 2 is running)."""
-    def check() -> bool:
-        journals = list(results.glob("*/journal.jsonl"))
-        if not journals:
-            return False
-        done = [e for e in read_events(journals[0]) if e["kind"] == "rep_done"
-                and e.get("window") == "control" and e.get("attempt") == 1]
-        return len(done) == 1
-    return check
-
 
 def test_leaked_rep_is_voided_rewarmed_and_rerun(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
     port = free_port()

@@ -8,6 +8,7 @@ loses nothing.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 Seg = tuple[str, str]  # (text, style tag)
@@ -34,7 +35,7 @@ def fmt_rps(v: Any) -> str:
 
 
 def fmt_pct(v: float | None, signed: bool = False) -> str:
-    if v is None:
+    if v is None or not math.isfinite(v):  # Infinity: a spread an older journal recorded
         return "-"
     return f"{v:+.1%}" if signed else f"{v:.1%}"
 

@@ -15,6 +15,8 @@ from engine.record.request import RequestRecord
 from engine.run.client.record import Events
 from engine.servers.client import ServerClient, tls_context
 
+CLOSED = "the server closed the connection"  # a request error that a dying server leaves too
+
 MAX_HEAD = 1 << 16  # a response head longer than this is not an answer
 
 
@@ -140,8 +142,8 @@ class Response:
         if self.status and self.mode == "close":
             self.complete = True
             return
-        self.events.fail("the server closed the connection before its answer ended"
-                         if self.received else "the server closed the connection without answering")
+        self.events.fail(f"{CLOSED} before its answer ended" if self.received
+                         else f"{CLOSED} without answering")
 
     def error(self) -> str | None:
         """The error a finished exchange leaves in the record, beyond the stream's own."""

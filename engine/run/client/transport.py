@@ -17,10 +17,21 @@ import weakref
 from collections import deque
 
 from engine.record.request import RequestRecord
-from engine.run.client.http import Response, Target, Unreadable
+from engine.run.client.http import CLOSED, Response, Target, Unreadable
 from engine.servers.client import ServerClient
 
 _now = time.monotonic
+# The errors a server's death leaves in its requests: its connections closed, reset or refused
+# (an HTTP status or a stream's own error comes from a server that is still there).
+_LOST = (CLOSED, "ConnectionResetError", "ConnectionRefusedError", "ConnectionAbortedError",
+         "BrokenPipeError")
+
+
+def connection_lost(error: str | None) -> bool:
+    """Whether a request's error is its connection lost, as when its server dies."""
+    return bool(error) and str(error).startswith(_LOST)
+
+
 # Parse a stream's buffered bytes in bulk past this size: about a hundred events, a fraction of a
 # millisecond of work on the loop (which delays every other stream's timestamps as long), and a
 # long stream never holds more than this unparsed.

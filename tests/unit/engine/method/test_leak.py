@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import math
 import random
+import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.method import leak, stats
 from engine.method.leak import Shape
@@ -174,3 +177,15 @@ def test_the_reason_says_why_a_wide_row_is_noise() -> None:
     why = leak.read([1046.0, 1550.0, 2472.0], 0.10).why
     assert why.startswith("noise: the lowest rep (1046.0 tok/s) is 32.5% below the next lowest (1550.0)")
     assert "0 other rows" in why and "at least leak.spread 10%" in why
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.0, 1e-300, 5.0]) | st.floats(0, 1e6), min_size=1, max_size=7),
+       st.integers(0, 4), st.lists(st.lists(st.floats(0, 1e6), max_size=4), max_size=3))
+def test_a_reading_says_no_non_finite_figure(values: list[float], stage: int,
+                                              pool: list[list[float]]) -> None:
+    """Reps that moved nothing (tok/s 0: every request failed) make the spread infinite; a
+    reading's reason says so in words, never "spread inf%" (its text goes to the journal, the
+    console and the report as it is)."""
+    reading = stats.leak_reading(values, stats.LeakPolicy(spread=0.10, stage=stage), pool)
+    assert not re.search(r"\b(inf|nan)\b", reading.why, re.IGNORECASE), reading.why

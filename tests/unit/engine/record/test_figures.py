@@ -3,6 +3,7 @@ report's reading of it and the console's reps table all follow it."""
 
 from __future__ import annotations
 
+import math
 import typing
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from engine.record.events import RowDone, check
 from engine.record.figures import FIGURES, ROW, Figure
 from engine.record.journal import read_events
 from engine.record.request import RequestRecord
+from tui.core.fmt import fmt_pct
 
 FIXTURES = Path(__file__).parents[3] / "fixtures"
 
@@ -41,3 +43,16 @@ def test_a_figure_formats_for_the_report_and_the_console() -> None:
     share = Figure("x", float, "a share", fmt=".1f %", cell=".1%")
     assert (share.text(0.1234), share.short(0.1234), share.text(None), share.short("")) == (
         "12.3 %", "12.3%", "-", "-")
+
+
+def test_a_non_finite_figure_of_an_older_journal_shows_as_no_value() -> None:
+    """A journal written before the writers refused non-finite numbers can hold "spread":
+    Infinity (a row whose requests all failed), which json.loads reads as inf: the report's and
+    the console's cells say "-" for it, as for a figure that is null, never "inf %"."""
+    shown = [f for f in ROW if f.fmt or f.cell]
+    assert any(f.name == "spread" for f in shown)
+    for f in shown:
+        for v in (math.inf, -math.inf, math.nan):
+            assert (f.text(v) if f.fmt else "-") == "-", f.name
+            assert (f.short(v) if f.cell else "-") == "-", f.name
+    assert fmt_pct(math.inf) == fmt_pct(math.nan, signed=True) == "-"

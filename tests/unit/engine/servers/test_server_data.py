@@ -253,6 +253,36 @@ def test_any_quality_answer_is_a_result_or_bad_data(answer: Any) -> None:
                 call()
 
 
+json_with_non_finite = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=8)
+    | st.sampled_from([math.nan, math.inf, -math.inf]) | st.floats(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["choices", "message", "content", "tool_calls", "function", "name",
+                         "arguments", "usage", "tokens", "x"]), inner, max_size=4),
+    max_leaves=16)
+
+
+@settings(max_examples=150, deadline=None)
+@given(json_with_non_finite | st.fixed_dictionaries({"choices": st.just([{"message": {
+    "content": "x", "tool_calls": [{"function": {"name": "f", "arguments": {"a": math.nan}}}]}}]),
+    "usage": json_with_non_finite}))
+def test_a_quality_answer_with_nan_or_infinity_is_bad_data(answer: Any) -> None:
+    """A server's answer holding NaN or Infinity (Python's json reads them; JSON has no such
+    number) is bad data, never a value on its way to a receipt, which the writers refuse
+    (allow_nan=False): the fake server sends the text ``json.dumps`` makes of it."""
+    body = json.dumps(answer).encode()
+    transport = httpx.MockTransport(lambda request: httpx.Response(
+        200, content=body, headers={"content-type": "application/json"}))
+    for adapter in ADAPTERS:
+        probe = Probe(adapter, httpx.Client(base_url="http://server", transport=transport), lambda: False)
+        calls = [lambda p=probe: p.tokenize("a"), lambda p=probe: p.render("a", {}),
+                 lambda p=probe: p.chat("a", {}, 4, 1), lambda p=probe: p.reply("a", {}, 4, 1),
+                 lambda p=probe: p.greedy(["a"], {}, 4, 1)]
+        for call in calls:
+            with contextlib.suppress(BadServerData, Unsupported):
+                json.dumps(call(), default=vars, allow_nan=False)
+
+
 def test_a_chat_reply_of_the_wrong_shape_is_bad_data() -> None:
     with pytest.raises(BadServerData, match=r"message.content is 5, not a string"):
         chat_reply({"choices": [{"message": {"content": 5}}]})
