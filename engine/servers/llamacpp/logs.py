@@ -296,6 +296,17 @@ class LlamaCppLogs(LogReader):
 
     # -- facts ------------------------------------------------------------------------
 
+    def common_facts(self, facts: dict[str, FactValue]) -> dict[str, FactValue]:
+        impls = [k.removeprefix("spec.impl.") for k, v in facts.items()
+                 if k.startswith("spec.impl.") and v is True]
+        method = ",".join(impls) if impls else "off" if facts.get("spec.enabled") is not True else None
+        found: dict[str, FactValue | None] = {
+            "kv.tokens": facts.get("kv.tokens"), "kv.dtype": facts.get("kv.k_type"),
+            "slots": facts.get("slots.n"), "context": facts.get("slots.n_ctx_slot"),
+            "dtype": facts.get("model.file_type"), "spec.method": method,
+            "spec.depth": facts.get("spec.n_max") if impls else None}
+        return {k: v for k, v in found.items() if v is not None}
+
     def parse_line(self, line: str, scope: str = "") -> list[Fact]:
         line = line.rstrip("\r\n")
         _, msg = _split_prefix(line)
