@@ -40,10 +40,14 @@ class WindowChecks(Checks):
         self.write("greedy.json", {"reference": against, "seed": self.seed,
                                    "max_tokens": self.q.greedy.max_tokens, "comparison": cmp,
                                    "outputs": mine})
-        self.verdict(Check.GREEDY, greedy_verdict(cmp), greedy_summary(cmp), "greedy.json",
-                     identical=cmp["identical"], n=cmp["n"], first_divergence=cmp["first_divergence"],
-                     reference=against)
-        self.no_effect(cmp)
+        across = self.c.window(self.ctx.window).server is not None  # another stack
+        self.verdict(Check.GREEDY, greedy_verdict(cmp, across), greedy_summary(cmp, across),
+                     "greedy.json", identical=cmp["identical"], n=cmp["n"],
+                     first_divergence=cmp["first_divergence"], reference=against,
+                     **({"agreement": round(cmp["identical"] / cmp["n"], 4) if cmp["n"] else None}
+                        if across else {}))
+        if not across:  # another stack's boot facts and numerics differ by nature: no such call
+            self.no_effect(cmp)
         scores = self.guarded(Check.TEACHER_FORCED, lambda: self.timed(
             "score", lambda: self.probe.score(ref.items, ref.top_k)))
         if scores is None:

@@ -160,6 +160,10 @@ ROW: tuple[Figure, ...] = (
            later=True),
     Figure("precision_status", str, "reached | cap | cannot", header="precision", later=True),
     Figure("stage_reps", int, "the first stage, whose variance the row's interval uses", later=True),
+    # A window on another stack (engine.quality.stacks): "" on the control's own stack.
+    Figure("parity", str, "token-identical | differs on N of M prompts | not compared: whether "
+           "the window's stack and the control's sent this class the same token ids",
+           journal=WRITTEN, later=True),
     # In the event alone.
     Figure("rep_tok_s", list[float], "each rep's tok/s, over the basis", csv=False),
     Figure("failed_requests", int, "requests that failed, every rep's", csv=False, source=("error",)),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from engine.errors import EXIT_ENGINE
 from engine.record import results
-from engine.report import capacity, charts, html, steady, sweeps
+from engine.report import capacity, charts, html, stacks, steady, sweeps
 from engine.report.methods import files, methods
 from engine.report.run import ReportError, RunView, load_run
 from engine.report.sections import controls, header, summary
@@ -46,7 +46,8 @@ def charts_section(view: RunView, charts: list[Path], note: str) -> list[str]:
 
 def tables(view: RunView) -> tuple[list[str], list[str]]:
     """The sections before the charts and those after them."""
-    return ([*header(view), *summary(view), *controls(view), *windows(view), *steady.section(view),
+    return ([*header(view), *summary(view), *controls(view), *windows(view), *stacks.section(view),
+             *steady.section(view),
              *sweeps.section(view), *capacity.section(view)],
             [*methods(view), *files(view)])
 

@@ -108,6 +108,7 @@ class Row:
     half_width: float | None
     precision_status: str  # reached | cap | cannot | "" (no precision asked)
     stage_reps: int  # 0: no precision asked
+    parity: str = ""  # a window on another stack: its class's parity with the control's stack
     rep_tok_s: list[float] = field(default_factory=list)
 
     @property

@@ -150,3 +150,16 @@ def test_a_stack_window_is_diffed_on_common_names_the_rest_per_stack() -> None:
     assert diff["per_stack"]["window"]["kv.tokens"] == 46592
     assert diff["per_stack"]["control"]["slots.n"] == 2
     assert diff["stacks"] == {"window": "vllm", "control": "llamacpp"}
+
+
+def test_an_ngram_draft_length_is_the_speculative_depth() -> None:
+    """llama.cpp's n-gram speculation logs its lookup and draft lengths on a line of their own
+    (a real boot of demo-stacks' control); the draft length is the depth vLLM's num_spec_tokens
+    is diffed against."""
+    boot = facts("llamacpp", "llamacpp_ngram_simple.log")
+    assert {k: boot.facts[k].value for k in ("spec.ngram_size_n", "spec.ngram_size_m",
+                                              "spec.ngram_min_hits")} == {
+        "spec.ngram_size_n": 2, "spec.ngram_size_m": 3, "spec.ngram_min_hits": 1}
+    common = get_adapter("llamacpp").common_facts({k: f.value for k, f in boot.facts.items()})
+    assert common == {"kv.tokens": 4096, "kv.dtype": "f16", "slots": 2, "context": 2048,
+                      "dtype": "Q4_1", "spec.method": "ngram-simple", "spec.depth": 3}

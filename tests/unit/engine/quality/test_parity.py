@@ -20,7 +20,7 @@ import pytest
 
 from engine.campaign.sources.item import Message
 from engine.commands.cli import main
-from engine.quality.parity import IDENTICAL, Parity, Stack, excerpt, parity
+from engine.quality.parity import IDENTICAL, Parity, Rendered, Stack, against, excerpt, parity, render_all
 from engine.servers import get_adapter
 from engine.servers.client import Readiness, ServerClient
 from tests.campaigns import campaign, write
@@ -292,3 +292,14 @@ def test_a_campaign_that_does_not_load_exits_2_at_its_line(tmp_path: Path,
     bad.write_text("name: bad\nserver: llamacpp\nworkload: [\n")
     assert main(["parity", str(bad), "llamacpp=http://127.0.0.1:1", "vllm=http://127.0.0.1:2"]) == 2
     assert f"{bad}:" in capsys.readouterr().err
+
+
+def test_renderings_kept_as_json_compare_as_the_live_ones() -> None:
+    """A run keeps each boot's renderings (renderings.json) and compares a stack window with its
+    control's when both are up no more: the kept ones must give the live comparison's answer."""
+    mine, theirs = Fake("llamacpp"), Fake("vllm", turn=SPACED)
+    live = run(mine, theirs)
+    kept = [Rendered.of(json.loads(json.dumps(render_all(classes(), {}, f.stack(n)).as_json())))
+            for f, n in ((mine, "llamacpp0"), (theirs, "vllm1"))]
+    again = against("llamacpp0", kept[0], [("vllm1", kept[1])], classes())
+    assert again.as_json() == live.as_json()
