@@ -391,6 +391,12 @@ def window_lines(campaign: Campaign, adapter: ServerAdapter, start: WindowStart,
     if w is not None and w.server is not None:
         out.append(f"      on another stack: {config.adapter} (the control's is {campaign.server}); "
                    f"{parity_note(campaign)}")
+        wl = campaign.workload
+        fields = adapter.exact_length_fields(wl.max_tokens) if wl.exact_output else {}
+        out.append("      its requests: the same sampling; " + (
+            f"exactly {wl.max_tokens} tokens ({json.dumps(fields)})" if fields else
+            "output length a limit only (" + ("workload.exact_output is off" if not wl.exact_output
+                                              else f"{config.adapter} has no such field") + ")"))
     try:
         plan = plan_launch(campaign, adapter, start)
     except KeyError as e:  # an unresolved ${...}: the real run rejects the window the same way

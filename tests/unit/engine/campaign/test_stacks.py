@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.campaign.dryrun import describe
 from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.plan import WindowStart, plan_launch
 from engine.campaign.spec import Campaign
@@ -163,3 +164,14 @@ def test_an_ngram_draft_length_is_the_speculative_depth() -> None:
     common = get_adapter("llamacpp").common_facts({k: f.value for k, f in boot.facts.items()})
     assert common == {"kv.tokens": 4096, "kv.dtype": "f16", "slots": 2, "context": 2048,
                       "dtype": "Q4_1", "spec.method": "ngram-simple", "spec.depth": 3}
+
+
+def test_the_dry_run_shows_the_windows_own_server_and_the_parity_it_runs(tmp_path: Path) -> None:
+    text = BASE.replace("  concurrency: [1]\n", "  concurrency: [1]\n  exact_output: true\n  max_tokens: 8\n")
+    lines = describe(load(tmp_path, text), {}, "process", {})
+    at = next(i for i, line in enumerate(lines) if "on another stack: vllm" in line)
+    assert "the ids compared; a class that differs has its deltas withheld" in lines[at]
+    assert lines[at + 1] == ('      its requests: the same sampling; exactly 8 tokens '
+                             '({"ignore_eos": true, "min_tokens": 8})')
+    assert lines[at + 2].startswith("      VLLM_CPU_KVCACHE_SPACE=1 python -m "
+                                    "vllm.entrypoints.openai.api_server --model /models/smol")
