@@ -91,3 +91,17 @@ def test_allow_different_gives_the_delta_across_a_difference_and_says_so(tmp: Pa
     assert row["verdict_why"].startswith("given across stacks not sent the same tokens "
                                          "(verdict.allow_different: llamacpp against the control's "
                                          "stack on class prose: differs on 2 of 2 prompts); ")
+
+
+def test_with_the_control_last_the_control_compares_when_it_boots(tmp: Path, fake: FakeRuntime) -> None:
+    spec = stacks_campaign()
+    spec["control_position"] = "last"
+    r = runner(tmp, spec, fake, phases=[StackParity(), Measurement()])
+    assert r.run() == "finished"
+    run_dir = tmp / "run"
+    order = [e["window"] for e in events(run_dir, "window_started")]
+    assert order == ["other", "control"]
+    [parity] = events(run_dir, "parity")
+    assert parity["window"] == "other" and parity["classes"]["prose"]["verdict"] == "token-identical"
+    # It landed after the window's rows: the row's delta follows it all the same.
+    assert rows(run_dir)["s1-other/prose/c2"]["delta"] != ""
