@@ -86,6 +86,7 @@ class Verdict(StrEnum):
     RULER_SUSPECT = "ruler suspect"
     IDENTICAL = "identical"
     DIVERGED = "diverged"
+    AGREEMENT = "agreement"  # greedy on another stack: a figure (identical of n), never pass or fail
     NO_REFERENCE = "no reference"
     REFERENCE = "reference"  # a first session's control: it is the reference
     EXACT = "exact"

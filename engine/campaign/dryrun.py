@@ -196,7 +196,7 @@ def job_script_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapp
     window = campaign.windows_in(session)[0]
     wdir = run_dir / "windows" / f"{session}-{window}"
     try:
-        plan = plan_launch(campaign, adapter, WindowStart(
+        plan = plan_launch(campaign, get_adapter(campaign.adapter_for(window)), WindowStart(
             "slurm", DRY_RUN_ID, session, window, variables, environ, workdir=wdir,
             node=_session_node(campaign, session, window)))
     except KeyError:  # said in the window's own lines
@@ -215,7 +215,10 @@ def metrics_note(adapter: ServerAdapter, argv: list[str]) -> str:
 def _change(campaign: Campaign, window: str) -> str:
     if window == CONTROL:
         return "the control itself"
-    change = campaign.window(window).change.model_dump(exclude_defaults=True)
+    w = campaign.window(window)
+    change = w.change.model_dump(exclude_defaults=True)
+    if w.server is not None:
+        change = {"server": w.server.model_dump(exclude_defaults=True), **change}
     return json.dumps(change, sort_keys=False)
 
 
@@ -369,6 +372,15 @@ def slurm_notes(c: Campaign, run_dir: Path) -> list[str]:
     return out
 
 
+def parity_note(campaign: Campaign) -> str:
+    """What a window on another stack runs before it measures (engine.quality.stacks)."""
+    allowed = ("its deltas are given all the same (verdict.allow_different)"
+               if campaign.verdict.allow_different else
+               "a class that differs has its deltas withheld (verdict.allow_different gives them)")
+    return ("before measuring, every prompt of every class is rendered and tokenized by both "
+            f"stacks and the ids compared; {allowed}")
+
+
 def window_lines(campaign: Campaign, adapter: ServerAdapter, start: WindowStart, index: int) -> list[str]:
     """The window's lines of the dry run: what it changes and the server it would start."""
     window, runtime = start.window, start.runtime
@@ -383,6 +395,16 @@ def window_lines(campaign: Campaign, adapter: ServerAdapter, start: WindowStart,
     if w is not None and w.change.knobs:
         out.append(f"      request knobs: {json.dumps(campaign.knobs_for(window))}")
     config = campaign.config_for(window)
+    adapter = get_adapter(config.adapter)
+    if w is not None and w.server is not None:
+        out.append(f"      on another stack: {config.adapter} (the control's is {campaign.server}); "
+                   f"{parity_note(campaign)}")
+        wl = campaign.workload
+        fields = adapter.exact_length_fields(wl.max_tokens) if wl.exact_output else {}
+        out.append("      its requests: the same sampling; " + (
+            f"exactly {wl.max_tokens} tokens ({json.dumps(fields)})" if fields else
+            "output length a limit only (" + ("workload.exact_output is off" if not wl.exact_output
+                                              else f"{config.adapter} has no such field") + ")"))
     try:
         plan = plan_launch(campaign, adapter, start)
     except KeyError as e:  # an unresolved ${...}: the real run rejects the window the same way
@@ -390,7 +412,7 @@ def window_lines(campaign: Campaign, adapter: ServerAdapter, start: WindowStart,
     fixed = campaign.host_port is not None
     notes: list[str] = []
     if runtime == "docker":
-        command = config.command or campaign.docker.command or ()
+        command = config.command or (() if config.own_stack else campaign.docker.command) or ()
         lines, notes = docker_lines(plan, list(campaign.pass_env), environ, fixed, len(command))
     elif runtime == "attach":
         lines = [f"attach to {campaign.attach.url}: no server is started, no boot log is read"]

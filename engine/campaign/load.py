@@ -200,7 +200,8 @@ def _string_knob_warnings(doc: MarkedDoc, file: str, text: str) -> list[Problem]
 
 
 def _semantic_issues(raw: Mapping[Any, Any], doc: MarkedDoc, base_dir: Path) -> list[Issue]:
-    return (_check_windows(raw, doc) + _check_axes(raw) + _check_sweeps(raw) + _check_sessions(raw)
+    return (_check_windows(raw, doc) + _check_axes(raw) + _check_sweeps(raw) + _check_stacks(raw)
+            + _check_sessions(raw)
             + _check_places(raw)
             + _check_classes(raw, base_dir) + _check_load(raw) + _check_runtime(raw)
             + _check_quality(raw, base_dir) + _check_knobs(raw))
@@ -393,6 +394,45 @@ def _check_axes(raw: Mapping[Any, Any]) -> list[Issue]:
     return issues
 
 
+def _check_stacks(raw: Mapping[Any, Any]) -> list[Issue]:
+    """A window on another stack (``server:``) brings its whole launch for the campaign's runtime,
+    and is lossy by nature."""
+    runtime = raw.get("runtime", "auto")
+    start = _dig(raw, "slurm", "start") or "process"
+    if runtime == "slurm":
+        needs = ["command"] if start == "process" else ["image"]
+    elif runtime == "auto":  # whichever the campaign can start, the window must start too
+        needs = [k for k, section in (("image", "docker"), ("command", "process"))
+                 if _dig(raw, section, k)]
+    else:
+        needs = {"docker": ["image"], "process": ["command"]}.get(str(runtime), [])
+    issues: list[Issue] = []
+    for i, item in enumerate(raw["windows"] if isinstance(raw.get("windows"), list) else []):
+        try:
+            window = Window.model_validate(item)
+        except ValidationError:
+            continue  # the schema reports it
+        if window.server is None:
+            continue
+        name = window.name
+        if not window.lossy:
+            issues.append((("windows", i, "lossy"), False, (
+                f"window {name!r} is on another stack (server: {window.server.adapter}): another "
+                "engine's numerics make it lossy by nature; leave lossy out or set it true")))
+        if runtime == "attach":
+            issues.append((("windows", i, "server"), True, (
+                f"window {name!r}: runtime attach starts no server, so it cannot boot another stack")))
+            continue
+        missing = [k for k in needs if not getattr(window.server, k)]
+        if missing:
+            issues.append((("windows", i, "server"), True, (
+                f"window {name!r} is on another stack: its server needs its own "
+                f"{' and '.join(missing)} for runtime {runtime} (the campaign's "
+                f"{' and '.join('docker.image' if k == 'image' else 'process.command' for k in missing)}"
+                " start the control's stack)")))
+    return issues
+
+
 def _check_sweeps(raw: Mapping[Any, Any]) -> list[Issue]:
     """The windows of one sweep change the same one axis, each to a value of its own; a sweep's
     name names no window (a session listing it would mean either)."""
@@ -408,6 +448,10 @@ def _check_sweeps(raw: Mapping[Any, Any]) -> list[Issue]:
         if window.sweep is None or len(window.axes()) != 1:
             continue  # no sweep; or _check_axes says what is wrong with its change
         where = ("windows", i, "sweep")
+        if window.server is not None:
+            issues.append((where, False, f"window {window.name!r} is on another stack (server:); a "
+                                         "sweep varies one value of one axis, a stack is no value"))
+            continue
         axis = window.axes()[0]
         value = window.change.value(axis)
         if window.sweep in names:

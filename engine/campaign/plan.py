@@ -41,7 +41,7 @@ def images(campaign: Campaign, variables: Mapping[str, str]) -> list[str]:
     """Every image the campaign boots, resolved, for env.json's ids and digests."""
     out: list[str] = []
     for c in configs(campaign):
-        image = c.image or campaign.docker.image
+        image = c.image if c.own_stack else c.image or campaign.docker.image
         if image:
             img = expand(image, dict(os.environ) | dict(variables))
             if img not in out:
@@ -172,12 +172,12 @@ def plan_launch(campaign: Campaign, adapter: ServerAdapter, start: WindowStart) 
     cpus = place.cpus if place else None
     if start.runtime == "docker":
         d = campaign.docker
-        cport = d.container_port or adapter.default_container_port
-        command = [expand(c, v) for c in (config.command or d.command or ())]
+        cport = config.container_port or adapter.default_container_port
+        command = [expand(c, v) for c in _command(config, d.command)]
         argv = command + args + adapter.log_args() + adapter.listen_args("0.0.0.0", cport)
         gpus = place.gpus if place and place.gpus is not None else d.gpus
         return LaunchPlan(name, argv, env, secret_env, port, cport,
-                          image=expand(config.image or d.image or "", v), mounts=mounts,
+                          image=expand(_image(config, d.image), v), mounts=mounts,
                           labels=labels, gpus=gpus, shm_size=d.shm_size, ipc=d.ipc,
                           volumes=[expand(x, v) for x in d.volumes], keep=d.keep, cpus=cpus)
     if start.runtime == "attach":
@@ -185,9 +185,21 @@ def plan_launch(campaign: Campaign, adapter: ServerAdapter, start: WindowStart) 
     if start.runtime == "slurm":
         return _slurm_plan(campaign, adapter, start,
                            _Resolved(config, v, args, env, secret_env, name, labels, mounts))
-    command = [expand(c, v) for c in (config.command or campaign.process.command or ())]
+    command = [expand(c, v) for c in _command(config, campaign.process.command)]
     argv = command + args + adapter.log_args() + adapter.listen_args("127.0.0.1", port)
     return LaunchPlan(name, argv, env | process_gpus(place), secret_env, port, labels=labels, cpus=cpus)
+
+
+def _command(config: ServerConfig, section: tuple[str, ...] | None) -> tuple[str, ...]:
+    """A window's command: its own, else its runtime section's; a window on another stack never
+    takes the section's, which starts the control's stack."""
+    if config.own_stack:
+        return config.command or ()
+    return config.command or section or ()
+
+
+def _image(config: ServerConfig, section: str | None) -> str:
+    return (config.image or "") if config.own_stack else config.image or section or ""
 
 
 def process_gpus(place: Place | None) -> dict[str, str]:
@@ -209,16 +221,16 @@ def _slurm_plan(campaign: Campaign, adapter: ServerAdapter, start: WindowStart,
                    time=sl.time, gres=gres, exclusive=sl.exclusive, sbatch=sl.sbatch,
                    comment=stray_mark(start.run_id, start.run_dir_id))
     if sl.start == "process":
-        command = [expand(c, r.v) for c in (r.config.command or campaign.process.command or ())]
+        command = [expand(c, r.v) for c in _command(r.config, campaign.process.command)]
         argv = command + r.args + adapter.log_args() + adapter.listen_args("0.0.0.0", PORT_REF)
         return LaunchPlan(r.name, argv, r.env, r.secret_env, 0, labels=r.labels, mounts=r.mounts,
                           slurm=job, workdir=start.workdir, tag=start.tag, place=start.node)
     d = campaign.docker
-    command = [expand(c, r.v) for c in (r.config.command or d.command or ())]
+    command = [expand(c, r.v) for c in _command(r.config, d.command)]
     # pyxis runs the container in the node's network: the server itself listens on the job's port.
-    cport = 0 if sl.start == "pyxis" else d.container_port or adapter.default_container_port
+    cport = 0 if sl.start == "pyxis" else r.config.container_port or adapter.default_container_port
     argv = command + r.args + adapter.log_args() + adapter.listen_args("0.0.0.0", cport or PORT_REF)
     return LaunchPlan(r.name, argv, r.env, r.secret_env, 0, cport, labels=r.labels, mounts=r.mounts,
-                      slurm=job, image=expand(r.config.image or d.image or "", r.v),
+                      slurm=job, image=expand(_image(r.config, d.image), r.v),
                       shm_size=d.shm_size, ipc=d.ipc, volumes=[expand(x, r.v) for x in d.volumes],
                       keep=False, workdir=start.workdir, tag=start.tag, place=start.node)

@@ -294,18 +294,46 @@ SWEEP_SCHEMA = {"anyOf": [
     {"type": "null"}]}
 
 
+ServerName = Literal["sglang", "vllm", "llamacpp"]  # the adapters (engine.servers)
+
+
+class StackServer(_Frozen):
+    """A window's own server, another stack than the control's: its adapter and its whole launch.
+    Nothing of the control's server is inherited (llama-server's flags mean nothing to vLLM), so
+    it names its command (process, slurm) or image (docker), its model, flags and environment."""
+
+    adapter: ServerName
+    command: Argv | None = None
+    image: Str | None = None
+    container_port: Port | None = None  # None: the adapter's default
+    model: Str | None = None
+    artifacts: dict[ArtifactName, Str] = {}
+    args: dict[Str, Arg] = {}
+    env: dict[EnvName, EnvStr] = {}
+
+
 class Window(_Frozen):
     name: Name
     axis: Str = ""
+    # A window on another stack (server:) is lossy by nature: another engine's kernels, another
+    # model file, its own numerics. Its quality is KL against the control, never "identical".
     lossy: Bool = False
     multi_axis: Bool = False
     # The sweep the window is one value of (engine.campaign.sweep): windows of one sweep change
     # the same one axis, and the trade table compares them.
     sweep: Annotated[Name | None, WithJsonSchema(SWEEP_SCHEMA)] = None
     change: Change = Change()
+    server: StackServer | None = None  # another stack than the control's, as the window's axis
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stack_is_lossy(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("server"), dict) and "lossy" not in data:
+            return {**data, "lossy": True}
+        return data
 
     def axes(self) -> list[str]:
-        return self.change.axes()
+        return (["server"] if self.server is not None else []) + self.change.axes()
 
 
 class PromptClass(_Frozen):
@@ -541,9 +569,13 @@ class VerdictSpec(_Frozen):
     correction: Literal["holm", "bh"] = defaults.CORRECTION
     margin: Fraction = defaults.MARGIN
     boot_noise: Fraction = defaults.BOOT_NOISE
+    # A window on another stack whose prompts are not token-identical with the control's has its
+    # deltas withheld; true gives them anyway (as `ruler compare --allow-different` does).
+    allow_different: Bool = False
 
     def rule(self) -> Rule:
-        return Rule(self.error_rate, self.correction, self.margin, self.boot_noise)
+        return Rule(self.error_rate, self.correction, self.margin, self.boot_noise,
+                    self.allow_different)
 
 
 class Timeouts(_Frozen):
@@ -563,11 +595,16 @@ class ServerConfig(_Frozen):
     env: dict[str, str]
     image: str | None
     command: tuple[str, ...] | None  # None: the runtime section's own command
+    adapter: str = ""  # the server it boots (engine.servers)
+    # A window on another stack: its command and image are its own, never the runtime section's
+    # (which are the control's stack's), and its container port is its adapter's unless given.
+    own_stack: bool = False
+    container_port: int | None = None
 
 
 class Campaign(_Frozen):
     name: Name
-    server: Literal["sglang", "vllm", "llamacpp"]
+    server: ServerName
     runtime: Literal["docker", "process", "attach", "slurm", "auto"] = "auto"
     description: Str | None = None
     docker: DockerSpec = DockerSpec()
@@ -647,7 +684,14 @@ class Campaign(_Frozen):
         ("docker" or "process"), that runtime's command; else None. The campaign's own runtime
         is deliberately not assumed: `ruler run --runtime` may override it.
         """
-        change = Change() if window_name in CONTROL_BOOTS else self.window(window_name).change
+        window = None if window_name in CONTROL_BOOTS else self.window(window_name)
+        if window is not None and window.server is not None:
+            own = window.server
+            return ServerConfig(model=own.model, artifacts=dict(own.artifacts),
+                                args=_merge(own.args, {}), env=dict(own.env), image=own.image,
+                                command=own.command, adapter=own.adapter, own_stack=True,
+                                container_port=own.container_port)
+        change = Change() if window is None else window.change
         base = {"docker": self.docker.command, "process": self.process.command}.get(runtime or "")
         return ServerConfig(
             model=self.control.model if change.model is None else change.model,
@@ -656,7 +700,19 @@ class Campaign(_Frozen):
             env=_merge(self.control.env, change.env),
             image=self.docker.image if change.image is None else change.image,
             command=base if change.command is None else change.command,
+            adapter=self.server, container_port=self.docker.container_port,
         )
+
+    def adapter_for(self, window_name: str) -> str:
+        """The server a window boots: its own stack's, else the campaign's."""
+        if window_name in CONTROL_BOOTS:
+            return self.server
+        own = self.window(window_name).server
+        return self.server if own is None else own.adapter
+
+    def stack_windows(self) -> list[str]:
+        """The windows on another stack than the control's."""
+        return [w.name for w in self.windows if w.server is not None]
 
     def greedy_prompts(self, variables: Mapping[str, str] | None = None) -> list[str]:
         """The first `quality.greedy.n` greedy prompts (fewer when the source has fewer)."""

@@ -43,6 +43,7 @@ from engine.errors import (
     EngineError,
 )
 from engine.quality import Quality
+from engine.quality.stacks import StackParity
 from engine.record import results
 from engine.record.journal import damage_report
 from engine.record.liveness import LOCK, PID, lock_state, read_pid
@@ -70,8 +71,9 @@ def testbed_variables(campaign: Campaign, with_image: bool) -> dict[str, str]:
 
 
 def default_phases(baseline: str | None = None) -> list[Phase]:
-    """Measurement, then the quality and ruler checks (``baseline``: a run for control drift)."""
-    return [Measurement(), Quality(Path(baseline) if baseline else None)]
+    """Parity across stacks (a campaign with a window on another stack), measurement, then the
+    quality and ruler checks (``baseline``: a run for control drift)."""
+    return [StackParity(), Measurement(), Quality(Path(baseline) if baseline else None)]
 
 
 def baseline_arg(value: str | None) -> str | None:

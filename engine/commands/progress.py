@@ -124,6 +124,13 @@ def _verdict(e: Event) -> str:
     return f"{_where(e)} {e['check']}: {said}"
 
 
+def _parity(e: Event) -> str:
+    said = ", ".join(f"{cls} {c['verdict']}" for cls, c in e["classes"].items())
+    withheld = [cls for cls, c in e["classes"].items() if not c.get("identical")]
+    note = f" (deltas of {', '.join(withheld)} withheld unless allowed)" if withheld else ""
+    return f"{_where(e)} parity {e['stack']} vs control's {e['reference']}: {said}{note}"
+
+
 def _window_rejected(e: Event) -> str:
     first = (e.get("errors") or [""])[0]
     return f"{_where(e)} REJECTED: {e['reason']}" + (f" | {first}" if first else "")
@@ -198,6 +205,7 @@ LINES: dict[str, Callable[[Event], str | None]] = {
     K.CAPACITY: _capacity,
     K.QUALITY_STARTED: lambda e: f"{_where(e)} quality checks",
     K.VERDICT: _verdict,
+    K.PARITY: _parity,
     K.QUALITY_DONE: lambda e: (f"{_where(e)} quality {e['status']} in {e['seconds']:.0f} s "
                                f"({e['requests']} requests)"),
     K.PAUSED: lambda e: (f"{_shape(e)} paused before rep {e['rep']} (attempt {e['attempt']}); "

@@ -45,6 +45,8 @@ class Rule:
     correction: str  # holm | bh
     margin: float  # |delta| under which "no observable effect" may be shown
     boot_noise: float  # the noise between boots assumed where none was measured (relative sd)
+    # Deltas across stacks whose prompts were not token-identical are given all the same.
+    allow_different: bool = False
 
     def text(self) -> str:
         return (f"{CORRECTION_TEXT[self.correction]} at {self.error_rate:g} over the campaign's "

@@ -24,11 +24,13 @@ figures) and a column of the run-level ``verdicts.csv``. Checks and their verdic
 ==============  ==========================================================================
 knobs           acts | ruler suspect
 greedy          identical | diverged | no reference; a control: reference (first session),
-                else against the previous session's control
+                else against the previous session's control; a window on another stack:
+                agreement (identical of n, a figure)
 teacher_forced  exact | close (p99 <= 0.05 nats) | differs
 self_score      repeat-identical | repeat-differs                    (controls)
 kl              above floor | at floor (lossy windows); floor (controls)
-no_effect       no observable effect | observable effect | undetermined (a row void or missing)
+no_effect       no observable effect | observable effect | undetermined (a row void or missing;
+                not on a window on another stack)
 tool_probe      ok | failed | undetermined (the chat template renders no tools)
 drift           within noise | drift                                 (controls)
 any check       error | unsupported (the server cannot answer it)

@@ -144,9 +144,10 @@ class ControlChecks(Checks):
             data.update(reference=f"{self.ctx.session}-{CONTROL} (ran after this window)",
                         comparison=cmp)
             results.write_json(path, data)
+            across = self.c.window(window).server is not None  # another stack: a figure
             self.run.emit(EventKind.VERDICT, session=self.ctx.session, window=window,
-                          check=Check.GREEDY, verdict=greedy_verdict(cmp),
-                          summary=greedy_summary(cmp), file=str(path.relative_to(self.run.run_dir)),
+                          check=Check.GREEDY, verdict=greedy_verdict(cmp, across),
+                          summary=greedy_summary(cmp, across), file=str(path.relative_to(self.run.run_dir)),
                           figures={"identical": cmp["identical"], "n": cmp["n"],
                                    "first_divergence": cmp["first_divergence"],
                                    "reference": data["reference"]})

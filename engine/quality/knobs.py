@@ -100,3 +100,21 @@ def _renders_same(probe: Probe, prompt: str, a: dict[str, Any], b: dict[str, Any
 def _reply(r: ChatReply) -> dict[str, Any]:
     return {"content": r.content, "reasoning": r.reasoning, "completion_tokens": r.completion_tokens,
             "reasoning_tokens": r.reasoning_tokens, "finish_reason": r.finish_reason}
+
+
+def across_stacks(control: dict[str, Any] | None, mine: dict[str, Any],
+                  stacks: tuple[str, str]) -> dict[str, Any]:
+    """A window on another stack's knob check beside its control's (``stacks``: the window's server,
+    the control's): each knob's verdict on both, and the knobs that act on one stack and not the
+    other, named, since such a knob sends the two stacks different requests."""
+    if control is None:
+        return {"control": "not checked yet (the session's control has not run its knob check)",
+                "one_sided": []}
+    mine_k, theirs = mine.get("knobs", {}), control.get("knobs", {})
+    per = {name: {stacks[0]: mine_k.get(name, {}).get("verdict"),
+                  stacks[1]: theirs.get(name, {}).get("verdict")}
+           for name in dict.fromkeys([*theirs, *mine_k])}
+    acts = {name: [s for s in stacks if v[s] == Verdict.ACTS] for name, v in per.items()}
+    one_sided = [name for name, on in acts.items() if len(on) == 1]
+    return {"knobs": per, "one_sided": one_sided,
+            "said": "; ".join(f"{n} acts on {acts[n][0]} only" for n in one_sided)}

@@ -97,13 +97,20 @@ def greedy_compare(ref: Sequence[dict[str, Any]], mine: Sequence[dict[str, Any]]
             "prompts": per}
 
 
-def greedy_verdict(cmp: dict[str, Any]) -> Verdict:
-    """Greedy equivalence holds only when every prompt's output is identical."""
+def greedy_verdict(cmp: dict[str, Any], across_stacks: bool = False) -> Verdict:
+    """Greedy equivalence holds only when every prompt's output is identical. Across stacks
+    (another engine's numerics) it is not expected to: the agreement is a figure, no verdict."""
+    if across_stacks:
+        return Verdict.AGREEMENT
     return Verdict.IDENTICAL if cmp["identical"] == cmp["n"] else Verdict.DIVERGED
 
 
-def greedy_summary(cmp: dict[str, Any]) -> str:
-    s = f"{cmp['identical']}/{cmp['n']} identical"
+def greedy_summary(cmp: dict[str, Any], across_stacks: bool = False) -> str:
+    if across_stacks:
+        share = cmp["identical"] / cmp["n"] if cmp["n"] else 0.0
+        s = f"greedy agreement {cmp['identical']}/{cmp['n']} ({share:.0%}) with the control's stack"
+    else:
+        s = f"{cmp['identical']}/{cmp['n']} identical"
     if cmp["first_divergence"] is not None:
         s += f", first divergence at character {cmp['first_divergence']}"
     return s

@@ -193,15 +193,57 @@ def parity(classes: Mapping[str, Sequence[Sequence[Message]]], knobs: Mapping[st
     """Render and tokenize every prompt on every stack; compare each stack with the first."""
     if len(stacks) < 2:
         raise ValueError("parity compares two or more stacks")
-    renderer = _Renderer(stacks, dict(knobs))
+    rendered = [render_all(classes, knobs, stack) for stack in stacks]
+    return against(stacks[0].name, rendered[0], [(s.name, r) for s, r in zip(stacks[1:], rendered[1:],
+                                                                            strict=True)], classes)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One stack's rendering of every prompt of every class (or why a prompt has none), and why it
+    was asked nothing more, if it was not: what a run keeps of a boot to compare another with."""
+
+    classes: dict[str, list[Rendering | str]]
+    gone: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"gone": self.gone, "classes": {
+            cls: [r if isinstance(r, str) else {"text": r.text, "ids": list(r.ids)} for r in rs]
+            for cls, rs in self.classes.items()}}
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> Rendered:
+        return cls({name: [r if isinstance(r, str) else Rendering(r["text"], tuple(r["ids"]))
+                           for r in rs] for name, rs in data["classes"].items()}, data.get("gone"))
+
+
+def render_all(classes: Mapping[str, Sequence[Sequence[Message]]], knobs: Mapping[str, Any],
+               stack: Stack) -> Rendered:
+    """Every prompt of every class as one stack's chat endpoint would see it."""
+    renderer = _Renderer([stack], dict(knobs))
+    out = {cls: [renderer.one(stack, list(messages)) for messages in prompts]
+           for cls, prompts in classes.items()}
+    return Rendered(out, renderer.gone.get(stack.name))
+
+
+def against(reference: str, ref: Rendered, others: Sequence[tuple[str, Rendered]],
+            classes: Mapping[str, Sequence[Sequence[Message]]]) -> Parity:
+    """Each other stack's renderings compared with the reference's, prompt by prompt."""
     out: list[ClassParity] = []
     for cls, prompts in classes.items():
-        rendered = [renderer.render(list(messages)) for messages in prompts]
-        for k, stack in enumerate(stacks[1:], 1):
-            out.append(ClassParity(cls, stack.name, tuple(
-                compare(i, preview(prompts[i]), got[0], got[k]) for i, got in enumerate(rendered))))
-    return Parity(stacks[0].name, tuple(s.name for s in stacks), tuple(out),
-                  tuple(renderer.gone.items()))
+        mine = ref.classes.get(cls, [])
+        for name, theirs in others:
+            got = theirs.classes.get(cls, [])
+            out.append(ClassParity(cls, name, tuple(
+                compare(i, preview(prompts[i]), _at(mine, i, reference), _at(got, i, name))
+                for i in range(len(prompts)))))
+    gone = [(reference, ref.gone)] + [(n, r.gone) for n, r in others]
+    return Parity(reference, (reference, *(n for n, _ in others)), tuple(out),
+                  tuple((n, why) for n, why in gone if why))
+
+
+def _at(rendered: Sequence[Rendering | str], i: int, stack: str) -> Rendering | str:
+    return rendered[i] if i < len(rendered) else f"{stack}: no rendering of this prompt was kept"
 
 
 class _Renderer:
@@ -211,9 +253,6 @@ class _Renderer:
     def __init__(self, stacks: Sequence[Stack], knobs: dict[str, Any]) -> None:
         self.stacks, self.knobs = stacks, knobs
         self.gone: dict[str, str] = {}
-
-    def render(self, messages: list[Message]) -> list[Rendering | str]:
-        return [self.one(stack, messages) for stack in self.stacks]
 
     def one(self, stack: Stack, messages: list[Message]) -> Rendering | str:
         if stack.name in self.gone:

@@ -7,6 +7,7 @@ rewritten after every window.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import httpx
 from engine.context import RunContext, WindowContext
 from engine.errors import WindowFailed
 from engine.quality.control import ControlChecks
-from engine.quality.knobs import KNOB_PROMPTS, knob_check
+from engine.quality.knobs import KNOB_PROMPTS, across_stacks, knob_check
 from engine.quality.probe import Probe, Stopped
 from engine.quality.reference import ReferenceStore
 from engine.quality.tools import tool_probe, tool_verdict
@@ -97,6 +98,11 @@ class WindowRun(ControlChecks, WindowChecks):
         with_all = [g["reply"] for g in greedy[:KNOB_PROMPTS] if g["reply"] is not None]
         report = knob_check(self.probe, prompts, self.knobs, self.q.greedy.max_tokens, self.seed,
                             with_all)
+        stack = None if self.is_control else self.c.window(self.ctx.window).server
+        if stack is not None:  # the same knobs on another stack: name one that acts on one only
+            path = self.run.run_dir / "windows" / f"{self.ctx.session}-{CONTROL}" / "knobs.json"
+            control = json.loads(path.read_text()) if path.exists() else None
+            report["stacks"] = across_stacks(control, report, (stack.adapter, self.c.server))
         self.write("knobs.json", report)
         if report["suspects"]:
             why = "; ".join(f"{n}: {', '.join(report['knobs'][n]['reasons'])}"
@@ -104,6 +110,8 @@ class WindowRun(ControlChecks, WindowChecks):
             summary = f"RULER SUSPECT: {', '.join(report['suspects'])} inert ({why})"
         else:
             summary = f"{len(report['knobs'])}/{len(report['knobs'])} knobs act"
+        if report.get("stacks", {}).get("one_sided"):
+            summary += f"; across stacks: {report['stacks']['said']}"
         self.verdict(Check.KNOBS, report["verdict"], summary, "knobs.json",
                      suspects=report["suspects"], knobs=list(report["knobs"]))
 

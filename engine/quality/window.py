@@ -40,10 +40,15 @@ class WindowChecks(Checks):
         self.write("greedy.json", {"reference": against, "seed": self.seed,
                                    "max_tokens": self.q.greedy.max_tokens, "comparison": cmp,
                                    "outputs": mine})
-        self.verdict(Check.GREEDY, greedy_verdict(cmp), greedy_summary(cmp), "greedy.json",
-                     identical=cmp["identical"], n=cmp["n"], first_divergence=cmp["first_divergence"],
-                     reference=against)
-        if self.ctx.window != CONTROL_AGAIN:  # a boot of the control, not a question of the campaign
+        across = self.c.window(self.ctx.window).server is not None  # another stack
+        self.verdict(Check.GREEDY, greedy_verdict(cmp, across), greedy_summary(cmp, across),
+                     "greedy.json", identical=cmp["identical"], n=cmp["n"],
+                     first_divergence=cmp["first_divergence"], reference=against,
+                     **({"agreement": round(cmp["identical"] / cmp["n"], 4) if cmp["n"] else None}
+                        if across else {}))
+        # Neither the control booted again (one of the control's boots, not a question) nor another
+        # stack (its boot facts and numerics differ by nature) gets a no-observable-effect call.
+        if not across and self.ctx.window != CONTROL_AGAIN:
             self.no_effect(cmp)
         scores = self.guarded(Check.TEACHER_FORCED, lambda: self.timed(
             "score", lambda: self.probe.score(ref.items, ref.top_k)))

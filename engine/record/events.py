@@ -41,6 +41,7 @@ class EventKind(StrEnum):
     BOOT_FACT = "boot_fact"
     WINDOW_READY = "window_ready"
     WINDOW_REJECTED = "window_rejected"
+    PARITY = "parity"  # a window on another stack: its prompts' token ids against the control's
     QUALITY_STARTED = "quality_started"
     VERDICT = "verdict"
     QUALITY_DONE = "quality_done"
@@ -158,6 +159,7 @@ class WindowStarted(Where):
     plan: dict[str, Any]  # LaunchPlan.describe()
     tag: str  # "" or "-rerunN"
     log: str  # the boot log, relative to the run directory
+    stack: NotRequired[str]  # a window on another stack: its server (its adapter)
 
 
 class GpuMemory(Where):
@@ -209,6 +211,17 @@ class WindowRejected(Where):
 
 class QualityStarted(Where):
     pass
+
+
+class ParityEvent(Where):
+    """A window on another stack against its session's control (engine.quality.stacks): per class,
+    whether both stacks turned every prompt into the same token ids."""
+
+    reference: str  # the control's server (its adapter)
+    stack: str  # the window's
+    # class -> {verdict, identical, prompts, differing, failed}
+    classes: dict[str, dict[str, Any]]
+    file: str  # the receipt, relative to the run directory
 
 
 class VerdictEvent(Where):
@@ -365,6 +378,7 @@ FIELDS: dict[EventKind, type] = {
     EventKind.BOOT_FACT: BootFact,
     EventKind.WINDOW_READY: WindowReady,
     EventKind.WINDOW_REJECTED: WindowRejected,
+    EventKind.PARITY: ParityEvent,
     EventKind.QUALITY_STARTED: QualityStarted,
     EventKind.VERDICT: VerdictEvent,
     EventKind.QUALITY_DONE: QualityDone,

@@ -170,6 +170,10 @@ ROW: tuple[Figure, ...] = (
     Figure("accept_rate_hi", float | None, "... high end", fmt=".3f", later=True, source=("acceptance",)),
     Figure("accept_per_pos", str, "per draft position, the share of verify steps that accepted "
            "it, space-separated (\"\": the server gives none)", later=True, source=("acceptance",)),
+    # A window on another stack (engine.quality.stacks): "" on the control's own stack.
+    Figure("parity", str, "token-identical | differs on N of M prompts | not compared: whether "
+           "the window's stack and the control's sent this class the same token ids",
+           journal=WRITTEN, later=True),
     # In the event alone.
     Figure("rep_tok_s", list[float], "each rep's tok/s, over the basis", csv=False),
     Figure("failed_requests", int, "requests that failed, every rep's", csv=False, source=("error",)),

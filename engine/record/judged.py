@@ -17,7 +17,7 @@ from typing import Any
 from engine.method.boots import Boot, BootNoise, measure
 from engine.method.steady import same_basis
 from engine.method.verdict import Call, Judged, Rule, Versus, judge, pool, versus
-from engine.record.state import RowState, RunState
+from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, CONTROL_AGAIN, CONTROL_BOOTS, USABLE_ROWS, is_control, row_key
 
 Load = tuple[int, float | None]  # concurrency, rate
@@ -32,6 +32,9 @@ class Judgement:
     # row key -> its own delta against its session's control boots (the control again's too)
     per_row: dict[str, Versus] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)  # row key -> why it has no delta
+    # row key -> its stacks' parity where they were not token-identical and the delta is given all
+    # the same (verdict.allow_different)
+    apart: dict[str, str] = field(default_factory=dict)
 
     def noise_at(self, concurrency: int, rate: float | None) -> BootNoise | None:
         return self.noise.get((concurrency, rate))
@@ -68,8 +71,13 @@ _CACHE: dict[Any, Judgement] = {}
 
 def judgement(state: RunState, rule: Rule) -> Judgement:
     usable = {k: (r, reps) for k, r in state.rows.items() if (reps := reps_of(r)) is not None}
+    # A window on another stack's parity decides whether its rows have a delta: part of the key,
+    # since it may land after its rows (control_position last compares at the control's boot).
+    stacks = tuple((k, tuple((c, str(p.get("verdict")), bool(p.get("identical")))
+                             for c, p in ws.parity.items()))
+                   for k, ws in state.windows.items() if ws.stack)
     key = (rule, tuple((k, reps, r.row.get("stage_reps"), state.session_places.get(r.session, ""))
-                       for k, (r, reps) in usable.items()), tuple(state.rows))
+                       for k, (r, reps) in usable.items()), tuple(state.rows), stacks)
     found = _CACHE.get(key)
     if found is None:
         found = _judge(state, {k: r for k, (r, _) in usable.items()}, rule)
@@ -88,11 +96,20 @@ def _judge(state: RunState, usable: Mapping[str, RowState], rule: Rule) -> Judge
     per_row: dict[str, Versus] = {}
     units: dict[tuple[str, str, int, float | None], list[str]] = {}  # a window's shape: its rows
     refused: dict[str, str] = {}
+    apart: dict[str, str] = {}
     for k, r in state.rows.items():
         if r.window == CONTROL or not r.row:
             continue
         if r.window != CONTROL_AGAIN:
             units.setdefault((r.window, r.cls, r.concurrency, r.rate), []).append(k)
+        ws = state.windows.get(f"{r.session}-{r.window}")
+        gap = parity_gap(ws, r.cls) if ws is not None and ws.stack else None
+        if gap is not None:
+            if not rule.allow_different:
+                refused[k] = (f"delta withheld: {gap}, so the two stacks were not sent the same "
+                              "tokens (verdict.allow_different gives it)")
+                continue
+            apart[k] = gap
         mine = usable.get(k)
         ctl_windows = (CONTROL,) if r.window == CONTROL_AGAIN else CONTROL_BOOTS
         ctls = [c for w in ctl_windows
@@ -114,7 +131,20 @@ def _judge(state: RunState, usable: Mapping[str, RowState], rule: Rule) -> Judge
     family = [pool(vs) if (vs := [per_row[k] for k in ks if k in per_row]) else None for ks in keys]
     calls = judge(family, rule)
     rows = {k: call for ks, call in zip(keys, calls, strict=True) for k in ks}
-    return Judgement(rule, noise, rows, per_row, refused)
+    return Judgement(rule, noise, rows, per_row, refused, apart)
+
+
+def parity_gap(ws: WindowState, cls: str) -> str | None:
+    """Why a window on another stack is not the same measurement as its control at a class, in
+    words: its prompts not shown token-identical (the parity event's verdict), or not compared at
+    all; None when they were token-identical."""
+    found = ws.parity.get(cls)
+    if found is None:
+        return f"no parity shown between {ws.stack} and the control's stack on class {cls}"
+    if found.get("identical"):
+        return None
+    return f"{ws.stack} against the control's stack on class {cls}: {found.get('verdict')}"
+
 
 
 def pct(x: float | None, digits: int = 4) -> float | None:
@@ -133,8 +163,11 @@ def row_columns(j: Judgement, r: RowState) -> dict[str, Any]:
     lo, hi = v.interval() or (None, None)
     out |= {"delta": pct(v.delta), "delta_lo": pct(lo), "delta_hi": pct(hi), "p_value": pct(v.p())}
     call = j.rows.get(r.key)
+    apart = (f"given across stacks not sent the same tokens (verdict.allow_different: "
+             f"{j.apart[r.key]}); " if r.key in j.apart else "")
     if call is not None:
-        out |= {"p_adjusted": pct(call.p_adjusted), "verdict": call.call.value, "verdict_why": call.why()}
+        out |= {"p_adjusted": pct(call.p_adjusted), "verdict": call.call.value,
+                "verdict_why": apart + call.why()}
     else:
         out |= {"verdict": "", "verdict_why": "the control booted again: the noise between boots"}
     return out

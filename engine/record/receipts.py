@@ -72,8 +72,15 @@ def throughput_rows(state: RunState, rule: Rule) -> list[dict[str, Any]]:
         ws = state.windows.get(f"{session}-{window}")
         return str(ws.verdicts.get(Check.KNOBS, {}).get("verdict", "")) if ws else ""
 
+    def parity(session: str, window: str, cls: str) -> str:
+        ws = state.windows.get(f"{session}-{window}")
+        if ws is None or not ws.stack:
+            return ""
+        return str(ws.parity.get(cls, {}).get("verdict", "not compared"))
+
     j = judgement(state, rule)
-    return [{**r.row, **row_columns(j, r), "ruler_check": ruler(r.session, r.window)}
+    return [{**r.row, **row_columns(j, r), "ruler_check": ruler(r.session, r.window),
+             "parity": parity(r.session, r.window, r.cls)}
             for r in state.rows.values() if r.row]
 
 

@@ -44,6 +44,9 @@ class WindowState:
     plan: dict[str, Any] = field(default_factory=dict)  # what was started: argv, env, image (window_started)
     log: str = ""
     verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)  # check -> verdict event
+    stack: str = ""  # a window on another stack: its server; "" on the campaign's own
+    # A window on another stack: class -> its parity with the control's (the parity event's)
+    parity: dict[str, dict[str, Any]] = field(default_factory=dict)
     started_ts: float | None = None  # this boot's window_started (a rerun boots it again)
     ended_ts: float | None = None  # window_finished or window_rejected
     quality: bool = False  # between quality_started and quality_done
@@ -245,6 +248,7 @@ def _window_started(state: RunState, e: Event) -> None:
     ws = _w(state, e)
     ws.status, ws.axis, ws.log = WindowStatus.BOOTING, e.get("axis", ws.axis), e.get("log", "")
     ws.plan = e.get("plan") or {}
+    ws.stack = e.get("stack", "")
     ws.started_ts, ws.ended_ts, ws.quality, ws.queue = e["ts"], None, False, ""
     state.current = ws.key
 
@@ -359,6 +363,10 @@ def _capacity(state: RunState, e: Event) -> None:
     state.capacity[capacity_key(e["session"], e["window"], e["class"])] = _fields(e)
 
 
+def _parity(state: RunState, e: Event) -> None:
+    _w(state, e).parity = dict(e["classes"])
+
+
 def _verdict(state: RunState, e: Event) -> None:
     _w(state, e).verdicts[e["check"]] = _fields(e, _NO_TS)
 
@@ -431,6 +439,7 @@ HANDLERS: dict[str, Handler] = {
     EventKind.ROW_DONE: _row_done,
     EventKind.CAPACITY: _capacity,
     EventKind.VERDICT: _verdict,
+    EventKind.PARITY: _parity,
     EventKind.COMMAND: _command,
     EventKind.PAUSED: _paused,
     EventKind.RUN_RESUMED: _run_resumed,

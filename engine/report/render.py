@@ -12,7 +12,7 @@ from pathlib import Path
 
 from engine.errors import EXIT_ENGINE
 from engine.record import results
-from engine.report import acceptance, capacity, charts, html, steady, sweeps
+from engine.report import acceptance, capacity, charts, html, stacks, steady, sweeps
 from engine.report.methods import files, methods
 from engine.report.run import ReportError, RunView, load_run
 from engine.report.sections import controls, header, summary
@@ -49,6 +49,7 @@ def charts_section(view: RunView, charts: list[Path], note: str) -> list[str]:
 def tables(view: RunView) -> tuple[list[str], list[str]]:
     """The sections before the charts and those after them."""
     return ([*header(view), *summary(view), *controls(view), *windows(view), *acceptance.section(view),
+            *stacks.section(view),
              *steady.section(view),
              *sweeps.section(view), *capacity.section(view)],
             [*methods(view), *files(view)])

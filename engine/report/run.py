@@ -113,6 +113,7 @@ class Row:
     accept_rate_lo: float | None
     accept_rate_hi: float | None
     accept_per_pos: str  # "0.91 0.74 0.52"; "" where the server gives no position
+    parity: str = ""  # a window on another stack: its class's parity with the control's stack
     rep_tok_s: list[float] = field(default_factory=list)
 
     @property

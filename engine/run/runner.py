@@ -37,7 +37,8 @@ from engine.run.operator import handle
 from engine.runtime import get_runtime
 from engine.runtime.base import BatchServer, LaunchError, Runtime, Server
 from engine.servers import get_adapter
-from engine.servers.logs import BootFacts, Fact
+from engine.servers.adapter import ServerAdapter
+from engine.servers.logs import BootFacts, Fact, stack_diff
 from engine.words import COMPLETE_WINDOWS, CONTROL, RunStatus, WindowStatus
 
 
@@ -102,6 +103,7 @@ class StartedWindow:
     config: ServerConfig
     tag: str
     gpus: Gpus
+    adapter: ServerAdapter  # the server it boots: the campaign's, or the window's own stack's
 
 
 @dataclass
@@ -137,7 +139,7 @@ class Runner:
         self.printer = printer
         self.phases = phases or []
         self.controls = controls or Controls()
-        self.adapter = get_adapter(campaign.server)
+        self.adapter = get_adapter(campaign.server)  # the control's; a window may boot another
         self.journal = JournalWriter(run_dir / results.JOURNAL)
         # The run's label on its servers; a directory ruler run did not prepare: its name.
         self.run_id = results.run_id(run_dir) or run_dir.name
@@ -431,9 +433,10 @@ class Runner:
                    phases: list[Phase] | None = None, lane: Lane | None = None) -> None:
         lane = lane or self.lanes[0]
         config = self.campaign.config_for(window)
+        adapter = get_adapter(config.adapter)  # a window on another stack boots its own server
         wdir = results.window_dir(self.run_dir, session, window)
         try:
-            plan = plan_launch(self.campaign, self.adapter, WindowStart(
+            plan = plan_launch(self.campaign, adapter, WindowStart(
                 self.runtime, self.run_id, session, window, self.variables, tag=tag,
                 workdir=wdir.resolve(), node=self._node(session, lane), place=lane.place,
                 run_dir=self.run_dir.resolve(), run_dir_id=results.dir_identity(self.run_dir) or ""))
@@ -443,7 +446,8 @@ class Runner:
         lane.controls.start_window(self.campaign.timeouts.window)  # boot included
         self.emit(EventKind.WINDOW_STARTED, session=session, window=window, axis=self.ctx.axis(window),
                   runtime=self.runtime, plan=plan.describe(), tag=tag,
-                  log=str((wdir / f"boot{tag}.log").relative_to(self.run_dir)))
+                  log=str((wdir / f"boot{tag}.log").relative_to(self.run_dir)),
+                  **({"stack": config.adapter} if config.own_stack else {}))
         attach = self.campaign.attach.url if self.campaign.attach else None
         gpus = window_gpus(self.runtime, plan, lane.place, attach)
         at_boot = self.gpuwatch.before_boot(session, window, gpus, lane.controls.stopping)
@@ -457,13 +461,13 @@ class Runner:
                 self._reject(session, window, wdir, str(e), [])
             return
         self.emit(EventKind.SERVER_STARTED, session=session, window=window, **server.identity)
-        pump = LogPump(server, self.adapter, wdir / f"boot{tag}.log",
+        pump = LogPump(server, adapter, wdir / f"boot{tag}.log",
                        self._on_fact(session, window), self.redact)
         pump.start()
         for fact in pump.add_facts(at_boot, "nvml"):  # the free GPU memory at boot
             self._on_fact(session, window)(fact)
         lane.server = server
-        started = StartedWindow(session, window, wdir, server, pump, config, tag, gpus)
+        started = StartedWindow(session, window, wdir, server, pump, config, tag, gpus, adapter)
         with results.after(lambda: self._stop_window(lane, started, plan.keep)):
             self._boot_and_measure(lane, started, self.phases if phases is None else phases)
         if pump.error:  # boot.log could not be written: the run stops rather than lose receipts
@@ -527,7 +531,7 @@ class Runner:
             self._reject(session, window, wdir, unplaced, [], pump)
             return
         boot = (BootOutcome(False, 0.0, "cancelled in the queue") if unplaced is not None else
-                wait_ready(server, self.adapter, pump, self.campaign.timeouts.boot,
+                wait_ready(server, started.adapter, pump, self.campaign.timeouts.boot,
                            cancelled=ctl.stopping))
         if not boot.ready and ctl.stopping():
             status, why = ctl.ending()
@@ -545,7 +549,7 @@ class Runner:
             return
         facts = pump.freeze()
         self._record_boot(session, window, wdir, facts, boot, started.tag, pump.log_facts())
-        ctx = WindowContext(session, window, wdir, server, self.adapter, started.config, facts,
+        ctx = WindowContext(session, window, wdir, server, started.adapter, started.config, facts,
                             started.gpus)
         try:
             for phase in phases:
@@ -598,7 +602,12 @@ class Runner:
                 "its windows are compared on none" if window == CONTROL else "not compared with the control")
         if window != CONTROL and session in self.control_facts:
             mine = BootFacts() if whose else facts
-            data["diff_vs_control"] = flag_free(mine.diff(self.control_facts[session]))
+            ours, theirs = self.campaign.adapter_for(window), self.campaign.server
+            data["diff_vs_control"] = flag_free(
+                mine.diff(self.control_facts[session]) if ours == theirs and
+                self.campaign.window(window).server is None else
+                stack_diff(mine, get_adapter(ours), self.control_facts[session], self.adapter,
+                           (ours, theirs)))
         results.write_json(wdir / f"boot-facts{tag}.json", data)
         excerpt = [f.line for f in facts.facts.values()] + facts.warnings + facts.errors
         results.write_atomic(wdir / f"boot-excerpt{tag}.txt", "\n".join(dict.fromkeys(excerpt)) + "\n")

@@ -67,6 +67,17 @@ class Fact:
     line: str  # the verbatim log line it came from
 
 
+# The boot facts a window on another stack is diffed on against the control, named alike for every
+# server (LogReader.common_facts): the KV cache's tokens and element type, the sequences served at
+# once (slots), a sequence's context, the weights' type, the speculative method and its depth.
+COMMON_FACTS = ("kv.tokens", "kv.dtype", "slots", "context", "dtype", "spec.method", "spec.depth")
+
+
+def torch_dtype(value: FactValue | None) -> str | None:
+    """``torch.bfloat16`` -> ``bfloat16``: a dtype as every stack can name it."""
+    return None if value is None else str(value).removeprefix("torch.")
+
+
 class LogReader(ABC):
     """Facts, errors, warnings and the ready line in one server's log wording."""
 
@@ -93,6 +104,12 @@ class LogReader(ABC):
         each model stay apart. The scope string is the adapter's own; the target's is ``""``.
         """
         return None
+
+    def common_facts(self, facts: dict[str, FactValue]) -> dict[str, FactValue]:
+        """The boot facts that mean the same on every stack (:data:`COMMON_FACTS`), under their
+        common names, from this server's own: what a window on another stack is diffed on. A fact
+        the server's log does not give is left out (the diff shows it on one side only)."""
+        return {}
 
     @abstractmethod
     def parse_line(self, line: str, scope: str = "") -> list[Fact]:
@@ -194,3 +211,17 @@ class BootFacts:
             },
             "equal": equal,
         }
+
+
+def stack_diff(mine: BootFacts, reader: LogReader, control: BootFacts, control_reader: LogReader,
+               stacks: tuple[str, str]) -> dict[str, Any]:
+    """A window on another stack against its control: the facts that mean the same on both
+    (:data:`COMMON_FACTS`) diffed under their common names, every other fact listed per stack
+    (``stacks``: the window's server, the control's), since the same key on two servers need not
+    mean the same thing."""
+    values = {k: f.value for k, f in mine.facts.items()}
+    theirs = {k: f.value for k, f in control.facts.items()}
+    common = BootFacts.of(reader.common_facts(values)).diff(
+        BootFacts.of(control_reader.common_facts(theirs)))
+    return {**common, "stacks": {"window": stacks[0], "control": stacks[1]},
+            "per_stack": {"window": values, "control": theirs}}

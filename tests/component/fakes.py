@@ -99,8 +99,9 @@ def greedy(prompt_ids: list[int], max_tokens: int, salt: int = 0, stop_at_eos: b
     return out
 
 
-def render(messages: list[dict[str, Any]]) -> str:
-    text = "".join(f"<|im_start|>{m['role']} {m.get('content') or ''} <|im_end|> " for m in messages)
+def render(messages: list[dict[str, Any]], after_role: str = "") -> str:
+    text = "".join(f"<|im_start|>{m['role']}{after_role} {m.get('content') or ''} <|im_end|> "
+                   for m in messages)
     return text + "<|im_start|>assistant"
 
 
@@ -122,6 +123,8 @@ class Behaviour:
     die_mid_stream: bool = False  # the next chat request streams two tokens, then the server dies
     hang: bool = False  # chat requests stream one token, then hang until the server ends
     inert_knobs: set[str] = field(default_factory=set)  # knobs the fake's "template" ignores
+    # A planted template difference: this after each turn's role ("x": one more token a turn).
+    after_role: str = ""
     stream_status: int = 200  # another: each streamed chat request is answered with it, an error
     # With stream_status: the error's body as these bytes (text/plain), not the JSON error object.
     error_body: bytes | None = None
@@ -195,7 +198,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/v1/chat/completions":
             s.count("chat")
             s.chats.append(body)
-            ids = tokenize(render(body["messages"]))
+            ids = tokenize(render(body["messages"], s.behaviour.after_role))
             salt = s.salt(body)
             if body.get("stream"):
                 self._stream(s, ids, int(body.get("max_tokens") or 16), salt,
@@ -204,7 +207,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._chat(ids, int(body.get("max_tokens") or 16), salt, bool(body.get("logprobs")),
                            bool(body.get("verbose") and body.get("return_tokens")))
         elif self.path == "/apply-template":
-            self._json(200, {"prompt": render(body["messages"])})
+            self._json(200, {"prompt": render(body["messages"], s.behaviour.after_role)})
         elif self.path == "/tokenize":
             self._json(200, {"tokens": tokenize(body["content"])})
         elif self.path == "/completion":

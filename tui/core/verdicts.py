@@ -27,6 +27,7 @@ VERDICT_SEGS: dict[str, tuple[Callable[[dict[str, Any]], str], str]] = {
     Verdict.RULER_SUSPECT: (lambda v: "ruler suspect", "error"),
     Verdict.IDENTICAL: (_ratio(Check.GREEDY, "identical"), "success"),
     Verdict.DIVERGED: (_ratio(Check.GREEDY, "identical"), "error"),
+    Verdict.AGREEMENT: (_ratio(Check.GREEDY, "identical"), ""),  # a figure: no colour judges it
     Verdict.NO_REFERENCE: (_named, "muted"),
     Verdict.REFERENCE: (_named, "muted"),
     Verdict.EXACT: (lambda v: f"Δlogp {v['verdict']}", "success"),

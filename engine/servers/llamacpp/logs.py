@@ -242,6 +242,9 @@ _SPEC_PARAMS_RE = re.compile(
 )
 # "spec common_specu: - gpu_layers=-1, cache_k=f16, cache_v=f16, ctx_tgt=yes, ctx_dft=yes, ..."
 _SPEC_DRAFT_CFG_RE = re.compile(r"\w+: - (?P<kv>gpu_layers=.*)$")
+# "spec common_specu: - size_n=2, size_m=3, min_hits=1": an n-gram implementation's lookup and
+# draft lengths (--spec-ngram-*-size-n/-m), after its "adding speculative implementation" line.
+_SPEC_NGRAM_RE = re.compile(r"\w+: - size_n=(?P<n>\d+), size_m=(?P<m>\d+), min_hits=(?P<hits>\d+)")
 _SPEC_NONE_RE = re.compile(r"\bno implementations specified for speculative decoding")
 _SPEC_CTX_OK_RE = re.compile(r"\bspeculative decoding context initialized")
 _ACC_POS_RE = re.compile(r"\|\s+acc per pos = \((?P<v>[^)]*)\)")
@@ -296,6 +299,18 @@ class LlamaCppLogs(LogReader):
 
     # -- facts ------------------------------------------------------------------------
 
+    def common_facts(self, facts: dict[str, FactValue]) -> dict[str, FactValue]:
+        impls = [k.removeprefix("spec.impl.") for k, v in facts.items()
+                 if k.startswith("spec.impl.") and v is True]
+        method = ",".join(impls) if impls else "off" if facts.get("spec.enabled") is not True else None
+        found: dict[str, FactValue | None] = {
+            "kv.tokens": facts.get("kv.tokens"), "kv.dtype": facts.get("kv.k_type"),
+            "slots": facts.get("slots.n"), "context": facts.get("slots.n_ctx_slot"),
+            "dtype": facts.get("model.file_type"), "spec.method": method,
+            # The draft length: an n-gram implementation's size_m, a draft model's n_max.
+            "spec.depth": facts.get("spec.ngram_size_m", facts.get("spec.n_max")) if impls else None}
+        return {k: v for k, v in found.items() if v is not None}
+
     def parse_line(self, line: str, scope: str = "") -> list[Fact]:
         line = line.rstrip("\r\n")
         _, msg = _split_prefix(line)
@@ -310,7 +325,7 @@ class LlamaCppLogs(LogReader):
             return name
 
         return line_facts(line, msg, (self._kv, self._weights, self._model, self._ctx,
-                                      self._server, self._spec), key)
+                                      self._server, self._spec, self._ngram), key)
 
     def _kv(self, msg: str, add: Add) -> bool:
         m = _KV_SIZE_RE.search(msg) or _KV_SELF_RE.search(msg)
@@ -440,6 +455,15 @@ class LlamaCppLogs(LogReader):
         else:
             return False
         return True
+
+    @staticmethod
+    def _ngram(msg: str, add: Add) -> bool:
+        if m := _SPEC_NGRAM_RE.search(msg):
+            add("spec.ngram_size_n", int(m["n"]))
+            add("spec.ngram_size_m", int(m["m"]))
+            add("spec.ngram_min_hits", int(m["hits"]))
+            return True
+        return False
 
     def _spec(self, msg: str, add: Add) -> bool:
         if m := _DRAFT_RE.search(msg):

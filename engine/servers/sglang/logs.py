@@ -78,7 +78,7 @@ import re
 
 from engine.servers import common
 from engine.servers.common import NUMBER, Add, line_facts, num, num_or_str, repr_value
-from engine.servers.logs import Fact, FactValue, LogReader
+from engine.servers.logs import Fact, FactValue, LogReader, torch_dtype
 
 # "(SGLangEngine pid=41820) " from Ray; "[2026-04-27 02:36:03 DP0 TP0] " or "[... .123]" from
 # configure_logger. The rank tag is kept apart: it decides which model a line belongs to.
@@ -186,6 +186,19 @@ class SGLangLogs(LogReader):
                      "pool.avail_gb", "graph.<role>_<kind>.mem_gb", "sched.max_total_num_tokens",
                      "args.speculative_*", "kda.fused_chain_verify", "draft.*", "exit.*",
                      "unparsed.*")
+
+    def common_facts(self, facts: dict[str, FactValue]) -> dict[str, FactValue]:
+        algo = facts.get("args.speculative_algorithm")
+        steps = facts.get("args.speculative_num_steps")
+        found: dict[str, FactValue | None] = {
+            "kv.tokens": facts.get("sched.max_total_num_tokens", facts.get("kv.tokens")),
+            "kv.dtype": torch_dtype(facts.get("kv.dtype")),
+            "slots": facts.get("sched.max_running_requests", facts.get("args.max_running_requests")),
+            "context": facts.get("sched.context_len"),
+            "spec.method": None if algo is None else "off" if algo == "None" else str(algo).lower(),
+            "spec.depth": steps if isinstance(steps, int) else facts.get(
+                "args.speculative_num_draft_tokens") if algo not in (None, "None") else None}
+        return {k: v for k, v in found.items() if v is not None}
 
     # -- scope: which model a rank is loading ---------------------------------------------
 

@@ -64,7 +64,7 @@ import re
 
 from engine.servers import common
 from engine.servers.common import NUMBER, Add, line_facts, num, num_or_str, repr_value
-from engine.servers.logs import Fact, FactValue, LogReader
+from engine.servers.logs import Fact, FactValue, LogReader, torch_dtype
 
 _PREFIX_RE = re.compile(
     r"^(?:\[\d{4}-\d{2}-\d{2}T[\d:.]+Z\]\s*)?"  # CI relay timestamp
@@ -134,12 +134,30 @@ def split_prefix(line: str) -> tuple[str | None, str]:
     return m.group("level"), msg.strip()
 
 
+_SPEC_METHOD_RE = re.compile(r"method='([^']+)'")
+_SPEC_DEPTH_RE = re.compile(r"num_spec_tokens=(\d+)")
+
+
 class VLLMLogs(LogReader):
     ready_text = "Application startup complete."
     periodic_marks = ("Avg generation throughput", "SpecDecoding metrics:",
                       "Speculative metrics:")
     watched_facts = ("weights.mem_gib", "kv.available_gib", "kv.tokens", "kv.max_concurrency",
                      "graph.mem_gib", "config.*", "exit.*", "unparsed.*")
+
+    def common_facts(self, facts: dict[str, FactValue]) -> dict[str, FactValue]:
+        # vLLM's log names no max_num_seqs: its slots are left out (one side only in a diff).
+        spec = str(facts.get("config.speculative_config", ""))
+        method = _SPEC_METHOD_RE.search(spec)
+        depth = _SPEC_DEPTH_RE.search(spec)
+        dtype = torch_dtype(facts.get("config.dtype"))
+        kv = facts.get("config.kv_cache_dtype")
+        found: dict[str, FactValue | None] = {
+            "kv.tokens": facts.get("kv.tokens"), "context": facts.get("config.max_seq_len"),
+            "dtype": dtype, "kv.dtype": dtype if kv == "auto" else torch_dtype(kv),
+            "spec.method": method[1] if method else "off" if spec == "None" else None,
+            "spec.depth": int(depth[1]) if depth else None}
+        return {k: v for k, v in found.items() if v is not None}
 
     def parse_line(self, line: str, scope: str = "") -> list[Fact]:
         line = line.rstrip("\r\n")

@@ -20,7 +20,8 @@ import pytest
 
 from engine.campaign.sources.item import Message
 from engine.commands.cli import main
-from engine.quality.parity import IDENTICAL, Parity, Stack, excerpt, parity
+from engine.quality.knobs import across_stacks
+from engine.quality.parity import IDENTICAL, Parity, Rendered, Stack, against, excerpt, parity, render_all
 from engine.servers import get_adapter
 from engine.servers.client import Readiness, ServerClient
 from tests.campaigns import campaign, write
@@ -292,3 +293,25 @@ def test_a_campaign_that_does_not_load_exits_2_at_its_line(tmp_path: Path,
     bad.write_text("name: bad\nserver: llamacpp\nworkload: [\n")
     assert main(["parity", str(bad), "llamacpp=http://127.0.0.1:1", "vllm=http://127.0.0.1:2"]) == 2
     assert f"{bad}:" in capsys.readouterr().err
+
+
+def test_renderings_kept_as_json_compare_as_the_live_ones() -> None:
+    """A run keeps each boot's renderings (renderings.json) and compares a stack window with its
+    control's when both are up no more: the kept ones must give the live comparison's answer."""
+    mine, theirs = Fake("llamacpp"), Fake("vllm", turn=SPACED)
+    live = run(mine, theirs)
+    kept = [Rendered.of(json.loads(json.dumps(render_all(classes(), {}, f.stack(n)).as_json())))
+            for f, n in ((mine, "llamacpp0"), (theirs, "vllm1"))]
+    again = against("llamacpp0", kept[0], [("vllm1", kept[1])], classes())
+    assert again.as_json() == live.as_json()
+
+
+def test_a_knob_that_acts_on_one_stack_only_is_named() -> None:
+    """The knob check of a window on another stack beside its control's (engine.quality.knobs)."""
+    control = {"knobs": {"repeat_penalty": {"verdict": "acts"}, "top_k": {"verdict": "acts"}}}
+    mine = {"knobs": {"repeat_penalty": {"verdict": "ruler suspect"}, "top_k": {"verdict": "acts"}}}
+    found = across_stacks(control, mine, ("vllm", "llamacpp"))
+    assert found["one_sided"] == ["repeat_penalty"]
+    assert found["said"] == "repeat_penalty acts on llamacpp only"
+    assert found["knobs"]["top_k"] == {"vllm": "acts", "llamacpp": "acts"}
+    assert across_stacks(None, mine, ("vllm", "llamacpp"))["one_sided"] == []

@@ -28,6 +28,9 @@ GPU_KINDS = {EventKind.GPU_MEMORY}
 # A real capacity search on the testbed (tests/integration/test_capacity.py's campaign).
 CAPACITY = FIXTURES / "capacity" / "journal.jsonl"
 CAPACITY_KINDS = {EventKind.CAPACITY}
+# A real run of campaigns/demo-stacks.yaml (llama.cpp control, a window on vLLM's CPU build).
+STACKS = FIXTURES / "stacks" / "journal.jsonl"
+STACKS_KINDS = {EventKind.PARITY}
 
 
 def test_the_runner_refuses_a_malformed_event_before_it_reaches_the_journal(tmp_path: Path) -> None:
@@ -47,15 +50,17 @@ def test_the_runner_refuses_a_malformed_event_before_it_reaches_the_journal(tmp_
 
 def test_the_hand_written_journal_holds_every_kind_and_fits_every_definition() -> None:
     events = read_events(EVERY_KIND)
-    assert {e["kind"] for e in events} == set(EventKind) - BATCH_KINDS - GPU_KINDS - CAPACITY_KINDS
+    assert {e["kind"] for e in events} == (set(EventKind) - BATCH_KINDS - GPU_KINDS - CAPACITY_KINDS
+                                           - STACKS_KINDS)
     assert {e["kind"] for e in read_events(SLURM)} >= BATCH_KINDS
     assert {e["kind"] for e in read_events(GPU)} >= GPU_KINDS
     assert {e["kind"] for e in read_events(CAPACITY)} >= CAPACITY_KINDS
+    assert {e["kind"] for e in read_events(STACKS)} >= STACKS_KINDS
     for e in events:
         check(e["kind"], {k: v for k, v in e.items() if k not in ENVELOPE})
 
 
-@pytest.mark.parametrize("path", [*RECORDED, SLURM, GPU, CAPACITY], ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("path", [*RECORDED, SLURM, GPU, CAPACITY, STACKS], ids=lambda p: p.parent.name)
 def test_a_real_runs_events_fit_the_definitions(path: Path) -> None:
     for e in read_events(path):
         check(e["kind"], {k: v for k, v in e.items() if k not in ENVELOPE})  # format 1 upgraded
