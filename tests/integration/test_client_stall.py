@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,38 +27,26 @@ from engine.record.journal import read_events
 from engine.record.receipts import read_rep
 from engine.run.loadgen import STALL_S
 from engine.runtime.base import LaunchPlan, free_port
+from tests.campaigns import LEAKY, campaign, write
 from tests.integration.live import SlowingProxy, during_rep_two, serve
 
 # Slow: a campaign on the real server, over ten seconds.
 pytestmark = pytest.mark.slow
 
-CAMPAIGN = """\
-name: stall
-server: llamacpp
-runtime: attach
-attach:
-  url: http://127.0.0.1:{port}/v1
-control:
-  args: {{}}
-windows:
-  - name: same
-    axis: the same server
-    change:
-      env: {{UNUSED: "1"}}
-sessions:
-  s1: [same]
-control_position: first
-workload:
-  classes:
-    prose: {{prompts: ["Write one sentence about the sea.", "Name three colours."]}}
-  concurrency: [2]
-  reps: 3
-  requests_per_rep: 8
-  max_tokens: 16
-# The leak rule judges rows at C2 here: a rep the stop slowed would be suspected if it were kept.
-leak: {{min_concurrency: 2, spread: 0.5, max_reruns: 1}}
-quality: {{enabled: false}}
-"""
+
+
+def stall_campaign(port: int) -> dict[str, Any]:
+    """The control and an unchanged window on the server behind the proxy; the leak rule judges
+    rows at C2 here, so a rep the stop slowed would be suspected if it were kept."""
+    spec = campaign("stall", {"same": {"axis": "the same server", "env": {"UNUSED": "1"}}},
+                    {"s1": ["same"]}, concurrency=[2], reps=3, requests_per_rep=8, max_tokens=16,
+                    leak=LEAKY)
+    del spec["process"]
+    spec.update(runtime="attach", attach={"url": f"http://127.0.0.1:{port}/v1"},
+                control={"args": {}}, timeouts={"boot": 120, "request": 120})
+    return spec
+
+
 STOPPED_S = STALL_S + 2.0  # the fault's length: past the engine's bar, as the 6-10 s found were
 
 
@@ -94,8 +83,7 @@ def test_an_engine_stopped_mid_rep_voids_the_rep_as_its_own(testbed: tb_mod.Test
     proxy = StoppingProxy(port, results)
     proxy.start()
     assert proxy.ready.wait(10)
-    spec = tmp_path / "stall.yaml"
-    spec.write_text(CAMPAIGN.format(port=proxy.port))
+    spec = write(tmp_path, stall_campaign(proxy.port))
     try:
         engine = subprocess.Popen([sys.executable, "-m", "engine", "run", str(spec), "--headless",
                                    "--results-dir", str(results)], stdout=subprocess.PIPE,

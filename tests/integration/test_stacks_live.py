@@ -22,6 +22,7 @@ import pytest
 
 from engine import testbed as tb_mod
 from engine.record.journal import read_events
+from tests.campaigns import testbed_campaign, write
 
 pytestmark = pytest.mark.slow
 
@@ -29,49 +30,32 @@ RULER = [sys.executable, "-m", "engine"]
 PROMPTS = ["Name three colours.", "Write one sentence about the sea."]
 ROLE = "message['role'] + '\n'"  # SmolLM2's template: a newline right after each turn's role
 
-CAMPAIGN = """\
-name: stacks-live
-server: llamacpp
-runtime: process
-process:
-  command: ["${{testbed.llama_server}}"]
-control:
-  model: ${{testbed.models}}/SmolLM2-135M-Instruct.Q4_1.gguf
-  args: {{-m: "${{model}}", -c: 2048, -np: 1, -t: 1, --metrics: true}}
-windows:
-  - name: vllm
-    axis: vLLM's CPU build
-    server:
-      adapter: vllm
-      command: ["${{testbed.vllm_python}}", "-m", "vllm.entrypoints.openai.api_server"]
-      model: ${{testbed.vllm_model}}
-      env: {{VLLM_CPU_KVCACHE_SPACE: "1"}}
-      args: {{--model: "${{model}}", --max-model-len: 2048, --max-num-seqs: 1, --dtype: bfloat16,
-              --enforce-eager: true}}
-  - name: planted
-    axis: llama-server with one space planted in its chat template
-    server:
-      adapter: llamacpp
-      command: ["${{testbed.llama_server}}"]
-      model: ${{testbed.models}}/SmolLM2-135M-Instruct.Q4_1.gguf
-      args: {{-m: "${{model}}", -c: 2048, -np: 1, -t: 1, --metrics: true, --jinja: true,
-              --chat-template-file: "{template}"}}
-sessions:
-  s1: [vllm, planted]
-control_position: first
-workload:
-  classes:
-    chat: {{prompts: {prompts}}}
-  concurrency: [1]
-  reps: 2
-  requests_per_rep: 2
-  max_tokens: 12
-  exact_output: true
-  sampling: {{temperature: 0, seed: 1234}}
-leak: {{min_concurrency: 2, spread: 0.5, max_reruns: 0}}
-quality: {{enabled: false}}
-timeouts: {{boot: 900, request: 120}}
-"""
+
+
+def stacks_campaign(template: Path) -> dict[str, Any]:
+    """The testbed's llama-server as the control; a window on vLLM's CPU build and one on a
+    llama-server given ``template``: one class at C1, two short reps of exact output."""
+    spec = testbed_campaign("stacks-live", {}, {"s1": ["vllm", "planted"]}, model="Q4_1",
+                            classes={"chat": {"prompts": PROMPTS}}, concurrency=[1], reps=2,
+                            requests_per_rep=2, max_tokens=12, exact_output=True,
+                            sampling={"temperature": 0, "seed": 1234},
+                            leak={"min_concurrency": 2, "spread": 0.5, "max_reruns": 0})
+    spec["control"]["args"]["-np"] = 1
+    spec["timeouts"] = {"boot": 900, "request": 120}
+    spec["windows"] = [
+        {"name": "vllm", "axis": "vLLM's CPU build", "server": {
+            "adapter": "vllm",
+            "command": ["${testbed.vllm_python}", "-m", "vllm.entrypoints.openai.api_server"],
+            "model": "${testbed.vllm_model}", "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+            "args": {"--model": "${model}", "--max-model-len": 2048, "--max-num-seqs": 1,
+                     "--dtype": "bfloat16", "--enforce-eager": True}}},
+        {"name": "planted", "axis": "llama-server with one space planted in its chat template",
+         "server": {
+             "adapter": "llamacpp", "command": ["${testbed.llama_server}"],
+             "model": "${testbed.models}/SmolLM2-135M-Instruct.Q4_1.gguf",
+             "args": {"-m": "${model}", "-c": 2048, "-np": 1, "-t": 1, "--metrics": True,
+                      "--jinja": True, "--chat-template-file": str(template)}}}]
+    return spec
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +66,7 @@ def stacks_run(vllm_testbed: tb_mod.VLLMTestbed, testbed: tb_mod.Testbed,
     assert template.count(ROLE) == 1, template
     planted = tmp / "smollm2-spaced.jinja"
     planted.write_text(template.replace(ROLE, "message['role'] + ' \n'"))
-    spec = tmp / "stacks.yaml"
-    spec.write_text(CAMPAIGN.format(template=planted, prompts=json.dumps(PROMPTS)))
+    spec = write(tmp, stacks_campaign(planted))
     out = subprocess.run([*RULER, "run", str(spec), "--headless", "--results-dir", str(tmp / "results")],
                          capture_output=True, text=True, timeout=1500)
     print(out.stdout[-4000:], out.stderr[-2000:])
