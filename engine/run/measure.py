@@ -170,6 +170,20 @@ def _died(server: Server, lost: bool) -> bool:
     return True
 
 
+# A client's own stall says nothing of the server, so it is not charged to leak.max_reruns (the
+# server's budget): a campaign that allows no leak rerun still measures such a rep again. These
+# many of its own, so that an engine starved for good still ends its row.
+CLIENT_STALL_RERUNS = 2
+
+
+def _spent(reruns: int, stalls: int, stalled: bool, policy: stats.LeakPolicy) -> bool:
+    """Whether a void row has had all its measurements again: ``reruns`` attempts past its first,
+    ``stalls`` of them (this one included when ``stalled``) ended by the client's stall."""
+    if stalled:
+        return stalls > CLIENT_STALL_RERUNS
+    return reruns - stalls >= policy.max_reruns
+
+
 class Measurement:
     """Callable phase: ``Measurement()(run, ctx)`` measures every shape of the window.
 
@@ -376,6 +390,7 @@ class Measurement:
         pool = noise_pool(run.state, key, c, rate)
         fresh = not reps  # a new attempt begins (a resumed one goes on where it stood)
         carried: list[list[int]] = []  # [attempt, rep] of each rep a new attempt keeps
+        stalls = 0  # attempts that ended on the client's own stall
         try:
             while True:
                 if fresh:
@@ -417,7 +432,10 @@ class Measurement:
                     self._rep_done(run, where, attempt, rep, res, paths[-1], reps, pool)
                 row = {**stats.row_figures(reps, c, policy, slo, pool),
                        **self._precision(run, where, reps)}
-                if row["status"] != RowStatus.VOID or attempt - first_attempt >= policy.max_reruns:
+                stalled = bool(reps) and str(reps[-1][0].get("void", "")).startswith("client stalled")
+                stalls += stalled
+                if (row["status"] != RowStatus.VOID
+                        or _spent(attempt - first_attempt, stalls, stalled, policy)):
                     break
                 # Only what the verdict condemns is measured again: the next attempt keeps the
                 # other reps (their receipts where they are) and, rewarmed, measures the rest.

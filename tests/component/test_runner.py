@@ -30,7 +30,7 @@ from engine.record import results
 from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep
 from engine.record.state import fold
-from engine.run import loadgen
+from engine.run import loadgen, measure
 from engine.run.client.record import Events
 from engine.run.measure import Measurement, recompute_row
 from engine.words import RunStatus
@@ -534,7 +534,8 @@ def test_a_client_that_stalled_mid_rep_voids_the_rep_as_its_own_not_a_leak(
         tmp: Path, fake: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     """The engine stops mid-rep (FAKED: the load loop is blocked for 4.5 s once, over twice STALL_S,
     as a SIGSTOP of the engine blocks it): that rep measured the client, so it is voided as
-    client-stalled and the attempt measured again; no leak is suspected of the server."""
+    client-stalled and the attempt measured again, though the campaign allows no leak rerun (the
+    server's budget); no leak is suspected of the server."""
     stall = threading.Event()
     feed = Events.feed
 
@@ -547,7 +548,7 @@ def test_a_client_that_stalled_mid_rep_voids_the_rep_as_its_own_not_a_leak(
     monkeypatch.setattr(Events, "feed", stalling_feed)
     hooks = Hooks()
     hooks.on(lambda e: stall.set(), kind="rep_done", window="control", attempt=1, rep=1)
-    spec = campaign("stall", CTX, {"s1": ["ctx"]}, leak={**LEAKY, "max_reruns": 1}, max_tokens=16)
+    spec = campaign("stall", CTX, {"s1": ["ctx"]}, leak={**LEAKY, "max_reruns": 0}, max_tokens=16)
     r = runner(tmp, spec, fake, hooks)
     assert r.run() == "finished"
     hooks.check()
@@ -559,6 +560,38 @@ def test_a_client_that_stalled_mid_rep_voids_the_rep_as_its_own_not_a_leak(
     assert header["client"]["stall_s"] >= loadgen.STALL_S and header["void"].startswith("client stalled")
     row = rows(run)["s1-control/prose/c2"]
     assert (row["status"], row["attempts"]) == ("ok", "2")
+
+
+def test_a_client_that_stalls_every_attempt_ends_its_row_void_after_its_own_reruns(
+        tmp: Path, fake: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine stops in the first rep of every attempt (FAKED: the load loop blocked for 2.5 s,
+    past STALL_S, after each warm pass): its row is measured again CLIENT_STALL_RERUNS times past
+    the first, then ends void with the client's stall as its reason, and the run goes on."""
+    stall = threading.Event()
+    feed = Events.feed
+
+    def stalling_feed(self: Events, bodies: list[bytes], times: list[float]) -> None:
+        if stall.is_set():
+            stall.clear()
+            time.sleep(2.5)
+        feed(self, bodies, times)
+
+    monkeypatch.setattr(Events, "feed", stalling_feed)
+    hooks = Hooks()
+    for attempt in range(1, measure.CLIENT_STALL_RERUNS + 2):
+        hooks.on(lambda e: stall.set(), kind="warm_done", window="control", attempt=attempt)
+    spec = campaign("starved", CTX, {"s1": ["ctx"]}, leak={**LEAKY, "max_reruns": 0}, max_tokens=16)
+    r = runner(tmp, spec, fake, hooks)
+    assert r.run() == "finished"
+    hooks.check()
+    # Each attempt but the last is voided and measured again; the last ends the row void.
+    voids = events(r.run_dir, "row_void", window="control")
+    assert [v["attempt"] for v in voids] == list(range(1, measure.CLIENT_STALL_RERUNS + 1))
+    assert all("client stalled" in v["reason"] for v in voids)
+    row = rows(r.run_dir)["s1-control/prose/c2"]
+    assert (row["status"], row["attempts"]) == ("void", str(measure.CLIENT_STALL_RERUNS + 1))
+    assert "client stalled" in row["reason"], row["reason"]
+    assert rows(r.run_dir)["s1-ctx/prose/c2"]["status"] in ("ok", "noisy")
 
 
 def test_a_rep_whose_requests_failed_is_not_suspected_of_a_leak(tmp: Path, fake: FakeRuntime) -> None:
