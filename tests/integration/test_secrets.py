@@ -19,6 +19,7 @@ from engine.commands.launch import prepare, run_engine
 from engine.context import RunContext, WindowContext
 from engine.record.journal import read_events
 from engine.report import cmd_report
+from engine.run.measure import Measurement
 
 TOKEN = "hf_rulerFakeToken0123456789abcdef"
 
@@ -75,7 +76,8 @@ def test_a_run_records_no_token_and_every_other_value_as_is(
         pid = ctx.server.identity["pid"]
         cmdlines[ctx.window] = Path(f"/proc/{pid}/cmdline").read_bytes()
 
-    monkeypatch.setattr(launch, "default_phases", lambda baseline=None: [peek, *real_phases()[:1]])
+    measurement = [p for p in real_phases() if isinstance(p, Measurement)]  # no quality checks
+    monkeypatch.setattr(launch, "default_phases", lambda baseline=None: [peek, *measurement])
     assert run_engine(run, echo=False) == 0
     assert cmd_report(str(run)) == 0
     capsys.readouterr()

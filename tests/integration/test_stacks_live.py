@@ -22,7 +22,7 @@ import pytest
 
 from engine import testbed as tb_mod
 from engine.record.journal import read_events
-from tests.campaigns import testbed_campaign, write
+from tests import campaigns
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ ROLE = "message['role'] + '\n'"  # SmolLM2's template: a newline right after eac
 def stacks_campaign(template: Path) -> dict[str, Any]:
     """The testbed's llama-server as the control; a window on vLLM's CPU build and one on a
     llama-server given ``template``: one class at C1, two short reps of exact output."""
-    spec = testbed_campaign("stacks-live", {}, {"s1": ["vllm", "planted"]}, model="Q4_1",
+    spec = campaigns.testbed_campaign("stacks-live", {}, {"s1": ["vllm", "planted"]}, model="Q4_1",
                             classes={"chat": {"prompts": PROMPTS}}, concurrency=[1], reps=2,
                             requests_per_rep=2, max_tokens=12, exact_output=True,
                             sampling={"temperature": 0, "seed": 1234},
@@ -66,7 +66,7 @@ def stacks_run(vllm_testbed: tb_mod.VLLMTestbed, testbed: tb_mod.Testbed,
     assert template.count(ROLE) == 1, template
     planted = tmp / "smollm2-spaced.jinja"
     planted.write_text(template.replace(ROLE, "message['role'] + ' \n'"))
-    spec = write(tmp, stacks_campaign(planted))
+    spec = campaigns.write(tmp, stacks_campaign(planted))
     out = subprocess.run([*RULER, "run", str(spec), "--headless", "--results-dir", str(tmp / "results")],
                          capture_output=True, text=True, timeout=1500)
     print(out.stdout[-4000:], out.stderr[-2000:])
