@@ -102,9 +102,17 @@ def stop_stray(pid: int, name: str, dir_id: str) -> bool:
         except ProcessLookupError:
             return True
         for _ in range(50):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+            if _gone(pid):
                 return True
             time.sleep(0.1)
     return True
+
+
+def _gone(pid: int) -> bool:
+    """Whether the process has ended: no such pid, or a zombie its parent has not reaped yet (it
+    runs nothing: waiting for the reap would wait on whoever started it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
