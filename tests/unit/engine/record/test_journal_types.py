@@ -146,7 +146,7 @@ SAMPLES: dict[tuple[str, str], Any] = {
 
 
 @pytest.mark.slow
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_the_fold_reports_damage_and_never_raises(data: st.DataObject) -> None:
     n = data.draw(st.integers(0, len(RECORDED)), label="recorded events first")
