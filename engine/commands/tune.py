@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from engine import files
 from engine.campaign.load import SpecError
 from engine.campaign.yamlmarks import load_marked
 from engine.commands.launch import prepare, refuse_damaged, run_engine
@@ -532,7 +533,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if first is None:
             raise BadInput(f"{tune_dir / JOURNAL}: no tune_started: nothing to resume")
         tune = _load(first["tune"])
-        if tune.text != (tune_dir / FROZEN).read_text():
+        if tune.text != files.read_text(tune_dir / FROZEN):
             raise BadInput(f"{first['tune']} changed since the tune started; its frozen copy is "
                            f"{tune_dir / FROZEN}: restore it to resume")
         baseline, runtime = first.get("baseline"), first.get("runtime")
