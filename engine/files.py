@@ -37,23 +37,32 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
+def open_regular(path: str | Path) -> BinaryIO:
+    """A regular file open for reading, for a reader that follows it as it grows (a log, a live
+    journal) and so bounds what it reads itself. Opened without blocking (a FIFO with no writer
+    would wait forever) and checked before a byte is read: anything but a regular file (a FIFO,
+    /dev/zero, a directory) is Unreadable; a file that cannot be opened is an OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    f = os.fdopen(fd, "rb")
+    st = os.fstat(fd)
+    kind = next((name for test, name in _KINDS if test(st.st_mode)), None)
+    if kind is not None or not stat.S_ISREG(st.st_mode):
+        f.close()
+        raise Unreadable(f"not a regular file ({kind or 'a special file'}); ruler reads files only")
+    return f
+
+
 @contextmanager
 def open_bounded(path: str | Path, limit: int = MAX_RUN_FILE_BYTES) -> Iterator[BinaryIO]:
-    """A regular file of at most ``limit`` bytes, open for reading: the one way ruler opens a file
-    a person names or a run directory holds. Opened without blocking (a FIFO with no writer would
-    wait forever) and checked before a byte is read: anything but a regular file (a FIFO,
-    /dev/zero, a directory) or a file over ``limit`` (a sparse 50 GB file) is Unreadable; a file
-    that cannot be opened is an OSError. A reader still counts what it reads: a file may grow, or
-    say a size it does not have."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        kind = next((name for test, name in _KINDS if test(st.st_mode)), None)
-        if kind is not None or not stat.S_ISREG(st.st_mode):
-            raise Unreadable(f"not a regular file ({kind or 'a special file'}); ruler reads files only")
-        if st.st_size > limit:
-            raise Unreadable(f"{size_text(st.st_size)} ({st.st_size} bytes), more than the "
-                             f"{size_text(limit)} ruler reads", st.st_size)
+    """A regular file of at most ``limit`` bytes, open for reading (:func:`open_regular`): the one
+    way ruler opens a file a person names or a run directory holds. A file over ``limit`` (a
+    sparse 50 GB file) is Unreadable before a byte is read. A reader still counts what it reads: a
+    file may grow, or say a size it does not have."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit:
+            raise Unreadable(f"{size_text(size)} ({size} bytes), more than the "
+                             f"{size_text(limit)} ruler reads", size)
         yield f
 
 
