@@ -57,7 +57,7 @@ def _argv(command: str, run: Path) -> list[str]:
 
 
 @pytest.mark.timeout(600)
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(name=st.sampled_from(FILES), shape=st.sampled_from(sorted(SHAPES)),
        command=st.sampled_from([c[0] for c in COMMANDS]))
 def test_any_run_file_is_read_or_refused_by_name(name: str, shape: str, command: str) -> None:
