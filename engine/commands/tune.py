@@ -109,7 +109,10 @@ def _events(tune_dir: Path) -> list[dict[str, Any]]:
     path = tune_dir / JOURNAL
     if not path.exists():
         return []
-    lines = path.read_text().splitlines()
+    try:
+        lines = files.read_text(path).splitlines()
+    except files.Unreadable as exc:  # a FIFO, a device, a sparse file: never waited on or read
+        raise BadInput(f"{path}: {exc}") from None
     out = []
     for i, line in enumerate(lines, 1):
         try:

@@ -170,7 +170,7 @@ def rows_table(run_dir: Path, images: dict[str, str]) -> list[str]:
 
 
 def data_uri(png: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+    return "data:image/png;base64," + base64.b64encode(files.read_bounded(png)).decode("ascii")
 
 
 def page(title: str, markdown: str, run_dir: Path, charts: list[Path]) -> str:
