@@ -14,14 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from engine.campaign import defaults, sweep
-from engine.campaign.prompts import (
-    NotUtf8,
-    Unreadable,
-    decode_text,
-    read_bounded,
-    read_prompts,
-    read_receipt,
-)
+from engine.campaign.prompts import NotUtf8, decode_text, read_prompts, read_receipt
 from engine.campaign.redact import argv_warnings
 from engine.campaign.sources import SOURCES
 from engine.campaign.spec import (
@@ -49,6 +42,7 @@ from engine.campaign.yamlmarks import (
     suggest,
     yaml_problem,
 )
+from engine.files import Unreadable, read_bounded
 from engine.words import CONTROL, CONTROL_BOOTS, load_label
 
 MAX_CAMPAIGN_BYTES = 1 << 20  # a campaign is a few kilobytes; prompts belong in prompt files

@@ -4,18 +4,17 @@ where a byte is not text, which the campaign file shares."""
 
 import bisect
 import json
-import os
 import re
-import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import yaml
 
 from engine.campaign.yamlmarks import MarkedDoc, describe, load_marked, yaml_problem
+from engine.files import Unreadable, open_bounded, read_bounded, size_text
 
 
 class NotUtf8(ValueError):
@@ -63,62 +62,6 @@ class OracleReceiptError(DataFileError):
 # several times its size: past this it is a mistake (a sparse or device file) or needs splitting.
 # ShareGPT's whole dataset is 642 MB.
 MAX_DATA_BYTES = 1 << 30
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
-
-
-class Unreadable(ValueError):
-    """A file :func:`read_bounded` will not read: the problem, without the path; ``size`` the
-    bytes it has where that is the problem (None: it is not a regular file)."""
-
-    def __init__(self, problem: str, size: int | None = None) -> None:
-        super().__init__(problem)
-        self.size = size
-
-
-def size_text(n: int) -> str:
-    """A byte count as a person reads it: ``1 GiB``, ``50.2 GiB``, ``512 bytes``."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift:
-            return f"{n / (1 << shift):.3g} {unit}"
-    return f"{n} bytes"
-
-
-@contextmanager
-def open_bounded(path: Path, limit: int) -> Iterator[BinaryIO]:
-    """A regular file of at most ``limit`` bytes, open for reading: the one way ruler opens a file
-    a person names. Opened without blocking (a FIFO with no writer would wait forever) and checked
-    before a byte is read: anything but a regular file (a FIFO, /dev/zero, a directory) or a file
-    over ``limit`` (a sparse 50 GB file) is Unreadable; a file that cannot be opened is an OSError.
-    A reader still counts what it reads: a file may grow, or say a size it does not have."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        kind = next((name for test, name in _KINDS if test(st.st_mode)), None)
-        if kind is not None or not stat.S_ISREG(st.st_mode):
-            raise Unreadable(f"not a regular file ({kind or 'a special file'}); ruler reads files only")
-        if st.st_size > limit:
-            raise Unreadable(f"{size_text(st.st_size)} ({st.st_size} bytes), more than the "
-                             f"{size_text(limit)} ruler reads", st.st_size)
-        yield f
-
-
-def read_bounded(path: Path, limit: int) -> bytes:
-    """A regular file's bytes, at most ``limit`` of them (:func:`open_bounded`)."""
-    with open_bounded(path, limit) as f:
-        # In pieces, never more than limit + 1 in all: one read(limit + 1) would allocate the
-        # whole limit for a file of a few bytes.
-        chunks: list[bytes] = []
-        total = 0
-        while total <= limit and (chunk := f.read(min(1 << 24, limit + 1 - total))):
-            chunks.append(chunk)
-            total += len(chunk)
-        data = b"".join(chunks)
-    if len(data) > limit:
-        raise Unreadable(f"more than the {size_text(limit)} ruler reads", len(data))
-    return data
-
-
 def text_lines(path: Path, error: type[DataFileError], nothing: str) -> Iterator[tuple[int, str]]:
     """A data file's lines one at a time, each with its number, as :func:`read_text`'s text splits
     them (universal newlines) and with its errors, a byte that is not UTF-8 at its line: a reader

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.campaign.prompts import MAX_DATA_BYTES, Unreadable, read_bounded
+from engine.campaign.prompts import MAX_DATA_BYTES
+from engine.files import Unreadable, read_bounded
 from engine.sanitize import terminal
 from engine.servers import BootFacts, ServerAdapter, get_adapter, known_adapters
 

@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from engine import __version__, gpu, testbed
+from engine import __version__, files, gpu, testbed
 from engine.campaign.load import SpecError, campaign_warnings, load_campaign
 from engine.campaign.plan import campaign_items, check_quality_files, images, resolve_runtime
 from engine.campaign.prompts import DataFileError
@@ -173,7 +173,7 @@ def _campaign_for(run_dir: Path, info: dict[str, Any]) -> Campaign:
     """The campaign as it was frozen: a source edited since then is refused, not silently used."""
     source = Path(info["campaign_source"])
     campaign = _load(source)
-    if redactor_for(campaign)(campaign.source_text) != (run_dir / results.CAMPAIGN).read_text():
+    if redactor_for(campaign)(campaign.source_text) != files.read_text(run_dir / results.CAMPAIGN):
         raise BadInput(f"{source} changed since the run started; the run's frozen copy is "
                        f"{run_dir / results.CAMPAIGN}: restore the source to resume")
     return campaign
@@ -257,7 +257,7 @@ def spawn_detached(run_dir: Path) -> int:
         if (run_dir / SOCKET).exists():
             return proc.pid
         if proc.poll() is not None:
-            tail = (run_dir / LOG).read_text(errors="replace")[-2000:]
+            tail = files.read_text(run_dir / LOG, errors="replace")[-2000:]
             raise EngineError(f"the engine exited at once (code {proc.returncode}):\n{tail}")
         time.sleep(0.05)
     return proc.pid

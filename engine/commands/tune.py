@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from engine import files
 from engine.campaign.load import SpecError
 from engine.campaign.yamlmarks import load_marked
 from engine.commands.launch import prepare, refuse_damaged, run_engine
@@ -108,7 +109,10 @@ def _events(tune_dir: Path) -> list[dict[str, Any]]:
     path = tune_dir / JOURNAL
     if not path.exists():
         return []
-    lines = path.read_text().splitlines()
+    try:
+        lines = files.read_text(path).splitlines()
+    except files.Unreadable as exc:  # a FIFO, a device, a sparse file: never waited on or read
+        raise BadInput(f"{path}: {exc}") from None
     out = []
     for i, line in enumerate(lines, 1):
         try:
@@ -532,7 +536,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if first is None:
             raise BadInput(f"{tune_dir / JOURNAL}: no tune_started: nothing to resume")
         tune = _load(first["tune"])
-        if tune.text != (tune_dir / FROZEN).read_text():
+        if tune.text != files.read_text(tune_dir / FROZEN):
             raise BadInput(f"{first['tune']} changed since the tune started; its frozen copy is "
                            f"{tune_dir / FROZEN}: restore it to resume")
         baseline, runtime = first.get("baseline"), first.get("runtime")

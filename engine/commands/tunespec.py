@@ -26,9 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, mode
 
 from engine.campaign import sweep
 from engine.campaign.load import MAX_CAMPAIGN_BYTES, SpecError, load_campaign
-from engine.campaign.prompts import NotUtf8, Unreadable, decode_text, read_bounded
+from engine.campaign.prompts import NotUtf8, decode_text
 from engine.campaign.spec import Arg, Campaign
 from engine.campaign.yamlmarks import Issue, Problem, load_marked, place, schema_issue, yaml_problem
+from engine.files import Unreadable, read_bounded
 from engine.words import load_label
 
 CONTROL_ROUND_LIMIT = 20  # rounds at most, whatever the budget: a tune that never settles is said

@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from engine import __version__
+from engine import __version__, files
 from engine.quality.checks import Checks
 from engine.quality.drift import DRIFT, drift_summary, write_drift
 from engine.quality.maths import greedy_compare, greedy_summary, greedy_verdict
@@ -137,7 +137,7 @@ class ControlChecks(Checks):
             path = results.window_dir(self.run.run_dir, self.ctx.session, window) / "greedy.json"
             if not path.exists():
                 continue
-            data = json.loads(path.read_text())
+            data = json.loads(files.read_text(path))
             if data.get("reference") not in (None, "pending"):
                 continue
             cmp = greedy_compare(ref.greedy, data["outputs"])

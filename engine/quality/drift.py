@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine import files
 from engine.method import stats
 from engine.method.boots import BootNoise, declared
 from engine.method.verdict import Rule, versus
@@ -32,7 +33,7 @@ def _c1_rows(run_dir: Path) -> list[dict[str, str]]:
     path = run_dir / results.THROUGHPUT
     if not path.exists():
         return []
-    with path.open() as f:
+    with files.open_text(path) as f:
         rows = [r for r in csv.DictReader(f) if r["window"] == CONTROL and r["agg_tok_s"]
                 and r["status"] in USABLE_ROWS]
     closed = [r for r in rows if not r.get("rate")]

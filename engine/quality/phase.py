@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from engine import files
 from engine.context import RunContext, WindowContext
 from engine.errors import WindowFailed
 from engine.quality.control import ControlChecks
@@ -101,7 +102,7 @@ class WindowRun(ControlChecks, WindowChecks):
         stack = None if self.is_control else self.c.window(self.ctx.window).server
         if stack is not None:  # the same knobs on another stack: name one that acts on one only
             path = self.run.run_dir / "windows" / f"{self.ctx.session}-{CONTROL}" / "knobs.json"
-            control = json.loads(path.read_text()) if path.exists() else None
+            control = json.loads(files.read_text(path)) if path.exists() else None
             report["stacks"] = across_stacks(control, report, (stack.adapter, self.c.server))
         self.write("knobs.json", report)
         if report["suspects"]:

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from engine import files
 from engine.campaign.sources.item import Message
 from engine.campaign.spec import Campaign
 from engine.context import RunContext, WindowContext
@@ -99,7 +100,7 @@ def _kept(run: RunContext, session: str, window: str) -> Rendered | None:
     path = run.run_dir / "windows" / f"{session}-{window}" / RENDERINGS
     if not path.exists():
         return None
-    return Rendered.of(json.loads(path.read_text()))
+    return Rendered.of(json.loads(files.read_text(path)))
 
 
 def _shown(run: RunContext, session: str, window: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine import files
 from engine.quality.checks import Checks
 from engine.quality.effect import IGNORED_FACT, fact_diff, no_effect_verdict, rows_called
 from engine.quality.maths import greedy_compare, greedy_summary, greedy_verdict
@@ -123,4 +124,4 @@ class WindowChecks(Checks):
             found: dict[str, Any] = facts.as_json()["facts"]
             return found
         path = results.window_dir(self.run.run_dir, self.ctx.session, CONTROL) / "boot-facts.json"
-        return json.loads(path.read_text()).get("facts") if path.exists() else None
+        return json.loads(files.read_text(path)).get("facts") if path.exists() else None

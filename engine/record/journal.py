@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine import files
+from engine.errors import BadInput
 from engine.record.upgrade import upgraded
 
 Event = dict[str, Any]
@@ -98,11 +100,11 @@ class JournalRead:
 def read_journal(path: str | Path, start: int = 0, line: int = 0) -> JournalRead:
     """The complete lines from byte ``start`` on, numbered after ``line`` (the lines before it)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(start)
-            data = f.read()
+        data = files.read_bounded(path, start=start)
     except FileNotFoundError:
         data = b""
+    except files.Unreadable as exc:  # a FIFO, /dev/zero, a sparse file: never waited on or read
+        raise BadInput(f"{path}: {exc}") from None
     complete = data.rfind(b"\n") + 1
     raws = data[:complete].split(b"\n")[:-1]  # a last line without its newline never completed
     reader = Reader(line, Path(path).parent)
@@ -117,9 +119,11 @@ def read_kinds(path: str | Path, kinds: Iterable[str]) -> list[Event]:
     could hide). Damaged lines are the fold's to report, not this function's."""
     wanted = set(kinds)
     try:
-        data = Path(path).read_bytes()
+        data = files.read_bounded(path)
     except FileNotFoundError:
         return []
+    except files.Unreadable as exc:
+        raise BadInput(f"{path}: {exc}") from None
     data = data[:data.rfind(b"\n") + 1]  # a torn last line never completed
     starts: set[int] = set()
     for needle in [json.dumps(k).encode() for k in wanted] + [b"\\u"]:

@@ -6,13 +6,15 @@ import fcntl
 import os
 from pathlib import Path
 
+from engine import files
+
 LOCK = "engine.lock"  # held (flock) by the engine process for its whole life
 PID = "engine.pid"  # written by the engine at start, removed at its end
 
 
 def read_pid(run_dir: Path) -> int | None:
     try:
-        return int((run_dir / PID).read_text().strip())
+        return int(files.read_text(run_dir / PID).strip())
     except (OSError, ValueError):
         return None
 

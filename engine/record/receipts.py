@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from engine import files
 from engine.method.verdict import Rule
 from engine.record.events import EventKind
 from engine.record.figures import CSV_COLUMNS
@@ -34,7 +35,11 @@ def read_rep(path: Path) -> tuple[dict[str, Any], list[RequestRecord]]:
     is a ReceiptError at its line."""
     header: dict[str, Any] = {}
     records: list[RequestRecord] = []
-    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+    try:
+        text = files.read_text(path, errors="replace")
+    except files.Unreadable as exc:  # a FIFO, /dev/zero, a sparse file: never waited on or read
+        raise ReceiptError(f"{path}: {exc}") from None
+    for n, line in enumerate(text.splitlines(), 1):
         try:
             obj = json.loads(line)
         except (ValueError, RecursionError):  # JSONDecodeError, a number too long, too deep

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from engine import files
 from engine.errors import BadInput
 
 CAMPAIGN = "campaign.yaml"
@@ -80,13 +81,13 @@ def run_id(run_dir: Path) -> str | None:
     engine.json's (the directory's name and a random part, fixed when the run is prepared), else
     its journal's (run_started's ``run``, the same id); None when neither says one."""
     try:
-        rid = json.loads((run_dir / ENGINE_JSON).read_text()).get("run_id")
+        rid = json.loads(files.read_text(run_dir / ENGINE_JSON)).get("run_id")
         if isinstance(rid, str) and rid:
             return rid
     except (OSError, ValueError, AttributeError):
         pass
     try:
-        with (run_dir / JOURNAL).open("rb") as f:
+        with files.open_bounded(run_dir / JOURNAL) as f:  # Unreadable: a ValueError
             first = json.loads(f.readline())
         rid = first.get("run") if first.get("kind") == "run_started" else None
         return rid if isinstance(rid, str) and rid else None
@@ -286,7 +287,11 @@ def read_frozen(path: Path, holds: Callable[[Any], bool] = lambda _: True) -> An
     """A JSON file ruler froze into the run directory at its start (engine.json, prompts.json,
     items.json), read back to resume: one damaged since, or not the shape ``holds`` asks, is
     BadInput naming it, never a traceback. A file that cannot be read is the OSError itself."""
-    text = path.read_text(errors="replace")
+    try:
+        text = files.read_text(path, errors="replace")
+    except files.Unreadable as exc:
+        raise BadInput(f"{path}: {exc}: ruler wrote it at the run's start and reads it to resume; "
+                       "restore it from a copy") from None
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:

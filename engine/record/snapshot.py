@@ -45,7 +45,7 @@ from typing import Any
 
 import orjson
 
-from engine import __version__
+from engine import __version__, files
 from engine.record import results
 from engine.record.journal import JournalRead, Reader, read_journal
 from engine.record.state import RunState, fold_read
@@ -264,11 +264,11 @@ def write(journal: Path, state: RunState, length: int, lines: int, last: bytes,
 def load(journal: Path) -> tuple[Prefix | None, str]:
     """The snapshot beside ``journal`` when it still matches it, else None and why not."""
     try:
-        raw = path_of(journal).read_bytes()
+        raw = files.read_bounded(path_of(journal))
     except FileNotFoundError:
         return None, "no snapshot"
-    except OSError as e:
-        return None, f"snapshot unreadable ({e.strerror})"
+    except (OSError, files.Unreadable) as e:  # a FIFO, a device, a sparse file: the journal says it all
+        return None, f"snapshot unreadable ({e.strerror if isinstance(e, OSError) else e})"
     # The state read in place (a memoryview): a copy of it costs as much as its hash.
     cut = raw.find(b"\n")
     head_raw, body = (raw, memoryview(b"")) if cut < 0 else (raw[:cut], memoryview(raw)[cut + 1:])
@@ -288,7 +288,7 @@ def load(journal: Path) -> tuple[Prefix | None, str]:
     try:
         length, lines, seq, last_len, crc = (int(head[k]) for k in (
             "length", "lines", "seq", "last_len", "crc"))
-        with open(journal, "rb") as f:
+        with files.open_bounded(journal) as f:  # Unreadable (a ValueError): the full read says why
             first = f.readline()
             if os.fstat(f.fileno()).st_size < length:
                 return None, "journal shorter than the snapshot"

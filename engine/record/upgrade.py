@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from engine import files
 from engine.record.events import EventKind
 
 Event = dict[str, Any]
@@ -37,7 +38,7 @@ def frozen_workload(campaign_yaml: Path) -> dict[str, Any] | None:
     import yaml
 
     try:
-        raw = yaml.load(campaign_yaml.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        raw = yaml.load(files.read_text(campaign_yaml), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         wl = raw["workload"]
         concurrency = [int(c) for c in wl.get("concurrency") or ()]
         out: dict[str, Any] = {"classes": [str(c) for c in wl["classes"]], "concurrency": concurrency}

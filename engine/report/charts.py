@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine import files
 from engine.record import results
 from engine.record.trade import SEPARATES, shape_text, trades
 from engine.report.run import Row, RunView
@@ -487,7 +488,7 @@ def jobs(view: RunView) -> list[Job]:
 def stored_key(path: Path) -> str | None:
     """The KEY text chunk of a PNG this module wrote (before its image data), or None."""
     try:
-        with path.open("rb") as f:
+        with files.open_bounded(path) as f:
             if f.read(8) != b"\x89PNG\r\n\x1a\n":
                 return None
             while head := f.read(8):
@@ -497,7 +498,7 @@ def stored_key(path: Path) -> str | None:
                 chunk = f.read(size + 4)[:size]  # and its CRC
                 if kind == b"tEXt" and chunk.startswith(KEY.encode() + b"\0"):
                     return chunk[len(KEY) + 1:].decode("latin-1")
-    except OSError:
+    except (OSError, files.Unreadable):  # a FIFO or a device where the PNG was: drawn again
         return None
     return None
 

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from engine import files
 from engine.record import results
 
 HTML = "report.html"
@@ -160,7 +161,7 @@ def rows_table(run_dir: Path, images: dict[str, str]) -> list[str]:
     path = run_dir / results.THROUGHPUT
     if not path.is_file():
         return []
-    with path.open(newline="") as f:
+    with files.open_text(path, newline="") as f:
         rows = list(csv.reader(f))
     if not rows:
         return []
@@ -169,7 +170,7 @@ def rows_table(run_dir: Path, images: dict[str, str]) -> list[str]:
 
 
 def data_uri(png: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+    return "data:image/png;base64," + base64.b64encode(files.read_bounded(png)).decode("ascii")
 
 
 def page(title: str, markdown: str, run_dir: Path, charts: list[Path]) -> str:

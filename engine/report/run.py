@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from engine import files
 from engine.campaign import sweep
 from engine.campaign.spec import Campaign
 from engine.record import figures, results
@@ -179,12 +180,15 @@ def receipt_damage(run_dir: Path, rows: list[Row]) -> list[str]:
     out: list[str] = []
     for p in dict.fromkeys(p for r in rows for p in r.source.split(";") if p):
         try:
-            with (run_dir / p).open("rb") as f:
+            with files.open_bounded(run_dir / p) as f:
                 first = f.readline()
                 f.seek(max(0, f.seek(0, 2) - 65536))
                 tail = f.read()
         except OSError as e:
             out.append(f"{p} ({e.strerror})")
+            continue
+        except files.Unreadable as e:  # a FIFO, a device, a sparse file: never waited on or read
+            out.append(f"{p} ({e})")
             continue
         last = tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
         try:
@@ -201,18 +205,21 @@ def read_rows(run_dir: Path, state: RunState) -> list[Row]:
     if not path.exists():
         return []
     rows = []
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        try:
-            for r in reader:
-                rows.append(_row(run_dir, state, r))
-        except KeyError as e:
-            raise ReportError(f"{path}:{reader.line_num}: no {e.args[0]!r} column") from e
-        except (ValueError, TypeError, csv.Error) as e:  # TypeError: a row short of columns
-            raise ReportError(f"{path}:{reader.line_num}: cannot read this row ({e})") from e
-        except OSError as e:
-            raise ReportError(f"{path}:{reader.line_num}: a receipt it names cannot be read "
-                              f"({e.strerror}: {e.filename})") from e
+    try:
+        with files.open_text(path, newline="") as f:
+            reader = csv.DictReader(f)
+            try:
+                for r in reader:
+                    rows.append(_row(run_dir, state, r))
+            except KeyError as e:
+                raise ReportError(f"{path}:{reader.line_num}: no {e.args[0]!r} column") from e
+            except (ValueError, TypeError, csv.Error) as e:  # TypeError: a row short of columns
+                raise ReportError(f"{path}:{reader.line_num}: cannot read this row ({e})") from e
+            except OSError as e:
+                raise ReportError(f"{path}:{reader.line_num}: a receipt it names cannot be read "
+                                  f"({e.strerror}: {e.filename})") from e
+    except files.Unreadable as e:  # a FIFO, a device, a sparse file: never waited on or read
+        raise ReportError(f"{path}: {e}") from None
     return rows
 
 
@@ -236,7 +243,7 @@ def read_campaign(run_dir: Path) -> tuple[Campaign | None, dict[str, Any], str]:
         return None, {}, "no campaign.yaml in the run directory"
     raw: Any = {}  # what the except reads when the file is not even YAML
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.safe_load(files.read_text(path)) or {}
         return Campaign.model_validate(sweep.expand(raw).data), raw, ""  # a sweep: its windows
     except Exception as e:  # noqa: BLE001 - an old or hand-edited copy still gets a report
         return None, raw if isinstance(raw, dict) else {}, f"campaign.yaml unreadable ({type(e).__name__})"
@@ -244,7 +251,7 @@ def read_campaign(run_dir: Path) -> tuple[Campaign | None, dict[str, Any], str]:
 
 def read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(files.read_text(path))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine import files
 from engine.quality import IGNORED_FACT
 from engine.record.events import EventKind
 from engine.record.state import WindowState
@@ -117,7 +118,7 @@ def rejection(view: RunView, ws: WindowState) -> list[str]:
     path = view.window_file(ws, "rejection.txt")
     lines = ws.errors
     if path.exists():
-        text = path.read_text(errors="replace")
+        text = files.read_text(path, errors="replace")
         block = text.split("error lines (verbatim):\n", 1)[-1].split("\n\n", 1)[0]
         lines = [x for x in block.splitlines() if x.strip()] or lines
     out = [f"**Rejected at boot**: {markdown(ws.reason)}", ""]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine import files
 from engine.campaign.plan import WindowStart, campaign_items, plan_launch
 from engine.campaign.redact import redactor_for
 from engine.campaign.sources import Item, chosen
@@ -352,7 +353,7 @@ class Runner:
         what prepare wrote there)."""
         path = self.run_dir / results.ENV
         with self._emit_lock:  # the places' threads rewrite the same file
-            env = json.loads(path.read_text()) if path.exists() else {}
+            env = json.loads(files.read_text(path)) if path.exists() else {}
             places = env.setdefault("places", {})
             entry = places.setdefault(lane.name, {"where": lane.place.model_dump(exclude_none=True)
                                                   if lane.place else {}, "sessions": []})
@@ -370,7 +371,7 @@ class Runner:
     def _reload_control_facts(self, session: str, window: str) -> None:
         path = self.run_dir / "windows" / f"{session}-{window}" / "boot-facts.json"
         if window == CONTROL and path.exists():
-            data = json.loads(path.read_text())
+            data = json.loads(files.read_text(path))
             self.control_facts[session] = BootFacts(facts={
                 k: Fact(k, v, data.get("lines", {}).get(k, "")) for k, v in data["facts"].items()})
 

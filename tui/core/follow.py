@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine import control
+from engine import control, files
 from engine.record import snapshot
 from engine.record.journal import Damage, Event, Reader
 from engine.record.liveness import read_pid
@@ -52,8 +52,8 @@ class Tail:
 
     def _open(self) -> bool:
         try:
-            f = open(self.path, "rb")  # noqa: SIM115 - kept open while following
-        except OSError:
+            f = files.open_regular(self.path)  # kept open while following
+        except (OSError, files.Unreadable):  # a FIFO or a device in its place: never waited on
             return False
         st = os.fstat(f.fileno())
         self._f, self._ino, self.consumed, self._start = f, st.st_ino, self._start, 0

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from engine import files
 from engine.campaign import defaults
 from engine.method.verdict import Rule
 
@@ -17,7 +18,7 @@ from engine.method.verdict import Rule
 def frozen_yaml(campaign_yaml: Path) -> Any:
     """A run's frozen campaign.yaml as data. libyaml's parser where PyYAML has it: the console
     reads it as it opens, and the pure-Python one took 15 ms."""
-    return yaml.load(campaign_yaml.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return yaml.load(files.read_text(campaign_yaml), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 @dataclass(frozen=True)

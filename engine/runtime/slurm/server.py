@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from engine import files
 from engine.runtime.base import Host, LaunchError, LaunchPlan, Placement, QueueReport, stray_mark
 from engine.runtime.slurm.commands import (
     ENDING_STATES,
@@ -144,7 +145,7 @@ class SlurmServer:
 
     def _read_place(self) -> dict[str, Any] | None:
         try:
-            data = json.loads(self.place_path.read_text())
+            data = json.loads(files.read_text(self.place_path))  # Unreadable: a ValueError
         except (OSError, ValueError):
             return None
         return data if isinstance(data, dict) and data.get("port") and data.get("host") else None

@@ -1,4 +1,4 @@
-"""Data files of any shape (engine.campaign.prompts.read_bounded and the sources' readers): a FIFO
+"""Data files of any shape (engine.files.read_bounded and the sources' readers): a FIFO
 with no writer, a device, a sparse file past the limit, JSON nested deep, a number of thousands of
 digits, a CSV field past csv's limit, binary and bad UTF-8. Every one reads, or is a DataFileError
 at its file (and line, where the file has one) that `ruler validate` and `ruler run --dry-run`
