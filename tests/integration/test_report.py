@@ -14,6 +14,7 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,6 +87,12 @@ def pick(rows: list[dict[str, str]], cls: str, c: int) -> dict[str, str]:
 
 
 
+def across(row: dict[str, Any], name: str, spec: str) -> str:
+    """A figure's interval across the reps as the table writes it after the figure ("": none)."""
+    lo, hi = row.get(f"{name}_lo"), row.get(f"{name}_hi")
+    return f" [{lo:{spec}}, {hi:{spec}}]" if lo is not None and hi is not None else ""
+
+
 def test_control_table_is_recomputed_from_the_receipts(run_a: Path, report_a: str) -> None:
     table = md_table(report_a, "### s1: control")
     assert {(r["class"], r["C"]) for r in table} == {("prose", "1"), ("prose", "2"), ("code", "1"),
@@ -98,7 +105,9 @@ def test_control_table_is_recomputed_from_the_receipts(run_a: Path, report_a: st
             assert cells["per user"] == tok(again["per_user_tok_s"])
             assert cells["spread"] == pct(again["spread"])
             assert cells["reps tok/s"] == ", ".join(tok(v) for v in again["rep_tok_s"])
-            assert cells["accept len / rate"] == f"{again['accept_len']:.2f} / {again['accept_rate']:.3f}"
+            assert cells["accept len / rate"] == (
+                f"{again['accept_len']:.2f}{across(again, 'accept_len', '.2f')} / "
+                f"{again['accept_rate']:.3f}{across(again, 'accept_rate', '.3f')}")
             assert cells["status"] == again["status"]
 
 
@@ -210,7 +219,7 @@ def test_methods_say_how_it_was_measured(run_a: Path, report_a: str) -> None:
 def test_charts_are_written(run_a: Path, report_a: str) -> None:
     pytest.importorskip("matplotlib")
     names = ["report-delta.png", "report-latency.png", "report-tok-s.png", "report-acceptance.png",
-             "report-control-drift.png"]
+             "report-accept-pos.png", "report-control-drift.png"]
     for name in names:
         data = (run_a / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, name
@@ -244,7 +253,8 @@ def test_run_without_quality_receipts_says_not_measured(run_b: Path) -> None:
     text = path.read_text()
     if not note:  # with the extra: one session booted the control once, so no drift chart
         assert [c.name for c in charts] == ["report-delta.png", "report-latency.png",
-                                            "report-tok-s.png", "report-acceptance.png"]
+                                            "report-tok-s.png", "report-acceptance.png",
+                                            "report-accept-pos.png"]
     glance = md_table(text, "## Windows at a glance")
     assert glance[0]["window"] == "s1-draft5"
     assert glance[0]["greedy"] == "not measured" and glance[0]["no observable effect"] == "not measured"
