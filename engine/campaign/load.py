@@ -369,13 +369,19 @@ def _check_windows(raw: Mapping[Any, Any], doc: MarkedDoc) -> list[Issue]:
     return issues
 
 
-def _check_axes(raw: Mapping[Any, Any]) -> list[Issue]:
-    issues: list[Issue] = []
+def _valid_windows(raw: Mapping[Any, Any]) -> Iterator[tuple[int, Window]]:
+    """Each window the schema accepts, with its index; the schema reports the others (a check over
+    a broken window's change would only mislead)."""
     for i, item in enumerate(raw["windows"] if isinstance(raw.get("windows"), list) else []):
         try:
-            window = Window.model_validate(item)
+            yield i, Window.model_validate(item)
         except ValidationError:
-            continue  # the schema reports it; counting axes of a broken change would mislead
+            continue
+
+
+def _check_axes(raw: Mapping[Any, Any]) -> list[Issue]:
+    issues: list[Issue] = []
+    for i, window in _valid_windows(raw):
         axes = window.axes()
         if not axes:
             message = f"window {window.name!r} changes nothing; a window changes exactly one axis"
@@ -401,11 +407,7 @@ def _check_stacks(raw: Mapping[Any, Any]) -> list[Issue]:
     else:
         needs = {"docker": ["image"], "process": ["command"]}.get(str(runtime), [])
     issues: list[Issue] = []
-    for i, item in enumerate(raw["windows"] if isinstance(raw.get("windows"), list) else []):
-        try:
-            window = Window.model_validate(item)
-        except ValidationError:
-            continue  # the schema reports it
+    for i, window in _valid_windows(raw):
         if window.server is None:
             continue
         name = window.name
@@ -434,11 +436,7 @@ def _check_sweeps(raw: Mapping[Any, Any]) -> list[Issue]:
     first: dict[str, tuple[int, str, Any]] = {}  # sweep -> (window index, its axis, its value)
     values: dict[str, dict[str, int]] = {}
     issues: list[Issue] = []
-    for i, item in enumerate(raw["windows"] if isinstance(raw.get("windows"), list) else []):
-        try:
-            window = Window.model_validate(item)
-        except ValidationError:
-            continue  # the schema reports it
+    for i, window in _valid_windows(raw):
         if window.sweep is None or len(window.axes()) != 1:
             continue  # no sweep; or _check_axes says what is wrong with its change
         where = ("windows", i, "sweep")
