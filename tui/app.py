@@ -170,6 +170,7 @@ class RulerConsole(App[None]):
         self.caught_up = False  # the journal and the shown log were read to their end
         self.sel = Selection()
         self.classify = LineClassifier()
+        self._adapter_name = ""  # the server whose patterns self.classify uses
         self.tags = tag_styles({})  # the theme's colours once mounted
         self.follower = Follower(self.run_dir, lambda b: self.post_message(Followed(b)),
                                  interval=follow_interval, max_log_lines=max_log_lines)
@@ -326,9 +327,14 @@ class RulerConsole(App[None]):
         self.follower.ack()
 
     def _adapt(self) -> None:
-        if self.classify.adapter is None and self.state.server:  # run_started, or the snapshot's
+        """The log pane reads the shown window's log in its server's words: the campaign's
+        (run_started, or the snapshot's), or the other stack's for a window on another stack."""
+        ws = self.state.windows.get(self.sel.shown or "")
+        name = (ws.stack if ws else "") or self.state.server
+        if name and name != self._adapter_name:
             with contextlib.suppress(ValueError):  # an adapter this client does not know: plain lines
-                self.classify.adapter = get_adapter(self.state.server)
+                self.classify.use(get_adapter(name))
+                self._adapter_name = name
 
     def _apply(self, events: Iterable[tuple[int, Event]]) -> None:
         for line, e in events:
@@ -752,6 +758,7 @@ class RulerConsole(App[None]):
         self.ui.bars.set(Text("\n").join(to_text(line, self.tags, sep="") for line in bars))
 
     def _watch_log(self) -> None:
+        self._adapt()
         adapter = self.classify.adapter
         wanted = self.logw.wants(self.state, self.sel.shown, adapter is not None)
         if wanted is not None:
