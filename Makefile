@@ -14,6 +14,12 @@ MYPY := $(BIN)/mypy
 help:  ## this list
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
+# A machine whose environment sets PYTHONDONTWRITEBYTECODE (this one's does) compiles the engine
+# again in every process: each `ruler` a test starts cost about 1 s of CPU more than with its
+# bytecode kept, and a tier starts hundreds. The targets keep bytecode, and setup compiles it once
+# (each tier's workers would otherwise compile the same modules side by side).
+unexport PYTHONDONTWRITEBYTECODE
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
@@ -21,6 +27,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)  ## .venv with ruler installed editable, its test, report and bench extras
+	@$(BIN)/python -m compileall -q engine tui tests bench >/dev/null
 
 testbed: setup  ## build or find the cached testbed (llama-server, SmolLM2, vLLM's CPU build)
 	$(BIN)/ruler testbed
@@ -30,14 +37,16 @@ demo: setup  ## the llama.cpp testbed, then the demo campaign
 	$(BIN)/ruler testbed --no-vllm
 	$(BIN)/ruler run campaigns/demo-smollm2.yaml
 
-# The tiers in order: unit (in process, on two workers), component (the Runner on in-process fakes,
-# on two workers), integration (real llama-server, vLLM, Docker, Slurm, sockets; on two workers, a module
-# per worker so module fixtures run once). A failing tier stops the ones after it. Each tier's
-# pytest summary and time is printed again at the end. A tier that collects no test exits 5 and
-# fails the target.
+# The tiers in order: unit (in process, on two workers), component (the Runner on in-process fakes
+# and the commands end to end in forked children, on two workers), integration (real llama-server,
+# vLLM, Docker, Slurm, sockets; on two workers, a module per worker so module fixtures run once).
+# The first two steal work: a worker that runs dry takes tests from the other's queue, so a tier
+# does not end on one worker finishing a long test while the other idles. A failing tier stops the
+# ones after it. Each tier's pytest summary and time is printed again at the end. A tier that
+# collects no test exits 5 and fails the target.
 TIERS := unit component integration
-tier_args_unit := -n 2
-tier_args_component := -n 2
+tier_args_unit := -n 2 --dist worksteal
+tier_args_component := -n 2 --dist worksteal
 tier_args_integration := -n 2 --dist loadfile --durations=25
 
 test: testbed  ## what CI runs: ruff, lint-imports, mypy, then every tier
@@ -59,7 +68,7 @@ test: testbed  ## what CI runs: ruff, lint-imports, mypy, then every tier
 unit: setup  ## the unit tier alone (no testbed needed)
 	$(BIN)/pytest -q -ra $(tier_args_unit) tests/unit
 
-component: setup  ## the component tier alone: the Runner on in-process fakes (no testbed needed)
+component: setup  ## the component tier alone: the Runner on fakes, commands in children (no testbed)
 	$(BIN)/pytest -q -ra $(tier_args_component) tests/component
 
 lint: setup  ## ruff, lint-imports, mypy

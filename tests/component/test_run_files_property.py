@@ -4,8 +4,8 @@ link to /dev/zero or a sparse file past ruler's bound, given to `ruler report`, 
 `status` through the CLI's entry function: exit 2 naming the file, or the command's answer without
 that file (an optional file it skips); never a hang, never a traceback, never memory past a bound.
 
-Each command runs in a forked child (tests.unit.engine.commands.test_data_file_property's
-harness); the parent waits with a generous timeout, and a child still running then is a hang."""
+Each command runs in a forked child (tests.component.children); the parent waits with a
+generous timeout, and a child still running then is a hang."""
 
 from __future__ import annotations
 
@@ -20,22 +20,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.files import MAX_RUN_FILE_BYTES
-from tests.unit.engine.commands.test_data_file_property import (
-    _fifo,
-    _link_to_zero,
-    _sparse,
-    cli_in_child,
-)
+from tests.component.children import cli_in_child, fifo, link_to_zero, sparse
+from tests.paths import FIXTURES
 
-FIXTURE = Path(__file__).parents[3] / "fixtures" / "runs" / "demo-smollm2"
+FIXTURE = FIXTURES / "runs" / "demo-smollm2"
 RECEIPT = "windows/s1-control/reps/prose-c1-1-1.jsonl"  # a receipt throughput.csv names
 # Every file of the recorded run, and a receipt its rows name (the fixture keeps their figures in
 # the journal, not the receipts).
 FILES = sorted({str(p.relative_to(FIXTURE)) for p in FIXTURE.rglob("*") if p.is_file()} | {RECEIPT})
 SHAPES: dict[str, Callable[[Path], Path]] = {
-    "fifo": _fifo,
-    "linkzero": _link_to_zero,
-    "sparse": _sparse(MAX_RUN_FILE_BYTES + 1),
+    "fifo": fifo,
+    "linkzero": link_to_zero,
+    "sparse": sparse(MAX_RUN_FILE_BYTES + 1),
 }
 COMMANDS = [["report"], ["compare"], ["status"]]
 

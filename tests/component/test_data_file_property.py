@@ -5,10 +5,8 @@ ${...} only the run resolves, given to `ruler validate`, `validate --explain` or
 through the CLI's entry function: exit 0 for a file that reads, else exit 2 naming the file (and
 its line, where the problem has one); never a traceback, never a hang, never memory past a bound.
 
-Each command runs in a forked child of the test process (engine imported and each command run
-once, so a child costs a fraction of a second) under an address-space limit; the parent waits for
-it with a generous timeout, and a child still running then is a hang: killed and failed, no timing
-asserted beyond.
+Each command runs in a forked child under an address-space limit (tests.component.children):
+never a hang, no timing asserted beyond.
 """
 
 from __future__ import annotations
@@ -16,11 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import resource
-import signal
-import sys
 import tempfile
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +28,7 @@ from hypothesis import strategies as st
 from engine.campaign.prompts import MAX_DATA_BYTES
 from engine.commands.cli import main
 from tests.campaigns import campaign
-
-HANG_S = 120  # a child still running after this is a hang (each takes well under a second)
-HEADROOM = 2 << 30  # the address space a child may add to what it inherited: twice the data bound
+from tests.component.children import cli_in_child, fifo, link_to_zero, sparse
 
 
 @dataclass(frozen=True)
@@ -56,26 +48,8 @@ def _write(data: bytes) -> Callable[[Path], Path]:
     return make
 
 
-def _fifo(path: Path) -> Path:
-    os.mkfifo(path)  # nobody writes to it: a plain open() blocks forever
-    return path
-
-
-def _sparse(size: int) -> Callable[[Path], Path]:
-    def make(path: Path) -> Path:
-        with path.open("wb") as f:
-            f.truncate(size)  # no disk and no memory until someone reads it
-        return path
-    return make
-
-
 def _directory(path: Path) -> Path:
     path.mkdir()
-    return path
-
-
-def _link_to_zero(path: Path) -> Path:
-    path.symlink_to("/dev/zero")
     return path
 
 
@@ -97,14 +71,14 @@ def shapes() -> st.SearchStrategy[Shape]:
     bad_utf8 = st.tuples(st.text(max_size=200), st.sampled_from([b"\xff", b"\xc3\x28", b"\xed\xa0\x80"])).map(
         lambda t: Shape("badutf8", _write(t[0].encode() + t[1] + b"\n"), True))
     special = st.sampled_from([
-        Shape("fifo", _fifo, True),
+        Shape("fifo", fifo, True),
         Shape("devzero", lambda _: Path("/dev/zero"), True),
         Shape("devnull", lambda _: Path("/dev/null"), True),
         Shape("devurandom", lambda _: Path("/dev/urandom"), True),
-        Shape("linkzero", _link_to_zero, True),
+        Shape("linkzero", link_to_zero, True),
         Shape("directory", _directory, True),
-        Shape("sparse50g", _sparse(50 << 30), True),
-        Shape("justover", _sparse(MAX_DATA_BYTES + 1), True),
+        Shape("sparse50g", sparse(50 << 30), True),
+        Shape("justover", sparse(MAX_DATA_BYTES + 1), True),
         Shape("empty", _write(b""), True),
         Shape("blank", _write(b" \n\n\t\n"), True),
     ])
@@ -136,39 +110,6 @@ def warm() -> None:
                 contextlib.redirect_stderr(null):
             for command in COMMANDS:
                 assert main([*command[:1], str(path), *command[1:]]) == 0
-
-
-def cli_in_child(argv: list[str], env: dict[str, str], out: Path) -> tuple[int | None, str]:
-    """``main(argv)`` in a forked child under an address-space limit, its stdout and stderr in
-    ``out``: (its exit code, or None if it hung and was killed; what it wrote)."""
-    with open("/proc/self/status") as f:
-        inherited = int(next(x for x in f if x.startswith("VmSize:")).split()[1]) * 1024
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        code = 70
-        try:
-            fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
-            sys.stdout = os.fdopen(1, "w", buffering=1)
-            sys.stderr = os.fdopen(2, "w", buffering=1)
-            resource.setrlimit(resource.RLIMIT_AS, (inherited + HEADROOM, inherited + HEADROOM))
-            os.environ.update(env)
-            code = main(argv)
-        except BaseException:  # noqa: BLE001 - the child says what escaped, for the parent to fail on
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    for _ in range(HANG_S * 10):
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status), out.read_text(errors="replace")
-        signal.sigtimedwait([signal.SIGCHLD], 0.1)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    return None, out.read_text(errors="replace")
 
 
 @pytest.mark.slow
