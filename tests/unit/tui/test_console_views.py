@@ -232,11 +232,12 @@ async def test_the_command_line_does_what_the_keys_do_and_more(measuring) -> Non
     app = RulerConsole(run, probe_interval=0.3)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
-        await pilot.press("colon", *"rerun s2-control/prose/c2", "enter")
-        await until(pilot, lambda: engine.got[-1:] == [("rerun", ["s2-control/prose/c2"])])
-        await until(pilot, lambda: "queued s2-control/prose/c2" in screen_text(app))
+        # The one command typed key by key (each key waits for the screen: the rest go in at once).
         await pilot.press("colon", *"advance", "enter")
-        await until(pilot, lambda: engine.got[-1] == ("advance", []))
+        await until(pilot, lambda: engine.got[-1:] == [("advance", [])])
+        await type_in(pilot, "colon", "rerun s2-control/prose/c2", "enter")
+        await until(pilot, lambda: engine.got[-1] == ("rerun", ["s2-control/prose/c2"]))
+        await until(pilot, lambda: "queued s2-control/prose/c2" in screen_text(app))
         await type_in(pilot, "colon", "open s1-ctx/code/c2", "enter")
         await until(pilot, lambda: isinstance(app.screen, DetailScreen)
                     and app.screen.key == "s1-ctx/code/c2")

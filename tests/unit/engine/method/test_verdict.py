@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats
-from statsmodels.stats.multitest import multipletests
 
 from engine.method.boots import Boot, declared, measure
 from engine.method.verdict import Call, Rule, adjust, judge, versus
@@ -34,6 +32,8 @@ def test_a_measured_noise_sets_the_interval_with_its_degrees_of_freedom() -> Non
     se = math.sqrt(noise.boot_mean * 1.5 + extra)
     assert v.log_delta == pytest.approx(d) and v.se == pytest.approx(se)
     lo, hi = v.interval()  # type: ignore[misc]  # an interval: se > 0
+    from scipy import stats  # the oracles are imported by the tests that use them, not by every worker
+
     q = stats.t.ppf(0.975, 2)
     assert (lo, hi) == (pytest.approx(math.expm1(d - q * se)), pytest.approx(math.expm1(d + q * se)))
     assert v.p() == pytest.approx(2 * stats.t.sf(d / se, 2))
@@ -86,6 +86,8 @@ def test_the_corrections_give_the_textbook_adjusted_p_values() -> None:
 def test_the_corrections_are_statsmodels(ps: list[float], correction: str) -> None:
     """The library's multipletests is the oracle: ties, zeros and ones included. It collects all
     the process's garbage on each call (0.1 s in a test worker's heap), which answers nothing."""
+    from statsmodels.stats.multitest import multipletests
+
     with mock.patch("gc.collect", return_value=0):
         want = multipletests(ps, method={"holm": "holm", "bh": "fdr_bh"}[correction])[1]
     assert adjust(ps, correction) == pytest.approx(list(want), abs=1e-12)
