@@ -174,6 +174,7 @@ def _died(server: Server, lost: bool) -> bool:
 # server's budget): a campaign that allows no leak rerun still measures such a rep again. These
 # many of its own, so that an engine starved for good still ends its row.
 CLIENT_STALL_RERUNS = 2
+CLIENT_STALLED = "client stalled"  # how a rep the client stalled is voided: its reason starts so
 
 
 def _spent(reruns: int, stalls: int, stalled: bool, policy: stats.LeakPolicy) -> bool:
@@ -423,7 +424,7 @@ class Measurement:
                               "cache": {**cache, "metrics": cache_delta}, "client": res.summary(),
                               "gpu": gpus}
                     if res.stalled:  # the engine itself stopped: the rep timed it, not the server
-                        header["void"] = (f"client stalled: its load loop stopped for "
+                        header["void"] = (f"{CLIENT_STALLED}: its load loop stopped for "
                                           f"{res.stall_s:.1f} s (the engine was paused or starved: "
                                           "SIGSTOP, a suspended VM, swapping), not the server")
                     _keep(run, path, (header, res.records), reps, paths)
@@ -432,7 +433,7 @@ class Measurement:
                     self._rep_done(run, where, attempt, rep, res, paths[-1], reps, pool)
                 row = {**stats.row_figures(reps, c, policy, slo, pool),
                        **self._precision(run, where, reps)}
-                stalled = bool(reps) and str(reps[-1][0].get("void", "")).startswith("client stalled")
+                stalled = bool(reps) and str(reps[-1][0].get("void", "")).startswith(CLIENT_STALLED)
                 stalls += stalled
                 if (row["status"] != RowStatus.VOID
                         or _spent(attempt - first_attempt, stalls, stalled, policy)):

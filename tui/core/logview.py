@@ -36,9 +36,8 @@ class LineClassifier:
     def use(self, adapter: LogReader) -> None:
         """Class lines by ``adapter``'s patterns from now on (a window on another stack logs in its
         server's words); what was cached by the other's goes."""
-        if adapter is not self.adapter:
-            self.adapter = adapter
-            self._cache.clear()
+        self.adapter = adapter
+        self._cache.clear()
 
     def __call__(self, line: str) -> str:
         if line.startswith(MARK):
