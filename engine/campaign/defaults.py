@@ -23,11 +23,11 @@ LEAK_SPREAD = 0.10
 LEAK_MAX_RERUNS = 2
 
 # verdict: the campaign's error rate across its window rows, how it is kept, the equivalence margin
-# of "no observable effect", and the noise between boots assumed where none was measured
+# of "no observable effect", and the noise between boots declared for where none was measured
 ERROR_RATE = 0.05
 CORRECTION: Final = "holm"
 MARGIN = 0.05
-BOOT_NOISE = 0.05
+BOOT_NOISE: float | None = None  # nothing declared: a shape whose noise was not measured gets no call
 CONTROL_POSITION: Final = "both"
 
 SEED = 1234  # quality requests always send a seed; this one when the campaign has none

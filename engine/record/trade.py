@@ -197,5 +197,9 @@ def say(axis: str, control: Any, values: list[tuple[str, Any]], shapes: list[Sha
                          for w, s in worse)
         return Answer.CONTROL, (f"{axis}: no value beats the control's {ctl}; where a value "
                                 f"separates it loses ({lost})")
+    unmeasured = all(cells[(w, s)].lo is None for w, _ in values for s in measured)
+    why = ("the noise between boots was not measured: nothing booted twice in a session "
+           "(control_position both or interleaved, a second session or --baseline measures it)"
+           if unmeasured else "the noise cannot tell them apart")
     return Answer.NONE, (f"{axis}: no value separates from the control's {ctl} at any class and "
-                         "load (the noise cannot tell them apart)")
+                         f"load ({why})")

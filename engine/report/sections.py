@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from engine.method.verdict import Call
 from engine.record import results
 from engine.record.journal import damage_report
 from engine.record.state import earlier_sessions
@@ -104,23 +105,28 @@ def summary(view: RunView) -> list[str]:
 
 
 def boot_noise(view: RunView) -> list[str]:
-    """The noise between boots per load, and how it was measured."""
+    """The noise between boots per shape, and how it was measured; the windows' one questions."""
     j = judgement_of(view)
     if not j.noise:
         return []
-    body = [[load_text(c, rate), f"{n.sd * 100:.1f} %", f"{math.sqrt(n.within) * 100:.1f} %",
-             n.how()] for (c, rate), n in sorted(j.noise.items(), key=lambda kv: (kv[0][1] or 0, kv[0][0]))]
-    effects = j.effects()
+    body = [[cls, load_text(c, rate), f"{n.sd * 100:.1f} %" if n.usable else "-",
+             f"{math.sqrt(n.within) * 100:.1f} %", n.how()]
+            for (cls, c, rate), n in sorted(j.noise.items(),
+                                            key=lambda kv: (kv[0][2] or 0, kv[0][1], kv[0][0]))]
+    asked = [w for w in j.windows.values() if w.rows]
+    moved = sum(w.call == Call.EFFECT for w in asked)
     return ["### Noise between boots", "",
-            "How far the same server moves from one boot to the next, per load: from every "
-            "configuration booted more than once on one place (the control and the control again, "
-            "each session's control, a window in several sessions), on the log of each rep's "
-            "tok/s (engine.method.boots). Every delta's interval counts it; where nothing was "
-            "booted twice a declared value stands in (`verdict.boot_noise`). Within a boot: the "
-            "reps' own noise.", ""] + table(
-        ["load", "between boots (sd)", "within a boot (sd)", "how"], body) + [
-        f"{effects} of {plural(len(j.questions()), 'window and shape', 'windows and shapes')} judged "
-        f"called *observable effect* ({rule_of(view).text()}).", ""]
+            "How far the same server moves from one boot to the next at each shape (class and "
+            "load): each boot's mean log tok/s fitted as its session's level plus its "
+            "configuration's effect, the residuals over the boots beyond what the fit spends "
+            "(a control boot twice in a session, a window in two sessions; engine.method.boots). "
+            "A shift between sessions is not counted: every delta is within a session. Every "
+            "delta's interval counts its shape's noise; where nothing measured it, an earlier "
+            "run's (`--baseline`) or a declared value (`verdict.boot_noise`) stands in and says "
+            "so, else nothing is called. Within a boot: the reps' own noise.", ""] + table(
+        ["class", "load", "a boot's mean (sd)", "within a boot (sd)", "how"], body) + [
+        f"{moved} of {plural(len(asked), 'window')} called an *observable effect* at one or more "
+        f"shapes ({rule_of(view).text()}).", ""]
 
 
 Load = tuple[int, float | None]  # (C, None) closed loop, (0, rate) open loop
