@@ -29,6 +29,8 @@ CORRECTION: Final = "holm"
 MARGIN = 0.05
 BOOT_NOISE: float | None = None  # nothing declared: a shape whose noise was not measured gets no call
 CONTROL_POSITION: Final = "both"
+DETECT = 0.05  # ruler plan: the least effect worth calling
+POWER = 0.8  # ruler plan: the share of such effects a design should call
 
 SEED = 1234  # quality requests always send a seed; this one when the campaign has none
 # The greedy prompts a campaign gets when its quality section names none (ships with ruler).

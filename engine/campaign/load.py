@@ -198,7 +198,18 @@ def _semantic_issues(raw: Mapping[Any, Any], doc: MarkedDoc, base_dir: Path) -> 
             + _check_sessions(raw)
             + _check_places(raw)
             + _check_classes(raw, base_dir) + _check_load(raw) + _check_runtime(raw)
-            + _check_quality(raw, base_dir) + _check_knobs(raw))
+            + _check_quality(raw, base_dir) + _check_knobs(raw) + _check_verdict(raw))
+
+
+def _check_verdict(raw: Mapping[Any, Any]) -> list[Issue]:
+    verdict = raw.get("verdict")
+    if not isinstance(verdict, Mapping) or verdict.get("until_decided") is not True:
+        return []
+    if verdict.get("max_boots") is None and verdict.get("max_minutes") is None:
+        return [(("verdict", "until_decided"), False,
+                 "verdict.until_decided adds boots until each window is decided: it needs a budget, "
+                 "verdict.max_boots and/or verdict.max_minutes")]
+    return []
 
 
 def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:

@@ -576,10 +576,19 @@ class VerdictSpec(_Frozen):
     # A window on another stack whose prompts are not token-identical with the control's has its
     # deltas withheld; true gives them anyway (as `ruler compare --allow-different` does).
     allow_different: Bool = False
+    # After the campaign's sessions, add sessions of the windows not yet decided (each row an
+    # effect or shown within the margin) until all are or the budget ends: max_boots (every boot,
+    # the control's included) and/or max_minutes (of booted servers, boot to stop).
+    until_decided: Bool = False
+    max_boots: PosInt | None = None
+    max_minutes: Seconds | None = None
+    # What `ruler plan` sizes a campaign for: the least effect worth calling, and the power wanted.
+    detect: Fraction = defaults.DETECT
+    power: Fraction = defaults.POWER
 
     def rule(self) -> Rule:
         return Rule(self.error_rate, self.correction, self.margin, self.boot_noise,
-                    self.allow_different)
+                    self.allow_different, self.until_decided, self.max_boots, self.max_minutes)
 
 
 class Timeouts(_Frozen):

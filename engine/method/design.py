@@ -33,3 +33,20 @@ def interleave(names: list[str], boots: int) -> list[str]:
         at += size
         out.append(control_boot(i + 1, boots))
     return out
+
+
+# Boots added until decided: the share of the error rate the looks before the last may spend. They
+# call only what is plain (flash attention off) and stop booting it; the last look, on all the
+# boots, keeps the rest, so adding boots costs a design little power where it decides.
+INTERIM = 0.1
+
+
+def interim_level(alpha: float, fraction: float, before: float) -> float:
+    """A look before the last: its share of the interim error rate, in proportion to the budget
+    used since the look before (``before``: the budget used then)."""
+    return alpha * INTERIM * max(0.0, fraction - before)
+
+
+def final_level(alpha: float, before: float) -> float:
+    """The last look: what the looks before (the last at budget fraction ``before``) left."""
+    return alpha * (1 - INTERIM * min(1.0, before))

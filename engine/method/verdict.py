@@ -53,11 +53,25 @@ class Rule:
     boot_noise: float | None  # the noise between boots declared for where none was measured
     # Deltas across stacks whose prompts were not token-identical are given all the same.
     allow_different: bool = False
+    # Boots of the undecided windows added until each is decided or the budget ends (the error
+    # rate spent over the looks in proportion to the budget used: engine.record.looks).
+    until_decided: bool = False
+    max_boots: int | None = None
+    max_minutes: float | None = None
+    # The level of one look at the evidence: its share of error_rate (None: the whole of it).
+    level: float | None = None
+
+    @property
+    def alpha(self) -> float:
+        """The level the calls are made at now."""
+        return self.error_rate if self.level is None else self.level
 
     def text(self) -> str:
+        looks = ("; boots added until decided, the error rate spent over the looks in proportion "
+                 "to the budget used" if self.until_decided else "")
         return (f"{CORRECTION_TEXT[self.correction]} at {self.error_rate:g}, each window asked once "
                 f"over its shapes; no observable effect when TOST puts the delta within "
-                f"±{self.margin * 100:g} %")
+                f"±{self.margin * 100:g} %{looks}")
 
 
 class Call(StrEnum):
@@ -179,27 +193,32 @@ class Judged:
     windows: int  # the family's size: windows asked
     rule: Rule
     level: float | None = None  # the level this row is tested at now (its step of the closure)
+    decided: tuple[int, str] | None = None  # boots added until decided: (the look, its words)
 
     def why(self) -> str:
+        if self.decided is not None:
+            return f"decided at look {self.decided[0]}: {self.decided[1]}"
         v = self.versus
         if v is None or v.se is None:
             return ("no interval: " + v.noise.how()) if v is not None else "no interval"
-        lo, hi = v.interval(1 - 2 * self.rule.error_rate) or (v.delta, v.delta)
+        a = self.rule.alpha
+        at = (f"{a:.3g} (this look's share of {self.rule.error_rate:g})" if self.rule.level is not None
+              else f"{a:g}")
+        lo, hi = v.interval(1 - 2 * a) or (v.delta, v.delta)
         over = f" over {v.sessions} sessions" if v.sessions > 1 else ""
         adj = (f"p {v.p():.3g}{over}, adjusted {self.p_adjusted:.3g} over {self.windows} "
                f"window{'s' if self.windows != 1 else ''}")
         declared = "; rests on the declared noise between boots" if v.noise.source == Source.DECLARED else ""
         if self.call == Call.EFFECT:
-            return f"{adj} < {self.rule.error_rate:g}{declared}"
+            return f"{adj} <= {at}{declared}"
         if self.call == Call.NONE:
-            return (f"{(1 - 2 * self.rule.error_rate) * 100:g} % interval [{lo * 100:+.1f}, "
-                    f"{hi * 100:+.1f}] % inside ±{self.rule.margin * 100:g} % (TOST){declared}")
+            return (f"{(1 - 2 * a) * 100:.3g} % interval [{lo * 100:+.1f}, {hi * 100:+.1f}] % inside "
+                    f"±{self.rule.margin * 100:g} % (TOST at {at}){declared}")
         ci = v.interval()
         excludes = ci is not None and (ci[0] > 0 or ci[1] < 0)
-        head = (f"not called: {adj} >= {self.rule.error_rate:g}" if excludes else
+        head = (f"not called: {adj} > {at}" if excludes else
                 f"{adj}; not shown within ±{self.rule.margin * 100:g} %")
-        more = v.sessions_needed(self.level or self.rule.error_rate, self.rule.margin,
-                                 self.rule.error_rate)
+        more = v.sessions_needed(self.level or a, self.rule.margin, a)
         take = f"; about {more} sessions of this window would settle it" if more else ""
         return f"{head}{take}{declared}"
 
@@ -213,6 +232,7 @@ class WindowJudged:
     rows: int  # its rows with an interval
     effects: int  # of them called an effect
     none: int  # of them shown within the margin
+    decided: int | None = None  # boots added until decided: the look that decided it
 
     def text(self) -> str:
         if self.call == Call.EFFECT:
@@ -307,12 +327,12 @@ def judge(family: Mapping[str, Mapping[S, Versus | None]], rule: Rule) -> Verdic
             adjusted[key] = p
         for w, rows in asked.items():
             window_p[w] = min(adjusted[(w, s)] for s in rows)
-            levels[w] = rule.error_rate
+            levels[w] = rule.alpha
     else:
         closure = _Closure({w: max(rows.values()) for w, rows in asked.items()})
         for w, rows in asked.items():
             window_p[w] = closure.adjusted(w, simes(list(rows.values())))
-            levels[w] = rule.error_rate / closure.step(w, rule.error_rate)
+            levels[w] = rule.alpha / closure.step(w, rule.alpha)
             for s, p in rows.items():
                 others = [q for t, q in rows.items() if t != s]
                 adjusted[(w, s)] = max(window_p[w], closure.adjusted(w, _hardest(p, others)))
@@ -322,10 +342,10 @@ def judge(family: Mapping[str, Mapping[S, Versus | None]], rule: Rule) -> Verdic
         effects = none = tested = 0
         for s, v in shapes.items():
             p_adj = adjusted.get((w, s))
-            if p_adj is not None and p_adj <= rule.error_rate:
+            if p_adj is not None and p_adj <= rule.alpha:
                 call = Call.EFFECT
             elif v is not None and (pe := v.p_equivalent(rule.margin)) is not None \
-                    and pe < rule.error_rate:
+                    and pe < rule.alpha:
                 call = Call.NONE
             else:
                 call = Call.UNDETERMINED
@@ -334,7 +354,7 @@ def judge(family: Mapping[str, Mapping[S, Versus | None]], rule: Rule) -> Verdic
             none += call == Call.NONE
             out[(w, s)] = Judged(v, call, p_adj, len(asked), rule, levels.get(w))
         wp = window_p.get(w)
-        wcall = (Call.EFFECT if wp is not None and wp <= rule.error_rate else
+        wcall = (Call.EFFECT if wp is not None and wp <= rule.alpha else
                  Call.NONE if tested and none == len(shapes) else Call.UNDETERMINED)
         windows[w] = WindowJudged(wcall, wp, tested, effects, none)
     return Verdicts(out, windows)

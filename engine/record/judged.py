@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.method.boots import CONTROL_CONFIG, Boot, BootNoise, Fit, declared, fit, unmeasured
+from engine.method.design import interim_level
 from engine.method.steady import WHOLE, same_basis
 from engine.method.verdict import Call, Judged, Rule, Versus, WindowJudged, from_effect, judge, versus
 from engine.record.state import RowState, RunState, WindowState
@@ -81,7 +82,10 @@ _CACHE: dict[Any, Judgement] = {}
 def judgement(state: RunState, rule: Rule, baseline: Mapping[Shape, BootNoise] | None = None,
               baseline_name: str = "") -> Judgement:
     """``baseline``: an earlier run's noise between boots per shape, pooled with this run's (or
-    standing in where this run measured none)."""
+    standing in where this run measured none). With boots added until decided, the calls are at
+    the next look's share of the error rate, and what an earlier look decided stays decided."""
+    if rule.until_decided and rule.level is None:
+        rule = replace(rule, level=look_level(state, rule))
     usable = {k: (r, reps) for k, r in state.rows.items() if (reps := reps_of(r)) is not None}
     # A window on another stack's parity decides whether its rows have a delta: part of the key,
     # since it may land after its rows (control_position last compares at the control's boot).
@@ -89,7 +93,7 @@ def judgement(state: RunState, rule: Rule, baseline: Mapping[Shape, BootNoise] |
                              for c, p in ws.parity.items()))
                    for k, ws in state.windows.items() if ws.stack)
     key = (rule, tuple((k, reps, r.row.get("basis"), r.session) for k, (r, reps) in usable.items()),
-           tuple(state.rows), stacks, tuple(sorted((baseline or {}).items())), baseline_name)
+           tuple(state.rows), stacks, tuple((baseline or {}).items()), baseline_name, len(state.looks))
     found = _CACHE.get(key)
     if found is None:
         found = _judge(state, {k: r for k, (r, _) in usable.items()}, rule, baseline or {}, baseline_name)
@@ -167,7 +171,48 @@ def _judge(state: RunState, usable: Mapping[str, RowState], rule: Rule,
     verdicts = judge(family, rule)
     calls = {k: verdicts.rows[(r.window, _shape(r))] for k, r in state.rows.items()
              if r.row and not is_control(r.window) and k not in refused}
-    return Judgement(rule, noise, calls, per_row, refused, apart, verdicts.windows)
+    windows = dict(verdicts.windows)
+    _keep_decided(state, calls, windows)
+    return Judgement(rule, noise, calls, per_row, refused, apart, windows)
+
+
+def _keep_decided(state: RunState, calls: dict[str, Judged], windows: dict[str, WindowJudged]) -> None:
+    """What an earlier look decided stays decided (boots added until decided)."""
+    for look in state.looks:
+        for k, said in look.get("rows", {}).items():
+            if k in calls:
+                calls[k] = replace(calls[k], call=Call(said["call"]), decided=(look["look"], said["why"]))
+        for w, said in look.get("windows", {}).items():
+            if w in windows:
+                windows[w] = replace(windows[w], call=Call(said["call"]), decided=look["look"])
+
+
+def budget_used(state: RunState) -> tuple[int, float]:
+    """Boots so far (every server booted, the control's and reruns' included) and the minutes of
+    those that ended, boot to stop."""
+    booted = [w for w in state.windows.values() if w.started_ts is not None]
+    minutes = sum(w.ended_ts - w.started_ts for w in booted
+                  if w.ended_ts is not None and w.started_ts is not None) / 60
+    return len(booted), max(0.0, minutes)
+
+
+def budget_fraction(state: RunState, rule: Rule) -> float:
+    """The share of the budget used (the larger of boots and minutes; at most 1)."""
+    boots, minutes = budget_used(state)
+    parts = [boots / rule.max_boots if rule.max_boots else 0.0,
+             minutes / rule.max_minutes if rule.max_minutes else 0.0]
+    return min(1.0, max(parts))
+
+
+def look_level(state: RunState, rule: Rule) -> float:
+    """The next look's share of the error rate (engine.method.design: a small share in
+    proportion to the budget used since the look before; the last look keeps the rest), or the
+    last look's once it was taken. A Bonferroni bound over the looks keeps the family-wise rate
+    whatever they decide."""
+    if state.looks and state.looks[-1].get("final"):
+        return float(state.looks[-1]["level"])
+    before = float(state.looks[-1]["fraction"]) if state.looks else 0.0
+    return interim_level(rule.error_rate, budget_fraction(state, rule), before)
 
 
 def _per_row(fitted: Mapping[Shape, list[RowState]], noise: Mapping[Shape, BootNoise]) -> dict[str, Versus]:
