@@ -67,8 +67,9 @@ def before() -> types.ModuleType:
     words.CONTROL_BOOTS = (now.CONTROL, now.CONTROL_AGAIN)  # type: ignore[attr-defined]
     sys.modules["before_words"] = words
     out = None
-    for name, path in (("before_boots", "engine/method/boots.py"), ("before_verdict", "engine/method/verdict.py"),
-                       ("before_judged", "engine/record/judged.py")):
+    modules = (("before_boots", "engine/method/boots.py"), ("before_verdict", "engine/method/verdict.py"),
+               ("before_judged", "engine/record/judged.py"))
+    for name, path in modules:
         src = subprocess.run(["git", "-C", str(ROOT), "show", f"{BEFORE}:{path}"], capture_output=True,
                              text=True, check=True).stdout
         for old, new in (("engine.method.boots", "before_boots"), ("engine.method.verdict", "before_verdict"),
@@ -163,9 +164,9 @@ def cost(args: argparse.Namespace) -> None:
         rows: list[tuple[str, Rates]] = []
         for s in (2, 3, 4):
             d = Design(windows=6, sessions=s, control="both", reps=3)
-            rows.append((f"grid: both, 3 reps, {s} sessions, today's rule", rates(d, RULE, noise, 0, n, 31,
-                                                                                effects=MIXED)))
-            rows.append((f"grid: both, 3 reps, {s} sessions, the rule before", before_rates(d, noise, MIXED, n, 31)))
+            grid = f"grid: both, 3 reps, {s} sessions"
+            rows.append((f"{grid}, today's rule", rates(d, RULE, noise, 0, n, 31, effects=MIXED)))
+            rows.append((f"{grid}, the rule before", before_rates(d, noise, MIXED, n, 31)))
         seq = Design(windows=6, sessions=2, control="interleaved", reps=2)
         budget = replace(RULE, until_decided=True, max_boots=grid4.boots())
         rows.append((f"until decided: interleaved, 2 reps, <= {grid4.boots()} boots", rates(

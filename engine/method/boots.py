@@ -121,7 +121,7 @@ class BootNoise:
         mine = self.df if self.source == Source.MEASURED else 0.0
         df = mine + earlier.df
         pooled = ((self.boot_mean * mine if mine else 0.0) + earlier.boot_mean * earlier.df) / df
-        nu = df if mine == 0 else min(df, self.nu + earlier.df)
+        nu = earlier.nu if mine == 0 else min(df, self.nu + earlier.nu)
         return BootNoise(pooled, self.within or earlier.within, df, nu, self.boots, self.sessions,
                          Source.BASELINE, self.reps, name, earlier.df)
 
@@ -248,20 +248,29 @@ def _tail_df(data: bytes, shape: tuple[int, ...], blocks: int) -> float:
 
     x = np.frombuffer(data).reshape(shape)
     df = shape[0] - int(np.linalg.matrix_rank(x))
-    rng = np.random.default_rng(20261207)
-    e = rng.standard_t(TAIL_DF, size=(shape[0], TAIL_DRAWS))
+    e = np.stack([_tail_draws(i) for i in range(shape[0])])
     pinv = np.linalg.pinv(x)
     beta = pinv @ e
     resid = e - x @ beta
     s2 = np.maximum((resid * resid).sum(axis=0) / df, 1e-300)
     cov = np.diag(pinv @ pinv.T)
+    k = int((1 - TAIL_LEVEL) * TAIL_DRAWS)
     worst = math.inf
     for j in range(blocks, shape[1]):
         if cov[j] <= 1e-12:
             continue
-        q = float(np.quantile(np.abs(beta[j]) / np.sqrt(s2 * cov[j]), 1 - TAIL_LEVEL))
+        q = float(np.partition(np.abs(beta[j]) / np.sqrt(s2 * cov[j]), k)[k])
         worst = min(worst, _df_for(q, df))
     return worst if math.isfinite(worst) else float(df)
+
+
+@functools.lru_cache(maxsize=512)
+def _tail_draws(row: int) -> np.ndarray:
+    """One boot's t3 draws, seeded by its row alone: every design reads the same draws for its
+    i-th boot, whatever else was simulated before it."""
+    import numpy as np
+
+    return np.random.default_rng((20261207, row)).standard_t(TAIL_DF, size=TAIL_DRAWS)
 
 
 def _df_for(q: float, df: float) -> float:

@@ -50,3 +50,44 @@ def interim_level(alpha: float, fraction: float, before: float) -> float:
 def final_level(alpha: float, before: float) -> float:
     """The last look: what the looks before (the last at budget fraction ``before``) left."""
     return alpha * (1 - INTERIM * min(1.0, before))
+
+
+def residual_df(sessions: int, windows: int, controls: int) -> int:
+    """The noise's degrees of freedom at a shape when every window is booted once a session beside
+    ``controls`` control boots: the boots less a level per session and an effect per window."""
+    return max(0, sessions * (windows + controls) - sessions - windows)
+
+
+def sessions_needed(boot_mean: float, windows: int, controls: int, level: float, effect: float,
+                    power: float, equivalence: bool = False, most: int = 50) -> int | None:
+    """The fewest sessions (each booting every window once and the control ``controls`` times) at
+    which a window's delta at one shape, with a boot's mean varying by ``boot_mean`` (log
+    variance), is called at ``level`` when it truly moves by ``effect`` (or, ``equivalence``:
+    shown within ±effect when it truly does not move) with probability ``power``; None past
+    ``most``. Normal approximations to the t tests, at the design's residual degrees of freedom."""
+    from scipy import special  # lazy: the console starts without scipy's import time
+
+    gap = math.log1p(effect) if effect > 0 else -math.log1p(effect)
+    for sessions in range(1, most + 1):
+        df = residual_df(sessions, windows, controls)
+        if df < 1:
+            continue
+        se = math.sqrt(boot_mean * (1 + 1 / controls) / sessions)
+        if equivalence:  # TOST at level: both one-sided tests pass when the truth is 0
+            need = float(special.stdtrit(df, 1 - level)) + float(special.stdtrit(df, (1 + power) / 2))
+        else:
+            need = float(special.stdtrit(df, 1 - level / 2)) + float(special.stdtrit(df, power))
+        if gap / se >= need:
+            return sessions
+    return None
+
+
+def best_reps(between: float, within: float, boot_s: float, pass_s: float, most: int = 10) -> int:
+    """The reps a boot that make a boot's mean most precise for the GPU time spent (Kalibera and
+    Jones: the repetitions of the cheap level are the root of the cost ratio times the variance
+    ratio): ``boot_s`` a boot's own seconds and its warm passes, ``pass_s`` one rep of every shape."""
+    if within <= 0 or pass_s <= 0:
+        return 1
+    if between <= 0:
+        return most
+    return max(1, min(most, round(math.sqrt(boot_s / pass_s * within / between))))

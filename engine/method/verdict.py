@@ -127,13 +127,14 @@ class Versus:
         the interval narrowing as one over the root of the sessions until the delta is called at
         ``level`` (the level the row is actually tested at) or shown within the margin at
         ``equivalence``. None: no interval, or the delta sits on the margin's edge."""
-        if self.se is None or self.se == 0:
+        if self.se is None or self.se == 0 or not 0 < level < 1 or not 0 < equivalence < 1:
             return None
         gaps = [(abs(self.log_delta), t_quantile(1 - level / 2, self.df))]
         edge = math.log1p(margin) - abs(self.log_delta)
         if edge > 0:
             gaps.append((edge, t_quantile(1 - equivalence, self.df)))
-        need = [math.ceil(self.sessions * (q * self.se / gap) ** 2) for gap, q in gaps if gap > 1e-9]
+        need = [math.ceil(self.sessions * (q * self.se / gap) ** 2) for gap, q in gaps
+                if gap > 1e-9 and math.isfinite(q) and (q * self.se / gap) ** 2 < 10_000]
         return max(self.sessions + 1, min(need)) if need and min(need) < 10_000 else None
 
     def method(self) -> str:

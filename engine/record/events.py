@@ -111,6 +111,9 @@ class RunStarted(TypedDict):
     # Each sweep (engine.campaign.sweep): the axis it varies, the control's value of it, and each
     # of its windows' value, in the order of the values. Absent from a campaign without sweeps.
     sweeps: NotRequired[dict[str, Sweep]]
+    # `ruler run --baseline RUN_DIR`: that run's noise between boots per shape, pooled with this
+    # run's by their degrees of freedom (engine.record.judged): {"run": name, "noise": [...]}
+    baseline: NotRequired[dict[str, Any]]
 
 
 class RunResumed(TypedDict):

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine.method.boots import CONTROL_CONFIG, Boot, BootNoise, Fit, declared, fit, unmeasured
+from engine.method.boots import CONTROL_CONFIG, Boot, BootNoise, Fit, Source, declared, fit, unmeasured
 from engine.method.design import interim_level
 from engine.method.steady import WHOLE, same_basis
 from engine.method.verdict import Call, Judged, Rule, Versus, WindowJudged, from_effect, judge, versus
@@ -64,6 +64,27 @@ class Judgement:
         return sum(j.call == Call.EFFECT for j in self.questions())
 
 
+def baseline_record(state: RunState, rule: Rule, name: str) -> dict[str, Any]:
+    """An earlier run's measured noise per shape, as run_started records it (events.RunStarted)."""
+    noise = [{"class": s[0], "concurrency": s[1], "rate": s[2], "boot_mean": n.boot_mean,
+              "within": n.within, "df": n.df, "nu": n.nu, "reps": n.reps}
+             for s, n in judgement(state, rule).noise.items() if n.source == Source.MEASURED]
+    return {"run": name, "noise": noise}
+
+
+def baseline_of(record: Mapping[str, Any]) -> tuple[dict[Shape, BootNoise], str]:
+    """The noise per shape a run_started's baseline record holds (a malformed entry is left out)."""
+    out: dict[Shape, BootNoise] = {}
+    for n in record.get("noise") or []:
+        try:
+            shape = (str(n["class"]), int(n["concurrency"]), None if n.get("rate") is None else float(n["rate"]))
+            out[shape] = BootNoise(float(n["boot_mean"]), float(n["within"]), float(n["df"]), float(n["nu"]),
+                                   0, 0, Source.MEASURED, float(n["reps"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out, str(record.get("run") or "")
+
+
 def fallback_noise(rule: Rule) -> BootNoise:
     """Where nothing was measured: the campaign's declared noise between boots, else none."""
     return declared(rule.boot_noise) if rule.boot_noise is not None else unmeasured()
@@ -86,6 +107,8 @@ def judgement(state: RunState, rule: Rule, baseline: Mapping[Shape, BootNoise] |
     the next look's share of the error rate, and what an earlier look decided stays decided."""
     if rule.until_decided and rule.level is None:
         rule = replace(rule, level=look_level(state, rule))
+    if baseline is None and state.baseline:
+        baseline, baseline_name = baseline_of(state.baseline)
     usable = {k: (r, reps) for k, r in state.rows.items() if (reps := reps_of(r)) is not None}
     # A window on another stack's parity decides whether its rows have a delta: part of the key,
     # since it may land after its rows (control_position last compares at the control's boot).

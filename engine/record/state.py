@@ -133,6 +133,7 @@ class RunState:
     # Boots added until decided: each look (events.VerdictLook), each session added -> its order
     looks: list[dict[str, Any]] = field(default_factory=list)
     added: dict[str, list[str]] = field(default_factory=dict)
+    baseline: dict[str, Any] = field(default_factory=dict)  # run_started's: an earlier run's noise
 
     @property
     def live(self) -> list[WindowState]:
@@ -236,6 +237,7 @@ def _run_started(state: RunState, e: Event) -> None:
     state.started_ts = state.started_ts or e["ts"]
     state.workload = e.get("workload") or {}
     state.sweeps = e.get("sweeps") or {}
+    state.baseline = e.get("baseline") or {}
     for session, windows in e.get("sessions", {}).items():
         for w in windows:
             ws = state.window(session, w)
