@@ -100,7 +100,8 @@ def plan(campaign: Campaign, runs: Sequence[Path]) -> dict[str, Any]:
             source = "measured"
             if n is None and v.boot_noise is not None:
                 n, source = declared(v.boot_noise), "declared"
-            row: dict[str, Any] = {"class": cls, "load": load_text(c, rate), "source": source if n else "none"}
+            row: dict[str, Any] = {"class": cls, "load": load_text(c, rate),
+                                   "source": source if n else "none"}
             if n is not None:
                 u = n.between + (n.within / wl.reps if n.within else n.boot_mean - n.between)
                 row |= {"boot_sd": round(math.expm1(math.sqrt(max(u, 0.0))), 4),
@@ -110,7 +111,8 @@ def plan(campaign: Campaign, runs: Sequence[Path]) -> dict[str, Any]:
                                                            most=MOST),
                         "none_sessions": sessions_needed(u, windows, controls, v.error_rate, v.margin,
                                                          v.power, equivalence=True, most=MOST),
-                        "best_reps": best_reps(n.between, n.within, (p.boot_s or 0) + shapes * (p.pass_s or 0),
+                        "best_reps": best_reps(n.between, n.within,
+                                               (p.boot_s or 0) + shapes * (p.pass_s or 0),
                                                shapes * (p.pass_s or 0)) if p.pass_s else None}
             rows.append(row)
     session_min = per_boot * (windows + controls) if per_boot is not None else None
@@ -140,7 +142,8 @@ def text(out: dict[str, Any]) -> list[str]:
             lines.append(f"{r['class']:>12}  {r['load']:>12}  no noise measured at this shape: a pilot "
                          "that boots the control twice in a session measures it")
             continue
-        cells = [r["class"], r["load"], f"{r['boot_sd']:.1%}", f"{r['between_sd']:.1%}", f"{r['within_sd']:.1%}",
+        cells = [r["class"], r["load"], f"{r['boot_sd']:.1%}", f"{r['between_sd']:.1%}",
+                 f"{r['within_sd']:.1%}",
                  f"{r['df']:g}", _sessions(r["effect_sessions"]), _sessions(r["none_sessions"]),
                  str(r["best_reps"] or "-")]
         lines.append("  ".join(f"{c:>12}" for c in cells))
@@ -154,7 +157,8 @@ def text(out: dict[str, Any]) -> list[str]:
         need = [r[key] for r in known]
         if need and all(n is not None for n in need):
             most = max(need)
-            mins = f", about {most * out['session_minutes']:.0f} GPU minutes" if out["session_minutes"] else ""
+            minutes = out["session_minutes"]
+            mins = f", about {most * minutes:.0f} GPU minutes" if minutes else ""
             lines.append(f"To {what}: {most} sessions{mins}.")
         elif need:
             hard = [f"{r['class']} {r['load']}" for r in known if r[key] is None]

@@ -77,7 +77,8 @@ def baseline_of(record: Mapping[str, Any]) -> tuple[dict[Shape, BootNoise], str]
     out: dict[Shape, BootNoise] = {}
     for n in record.get("noise") or []:
         try:
-            shape = (str(n["class"]), int(n["concurrency"]), None if n.get("rate") is None else float(n["rate"]))
+            rate = None if n.get("rate") is None else float(n["rate"])
+            shape = (str(n["class"]), int(n["concurrency"]), rate)
             out[shape] = BootNoise(float(n["boot_mean"]), float(n["within"]), float(n["df"]), float(n["nu"]),
                                    0, 0, Source.MEASURED, float(n["reps"]))
         except (KeyError, TypeError, ValueError):
