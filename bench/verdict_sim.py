@@ -18,8 +18,9 @@ the margin where the truth is) on a campaign like the issue's (four inert window
 attention off at -30 % everywhere, a q8_0 KV cache at -7 % at C1 only), for the fixed three-rep
 grid (control first and last, every window in each of S sessions) judged by today's rule and by
 the rule before it (its code run from git: the noise pooled over classes and sessions, Holm over
-every row), against boots added until decided (interleaved controls, 2 reps, from 2 sessions up
-to the 4-session grid's boots). A boot costs 60 s beside its passes, a pass 4 s.
+every row), against boots added until decided (the control first and last, or interleaved; 3 reps,
+which the leak rule needs at C8 and above; from 2 sessions up to the 4-session grid's boots). A
+boot costs 60 s beside its passes, a pass 4 s.
 """
 
 from __future__ import annotations
@@ -167,10 +168,11 @@ def cost(args: argparse.Namespace) -> None:
             grid = f"grid: both, 3 reps, {s} sessions"
             rows.append((f"{grid}, today's rule", rates(d, RULE, noise, 0, n, 31, effects=MIXED)))
             rows.append((f"{grid}, the rule before", before_rates(d, noise, MIXED, n, 31)))
-        seq = Design(windows=6, sessions=2, control="interleaved", reps=2)
         budget = replace(RULE, until_decided=True, max_boots=grid4.boots())
-        rows.append((f"until decided: interleaved, 2 reps, <= {grid4.boots()} boots", rates(
-            seq, budget, noise, 0, n, 31, effects=MIXED)))
+        for control in ("both", "interleaved"):
+            seq = Design(windows=6, sessions=2, control=control, reps=3)
+            rows.append((f"until decided: {control}, 3 reps, <= {grid4.boots()} boots", rates(
+                seq, budget, noise, 0, n, 31, effects=MIXED)))
         base = next(r for name, r in rows if name.startswith("grid: both, 3 reps, 4 sessions, today"))
         for name, r in rows:
             per = r.minutes / r.right if r.right else float("inf")

@@ -32,7 +32,7 @@ from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_cell, verdict_lines
 from engine.report.windows import history, window_status
 from engine.sanitize import markdown
-from engine.words import CONTROL, Check, load_text, plural
+from engine.words import CONTROL, Check, is_control, load_text, plural
 
 
 def receipts_said(view: RunView) -> str:
@@ -61,14 +61,15 @@ def header(view: RunView) -> list[str]:
         f"{plural(len(view.rows), 'row')} in "
         f"`throughput.csv`. Started {when(st.started_ts)}, finished {when(st.finished_ts)}.", "",
         receipts_said(view) + " A row's tok/s is the median of its reps; its "
-        "spread is (max - min) / mean of the reps. A delta is window / control - 1 against the "
-        "same session's control boots (the control, and the control booted again at the "
-        "session's end), the ratio of geometric means of the reps' tok/s, with a 95 % interval "
-        "that counts the noise between boots (`throughput.csv`'s `delta`, `delta_lo`, `delta_hi`, "
-        "`boot_noise`; below, *Noise between boots*). " + upper_first(rule_of(view).text())
-        + ": a call of *observable effect* keeps that error rate across every window row of the "
-        "run; *no observable effect* is shown, not presumed; the rest is *undetermined*, with the "
-        "sessions it would take (`verdict`, `verdict_why`).", ""]
+        "spread is (max - min) / mean of the reps. A row's delta is window / control - 1 against "
+        "the same session's control boots, the ratio of geometric means of the reps' tok/s, with a "
+        "95 % interval that counts the noise between boots at its class and load "
+        "(`throughput.csv`'s `delta`, `delta_lo`, `delta_hi`, `boot_noise`; below, *Noise between "
+        "boots*); a window's call at a shape is on its boots in every session, the session a "
+        "block. " + upper_first(rule_of(view).text()) + ": each window is asked once whether it "
+        "changes tok/s at any shape, then its shapes are called, keeping that error rate over "
+        "every row of the run; *no observable effect* is shown, not presumed; the rest is "
+        "*undetermined*, with the sessions it would take (`verdict`, `verdict_why`).", ""]
     if st.error:
         lines += [f"**Engine error**: {markdown(st.error)}", ""]
     if st.damage:
@@ -91,8 +92,8 @@ def summary(view: RunView) -> list[str]:
         vals = [d.value for d in deltas if d.value is not None]
         span = (f"{min(vals) * 100:+.1f} % .. {max(vals) * 100:+.1f} %" if len(vals) > 1
                 else f"{vals[0] * 100:+.1f} %" if vals else "-")
-        calls = [d.call for d in deltas if d.call]
-        said = ", ".join(f"{calls.count(c)} {c}" for c in dict.fromkeys(calls)) or "-"
+        asked = judgement_of(view).windows.get(ws.window)
+        said = asked.text() if asked is not None and not is_control(ws.window) else "-"
         rows.append([f"{ws.session}-{ws.window}", ws.axis, ws.status, span, said,
                      *(verdict_cell(view, ws, c) if c != Check.KL or view.lossy(ws.window) else "-"
                        for c in (Check.GREEDY, Check.TEACHER_FORCED, Check.KL, Check.NO_EFFECT,
@@ -100,7 +101,7 @@ def summary(view: RunView) -> list[str]:
     if not rows:
         return []
     return ["## Windows at a glance", ""] + table(
-        ["window", "axis", "status", "Δ tok/s (all rows)", "calls", "greedy",
+        ["window", "axis", "status", "Δ tok/s (all rows)", "the window's call", "greedy",
          "|Δlogp| p99", "KL mean", "no observable effect", "ruler check"], rows)
 
 

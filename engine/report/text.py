@@ -63,7 +63,8 @@ def judgement_of(view: RunView) -> Judgement:
     found = _JUDGED.get(id(view))
     if found is not None and found[0] is view:
         return found[1]
-    st = RunState(session_places=dict(view.state.session_places))
+    st = RunState(session_places=dict(view.state.session_places), looks=list(view.state.looks),
+                  added=dict(view.state.added), baseline=dict(view.state.baseline))
     for r in view.rows:
         rs = RowState(r.session, r.window, r.cls, r.concurrency, r.rate, status=r.status,
                       row={"rep_tok_s": r.rep_tok_s, "stage_reps": r.stage_reps or None,

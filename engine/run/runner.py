@@ -245,6 +245,7 @@ class Runner:
                 self._in_parallel(pending)
             if c.verdict.until_decided:
                 self._until_decided()
+            self._settle()
             if self.controls.abort.is_set():
                 status = RunStatus.ABORTED
         except Exception as e:
@@ -354,6 +355,14 @@ class Runner:
         earlier = fold_journal(self.baseline / results.JOURNAL)
         return baseline_record(earlier, self.campaign.verdict.rule(), self.baseline.name)
 
+    def _settle(self) -> None:
+        """Each phase that holds verdicts on the whole run's calls settles them again now that the
+        family is whole (engine.quality.Quality.settle)."""
+        for phase in self.phases:
+            settle = getattr(phase, "settle", None)
+            if settle is not None:
+                settle(self.ctx)
+
     def _order(self, session: str) -> list[str]:
         """A session's boot order: the campaign's, or the one a look added it with."""
         if session in self.campaign.sessions:
@@ -370,6 +379,7 @@ class Runner:
             look = take(self.state, c.verdict.rule(), c.control_position, [w.name for w in c.windows],
                         list(c.sessions))
             self.emit(EventKind.VERDICT_LOOK, **look.event())
+            self._settle()
             if look.final:
                 return
             self.emit(EventKind.SESSION_ADDED, session=look.session, windows=look.order, look=look.look)
