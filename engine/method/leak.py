@@ -11,11 +11,12 @@ the log of each rep's tok/s:
 - The **noise**: the pooled standard deviation of log tok/s within rows, over the run's other rows
   at the same load (the caller's pool, at most ``POOL_ROWS``) and this row's reps other than the
   lowest, each row weighed by its degrees of freedom. A scale, not a range, so the rule's power
-  grows with the reps instead of falling. Not a robust scale: under t3 noise a robust scale reads
-  the quiet middle and misses the tails that make the false voids, and the median absolute
+  grows with the reps instead of falling. Not a robust scale: the median of the rows' variances,
+  held to the same false voids, catches fewer slow reps and voids no fewer, and the median absolute
   deviation of three reps wastes most of them. Nor the row's own noise shrunk toward the pool: with
-  three reps the row has one degree of freedom of its own, and weighing it more (the pool counted
-  as 2 to 8 degrees of freedom) bought no false voids and cost power.
+  three reps the row has one degree of freedom of its own; counting the pool as 2 to 8 degrees of
+  freedom cut a 4x-noisier row's false voids from 10.7 to 7-9 % and cost a half-speed rep's catch
+  at 7 % noise (93 to 84-92 %).
 - The **bar**: the gap that voids is the lesser of two. k noise-widths, k from a seeded simulation
   of exactly this statistic for this row's reps and the pool's degrees of freedom (:func:`critical`),
   the largest that ``WORLDS`` need: pure Gaussian noise in a row as noisy as the pool or ``RATIO``
@@ -30,20 +31,20 @@ the log of each rep's tok/s:
   void a 3 % dip.
 
 What it costs (bench/leak_sim.py, docs/campaign.md has the table): a rep at half the others is
-caught at least 95 % of the time up to about 6 % noise, not at 10 %; no rule can do both there
+caught at least 95 % of the time up to about 6 % noise (3 reps), not at 10 %; no rule can do both there
 (with three reps, the best test with the pool's noise known, at 1 % false voids against a row twice
 as noisy, catches 67 % at 10 % noise). A row t3-tailed *and* twice as noisy, or four times as
 noisy, is voided more than 1 % of the time.
 
 A row whose spread (max - min over the mean) is within ``leak.spread`` is clean; a wider row is
 **leak-shaped** when its gap clears the bar, else **noise** (reported noisy with its interval;
-rerunning it would spend the GPU for nothing). Below ``MIN_REPS`` the rule does not judge: with two
-reps the low one has nothing but a single other rep to be read against. Below
+rerunning it would spend the GPU for nothing). Below ``MIN_REPS`` the rule does not judge (two reps
+beside a pool could be: ``bench/leak_sim.py --min-reps 2`` shows what it would cost). Below
 ``leak.min_concurrency`` nothing is voided as a leak (the notes see the leak at C >= 8): a wide row
 there is noisy whatever its shape.
 
 With few degrees of freedom the bar is wide: a row of three reps alone (no other row at its load
-yet) is judged against ``NOISE_MAX`` (a rep more than about 74 % below the next lowest), or on its
+yet) is judged against ``NOISE_MAX`` (a rep more than about 48 % below the next lowest), or on its
 two other reps when they nearly agree. Each row the run finishes at the load narrows the bar for
 the next.
 """
