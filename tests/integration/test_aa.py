@@ -82,5 +82,3 @@ def test_an_aa_campaign_calls_no_effect_and_measures_the_noise_between_boots(
     section = text[text.index("### Noise between boots"):]
     assert "| prose | C1 |" in section and "| prose | C2 |" in section and "measured: " in section
     assert "0 of 3 windows called an *observable effect*" in section
-    verdicts = {r["window"]: r for r in csv.DictReader((run / "verdicts.csv").open())}
-    assert all(verdicts[w]["no_effect"] != "observable effect" for w in INERT)
