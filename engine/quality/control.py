@@ -130,10 +130,12 @@ class ControlChecks(Checks):
                      mean=vs["mean"] if vs else None, p99=vs["p99"] if vs else None)
 
     def settle_earlier_windows(self, ref: Reference) -> None:
-        """control_position: last: windows that ran before the control get their greedy verdict now."""
+        """Windows that ran with no reference get their greedy verdict now: with control_position
+        last, those before the control; with a control that died before its checks and was
+        booted again (an operator's rerun), those after it."""
         for window in self.c.windows_in(self.ctx.session):
             if window == CONTROL:
-                break
+                continue
             path = results.window_dir(self.run.run_dir, self.ctx.session, window) / "greedy.json"
             if not path.exists():
                 continue

@@ -37,19 +37,20 @@ class WindowChecks(Checks):
                          "greedy.json", reference="none")
             return
         cmp = greedy_compare(ref.greedy, mine)
-        against = f"{ref.session}-{CONTROL}"
+        against = f"{ref.session}-{CONTROL}" + (" (its first boot)" if self.is_control else "")
         self.write("greedy.json", {"reference": against, "seed": self.seed,
                                    "max_tokens": self.q.greedy.max_tokens, "comparison": cmp,
                                    "outputs": mine})
-        across = self.c.window(self.ctx.window).server is not None  # another stack
+        across = not self.is_control and self.c.window(self.ctx.window).server is not None  # another stack
         self.verdict(Check.GREEDY, greedy_verdict(cmp, across), greedy_summary(cmp, across),
                      "greedy.json", identical=cmp["identical"], n=cmp["n"],
                      first_divergence=cmp["first_divergence"], reference=against,
                      **({"agreement": round(cmp["identical"] / cmp["n"], 4) if cmp["n"] else None}
                         if across else {}))
-        # Neither the control booted again (one of the control's boots, not a question) nor another
-        # stack (its boot facts and numerics differ by nature) gets a no-observable-effect call.
-        if not across and self.ctx.window != CONTROL_AGAIN:
+        # Neither a boot of the control (the control again, or the control itself booted again
+        # for a rerun: one of the control's boots, not a question) nor another stack (its boot
+        # facts and numerics differ by nature) gets a no-observable-effect call.
+        if not across and not self.is_control and self.ctx.window != CONTROL_AGAIN:
             self.no_effect(cmp)
         scores = self.guarded(Check.TEACHER_FORCED, lambda: self.timed(
             "score", lambda: self.probe.score(ref.items, ref.top_k)))

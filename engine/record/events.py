@@ -46,7 +46,9 @@ class EventKind(StrEnum):
     VERDICT = "verdict"
     QUALITY_DONE = "quality_done"
     WINDOW_FINISHED = "window_finished"
+    SERVER_STOPPING = "server_stopping"  # its stop began: a server may take seconds to go
     SERVER_STOPPED = "server_stopped"
+    RERUN_WAITING = "rerun_waiting"  # what an operator's rerun waits on before its window boots
     # a shape (class x concurrency) of a window
     SHAPE_STARTED = "shape_started"
     SHAPE_RESUMED = "shape_resumed"
@@ -244,6 +246,18 @@ class WindowFinished(Where):
     reason: NotRequired[str]
 
 
+class ServerStopping(Where):
+    alive: bool  # whether it still ran as its stop began (one killed from outside may not)
+
+
+class RerunWaiting(Where):
+    """What an operator's rerun of rows of this window waits on now, in words: the window up on
+    its place to end, a server to stop; the window's boot again (window_reboot) ends the wait."""
+
+    rows: list[str]
+    waiting: str
+
+
 class ServerStopped(Where):
     exit_code: int | None
     kept: bool
@@ -383,7 +397,9 @@ FIELDS: dict[EventKind, type] = {
     EventKind.VERDICT: VerdictEvent,
     EventKind.QUALITY_DONE: QualityDone,
     EventKind.WINDOW_FINISHED: WindowFinished,
+    EventKind.SERVER_STOPPING: ServerStopping,
     EventKind.SERVER_STOPPED: ServerStopped,
+    EventKind.RERUN_WAITING: RerunWaiting,
     EventKind.SHAPE_STARTED: ShapeStarted,
     EventKind.SHAPE_RESUMED: ShapeResumed,
     EventKind.WARM_DONE: WarmDone,
