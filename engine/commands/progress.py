@@ -213,6 +213,9 @@ LINES: dict[str, Callable[[Event], str | None]] = {
     K.RERUN_ABORTED: lambda e: f"{_shape(e)} rerun cut short ({e['reason']}); the void row stands",
     K.COMMAND: lambda e: f"operator: {e['cmd']} {' '.join(e.get('args', []))} -> {e['reply']}",
     K.WINDOW_REBOOT: lambda e: f"{_where(e)} booting again for a rerun of {e['row']}",
+    K.SERVER_STOPPING: lambda e: (f"{_where(e)} stopping its server"
+                                  + ("" if e["alive"] else " (it had exited already)")),
+    K.RERUN_WAITING: lambda e: f"{_where(e)} rerun of {', '.join(e['rows'])} waits for {e['waiting']}",
     K.RUN_RESUMED: _as_is,
     K.STRAY_STOPPED: _as_is,
     K.SHAPE_RESUMED: _as_is,

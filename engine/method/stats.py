@@ -131,14 +131,13 @@ def rep_figures(records: Sequence[Mapping[str, Any]], concurrency: int,
               if r.get("first_token") and r.get("completion_tokens", 0) > 1
               and r["end"] > r["first_token"]]
     in_flight = sum(r["end"] - r["start"] for r in ok) / wall if wall > 0 else 0.0
-    users = concurrency or in_flight
     return {
         "requests": len(records),
         "failed": failed,
         "tokens": tokens,
         "wall_s": round(wall, 6),
         "agg_tok_s": round(agg, 3),
-        "per_user_tok_s": round(agg / users, 3) if users else 0.0,
+        "per_user_tok_s": round(per_user(agg, concurrency or in_flight), 3),
         "ttft_ms": _round(median(ttfts), 2),
         "decode_tok_s": _round(median(decode), 3),
         "in_flight": round(in_flight, 3),
@@ -151,6 +150,13 @@ def rep_figures(records: Sequence[Mapping[str, Any]], concurrency: int,
 
 
 STEADY, WHOLE = steady.STEADY, steady.WHOLE
+
+
+def per_user(tok_s: float, users: float) -> float:
+    """Per user, the one definition (the seed's "732 agg / 91.5 per user" at C8): tok/s over the
+    users that made it, C closed-loop workers (open loop: the requests in flight on average).
+    A row's per user is over its own tok/s, on the same basis (steady window or whole reps)."""
+    return tok_s / users if users > 0 else 0.0
 
 
 def headline(figs: Sequence[dict[str, Any]]) -> tuple[list[float], str]:
@@ -350,7 +356,8 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]
         "rep_whole_tok_s": wholes,
         **{k: _round(median([f[k] for f in figs if f[k] is not None]), 3)
            for k in ("ramp_s", "steady_s", "tail_s")},
-        "per_user_tok_s": round(median([f["per_user_tok_s"] for f in figs]) or 0.0, 3),
+        "per_user_tok_s": round(median([per_user(a, concurrency or f["in_flight"])
+                                        for a, f in zip(aggs, figs, strict=True)]) or 0.0, 3),
         "ttft_ms": _round(median([f["ttft_ms"] for f in figs if f["ttft_ms"] is not None]), 2),
         "decode_tok_s": _round(median([f["decode_tok_s"] for f in figs
                                        if f["decode_tok_s"] is not None]), 3),

@@ -82,11 +82,12 @@ ROW: tuple[Figure, ...] = (
     # NotRequired in events.Shape: a closed-loop row has none.
     Figure("rate", float, "an open-loop row's arrival rate", unit="req/s", journal=SHAPE, later=True),
     Figure("reps", int, "the reps measured"),
-    Figure("agg_tok_s", float, "the reps' median tok/s, over their steady windows when basis is "
-           "steady", unit="tok/s", fmt=".2f", cell=".1f", compact=True, header="tok/s",
-           column="median", source=_STEADY),
-    Figure("per_user_tok_s", float, "the reps' median tok/s per worker (open loop: per request "
-           "in flight)", unit="tok/s", fmt=".2f", cell=".1f", compact=True, header="per user",
+    Figure("agg_tok_s", float, "the median of the reps' tok/s (rep_tok_s), each over its steady "
+           "window when basis is steady, else over the whole rep", unit="tok/s", fmt=".2f",
+           cell=".1f", compact=True, header="tok/s", column="median", source=_STEADY),
+    Figure("per_user_tok_s", float, "agg_tok_s over the users, on its basis: / C closed-loop "
+           "workers (open loop: the median rep's tok/s over its mean requests in flight)",
+           unit="tok/s", fmt=".2f", cell=".1f", compact=True, header="per user",
            column="user", source=_TOKENS),
     Figure("ttft_ms", float | None, "the reps' median of their median time to first token",
            unit="ms", fmt=".1f", cell=".1f", compact=True, header="TTFT ms", column="ttft ms",
@@ -113,7 +114,8 @@ ROW: tuple[Figure, ...] = (
     Figure("sm_mhz_min", float | None, "the lowest SM clock under load", unit="MHz", later=True),
     Figure("throttled", bool | None, "whether any rep saw a power or thermal throttle reason",
            later=True),
-    Figure("spread", float | None, "(max - min) / median of the reps' tok/s (None: no rep moved a token)",
+    Figure("spread", float | None, "(max - min) / mean of the reps' tok/s, on the row's basis "
+           "(None: no rep moved a token)",
            fmt=".1f %", cell=".1%",
            header="spread", column="spread"),
     # A window row against its session's control boots, with the noise between boots

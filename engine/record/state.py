@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from engine.method.steady import WHOLE
 from engine.record.events import ENVELOPE, EventKind, mistyped
 from engine.record.journal import Damage, Event, JournalRead, excerpt
 from engine.words import (
@@ -376,6 +377,10 @@ def _row_done(state: RunState, e: Event) -> None:
     r = state.row(e)
     r.status = e["status"]
     r.row = _fields(e)
+    # Each rep landed with its steady window's tok/s; a row over the whole reps (a rep's window
+    # too short to carry it) lists its reps as its median is over them.
+    if e.get("basis") == WHOLE and r.attempt in r.whole:
+        r.reps[r.attempt] = dict(r.whole[r.attempt])
 
 
 def capacity_key(session: str, window: str, cls: str) -> str:
