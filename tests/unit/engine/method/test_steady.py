@@ -152,7 +152,9 @@ def test_per_user_is_the_rows_tok_s_over_its_users_on_the_rows_basis() -> None:
     good = closed_rep(c=2, per_worker=4, decode_s=1.0, tokens=100, stagger=0.3)
     short = closed_rep(c=2, per_worker=1, decode_s=1.0, tokens=100, stagger=2.0)
     policy = stats.LeakPolicy()
-    for reps in ([({}, good), ({}, good)], [({}, good), ({}, short)]):
+    both: list[list[tuple[dict[str, Any], list[dict[str, Any]]]]] = [
+        [({}, good), ({}, good)], [({}, good), ({}, short)]]
+    for reps in both:
         row = stats.row_figures(reps, 2, policy)
         assert row["per_user_tok_s"] == pytest.approx(row["agg_tok_s"] / 2, abs=1e-3), row["basis"]
     one = stats.row_figures([({}, good)] * 3, 1, policy)
