@@ -237,12 +237,27 @@ def run_engine(run_dir: Path, echo: bool) -> int:
             (run_dir / PID).unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             lock.close()
+    _summary(run_dir)
     if status == RunStatus.ABORTED:
         return EXIT_STOPPED
     if not runner.state.measured:
         print(terminal(f"ruler run: measured nothing: {runner.state.nothing_measured()}"), file=sys.stderr)
         return EXIT_NOTHING_MEASURED
     return EXIT_OK
+
+
+def _summary(run_dir: Path) -> None:
+    """The end of a run: results.json written and the summary table printed (each row's figures,
+    latencies and call, as ``vllm bench serve`` ends), once, after the last progress line."""
+    from engine.report.export import summary_text, write_results
+    from engine.report.run import ReportError
+
+    try:
+        path, doc = write_results(run_dir)
+    except (ReportError, OSError) as e:  # the run's record stands; this summary is read from it
+        print(terminal(f"ruler run: no summary ({e})"), file=sys.stderr)
+        return
+    print(summary_text(doc) + f"results: {path}", flush=True)
 
 
 def spawn_detached(run_dir: Path) -> int:

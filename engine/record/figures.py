@@ -64,6 +64,7 @@ _TOKENS = ("completion_tokens", "start", "end", "error")
 _TTFT = ("start", "first_token", "error")
 _TPOT = ("completion_tokens", "first_token", "end", "error")
 _STEADY = ("completion_tokens", "start", "first_token", "end", "error")
+_E2EL = ("start", "end", "error")
 
 
 def _latency(name: str, header: str, what: str, source: tuple[str, ...]) -> tuple[Figure, ...]:
@@ -176,6 +177,16 @@ ROW: tuple[Figure, ...] = (
     Figure("parity", str, "token-identical | differs on N of M prompts | not compared: whether "
            "the window's stack and the control's sent this class the same token ids",
            journal=WRITTEN, later=True),
+    # The means beside the percentiles and the end-to-end latency (what vLLM's bench serve and
+    # GuideLLM report), every rep's requests pooled (stats.latency_figures).
+    *(Figure(f"{name}_mean", float | None, f"{what}, mean, ms", unit="ms", fmt=".1f", later=True,
+             source=source) for name, what, source in (
+        ("ttft", "time to first token", _TTFT), ("itl", "the gaps between two chunks that "
+                                                 "carried text", ("gaps_ms", "error")),
+        ("tpot", "time per output token after the first", _TPOT))),
+    *_latency("e2el", "E2EL", "end-to-end latency, from the send to the last byte", _E2EL),
+    Figure("e2el_mean", float | None, "end-to-end latency, mean, ms", unit="ms", fmt=".1f",
+           later=True, source=_E2EL),
     # In the event alone.
     Figure("rep_tok_s", list[float], "each rep's tok/s, over the basis", csv=False),
     Figure("failed_requests", int, "requests that failed, every rep's", csv=False, source=("error",)),

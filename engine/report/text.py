@@ -174,23 +174,29 @@ def load_cell(row: Row) -> str | int:
 
 
 def triple(row: Row, name: str) -> str:
-    """p50 / p90 / p99 of one latency, ms."""
+    """mean · p50 / p90 / p99 of one latency, ms (a row recorded before the mean: no mean)."""
     names = [f"{name}_p{p}" for p in (50, 90, 99)]
-    return "-" if all(getattr(row, n) is None for n in names) else " / ".join(
+    if all(getattr(row, n) is None for n in names):
+        return "-"
+    mean = getattr(row, f"{name}_mean")
+    return (f"{cell(row, f'{name}_mean')} · " if mean is not None else "") + " / ".join(
         cell(row, n) for n in names)
 
 
 def latency_table(rows: Iterable[Row], slo: str) -> list[str]:
-    """Latency percentiles (every rep's requests pooled), achieved request rate and goodput."""
+    """Latency means and percentiles (every rep's requests pooled), end to end included,
+    achieved request rate and goodput."""
     rows = list(rows)
     if not rows:
         return []
-    return [f"Latency (ms, p50 / p90 / p99, the reps' requests pooled), requests per second "
-            f"finished and, of them, within the SLOs ({slo}):", ""] + table(
-        ["class", "C", head("ttft_p50"), head("itl_p50"), head("tpot_p50"), head("achieved_rps"),
-         head("goodput_rps"), "status"],
+    return [f"Latency (ms, mean · p50 / p90 / p99, the reps' requests pooled; E2EL: from the send "
+            f"to the last byte), requests per second finished and, of them, within the SLOs "
+            f"({slo}):", ""] + table(
+        ["class", "C", head("ttft_p50"), head("itl_p50"), head("tpot_p50"), head("e2el_p50"),
+         head("achieved_rps"), head("goodput_rps"), "status"],
         [[r.cls, load_cell(r), triple(r, "ttft"), triple(r, "itl"), triple(r, "tpot"),
-          cell(r, "achieved_rps"), cell(r, "goodput_rps"), r.status] for r in rows])
+          triple(r, "e2el"), cell(r, "achieved_rps"), cell(r, "goodput_rps"), r.status]
+         for r in rows])
 
 
 def slo_text(view: RunView) -> str:
