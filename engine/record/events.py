@@ -162,6 +162,9 @@ class WindowStarted(Where):
     tag: str  # "" or "-rerunN"
     log: str  # the boot log, relative to the run directory
     stack: NotRequired[str]  # a window on another stack: its server (its adapter)
+    # The setting that makes its server simulate speculative acceptance (engine.servers.launch):
+    # its acceptance figures are set, not measured. Absent: the server measures its own.
+    simulated: NotRequired[str]
 
 
 class GpuMemory(Where):

@@ -187,6 +187,9 @@ ROW: tuple[Figure, ...] = (
     *_latency("e2el", "E2EL", "end-to-end latency, from the send to the last byte", _E2EL),
     Figure("e2el_mean", float | None, "end-to-end latency, mean, ms", unit="ms", fmt=".1f",
            later=True, source=_E2EL),
+    Figure("acceptance", str, "natural (the server measured it) | simulated (how: its server was "
+           "told to accept drafts at a set rate, engine.method.acceptance) | \"\" without "
+           "acceptance figures", later=True),
     # In the event alone.
     Figure("rep_tok_s", list[float], "each rep's tok/s, over the basis", csv=False),
     Figure("failed_requests", int, "requests that failed, every rep's", csv=False, source=("error",)),

@@ -54,6 +54,7 @@ class WindowState:
     queue: str = ""  # a queued batch job: the scheduler's reason it waits (Resources, Priority...)
     place: str = ""  # the node its batch job ran on
     stopping: bool = False  # its server's stop began and has not ended (server_stopping)
+    simulated: str = ""  # how its server was told to simulate acceptance ("" : it measures its own)
 
     @property
     def key(self) -> str:
@@ -254,6 +255,7 @@ def _window_started(state: RunState, e: Event) -> None:
     ws.status, ws.axis, ws.log = WindowStatus.BOOTING, e.get("axis", ws.axis), e.get("log", "")
     ws.plan = e.get("plan") or {}
     ws.stack = e.get("stack", "")
+    ws.simulated = e.get("simulated", "")
     ws.started_ts, ws.ended_ts, ws.quality, ws.queue = e["ts"], None, False, ""
     state.current = ws.key
 

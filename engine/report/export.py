@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from engine import __version__
-from engine.method import stats
+from engine.method import acceptance, stats
 from engine.record import results
 from engine.record.receipts import ReceiptError, read_rep, source_paths
 from engine.report.run import ReportError, Row, RunView, load_run
@@ -122,8 +122,9 @@ def row_result(view: RunView, row: Row, req: Requests) -> dict[str, Any]:
         "goodput_rps": row.goodput_rps,
         **{f"{name}_ms": stats.latency_summary(values) for name, values in series.items()},
         "acceptance": {"length": row.accept_len, "rate": row.accept_rate,
-                       "per_position": row.curve, "source": row.accept_source}
-        if row.accept_len is not None else None,
+                       "per_position": row.curve, "source": row.accept_source,
+                       "kind": row.acceptance or acceptance.NATURAL}
+        if row.accept_len is not None or acceptance.is_simulated(row.as_json()) else None,
         "delta": row.delta, "delta_lo": row.delta_lo, "delta_hi": row.delta_hi,
         "verdict": row.verdict, "verdict_why": row.verdict_why, "receipts": row.source.split(";")
         if row.source else [],
@@ -253,7 +254,9 @@ def vllm_bench(view: RunView, row: Row, req: Requests) -> dict[str, Any]:
     result |= {"ruler_run": view.state.run or view.name, "ruler_row": row.label(),
                "ruler_status": row.status, "ruler_reps": row.reps, "ruler_basis": row.basis or stats.WHOLE,
                "ruler_tok_s": row.agg_tok_s, "ruler_per_user_tok_s": row.per_user_tok_s,
-               "ruler_delta": row.delta, "ruler_verdict": row.verdict}
+               "ruler_delta": row.delta, "ruler_verdict": row.verdict,
+               # natural, or simulated (how): the spec_decode_* figures were then set, not measured
+               "ruler_acceptance": row.acceptance}
     return result
 
 
@@ -362,7 +365,7 @@ def guidellm_benchmark(view: RunView, row: Row, req: Requests) -> dict[str, Any]
         },
         "ruler": {"status": row.status, "reps": row.reps, "basis": row.basis or stats.WHOLE,
                   "tok_s": row.agg_tok_s, "per_user_tok_s": row.per_user_tok_s,
-                  "delta": row.delta, "verdict": row.verdict,
+                  "delta": row.delta, "verdict": row.verdict, "acceptance": row.acceptance,
                   "rates": "requests and output tokens a second over the row's reps: their totals "
                            "over their summed wall time (one value)"},
     }

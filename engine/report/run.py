@@ -122,6 +122,7 @@ class Row:
     e2el_p90: float | None = None
     e2el_p99: float | None = None
     e2el_mean: float | None = None
+    acceptance: str = ""  # natural | simulated (how) | "" (engine.method.acceptance)
     rep_tok_s: list[float] = field(default_factory=list)
 
     @property

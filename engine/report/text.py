@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from engine.campaign.spec import VerdictSpec
+from engine.method import acceptance
 from engine.method.boots import declared
 from engine.method.verdict import Call, Rule, Versus, judge, versus
 from engine.record.figures import FIGURES
 from engine.record.judged import Judgement, judgement
 from engine.record.state import RowState, RunState
 from engine.report.run import Row, RunView
+from engine.sanitize import markdown
 from engine.words import CONTROL, load_text, row_key
 
 
@@ -213,7 +215,9 @@ def acceptance_text(row: Row) -> str:
         lo, hi = getattr(row, f"{name}_lo"), getattr(row, f"{name}_hi")
         spec = FIGURES[name].fmt
         return cell(row, name) + (f" [{lo:{spec}}, {hi:{spec}}]" if lo is not None and hi is not None else "")
-    return f"{one('accept_len')} / {one('accept_rate')}"
+    # A simulated acceptance is what the server was told, not what it measured: said beside it.
+    sim = f" — {markdown(row.acceptance)}" if acceptance.is_simulated(row.as_json()) else ""
+    return f"{one('accept_len')} / {one('accept_rate')}{sim}"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:

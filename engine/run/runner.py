@@ -456,7 +456,9 @@ class Runner:
         self.emit(EventKind.WINDOW_STARTED, session=session, window=window, axis=self.ctx.axis(window),
                   runtime=self.runtime, plan=plan.describe(), tag=tag,
                   log=str((wdir / f"boot{tag}.log").relative_to(self.run_dir)),
-                  **({"stack": config.adapter} if config.own_stack else {}))
+                  **({"stack": config.adapter} if config.own_stack else {}),
+                  **({"simulated": how} if (how := adapter.simulated_acceptance(
+                      plan.argv, {**plan.env, **plan.secret_env})) else {}))
         attach = self.campaign.attach.url if self.campaign.attach else None
         gpus = window_gpus(self.runtime, plan, lane.place, attach)
         at_boot = self.gpuwatch.before_boot(session, window, gpus, lane.controls.stopping)

@@ -11,6 +11,7 @@ tests/integration/ (test_run, test_leak, test_failures, test_control).
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -686,3 +687,31 @@ def test_a_rerun_of_a_control_that_died_makes_the_reference_and_settles_its_wind
     assert got["control"]["greedy"] == "reference"
     assert (got["ctx"]["greedy"], got["ctx"]["reference"]) == ("2/2", "s1-control (ran after this window)")
     assert (run / "windows" / "s1-control" / "reference.json").is_file()
+
+
+def test_a_window_told_to_simulate_acceptance_says_so_everywhere_and_has_no_delta(
+        tmp: Path, fake: FakeRuntime) -> None:
+    """A window whose llama-server is given --spec-synth-len (its acceptance set, not measured;
+    the FAKE server reports acceptance either way): every acceptance figure of its rows says
+    simulated, and its delta against the control, whose acceptance is measured, is withheld."""
+    windows = {"synth": {"axis": "synthetic acceptance 2.5", "args": {"--spec-synth-len": 2.5}}}
+    r = runner(tmp, campaign("synth", windows, {"s1": ["synth"]}), fake)
+    assert r.run() == "finished"
+    run = r.run_dir
+    [started] = events(run, "window_started", window="synth")
+    assert started["simulated"] == "--spec-synth-len 2.5"
+    assert "simulated" not in events(run, "window_started", window="control")[0]
+    got = rows(run)
+    synth, control = got["s1-synth/prose/c2"], got["s1-control/prose/c2"]
+    assert synth["acceptance"] == "simulated (--spec-synth-len 2.5)" and synth["accept_len"]
+    assert control["acceptance"] == "natural"
+    assert synth["delta"] == "" and synth["verdict_why"].startswith(
+        "delta withheld: one row's acceptance is simulated (--spec-synth-len 2.5)")
+    from engine.report import write_report
+    from engine.report.export import export
+    write_report(run)
+    report = (run / "report.md").read_text()
+    line = next(x for x in report.splitlines() if x.startswith("| s1 | synth |"))
+    assert "simulated (--spec-synth-len 2.5)" in line
+    [vllm] = [p for p in export(run, "vllm-bench") if "synth" in p.name]
+    assert json.loads(vllm.read_text())["ruler_acceptance"] == "simulated (--spec-synth-len 2.5)"
