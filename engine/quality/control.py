@@ -142,11 +142,11 @@ class ControlChecks(Checks):
             data = json.loads(files.read_text(path))
             if data.get("reference") not in (None, "pending"):
                 continue
-            cmp = greedy_compare(ref.greedy, data["outputs"])
+            across = self.c.window(window).server is not None  # another stack: a figure
+            cmp = greedy_compare(ref.greedy, data["outputs"], by_ids=not across)
             data.update(reference=f"{self.ctx.session}-{CONTROL} (ran after this window)",
                         comparison=cmp)
             results.write_json(path, data)
-            across = self.c.window(window).server is not None  # another stack: a figure
             self.run.emit(EventKind.VERDICT, session=self.ctx.session, window=window,
                           check=Check.GREEDY, verdict=greedy_verdict(cmp, across),
                           summary=greedy_summary(cmp, across), file=str(path.relative_to(self.run.run_dir)),
