@@ -118,6 +118,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_ctl(args: argparse.Namespace) -> int:
+    from engine.commands.invocation import ruler_command
     from engine.control import SOCKET, send
 
     run_dir = run_dir_arg(args.run_dir)
@@ -125,7 +126,7 @@ def _cmd_ctl(args: argparse.Namespace) -> int:
         reply = send(run_dir, args.cmd, args.args)
     except OSError as e:
         print(f"no engine answers on {run_dir / SOCKET} ({e.strerror or e}); "
-              f"is it running? `ruler status {run_dir}` tells", file=sys.stderr)
+              f"is it running? `{ruler_command()} status {run_dir}` tells", file=sys.stderr)
         return 1
     if reply.get("ok"):
         print(terminal(reply["reply"]))

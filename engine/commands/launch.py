@@ -190,7 +190,7 @@ def refuse_damaged(run_dir: Path) -> None:
             f"ruler will not resume {run_dir}: its journal has {len(damage)} damaged line(s), "
             f"named above, and is left as it is. Move each one out of the journal (into a file "
             f"of its own) or restore the journal from a copy, check it with "
-            f"`ruler status {run_dir}`, then resume again.")
+            f"`{ruler_command()} status {run_dir}`, then resume again.")
 
 
 def run_engine(run_dir: Path, echo: bool) -> int:

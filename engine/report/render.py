@@ -172,7 +172,7 @@ def cmd_report(run_dir: str, as_html: bool = False) -> int:
         return 2
     except OSError as e:  # writing its own files (each is whole, or the one before it)
         print(f"ruler report: cannot write {e.filename or run_dir}: {e.strerror or e}; make room, "
-              f"then run ruler report again", file=sys.stderr)
+              f"then make the report again", file=sys.stderr)
         return EXIT_ENGINE
     print(f"report: {path}")
     if as_html:
