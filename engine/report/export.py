@@ -190,7 +190,7 @@ def summary_table(doc: Mapping[str, Any]) -> list[str]:
     rows = summary_rows(doc)
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(COLUMNS)]
     title = f" {doc['campaign']}: {doc['status']} "
-    line = "  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True))
+    line = "  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True)).rstrip()
     out = [title.center(len(line), "="), line, "-" * len(line)]
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     out += ["-" * len(line),
