@@ -97,11 +97,16 @@ def eta(state: RunState, plan: LoadPlan, now: float) -> float | None:
     return by_plan if by_plan is not None else _eta_from_spans(state, now)
 
 
+# How far past the longest boot of its stack a boot may run before what is left of it is
+# unknown: a window's axis can make its boot longer (a bigger cache), not ten times as long.
+BOOT_SLACK_S = 30.0
+
+
 def _boot_unknown(state: RunState, now: float) -> bool:
     """A window booting whose stack never booted before in this run (its boot's length is
-    unknown: a vLLM window's is not llama.cpp's two seconds), or whose boot has outlasted every
-    boot of its stack: what is left of it is unknown, and so is the time left, rather than a
-    count that stands still through the boot."""
+    unknown: a vLLM window's is not llama.cpp's two seconds), or whose boot has run well past
+    every boot of its stack (twice the longest, and BOOT_SLACK_S more): what is left of it is
+    unknown, and so is the time left, rather than a count that stands still through the boot."""
     for ws in state.windows.values():
         if ws.status != WindowStatus.BOOTING or ws.started_ts is None:
             continue
@@ -109,7 +114,7 @@ def _boot_unknown(state: RunState, now: float) -> bool:
         # is of its stack too, and a fair estimate.
         mine = [w.boot_s for w in state.windows.values()
                 if w.boot_s is not None and w.stack == ws.stack]
-        if not mine or now - ws.started_ts > max(mine):
+        if not mine or now - ws.started_ts > max(2 * max(mine), max(mine) + BOOT_SLACK_S):
             return True
     return False
 

@@ -1,13 +1,13 @@
 """The ETA while a window boots (engine.commands.eta): its boot is estimated from the boots of its
-own stack, and a boot past every one of them, or of a stack never booted before, leaves the time
-left unknown ("~? left"), never a count that stands still (it read 0:23 left through a 41 s vLLM
+own stack, and a boot well past every one of them, or of a stack never booted before, leaves the
+time left unknown ("~? left"), never a count that stands still (it read 0:23 left through a 41 s vLLM
 boot, llama.cpp's two-second boots its estimate)."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.commands.eta import eta, load_plan
+from engine.commands.eta import BOOT_SLACK_S, eta, load_plan
 from engine.record.journal import read_events
 from engine.record.state import fold
 from tests.paths import FIXTURES
@@ -36,9 +36,10 @@ def test_a_boot_within_its_stacks_boots_counts_what_is_left_of_it() -> None:
     assert early - later == pytest.approx(boot / 2)  # the count goes down as the boot goes on
 
 
-def test_a_boot_past_every_boot_of_its_stack_leaves_the_time_left_unknown() -> None:
+def test_a_boot_well_past_every_boot_of_its_stack_leaves_the_time_left_unknown() -> None:
     _, boot = booting("", 0.0)
-    assert booting("", boot * 3)[0] is None
+    assert booting("", boot + BOOT_SLACK_S - 1)[0] is not None  # an axis may slow a boot down
+    assert booting("", boot + BOOT_SLACK_S + 1)[0] is None
 
 
 def test_the_first_boot_of_another_stack_has_no_estimate() -> None:
