@@ -220,6 +220,7 @@ def run_engine(run_dir: Path, echo: bool) -> int:
     control = ControlServer(run_dir, runner.command)
     try:
         status = runner.run()
+        _summary(run_dir)  # while the run is still this engine's: its lock held, its files its own
     except OSError as e:
         if e.errno not in STORAGE_ERRNOS:
             raise
@@ -237,7 +238,6 @@ def run_engine(run_dir: Path, echo: bool) -> int:
             (run_dir / PID).unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             lock.close()
-    _summary(run_dir)
     if status == RunStatus.ABORTED:
         return EXIT_STOPPED
     if not runner.state.measured:
