@@ -116,7 +116,8 @@ def judgement(state: RunState, rule: Rule, baseline: Mapping[Shape, BootNoise] |
     stacks = tuple((k, tuple((c, str(p.get("verdict")), bool(p.get("identical")))
                              for c, p in ws.parity.items()))
                    for k, ws in state.windows.items() if ws.stack)
-    key = (rule, tuple((k, reps, r.row.get("basis"), r.session) for k, (r, reps) in usable.items()),
+    key = (rule, tuple((k, reps, r.row.get("basis"), r.row.get("acceptance"), r.session)
+                       for k, (r, reps) in usable.items()),
            tuple(state.rows), stacks, tuple((baseline or {}).items()), baseline_name, len(state.looks))
     found = _CACHE.get(key)
     if found is None:
@@ -130,11 +131,14 @@ def _shape(r: RowState) -> Shape:
     return (r.cls, r.concurrency, r.rate)
 
 
-def _basis(rows: list[RowState]) -> str:
-    """A shape's basis: its control boots' (the most common), else its rows'."""
-    controls = [r.row.get("basis") or WHOLE for r in rows if is_control(r.window)]
-    pool = controls or [r.row.get("basis") or WHOLE for r in rows]
-    return max(sorted(set(pool)), key=pool.count)
+def _reference(rows: list[RowState]) -> dict[str, Any]:
+    """What a shape's rows are measured against: its control boots' basis (the most common, else
+    its rows') and acceptance (simulated or measured: engine.method.steady.same_basis)."""
+    controls = [r.row for r in rows if is_control(r.window)] or [r.row for r in rows]
+    pool = [row.get("basis") or WHOLE for row in controls]
+    basis = max(sorted(set(pool)), key=pool.count)
+    return {"basis": basis, "acceptance": next((row.get("acceptance") for row in controls
+                                                 if (row.get("basis") or WHOLE) == basis), None)}
 
 
 def _stacks(state: RunState, rule: Rule) -> tuple[dict[str, str], dict[str, str]]:
@@ -166,10 +170,10 @@ def _judge(state: RunState, usable: Mapping[str, RowState], rule: Rule,
     noise: dict[Shape, BootNoise] = {}
     fits: dict[Shape, Fit] = {}
     for shape, rows in fitted.items():
-        basis = _basis(rows)
+        ref = _reference(rows)
         on = []
         for r in rows:
-            if (why := same_basis(r.row, {"basis": basis})) is not None:
+            if (why := same_basis(r.row, ref)) is not None:
                 if not is_control(r.window):
                     refused[r.key] = why
                 continue

@@ -60,16 +60,18 @@ def header(view: RunView) -> list[str]:
         f"{plural(len(windows), 'window')} in {plural(len(view.sessions()), 'session')}, "
         f"{plural(len(view.rows), 'row')} in "
         f"`throughput.csv`. Started {when(st.started_ts)}, finished {when(st.finished_ts)}.", "",
-        receipts_said(view) + " A row's tok/s is the median of its reps; its "
-        "spread is (max - min) / mean of the reps. A row's delta is window / control - 1 against "
-        "the same session's control boots, the ratio of geometric means of the reps' tok/s, with a "
-        "95 % interval that counts the noise between boots at its class and load "
-        "(`throughput.csv`'s `delta`, `delta_lo`, `delta_hi`, `boot_noise`; below, *Noise between "
-        "boots*); a window's call at a shape is on its boots in every session, the session a "
-        "block. " + upper_first(rule_of(view).text()) + ": each window is asked once whether it "
-        "changes tok/s at any shape, then its shapes are called, keeping that error rate over "
-        "every row of the run; *no observable effect* is shown, not presumed; the rest is "
-        "*undetermined*, with the sessions it would take (`verdict`, `verdict_why`).", ""]
+        receipts_said(view) + " A row's tok/s is the median of its reps' tok/s, each over its "
+        "steady window when every rep has one (`basis` steady), else over the whole rep; its per "
+        "user is that tok/s over its C workers; its spread is (max - min) / mean of the same "
+        "reps. A row's delta is window / control - 1 against the same session's control boots, "
+        "the ratio of geometric means of the reps' tok/s, with a 95 % interval that counts the "
+        "noise between boots at its class and load (`throughput.csv`'s `delta`, `delta_lo`, "
+        "`delta_hi`, `boot_noise`; below, *Noise between boots*); a window's call at a shape is on "
+        "its boots in every session, the session a block. " + upper_first(rule_of(view).text())
+        + ": each window is asked once whether it changes tok/s at any shape, then its shapes are "
+        "called, keeping that error rate over every row of the run; *no observable effect* is "
+        "shown, not presumed; the rest is *undetermined*, with the sessions it would take "
+        "(`verdict`, `verdict_why`).", ""]
     if st.error:
         lines += [f"**Engine error**: {markdown(st.error)}", ""]
     if st.damage:
