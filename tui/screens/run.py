@@ -136,7 +136,7 @@ class RunScreen(WatchScreen):
             self.command(name, args) if args else self.window_command(name)
         elif name == "report":
             self.say([(":report", "bold"), ("writing the report…", "muted")])
-            self.post_message(Report(args))
+            self.app.post_message(Report(args))
         elif name == "open":
             if args[0] in self.state.rows or args[0] in self.state.windows:
                 self.open_detail(args[0])
@@ -273,7 +273,7 @@ class RunScreen(WatchScreen):
         what = " ".join([cmd, *(args or [])])
         self._pending[what] = self.set_timer(
             0.15, lambda: self.say([(what, "bold"), ("sent, waiting for the engine…", "muted")]))
-        self.post_message(Send(cmd, list(args or [])))
+        self.app.post_message(Send(cmd, list(args or [])))  # straight up: not behind a batch
 
     # ------------------------------------------------------------ the detail view and the pager
 
