@@ -29,7 +29,7 @@ run=$(ls -d $HOME/res/*/ 2>/dev/null | head -1)
 if [ -n "$run" ]; then
   timeout -s TERM $left python3 -m engine run --resume "$run" --headless >> $OUT/campaign.log 2>&1
 else
-  timeout -s TERM $left python3 -m engine run campaigns/h100-decide.yaml --headless --runtime process \
+  timeout -s TERM $left python3 -m engine run ${CAMPAIGN:-campaigns/h100-decide.yaml} --headless --runtime process \
     --results-dir $HOME/res > $OUT/campaign.log 2>&1
 fi
 echo "campaign exit $?" >> $OUT/campaign.log
