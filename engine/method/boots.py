@@ -44,6 +44,8 @@ CONTROL_CONFIG = "control"
 TAIL_DF = 3  # the heavy tail the reference holds: boot noise distributed as Student's t with 3 df
 TAIL_LEVEL = 0.001  # two-sided: the level at which the reference matches the heavy tail
 TAIL_DRAWS = 40_000
+FULL_SIMULATION = 64  # boots at a shape past which the tail is simulated in its numerator alone
+LARGE_TOP = 32  # ... its weights drawn one by one; the rest as one Gaussian
 
 
 class Source(StrEnum):
@@ -189,13 +191,10 @@ def fit(boots: Sequence[Boot], declared_sd: float | None = None) -> Fit:
         if b.config != CONTROL_CONFIG:
             x[i, len(sessions) + configs.index(b.config)] = 1.0
     y = np.array(_log_means(boots))
-    pinv = np.linalg.pinv(x)
+    pinv, rank, cov, identified = _design(x.tobytes(), x.shape)
     beta = pinv @ y
-    rank = int(np.linalg.matrix_rank(x))
     df = len(boots) - rank
     resid = y - x @ beta
-    cov = pinv @ pinv.T  # (X'X)^+: Var(beta) = boot_mean * cov
-    identified = np.abs(pinv @ x - np.eye(x.shape[1])).max(axis=0) < 1e-8
     if df > 0:
         noise = BootNoise(float(resid @ resid) / df, w, float(df), 0.0, len(boots), len(sessions),
                           Source.MEASURED, harmonic)
@@ -211,9 +210,26 @@ def fit(boots: Sequence[Boot], declared_sd: float | None = None) -> Fit:
         own = _own_within(mine)
         n = sum(len(b.reps) for b in mine)
         extra = max(0.0, own - w) / n if own is not None else 0.0
-        effects[config] = Effect(float(beta[j]), float(cov[j, j]), extra, len(mine),
+        effects[config] = Effect(float(beta[j]), float(cov[j]), extra, len(mine),
                                  len({b.session for b in mine}), n)
     return Fit(noise, effects)
+
+
+@functools.lru_cache(maxsize=64)
+def _design(data: bytes, shape: tuple[int, ...]) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+    """A design's pseudo-inverse, rank, the diagonal of (X'X)^+ (Var(beta) = boot_mean times it)
+    and which of its effects the boots identify, from one SVD: a campaign's shapes mostly share
+    one design, and a day-long run's has hundreds of boots."""
+    import numpy as np
+
+    x = np.frombuffer(data).reshape(shape)
+    u, s, vt = np.linalg.svd(x, full_matrices=False)
+    keep = s > s.max(initial=0.0) * max(shape) * np.finfo(float).eps
+    inv = np.where(keep, 1 / np.where(keep, s, 1.0), 0.0)
+    pinv = (vt.T * inv) @ u.T
+    cov = ((vt.T * inv) ** 2).sum(axis=1)
+    identified = np.abs(pinv @ x - np.eye(shape[1])).max(axis=0) < 1e-8
+    return pinv, int(keep.sum()), cov, identified
 
 
 def _unmeasured(w: float, reps: float, boots: int, sessions: int, declared_sd: float | None) -> BootNoise:
@@ -247,13 +263,14 @@ def _tail_df(data: bytes, shape: tuple[int, ...], blocks: int) -> float:
     import numpy as np
 
     x = np.frombuffer(data).reshape(shape)
-    df = shape[0] - int(np.linalg.matrix_rank(x))
+    pinv, rank, cov, _ = _design(data, shape)
+    df = shape[0] - rank
+    if shape[0] > FULL_SIMULATION:
+        return _tail_df_large(pinv, df, blocks)
     e = np.stack([_tail_draws(i) for i in range(shape[0])])
-    pinv = np.linalg.pinv(x)
     beta = pinv @ e
     resid = e - x @ beta
     s2 = np.maximum((resid * resid).sum(axis=0) / df, 1e-300)
-    cov = np.diag(pinv @ pinv.T)
     k = int((1 - TAIL_LEVEL) * TAIL_DRAWS)
     worst = math.inf
     for j in range(blocks, shape[1]):
@@ -264,7 +281,37 @@ def _tail_df(data: bytes, shape: tuple[int, ...], blocks: int) -> float:
     return worst if math.isfinite(worst) else float(df)
 
 
-@functools.lru_cache(maxsize=512)
+def _tail_df_large(pinv: np.ndarray, df: int, blocks: int) -> float:
+    """A large design (a day-long run: hundreds of boots at a shape), where simulating every
+    boot's draw costs seconds: its noise's estimate is near exact at so many degrees of freedom,
+    so the window statistic's heavy tail is its numerator's, a weighted sum of t3 draws. The most
+    concentrated window's largest weights are drawn as t3 and the rest as one Gaussian of their
+    variance; the estimate's own spread is the t's of the design's degrees of freedom, applied as
+    a factor. Its quantile gives the degrees of freedom as for a small design."""
+    import numpy as np
+    from scipy import special
+
+    rows = pinv[blocks:]
+    norms = np.sqrt((rows * rows).sum(axis=1))
+    ok = norms > 1e-9
+    if not ok.any():
+        return float(df)
+    conc = np.where(ok, np.abs(rows).max(axis=1) / np.where(ok, norms, 1.0), 0.0)
+    w = rows[int(np.argmax(conc))] / norms[int(np.argmax(conc))]
+    order = np.argsort(-np.abs(w))
+    top, rest = w[order[:LARGE_TOP]], w[order[LARGE_TOP:]]
+    # t3 over the root of 3: each draw's sd is one, as the Gaussian rest's
+    draws = np.stack([_tail_draws(i) for i in range(len(top))]) / math.sqrt(TAIL_DF)
+    rng = np.random.default_rng((20261207, 1 << 20))
+    z = top @ draws + rng.standard_normal(TAIL_DRAWS) * math.sqrt(float(rest @ rest))
+    k = int((1 - TAIL_LEVEL) * TAIL_DRAWS)
+    q = float(np.partition(np.abs(z), k)[k])
+    p = 1 - TAIL_LEVEL / 2
+    q *= float(special.stdtrit(df, p)) / float(special.ndtri(p))  # the estimate's spread
+    return min(float(df), _df_for(q, df))
+
+
+@functools.lru_cache(maxsize=FULL_SIMULATION)
 def _tail_draws(row: int) -> np.ndarray:
     """One boot's t3 draws, seeded by its row alone: every design reads the same draws for its
     i-th boot, whatever else was simulated before it."""
