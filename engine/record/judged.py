@@ -10,6 +10,7 @@ day-long campaign's console redraws often, a rep lands seldom.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,9 +68,21 @@ def _stage(rows: list[RowState]) -> int | None:
 
 
 _CACHE: dict[Any, Judgement] = {}
+# The last state judged (held weakly), its seq and rule, and its judgement. The fold changes a
+# state only as its seq moves (engine.record.state.apply): a state asked again at the same seq
+# has the judgement it had, found without its key built again over every row (the console asks
+# once per shape it draws, thousands of times a screen on a day-long run). A state at seq 0 was
+# not folded from a journal (made by hand, as the report makes one of throughput.csv's rows):
+# its key is built every time.
+_LAST: tuple[weakref.ref[RunState], int, Rule, Judgement] | None = None
 
 
 def judgement(state: RunState, rule: Rule) -> Judgement:
+    global _LAST
+    last = _LAST
+    if last is not None and state.last_seq and last[0]() is state and last[1] == state.last_seq \
+            and last[2] == rule:
+        return last[3]
     usable = {k: (r, reps) for k, r in state.rows.items() if (reps := reps_of(r)) is not None}
     # A window on another stack's parity decides whether its rows have a delta: part of the key,
     # since it may land after its rows (control_position last compares at the control's boot).
@@ -83,6 +96,7 @@ def judgement(state: RunState, rule: Rule) -> Judgement:
         found = _judge(state, {k: r for k, (r, _) in usable.items()}, rule)
         _CACHE.clear()  # one run at a time is judged; the previous fold's judgement is stale
         _CACHE[key] = found
+    _LAST = (weakref.ref(state), state.last_seq, rule, found)
     return found
 
 

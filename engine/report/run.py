@@ -269,6 +269,9 @@ class RunView:
     raw_campaign: dict[str, Any]
     campaign_note: str
     env: dict[str, Any]
+    # What is derived from the view once and read row by row (its judgement, a class's frozen
+    # prompts): a comparison of day-long runs asks for them thousands of times.
+    derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
