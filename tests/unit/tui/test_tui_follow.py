@@ -20,7 +20,7 @@ from engine.commands.eta import LoadPlan, _rates, eta, load_plan
 from engine.method import stats
 from engine.record import snapshot
 from engine.record.events import EventKind
-from engine.record.journal import read_events, read_journal
+from engine.record.journal import JournalRead, read_events, read_journal
 from engine.record.state import RunState, apply, fold, fold_read
 from engine.record.writer import JournalWriter
 from engine.words import RowStatus, SessionStatus, Verdict, WindowStatus
@@ -307,8 +307,12 @@ def test_the_follower_starts_from_the_snapshot_and_folds_only_the_events_after_i
     with (run / "journal.jsonl").open("ab") as out:
         out.write(b"".join([recorded[250], b"[1]\n"] + recorded[300:320]))  # after the snapshot
     folded: list[int] = []  # the lines each fold read itself
-    monkeypatch.setattr(snapshot, "fold_read", lambda r, s=None: folded.append(
-        len(r.events) + len(r.damage)) or fold_read(r, s))
+
+    def counted(read: JournalRead, state: RunState | None = None) -> RunState:
+        folded.append(len(read.events) + len(read.damage))
+        return fold_read(read, state)
+
+    monkeypatch.setattr(snapshot, "fold_read", counted)
     got = Catcher()
     f = acking(run, got, interval=0.02)
     t, stop = run_follower(f)
