@@ -18,9 +18,8 @@ from hypothesis import strategies as st
 
 from engine.commands.status import format_summary, summary
 from engine.record import snapshot
-from engine.record.journal import Damage, Reader, excerpt, read_journal, wide
+from engine.record.journal import Damage, Parse, Reader, _event, excerpt, read_journal, wide
 from engine.record.state import RunState, apply
-from engine.record.upgrade import upgraded
 from tests.paths import FIXTURES
 from tests.unit.helpers import JOURNALS, plain
 
@@ -29,22 +28,9 @@ LINES = {name: path.read_bytes().splitlines(keepends=True) for name, path in ALL
 
 
 def standard(raw: bytes) -> dict[str, Any] | str:
-    """A line as the journal's reader read it before orjson: the standard parser's event (in the
-    current format's shape), or why the line is not one."""
-    if not raw.strip():
-        return "empty line"
-    try:
-        e = json.loads(raw)
-    except (ValueError, RecursionError):
-        return "not JSON"
-    if not isinstance(e, dict):
-        return "not a JSON object"
-    seq = e.get("seq")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-        return "no sequence number"
-    if not isinstance(e.get("kind"), str):
-        return "no kind"
-    return upgraded(e, None)
+    """A line as the standard parser reads it (the reader's careful way, which orjson's must
+    equal): the event in the current format's shape, or why the line is not one."""
+    return _event(raw, None, Parse(), careful=True)
 
 
 def standard_fold(data: bytes) -> RunState:

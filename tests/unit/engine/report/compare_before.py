@@ -8,14 +8,14 @@ place of today's in ``engine.report.compare``: its ``comparison`` is then the on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
 
-from engine.record.judged import Judgement, judgement
+from engine.record.judged import Judgement
 from engine.record.results import ITEMS, PROMPTS
-from engine.record.state import RowState, RunState
 from engine.report import compare, text
 from engine.report.compare import (
     BY_AXIS,
@@ -78,14 +78,8 @@ def _prompts(view: RunView, cls: str) -> list[Any] | None:
 
 
 def _requests(view: RunView, row: Row) -> Any:
-    w = view.state.workload
-    loads, counts = (w.get("rate"), w.get("rate_requests")) if row.rate else (
-        w.get("concurrency"), w.get("requests"))
-    at = row.rate if row.rate else row.concurrency
-    if isinstance(loads, list) and isinstance(counts, list) and at in loads:
-        i = loads.index(at)
-        return counts[i] if i < len(counts) else UNRECORDED
-    return UNRECORDED
+    """As run_started recorded them, else not recorded: the frozen campaign was not asked."""
+    return compare._requests(dataclasses.replace(view, campaign=None), row)
 
 
 def conditions(view: RunView, row: Row) -> dict[str, Any]:
@@ -108,23 +102,14 @@ def conditions(view: RunView, row: Row) -> dict[str, Any]:
     }
 
 
-_JUDGED: dict[int, tuple[RunView, Judgement]] = {}
+_KEPT = text.judgement_of  # today's, which keeps each run's with the run
 
 
 def judgement_of(view: RunView) -> Judgement:
-    found = _JUDGED.get(id(view))
-    if found is not None and found[0] is view:
-        return found[1]
-    st = RunState(session_places=dict(view.state.session_places))
-    for r in view.rows:
-        rs = RowState(r.session, r.window, r.cls, r.concurrency, r.rate, status=r.status,
-                      row={"rep_tok_s": r.rep_tok_s, "stage_reps": r.stage_reps or None,
-                           "basis": r.basis})
-        st.rows[rs.key] = rs
-    j = judgement(st, text.rule_of(view))
-    _JUDGED.clear()
-    _JUDGED[id(view)] = (view, j)
-    return j
+    """Made again at each ask: the one before kept only the last run's, and a comparison asks
+    each of its runs' in turn."""
+    view.derived.pop(_KEPT, None)
+    return _KEPT(view)
 
 
 @contextlib.contextmanager
