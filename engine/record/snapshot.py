@@ -323,7 +323,7 @@ class Folded:
     """A journal's state: a snapshot's and the lines after it, or every line when none matched."""
 
     state: RunState
-    read: JournalRead  # the lines folded here (all of them without a snapshot)
+    read: JournalRead  # the lines folded here (all of them without a snapshot), less their events
     prefix: Prefix | None
     why: str  # why no snapshot was used ("" when one was)
 
@@ -344,10 +344,21 @@ def read_folded(journal: str | Path, keep: bool = True) -> Folded:
     with _no_collections():  # a hundred thousand events, none in a cycle: see _no_collections
         read = read_journal(journal, start, lines, crc)
         state = fold_read(read, prefix.state if prefix else None)
-    if keep and read.lines - lines >= EVERY:
+        read.events = []  # folded: a day-long journal's events are not held on to
+    folded = Folded(state, read, prefix, why)
+    if keep:
+        keep_fold(journal, folded)
+    return folded
+
+
+def keep_fold(journal: Path, folded: Folded) -> None:
+    """The snapshot of a fold :func:`read_folded` made, when it folded ``EVERY`` lines or more
+    itself, where the run directory takes it (a reader that has something better to do first
+    asks for it later: the console, after its first screen)."""
+    read = folded.read
+    if read.lines - (folded.prefix.lines if folded.prefix else 0) >= EVERY:
         with contextlib.suppress(OSError):  # a run directory this reader may not write to
-            write(journal, state, read.length, read.lines, read.last, read.crc, read.finite)
-    return Folded(state, read, prefix, why)
+            write(journal, folded.state, read.length, read.lines, read.last, read.crc, read.finite)
 
 
 def fold_journal(journal: str | Path) -> RunState:

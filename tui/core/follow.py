@@ -162,6 +162,7 @@ class Follower:
                  from_snapshot: bool = True) -> None:
         self.run_dir = run_dir
         self.post = post
+        self._unkept: snapshot.Folded | None = None  # a fold made here, its snapshot not kept yet
         self.interval, self.max_events, self.max_log_lines = interval, max_events, max_log_lines
         self.log_tail_bytes, self.budget = log_tail_bytes, budget
         self._journal = Tail(run_dir / JOURNAL)
@@ -211,6 +212,7 @@ class Follower:
             folded = self._fold() if self.from_snapshot else None
         pending.events, pending.lines, pending.damage = [], [], []
         pending.base = folded.state if folded else RunState()
+        self._unkept = folded
         self._reader = Reader(folded.read.lines if folded else 0, self.run_dir)
         self._journal.seek(folded.read.length if folded else 0)
         return folded is not None
@@ -237,7 +239,9 @@ class Follower:
         was = gc.isenabled()
         gc.disable()  # no collection between the fold and the freeze: each would scan it all
         try:
-            folded = snapshot.read_folded(self.run_dir / JOURNAL)
+            # Its snapshot is kept once the first batch is handed over (run), not before the
+            # first screen.
+            folded = snapshot.read_folded(self.run_dir / JOURNAL, keep=False)
             gc.freeze()
         except BadInput:
             return None
@@ -312,6 +316,9 @@ class Follower:
                     self.post(pending)
                     last_post = now
                     pending = Batch(log_gen=self._gen)
+                    if self._unkept is not None:  # the fold's snapshot, for the next reader
+                        snapshot.keep_fold(self.run_dir / JOURNAL, self._unkept)
+                        self._unkept = None
                 elif not got:
                     time.sleep(self.interval / 4)
                 if not pending.caught_up:

@@ -343,6 +343,24 @@ def test_the_follower_starts_from_the_snapshot_and_folds_only_the_events_after_i
     assert console_fold(got.batches) == dataclasses.replace(whole, damage=console_fold(got.batches).damage)
 
 
+def test_a_journal_without_a_snapshot_is_folded_once_and_its_snapshot_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An older ruler's run (no snapshot, or one refused): the console folds it before its first
+    frame and, that frame handed over, keeps the snapshot, which the next reader takes."""
+    monkeypatch.setattr(snapshot, "EVERY", 100)  # 1,000 lines in a run; the recorded journal has 341
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "journal.jsonl").write_bytes((JOURNALS / "finished/journal.jsonl").read_bytes())
+    got = Catcher()
+    f = acking(run, got, interval=0.02)
+    assert f.preload() == fold_read(read_journal(run / "journal.jsonl"))
+    assert not snapshot.path_of(run / "journal.jsonl").exists()  # not before the first frame
+    follow_until_caught_up(f, got)
+    kept, why = snapshot.load(run / "journal.jsonl")
+    assert why == "" and kept is not None and kept.lines == 341
+    assert sum(len(b.events) for b in got.batches) == 0
+
+
 def test_a_replaced_journal_starts_over_from_its_own_snapshot(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
