@@ -40,6 +40,7 @@ import yaml
 from engine import files
 from engine.campaign.load import SpecError
 from engine.campaign.yamlmarks import load_marked
+from engine.commands.invocation import ruler_command
 from engine.commands.launch import prepare, refuse_damaged, run_engine
 from engine.commands.tunespec import Tune, load_tune, round_campaign, slug
 from engine.errors import EXIT_OK, EXIT_STOPPED, BadInput
@@ -360,7 +361,7 @@ def run_tune(tune: Tune, tune_dir: Path, baseline: str | None, runtime: str | No
             _append(tune_dir, "round_started", round=plan.number, round_kind=plan.kind, run=str(run_dir),
                     control=plan.control, candidates=[asdict(c) for c in plan.candidates])
             print(f"tune: round {plan.number} ({plan.kind}, {plan.boots} boots): {run_dir}; "
-                  f"attach: ruler attach {run_dir}", flush=True)
+                  f"attach: {ruler_command()} attach {run_dir}", flush=True)
         else:
             run_dir = Path(ev["run"])
             planned = [(c["session"], c["window"]) for c in ev.get("candidates") or []]
@@ -422,7 +423,7 @@ def _run_round(run_dir: Path) -> int | None:
     run_engine(run_dir, echo=True)
     state = fold_journal(run_dir / results.JOURNAL)
     if state.status == RunStatus.ABORTED:
-        print(f"tune: round stopped; continue with: ruler tune --resume {run_dir.parent.parent}",
+        print(f"tune: round stopped; continue with: {ruler_command()} tune --resume {run_dir.parent.parent}",
               file=sys.stderr)
         return EXIT_STOPPED
     if state.status != RunStatus.FINISHED:

@@ -82,9 +82,9 @@ class WindowRun(ControlChecks, WindowChecks):
             return
         for g in mine:
             g.pop("reply")  # kept for the knob check; receipts hold its parts
-        if self.is_control:
+        if self.is_control and self.session_reference() is None:
             self.guarded(Check.REFERENCE, lambda: self.control(mine))
-        else:
+        else:  # a window; or the control booted again (a rerun) against its first boot's reference
             self.window(mine)
         if self.q.tool_probe is not None:
             self.guarded(Check.TOOL_PROBE, lambda: self.timed("tools", self.tools))

@@ -46,7 +46,9 @@ class EventKind(StrEnum):
     VERDICT = "verdict"
     QUALITY_DONE = "quality_done"
     WINDOW_FINISHED = "window_finished"
+    SERVER_STOPPING = "server_stopping"  # its stop began: a server may take seconds to go
     SERVER_STOPPED = "server_stopped"
+    RERUN_WAITING = "rerun_waiting"  # what an operator's rerun waits on before its window boots
     # a shape (class x concurrency) of a window
     SHAPE_STARTED = "shape_started"
     SHAPE_RESUMED = "shape_resumed"
@@ -160,6 +162,9 @@ class WindowStarted(Where):
     tag: str  # "" or "-rerunN"
     log: str  # the boot log, relative to the run directory
     stack: NotRequired[str]  # a window on another stack: its server (its adapter)
+    # The setting that makes its server simulate speculative acceptance (engine.servers.launch):
+    # its acceptance figures are set, not measured. Absent: the server measures its own.
+    simulated: NotRequired[str]
 
 
 class GpuMemory(Where):
@@ -242,6 +247,18 @@ class QualityDone(Where):
 class WindowFinished(Where):
     status: WindowStatus
     reason: NotRequired[str]
+
+
+class ServerStopping(Where):
+    alive: bool  # whether it still ran as its stop began (one killed from outside may not)
+
+
+class RerunWaiting(Where):
+    """What an operator's rerun of rows of this window waits on now, in words: the window up on
+    its place to end, a server to stop; the window's boot again (window_reboot) ends the wait."""
+
+    rows: list[str]
+    waiting: str
 
 
 class ServerStopped(Where):
@@ -383,7 +400,9 @@ FIELDS: dict[EventKind, type] = {
     EventKind.VERDICT: VerdictEvent,
     EventKind.QUALITY_DONE: QualityDone,
     EventKind.WINDOW_FINISHED: WindowFinished,
+    EventKind.SERVER_STOPPING: ServerStopping,
     EventKind.SERVER_STOPPED: ServerStopped,
+    EventKind.RERUN_WAITING: RerunWaiting,
     EventKind.SHAPE_STARTED: ShapeStarted,
     EventKind.SHAPE_RESUMED: ShapeResumed,
     EventKind.WARM_DONE: WarmDone,

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.method import acceptance
 from engine.record.events import EventKind
 from engine.record.figures import CSV_COLUMNS
 from engine.record.judged import Judgement
@@ -237,6 +238,9 @@ def conditions(view: RunView, row: Row) -> dict[str, Any]:
         # A trace row's schedule: its items' times (in the items) times the class's scale.
         **({"time scale": _time_scale(view, row.cls)} if trace else {}),
         "cache": row.cache or (c.workload.cache if c else UNRECORDED),
+        # Simulated acceptance (engine.method.acceptance) against measured: never a delta.
+        "acceptance": acceptance.SIMULATED if acceptance.is_simulated(row.as_json())
+        else acceptance.NATURAL,
         **boot,
     }
 
@@ -320,13 +324,15 @@ def comparison(views: Sequence[RunView], allow_different: bool = False, shared: 
         vs_first: list[Delta | None] = [
             delta(r, base, cross_noise(views[0], v, r)) if r is not None and base is not None
             else None for v, r in zip(views[1:], m.rows[1:], strict=True)]
-        shown = [d if not diff or allow_different else None
+        shown = [d if not diff or (allow_different and "acceptance" not in diff) else None
                  for d, diff in zip(vs_first, diffs, strict=True)]
         vs_ctl = [verdict(v, r) if r is not None
                   and r.window != CONTROL and (r.concurrency or r.rate) else None
                   for v, r in zip(views, m.rows, strict=True)]
-        accept = [f"{r.accept_len:.2f}/{r.accept_rate:.3f}" if r and r.accept_len is not None
-                  and r.accept_rate is not None else "-" for r in m.rows]
+        accept = [f"{r.accept_len:.2f}/{r.accept_rate:.3f}"
+                  + (" simulated" if acceptance.is_simulated(r.as_json()) else "")
+                  if r and r.accept_len is not None and r.accept_rate is not None else "-"
+                  for r in m.rows]
         how = ", ".join(f"{x}: {h}" for x, h in zip(t[1:], m.how[1:], strict=True) if h) or "-"
         unlike = " | ".join(f"{x}: {unlike_text(diff)}" for x, diff in zip(t[1:], diffs, strict=True)
                             if diff) or "-"

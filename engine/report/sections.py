@@ -59,8 +59,10 @@ def header(view: RunView) -> list[str]:
         f"{plural(len(windows), 'window')} in {plural(len(view.sessions()), 'session')}, "
         f"{plural(len(view.rows), 'row')} in "
         f"`throughput.csv`. Started {when(st.started_ts)}, finished {when(st.finished_ts)}.", "",
-        receipts_said(view) + " A row's tok/s is the median of its reps; its "
-        "spread is (max - min) / mean of the reps. A delta is window / control - 1 against the "
+        receipts_said(view) + " A row's tok/s is the median of its reps' tok/s, each over its "
+        "steady window when every rep has one (`basis` steady), else over the whole rep; its per "
+        "user is that tok/s over its C workers; its spread is (max - min) / mean of the same "
+        "reps. A delta is window / control - 1 against the "
         "same session's control boots (the control, and the control booted again at the "
         "session's end), the ratio of geometric means of the reps' tok/s, with a 95 % interval "
         "that counts the noise between boots (`throughput.csv`'s `delta`, `delta_lo`, `delta_hi`, "

@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from engine.campaign.spec import VerdictSpec
+from engine.method import acceptance
 from engine.method.boots import declared
 from engine.method.verdict import Call, Rule, Versus, judge, versus
 from engine.record.figures import FIGURES
 from engine.record.judged import Judgement, judgement
 from engine.record.state import RowState, RunState
 from engine.report.run import Row, RunView
+from engine.sanitize import markdown
 from engine.words import CONTROL, load_text, row_key
 
 
@@ -170,23 +172,29 @@ def load_cell(row: Row) -> str | int:
 
 
 def triple(row: Row, name: str) -> str:
-    """p50 / p90 / p99 of one latency, ms."""
+    """mean · p50 / p90 / p99 of one latency, ms (a row recorded before the mean: no mean)."""
     names = [f"{name}_p{p}" for p in (50, 90, 99)]
-    return "-" if all(getattr(row, n) is None for n in names) else " / ".join(
+    if all(getattr(row, n) is None for n in names):
+        return "-"
+    mean = getattr(row, f"{name}_mean")
+    return (f"{cell(row, f'{name}_mean')} · " if mean is not None else "") + " / ".join(
         cell(row, n) for n in names)
 
 
 def latency_table(rows: Iterable[Row], slo: str) -> list[str]:
-    """Latency percentiles (every rep's requests pooled), achieved request rate and goodput."""
+    """Latency means and percentiles (every rep's requests pooled), end to end included,
+    achieved request rate and goodput."""
     rows = list(rows)
     if not rows:
         return []
-    return [f"Latency (ms, p50 / p90 / p99, the reps' requests pooled), requests per second "
-            f"finished and, of them, within the SLOs ({slo}):", ""] + table(
-        ["class", "C", head("ttft_p50"), head("itl_p50"), head("tpot_p50"), head("achieved_rps"),
-         head("goodput_rps"), "status"],
+    return [f"Latency (ms, mean · p50 / p90 / p99, the reps' requests pooled; E2EL: from the send "
+            f"to the last byte), requests per second finished and, of them, within the SLOs "
+            f"({slo}):", ""] + table(
+        ["class", "C", head("ttft_p50"), head("itl_p50"), head("tpot_p50"), head("e2el_p50"),
+         head("achieved_rps"), head("goodput_rps"), "status"],
         [[r.cls, load_cell(r), triple(r, "ttft"), triple(r, "itl"), triple(r, "tpot"),
-          cell(r, "achieved_rps"), cell(r, "goodput_rps"), r.status] for r in rows])
+          triple(r, "e2el"), cell(r, "achieved_rps"), cell(r, "goodput_rps"), r.status]
+         for r in rows])
 
 
 def slo_text(view: RunView) -> str:
@@ -203,7 +211,9 @@ def acceptance_text(row: Row) -> str:
         lo, hi = getattr(row, f"{name}_lo"), getattr(row, f"{name}_hi")
         spec = FIGURES[name].fmt
         return cell(row, name) + (f" [{lo:{spec}}, {hi:{spec}}]" if lo is not None and hi is not None else "")
-    return f"{one('accept_len')} / {one('accept_rate')}"
+    # A simulated acceptance is what the server was told, not what it measured: said beside it.
+    sim = f" — {markdown(row.acceptance)}" if acceptance.is_simulated(row.as_json()) else ""
+    return f"{one('accept_len')} / {one('accept_rate')}{sim}"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:

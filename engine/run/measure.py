@@ -21,7 +21,7 @@ from engine.campaign import defaults
 from engine.campaign.sources import conversations
 from engine.context import RunContext, WindowContext
 from engine.errors import WindowFailed
-from engine.method import capacity, precision, sla, stats
+from engine.method import acceptance, capacity, precision, sla, stats
 from engine.record.events import EventKind
 from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
@@ -449,11 +449,12 @@ class Measurement:
             fig = stats.row_figures(reps, c, policy, slo, pool) if reps else {}
             run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
                         reason=f"the server failed after {plural(len(reps), 'rep')}: {e}",
-                        source=";".join(paths), **{**fig, "status": RowStatus.FAILED})
+                        source=";".join(paths), **{**fig, "status": RowStatus.FAILED},
+                        **acceptance_kind(run, where, fig))
             raise
         reason = _row_reason(row, reps, c, load_text(c, rate), attempt, policy, pool)
         run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
-                    reason=reason, source=";".join(paths), **row)
+                    reason=reason, source=";".join(paths), **row, **acceptance_kind(run, where, row))
 
     def _rep_done(self, run: RunContext, where: dict[str, Any], attempt: int, rep: int,
                   res: PassResult, path: str, reps: list[Rep], pool: stats.Pool) -> None:
@@ -535,6 +536,15 @@ class Measurement:
                     reason=said, source=";".join(paths),
                     **{**row, "status": RowStatus.FAILED if window_status == WindowStatus.FAILED
                        else RowStatus.ABORTED})
+
+
+def acceptance_kind(run: RunContext, where: dict[str, Any], row: dict[str, Any]) -> dict[str, str]:
+    """A row's ``acceptance``: simulated, and how, on a window whose server was told to simulate
+    it; natural where the server measured its own; none without acceptance figures."""
+    ws = run.state.windows.get(f"{where['session']}-{where['window']}")
+    if ws is not None and ws.simulated:
+        return {"acceptance": acceptance.simulated_text(ws.simulated)}
+    return {"acceptance": acceptance.NATURAL} if row.get("accept_len") is not None else {}
 
 
 def probe_verdicts(run_dir: Path, state: RunState, session: str, window: str, cls: str,

@@ -34,7 +34,7 @@ from engine.record.writer import JournalClosed, JournalWriter
 from engine.run.boot import BootOutcome, LogPump, wait_ready
 from engine.run.gpuwatch import GpuWatch, flag_free, window_gpus
 from engine.run.measure import Measurement
-from engine.run.operator import handle
+from engine.run.operator import handle, say_waiting, stopping_wait
 from engine.runtime import get_runtime
 from engine.runtime.base import BatchServer, LaunchError, Runtime, Server
 from engine.servers import get_adapter
@@ -414,11 +414,19 @@ class Runner:
                       reason=f"operator rerun of a {row.status} row", reboot=reboot)
             taken = ctl.reruns_taken[key]
             self.run_window(row.session, row.window, tag=f"-rerun{reboot}",
-                            phases=[Measurement().reruns], lane=lane)
+                            phases=self._rerun_phases(), lane=lane)
             # A window that never measured it (rejected, stopped) drops the copy it booted for;
             # one queued again while it ran (its window stopping) stays, to boot it once more.
             if ctl.reruns_taken[key] == taken and key in ctl.reruns:
                 ctl.reruns.remove(key)
+
+    def _rerun_phases(self) -> list[Phase]:
+        """A window booted again for reruns: the campaign's phases with the measurement of its
+        queued rows in place of the whole measurement, so its quality checks run again on the
+        new boot (the first boot may have died before them)."""
+        reruns = Measurement().reruns
+        phases = [reruns if isinstance(p, Measurement) else p for p in self.phases]
+        return phases if reruns in phases else [reruns, *phases]
 
     # ------------------------------------------------------------ operator commands
 
@@ -448,7 +456,9 @@ class Runner:
         self.emit(EventKind.WINDOW_STARTED, session=session, window=window, axis=self.ctx.axis(window),
                   runtime=self.runtime, plan=plan.describe(), tag=tag,
                   log=str((wdir / f"boot{tag}.log").relative_to(self.run_dir)),
-                  **({"stack": config.adapter} if config.own_stack else {}))
+                  **({"stack": config.adapter} if config.own_stack else {}),
+                  **({"simulated": how} if (how := adapter.simulated_acceptance(
+                      plan.argv, {**plan.env, **plan.secret_env})) else {}))
         attach = self.campaign.attach.url if self.campaign.attach else None
         gpus = window_gpus(self.runtime, plan, lane.place, attach)
         at_boot = self.gpuwatch.before_boot(session, window, gpus, lane.controls.stopping)
@@ -478,6 +488,7 @@ class Runner:
         """The window's server stopped and its stop recorded, however the window ended."""
         server = started.server
         lane.server, lane.controls.deadline = None, None
+        self._say_stopping(lane, started, server.alive())
         server.stop()
         started.pump.join(timeout=10)
         record: dict[str, Any] = {}
@@ -487,6 +498,20 @@ class Runner:
             results.scrub_file(server.log_path, self.redact)
         self.emit(EventKind.SERVER_STOPPED, session=started.session, window=started.window,
                   exit_code=server.exit_code(), kept=kept, **({"record": record} if record else {}))
+
+    def _say_stopping(self, lane: Lane, started: StartedWindow, alive: bool) -> None:
+        """A server's stop is journaled as it begins (a server may take seconds to go, and the
+        console says so); a rerun queued on this place now waits on it."""
+        self.emit(EventKind.SERVER_STOPPING, session=started.session, window=started.window,
+                  alive=alive)
+        wait = stopping_wait(f"{started.session}-{started.window}").waiting
+        queued: dict[tuple[str, str], list[str]] = {}
+        for key in dict.fromkeys(lane.controls.reruns):
+            row = self.state.rows[key]
+            if self.state.session_places.get(row.session, "") == lane.name:
+                queued.setdefault((row.session, row.window), []).append(key)
+        for (session, window), keys in queued.items():
+            say_waiting(self.ctx, session, window, keys, wait)
 
     def _node(self, session: str, lane: Lane) -> str | None:
         """Every window of a session runs where its control ran, so each delta is within one box:

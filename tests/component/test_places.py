@@ -99,7 +99,7 @@ def csv_rows(run_dir: Path) -> dict[str, dict[str, str]]:
                "accept_rate", "status",  # ok or noisy: a spread, measured
                "delta", "delta_lo", "delta_hi", "achieved_rps", "goodput_rps", "whole_tok_s",
                "ramp_s", "steady_s", "tail_s", "spread_shape", "spread_why",
-               *(f"{m}_p{q}" for m in ("ttft", "itl", "tpot") for q in (50, 90, 99))}
+               *(f"{m}_{q}" for m in ("ttft", "itl", "tpot", "e2el") for q in ("p50", "p90", "p99", "mean"))}
     return {f"{r['session']}-{r['window']}/{r['class']}/c{r['concurrency']}":
             {k: v for k, v in r.items() if k not in figures}
             for r in csv.DictReader((run_dir / "throughput.csv").open())}

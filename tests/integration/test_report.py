@@ -7,6 +7,7 @@ once per test session and shared with tests/integration/test_compare.py.
 from __future__ import annotations
 
 import csv
+import html
 import json
 import re
 import shutil
@@ -35,6 +36,9 @@ from engine.report import (
 )
 from engine.report.text import judgement_of
 from tests.integration.report_runs import POLICY_A, POLICY_B, csv_rows, recomputed
+from tests.paths import FIXTURES
+
+DEMO = FIXTURES / "runs" / "demo-smollm2"  # a recorded run: its report needs no testbed
 
 # The first test to ask for a run pays for building it (minutes on a busy 2-core box): the
 # 900 s per-test default would cut a session-scoped build short; the module is slow for it.
@@ -335,6 +339,40 @@ def test_the_html_report_in_headless_chromium(run_a: Path, report_a: str, tmp_pa
     assert sum(n for ident, n in parsed.tables if not ident) > rows
     assert dom.count('src="data:image/png;base64,') == len(list(run_a.glob("report-*.png")))
     assert not re.search(r'(src|href)="(https?:)?//', dom)
+
+
+# Added to a copy of the page: once it has loaded, where its parts lie, as the page's attribute.
+LAYOUT = """<script>window.addEventListener("load", function () {
+  var charts = document.getElementById("charts"), chart = document.querySelector("img");
+  var after = Array.prototype.find.call(document.querySelectorAll("table"), function (t) {
+    return charts.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING; });
+  function top(el) { return el.getBoundingClientRect().top + window.scrollY; }
+  document.body.setAttribute("data-layout", JSON.stringify({
+    glance: top(document.getElementById("windows-at-a-glance")), chart: top(chart),
+    chart_end: top(chart) + chart.getBoundingClientRect().height, chart_alt: chart.alt,
+    table: top(after), page: document.documentElement.scrollHeight}));
+});</script>"""
+
+
+def test_the_html_report_opens_on_the_glance_table_and_the_delta_chart(tmp_path: Path) -> None:
+    """Laid out by a real browser at 1280 x 2000: the first screen holds the windows at a glance
+    and the whole delta chart; the tables of figures come after it (they came first, and the
+    charts began 9,300 px down the page)."""
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "run"
+    shutil.copytree(DEMO, run)
+    assert cmd_report(str(run), as_html=True) == 0
+    probe = run / "probe.html"
+    probe.write_text((run / "report.html").read_text().replace("</body>", LAYOUT + "</body>"))
+    dom, requests = chromium(probe, tmp_path / "layout", "--window-size=1280,2000",
+                             "--virtual-time-budget=5000", "--dump-dom")
+    assert requests == []
+    found = re.search(r'data-layout="([^"]+)"', dom)
+    assert found, dom[-2000:]
+    at = json.loads(html.unescape(found[1]))
+    assert at["chart_alt"].startswith("Each window against its session's control"), at
+    assert at["glance"] < at["chart"] < at["chart_end"] <= 2000 < at["page"], at
+    assert at["chart_end"] < at["table"], at
 
 
 def test_the_net_log_sees_a_page_that_fetches(tmp_path: Path) -> None:

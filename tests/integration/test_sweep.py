@@ -72,7 +72,8 @@ def test_a_flag_swept_over_three_values_gives_its_trade_table(testbed: tb_mod.Te
                             capture_output=True, text=True, timeout=300)
     assert report.returncode == 0, report.stderr
     text = (run / "report.md").read_text()
-    section = text[text.index("## Trade tables"):text.index("## Charts")]
+    start = text.index("## Trade tables")
+    section = text[start:text.index("\n## ", start)]
     print(section)
     assert f"**{t.answer}**: {t.words}." in section
     assert "| 7 (control) |" in section and "| 10 (block-10) |" in section

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from engine.record.judged import Judgement
+from engine.method import acceptance
 from engine.record.results import ITEMS, PROMPTS
 from engine.report import compare, text
 from engine.report.compare import (
@@ -99,6 +100,8 @@ def conditions(view: RunView, row: Row) -> dict[str, Any]:
         "server": view.state.server or UNRECORDED,
         "server args": launch["argv"] if launch else UNRECORDED,
         "server env": launch["env"] if launch else UNRECORDED,
+        "acceptance": acceptance.SIMULATED if acceptance.is_simulated(row.as_json())
+        else acceptance.NATURAL,
     }
 
 
