@@ -126,9 +126,9 @@ class Reader:
         """``careful``: whether the lines may hold an integer wider than 64 bits (:func:`wide`):
         None to look at each line, False when the caller found none in them all."""
         out: list[tuple[int, Event]] = []
-        append, run_dir, parse = out.append, self.run_dir, self.parse
+        append, run_dir, parse, n = out.append, self.run_dir, self.parse, self.line
         for raw in lines:
-            self.line += 1
+            n += 1
             if careful is False:  # the common line, checked here as _event checks it: a day-long
                 try:              # journal has a hundred thousand
                     e = _loads(raw)
@@ -136,13 +136,14 @@ class Reader:
                     e = None
                 if (type(e) is dict and type(seq := e.get("seq")) is int and seq >= 1
                         and type(e.get("kind")) is str and e["kind"] != _UPGRADED):
-                    append((self.line, e))
+                    append((n, e))
                     continue
             got = _event(raw, run_dir, parse, wide(raw) if careful is None else careful)
             if isinstance(got, str):
-                self.damage.append(Damage(self.line, got, excerpt(raw)))
+                self.damage.append(Damage(n, got, excerpt(raw)))
             else:
-                append((self.line, got))
+                append((n, got))
+        self.line = n
         return out
 
 
