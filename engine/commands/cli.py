@@ -69,6 +69,12 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return cmd_validate(args.file, args.explain, args.baseline)
 
 
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from engine.commands.plan import cmd_plan
+
+    return cmd_plan(args.file, args.runs, args.json)
+
+
 def _cmd_schema(args: argparse.Namespace) -> int:
     from engine.commands.validate import cmd_schema
 
@@ -204,6 +210,14 @@ def _before_a_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                    help="an earlier run's directory: warn of reps too short for a steady window; "
                         "with --explain, the reps and wall time the precision asks per shape")
     v.set_defaults(func=_cmd_validate)
+
+    pl = sub.add_parser("plan", help="the sessions and GPU minutes a campaign needs to decide, from a "
+                                     "pilot run's noise between boots")
+    pl.add_argument("file", metavar="CAMPAIGN")
+    pl.add_argument("--from", dest="runs", action="append", default=[], metavar="RUN_DIR",
+                    help="an earlier run on the same place and server (repeat to pool several)")
+    pl.add_argument("--json", action="store_true", help="the plan as JSON")
+    pl.set_defaults(func=_cmd_plan)
 
     sc = sub.add_parser("schema", help="print the campaign format as a JSON Schema (for editors)")
     sc.set_defaults(func=_cmd_schema)

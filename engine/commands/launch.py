@@ -211,7 +211,8 @@ def run_engine(run_dir: Path, echo: bool) -> int:
         campaign = _campaign_for(run_dir, info)
         results.write_atomic(run_dir / PID, f"{os.getpid()}\n")
         runner = Runner(campaign, run_dir, info["runtime"], info["variables"],
-                        printer() if echo else None, default_phases(info.get("baseline")))
+                        printer() if echo else None, default_phases(info.get("baseline")),
+                        baseline=Path(info["baseline"]) if info.get("baseline") else None)
     except OSError as e:
         raise BadInput(f"{run_dir}: cannot use the run directory "
                        f"({e.strerror or e}{f': {e.filename}' if e.filename else ''})") from e

@@ -164,6 +164,13 @@ def _session_started(e: Event) -> str:
         f": {machine}" if machine else "")
 
 
+def _verdict_look(e: Event) -> str:
+    decided = len(e.get("rows") or {})
+    head = (f"look {e['look']} at the evidence (level {e['level']:.3g}, {e['boots']} boots, "
+            f"{e['minutes']:.0f} min): {plural(decided, 'row')} decided")
+    return f"{head}; {e['why']}" + ("" if not e["final"] else "; the last look")
+
+
 def _capacity(e: Event) -> str:
     unit = "req/s" if e["over"] == "rate" else "concurrent"
     lo = "below the range" if e.get("lo") is None else f"{e['lo']:g} {unit}"
@@ -207,6 +214,8 @@ LINES: dict[str, Callable[[Event], str | None]] = {
                            + (f"; {e['spread_why']}" if e.get("spread_why") else "")),
     K.ROW_DONE: _row_done,
     K.CAPACITY: _capacity,
+    K.VERDICT_LOOK: _verdict_look,
+    K.SESSION_ADDED: lambda e: f"session {e['session']} added: {' '.join(e['windows'])}",
     K.QUALITY_STARTED: lambda e: f"{_where(e)} quality checks",
     K.VERDICT: _verdict,
     K.PARITY: _parity,

@@ -156,7 +156,8 @@ class ControlChecks(Checks):
 
     def drift(self) -> None:
         rule = self.c.verdict.rule()
-        noise = {c: n for (c, rate), n in judgement(self.run.state, rule).noise.items() if not rate}
+        j = judgement(self.run.state, rule)
+        noise = {(cls, c): j.noise_or_declared(cls, c, None) for (cls, c, rate) in j.noise if not rate}
         rows = [r for r in write_drift(self.run.run_dir, list(self.c.sessions),
                                        self.run.state.session_places, rule, noise, self.baseline_dir)
                 if r["session"] == self.ctx.session]

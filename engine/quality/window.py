@@ -19,7 +19,7 @@ from engine.quality.reference import (
 )
 from engine.record import results
 from engine.record.judged import judgement
-from engine.words import CONTROL, CONTROL_AGAIN, Check, Verdict
+from engine.words import CONTROL, Check, Verdict, is_control
 
 TF_CLOSE = 0.05  # nats: a p99 |dlogp| at or below this is numeric noise, not a different model
 KL_CLEAR = 10.0  # a lossy window's KL is "above floor" when > KL_CLEAR x floor ...
@@ -47,10 +47,10 @@ class WindowChecks(Checks):
                      first_divergence=cmp["first_divergence"], reference=against,
                      **({"agreement": round(cmp["identical"] / cmp["n"], 4) if cmp["n"] else None}
                         if across else {}))
-        # Neither a boot of the control (the control again, or the control itself booted again
+        # Neither a boot of the control (a later control boot, or the control itself booted again
         # for a rerun: one of the control's boots, not a question) nor another stack (its boot
         # facts and numerics differ by nature) gets a no-observable-effect call.
-        if not across and not self.is_control and self.ctx.window != CONTROL_AGAIN:
+        if not across and not self.is_control and not is_control(self.ctx.window):
             self.no_effect(cmp)
         scores = self.guarded(Check.TEACHER_FORCED, lambda: self.timed(
             "score", lambda: self.probe.score(ref.items, ref.top_k)))

@@ -29,6 +29,9 @@ class EventKind(StrEnum):
     SIGNAL = "signal"
     STRAY_STOPPED = "stray_stopped"
     COMMAND = "command"
+    # boots added until decided (verdict.until_decided): each look at the evidence, each session added
+    VERDICT_LOOK = "verdict_look"
+    SESSION_ADDED = "session_added"
     ENGINE_ERROR = "engine_error"
     RUN_FINISHED = "run_finished"
     # a window
@@ -110,6 +113,9 @@ class RunStarted(TypedDict):
     # Each sweep (engine.campaign.sweep): the axis it varies, the control's value of it, and each
     # of its windows' value, in the order of the values. Absent from a campaign without sweeps.
     sweeps: NotRequired[dict[str, Sweep]]
+    # `ruler run --baseline RUN_DIR`: that run's noise between boots per shape, pooled with this
+    # run's by their degrees of freedom (engine.record.judged): {"run": name, "noise": [...]}
+    baseline: NotRequired[dict[str, Any]]
 
 
 class RunResumed(TypedDict):
@@ -377,6 +383,28 @@ Capacity = TypedDict("Capacity", {
 })
 
 
+class VerdictLook(TypedDict):
+    """One look at the evidence of a campaign whose boots are added until decided
+    (engine.record.looks): the level spent at it, the budget used, what it decided for good."""
+
+    look: int  # 1, 2, ...
+    level: float  # this look's share of the error rate
+    fraction: float  # the budget used after it (1: the last look, the rest of the error rate spent)
+    final: bool
+    boots: int  # boots so far, the control's included
+    minutes: float  # of booted servers so far
+    rows: dict[str, dict[str, str]]  # row key -> {call, why}: rows decided at this look
+    windows: dict[str, dict[str, str]]  # window -> {call, why}: windows decided at this look
+    undecided: list[str]  # the windows booted again next (none at the last look)
+    why: str  # why it is the last (all decided, the budget) or what comes next, in words
+
+
+class SessionAdded(TypedDict):
+    session: str
+    windows: list[str]  # its boot order, the control's boots included
+    look: int  # the look that added it
+
+
 FIELDS: dict[EventKind, type] = {
     EventKind.RUN_STARTED: RunStarted,
     EventKind.RUN_RESUMED: RunResumed,
@@ -384,6 +412,8 @@ FIELDS: dict[EventKind, type] = {
     EventKind.SIGNAL: Signal,
     EventKind.STRAY_STOPPED: StrayStopped,
     EventKind.COMMAND: Command,
+    EventKind.VERDICT_LOOK: VerdictLook,
+    EventKind.SESSION_ADDED: SessionAdded,
     EventKind.ENGINE_ERROR: EngineErrorEvent,
     EventKind.RUN_FINISHED: RunFinished,
     EventKind.WINDOW_REBOOT: WindowReboot,

@@ -210,6 +210,9 @@ ROW: tuple[Figure, ...] = (
            csv=False, source=("acceptance",)),
     Figure("reps_needed", int | None, "the reps the precision rule projected (None: beyond "
            "max_reps)", csv=False),
+    Figure("boot_half", float | None, "with a precision: the noise between boots' part of the "
+           "delta's half-width at the row's shape (past the precision, reps cannot reach it)",
+           csv=False),
     Figure("turns", list[dict[str, Any]], "multi-turn: per turn index, every rep pooled "
            "(stats.turn_figures): requests, TTFT, TPOT, prompt and cached tokens, cache hit",
            csv=False, source=("turn", "prompt_tokens", "cached_tokens", "start", "first_token", "end")),

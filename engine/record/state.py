@@ -133,6 +133,10 @@ class RunState:
     session_places: dict[str, str] = field(default_factory=dict)  # session -> the place it began on
     capacity: dict[str, dict[str, Any]] = field(default_factory=dict)  # <session>-<window>/<class> -> answer
     sweeps: dict[str, dict[str, Any]] = field(default_factory=dict)  # run_started's (events.Sweep)
+    # Boots added until decided: each look (events.VerdictLook), each session added -> its order
+    looks: list[dict[str, Any]] = field(default_factory=list)
+    added: dict[str, list[str]] = field(default_factory=dict)
+    baseline: dict[str, Any] = field(default_factory=dict)  # run_started's: an earlier run's noise
     # Rows an operator queued to rerun whose window has not booted again yet: row -> what the
     # rerun waits on, in words (rerun_waiting).
     reruns_waiting: dict[str, str] = field(default_factory=dict)
@@ -239,10 +243,23 @@ def _run_started(state: RunState, e: Event) -> None:
     state.started_ts = state.started_ts or e["ts"]
     state.workload = e.get("workload") or {}
     state.sweeps = e.get("sweeps") or {}
+    state.baseline = e.get("baseline") or {}
     for session, windows in e.get("sessions", {}).items():
         for w in windows:
             ws = state.window(session, w)
             ws.axis = CONTROL if is_control(w) else e.get("axes", {}).get(w, "")
+
+
+def _session_added(state: RunState, e: Event) -> None:
+    state.added[e["session"]] = list(e["windows"])
+    for w in e["windows"]:
+        ws = state.window(e["session"], w)
+        ws.axis = CONTROL if is_control(w) else next(
+            (o.axis for o in state.windows.values() if o.window == w and o.axis), ws.axis)
+
+
+def _verdict_look(state: RunState, e: Event) -> None:
+    state.looks.append(_fields(e))
 
 
 def _session_started(state: RunState, e: Event) -> None:
@@ -456,6 +473,8 @@ Handler = Callable[[RunState, Event], None]
 HANDLERS: dict[str, Handler] = {
     EventKind.RUN_STARTED: _run_started,
     EventKind.SESSION_STARTED: _session_started,
+    EventKind.SESSION_ADDED: _session_added,
+    EventKind.VERDICT_LOOK: _verdict_look,
     EventKind.WINDOW_STARTED: _window_started,
     EventKind.SERVER_STARTED: _server_started,
     EventKind.WINDOW_QUEUED: _window_queued,

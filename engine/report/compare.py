@@ -141,8 +141,10 @@ def cross_noise(base_view: RunView, view: RunView, row: Row) -> Judgement:
     """Whose noise between boots a row of another run is judged by against the baseline's: the
     run whose boots moved more at that load (two runs are at least two boots apart)."""
     mine, theirs = judgement_of(view), judgement_of(base_view)
-    a, b = (j.noise_at(row.concurrency, row.rate) for j in (mine, theirs))
-    return theirs if b is not None and (a is None or b.boot_mean > a.boot_mean) else mine
+    a, b = (j.noise_of(row.cls, row.concurrency, row.rate) for j in (mine, theirs))
+    if b is None or not b.usable:
+        return mine
+    return theirs if a is None or not a.usable or b.boot_mean > a.boot_mean else mine
 
 
 UNRECORDED = "not recorded"

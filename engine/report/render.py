@@ -24,7 +24,8 @@ CHARTS_SKIPPED = "charts skipped: install ruler[report]"
 
 
 CAPTIONS = {"delta": "Each window against its session's control, per class and load: the delta of "
-            "tok/s with its 95 % interval (hollow: within the noise; the band: the declared noise)",
+            "tok/s with its 95 % interval (filled: called an observable effect; hollow: not called, "
+            "whatever its interval: the call is the campaign's, its reason in the tables)",
             "latency": "TTFT and TPOT against the load, a line per window (p50 solid, p99 dashed)",
             "tok-s": "Aggregate tok/s per window and class (bars: median rep; whiskers: the rep "
             "range)", "accept-pos": "Acceptance per draft position per class and load, a line per window "

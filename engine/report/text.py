@@ -10,10 +10,9 @@ from typing import Any
 
 from engine.campaign.spec import VerdictSpec
 from engine.method import acceptance
-from engine.method.boots import declared
-from engine.method.verdict import Call, Rule, Versus, judge, versus
+from engine.method.verdict import Call, Rule, Versus, judge_one, versus
 from engine.record.figures import FIGURES
-from engine.record.judged import Judgement, judgement
+from engine.record.judged import Judgement, fallback_noise, judgement
 from engine.record.state import RowState, RunState
 from engine.report.run import Row, RunView
 from engine.sanitize import markdown
@@ -64,11 +63,12 @@ def judgement_of(view: RunView) -> Judgement:
     found = view.derived.get(judgement_of)
     if isinstance(found, Judgement):
         return found
-    st = RunState(session_places=dict(view.state.session_places))
+    st = RunState(session_places=dict(view.state.session_places), looks=list(view.state.looks),
+                  added=dict(view.state.added), baseline=dict(view.state.baseline))
     for r in view.rows:
         rs = RowState(r.session, r.window, r.cls, r.concurrency, r.rate, status=r.status,
                       row={"rep_tok_s": r.rep_tok_s, "stage_reps": r.stage_reps or None,
-                           "basis": r.basis})
+                           "basis": r.basis, "acceptance": r.acceptance})
         st.rows[rs.key] = rs
     j = view.derived[judgement_of] = judgement(st, rule_of(view))
     return j
@@ -105,7 +105,7 @@ def verdict(view: RunView, row: Row | None) -> Delta:
     key = row_key(*row.key)
     judged, v = j.rows.get(key), j.versus(key)
     if judged is None:
-        return _from(v, why=j.refused.get(key, "the control booted again: the noise between boots"))
+        return _from(v, why=j.refused.get(key, "a later control boot: the noise between boots"))
     if v is None:
         return Delta(None, why=j.refused.get(key, "no reps"))
     return _from(v, judged.call.value, judged.why(), judged.p_adjusted)
@@ -119,12 +119,12 @@ def delta(row: Row | None, ref: Row | None, j: Judgement | None = None) -> Delta
         return Delta(None, why=missing)
     assert row is not None and ref is not None
     rule = j.rule if j is not None else VerdictSpec().rule()
-    noise = (j.noise_at(row.concurrency, row.rate) if j is not None else None) or declared(rule.boot_noise)
-    stage = min(row.stage_reps, ref.stage_reps) if row.stage_reps and ref.stage_reps else None
-    v = versus(row.rep_tok_s, [ref.rep_tok_s], noise, stage)
+    noise = (j.noise_or_declared(row.cls, row.concurrency, row.rate) if j is not None
+             else fallback_noise(rule))
+    v = versus(row.rep_tok_s, [ref.rep_tok_s], noise)
     if v is None:
         return Delta(None, why="no reps")
-    [one] = judge([v], rule)
+    one = judge_one(v, rule)
     return _from(v, one.call.value, one.why(), one.p_adjusted)
 
 

@@ -23,6 +23,7 @@ from engine.context import RunContext, WindowContext
 from engine.errors import WindowFailed
 from engine.method import acceptance, capacity, precision, sla, stats
 from engine.record.events import EventKind
+from engine.record.judged import judgement
 from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
 from engine.record.results import DIR_MODE, write_jsonl
@@ -506,10 +507,14 @@ class Measurement:
         rule = precision.Rule(wl.precision, wl.max_reps, wl.reps)
         values = stats.headline([stats.rep_figures(records, where["concurrency"])
                                  for header, records in reps if not header.get("void")])[0]
-        step = precision.step(values, self._control_reps(run, where), rule)
+        noise = judgement(run.state, run.campaign.verdict.rule()).noise_of(
+            where["class"], where["concurrency"], where.get("rate"))
+        between = noise.between if noise is not None and noise.measured else 0.0
+        step = precision.step(values, self._control_reps(run, where), rule, between)
         return {"precision": wl.precision, "stage_reps": wl.reps,
                 "half_width": None if step.half is None else round(step.half, 5),
-                "precision_status": str(step.progress), "reps_needed": step.needed}
+                "precision_status": str(step.progress), "reps_needed": step.needed,
+                **({"boot_half": round(step.boot_half, 5)} if step.boot_half is not None else {})}
 
     @staticmethod
     def _control_reps(run: RunContext, where: dict[str, Any]) -> list[float] | None:
@@ -578,6 +583,10 @@ def precision_text(row: dict[str, Any]) -> str:
     if status == precision.Progress.CAP:
         return f"precision +-{target:.1%} not reached within max_reps: {got} with {reps} reps"
     if status == precision.Progress.CANNOT:
+        boots = row.get("boot_half")
+        if boots is not None and boots >= target:
+            return (f"precision +-{target:.1%} out of reach by reps: the noise between boots at this "
+                    f"shape alone is +-{boots:.1%} (more sessions narrow it; {got} with {reps} reps)")
         return f"precision +-{target:.1%} out of reach within max_reps: {got} with {reps} reps"
     return f"precision +-{target:.1%}: {got} with {reps} reps"
 

@@ -28,7 +28,10 @@ from engine.method.stats import LeakPolicy
 from engine.record import results
 from engine.record.events import FORMAT, EventKind, check
 from engine.record.journal import Event
+from engine.record.judged import baseline_record
+from engine.record.looks import take
 from engine.record.receipts import ThroughputWriter
+from engine.record.snapshot import fold_journal
 from engine.record.state import RunState
 from engine.record.writer import JournalClosed, JournalWriter
 from engine.run.boot import BootOutcome, LogPump, wait_ready
@@ -127,8 +130,10 @@ class Lane:
 class Runner:
     def __init__(self, campaign: Campaign, run_dir: Path, runtime: str | Runtime,
                  variables: dict[str, str], printer: Callable[[Event], None] | None = None,
-                 phases: list[Phase] | None = None, controls: Controls | None = None) -> None:
+                 phases: list[Phase] | None = None, controls: Controls | None = None,
+                 baseline: Path | None = None) -> None:
         self.campaign, self.run_dir = campaign, run_dir
+        self.baseline = baseline  # an earlier run: its noise between boots stands in or pools
         self.redact = redactor_for(campaign)
         # Whatever part of the run writes a file under run_dir writes it through the redactor.
         results.guard(run_dir, self.redact)
@@ -221,7 +226,8 @@ class Runner:
                                 **({"rate": list(c.workload.rate),
                                     "rate_requests": [c.workload.requests_at(r) for r in c.workload.rate]}
                                    if c.workload.rate else {})},
-                      **({"sweeps": sweeps} if (sweeps := sweep_record(c)) else {}))
+                      **({"sweeps": sweeps} if (sweeps := sweep_record(c)) else {}),
+                      **({"baseline": self._baseline()} if self.baseline is not None else {}))
         status = RunStatus.FINISHED
         try:
             try:
@@ -232,11 +238,14 @@ class Runner:
             if self.resuming:
                 self._scrub_node_logs()
                 self._stop_strays()
-            pending = list(c.sessions)
+            pending = [*c.sessions, *self.state.added]
             if len(self.lanes) == 1:
                 self._work(self.lanes[0], pending)
             else:
                 self._in_parallel(pending)
+            if c.verdict.until_decided:
+                self._until_decided()
+            self._settle()
             if self.controls.abort.is_set():
                 status = RunStatus.ABORTED
         except Exception as e:
@@ -324,7 +333,7 @@ class Runner:
         else:
             self.emit(EventKind.SESSION_STARTED, session=session)
         self.control_facts.pop(session, None)
-        for window in self.campaign.windows_in(session):
+        for window in self._order(session):
             if self.controls.abort.is_set():
                 break
             if self._window_complete(session, window):
@@ -338,6 +347,43 @@ class Runner:
             self._drain_reruns(lane)
         lane.session = ""
         return "error" not in host
+
+    def _baseline(self) -> dict[str, Any]:
+        """The baseline run's noise between boots per shape, as run_started records it (its own
+        campaign's rule: what it measured is the same whatever this run declares)."""
+        assert self.baseline is not None
+        earlier = fold_journal(self.baseline / results.JOURNAL)
+        return baseline_record(earlier, self.campaign.verdict.rule(), self.baseline.name)
+
+    def _settle(self) -> None:
+        """Each phase that holds verdicts on the whole run's calls settles them again now that the
+        family is whole (engine.quality.Quality.settle)."""
+        for phase in self.phases:
+            settle = getattr(phase, "settle", None)
+            if settle is not None:
+                settle(self.ctx)
+
+    def _order(self, session: str) -> list[str]:
+        """A session's boot order: the campaign's, or the one a look added it with."""
+        if session in self.campaign.sessions:
+            return self.campaign.windows_in(session)
+        return self.state.added[session]
+
+    def _until_decided(self) -> None:
+        """Boots added until decided (engine.record.looks): a look at the evidence, a session of
+        the windows it left undecided, until the last look (all decided, or the budget)."""
+        c = self.campaign
+        while not self.controls.abort.is_set():
+            if self.state.looks and self.state.looks[-1].get("final"):
+                return
+            look = take(self.state, c.verdict.rule(), c.control_position, [w.name for w in c.windows],
+                        list(c.sessions))
+            self.emit(EventKind.VERDICT_LOOK, **look.event())
+            self._settle()
+            if look.final:
+                return
+            self.emit(EventKind.SESSION_ADDED, session=look.session, windows=look.order, look=look.look)
+            self._work(self.lanes[0], [look.session])
 
     def _host(self, lane: Lane) -> dict[str, Any]:
         """The place's machine as its runtime describes it, asked as each session starts there (a

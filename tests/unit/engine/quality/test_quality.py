@@ -144,7 +144,7 @@ def test_rows_called_by_the_campaigns_judgement() -> None:
     got = fast["rows"][0]
     assert fast["judged"] and not fast["inside"] and got["call"] == "observable effect"
     assert got["delta"] == pytest.approx(0.10, abs=1e-3) and 0 < got["delta_lo"] < 0.10 < got["delta_hi"]
-    assert "declared noise between boots of 0.5 %" in got["method"]
+    assert "noise between boots declared 0.5 %" in got["method"]
     assert not rows_called(j, [st.rows["s1-void/prose/c1"]])["judged"]
     verdict, reasons = no_effect_verdict({}, fast, {"identical": 1, "n": 1})
     assert verdict == "observable effect" and reasons[0].startswith("prose/c1 +10.0% [")
