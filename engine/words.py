@@ -32,6 +32,14 @@ def is_control(window: str) -> bool:
     return head == CONTROL and tail.isdigit() and tail.isascii()
 
 
+# What a run freezes at its start beside its copy of the campaign, read back by a resume and by
+# the campaign layer for a run's own campaign (engine.campaign.frozen): the plain classes' prompts,
+# every other class's items, the quality checks' prompts read from files.
+FROZEN_PROMPTS = "prompts.json"
+FROZEN_ITEMS = "items.json"
+FROZEN_QUALITY = "quality.json"
+
+
 class RunStatus(StrEnum):
     NEW = "new"  # no run_started folded yet
     RUNNING = "running"

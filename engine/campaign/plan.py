@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.campaign.frozen import GREEDY, KL
 from engine.campaign.prompts import read_receipt
 from engine.campaign.redact import is_secret
 from engine.campaign.sources import Item, class_items
@@ -78,6 +79,18 @@ def check_quality_files(campaign: Campaign, variables: Mapping[str, str]) -> Non
     receipt = campaign.oracle_receipt(v)
     if receipt is not None and "${" not in str(receipt):
         read_receipt(receipt)
+
+
+def quality_texts(campaign: Campaign, variables: Mapping[str, str]) -> dict[str, list[str]]:
+    """The quality checks' prompts read from files, as a run freezes them at its start beside its
+    copy of the campaign (engine.campaign.frozen): the greedy prompts it sends, the KL texts."""
+    q = campaign.quality
+    if not q.enabled:
+        return {}
+    v = dict(os.environ) | dict(variables)
+    texts = {GREEDY: campaign.greedy_prompts(v)} if q.greedy.prompts is None and q.greedy.file else {}
+    kl = campaign.kl_texts(v) if q.kl.texts is None and q.kl.file else None
+    return texts | ({KL: kl} if kl is not None else {})
 
 
 def resolve_runtime(campaign: Campaign, requested: str | None) -> str:

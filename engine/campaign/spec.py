@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from engine.campaign import defaults
+from engine.campaign.frozen import GREEDY, KL, Frozen
 from engine.campaign.prompts import read_prompts
 from engine.campaign.sources.conversations import ConversationsSpec
 from engine.campaign.sources.dataset import DatasetSpec
@@ -645,10 +646,17 @@ class Campaign(_Frozen):
     # Private, so a YAML key can never set them; filled by load_campaign.
     _source_path: Path = PrivateAttr(default_factory=Path)
     _source_text: str = PrivateAttr(default="")
+    # A run's own campaign.yaml: what that run froze (engine.campaign.frozen), which its classes'
+    # items and its quality prompts are read from in place of the files it names.
+    _frozen: Frozen | None = PrivateAttr(default=None)
 
     @property
     def source_path(self) -> Path:
         return self._source_path
+
+    @property
+    def frozen(self) -> Frozen | None:
+        return self._frozen
 
     @property
     def source_text(self) -> str:
@@ -734,6 +742,8 @@ class Campaign(_Frozen):
         g = self.quality.greedy
         if g.prompts is not None:
             prompts = list(g.prompts)
+        elif g.file is not None and self._frozen is not None and GREEDY in self._frozen.quality:
+            prompts = list(self._frozen.quality[GREEDY])
         elif g.file is not None:
             prompts = read_prompts(self._resolve(g.file, variables))
         else:
@@ -745,6 +755,8 @@ class Campaign(_Frozen):
         kl = self.quality.kl
         if kl.texts is not None:
             return list(kl.texts)
+        if kl.file is not None and self._frozen is not None and KL in self._frozen.quality:
+            return list(self._frozen.quality[KL])
         return read_prompts(self._resolve(kl.file, variables)) if kl.file is not None else None
 
     def oracle_receipt(self, variables: Mapping[str, str] | None = None) -> Path | None:

@@ -25,7 +25,13 @@ from typing import IO, Any, TextIO
 
 from engine import __version__, files, gpu, testbed
 from engine.campaign.load import SpecError, campaign_warnings, load_campaign
-from engine.campaign.plan import campaign_items, check_quality_files, images, resolve_runtime
+from engine.campaign.plan import (
+    campaign_items,
+    check_quality_files,
+    images,
+    quality_texts,
+    resolve_runtime,
+)
 from engine.campaign.prompts import DataFileError
 from engine.campaign.redact import redactor_for
 from engine.campaign.spec import Campaign
@@ -121,6 +127,8 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
             "campaign_source": str(Path(file).resolve()), "runtime": runtime,
             "variables": variables, "baseline": baseline})
         frozen_items(campaign, run_dir, variables)
+        if texts := quality_texts(campaign, variables):  # the campaign's copy reads them back
+            results.write_json(run_dir / results.QUALITY, texts)
         results.write_atomic(run_dir / results.CAMPAIGN, redactor_for(campaign)(campaign.source_text))
         results.write_json(run_dir / results.ENV, env_facts(
             runtime, images(campaign, variables) if runtime == "docker" else [],

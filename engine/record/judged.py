@@ -12,6 +12,7 @@ seldom.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -99,6 +100,13 @@ def reps_of(r: RowState | None) -> tuple[float, ...] | None:
 
 
 _CACHE: dict[Any, Judgement] = {}
+# The last state judged (held weakly), its seq and rule, and its judgement. The fold changes a
+# state only as its seq moves (engine.record.state.apply): a state asked again at the same seq
+# has the judgement it had, found without its key built again over every row (the console asks
+# once per shape it draws, thousands of times a screen on a day-long run). A state at seq 0 was
+# not folded from a journal (made by hand, as the report makes one of throughput.csv's rows):
+# its key is built every time.
+_LAST: tuple[weakref.ref[RunState], tuple[Any, ...], Judgement] | None = None
 
 
 def judgement(state: RunState, rule: Rule, baseline: Mapping[Shape, BootNoise] | None = None,
@@ -106,6 +114,11 @@ def judgement(state: RunState, rule: Rule, baseline: Mapping[Shape, BootNoise] |
     """``baseline``: an earlier run's noise between boots per shape, pooled with this run's (or
     standing in where this run measured none). With boots added until decided, the calls are at
     the next look's share of the error rate, and what an earlier look decided stays decided."""
+    global _LAST
+    asked = (state.last_seq, rule, baseline, baseline_name)
+    last = _LAST
+    if last is not None and state.last_seq and last[0]() is state and last[1] == asked:
+        return last[2]
     if rule.until_decided and rule.level is None:
         rule = replace(rule, level=look_level(state, rule))
     if baseline is None and state.baseline:
@@ -124,6 +137,7 @@ def judgement(state: RunState, rule: Rule, baseline: Mapping[Shape, BootNoise] |
         found = _judge(state, {k: r for k, (r, _) in usable.items()}, rule, baseline or {}, baseline_name)
         _CACHE.clear()  # one run at a time is judged; the previous fold's judgement is stale
         _CACHE[key] = found
+    _LAST = (weakref.ref(state), asked, found)
     return found
 
 

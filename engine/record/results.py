@@ -23,14 +23,16 @@ from typing import IO, Any
 
 from engine import files
 from engine.errors import BadInput
+from engine.words import FROZEN_ITEMS, FROZEN_PROMPTS, FROZEN_QUALITY
 
 CAMPAIGN = "campaign.yaml"
 ENGINE_JSON = "engine.json"  # what ruler run prepared: the run id, the campaign's source, the runtime
 ENV = "env.json"
 JOURNAL = "journal.jsonl"
 THROUGHPUT = "throughput.csv"
-PROMPTS = "prompts.json"  # the plain classes' prompts, frozen at the run's start
-ITEMS = "items.json"  # every other class's items (engine.campaign.sources.item), frozen alike
+PROMPTS = FROZEN_PROMPTS  # the plain classes' prompts, frozen at the run's start
+ITEMS = FROZEN_ITEMS  # every other class's items (engine.campaign.sources.item), frozen alike
+QUALITY = FROZEN_QUALITY  # the quality checks' prompts read from files, frozen alike
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 

@@ -56,15 +56,13 @@ def rule_of(view: RunView) -> Rule:
     return view.campaign.verdict.rule() if view.campaign is not None else VerdictSpec().rule()
 
 
-_JUDGED: dict[int, tuple[RunView, Judgement]] = {}
-
-
 def judgement_of(view: RunView) -> Judgement:
     """The campaign's judgement of the report's rows: throughput.csv's, each rep's tok/s the
-    journal's or recomputed from its receipts (engine.record.judged on them). Once per view."""
-    found = _JUDGED.get(id(view))
-    if found is not None and found[0] is view:
-        return found[1]
+    journal's or recomputed from its receipts (engine.record.judged on them). Once per view, kept
+    with it: a comparison asks each of its runs' for every row."""
+    found = view.derived.get(judgement_of)
+    if isinstance(found, Judgement):
+        return found
     st = RunState(session_places=dict(view.state.session_places), looks=list(view.state.looks),
                   added=dict(view.state.added), baseline=dict(view.state.baseline))
     for r in view.rows:
@@ -72,9 +70,7 @@ def judgement_of(view: RunView) -> Judgement:
                       row={"rep_tok_s": r.rep_tok_s, "stage_reps": r.stage_reps or None,
                            "basis": r.basis, "acceptance": r.acceptance})
         st.rows[rs.key] = rs
-    j = judgement(st, rule_of(view))
-    _JUDGED.clear()
-    _JUDGED[id(view)] = (view, j)
+    j = view.derived[judgement_of] = judgement(st, rule_of(view))
     return j
 
 
