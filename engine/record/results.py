@@ -147,8 +147,13 @@ def window_dir(run_dir: Path, session: str, window: str) -> Path:
 
 def open_append(path: Path, text: bool = False) -> IO[Any]:
     """A file appended to (journal, logs, lock), created owner-only like every other receipt;
-    as text it is line-buffered, so a follower sees each line as it is written."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    as text it is line-buffered, so a follower sees each line as it is written. A FIFO, a device
+    or a directory put there in its place is BadInput naming it (files.open_fd), never waited on."""
+    try:
+        fd = files.open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    except files.Unreadable as exc:
+        raise BadInput(f"{path}: {exc}; move it away (ruler made that file; someone replaced it)") \
+            from None
     if text:
         return os.fdopen(fd, "a", encoding="utf-8", buffering=1)
     return os.fdopen(fd, "ab")

@@ -15,6 +15,7 @@ from engine.record.figures import FIGURES
 from engine.record.judged import Judgement, judgement
 from engine.record.state import RowState, RunState
 from engine.report.run import Row, RunView
+from engine.sanitize import Md, markdown
 from engine.words import CONTROL, load_text, row_key
 
 
@@ -210,12 +211,22 @@ def acceptance_text(row: Row) -> str:
     return f"{one('accept_len')} / {one('accept_rate')}"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
-    def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-    out = ["| " + " | ".join(cell(h) for h in headers) + " |",
+def table_cell(value: object) -> str:
+    """One cell of a document's table: ruler's own markdown (:class:`Md`: a link to a receipt, a
+    code span, a bold call, its figures) as written; a number as it prints; any other text, from
+    whatever it came (a campaign, a server, a journal), through :func:`markdown`, the one escaping
+    path: never a link, an image, HTML or a cell of its own."""
+    if isinstance(value, Md):
+        return value.replace("\n", " ")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return markdown(value)
+
+
+def table(headers: Sequence[object], rows: Iterable[Sequence[object]]) -> list[str]:
+    out = ["| " + " | ".join(table_cell(h) for h in headers) + " |",
            "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    out += ["| " + " | ".join(table_cell(v) for v in r) + " |" for r in rows]
     return out + [""]
 
 
