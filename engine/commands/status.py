@@ -34,18 +34,18 @@ def summary(run_dir: Path) -> dict[str, Any]:
             last_rep = {"row": r.key, "attempt": attempt, "rep": rep, "agg_tok_s": tok}
             break
     counts = Counter(r.status for r in rows)
-    live, why = lock_state(run_dir)  # None: cannot tell (a lock it cannot open, or not a file)
-    alive = live is True
+    held, why = lock_state(run_dir)  # None: cannot tell (a lock it cannot open, or not a file)
+    alive = held is True
     plan = load_plan(st)
     left = eta(st, plan, time.time()) if alive and st.status == RunStatus.RUNNING else None
     return {
         "run_dir": str(run_dir),
         "campaign": st.campaign,
         "status": st.status if alive or st.status != RunStatus.RUNNING else
-        "engine not running (resume it)" if live is False else "engine unknown",
+        "engine not running (resume it)" if held is False else "engine unknown",
         "paused": st.paused,
         "engine": {"alive": alive, "pid": read_pid(run_dir) if alive else None,
-                   **({"unknown": why} if live is None else {})},
+                   **({"unknown": why} if held is None else {})},
         "current": {
             "window": st.up_now,  # never a window that has ended
             "shape": shape.key if shape else None,

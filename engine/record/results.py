@@ -250,15 +250,15 @@ def scrub_file(path: Path, scrub: Callable[[str], str]) -> bool:
     """Rewrite a log another machine wrote (a batch job's boot.log) through ``scrub`` (the
     redactor), atomically and line by line, when a line changes; True when it did."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as f:
+        with files.open_text(path, errors="replace") as f:  # a FIFO there: Unreadable, never waited on
             if not any(scrub(line) != line for line in f):
                 return False
-    except FileNotFoundError:
+    except (FileNotFoundError, files.Unreadable):  # gone, or no file a node wrote: nothing to filter
         return False
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out, \
-                path.open(encoding="utf-8", errors="replace") as f:
+                files.open_text(path, errors="replace") as f:
             for line in f:
                 out.write(scrub(line))
             out.flush()
