@@ -27,8 +27,10 @@ from typing import Any
 # it is stored); the line and paragraph separators (a line break in some terminals and viewers).
 _UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _FORMULA = ("=", "+", "-", "@", "\t")
-# Characters no markdown or HTML construct starts with, mid-line: letters, digits, _ and these.
-_PLAIN = re.compile(r"[\w .,:;=+\-/%()@']*")
+# Characters no markdown or HTML construct starts with, mid-line: letters, digits, _ and these;
+# brackets too (an interval, "[-2.0, +3.0]") unless one closes into what makes a link or a
+# reference definition: "](", "][" or "]:".
+_PLAIN = re.compile(r"(?:[\w .,:;=+\-/%()@'\[]|\](?![(\[:]))*")
 
 
 def _shown(m: re.Match[str]) -> str:
@@ -51,7 +53,8 @@ class Md(str):
 
 def markdown(text: object) -> Md:
     """``text`` as inert markdown, for the middle of a line or a table's cell: as it is when every
-    character is plain (words, numbers, spaces, a few punctuation marks: ``5``, ``q4_0``), else
+    character is plain (words, numbers, spaces, a few punctuation marks, brackets that make no
+    link: ``5``, ``q4_0``, ``+1.0 % [-2.0, +3.0]``), else
     one code span (empty text: nothing), which shows it exactly as it is. In a span a backtick
     would end it, so it becomes ``'``; a ``|`` would end a table cell, so it is escaped as tables
     need. The one escaping path of every text from outside ruler (a server, a campaign, an

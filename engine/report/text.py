@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,11 +231,16 @@ def table(headers: Sequence[object], rows: Iterable[Sequence[object]]) -> list[s
     return out + [""]
 
 
-def link(view: RunView, rel: str | None, text: str | None = None) -> str:
-    """A receipt link relative to report.md, only when the file is there."""
-    if not rel or not (view.dir / rel).exists():
-        return ""
-    return f"[{text or Path(rel).name}]({rel})"
+_RECEIPT = re.compile(r"[\w.@+,=~-]+(?:/[\w.@+,=~-]+)*")
+
+
+def link(view: RunView, rel: str | None, text: str | None = None) -> Md:
+    """A receipt link relative to report.md, only when the file is there: a path within the run
+    directory (a journal names it; a damaged one may name /etc/passwd or javascript:), of the
+    characters a receipt's name has; nothing otherwise."""
+    if not rel or not _RECEIPT.fullmatch(rel) or ".." in rel.split("/") or not (view.dir / rel).exists():
+        return Md("")
+    return Md(f"[{markdown(text or Path(rel).name)}]({rel})")
 
 
 def when(ts: float | None) -> str:
