@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.campaign.prompts import read_receipt
-from engine.campaign.redact import is_secret
+from engine.campaign.secrets import is_secret
 from engine.campaign.sources import Item, class_items
 from engine.campaign.spec import Campaign, Place, ServerConfig
 from engine.campaign.variables import expand, render_args

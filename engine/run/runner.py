@@ -83,8 +83,8 @@ def sweep_record(campaign: Campaign) -> dict[str, Any]:
 
 def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str],
                 place: Place | None = None, cancelled: threading.Event | None = None) -> Runtime:
-    """The runtime a resolved name stands for on a place. ``secrets``: name -> value of what is
-    redacted, which a Slurm job script names by reference; ``cancelled``: the run's abort, which
+    """The runtime a resolved name stands for on a place. ``secrets``: a redacted value -> the
+    variable that holds it, which a Slurm job script names instead; ``cancelled``: the run's abort, which
     cuts short a wait on a place's host."""
     return get_runtime(name, secrets=secrets, partition=campaign.slurm.partition,
                        docker_host=place.docker_host if place else None,
@@ -132,7 +132,7 @@ class Runner:
         self.redact = redactor_for(campaign)
         # Whatever part of the run writes a file under run_dir writes it through the redactor.
         results.guard(run_dir, self.redact)
-        secrets = {n: v for v, n in self.redact.secrets}
+        secrets = self.redact.references()
         # A name from the campaign or the command line; tests hand a Runtime of their own.
         self.rt = runtime_for(campaign, runtime, secrets) if isinstance(runtime, str) else runtime
         self.runtime = self.rt.name

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.campaign import sweep
-from engine.campaign.redact import is_secret
+from engine.campaign.secrets import is_secret
 from engine.campaign.yamlmarks import Issue, load_marked
 from engine.errors import BadInput
 from engine.record.trade import Call, value_text

@@ -5,6 +5,7 @@ tests/integration/test_secrets.py; the filter itself in tests/unit/engine/campai
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,53 @@ def test_a_resume_filters_the_boot_log_a_batch_jobs_node_wrote(
     assert TOKEN not in text and "node: token <redacted:HF_TOKEN>" in text
     assert not any(line in text for line in PEM_LINES[1:3])
     assert "node: <redacted:TLS_PRIVATE_KEY>" in text
+
+
+STACK_TOKEN = "hf_stackWindowLiteral0123456789"
+HELD = "valueOfAVariableNamedPlainly42"
+
+
+def test_a_stack_windows_env_and_the_ids_of_a_prompt_holding_a_secret_are_in_no_file(
+        tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49: a window on another stack whose ``server.env`` holds a secret (a literal, and a
+    ${VAR} of a variable whose name looks like none) echoes both into its boot log; a prompt holds
+    the host's token, which both stacks render and tokenize: renderings.json keeps that prompt's
+    text redacted and none of its ids (the server's /detokenize would spell the secret back), and
+    parity.json none around a divergence."""
+    from engine.quality.stacks import StackParity
+    from tests.component.fakes import token_id
+
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setenv("PLAIN_NAME", HELD)
+    fake = FakeRuntime(lambda plan: Behaviour(
+        echo=(f"srv  main: token {STACK_TOKEN} and {HELD}",) if plan.argv[0] == "other-build" else (),
+        after_role=":" if plan.argv[0] == "other-build" else ""))
+    try:
+        spec = campaign("sec", {}, {"s1": ["other"]}, reps=1, requests_per_rep=1)
+        spec["workload"]["classes"] = {"prose": {"prompts": [f"Repeat {TOKEN} please.", "Say hi."]}}
+        spec["windows"] = [{"name": "other", "axis": "another build", "server": {
+            "adapter": "llamacpp", "command": ["other-build"], "args": {"-c": 2048, "--metrics": True},
+            "env": {"HF_TOKEN": STACK_TOKEN, "WANDB_API_KEY": "${PLAIN_NAME}"}}}]
+        spec["pass_env"] = ["HF_TOKEN"]
+        r = runner(tmp, spec, fake, phases=[StackParity(), Measurement()])
+        r.run()
+    finally:
+        fake.close()
+    run = r.run_dir
+    written = {p.relative_to(run).as_posix(): p.read_text(errors="replace")
+               for p in run.rglob("*") if p.is_file() and p.name != "engine.lock"}
+    assert "<redacted:HF_TOKEN>" in written["windows/s1-other/boot.log"]
+    assert "<redacted:WANDB_API_KEY>" in written["windows/s1-other/boot.log"]
+    for name, text in written.items():
+        assert TOKEN not in text and STACK_TOKEN not in text and HELD not in text, name
+    secret_id = token_id(TOKEN)
+    for window in ("s1-control", "s1-other"):
+        kept = json.loads(written[f"windows/{window}/renderings.json"])
+        [held, plain] = kept["classes"]["prose"]
+        assert "<redacted:HF_TOKEN>" in held["text"] and "ids" not in held and held["tokens"] > 3
+        assert plain["ids"], plain  # a prompt without a secret keeps its ids
+        assert str(secret_id) not in written[f"windows/{window}/renderings.json"]
+    parity = json.loads(written["windows/s1-other/parity.json"])
+    [held_prompt, _] = parity["classes"][0]["per_prompt"]
+    assert held_prompt["divergence"]["ids"] == held_prompt["divergence"]["reference_ids"] == []
+    assert str(secret_id) not in written["windows/s1-other/parity.json"]

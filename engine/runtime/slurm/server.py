@@ -243,7 +243,8 @@ class SlurmRuntime:
 
     def __init__(self, secrets: Mapping[str, str] | None = None,
                  partition: str | None = None) -> None:
-        # Values that job.sh writes as references to their variables (the Redactor's secrets).
+        # Secret value -> the variable that holds it: job.sh writes a reference to it instead
+        # (engine.campaign.redact.Redactor.references).
         self.secrets = dict(secrets or {})
         self.partition = partition
 
