@@ -31,7 +31,7 @@ from engine.run.client.transport import connection_lost
 from engine.run.loadgen import PassPlan, PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.runtime.base import Server
 from engine.servers.client import FlushFailed, ServerClient, tls_context
-from engine.servers.data import POS, BadServerData, counter, reading
+from engine.servers.data import POS, BadServerData, consistent, counter, reading
 from engine.words import (
     CONTROL,
     USABLE_ROWS,
@@ -69,6 +69,7 @@ def read_counters(adapter: ServerClient, status: int, body: str) -> Scrape:
             counters = adapter.spec_counters(samples)
             if counters is not None:
                 counters = {k: counter(v, k) for k, v in counters.items()}
+                consistent(counters, "its speculative-decoding counters")
             cache = adapter.cache_counters(samples)
             if cache is not None:
                 cache = {k: counter(v, k) for k, v in cache.items()}
@@ -108,7 +109,12 @@ def _delta(before: Scrape, after: Scrape) -> tuple[dict[str, float] | None, str 
     back = [f"{k} {was[k]:g} -> {after.counters[k]:g}" for k in common if after.counters[k] < was[k]]
     if back:
         return None, f"counters went backwards ({', '.join(back)}): the server restarted or reset them", True
-    return {k: after.counters[k] - was[k] for k in common}, None, False
+    delta = {k: after.counters[k] - was[k] for k in common}
+    try:
+        consistent(delta, "the metrics counters' change over the pass")
+    except BadServerData as e:
+        return None, str(e), True
+    return delta, None, False
 
 
 def _cache_delta(before: Scrape, after: Scrape) -> dict[str, float] | None:
