@@ -30,7 +30,7 @@ from engine.campaign.plan import campaign_items
 from engine.campaign.sources.item import Message
 from engine.campaign.spec import Campaign
 from engine.servers.client import Http, ServerClient, Unsupported
-from engine.servers.data import BadServerData, reading
+from engine.servers.data import BadServerData, reading, tokenized
 from engine.words import CONTROL
 
 IDENTICAL = "token-identical"
@@ -292,8 +292,9 @@ class _Renderer:
         try:
             with reading(f"{stack.name} render_chat"):
                 text = stack.adapter.render_chat(stack.client, sent, self.knobs)
+                rendering(text, sent, self.knobs)
             with reading(f"{stack.name} tokenize"):
-                ids = stack.adapter.tokenize(stack.client, text)
+                ids = tokenized(stack.adapter.tokenize(stack.client, text), text, "its ids")
         except Unsupported as e:
             return self.give_up(stack, f"cannot render: {e}")
         except httpx.TransportError as e:
@@ -309,6 +310,21 @@ class _Renderer:
     def give_up(self, stack: Stack, why: str) -> str:
         self.gone[stack.name] = why[:400]
         return f"{stack.name}: {self.gone[stack.name]}"
+
+
+# A chat template's own text around the messages: roles, markers, a default system prompt.
+TEMPLATE_BYTES = 64 << 10
+
+
+def rendering(text: str, messages: Sequence[Mapping[str, Any]], knobs: Mapping[str, Any]) -> str:
+    """``text`` as a rendering of ``messages``: the messages and the knobs a template shows (its
+    tools) and a template's own text at most; a rendering past that is not one of this prompt
+    (a server answering megabytes for it), refused before it is tokenized or kept."""
+    bound = len(json.dumps([list(messages), dict(knobs)], default=str)) + TEMPLATE_BYTES
+    if len(text) > bound:
+        raise BadServerData(f"a rendering of {len(text):,} characters for a prompt of "
+                            f"{bound - TEMPLATE_BYTES:,}: no rendering of it")
+    return text
 
 
 def compare(index: int, shown: str, reference: Rendering | str, other: Rendering | str) -> PromptParity:

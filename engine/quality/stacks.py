@@ -24,8 +24,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from engine import files
 from engine.campaign.sources.item import Message
 from engine.campaign.spec import Campaign
@@ -34,6 +32,7 @@ from engine.quality.parity import Parity, Rendered, Stack, against, render_all, 
 from engine.record import results
 from engine.record.events import EventKind
 from engine.servers import get_adapter
+from engine.servers.bounded import server_client
 from engine.words import CONTROL
 
 RENDERINGS = "renderings.json"
@@ -54,8 +53,7 @@ class StackParity:
         if not stacks or (ctx.window != CONTROL and ctx.window not in stacks):
             return
         classes = {cls: [list(item["messages"]) for item in items] for cls, items in run.items.items()}
-        timeout = httpx.Timeout(c.timeouts.request, connect=10.0)
-        with httpx.Client(base_url=ctx.server.base_url, timeout=timeout) as client:
+        with server_client(ctx.server.base_url, c.timeouts.request) as client:
             mine = render_all(classes, rendering_knobs(c), Stack(ctx.adapter.name, ctx.adapter, client))
         self._renderings[(str(run.run_dir), ctx.session, ctx.window)] = mine
         results.write_json(ctx.dir / RENDERINGS, {"session": ctx.session, "window": ctx.window,

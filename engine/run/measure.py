@@ -30,7 +30,8 @@ from engine.record.state import RunState, capacity_key
 from engine.run.client.transport import connection_lost
 from engine.run.loadgen import PassPlan, PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.runtime.base import Server
-from engine.servers.client import FlushFailed, ServerClient, tls_context
+from engine.servers.bounded import AnswerUnbounded, server_client
+from engine.servers.client import FlushFailed, ServerClient
 from engine.servers.data import POS, BadServerData, consistent, counter, reading
 from engine.words import (
     CONTROL,
@@ -59,6 +60,9 @@ FLUSH_TRIES = 3
 FLUSH_RETRY_S = 0.5
 
 
+METRICS_S = 10.0  # a /metrics answer, whole
+
+
 def read_counters(adapter: ServerClient, status: int, body: str) -> Scrape:
     """The counters in one metrics answer, or None and why; whatever the body, never an exception."""
     if status != 200:
@@ -83,7 +87,10 @@ def read_counters(adapter: ServerClient, status: int, body: str) -> Scrape:
 def scrape(base_url: str, adapter: ServerClient) -> Scrape:
     """The adapter's speculative-decoding counters, or None and why (naming the server flag)."""
     try:
-        r = httpx.get(base_url + adapter.metrics_path, timeout=10.0, verify=tls_context())
+        with server_client(timeout=METRICS_S) as client:
+            r = client.get(base_url + adapter.metrics_path)
+    except AnswerUnbounded as e:  # an answer that never ends, or ends past what ruler reads
+        return Scrape(None, str(e), rejected=True)
     except httpx.HTTPError:
         return Scrape(None, adapter.missing_metrics(None, None))
     return read_counters(adapter, r.status_code, r.text)
@@ -282,8 +289,7 @@ class Measurement:
         if policy != "flush":
             return {"policy": policy}
         why = ""
-        with httpx.Client(base_url=ctx.server.base_url, timeout=run.campaign.timeouts.request,
-                          verify=tls_context()) as client:
+        with server_client(ctx.server.base_url, run.campaign.timeouts.request) as client:
             for tries in range(1, FLUSH_TRIES + 1):
                 try:
                     return {"policy": policy, "flush": ctx.adapter.flush_cache(client)}

@@ -56,6 +56,22 @@ def token_ids(values: Any, what: str) -> list[int]:
     return [count(v, f"{what}[{i}]") for i, v in enumerate(values)]
 
 
+# The ids a tokenizer adds of its own beyond one per byte of text at most (a begin-of-text token,
+# a template's specials are in the text itself).
+SPECIAL_IDS = 16
+
+
+def tokenized(ids: list[int], of: str, what: str) -> list[int]:
+    """``ids`` as the tokenization of the text ``of``: a token covers at least one byte of its
+    text, so more ids than bytes (and a few special ones) is no tokenization of it (a /tokenize
+    that answered millions of ids for one prompt)."""
+    bound = len(of.encode("utf-8", "surrogatepass")) + SPECIAL_IDS
+    if len(ids) > bound:
+        raise BadServerData(f"{what}: {len(ids):,} ids for a text of {bound - SPECIAL_IDS:,} bytes, "
+                            "more than one a byte: no tokenization of it")
+    return ids
+
+
 def text(value: Any, what: str) -> str:
     """A string field; null reads as empty."""
     if value is None:
