@@ -4,6 +4,7 @@ body a byte at a time, a compressed one, and /tokenize with more ids than its te
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import socket
@@ -76,10 +77,8 @@ def serving(answer: Answer) -> Iterator[str]:
                 rest = head.split(b"\r\n\r\n", 1)[1]
                 while len(rest) < length:
                     rest += conn.recv(65536)
-                try:
+                with contextlib.suppress(OSError):  # the client hung up: what a bound does
                     answer(conn, head.split(b" ")[1].decode())
-                except OSError:
-                    pass  # the client hung up: what a bound does
 
     threading.Thread(target=loop, daemon=True).start()
     try:
@@ -92,19 +91,20 @@ def test_a_metrics_answer_that_never_ends_is_no_figure_saying_so() -> None:
     with serving(endless) as url:
         got = scrape(url, get_adapter("vllm"))
     assert got.counters is None and got.rejected
-    assert got.why == f"GET /metrics answered more than {MAX_ANSWER_BYTES >> 20} MiB: ruler reads no more of it"
+    assert got.why == (f"GET /metrics answered more than {MAX_ANSWER_BYTES >> 20} MiB: ruler reads no "
+                       "more of it")
 
 
 def test_a_body_a_byte_at_a_time_is_given_up_at_the_requests_time() -> None:
-    with serving(trickle) as url, server_client(url, timeout=1.0) as client:
-        with pytest.raises(AnswerUnbounded, match=r"GET /x was still answering after 1 s"):
-            client.get("/x")
+    with (serving(trickle) as url, server_client(url, timeout=1.0) as client,
+          pytest.raises(AnswerUnbounded, match=r"GET /x was still answering after 1 s")):
+        client.get("/x")
 
 
 def test_a_compressed_answer_is_refused_before_it_is_read() -> None:
-    with serving(compressed) as url, server_client(url) as client:
-        with pytest.raises(AnswerUnbounded, match="gzip-compressed, though asked for no compression"):
-            client.get("/x")
+    with (serving(compressed) as url, server_client(url) as client,
+          pytest.raises(AnswerUnbounded, match="gzip-compressed, though asked for no compression")):
+        client.get("/x")
 
 
 def test_a_tokenize_of_millions_of_ids_is_no_rendering_kept() -> None:
