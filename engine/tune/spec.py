@@ -152,7 +152,8 @@ def _as_written(data: Any, issue: Issue) -> Issue:
     if len(path) >= 3 and path[0] == "space" and path[2] == "values":
         space = data.get("space") if isinstance(data, dict) else None
         if isinstance(space, dict) and isinstance(space.get(path[1]), list):
-            return (*path[:2], *path[3:]), on_key, message
+            return (*path[:2], *path[3:]), on_key, message.replace(f"space.{path[1]}.values",
+                                                                   f"space.{path[1]}", 1)
     return issue
 
 

@@ -243,3 +243,25 @@ def test_the_recommended_command_is_the_operators_and_the_verdict_is_in_words(tu
     text = tune_md(out)
     assert "engine.record" not in text and "-lv 4" not in text
     assert "Verdict: each candidate's delta on the objective against its session's control" in text
+
+
+def test_validate_on_a_tune_file_says_it_is_one_and_checks_it(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 48: `ruler validate` on a tune file checked it as a campaign (13 missing keys); it
+    checks it as `ruler tune` does, and `ruler run` on one says in a line what it is."""
+    from engine.campaign.load import load_campaign
+    from engine.commands.validate import cmd_validate
+
+    assert cmd_validate(str(TUNE)) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("OK: tune file: 2 flags (--spec-draft-n-max, --cache-type-k)"), out
+    assert "missing required key" not in out.err
+    bad = _tune_file(tmp_path, "  --spec-draft-n-max: [3, .nan]\n")
+    assert cmd_validate(str(bad)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{bad}:3:27: space.--spec-draft-n-max[1]: expected a finite number"), err
+    with pytest.raises(SpecError) as info:
+        load_campaign(TUNE)
+    assert [p.message for p in info.value.problems] == [
+        "a tune file (space, objective), not a campaign: `ruler tune FILE` runs it, "
+        "`ruler validate FILE` checks it"]
