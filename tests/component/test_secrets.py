@@ -26,6 +26,12 @@ PEM_LINES = ["-----BEGIN PRIVATE KEY-----",
 PEM = "\n".join(PEM_LINES) + "\n"
 
 
+def files_of(run: Path) -> dict[str, str]:
+    """Every file the run wrote (but the lock), by its path in the run directory."""
+    return {p.relative_to(run).as_posix(): p.read_text(errors="replace")
+            for p in run.rglob("*") if p.is_file() and p.name != "engine.lock"}
+
+
 def test_what_a_server_echoes_of_its_secrets_is_in_no_file(
         tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", TOKEN)
@@ -45,9 +51,7 @@ def test_what_a_server_echoes_of_its_secrets_is_in_no_file(
         r.run()
     finally:
         fake.close()
-    run = r.run_dir
-    written = {p.relative_to(run).as_posix(): p.read_text(errors="replace")
-               for p in run.rglob("*") if p.is_file() and p.name != "engine.lock"}
+    written = files_of(r.run_dir)
     # Where the server's words land: each of these holds the marker where the secret stood.
     assert "<redacted:HF_TOKEN>" in written["windows/s1-control/boot.log"]
     assert "<redacted:TLS_PRIVATE_KEY>" in written["windows/s1-control/boot.log"]
@@ -116,9 +120,7 @@ def test_a_stack_windows_env_and_the_ids_of_a_prompt_holding_a_secret_are_in_no_
         r.run()
     finally:
         fake.close()
-    run = r.run_dir
-    written = {p.relative_to(run).as_posix(): p.read_text(errors="replace")
-               for p in run.rglob("*") if p.is_file() and p.name != "engine.lock"}
+    written = files_of(r.run_dir)
     assert "<redacted:HF_TOKEN>" in written["windows/s1-other/boot.log"]
     assert "<redacted:WANDB_API_KEY>" in written["windows/s1-other/boot.log"]
     for name, text in written.items():
