@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from engine.context import Phase
 from engine.quality import Quality
 from engine.run.measure import Measurement
 from tests.campaigns import CTX, campaign
@@ -26,10 +28,16 @@ PEM_LINES = ["-----BEGIN PRIVATE KEY-----",
 PEM = "\n".join(PEM_LINES) + "\n"
 
 
-def files_of(run: Path) -> dict[str, str]:
-    """Every file the run wrote (but the lock), by its path in the run directory."""
-    return {p.relative_to(run).as_posix(): p.read_text(errors="replace")
-            for p in run.rglob("*") if p.is_file() and p.name != "engine.lock"}
+def run_and_read(tmp: Path, spec: dict[str, Any], fake: FakeRuntime, phases: list[Phase]) -> dict[str, str]:
+    """The campaign run against ``fake`` (closed after): every file the run wrote (but the lock),
+    by its path in the run directory."""
+    try:
+        r = runner(tmp, spec, fake, phases=phases)
+        r.run()
+    finally:
+        fake.close()
+    return {p.relative_to(r.run_dir).as_posix(): p.read_text(errors="replace")
+            for p in r.run_dir.rglob("*") if p.is_file() and p.name != "engine.lock"}
 
 
 def test_what_a_server_echoes_of_its_secrets_is_in_no_file(
@@ -42,16 +50,10 @@ def test_what_a_server_echoes_of_its_secrets_is_in_no_file(
     echo = (f"srv  main: hf token {TOKEN}", *(f"srv  main: key | {line}" for line in PEM_LINES))
     fake = FakeRuntime(by_window({"control": Behaviour(echo=echo),
                                   "ctx": Behaviour(stream_error=f"bad token {TOKEN}\n{PEM}")}))
-    try:
-        spec = campaign("sec", CTX, {"s1": ["ctx"]}, reps=1, requests_per_rep=1,
-                        quality={"greedy": {"n": 1, "max_tokens": 4},
-                                 "teacher_forced": {"positions": 1}})
-        spec["pass_env"] = ["HF_TOKEN", "TLS_PRIVATE_KEY"]
-        r = runner(tmp, spec, fake, phases=[Measurement(), Quality()])
-        r.run()
-    finally:
-        fake.close()
-    written = files_of(r.run_dir)
+    spec = campaign("sec", CTX, {"s1": ["ctx"]}, reps=1, requests_per_rep=1,
+                    quality={"greedy": {"n": 1, "max_tokens": 4}, "teacher_forced": {"positions": 1}})
+    spec["pass_env"] = ["HF_TOKEN", "TLS_PRIVATE_KEY"]
+    written = run_and_read(tmp, spec, fake, [Measurement(), Quality()])
     # Where the server's words land: each of these holds the marker where the secret stood.
     assert "<redacted:HF_TOKEN>" in written["windows/s1-control/boot.log"]
     assert "<redacted:TLS_PRIVATE_KEY>" in written["windows/s1-control/boot.log"]
@@ -109,18 +111,13 @@ def test_a_stack_windows_env_and_the_ids_of_a_prompt_holding_a_secret_are_in_no_
     fake = FakeRuntime(lambda plan: Behaviour(
         echo=(f"srv  main: token {STACK_TOKEN} and {HELD}",) if plan.argv[0] == "other-build" else (),
         after_role=":" if plan.argv[0] == "other-build" else ""))
-    try:
-        spec = campaign("sec", {}, {"s1": ["other"]}, reps=1, requests_per_rep=1)
-        spec["workload"]["classes"] = {"prose": {"prompts": [f"Repeat {TOKEN} please.", "Say hi."]}}
-        spec["windows"] = [{"name": "other", "axis": "another build", "server": {
-            "adapter": "llamacpp", "command": ["other-build"], "args": {"-c": 2048, "--metrics": True},
-            "env": {"HF_TOKEN": STACK_TOKEN, "WANDB_API_KEY": "${PLAIN_NAME}"}}}]
-        spec["pass_env"] = ["HF_TOKEN"]
-        r = runner(tmp, spec, fake, phases=[StackParity(), Measurement()])
-        r.run()
-    finally:
-        fake.close()
-    written = files_of(r.run_dir)
+    spec = campaign("sec", {}, {"s1": ["other"]}, reps=1, requests_per_rep=1)
+    spec["workload"]["classes"] = {"prose": {"prompts": [f"Repeat {TOKEN} please.", "Say hi."]}}
+    spec["windows"] = [{"name": "other", "axis": "another build", "server": {
+        "adapter": "llamacpp", "command": ["other-build"], "args": {"-c": 2048, "--metrics": True},
+        "env": {"HF_TOKEN": STACK_TOKEN, "WANDB_API_KEY": "${PLAIN_NAME}"}}}]
+    spec["pass_env"] = ["HF_TOKEN"]
+    written = run_and_read(tmp, spec, fake, [StackParity(), Measurement()])
     assert "<redacted:HF_TOKEN>" in written["windows/s1-other/boot.log"]
     assert "<redacted:WANDB_API_KEY>" in written["windows/s1-other/boot.log"]
     for name, text in written.items():
