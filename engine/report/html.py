@@ -78,7 +78,7 @@ document.querySelectorAll("table").forEach(function (table) {
 
 # A link ruler writes: a receipt in the run directory (a relative path, no scheme, never above
 # the directory) or an http(s) page; anything else a link of the markdown says is shown as text.
-_RECEIPT = re.compile(r"(?![/\\])(?!.*(?:^|/)\.\.(?:/|$))[\w./%@+,=~-]+")
+_RECEIPT = re.compile(r"(?![/\\])(?!.*(?:^|/)\.\.(?:/|$))[\w./@+,=~-]+")
 _WEB = re.compile(r"https?://[^\s<>\"'`\\]+", re.I)
 
 
