@@ -49,6 +49,20 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self.needles)
 
+    def marked(self, text: str) -> bool:
+        """Whether ``text`` holds a marker of this filter: a secret was written there."""
+        return any(marker(name) in text for _, name in self.secrets)
+
+    def restore(self, text: str) -> str:
+        """``text`` as this run's filter wrote it, each secret's marker back to its value: what
+        the run froze at its start (its prompts) read back to be sent again. A name with several
+        values (a sweep's) keeps its marker: which one stood there is not known."""
+        names = [name for _, name in self.secrets]
+        for value, name in self.secrets:
+            if names.count(name) == 1 and marker(name) in text:
+                text = text.replace(marker(name), value)
+        return text
+
     def references(self) -> dict[str, str]:
         """Each secret value held by an environment variable -> that variable: what a Slurm job
         script writes as ``${NAME}`` instead of the value (a flag's name is no variable)."""

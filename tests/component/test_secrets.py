@@ -133,3 +133,32 @@ def test_a_stack_windows_env_and_the_ids_of_a_prompt_holding_a_secret_are_in_no_
     [held_prompt, _] = parity["classes"][0]["per_prompt"]
     assert held_prompt["divergence"]["ids"] == held_prompt["divergence"]["reference_ids"] == []
     assert str(secret_id) not in written["windows/s1-other/parity.json"]
+
+
+def test_a_prompt_holding_a_secret_is_frozen_as_its_marker_and_sent_whole(
+        tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49's repeat: a prompt holding the host's token was frozen in clear into prompts.json
+    (written by ruler run before the run's filter was registered). It is frozen as its marker;
+    what the server is sent is the prompt whole, read back from there, even where the marker's
+    name holds another value too (a window on another stack with its own HF_TOKEN)."""
+    from engine.commands.launch import prepare
+    from engine.record.results import PROMPTS
+    from tests.campaigns import write
+
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    spec = campaign("sec", CTX, {"s1": ["ctx"]}, reps=1, requests_per_rep=1)
+    spec["workload"]["classes"] = {"prose": {"prompts": [f"Repeat {TOKEN} back."]}}
+    spec["pass_env"] = ["HF_TOKEN"]
+    spec["windows"].append({"name": "other", "axis": "another build", "server": {
+        "adapter": "llamacpp", "command": ["other-build"], "env": {"HF_TOKEN": STACK_TOKEN}}})
+    spec["sessions"] = {"s1": ["ctx", "other"]}
+    run_dir = prepare(str(write(tmp, spec)), str(tmp / "results"), None)
+    frozen = (run_dir / PROMPTS).read_text()
+    assert TOKEN not in frozen and "<redacted:HF_TOKEN>" in frozen
+    fake = FakeRuntime()
+    try:
+        runner(tmp, spec, fake, run_dir=run_dir).run()
+        sent = [m["content"] for s in fake.servers for body in s.chats for m in body["messages"]]
+    finally:
+        fake.close()
+    assert sent and set(sent) == {f"Repeat {TOKEN} back."}
