@@ -129,8 +129,12 @@ def load_tune(path: str | Path) -> Tune:
     try:
         spec = TuneSpec.model_validate(doc.data)
     except ValidationError as e:
+        errors = e.errors()
+        # A list whose every item was refused is then empty too: said once, at its items.
+        errors = [err for err in errors if not (err["type"] == "too_short" and any(
+            len(o["loc"]) > len(err["loc"]) and o["loc"][:len(err["loc"])] == err["loc"] for o in errors))]
         raise SpecError(sorted({place(file, doc, _as_written(doc.data, schema_issue(err, TuneSpec)))
-                                for err in e.errors()})) from None
+                                for err in errors})) from None
     base_path = (path.parent / spec.campaign)
     try:
         base = load_campaign(base_path)

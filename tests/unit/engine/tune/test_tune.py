@@ -211,6 +211,10 @@ def test_a_candidate_that_is_no_finite_number_is_refused_where_it_is(tmp_path: P
         load_tune(_tune_file(tmp_path, f"  --spec-draft-n-max: [3, {value}]\n"))
     [problem] = info.value.problems
     assert (problem.line, problem.col) == (3, 27) and "a finite number" in problem.message, problem
+    with pytest.raises(SpecError) as info:  # its only value refused: said once, not "empty" too
+        load_tune(_tune_file(tmp_path, f"  --spec-draft-n-max: [{value}]\n"))
+    [problem] = info.value.problems
+    assert (problem.line, problem.col) == (3, 24) and "a finite number" in problem.message, problem
 
 
 def test_values_that_give_no_window_name_or_hold_a_secret_are_named_by_position(tmp_path: Path) -> None:
