@@ -44,16 +44,16 @@ def trickle(conn: socket.socket, _: str) -> None:
 def compressed(conn: socket.socket, _: str) -> None:
     """A FAULT: a gzip body though none was asked for (a few KiB standing for a GiB)."""
     body = gzip.compress(b"0" * (1 << 20))
-    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s"
-                 % (len(body), body))
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nConnection: close\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
 
 
 def many_ids(conn: socket.socket, path: str) -> None:
     """A FAULT: /tokenize answers three million ids; the template renders as llama-server does."""
     body = (json.dumps({"prompt": "<|user|> hi <|assistant|>"}) if path == "/apply-template"
             else json.dumps({"tokens": [7] * 3_000_000})).encode()
-    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-                 % len(body) + body)
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
 
 @contextmanager
@@ -68,7 +68,7 @@ def serving(answer: Answer) -> Iterator[str]:
                 conn, _ = sock.accept()
             except OSError:
                 return
-            with conn:
+            with conn:  # one request a connection, each answer saying so (Connection: close)
                 head = b""
                 while b"\r\n\r\n" not in head:
                     head += conn.recv(65536)
@@ -118,7 +118,7 @@ def test_a_tokenize_of_millions_of_ids_is_no_rendering_kept() -> None:
 
 def test_an_answer_within_its_bounds_is_read_whole() -> None:
     def fine(conn: socket.socket, _: str) -> None:
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
     with serving(fine) as url, server_client(url) as client:
         assert client.get("/x").text == "ok"
     assert issubclass(AnswerUnbounded, httpx.TransportError)
