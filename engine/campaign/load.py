@@ -43,7 +43,7 @@ from engine.campaign.yamlmarks import (
     yaml_problem,
 )
 from engine.files import Unreadable, read_bounded
-from engine.words import CONTROL, CONTROL_BOOTS, load_label
+from engine.words import CONTROL, is_control, load_label
 
 MAX_CAMPAIGN_BYTES = 1 << 20  # a campaign is a few kilobytes; prompts belong in prompt files
 RERUN_SUFFIX = re.compile(r"-rerun\d+\Z")  # a rebooted window's container: <name>-rerunN (runner.py)
@@ -209,7 +209,18 @@ def _semantic_issues(raw: Mapping[Any, Any], doc: MarkedDoc, base_dir: Path) -> 
             + _check_sessions(raw)
             + _check_places(raw)
             + _check_classes(raw, base_dir) + _check_load(raw) + _check_runtime(raw)
-            + _check_quality(raw, base_dir) + _check_knobs(raw))
+            + _check_quality(raw, base_dir) + _check_knobs(raw) + _check_verdict(raw))
+
+
+def _check_verdict(raw: Mapping[Any, Any]) -> list[Issue]:
+    verdict = raw.get("verdict")
+    if not isinstance(verdict, Mapping) or verdict.get("until_decided") is not True:
+        return []
+    if verdict.get("max_boots") is None and verdict.get("max_minutes") is None:
+        return [(("verdict", "until_decided"), False,
+                 "verdict.until_decided adds boots until each window is decided: it needs a budget, "
+                 "verdict.max_boots and/or verdict.max_minutes")]
+    return []
 
 
 def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:
@@ -364,7 +375,7 @@ def _check_windows(raw: Mapping[Any, Any], doc: MarkedDoc) -> list[Issue]:
     listed = {n for items in _session_lists(raw).values() for n in items if isinstance(n, str)}
     for i, name in _window_names(raw):
         where = ("windows", i, "name")
-        if name in CONTROL_BOOTS:
+        if is_control(name):
             issues.append((where, False, f"{name!r} is reserved and cannot name a window"))
         elif RERUN_SUFFIX.search(name):
             issues.append((where, False, f"window {name!r}: a name ending in -rerun<N> is reserved "
@@ -487,7 +498,7 @@ def _check_sessions(raw: Mapping[Any, Any]) -> list[Issue]:
             where = ("sessions", session, j)
             if not isinstance(name, str):
                 continue
-            if name in CONTROL_BOOTS:
+            if is_control(name):
                 message = (f"session {session!r} lists {name!r}; every session boots the control "
                            "already (control_position says where)")
             elif name not in names:

@@ -193,7 +193,7 @@ def refuse_damaged(run_dir: Path) -> None:
             f"ruler will not resume {run_dir}: its journal has {len(damage)} damaged line(s), "
             f"named above, and is left as it is. Move each one out of the journal (into a file "
             f"of its own) or restore the journal from a copy, check it with "
-            f"`ruler status {run_dir}`, then resume again.")
+            f"`{ruler_command()} status {run_dir}`, then resume again.")
 
 
 def run_engine(run_dir: Path, echo: bool) -> int:
@@ -206,7 +206,8 @@ def run_engine(run_dir: Path, echo: bool) -> int:
         campaign = _campaign_for(run_dir, info)
         results.write_atomic(run_dir / PID, f"{os.getpid()}\n")
         runner = Runner(campaign, run_dir, info["runtime"], info["variables"],
-                        printer() if echo else None, default_phases(info.get("baseline")))
+                        printer() if echo else None, default_phases(info.get("baseline")),
+                        baseline=Path(info["baseline"]) if info.get("baseline") else None)
     except OSError as e:
         raise BadInput(f"{run_dir}: cannot use the run directory "
                        f"({e.strerror or e}{f': {e.filename}' if e.filename else ''})") from e
@@ -223,6 +224,7 @@ def run_engine(run_dir: Path, echo: bool) -> int:
     control = ControlServer(run_dir, runner.command)
     try:
         status = runner.run()
+        _summary(run_dir)  # while the run is still this engine's: its lock held, its files its own
     except OSError as e:
         if e.errno not in STORAGE_ERRNOS:
             raise
@@ -246,6 +248,20 @@ def run_engine(run_dir: Path, echo: bool) -> int:
         print(terminal(f"ruler run: measured nothing: {runner.state.nothing_measured()}"), file=sys.stderr)
         return EXIT_NOTHING_MEASURED
     return EXIT_OK
+
+
+def _summary(run_dir: Path) -> None:
+    """The end of a run: results.json written and the summary table printed (each row's figures,
+    latencies and call, as ``vllm bench serve`` ends), once, after the last progress line."""
+    from engine.report.export import summary_text, write_results
+    from engine.report.run import ReportError
+
+    try:
+        path, doc = write_results(run_dir)
+    except (ReportError, OSError) as e:  # the run's record stands; this summary is read from it
+        print(terminal(f"ruler run: no summary ({e})"), file=sys.stderr)
+        return
+    print(summary_text(doc) + f"results: {path}", flush=True)
 
 
 def spawn_detached(run_dir: Path) -> int:

@@ -114,7 +114,8 @@ class Probe:
                     self.requests += 1
                 forced = item.cont_ids[t]
                 rows.append({"t": t, "top": [[tid, lp] for tid, lp in nt.top[:top_k]],
-                             "pieces": {str(forced): nt.pieces.get(forced, "")}})
+                             "pieces": {str(forced): nt.pieces.get(forced, "")},
+                             **({"unscored": nt.unscored} if nt.unscored else {})})
             out.append(rows)
         return out
 

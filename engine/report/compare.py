@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.method import acceptance
 from engine.record.events import EventKind
 from engine.record.figures import CSV_COLUMNS
 from engine.record.judged import Judgement
@@ -120,8 +121,10 @@ def cross_noise(base_view: RunView, view: RunView, row: Row) -> Judgement:
     """Whose noise between boots a row of another run is judged by against the baseline's: the
     run whose boots moved more at that load (two runs are at least two boots apart)."""
     mine, theirs = judgement_of(view), judgement_of(base_view)
-    a, b = (j.noise_at(row.concurrency, row.rate) for j in (mine, theirs))
-    return theirs if b is not None and (a is None or b.boot_mean > a.boot_mean) else mine
+    a, b = (j.noise_of(row.cls, row.concurrency, row.rate) for j in (mine, theirs))
+    if b is None or not b.usable:
+        return mine
+    return theirs if a is None or not a.usable or b.boot_mean > a.boot_mean else mine
 
 
 UNRECORDED = "not recorded"
@@ -198,6 +201,9 @@ def conditions(view: RunView, row: Row) -> dict[str, Any]:
         "server": view.state.server or UNRECORDED,
         "server args": launch["argv"] if launch else UNRECORDED,
         "server env": launch["env"] if launch else UNRECORDED,
+        # Simulated acceptance (engine.method.acceptance) against measured: never a delta.
+        "acceptance": acceptance.SIMULATED if acceptance.is_simulated(row.as_json())
+        else acceptance.NATURAL,
     }
 
 
@@ -280,13 +286,15 @@ def comparison(views: Sequence[RunView], allow_different: bool = False, shared: 
         vs_first: list[Delta | None] = [
             delta(r, base, cross_noise(views[0], v, r)) if r is not None and base is not None
             else None for v, r in zip(views[1:], m.rows[1:], strict=True)]
-        shown = [d if not diff or allow_different else None
+        shown = [d if not diff or (allow_different and "acceptance" not in diff) else None
                  for d, diff in zip(vs_first, diffs, strict=True)]
         vs_ctl = [verdict(v, r) if r is not None
                   and r.window != CONTROL and (r.concurrency or r.rate) else None
                   for v, r in zip(views, m.rows, strict=True)]
-        accept = [f"{r.accept_len:.2f}/{r.accept_rate:.3f}" if r and r.accept_len is not None
-                  and r.accept_rate is not None else "-" for r in m.rows]
+        accept = [f"{r.accept_len:.2f}/{r.accept_rate:.3f}"
+                  + (" simulated" if acceptance.is_simulated(r.as_json()) else "")
+                  if r and r.accept_len is not None and r.accept_rate is not None else "-"
+                  for r in m.rows]
         how = ", ".join(f"{x}: {h}" for x, h in zip(t[1:], m.how[1:], strict=True) if h) or "-"
         unlike = " | ".join(f"{x}: {unlike_text(diff)}" for x, diff in zip(t[1:], diffs, strict=True)
                             if diff) or "-"

@@ -115,6 +115,14 @@ class Row:
     accept_rate_hi: float | None
     accept_per_pos: str  # "0.91 0.74 0.52"; "" where the server gives no position
     parity: str = ""  # a window on another stack: its class's parity with the control's stack
+    ttft_mean: float | None = None  # from here to e2el_mean: stats.latency_figures (later columns)
+    itl_mean: float | None = None
+    tpot_mean: float | None = None
+    e2el_p50: float | None = None
+    e2el_p90: float | None = None
+    e2el_p99: float | None = None
+    e2el_mean: float | None = None
+    acceptance: str = ""  # natural | simulated (how) | "" (engine.method.acceptance)
     rep_tok_s: list[float] = field(default_factory=list)
 
     @property

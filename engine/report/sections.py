@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from engine.method.verdict import Call
 from engine.record import results
 from engine.record.journal import damage_report
 from engine.record.state import earlier_sessions
@@ -32,7 +33,7 @@ from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_cell, verdict_lines
 from engine.report.windows import history, window_status
 from engine.sanitize import Md, code, markdown
-from engine.words import CONTROL, Check, load_text, plural
+from engine.words import CONTROL, Check, is_control, load_text, plural
 
 
 def receipts_said(view: RunView) -> str:
@@ -61,15 +62,18 @@ def header(view: RunView) -> list[str]:
         f"{plural(len(windows), 'window')} in {plural(len(view.sessions()), 'session')}, "
         f"{plural(len(view.rows), 'row')} in "
         f"`throughput.csv`. Started {when(st.started_ts)}, finished {when(st.finished_ts)}.", "",
-        receipts_said(view) + " A row's tok/s is the median of its reps; its "
-        "spread is (max - min) / mean of the reps. A delta is window / control - 1 against the "
-        "same session's control boots (the control, and the control booted again at the "
-        "session's end), the ratio of geometric means of the reps' tok/s, with a 95 % interval "
-        "that counts the noise between boots (`throughput.csv`'s `delta`, `delta_lo`, `delta_hi`, "
-        "`boot_noise`; below, *Noise between boots*). " + upper_first(rule_of(view).text())
-        + ": a call of *observable effect* keeps that error rate across every window row of the "
-        "run; *no observable effect* is shown, not presumed; the rest is *undetermined*, with the "
-        "sessions it would take (`verdict`, `verdict_why`).", ""]
+        receipts_said(view) + " A row's tok/s is the median of its reps' tok/s, each over its "
+        "steady window when every rep has one (`basis` steady), else over the whole rep; its per "
+        "user is that tok/s over its C workers; its spread is (max - min) / mean of the same "
+        "reps. A row's delta is window / control - 1 against the same session's control boots, "
+        "the ratio of geometric means of the reps' tok/s, with a 95 % interval that counts the "
+        "noise between boots at its class and load (`throughput.csv`'s `delta`, `delta_lo`, "
+        "`delta_hi`, `boot_noise`; below, *Noise between boots*); a window's call at a shape is on "
+        "its boots in every session, the session a block. " + upper_first(rule_of(view).text())
+        + ": each window is asked once whether it changes tok/s at any shape, then its shapes are "
+        "called, keeping that error rate over every row of the run; *no observable effect* is "
+        "shown, not presumed; the rest is *undetermined*, with the sessions it would take "
+        "(`verdict`, `verdict_why`).", ""]
     if st.error:
         lines += [f"**Engine error**: {markdown(st.error)}", ""]
     if st.damage:
@@ -92,8 +96,8 @@ def summary(view: RunView) -> list[str]:
         vals = [d.value for d in deltas if d.value is not None]
         span = (f"{min(vals) * 100:+.1f} % .. {max(vals) * 100:+.1f} %" if len(vals) > 1
                 else f"{vals[0] * 100:+.1f} %" if vals else "-")
-        calls = [d.call for d in deltas if d.call]
-        said = ", ".join(f"{calls.count(c)} {c}" for c in dict.fromkeys(calls)) or "-"
+        asked = judgement_of(view).windows.get(ws.window)
+        said = asked.text() if asked is not None and not is_control(ws.window) else "-"
         rows.append([f"{ws.session}-{ws.window}", ws.axis, ws.status, span, said,
                      *(verdict_cell(view, ws, c) if c != Check.KL or view.lossy(ws.window) else "-"
                        for c in (Check.GREEDY, Check.TEACHER_FORCED, Check.KL, Check.NO_EFFECT,
@@ -101,28 +105,33 @@ def summary(view: RunView) -> list[str]:
     if not rows:
         return []
     return ["## Windows at a glance", ""] + table(
-        ["window", "axis", "status", "Δ tok/s (all rows)", "calls", "greedy",
+        ["window", "axis", "status", "Δ tok/s (all rows)", "the window's call", "greedy",
          Md("\\|Δlogp\\| p99"), "KL mean", "no observable effect", "ruler check"], rows)
 
 
 def boot_noise(view: RunView) -> list[str]:
-    """The noise between boots per load, and how it was measured."""
+    """The noise between boots per shape, and how it was measured; the windows' one questions."""
     j = judgement_of(view)
     if not j.noise:
         return []
-    body = [[load_text(c, rate), f"{n.sd * 100:.1f} %", f"{math.sqrt(n.within) * 100:.1f} %",
-             n.how()] for (c, rate), n in sorted(j.noise.items(), key=lambda kv: (kv[0][1] or 0, kv[0][0]))]
-    effects = j.effects()
+    body = [[cls, load_text(c, rate), f"{n.sd * 100:.1f} %" if n.usable else "-",
+             f"{math.sqrt(n.within) * 100:.1f} %", n.how()]
+            for (cls, c, rate), n in sorted(j.noise.items(),
+                                            key=lambda kv: (kv[0][2] or 0, kv[0][1], kv[0][0]))]
+    asked = [w for w in j.windows.values() if w.rows]
+    moved = sum(w.call == Call.EFFECT for w in asked)
     return ["### Noise between boots", "",
-            "How far the same server moves from one boot to the next, per load: from every "
-            "configuration booted more than once on one place (the control and the control again, "
-            "each session's control, a window in several sessions), on the log of each rep's "
-            "tok/s (engine.method.boots). Every delta's interval counts it; where nothing was "
-            "booted twice a declared value stands in (`verdict.boot_noise`). Within a boot: the "
-            "reps' own noise.", ""] + table(
-        ["load", "between boots (sd)", "within a boot (sd)", "how"], body) + [
-        f"{effects} of {plural(len(j.questions()), 'window and shape', 'windows and shapes')} judged "
-        f"called *observable effect* ({rule_of(view).text()}).", ""]
+            "How far the same server moves from one boot to the next at each shape (class and "
+            "load): each boot's mean log tok/s fitted as its session's level plus its "
+            "configuration's effect, the residuals over the boots beyond what the fit spends "
+            "(a control boot twice in a session, a window in two sessions; engine.method.boots). "
+            "A shift between sessions is not counted: every delta is within a session. Every "
+            "delta's interval counts its shape's noise; where nothing measured it, an earlier "
+            "run's (`--baseline`) or a declared value (`verdict.boot_noise`) stands in and says "
+            "so, else nothing is called. Within a boot: the reps' own noise.", ""] + table(
+        ["class", "load", "a boot's mean (sd)", "within a boot (sd)", "how"], body) + [
+        f"{moved} of {plural(len(asked), 'window')} called an *observable effect* at one or more "
+        f"shapes ({rule_of(view).text()}).", ""]
 
 
 Load = tuple[int, float | None]  # (C, None) closed loop, (0, rate) open loop

@@ -21,8 +21,9 @@ from engine.campaign import defaults
 from engine.campaign.sources import conversations
 from engine.context import RunContext, WindowContext
 from engine.errors import WindowFailed
-from engine.method import capacity, precision, sla, stats
+from engine.method import acceptance, capacity, precision, sla, stats
 from engine.record.events import EventKind
+from engine.record.judged import judgement
 from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
 from engine.record.results import DIR_MODE, write_jsonl
@@ -461,11 +462,12 @@ class Measurement:
             fig = stats.row_figures(reps, c, policy, slo, pool) if reps else {}
             run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
                         reason=f"the server failed after {plural(len(reps), 'rep')}: {e}",
-                        source=";".join(paths), **{**fig, "status": RowStatus.FAILED})
+                        source=";".join(paths), **{**fig, "status": RowStatus.FAILED},
+                        **acceptance_kind(run, where, fig))
             raise
         reason = _row_reason(row, reps, c, load_text(c, rate), attempt, policy, pool)
         run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
-                    reason=reason, source=";".join(paths), **row)
+                    reason=reason, source=";".join(paths), **row, **acceptance_kind(run, where, row))
 
     def _rep_done(self, run: RunContext, where: dict[str, Any], attempt: int, rep: int,
                   res: PassResult, path: str, reps: list[Rep], pool: stats.Pool) -> None:
@@ -517,10 +519,14 @@ class Measurement:
         rule = precision.Rule(wl.precision, wl.max_reps, wl.reps)
         values = stats.headline([stats.rep_figures(records, where["concurrency"])
                                  for header, records in reps if not header.get("void")])[0]
-        step = precision.step(values, self._control_reps(run, where), rule)
+        noise = judgement(run.state, run.campaign.verdict.rule()).noise_of(
+            where["class"], where["concurrency"], where.get("rate"))
+        between = noise.between if noise is not None and noise.measured else 0.0
+        step = precision.step(values, self._control_reps(run, where), rule, between)
         return {"precision": wl.precision, "stage_reps": wl.reps,
                 "half_width": None if step.half is None else round(step.half, 5),
-                "precision_status": str(step.progress), "reps_needed": step.needed}
+                "precision_status": str(step.progress), "reps_needed": step.needed,
+                **({"boot_half": round(step.boot_half, 5)} if step.boot_half is not None else {})}
 
     @staticmethod
     def _control_reps(run: RunContext, where: dict[str, Any]) -> list[float] | None:
@@ -547,6 +553,15 @@ class Measurement:
                     reason=said, source=";".join(paths),
                     **{**row, "status": RowStatus.FAILED if window_status == WindowStatus.FAILED
                        else RowStatus.ABORTED})
+
+
+def acceptance_kind(run: RunContext, where: dict[str, Any], row: dict[str, Any]) -> dict[str, str]:
+    """A row's ``acceptance``: simulated, and how, on a window whose server was told to simulate
+    it; natural where the server measured its own; none without acceptance figures."""
+    ws = run.state.windows.get(f"{where['session']}-{where['window']}")
+    if ws is not None and ws.simulated:
+        return {"acceptance": acceptance.simulated_text(ws.simulated)}
+    return {"acceptance": acceptance.NATURAL} if row.get("accept_len") is not None else {}
 
 
 def probe_verdicts(run_dir: Path, state: RunState, session: str, window: str, cls: str,
@@ -580,6 +595,10 @@ def precision_text(row: dict[str, Any]) -> str:
     if status == precision.Progress.CAP:
         return f"precision +-{target:.1%} not reached within max_reps: {got} with {reps} reps"
     if status == precision.Progress.CANNOT:
+        boots = row.get("boot_half")
+        if boots is not None and boots >= target:
+            return (f"precision +-{target:.1%} out of reach by reps: the noise between boots at this "
+                    f"shape alone is +-{boots:.1%} (more sessions narrow it; {got} with {reps} reps)")
         return f"precision +-{target:.1%} out of reach within max_reps: {got} with {reps} reps"
     return f"precision +-{target:.1%}: {got} with {reps} reps"
 

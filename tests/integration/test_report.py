@@ -7,6 +7,7 @@ once per test session and shared with tests/integration/test_compare.py.
 from __future__ import annotations
 
 import csv
+import html
 import json
 import re
 import shutil
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from engine.method.boots import Boot, measure
+from engine.method.boots import CONTROL_CONFIG, Boot, fit
 from engine.method.verdict import versus
 from engine.record.journal import read_events
 from engine.record.state import fold
@@ -39,6 +40,8 @@ from engine.report.text import judgement_of
 from tests.hostile import HOSTILE, MARK, PAYLOADS, poisoned
 from tests.integration.report_runs import POLICY_A, POLICY_B, csv_rows, recomputed
 from tests.paths import FIXTURES
+
+DEMO = FIXTURES / "runs" / "demo-smollm2"  # a recorded run: its report needs no testbed
 
 # The first test to ask for a run pays for building it (minutes on a busy 2-core box): the
 # 900 s per-test default would cut a session-scoped build short; the module is slow for it.
@@ -120,12 +123,15 @@ def test_window_deltas_against_the_sessions_control(run_a: Path, report_a: str) 
     for cls in ("prose", "code"):
         w = recomputed(run_a, ("s1", "block5", cls, 1), POLICY_A)
         ctl = recomputed(run_a, ("s1", "control", cls, 1), POLICY_A)
-        # The noise between boots at C1: the two sessions' controls, a group per class; block5's
-        # boots (once each) add their reps' own noise.
-        boots = [Boot((win, k), tuple(recomputed(run_a, (s, win, k, 1), POLICY_A)["rep_tok_s"]))
-                 for s, win in (("s1", "control"), ("s2", "control"), ("s1", "block5"))
-                 for k in ("prose", "code")]
-        v = versus(w["rep_tok_s"], [ctl["rep_tok_s"]], measure(boots, 0.05))
+        # The noise between boots at C1 and the class: each session's control once and block5
+        # once measure none (a level per session, an effect for block5: no residual), so the
+        # campaign's declared 5 % stands in, with the reps' own noise.
+        boots = [Boot(s, CONTROL_CONFIG if win == "control" else win,
+                      tuple(recomputed(run_a, (s, win, cls, 1), POLICY_A)["rep_tok_s"]))
+                 for s, win in (("s1", "control"), ("s2", "control"), ("s1", "block5"))]
+        noise = fit(boots, 0.05).noise
+        assert noise.source == "declared"
+        v = versus(w["rep_tok_s"], [ctl["rep_tok_s"]], noise)
         assert v is not None and v.interval() is not None
         lo, hi = v.interval()  # type: ignore[misc]  # checked above
         cells = pick(table, cls, 1)
@@ -140,7 +146,7 @@ def test_window_deltas_against_the_sessions_control(run_a: Path, report_a: str) 
         # from them: a delta of 8.745 % is 0.0875 there and +8.8 % here.
         d, dlo, dhi = (float(row[k]) * 100 for k in ("delta", "delta_lo", "delta_hi"))
         assert cells["Δ tok/s [95 % CI], call"] == f"{d:+.1f} % [{dlo:+.1f}, {dhi:+.1f}]{mark}"
-        assert row["boot_noise_how"].startswith("measured: 4 boots in 2 groups")
+        assert row["boot_noise_how"].startswith("declared 5.0 %")
         assert cells["spread (window / control)"] == f"{pct(w['spread'])} / {pct(ctl['spread'])}"
         assert cells["reps tok/s"] == ", ".join(
             tok(v) for v in receipt_rep_tok_s(run_a, csv_rows(run_a)[("s1", "block5", cls, 1)][
@@ -194,10 +200,12 @@ def test_controls_and_drift(run_a: Path, report_a: str) -> None:
                   view.rows_of("s1", "control")[(cls, 1, None)], judgement_of(view))
         assert d.lo is not None  # two reps a side: an interval
         assert pick(drift, cls, 1)["s2"].endswith(d.text())
-    # Each session's control once: the controls of two sessions measure the noise between boots.
+    # Each session's control once and each window in one session: nothing measures the noise
+    # between boots, so the campaign's declared 5 % stands in at each class and load, and says so.
     noise = md_table(report_a, "### Noise between boots")
-    assert {r["load"] for r in noise} == {"C1", "C2"}
-    assert all(r["how"].startswith("measured: 4 boots in 2 groups") for r in noise)  # two classes
+    shapes = {(k, c) for k in ("prose", "code") for c in ("C1", "C2")}
+    assert {(r["class"], r["load"]) for r in noise} == shapes
+    assert all(r["how"].startswith("declared 5.0 %") for r in noise)
     assert "`drift.json`" in report_a if (run_a / "drift.json").exists() else True
 
 
@@ -341,6 +349,40 @@ def test_the_html_report_in_headless_chromium(run_a: Path, report_a: str, tmp_pa
     assert not re.search(r'(src|href)="(https?:)?//', dom)
 
 
+# Added to a copy of the page: once it has loaded, where its parts lie, as the page's attribute.
+LAYOUT = """<script>window.addEventListener("load", function () {
+  var charts = document.getElementById("charts"), chart = document.querySelector("img");
+  var after = Array.prototype.find.call(document.querySelectorAll("table"), function (t) {
+    return charts.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING; });
+  function top(el) { return el.getBoundingClientRect().top + window.scrollY; }
+  document.body.setAttribute("data-layout", JSON.stringify({
+    glance: top(document.getElementById("windows-at-a-glance")), chart: top(chart),
+    chart_end: top(chart) + chart.getBoundingClientRect().height, chart_alt: chart.alt,
+    table: top(after), page: document.documentElement.scrollHeight}));
+});</script>"""
+
+
+def test_the_html_report_opens_on_the_glance_table_and_the_delta_chart(tmp_path: Path) -> None:
+    """Laid out by a real browser at 1280 x 2000: the first screen holds the windows at a glance
+    and the whole delta chart; the tables of figures come after it (they came first, and the
+    charts began 9,300 px down the page)."""
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "run"
+    shutil.copytree(DEMO, run)
+    assert cmd_report(str(run), as_html=True) == 0
+    probe = run / "probe.html"
+    probe.write_text((run / "report.html").read_text().replace("</body>", LAYOUT + "</body>"))
+    dom, requests = chromium(probe, tmp_path / "layout", "--window-size=1280,2000",
+                             "--virtual-time-budget=5000", "--dump-dom")
+    assert requests == []
+    found = re.search(r'data-layout="([^"]+)"', dom)
+    assert found, dom[-2000:]
+    at = json.loads(html.unescape(found[1]))
+    assert at["chart_alt"].startswith("Each window against its session's control"), at
+    assert at["glance"] < at["chart"] < at["chart_end"] <= 2000 < at["page"], at
+    assert at["chart_end"] < at["table"], at
+
+
 def test_the_net_log_sees_a_page_that_fetches(tmp_path: Path) -> None:
     """The check above can fail: a page with an image from elsewhere is caught making the request."""
     page = tmp_path / "fetches.html"
@@ -382,7 +424,7 @@ def test_the_trip_sees_a_page_whose_markup_runs(tmp_path: Path) -> None:
 
 
 def report_ran_a_payload(run: Path, text: str, work: Path) -> bool:
-    shutil.copytree(FIXTURES / "runs" / "demo-smollm2", run)
+    shutil.copytree(DEMO, run)
     poisoned(run, text)
     assert cmd_report(str(run), as_html=True) == 0
     assert (MARK in text) <= (MARK in (run / "report.html").read_text())  # the text is there, as text

@@ -419,7 +419,9 @@ def test_delta_says_why_when_the_control_has_nothing_to_compare_with() -> None:
     st, _ = finished_state()
     (d, style), ci = delta_cells(st, "s1-ctx", DEFAULT_RULE)
     assert re.fullmatch(r"[+-]\d+\.\d%", d) and style in ("success", "error", "")
-    assert re.fullmatch(r"\[[+-]\d+,(>?)[+-]\d+\]", ci[0])  # >+999: past what the column shows
+    # One control boot a session and ctx in one session: no noise between boots measured, so no
+    # interval (the detail view says why).
+    assert ci[0] == ""
     for r in window_rows(st, "s1-control"):
         r.status = RowStatus.VOID
     assert delta_cells(st, "s1-ctx", DEFAULT_RULE)[0] == ("control void", "warning")

@@ -88,3 +88,22 @@ def test_the_page_holds_every_row_and_chart_and_fetches_nothing(tmp_path: Path) 
     assert "Content-Security-Policy" in text and "default-src 'none'" in text
     md = (run / "report.md").read_text()
     assert text.count("<h2") == md.count("\n## ") + 1  # the report's sections, then every row
+
+
+def test_the_report_opens_on_the_glance_table_and_the_delta_chart_tables_after(tmp_path: Path) -> None:
+    """What a reader looks for first is on the first screen: the run, the windows at a glance and
+    the delta chart; every table of figures comes after them (in a browser:
+    tests/integration/test_report.py)."""
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "run"
+    shutil.copytree(DEMO, run)
+    assert cmd_report(str(run), as_html=True) == 0
+    md = (run / "report.md").read_text()
+    heads = [line for line in md.splitlines() if line.startswith("## ")]
+    assert heads[:2] == ["## Windows at a glance", "## Charts"], heads
+    charts = md[md.index("## Charts"):md.index("## Controls")]
+    drawn = re.findall(r"\(report-([a-z-]+)\.png\)", charts)
+    assert drawn[0] == "delta" and len(drawn) == 4, drawn
+    text = (run / "report.html").read_text()
+    first_table_after = text.index("<table", text.index('id="charts"'))
+    assert text.index('id="charts"') < text.index("<img") < first_table_after
