@@ -85,6 +85,9 @@ def load_campaign(path: str | Path) -> Campaign:
         raise SpecError([yaml_problem(file, exc)]) from None
     if doc.data is None:
         raise SpecError([Problem(file, 1, 1, "campaign file is empty")])
+    if is_tune_file(doc.data):  # one line that says so, not every campaign key it lacks
+        raise SpecError([Problem(file, 1, 1, "a tune file (space, objective), not a campaign: "
+                                             "`ruler tune FILE` runs it, `ruler validate FILE` checks it")])
 
     # Issues of the file as written (duplicates, sweep entries) and of the data as expanded (the
     # schema's, the checks'), each placed where it was written.
@@ -114,6 +117,14 @@ def load_campaign(path: str | Path) -> Campaign:
     campaign._source_text = text
     campaign._frozen = kept
     return campaign
+
+
+# A tune file's own keys (engine.tune.spec): a file with both and no server of its own is one.
+TUNE_KEYS = ("space", "objective")
+
+
+def is_tune_file(data: object) -> bool:
+    return isinstance(data, dict) and all(k in data for k in TUNE_KEYS) and "server" not in data
 
 
 def campaign_warnings(campaign: Campaign) -> list[Problem]:

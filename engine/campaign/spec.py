@@ -75,6 +75,11 @@ def _type_error(kind: str, expected: str, value: object) -> PydanticCustomError:
 
 
 def _check_arg(value: object) -> ArgValue:
+    # A flag's value of .nan or .inf is no setting a server takes, and no JSON record holds it.
+    items = value if isinstance(value, list | tuple) else [value]
+    for v in items:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise _type_error("arg_value", "a finite number", v)
     if value is None or isinstance(value, bool) or _is_scalar(value):
         return value
     if isinstance(value, list | tuple) and all(_is_scalar(v) for v in value):

@@ -122,6 +122,9 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
         raise BadInput(f"{file}: unresolved variable {e} in a prompt file's path") from e
     try:
         run_dir = results.new_run_dir(Path(results_dir), campaign.name)
+        # Every file the run's start writes passes its filter, as every later one does (a prompt
+        # frozen into prompts.json may hold a secret).
+        results.guard(run_dir, redactor_for(campaign))
         results.write_json(run_dir / results.ENGINE_JSON, {
             "run_id": f"{run_dir.name}.{uuid.uuid4().hex[:8]}",
             "campaign_source": str(Path(file).resolve()), "runtime": runtime,

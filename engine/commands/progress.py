@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.method import steady
+from engine.method.capacity import Found
 from engine.quality.effect import IGNORED_FACT
 from engine.record.events import ENVELOPE, EventKind
 from engine.record.journal import Event
@@ -173,7 +174,8 @@ def _verdict_look(e: Event) -> str:
 
 def _capacity(e: Event) -> str:
     unit = "req/s" if e["over"] == "rate" else "concurrent"
-    lo = "below the range" if e.get("lo") is None else f"{e['lo']:g} {unit}"
+    lo = ("no answer: no probe held or failed" if e.get("found") == Found.NONE else
+          "below the range" if e.get("lo") is None else f"{e['lo']:g} {unit}")
     hi = f", fails at {e['hi']:g}" if e.get("hi") is not None else ""
     mixed = f", reps disagree at {', '.join(f'{m:g}' for m in e['mixed'])}" if e.get("mixed") else ""
     return (f"{_where(e)} {e['class']} capacity at {e['criteria']}: {lo}{hi}{mixed} "

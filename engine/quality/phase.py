@@ -27,6 +27,7 @@ from engine.quality.verdicts import verdict_row, write_verdicts
 from engine.quality.window import WindowChecks
 from engine.record import results
 from engine.record.events import EventKind
+from engine.servers.bounded import server_client
 from engine.words import CONTROL, Check, QualityStatus
 
 
@@ -42,9 +43,8 @@ class Quality:
             return
         run.emit(EventKind.QUALITY_STARTED, session=ctx.session, window=ctx.window)
         started = time.monotonic()
-        timeout = httpx.Timeout(run.campaign.timeouts.request, connect=10.0)
         status = QualityStatus.DONE
-        with httpx.Client(base_url=ctx.server.base_url, timeout=timeout) as client:
+        with server_client(ctx.server.base_url, run.campaign.timeouts.request) as client:
             probe = Probe(ctx.adapter, client, run.controls.stopping)
             checks = WindowRun(self.refs, self.baseline_dir, run, ctx, probe)
             with results.after(lambda: write_verdicts(run.run_dir, self.rows(run))):

@@ -375,7 +375,7 @@ Capacity = TypedDict("Capacity", {
     "session": str, "window": str, "class": str,
     "over": str,  # rate | concurrency
     "criteria": str,  # what must hold, in words
-    "found": str,  # engine.method.capacity.Found: bracketed | budget | below range | above range
+    "found": str,  # engine.method.capacity.Found: bracketed | budget | below range | above range | no answer
     "lo": float | None,  # the highest load shown to hold (the capacity)
     "hi": float | None,  # the lowest load shown to fail
     "mixed": list[float],  # loads whose reps disagreed, inside the band

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from engine.method.verdict import Call
 from engine.record import results
@@ -31,7 +32,7 @@ from engine.report.text import (
 from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_cell, verdict_lines
 from engine.report.windows import history, window_status
-from engine.sanitize import markdown
+from engine.sanitize import Md, code, markdown
 from engine.words import CONTROL, Check, is_control, load_text, plural
 
 
@@ -51,12 +52,13 @@ def header(view: RunView) -> list[str]:
     st = view.state
     desc = view.campaign.description if view.campaign and view.campaign.description else ""
     windows = [w for w in view.windows() if w.window != CONTROL]
-    lines = [f"# {st.campaign or view.raw_campaign.get('name', view.name)}: ruler report", ""]
-    if desc:
-        lines += [desc, ""]
+    lines = [f"# {markdown(st.campaign or view.raw_campaign.get('name', view.name))}: ruler report", ""]
+    if desc:  # the campaign's words, a line of the paragraph each
+        lines += [*(markdown(line) for line in str(desc).splitlines()), ""]
     lines += [
-        f"Run `{st.run or view.name}` on `{st.server or view.raw_campaign.get('server', '?')}` "
-        f"({st.runtime or view.env.get('runtime', '?')} runtime), status **{st.status}**: "
+        f"Run {code(st.run or view.name)} on {code(st.server or view.raw_campaign.get('server', '?'))} "
+        f"({markdown(st.runtime or view.env.get('runtime', '?'))} runtime), "
+        f"status **{markdown(st.status)}**: "
         f"{plural(len(windows), 'window')} in {plural(len(view.sessions()), 'session')}, "
         f"{plural(len(view.rows), 'row')} in "
         f"`throughput.csv`. Started {when(st.started_ts)}, finished {when(st.finished_ts)}.", "",
@@ -104,7 +106,7 @@ def summary(view: RunView) -> list[str]:
         return []
     return ["## Windows at a glance", ""] + table(
         ["window", "axis", "status", "Δ tok/s (all rows)", "the window's call", "greedy",
-         "|Δlogp| p99", "KL mean", "no observable effect", "ruler check"], rows)
+         Md("\\|Δlogp\\| p99"), "KL mean", "no observable effect", "ruler check"], rows)
 
 
 def boot_noise(view: RunView) -> list[str]:
@@ -170,7 +172,7 @@ def controls(view: RunView) -> list[str]:
         [ws.session, ws.status, fixed(ws.boot_s, 1)] + control_row_cells(
             view.rows_of(ws.session, CONTROL), classes, low, top) for ws in ctl_windows])
     for ws in ctl_windows:
-        lines += [f"### {ws.session}: control", ""]
+        lines += [f"### {markdown(ws.session)}: control", ""]
         lines += window_status(view, ws)
         rows = view.rows_of(ws.session, CONTROL)
         if rows:
@@ -244,23 +246,34 @@ def place_drift(view: RunView, sessions: list[str], shapes: list[tuple[str, int,
     lines += table(["place", "session", "shape", "tok/s (spread)", "compared with", "Δ"], per)
     if across:
         lines += ["### Control drift across places", "",
-                  f"After the run, each control row on another place against `{first}-{CONTROL}` "
-                  f"(place `{places[first]}`, the first session): the places are compared through "
+                  f"After the run, each control row on another place against {code(f'{first}-{CONTROL}')} "
+                  f"(place {code(places[first])}, the first session): the places are compared through "
                   "their controls only.", ""]
         lines += table(["place", "session", "shape", "tok/s (spread)", f"Δ vs {first}-{CONTROL}"],
                        across)
     return lines
 
 
+def _num(d: object, key: str) -> float | None:
+    """A figure of a receipt's row, None where the row has none (or something else there)."""
+    v = d.get(key) if isinstance(d, dict) else None
+    return v if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
 def drift_receipt(view: RunView) -> list[str]:
     lines: list[str] = []
     data = read_json(view.dir / "drift.json")
-    for d in data.get("rows", []):
-        ci = (f" [{d['delta_lo_pct']:+.2f}, {d['delta_hi_pct']:+.2f}]"
-              if d.get("delta_lo_pct") is not None and d.get("delta_hi_pct") is not None else "")
-        lines.append(f"- `drift.json`: {d.get('session')} {d.get('class')} C{d.get('concurrency')} "
-                     f"{d.get('delta_pct'):+.2f} %{ci} vs {d.get('against')}: {d.get('verdict')}"
-                     if d.get("delta_pct") is not None else f"- `drift.json`: {d}")
-    return lines + ([""] if data.get("rows") else [])
+    found = data.get("rows")
+    rows: list[Any] = found if isinstance(found, list) else []
+    for d in rows:
+        at, lo, hi = (_num(d, k) for k in ("delta_pct", "delta_lo_pct", "delta_hi_pct"))
+        if at is None:
+            lines.append(f"- `drift.json`: {code(d)}")
+            continue
+        ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None and hi is not None else ""
+        lines.append(f"- `drift.json`: {markdown(d.get('session'))} {markdown(d.get('class'))} "
+                     f"C{markdown(d.get('concurrency'))} {at:+.2f} %{ci} vs "
+                     f"{markdown(d.get('against'))}: {markdown(d.get('verdict'))}")
+    return lines + ([""] if rows else [])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from engine.record.figures import FIGURES
 from engine.record.judged import Judgement, fallback_noise, judgement
 from engine.record.state import RowState, RunState
 from engine.report.run import Row, RunView
-from engine.sanitize import markdown
+from engine.sanitize import Md, markdown
 from engine.words import CONTROL, load_text, row_key
 
 
@@ -202,10 +203,10 @@ def slo_text(view: RunView) -> str:
     return slo or "none set: no goodput"
 
 
-def acceptance_text(row: Row) -> str:
+def acceptance_text(row: Row) -> Md:
     """Length / rate, each with its interval across the reps where there is one."""
     if row.accept_len is None and row.accept_rate is None:
-        return "-"
+        return Md("-")
 
     def one(name: str) -> str:
         lo, hi = getattr(row, f"{name}_lo"), getattr(row, f"{name}_hi")
@@ -213,23 +214,38 @@ def acceptance_text(row: Row) -> str:
         return cell(row, name) + (f" [{lo:{spec}}, {hi:{spec}}]" if lo is not None and hi is not None else "")
     # A simulated acceptance is what the server was told, not what it measured: said beside it.
     sim = f" — {markdown(row.acceptance)}" if acceptance.is_simulated(row.as_json()) else ""
-    return f"{one('accept_len')} / {one('accept_rate')}{sim}"
+    return Md(f"{one('accept_len')} / {one('accept_rate')}{sim}")  # ruler's figures, the source escaped
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
-    def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-    out = ["| " + " | ".join(cell(h) for h in headers) + " |",
+def table_cell(value: object) -> str:
+    """One cell of a document's table: ruler's own markdown (:class:`Md`: a link to a receipt, a
+    code span, a bold call, its figures) as written; a number as it prints; any other text, from
+    whatever it came (a campaign, a server, a journal), through :func:`markdown`, the one escaping
+    path: never a link, an image, HTML or a cell of its own."""
+    if isinstance(value, Md):
+        return value.replace("\n", " ")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return markdown(value)
+
+
+def table(headers: Sequence[object], rows: Iterable[Sequence[object]]) -> list[str]:
+    out = ["| " + " | ".join(table_cell(h) for h in headers) + " |",
            "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    out += ["| " + " | ".join(table_cell(v) for v in r) + " |" for r in rows]
     return out + [""]
 
 
-def link(view: RunView, rel: str | None, text: str | None = None) -> str:
-    """A receipt link relative to report.md, only when the file is there."""
-    if not rel or not (view.dir / rel).exists():
-        return ""
-    return f"[{text or Path(rel).name}]({rel})"
+_RECEIPT = re.compile(r"[\w.@+,=~-]+(?:/[\w.@+,=~-]+)*")
+
+
+def link(view: RunView, rel: str | None, text: str | None = None) -> Md:
+    """A receipt link relative to report.md, only when the file is there: a path within the run
+    directory (a journal names it; a damaged one may name /etc/passwd or javascript:), of the
+    characters a receipt's name has; nothing otherwise."""
+    if not rel or not _RECEIPT.fullmatch(rel) or ".." in rel.split("/") or not (view.dir / rel).exists():
+        return Md("")
+    return Md(f"[{markdown(text or Path(rel).name)}]({rel})")
 
 
 def when(ts: float | None) -> str:

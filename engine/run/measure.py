@@ -31,8 +31,9 @@ from engine.record.state import RunState, capacity_key
 from engine.run.client.transport import connection_lost
 from engine.run.loadgen import PassPlan, PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.runtime.base import Server
-from engine.servers.client import FlushFailed, ServerClient, tls_context
-from engine.servers.data import POS, BadServerData, counter, reading
+from engine.servers.bounded import AnswerUnbounded, server_client
+from engine.servers.client import FlushFailed, ServerClient
+from engine.servers.data import POS, BadServerData, consistent, counter, reading
 from engine.words import (
     CONTROL,
     USABLE_ROWS,
@@ -60,6 +61,9 @@ FLUSH_TRIES = 3
 FLUSH_RETRY_S = 0.5
 
 
+METRICS_S = 10.0  # a /metrics answer, whole
+
+
 def read_counters(adapter: ServerClient, status: int, body: str) -> Scrape:
     """The counters in one metrics answer, or None and why; whatever the body, never an exception."""
     if status != 200:
@@ -70,6 +74,7 @@ def read_counters(adapter: ServerClient, status: int, body: str) -> Scrape:
             counters = adapter.spec_counters(samples)
             if counters is not None:
                 counters = {k: counter(v, k) for k, v in counters.items()}
+                consistent(counters, "its speculative-decoding counters")
             cache = adapter.cache_counters(samples)
             if cache is not None:
                 cache = {k: counter(v, k) for k, v in cache.items()}
@@ -83,7 +88,10 @@ def read_counters(adapter: ServerClient, status: int, body: str) -> Scrape:
 def scrape(base_url: str, adapter: ServerClient) -> Scrape:
     """The adapter's speculative-decoding counters, or None and why (naming the server flag)."""
     try:
-        r = httpx.get(base_url + adapter.metrics_path, timeout=10.0, verify=tls_context())
+        with server_client(timeout=METRICS_S) as client:
+            r = client.get(base_url + adapter.metrics_path)
+    except AnswerUnbounded as e:  # an answer that never ends, or ends past what ruler reads
+        return Scrape(None, str(e), rejected=True)
     except httpx.HTTPError:
         return Scrape(None, adapter.missing_metrics(None, None))
     return read_counters(adapter, r.status_code, r.text)
@@ -109,7 +117,12 @@ def _delta(before: Scrape, after: Scrape) -> tuple[dict[str, float] | None, str 
     back = [f"{k} {was[k]:g} -> {after.counters[k]:g}" for k in common if after.counters[k] < was[k]]
     if back:
         return None, f"counters went backwards ({', '.join(back)}): the server restarted or reset them", True
-    return {k: after.counters[k] - was[k] for k in common}, None, False
+    delta = {k: after.counters[k] - was[k] for k in common}
+    try:
+        consistent(delta, "the metrics counters' change over the pass")
+    except BadServerData as e:
+        return None, str(e), True
+    return delta, None, False
 
 
 def _cache_delta(before: Scrape, after: Scrape) -> dict[str, float] | None:
@@ -277,8 +290,7 @@ class Measurement:
         if policy != "flush":
             return {"policy": policy}
         why = ""
-        with httpx.Client(base_url=ctx.server.base_url, timeout=run.campaign.timeouts.request,
-                          verify=tls_context()) as client:
+        with server_client(ctx.server.base_url, run.campaign.timeouts.request) as client:
             for tries in range(1, FLUSH_TRIES + 1):
                 try:
                     return {"policy": policy, "flush": ctx.adapter.flush_cache(client)}

@@ -16,7 +16,7 @@ from typing import Any
 
 from engine import files
 from engine.campaign.plan import WindowStart, campaign_items, plan_launch
-from engine.campaign.redact import redactor_for
+from engine.campaign.redact import Redactor, redactor_for
 from engine.campaign.sources import Item, chosen
 from engine.campaign.sources.item import plain_item
 from engine.campaign.spec import Campaign, Place, ServerConfig
@@ -52,25 +52,44 @@ def _classes_of(kind: type) -> Callable[[Any], bool]:
         isinstance(v, list) and all(isinstance(x, kind) for x in v) for v in data.values())
 
 
-def frozen_items(campaign: Campaign, run_dir: Path, variables: Mapping[str, str]) -> dict[str, list[Item]]:
+def frozen_items(campaign: Campaign, run_dir: Path, variables: Mapping[str, str],
+                 redact: Redactor | None = None) -> dict[str, list[Item]]:
     """The classes' items are frozen into the run at its start, so a resume and the receipts see
     the same ones: a plain class's prompts as strings in prompts.json, any other class's items
-    whole in items.json (written only when the campaign has such a class)."""
+    whole in items.json (written only when the campaign has such a class). Written through the
+    run's filter like every file of it: a prompt that holds a secret is kept with its marker.
+    Read back, such items are the campaign's own again when they are what it gives now, filtered
+    (the secret is sent, not its marker); else each marker whose name holds one value is."""
     prompts, items = run_dir / results.PROMPTS, run_dir / results.ITEMS
     if prompts.exists():
-        frozen: dict[str, list[Item]] = {
-            cls: [plain_item(p) for p in texts]
-            for cls, texts in results.read_frozen(prompts, _classes_of(str)).items()}
-        if items.exists():
-            frozen.update(results.read_frozen(items, _classes_of(dict)))
+        kept = results.read_frozen(prompts, _classes_of(str))
+        whole = results.read_frozen(items, _classes_of(dict)) if items.exists() else {}
+        if redact is not None and redact.marked(json.dumps([kept, whole])):
+            fresh = campaign_items(campaign, variables)
+            if _frozen_form(campaign, fresh, redact) == (kept, whole):
+                return fresh
+            kept, whole = results.scrub_data([kept, whole], redact.restore)
+        frozen: dict[str, list[Item]] = {cls: [plain_item(p) for p in texts] for cls, texts in kept.items()}
+        frozen.update(whole)
         return frozen
     frozen = campaign_items(campaign, variables)
-    plain = {cls for cls, spec in campaign.workload.classes.items() if chosen(spec)[0].plain}
-    results.write_json(prompts, {cls: [i["messages"][0]["content"] for i in v]
-                                 for cls, v in frozen.items() if cls in plain})
-    if len(plain) < len(frozen):
-        results.write_json(items, {cls: v for cls, v in frozen.items() if cls not in plain})
+    kept, whole = _frozen_form(campaign, frozen, None)
+    results.write_json(prompts, kept)
+    if whole:
+        results.write_json(items, whole)
     return frozen
+
+
+def _frozen_form(campaign: Campaign, frozen: dict[str, list[Item]],
+                 redact: Redactor | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(prompts.json's, items.json's) of the items: a plain class's prompts, every other class's
+    items; through ``redact`` as the run's filter writes them."""
+    plain = {cls for cls, spec in campaign.workload.classes.items() if chosen(spec)[0].plain}
+    kept = {cls: [i["messages"][0]["content"] for i in v] for cls, v in frozen.items() if cls in plain}
+    whole = {cls: v for cls, v in frozen.items() if cls not in plain}
+    if redact is not None:
+        kept, whole = results.scrub_data([kept, whole], redact)
+    return kept, whole
 
 
 def sweep_record(campaign: Campaign) -> dict[str, Any]:
@@ -86,8 +105,8 @@ def sweep_record(campaign: Campaign) -> dict[str, Any]:
 
 def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str],
                 place: Place | None = None, cancelled: threading.Event | None = None) -> Runtime:
-    """The runtime a resolved name stands for on a place. ``secrets``: name -> value of what is
-    redacted, which a Slurm job script names by reference; ``cancelled``: the run's abort, which
+    """The runtime a resolved name stands for on a place. ``secrets``: a redacted value -> the
+    variable that holds it, which a Slurm job script names instead; ``cancelled``: the run's abort, which
     cuts short a wait on a place's host."""
     return get_runtime(name, secrets=secrets, partition=campaign.slurm.partition,
                        docker_host=place.docker_host if place else None,
@@ -137,7 +156,7 @@ class Runner:
         self.redact = redactor_for(campaign)
         # Whatever part of the run writes a file under run_dir writes it through the redactor.
         results.guard(run_dir, self.redact)
-        secrets = {n: v for v, n in self.redact.secrets}
+        secrets = self.redact.references()
         # A name from the campaign or the command line; tests hand a Runtime of their own.
         self.rt = runtime_for(campaign, runtime, secrets) if isinstance(runtime, str) else runtime
         self.runtime = self.rt.name
@@ -155,7 +174,7 @@ class Runner:
         # journal's writer folds each event it appends: that fold is the campaign's state.
         self.state = self.journal.state
         self.resuming = self.state.last_seq > 0
-        self.items = frozen_items(campaign, run_dir, variables)
+        self.items = frozen_items(campaign, run_dir, variables, self.redact)
         self.reboots: dict[str, int] = {}
         self._emit_lock = threading.RLock()
         # Files derived from the fold (throughput.csv) follow the journal, event by event.

@@ -13,11 +13,13 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
 
 from engine.method.boots import CONTROL_CONFIG, Boot, fit
 from engine.method.verdict import versus
@@ -35,6 +37,7 @@ from engine.report import (
     write_report,
 )
 from engine.report.text import judgement_of
+from tests.hostile import HOSTILE, MARK, PAYLOADS, poisoned
 from tests.integration.report_runs import POLICY_A, POLICY_B, csv_rows, recomputed
 from tests.paths import FIXTURES
 
@@ -386,3 +389,58 @@ def test_the_net_log_sees_a_page_that_fetches(tmp_path: Path) -> None:
     page.write_text('<html><body><img src="http://127.0.0.1:9/x.png"></body></html>')
     _, requests = chromium(page, tmp_path / "fetch", "--dump-dom")
     assert requests == ["http://127.0.0.1:9/x.png"]
+
+
+# A page's scripts are given this first: a payload that runs calls it, and it marks the page.
+TRIP = ("<script>window.PWNED = function () { document.documentElement.setAttribute('data-pwned', "
+        "'1'); };</script>")
+# Then, once the page has loaded, every link is clicked: a javascript: one runs its script; any
+# other is kept from leaving the page (the check reads this page's DOM).
+CLICK_ALL = ("<script>window.addEventListener('load', function () {"
+             " document.querySelectorAll('a').forEach(function (a) {"
+             "  a.addEventListener('click', function (e) {"
+             "   if (!/^javascript:/i.test(a.getAttribute('href') || '')) { e.preventDefault(); } });"
+             "  a.click(); }); });</script>")
+
+
+def ran_a_payload(page: Path, work: Path) -> bool:
+    """Whether any script a payload carries ran when ``page`` was opened in Chromium and every link
+    on it clicked (the page's copy, with the trip and the clicks added, is what is opened)."""
+    text = page.read_text()
+    armed = work / f"armed-{page.name}"
+    work.mkdir(parents=True, exist_ok=True)
+    armed.write_text(text.replace("<head>", "<head>" + TRIP, 1).replace("</body>", CLICK_ALL + "</body>", 1))
+    dom, _ = chromium(armed, work / "profile-run", "--dump-dom", "--virtual-time-budget=3000")
+    return 'data-pwned="1"' in dom
+
+
+def test_the_trip_sees_a_page_whose_markup_runs(tmp_path: Path) -> None:
+    """The check below can fail: a page with a javascript: link, or an image whose handler runs,
+    is caught, each on its own."""
+    for i, body in enumerate(['<a href="javascript:PWNED()">x</a>', '<img src="x" onerror="PWNED()">']):
+        page = tmp_path / f"runs-{i}.html"
+        page.write_text(f"<html><head></head><body>{body}</body></html>")
+        assert ran_a_payload(page, tmp_path / f"w{i}")
+
+
+def report_ran_a_payload(run: Path, text: str, work: Path) -> bool:
+    shutil.copytree(DEMO, run)
+    poisoned(run, text)
+    assert cmd_report(str(run), as_html=True) == 0
+    assert (MARK in text) <= (MARK in (run / "report.html").read_text())  # the text is there, as text
+    return ran_a_payload(run / "report.html", work)
+
+
+def test_no_payload_runs_in_the_html_report_in_chromium(tmp_path: Path) -> None:
+    """Issue 49: a campaign's description, axes and flag values, and what a server said (reasons,
+    errors, a parity cell from a /tokenize error body, boot facts), made of markdown links to
+    javascript:, raw tags with handlers and the rest (tests.hostile): report.html opened in
+    Chromium with every link clicked runs none of it."""
+    assert not report_ran_a_payload(tmp_path / "run", " ".join(PAYLOADS), tmp_path / "work")
+
+
+@settings(max_examples=4, deadline=None, database=None)
+@given(text=HOSTILE)
+def test_no_hostile_text_runs_in_the_html_report_in_chromium(text: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        assert not report_ran_a_payload(Path(tmp) / "run", text, Path(tmp) / "work"), text

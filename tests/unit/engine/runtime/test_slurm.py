@@ -190,7 +190,7 @@ def plan_for(path: Path, window: str = "ctx", node: str | None = "node7") -> Lau
         workdir=Path("/shared/results/run/windows") / f"s1-{window}", node=node))
 
 
-SECRETS = {"HF_TOKEN": TOKEN, "API_KEY": API_KEY}
+SECRETS = {TOKEN: "HF_TOKEN", API_KEY: "API_KEY"}  # value -> its variable
 
 
 def test_every_sbatch_line(tmp_path: Path) -> None:
