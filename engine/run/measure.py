@@ -150,12 +150,15 @@ def recompute_row(run_dir: Path, source: str, concurrency: int, policy: stats.Le
     return row
 
 
-def noise_pool(state: RunState, key: str, concurrency: int, rate: float | None) -> list[list[float]]:
-    """The leak rule's noise (engine.method.leak): the reps of the run's finished rows at this load
-    (any class, window or session), the most recent last, the row ``key`` itself left out. A void
-    row is left out too: its wide reps are what the rule condemned, not the server's noise."""
+def noise_pool(state: RunState, key: str, cls: str, concurrency: int,
+               rate: float | None) -> list[list[float]]:
+    """The leak rule's noise (engine.method.leak): the reps of the run's finished rows of this
+    class at this load (any window or session), the most recent last, the row ``key`` itself left
+    out. Noise differs by class (on an H100 prose C8 rows moved 1.5 % where code C8 moved 25 %):
+    a code row read against prose's noise is a noisy row voided. A void row is left out too: its
+    wide reps are what the rule condemned, not the server's noise."""
     return [list(r.row["rep_tok_s"]) for r in state.rows.values()
-            if r.key != key and r.concurrency == concurrency and r.rate == rate
+            if r.key != key and r.cls == cls and r.concurrency == concurrency and r.rate == rate
             and r.complete and r.row.get("status") in USABLE_ROWS and r.row.get("rep_tok_s")]
 
 
@@ -401,7 +404,7 @@ class Measurement:
             run.emit(EventKind.SHAPE_RESUMED, **where, attempt=attempt, reps_kept=len(reps))
         first_attempt, row = attempt + (0 if reps else 1), {}
         # Fixed for the row, so its live checks, its stopping and its figures read alike.
-        pool = noise_pool(run.state, key, c, rate)
+        pool = noise_pool(run.state, key, cls, c, rate)
         fresh = not reps  # a new attempt begins (a resumed one goes on where it stood)
         carried: list[list[int]] = []  # [attempt, rep] of each rep a new attempt keeps
         stalls = 0  # attempts that ended on the client's own stall
