@@ -14,7 +14,6 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from engine.campaign.dryrun import cached_testbed
 from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.prompts import DataFileError
 from engine.campaign.variables import UnresolvedVariable
@@ -22,6 +21,7 @@ from engine.errors import EXIT_BAD_INPUT, EXIT_ENGINE, EXIT_OK, BadInput
 from engine.quality.parity import ClassParity, Parity, Stack, campaign_prompts, parity, rendering_knobs
 from engine.sanitize import terminal
 from engine.servers import get_adapter, known_adapters
+from engine.testbed import cached_variables
 
 TIMEOUT_S = 60.0  # one rendering or tokenizing request; a loaded server may be slow to answer
 
@@ -71,7 +71,7 @@ def cmd_parity(campaign_path: str, stack_specs: Sequence[str], as_json: bool = F
         raise BadInput(f"ruler parity: --max-prompts must be at least 1 (got {max_prompts})")
     try:
         campaign = load_campaign(campaign_path)
-        classes = campaign_prompts(campaign, cached_testbed())
+        classes = campaign_prompts(campaign, cached_variables())
     except SpecError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)
