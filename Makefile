@@ -33,9 +33,13 @@ testbed: setup  ## build or find the cached testbed (llama-server, SmolLM2, vLLM
 	$(BIN)/ruler testbed
 
 # The demo campaign runs on llama.cpp alone: it does not wait for vLLM's 3.4 GB environment.
+# make cannot change its caller's PATH: its last line is the one that puts ruler there, so that
+# every command ruler printed (`ruler report RUN`, `ruler attach RUN`) works as printed.
 demo: setup  ## the llama.cpp testbed, then the demo campaign
 	$(BIN)/ruler testbed --no-vllm
-	$(BIN)/ruler run campaigns/demo-smollm2.yaml
+	$(BIN)/ruler run campaigns/demo-smollm2.yaml; rc=$$?; \
+	  echo "ruler is $(CURDIR)/$(BIN)/ruler; to type it as ruler, run: export PATH=\"$(CURDIR)/$(BIN):\$$PATH\""; \
+	  exit $$rc
 
 # The tiers in order: unit (in process, on three workers), component (the Runner on in-process fakes
 # and the commands end to end in forked children, on two workers), integration (real llama-server,

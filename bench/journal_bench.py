@@ -1,33 +1,37 @@
-"""Benchmark (not a test): a day-long journal read by ``ruler attach``, ``status`` and ``report``.
+"""Benchmark (not a test): a day-long run read by ``ruler attach``, ``status``, ``report``,
+``compare`` and ``validate --explain``, with the fold's snapshot and without it, at several sizes.
 
-    .venv/bin/python bench/journal_bench.py [--times 100] [--flood 30] [--keep DIR]
+    .venv/bin/python bench/journal_bench.py [--times 1,10,100] [--rounds 3] [--flood 30] [--keep DIR]
 
-It builds a run directory whose journal is the recorded demo run (tests/fixtures/runs/demo-smollm2,
-a real headless run of campaigns/demo-smollm2.yaml on the testbed: 1,057 events, 28 rows) with its
-sessions repeated ``--times`` times: each repeat renames the sessions (s1 -> s1r7), shifts the
-times and renumbers the events, so the journal stays one gapless run of 200 sessions and 2,800
-rows; throughput.csv repeats its rows the same way, and each repeated window's receipts are links
-to the recorded window's. The last ``run_finished`` is left out: the run is still going, as a
-console attached to a day-long campaign sees it.
+For each size it builds a run directory whose journal is the recorded demo run
+(tests/fixtures/runs/demo-smollm2, a real headless run of campaigns/demo-smollm2.yaml on the
+testbed: 1,057 events, 28 rows) with its sessions repeated ``--times`` times: each repeat renames
+the sessions (s1 -> s1r7), shifts the times and renumbers the events, so the journal stays one
+gapless run (at 100 times: 105,501 events, 200 sessions, 800 windows, 2,800 rows);
+throughput.csv repeats its rows the same way, and each repeated window's receipts are links to
+the recorded window's. The last ``run_finished`` is left out: the run is still going, as a
+console attached to a day-long campaign sees it (its engine is gone: the console says so). A copy
+of the run directory is what ``ruler compare`` compares it with.
 
-It prints, each command in a process of its own as an operator runs it:
-- ``ruler attach``: seconds from the command to the first full screen (the status line says
-  "attached"), on a pseudo-terminal, and the console's RSS then;
-- ``ruler status --json``, ``ruler report``: wall seconds (best and worst of ``--rounds``);
-  ``ruler report`` twice a round: with no chart drawn before (a first report: every chart drawn),
-  then again (each chart's values unchanged: kept, see results/README.md);
-- the console's RSS under the flood of bench/ui_bench.py (a boot log growing at 10,000 lines/s,
-  reps landing every 0.5 s) for ``--flood`` seconds, on this journal: start and end.
+Each command runs in a process of its own as an operator runs it, ``--rounds`` times, twice:
+- with the snapshot of the fold (``state.snapshot.json``) the engine leaves when it stops
+  (written here by the journal's writer, opened and closed as a resume does);
+- without it: deleted before each command, as a run an older ruler wrote, a copied one or one
+  whose snapshot was refused reads; the command folds the whole journal and leaves the snapshot
+  for the next reader (its cost is in the figure).
+The figures: ``ruler attach`` to its first full screen on a pseudo-terminal (the status line says
+"attached:", or, the engine being gone, the run's outcome counting every row: the whole journal
+on screen) and the console's CPU then; ``ruler status --json``; ``ruler report`` with no chart
+drawn before (each chart drawn) and again (the charts kept, their values unchanged); ``ruler
+compare RUN COPY``; ``ruler validate --explain RUN/campaign.yaml`` from another directory.
+Each is the best wall time of the rounds with the command's CPU time beside it, then a table of
+every size side by side, each command's goal last (issue 47), and the load average: every figure
+is wall time on whatever box runs it, a busy one makes it longer (CPU time less so). With
+``--flood``, the console's RSS under bench/ui_bench.py's flood on the largest run.
 
 Each command runs with its bytecode cached, as an installed ruler runs: PYTHONDONTWRITEBYTECODE,
 if set, is dropped for them (with it, every module of the tree is compiled again at each start:
-0.05-0.1 s of attach), and the console is opened once before it is timed.
-
-Each figure is printed beside its target; nothing is asserted. The readers find the snapshot of
-the fold (``state.snapshot.json``) the engine leaves when it stops (written here by the journal's
-writer, opened and closed as a resume does); ``--full-fold`` first times them without it, each
-folding the whole journal. Every figure is wall time on whatever box runs it: the load average
-is printed beside them.
+0.05-0.1 s of attach), and the console is opened once before it is timed. Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ import tempfile
 import termios
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +64,17 @@ import ui_bench  # noqa: E402
 from engine.record import results, snapshot  # noqa: E402
 from engine.record.snapshot import fold_journal  # noqa: E402
 from engine.record.writer import JournalWriter  # noqa: E402
+from engine.words import plural  # noqa: E402
 
 RECORDED = ROOT / "tests" / "fixtures" / "runs" / "demo-smollm2"
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # see the docstring
-TARGETS = {"attach": 1.0, "status": 0.3, "report": 5.0}
+# Each figure's command and its goal in seconds (issue 47); validate's is its exit code, 0.
+COMMANDS = {"attach": 1.0, "status": 0.3, "report": 5.0, "report again": 5.0, "compare": 5.0,
+            "validate": None}
+LABELS = {"attach": "ruler attach, first full screen", "status": "ruler status --json",
+          "report": "ruler report (charts drawn)", "report again": "ruler report (charts kept)",
+          "compare": "ruler compare RUN COPY", "validate": "ruler validate --explain (frozen)"}
+FROZEN = ("campaign.yaml", "env.json", "prompts.json", "quality.json", "drift.json")
 
 
 def renamed(text: str, sessions: dict[str, str]) -> str:
@@ -78,7 +90,7 @@ def build(run: Path, times: int) -> int:
     head, body = events[0], [e for e in events[1:] if e["kind"] != "run_finished"]
     span = body[-1]["ts"] - head["ts"] + 1.0
     run.mkdir(parents=True)
-    for name in ("campaign.yaml", "env.json", "prompts.json", "drift.json"):
+    for name in FROZEN:
         shutil.copy(RECORDED / name, run / name)
     (run / "windows").mkdir()
     csv_lines = (RECORDED / results.THROUGHPUT).read_text().splitlines(keepends=True)
@@ -118,10 +130,10 @@ def children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def ruler(*args: str) -> tuple[float, float, str]:
+def ruler(*args: str, cwd: Path = ROOT) -> tuple[float, float, str]:
     """Wall and CPU seconds of one ``ruler`` command, in a process of its own, and its output."""
     t0, c0 = time.perf_counter(), children_cpu()
-    out = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, env=ENV,
+    out = subprocess.run([sys.executable, "-m", "engine", *args], cwd=cwd, env=ENV,
                          capture_output=True, text=True, check=False)
     took, cpu = time.perf_counter() - t0, children_cpu() - c0
     if out.returncode != 0:
@@ -129,15 +141,27 @@ def ruler(*args: str) -> tuple[float, float, str]:
     return took, cpu, out.stdout
 
 
-def attach(run: Path, size: tuple[int, int]
+def wait_any(screen: ui_bench.Screen, needles: tuple[str, ...], timeout: float) -> bool:
+    """True once any of ``needles`` has arrived."""
+    deadline = time.monotonic() + timeout
+    with screen.cond:
+        while not any(n in screen.text for n in needles):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            screen.cond.wait(left)
+    return True
+
+
+def attach(run: Path, size: tuple[int, int], rows: int
            ) -> tuple[float, float, float, subprocess.Popen[bytes], int]:
-    """Seconds from ``ruler attach`` to its first full screen (the status line says "attached":
-    the journal and the shown log read to their end, the screen drawn), the CPU seconds it took
-    (``ruler attach`` becomes the console: one process), its RSS (MiB) then, and the console with
-    its terminal, left running."""
-    cols, rows = size
+    """Seconds from ``ruler attach`` to its first full screen (the status line says "attached:",
+    the journal and the shown log read to their end; or, its engine gone, the run's outcome
+    counting every one of its ``rows``), the CPU seconds it took (``ruler attach`` becomes the
+    console: one process), its RSS (MiB) then, and the console with its terminal, left running."""
+    cols, lines = size
     master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", lines, cols, 0, 0))
     env = {k: v for k, v in ENV.items() if k not in ("COLORTERM", "NO_COLOR", "TEXTUAL")}
     env["TERM"] = "xterm-256color"
     t0 = time.perf_counter()
@@ -145,9 +169,9 @@ def attach(run: Path, size: tuple[int, int]
                           stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
     os.close(slave)
     screen = ui_bench.Screen(master)
-    if not screen.wait_for("attached:", 0, timeout=120):
+    if not wait_any(screen, ("attached:", f"{plural(rows, 'row')}: "), timeout=300):
         ui.kill()
-        raise SystemExit("the console never said 'attached:'; output tail:\n" + screen.text[-2000:])
+        raise SystemExit("the console never showed the whole run; output tail:\n" + screen.text[-2000:])
     took = time.perf_counter() - t0
     return took, ui_bench.cpu_s(ui.pid), ui_bench.rss_kib(ui.pid) / 1024, ui, master
 
@@ -201,80 +225,129 @@ def flood(run: Path, ui: subprocess.Popen[bytes], seconds: float, rate: int) -> 
     return rss
 
 
-def figures(label: str, run: Path, rounds: int, size: tuple[int, int]) -> None:
-    def line(what: str, runs: list[tuple[float, float]], target: float) -> str:
-        best = min(runs)
-        return (f"  {what}: best {best[0]:.2f} s (CPU {best[1]:.2f} s), worst {max(runs)[0]:.2f} s "
-                f"of {len(runs)}  (target < {target} s)")
+Figure = tuple[float, float]  # best wall seconds of the rounds, the CPU seconds of that round
 
-    quit_console(*attach(run, size)[3:])  # its modules' bytecode written, as after an install
-    status = [ruler("status", "--json", str(run))[:2] for _ in range(rounds)]
-    report, again = [], []
-    for _ in range(rounds):
-        for chart in run.glob("report-*.png"):  # each round draws them: a first report
-            chart.unlink()
-        report.append(ruler("report", str(run))[:2])
-        again.append(ruler("report", str(run))[:2])  # the charts' values unchanged: kept
-    attached = []
-    for _ in range(rounds):
-        took, cpu, rss, ui, master = attach(run, size)
+
+@dataclass
+class Sized:
+    """One size's run directory, its copy and what they hold."""
+
+    times: int
+    run: Path
+    copy: Path
+    events: int
+    rows: int
+    windows: int
+    load: float = 0.0  # the load average when its figures were taken
+    figures: dict[tuple[str, bool], Figure] = field(default_factory=dict)  # (command, snapshot)
+
+
+def snapshots(sized: Sized, keep: bool) -> None:
+    """Each journal with the snapshot its engine leaves when it stops, or none."""
+    for d in (sized.run, sized.copy):
+        path = snapshot.path_of(d / results.JOURNAL)
+        if keep and not path.exists():
+            JournalWriter(d / results.JOURNAL).close()
+        elif not keep:
+            path.unlink(missing_ok=True)
+
+
+def command(sized: Sized, what: str, size: tuple[int, int]) -> tuple[float, float]:
+    run = sized.run
+    if what == "attach":
+        took, cpu, _, ui, master = attach(run, size, sized.rows)
         quit_console(ui, master)
-        attached.append((took, cpu, rss))
-    print(f"{label}:")
-    print(line(f"ruler attach, to the first full screen ({size[0]}x{size[1]})",
-               [a[:2] for a in attached], TARGETS["attach"])
-          + f"; RSS then {min(attached)[2]:.1f} MiB")
-    print(line("ruler status --json", status, TARGETS["status"]))
-    print(line("ruler report, its charts drawn", report, TARGETS["report"]))
-    print(line("ruler report again, the charts kept (their values unchanged)", again,
-               TARGETS["report"]))
+        return took, cpu
+    if what == "report":
+        for chart in run.glob("report-*.png"):  # a first report: every chart drawn
+            chart.unlink()
+    args = {"status": ("status", "--json", str(run)), "report": ("report", str(run)),
+            "report again": ("report", str(run)), "compare": ("compare", str(run), str(sized.copy)),
+            "validate": ("validate", "--explain", str(run / "campaign.yaml"))}[what]
+    with tempfile.TemporaryDirectory() as elsewhere:  # validate: not from the campaign's folder
+        return ruler(*args, cwd=Path(elsewhere) if what == "validate" else ROOT)[:2]
+
+
+def measure(sized: Sized, rounds: int, size: tuple[int, int]) -> None:
+    sized.load = os.getloadavg()[0]
+    quit_console(*attach(sized.run, size, sized.rows)[3:])  # its bytecode written, as after an install
+    for keep in (True, False):
+        for what in COMMANDS:
+            runs = []
+            for _ in range(rounds):
+                snapshots(sized, keep)
+                runs.append(command(sized, what, size))
+            sized.figures[what, keep] = min(runs)
+            print(f"  {sized.times}x {LABELS[what]}, {'with the snapshot' if keep else 'without it'}: "
+                  f"best {min(runs)[0]:.2f} s (CPU {min(runs)[1]:.2f} s), worst {max(runs)[0]:.2f} s "
+                  f"of {rounds}", flush=True)
+
+
+def table(sizes: list[Sized]) -> list[str]:
+    """Every figure side by side: each size with the snapshot and without it, the goal last."""
+    cols = [(s, keep) for s in sizes for keep in (True, False)]
+    head = ["command", *(f"{s.times}x {'snapshot' if keep else 'no snapshot'}" for s, keep in cols),
+            "goal"]
+    body = []
+    for what, goal in COMMANDS.items():
+        cells = [f"{s.figures[what, keep][0]:.2f} s ({s.figures[what, keep][1]:.2f})" for s, keep in cols]
+        body.append([LABELS[what], *cells, "exit 0" if goal is None else f"< {goal:g} s"])
+    body.append(["(events / rows; load average)"] + [
+        f"{s.events:,} / {s.rows:,}; {s.load:.1f}" for s, _ in cols] + [""])
+    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+    return ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |"
+            for r in [head, ["-" * w for w in widths], *body]]
+
+
+def flooded(sized: Sized, seconds: float, rate: int, size: tuple[int, int]) -> None:
+    snapshots(sized, True)
+    ui, master = attach(sized.run, size, sized.rows)[3:]
+    try:
+        rss = flood(sized.run, ui, seconds, rate)
+    finally:
+        quit_console(ui, master)
+    half = len(rss) // 2
+    print(f"  console RSS under the flood, MiB every {max(1, len(rss) // 10)} s: "
+          + " ".join(f"{x / 1024:.1f}" for x in rss[:: max(1, len(rss) // 10)]))
+    print(f"  console RSS start {rss[0] / 1024:.1f} MiB, end {rss[-1] / 1024:.1f} MiB, "
+          f"max {max(rss) / 1024:.1f} MiB; first-half mean {statistics.fmean(rss[:half]) / 1024:.1f}, "
+          f"second-half mean {statistics.fmean(rss[half:]) / 1024:.1f}  (target: flat)")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--times", type=int, default=100, help="repeats of the recorded run's sessions")
+    ap.add_argument("--times", default="1,10,100", help="sizes: repeats of the recorded run's sessions")
     ap.add_argument("--rounds", type=int, default=3, help="runs of each command")
-    ap.add_argument("--flood", type=float, default=30.0, help="seconds of flood (0: none)")
+    ap.add_argument("--flood", type=float, default=30.0,
+                    help="seconds of flood on the largest run (0: none)")
     ap.add_argument("--rate", type=int, default=10_000, help="boot.log lines per second")
     ap.add_argument("--size", default="120x40", help="the console's terminal, COLSxROWS")
-    ap.add_argument("--full-fold", action="store_true",
-                    help="also time each command with the snapshot deleted (the whole journal folded)")
-    ap.add_argument("--keep", metavar="DIR", help="build the run directory in DIR and keep it")
+    ap.add_argument("--keep", metavar="DIR", help="build the run directories in DIR and keep them")
     args = ap.parse_args()
-    cols, rows = (int(x) for x in args.size.split("x"))
-
+    cols, lines = (int(x) for x in args.size.split("x"))
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ruler-journal-bench-"))
-    run = tmp / "run"
+    print(f"box: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start "
+          "(every figure is wall time: a busy box makes it longer; CPU seconds in parentheses)")
+    sizes: list[Sized] = []
     try:
-        t0 = time.perf_counter()
-        n = build(run, args.times)
-        print(f"journal: {n:,} events, {(run / results.JOURNAL).stat().st_size / 2**20:.1f} MiB: the "
-              f"sessions of {RECORDED.relative_to(ROOT)} x {args.times}; built in "
-              f"{time.perf_counter() - t0:.1f} s")
-        print(f"box: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start "
-              "(every figure is wall time: a busy box makes it longer)")
-        s = json.loads(ruler("status", "--json", str(run))[2])
-        print(f"run: {s['rows']['total']:,} rows, {len(s['windows'])} windows")
-        if args.full_fold:
-            figures("full fold (no snapshot)", run, args.rounds, (cols, rows))
-        JournalWriter(run / results.JOURNAL).close()  # the snapshot the engine leaves when it stops
-        snap = snapshot.path_of(run / results.JOURNAL)
-        print(f"snapshot: {snap.stat().st_size / 2**20:.1f} MiB, covering "
-              f"{snapshot.load(run / results.JOURNAL)[0].lines:,} lines")  # type: ignore[union-attr]  # just written
-        figures("with the engine's snapshot", run, args.rounds, (cols, rows))
+        for times in (int(x) for x in args.times.split(",")):
+            run, copy = tmp / f"run-{times}x", tmp / f"copy-{times}x"
+            t0 = time.perf_counter()
+            events = build(run, times)
+            shutil.copytree(run, copy, symlinks=True)
+            s = json.loads(ruler("status", "--json", str(run))[2])
+            sized = Sized(times, run, copy, events, s["rows"]["total"], len(s["windows"]))
+            print(f"{times}x: {events:,} events, {(run / results.JOURNAL).stat().st_size / 2**20:.1f} MiB "
+                  f"of journal, {sized.rows:,} rows, {sized.windows:,} windows: the sessions of "
+                  f"{RECORDED.relative_to(ROOT)} x {times}; built in {time.perf_counter() - t0:.1f} s",
+                  flush=True)
+            measure(sized, args.rounds, (cols, lines))
+            sizes.append(sized)
+        print()
+        print("\n".join(table(sizes)))
         if args.flood:
-            ui, master = attach(run, (cols, rows))[3:]
-            try:
-                rss = flood(run, ui, args.flood, args.rate)
-            finally:
-                quit_console(ui, master)
-            half = len(rss) // 2
-            print(f"  console RSS under the flood, MiB every {max(1, len(rss) // 10)} s: "
-                  + " ".join(f"{x / 1024:.1f}" for x in rss[:: max(1, len(rss) // 10)]))
-            print(f"  console RSS start {rss[0] / 1024:.1f} MiB, end {rss[-1] / 1024:.1f} MiB, "
-                  f"max {max(rss) / 1024:.1f} MiB; first-half mean "
-                  f"{statistics.fmean(rss[:half]) / 1024:.1f}, second-half mean "
-                  f"{statistics.fmean(rss[half:]) / 1024:.1f}  (target: flat)")
+            print(f"flood on the {sizes[-1].times}x run:")
+            flooded(sizes[-1], args.flood, args.rate, (cols, lines))
         print(f"box: load average {os.getloadavg()[0]:.1f} at the end")
         return 0
     finally:

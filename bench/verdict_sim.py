@@ -1,22 +1,26 @@
-"""Simulation (not a test): the verdicts' error rates and what a decision costs, by ruler's own
-judgement (engine.record.judged through engine.record.simulate) on synthetic campaigns.
+"""Simulation (not a test): the verdicts' error rates, power and what a decision costs in GPU time,
+by ruler's own judgement (engine.record.judged through engine.record.simulate) on synthetic
+campaigns whose truth is known.
 
-    .venv/bin/python bench/verdict_sim.py [--campaigns 60] [--windows 8]
+    .venv/bin/python bench/verdict_sim.py [errors|power|cost|all] [--campaigns 200]
 
-A campaign: ``--windows`` windows x 2 classes x C1/C8/C64, 3 reps, each session booting the control
-first and again last (control_position both); rep noise (sd of log tok/s within a boot) 2-20 %,
-boot noise (sd between boots of one server) 0-5 %.
+A campaign: 6 windows x 2 classes (prose, code) x C1/C8/C32. Noise between boots per class and
+load (sd of log tok/s; Gaussian, or Student's t with 3 df scaled to the same sd), a session's
+shift at each shape, reps within a boot by 3 % unless said.
 
-``verdicts``: per noise, for 1 and 3 sessions, the share of A/A campaigns with any false effect
-(the family-wise rate Holm keeps at 5 %) and the false effects per campaign, beside the rule
-before (Welch's interval on one boot's reps with the 10 % floor of leak.spread, no control again,
-no correction: its code run from git, ``git show e39764b:engine/method/delta.py``); the share of
-unchanged rows shown "no observable effect"; and the power: the share of truly changed rows (2 of
-the windows, every class and load) called an effect in the right direction at -5/-10/-15 %.
-
-``cost``: reps (GPU time) per settled row (an effect or shown none) in a campaign where half the
-windows move by -10 %, for this design against a fixed three-rep design without the control again
-(the noise between boots declared) held to the same rule.
+``errors``: the share of A/A campaigns with any false effect (the family-wise rate the rule keeps
+at 5 %) and the share of null rows shown "no observable effect", per noise model, sessions (1-4)
+and control placement (both: first and last; interleaved: about the root of the windows).
+``power``: the share of rows of a window truly moved by -3/-5/-10/-20 % called an effect, and of
+such windows called as a window.
+``cost``: GPU minutes per row decided rightly (an effect called in its direction, or shown within
+the margin where the truth is) on a campaign like the issue's (four inert windows, flash
+attention off at -30 % everywhere, a q8_0 KV cache at -7 % at C1 only), for the fixed three-rep
+grid (control first and last, every window in each of S sessions) judged by today's rule and by
+the rule before it (its code run from git: the noise pooled over classes and sessions, Holm over
+every row), against boots added until decided (the control first and last, or interleaved; 3 reps,
+which the leak rule needs at C8 and above; from 2 sessions up to the 4-session grid's boots). A
+boot costs 60 s beside its passes, a pass 4 s.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import functools
 import subprocess
 import sys
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -34,96 +39,157 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.method.verdict import Call, Rule  # noqa: E402
-from engine.record.judged import judgement  # noqa: E402
-from engine.record.simulate import Design, campaign, rates  # noqa: E402
-from engine.words import CONTROL  # noqa: E402
+from engine.record.simulate import Design, Effects, Noise, Rates, campaign, rates, truth  # noqa: E402
 
-RULE = Rule(0.05, "holm", 0.05, 0.05)
-NOISE = [(0.02, 0.0), (0.02, 0.05), (0.05, 0.0), (0.05, 0.05), (0.10, 0.0), (0.10, 0.05), (0.20, 0.05)]
+RULE = Rule(0.05, "holm", 0.05, None)
+BEFORE = "75c6a6d"  # the rule before issue 45: its judgement, run from git
+
+NOISES: list[tuple[str, Noise]] = [
+    ("equal 3 %", Noise(boot=0.03)),
+    ("classes 1 % / 8 %", Noise(boot={"prose": 0.01, "code": 0.08})),
+    ("classes 2 % / 5 %", Noise(boot={"prose": 0.02, "code": 0.05})),
+    ("t3 tails 3 %", Noise(boot=0.03, tails="t3")),
+    ("session shift 5 %", Noise(boot=0.03, shift=0.05)),
+    ("shapes correlated .7", Noise(boot=0.03, rho=0.7)),
+]
+# As seen on an H100 (../shared/gpu/README.md): C1 quiet, prose C8 about 1.5 %, code C8 about 10-25 %.
+GPU = Noise(boot={"prose": 0.01, "code": 0.02}, rep=0.02, by_load={8: 2.0, 32: 3.0})
+GPU_CODE = Noise(boot={"prose": 0.01, "code": 0.04}, rep=0.02, by_load={8: 2.5, 32: 3.0})
+MIXED: Effects = {0: -0.30, 1: {1: -0.07}}  # flash attention off everywhere; q8_0 at C1 only
 
 
 @functools.cache
-def old_rule() -> types.ModuleType:
-    """The delta rule before issue 34, from git: Welch on one boot's reps, the 10 % floor."""
-    src = subprocess.run(["git", "-C", str(ROOT), "show", "e39764b:engine/method/delta.py"],
-                         capture_output=True, text=True, check=True).stdout
-    mod = types.ModuleType("old_delta")
-    sys.modules["old_delta"] = mod  # dataclasses look their module up
-    exec(compile(src, "old_delta.py", "exec"), mod.__dict__)
-    return mod
+def before() -> types.ModuleType:
+    """The judgement before issue 45, from git, beside today's (its modules under other names)."""
+    words = types.ModuleType("before_words")
+    import engine.words as now
+
+    words.__dict__.update(now.__dict__)
+    words.CONTROL_BOOTS = (now.CONTROL, now.CONTROL_AGAIN)  # type: ignore[attr-defined]
+    sys.modules["before_words"] = words
+    out = None
+    modules = (("before_boots", "engine/method/boots.py"), ("before_verdict", "engine/method/verdict.py"),
+               ("before_judged", "engine/record/judged.py"))
+    for name, path in modules:
+        src = subprocess.run(["git", "-C", str(ROOT), "show", f"{BEFORE}:{path}"], capture_output=True,
+                             text=True, check=True).stdout
+        for old, new in (("engine.method.boots", "before_boots"), ("engine.method.verdict", "before_verdict"),
+                         ("engine.words", "before_words")):
+            src = src.replace(old, new)
+        mod = types.ModuleType(name)
+        sys.modules[name] = mod  # dataclasses look their module up
+        exec(compile(src, f"{name}.py", "exec"), mod.__dict__)
+        out = mod
+    assert out is not None
+    return out
 
 
-def old_false(design: Design, rep: float, boot: float, campaigns: int, seed: int) -> tuple[float, float]:
-    old = old_rule()
+def before_rates(design: Design, noise: Noise, effects: Effects, campaigns: int, seed: int) -> Rates:
+    """The rule before on the fixed grid (its declared 5 % where nothing was booted twice)."""
+    old = before()
+    rule = sys.modules["before_verdict"].Rule(0.05, "holm", 0.05, 0.05)
     rng = np.random.default_rng(seed)
-    anyf = total = 0
+    anyf = right = wrong_none = 0
     for _ in range(campaigns):
-        st = campaign(Design(design.windows, design.sessions, design.loads, design.classes, design.reps,
-                             again=False), rep, boot, {}, rng)
-        wrong = 0
-        for r in st.rows.values():
-            if r.window == CONTROL:
-                continue
-            ctl = st.rows[r.key.replace(f"-{r.window}/", f"-{CONTROL}/")]
-            iv = old.relative_delta(r.row["rep_tok_s"], ctl.row["rep_tok_s"])
-            wrong += old.observable(iv, 0.10)
+        st = campaign(design, noise, effects, rng)
+        j = old.judgement(st, rule)
+        wrong = bad = 0
+        questions = {(r.window, r.cls, r.concurrency): (r, judged) for key, judged in j.rows.items()
+                     if (r := st.rows[key]) is not None}
+        for r, judged in questions.values():
+            t = truth(effects, int(r.window[1:]), r.concurrency)
+            v = judged.versus
+            called = judged.call.value == Call.EFFECT and v is not None
+            wrong += called and t == 0
+            right += (called and t != 0 and (v.log_delta > 0) == (t > 0)) or \
+                (judged.call.value == Call.NONE and abs(t) < 0.05)
+            bad += judged.call.value == Call.NONE and abs(t) >= 0.05
         anyf += wrong > 0
-        total += wrong
-    return anyf / campaigns, total / campaigns
+        wrong_none += bad > 0
+    n = campaigns
+    return Rates(n, anyf / n, 0, 0, 0, 0, design.boots() * design.boot_minutes(), right / n, wrong_none / n)
 
 
-def verdicts(args: argparse.Namespace) -> None:
-    print(f"A/A and A/B campaigns of {args.windows} windows x 2 classes x 3 loads, 3 reps, "
-          f"{args.campaigns} campaigns a cell; Holm at 0.05, TOST within ±5 %")
-    print(f"{'rep':>5} {'boot':>5} {'sess':>4} | {'any false':>9} {'false/camp':>10} | "
-          f"{'old any':>7} {'old/camp':>8} | {'none shown':>10} | {'power -5%':>9} {'-10%':>6} {'-15%':>6}")
-    for rep, boot in NOISE:
-        for sessions in (1, 3):
-            d = Design(windows=args.windows, sessions=sessions)
-            aa = rates(d, RULE, rep, boot, 0.0, args.campaigns, seed=1)
-            oa, of = old_false(d, rep, boot, args.campaigns, seed=1) if sessions == 1 else (np.nan, np.nan)
-            power = [rates(d, RULE, rep, boot, e, max(10, args.campaigns // 3), seed=2, changed=2).power
-                     for e in (-0.05, -0.10, -0.15)]
-            print(f"{rep:>5.0%} {boot:>5.0%} {sessions:>4} | {aa.any_false:>9.1%} {aa.false_per:>10.2f} | "
-                  f"{oa:>7.1%} {of:>8.2f} | {aa.none_true:>10.1%} | "
-                  + " ".join(f"{p:>{w}.1%}" for p, w in zip(power, (9, 6, 6), strict=True)), flush=True)
+def errors(args: argparse.Namespace) -> None:
+    print(f"A/A campaigns of 6 windows x 2 classes x C1/C8/C32, 3 reps, {args.campaigns} campaigns a "
+          "cell; closed test at 0.05 (Bonferroni across windows, Simes within), TOST within ±5 %")
+    print(f"{'noise between boots':>22} {'controls':>11} | " + " | ".join(
+        f"{s} sess: false  none" for s in (1, 2, 3, 4)))
+    for name, noise in NOISES:
+        for control in ("both", "interleaved"):
+            cells = []
+            for sessions in (1, 2, 3, 4):
+                r = rates(Design(windows=6, sessions=sessions, control=control), RULE, noise, 0.0,
+                          args.campaigns, seed=11)
+                cells.append(f"{r.any_false:>12.1%} {r.none_true:>5.1%}")
+            print(f"{name:>22} {control:>11} | " + " | ".join(cells), flush=True)
+    print()
+    print("Declared noise: control first, one session, nothing booted twice; the calls rest on "
+          "verdict.boot_noise 5 %")
+    for true in (0.03, 0.05, 0.08, 0.10):
+        r = rates(Design(windows=6, sessions=1, control="first"), replace(RULE, boot_noise=0.05),
+                  Noise(boot=true), 0.0, args.campaigns, seed=12)
+        print(f"  true {true:.0%}: any false effect {r.any_false:.1%}")
+    r = rates(Design(windows=6, sessions=1, control="first"), RULE, Noise(boot=0.08), 0.0, args.campaigns,
+              seed=12)
+    print(f"  nothing declared, true 8 %: any false effect {r.any_false:.1%} (no interval: nothing called)")
+
+
+def power(args: argparse.Namespace) -> None:
+    n = max(20, args.campaigns // 4)
+    print(f"Power: one window of 6 moved at every shape, boots 3 % / reps 3 %, {n} campaigns a cell: "
+          "rows called in the right direction (the window called)")
+    print(f"{'controls':>11} {'sess':>4} | " + " | ".join(f"{e:>+4.0%}: rows window" for e in
+                                                        (-0.03, -0.05, -0.10, -0.20)))
+    for control in ("both", "interleaved"):
+        for sessions in (1, 2, 3, 4):
+            cells = []
+            for e in (-0.03, -0.05, -0.10, -0.20):
+                r = rates(Design(windows=6, sessions=sessions, control=control), RULE, Noise(boot=0.03),
+                          e, n, seed=21, changed=1)
+                cells.append(f"{r.power:>10.1%} {r.windows_found:>6.1%}")
+            print(f"{control:>11} {sessions:>4} | " + " | ".join(cells), flush=True)
 
 
 def cost(args: argparse.Namespace) -> None:
-    print(f"reps per settled row (an effect, or none shown), half of {args.windows} windows at -10 %, "
-          f"{args.campaigns} campaigns; the design against three reps without the control again")
-    print(f"{'rep':>5} {'boot':>5} {'sess':>4} | {'both: reps/settled':>18} {'settled':>8} | "
-          f"{'first: reps/settled':>19} {'settled':>8} | ratio")
-    for rep, boot in NOISE:
-        for sessions in (1, 3):
-            out = []
-            for again in (True, False):
-                d = Design(windows=args.windows, sessions=sessions, again=again)
-                rng = np.random.default_rng(5)
-                effects = dict.fromkeys(range(args.windows // 2), -0.10)
-                settled = rows = 0
-                for _ in range(args.campaigns):
-                    j = judgement(campaign(d, rep, boot, effects, rng), RULE)
-                    settled += sum(x.call in (Call.EFFECT, Call.NONE) for x in j.rows.values())
-                    rows += len(j.rows)
-                share = settled / rows
-                out.append((d.rep_count() * args.campaigns / settled if settled else float("inf"), share))
-            (a, sa), (b, sb) = out
-            print(f"{rep:>5.0%} {boot:>5.0%} {sessions:>4} | {a:>18.1f} {sa:>8.1%} | {b:>19.1f} {sb:>8.1%} | "
-                  f"{a / b:.2f}", flush=True)
+    n = max(20, args.campaigns // 4)
+    print(f"GPU minutes per row decided rightly, {n} campaigns a design: 4 inert windows, one at "
+          "-30 % everywhere, one at -7 % at C1 only (36 window rows)")
+    for label, noise in (("H100-like: C1 1 %/2 %, C8 x2, C32 x3 (prose/code)", GPU),
+                         ("noisier code: C1 1 %/4 %, C8 x2.5, C32 x3", GPU_CODE),
+                         ("equal 3 %", Noise(boot=0.03))):
+        print(f"\n{label}")
+        print(f"  {'design':>52} | {'any false':>9} {'bad none':>8} | {'right/camp':>10} "
+              f"{'GPU min':>7} {'min/right':>9}")
+        grid4 = Design(windows=6, sessions=4, control="both", reps=3)
+        rows: list[tuple[str, Rates]] = []
+        for s in (2, 3, 4):
+            d = Design(windows=6, sessions=s, control="both", reps=3)
+            grid = f"grid: both, 3 reps, {s} sessions"
+            rows.append((f"{grid}, today's rule", rates(d, RULE, noise, 0, n, 31, effects=MIXED)))
+            rows.append((f"{grid}, the rule before", before_rates(d, noise, MIXED, n, 31)))
+        budget = replace(RULE, until_decided=True, max_boots=grid4.boots())
+        for control in ("both", "interleaved"):
+            seq = Design(windows=6, sessions=2, control=control, reps=3)
+            rows.append((f"until decided: {control}, 3 reps, <= {grid4.boots()} boots", rates(
+                seq, budget, noise, 0, n, 31, effects=MIXED)))
+        base = next(r for name, r in rows if name.startswith("grid: both, 3 reps, 4 sessions, today"))
+        for name, r in rows:
+            per = r.minutes / r.right if r.right else float("inf")
+            ratio = per / (base.minutes / base.right) if base.right else float("nan")
+            print(f"  {name:>52} | {r.any_false:>9.1%} {r.wrong_none:>8.1%} | {r.right:>10.1f} "
+                  f"{r.minutes:>7.0f} {per:>9.2f}  x{ratio:.2f}", flush=True)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", nargs="?", choices=["verdicts", "cost", "all"], default="all")
-    p.add_argument("--campaigns", type=int, default=60)
-    p.add_argument("--windows", type=int, default=8)
+    p.add_argument("what", nargs="?", choices=["errors", "power", "cost", "all"], default="all")
+    p.add_argument("--campaigns", type=int, default=200)
     args = p.parse_args()
-    if args.what in ("verdicts", "all"):
-        verdicts(args)
-    if args.what in ("cost", "all"):
-        print()
-        cost(args)
+    for what, fn in (("errors", errors), ("power", power), ("cost", cost)):
+        if args.what in (what, "all"):
+            fn(args)
+            print()
 
 
 if __name__ == "__main__":

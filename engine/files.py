@@ -3,6 +3,7 @@ directory (its journal, receipts, CSVs), which anyone may have replaced. Every s
 through :func:`open_bounded`, so a FIFO, a device or a sparse file of 50 GB where a file should be
 is refused by name at once, never read until memory runs out, never waited on forever."""
 
+import errno
 import io
 import os
 import stat
@@ -37,19 +38,36 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
-def open_regular(path: str | Path) -> BinaryIO:
-    """A regular file open for reading, for a reader that follows it as it grows (a log, a live
-    journal) and so bounds what it reads itself. Opened without blocking (a FIFO with no writer
-    would wait forever) and checked before a byte is read: anything but a regular file (a FIFO,
-    /dev/zero, a directory) is Unreadable; a file that cannot be opened is an OSError."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    f = os.fdopen(fd, "rb")
+def open_fd(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
+    """A regular file's descriptor, opened with ``flags`` (read, append, create): the one way ruler
+    opens a file a person names or a run directory holds, which anyone may have replaced. Opened
+    without blocking (a FIFO with no writer, or no reader, would wait forever) and checked before
+    a byte moves: anything but a regular file (a FIFO, /dev/zero, a directory, a socket) is
+    Unreadable; a file that cannot be opened is an OSError."""
+    reading = flags & (os.O_WRONLY | os.O_RDWR) == 0
+    use = "reads" if reading else "writes"
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as e:
+        if e.errno == errno.ENXIO:  # a FIFO opened for writing, with no reader
+            raise Unreadable(f"not a regular file (a FIFO); ruler {use} regular files only") from None
+        if e.errno == errno.EISDIR:
+            raise Unreadable(f"not a regular file (a directory); ruler {use} regular files only") from None
+        raise
     st = os.fstat(fd)
     kind = next((name for test, name in _KINDS if test(st.st_mode)), None)
     if kind is not None or not stat.S_ISREG(st.st_mode):
-        f.close()
-        raise Unreadable(f"not a regular file ({kind or 'a special file'}); ruler reads files only")
-    return f
+        os.close(fd)
+        raise Unreadable(f"not a regular file ({kind or 'a special file'}); ruler {use} "
+                         + ("files only" if reading else "regular files only"))
+    os.set_blocking(fd, True)  # a regular file: what a blocking write of it means (a full one)
+    return fd
+
+
+def open_regular(path: str | Path) -> BinaryIO:
+    """A regular file open for reading (:func:`open_fd`), for a reader that follows it as it grows
+    (a log, a live journal) and so bounds what it reads itself."""
+    return os.fdopen(open_fd(path), "rb")
 
 
 @contextmanager

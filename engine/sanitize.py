@@ -27,8 +27,10 @@ from typing import Any
 # it is stored); the line and paragraph separators (a line break in some terminals and viewers).
 _UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _FORMULA = ("=", "+", "-", "@", "\t")
-# Characters no markdown or HTML construct starts with, mid-line: letters, digits, _ and these.
-_PLAIN = re.compile(r"[\w .,:;=+\-/%()@']*")
+# Characters no markdown or HTML construct starts with, mid-line: letters, digits, _ and these;
+# brackets too (an interval, "[-2.0, +3.0]") unless one closes into what makes a link or a
+# reference definition: "](", "][" or "]:".
+_PLAIN = re.compile(r"(?:[\w .,:;=+\-/%()@'\[]|\](?![(\[:]))*")
 
 
 def _shown(m: re.Match[str]) -> str:
@@ -41,19 +43,30 @@ def terminal(text: object) -> str:
     return _UNSAFE.sub(_shown, str(text))
 
 
-def markdown(text: object) -> str:
-    """``text`` as inert markdown, for the middle of a line: as it is when every character is
-    plain (words, numbers, spaces, a few punctuation marks: ``5``, ``q4_0``), else one code span
-    (empty text: nothing). In a span a backtick would end it, so it becomes ``'``; a ``|`` would
-    end a table cell, so it is escaped as tables need."""
+class Md(str):
+    """Markdown ruler wrote, whose links, emphasis and code are meant: what :func:`markdown` and
+    :func:`code` return, and a line ruler composes of them and its own words. Any other text a
+    document's table takes is escaped there (engine.report.text.table)."""
+
+    __slots__ = ()
+
+
+def markdown(text: object) -> Md:
+    """``text`` as inert markdown, for the middle of a line or a table's cell: as it is when every
+    character is plain (words, numbers, spaces, a few punctuation marks, brackets that make no
+    link: ``5``, ``q4_0``, ``+1.0 % [-2.0, +3.0]``), else
+    one code span (empty text: nothing), which shows it exactly as it is. In a span a backtick
+    would end it, so it becomes ``'``; a ``|`` would end a table cell, so it is escaped as tables
+    need. The one escaping path of every text from outside ruler (a server, a campaign, an
+    operator) that reaches report.md, report.html or tune.md."""
     s = terminal(text)
-    return s if _PLAIN.fullmatch(s) else code(s)
+    return Md(s) if _PLAIN.fullmatch(s) else code(s)
 
 
-def code(text: object) -> str:
+def code(text: object) -> Md:
     """``text`` as one inert code span, plain or not (a name the report sets in code type)."""
     s = terminal(text).replace("`", "'").replace("|", "\\|")
-    return f"`{s}`" if s.strip() else ""
+    return Md(f"`{s}`" if s.strip() else "")
 
 
 def csv_cell(value: Any) -> Any:

@@ -10,15 +10,34 @@ the console speak one vocabulary without importing one another.
 from enum import StrEnum
 
 CONTROL = "control"  # the window every session boots first; every other window is a delta to it
-# The control booted again at a session's end (``control_position: both``): the same server twice in
-# one session measures how far it moves between boots (engine.method.boots).
+# The control booted again at a session's end (``control_position: both`` or ``interleaved``): the
+# same server more than once in one session measures how far it moves between boots
+# (engine.method.boots). ``interleaved`` boots it between windows too: ``control-2``, ``control-3``...
 CONTROL_AGAIN = "control-again"
-CONTROL_BOOTS = (CONTROL, CONTROL_AGAIN)
+
+
+def control_boot(i: int, boots: int) -> str:
+    """The name of a session's i-th control boot of ``boots`` (the first is the control, the last
+    the control again, those between ``control-<i+1>``)."""
+    if i == 0:
+        return CONTROL
+    return CONTROL_AGAIN if i == boots - 1 else f"{CONTROL}-{i + 1}"
 
 
 def is_control(window: str) -> bool:
     """A boot of the control itself (the control, or the control booted again)."""
-    return window in CONTROL_BOOTS
+    if window in (CONTROL, CONTROL_AGAIN):
+        return True
+    head, _, tail = window.partition("-")
+    return head == CONTROL and tail.isdigit() and tail.isascii()
+
+
+# What a run freezes at its start beside its copy of the campaign, read back by a resume and by
+# the campaign layer for a run's own campaign (engine.campaign.frozen): the plain classes' prompts,
+# every other class's items, the quality checks' prompts read from files.
+FROZEN_PROMPTS = "prompts.json"
+FROZEN_ITEMS = "items.json"
+FROZEN_QUALITY = "quality.json"
 
 
 class RunStatus(StrEnum):

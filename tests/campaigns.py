@@ -29,8 +29,9 @@ def campaign(name: str, windows: dict[str, dict[str, Any]], sessions: dict[str, 
     quality = workload.pop("quality", {"enabled": False})
     boot = workload.pop("boot", 10)
     position = workload.pop("control_position", "first")
+    verdict = workload.pop("verdict", None)
     wl.update(workload)
-    return {
+    return {**({"verdict": verdict} if verdict is not None else {}),
         "name": name, "server": "llamacpp", "runtime": "process",
         "process": {"command": ["llama-server"]},  # never run: the fake runtime starts the servers
         "control": {"args": {"-c": 2048, "-np": 2, "--metrics": True}},

@@ -35,7 +35,8 @@ async def settled(pilot: Pilot[Any], timeout: float = 60.0) -> None:
     it on a loaded CPU)."""
     app = pilot.app
     assert isinstance(app, RulerConsole)
-    await until(pilot, lambda: app.caught_up and (app.probe is None or app.link is not None), timeout)
+    await until(pilot, lambda: app.main.caught_up and (app.probe is None or app.main.link is not None),
+                timeout)
     deadline = time.monotonic() + timeout
     before = None
     while True:
@@ -59,7 +60,7 @@ async def type_in(pilot: Pilot[Any], opener: str, text: str, *after: str) -> Non
 
 
 def table_text(app: RulerConsole, which: str) -> list[list[str]]:
-    t = app.ui.reps if which == "#reps" else app.ui.windows
+    t = app.main.ui.reps if which == "#reps" else app.main.ui.windows
     return [t.plain_row(k) for k in t.keys]
 
 

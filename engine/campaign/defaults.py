@@ -23,12 +23,14 @@ LEAK_SPREAD = 0.10
 LEAK_MAX_RERUNS = 2
 
 # verdict: the campaign's error rate across its window rows, how it is kept, the equivalence margin
-# of "no observable effect", and the noise between boots assumed where none was measured
+# of "no observable effect", and the noise between boots declared for where none was measured
 ERROR_RATE = 0.05
 CORRECTION: Final = "holm"
 MARGIN = 0.05
-BOOT_NOISE = 0.05
+BOOT_NOISE: float | None = None  # nothing declared: a shape whose noise was not measured gets no call
 CONTROL_POSITION: Final = "both"
+DETECT = 0.05  # ruler plan: the least effect worth calling
+POWER = 0.8  # ruler plan: the share of such effects a design should call
 
 SEED = 1234  # quality requests always send a seed; this one when the campaign has none
 # The greedy prompts a campaign gets when its quality section names none (ships with ruler).

@@ -26,7 +26,8 @@ from engine.campaign.plan import (
     plan_launch,
     resolve_runtime,
 )
-from engine.campaign.redact import is_secret, redactor_for
+from engine.campaign.redact import redactor_for
+from engine.campaign.secrets import is_secret
 from engine.campaign.sources import Item, chosen, class_notes
 from engine.campaign.sources.explain import class_lines
 from engine.campaign.spec import Campaign, percent
@@ -146,9 +147,9 @@ def job_secrets(campaign: Campaign, variables: Mapping[str, str],
                 environ: Mapping[str, str]) -> dict[str, str]:
     """What job.sh names by its variable: the host's secret values, and (the dry run keeps a secret
     its reference, ``${HF_TOKEN}``) each secret's reference, so the script reads as the run's."""
-    secrets = {name: value for value, name in redactor_for(campaign, environ).secrets}
-    return secrets | {name: f"${{{name}}}" for name, value in variables.items()
-                      if is_secret(name) and value == f"${{{name}}}"}
+    return redactor_for(campaign, environ).references() | {
+        f"${{{name}}}": name for name, value in variables.items()
+        if is_secret(name) and value == f"${{{name}}}"}
 
 
 def _session_node(campaign: Campaign, session: str, window: str) -> str | None:

@@ -13,8 +13,14 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from engine.campaign import defaults, sweep
-from engine.campaign.prompts import NotUtf8, decode_text, read_prompts, read_receipt
+from engine.campaign import defaults, frozen, sweep
+from engine.campaign.prompts import (
+    DataFileError,
+    NotUtf8,
+    decode_text,
+    read_prompts,
+    read_receipt,
+)
 from engine.campaign.redact import argv_warnings
 from engine.campaign.sources import SOURCES
 from engine.campaign.spec import (
@@ -43,7 +49,7 @@ from engine.campaign.yamlmarks import (
     yaml_problem,
 )
 from engine.files import Unreadable, read_bounded
-from engine.words import CONTROL, CONTROL_BOOTS, load_label
+from engine.words import CONTROL, is_control, load_label
 
 MAX_CAMPAIGN_BYTES = 1 << 20  # a campaign is a few kilobytes; prompts belong in prompt files
 RERUN_SUFFIX = re.compile(r"-rerun\d+\Z")  # a rebooted window's container: <name>-rerunN (runner.py)
@@ -79,6 +85,9 @@ def load_campaign(path: str | Path) -> Campaign:
         raise SpecError([yaml_problem(file, exc)]) from None
     if doc.data is None:
         raise SpecError([Problem(file, 1, 1, "campaign file is empty")])
+    if is_tune_file(doc.data):  # one line that says so, not every campaign key it lacks
+        raise SpecError([Problem(file, 1, 1, "a tune file (space, objective), not a campaign: "
+                                             "`ruler tune FILE` runs it, `ruler validate FILE` checks it")])
 
     # Issues of the file as written (duplicates, sweep entries) and of the data as expanded (the
     # schema's, the checks'), each placed where it was written.
@@ -92,16 +101,30 @@ def load_campaign(path: str | Path) -> Campaign:
     except ValidationError as exc:
         written += [schema_issue({**err, "loc": expansion.source(tuple(err["loc"]))}, Campaign)
                     for err in exc.errors()]
+    run = frozen.run_of(path)
+    try:  # a run's own campaign: its classes' items and quality prompts are what the run froze
+        kept = frozen.read(run) if run is not None else None
+    except DataFileError as exc:
+        raise SpecError([Problem(file, 1, 1, f"this run's frozen {exc}")]) from None
     issues: list[Issue] = []
     if isinstance(data, dict):
-        issues += [i for i in _semantic_issues(data, sourced, path.parent)
+        issues += [i for i in _semantic_issues(data, sourced, path.parent, kept)
                    if not any(i[2] == f"window {n!r} is in no session" for n in expansion.unplaced)]
     if written or issues or campaign is None:
         raise SpecError(sorted({place(file, doc, issue) for issue in written}
                                | {place(file, sourced, issue) for issue in issues}))
     campaign._source_path = path.resolve()
     campaign._source_text = text
+    campaign._frozen = kept
     return campaign
+
+
+# A tune file's own keys (engine.tune.spec): a file with both and no server of its own is one.
+TUNE_KEYS = ("space", "objective")
+
+
+def is_tune_file(data: object) -> bool:
+    return isinstance(data, dict) and all(k in data for k in TUNE_KEYS) and "server" not in data
 
 
 def campaign_warnings(campaign: Campaign) -> list[Problem]:
@@ -193,12 +216,27 @@ def _string_knob_warnings(doc: MarkedDoc, file: str, text: str) -> list[Problem]
 # Each check only looks at values of the right shape; wrong shapes are the schema's to report.
 
 
-def _semantic_issues(raw: Mapping[Any, Any], doc: MarkedDoc, base_dir: Path) -> list[Issue]:
+def _semantic_issues(raw: Mapping[Any, Any], doc: MarkedDoc, base_dir: Path,
+                     kept: frozen.Frozen | None) -> list[Issue]:
+    """``kept``: what the run froze, when the file is a run's own campaign: a file whose texts
+    it holds is not looked for."""
     return (_check_windows(raw, doc) + _check_axes(raw) + _check_sweeps(raw) + _check_stacks(raw)
             + _check_sessions(raw)
             + _check_places(raw)
-            + _check_classes(raw, base_dir) + _check_load(raw) + _check_runtime(raw)
-            + _check_quality(raw, base_dir) + _check_knobs(raw))
+            + _check_classes(raw, base_dir, kept.items if kept else {}) + _check_load(raw)
+            + _check_runtime(raw) + _check_quality(raw, base_dir, kept.quality if kept else None)
+            + _check_knobs(raw) + _check_verdict(raw))
+
+
+def _check_verdict(raw: Mapping[Any, Any]) -> list[Issue]:
+    verdict = raw.get("verdict")
+    if not isinstance(verdict, Mapping) or verdict.get("until_decided") is not True:
+        return []
+    if verdict.get("max_boots") is None and verdict.get("max_minutes") is None:
+        return [(("verdict", "until_decided"), False,
+                 "verdict.until_decided adds boots until each window is decided: it needs a budget, "
+                 "verdict.max_boots and/or verdict.max_minutes")]
+    return []
 
 
 def _check_load(raw: Mapping[Any, Any]) -> list[Issue]:
@@ -353,7 +391,7 @@ def _check_windows(raw: Mapping[Any, Any], doc: MarkedDoc) -> list[Issue]:
     listed = {n for items in _session_lists(raw).values() for n in items if isinstance(n, str)}
     for i, name in _window_names(raw):
         where = ("windows", i, "name")
-        if name in CONTROL_BOOTS:
+        if is_control(name):
             issues.append((where, False, f"{name!r} is reserved and cannot name a window"))
         elif RERUN_SUFFIX.search(name):
             issues.append((where, False, f"window {name!r}: a name ending in -rerun<N> is reserved "
@@ -476,7 +514,7 @@ def _check_sessions(raw: Mapping[Any, Any]) -> list[Issue]:
             where = ("sessions", session, j)
             if not isinstance(name, str):
                 continue
-            if name in CONTROL_BOOTS:
+            if is_control(name):
                 message = (f"session {session!r} lists {name!r}; every session boots the control "
                            "already (control_position says where)")
             elif name not in names:
@@ -523,7 +561,7 @@ def _check_places(raw: Mapping[Any, Any]) -> list[Issue]:
     return issues
 
 
-def _check_classes(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
+def _check_classes(raw: Mapping[Any, Any], base_dir: Path, kept: Mapping[str, Any]) -> list[Issue]:
     workload = raw.get("workload")
     classes = workload.get("classes") if isinstance(workload, dict) else None
     issues: list[Issue] = []
@@ -543,7 +581,7 @@ def _check_classes(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
         except ValidationError:
             continue
         file = source.file(spec)
-        if file is not None:
+        if file is not None and name not in kept:
             issues += _check_file((*where, source.key, *source.file_at), file, base_dir, source.what,
                                   functools.partial(source.check, spec))
     return issues
@@ -571,7 +609,9 @@ def _check_file(where: tuple[Any, ...], file: object, base_dir: Path, what: str,
     return []
 
 
-def _check_quality(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
+def _check_quality(raw: Mapping[Any, Any], base_dir: Path,
+                   kept: Mapping[str, Any] | None) -> list[Issue]:
+    """``kept``: a run's own campaign's frozen quality prompts (None for any other campaign)."""
     quality = raw.get("quality")
     if not isinstance(quality, dict):
         return []
@@ -583,8 +623,10 @@ def _check_quality(raw: Mapping[Any, Any], base_dir: Path) -> list[Issue]:
         where = ("quality", section)
         if part.get(inline) is not None and part.get("file") is not None:
             issues.append((where, True, f"quality.{section} has both {inline!r} and 'file'; give one"))
-        issues += _check_file((*where, "file"), part.get("file"), base_dir, "prompt file",
-                              read_prompts)
+        if kept is None or section not in kept:
+            # A run an older ruler made froze no quality prompts: its copy names a file beside it.
+            what = "prompt file" if kept is None else "prompt file (the run froze none of them)"
+            issues += _check_file((*where, "file"), part.get("file"), base_dir, what, read_prompts)
         oracle = part.get("oracle")
         if section == "kl" and isinstance(oracle, dict):
             issues += _check_file((*where, "oracle", "receipt"), oracle.get("receipt"), base_dir,

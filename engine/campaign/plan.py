@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.campaign.frozen import GREEDY, KL
 from engine.campaign.prompts import read_receipt
-from engine.campaign.redact import is_secret
+from engine.campaign.secrets import is_secret
 from engine.campaign.sources import Item, class_items
 from engine.campaign.spec import Campaign, Place, ServerConfig
 from engine.campaign.variables import expand, render_args
@@ -78,6 +79,18 @@ def check_quality_files(campaign: Campaign, variables: Mapping[str, str]) -> Non
     receipt = campaign.oracle_receipt(v)
     if receipt is not None and "${" not in str(receipt):
         read_receipt(receipt)
+
+
+def quality_texts(campaign: Campaign, variables: Mapping[str, str]) -> dict[str, list[str]]:
+    """The quality checks' prompts read from files, as a run freezes them at its start beside its
+    copy of the campaign (engine.campaign.frozen): the greedy prompts it sends, the KL texts."""
+    q = campaign.quality
+    if not q.enabled:
+        return {}
+    v = dict(os.environ) | dict(variables)
+    texts = {GREEDY: campaign.greedy_prompts(v)} if q.greedy.prompts is None and q.greedy.file else {}
+    kl = campaign.kl_texts(v) if q.kl.texts is None and q.kl.file else None
+    return texts | ({KL: kl} if kl is not None else {})
 
 
 def resolve_runtime(campaign: Campaign, requested: str | None) -> str:
@@ -174,20 +187,22 @@ def plan_launch(campaign: Campaign, adapter: ServerAdapter, start: WindowStart) 
         d = campaign.docker
         cport = config.container_port or adapter.default_container_port
         command = [expand(c, v) for c in _command(config, d.command)]
-        argv = command + args + adapter.log_args() + adapter.listen_args("0.0.0.0", cport)
+        own = adapter.log_args() + adapter.listen_args("0.0.0.0", cport)
         gpus = place.gpus if place and place.gpus is not None else d.gpus
-        return LaunchPlan(name, argv, env, secret_env, port, cport,
+        return LaunchPlan(name, command + args + own, env, secret_env, port, cport,
                           image=expand(_image(config, d.image), v), mounts=mounts,
                           labels=labels, gpus=gpus, shm_size=d.shm_size, ipc=d.ipc,
-                          volumes=[expand(x, v) for x in d.volumes], keep=d.keep, cpus=cpus)
+                          volumes=[expand(x, v) for x in d.volumes], keep=d.keep, cpus=cpus,
+                          ruler_args=len(own))
     if start.runtime == "attach":
         return LaunchPlan(name, [], env, {}, 0, labels=labels)
     if start.runtime == "slurm":
         return _slurm_plan(campaign, adapter, start,
                            _Resolved(config, v, args, env, secret_env, name, labels, mounts))
     command = [expand(c, v) for c in _command(config, campaign.process.command)]
-    argv = command + args + adapter.log_args() + adapter.listen_args("127.0.0.1", port)
-    return LaunchPlan(name, argv, env | process_gpus(place), secret_env, port, labels=labels, cpus=cpus)
+    own = adapter.log_args() + adapter.listen_args("127.0.0.1", port)
+    return LaunchPlan(name, command + args + own, env | process_gpus(place), secret_env, port,
+                      labels=labels, cpus=cpus, ruler_args=len(own))
 
 
 def _command(config: ServerConfig, section: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -222,15 +237,17 @@ def _slurm_plan(campaign: Campaign, adapter: ServerAdapter, start: WindowStart,
                    comment=stray_mark(start.run_id, start.run_dir_id))
     if sl.start == "process":
         command = [expand(c, r.v) for c in _command(r.config, campaign.process.command)]
-        argv = command + r.args + adapter.log_args() + adapter.listen_args("0.0.0.0", PORT_REF)
-        return LaunchPlan(r.name, argv, r.env, r.secret_env, 0, labels=r.labels, mounts=r.mounts,
-                          slurm=job, workdir=start.workdir, tag=start.tag, place=start.node)
+        own = adapter.log_args() + adapter.listen_args("0.0.0.0", PORT_REF)
+        return LaunchPlan(r.name, command + r.args + own, r.env, r.secret_env, 0, labels=r.labels,
+                          mounts=r.mounts, slurm=job, workdir=start.workdir, tag=start.tag,
+                          place=start.node, ruler_args=len(own))
     d = campaign.docker
     command = [expand(c, r.v) for c in _command(r.config, d.command)]
     # pyxis runs the container in the node's network: the server itself listens on the job's port.
     cport = 0 if sl.start == "pyxis" else r.config.container_port or adapter.default_container_port
-    argv = command + r.args + adapter.log_args() + adapter.listen_args("0.0.0.0", cport or PORT_REF)
-    return LaunchPlan(r.name, argv, r.env, r.secret_env, 0, cport, labels=r.labels, mounts=r.mounts,
+    own = adapter.log_args() + adapter.listen_args("0.0.0.0", cport or PORT_REF)
+    return LaunchPlan(r.name, command + r.args + own, r.env, r.secret_env, 0, cport, labels=r.labels,
+                      mounts=r.mounts, ruler_args=len(own),
                       slurm=job, image=expand(_image(r.config, d.image), r.v),
                       shm_size=d.shm_size, ipc=d.ipc, volumes=[expand(x, r.v) for x in d.volumes],
                       keep=False, workdir=start.workdir, tag=start.tag, place=start.node)

@@ -11,39 +11,31 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from engine.campaign.secrets import MIN_SECRET_LEN, is_secret, marker
 from engine.campaign.spec import Campaign
+from engine.campaign.sweep import label
 from engine.campaign.variables import expand
 from engine.campaign.yamlmarks import KeyPath, Problem, load_marked
 from engine.words import CONTROL
 
-# HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, OPENAI_KEY, HF_AUTH...; not
-# MAX_TOKENS or TOKENIZERS_PARALLELISM, whose values (4096, false) are no credential and occur
-# everywhere in a record.
-SECRET_NAME = re.compile(r"KEY|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|TOKEN(?!S|IZER)", re.I)
-# A shorter value is no credential (a flag like USE_AUTH_TOKEN=true) and replacing it would
-# corrupt unrelated text.
-MIN_SECRET_LEN = 8
 _REFERENCE = re.compile(r"\$\{([^{}]*)\}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def is_secret(name: str) -> bool:
-    return bool(SECRET_NAME.search(name))
-
-
-def marker(name: str) -> str:
-    """What a secret's value is replaced with: it names the variable and stays valid plain YAML."""
-    return f"<redacted:{name}>"
+Secrets = Mapping[str, str] | Iterable[tuple[str, str]]  # name -> value, or (name, value) pairs
 
 
 class Redactor:
     """Secret values never reach a file: every recorded string passes through here."""
 
-    def __init__(self, secrets: Mapping[str, str]) -> None:
+    def __init__(self, secrets: Secrets) -> None:
         by_value: dict[str, str] = {}
-        for name, value in sorted(secrets.items()):
+        pairs = secrets.items() if isinstance(secrets, Mapping) else secrets
+        # A value known by a variable is named by it (a flag that expands ${HF_TOKEN} too).
+        for name, value in sorted(pairs, key=lambda nv: (not _ENV_NAME.fullmatch(nv[0]), nv)):
             if len(value) >= MIN_SECRET_LEN:
                 by_value.setdefault(value, name)
         # Longest first, so a secret that contains another is replaced whole.
@@ -56,6 +48,25 @@ class Redactor:
 
     def __bool__(self) -> bool:
         return bool(self.needles)
+
+    def marked(self, text: str) -> bool:
+        """Whether ``text`` holds a marker of this filter: a secret was written there."""
+        return any(marker(name) in text for _, name in self.secrets)
+
+    def restore(self, text: str) -> str:
+        """``text`` as this run's filter wrote it, each secret's marker back to its value: what
+        the run froze at its start (its prompts) read back to be sent again. A name with several
+        values (a sweep's) keeps its marker: which one stood there is not known."""
+        names = [name for _, name in self.secrets]
+        for value, name in self.secrets:
+            if names.count(name) == 1 and marker(name) in text:
+                text = text.replace(marker(name), value)
+        return text
+
+    def references(self) -> dict[str, str]:
+        """Each secret value held by an environment variable -> that variable: what a Slurm job
+        script writes as ``${NAME}`` instead of the value (a flag's name is no variable)."""
+        return {value: name for value, name in self.secrets if _ENV_NAME.fullmatch(name)}
 
     def __call__(self, text: str) -> str:
         for value, name in self.needles:
@@ -113,13 +124,16 @@ def _last_piece(line: str, value: str, name: str) -> str:
 
 
 def _forms(value: str) -> list[str]:
-    """Every form in which a server's output or a record can hold ``value``: as it is; each of
-    its lines, for a multi-line value (a PEM key) that a log holds a line at a time, or that a
-    server prints with a prefix on each line; and each of those as a JSON string holds it (a
-    newline, a quote or a non-ASCII character escaped), for a record serialised before it is
-    written, and as Python's repr writes it, for a text quoted in an error (``{payload!r}``)."""
+    """Every form in which a server's output or a record can hold ``value``: as it is, in lower
+    and upper case (a name made of it, a header a server prints upper-cased), and as a window's
+    name would spell it (engine.campaign.sweep.label); each of its lines, for a multi-line value
+    (a PEM key) that a log holds a line at a time, or that a server prints with a prefix on each
+    line; and each of those as a JSON string holds it (a newline, a quote or a non-ASCII
+    character escaped), for a record serialised before it is written, and as Python's repr writes
+    it, for a text quoted in an error (``{payload!r}``)."""
     lines = [line.strip() for line in value.splitlines()]
-    plain = [value, *(line for line in lines if len(line) >= MIN_SECRET_LEN and line != value)]
+    derived = [value.lower(), value.upper(), label(value)]
+    plain = [value, *(line for line in [*lines, *derived] if len(line) >= MIN_SECRET_LEN and line != value)]
     out = dict.fromkeys(plain)
     for form in plain:
         escaped = [json.dumps(form, ensure_ascii=a)[1:-1] for a in (True, False)]
@@ -131,22 +145,33 @@ def _forms(value: str) -> list[str]:
     return list(out)
 
 
-def redactor_for(campaign: Campaign, environ: Mapping[str, str] | None = None) -> Redactor:
-    """The secret-looking variables of this host (a process server inherits them all, and an
-    argument may expand any of them) and the campaign's secret-looking ``env`` entries."""
-
-    env = dict(os.environ if environ is None else environ)
-    secrets = {k: v for k, v in env.items() if is_secret(k)}
-    envs: list[Mapping[str, str | None]] = [campaign.control.env, *(w.change.env for w in campaign.windows)]
-    for entries in envs:
-        for name, value in entries.items():
-            if value is None or not is_secret(name):
+def campaign_secrets(campaign: Campaign, environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(name, value) of every secret the campaign gives a server: each secret-looking ``env``
+    entry and flag of every window as it boots (the control's, a window's change over it, a
+    window on another stack's own ``server``; a sweep's windows each with its value), literal
+    or expanded from ``${...}`` (a variable whose own name looks like no secret included)."""
+    out: list[tuple[str, str]] = []
+    for window in [CONTROL, *(w.name for w in campaign.windows)]:
+        config = campaign.config_for(window)
+        for name, value in [*config.env.items(), *config.args.items()]:
+            if not is_secret(name):
                 continue
-            try:
-                secrets.setdefault(name, expand(str(value), env))
-            except KeyError:
-                continue  # an unset ${...}: nothing to hide, and the window is rejected for it
-    return Redactor(secrets)
+            for item in value if isinstance(value, tuple | list) else [value]:
+                if not isinstance(item, str):
+                    continue
+                try:
+                    out.append((name, expand(item, environ)))
+                except KeyError:
+                    continue  # an unset ${...}: nothing to hide, and the window is rejected for it
+    return out
+
+
+def redactor_for(campaign: Campaign, environ: Mapping[str, str] | None = None) -> Redactor:
+    """The one filter of a run: the secret-looking variables of this host (a process server
+    inherits them all, and an argument may expand any of them) and every secret the campaign
+    gives a server (:func:`campaign_secrets`), each in every form a record may hold it."""
+    env = dict(os.environ if environ is None else environ)
+    return Redactor([*((k, v) for k, v in env.items() if is_secret(k)), *campaign_secrets(campaign, env)])
 
 
 def _argv_strings(raw: Mapping[Any, Any]) -> Iterator[tuple[KeyPath, str, str]]:

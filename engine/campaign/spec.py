@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from engine.campaign import defaults
+from engine.campaign.frozen import GREEDY, KL, Frozen
 from engine.campaign.prompts import read_prompts
 from engine.campaign.sources.conversations import ConversationsSpec
 from engine.campaign.sources.dataset import DatasetSpec
@@ -34,9 +35,10 @@ from engine.campaign.sources.shared_prefix import SharedPrefixSpec
 from engine.campaign.sources.trace import TraceSpec
 from engine.campaign.variables import ArgValue, Scalar, expand
 from engine.campaign.yamlmarks import describe
+from engine.method.design import control_boots, interleave
 from engine.method.verdict import Rule
 from engine.runtime.slurm import options as sbatch_options
-from engine.words import CONTROL, CONTROL_AGAIN, CONTROL_BOOTS
+from engine.words import CONTROL, is_control
 
 # Names become parts of paths, container names and row keys: the run directory
 # `<date>-<campaign>`, `windows/<session>-<window>/`, `reps/<class>-c<N>-...jsonl`, the container
@@ -73,6 +75,11 @@ def _type_error(kind: str, expected: str, value: object) -> PydanticCustomError:
 
 
 def _check_arg(value: object) -> ArgValue:
+    # A flag's value of .nan or .inf is no setting a server takes, and no JSON record holds it.
+    items = value if isinstance(value, list | tuple) else [value]
+    for v in items:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise _type_error("arg_value", "a finite number", v)
     if value is None or isinstance(value, bool) or _is_scalar(value):
         return value
     if isinstance(value, list | tuple) and all(_is_scalar(v) for v in value):
@@ -568,14 +575,26 @@ class VerdictSpec(_Frozen):
     error_rate: Fraction = defaults.ERROR_RATE
     correction: Literal["holm", "bh"] = defaults.CORRECTION
     margin: Fraction = defaults.MARGIN
-    boot_noise: Fraction = defaults.BOOT_NOISE
+    # Declared for a shape whose noise between boots nothing measured (no control boot twice in a
+    # session, no window in two sessions, no --baseline): every call that rests on it says so.
+    # None: such a shape gets an interval from nothing and is not called.
+    boot_noise: Fraction | None = defaults.BOOT_NOISE
     # A window on another stack whose prompts are not token-identical with the control's has its
     # deltas withheld; true gives them anyway (as `ruler compare --allow-different` does).
     allow_different: Bool = False
+    # After the campaign's sessions, add sessions of the windows not yet decided (each row an
+    # effect or shown within the margin) until all are or the budget ends: max_boots (every boot,
+    # the control's included) and/or max_minutes (of booted servers, boot to stop).
+    until_decided: Bool = False
+    max_boots: PosInt | None = None
+    max_minutes: Seconds | None = None
+    # What `ruler plan` sizes a campaign for: the least effect worth calling, and the power wanted.
+    detect: Fraction = defaults.DETECT
+    power: Fraction = defaults.POWER
 
     def rule(self) -> Rule:
         return Rule(self.error_rate, self.correction, self.margin, self.boot_noise,
-                    self.allow_different)
+                    self.allow_different, self.until_decided, self.max_boots, self.max_minutes)
 
 
 class Timeouts(_Frozen):
@@ -619,8 +638,10 @@ class Campaign(_Frozen):
     places: tuple[Place, ...] = ()  # none: one place, this machine (or wherever Slurm puts it)
     parallel: PosInt | None = None  # sessions at once: at most one per place (None: every place)
     # both: the control first and again last in each session (CONTROL_AGAIN), which measures the
-    # noise between boots every delta's interval counts; first or last: once, and a declared noise.
-    control_position: Literal["first", "last", "both"] = defaults.CONTROL_POSITION
+    # noise between boots every delta's interval counts; interleaved: about the root of the
+    # session's windows control boots (at least two), first, last and spread between them
+    # (Dunnett's allocation); first or last: once (the noise from other sessions or a baseline).
+    control_position: Literal["first", "last", "both", "interleaved"] = defaults.CONTROL_POSITION
     workload: Workload
     leak: Leak = Leak()
     verdict: VerdictSpec = VerdictSpec()
@@ -630,18 +651,25 @@ class Campaign(_Frozen):
     # Private, so a YAML key can never set them; filled by load_campaign.
     _source_path: Path = PrivateAttr(default_factory=Path)
     _source_text: str = PrivateAttr(default="")
+    # A run's own campaign.yaml: what that run froze (engine.campaign.frozen), which its classes'
+    # items and its quality prompts are read from in place of the files it names.
+    _frozen: Frozen | None = PrivateAttr(default=None)
 
     @property
     def source_path(self) -> Path:
         return self._source_path
 
     @property
+    def frozen(self) -> Frozen | None:
+        return self._frozen
+
+    @property
     def source_text(self) -> str:
         return self._source_text
 
     def window(self, name: str) -> Window:
-        if name == CONTROL_AGAIN:  # the control again: no change, no axis
-            return Window(name=CONTROL_AGAIN)
+        if is_control(name):  # a later control boot: no change, no axis
+            return Window(name=name)
         for window in self.windows:
             if window.name == name:
                 return window
@@ -657,7 +685,7 @@ class Campaign(_Frozen):
 
     def knobs_for(self, window_name: str) -> dict[str, Any]:
         """The request fields a window sends: the workload's knobs with its change's over them."""
-        change = Change() if window_name in CONTROL_BOOTS else self.window(window_name).change
+        change = Change() if is_control(window_name) else self.window(window_name).change
         return {k: v for k, v in {**self.workload.knobs, **change.knobs}.items() if v is not None}
 
     def control_value(self, axis: str) -> Any:
@@ -673,8 +701,8 @@ class Campaign(_Frozen):
     def windows_in(self, session: str) -> list[str]:
         """The boot order of a session, the control included."""
         names = list(self.sessions[session])
-        if self.control_position == "both":
-            return [CONTROL, *names, CONTROL_AGAIN]
+        if self.control_position in ("both", "interleaved"):
+            return interleave(names, control_boots(len(names), self.control_position))
         return [CONTROL, *names] if self.control_position == "first" else [*names, CONTROL]
 
     def config_for(self, window_name: str, runtime: str | None = None) -> ServerConfig:
@@ -684,7 +712,7 @@ class Campaign(_Frozen):
         ("docker" or "process"), that runtime's command; else None. The campaign's own runtime
         is deliberately not assumed: `ruler run --runtime` may override it.
         """
-        window = None if window_name in CONTROL_BOOTS else self.window(window_name)
+        window = None if is_control(window_name) else self.window(window_name)
         if window is not None and window.server is not None:
             own = window.server
             return ServerConfig(model=own.model, artifacts=dict(own.artifacts),
@@ -705,7 +733,7 @@ class Campaign(_Frozen):
 
     def adapter_for(self, window_name: str) -> str:
         """The server a window boots: its own stack's, else the campaign's."""
-        if window_name in CONTROL_BOOTS:
+        if is_control(window_name):
             return self.server
         own = self.window(window_name).server
         return self.server if own is None else own.adapter
@@ -719,6 +747,8 @@ class Campaign(_Frozen):
         g = self.quality.greedy
         if g.prompts is not None:
             prompts = list(g.prompts)
+        elif g.file is not None and self._frozen is not None and GREEDY in self._frozen.quality:
+            prompts = list(self._frozen.quality[GREEDY])
         elif g.file is not None:
             prompts = read_prompts(self._resolve(g.file, variables))
         else:
@@ -730,6 +760,8 @@ class Campaign(_Frozen):
         kl = self.quality.kl
         if kl.texts is not None:
             return list(kl.texts)
+        if kl.file is not None and self._frozen is not None and KL in self._frozen.quality:
+            return list(self._frozen.quality[KL])
         return read_prompts(self._resolve(kl.file, variables)) if kl.file is not None else None
 
     def oracle_receipt(self, variables: Mapping[str, str] | None = None) -> Path | None:

@@ -26,6 +26,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.campaign.secrets import is_secret
 from engine.campaign.yamlmarks import Issue, KeyPath, Mark, MarkedDoc, describe
 
 # What a sweep may vary, in the order a window's change lists them. A section of keys (one key
@@ -193,8 +194,11 @@ def _generate(i: int, entry: Mapping[Any, Any]) -> tuple[list[tuple[dict[Any, An
             return [], issues + [((*where, section), True, f"sweep {name!r}: the swept key must be "
                                   f"a string, got {describe(key)}")]
     at: KeyPath = (*where, section) + ((key,) if key is not None else ())
+    secret = key is not None and is_secret(key)
     if isinstance(values, list):
-        pairs = [(j, label(v), v) for j, v in enumerate(values)]
+        # A secret's value never names a window: its name is in directories, the journal and
+        # every receipt, past any redaction (and lower-cased, past one that matches its case).
+        pairs = [(j, str(j + 1) if secret else label(v), v) for j, v in enumerate(values)]
         how = "; give {label: value} to name the windows yourself"
     elif isinstance(values, dict):
         pairs = [(k, str(k), v) for k, v in values.items()]
@@ -220,9 +224,10 @@ def _generate(i: int, entry: Mapping[Any, Any]) -> tuple[list[tuple[dict[Any, An
         seen[window] = j
         change: dict[str, Any] = {section: {key: value}} if key is not None else {section: value}
         axis = entry.get("axis")
-        said = f"{key} {shown(value)}" if key is not None else f"{section} {shown(value)}"
+        value_said = f"value {tag}" if secret else shown(value)
+        said = f"{key} {value_said}" if key is not None else f"{section} {value_said}"
         made = {k: v for k, v in entry.items() if k not in ("name", "sweep", "axis", "change")}
-        made = {"name": window, "axis": f"{axis}: {shown(value)}" if isinstance(axis, str) and axis
+        made = {"name": window, "axis": f"{axis}: {value_said}" if isinstance(axis, str) and axis
                 else said if axis in (None, "") else axis, **made, "sweep": name, "change": change}
         generated.append((made, Generated(i, section, key, j)))
     return generated, issues

@@ -69,6 +69,12 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return cmd_validate(args.file, args.explain, args.baseline)
 
 
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from engine.commands.plan import cmd_plan
+
+    return cmd_plan(args.file, args.runs, args.json)
+
+
 def _cmd_schema(args: argparse.Namespace) -> int:
     from engine.commands.validate import cmd_schema
 
@@ -118,6 +124,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_ctl(args: argparse.Namespace) -> int:
+    from engine.commands.invocation import ruler_command
     from engine.control import SOCKET, send
 
     run_dir = run_dir_arg(args.run_dir)
@@ -125,7 +132,7 @@ def _cmd_ctl(args: argparse.Namespace) -> int:
         reply = send(run_dir, args.cmd, args.args)
     except OSError as e:
         print(f"no engine answers on {run_dir / SOCKET} ({e.strerror or e}); "
-              f"is it running? `ruler status {run_dir}` tells", file=sys.stderr)
+              f"is it running? `{ruler_command()} status {run_dir}` tells", file=sys.stderr)
         return 1
     if reply.get("ok"):
         print(terminal(reply["reply"]))
@@ -144,6 +151,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from engine.report import cmd_report
 
     return cmd_report(args.run_dir, args.html)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from engine.report.export import cmd_export
+
+    return cmd_export(args.run_dir, args.format)
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -197,6 +210,14 @@ def _before_a_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                    help="an earlier run's directory: warn of reps too short for a steady window; "
                         "with --explain, the reps and wall time the precision asks per shape")
     v.set_defaults(func=_cmd_validate)
+
+    pl = sub.add_parser("plan", help="the sessions and GPU minutes a campaign needs to decide, from a "
+                                     "pilot run's noise between boots")
+    pl.add_argument("file", metavar="CAMPAIGN")
+    pl.add_argument("--from", dest="runs", action="append", default=[], metavar="RUN_DIR",
+                    help="an earlier run on the same place and server (repeat to pool several)")
+    pl.add_argument("--json", action="store_true", help="the plan as JSON")
+    pl.set_defaults(func=_cmd_plan)
 
     sc = sub.add_parser("schema", help="print the campaign format as a JSON Schema (for editors)")
     sc.set_defaults(func=_cmd_schema)
@@ -256,6 +277,14 @@ def _after_a_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     rp.add_argument("--html", action="store_true",
                     help="also report.html: one self-contained page (charts inlined, tables sortable)")
     rp.set_defaults(func=_cmd_report)
+
+    ex = sub.add_parser("export", help="a run's results in another tool's shape, under RUN_DIR/export/")
+    ex.add_argument("run_dir")
+    ex.add_argument("--format", required=True, choices=("vllm-bench", "guidellm", "csv", "json"),
+                    help="vllm-bench: vllm bench serve --save-result's JSON, one a row; guidellm: "
+                         "GuideLLM's benchmarks.json; csv: the summary, vLLM's metric names as "
+                         "columns; json: results.json")
+    ex.set_defaults(func=_cmd_export)
 
     cp = sub.add_parser("compare", help="the same rows of several runs side by side, with deltas")
     cp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="two or more; the first is A")

@@ -86,12 +86,37 @@ def eta(state: RunState, plan: LoadPlan, now: float) -> float | None:
     (every rep so far; a concurrency not measured yet takes the nearest one's), then
     what the finished windows spent beyond boot and passes (quality checks, stopping). Without a
     rep or the work of a pass: the mean span of the finished windows. Sessions
-    running at once on several places share the work left.
+    running at once on several places share the work left. A window booting is counted at its
+    own stack's boots; unknown (None) while it boots with none to go by or past all of them.
     """
     if state.status != RunStatus.RUNNING:
         return 0.0
+    if _boot_unknown(state, now):
+        return None
     by_plan = _eta_from_plan(state, plan, now)
     return by_plan if by_plan is not None else _eta_from_spans(state, now)
+
+
+# How far past the longest boot of its stack a boot may run before what is left of it is
+# unknown: a window's axis can make its boot longer (a bigger cache), not ten times as long.
+BOOT_SLACK_S = 30.0
+
+
+def _boot_unknown(state: RunState, now: float) -> bool:
+    """A window booting whose stack never booted before in this run (its boot's length is
+    unknown: a vLLM window's is not llama.cpp's two seconds), or whose boot has run well past
+    every boot of its stack (twice the longest, and BOOT_SLACK_S more): what is left of it is
+    unknown, and so is the time left, rather than a count that stands still through the boot."""
+    for ws in state.windows.values():
+        if ws.status != WindowStatus.BOOTING or ws.started_ts is None:
+            continue
+        # A window booted again (a rerun) keeps its earlier boot_s until it is ready: that one
+        # is of its stack too, and a fair estimate.
+        mine = [w.boot_s for w in state.windows.values()
+                if w.boot_s is not None and w.stack == ws.stack]
+        if not mine or now - ws.started_ts > max(2 * max(mine), max(mine) + BOOT_SLACK_S):
+            return True
+    return False
 
 
 def _rates(state: RunState) -> dict[int, float]:
@@ -132,6 +157,11 @@ def _eta_from_plan(state: RunState, plan: LoadPlan, now: float) -> float | None:
 
     boots = [w.boot_s for w in state.windows.values() if w.boot_s is not None]
     boot = statistics.fmean(boots) if boots else 0.0
+    # A server's boot is its stack's: a vLLM window's boot is not llama.cpp's two seconds.
+    by_stack: dict[str, list[float]] = {}
+    for w in state.windows.values():
+        if w.boot_s is not None:
+            by_stack.setdefault(w.stack, []).append(w.boot_s)
     rest = [max(0.0, w.ended_ts - w.started_ts - (w.boot_s or 0.0) - measuring_s(w, True))
             for w in state.windows.values() if w.status == WindowStatus.DONE
             and w.started_ts is not None and w.ended_ts is not None]
@@ -142,7 +172,8 @@ def _eta_from_plan(state: RunState, plan: LoadPlan, now: float) -> float | None:
             left = boot + measuring_s(ws, True) + after
         elif ws.status == WindowStatus.BOOTING:
             age = now - ws.started_ts if ws.started_ts is not None else 0.0
-            left = max(0.0, boot - age) + measuring_s(ws, True) + after
+            mine = by_stack.get(ws.stack, [])
+            left = max(0.0, statistics.fmean(mine) - age) + measuring_s(ws, True) + after
         elif ws.status == WindowStatus.MEASURING:
             left = measuring_s(ws, False) + after
         else:

@@ -25,7 +25,13 @@ from typing import IO, Any, TextIO
 
 from engine import __version__, files, gpu, testbed
 from engine.campaign.load import SpecError, campaign_warnings, load_campaign
-from engine.campaign.plan import campaign_items, check_quality_files, images, resolve_runtime
+from engine.campaign.plan import (
+    campaign_items,
+    check_quality_files,
+    images,
+    quality_texts,
+    resolve_runtime,
+)
 from engine.campaign.prompts import DataFileError
 from engine.campaign.redact import redactor_for
 from engine.campaign.spec import Campaign
@@ -116,11 +122,16 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
         raise BadInput(f"{file}: unresolved variable {e} in a prompt file's path") from e
     try:
         run_dir = results.new_run_dir(Path(results_dir), campaign.name)
+        # Every file the run's start writes passes its filter, as every later one does (a prompt
+        # frozen into prompts.json may hold a secret).
+        results.guard(run_dir, redactor_for(campaign))
         results.write_json(run_dir / results.ENGINE_JSON, {
             "run_id": f"{run_dir.name}.{uuid.uuid4().hex[:8]}",
             "campaign_source": str(Path(file).resolve()), "runtime": runtime,
             "variables": variables, "baseline": baseline})
         frozen_items(campaign, run_dir, variables)
+        if texts := quality_texts(campaign, variables):  # the campaign's copy reads them back
+            results.write_json(run_dir / results.QUALITY, texts)
         results.write_atomic(run_dir / results.CAMPAIGN, redactor_for(campaign)(campaign.source_text))
         results.write_json(run_dir / results.ENV, env_facts(
             runtime, images(campaign, variables) if runtime == "docker" else [],
@@ -190,7 +201,7 @@ def refuse_damaged(run_dir: Path) -> None:
             f"ruler will not resume {run_dir}: its journal has {len(damage)} damaged line(s), "
             f"named above, and is left as it is. Move each one out of the journal (into a file "
             f"of its own) or restore the journal from a copy, check it with "
-            f"`ruler status {run_dir}`, then resume again.")
+            f"`{ruler_command()} status {run_dir}`, then resume again.")
 
 
 def run_engine(run_dir: Path, echo: bool) -> int:
@@ -203,7 +214,8 @@ def run_engine(run_dir: Path, echo: bool) -> int:
         campaign = _campaign_for(run_dir, info)
         results.write_atomic(run_dir / PID, f"{os.getpid()}\n")
         runner = Runner(campaign, run_dir, info["runtime"], info["variables"],
-                        printer() if echo else None, default_phases(info.get("baseline")))
+                        printer() if echo else None, default_phases(info.get("baseline")),
+                        baseline=Path(info["baseline"]) if info.get("baseline") else None)
     except OSError as e:
         raise BadInput(f"{run_dir}: cannot use the run directory "
                        f"({e.strerror or e}{f': {e.filename}' if e.filename else ''})") from e
@@ -220,6 +232,7 @@ def run_engine(run_dir: Path, echo: bool) -> int:
     control = ControlServer(run_dir, runner.command)
     try:
         status = runner.run()
+        _summary(run_dir)  # while the run is still this engine's: its lock held, its files its own
     except OSError as e:
         if e.errno not in STORAGE_ERRNOS:
             raise
@@ -243,6 +256,20 @@ def run_engine(run_dir: Path, echo: bool) -> int:
         print(terminal(f"ruler run: measured nothing: {runner.state.nothing_measured()}"), file=sys.stderr)
         return EXIT_NOTHING_MEASURED
     return EXIT_OK
+
+
+def _summary(run_dir: Path) -> None:
+    """The end of a run: results.json written and the summary table printed (each row's figures,
+    latencies and call, as ``vllm bench serve`` ends), once, after the last progress line."""
+    from engine.report.export import summary_text, write_results
+    from engine.report.run import ReportError
+
+    try:
+        path, doc = write_results(run_dir)
+    except (ReportError, OSError) as e:  # the run's record stands; this summary is read from it
+        print(terminal(f"ruler run: no summary ({e})"), file=sys.stderr)
+        return
+    print(summary_text(doc) + f"results: {path}", flush=True)
 
 
 def spawn_detached(run_dir: Path) -> int:

@@ -12,8 +12,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import httpx
-
 from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.prompts import DataFileError
 from engine.campaign.variables import UnresolvedVariable
@@ -21,6 +19,7 @@ from engine.errors import EXIT_BAD_INPUT, EXIT_ENGINE, EXIT_OK, BadInput
 from engine.quality.parity import ClassParity, Parity, Stack, campaign_prompts, parity, rendering_knobs
 from engine.sanitize import terminal
 from engine.servers import get_adapter, known_adapters
+from engine.servers.bounded import server_client
 from engine.testbed import cached_variables
 
 TIMEOUT_S = 60.0  # one rendering or tokenizing request; a loaded server may be slow to answer
@@ -85,7 +84,7 @@ def cmd_parity(campaign_path: str, stack_specs: Sequence[str], as_json: bool = F
     knobs = rendering_knobs(campaign)
     with ExitStack() as clients:
         stacks = [Stack(s.name, get_adapter(s.server), clients.enter_context(
-            httpx.Client(base_url=s.url, timeout=TIMEOUT_S))) for s in specs]
+            server_client(s.url, TIMEOUT_S))) for s in specs]
         result = parity(classes, knobs, stacks)
     if as_json:
         print(json.dumps({"campaign": campaign.name, "file": campaign_path, "knobs": knobs,

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.method import steady
+from engine.method.capacity import Found
 from engine.quality.effect import IGNORED_FACT
 from engine.record.events import ENVELOPE, EventKind
 from engine.record.journal import Event
@@ -114,7 +115,9 @@ def _row_done(e: Event) -> str:
               else "- (no rep moved a token)" if e.get("spread") is None else f"{e['spread']:.1%}")
     return (f"{_shape(e)} row {e['status']}: {e['agg_tok_s']:.1f} tok/s{basis} "
             f"({e['per_user_tok_s']:.1f}/user) spread {spread} "
-            f"reps {e['rep_tok_s']} attempts {e['attempts']}{why}{shape}")
+            f"reps {e['rep_tok_s']} attempts {e['attempts']}{why}{shape}"
+            + (f" acceptance {e['acceptance']}" if str(e.get("acceptance", "")).startswith("simulated")
+               else ""))
 
 
 def _verdict(e: Event) -> str:
@@ -162,9 +165,17 @@ def _session_started(e: Event) -> str:
         f": {machine}" if machine else "")
 
 
+def _verdict_look(e: Event) -> str:
+    decided = len(e.get("rows") or {})
+    head = (f"look {e['look']} at the evidence (level {e['level']:.3g}, {e['boots']} boots, "
+            f"{e['minutes']:.0f} min): {plural(decided, 'row')} decided")
+    return f"{head}; {e['why']}" + ("" if not e["final"] else "; the last look")
+
+
 def _capacity(e: Event) -> str:
     unit = "req/s" if e["over"] == "rate" else "concurrent"
-    lo = "below the range" if e.get("lo") is None else f"{e['lo']:g} {unit}"
+    lo = ("no answer: no probe held or failed" if e.get("found") == Found.NONE else
+          "below the range" if e.get("lo") is None else f"{e['lo']:g} {unit}")
     hi = f", fails at {e['hi']:g}" if e.get("hi") is not None else ""
     mixed = f", reps disagree at {', '.join(f'{m:g}' for m in e['mixed'])}" if e.get("mixed") else ""
     return (f"{_where(e)} {e['class']} capacity at {e['criteria']}: {lo}{hi}{mixed} "
@@ -189,7 +200,9 @@ def _again(e: Event) -> str:
 LINES: dict[str, Callable[[Event], str | None]] = {
     K.RUN_STARTED: lambda e: f"run {e['run']}: campaign {e['campaign']} on {e['server']} ({e['runtime']})",
     K.SESSION_STARTED: _session_started,
-    K.WINDOW_STARTED: lambda e: f"{_where(e)} booting [{e.get('axis', '')}] {e['plan'].get('name', '')}",
+    K.WINDOW_STARTED: lambda e: (f"{_where(e)} booting [{e.get('axis', '')}] {e['plan'].get('name', '')}"
+                                 + (f" | SIMULATED acceptance: {e['simulated']}" if e.get("simulated")
+                                    else "")),
     K.WINDOW_QUEUED: _window_queued,
     K.WINDOW_PLACED: _window_placed,
     K.WINDOW_READY: lambda e: f"{_where(e)} ready in {e['boot_s']:.1f} s{_diff_summary(e.get('diff'))}",
@@ -203,6 +216,8 @@ LINES: dict[str, Callable[[Event], str | None]] = {
                            + (f"; {e['spread_why']}" if e.get("spread_why") else "")),
     K.ROW_DONE: _row_done,
     K.CAPACITY: _capacity,
+    K.VERDICT_LOOK: _verdict_look,
+    K.SESSION_ADDED: lambda e: f"session {e['session']} added: {' '.join(e['windows'])}",
     K.QUALITY_STARTED: lambda e: f"{_where(e)} quality checks",
     K.VERDICT: _verdict,
     K.PARITY: _parity,
@@ -213,6 +228,9 @@ LINES: dict[str, Callable[[Event], str | None]] = {
     K.RERUN_ABORTED: lambda e: f"{_shape(e)} rerun cut short ({e['reason']}); the void row stands",
     K.COMMAND: lambda e: f"operator: {e['cmd']} {' '.join(e.get('args', []))} -> {e['reply']}",
     K.WINDOW_REBOOT: lambda e: f"{_where(e)} booting again for a rerun of {e['row']}",
+    K.SERVER_STOPPING: lambda e: (f"{_where(e)} stopping its server"
+                                  + ("" if e["alive"] else " (it had exited already)")),
+    K.RERUN_WAITING: lambda e: f"{_where(e)} rerun of {', '.join(e['rows'])} waits for {e['waiting']}",
     K.RUN_RESUMED: _as_is,
     K.STRAY_STOPPED: _as_is,
     K.SHAPE_RESUMED: _as_is,

@@ -12,7 +12,7 @@ from engine.commands.eta import elapsed, eta, load_plan
 from engine.commands.invocation import ruler_command
 from engine.record import results
 from engine.record.journal import Damage, damage_report
-from engine.record.liveness import engine_alive, read_pid
+from engine.record.liveness import lock_state, read_pid
 from engine.record.snapshot import fold_journal
 from engine.record.state import RowState, RunState
 from engine.sanitize import terminal
@@ -34,15 +34,18 @@ def summary(run_dir: Path) -> dict[str, Any]:
             last_rep = {"row": r.key, "attempt": attempt, "rep": rep, "agg_tok_s": tok}
             break
     counts = Counter(r.status for r in rows)
-    alive = engine_alive(run_dir)
+    held, why = lock_state(run_dir)  # None: cannot tell (a lock it cannot open, or not a file)
+    alive = held is True
     plan = load_plan(st)
     left = eta(st, plan, time.time()) if alive and st.status == RunStatus.RUNNING else None
     return {
         "run_dir": str(run_dir),
         "campaign": st.campaign,
-        "status": st.status if alive or st.status != RunStatus.RUNNING else "engine not running (resume it)",
+        "status": st.status if alive or st.status != RunStatus.RUNNING else
+        "engine not running (resume it)" if held is False else "engine unknown",
         "paused": st.paused,
-        "engine": {"alive": alive, "pid": read_pid(run_dir) if alive else None},
+        "engine": {"alive": alive, "pid": read_pid(run_dir) if alive else None,
+                   **({"unknown": why} if held is None else {})},
         "current": {
             "window": st.up_now,  # never a window that has ended
             "shape": shape.key if shape else None,
@@ -91,7 +94,9 @@ def fmt_secs(s: float) -> str:
 def format_summary(s: dict[str, Any]) -> str:
     cur, rows = s["current"], s["rows"]
     alive = s["engine"]["alive"]
-    engine = f"alive (pid {s['engine']['pid']})" if alive else "not running"
+    unknown = s["engine"].get("unknown")
+    engine = (f"alive (pid {s['engine']['pid']})" if alive else
+              f"unknown: {terminal(unknown)}" if unknown else "not running")
     timing = ""
     if s["elapsed_s"] is not None and s["status"] in set(RunStatus):  # not an engine gone mid-run
         took = fmt_secs(s["elapsed_s"])
@@ -109,7 +114,7 @@ def format_summary(s: dict[str, Any]) -> str:
                      + (f"  attempt {cur['attempt']} reps done {cur['reps_done']}" if cur["shape"] else ""))
     lines.append(f"  rows    {rows['total']} begun{planned}: "
                  + "  ".join(f"{k} {v}" for k, v in counts.items() if v))
-    if not alive and s["status"] != RunStatus.FINISHED:  # stopped short: how it goes on
+    if not alive and not unknown and s["status"] != RunStatus.FINISHED:  # stopped short: how it goes on
         lines.append(f"  resume  {ruler_command()} run --resume {s['run_dir']}  (goes on at the "
                      "first unfinished rep)")
     if any(x["place"] for x in s["sessions"]) or len(s["sessions"]) > 1:

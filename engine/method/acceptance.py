@@ -22,6 +22,13 @@ SGLang     Δgeneration_tokens / Δverify_calls    ``spec_verify_ct``, ``spec_nu
                                                  ``drafts``, ``spec_accept_histogram``
 ========== ===================================== ======================================= =========
 
+**Natural or simulated**: a server told to accept drafts at a set rate instead of checking them
+(SGLang's ``SGLANG_SIMULATE_ACC_LEN``, vLLM's ``rejection_sample_method: synthetic``, llama.cpp's
+``--spec-synth-len``: engine.servers.launch.simulated_acceptance) reports the acceptance it was
+given, and its throughput is that of tokens nobody checked. Each row says which (``acceptance``:
+:data:`NATURAL` or ``simulated (how)``), every surface shows it, and a delta between a natural and
+a simulated row is withheld (:func:`unlike`).
+
 A rep reads the server's ``/metrics`` delta when it has one (it counts every request, the failed
 ones too, and is what the server itself reports), else the sum of its requests' own counts. A
 row pools its reps' counts (a ratio of sums) and gives each rep's figures beside it, with a t
@@ -143,3 +150,25 @@ def curve_text(per_pos: Sequence[float] | None) -> str:
 def parse_curve(text: str) -> list[float]:
     """:func:`curve_text`'s cell back (throughput.csv's ``accept_per_pos``)."""
     return [float(x) for x in text.split()]
+
+
+NATURAL = "natural"
+SIMULATED = "simulated"
+
+
+def simulated_text(how: str) -> str:
+    """A simulated row's ``acceptance``: the word and the setting that made it so."""
+    return f"{SIMULATED} ({how})"
+
+
+def is_simulated(row: Mapping[str, Any]) -> bool:
+    return str(row.get("acceptance") or "").startswith(SIMULATED)
+
+
+def unlike(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
+    """Why two rows make no delta on acceptance (one simulated, the other not), or None."""
+    if is_simulated(a) == is_simulated(b):
+        return None
+    said = a.get("acceptance") if is_simulated(a) else b.get("acceptance")
+    return (f"delta withheld: one row's acceptance is {said}, the other's is measured: the "
+            "simulated row's tok/s is of draft tokens nobody checked")

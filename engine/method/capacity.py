@@ -38,6 +38,7 @@ class Found(StrEnum):
     BUDGET = "budget"  # the probes are spent before it was
     BELOW = "below range"  # the range's low end did not hold: the capacity is below it
     ABOVE = "above range"  # the high end held: the capacity is at least it
+    NONE = "no answer"  # both ends void (every request failed, say): nothing is known of the edge
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,8 @@ def step(search: Search, probes: Mapping[float, Probe]) -> Answer:
         return answer(None, high) if n < search.max_probes else answer(Found.BUDGET)
     if hi is None and not mixed and probes[high] == Probe.HOLDS:
         return answer(Found.ABOVE)
+    if lo is None and hi is None and not mixed and probes[low] == probes[high] == Probe.VOID:
+        return answer(Found.NONE)  # neither end says anything: the middle would not either
     # The band: from lo (or the low end) to hi (or the high end), split by the mixed probes.
     points = [lo if lo is not None else low, *mixed, hi if hi is not None else high]
     gaps = [(b / a, a, b) for a, b in zip(points, points[1:], strict=False) if a > 0]

@@ -56,6 +56,7 @@ class Step:
     progress: Progress
     half: float | None  # the half-width now
     needed: int | None  # the reps the rule projects it needs (None: none within max_reps)
+    boot_half: float | None = None  # the noise between boots' part of the half-width, measured
 
 
 def half_width(iv: Interval | None) -> float | None:
@@ -85,23 +86,35 @@ def _half(window: Sequence[float], control: Sequence[float] | None, stage: int) 
     return half_width(relative_delta(window, control, stage=stage))
 
 
-def step(window: Sequence[float], control: Sequence[float] | None, rule: Rule) -> Step:
+def step(window: Sequence[float], control: Sequence[float] | None, rule: Rule,
+         between: float = 0.0) -> Step:
     """What the rule says after a row's reps so far: ``control`` None for a control row (or a
-    window whose control row has no figure: then its own mean, as a control's)."""
+    window whose control row has no figure: then its own mean, as a control's).
+
+    ``between``: the noise between boots measured at the row's shape (a variance of log tok/s).
+    A delta is two boots apart, so its interval is never narrower than the boots make it: where
+    that part alone is past the precision no number of reps reaches it (more boots would), and
+    the reps are held to what the precision leaves beside it."""
     target = rule.target(control is None)
     half = _half(window, control, rule.stage)
     if half is None:
         return Step(Progress.OFF, None, None)
+    boots = 1.96 * math.sqrt(between * (1 if control is None else 2)) if between > 0 else 0.0
+    boot_half = math.expm1(boots) if boots else None
+    if boots and boots >= math.log1p(target):
+        return Step(Progress.CANNOT, half, None, boot_half)
+    if boots:
+        target = math.expm1(math.sqrt(math.log1p(target) ** 2 - boots ** 2))
     if half <= target:
-        return Step(Progress.REACHED, half, len(window))
+        return Step(Progress.REACHED, half, len(window), boot_half)
     # More reps leave the first stage's variance and (projected) the mean as they are.
     mean = math.exp(sum(math.log(v) for v in window) / len(window))
     needed = next((n for n in range(len(window) + 1, rule.max_reps + 1)
                    if (h := _half([*window, *[mean] * (n - len(window))], control, rule.stage))
                    is not None and h <= target), None)
     if len(window) >= rule.max_reps:
-        return Step(Progress.CAP, half, needed)
-    return Step(Progress.MORE if needed else Progress.CANNOT, half, needed)
+        return Step(Progress.CAP, half, needed, boot_half)
+    return Step(Progress.MORE if needed else Progress.CANNOT, half, needed, boot_half)
 
 
 def reps_needed(sigma_window: float, sigma_control: float, rule: Rule) -> tuple[int | None, int | None]:

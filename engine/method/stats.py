@@ -131,14 +131,13 @@ def rep_figures(records: Sequence[Mapping[str, Any]], concurrency: int,
               if r.get("first_token") and r.get("completion_tokens", 0) > 1
               and r["end"] > r["first_token"]]
     in_flight = sum(r["end"] - r["start"] for r in ok) / wall if wall > 0 else 0.0
-    users = concurrency or in_flight
     return {
         "requests": len(records),
         "failed": failed,
         "tokens": tokens,
         "wall_s": round(wall, 6),
         "agg_tok_s": round(agg, 3),
-        "per_user_tok_s": round(agg / users, 3) if users else 0.0,
+        "per_user_tok_s": round(per_user(agg, concurrency or in_flight), 3),
         "ttft_ms": _round(median(ttfts), 2),
         "decode_tok_s": _round(median(decode), 3),
         "in_flight": round(in_flight, 3),
@@ -151,6 +150,13 @@ def rep_figures(records: Sequence[Mapping[str, Any]], concurrency: int,
 
 
 STEADY, WHOLE = steady.STEADY, steady.WHOLE
+
+
+def per_user(tok_s: float, users: float) -> float:
+    """Per user, the one definition (the seed's "732 agg / 91.5 per user" at C8): tok/s over the
+    users that made it, C closed-loop workers (open loop: the requests in flight on average).
+    A row's per user is over its own tok/s, on the same basis (steady window or whole reps)."""
+    return tok_s / users if users > 0 else 0.0
 
 
 def headline(figs: Sequence[dict[str, Any]]) -> tuple[list[float], str]:
@@ -186,20 +192,44 @@ def receipt_tok_s(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any
 
 
 PERCENTILES = (50, 90, 99)
+LATENCIES = ("ttft", "itl", "tpot", "e2el")  # each a request's (ITL: each gap's), in ms
+
+
+def e2el_ms(r: Mapping[str, Any]) -> float:
+    """A request's end-to-end latency: from its send to its last byte."""
+    return (float(r["end"]) - float(r["start"])) * 1000
+
+
+def latency_series(records: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """Each latency's values over a row's finished requests, every rep pooled: TTFT, TPOT and the
+    end-to-end latency one value a request, ITL every gap between two chunks that carried text (a
+    chunk of several speculative tokens is one gap): vLLM's bench serve's definitions."""
+    ok = [r for r in records if not r.get("error")]
+    return {"ttft": [t for r in ok if (t := ttft_ms(r)) is not None],
+            "itl": [g for r in ok for g in r.get("gaps_ms") or ()],
+            "tpot": [t for r in ok if (t := tpot_ms(r)) is not None],
+            "e2el": [e2el_ms(r) for r in ok]}
+
+
+def latency_summary(values: Sequence[float]) -> dict[str, float | None]:
+    """One latency's mean, median, standard deviation and p90/p99 (numpy's linear percentiles,
+    as vLLM's bench serve takes them); None each with no value."""
+    if not values:
+        return {"mean": None, "median": None, "std": None, **{f"p{p}": None for p in PERCENTILES}}
+    a = np.asarray(values, dtype=float)
+    return {"mean": round(float(a.mean()), 2), "median": round(float(np.median(a)), 2),
+            "std": round(float(a.std()), 2),
+            **{f"p{p}": round(float(np.percentile(a, p)), 2) for p in PERCENTILES}}
 
 
 def latency_figures(records: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
-    """TTFT, ITL and TPOT at p50/p90/p99 over a row's finished requests, every rep pooled (a rep
-    alone has too few for a p99): TTFT and TPOT one value a request, ITL every gap between two
-    chunks that carried text (a chunk of several speculative tokens is one gap)."""
-    ok = [r for r in records if not r.get("error")]
-    series = {"ttft": [t for r in ok if (t := ttft_ms(r)) is not None],
-              "itl": [g for r in ok for g in r.get("gaps_ms") or ()],
-              "tpot": [t for r in ok if (t := tpot_ms(r)) is not None]}
+    """TTFT, ITL, TPOT and end-to-end latency at p50/p90/p99 and their means over a row's
+    finished requests, every rep pooled (a rep alone has too few for a p99)."""
     out: dict[str, float | None] = {}
-    for name, values in series.items():
-        for p in PERCENTILES:
-            out[f"{name}_p{p}"] = round(float(np.percentile(values, p)), 2) if values else None
+    for name, values in latency_series(records).items():
+        summary = latency_summary(values)
+        out |= {f"{name}_p{p}": summary[f"p{p}"] for p in PERCENTILES}
+        out[f"{name}_mean"] = summary["mean"]
     return out
 
 
@@ -350,7 +380,8 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]
         "rep_whole_tok_s": wholes,
         **{k: _round(median([f[k] for f in figs if f[k] is not None]), 3)
            for k in ("ramp_s", "steady_s", "tail_s")},
-        "per_user_tok_s": round(median([f["per_user_tok_s"] for f in figs]) or 0.0, 3),
+        "per_user_tok_s": round(median([per_user(a, concurrency or f["in_flight"])
+                                        for a, f in zip(aggs, figs, strict=True)]) or 0.0, 3),
         "ttft_ms": _round(median([f["ttft_ms"] for f in figs if f["ttft_ms"] is not None]), 2),
         "decode_tok_s": _round(median([f["decode_tok_s"] for f in figs
                                        if f["decode_tok_s"] is not None]), 3),

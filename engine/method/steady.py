@@ -185,9 +185,13 @@ def same_basis(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
     """Why two rows' figures cannot make a delta, or None when they can: each row's tok/s is over
     its ``basis`` (``steady`` windows or ``whole`` reps, "" or absent for a row from before the
     steady window: whole reps), and a steady figure against a whole one reads the ramp and the
-    tail as the change."""
+    tail as the change. Nor do a row whose acceptance was simulated and one whose was measured
+    (engine.method.acceptance.unlike)."""
+    # Here, not at the top: the fold reads this module's words and would load the statistics.
+    from engine.method import acceptance
+
     basis_a, basis_b = a.get("basis") or WHOLE, b.get("basis") or WHOLE
     if basis_a == basis_b:
-        return None
+        return acceptance.unlike(a, b)  # nor does a simulated acceptance against a measured one
     return (f"the rows are on different bases ({basis_a} against {basis_b}): a steady window's "
             "tok/s against a whole rep's is no delta")

@@ -130,21 +130,23 @@ class ControlChecks(Checks):
                      mean=vs["mean"] if vs else None, p99=vs["p99"] if vs else None)
 
     def settle_earlier_windows(self, ref: Reference) -> None:
-        """control_position: last: windows that ran before the control get their greedy verdict now."""
+        """Windows that ran with no reference get their greedy verdict now: with control_position
+        last, those before the control; with a control that died before its checks and was
+        booted again (an operator's rerun), those after it."""
         for window in self.c.windows_in(self.ctx.session):
             if window == CONTROL:
-                break
+                continue
             path = results.window_dir(self.run.run_dir, self.ctx.session, window) / "greedy.json"
             if not path.exists():
                 continue
             data = json.loads(files.read_text(path))
             if data.get("reference") not in (None, "pending"):
                 continue
-            cmp = greedy_compare(ref.greedy, data["outputs"])
+            across = self.c.window(window).server is not None  # another stack: a figure
+            cmp = greedy_compare(ref.greedy, data["outputs"], by_ids=not across)
             data.update(reference=f"{self.ctx.session}-{CONTROL} (ran after this window)",
                         comparison=cmp)
             results.write_json(path, data)
-            across = self.c.window(window).server is not None  # another stack: a figure
             self.run.emit(EventKind.VERDICT, session=self.ctx.session, window=window,
                           check=Check.GREEDY, verdict=greedy_verdict(cmp, across),
                           summary=greedy_summary(cmp, across), file=str(path.relative_to(self.run.run_dir)),
@@ -154,7 +156,8 @@ class ControlChecks(Checks):
 
     def drift(self) -> None:
         rule = self.c.verdict.rule()
-        noise = {c: n for (c, rate), n in judgement(self.run.state, rule).noise.items() if not rate}
+        j = judgement(self.run.state, rule)
+        noise = {(cls, c): j.noise_or_declared(cls, c, None) for (cls, c, rate) in j.noise if not rate}
         rows = [r for r in write_drift(self.run.run_dir, list(self.c.sessions),
                                        self.run.state.session_places, rule, noise, self.baseline_dir)
                 if r["session"] == self.ctx.session]

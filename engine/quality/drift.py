@@ -17,9 +17,10 @@ from typing import Any
 
 from engine import files
 from engine.method import stats
-from engine.method.boots import BootNoise, declared
+from engine.method.boots import BootNoise
 from engine.method.verdict import Rule, versus
 from engine.record import results
+from engine.record.judged import fallback_noise
 from engine.record.receipts import read_rep, source_paths
 from engine.record.state import earlier_sessions
 from engine.words import CONTROL, USABLE_ROWS, Verdict
@@ -69,13 +70,14 @@ def _drift_row(row: dict[str, str], reps: list[float], ref_tok_s: float, ref_rep
             "reference_tok_s": ref_tok_s, "delta_pct": pct(delta),
             "delta_lo_pct": pct(iv[0]) if iv else None, "delta_hi_pct": pct(iv[1]) if iv else None,
             "method": v.method() if v is not None else "the medians alone: no receipts",
-            "boot_noise_pct": pct(noise.sd), "boot_noise_how": noise.how(), "p_value": p,
+            "boot_noise_pct": pct(noise.sd) if noise.usable else None, "boot_noise_how": noise.how(),
+            "p_value": p,
             "spread": spread, "reference_spread": ref_spread,
             "verdict": Verdict.DRIFT if p is not None and p < rule.error_rate else Verdict.WITHIN_NOISE}
 
 
 def control_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str], rule: Rule,
-                  noise: Mapping[int, BootNoise], baseline_dir: Path | None = None
+                  noise: Mapping[tuple[str, int], BootNoise], baseline_dir: Path | None = None
                   ) -> list[dict[str, Any]]:
     """Each session's control against the nearest earlier session's, per class at C1: delta in
     percent with its interval, judged against the noise between boots at its concurrency
@@ -87,8 +89,8 @@ def control_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str]
     With ``baseline_dir`` (another run), also against that run's controls: per class, the median
     of its sessions' control rows (spread: the largest of theirs; reps: all of theirs).
     """
-    def noise_at(c: int) -> BootNoise:
-        return noise.get(c) or declared(rule.boot_noise)
+    def noise_at(cls: str, c: int) -> BootNoise:
+        return noise.get((cls, c)) or fallback_noise(rule)
 
     by_class: dict[str, dict[str, dict[str, str]]] = {}
     for row in _c1_rows(run_dir):
@@ -103,7 +105,7 @@ def control_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str]
                 out.append(_drift_row(cur, rep_tok_s(run_dir, cur), float(prev["agg_tok_s"]),
                                       rep_tok_s(run_dir, prev), float(prev["spread"] or 0),
                                       _against(prev["session"], places), rule,
-                                      noise_at(int(cur["concurrency"]))))
+                                      noise_at(cur["class"], int(cur["concurrency"]))))
     if baseline_dir is not None:
         base: dict[str, list[dict[str, str]]] = {}
         for row in _c1_rows(baseline_dir):
@@ -115,7 +117,8 @@ def control_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str]
             ref_spread = max(float(r["spread"] or 0) for r in base[cls])
             ref_reps = [x for r in base[cls] for x in rep_tok_s(baseline_dir, r)]
             out += [_drift_row(rows[s], rep_tok_s(run_dir, rows[s]), ref, ref_reps, ref_spread,
-                               f"baseline {baseline_dir.name}", rule, noise_at(int(rows[s]["concurrency"])))
+                               f"baseline {baseline_dir.name}", rule,
+                               noise_at(cls, int(rows[s]["concurrency"])))
                     for s in order if s in rows]
     return out
 
@@ -128,7 +131,7 @@ _WRITING = threading.Lock()  # places' controls end at once: drift.json is compu
 
 
 def write_drift(run_dir: Path, order: Sequence[str], places: Mapping[str, str], rule: Rule,
-                noise: Mapping[int, BootNoise], baseline_dir: Path | None = None
+                noise: Mapping[tuple[str, int], BootNoise], baseline_dir: Path | None = None
                 ) -> list[dict[str, Any]]:
     with _WRITING:
         drift = control_drift(run_dir, order, places, rule, noise, baseline_dir)

@@ -9,14 +9,17 @@ window undetermined: absence of evidence is not evidence of absence.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from engine.method.verdict import Call
-from engine.record.judged import Judgement
-from engine.record.state import RowState
-from engine.words import Verdict, load_label
+from engine import files
+from engine.method.verdict import Call, Rule
+from engine.record.judged import Judgement, judgement
+from engine.record.state import RowState, RunState
+from engine.words import Check, Verdict, load_label
 
 # Boot facts that legitimately differ from boot to boot, or come from requests rather than the
 # boot: file paths (the model's type, size and shape are facts of their own), the listening URL
@@ -81,3 +84,34 @@ def no_effect_verdict(facts: dict[str, Any] | None, rows: dict[str, Any],
     verdict = (Verdict.OBSERVABLE_EFFECT if differ else Verdict.UNDETERMINED if missing
                else Verdict.NO_OBSERVABLE_EFFECT)
     return verdict, differ + missing
+
+
+def settle(state: RunState, rule: Rule, run_dir: Path) -> list[dict[str, Any]]:
+    """Each window's "no observable effect" verdict again, on the run's judgement as it stands: a
+    window's rows were called within the family of the windows measured before it, and the
+    family grew. Its boot facts and greedy outputs are as no-effect.json recorded them; the
+    windows whose verdict changes, with their new record (no-effect.json's contents, the verdict
+    event's fields)."""
+    j = judgement(state, rule)
+    out = []
+    for ws in state.windows.values():
+        said = ws.verdicts.get(Check.NO_EFFECT)
+        if not said or not said.get("file"):
+            continue
+        path = run_dir / said["file"]
+        try:
+            old = json.loads(files.read_text(path))
+        except (OSError, ValueError):
+            continue
+        identical, _, n = str(old.get("greedy", "0/0")).partition("/")
+        greedy = {"identical": int(identical or 0), "n": int(n or 0)}
+        rows = rows_called(j, [r for r in state.rows.values()
+                               if r.session == ws.session and r.window == ws.window and r.row])
+        verdict, reasons = no_effect_verdict(old.get("facts_differ"), rows, greedy)
+        if verdict == said.get("verdict") and rows["rows"] == old.get("rows"):
+            continue
+        out.append({"session": ws.session, "window": ws.window, "file": said["file"], "path": path,
+                    "record": {**old, "verdict": verdict, "reasons": reasons, "rows": rows["rows"]},
+                    "verdict": verdict,
+                    "summary": verdict if not reasons else f"{verdict}: {'; '.join(reasons)}"})
+    return out

@@ -83,12 +83,34 @@ def truncate(top: Sequence[Sequence[Any]], k: int) -> list[tuple[int, float]]:
     return [(int(t), float(lp)) for t, lp in list(top)[:k]]
 
 
-def greedy_compare(ref: Sequence[dict[str, Any]], mine: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per prompt: identical, or the first differing character; the lowest of those overall."""
+def first_token_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """Index of the first differing token id, None when the two are the same."""
+    if list(a) == list(b):
+        return None
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def greedy_compare(ref: Sequence[dict[str, Any]], mine: Sequence[dict[str, Any]],
+                   by_ids: bool = True) -> dict[str, Any]:
+    """Per prompt: identical, or the first differing character; the lowest of those overall.
+
+    ``by_ids`` (one stack, one tokenizer): where both replies carry their token ids, the ids
+    decide. Their text can hide a difference, or show one that is not there: a reply cut inside a
+    character (a byte-fallback token of CJK text or an emoji) ends in bytes one server drops and
+    another shows as U+FFFD. A difference only the ids see is placed at the end of the shorter text.
+    """
     per: list[dict[str, Any]] = []
     for r, m in zip(ref, mine, strict=False):
         div = first_divergence(r["text"], m["text"])
-        per.append({"prompt": m["prompt"], "identical": div is None, "first_divergence": div,
+        ids = by_ids and r.get("token_ids") is not None and m.get("token_ids") is not None
+        tok = first_token_divergence(r["token_ids"], m["token_ids"]) if ids else None
+        alike = tok is None if ids else div is None
+        if alike:
+            div = None
+        elif div is None:
+            div = min(len(r["text"]), len(m["text"]))
+        per.append({"prompt": m["prompt"], "identical": alike, "first_divergence": div,
+                    **({"first_token_divergence": tok} if ids else {}),
                     "same_prompt_ids": r["prompt_ids"] == m["prompt_ids"],
                     CONTROL: r["text"], "window": m["text"]})
     same = sum(p["identical"] for p in per)

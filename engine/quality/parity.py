@@ -17,8 +17,10 @@ says why.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +30,7 @@ from engine.campaign.plan import campaign_items
 from engine.campaign.sources.item import Message
 from engine.campaign.spec import Campaign
 from engine.servers.client import Http, ServerClient, Unsupported
-from engine.servers.data import BadServerData, reading
+from engine.servers.data import BadServerData, reading, tokenized
 from engine.words import CONTROL
 
 IDENTICAL = "token-identical"
@@ -49,10 +51,27 @@ class Stack:
 
 @dataclass(frozen=True)
 class Rendering:
-    """One prompt as one stack's chat endpoint would see it: the text and its ids."""
+    """One prompt as one stack's chat endpoint would see it: the text and its ids. A rendering
+    read back from a record that withheld its ids (its text holds a secret, which the ids would
+    spell: the server's /detokenize gives it back) has only their count and digest."""
 
     text: str
     ids: tuple[int, ...]
+    withheld: str = ""  # the ids' digest (ids_digest) where the record kept no ids
+    count: int = 0  # and how many there were
+
+    @property
+    def tokens(self) -> int:
+        return self.count if self.withheld else len(self.ids)
+
+    @property
+    def digest(self) -> str:
+        return self.withheld or ids_digest(self.ids)
+
+
+def ids_digest(ids: Sequence[int]) -> str:
+    """What a record keeps of ids it must not hold: enough to tell two renderings apart."""
+    return hashlib.sha256(json.dumps(list(ids), separators=(",", ":")).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -206,15 +225,27 @@ class Rendered:
     classes: dict[str, list[Rendering | str]]
     gone: str | None = None
 
-    def as_json(self) -> dict[str, Any]:
-        return {"gone": self.gone, "classes": {
-            cls: [r if isinstance(r, str) else {"text": r.text, "ids": list(r.ids)} for r in rs]
-            for cls, rs in self.classes.items()}}
+    def as_json(self, holds_secret: Callable[[str], bool] = lambda _: False) -> dict[str, Any]:
+        """The record of the renderings: a rendering whose text ``holds_secret`` keeps its ids'
+        count and digest only (its text is redacted where it is written; its ids would spell
+        the secret back)."""
+        def one(r: Rendering | str) -> Any:
+            if isinstance(r, str):
+                return r
+            if r.withheld or holds_secret(r.text):
+                return {"text": r.text, "tokens": r.tokens, "ids_sha256": r.digest}
+            return {"text": r.text, "ids": list(r.ids)}
+        return {"gone": self.gone, "classes": {cls: [one(r) for r in rs] for cls, rs in self.classes.items()}}
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> Rendered:
-        return cls({name: [r if isinstance(r, str) else Rendering(r["text"], tuple(r["ids"]))
-                           for r in rs] for name, rs in data["classes"].items()}, data.get("gone"))
+        def one(r: Any) -> Rendering | str:
+            if isinstance(r, str):
+                return r
+            if "ids_sha256" in r:
+                return Rendering(r["text"], (), str(r["ids_sha256"]), int(r["tokens"]))
+            return Rendering(r["text"], tuple(r["ids"]))
+        return cls({name: [one(r) for r in rs] for name, rs in data["classes"].items()}, data.get("gone"))
 
 
 def render_all(classes: Mapping[str, Sequence[Sequence[Message]]], knobs: Mapping[str, Any],
@@ -261,8 +292,9 @@ class _Renderer:
         try:
             with reading(f"{stack.name} render_chat"):
                 text = stack.adapter.render_chat(stack.client, sent, self.knobs)
+                rendering(text, sent, self.knobs)
             with reading(f"{stack.name} tokenize"):
-                ids = stack.adapter.tokenize(stack.client, text)
+                ids = tokenized(stack.adapter.tokenize(stack.client, text), text, "its ids")
         except Unsupported as e:
             return self.give_up(stack, f"cannot render: {e}")
         except httpx.TransportError as e:
@@ -280,12 +312,33 @@ class _Renderer:
         return f"{stack.name}: {self.gone[stack.name]}"
 
 
+# A chat template's own text around the messages: roles, markers, a default system prompt.
+TEMPLATE_BYTES = 64 << 10
+
+
+def rendering(text: str, messages: Sequence[Mapping[str, Any]], knobs: Mapping[str, Any]) -> str:
+    """``text`` as a rendering of ``messages``: the messages and the knobs a template shows (its
+    tools) and a template's own text at most; a rendering past that is not one of this prompt
+    (a server answering megabytes for it), refused before it is tokenized or kept."""
+    bound = len(json.dumps([list(messages), dict(knobs)], default=str)) + TEMPLATE_BYTES
+    if len(text) > bound:
+        raise BadServerData(f"a rendering of {len(text):,} characters for a prompt of "
+                            f"{bound - TEMPLATE_BYTES:,}: no rendering of it")
+    return text
+
+
 def compare(index: int, shown: str, reference: Rendering | str, other: Rendering | str) -> PromptParity:
     """One prompt: the other stack's rendering against the reference's."""
     if isinstance(reference, str) or isinstance(other, str):
-        tokens = None if isinstance(other, str) else len(other.ids)
+        tokens = None if isinstance(other, str) else other.tokens
         return PromptParity(index, shown, tokens,
                             error=reference if isinstance(reference, str) else str(other))
+    if reference.withheld or other.withheld:  # a record without the ids: their digests compared
+        if reference.digest == other.digest:
+            return PromptParity(index, shown, other.tokens)
+        return PromptParity(index, shown, other.tokens, error=(
+            "its ids differ, where is not known: the record keeps no ids of a prompt that holds a "
+            "secret"))
     return PromptParity(index, shown, len(other.ids), divergence=divergence(reference, other))
 
 

@@ -18,6 +18,7 @@ from engine import files
 from engine.context import RunContext, WindowContext
 from engine.errors import WindowFailed
 from engine.quality.control import ControlChecks
+from engine.quality.effect import settle
 from engine.quality.knobs import KNOB_PROMPTS, across_stacks, knob_check
 from engine.quality.probe import Probe, Stopped
 from engine.quality.reference import ReferenceStore
@@ -26,6 +27,7 @@ from engine.quality.verdicts import verdict_row, write_verdicts
 from engine.quality.window import WindowChecks
 from engine.record import results
 from engine.record.events import EventKind
+from engine.servers.bounded import server_client
 from engine.words import CONTROL, Check, QualityStatus
 
 
@@ -41,9 +43,8 @@ class Quality:
             return
         run.emit(EventKind.QUALITY_STARTED, session=ctx.session, window=ctx.window)
         started = time.monotonic()
-        timeout = httpx.Timeout(run.campaign.timeouts.request, connect=10.0)
         status = QualityStatus.DONE
-        with httpx.Client(base_url=ctx.server.base_url, timeout=timeout) as client:
+        with server_client(ctx.server.base_url, run.campaign.timeouts.request) as client:
             probe = Probe(ctx.adapter, client, run.controls.stopping)
             checks = WindowRun(self.refs, self.baseline_dir, run, ctx, probe)
             with results.after(lambda: write_verdicts(run.run_dir, self.rows(run))):
@@ -58,6 +59,17 @@ class Quality:
         run.emit(EventKind.QUALITY_DONE, session=ctx.session, window=ctx.window, status=status,
                     seconds=round(time.monotonic() - started, 2), requests=probe.requests,
                     stages=checks.stages)
+
+    def settle(self, run: RunContext) -> None:
+        """At the run's end (and each look's): every window's "no observable effect" verdict on
+        the whole run's judgement, journaled again where it changed, and verdicts.csv with it."""
+        changed = settle(run.state, run.campaign.verdict.rule(), run.run_dir)
+        for c in changed:
+            results.write_json(c["path"], c["record"])
+            run.emit(EventKind.VERDICT, session=c["session"], window=c["window"], check=Check.NO_EFFECT,
+                     verdict=c["verdict"], summary=c["summary"], file=c["file"], figures={})
+        if changed:
+            write_verdicts(run.run_dir, self.rows(run))
 
     @staticmethod
     def rows(run: RunContext) -> list[dict[str, Any]]:
@@ -82,9 +94,9 @@ class WindowRun(ControlChecks, WindowChecks):
             return
         for g in mine:
             g.pop("reply")  # kept for the knob check; receipts hold its parts
-        if self.is_control:
+        if self.is_control and self.session_reference() is None:
             self.guarded(Check.REFERENCE, lambda: self.control(mine))
-        else:
+        else:  # a window; or the control booted again (a rerun) against its first boot's reference
             self.window(mine)
         if self.q.tool_probe is not None:
             self.guarded(Check.TOOL_PROBE, lambda: self.timed("tools", self.tools))

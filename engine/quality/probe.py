@@ -12,7 +12,7 @@ import httpx
 from engine.quality.maths import spread_positions
 from engine.quality.reference import Item, Scores
 from engine.servers.client import ChatReply, ServerClient, Unsupported
-from engine.servers.data import reading
+from engine.servers.data import reading, tokenized
 
 
 class Stopped(Exception):
@@ -60,7 +60,7 @@ class Probe:
 
     def tokenize(self, text: str) -> list[int]:
         with self.reading("tokenize"):
-            return self.adapter.tokenize(self.client, text)
+            return tokenized(self.adapter.tokenize(self.client, text), text, "its ids")
 
     def greedy(self, prompts: Sequence[str], knobs: dict[str, Any], max_tokens: int,
                seed: int) -> list[dict[str, Any]]:
@@ -114,7 +114,8 @@ class Probe:
                     self.requests += 1
                 forced = item.cont_ids[t]
                 rows.append({"t": t, "top": [[tid, lp] for tid, lp in nt.top[:top_k]],
-                             "pieces": {str(forced): nt.pieces.get(forced, "")}})
+                             "pieces": {str(forced): nt.pieces.get(forced, "")},
+                             **({"unscored": nt.unscored} if nt.unscored else {})})
             out.append(rows)
         return out
 

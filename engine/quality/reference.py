@@ -88,11 +88,26 @@ def same_items(a: Sequence[Item], b: Sequence[Item]) -> bool:
         (i.prompt_ids, i.cont_ids, i.positions) for i in b]
 
 
+def scored(position: dict[str, Any]) -> bool:
+    """Whether the server showed a distribution at a position (engine.servers.client.NextToken:
+    one that gave none is kept with why, and compared with nothing)."""
+    return bool(position.get("top")) and not position.get("unscored")
+
+
+def unscored(ref: Scores, win: Scores) -> int:
+    """Positions either side could not score: left out of every comparison, counted."""
+    return sum(not (scored(r) and scored(w)) for ri, wi in zip(ref, win, strict=True)
+               for r, w in zip(ri, wi, strict=True))
+
+
 def compare_scores(items: Sequence[Item], ref: Scores, win: Scores, k: int) -> dict[str, Any]:
-    """Per-position |dlogp| of the forced tokens, window against reference, with the worst ones."""
+    """Per-position |dlogp| of the forced tokens, window against reference, with the worst ones;
+    a position either side could not score is left out (``unscored`` counts them)."""
     rows: list[dict[str, Any]] = []
     for item, r_item, w_item in zip(items, ref, win, strict=True):
         for r, w in zip(r_item, w_item, strict=True):
+            if not (scored(r) and scored(w)):
+                continue
             forced = item.cont_ids[r["t"]]
             r_lp, r_floor = forced_logprob(truncate(r["top"], k), forced)
             w_lp, w_floor = forced_logprob(truncate(w["top"], k), forced)
@@ -105,14 +120,16 @@ def compare_scores(items: Sequence[Item], ref: Scores, win: Scores, k: int) -> d
     return {"stats": stats, "floored": sum(row["floored"] for row in rows),
             "identical": all(row["abs_dlogp"] == 0 for row in rows) and all(
                 truncate(r["top"], k) == truncate(w["top"], k)
-                for ri, wi in zip(ref, win, strict=True) for r, w in zip(ri, wi, strict=True)),
-            "worst": worst, "positions": rows}
+                for ri, wi in zip(ref, win, strict=True) for r, w in zip(ri, wi, strict=True)
+                if scored(r) and scored(w)),
+            "unscored": unscored(ref, win), "worst": worst, "positions": rows}
 
 
 def compare_kl(oracle: Scores, win: Scores, k: int) -> dict[str, Any]:
     """KL(oracle || window) per scored position: mean, p99, max."""
     values = [kl_topk(truncate(o["top"], k), truncate(w["top"], k))
-              for oi, wi in zip(oracle, win, strict=True) for o, w in zip(oi, wi, strict=True)]
+              for oi, wi in zip(oracle, win, strict=True) for o, w in zip(oi, wi, strict=True)
+              if scored(o) and scored(w)]
     a = np.asarray(values, dtype=float)
     return {"n": int(a.size), "mean": float(a.mean()) if a.size else None,
             "p99": float(np.percentile(a, 99)) if a.size else None,

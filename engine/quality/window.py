@@ -19,7 +19,7 @@ from engine.quality.reference import (
 )
 from engine.record import results
 from engine.record.judged import judgement
-from engine.words import CONTROL, CONTROL_AGAIN, Check, Verdict
+from engine.words import CONTROL, Check, Verdict, is_control
 
 TF_CLOSE = 0.05  # nats: a p99 |dlogp| at or below this is numeric noise, not a different model
 KL_CLEAR = 10.0  # a lossy window's KL is "above floor" when > KL_CLEAR x floor ...
@@ -36,20 +36,21 @@ class WindowChecks(Checks):
             self.verdict(Check.GREEDY, Verdict.NO_REFERENCE, "the session's control has not run (yet)",
                          "greedy.json", reference="none")
             return
-        cmp = greedy_compare(ref.greedy, mine)
-        against = f"{ref.session}-{CONTROL}"
+        across = not self.is_control and self.c.window(self.ctx.window).server is not None  # another stack
+        cmp = greedy_compare(ref.greedy, mine, by_ids=not across)
+        against = f"{ref.session}-{CONTROL}" + (" (its first boot)" if self.is_control else "")
         self.write("greedy.json", {"reference": against, "seed": self.seed,
                                    "max_tokens": self.q.greedy.max_tokens, "comparison": cmp,
                                    "outputs": mine})
-        across = self.c.window(self.ctx.window).server is not None  # another stack
         self.verdict(Check.GREEDY, greedy_verdict(cmp, across), greedy_summary(cmp, across),
                      "greedy.json", identical=cmp["identical"], n=cmp["n"],
                      first_divergence=cmp["first_divergence"], reference=against,
                      **({"agreement": round(cmp["identical"] / cmp["n"], 4) if cmp["n"] else None}
                         if across else {}))
-        # Neither the control booted again (one of the control's boots, not a question) nor another
-        # stack (its boot facts and numerics differ by nature) gets a no-observable-effect call.
-        if not across and self.ctx.window != CONTROL_AGAIN:
+        # Neither a boot of the control (a later control boot, or the control itself booted again
+        # for a rerun: one of the control's boots, not a question) nor another stack (its boot
+        # facts and numerics differ by nature) gets a no-observable-effect call.
+        if not across and not self.is_control and not is_control(self.ctx.window):
             self.no_effect(cmp)
         scores = self.guarded(Check.TEACHER_FORCED, lambda: self.timed(
             "score", lambda: self.probe.score(ref.items, ref.top_k)))
@@ -69,10 +70,13 @@ class WindowChecks(Checks):
         verdict = (Verdict.EXACT if st["max"] == 0 else Verdict.CLOSE if st["p99"] <= TF_CLOSE
                    else Verdict.DIFFERS)
         summary = (f"|dlogp| p50 {st['p50']:.3g} p99 {st['p99']:.3g} max {st['max']:.3g} on "
-                   f"{st['n']} tokens" + (f" ({cmp['floored']} floored)" if cmp["floored"] else ""))
+                   f"{st['n']} tokens" + (f" ({cmp['floored']} floored)" if cmp["floored"] else "")
+                   + (f"; {cmp['unscored']} not scored: the server gave no probabilities there "
+                      "(a byte of a character not yet whole)" if cmp["unscored"] else ""))
         self.write("teacher-forced.json", {
             "reference": f"{ref.session}-{CONTROL}", "top_k": k, "stats": st,
-            "floored": cmp["floored"], "floor_rule": "outside the top-k: the k-th logprob",
+            "floored": cmp["floored"], "unscored": cmp["unscored"],
+            "floor_rule": "outside the top-k: the k-th logprob",
             "worst": cmp["worst"], "positions": cmp["positions"], "scores": scores})
         self.verdict(Check.TEACHER_FORCED, verdict, summary, "teacher-forced.json", **st,
                      floored=cmp["floored"])

@@ -29,6 +29,9 @@ class EventKind(StrEnum):
     SIGNAL = "signal"
     STRAY_STOPPED = "stray_stopped"
     COMMAND = "command"
+    # boots added until decided (verdict.until_decided): each look at the evidence, each session added
+    VERDICT_LOOK = "verdict_look"
+    SESSION_ADDED = "session_added"
     ENGINE_ERROR = "engine_error"
     RUN_FINISHED = "run_finished"
     # a window
@@ -46,7 +49,9 @@ class EventKind(StrEnum):
     VERDICT = "verdict"
     QUALITY_DONE = "quality_done"
     WINDOW_FINISHED = "window_finished"
+    SERVER_STOPPING = "server_stopping"  # its stop began: a server may take seconds to go
     SERVER_STOPPED = "server_stopped"
+    RERUN_WAITING = "rerun_waiting"  # what an operator's rerun waits on before its window boots
     # a shape (class x concurrency) of a window
     SHAPE_STARTED = "shape_started"
     SHAPE_RESUMED = "shape_resumed"
@@ -108,6 +113,9 @@ class RunStarted(TypedDict):
     # Each sweep (engine.campaign.sweep): the axis it varies, the control's value of it, and each
     # of its windows' value, in the order of the values. Absent from a campaign without sweeps.
     sweeps: NotRequired[dict[str, Sweep]]
+    # `ruler run --baseline RUN_DIR`: that run's noise between boots per shape, pooled with this
+    # run's by their degrees of freedom (engine.record.judged): {"run": name, "noise": [...]}
+    baseline: NotRequired[dict[str, Any]]
 
 
 class RunResumed(TypedDict):
@@ -160,6 +168,9 @@ class WindowStarted(Where):
     tag: str  # "" or "-rerunN"
     log: str  # the boot log, relative to the run directory
     stack: NotRequired[str]  # a window on another stack: its server (its adapter)
+    # The setting that makes its server simulate speculative acceptance (engine.servers.launch):
+    # its acceptance figures are set, not measured. Absent: the server measures its own.
+    simulated: NotRequired[str]
 
 
 class GpuMemory(Where):
@@ -242,6 +253,18 @@ class QualityDone(Where):
 class WindowFinished(Where):
     status: WindowStatus
     reason: NotRequired[str]
+
+
+class ServerStopping(Where):
+    alive: bool  # whether it still ran as its stop began (one killed from outside may not)
+
+
+class RerunWaiting(Where):
+    """What an operator's rerun of rows of this window waits on now, in words: the window up on
+    its place to end, a server to stop; the window's boot again (window_reboot) ends the wait."""
+
+    rows: list[str]
+    waiting: str
 
 
 class ServerStopped(Where):
@@ -352,12 +375,34 @@ Capacity = TypedDict("Capacity", {
     "session": str, "window": str, "class": str,
     "over": str,  # rate | concurrency
     "criteria": str,  # what must hold, in words
-    "found": str,  # engine.method.capacity.Found: bracketed | budget | below range | above range
+    "found": str,  # engine.method.capacity.Found: bracketed | budget | below range | above range | no answer
     "lo": float | None,  # the highest load shown to hold (the capacity)
     "hi": float | None,  # the lowest load shown to fail
     "mixed": list[float],  # loads whose reps disagreed, inside the band
     "probes": list[dict[str, Any]],  # each: load, probe (holds | fails | mixed | void), held, reps, row
 })
+
+
+class VerdictLook(TypedDict):
+    """One look at the evidence of a campaign whose boots are added until decided
+    (engine.record.looks): the level spent at it, the budget used, what it decided for good."""
+
+    look: int  # 1, 2, ...
+    level: float  # this look's share of the error rate
+    fraction: float  # the budget used after it (1: the last look, the rest of the error rate spent)
+    final: bool
+    boots: int  # boots so far, the control's included
+    minutes: float  # of booted servers so far
+    rows: dict[str, dict[str, str]]  # row key -> {call, why}: rows decided at this look
+    windows: dict[str, dict[str, str]]  # window -> {call, why}: windows decided at this look
+    undecided: list[str]  # the windows booted again next (none at the last look)
+    why: str  # why it is the last (all decided, the budget) or what comes next, in words
+
+
+class SessionAdded(TypedDict):
+    session: str
+    windows: list[str]  # its boot order, the control's boots included
+    look: int  # the look that added it
 
 
 FIELDS: dict[EventKind, type] = {
@@ -367,6 +412,8 @@ FIELDS: dict[EventKind, type] = {
     EventKind.SIGNAL: Signal,
     EventKind.STRAY_STOPPED: StrayStopped,
     EventKind.COMMAND: Command,
+    EventKind.VERDICT_LOOK: VerdictLook,
+    EventKind.SESSION_ADDED: SessionAdded,
     EventKind.ENGINE_ERROR: EngineErrorEvent,
     EventKind.RUN_FINISHED: RunFinished,
     EventKind.WINDOW_REBOOT: WindowReboot,
@@ -383,7 +430,9 @@ FIELDS: dict[EventKind, type] = {
     EventKind.VERDICT: VerdictEvent,
     EventKind.QUALITY_DONE: QualityDone,
     EventKind.WINDOW_FINISHED: WindowFinished,
+    EventKind.SERVER_STOPPING: ServerStopping,
     EventKind.SERVER_STOPPED: ServerStopped,
+    EventKind.RERUN_WAITING: RerunWaiting,
     EventKind.SHAPE_STARTED: ShapeStarted,
     EventKind.SHAPE_RESUMED: ShapeResumed,
     EventKind.WARM_DONE: WarmDone,

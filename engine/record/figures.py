@@ -64,6 +64,7 @@ _TOKENS = ("completion_tokens", "start", "end", "error")
 _TTFT = ("start", "first_token", "error")
 _TPOT = ("completion_tokens", "first_token", "end", "error")
 _STEADY = ("completion_tokens", "start", "first_token", "end", "error")
+_E2EL = ("start", "end", "error")
 
 
 def _latency(name: str, header: str, what: str, source: tuple[str, ...]) -> tuple[Figure, ...]:
@@ -82,11 +83,12 @@ ROW: tuple[Figure, ...] = (
     # NotRequired in events.Shape: a closed-loop row has none.
     Figure("rate", float, "an open-loop row's arrival rate", unit="req/s", journal=SHAPE, later=True),
     Figure("reps", int, "the reps measured"),
-    Figure("agg_tok_s", float, "the reps' median tok/s, over their steady windows when basis is "
-           "steady", unit="tok/s", fmt=".2f", cell=".1f", compact=True, header="tok/s",
-           column="median", source=_STEADY),
-    Figure("per_user_tok_s", float, "the reps' median tok/s per worker (open loop: per request "
-           "in flight)", unit="tok/s", fmt=".2f", cell=".1f", compact=True, header="per user",
+    Figure("agg_tok_s", float, "the median of the reps' tok/s (rep_tok_s), each over its steady "
+           "window when basis is steady, else over the whole rep", unit="tok/s", fmt=".2f",
+           cell=".1f", compact=True, header="tok/s", column="median", source=_STEADY),
+    Figure("per_user_tok_s", float, "agg_tok_s over the users, on its basis: / C closed-loop "
+           "workers (open loop: the median rep's tok/s over its mean requests in flight)",
+           unit="tok/s", fmt=".2f", cell=".1f", compact=True, header="per user",
            column="user", source=_TOKENS),
     Figure("ttft_ms", float | None, "the reps' median of their median time to first token",
            unit="ms", fmt=".1f", cell=".1f", compact=True, header="TTFT ms", column="ttft ms",
@@ -113,7 +115,8 @@ ROW: tuple[Figure, ...] = (
     Figure("sm_mhz_min", float | None, "the lowest SM clock under load", unit="MHz", later=True),
     Figure("throttled", bool | None, "whether any rep saw a power or thermal throttle reason",
            later=True),
-    Figure("spread", float | None, "(max - min) / median of the reps' tok/s (None: no rep moved a token)",
+    Figure("spread", float | None, "(max - min) / mean of the reps' tok/s, on the row's basis "
+           "(None: no rep moved a token)",
            fmt=".1f %", cell=".1%",
            header="spread", column="spread"),
     # A window row against its session's control boots, with the noise between boots
@@ -174,6 +177,19 @@ ROW: tuple[Figure, ...] = (
     Figure("parity", str, "token-identical | differs on N of M prompts | not compared: whether "
            "the window's stack and the control's sent this class the same token ids",
            journal=WRITTEN, later=True),
+    # The means beside the percentiles and the end-to-end latency (what vLLM's bench serve and
+    # GuideLLM report), every rep's requests pooled (stats.latency_figures).
+    *(Figure(f"{name}_mean", float | None, f"{what}, mean, ms", unit="ms", fmt=".1f", later=True,
+             source=source) for name, what, source in (
+        ("ttft", "time to first token", _TTFT), ("itl", "the gaps between two chunks that "
+                                                 "carried text", ("gaps_ms", "error")),
+        ("tpot", "time per output token after the first", _TPOT))),
+    *_latency("e2el", "E2EL", "end-to-end latency, from the send to the last byte", _E2EL),
+    Figure("e2el_mean", float | None, "end-to-end latency, mean, ms", unit="ms", fmt=".1f",
+           later=True, source=_E2EL),
+    Figure("acceptance", str, "natural (the server measured it) | simulated (how: its server was "
+           "told to accept drafts at a set rate, engine.method.acceptance) | \"\" without "
+           "acceptance figures", later=True),
     # In the event alone.
     Figure("rep_tok_s", list[float], "each rep's tok/s, over the basis", csv=False),
     Figure("failed_requests", int, "requests that failed, every rep's", csv=False, source=("error",)),
@@ -194,6 +210,9 @@ ROW: tuple[Figure, ...] = (
            csv=False, source=("acceptance",)),
     Figure("reps_needed", int | None, "the reps the precision rule projected (None: beyond "
            "max_reps)", csv=False),
+    Figure("boot_half", float | None, "with a precision: the noise between boots' part of the "
+           "delta's half-width at the row's shape (past the precision, reps cannot reach it)",
+           csv=False),
     Figure("turns", list[dict[str, Any]], "multi-turn: per turn index, every rep pooled "
            "(stats.turn_figures): requests, TTFT, TPOT, prompt and cached tokens, cache hit",
            csv=False, source=("turn", "prompt_tokens", "cached_tokens", "start", "first_token", "end")),

@@ -28,7 +28,9 @@ def lock_state(run_dir: Path) -> tuple[bool | None, str]:
     is judged by the same lock as its engine holds, and nothing is created in the directory."""
     path = run_dir / LOCK
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = files.open_fd(path)  # a FIFO put there is said, never waited on
+    except files.Unreadable as exc:
+        return None, f"its lock {path} is {exc} (move it away: ruler made it a file)"
     except FileNotFoundError:
         # The engine holds its lock by an open file, which outlives the file's name (deleted by a
         # cleanup): the pid it wrote, still running, leaves the question open.

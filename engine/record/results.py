@@ -23,14 +23,16 @@ from typing import IO, Any
 
 from engine import files
 from engine.errors import BadInput
+from engine.words import FROZEN_ITEMS, FROZEN_PROMPTS, FROZEN_QUALITY
 
 CAMPAIGN = "campaign.yaml"
 ENGINE_JSON = "engine.json"  # what ruler run prepared: the run id, the campaign's source, the runtime
 ENV = "env.json"
 JOURNAL = "journal.jsonl"
 THROUGHPUT = "throughput.csv"
-PROMPTS = "prompts.json"  # the plain classes' prompts, frozen at the run's start
-ITEMS = "items.json"  # every other class's items (engine.campaign.sources.item), frozen alike
+PROMPTS = FROZEN_PROMPTS  # the plain classes' prompts, frozen at the run's start
+ITEMS = FROZEN_ITEMS  # every other class's items (engine.campaign.sources.item), frozen alike
+QUALITY = FROZEN_QUALITY  # the quality checks' prompts read from files, frozen alike
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
@@ -147,8 +149,13 @@ def window_dir(run_dir: Path, session: str, window: str) -> Path:
 
 def open_append(path: Path, text: bool = False) -> IO[Any]:
     """A file appended to (journal, logs, lock), created owner-only like every other receipt;
-    as text it is line-buffered, so a follower sees each line as it is written."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    as text it is line-buffered, so a follower sees each line as it is written. A FIFO, a device
+    or a directory put there in its place is BadInput naming it (files.open_fd), never waited on."""
+    try:
+        fd = files.open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    except files.Unreadable as exc:
+        raise BadInput(f"{path}: {exc}; move it away (ruler made that file; someone replaced it)") \
+            from None
     if text:
         return os.fdopen(fd, "a", encoding="utf-8", buffering=1)
     return os.fdopen(fd, "ab")
@@ -245,15 +252,15 @@ def scrub_file(path: Path, scrub: Callable[[str], str]) -> bool:
     """Rewrite a log another machine wrote (a batch job's boot.log) through ``scrub`` (the
     redactor), atomically and line by line, when a line changes; True when it did."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as f:
+        with files.open_text(path, errors="replace") as f:  # a FIFO there: Unreadable, never waited on
             if not any(scrub(line) != line for line in f):
                 return False
-    except FileNotFoundError:
+    except (FileNotFoundError, files.Unreadable):  # gone, or no file a node wrote: nothing to filter
         return False
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out, \
-                path.open(encoding="utf-8", errors="replace") as f:
+                files.open_text(path, errors="replace") as f:
             for line in f:
                 out.write(scrub(line))
             out.flush()

@@ -47,7 +47,7 @@ import orjson
 
 from engine import __version__, files
 from engine.record import results
-from engine.record.journal import JournalRead, Reader, read_journal
+from engine.record.journal import JournalRead, Reader, read_journal, wide
 from engine.record.state import RunState, fold_read
 
 SNAPSHOT = "state.snapshot.json"
@@ -97,21 +97,21 @@ def _fields(o: Any) -> Any:
     raise TypeError(f"a snapshot cannot hold {type(o).__name__}")
 
 
-# Every digit as 0, a minus kept, the rest blank: a run of digits in the encoded state, cheaply
-# (13 ms on a day-long state, a regular expression takes 0.2 s).
-_DIGITS = bytes(48 if 48 <= i <= 57 else 45 if i == 45 else 32 for i in range(256))
-_WIDE = (b"0" * 20, b"-" + b"0" * 19)  # 10**19 and more, -10**18 and less: maybe wider than 64 bits
-
-
-def encode(state: RunState) -> bytes:
+def encode(state: RunState, finite: bool = True) -> bytes:
     """The state as strict JSON; ValueError for one orjson would not read back exactly (NaN, a
-    lone surrogate, an integer wider than 64 bits). The standard encoder, not orjson's: orjson
-    writes NaN as null, which would read back as None. A long run of digits inside a string is
-    refused too: a run folded from its journal is slower, never wrong."""
+    lone surrogate, an integer wider than 64 bits). ``finite``: no event folded into it held a
+    NaN or an infinity (engine.record.journal.Parse), so orjson writes it (five times the
+    standard encoder's speed); else the standard encoder, which refuses them, where orjson would
+    write null, which would read back as None. orjson refuses the other two itself."""
+    if finite:
+        try:
+            return orjson.dumps(state, default=_fields, option=orjson.OPT_NON_STR_KEYS)
+        except TypeError as e:  # orjson.JSONEncodeError: a lone surrogate, a wide integer
+            raise ValueError(str(e)) from None
     body = json.dumps(state, default=_fields, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False).encode()
-    digits = body.translate(_DIGITS)
-    if any(w in digits for w in _WIDE):
+    # A long run of digits, even inside a string: a run folded from its journal is slower, never wrong.
+    if wide(body):
         raise ValueError("a number orjson may read as a float")
     return body
 
@@ -236,16 +236,16 @@ def covered_crc(f: typing.BinaryIO, length: int, start: int = 0, crc: int = 0) -
 
 
 def write(journal: Path, state: RunState, length: int, lines: int, last: bytes,
-          crc: int | None = None) -> None:
+          crc: int | None = None, finite: bool = True) -> None:
     """The snapshot of ``state``, the fold of the journal's first ``lines`` lines (``length``
     bytes, the last of them ``last``, ``crc`` the CRC-32 of them all: read from the journal when
-    not given). Atomic, not fsync'd: a snapshot lost to a crash is missed, never misread (its
-    hash), and the journal still holds everything."""
+    not given; ``finite`` as :func:`encode` takes it). Atomic, not fsync'd: a snapshot lost to a
+    crash is missed, never misread (its hash), and the journal still holds everything."""
     fold = fingerprint()
     if fold is None or not lines:
         return
     try:
-        body = encode(state)
+        body = encode(state, finite)
     except ValueError:  # a NaN or a lone surrogate in some event: its readers fold it all
         return
     with open(journal, "rb") as f:
@@ -323,7 +323,7 @@ class Folded:
     """A journal's state: a snapshot's and the lines after it, or every line when none matched."""
 
     state: RunState
-    read: JournalRead  # the lines folded here (all of them without a snapshot)
+    read: JournalRead  # the lines folded here (all of them without a snapshot), less their events
     prefix: Prefix | None
     why: str  # why no snapshot was used ("" when one was)
 
@@ -333,14 +333,32 @@ class Folded:
         return self.read.last or (self.prefix.last if self.prefix else b"")
 
 
-def read_folded(journal: str | Path) -> Folded:
+def read_folded(journal: str | Path, keep: bool = True) -> Folded:
+    """The journal's state: its snapshot's when one matches, and the lines after it folded here.
+    With ``keep``, when this folded ``EVERY`` lines or more itself (a run an older ruler wrote, a
+    snapshot refused, a run that stopped without one), their fold is kept as the snapshot for the
+    next reader, where the run directory takes it: a day-long journal is folded once."""
     journal = Path(journal)
     prefix, why = load(journal)
-    if prefix is None:
-        read = read_journal(journal)
-        return Folded(fold_read(read), read, None, why)
-    read = read_journal(journal, prefix.length, prefix.lines)
-    return Folded(fold_read(read, prefix.state), read, prefix, "")
+    start, lines, crc = (prefix.length, prefix.lines, prefix.crc) if prefix else (0, 0, 0)
+    with _no_collections():  # a hundred thousand events, none in a cycle: see _no_collections
+        read = read_journal(journal, start, lines, crc)
+        state = fold_read(read, prefix.state if prefix else None)
+        read.events = []  # folded: a day-long journal's events are not held on to
+    folded = Folded(state, read, prefix, why)
+    if keep:
+        keep_fold(journal, folded)
+    return folded
+
+
+def keep_fold(journal: Path, folded: Folded) -> None:
+    """The snapshot of a fold :func:`read_folded` made, when it folded ``EVERY`` lines or more
+    itself, where the run directory takes it (a reader that has something better to do first
+    asks for it later: the console, after its first screen)."""
+    read = folded.read
+    if read.lines - (folded.prefix.lines if folded.prefix else 0) >= EVERY:
+        with contextlib.suppress(OSError):  # a run directory this reader may not write to
+            write(journal, folded.state, read.length, read.lines, read.last, read.crc, read.finite)
 
 
 def fold_journal(journal: str | Path) -> RunState:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from engine.method.steady import WHOLE
 from engine.record.events import ENVELOPE, EventKind, mistyped
 from engine.record.journal import Damage, Event, JournalRead, excerpt
 from engine.words import (
@@ -52,6 +53,8 @@ class WindowState:
     quality: bool = False  # between quality_started and quality_done
     queue: str = ""  # a queued batch job: the scheduler's reason it waits (Resources, Priority...)
     place: str = ""  # the node its batch job ran on
+    stopping: bool = False  # its server's stop began and has not ended (server_stopping)
+    simulated: str = ""  # how its server was told to simulate acceptance ("" : it measures its own)
 
     @property
     def key(self) -> str:
@@ -130,6 +133,13 @@ class RunState:
     session_places: dict[str, str] = field(default_factory=dict)  # session -> the place it began on
     capacity: dict[str, dict[str, Any]] = field(default_factory=dict)  # <session>-<window>/<class> -> answer
     sweeps: dict[str, dict[str, Any]] = field(default_factory=dict)  # run_started's (events.Sweep)
+    # Boots added until decided: each look (events.VerdictLook), each session added -> its order
+    looks: list[dict[str, Any]] = field(default_factory=list)
+    added: dict[str, list[str]] = field(default_factory=dict)
+    baseline: dict[str, Any] = field(default_factory=dict)  # run_started's: an earlier run's noise
+    # Rows an operator queued to rerun whose window has not booted again yet: row -> what the
+    # rerun waits on, in words (rerun_waiting).
+    reruns_waiting: dict[str, str] = field(default_factory=dict)
 
     @property
     def live(self) -> list[WindowState]:
@@ -233,10 +243,23 @@ def _run_started(state: RunState, e: Event) -> None:
     state.started_ts = state.started_ts or e["ts"]
     state.workload = e.get("workload") or {}
     state.sweeps = e.get("sweeps") or {}
+    state.baseline = e.get("baseline") or {}
     for session, windows in e.get("sessions", {}).items():
         for w in windows:
             ws = state.window(session, w)
             ws.axis = CONTROL if is_control(w) else e.get("axes", {}).get(w, "")
+
+
+def _session_added(state: RunState, e: Event) -> None:
+    state.added[e["session"]] = list(e["windows"])
+    for w in e["windows"]:
+        ws = state.window(e["session"], w)
+        ws.axis = CONTROL if is_control(w) else next(
+            (o.axis for o in state.windows.values() if o.window == w and o.axis), ws.axis)
+
+
+def _verdict_look(state: RunState, e: Event) -> None:
+    state.looks.append(_fields(e))
 
 
 def _session_started(state: RunState, e: Event) -> None:
@@ -249,6 +272,7 @@ def _window_started(state: RunState, e: Event) -> None:
     ws.status, ws.axis, ws.log = WindowStatus.BOOTING, e.get("axis", ws.axis), e.get("log", "")
     ws.plan = e.get("plan") or {}
     ws.stack = e.get("stack", "")
+    ws.simulated = e.get("simulated", "")
     ws.started_ts, ws.ended_ts, ws.quality, ws.queue = e["ts"], None, False, ""
     state.current = ws.key
 
@@ -293,6 +317,24 @@ def _window_finished(state: RunState, e: Event) -> None:
     state.pause_held = bool(state.held_sessions)
 
 
+def _server_stopping(state: RunState, e: Event) -> None:
+    _w(state, e).stopping = True
+
+
+def _server_stopped(state: RunState, e: Event) -> None:
+    _w(state, e).stopping = False
+
+
+def _rerun_waiting(state: RunState, e: Event) -> None:
+    state.reruns_waiting.update(dict.fromkeys(e["rows"], e["waiting"]))
+
+
+def _window_reboot(state: RunState, e: Event) -> None:
+    """The window boots again for its queued reruns: none of its rows waits any more."""
+    prefix = f"{e['session']}-{e['window']}/"
+    state.reruns_waiting = {k: v for k, v in state.reruns_waiting.items() if not k.startswith(prefix)}
+
+
 def _quality_started(state: RunState, e: Event) -> None:
     _w(state, e).quality = True
 
@@ -303,6 +345,7 @@ def _quality_done(state: RunState, e: Event) -> None:
 
 def _shape_started(state: RunState, e: Event) -> None:
     r = state.row(e)
+    state.reruns_waiting.pop(r.key, None)  # a rerun measured in its window, still up
     r.attempt, r.status = e["attempt"], RowStatus.WARM
     r.reps.setdefault(e["attempt"], {})
     # The reps a rerun keeps (only the condemned ones are measured again) are the new attempt's
@@ -353,6 +396,10 @@ def _row_done(state: RunState, e: Event) -> None:
     r = state.row(e)
     r.status = e["status"]
     r.row = _fields(e)
+    # Each rep landed with its steady window's tok/s; a row over the whole reps (a rep's window
+    # too short to carry it) lists its reps as its median is over them.
+    if e.get("basis") == WHOLE and r.attempt in r.whole:
+        r.reps[r.attempt] = dict(r.whole[r.attempt])
 
 
 def capacity_key(session: str, window: str, cls: str) -> str:
@@ -403,6 +450,11 @@ def _run_resumed(state: RunState, e: Event) -> None:
     state.paused = state.pause_held = False
     state.paused_sessions.clear()
     state.held_sessions.clear()
+    # The engine before this one held the queued reruns and stopped its servers (or left them to
+    # this one's stray stop): nothing of that waits any more.
+    state.reruns_waiting.clear()
+    for ws in state.windows.values():
+        ws.stopping = False
 
 
 def _engine_error(state: RunState, e: Event) -> None:
@@ -411,6 +463,7 @@ def _engine_error(state: RunState, e: Event) -> None:
 
 def _run_finished(state: RunState, e: Event) -> None:
     state.status, state.finished_ts, state.current = e["status"], e["ts"], None
+    state.reruns_waiting.clear()  # the run ended: a rerun still queued never boots
     state.paused = state.pause_held = False  # a pause ends with the run (an abort while paused)
     state.paused_sessions.clear()
     state.held_sessions.clear()
@@ -420,6 +473,8 @@ Handler = Callable[[RunState, Event], None]
 HANDLERS: dict[str, Handler] = {
     EventKind.RUN_STARTED: _run_started,
     EventKind.SESSION_STARTED: _session_started,
+    EventKind.SESSION_ADDED: _session_added,
+    EventKind.VERDICT_LOOK: _verdict_look,
     EventKind.WINDOW_STARTED: _window_started,
     EventKind.SERVER_STARTED: _server_started,
     EventKind.WINDOW_QUEUED: _window_queued,
@@ -428,6 +483,10 @@ HANDLERS: dict[str, Handler] = {
     EventKind.WINDOW_READY: _window_ready,
     EventKind.WINDOW_REJECTED: _window_rejected,
     EventKind.WINDOW_FINISHED: _window_finished,
+    EventKind.SERVER_STOPPING: _server_stopping,
+    EventKind.SERVER_STOPPED: _server_stopped,
+    EventKind.RERUN_WAITING: _rerun_waiting,
+    EventKind.WINDOW_REBOOT: _window_reboot,
     EventKind.QUALITY_STARTED: _quality_started,
     EventKind.QUALITY_DONE: _quality_done,
     EventKind.SHAPE_STARTED: _shape_started,

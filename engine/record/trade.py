@@ -27,7 +27,7 @@ class Call(StrEnum):
     BETTER = "better"  # an effect, the window faster than the control
     WORSE = "worse"  # an effect, the window slower
     EQUIVALENT = "equivalent"  # shown to be within the campaign's margin of the control
-    UNDETERMINED = "undetermined"  # neither: the noise does not separate it from the control
+    UNDETERMINED = "undetermined"  # neither called nor shown within the margin (its reason says why)
     NO_FIGURE = "no figure"  # a row missing, void or failed on either side
 
 
@@ -43,8 +43,7 @@ class Judged:
     lo: float | None
     hi: float | None
     call: Call
-    why: str = ""  # why there is no figure
-
+    why: str = ""  # why there is no figure, or the campaign's reason for its call
     def text(self) -> str:
         if self.delta is None:
             return f"n/a ({self.why})" if self.why else "n/a"
@@ -76,7 +75,7 @@ def judged(state: RunState, rule: Rule, session: str, window: str, cls: str, con
     # The call is the window's at this shape (its sessions pooled), its direction the pooled delta's.
     call = (Call.EQUIVALENT if j.call == Verdict.NONE else Call.UNDETERMINED if j.call != Verdict.EFFECT
             else Call.BETTER if j.versus.delta > 0 else Call.WORSE)
-    return Judged(v.delta, lo, hi, call)
+    return Judged(v.delta, lo, hi, call, j.why())
 
 
 Shape = tuple[str, int, float | None]  # class, concurrency, rate
@@ -197,5 +196,9 @@ def say(axis: str, control: Any, values: list[tuple[str, Any]], shapes: list[Sha
                          for w, s in worse)
         return Answer.CONTROL, (f"{axis}: no value beats the control's {ctl}; where a value "
                                 f"separates it loses ({lost})")
+    unmeasured = all(cells[(w, s)].lo is None for w, _ in values for s in measured)
+    why = ("the noise between boots was not measured: nothing booted twice in a session "
+           "(control_position both or interleaved, a second session or --baseline measures it)"
+           if unmeasured else "the noise cannot tell them apart")
     return Answer.NONE, (f"{axis}: no value separates from the control's {ctl} at any class and "
-                         "load (the noise cannot tell them apart)")
+                         f"load ({why})")

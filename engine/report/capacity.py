@@ -10,6 +10,7 @@ from engine.method.capacity import Answer, Found, versus
 from engine.record.state import capacity_key
 from engine.report.run import RunView
 from engine.report.text import table
+from engine.sanitize import markdown
 from engine.words import CONTROL, load_label
 
 
@@ -40,8 +41,8 @@ def section(view: RunView) -> list[str]:
     first = next(iter(caps.values()))
     out = ["## Capacity at an SLA", "",
            f"The highest {'rate' if first['over'] == 'rate' else 'concurrency'} at which "
-           f"{first['criteria']} held in every rep of a probe, by a bracketing search (each probe an "
-           "ordinary row, its receipts under reps/). The band: the highest load shown to hold "
+           f"{markdown(first['criteria'])} held in every rep of a probe, by a bracketing search "
+           "(each probe an ordinary row, its receipts under reps/). The band: the highest load shown to hold "
            "(the capacity) and the lowest shown to fail; a probe whose reps disagreed is *mixed* "
            "and stays inside it. Against the control: the capacities' ratio, the range the two "
            "bands allow, and higher or lower only where the bands do not overlap.", ""]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import files
+from engine.method import acceptance
 from engine.record import results
 from engine.record.trade import SEPARATES, shape_text, trades
 from engine.report.run import Row, RunView
@@ -179,6 +180,13 @@ def tok_s_data(view: RunView) -> Data | None:
             "size": (_width(len(groups), 0.9, 6.0), 3.6 * len(concs)), "panels": panels}
 
 
+def accept_label(r: Row) -> str:
+    """A window's name where its acceptance is drawn: "simulated" beside it when its server was
+    told the acceptance (engine.method.acceptance), never drawn as if measured."""
+    sim = " (simulated)" if acceptance.is_simulated(r.as_json()) else ""
+    return f"{r.session}-{r.window}{sim}"
+
+
 def acceptance_data(view: RunView) -> Data | None:
     """Acceptance length and rate per class at each concurrency; rows without drafting are left out."""
     rows = [r for r in view.rows if r.accept_len is not None or r.accept_rate is not None]
@@ -186,8 +194,8 @@ def acceptance_data(view: RunView) -> Data | None:
         return None
     concs = [load for load in view.loads() if any((r.concurrency, r.rate) == load for r in rows)]
     classes = list(dict.fromkeys(r.cls for r in rows))
-    groups = list(dict.fromkeys(f"{r.session}-{r.window}" for r in rows))
-    by = {(f"{r.session}-{r.window}", r.cls, (r.concurrency, r.rate)): r for r in rows}
+    groups = list(dict.fromkeys(accept_label(r) for r in rows))
+    by = {(accept_label(r), r.cls, (r.concurrency, r.rate)): r for r in rows}
     panels = []
     for c in concs:
         for attr, label in (("accept_len", "acceptance length"), ("accept_rate", "acceptance rate")):
@@ -208,7 +216,7 @@ def curve_data(view: RunView) -> Data | None:
         return None
     panels = []
     for shape in dict.fromkeys(r.shape for r in rows):
-        lines = [{"label": f"{r.session}-{r.window}", "ys": r.curve, "control": r.window == CONTROL}
+        lines = [{"label": accept_label(r), "ys": r.curve, "control": r.window == CONTROL}
                  for r in rows if r.shape == shape]
         panels.append({"title": f"{shape[0]} {load_text(shape[1], shape[2])}: acceptance per "
                                 "draft position", "lines": lines})

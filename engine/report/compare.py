@@ -22,10 +22,12 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.method import acceptance
 from engine.record.events import EventKind
 from engine.record.figures import CSV_COLUMNS
 from engine.record.judged import Judgement
@@ -70,38 +72,57 @@ def comparable_rows(view: RunView) -> list[Row]:
         and ws.status in (WindowStatus.REJECTED, WindowStatus.FAILED, WindowStatus.ABORTED)]
 
 
-def _rules(base: Row) -> list[tuple[str, Callable[[Row], bool]]]:
-    same_shape: Callable[[Row], bool] = lambda r: r.shape == base.shape  # noqa: E731
-    rules = [(EXACT, lambda r: r.key == base.key),
-             (BY_NAME, lambda r: same_shape(r) and r.window == base.window)]
-    if base.window != CONTROL and base.axis:  # every control's axis is "control": name only
-        rules.append((BY_AXIS, lambda r: same_shape(r) and r.window != CONTROL
-                      and r.axis == base.axis))
-    return rules
+class Unused:
+    """One run's rows by what a rule matches on, each key's rows in the run's order: the first
+    row not yet used under a key is found without a scan of the run (a day-long run has thousands
+    of rows, and each baseline row looks for one)."""
+
+    def __init__(self, rows: list[Row]) -> None:
+        self.rows, self.used = rows, set[int]()
+        self.by: dict[str, dict[Any, deque[int]]] = {EXACT: {}, BY_NAME: {}, BY_AXIS: {}}
+        for i, r in enumerate(rows):
+            self.by[EXACT].setdefault(r.key, deque()).append(i)
+            self.by[BY_NAME].setdefault((r.shape, r.window), deque()).append(i)
+            if r.window != CONTROL:  # a control is matched by name only
+                self.by[BY_AXIS].setdefault((r.shape, r.axis), deque()).append(i)
+
+    def take(self, how: str, key: Any) -> int | None:
+        """The first row under ``key`` not used yet, now used; None when there is none."""
+        waiting = self.by[how].get(key)
+        while waiting:
+            i = waiting.popleft()  # a row used under another key is dropped here once
+            if i not in self.used:
+                self.used.add(i)
+                return i
+        return None
+
+
+def _keys(base: Row) -> list[tuple[str, Any]]:
+    """The rules a row of another run is matched to ``base`` by, in order, each with its key: the
+    same session, window, class and load; else the same shape of a window of the same name; else
+    (not for a control, whose every axis is "control") the same shape of a window of the same axis."""
+    keys: list[tuple[str, Any]] = [(EXACT, base.key), (BY_NAME, (base.shape, base.window))]
+    if base.window != CONTROL and base.axis:
+        keys.append((BY_AXIS, (base.shape, base.axis)))
+    return keys
 
 
 def match_rows(views: Sequence[RunView]) -> list[Match]:
     """Baseline rows in their order, each with its match in every other run, then the leftovers."""
     rows = [comparable_rows(v) for v in views]
-    used: list[set[int]] = [set() for _ in views]
+    others = [Unused(theirs) for theirs in rows[1:]]
     out: list[Match] = []
     for base in rows[0]:
         m = Match([base], [EXACT])
-        for j, theirs in enumerate(rows[1:], start=1):
-            found: tuple[int, str] | None = None
-            for how, rule in _rules(base):
-                found = next(((i, how) for i, r in enumerate(theirs)
-                              if i not in used[j] and rule(r)), None)
-                if found:
-                    break
-            if found:
-                used[j].add(found[0])
-            m.rows.append(theirs[found[0]] if found else None)
+        for theirs in others:
+            found = next(((i, how) for how, key in _keys(base)
+                          if (i := theirs.take(how, key)) is not None), None)
+            m.rows.append(theirs.rows[found[0]] if found else None)
             m.how.append(found[1] if found else "")
         out.append(m)
-    for j, theirs in enumerate(rows[1:], start=1):
-        for i, r in enumerate(theirs):
-            if i not in used[j]:
+    for j, theirs in enumerate(others, start=1):
+        for i, r in enumerate(theirs.rows):
+            if i not in theirs.used:
                 alone: list[Row | None] = [None] * len(views)
                 alone[j] = r
                 hows = [""] * len(views)
@@ -120,8 +141,10 @@ def cross_noise(base_view: RunView, view: RunView, row: Row) -> Judgement:
     """Whose noise between boots a row of another run is judged by against the baseline's: the
     run whose boots moved more at that load (two runs are at least two boots apart)."""
     mine, theirs = judgement_of(view), judgement_of(base_view)
-    a, b = (j.noise_at(row.concurrency, row.rate) for j in (mine, theirs))
-    return theirs if b is not None and (a is None or b.boot_mean > a.boot_mean) else mine
+    a, b = (j.noise_of(row.cls, row.concurrency, row.rate) for j in (mine, theirs))
+    if b is None or not b.usable:
+        return mine
+    return theirs if a is None or not a.usable or b.boot_mean > a.boot_mean else mine
 
 
 UNRECORDED = "not recorded"
@@ -134,14 +157,21 @@ def _short(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def _once(view: RunView, key: Any, make: Callable[[], Any]) -> Any:
+    """``make()`` once per view and key: the same for every row of a window or a class."""
+    if key not in view.derived:
+        view.derived[key] = make()
+    return view.derived[key]
+
+
 def _prompts(view: RunView, cls: str) -> list[Any] | None:
     """What the class's requests were built from: the run's frozen prompts.json (a plain class's
     prompts) or items.json (any other class's items), else the campaign's own list (a run
     recorded before prompts were frozen)."""
-    frozen = read_json(view.dir / PROMPTS).get(cls)
+    frozen = _once(view, PROMPTS, lambda: read_json(view.dir / PROMPTS)).get(cls)
     if isinstance(frozen, list):
         return [str(p) for p in frozen]
-    items = read_json(view.dir / ITEMS).get(cls)
+    items = _once(view, ITEMS, lambda: read_json(view.dir / ITEMS)).get(cls)
     if isinstance(items, list):
         return items
     spec = view.campaign.workload.classes.get(cls) if view.campaign else None
@@ -149,15 +179,18 @@ def _prompts(view: RunView, cls: str) -> list[Any] | None:
 
 
 def _requests(view: RunView, row: Row) -> Any:
-    """Requests per rep at the row's load, as run_started recorded them."""
-    w = view.state.workload
+    """Requests per rep at the row's load, as run_started recorded them, else as the frozen
+    campaign sizes a pass (an older engine's run_started did not record them)."""
+    w, c = view.state.workload, view.campaign
     loads, counts = (w.get("rate"), w.get("rate_requests")) if row.rate else (
         w.get("concurrency"), w.get("requests"))
     at = row.rate if row.rate else row.concurrency
     if isinstance(loads, list) and isinstance(counts, list) and at in loads:
         i = loads.index(at)
         return counts[i] if i < len(counts) else UNRECORDED
-    return UNRECORDED
+    if c is None:
+        return UNRECORDED
+    return c.workload.requests_at(row.rate) if row.rate else c.workload.requests_for(row.concurrency)
 
 
 def _launch(view: RunView, row: Row) -> dict[str, Any] | None:
@@ -179,25 +212,38 @@ def _time_scale(view: RunView, cls: str) -> Any:
 
 def conditions(view: RunView, row: Row) -> dict[str, Any]:
     """What shapes a row's figure besides what is measured, by name: two rows compare as an
-    effect only when these are equal. Missing from the run's record: ``UNRECORDED``."""
+    effect only when these are equal. Missing from the run's record: ``UNRECORDED``. A window
+    with no row (rejected at boot, failed) sent no request: only its server's invocation."""
     c = view.campaign
-    prompts = _prompts(view, row.cls)
-    launch = _launch(view, row)
+    launch = _once(view, ("launch", row.session, row.window), lambda: _launch(view, row))
+    boot = {
+        "server": view.state.server or UNRECORDED,
+        "server args": launch["argv"] if launch else UNRECORDED,
+        "server env": launch["env"] if launch else UNRECORDED,
+    }
+    if not row.cls:
+        return boot
+    prompts = _once(view, ("prompts", row.cls), lambda: _prompts(view, row.cls))
+    knobs = _once(view, ("knobs", row.window), lambda: view.knobs(row.window))
+    trace = not row.concurrency and not row.rate
     return {
         f"prompts ({row.cls})": prompts if prompts is not None else UNRECORDED,
         "max_tokens": view.state.workload.get("max_tokens",
                                               c.workload.max_tokens if c else UNRECORDED),
-        "sampling": c.workload.sampling.model_dump(mode="json") if c else UNRECORDED,
-        "knobs": knobs if (knobs := view.knobs(row.window)) is not None else UNRECORDED,
-        "requests per rep": _requests(view, row),
+        "sampling": _once(view, "sampling", lambda: c.workload.sampling.model_dump(mode="json"))
+        if c else UNRECORDED,
+        "knobs": knobs if knobs is not None else UNRECORDED,
+        # A trace row sends its items, at their times: its class's items say how many.
+        **({} if trace else {"requests per rep": _requests(view, row)}),
         # A rate row's arrivals: the gamma shape of its gaps (1 is Poisson, the only one before).
         **({"burstiness": c.workload.burstiness if c else UNRECORDED} if row.rate else {}),
         # A trace row's schedule: its items' times (in the items) times the class's scale.
-        **({"time scale": _time_scale(view, row.cls)} if not row.concurrency and not row.rate else {}),
+        **({"time scale": _time_scale(view, row.cls)} if trace else {}),
         "cache": row.cache or (c.workload.cache if c else UNRECORDED),
-        "server": view.state.server or UNRECORDED,
-        "server args": launch["argv"] if launch else UNRECORDED,
-        "server env": launch["env"] if launch else UNRECORDED,
+        # Simulated acceptance (engine.method.acceptance) against measured: never a delta.
+        "acceptance": acceptance.SIMULATED if acceptance.is_simulated(row.as_json())
+        else acceptance.NATURAL,
+        **boot,
     }
 
 
@@ -280,13 +326,15 @@ def comparison(views: Sequence[RunView], allow_different: bool = False, shared: 
         vs_first: list[Delta | None] = [
             delta(r, base, cross_noise(views[0], v, r)) if r is not None and base is not None
             else None for v, r in zip(views[1:], m.rows[1:], strict=True)]
-        shown = [d if not diff or allow_different else None
+        shown = [d if not diff or (allow_different and "acceptance" not in diff) else None
                  for d, diff in zip(vs_first, diffs, strict=True)]
         vs_ctl = [verdict(v, r) if r is not None
                   and r.window != CONTROL and (r.concurrency or r.rate) else None
                   for v, r in zip(views, m.rows, strict=True)]
-        accept = [f"{r.accept_len:.2f}/{r.accept_rate:.3f}" if r and r.accept_len is not None
-                  and r.accept_rate is not None else "-" for r in m.rows]
+        accept = [f"{r.accept_len:.2f}/{r.accept_rate:.3f}"
+                  + (" simulated" if acceptance.is_simulated(r.as_json()) else "")
+                  if r and r.accept_len is not None and r.accept_rate is not None else "-"
+                  for r in m.rows]
         how = ", ".join(f"{x}: {h}" for x, h in zip(t[1:], m.how[1:], strict=True) if h) or "-"
         unlike = " | ".join(f"{x}: {unlike_text(diff)}" for x, diff in zip(t[1:], diffs, strict=True)
                             if diff) or "-"

@@ -76,8 +76,36 @@ document.querySelectorAll("table").forEach(function (table) {
 """
 
 
-def inline(text: str, images: dict[str, str]) -> str:
-    """One line's markdown (code, images, links, bold, italics) as HTML, everything else escaped."""
+# A link ruler writes: a receipt in the run directory (a relative path, no scheme, never above
+# the directory) or an http(s) page; anything else a link of the markdown says is shown as text.
+_RECEIPT = re.compile(r"(?![/\\])(?!.*(?:^|/)\.\.(?:/|$))[\w./@+,=~-]+")
+_WEB = re.compile(r"https?://[^\s<>\"'`\\]+", re.I)
+
+
+class Links:
+    """Where a page may link: the run directory's own files, and web pages. The page is made from
+    report.md, whose every text from outside ruler is escaped (engine.sanitize.markdown); this is
+    the second wall: a link to anything else (javascript:, data:, a file elsewhere) is not made."""
+
+    def __init__(self, run_dir: Path | None) -> None:
+        self.run_dir = run_dir
+
+    def allows(self, target: str) -> bool:
+        if _WEB.fullmatch(target):
+            return True
+        if self.run_dir is None or not _RECEIPT.fullmatch(target):
+            return False
+        path = self.run_dir / target
+        return path.exists() and path.resolve().is_relative_to(self.run_dir.resolve())
+
+
+NO_LINKS = Links(None)
+
+
+def inline(text: str, images: dict[str, str], links: Links = NO_LINKS) -> str:
+    """One line's markdown (code, images, links, bold, italics) as HTML, everything else escaped.
+    An image is one of the page's charts (``images``: its path to its data URI), a link one
+    ``links`` allows: any other is shown as the text it was written as."""
     parts = _CODE.split(text)
     out = []
     for i, part in enumerate(parts):
@@ -89,11 +117,18 @@ def inline(text: str, images: dict[str, str]) -> str:
         def image(m: re.Match[str]) -> str:
             alt, src = m.group(1), html.unescape(m.group(2))
             data = images.get(src)
-            where = data if data is not None else src
-            return f'<img alt="{html.escape(alt)}" src="{html.escape(where)}">'
+            if data is None:
+                return m.group(0).replace("[", "&#91;").replace("]", "&#93;")
+            return f'<img alt="{html.escape(html.unescape(alt))}" src="{html.escape(data)}">'
+
+        def link(m: re.Match[str]) -> str:
+            target = html.unescape(m.group(2))
+            if not links.allows(target):
+                return m.group(0).replace("[", "&#91;").replace("]", "&#93;")
+            return f'<a href="{html.escape(target)}">{m.group(1)}</a>'
 
         s = _IMAGE.sub(image, s)
-        s = _LINK.sub(lambda m: f'<a href="{html.escape(html.unescape(m.group(2)))}">{m.group(1)}</a>', s)
+        s = _LINK.sub(link, s)
         s = _BOLD.sub(r"<b>\1</b>", s)
         s = _ITALIC.sub(r"<i>\1</i>", s)
         out.append(s)
@@ -108,11 +143,11 @@ def cells(line: str) -> list[str]:
 
 
 def table_html(head: list[str], body: Iterable[list[str]], images: dict[str, str],
-               ident: str = "", data: bool = False) -> Iterator[str]:
+               ident: str = "", data: bool = False, links: Links = NO_LINKS) -> Iterator[str]:
     """A table of markdown cells; ``data``: of plain text cells (a CSV's, which may quote a
     server), escaped and nothing else: no link, image or emphasis is made of them."""
     def show(c: str) -> str:
-        return html.escape(c) if data else inline(c, images)
+        return html.escape(c) if data else inline(c, images, links)
     yield f'<table{f" id={chr(34)}{ident}{chr(34)}" if ident else ""}>'
     yield "<thead><tr>" + "".join(f"<th>{show(c)}</th>" for c in head) + "</tr></thead>"
     yield "<tbody>"
@@ -121,7 +156,7 @@ def table_html(head: list[str], body: Iterable[list[str]], images: dict[str, str
     yield "</tbody></table>"
 
 
-def blocks(lines: list[str], images: dict[str, str]) -> Iterator[str]:
+def blocks(lines: list[str], images: dict[str, str], links: Links = NO_LINKS) -> Iterator[str]:
     """The report's markdown, block by block, as HTML."""
     i = 0
     while i < len(lines):
@@ -131,7 +166,7 @@ def blocks(lines: list[str], images: dict[str, str]) -> Iterator[str]:
         elif m := re.match(r"(#{1,6}) (.*)", line):
             level, title = len(m.group(1)), m.group(2)
             slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")  # report.html#charts
-            yield f'<h{level} id="{slug}">{inline(title, images)}</h{level}>'
+            yield f'<h{level} id="{slug}">{inline(title, images, links)}</h{level}>'
             i += 1
         elif line.startswith("|"):
             rows = []
@@ -139,11 +174,11 @@ def blocks(lines: list[str], images: dict[str, str]) -> Iterator[str]:
                 rows.append(cells(lines[i]))
                 i += 1
             body = [r for r in rows[1:] if not all(re.fullmatch(r":?-+:?", c) for c in r)]
-            yield from table_html(rows[0], body, images)
+            yield from table_html(rows[0], body, images, links=links)
         elif line.startswith("- "):
             yield "<ul>"
             while i < len(lines) and lines[i].startswith("- "):
-                yield f"<li>{inline(lines[i][2:], images)}</li>"
+                yield f"<li>{inline(lines[i][2:], images, links)}</li>"
                 i += 1
             yield "</ul>"
         else:
@@ -153,7 +188,7 @@ def blocks(lines: list[str], images: dict[str, str]) -> Iterator[str]:
                 i += 1
             text = " ".join(para)
             caption = text.startswith("*") and text.endswith("*") and not text.startswith("**")
-            yield f'<p{" class=caption" if caption else ""}>{inline(text, images)}</p>'
+            yield f'<p{" class=caption" if caption else ""}>{inline(text, images, links)}</p>'
 
 
 def rows_table(run_dir: Path, images: dict[str, str]) -> list[str]:
@@ -175,7 +210,7 @@ def data_uri(png: Path) -> str:
 
 def page(title: str, markdown: str, run_dir: Path, charts: list[Path]) -> str:
     images = {str(p.relative_to(run_dir)): data_uri(p) for p in charts if p.is_file()}
-    body = [*blocks(markdown.splitlines(), images), *rows_table(run_dir, images)]
+    body = [*blocks(markdown.splitlines(), images, Links(run_dir)), *rows_table(run_dir, images)]
     # A policy that lets nothing be fetched, should a report line ever name an outside address.
     policy = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
     return "\n".join([

@@ -14,6 +14,7 @@ from engine.report import steady
 from engine.report.run import RunView, read_json
 from engine.report.text import slo_text, table, when
 from engine.report.windows import change_text, slurm_record
+from engine.sanitize import code, markdown
 from engine.servers import get_adapter
 from engine.words import CONTROL
 
@@ -31,19 +32,20 @@ def methods(view: RunView) -> list[str]:
     c, env, st = view.campaign, view.env, view.state
     host = env.get("host") or {}
     out = ["## Methods", ""]
-    out += [f"- **ruler**: {env.get('ruler_version', '?')} measured the run; this report was "
+    m = markdown  # env.json and the journal say what the host and the server were: their words
+    out += [f"- **ruler**: {m(env.get('ruler_version', '?'))} measured the run; this report was "
             f"written by ruler {__version__}.",
-            f"- **Host**: {host.get('node', '?')}, {host.get('platform', '?')}, "
-            f"{host.get('cpus', '?')} CPUs, Python {host.get('python', '?')}.",
+            f"- **Host**: {m(host.get('node', '?'))}, {m(host.get('platform', '?'))}, "
+            f"{m(host.get('cpus', '?'))} CPUs, Python {m(host.get('python', '?'))}.",
             *gpu_lines(env),
-            f"- **Runtime**: {st.runtime or env.get('runtime', '?')}; server adapter "
-            f"`{st.server or view.raw_campaign.get('server', '?')}`; run started "
-            f"{env.get('started', when(st.started_ts))}"
+            f"- **Runtime**: {m(st.runtime or env.get('runtime', '?'))}; server adapter "
+            f"{code(st.server or view.raw_campaign.get('server', '?'))}; run started "
+            f"{m(env.get('started', when(st.started_ts)))}"
             + (f", resumed {st.resumes} times" if st.resumes else "") + "."]
     out += images(view)
     out += slurm(view)
     if view.campaign_note:
-        out += [f"- **Campaign**: {view.campaign_note}; the methods below are partial.", ""]
+        out += [f"- **Campaign**: {markdown(view.campaign_note)}; the methods below are partial.", ""]
     if c is not None:
         wl, leak = c.workload, c.leak
         prompts, items = read_json(view.dir / PROMPTS), read_json(view.dir / ITEMS)
@@ -57,8 +59,8 @@ def methods(view: RunView) -> list[str]:
         out += [
             f"- **Workload**: classes {classes}; {'; '.join(loads)}; "
             f"{wl.reps} reps per shape; requests per rep {per_c}; max_tokens {wl.max_tokens}; "
-            f"sampling {json.dumps(wl.sampling.model_dump())}; knobs sent verbatim "
-            f"{json.dumps(wl.knobs) if wl.knobs else 'none'}. Streaming chat completions, "
+            f"sampling {code(json.dumps(wl.sampling.model_dump()))}; knobs sent verbatim "
+            f"{code(json.dumps(wl.knobs)) if wl.knobs else 'none'}. Streaming chat completions, "
             f"{_connections(c.server)}; tok/s counts the server's usage.completion_tokens. A pass "
             f"past {wl.shard.concurrency} streams or {wl.shard.chunk_rate:g} chunks/s per client "
             "process runs on several (each rep's receipt names them and each one's event-loop "
@@ -94,7 +96,7 @@ def methods(view: RunView) -> list[str]:
             + (f", queue {c.timeouts.queue:g} s." if (st.runtime or env.get("runtime")) == "slurm"
                else "."),
             f"- **Sessions** (control {c.control_position}): "
-            + "; ".join(f"{s}: {', '.join(c.windows_in(s))}" for s in c.sessions) + "."]
+            + "; ".join(f"{markdown(s)}: {markdown(', '.join(c.windows_in(s)))}" for s in c.sessions) + "."]
     out += places(view) + [""]
     out += flags(view) + slurm_jobs(view)
     return out
@@ -109,17 +111,17 @@ def slurm(view: RunView) -> list[str]:
     out = []
     if c is not None:
         sl = c.slurm
-        opts = [f"{k} `{v}`" for k, v in (("partition", sl.partition), ("account", sl.account),
-                                         ("qos", sl.qos), ("time", sl.time), ("gres", sl.gres)) if v]
+        opts = [f"{k} {code(v)}" for k, v in (("partition", sl.partition), ("account", sl.account),
+                                             ("qos", sl.qos), ("time", sl.time), ("gres", sl.gres)) if v]
         opts.append("an exclusive node" if sl.exclusive else "a shared node")
-        opts += [f"extra `{' '.join(sl.sbatch)}`"] if sl.sbatch else []
-        out.append(f"- **Slurm**: each window one batch job, its server started as `{sl.start}`; "
+        opts += [f"extra {code(' '.join(sl.sbatch))}"] if sl.sbatch else []
+        out.append(f"- **Slurm**: each window one batch job, its server started as {code(sl.start)}; "
                    f"{', '.join(opts)}. The job script of each window is its `job.sh`.")
     nodes = {ws.session: ws.node for ws in view.windows() if ws.window == CONTROL and ws.node}
     if nodes:
         places = st.session_places  # a campaign with places: the place each session ran on
         out.append("- **Nodes**: " + "; ".join(
-            f"session {s} on `{n}`" + (f" (place {places[s]})" if s in places else "")
+            f"session {markdown(s)} on {code(n)}" + (f" (place {markdown(places[s])})" if s in places else "")
             for s, n in nodes.items())
                    + " (each session's windows ran on its control's node).")
     return out
@@ -159,8 +161,9 @@ def places(view: RunView) -> list[str]:
     for name in dict.fromkeys([*recorded, *ran]):
         info = recorded.get(name, {})
         sessions = ran.get(name, [])
-        out.append(f"  - `{name}` ({where_text(info.get('where') or {})}): "
-                   f"{host_text(info.get('host') or {})}; ran {', '.join(sessions) or 'no session'}"
+        out.append(f"  - {code(name)} ({markdown(where_text(info.get('where') or {}))}): "
+                   f"{markdown(host_text(info.get('host') or {}))}; ran "
+                   f"{markdown(', '.join(sessions) or 'no session')}"
                    + node_facts(view, sessions) + ".")
     return out
 
@@ -195,8 +198,9 @@ def node_facts(view: RunView, sessions: list[str]) -> str:
         ws = view.state.windows.get(f"{session}-{CONTROL}")
         f = ws.facts if ws else {}
         if f.get("node"):
-            said.append(f"{session}'s job on `{f['node']}`: {f.get('slurm_cpus') or '?'} CPUs, GPUs "
-                        f"{f.get('slurm_gpus') or 'none'}")
+            said.append(f"{markdown(session)}'s job on {code(f['node'])}: "
+                        f"{markdown(f.get('slurm_cpus') or '?')} CPUs, GPUs "
+                        f"{markdown(f.get('slurm_gpus') or 'none')}")
     return f" ({'; '.join(said)})" if said else ""
 
 
@@ -207,12 +211,13 @@ def gpu_lines(env: dict[str, Any]) -> list[str]:
     if not isinstance(g, dict):
         smi = env.get("nvidia_smi")
         names = [ln.strip(" |") for ln in (smi or "").splitlines() if "NVIDIA" in ln and "SMI" not in ln]
-        return [f"- **GPUs**: {'; '.join(n.split('  ')[0] for n in names[:8]) or 'none recorded'} "
+        return [f"- **GPUs**: {markdown('; '.join(n.split('  ')[0] for n in names[:8]) or 'none recorded')} "
                 "(nvidia-smi)."]
     if g.get("none"):
-        return [f"- **GPUs**: {g['none']}: no GPU telemetry."]
-    out = [f"- **GPUs** (NVML {g.get('nvml', '?')}, driver {g.get('driver', '?')}, CUDA "
-           f"{g.get('cuda', '?')}): " + "; ".join(_gpu(d) for d in g.get("gpus", [])) + "."]
+        return [f"- **GPUs**: {markdown(g['none'])}: no GPU telemetry."]
+    out = [f"- **GPUs** (NVML {markdown(g.get('nvml', '?'))}, driver {markdown(g.get('driver', '?'))}, CUDA "
+           f"{markdown(g.get('cuda', '?'))}): "
+           + "; ".join(markdown(_gpu(d)) for d in g.get("gpus", []) if isinstance(d, dict)) + "."]
     out.append("- **GPU telemetry**: NVML read each GPU the window's server owns at "
                f"{gpu.SAMPLE_HZ:g} Hz during every warm pass and rep, on a thread of its own; "
                "energy is the energy counter's change over the pass, J/token that energy over the "
@@ -246,7 +251,7 @@ def quality_text(c: Campaign) -> str:
     q = c.quality
     if not q.enabled:
         return "off (no greedy, teacher-forced or KL checks were run)."
-    oracle = q.kl.oracle if isinstance(q.kl.oracle, str) else f"receipt {q.kl.oracle.receipt}"
+    oracle = q.kl.oracle if isinstance(q.kl.oracle, str) else f"receipt {code(q.kl.oracle.receipt)}"
     return (f"greedy equivalence on {q.greedy.n} prompts x {q.greedy.max_tokens} tokens (seed "
             f"{c.quality_seed()}), first differing character recorded; teacher-forced |Δlogp| of "
             f"the control's continuations, top-{q.teacher_forced.top_k}, "
@@ -261,12 +266,13 @@ def images(view: RunView) -> list[str]:
     out = []
     for name, info in (docker.get("images") or {}).items():
         digests = ", ".join(info.get("digests") or []) or "no registry digest"
-        out.append(f"- **Image** `{name}`: id `{info.get('id', info.get('error', '?'))}` ({digests})")
+        out.append(f"- **Image** {code(name)}: id {code(info.get('id', info.get('error', '?')))} "
+                   f"({markdown(digests)})")
     seen = {ws.server.get("image_id") for ws in view.windows() if ws.server.get("image_id")}
     if len(seen) > 1:
         out.append(f"- **Images booted**: {len(seen)} distinct image ids (per window below)")
     if docker.get("server_version"):
-        out.append(f"- **Docker engine**: {docker['server_version']}")
+        out.append(f"- **Docker engine**: {markdown(docker['server_version'])}")
     return out
 
 
@@ -279,7 +285,7 @@ def flags(view: RunView) -> list[str]:
         argv = " ".join(str(a) for a in plan.get("argv", [])) or "-"
         lossy = "lossy" if view.lossy(ws.window) else ""
         rows.append([ws.key, ws.axis, lossy, change_text(view, ws.window) or "-",
-                     f"`{argv}`" if argv != "-" else "-", plan.get("image") or "-",
+                     code(argv) if argv != "-" else "-", plan.get("image") or "-",
                      ws.server.get("image_id", "-")[:19] if ws.server.get("image_id") else "-"])
     if not rows:
         return []

@@ -24,7 +24,8 @@ CHARTS_SKIPPED = "charts skipped: install ruler[report]"
 
 
 CAPTIONS = {"delta": "Each window against its session's control, per class and load: the delta of "
-            "tok/s with its 95 % interval (hollow: within the noise; the band: the declared noise)",
+            "tok/s with its 95 % interval (filled: called an observable effect; hollow: not called, "
+            "whatever its interval: the call is the campaign's, its reason in the tables)",
             "latency": "TTFT and TPOT against the load, a line per window (p50 solid, p99 dashed)",
             "tok-s": "Aggregate tok/s per window and class (bars: median rep; whiskers: the rep "
             "range)", "accept-pos": "Acceptance per draft position per class and load, a line per window "
@@ -46,18 +47,19 @@ def charts_section(view: RunView, charts: list[Path], note: str) -> list[str]:
     return out
 
 
-def tables(view: RunView) -> tuple[list[str], list[str]]:
-    """The sections before the charts and those after them."""
-    return ([*header(view), *summary(view), *controls(view), *windows(view), *acceptance.section(view),
-            *stacks.section(view),
-             *steady.section(view),
-             *sweeps.section(view), *capacity.section(view)],
+def tables(view: RunView) -> tuple[list[str], list[str], list[str]]:
+    """The sections before the charts (the run and its windows at a glance: what a reader looks
+    for first, with the delta chart right after), the tables after them, and the methods last."""
+    return ([*header(view), *summary(view)],
+            [*controls(view), *windows(view), *acceptance.section(view), *stacks.section(view),
+             *steady.section(view), *sweeps.section(view), *capacity.section(view)],
             [*methods(view), *files(view)])
 
 
-def assemble(view: RunView, parts: tuple[list[str], list[str]], charts: list[Path], note: str) -> str:
-    before, after = parts
-    return "\n".join([*before, *charts_section(view, charts, note), *after]).rstrip() + "\n"
+def assemble(view: RunView, parts: tuple[list[str], list[str], list[str]], charts: list[Path],
+             note: str) -> str:
+    top, figures, after = parts
+    return "\n".join([*top, *charts_section(view, charts, note), *figures, *after]).rstrip() + "\n"
 
 
 def render(view: RunView, charts: list[Path], note: str) -> str:
@@ -171,7 +173,7 @@ def cmd_report(run_dir: str, as_html: bool = False) -> int:
         return 2
     except OSError as e:  # writing its own files (each is whole, or the one before it)
         print(f"ruler report: cannot write {e.filename or run_dir}: {e.strerror or e}; make room, "
-              f"then run ruler report again", file=sys.stderr)
+              f"then make the report again", file=sys.stderr)
         return EXIT_ENGINE
     print(f"report: {path}")
     if as_html:

@@ -115,6 +115,14 @@ class Row:
     accept_rate_hi: float | None
     accept_per_pos: str  # "0.91 0.74 0.52"; "" where the server gives no position
     parity: str = ""  # a window on another stack: its class's parity with the control's stack
+    ttft_mean: float | None = None  # from here to e2el_mean: stats.latency_figures (later columns)
+    itl_mean: float | None = None
+    tpot_mean: float | None = None
+    e2el_p50: float | None = None
+    e2el_p90: float | None = None
+    e2el_p99: float | None = None
+    e2el_mean: float | None = None
+    acceptance: str = ""  # natural | simulated (how) | "" (engine.method.acceptance)
     rep_tok_s: list[float] = field(default_factory=list)
 
     @property
@@ -155,13 +163,21 @@ def csv_row(r: dict[str, str]) -> Row:
     ``figures.CSV_COLUMNS`` (``ruler_check`` stays with the window's verdicts). A column the file
     lacks is a KeyError naming it (but one declared ``later``), a line short of values a TypeError;
     an empty count reads as 0, an empty figure as None."""
-    cells = {name: r.get(col, "") if col in figures.LATER_COLUMNS else r[col]
-             for col in figures.CSV_COLUMNS if (name := "cls" if col == "class" else col) in TYPES}
-    short = [name for name, text in cells.items() if text is None]  # DictReader's restval
-    if short:
-        raise TypeError(f"the line has no value for {', '.join(short)}")
-    # A text the writer quoted so that no spreadsheet runs it (engine.sanitize) reads as written.
-    return Row(**{name: PARSE[TYPES[name]](csv_text(text)) for name, text in cells.items()})
+    values: dict[str, Any] = {}
+    for name, col, later, parse in _COLUMNS:
+        text = r.get(col, "") if later else r[col]
+        if text is None:  # DictReader's restval
+            short = [n for n, c, _, _ in _COLUMNS if r.get(c, "") is None]
+            raise TypeError(f"the line has no value for {', '.join(short)}")
+        # A text the writer quoted so that no spreadsheet runs it (engine.sanitize) reads as written.
+        values[name] = parse(csv_text(text) if text[:1] == "'" else text)
+    return Row(**values)
+
+
+# Each column a Row holds, in order: its field, its column, whether a file may lack it (declared
+# ``later``), how its text reads; found once, not for each of a day-long run's thousands of rows.
+_COLUMNS = [(name, col, col in figures.LATER_COLUMNS, PARSE[TYPES[name]])
+            for col in figures.CSV_COLUMNS if (name := "cls" if col == "class" else col) in TYPES]
 
 
 def receipt_rep_tok_s(run_dir: Path, source: str, concurrency: int, basis: str = "") -> list[float]:
@@ -269,6 +285,9 @@ class RunView:
     raw_campaign: dict[str, Any]
     campaign_note: str
     env: dict[str, Any]
+    # What is derived from the view once and read row by row (its judgement, a class's frozen
+    # prompts): a comparison of day-long runs asks for them thousands of times.
+    derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
+from engine.method.verdict import Call
 from engine.record import results
 from engine.record.journal import damage_report
 from engine.record.state import earlier_sessions
@@ -30,8 +32,8 @@ from engine.report.text import (
 from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_cell, verdict_lines
 from engine.report.windows import history, window_status
-from engine.sanitize import markdown
-from engine.words import CONTROL, Check, load_text, plural
+from engine.sanitize import Md, code, markdown
+from engine.words import CONTROL, Check, is_control, load_text, plural
 
 
 def receipts_said(view: RunView) -> str:
@@ -50,24 +52,28 @@ def header(view: RunView) -> list[str]:
     st = view.state
     desc = view.campaign.description if view.campaign and view.campaign.description else ""
     windows = [w for w in view.windows() if w.window != CONTROL]
-    lines = [f"# {st.campaign or view.raw_campaign.get('name', view.name)}: ruler report", ""]
-    if desc:
-        lines += [desc, ""]
+    lines = [f"# {markdown(st.campaign or view.raw_campaign.get('name', view.name))}: ruler report", ""]
+    if desc:  # the campaign's words, a line of the paragraph each
+        lines += [*(markdown(line) for line in str(desc).splitlines()), ""]
     lines += [
-        f"Run `{st.run or view.name}` on `{st.server or view.raw_campaign.get('server', '?')}` "
-        f"({st.runtime or view.env.get('runtime', '?')} runtime), status **{st.status}**: "
+        f"Run {code(st.run or view.name)} on {code(st.server or view.raw_campaign.get('server', '?'))} "
+        f"({markdown(st.runtime or view.env.get('runtime', '?'))} runtime), "
+        f"status **{markdown(st.status)}**: "
         f"{plural(len(windows), 'window')} in {plural(len(view.sessions()), 'session')}, "
         f"{plural(len(view.rows), 'row')} in "
         f"`throughput.csv`. Started {when(st.started_ts)}, finished {when(st.finished_ts)}.", "",
-        receipts_said(view) + " A row's tok/s is the median of its reps; its "
-        "spread is (max - min) / mean of the reps. A delta is window / control - 1 against the "
-        "same session's control boots (the control, and the control booted again at the "
-        "session's end), the ratio of geometric means of the reps' tok/s, with a 95 % interval "
-        "that counts the noise between boots (`throughput.csv`'s `delta`, `delta_lo`, `delta_hi`, "
-        "`boot_noise`; below, *Noise between boots*). " + upper_first(rule_of(view).text())
-        + ": a call of *observable effect* keeps that error rate across every window row of the "
-        "run; *no observable effect* is shown, not presumed; the rest is *undetermined*, with the "
-        "sessions it would take (`verdict`, `verdict_why`).", ""]
+        receipts_said(view) + " A row's tok/s is the median of its reps' tok/s, each over its "
+        "steady window when every rep has one (`basis` steady), else over the whole rep; its per "
+        "user is that tok/s over its C workers; its spread is (max - min) / mean of the same "
+        "reps. A row's delta is window / control - 1 against the same session's control boots, "
+        "the ratio of geometric means of the reps' tok/s, with a 95 % interval that counts the "
+        "noise between boots at its class and load (`throughput.csv`'s `delta`, `delta_lo`, "
+        "`delta_hi`, `boot_noise`; below, *Noise between boots*); a window's call at a shape is on "
+        "its boots in every session, the session a block. " + upper_first(rule_of(view).text())
+        + ": each window is asked once whether it changes tok/s at any shape, then its shapes are "
+        "called, keeping that error rate over every row of the run; *no observable effect* is "
+        "shown, not presumed; the rest is *undetermined*, with the sessions it would take "
+        "(`verdict`, `verdict_why`).", ""]
     if st.error:
         lines += [f"**Engine error**: {markdown(st.error)}", ""]
     if st.damage:
@@ -90,8 +96,8 @@ def summary(view: RunView) -> list[str]:
         vals = [d.value for d in deltas if d.value is not None]
         span = (f"{min(vals) * 100:+.1f} % .. {max(vals) * 100:+.1f} %" if len(vals) > 1
                 else f"{vals[0] * 100:+.1f} %" if vals else "-")
-        calls = [d.call for d in deltas if d.call]
-        said = ", ".join(f"{calls.count(c)} {c}" for c in dict.fromkeys(calls)) or "-"
+        asked = judgement_of(view).windows.get(ws.window)
+        said = asked.text() if asked is not None and not is_control(ws.window) else "-"
         rows.append([f"{ws.session}-{ws.window}", ws.axis, ws.status, span, said,
                      *(verdict_cell(view, ws, c) if c != Check.KL or view.lossy(ws.window) else "-"
                        for c in (Check.GREEDY, Check.TEACHER_FORCED, Check.KL, Check.NO_EFFECT,
@@ -99,28 +105,33 @@ def summary(view: RunView) -> list[str]:
     if not rows:
         return []
     return ["## Windows at a glance", ""] + table(
-        ["window", "axis", "status", "Δ tok/s (all rows)", "calls", "greedy",
-         "|Δlogp| p99", "KL mean", "no observable effect", "ruler check"], rows)
+        ["window", "axis", "status", "Δ tok/s (all rows)", "the window's call", "greedy",
+         Md("\\|Δlogp\\| p99"), "KL mean", "no observable effect", "ruler check"], rows)
 
 
 def boot_noise(view: RunView) -> list[str]:
-    """The noise between boots per load, and how it was measured."""
+    """The noise between boots per shape, and how it was measured; the windows' one questions."""
     j = judgement_of(view)
     if not j.noise:
         return []
-    body = [[load_text(c, rate), f"{n.sd * 100:.1f} %", f"{math.sqrt(n.within) * 100:.1f} %",
-             n.how()] for (c, rate), n in sorted(j.noise.items(), key=lambda kv: (kv[0][1] or 0, kv[0][0]))]
-    effects = j.effects()
+    body = [[cls, load_text(c, rate), f"{n.sd * 100:.1f} %" if n.usable else "-",
+             f"{math.sqrt(n.within) * 100:.1f} %", n.how()]
+            for (cls, c, rate), n in sorted(j.noise.items(),
+                                            key=lambda kv: (kv[0][2] or 0, kv[0][1], kv[0][0]))]
+    asked = [w for w in j.windows.values() if w.rows]
+    moved = sum(w.call == Call.EFFECT for w in asked)
     return ["### Noise between boots", "",
-            "How far the same server moves from one boot to the next, per load: from every "
-            "configuration booted more than once on one place (the control and the control again, "
-            "each session's control, a window in several sessions), on the log of each rep's "
-            "tok/s (engine.method.boots). Every delta's interval counts it; where nothing was "
-            "booted twice a declared value stands in (`verdict.boot_noise`). Within a boot: the "
-            "reps' own noise.", ""] + table(
-        ["load", "between boots (sd)", "within a boot (sd)", "how"], body) + [
-        f"{effects} of {plural(len(j.questions()), 'window and shape', 'windows and shapes')} judged "
-        f"called *observable effect* ({rule_of(view).text()}).", ""]
+            "How far the same server moves from one boot to the next at each shape (class and "
+            "load): each boot's mean log tok/s fitted as its session's level plus its "
+            "configuration's effect, the residuals over the boots beyond what the fit spends "
+            "(a control boot twice in a session, a window in two sessions; engine.method.boots). "
+            "A shift between sessions is not counted: every delta is within a session. Every "
+            "delta's interval counts its shape's noise; where nothing measured it, an earlier "
+            "run's (`--baseline`) or a declared value (`verdict.boot_noise`) stands in and says "
+            "so, else nothing is called. Within a boot: the reps' own noise.", ""] + table(
+        ["class", "load", "a boot's mean (sd)", "within a boot (sd)", "how"], body) + [
+        f"{moved} of {plural(len(asked), 'window')} called an *observable effect* at one or more "
+        f"shapes ({rule_of(view).text()}).", ""]
 
 
 Load = tuple[int, float | None]  # (C, None) closed loop, (0, rate) open loop
@@ -161,7 +172,7 @@ def controls(view: RunView) -> list[str]:
         [ws.session, ws.status, fixed(ws.boot_s, 1)] + control_row_cells(
             view.rows_of(ws.session, CONTROL), classes, low, top) for ws in ctl_windows])
     for ws in ctl_windows:
-        lines += [f"### {ws.session}: control", ""]
+        lines += [f"### {markdown(ws.session)}: control", ""]
         lines += window_status(view, ws)
         rows = view.rows_of(ws.session, CONTROL)
         if rows:
@@ -235,23 +246,34 @@ def place_drift(view: RunView, sessions: list[str], shapes: list[tuple[str, int,
     lines += table(["place", "session", "shape", "tok/s (spread)", "compared with", "Δ"], per)
     if across:
         lines += ["### Control drift across places", "",
-                  f"After the run, each control row on another place against `{first}-{CONTROL}` "
-                  f"(place `{places[first]}`, the first session): the places are compared through "
+                  f"After the run, each control row on another place against {code(f'{first}-{CONTROL}')} "
+                  f"(place {code(places[first])}, the first session): the places are compared through "
                   "their controls only.", ""]
         lines += table(["place", "session", "shape", "tok/s (spread)", f"Δ vs {first}-{CONTROL}"],
                        across)
     return lines
 
 
+def _num(d: object, key: str) -> float | None:
+    """A figure of a receipt's row, None where the row has none (or something else there)."""
+    v = d.get(key) if isinstance(d, dict) else None
+    return v if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
 def drift_receipt(view: RunView) -> list[str]:
     lines: list[str] = []
     data = read_json(view.dir / "drift.json")
-    for d in data.get("rows", []):
-        ci = (f" [{d['delta_lo_pct']:+.2f}, {d['delta_hi_pct']:+.2f}]"
-              if d.get("delta_lo_pct") is not None and d.get("delta_hi_pct") is not None else "")
-        lines.append(f"- `drift.json`: {d.get('session')} {d.get('class')} C{d.get('concurrency')} "
-                     f"{d.get('delta_pct'):+.2f} %{ci} vs {d.get('against')}: {d.get('verdict')}"
-                     if d.get("delta_pct") is not None else f"- `drift.json`: {d}")
-    return lines + ([""] if data.get("rows") else [])
+    found = data.get("rows")
+    rows: list[Any] = found if isinstance(found, list) else []
+    for d in rows:
+        at, lo, hi = (_num(d, k) for k in ("delta_pct", "delta_lo_pct", "delta_hi_pct"))
+        if at is None:
+            lines.append(f"- `drift.json`: {code(d)}")
+            continue
+        ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None and hi is not None else ""
+        lines.append(f"- `drift.json`: {markdown(d.get('session'))} {markdown(d.get('class'))} "
+                     f"C{markdown(d.get('concurrency'))} {at:+.2f} %{ci} vs "
+                     f"{markdown(d.get('against'))}: {markdown(d.get('verdict'))}")
+    return lines + ([""] if rows else [])
 
 

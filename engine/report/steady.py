@@ -4,6 +4,7 @@ stated; a run from before it has none."""
 
 from __future__ import annotations
 
+from engine.method import leak as rule
 from engine.report.run import Row, RunView
 from engine.report.text import cell, head, table
 
@@ -32,8 +33,10 @@ def rules(view: RunView) -> list[str]:
         "lowest rep stands alone below the others: its gap below the next lowest rep, on log "
         "tok/s, clears a bar scaled to the run's noise (the pooled standard deviation of log tok/s "
         "within the run's rows at that load and the row's other reps): k noise-widths, k set so "
-        "that at most 0.8 % of rows of pure Gaussian noise are voided, no wider than a 20 %-noise "
-        f"server's bar and never under {leak.spread * 100:g} %. Rows of fewer than 3 reps are not "
+        f"that at most {rule.FALSE_VOID:.0%} of noise-only rows are voided, whether the noise is "
+        f"Gaussian (the row as noisy as the rest or {rule.RATIO:g}x noisier) or heavy-tailed (t3), "
+        f"no wider than a {rule.NOISE_MAX:.0%}-noise server's bar and never under "
+        f"{leak.spread * 100:g} %. Rows of fewer than {rule.MIN_REPS} reps are not "
         + ("judged; under the precision only a row's first stage is. " if wl.precision is not None
            else "judged. ")
         + f"At C >= {leak.min_concurrency} only a "

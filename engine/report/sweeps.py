@@ -7,6 +7,7 @@ from __future__ import annotations
 from engine.record.trade import SEPARATES, Call, Trade, shape_text, trades
 from engine.report.run import RunView
 from engine.report.text import rule_of, table
+from engine.sanitize import Md, markdown
 from engine.words import Check
 
 MARK = {Call.BETTER: " **better**", Call.WORSE: " **worse**", Call.EQUIVALENT: " equivalent",
@@ -24,13 +25,16 @@ def quality_text(view: RunView, session: str, window: str) -> str:
 
 
 def trade_lines(view: RunView, t: Trade) -> list[str]:
-    rows = [[f"{t.label('control')}", *(["0 (the reference)"] * len(t.shapes)), "reference"]]
+    rows: list[list[str | Md]] = [[f"{t.label('control')}", *(["0 (the reference)"] * len(t.shapes)),
+                                   "reference"]]
     for window, _ in t.values:
+        # A cell: its figures (ruler's), the call in words, bold where it separates.
         rows.append([f"{t.label(window)} ({window})",
-                     *[t.cells[(window, s)].text() + MARK[t.cells[(window, s)].call] for s in t.shapes],
+                     *[Md(markdown(t.cells[(window, s)].text()) + MARK[t.cells[(window, s)].call])
+                       for s in t.shapes],
                      quality_text(view, t.session, window)])
-    return [f"### {t.sweep} ({t.axis}), session {t.session}", "",
-            f"**{t.answer}**: {t.words}.", ""] + table(
+    return [f"### {markdown(t.sweep)} ({markdown(t.axis)}), session {markdown(t.session)}", "",
+            f"**{markdown(t.answer)}**: {markdown(t.words)}.", ""] + table(
         ["value", *[shape_text(s) for s in t.shapes], "quality"], rows)
 
 

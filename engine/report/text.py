@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.campaign.spec import VerdictSpec
-from engine.method.boots import declared
-from engine.method.verdict import Call, Rule, Versus, judge, versus
+from engine.method import acceptance
+from engine.method.verdict import Call, Rule, Versus, judge_one, versus
 from engine.record.figures import FIGURES
-from engine.record.judged import Judgement, judgement
+from engine.record.judged import Judgement, fallback_noise, judgement
 from engine.record.state import RowState, RunState
 from engine.report.run import Row, RunView
+from engine.sanitize import Md, markdown
 from engine.words import CONTROL, load_text, row_key
 
 
@@ -55,24 +57,21 @@ def rule_of(view: RunView) -> Rule:
     return view.campaign.verdict.rule() if view.campaign is not None else VerdictSpec().rule()
 
 
-_JUDGED: dict[int, tuple[RunView, Judgement]] = {}
-
-
 def judgement_of(view: RunView) -> Judgement:
     """The campaign's judgement of the report's rows: throughput.csv's, each rep's tok/s the
-    journal's or recomputed from its receipts (engine.record.judged on them). Once per view."""
-    found = _JUDGED.get(id(view))
-    if found is not None and found[0] is view:
-        return found[1]
-    st = RunState(session_places=dict(view.state.session_places))
+    journal's or recomputed from its receipts (engine.record.judged on them). Once per view, kept
+    with it: a comparison asks each of its runs' for every row."""
+    found = view.derived.get(judgement_of)
+    if isinstance(found, Judgement):
+        return found
+    st = RunState(session_places=dict(view.state.session_places), looks=list(view.state.looks),
+                  added=dict(view.state.added), baseline=dict(view.state.baseline))
     for r in view.rows:
         rs = RowState(r.session, r.window, r.cls, r.concurrency, r.rate, status=r.status,
                       row={"rep_tok_s": r.rep_tok_s, "stage_reps": r.stage_reps or None,
-                           "basis": r.basis})
+                           "basis": r.basis, "acceptance": r.acceptance})
         st.rows[rs.key] = rs
-    j = judgement(st, rule_of(view))
-    _JUDGED.clear()
-    _JUDGED[id(view)] = (view, j)
+    j = view.derived[judgement_of] = judgement(st, rule_of(view))
     return j
 
 
@@ -107,7 +106,7 @@ def verdict(view: RunView, row: Row | None) -> Delta:
     key = row_key(*row.key)
     judged, v = j.rows.get(key), j.versus(key)
     if judged is None:
-        return _from(v, why=j.refused.get(key, "the control booted again: the noise between boots"))
+        return _from(v, why=j.refused.get(key, "a later control boot: the noise between boots"))
     if v is None:
         return Delta(None, why=j.refused.get(key, "no reps"))
     return _from(v, judged.call.value, judged.why(), judged.p_adjusted)
@@ -121,12 +120,12 @@ def delta(row: Row | None, ref: Row | None, j: Judgement | None = None) -> Delta
         return Delta(None, why=missing)
     assert row is not None and ref is not None
     rule = j.rule if j is not None else VerdictSpec().rule()
-    noise = (j.noise_at(row.concurrency, row.rate) if j is not None else None) or declared(rule.boot_noise)
-    stage = min(row.stage_reps, ref.stage_reps) if row.stage_reps and ref.stage_reps else None
-    v = versus(row.rep_tok_s, [ref.rep_tok_s], noise, stage)
+    noise = (j.noise_or_declared(row.cls, row.concurrency, row.rate) if j is not None
+             else fallback_noise(rule))
+    v = versus(row.rep_tok_s, [ref.rep_tok_s], noise)
     if v is None:
         return Delta(None, why="no reps")
-    [one] = judge([v], rule)
+    one = judge_one(v, rule)
     return _from(v, one.call.value, one.why(), one.p_adjusted)
 
 
@@ -174,23 +173,29 @@ def load_cell(row: Row) -> str | int:
 
 
 def triple(row: Row, name: str) -> str:
-    """p50 / p90 / p99 of one latency, ms."""
+    """mean · p50 / p90 / p99 of one latency, ms (a row recorded before the mean: no mean)."""
     names = [f"{name}_p{p}" for p in (50, 90, 99)]
-    return "-" if all(getattr(row, n) is None for n in names) else " / ".join(
+    if all(getattr(row, n) is None for n in names):
+        return "-"
+    mean = getattr(row, f"{name}_mean")
+    return (f"{cell(row, f'{name}_mean')} · " if mean is not None else "") + " / ".join(
         cell(row, n) for n in names)
 
 
 def latency_table(rows: Iterable[Row], slo: str) -> list[str]:
-    """Latency percentiles (every rep's requests pooled), achieved request rate and goodput."""
+    """Latency means and percentiles (every rep's requests pooled), end to end included,
+    achieved request rate and goodput."""
     rows = list(rows)
     if not rows:
         return []
-    return [f"Latency (ms, p50 / p90 / p99, the reps' requests pooled), requests per second "
-            f"finished and, of them, within the SLOs ({slo}):", ""] + table(
-        ["class", "C", head("ttft_p50"), head("itl_p50"), head("tpot_p50"), head("achieved_rps"),
-         head("goodput_rps"), "status"],
+    return [f"Latency (ms, mean · p50 / p90 / p99, the reps' requests pooled; E2EL: from the send "
+            f"to the last byte), requests per second finished and, of them, within the SLOs "
+            f"({slo}):", ""] + table(
+        ["class", "C", head("ttft_p50"), head("itl_p50"), head("tpot_p50"), head("e2el_p50"),
+         head("achieved_rps"), head("goodput_rps"), "status"],
         [[r.cls, load_cell(r), triple(r, "ttft"), triple(r, "itl"), triple(r, "tpot"),
-          cell(r, "achieved_rps"), cell(r, "goodput_rps"), r.status] for r in rows])
+          triple(r, "e2el"), cell(r, "achieved_rps"), cell(r, "goodput_rps"), r.status]
+         for r in rows])
 
 
 def slo_text(view: RunView) -> str:
@@ -198,32 +203,49 @@ def slo_text(view: RunView) -> str:
     return slo or "none set: no goodput"
 
 
-def acceptance_text(row: Row) -> str:
+def acceptance_text(row: Row) -> Md:
     """Length / rate, each with its interval across the reps where there is one."""
     if row.accept_len is None and row.accept_rate is None:
-        return "-"
+        return Md("-")
 
     def one(name: str) -> str:
         lo, hi = getattr(row, f"{name}_lo"), getattr(row, f"{name}_hi")
         spec = FIGURES[name].fmt
         return cell(row, name) + (f" [{lo:{spec}}, {hi:{spec}}]" if lo is not None and hi is not None else "")
-    return f"{one('accept_len')} / {one('accept_rate')}"
+    # A simulated acceptance is what the server was told, not what it measured: said beside it.
+    sim = f" — {markdown(row.acceptance)}" if acceptance.is_simulated(row.as_json()) else ""
+    return Md(f"{one('accept_len')} / {one('accept_rate')}{sim}")  # ruler's figures, the source escaped
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
-    def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-    out = ["| " + " | ".join(cell(h) for h in headers) + " |",
+def table_cell(value: object) -> str:
+    """One cell of a document's table: ruler's own markdown (:class:`Md`: a link to a receipt, a
+    code span, a bold call, its figures) as written; a number as it prints; any other text, from
+    whatever it came (a campaign, a server, a journal), through :func:`markdown`, the one escaping
+    path: never a link, an image, HTML or a cell of its own."""
+    if isinstance(value, Md):
+        return value.replace("\n", " ")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return markdown(value)
+
+
+def table(headers: Sequence[object], rows: Iterable[Sequence[object]]) -> list[str]:
+    out = ["| " + " | ".join(table_cell(h) for h in headers) + " |",
            "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    out += ["| " + " | ".join(table_cell(v) for v in r) + " |" for r in rows]
     return out + [""]
 
 
-def link(view: RunView, rel: str | None, text: str | None = None) -> str:
-    """A receipt link relative to report.md, only when the file is there."""
-    if not rel or not (view.dir / rel).exists():
-        return ""
-    return f"[{text or Path(rel).name}]({rel})"
+_RECEIPT = re.compile(r"[\w.@+,=~-]+(?:/[\w.@+,=~-]+)*")
+
+
+def link(view: RunView, rel: str | None, text: str | None = None) -> Md:
+    """A receipt link relative to report.md, only when the file is there: a path within the run
+    directory (a journal names it; a damaged one may name /etc/passwd or javascript:), of the
+    characters a receipt's name has; nothing otherwise."""
+    if not rel or not _RECEIPT.fullmatch(rel) or ".." in rel.split("/") or not (view.dir / rel).exists():
+        return Md("")
+    return Md(f"[{markdown(text or Path(rel).name)}]({rel})")
 
 
 def when(ts: float | None) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 from engine.record.state import WindowState
 from engine.report.run import RunView
 from engine.report.text import link
-from engine.sanitize import markdown
+from engine.sanitize import Md, markdown
 from engine.words import CONTROL, Check, WindowStatus
 
 # Keyed by str: a journal's verdicts are keyed by the check's name (a Check is its name).
@@ -71,7 +71,8 @@ def verdict_lines(view: RunView, ws: WindowState) -> list[str]:
         said = said if said.lower().startswith(str(v["verdict"]).lower()) else (
             f"{v['verdict']}: {said}" if said else str(v["verdict"]))
         # A summary may quote what the server said or generated: inert in the document.
-        out.append(f"- **{CHECK_LABELS.get(check, check)}**: {markdown(said)}"
+        label = Md(CHECK_LABELS[check]) if check in CHECK_LABELS else markdown(check)
+        out.append(f"- **{label}**: {markdown(said)}"
                    + (f" ({receipt})" if receipt else ""))
     out += [f"- **{CHECK_LABELS[c]}**: not measured" for c in expected if c not in ws.verdicts]
     return out

@@ -26,16 +26,16 @@ from engine.report.text import (
 )
 from engine.report.turns import turns_table
 from engine.report.verdicts import verdict_lines
-from engine.sanitize import code, markdown, terminal
+from engine.sanitize import Md, code, markdown, terminal
 from engine.words import CONTROL, USABLE_ROWS, WindowStatus, load_text
 
 
 def window_status(view: RunView, ws: WindowState) -> list[str]:
-    parts = [f"status **{ws.status}**"]
+    parts = [f"status **{markdown(ws.status)}**"]
     if ws.boot_s is not None:
         parts.append(f"ready in {ws.boot_s:.1f} s")
     if ws.server.get("image_id"):
-        parts.append(f"image `{ws.server['image_id'][:19]}`")
+        parts.append(f"image {code(str(ws.server['image_id'])[:19])}")
     change = change_text(view, ws.window)
     if change:
         parts.append(f"change: {change}" + (" **not applied**" if unapplied(view) else ""))
@@ -43,7 +43,7 @@ def window_status(view: RunView, ws: WindowState) -> list[str]:
     if change and unapplied(view):
         lines += [f"Runtime attach: ruler did not start the server, so this change was not "
                   f"applied: the window measured the same server as its control again, and its "
-                  f"Δ below is a repeat's (the run's noise), not an effect of {ws.axis or 'it'}.",
+                  f"Δ below is a repeat's (the run's noise), not an effect of {markdown(ws.axis or 'it')}.",
                   ""]
     finished = view.of(EventKind.WINDOW_FINISHED, ws.session, ws.window)
     if finished and finished[-1].get("reason"):
@@ -67,9 +67,9 @@ def slurm_lines(view: RunView, ws: WindowState) -> list[str]:
         return []
     keys = ("JobState", "Reason", "ExitCode", "NodeList", "Partition", "SubmitTime", "StartTime",
             "EndTime")
-    said = ", ".join(f"{k} `{rec[k]}`" for k in keys if rec.get(k) not in (None, ""))
+    said = ", ".join(f"{k} {code(rec[k])}" for k in keys if rec.get(k) not in (None, ""))
     receipt = link(view, f"windows/{ws.key}/job.record.txt")
-    return [f"Slurm's record of job {rec.get('JobId', '?')}: {said}"
+    return [f"Slurm's record of job {markdown(rec.get('JobId', '?'))}: {said}"
             + (f" ({receipt})" if receipt else "") + ".", ""]
 
 
@@ -86,32 +86,33 @@ def unapplied(view: RunView) -> bool:
     return view.state.runtime == "attach"
 
 
-def change_text(view: RunView, window: str) -> str:
-    """The window's one axis (or several, with multi_axis), with the control's value beside it."""
+def change_text(view: RunView, window: str) -> Md:
+    """The window's one axis (or several, with multi_axis), with the control's value beside it:
+    markdown, each of the campaign's values in a code span of its own."""
     c = view.campaign
     if c is None or window == CONTROL:
-        return ""
+        return Md("")
     try:
         w = c.window(window)
     except KeyError:
-        return ""
+        return Md("")
     ch, ctl = w.change, c.control
     parts = []
     for k, v in ch.args.items():
         old = ctl.args.get(k)
-        now = f"`{k}` removed" if v is None or v is False else f"`{_flag(k, v)}`"
-        was = f" (control `{_flag(k, old)}`)" if old not in (None, False) else ""
+        now = f"{code(k)} removed" if v is None or v is False else code(_flag(k, v))
+        was = f" (control {code(_flag(k, old))})" if old not in (None, False) else ""
         parts.append(now + was)
     for k, v in ch.env.items():
-        parts.append(f"env `{k}={v}`" if v is not None else f"env `{k}` removed")
+        parts.append(f"env {code(f'{k}={v}')}" if v is not None else f"env {code(k)} removed")
     for key in ("image", "model", "command"):
         v = getattr(ch, key)
         if v is not None:
             old = getattr(ctl, key, None) if key == "model" else (
                 c.docker.image if key == "image" else None)
-            parts.append(f"{key} `{v}`" + (f" (control `{old}`)" if old else ""))
-    parts += [f"artifact {k} `{v}`" for k, v in ch.artifacts.items()]
-    return "; ".join(parts) + (" (multi-axis)" if w.multi_axis else "")
+            parts.append(f"{key} {code(v)}" + (f" (control {code(old)})" if old else ""))
+    parts += [f"artifact {code(k)} {code(v)}" for k, v in ch.artifacts.items()]
+    return Md("; ".join(parts) + (" (multi-axis)" if w.multi_axis else ""))
 
 
 def rejection(view: RunView, ws: WindowState) -> list[str]:
@@ -137,25 +138,25 @@ def history(view: RunView, ws: WindowState) -> list[str]:
     out: list[str] = []
     flagged: set[tuple[Any, ...]] = set()  # a rep can be flagged again as later reps land
     for e in view.window_events(ws.session, ws.window):
-        shape = f"{e.get('class')} {load_text(e.get('concurrency') or 0, e.get('rate'))}"
+        shape = markdown(f"{e.get('class')} {load_text(e.get('concurrency') or 0, e.get('rate'))}")
         if e["kind"] == EventKind.LEAK_SUSPECTED:
             key = (e["class"], e["concurrency"], e.get("rate"), e["attempt"], e["rep"])
             if key not in flagged:
                 flagged.add(key)
-                out.append(f"- {shape}: attempt {e['attempt']} rep {e['rep']} flagged as it "
-                           f"landed: {tok(e['agg_tok_s'])} tok/s against a median of "
+                out.append(f"- {shape}: attempt {markdown(e['attempt'])} rep {markdown(e['rep'])} "
+                           f"flagged as it landed: {tok(e['agg_tok_s'])} tok/s against a median of "
                            f"{tok(e['median'])}")
         elif e["kind"] == EventKind.ROW_VOID:
             reps = ", ".join(tok(v) for v in e.get("rep_tok_s", []))
             gone = e.get("condemned") or []
-            again = (f"rewarmed, rep {', '.join(map(str, gone))} measured again and the rest kept"
+            again = (f"rewarmed, rep {markdown(', '.join(map(str, gone)))} measured again and the rest kept"
                      if gone and len(gone) < len(e.get("rep_tok_s", [])) else
                      "rewarmed and measured again")
-            out.append(f"- {shape}: attempt {e['attempt']} **void** ({markdown(e['reason'])}; reps {reps} "
-                       f"tok/s): {again}")
+            out.append(f"- {shape}: attempt {markdown(e['attempt'])} **void** ({markdown(e['reason'])}; "
+                       f"reps {reps} tok/s): {again}")
         elif e["kind"] == EventKind.RERUN_ABORTED:
-            out.append(f"- {shape}: rerun attempt {e['attempt']} cut short ({markdown(e['reason'])}); the "
-                       "row stands as it was")
+            out.append(f"- {shape}: rerun attempt {markdown(e['attempt'])} cut short "
+                       f"({markdown(e['reason'])}); the row stands as it was")
         elif e["kind"] == EventKind.WINDOW_REBOOT:
             out.append(f"- window booted again ({markdown(e['reason'])}) for {markdown(e['row'])}")
     for cmd in view.state.commands:
@@ -165,7 +166,7 @@ def history(view: RunView, ws: WindowState) -> list[str]:
             out.append(f"- operator: rerun {args} at {when(cmd.get('ts'))}")
     for r in view.rows_of(ws.session, ws.window).values():
         if r.status not in USABLE_ROWS:
-            out.append(f"- {r.cls} {r.load}: row **{r.status}** after {r.attempts} "
+            out.append(f"- {markdown(f'{r.cls} {r.load}')}: row **{markdown(r.status)}** after {r.attempts} "
                        f"attempt{'s' if r.attempts != 1 else ''}: {markdown(r.reason) or '-'}")
     return (["Void rows, reruns and flagged reps:", ""] + out + [""]) if out else []
 
@@ -175,7 +176,7 @@ def windows(view: RunView) -> list[str]:
     for ws in view.windows():
         if ws.window == CONTROL:
             continue
-        lines += [f"### {ws.session}-{ws.window}: {ws.axis}", ""] + window_status(view, ws)
+        lines += [f"### {markdown(ws.key)}: {markdown(ws.axis)}", ""] + window_status(view, ws)
         if ws.status == WindowStatus.REJECTED:
             lines += rejection(view, ws)
             continue

@@ -19,6 +19,7 @@ import httpx
 
 from engine.record.results import open_append
 from engine.runtime.base import BatchServer, Server
+from engine.servers.bounded import server_client
 from engine.servers.client import Readiness, ServerClient
 from engine.servers.logs import BootFacts, Fact, FactValue, LogReader
 
@@ -169,10 +170,13 @@ class BootOutcome:
     error_lines: list[str] = field(default_factory=list)
 
 
+HEALTH_BYTES = 1 << 20  # a health answer is a word or a small object
+
+
 def probe(client: httpx.Client, base_url: str, adapter: ServerClient) -> Readiness:
     try:
-        r = client.get(base_url + adapter.health_path, timeout=5.0)
-    except httpx.TransportError:
+        r = client.get(base_url + adapter.health_path)
+    except httpx.TransportError:  # no answer, or one past its bound (engine.servers.bounded)
         return adapter.readiness(None, b"")
     return adapter.readiness(r.status_code, r.content)
 
@@ -180,7 +184,7 @@ def probe(client: httpx.Client, base_url: str, adapter: ServerClient) -> Readine
 def wait_ready(server: Server, adapter: ServerClient, pump: LogPump, timeout: float,
                interval: float = 0.5, cancelled: Callable[[], bool] = lambda: False) -> BootOutcome:
     started = time.monotonic()
-    with httpx.Client() as client:
+    with server_client(timeout=5.0, limit=HEALTH_BYTES) as client:
         while True:
             elapsed = time.monotonic() - started
             if cancelled():

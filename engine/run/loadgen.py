@@ -65,10 +65,12 @@ class PassResult:
 
     @property
     def client_bound(self) -> bool:
-        """Whether a loop of this pass may have been the bottleneck: each shard judged alone."""
+        """Whether a loop of this pass may have been the bottleneck: each shard judged alone. A
+        loop that stopped for seconds (:attr:`stalled`) was, whatever its lag's p99 and CPU say
+        (a stopped process spends no CPU, and one late wake is no percentile of thousands)."""
         if self.shards:
             return any(s.client_bound for s in self.shards)
-        return (self.lag_p99_ms > CLIENT_BOUND_LAG_MS
+        return (self.stalled or self.lag_p99_ms > CLIENT_BOUND_LAG_MS
                 or self.client_cpu_s > CLIENT_BOUND_CPU * max(self.wall_s, 1e-9))
 
     @property

@@ -21,8 +21,9 @@ from engine.campaign import defaults
 from engine.campaign.sources import conversations
 from engine.context import RunContext, WindowContext
 from engine.errors import WindowFailed
-from engine.method import capacity, precision, sla, stats
+from engine.method import acceptance, capacity, precision, sla, stats
 from engine.record.events import EventKind
+from engine.record.judged import judgement
 from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
 from engine.record.results import DIR_MODE, write_jsonl
@@ -30,8 +31,9 @@ from engine.record.state import RunState, capacity_key
 from engine.run.client.transport import connection_lost
 from engine.run.loadgen import PassPlan, PassResult, arrival_times, chunk_rate, measure_pass, shard_count
 from engine.runtime.base import Server
-from engine.servers.client import FlushFailed, ServerClient, tls_context
-from engine.servers.data import POS, BadServerData, counter, reading
+from engine.servers.bounded import AnswerUnbounded, server_client
+from engine.servers.client import FlushFailed, ServerClient
+from engine.servers.data import POS, BadServerData, consistent, counter, reading
 from engine.words import (
     CONTROL,
     USABLE_ROWS,
@@ -59,6 +61,9 @@ FLUSH_TRIES = 3
 FLUSH_RETRY_S = 0.5
 
 
+METRICS_S = 10.0  # a /metrics answer, whole
+
+
 def read_counters(adapter: ServerClient, status: int, body: str) -> Scrape:
     """The counters in one metrics answer, or None and why; whatever the body, never an exception."""
     if status != 200:
@@ -69,6 +74,7 @@ def read_counters(adapter: ServerClient, status: int, body: str) -> Scrape:
             counters = adapter.spec_counters(samples)
             if counters is not None:
                 counters = {k: counter(v, k) for k, v in counters.items()}
+                consistent(counters, "its speculative-decoding counters")
             cache = adapter.cache_counters(samples)
             if cache is not None:
                 cache = {k: counter(v, k) for k, v in cache.items()}
@@ -82,7 +88,10 @@ def read_counters(adapter: ServerClient, status: int, body: str) -> Scrape:
 def scrape(base_url: str, adapter: ServerClient) -> Scrape:
     """The adapter's speculative-decoding counters, or None and why (naming the server flag)."""
     try:
-        r = httpx.get(base_url + adapter.metrics_path, timeout=10.0, verify=tls_context())
+        with server_client(timeout=METRICS_S) as client:
+            r = client.get(base_url + adapter.metrics_path)
+    except AnswerUnbounded as e:  # an answer that never ends, or ends past what ruler reads
+        return Scrape(None, str(e), rejected=True)
     except httpx.HTTPError:
         return Scrape(None, adapter.missing_metrics(None, None))
     return read_counters(adapter, r.status_code, r.text)
@@ -108,7 +117,12 @@ def _delta(before: Scrape, after: Scrape) -> tuple[dict[str, float] | None, str 
     back = [f"{k} {was[k]:g} -> {after.counters[k]:g}" for k in common if after.counters[k] < was[k]]
     if back:
         return None, f"counters went backwards ({', '.join(back)}): the server restarted or reset them", True
-    return {k: after.counters[k] - was[k] for k in common}, None, False
+    delta = {k: after.counters[k] - was[k] for k in common}
+    try:
+        consistent(delta, "the metrics counters' change over the pass")
+    except BadServerData as e:
+        return None, str(e), True
+    return delta, None, False
 
 
 def _cache_delta(before: Scrape, after: Scrape) -> dict[str, float] | None:
@@ -276,8 +290,7 @@ class Measurement:
         if policy != "flush":
             return {"policy": policy}
         why = ""
-        with httpx.Client(base_url=ctx.server.base_url, timeout=run.campaign.timeouts.request,
-                          verify=tls_context()) as client:
+        with server_client(ctx.server.base_url, run.campaign.timeouts.request) as client:
             for tries in range(1, FLUSH_TRIES + 1):
                 try:
                     return {"policy": policy, "flush": ctx.adapter.flush_cache(client)}
@@ -449,11 +462,12 @@ class Measurement:
             fig = stats.row_figures(reps, c, policy, slo, pool) if reps else {}
             run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
                         reason=f"the server failed after {plural(len(reps), 'rep')}: {e}",
-                        source=";".join(paths), **{**fig, "status": RowStatus.FAILED})
+                        source=";".join(paths), **{**fig, "status": RowStatus.FAILED},
+                        **acceptance_kind(run, where, fig))
             raise
         reason = _row_reason(row, reps, c, load_text(c, rate), attempt, policy, pool)
         run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
-                    reason=reason, source=";".join(paths), **row)
+                    reason=reason, source=";".join(paths), **row, **acceptance_kind(run, where, row))
 
     def _rep_done(self, run: RunContext, where: dict[str, Any], attempt: int, rep: int,
                   res: PassResult, path: str, reps: list[Rep], pool: stats.Pool) -> None:
@@ -505,10 +519,14 @@ class Measurement:
         rule = precision.Rule(wl.precision, wl.max_reps, wl.reps)
         values = stats.headline([stats.rep_figures(records, where["concurrency"])
                                  for header, records in reps if not header.get("void")])[0]
-        step = precision.step(values, self._control_reps(run, where), rule)
+        noise = judgement(run.state, run.campaign.verdict.rule()).noise_of(
+            where["class"], where["concurrency"], where.get("rate"))
+        between = noise.between if noise is not None and noise.measured else 0.0
+        step = precision.step(values, self._control_reps(run, where), rule, between)
         return {"precision": wl.precision, "stage_reps": wl.reps,
                 "half_width": None if step.half is None else round(step.half, 5),
-                "precision_status": str(step.progress), "reps_needed": step.needed}
+                "precision_status": str(step.progress), "reps_needed": step.needed,
+                **({"boot_half": round(step.boot_half, 5)} if step.boot_half is not None else {})}
 
     @staticmethod
     def _control_reps(run: RunContext, where: dict[str, Any]) -> list[float] | None:
@@ -535,6 +553,15 @@ class Measurement:
                     reason=said, source=";".join(paths),
                     **{**row, "status": RowStatus.FAILED if window_status == WindowStatus.FAILED
                        else RowStatus.ABORTED})
+
+
+def acceptance_kind(run: RunContext, where: dict[str, Any], row: dict[str, Any]) -> dict[str, str]:
+    """A row's ``acceptance``: simulated, and how, on a window whose server was told to simulate
+    it; natural where the server measured its own; none without acceptance figures."""
+    ws = run.state.windows.get(f"{where['session']}-{where['window']}")
+    if ws is not None and ws.simulated:
+        return {"acceptance": acceptance.simulated_text(ws.simulated)}
+    return {"acceptance": acceptance.NATURAL} if row.get("accept_len") is not None else {}
 
 
 def probe_verdicts(run_dir: Path, state: RunState, session: str, window: str, cls: str,
@@ -568,6 +595,10 @@ def precision_text(row: dict[str, Any]) -> str:
     if status == precision.Progress.CAP:
         return f"precision +-{target:.1%} not reached within max_reps: {got} with {reps} reps"
     if status == precision.Progress.CANNOT:
+        boots = row.get("boot_half")
+        if boots is not None and boots >= target:
+            return (f"precision +-{target:.1%} out of reach by reps: the noise between boots at this "
+                    f"shape alone is +-{boots:.1%} (more sessions narrow it; {got} with {reps} reps)")
         return f"precision +-{target:.1%} out of reach within max_reps: {got} with {reps} reps"
     return f"precision +-{target:.1%}: {got} with {reps} reps"
 

@@ -10,11 +10,13 @@ sent it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from engine.context import Controls, RunContext
 from engine.control import CommandRefused
 from engine.record.events import EventKind
+from engine.record.state import RunState
 from engine.words import RERUNNABLE_ROWS, UP_WINDOWS, RowStatus, RunStatus, WindowStatus
 
 SESSION_COMMANDS = ("advance", "rewarm", "pause", "resume")  # act on one session's window
@@ -103,10 +105,51 @@ def _queue_rerun(run: RunContext, args: list[str]) -> str:
         keys = [key]
     run.controls.reruns.extend(keys)
     first = st.rows[keys[0]]
-    up = st.up_now == f"{first.session}-{first.window}"
     what = keys[0] if len(keys) == 1 else f"{len(keys)} rows of {key} ({', '.join(keys)})"
-    return f"queued {what}: " + ("runs after this window's shapes" if up else
-                                 "its window will be booted again after the current one")
+    wait = rerun_wait(st, first.session, first.window)
+    if wait is None:
+        return f"queued {what}: runs after this window's shapes"
+    say_waiting(run, first.session, first.window, keys, wait.waiting)
+    return f"queued {what}: its window will be booted again once {wait.once}"
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What a queued rerun waits on before its window boots again, said two ways: as the journal
+    says it (``waiting``: "the server of s1-w to stop") and as a reply ends (``once``: "... has
+    stopped")."""
+
+    waiting: str
+    once: str
+
+
+def stopping_wait(key: str) -> Wait:
+    return Wait(f"the server of {key} to stop", f"the server of {key} has stopped")
+
+
+def rerun_wait(st: RunState, session: str, window: str) -> Wait | None:
+    """What a rerun of a row of ``session``'s ``window`` waits on now; None when its window is up
+    and still measuring, which runs the rerun after its shapes. Its place runs one window at a
+    time: the one up there (or a server stopping there) goes first."""
+    place = st.session_places.get(session, "")
+    here = [w for k in st.order if st.session_places.get((w := st.windows[k]).session, "") == place]
+    mine = st.windows.get(f"{session}-{window}")
+    if mine is not None and mine.status in UP_WINDOWS and not mine.quality:
+        return None
+    stopping = next((w for w in here if w.stopping), None)
+    if stopping is not None:
+        return stopping_wait(stopping.key)
+    up = next((w for w in here if w.status in UP_WINDOWS), None)
+    if up is not None:
+        return Wait(f"window {up.key} to end", f"window {up.key} has ended")
+    return Wait("its window to boot again", "the place it ran on is free")
+
+
+def say_waiting(run: RunContext, session: str, window: str, keys: list[str], waiting: str) -> None:
+    """Journal what a queued rerun of ``keys`` waits on, when that has changed."""
+    keys = [k for k in keys if run.state.reruns_waiting.get(k) != waiting]
+    if keys:
+        run.emit(EventKind.RERUN_WAITING, session=session, window=window, rows=keys, waiting=waiting)
 
 
 def status_line(run: RunContext) -> str:

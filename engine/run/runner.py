@@ -16,7 +16,7 @@ from typing import Any
 
 from engine import files
 from engine.campaign.plan import WindowStart, campaign_items, plan_launch
-from engine.campaign.redact import redactor_for
+from engine.campaign.redact import Redactor, redactor_for
 from engine.campaign.sources import Item, chosen
 from engine.campaign.sources.item import plain_item
 from engine.campaign.spec import Campaign, Place, ServerConfig
@@ -28,13 +28,16 @@ from engine.method.stats import LeakPolicy
 from engine.record import results
 from engine.record.events import FORMAT, EventKind, check
 from engine.record.journal import Event
+from engine.record.judged import baseline_record
+from engine.record.looks import take
 from engine.record.receipts import ThroughputWriter
+from engine.record.snapshot import fold_journal
 from engine.record.state import RunState
 from engine.record.writer import JournalClosed, JournalWriter
 from engine.run.boot import BootOutcome, LogPump, wait_ready
 from engine.run.gpuwatch import GpuWatch, flag_free, window_gpus
 from engine.run.measure import Measurement
-from engine.run.operator import handle
+from engine.run.operator import handle, say_waiting, stopping_wait
 from engine.runtime import get_runtime
 from engine.runtime.base import BatchServer, LaunchError, Runtime, Server
 from engine.servers import get_adapter
@@ -49,25 +52,44 @@ def _classes_of(kind: type) -> Callable[[Any], bool]:
         isinstance(v, list) and all(isinstance(x, kind) for x in v) for v in data.values())
 
 
-def frozen_items(campaign: Campaign, run_dir: Path, variables: Mapping[str, str]) -> dict[str, list[Item]]:
+def frozen_items(campaign: Campaign, run_dir: Path, variables: Mapping[str, str],
+                 redact: Redactor | None = None) -> dict[str, list[Item]]:
     """The classes' items are frozen into the run at its start, so a resume and the receipts see
     the same ones: a plain class's prompts as strings in prompts.json, any other class's items
-    whole in items.json (written only when the campaign has such a class)."""
+    whole in items.json (written only when the campaign has such a class). Written through the
+    run's filter like every file of it: a prompt that holds a secret is kept with its marker.
+    Read back, such items are the campaign's own again when they are what it gives now, filtered
+    (the secret is sent, not its marker); else each marker whose name holds one value is."""
     prompts, items = run_dir / results.PROMPTS, run_dir / results.ITEMS
     if prompts.exists():
-        frozen: dict[str, list[Item]] = {
-            cls: [plain_item(p) for p in texts]
-            for cls, texts in results.read_frozen(prompts, _classes_of(str)).items()}
-        if items.exists():
-            frozen.update(results.read_frozen(items, _classes_of(dict)))
+        kept = results.read_frozen(prompts, _classes_of(str))
+        whole = results.read_frozen(items, _classes_of(dict)) if items.exists() else {}
+        if redact is not None and redact.marked(json.dumps([kept, whole])):
+            fresh = campaign_items(campaign, variables)
+            if _frozen_form(campaign, fresh, redact) == (kept, whole):
+                return fresh
+            kept, whole = results.scrub_data([kept, whole], redact.restore)
+        frozen: dict[str, list[Item]] = {cls: [plain_item(p) for p in texts] for cls, texts in kept.items()}
+        frozen.update(whole)
         return frozen
     frozen = campaign_items(campaign, variables)
-    plain = {cls for cls, spec in campaign.workload.classes.items() if chosen(spec)[0].plain}
-    results.write_json(prompts, {cls: [i["messages"][0]["content"] for i in v]
-                                 for cls, v in frozen.items() if cls in plain})
-    if len(plain) < len(frozen):
-        results.write_json(items, {cls: v for cls, v in frozen.items() if cls not in plain})
+    kept, whole = _frozen_form(campaign, frozen, None)
+    results.write_json(prompts, kept)
+    if whole:
+        results.write_json(items, whole)
     return frozen
+
+
+def _frozen_form(campaign: Campaign, frozen: dict[str, list[Item]],
+                 redact: Redactor | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(prompts.json's, items.json's) of the items: a plain class's prompts, every other class's
+    items; through ``redact`` as the run's filter writes them."""
+    plain = {cls for cls, spec in campaign.workload.classes.items() if chosen(spec)[0].plain}
+    kept = {cls: [i["messages"][0]["content"] for i in v] for cls, v in frozen.items() if cls in plain}
+    whole = {cls: v for cls, v in frozen.items() if cls not in plain}
+    if redact is not None:
+        kept, whole = results.scrub_data([kept, whole], redact)
+    return kept, whole
 
 
 def sweep_record(campaign: Campaign) -> dict[str, Any]:
@@ -83,8 +105,8 @@ def sweep_record(campaign: Campaign) -> dict[str, Any]:
 
 def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str],
                 place: Place | None = None, cancelled: threading.Event | None = None) -> Runtime:
-    """The runtime a resolved name stands for on a place. ``secrets``: name -> value of what is
-    redacted, which a Slurm job script names by reference; ``cancelled``: the run's abort, which
+    """The runtime a resolved name stands for on a place. ``secrets``: a redacted value -> the
+    variable that holds it, which a Slurm job script names instead; ``cancelled``: the run's abort, which
     cuts short a wait on a place's host."""
     return get_runtime(name, secrets=secrets, partition=campaign.slurm.partition,
                        docker_host=place.docker_host if place else None,
@@ -127,12 +149,14 @@ class Lane:
 class Runner:
     def __init__(self, campaign: Campaign, run_dir: Path, runtime: str | Runtime,
                  variables: dict[str, str], printer: Callable[[Event], None] | None = None,
-                 phases: list[Phase] | None = None, controls: Controls | None = None) -> None:
+                 phases: list[Phase] | None = None, controls: Controls | None = None,
+                 baseline: Path | None = None) -> None:
         self.campaign, self.run_dir = campaign, run_dir
+        self.baseline = baseline  # an earlier run: its noise between boots stands in or pools
         self.redact = redactor_for(campaign)
         # Whatever part of the run writes a file under run_dir writes it through the redactor.
         results.guard(run_dir, self.redact)
-        secrets = {n: v for v, n in self.redact.secrets}
+        secrets = self.redact.references()
         # A name from the campaign or the command line; tests hand a Runtime of their own.
         self.rt = runtime_for(campaign, runtime, secrets) if isinstance(runtime, str) else runtime
         self.runtime = self.rt.name
@@ -150,7 +174,7 @@ class Runner:
         # journal's writer folds each event it appends: that fold is the campaign's state.
         self.state = self.journal.state
         self.resuming = self.state.last_seq > 0
-        self.items = frozen_items(campaign, run_dir, variables)
+        self.items = frozen_items(campaign, run_dir, variables, self.redact)
         self.reboots: dict[str, int] = {}
         self._emit_lock = threading.RLock()
         # Files derived from the fold (throughput.csv) follow the journal, event by event.
@@ -221,7 +245,8 @@ class Runner:
                                 **({"rate": list(c.workload.rate),
                                     "rate_requests": [c.workload.requests_at(r) for r in c.workload.rate]}
                                    if c.workload.rate else {})},
-                      **({"sweeps": sweeps} if (sweeps := sweep_record(c)) else {}))
+                      **({"sweeps": sweeps} if (sweeps := sweep_record(c)) else {}),
+                      **({"baseline": self._baseline()} if self.baseline is not None else {}))
         status = RunStatus.FINISHED
         try:
             try:
@@ -232,11 +257,14 @@ class Runner:
             if self.resuming:
                 self._scrub_node_logs()
                 self._stop_strays()
-            pending = list(c.sessions)
+            pending = [*c.sessions, *self.state.added]
             if len(self.lanes) == 1:
                 self._work(self.lanes[0], pending)
             else:
                 self._in_parallel(pending)
+            if c.verdict.until_decided:
+                self._until_decided()
+            self._settle()
             if self.controls.abort.is_set():
                 status = RunStatus.ABORTED
         except Exception as e:
@@ -324,7 +352,7 @@ class Runner:
         else:
             self.emit(EventKind.SESSION_STARTED, session=session)
         self.control_facts.pop(session, None)
-        for window in self.campaign.windows_in(session):
+        for window in self._order(session):
             if self.controls.abort.is_set():
                 break
             if self._window_complete(session, window):
@@ -338,6 +366,43 @@ class Runner:
             self._drain_reruns(lane)
         lane.session = ""
         return "error" not in host
+
+    def _baseline(self) -> dict[str, Any]:
+        """The baseline run's noise between boots per shape, as run_started records it (its own
+        campaign's rule: what it measured is the same whatever this run declares)."""
+        assert self.baseline is not None
+        earlier = fold_journal(self.baseline / results.JOURNAL)
+        return baseline_record(earlier, self.campaign.verdict.rule(), self.baseline.name)
+
+    def _settle(self) -> None:
+        """Each phase that holds verdicts on the whole run's calls settles them again now that the
+        family is whole (engine.quality.Quality.settle)."""
+        for phase in self.phases:
+            settle = getattr(phase, "settle", None)
+            if settle is not None:
+                settle(self.ctx)
+
+    def _order(self, session: str) -> list[str]:
+        """A session's boot order: the campaign's, or the one a look added it with."""
+        if session in self.campaign.sessions:
+            return self.campaign.windows_in(session)
+        return self.state.added[session]
+
+    def _until_decided(self) -> None:
+        """Boots added until decided (engine.record.looks): a look at the evidence, a session of
+        the windows it left undecided, until the last look (all decided, or the budget)."""
+        c = self.campaign
+        while not self.controls.abort.is_set():
+            if self.state.looks and self.state.looks[-1].get("final"):
+                return
+            look = take(self.state, c.verdict.rule(), c.control_position, [w.name for w in c.windows],
+                        list(c.sessions))
+            self.emit(EventKind.VERDICT_LOOK, **look.event())
+            self._settle()
+            if look.final:
+                return
+            self.emit(EventKind.SESSION_ADDED, session=look.session, windows=look.order, look=look.look)
+            self._work(self.lanes[0], [look.session])
 
     def _host(self, lane: Lane) -> dict[str, Any]:
         """The place's machine as its runtime describes it, asked as each session starts there (a
@@ -414,11 +479,19 @@ class Runner:
                       reason=f"operator rerun of a {row.status} row", reboot=reboot)
             taken = ctl.reruns_taken[key]
             self.run_window(row.session, row.window, tag=f"-rerun{reboot}",
-                            phases=[Measurement().reruns], lane=lane)
+                            phases=self._rerun_phases(), lane=lane)
             # A window that never measured it (rejected, stopped) drops the copy it booted for;
             # one queued again while it ran (its window stopping) stays, to boot it once more.
             if ctl.reruns_taken[key] == taken and key in ctl.reruns:
                 ctl.reruns.remove(key)
+
+    def _rerun_phases(self) -> list[Phase]:
+        """A window booted again for reruns: the campaign's phases with the measurement of its
+        queued rows in place of the whole measurement, so its quality checks run again on the
+        new boot (the first boot may have died before them)."""
+        reruns = Measurement().reruns
+        phases = [reruns if isinstance(p, Measurement) else p for p in self.phases]
+        return phases if reruns in phases else [reruns, *phases]
 
     # ------------------------------------------------------------ operator commands
 
@@ -448,7 +521,9 @@ class Runner:
         self.emit(EventKind.WINDOW_STARTED, session=session, window=window, axis=self.ctx.axis(window),
                   runtime=self.runtime, plan=plan.describe(), tag=tag,
                   log=str((wdir / f"boot{tag}.log").relative_to(self.run_dir)),
-                  **({"stack": config.adapter} if config.own_stack else {}))
+                  **({"stack": config.adapter} if config.own_stack else {}),
+                  **({"simulated": how} if (how := adapter.simulated_acceptance(
+                      plan.argv, {**plan.env, **plan.secret_env})) else {}))
         attach = self.campaign.attach.url if self.campaign.attach else None
         gpus = window_gpus(self.runtime, plan, lane.place, attach)
         at_boot = self.gpuwatch.before_boot(session, window, gpus, lane.controls.stopping)
@@ -478,6 +553,7 @@ class Runner:
         """The window's server stopped and its stop recorded, however the window ended."""
         server = started.server
         lane.server, lane.controls.deadline = None, None
+        self._say_stopping(lane, started, server.alive())
         server.stop()
         started.pump.join(timeout=10)
         record: dict[str, Any] = {}
@@ -487,6 +563,20 @@ class Runner:
             results.scrub_file(server.log_path, self.redact)
         self.emit(EventKind.SERVER_STOPPED, session=started.session, window=started.window,
                   exit_code=server.exit_code(), kept=kept, **({"record": record} if record else {}))
+
+    def _say_stopping(self, lane: Lane, started: StartedWindow, alive: bool) -> None:
+        """A server's stop is journaled as it begins (a server may take seconds to go, and the
+        console says so); a rerun queued on this place now waits on it."""
+        self.emit(EventKind.SERVER_STOPPING, session=started.session, window=started.window,
+                  alive=alive)
+        wait = stopping_wait(f"{started.session}-{started.window}").waiting
+        queued: dict[tuple[str, str], list[str]] = {}
+        for key in dict.fromkeys(lane.controls.reruns):
+            row = self.state.rows[key]
+            if self.state.session_places.get(row.session, "") == lane.name:
+                queued.setdefault((row.session, row.window), []).append(key)
+        for (session, window), keys in queued.items():
+            say_waiting(self.ctx, session, window, keys, wait)
 
     def _node(self, session: str, lane: Lane) -> str | None:
         """Every window of a session runs where its control ran, so each delta is within one box:

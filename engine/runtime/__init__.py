@@ -73,7 +73,7 @@ def get_runtime(name: str, *, secrets: Mapping[str, str] | None = None, partitio
                 cancelled: threading.Event | None = None) -> Runtime:
     """A new runtime of ``name``; ValueError naming the known ones otherwise.
 
-    ``secrets`` (name -> value of what is redacted, which a Slurm job script names by reference)
+    ``secrets`` (a redacted value -> the variable that holds it, which a Slurm job script names)
     and ``partition`` are slurm's; ``docker_host`` (a place's daemon; None: the local one) is
     docker's, with ``connect_timeout`` (seconds to reach that host over ssh) and ``cancelled``
     (the run's abort, which cuts a wait on the host short); ``url`` is attach's. A runtime ignores

@@ -133,6 +133,9 @@ class LaunchPlan:
     slurm: SlurmJob | None = None
     place: str | None = None  # the node a batch job must run on: its session's (sbatch --nodelist)
     cpus: str | None = None  # the CPU set of the session's place (docker --cpuset-cpus, taskset -c)
+    # How many of argv's last arguments are ruler's own (its log verbosity, its listening
+    # address): without them, argv is the command as the operator would run it.
+    ruler_args: int = 0
 
     def describe(self) -> dict[str, object]:
         """The invocation as it may be recorded: secrets appear by name only."""
@@ -140,6 +143,7 @@ class LaunchPlan:
             "name": self.name,
             "image": self.image,
             "argv": self.argv,
+            "ruler_args": self.ruler_args,
             "env": self.env,
             "secret_env": sorted(self.secret_env),
             "host_port": self.host_port,

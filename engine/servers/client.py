@@ -93,6 +93,9 @@ class NextToken:
 
     top: list[tuple[int, float]]  # (token id, logprob), best first, at most top_k
     pieces: dict[int, str]  # token id -> text, for receipts a person can read
+    # Why the server showed no distribution at this position ("": it did): what it gave is
+    # kept (its token, if it said), and the position is left out of every comparison.
+    unscored: str = ""
 
     def __post_init__(self) -> None:
         """Built from a server's answer: ids are counts and logprobs finite, or it is bad data."""

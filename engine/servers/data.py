@@ -7,9 +7,10 @@ verdict, never an engine error.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -55,6 +56,22 @@ def token_ids(values: Any, what: str) -> list[int]:
     return [count(v, f"{what}[{i}]") for i, v in enumerate(values)]
 
 
+# The ids a tokenizer adds of its own beyond one per byte of text at most (a begin-of-text token,
+# a template's specials are in the text itself).
+SPECIAL_IDS = 16
+
+
+def tokenized(ids: list[int], of: str, what: str) -> list[int]:
+    """``ids`` as the tokenization of the text ``of``: a token covers at least one byte of its
+    text, so more ids than bytes (and a few special ones) is no tokenization of it (a /tokenize
+    that answered millions of ids for one prompt)."""
+    bound = len(of.encode("utf-8", "surrogatepass")) + SPECIAL_IDS
+    if len(ids) > bound:
+        raise BadServerData(f"{what}: {len(ids):,} ids for a text of {bound - SPECIAL_IDS:,} bytes, "
+                            "more than one a byte: no tokenization of it")
+    return ids
+
+
 def text(value: Any, what: str) -> str:
     """A string field; null reads as empty."""
     if value is None:
@@ -96,6 +113,30 @@ def pos_key(i: int) -> str:
     return f"{POS}{i}"
 
 
+# More draft positions than any drafter proposes at one step: a histogram or a set of per-position
+# counters past this is not acceptance (a 60k-entry histogram was sent, to stall the reader).
+MAX_POSITIONS = 1024
+
+
+def consistent(counts: Mapping[str, float], where: str) -> None:
+    """Speculative counts as they can be, from whichever source (a /metrics scrape or its delta
+    over a rep, a request's own): no more accepted than drafted, no position accepted in more
+    verify steps than there were (where the steps are counted), no more positions than a drafter
+    has. Else BadServerData naming what does not hold: never a rate of 3.0 or a curve above 1."""
+    drafted, accepted, steps = counts.get("drafted"), counts.get("accepted"), counts.get("drafts")
+    if drafted is not None and accepted is not None and accepted > drafted:
+        raise BadServerData(f"{where}: {accepted:g} tokens accepted of {drafted:g} drafted")
+    positions = {k: v for k, v in counts.items() if k.startswith(POS)}
+    if len(positions) > MAX_POSITIONS:
+        raise BadServerData(f"{where}: {len(positions)} draft positions, more than the "
+                            f"{MAX_POSITIONS} any drafter proposes")
+    if steps:
+        over = sorted((k for k, v in positions.items() if v > steps), key=lambda k: int(k[len(POS):]))
+        if over:
+            raise BadServerData(f"{where}: position {over[0][len(POS):]} accepted in "
+                                f"{positions[over[0]]:g} verify steps of {steps:g}")
+
+
 def acceptance(drafted: Any, accepted: Any, drafts: Any, where: str,
                histogram: Any = None) -> dict[str, int] | None:
     """Per-request speculative counts: None when the server sent none, else checked counts.
@@ -108,18 +149,23 @@ def acceptance(drafted: Any, accepted: Any, drafts: Any, where: str,
     if drafted is None and accepted is None:
         return None
     out = {"drafted": count(drafted, f"{where} drafted"), "accepted": count(accepted, f"{where} accepted")}
-    if out["accepted"] > out["drafted"]:
-        raise BadServerData(f"{where}: {out['accepted']} tokens accepted of {out['drafted']} drafted")
     if drafts is not None:
         out["drafts"] = count(drafts, f"{where} verify steps")
     if histogram is not None:
         if not isinstance(histogram, list):
             raise BadServerData(f"{where} histogram is {show(histogram)}, not a list of counts")
+        if len(histogram) > MAX_POSITIONS + 1:  # said before a count of it is read
+            raise BadServerData(f"{where} histogram of {len(histogram)} entries: more draft positions "
+                                f"than the {MAX_POSITIONS} any drafter proposes")
         h = [count(n, f"{where} histogram[{i}]") for i, n in enumerate(histogram)]
         if sum(n * i for i, n in enumerate(h)) != out["accepted"]:
             raise BadServerData(f"{where} histogram {show(h)} accepts {sum(n * i for i, n in enumerate(h))} "
                                 f"tokens, not the {out['accepted']} it says")
-        out.update({pos_key(i): sum(h[i + 1:]) for i in range(len(h) - 1)})
+        # Position i was accepted in every step that accepted more than i: the suffix sums, in
+        # one pass from the end (a sum per position over the rest was quadratic in the length).
+        suffix = list(itertools.accumulate(reversed(h[1:])))[::-1]
+        out.update({pos_key(i): n for i, n in enumerate(suffix)})
+    consistent(out, where)
     return out
 
 

@@ -14,6 +14,7 @@ A new server must implement :meth:`~LaunchArgs.listen_args` and set
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 
 
 class LaunchArgs(ABC):
@@ -33,8 +34,27 @@ class LaunchArgs(ABC):
         """
         return []
 
+    def simulated_acceptance(self, argv: Sequence[str], env: Mapping[str, str]) -> str:
+        """The setting that makes the server simulate speculative acceptance (accept draft tokens
+        at a set rate instead of checking them), as the window's launch has it; "" when it
+        measures its own. Every acceptance figure of such a window is set, not measured."""
+        return ""
+
     def metrics_requirement(self, argv: list[str]) -> str | None:
         """A warning when the command line cannot give per-rep acceptance from the metrics delta."""
         if self.metrics_flag and self.metrics_flag not in argv:
             return f"{self.metrics_flag} missing: acceptance falls back to per-request counts"
         return None
+
+
+def flag_value(argv: Sequence[str], *flags: str) -> tuple[str, str] | None:
+    """The first of ``flags`` on a command line and its value (``--flag value`` or
+    ``--flag=value``), or None."""
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if name in flags:
+            if eq:
+                return name, value
+            if i + 1 < len(argv):
+                return name, argv[i + 1]
+    return None

@@ -455,6 +455,17 @@ def test_client_bound_is_judged_per_shard() -> None:
     assert not PassResult([], 1.0, 9.6, 10.0, 2.0, shards=[idle, idle]).client_bound
 
 
+def test_a_loop_that_stopped_for_seconds_is_client_bound() -> None:
+    """Issue 39's, still open in 49: the engine stopped about 6 s mid-rep (a SIGSTOP: no CPU spent,
+    the lag's p99 over thousands of ticks unmoved) timed the client: its rep says so."""
+    stopped = PassResult([], 1.0, 0.1, 20.0, 1.0, stall_s=6.0)
+    assert stopped.stalled and stopped.client_bound and stopped.summary()["client_bound"] is True
+    one_of_two = PassResult([], 1.0, 0.2, 20.0, 2.0, stall_s=6.0,
+                            shards=[PassResult([], 1.0, 0.1, 20.0, 1.0),
+                                    PassResult([], 1.0, 0.1, 20.0, 1.0, stall_s=6.0)])
+    assert one_of_two.client_bound and one_of_two.summary()["shard_client_bound"] == [False, True]
+
+
 def test_a_stopped_sharded_pass_cancels_every_shard(faulty: FaultyServer) -> None:
     t0 = time.monotonic()
     res = measure_pass(PassPlan(f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp"),

@@ -99,5 +99,5 @@ def test_a_campaign_of_rates_only_reports_its_controls_and_goodput(tmp: Path, fa
     assert "No throughput rows" not in controls
     assert "| prose 2 req/s tok/s (spread) | prose 8 req/s agg / per user (spread) |" in controls
     window = text.split("### s1-ctx", 1)[1].split("\n## ", 1)[0]  # to the next section
-    assert "| class | C | TTFT | ITL | TPOT | req/s | goodput req/s | status |" in window
+    assert "| class | C | TTFT | ITL | TPOT | E2EL | req/s | goodput req/s | status |" in window
     assert window.count("| prose | 2 req/s |") == 2 and window.count("| prose | 8 req/s |") == 2

@@ -11,6 +11,7 @@ tests/integration/ (test_run, test_leak, test_failures, test_control).
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -40,6 +41,8 @@ from tests.component.helpers import PACE, WHO, events, rows, runner, slow_rep_tw
 from tui.core.header import header_lines
 
 pytestmark = pytest.mark.timeout(60)
+
+QUALITY = {"greedy": {"n": 2, "max_tokens": 8}, "teacher_forced": {"positions": 2}}
 
 
 def test_a_clean_campaign_gives_its_rows_and_verdicts(tmp: Path, fake: FakeRuntime) -> None:
@@ -142,22 +145,34 @@ def test_a_leaked_rep_is_voided_rewarmed_and_rerun(tmp: Path, fake: FakeRuntime)
 
 def test_an_operator_rerun_of_a_void_row_boots_its_window_again(tmp: Path,
                                                                  fake: FakeRuntime) -> None:
+    """The control's void row rerun on a boot of its own after the window: its quality checks run
+    again on that boot, against the reference its first boot made (which the window was compared
+    with, so it stays as it was)."""
     hooks = Hooks()
     slow_rep_two(hooks, fake)
     replies: list[str] = []
-    hooks.on(lambda e: replies.append(r.command("rerun", ["s1-control/prose/c2"], WHO)),
-             kind="window_started", window="ctx")
-    spec = campaign("rerun", CTX, {"s1": ["ctx"]},
+    reference: list[bytes] = []
+
+    def rerun(_: Event) -> None:
+        reference.append((r.run_dir / "windows" / "s1-control" / "reference.json").read_bytes())
+        replies.append(r.command("rerun", ["s1-control/prose/c2"], WHO))
+
+    hooks.on(rerun, kind="window_started", window="ctx")
+    spec = campaign("rerun", CTX, {"s1": ["ctx"]}, quality=QUALITY,
                     leak={**LEAKY, "max_reruns": 0}, max_tokens=16)
-    r = runner(tmp, spec, fake, hooks)
+    r = runner(tmp, spec, fake, hooks, phases=[Measurement(), Quality()])
     assert r.run() == "finished"
     hooks.check()
     run = r.run_dir
     first = events(run, "row_done", window="control")[0]
     assert (first["status"], first["attempts"]) == ("void", 1)
     assert first["reason"].split("; ")[0].endswith("after 1 attempt")  # then the basis: whole reps
-    assert replies == ["queued s1-control/prose/c2: its window will be booted again after the "
-                       "current one"]
+    assert replies == ["queued s1-control/prose/c2: its window will be booted again once window "
+                       "s1-ctx has ended"]
+    greedy = [e for e in events(run, "verdict", window="control") if e["check"] == "greedy"]
+    assert [(e["verdict"], e["figures"]["reference"]) for e in greedy] == [
+        ("reference", "self"), ("identical", "s1-control (its first boot)")]
+    assert (run / "windows" / "s1-control" / "reference.json").read_bytes() == reference[0]
     reboot = events(run, "window_reboot")
     assert [(e["window"], e["row"], e["reboot"]) for e in reboot] == [
         ("control", "s1-control/prose/c2", 1)]
@@ -426,7 +441,7 @@ def test_an_operator_rerun_of_a_failed_window_boots_it_again_and_measures_its_fa
     hooks.check()
     run = r.run_dir
     assert replies == ["queued 2 rows of s1-victim (s1-victim/prose/c1, s1-victim/code/c1): its "
-                       "window will be booted again after the current one"]
+                       "window will be booted again once window s1-after has ended"]
     assert refused == ["row s1-victim/prose/c1 is already queued",
                        "row s1-control/prose/c1 is ok, not void or failed"]
     assert [(e["row"], e["reason"], e["reboot"]) for e in events(run, "window_reboot")] == [
@@ -609,3 +624,94 @@ def test_a_rep_whose_requests_failed_is_not_suspected_of_a_leak(tmp: Path, fake:
     hooks.check()
     assert [e["failed"] for e in events(r.run_dir, "rep_done", window="control")] == [0, 0, 2]
     assert not events(r.run_dir, "leak_suspected")
+
+
+def verdict_rows(run: Path) -> dict[str, dict[str, str]]:
+    return {v["window"]: v for v in csv.DictReader((run / "verdicts.csv").open())}
+
+
+def test_an_operator_rerun_of_a_failed_window_ends_with_its_quality_checks_and_says_what_it_waits_on(
+        tmp: Path, fake: FakeRuntime) -> None:
+    """The victim's server dies mid-window (the fake's fault, on cue), so its quality checks never
+    ran. The operator reruns the window while its server is being stopped: the engine journals
+    that the rerun waits on that server, then boots the window again, measures its failed rows and
+    runs its quality checks, so verdicts.csv, greedy.json and the window's verdicts are there."""
+    hooks = Hooks()
+    replies: list[str] = []
+    hooks.on(lambda e: replies.append(r.command("rerun", ["s1-victim"], WHO)),
+             kind="server_stopping", window="victim")
+    spec = dying(hooks, fake)
+    spec["quality"] = QUALITY
+    r = runner(tmp, spec, fake, hooks, phases=[Measurement(), Quality()])
+    assert r.run() == "finished"
+    hooks.check()
+    run = r.run_dir
+    assert replies == ["queued 2 rows of s1-victim (s1-victim/prose/c1, s1-victim/code/c1): its "
+                       "window will be booted again once the server of s1-victim has stopped"]
+    waits = events(run, "rerun_waiting")
+    assert [(e["window"], e["rows"], e["waiting"]) for e in waits] == [
+        ("victim", ["s1-victim/prose/c1", "s1-victim/code/c1"], "the server of s1-victim to stop")]
+    kinds = [e["kind"] for e in read_events(run / "journal.jsonl") if e.get("window") == "victim"]
+    reboot = kinds.index("window_reboot")
+    # The wait was said while the server stopped, the verdicts came after the window's second boot.
+    assert kinds.index("rerun_waiting") < kinds.index("server_stopped") < reboot
+    assert "verdict" in kinds[reboot:] and "verdict" not in kinds[:reboot]
+    assert verdict_rows(run)["victim"]["greedy"] == "2/2"
+    assert (run / "windows" / "s1-victim" / "greedy.json").is_file()
+    state = fold(read_events(run / "journal.jsonl"))
+    assert state.windows["s1-victim"].verdicts["greedy"]["verdict"] == "identical"
+    assert not state.reruns_waiting  # each wait ended with its window's boot
+    assert all(rows(run)[f"s1-victim/{c}/c1"]["status"] == "ok" for c in ("prose", "code"))
+
+
+def test_a_rerun_of_a_control_that_died_makes_the_reference_and_settles_its_windows(
+        tmp: Path, fake: FakeRuntime) -> None:
+    """The control's server dies mid-window (the fake's fault): the next window's greedy check has
+    no reference to compare with. The operator's rerun of the control boots it again; its quality
+    checks make the session's reference, and the window that waited on it gets its verdict."""
+    hooks = Hooks()
+
+    def die(_: Event) -> None:
+        fake.current.behaviour.die_mid_stream = True
+
+    hooks.on(die, kind="rep_done", window="control", rep=1)
+    hooks.on(lambda e: r.command("rerun", ["s1-control"], WHO), kind="window_started", window="ctx")
+    spec = campaign("control-dies", CTX, {"s1": ["ctx"]}, concurrency=[1], quality=QUALITY)
+    r = runner(tmp, spec, fake, hooks, phases=[Measurement(), Quality()])
+    assert r.run() == "finished"
+    hooks.check()
+    run = r.run_dir
+    waits = [(e["window"], e["waiting"]) for e in events(run, "rerun_waiting")]
+    assert waits == [("control", "window s1-ctx to end"), ("control", "the server of s1-ctx to stop")]
+    got = verdict_rows(run)
+    assert got["control"]["greedy"] == "reference"
+    assert (got["ctx"]["greedy"], got["ctx"]["reference"]) == ("2/2", "s1-control (ran after this window)")
+    assert (run / "windows" / "s1-control" / "reference.json").is_file()
+
+
+def test_a_window_told_to_simulate_acceptance_says_so_everywhere_and_has_no_delta(
+        tmp: Path, fake: FakeRuntime) -> None:
+    """A window whose llama-server is given --spec-synth-len (its acceptance set, not measured;
+    the FAKE server reports acceptance either way): every acceptance figure of its rows says
+    simulated, and its delta against the control, whose acceptance is measured, is withheld."""
+    windows = {"synth": {"axis": "synthetic acceptance 2.5", "args": {"--spec-synth-len": 2.5}}}
+    r = runner(tmp, campaign("synth", windows, {"s1": ["synth"]}), fake)
+    assert r.run() == "finished"
+    run = r.run_dir
+    [started] = events(run, "window_started", window="synth")
+    assert started["simulated"] == "--spec-synth-len 2.5"
+    assert "simulated" not in events(run, "window_started", window="control")[0]
+    got = rows(run)
+    synth, control = got["s1-synth/prose/c2"], got["s1-control/prose/c2"]
+    assert synth["acceptance"] == "simulated (--spec-synth-len 2.5)" and synth["accept_len"]
+    assert control["acceptance"] == "natural"
+    assert synth["delta"] == "" and synth["verdict_why"].startswith(
+        "delta withheld: one row's acceptance is simulated (--spec-synth-len 2.5)")
+    from engine.report import write_report
+    from engine.report.export import export
+    write_report(run)
+    report = (run / "report.md").read_text()
+    line = next(x for x in report.splitlines() if x.startswith("| s1 | synth |"))
+    assert "simulated (--spec-synth-len 2.5)" in line
+    [vllm] = [p for p in export(run, "vllm-bench") if "synth" in p.name]
+    assert json.loads(vllm.read_text())["ruler_acceptance"] == "simulated (--spec-synth-len 2.5)"

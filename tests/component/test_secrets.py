@@ -5,10 +5,13 @@ tests/integration/test_secrets.py; the filter itself in tests/unit/engine/campai
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from engine.context import Phase
 from engine.quality import Quality
 from engine.run.measure import Measurement
 from tests.campaigns import CTX, campaign
@@ -25,6 +28,18 @@ PEM_LINES = ["-----BEGIN PRIVATE KEY-----",
 PEM = "\n".join(PEM_LINES) + "\n"
 
 
+def run_and_read(tmp: Path, spec: dict[str, Any], fake: FakeRuntime, phases: list[Phase]) -> dict[str, str]:
+    """The campaign run against ``fake`` (closed after): every file the run wrote (but the lock),
+    by its path in the run directory."""
+    try:
+        r = runner(tmp, spec, fake, phases=phases)
+        r.run()
+    finally:
+        fake.close()
+    return {p.relative_to(r.run_dir).as_posix(): p.read_text(errors="replace")
+            for p in r.run_dir.rglob("*") if p.is_file() and p.name != "engine.lock"}
+
+
 def test_what_a_server_echoes_of_its_secrets_is_in_no_file(
         tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", TOKEN)
@@ -35,18 +50,10 @@ def test_what_a_server_echoes_of_its_secrets_is_in_no_file(
     echo = (f"srv  main: hf token {TOKEN}", *(f"srv  main: key | {line}" for line in PEM_LINES))
     fake = FakeRuntime(by_window({"control": Behaviour(echo=echo),
                                   "ctx": Behaviour(stream_error=f"bad token {TOKEN}\n{PEM}")}))
-    try:
-        spec = campaign("sec", CTX, {"s1": ["ctx"]}, reps=1, requests_per_rep=1,
-                        quality={"greedy": {"n": 1, "max_tokens": 4},
-                                 "teacher_forced": {"positions": 1}})
-        spec["pass_env"] = ["HF_TOKEN", "TLS_PRIVATE_KEY"]
-        r = runner(tmp, spec, fake, phases=[Measurement(), Quality()])
-        r.run()
-    finally:
-        fake.close()
-    run = r.run_dir
-    written = {p.relative_to(run).as_posix(): p.read_text(errors="replace")
-               for p in run.rglob("*") if p.is_file() and p.name != "engine.lock"}
+    spec = campaign("sec", CTX, {"s1": ["ctx"]}, reps=1, requests_per_rep=1,
+                    quality={"greedy": {"n": 1, "max_tokens": 4}, "teacher_forced": {"positions": 1}})
+    spec["pass_env"] = ["HF_TOKEN", "TLS_PRIVATE_KEY"]
+    written = run_and_read(tmp, spec, fake, [Measurement(), Quality()])
     # Where the server's words land: each of these holds the marker where the secret stood.
     assert "<redacted:HF_TOKEN>" in written["windows/s1-control/boot.log"]
     assert "<redacted:TLS_PRIVATE_KEY>" in written["windows/s1-control/boot.log"]
@@ -83,3 +90,75 @@ def test_a_resume_filters_the_boot_log_a_batch_jobs_node_wrote(
     assert TOKEN not in text and "node: token <redacted:HF_TOKEN>" in text
     assert not any(line in text for line in PEM_LINES[1:3])
     assert "node: <redacted:TLS_PRIVATE_KEY>" in text
+
+
+STACK_TOKEN = "hf_stackWindowLiteral0123456789"
+HELD = "valueOfAVariableNamedPlainly42"
+
+
+def test_a_stack_windows_env_and_the_ids_of_a_prompt_holding_a_secret_are_in_no_file(
+        tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49: a window on another stack whose ``server.env`` holds a secret (a literal, and a
+    ${VAR} of a variable whose name looks like none) echoes both into its boot log; a prompt holds
+    the host's token, which both stacks render and tokenize: renderings.json keeps that prompt's
+    text redacted and none of its ids (the server's /detokenize would spell the secret back), and
+    parity.json none around a divergence."""
+    from engine.quality.stacks import StackParity
+    from tests.component.fakes import token_id
+
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setenv("PLAIN_NAME", HELD)
+    fake = FakeRuntime(lambda plan: Behaviour(
+        echo=(f"srv  main: token {STACK_TOKEN} and {HELD}",) if plan.argv[0] == "other-build" else (),
+        after_role=":" if plan.argv[0] == "other-build" else ""))
+    spec = campaign("sec", {}, {"s1": ["other"]}, reps=1, requests_per_rep=1)
+    spec["workload"]["classes"] = {"prose": {"prompts": [f"Repeat {TOKEN} please.", "Say hi."]}}
+    spec["windows"] = [{"name": "other", "axis": "another build", "server": {
+        "adapter": "llamacpp", "command": ["other-build"], "args": {"-c": 2048, "--metrics": True},
+        "env": {"HF_TOKEN": STACK_TOKEN, "WANDB_API_KEY": "${PLAIN_NAME}"}}}]
+    spec["pass_env"] = ["HF_TOKEN"]
+    written = run_and_read(tmp, spec, fake, [StackParity(), Measurement()])
+    assert "<redacted:HF_TOKEN>" in written["windows/s1-other/boot.log"]
+    assert "<redacted:WANDB_API_KEY>" in written["windows/s1-other/boot.log"]
+    for name, text in written.items():
+        assert TOKEN not in text and STACK_TOKEN not in text and HELD not in text, name
+    secret_id = token_id(TOKEN)
+    for window in ("s1-control", "s1-other"):
+        kept = json.loads(written[f"windows/{window}/renderings.json"])
+        [held, plain] = kept["classes"]["prose"]
+        assert "<redacted:HF_TOKEN>" in held["text"] and "ids" not in held and held["tokens"] > 3
+        assert plain["ids"], plain  # a prompt without a secret keeps its ids
+        assert str(secret_id) not in written[f"windows/{window}/renderings.json"]
+    parity = json.loads(written["windows/s1-other/parity.json"])
+    [held_prompt, _] = parity["classes"][0]["per_prompt"]
+    assert held_prompt["divergence"]["ids"] == held_prompt["divergence"]["reference_ids"] == []
+    assert str(secret_id) not in written["windows/s1-other/parity.json"]
+
+
+def test_a_prompt_holding_a_secret_is_frozen_as_its_marker_and_sent_whole(
+        tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49's repeat: a prompt holding the host's token was frozen in clear into prompts.json
+    (written by ruler run before the run's filter was registered). It is frozen as its marker;
+    what the server is sent is the prompt whole, read back from there, even where the marker's
+    name holds another value too (a window on another stack with its own HF_TOKEN)."""
+    from engine.commands.launch import prepare
+    from engine.record.results import PROMPTS
+    from tests.campaigns import write
+
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    spec = campaign("sec", CTX, {"s1": ["ctx"]}, reps=1, requests_per_rep=1)
+    spec["workload"]["classes"] = {"prose": {"prompts": [f"Repeat {TOKEN} back."]}}
+    spec["pass_env"] = ["HF_TOKEN"]
+    spec["windows"].append({"name": "other", "axis": "another build", "server": {
+        "adapter": "llamacpp", "command": ["other-build"], "env": {"HF_TOKEN": STACK_TOKEN}}})
+    spec["sessions"] = {"s1": ["ctx", "other"]}
+    run_dir = prepare(str(write(tmp, spec)), str(tmp / "results"), None)
+    frozen = (run_dir / PROMPTS).read_text()
+    assert TOKEN not in frozen and "<redacted:HF_TOKEN>" in frozen
+    fake = FakeRuntime()
+    try:
+        runner(tmp, spec, fake, run_dir=run_dir).run()
+        sent = [m["content"] for s in fake.servers for body in s.chats for m in body["messages"]]
+    finally:
+        fake.close()
+    assert sent and set(sent) == {f"Repeat {TOKEN} back."}

@@ -106,9 +106,9 @@ def test_a_job_that_never_leaves_the_queue_is_rejected_at_the_queue_timeout(tmp_
     job = ctx_server.job
     assert [e["kind"] for e in ctx] == [
         EventKind.WINDOW_STARTED, EventKind.SERVER_STARTED, EventKind.WINDOW_QUEUED,
-        EventKind.WINDOW_REJECTED, EventKind.SERVER_STOPPED]
+        EventKind.WINDOW_REJECTED, EventKind.SERVER_STOPPING, EventKind.SERVER_STOPPED]
     assert ctx[3]["reason"] == f"Fake job {job} still PENDING after 1 s (queue timeout)"
-    assert ctx[4]["record"] == {"JobId": job, "JobState": "CANCELLED", "NodeList": ""}
+    assert ctx[5]["record"] == {"JobId": job, "JobState": "CANCELLED", "NodeList": ""}
     assert (run / "windows" / "s1-ctx" / "rejection.txt").read_text().startswith(
         f"reason: Fake job {job} still PENDING after 1 s (queue timeout)")
     st = fold(journal)

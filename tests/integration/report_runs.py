@@ -4,7 +4,8 @@ on (tests/integration/test_report.py, test_compare.py), built once per test sess
 
 - run A, through the Runner with [Measurement(), Quality()]: a control with a Q2_K drafter, a
   lossless window (draft block 5) and a window rejected at boot (q8_0 V cache with flash attention
-  off); two sessions, so the control drifts; a leak policy with a tiny spread threshold from C2,
+  off); two sessions, so the control drifts, the noise between boots declared (nothing booted
+  twice in a session); a leak policy with a tiny spread threshold from C2,
   so the C2 rows are void for real, after a rewarm and a rerun each;
 - run B, measurement only (no quality receipts, like an older run), A's workload: one class, the
   drafter window renamed but with the same axis, so compare has to match it by axis.
@@ -44,6 +45,9 @@ control:
     -fa: "off"
     --metrics: true
 timeouts: {{boot: 120, request: 120}}
+# One control boot a session and one window each: nothing measures the noise between boots, so
+# the calls rest on a declared value, and say so.
+verdict: {{boot_noise: 0.05}}
 """
 SHAPES = """\
   concurrency: [1, 2]

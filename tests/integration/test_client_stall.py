@@ -101,6 +101,7 @@ def test_an_engine_stopped_mid_rep_voids_the_rep_as_its_own(testbed: tb_mod.Test
     assert not [e for e in control if e["kind"] == "leak_suspected"]
     header, _ = read_rep(run / "windows/s1-control/reps/prose-c2-1-2.jsonl")
     assert header["client"]["stall_s"] >= STALL_S, header["client"]
+    assert header["client"]["client_bound"] is True, header["client"]  # the client's, said so
     assert header["void"].startswith("client stalled: its load loop stopped for"), header
     [void] = [e for e in control if e["kind"] == "row_void"]
     assert void["attempt"] == 1 and "rep 2: client stalled" in void["reason"], void

@@ -1,5 +1,6 @@
 """A server that dies mid-window fails that window, keeps its log tail, and the campaign goes on;
-the operator's rerun of the window measures its failed rows on a fresh boot.
+the operator's rerun of the window measures its failed rows on a fresh boot and runs its quality
+checks there (the first boot died before them).
 
 Real parts: llama-server processes on the testbed; the fault is a real SIGKILL of the window's
 server after its first rep, timed from the engine's own journal.
@@ -58,7 +59,9 @@ workload:
   reps: 3
   requests_per_rep: 3
   max_tokens: 48   # a rep long enough (seconds) that the kill lands in the next one
-quality: {enabled: false}
+quality:
+  greedy: {n: 2, max_tokens: 16}
+  teacher_forced: {positions: 2}
 timeouts: {boot: 120, request: 30}
 """
 
@@ -133,11 +136,24 @@ def test_server_death_mid_window_fails_it_and_the_campaign_goes_on(testbed: tb_m
 
     # The operator's rerun of the window (its failed rows) booted it again after the next window.
     assert replies == ["queued 2 rows of s1-victim (s1-victim/prose/c1, s1-victim/code/c1): its "
-                       "window will be booted again after the current one"]
-    reboots = [e for e in read_events(run / "journal.jsonl") if e["kind"] == "window_reboot"]
+                       "window will be booted again once window s1-after has ended"]
+    journal = read_events(run / "journal.jsonl")
+    reboots = [e for e in journal if e["kind"] == "window_reboot"]
     assert [(e["window"], e["reason"]) for e in reboots] == [("victim", "operator rerun of a failed row")]
+    # What the rerun waited on, as the console says it: the window up, then its server stopping.
+    assert [(e["window"], e["waiting"]) for e in journal if e["kind"] == "rerun_waiting"] == [
+        ("victim", "window s1-after to end"), ("victim", "the server of s1-after to stop")]
     assert (run / "windows" / "s1-victim" / "boot-rerun1.log").is_file()
     assert state.windows["s1-victim"].status == "done"
+    assert not state.reruns_waiting
+
+    # Its quality checks ran on the rerun's boot: the verdicts the first boot never got.
+    verdicts = {v["window"]: v for v in csv.DictReader((run / "verdicts.csv").open())}
+    assert re.fullmatch(r"\d/2", verdicts["victim"]["greedy"]), verdicts["victim"]
+    assert verdicts["victim"]["reference"] == "s1-control"
+    assert verdicts["victim"]["dlogp_max"] != ""
+    assert (run / "windows" / "s1-victim" / "greedy.json").is_file()
+    assert state.windows["s1-victim"].verdicts["greedy"]["summary"]
 
     rows = {(r["window"], r["class"]): r for r in csv.DictReader((run / "throughput.csv").open())}
     assert rows[("victim", "prose")]["status"] in ("ok", "noisy")

@@ -49,8 +49,10 @@ workload:
   reps: 3
   requests_per_rep: 8
   max_tokens: 16
-# The reps but the slow one must agree within 25 % (or a third of the slow one's gap, about 28 %
-# at HOLD 5): four requests a worker keep a rep's figure steady on a loaded machine.
+# The control's row is alone at its load: its bar is a 10 %-noise server's (48 %), or 6.6 times
+# the other two reps' sd past that, so a rep at a quarter of the others (75 % below) is caught
+# while they agree within about 30 %: four requests a worker keep a rep's figure steady on a loaded
+# machine.
 leak: {{min_concurrency: 2, spread: 0.5, max_reruns: 1}}
 quality: {{enabled: false}}
 """

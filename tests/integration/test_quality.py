@@ -21,8 +21,9 @@ import pytest
 from engine import testbed as tb_mod
 from engine.quality import Quality
 from engine.quality.knobs import knob_check
+from engine.quality.maths import greedy_compare
 from engine.quality.probe import Probe, greedy_items
-from engine.quality.reference import compare_kl, load_reference
+from engine.quality.reference import compare_kl, compare_scores, load_reference
 from engine.quality.tools import tool_probe
 from engine.quality.window import KL_MIN, TF_CLOSE
 from engine.record.journal import read_events
@@ -102,6 +103,27 @@ def test_a_continuation_of_byte_tokens_is_scored_at_every_position(probe: Probe)
     assert [s["t"] for s in scores] == list(range(len(g["token_ids"])))
     for s in scores:
         assert s["top"][0][0] == item.cont_ids[s["t"]]
+
+
+@pytest.mark.parametrize("prompt", ["Translate to Chinese: I love cats.",
+                                    "Reply with three emoji about the sea."])
+def test_cjk_and_emoji_replies_are_compared_by_token_ids_and_scored_everywhere(
+        probe: Probe, prompt: str) -> None:
+    """SmolLM2 answers these in CJK text and emoji, byte-fallback tokens among them (llama-server
+    leaves their logprobs out of the chat answer: fewer entries than tokens). Greedy twice is
+    identical by its token ids, cut mid-character or not, and every position is scored, twice
+    the same: the reference a window would be checked against stands."""
+    first, again = probe.greedy([prompt], {}, 15, 1234), probe.greedy([prompt], {}, 15, 1234)
+    [g] = first
+    assert any(len(ch.encode()) > 1 for ch in g["text"]), g["text"]  # multi-byte characters
+    assert len(g["token_ids"]) == g["completion_tokens"] == 15
+    cmp = greedy_compare(first, again)
+    assert (cmp["identical"], cmp["n"]) == (1, 1)
+    [item] = greedy_items(first, positions=15)
+    scores, repeat = probe.score([item], top_k=3), probe.score([item], top_k=3)
+    assert all(s["top"] and "unscored" not in s for s in scores[0])
+    tf = compare_scores([item], scores, repeat, 3)
+    assert (tf["unscored"], tf["stats"]["n"], tf["identical"]) == (0, 15, True)
 
 
 def test_tool_probe_records_what_the_server_answers(probe: Probe) -> None:

@@ -7,18 +7,21 @@ once per test session and shared with tests/integration/test_compare.py.
 from __future__ import annotations
 
 import csv
+import html
 import json
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
 
-from engine.method.boots import Boot, measure
+from engine.method.boots import CONTROL_CONFIG, Boot, fit
 from engine.method.verdict import versus
 from engine.record.journal import read_events
 from engine.record.state import fold
@@ -34,7 +37,11 @@ from engine.report import (
     write_report,
 )
 from engine.report.text import judgement_of
+from tests.hostile import HOSTILE, MARK, PAYLOADS, poisoned
 from tests.integration.report_runs import POLICY_A, POLICY_B, csv_rows, recomputed
+from tests.paths import FIXTURES
+
+DEMO = FIXTURES / "runs" / "demo-smollm2"  # a recorded run: its report needs no testbed
 
 # The first test to ask for a run pays for building it (minutes on a busy 2-core box): the
 # 900 s per-test default would cut a session-scoped build short; the module is slow for it.
@@ -116,12 +123,15 @@ def test_window_deltas_against_the_sessions_control(run_a: Path, report_a: str) 
     for cls in ("prose", "code"):
         w = recomputed(run_a, ("s1", "block5", cls, 1), POLICY_A)
         ctl = recomputed(run_a, ("s1", "control", cls, 1), POLICY_A)
-        # The noise between boots at C1: the two sessions' controls, a group per class; block5's
-        # boots (once each) add their reps' own noise.
-        boots = [Boot((win, k), tuple(recomputed(run_a, (s, win, k, 1), POLICY_A)["rep_tok_s"]))
-                 for s, win in (("s1", "control"), ("s2", "control"), ("s1", "block5"))
-                 for k in ("prose", "code")]
-        v = versus(w["rep_tok_s"], [ctl["rep_tok_s"]], measure(boots, 0.05))
+        # The noise between boots at C1 and the class: each session's control once and block5
+        # once measure none (a level per session, an effect for block5: no residual), so the
+        # campaign's declared 5 % stands in, with the reps' own noise.
+        boots = [Boot(s, CONTROL_CONFIG if win == "control" else win,
+                      tuple(recomputed(run_a, (s, win, cls, 1), POLICY_A)["rep_tok_s"]))
+                 for s, win in (("s1", "control"), ("s2", "control"), ("s1", "block5"))]
+        noise = fit(boots, 0.05).noise
+        assert noise.source == "declared"
+        v = versus(w["rep_tok_s"], [ctl["rep_tok_s"]], noise)
         assert v is not None and v.interval() is not None
         lo, hi = v.interval()  # type: ignore[misc]  # checked above
         cells = pick(table, cls, 1)
@@ -136,7 +146,7 @@ def test_window_deltas_against_the_sessions_control(run_a: Path, report_a: str) 
         # from them: a delta of 8.745 % is 0.0875 there and +8.8 % here.
         d, dlo, dhi = (float(row[k]) * 100 for k in ("delta", "delta_lo", "delta_hi"))
         assert cells["Δ tok/s [95 % CI], call"] == f"{d:+.1f} % [{dlo:+.1f}, {dhi:+.1f}]{mark}"
-        assert row["boot_noise_how"].startswith("measured: 4 boots in 2 groups")
+        assert row["boot_noise_how"].startswith("declared 5.0 %")
         assert cells["spread (window / control)"] == f"{pct(w['spread'])} / {pct(ctl['spread'])}"
         assert cells["reps tok/s"] == ", ".join(
             tok(v) for v in receipt_rep_tok_s(run_a, csv_rows(run_a)[("s1", "block5", cls, 1)][
@@ -190,10 +200,12 @@ def test_controls_and_drift(run_a: Path, report_a: str) -> None:
                   view.rows_of("s1", "control")[(cls, 1, None)], judgement_of(view))
         assert d.lo is not None  # two reps a side: an interval
         assert pick(drift, cls, 1)["s2"].endswith(d.text())
-    # Each session's control once: the controls of two sessions measure the noise between boots.
+    # Each session's control once and each window in one session: nothing measures the noise
+    # between boots, so the campaign's declared 5 % stands in at each class and load, and says so.
     noise = md_table(report_a, "### Noise between boots")
-    assert {r["load"] for r in noise} == {"C1", "C2"}
-    assert all(r["how"].startswith("measured: 4 boots in 2 groups") for r in noise)  # two classes
+    shapes = {(k, c) for k in ("prose", "code") for c in ("C1", "C2")}
+    assert {(r["class"], r["load"]) for r in noise} == shapes
+    assert all(r["how"].startswith("declared 5.0 %") for r in noise)
     assert "`drift.json`" in report_a if (run_a / "drift.json").exists() else True
 
 
@@ -337,9 +349,98 @@ def test_the_html_report_in_headless_chromium(run_a: Path, report_a: str, tmp_pa
     assert not re.search(r'(src|href)="(https?:)?//', dom)
 
 
+# Added to a copy of the page: once it has loaded, where its parts lie, as the page's attribute.
+LAYOUT = """<script>window.addEventListener("load", function () {
+  var charts = document.getElementById("charts"), chart = document.querySelector("img");
+  var after = Array.prototype.find.call(document.querySelectorAll("table"), function (t) {
+    return charts.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING; });
+  function top(el) { return el.getBoundingClientRect().top + window.scrollY; }
+  document.body.setAttribute("data-layout", JSON.stringify({
+    glance: top(document.getElementById("windows-at-a-glance")), chart: top(chart),
+    chart_end: top(chart) + chart.getBoundingClientRect().height, chart_alt: chart.alt,
+    table: top(after), page: document.documentElement.scrollHeight}));
+});</script>"""
+
+
+def test_the_html_report_opens_on_the_glance_table_and_the_delta_chart(tmp_path: Path) -> None:
+    """Laid out by a real browser at 1280 x 2000: the first screen holds the windows at a glance
+    and the whole delta chart; the tables of figures come after it (they came first, and the
+    charts began 9,300 px down the page)."""
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "run"
+    shutil.copytree(DEMO, run)
+    assert cmd_report(str(run), as_html=True) == 0
+    probe = run / "probe.html"
+    probe.write_text((run / "report.html").read_text().replace("</body>", LAYOUT + "</body>"))
+    dom, requests = chromium(probe, tmp_path / "layout", "--window-size=1280,2000",
+                             "--virtual-time-budget=5000", "--dump-dom")
+    assert requests == []
+    found = re.search(r'data-layout="([^"]+)"', dom)
+    assert found, dom[-2000:]
+    at = json.loads(html.unescape(found[1]))
+    assert at["chart_alt"].startswith("Each window against its session's control"), at
+    assert at["glance"] < at["chart"] < at["chart_end"] <= 2000 < at["page"], at
+    assert at["chart_end"] < at["table"], at
+
+
 def test_the_net_log_sees_a_page_that_fetches(tmp_path: Path) -> None:
     """The check above can fail: a page with an image from elsewhere is caught making the request."""
     page = tmp_path / "fetches.html"
     page.write_text('<html><body><img src="http://127.0.0.1:9/x.png"></body></html>')
     _, requests = chromium(page, tmp_path / "fetch", "--dump-dom")
     assert requests == ["http://127.0.0.1:9/x.png"]
+
+
+# A page's scripts are given this first: a payload that runs calls it, and it marks the page.
+TRIP = ("<script>window.PWNED = function () { document.documentElement.setAttribute('data-pwned', "
+        "'1'); };</script>")
+# Then, once the page has loaded, every link is clicked: a javascript: one runs its script; any
+# other is kept from leaving the page (the check reads this page's DOM).
+CLICK_ALL = ("<script>window.addEventListener('load', function () {"
+             " document.querySelectorAll('a').forEach(function (a) {"
+             "  a.addEventListener('click', function (e) {"
+             "   if (!/^javascript:/i.test(a.getAttribute('href') || '')) { e.preventDefault(); } });"
+             "  a.click(); }); });</script>")
+
+
+def ran_a_payload(page: Path, work: Path) -> bool:
+    """Whether any script a payload carries ran when ``page`` was opened in Chromium and every link
+    on it clicked (the page's copy, with the trip and the clicks added, is what is opened)."""
+    text = page.read_text()
+    armed = work / f"armed-{page.name}"
+    work.mkdir(parents=True, exist_ok=True)
+    armed.write_text(text.replace("<head>", "<head>" + TRIP, 1).replace("</body>", CLICK_ALL + "</body>", 1))
+    dom, _ = chromium(armed, work / "profile-run", "--dump-dom", "--virtual-time-budget=3000")
+    return 'data-pwned="1"' in dom
+
+
+def test_the_trip_sees_a_page_whose_markup_runs(tmp_path: Path) -> None:
+    """The check below can fail: a page with a javascript: link, or an image whose handler runs,
+    is caught, each on its own."""
+    for i, body in enumerate(['<a href="javascript:PWNED()">x</a>', '<img src="x" onerror="PWNED()">']):
+        page = tmp_path / f"runs-{i}.html"
+        page.write_text(f"<html><head></head><body>{body}</body></html>")
+        assert ran_a_payload(page, tmp_path / f"w{i}")
+
+
+def report_ran_a_payload(run: Path, text: str, work: Path) -> bool:
+    shutil.copytree(DEMO, run)
+    poisoned(run, text)
+    assert cmd_report(str(run), as_html=True) == 0
+    assert (MARK in text) <= (MARK in (run / "report.html").read_text())  # the text is there, as text
+    return ran_a_payload(run / "report.html", work)
+
+
+def test_no_payload_runs_in_the_html_report_in_chromium(tmp_path: Path) -> None:
+    """Issue 49: a campaign's description, axes and flag values, and what a server said (reasons,
+    errors, a parity cell from a /tokenize error body, boot facts), made of markdown links to
+    javascript:, raw tags with handlers and the rest (tests.hostile): report.html opened in
+    Chromium with every link clicked runs none of it."""
+    assert not report_ran_a_payload(tmp_path / "run", " ".join(PAYLOADS), tmp_path / "work")
+
+
+@settings(max_examples=4, deadline=None, database=None)
+@given(text=HOSTILE)
+def test_no_hostile_text_runs_in_the_html_report_in_chromium(text: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        assert not report_ran_a_payload(Path(tmp) / "run", text, Path(tmp) / "work"), text

@@ -62,7 +62,8 @@ def test_a_flag_swept_over_three_values_gives_its_trade_table(testbed: tb_mod.Te
         want = {"observable effect": Call.BETTER if cell.delta > 0 else Call.WORSE,
                 "no observable effect": Call.EQUIVALENT, "undetermined": Call.UNDETERMINED}[row["verdict"]]
         assert cell.call == want, (window, row["verdict_why"])
-        assert row["boot_noise_how"].startswith("measured: 2 boots")  # the control and the control again
+        # One session: the control and the control again measure it, one degree of freedom.
+        assert row["boot_noise_how"].startswith("measured: 5 boots in 1 session, 1 df")
     calls = {c.call for c in t.cells.values()}
     everywhere = any(t.cells[(w, s)].call == Call.BETTER for w, _ in t.values for s in t.shapes)
     expected = (Answer.WINS if everywhere else Answer.NONE if not calls & SEPARATES
@@ -72,7 +73,8 @@ def test_a_flag_swept_over_three_values_gives_its_trade_table(testbed: tb_mod.Te
                             capture_output=True, text=True, timeout=300)
     assert report.returncode == 0, report.stderr
     text = (run / "report.md").read_text()
-    section = text[text.index("## Trade tables"):text.index("## Charts")]
+    start = text.index("## Trade tables")
+    section = text[start:text.index("\n## ", start)]
     print(section)
     assert f"**{t.answer}**: {t.words}." in section
     assert "| 7 (control) |" in section and "| 10 (block-10) |" in section

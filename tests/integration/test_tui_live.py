@@ -76,17 +76,17 @@ async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) ->
     try:
         app = RulerConsole(run, probe_interval=0.5)
         async with app.run_test(size=(80, 24)) as pilot:
-            await until(pilot, lambda: app.link is not None and app.link.connected, timeout=30)
+            await until(pilot, lambda: app.main.link is not None and app.main.link.connected, timeout=30)
             # A rep lands on screen as the engine measures it.
-            await until(pilot, lambda: any(any(r.reps.values()) for r in app.state.rows.values()),
+            await until(pilot, lambda: any(any(r.reps.values()) for r in app.main.state.rows.values()),
                         timeout=300)
             await until(pilot, lambda: any(any(ch.isdigit() for ch in row[1])
                                            for row in table_text(app, "#reps")), timeout=10)
             assert app.query_one(BootLog).line_count > 0
-            assert app.state.workload == {"classes": ["prose"], "concurrency": [1], "reps": 3,
+            assert app.main.state.workload == {"classes": ["prose"], "concurrency": [1], "reps": 3,
                                           "requests": [2], "max_tokens": 24}
-            began = app.state.windows[app.state.current or ""].started_ts  # the fold keeps it
-            started = app.state.started_ts
+            began = app.main.state.windows[app.main.state.current or ""].started_ts  # the fold keeps it
+            started = app.main.state.started_ts
             assert began is not None and started is not None and started <= began
             await pilot.press("p")
             await until(pilot, lambda: "pausing before the next rep" in screen_text(app))
@@ -96,7 +96,7 @@ async def test_against_a_real_engine(testbed: tb_mod.Testbed, tmp_path: Path) ->
             await pilot.press("p")
             await until(pilot, lambda: "resuming" in screen_text(app))
             await pilot.press("a", "y")
-            await until(pilot, lambda: app.state.status == "aborted", timeout=120)
+            await until(pilot, lambda: app.main.state.status == "aborted", timeout=120)
             await until(pilot, lambda: "ABORTED" in screen_text(app))
             await until(pilot, lambda: "engine exited" in screen_text(app), timeout=30)
         assert proc.wait(timeout=120) == EXIT_STOPPED  # an operator abort: exit 3, --resume goes on
@@ -154,18 +154,18 @@ async def test_two_places_live_at_once_and_advance_goes_to_the_session_under_the
     try:
         app = RulerConsole(run, probe_interval=0.5)
         async with app.run_test(size=(120, 40)) as pilot:
-            await until(pilot, lambda: app.link is not None and app.link.connected, timeout=30)
+            await until(pilot, lambda: app.main.link is not None and app.main.link.connected, timeout=30)
             # Both controls measuring, in one frame of the windows list.
             both = ["s1 control", "s2 control"]
             await until(pilot, lambda: live_marked(app) == both and all(
-                app.state.windows[k].status == "measuring" for k in ("s1-control", "s2-control")),
+                app.main.state.windows[k].status == "measuring" for k in ("s1-control", "s2-control")),
                 timeout=120)
             rows = {r[0].strip("▶ ").strip(): r[1].strip() for r in table_text(app, "#windows")}
             assert [rows[w] for w in both] == ["measuring", "measuring"]
             print("\n".join(screen_text(app).splitlines()[:12]))
-            order = app.ui.windows.keys
-            while app.sel.shown != "s2-control":  # the cursor onto s2's control
-                up = order.index(app.sel.shown or "") > order.index("s2-control")
+            order = app.main.ui.windows.keys
+            while app.main.sel.shown != "s2-control":  # the cursor onto s2's control
+                up = order.index(app.main.sel.shown or "") > order.index("s2-control")
                 await pilot.press("up" if up else "down")
                 await pilot.pause(0.1)
             # The cursor's place is marked, whichever line the live places are in.
@@ -173,10 +173,10 @@ async def test_two_places_live_at_once_and_advance_goes_to_the_session_under_the
                                            for line in screen_text(app).splitlines()[2:4]))
             await pilot.press("n")
             await until(pilot, lambda: "advance s2: ending window s2/control" in screen_text(app))
-            await until(pilot, lambda: app.state.windows["s2-control"].status == "advanced")
-            assert app.state.windows["s1-control"].status == "measuring"
+            await until(pilot, lambda: app.main.state.windows["s2-control"].status == "advanced")
+            assert app.main.state.windows["s1-control"].status == "measuring"
             await pilot.press("a", "y")
-            await until(pilot, lambda: app.state.status == "aborted", timeout=120)
+            await until(pilot, lambda: app.main.state.status == "aborted", timeout=120)
         assert proc.wait(timeout=120) == EXIT_STOPPED
         events = read_events(run / "journal.jsonl")
         assert [(e["cmd"], e["args"]) for e in events if e["kind"] == "command"] == [

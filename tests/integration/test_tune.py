@@ -40,6 +40,13 @@ def round_run(results: Path) -> Path | None:
     return found[0].parent if found else None
 
 
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[:1] != ["Z"]
+    except OSError:
+        return False
+
+
 def reps_of(run: Path) -> set[tuple[str, str, int, int]]:
     return {(e["window"], e["class"], e["attempt"], e["rep"]) for e in read_events(run / "journal.jsonl")
             if e["kind"] == "rep_done"}
@@ -48,10 +55,15 @@ def reps_of(run: Path) -> set[tuple[str, str, int, int]]:
 def test_a_tune_killed_mid_round_resumes_and_recommends(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
     spec = tmp_path / "tune.yaml"
     spec.write_text(TUNE)
-    results = tmp_path / "results"
+    # Started from one directory with a relative --results-dir, resumed from another (issue 49:
+    # the journal held the rounds' paths relative to the first).
+    first_cwd, other_cwd = tmp_path / "first", tmp_path / "other"
+    first_cwd.mkdir()
+    other_cwd.mkdir()
+    results = first_cwd / "results"
     log = tmp_path / "first.log"
     with log.open("w") as out:
-        first = subprocess.Popen([*RULER, "tune", str(spec), "--results-dir", str(results)],
+        first = subprocess.Popen([*RULER, "tune", str(spec), "--results-dir", "results"], cwd=first_cwd,
                                  stdout=out, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 300
@@ -71,18 +83,24 @@ def test_a_tune_killed_mid_round_resumes_and_recommends(testbed: tb_mod.Testbed,
     print(log.read_text()[-3000:])
     tune_dir = runs.parent.parent
     assert not (tune_dir / "tune.md").exists()
-    again = subprocess.run([*RULER, "tune", "--resume", str(tune_dir)], capture_output=True, text=True,
-                           timeout=3000)
+    # The killed engine's server still runs: a stray the resume must stop (issue 49).
+    up = [e for e in read_events(runs / "journal.jsonl") if e["kind"] in ("server_started", "server_stopped")]
+    stray = up[-1]
+    assert stray["kind"] == "server_started" and alive(stray["pid"]), up[-2:]
+    again = subprocess.run([*RULER, "tune", "--resume", str(tune_dir.resolve())], cwd=other_cwd,
+                           capture_output=True, text=True, timeout=3000)
     print(again.stdout[-6000:], again.stderr[-3000:])
     assert again.returncode == 0, again.stderr
     # The round in flight was resumed, not started over: every rep recorded before the kill stays.
     events = read_events(runs / "journal.jsonl")
     assert sum(e["kind"] == "run_resumed" for e in events) == 1
+    assert any(e["kind"] == "stray_stopped" and e.get("pid") == stray["pid"] for e in events), stray
+    assert not alive(stray["pid"])
     assert before <= reps_of(runs)
     assert [e["kind"] for e in events][-1] == "run_finished"
     said = json.loads((tune_dir / "tune.json").read_text())
     rounds = said["rounds"]
-    assert rounds and rounds[0]["kind"] == "axes" and rounds[0]["run"] == str(runs)
+    assert rounds and rounds[0]["kind"] == "axes" and rounds[0]["run"] == str(runs.resolve())
     assert {tuple(c["change"].items()) for c in rounds[0]["candidates"]} == {
         (("--spec-draft-n-max", 3),), (("--spec-draft-n-max", 10),), (("--cache-type-k", "q8_0"),)}
     for r in rounds:

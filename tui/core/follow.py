@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import control, files
+from engine.errors import BadInput
 from engine.record import snapshot
 from engine.record.journal import Damage, Event, Reader
 from engine.record.liveness import read_pid
@@ -151,9 +152,9 @@ class Batch:
 class Follower:
     """Reads the journal and the watched log; hands over batches at most every ``interval`` s.
 
-    The journal is read from the end of its snapshot when one matches it (the first batch carries
-    the snapshot's state as its ``base``), unless ``from_snapshot`` is off: then every event is
-    handed over, from the first."""
+    The journal is folded first, from its snapshot when one matches it (the first batch carries
+    that fold as its ``base``) and read from the end of what it covered, unless ``from_snapshot``
+    is off: then every event is handed over, from the first."""
 
     def __init__(self, run_dir: Path, post: Callable[[Batch], Any], *, interval: float = 0.05,
                  max_events: int = 5000, max_log_lines: int = 5000,
@@ -161,6 +162,7 @@ class Follower:
                  from_snapshot: bool = True) -> None:
         self.run_dir = run_dir
         self.post = post
+        self._unkept: snapshot.Folded | None = None  # a fold made here, its snapshot not kept yet
         self.interval, self.max_events, self.max_log_lines = interval, max_events, max_log_lines
         self.log_tail_bytes, self.budget = log_tail_bytes, budget
         self._journal = Tail(run_dir / JOURNAL)
@@ -175,7 +177,7 @@ class Follower:
         self._acked = threading.Event()
         self._acked.set()
         self._lines: deque[str] = deque(maxlen=max_log_lines)  # log lines not handed over yet
-        self._preloaded: tuple[snapshot.Prefix | None] | None = None  # preload()'s, not used yet
+        self._preloaded: tuple[snapshot.Folded | None] | None = None  # preload()'s, not used yet
 
     def watch_log(self, rel: str | None, view: ServingView | None = None) -> int:
         """Follow another log (relative to the run directory) from its start, raw or through a
@@ -201,41 +203,52 @@ class Follower:
         pending.log_gen, pending.log_clear = gen, True
 
     def _start_journal(self, pending: Batch) -> bool:
-        """Read the journal from its first line, or from the end of the snapshot that matches it;
-        True when a snapshot was taken (the lines already read are then not the next ones)."""
+        """Read the journal from its first line, or from the end of what its fold covers (its
+        snapshot and the lines after it); True when it was folded (the lines already read are then
+        not the next ones)."""
         if self._preloaded is not None:
-            (prefix,), self._preloaded = self._preloaded, None
+            (folded,), self._preloaded = self._preloaded, None
         else:
-            prefix = self._snapshot() if self.from_snapshot else None
+            folded = self._fold() if self.from_snapshot else None
         pending.events, pending.lines, pending.damage = [], [], []
-        pending.base = prefix.state if prefix else RunState()
-        self._reader = Reader(prefix.lines if prefix else 0, self.run_dir)
-        self._journal.seek(prefix.length if prefix else 0)
-        return prefix is not None
+        pending.base = folded.state if folded else RunState()
+        self._unkept = folded
+        self._reader = Reader(folded.read.lines if folded else 0, self.run_dir)
+        self._journal.seek(folded.read.length if folded else 0)
+        return folded is not None
 
     def preload(self) -> RunState | None:
-        """Read the snapshot now, before :meth:`run` (which starts after it and hands its state
-        over as the first batch's base): the state it holds, or None."""
+        """Fold the journal now, before :meth:`run` (which starts after what this folded and hands
+        its state over as the first batch's base): the state, or None."""
         if not self.from_snapshot:
             return None
-        self._preloaded = (self._snapshot(),)
-        prefix = self._preloaded[0]
-        return prefix.state if prefix else None
+        self._preloaded = (self._fold(),)
+        folded = self._preloaded[0]
+        return folded.state if folded else None
 
-    def _snapshot(self) -> snapshot.Prefix | None:
-        """The journal's snapshot, frozen out of the collector's sight as it is read: a day-long
-        fold is a million objects that live as long as the console, none in a cycle, and
-        collections scanning them took 0.2-0.3 s before the first screen. What else lives then
-        (Textual's startup, a few hundred garbage objects among it) is frozen with it, once."""
+    def _fold(self) -> snapshot.Folded | None:
+        """The journal's state from its snapshot and the lines after it, or, without a snapshot
+        that matches (an older ruler's run, a snapshot refused), from every line, at once, with
+        the snapshot kept for the next reader (engine.record.snapshot.read_folded): never a
+        day-long journal's events handed over a batch at a time to be folded by the screen.
+        Frozen out of the collector's sight as it is read: a day-long fold is a million objects
+        that live as long as the console, none in a cycle, and collections scanning them took
+        0.2-0.3 s before the first screen. What else lives then (Textual's startup, a few hundred
+        garbage objects among it) is frozen with it, once. None for a journal that cannot be
+        read as a file (a FIFO in its place): the follower's reading says nothing of it either."""
         was = gc.isenabled()
-        gc.disable()  # no collection between the decode and the freeze: each would scan it all
+        gc.disable()  # no collection between the fold and the freeze: each would scan it all
         try:
-            prefix = snapshot.load(self.run_dir / JOURNAL)[0]
+            # Its snapshot is kept once the first batch is handed over (run), not before the
+            # first screen.
+            folded = snapshot.read_folded(self.run_dir / JOURNAL, keep=False)
             gc.freeze()
+        except BadInput:
+            return None
         finally:
             if was:
                 gc.enable()
-        return prefix
+        return folded
 
     def _read(self, pending: Batch) -> bool:
         """One round of reading; True when something new arrived."""
@@ -303,6 +316,9 @@ class Follower:
                     self.post(pending)
                     last_post = now
                     pending = Batch(log_gen=self._gen)
+                    if self._unkept is not None:  # the fold's snapshot, for the next reader
+                        snapshot.keep_fold(self.run_dir / JOURNAL, self._unkept)
+                        self._unkept = None
                 elif not got:
                     time.sleep(self.interval / 4)
                 if not pending.caught_up:
@@ -311,6 +327,24 @@ class Follower:
             self._journal.close()
             if self._log:
                 self._log.close()
+
+
+def out_of_sight() -> None:
+    """Once the console has read what it follows: what lives then lives as long as the console.
+
+    Textual's startup objects and the folded journal, frozen out of the collector's sight: a full
+    collection scans only what the flood leaves behind (unfrozen, those pauses reached 80 ms under
+    a 10,000 lines/s log). Textual leaves cyclic garbage behind every frame (Strips that cache
+    themselves, a table's row renders, each command's worker): 600 objects a second under a log
+    flood, and RSS grew with them for as long as no full collection ran (64 -> 78 MiB in two
+    minutes). The console then collects what came after the freeze every second, between two
+    frames, which keeps it bounded and short (a second's garbage: 4-10 ms on two busy cores),
+    where the collector's own came rarely, at any moment, with all of it.
+    """
+    gc.collect()
+    gc.freeze()
+    first, second, _ = gc.get_threshold()
+    gc.set_threshold(first, second, 100)  # the collector's own: ten times rarer
 
 
 # ------------------------------------------------------------------ is the engine there?

@@ -52,9 +52,11 @@ def frozen_rule(campaign_yaml: Path) -> Rule:
     or unreadable): the Δ column's calls are the run's own (engine.record.judged)."""
     try:
         v = (frozen_yaml(campaign_yaml) or {}).get("verdict") or {}
+        declared = v.get("boot_noise", defaults.BOOT_NOISE)
         return Rule(float(v.get("error_rate", defaults.ERROR_RATE)),
                     str(v.get("correction", defaults.CORRECTION)),
                     float(v.get("margin", defaults.MARGIN)),
-                    float(v.get("boot_noise", defaults.BOOT_NOISE)))
+                    None if declared is None else float(declared),
+                    bool(v.get("allow_different", False)))
     except (OSError, yaml.YAMLError, AttributeError, TypeError, ValueError):
         return DEFAULT_RULE

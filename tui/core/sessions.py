@@ -41,6 +41,13 @@ def session_args(state: RunState, shown: str | None) -> list[str] | None:
     return None if len(running_sessions(state)) > 1 else []  # none runs: the engine says why
 
 
+def which_session(state: RunState, cmd: str) -> list[Seg]:
+    """A window command while several sessions run and the cursor is on none of them."""
+    running = ", ".join(running_sessions(state))
+    return [(f"{cmd}:", "bold"), (f"sessions {running} run at once: put the cursor on a window of the "
+                                  "one to act on", "warning")]
+
+
 def session_paused(state: RunState, session: str | None) -> bool:
     """A pause was asked for in ``session`` (or in the one running, naming none)."""
     if not on_places(state) or session is None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from engine.method.boots import declared
-from engine.method.verdict import Call, Rule, Versus, judge, versus
+from engine.method.verdict import Call, Rule, Versus, judge_one, versus
 from engine.record.judged import judgement
 from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
@@ -106,11 +105,10 @@ def pair(state: RunState, r: RowState, theirs: RowState | None, rule: Rule) -> R
     judged, mine = j.rows.get(r.key), j.versus(r.key)
     if judged is not None and mine is not None and not provisional:
         return RowDelta(r, theirs, here[0], there[0], mine, judged.call.value, False)
-    noise = j.noise_at(r.concurrency, r.rate) or declared(rule.boot_noise)
-    v = versus(here[0], [there[0]], noise)
+    v = versus(here[0], [there[0]], j.noise_or_declared(r.cls, r.concurrency, r.rate))
     if v is None:
         return None
-    call = "" if provisional or r.window != CONTROL else judge([v], rule)[0].call.value
+    call = "" if provisional or r.window != CONTROL else judge_one(v, rule).call.value
     return RowDelta(r, theirs, here[0], there[0], v, call, provisional)
 
 

@@ -1,4 +1,4 @@
-"""Text in a fixed box, and the reps' bars from zero."""
+"""Text in a fixed box, the reps' bars from zero, and a box's title set only when it changes."""
 
 from __future__ import annotations
 
@@ -66,3 +66,8 @@ class RepBars(Widget):
             cells = [self.BLOCKS[min(max(n - row * 8, 0), 8)] for n in levels]
             lines.append("".join(cells))
         return Text("\n".join(lines), style="bold")
+
+
+def retitle(widget: Widget, title: str) -> None:
+    if widget.border_title != title:  # a border title repaints the whole box
+        widget.border_title = title

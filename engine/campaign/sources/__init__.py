@@ -16,6 +16,7 @@ from engine.campaign.sources.item import Item
 from engine.campaign.sources.shared_prefix import SharedPrefix
 from engine.campaign.sources.trace import TraceSource
 from engine.campaign.variables import expand
+from engine.words import plural
 
 if TYPE_CHECKING:
     from engine.campaign.spec import Campaign, PromptClass
@@ -39,6 +40,9 @@ def class_items(campaign: Campaign, name: str, variables: Mapping[str, str] | No
     """The items of class ``name``; a ${...} in its file's path is expanded with ``variables``
     when given. Raises the source's error (file:line) or UnresolvedVariable."""
     source, spec = chosen(campaign.workload.classes[name])
+    frozen = _frozen(campaign, name, source, spec)
+    if frozen is not None:  # a run's own campaign: the items that run sent (engine.campaign.frozen)
+        return list(frozen)
     return source.items(spec, _path(campaign, source, spec, variables))
 
 
@@ -46,7 +50,17 @@ def class_notes(campaign: Campaign, name: str, variables: Mapping[str, str] | No
     """What class ``name`` becomes beyond its requests' lengths, for ``ruler validate --explain``
     (a trace's duration and rate, a multi-turn class's conversations; none for most sources)."""
     source, spec = chosen(campaign.workload.classes[name])
+    frozen = _frozen(campaign, name, source, spec)
+    if frozen is not None:
+        return [f"{plural(len(frozen), 'item')} as this run froze them (not read from {source.file(spec)})"]
     return source.describe(spec, _path(campaign, source, spec, variables))
+
+
+def _frozen(campaign: Campaign, name: str, source: Source, spec: Any) -> list[Item] | None:
+    """A class's items as the run whose own campaign this is froze them: a class that reads a
+    file (its inline prompts or generated items are in the campaign itself)."""
+    run = campaign.frozen
+    return run.items.get(name) if run is not None and source.file(spec) is not None else None
 
 
 def _path(campaign: Campaign, source: Source, spec: Any,

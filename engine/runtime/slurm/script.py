@@ -19,7 +19,7 @@ def _word(text: str, secrets: Mapping[str, str]) -> str:
     if text == PORT_REF:
         return '"$RULER_PORT"'
     parts: list[tuple[bool, str]] = [(False, text)]
-    for value, name in sorted(((v, n) for n, v in secrets.items() if len(v) >= 8),
+    for value, name in sorted(((v, n) for v, n in secrets.items() if len(v) >= 8),
                               key=lambda vn: -len(vn[0])):
         split: list[tuple[bool, str]] = []
         for is_ref, piece in parts:

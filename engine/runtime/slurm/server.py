@@ -44,7 +44,7 @@ LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "overlay"
 
 def _write_owner_only(path: Path, text: str) -> None:
     """A receipt its owner alone may read, like every other file of the run."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = files.open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         os.fchmod(f.fileno(), 0o600)  # a file an earlier attempt left keeps its mode otherwise
         f.write(text)
@@ -157,7 +157,9 @@ class SlurmServer:
         handle = None
         while handle is None:
             try:
-                handle = self.log_path.open("rb")
+                handle = files.open_regular(self.log_path)
+            except files.Unreadable:  # a FIFO put there: no log to follow, never waited on
+                return
             except FileNotFoundError:
                 if not self.state().active:
                     return
@@ -241,7 +243,8 @@ class SlurmRuntime:
 
     def __init__(self, secrets: Mapping[str, str] | None = None,
                  partition: str | None = None) -> None:
-        # Values that job.sh writes as references to their variables (the Redactor's secrets).
+        # Secret value -> the variable that holds it: job.sh writes a reference to it instead
+        # (engine.campaign.redact.Redactor.references).
         self.secrets = dict(secrets or {})
         self.partition = partition
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from engine.record.figures import CSV_COLUMNS
 from engine.record.receipts import write_throughput
 from engine.report.html import page
 from engine.sanitize import csv_cell, csv_document, csv_text, markdown, terminal
+from tests.hostile import markdown_refs
 
 SERVER_TEXT = st.one_of(st.text(), st.binary().map(lambda b: b.decode("utf-8", "replace")))
 BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029")
@@ -41,6 +43,9 @@ def test_markdown_is_one_inert_code_span() -> None:
     assert markdown("") == ""
     assert markdown("5") == "5" and markdown("q4_0 -> 1.5 GiB") == "`q4_0 -> 1.5 GiB`"
     assert markdown("2,048 (n_ctx)") == "2,048 (n_ctx)"
+    # Brackets alone are words; closed into what makes a link or a definition, a span.
+    assert markdown("+1.0 % [-2.0, +3.0]") == "+1.0 % [-2.0, +3.0]"
+    assert [markdown(t)[:1] for t in ("[a](b)", "[a][b]", "[a]: http://x", "![i](x)")] == ["`"] * 4
 
 
 def test_a_formula_cell_is_quoted_and_a_number_is_kept() -> None:
@@ -79,8 +84,10 @@ def test_no_server_text_makes_markdown_or_html_of_its_own(text: str) -> None:
     assert not acted_on(md) and "\n" not in md
     if md and md != text:  # one code span: nothing inside it is markdown
         assert md.startswith("`") and md.endswith("`") and md.count("`") == 2
-    elif md:  # plain words
-        assert not set(md) & set("`*[]<>#|!&\\~{}")
+    elif md:  # plain words, brackets that make no link among them
+        assert not set(md) & set("`*<>#|!&\\~{}") and not re.search(r"\][(\[:]", md)
+        links, images, raw = markdown_refs(f"[r]: javascript:x\n\n{md}")  # a definition it could use
+        assert links == images == raw == [], md
     html = page("t", f"| a |\n|---|\n| {md} |\n\nline {md}\n", Path("/nonexistent"), [])
     body = html.split("<body>", 1)[1].rsplit("<script>", 1)[0]  # the page's own sorting script last
     assert "<a " not in body and "<img" not in body and "<script" not in body

@@ -85,5 +85,5 @@ def stable(name: str, tmp_path: Path, monkeypatch: Any) -> Path:
     every checkout and temporary directory."""
     recorded(name, tmp_path)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("tui.app.ruler_command", lambda: "ruler")
+    monkeypatch.setattr("tui.widgets.banner.ruler_command", lambda: "ruler")
     return Path("run")

@@ -60,7 +60,7 @@ async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None
     app = RulerConsole(run, probe_interval=0.3)
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
-        assert app.link and app.link.connected
+        assert app.main.link and app.main.link.connected
         assert "engine connected" in screen_text(app)
 
         for key, cmd in (("n", "advance"), ("w", "rewarm"), ("p", "pause")):
@@ -92,7 +92,7 @@ async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None
         await until(pilot, lambda: "queued s2-control/prose/c2" in screen_text(app))
         # On the windows list, r reruns the window's void and failed rows.
         await pilot.press("shift+tab")
-        await until(pilot, lambda: app.focused is app.ui.windows)
+        await until(pilot, lambda: app.focused is app.main.ui.windows)
         await pilot.press("r")
         await until(pilot, lambda: engine.got[-1] == ("rerun", ["s2-control"]))
 
@@ -118,7 +118,7 @@ async def test_a_refusal_is_shown_as_the_engine_worded_it(measuring) -> None:
     app = RulerConsole(run, probe_interval=0.3)
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
-        app.command("rerun", ["s2-control/prose/c1"])  # a noisy row: the engine refuses
+        app.main.command("rerun", ["s2-control/prose/c1"])  # a noisy row: the engine refuses
         await until(pilot, lambda: "refused" in screen_text(app))
         assert "row s2-control/prose/c1 is noisy, not void" in screen_text(app)
 
@@ -162,12 +162,12 @@ async def test_picking_a_window_shows_it_and_esc_goes_back_to_the_live_one(measu
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
-        assert app.sel.shown == "s2-control"
-        assert app.focused is app.ui.windows  # the keys go to the windows list from the start
+        assert app.main.sel.shown == "s2-control"
+        assert app.focused is app.main.ui.windows  # the keys go to the windows list from the start
         await pilot.press("up")  # one up: s1 ctx
-        await until(pilot, lambda: app.sel.shown == "s1-ctx" and app.sel.pinned)
+        await until(pilot, lambda: app.main.sel.shown == "s1-ctx" and app.main.sel.pinned)
         await pilot.press("tab")  # on to its reps: the arrows now go to its rows
-        await until(pilot, lambda: app.focused is app.ui.reps)
+        await until(pilot, lambda: app.focused is app.main.ui.reps)
         await until(pilot, lambda: "reps · s1-ctx (picked; esc: live)" in screen_text(app))
         assert [r[0].strip() for r in table_text(app, "#reps")] == [
             "prose c1", "prose c2", "code c1", "code c2"]
@@ -177,10 +177,10 @@ async def test_picking_a_window_shows_it_and_esc_goes_back_to_the_live_one(measu
         append(run, [{"kind": "rep_done", "session": "s2", "window": "control", "class": "code",
                       "concurrency": 1, "attempt": 1, "rep": 3, "agg_tok_s": 17.156,
                       "per_user_tok_s": 17.156, "file": "x"}])
-        await until(pilot, lambda: app.state.rows["s2-control/code/c1"].reps[1].get(3) == 17.156)
-        assert app.sel.shown == "s1-ctx"
+        await until(pilot, lambda: app.main.state.rows["s2-control/code/c1"].reps[1].get(3) == 17.156)
+        assert app.main.sel.shown == "s1-ctx"
         await pilot.press("escape")
-        await until(pilot, lambda: app.sel.shown == "s2-control" and not app.sel.pinned)
+        await until(pilot, lambda: app.main.sel.shown == "s2-control" and not app.main.sel.pinned)
 
 
 async def test_a_command_from_another_client_is_shown(measuring) -> None:
@@ -216,13 +216,13 @@ async def test_on_places_keys_reps_and_log_follow_the_window_under_the_cursor(pl
         assert "sessions 2 running, 1 queued, 0 done" in head[0]
         assert head[2].strip().startswith("place a · s1 ctx · prose c2 attempt 2 rep 3/3")
         assert head[3].strip().startswith("▸ place b · s2 ctx · code c1 attempt 1 rep 3/3")
-        assert app.sel.shown == "s2-ctx"  # started last
+        assert app.main.sel.shown == "s2-ctx"  # started last
         await pilot.press("n")
         await until(pilot, lambda: engine.got[-1:] == [("advance", ["s2"])])
 
         await pilot.press("up", "up", "up", "up")  # s2 qv8, s2 control, s1 qv8, s1 ctx
-        await until(pilot, lambda: app.sel.shown == "s1-ctx")
-        assert not app.sel.pinned  # a live window: the screen follows its place from now on
+        await until(pilot, lambda: app.main.sel.shown == "s1-ctx")
+        assert not app.main.sel.pinned  # a live window: the screen follows its place from now on
         await until(pilot, lambda: "reps · s1-ctx" in screen_text(app)
                     and "log s1-ctx · following" in screen_text(app))
         s1_log = (run / "windows/s1-ctx/boot.log").read_text().splitlines()
@@ -243,15 +243,15 @@ async def test_on_places_keys_reps_and_log_follow_the_window_under_the_cursor(pl
                      {"kind": "window_started", **where, "axis": "control",
                       "log": "windows/s3-control/boot.log"}])
         await until(pilot, lambda: live_marked(app) == ["s1 ctx", "s3 control"])
-        assert app.state.current == "s3-control"
+        assert app.main.state.current == "s3-control"
         await settled(pilot)
-        assert app.sel.shown == "s1-ctx" and "log s1-ctx" in screen_text(app)
+        assert app.main.sel.shown == "s1-ctx" and "log s1-ctx" in screen_text(app)
         await pilot.press("n")
         await until(pilot, lambda: engine.got[-1] == ("advance", ["s1"]))
 
         # On a window of neither running session nothing is sent: which one is meant?
         await pilot.press("down", "down", "down")  # s1 qv8, s2 control, s2 qv8: s2 is done
-        await until(pilot, lambda: app.sel.shown == "s2-qv8" and app.sel.pinned)
+        await until(pilot, lambda: app.main.sel.shown == "s2-qv8" and app.main.sel.pinned)
         sent = len(engine.got)
         await pilot.press("w")
         await until(pilot, lambda: "sessions s1, s3 run at once: put the cursor on a window of "
@@ -297,7 +297,7 @@ async def test_rows_follow_the_journal_and_a_void_row_shows_its_reason(measuring
         cut = read_events(run / "journal.jsonl")[-1]["seq"]
         append(run, [{k: v for k, v in e.items() if k not in ("seq", "ts")} for e in evs
                      if e["seq"] > cut])
-        await until(pilot, lambda: app.state.status == "finished")
+        await until(pilot, lambda: app.main.state.status == "finished")
         await until(pilot, lambda: "done" in screen_text(app).splitlines()[0])
         assert "engine ?" in screen_text(app)  # no probe in this test
 
@@ -309,7 +309,7 @@ async def test_the_boot_log_follows_searches_and_stops_following(measuring) -> N
         await settled(pilot)
         log = app.query_one(BootLog)
         await pilot.press("v")  # the raw log: every line, as the file has them
-        await until(pilot, lambda: app.logw.raw and "· raw (v" in screen_text(app))
+        await until(pilot, lambda: app.main.logw.raw and "· raw (v" in screen_text(app))
         await settled(pilot)
         n = log.line_count
         assert n == len((run / "windows/s2-control/boot.log").read_text().splitlines())
@@ -340,7 +340,7 @@ async def test_a_log_line_with_escapes_is_shown_not_acted_on(measuring) -> None:
         await settled(pilot)
         log = app.query_one(BootLog)
         await pilot.press("v")
-        await until(pilot, lambda: app.logw.raw and "· raw (v" in screen_text(app))
+        await until(pilot, lambda: app.main.logw.raw and "· raw (v" in screen_text(app))
         await settled(pilot)
         n = log.line_count
         with open(run / "windows/s2-control/boot.log", "a") as f:
@@ -363,7 +363,7 @@ async def test_past_the_ready_line_the_log_keeps_what_matters_and_folds_the_rest
         ready = next(i for i, x in enumerate(lines) if "model loaded" in x)
         assert shown[: ready + 1] == lines[: ready + 1]  # the boot, as it was
         assert len(shown) < len(lines) / 3
-        serving = app.logw.view
+        serving = app.main.logw.view
         assert serving is not None
         folded, pending = serving.folded, serving.pending
         assert pending  # the idle lines after the last request: their count line waits
@@ -403,14 +403,14 @@ async def test_a_window_on_another_stack_is_read_in_its_servers_words(measuring)
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
-        assert app.classify(ready) == ""  # the campaign's llama.cpp reads no fact in it
+        assert app.main.classify(ready) == ""  # the campaign's llama.cpp reads no fact in it
         append(run, [{"kind": "window_started", "session": "s2", "window": "other", "axis": "other",
                       "runtime": "process", "plan": {}, "tag": "", "stack": "vllm",
                       "log": "windows/s2-other/boot.log"}])
-        await until(pilot, lambda: app.sel.shown == "s2-other")
+        await until(pilot, lambda: app.main.sel.shown == "s2-other")
         log = app.query_one(BootLog)
         await until(pilot, lambda: list(log.lines) == [ready, "[ruler: 30 lines folded]", failed])
-        assert app.classify(ready) == "fact" and app.classify(failed) == "error"
+        assert app.main.classify(ready) == "fact" and app.main.classify(failed) == "error"
 
 
 @pytest.mark.slow
@@ -463,12 +463,12 @@ async def test_a_lost_engine_shows_disconnected_and_comes_back(tmp_path: Path) -
         (run / "engine.pid").write_text(f"{unused_pid()}\n")
         await until(pilot, lambda: "the engine is gone and the campaign is not finished"
                     in screen_text(app))
-        assert f"run --resume {run}" in app.ui.banner.text.plain
-        assert app.check_action("advance", ()) is None and app.check_action("help", ()) is True
-        said = app._status
+        assert f"run --resume {run}" in app.main.ui.banner.text.plain
+        assert app.main.check_action("advance", ()) is None and app.main.check_action("help", ()) is True
+        said = app.main.ui.status.said
         await pilot.press("n")
         await settled(pilot)
-        assert app._status == said
+        assert app.main.ui.status.said == said
 
 
 async def test_detach_and_reattach_rebuild_the_same_picture(measuring) -> None:
@@ -479,7 +479,7 @@ async def test_detach_and_reattach_rebuild_the_same_picture(measuring) -> None:
         append(run, [{"kind": "rep_done", "session": "s2", "window": "control", "class": "code",
                       "concurrency": 1, "attempt": 1, "rep": 3, "agg_tok_s": 17.156,
                       "per_user_tok_s": 17.156, "file": "windows/s2-control/reps/code-c1-1-3.jsonl"}])
-        await until(pilot, lambda: "17.2" in str(first.ui.reps.get_cell("s2-control/code/c1",
+        await until(pilot, lambda: "17.2" in str(first.main.ui.reps.get_cell("s2-control/code/c1",
                                                                          "reps tok/s")))
         await pilot.press("q")
     reps, windows = table_text(first, "#reps"), table_text(first, "#windows")
@@ -488,7 +488,7 @@ async def test_detach_and_reattach_rebuild_the_same_picture(measuring) -> None:
         await settled(pilot)
         assert table_text(second, "#reps") == reps
         assert table_text(second, "#windows") == windows
-        assert second.state == fold(read_events(run / "journal.jsonl"))
+        assert second.main.state == fold(read_events(run / "journal.jsonl"))
 
 
 @pytest.mark.parametrize("name", ["measuring", "finished"])
@@ -510,7 +510,7 @@ async def test_a_snapshot_of_the_fold_gives_the_same_picture(name: str, tmp_path
         app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
         async with app.run_test(size=(120, 40)) as pilot:
             await settled(pilot)
-            return screen_text(app), app.export_screenshot(simplify=True), app.state
+            return screen_text(app), app.export_screenshot(simplify=True), app.main.state
 
     text, with_it, state = await picture()
     assert snapshot.load(path)[1] == "" and "line 21: not JSON" in text
@@ -536,14 +536,14 @@ async def test_the_first_frame_shows_the_run_its_snapshot_holds(tmp_path: Path) 
     assert len(want[0]) == 4
 
     app = RulerConsole(run, clock=lambda: now, probe=lambda *_: link)
-    assert app.state == fold(read_events(run / "journal.jsonl"))
+    assert app.main.state == fold(read_events(run / "journal.jsonl"))
     # The follower is asked to run once the first frame is drawn (on mount), and hands nothing.
     asked = threading.Event()
     app.follower.run = lambda cancelled: asked.set()  # type: ignore[method-assign]  # never hands one
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, asked.is_set)
         assert (table_text(app, "#windows"), table_text(app, "#reps")) == want
-        assert not app.caught_up
+        assert not app.main.caught_up
 
 
 async def test_no_color_keeps_every_mark_in_the_text(measuring, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -578,7 +578,7 @@ async def test_256_colours_keep_the_marks_apart_and_readable(measuring) -> None:
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
-        marks = {t: app.tags[t].color.downgrade(ColorSystem.EIGHT_BIT)  # type: ignore[union-attr]  # all set
+        marks = {t: app.main.tags[t].color.downgrade(ColorSystem.EIGHT_BIT)  # type: ignore[union-attr]  # all set
                  for t in ("error", "warning", "success", "accent")}
         assert len({c.number for c in marks.values()}) == len(marks), marks
         for name in ("background", "panel", "surface"):
@@ -606,7 +606,8 @@ async def test_the_panel_with_the_keys_shows_in_256_colours_and_without_colour(m
                     next(r for r in rows if "boot facts" in r)]
 
         assert tops()[0].startswith("━windows━") and "━" not in tops()[1] + tops()[2]
-        (_, focused), (_, blurred) = app.ui.windows.styles.border_top, app.ui.right.styles.border_top
+        ui = app.main.ui
+        (_, focused), (_, blurred) = ui.windows.styles.border_top, ui.right.styles.border_top
         bits = [c.rich_color.downgrade(ColorSystem.EIGHT_BIT).number for c in (focused, blurred)]
         assert bits[0] != bits[1], bits
         await pilot.press("tab")
@@ -663,7 +664,7 @@ async def test_every_width_from_80_to_200_lays_out_cleanly(tmp_path: Path) -> No
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(80, 30)) as pilot:
         await settled(pilot)
-        windows, reps = app.ui.windows, app.ui.reps
+        windows, reps = app.main.ui.windows, app.main.ui.reps
 
         def layout() -> object:
             return (windows.size.width, reps.size.width, dict(windows._shown), dict(reps._shown))
@@ -783,9 +784,9 @@ async def test_a_refusal_quoting_the_operators_words_is_shown_as_text(measuring)
     markup = "[/x] [link=https://evil.example]y[/link]"
     async with app.run_test(size=(120, 30)) as pilot:
         await settled(pilot)
-        app.command("rerun", [markup])
+        app.main.command("rerun", [markup])
         await until(pilot, lambda: len(list(app._notifications)) == 1)
-        app.command("rerun", ["row\x1b]0;TITLE\x07"])
+        app.main.command("rerun", ["row\x1b]0;TITLE\x07"])
         await until(pilot, lambda: len(list(app._notifications)) == 2)
         toasts = list(app._notifications)
         assert markup in str(toasts[0].message) and markup in toasts[0].title

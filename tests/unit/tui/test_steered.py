@@ -46,7 +46,7 @@ async def test_a_mistyped_command_line_is_damage_and_the_console_goes_on(tmp_pat
     good: dict[str, Any] = {"cmd": "pause", "args": [], "who": WHO, "reply": "pausing before the next rep"}
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(100, 30)) as pilot:
-        await until(pilot, lambda: app.caught_up)
+        await until(pilot, lambda: app.main.caught_up)
         first = len(read_events(run / "journal.jsonl")) + 1  # the line of the first appended
         with open(run / "journal.jsonl", "a") as f:
             for i, fields in enumerate([*({**good, **b} for b in bad), good], start=1):
@@ -54,7 +54,7 @@ async def test_a_mistyped_command_line_is_damage_and_the_console_goes_on(tmp_pat
                                     **fields}) + "\n")
         # The good command after the bad ones is said: every line before it was read.
         await until(pilot, lambda: "pause (pid 1):" in status_text(app))
-        damage = [d for d in app.state.damage if d.line and d.line >= first]
+        damage = [d for d in app.main.state.damage if d.line and d.line >= first]
         assert [d.line for d in damage] == list(range(first, first + len(bad)))
         assert all(d.reason.startswith("command event the fold cannot use (") for d in damage)
-        assert len(app.state.commands) == 1
+        assert len(app.main.state.commands) == 1

@@ -10,7 +10,8 @@ import pytest
 
 from engine.campaign.dryrun import dry_run
 from engine.campaign.load import load_campaign
-from engine.campaign.redact import Redactor, argv_warnings, is_secret, redactor_for
+from engine.campaign.redact import Redactor, argv_warnings, redactor_for
+from engine.campaign.secrets import is_secret
 from engine.commands.validate import cmd_validate
 from engine.record.results import scrub_data
 
@@ -171,3 +172,49 @@ def test_a_secret_that_is_a_place_leaves_other_places_as_they_are() -> None:
     assert redact(text) == text
     assert redact("keyring at /run/user/1000/key") == "keyring at <redacted:GNOME_KEYRING_CONTROL>"
     assert redact("auth https://user:s3cret@hub.example") == "auth <redacted:HUB_AUTH_URL>"
+
+
+STACKED = BASE.replace("""sessions:
+  s1: [flag]""", """  - name: vllm
+    server:
+      adapter: vllm
+      command: [vllm, serve]
+      args: {--api-key: sk-stack-literal-flag-0001}
+      env:
+        HF_TOKEN: hf_stackLiteral0123456789
+        WANDB_API_KEY: ${NOT_SECRET_LOOKING}
+  - name: sw
+    axis: the token swept
+    sweep: {env: {OPENAI_API_KEY: [sk-Swept-Value-AAAA1111, sk-Swept-Value-BBBB2222]}}
+sessions:
+  s1: [flag, vllm, sw]""")
+
+
+def test_every_secret_source_of_a_campaign_is_redacted_with_its_derived_forms(tmp_path: Path) -> None:
+    """Issue 49: a stack window's server.env (literal, or a ${VAR} of a name that looks like none),
+    a secret-named flag's value, a sweep over a secret variable: each is redacted wherever it is
+    written, and so are its other cases and the name a value would give a window."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(STACKED)
+    campaign = load_campaign(spec)
+    held = "ValueHeldByAPlainName42"
+    redact = redactor_for(campaign, {"HF_TOKEN": TOKEN, "NOT_SECRET_LOOKING": held})
+    secrets = ["hf_stackLiteral0123456789", held, "sk-stack-literal-flag-0001",
+               "sk-Swept-Value-AAAA1111", "sk-Swept-Value-BBBB2222"]
+    for value in secrets:
+        for form in (value, value.lower(), value.upper(), f"sw-{value.lower()}"):
+            said = redact(f"boot: {form} ok")
+            assert value.lower() not in said.lower(), (form, said)
+    frozen = redact(campaign.source_text)
+    assert not any(s in frozen for s in secrets[:1] + secrets[2:]), frozen
+
+
+def test_a_sweep_over_a_secret_names_its_windows_by_position(tmp_path: Path) -> None:
+    """A window's name is in directory names, the journal, throughput.csv and every receipt: one
+    made of a secret's value would carry it past any redaction; and its axis says no value."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(STACKED)
+    campaign = load_campaign(spec)
+    swept = [w for w in campaign.windows if w.sweep == "sw"]
+    assert [w.name for w in swept] == ["sw-1", "sw-2"]
+    assert [w.axis for w in swept] == ["the token swept: value 1", "the token swept: value 2"]

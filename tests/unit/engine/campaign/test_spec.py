@@ -109,7 +109,9 @@ def test_control_position_orders_the_session(tmp_path: Path, position: str, orde
 def test_the_verdict_section(tmp_path: Path) -> None:
     c = load_campaign(write(tmp_path, BASE + "verdict: {error_rate: 0.01, correction: bh, margin: 0.02}\n"))
     rule = c.verdict.rule()
-    assert (rule.error_rate, rule.correction, rule.margin, rule.boot_noise) == (0.01, "bh", 0.02, 0.05)
+    assert (rule.error_rate, rule.correction, rule.margin, rule.boot_noise) == (0.01, "bh", 0.02, None)
+    said = load_campaign(write(tmp_path, BASE + "verdict: {boot_noise: 0.03}\n")).verdict.rule()
+    assert said.boot_noise == 0.03
     with pytest.raises(SpecError, match="correction"):
         load_campaign(write(tmp_path, BASE + "verdict: {correction: bonferroni}\n"))
 

@@ -19,6 +19,7 @@ from engine.commands.prune import judge
 from engine.record import results
 from engine.record.liveness import LOCK, PID, lock_state
 from tests.cli import ruler
+from tests.paths import FIXTURES
 
 NOW = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
 
@@ -128,3 +129,23 @@ def test_a_resume_refuses_a_run_whose_engine_may_be_live(tmp_path: Path) -> None
     assert out.returncode == 2, out.stderr
     assert f"whether an engine still runs {d} is unknown: its lock" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.timeout(300)
+def test_a_lock_that_is_a_fifo_is_said_by_status_resume_and_prune_never_waited_on(tmp_path: Path) -> None:
+    """engine.lock replaced by a FIFO: opened the plain way, it blocks (no writer) and each of
+    these commands hangs. Each says what the lock is, and nothing is started or removed."""
+    d = tmp_path / "run"
+    shutil.copytree(FIXTURES / "journals" / "measuring", d)
+    (d / results.ENGINE_JSON).write_text(json.dumps({"run_id": "run.abcd1234"}))
+    (d / LOCK).unlink()
+    os.mkfifo(d / LOCK)
+    status = ruler("status", str(d), timeout=60)
+    assert "not a regular file (a FIFO)" in status.stdout + status.stderr, status
+    assert "Traceback" not in status.stderr
+    resume = ruler("run", "--resume", str(d), "--headless", timeout=60)
+    assert resume.returncode == 2 and "its lock" in resume.stderr and "a FIFO" in resume.stderr, resume
+    pruned = ruler("prune", str(d), timeout=60)  # no container of this run on the daemon: none judged
+    assert pruned.returncode in (0, 1) and "Traceback" not in pruned.stderr, pruned
+    remove, why = verdict(container_of(d), d)  # one of its containers, judged: left, saying why
+    assert not remove and "a FIFO" in why

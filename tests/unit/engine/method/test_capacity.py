@@ -83,6 +83,15 @@ def test_a_void_probe_is_not_probed_again() -> None:
     assert answer.lo is not None and answer.lo <= 20
 
 
+@pytest.mark.parametrize("over", ["rate", "concurrency"])
+def test_a_server_that_fails_every_request_has_no_capacity_found(over: str) -> None:
+    """Issue 49: every probe void (no usable rep) says nothing of the edge: the search ends with
+    no answer, not "bracketed" below the range, and probes no more than both ends."""
+    order, answer = run(Search(over, 1, 32, max_probes=8), lambda _: Probe.VOID)
+    assert answer.found == Found.NONE and (answer.lo, answer.hi, answer.mixed) == (None, None, ())
+    assert order == [1, 32]
+
+
 def request(ttft: float, tpot: float, n: int = 17, error: str | None = None) -> dict[str, object]:
     start = 100.0
     first = start + ttft / 1000

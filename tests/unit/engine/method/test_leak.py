@@ -1,5 +1,6 @@
 """Leak or noise (engine.method.leak): the rule scaled to the run's noise, on synthetic rep sets
-and on simulated rows of pure noise and of a slow rep."""
+and on simulated rows of pure noise (Gaussian, t3-tailed, a row noisier than its pool) and of a
+slow rep."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 import random
 import re
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,6 +29,18 @@ def rows(sigma: float, n: int, count: int, seed: str) -> list[list[float]]:
     return [[1000 * math.exp(rng.gauss(0, sigma)) for _ in range(n)] for _ in range(count)]
 
 
+def t3(rng: np.random.Generator, sigma: float, shape: tuple[int, ...]) -> list[list[float]]:
+    """Reps whose log tok/s is Student's t with 3 degrees of freedom, at standard deviation ``sigma``."""
+    reps: list[list[float]] = (1000 * np.exp(sigma * rng.standard_t(3, shape) / math.sqrt(3))).tolist()
+    return reps
+
+
+def voided(rows_and_pools: list[tuple[list[float], list[list[float]]]]) -> float:
+    """The share of noise-only rows (each beside its pool) the rule voids."""
+    return sum(leak.read(row, 0.10, pool).shape == Shape.LEAK
+               for row, pool in rows_and_pools) / len(rows_and_pools)
+
+
 def test_the_pooled_noise_is_the_sd_of_log_tok_s_within_rows() -> None:
     e = math.e
     # Logs (0, 0.2) and (1, 1.1, 1.2): squares 0.02 + 0.02 over 1 + 2 degrees of freedom.
@@ -37,21 +51,41 @@ def test_the_pooled_noise_is_the_sd_of_log_tok_s_within_rows() -> None:
     assert quiet == pytest.approx(0.02596, abs=1e-5) and quiet_df == 16
 
 
-def test_the_bar_narrows_as_reps_and_pooled_rows_are_added() -> None:
-    # The range-based rule lost power with more reps; the scale's bar in noise-widths falls.
-    ks = [leak.critical(n, 16) for n in (3, 4, 5, 8)]
-    assert ks == sorted(ks, reverse=True)
-    assert ks[0] == pytest.approx(3.85, abs=0.05) and ks[-1] == pytest.approx(2.88, abs=0.05)
+def test_the_bar_narrows_as_pooled_rows_are_added() -> None:
     alone = [leak.critical(3, df) for df in (0, 2, 16, 24)]
     assert alone == sorted(alone, reverse=True)
     assert alone[0] > 100  # one degree of freedom: two reps alone say little of the noise
-    assert alone[-1] > leak.critical(3, None) == pytest.approx(3.28, abs=0.05)  # the noise known
+
+
+@pytest.mark.parametrize("reps, pool_df", [(3, 16), (5, 16), (3, 2), (4, 24)])
+@pytest.mark.parametrize("tails, ratio", [(None, 1.0), (None, 2.0), (3, 1.0)])
+def test_k_holds_in_every_world_the_rule_answers_for(reps: int, pool_df: int, tails: int | None,
+                                                      ratio: float) -> None:
+    """Gaussian noise in a row as noisy as its pool or twice as noisy, t3 as noisy: drawn afresh
+    (not critical's draws), no more than 0.8 % of noise rows pass k in any of them. The pool's rows
+    have three reps."""
+    rng = np.random.default_rng([reps, pool_df, tails or 0, int(ratio)])
+    sims = 60_000
+
+    def draw(shape: tuple[int, ...]) -> np.ndarray:
+        if tails is None:
+            return rng.standard_normal(shape)
+        return rng.standard_t(tails, shape) / math.sqrt(tails / (tails - 2))
+
+    x = np.sort(ratio * draw((sims, reps)), axis=1)
+    pool = draw((sims, pool_df // 2, 3))
+    squares = (((x[:, 1:] - x[:, 1:].mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+               + ((pool - pool.mean(axis=2, keepdims=True)) ** 2).sum(axis=(1, 2)))
+    t = (x[:, 1] - x[:, 0]) / np.sqrt(squares / (reps - 2 + pool_df))
+    share = float(np.mean(t > leak.critical(reps, pool_df)))
+    # 0.8 % by design; 0.15 % is more than three standard errors of 60000 rows.
+    assert share <= (1 - leak.CEILING_SHARE) * leak.FALSE_VOID + 0.0015
 
 
 def test_a_row_alone_is_judged_against_the_noisiest_server() -> None:
-    # One degree of freedom puts the pooled bar past 100 %: the bar is a 20 %-noise server's.
+    # One degree of freedom puts the pooled bar past 100 %: the bar is a 10 %-noise server's.
     ceiling = -math.expm1(-leak.critical(3, None) * leak.NOISE_MAX)
-    assert ceiling == pytest.approx(0.481, abs=0.005)
+    assert ceiling == pytest.approx(0.482, abs=0.005)
     assert leak.read([1000.0, 530.0, 1100.0], 0.10).shape == Shape.NOISE  # 47 % below
     caught = leak.read([1000.0, 500.0, 1100.0], 0.10)  # 50 % below
     assert caught.shape == Shape.LEAK and caught.bar == pytest.approx(ceiling)
@@ -88,9 +122,9 @@ def test_the_stall_is_read_against_the_pooled_noise() -> None:
     noise = math.sqrt((0.02596 ** 2 * 16 + math.log(2202.1 / 2000.3) ** 2 / 2) / 17)
     assert reading.noise == pytest.approx(noise, rel=1e-3)
     assert reading.below == pytest.approx(1 - 1192.9 / 2000.3)
-    # k x noise: 3.85 x 3.0 % = 11.6 % on the log scale, a 10.9 % drop.
+    # k x noise: 6.75 x 3.0 % = 20.3 % on the log scale, an 18.4 % drop.
     assert reading.bar == pytest.approx(-math.expm1(-leak.critical(3, 16) * noise), rel=1e-3)
-    assert reading.bar == pytest.approx(0.109, abs=0.001)
+    assert reading.bar == pytest.approx(0.184, abs=0.001)
     assert "40.4% below the next lowest (2000.3)" in reading.why
     assert "8 other rows" in reading.why
 
@@ -124,21 +158,35 @@ def test_the_pool_is_the_most_recent_rows() -> None:
 @pytest.mark.parametrize("n", [3, 4, 5, 8])
 def test_pure_noise_is_voided_at_most_once_in_a_hundred_rows(n: int) -> None:
     # 20 % noise, the run's eight earlier rows at the load alike: the bar follows the noise.
-    voided = 0
-    trials = 1500
-    for i in range(trials):
-        pool = rows(0.20, 3, 8, f"pool:{n}:{i}")
-        row = rows(0.20, n, 1, f"row:{n}:{i}")[0]
-        voided += leak.read(row, 0.10, pool).shape == Shape.LEAK
-    # The rule voids at most 0.8 % by design; 1.5 % is three standard errors of 1500 rows past it.
-    assert voided / trials <= 0.015
+    drawn = [(rows(0.20, n, 1, f"row:{n}:{i}")[0], rows(0.20, 3, 8, f"pool:{n}:{i}")) for i in range(1500)]
+    # The rule voids at most 1 % by design; 1.5 % is two standard errors of 1500 rows past it.
+    assert voided(drawn) <= 0.015
+
+
+@pytest.mark.parametrize("n", [3, 5])
+@pytest.mark.parametrize("sigma", [0.05, 0.10])
+def test_t3_tailed_noise_is_voided_at_most_once_in_a_hundred_rows(n: int, sigma: float) -> None:
+    # Heavy tails: a rep far below the rest now and then is the noise itself. A bar scaled for
+    # Gaussian noise voided 1.5 to 2.9 % of these rows (bench/leak_sim.py).
+    rng = np.random.default_rng([n, int(sigma * 100)])
+    drawn = [(t3(rng, sigma, (1, n))[0], t3(rng, sigma, (8, 3))) for _ in range(1500)]
+    assert voided(drawn) <= 0.015
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_a_row_twice_as_noisy_as_its_pool_is_voided_at_most_once_in_a_hundred_rows(n: int) -> None:
+    # A row at 10 % noise beside rows at 5 %: the pool's noise is not the row's. The bar of a row
+    # as noisy as its pool voided 6 to 9 % of these.
+    drawn = [(rows(0.10, n, 1, f"row:{n}:{i}")[0], rows(0.05, 3, 8, f"pool:{n}:{i}")) for i in range(1500)]
+    assert voided(drawn) <= 0.015
 
 
 @pytest.mark.parametrize("n", [3, 4, 5, 8])
-@pytest.mark.parametrize("sigma, least", [(0.05, 0.99), (0.10, 0.94)])
+@pytest.mark.parametrize("sigma, least", [(0.02, 0.99), (0.05, 0.93)])
 def test_a_rep_at_half_the_others_is_caught(n: int, sigma: float, least: float) -> None:
-    # bench/leak_sim.py puts it at 95.6 % to 98.4 % at 10 % noise: 0.94 is that less sampling
-    # slack for 1000 rows.
+    # bench/leak_sim.py puts it at 99 to 100 % at 5 % noise with 3 and 5 reps: 0.93 is that less
+    # sampling slack for 1000 rows and 8 reps' wider bar. At 10 % noise it is about half: no rule
+    # holds 1 % false voids in a row twice as noisy and catches much more there.
     caught = 0
     trials = 1000
     for i in range(trials):

@@ -65,3 +65,18 @@ def test_the_sequential_rule_keeps_the_intervals_at_95_percent(sigma: float) -> 
     assert 0.005 <= missed <= 0.075
     if sigma == 0.02:  # a level where the rule adds reps: the check is of the sequential rule
         assert reps > RULE.stage
+
+
+def test_the_noise_between_boots_bounds_what_reps_can_reach() -> None:
+    """A delta is two boots apart: where the boots alone put its half-width past the precision,
+    no rep can reach it (more sessions would), and the rule says so at once; a smaller noise
+    between boots leaves the reps a narrower share of the precision."""
+    rule = Rule(0.03, 20, 3)
+    window, control = [100.0, 101.0, 99.0], [100.5, 100.0, 99.5]
+    step = precision.step
+    loud = step(window, control, rule, between=0.02 ** 2)  # 1.96 * 2 % * root 2: +-5.7 %
+    assert loud.progress == Progress.CANNOT and loud.needed is None
+    assert loud.boot_half == pytest.approx(math.expm1(1.96 * 0.02 * math.sqrt(2)), rel=1e-6)
+    quiet, none = step(window, control, rule, between=0.005 ** 2), step(window, control, rule)
+    assert quiet.boot_half is not None and none.boot_half is None
+    assert (quiet.needed or 99) >= (none.needed or 99)

@@ -143,3 +143,20 @@ def test_a_receipt_without_chunk_gaps_spreads_its_tokens_evenly() -> None:
     times, each = steady.token_times(r)
     assert each == 1.0 and len(times) == 11
     assert times[0] == pytest.approx(0.1) and times[-1] == pytest.approx(1.1)
+
+
+def test_per_user_is_the_rows_tok_s_over_its_users_on_the_rows_basis() -> None:
+    """One definition of per user (the seed's "732 agg / 91.5 per user" at C8): the row's tok/s over
+    its C workers, on the same basis as the tok/s; a closed-loop row's per user is agg_tok_s / C
+    exactly, whether its basis is the steady window or the whole reps."""
+    good = closed_rep(c=2, per_worker=4, decode_s=1.0, tokens=100, stagger=0.3)
+    short = closed_rep(c=2, per_worker=1, decode_s=1.0, tokens=100, stagger=2.0)
+    policy = stats.LeakPolicy()
+    both: list[list[tuple[dict[str, Any], list[dict[str, Any]]]]] = [
+        [({}, good), ({}, good)], [({}, good), ({}, short)]]
+    for reps in both:
+        row = stats.row_figures(reps, 2, policy)
+        assert row["per_user_tok_s"] == pytest.approx(row["agg_tok_s"] / 2, abs=1e-3), row["basis"]
+    one = stats.row_figures([({}, good)] * 3, 1, policy)
+    assert one["per_user_tok_s"] == one["agg_tok_s"]
+    assert stats.per_user(91.5 * 8, 8) == 91.5

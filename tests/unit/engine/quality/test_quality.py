@@ -144,7 +144,7 @@ def test_rows_called_by_the_campaigns_judgement() -> None:
     got = fast["rows"][0]
     assert fast["judged"] and not fast["inside"] and got["call"] == "observable effect"
     assert got["delta"] == pytest.approx(0.10, abs=1e-3) and 0 < got["delta_lo"] < 0.10 < got["delta_hi"]
-    assert "declared noise between boots of 0.5 %" in got["method"]
+    assert "noise between boots declared 0.5 %" in got["method"]
     assert not rows_called(j, [st.rows["s1-void/prose/c1"]])["judged"]
     verdict, reasons = no_effect_verdict({}, fast, {"identical": 1, "n": 1})
     assert verdict == "observable effect" and reasons[0].startswith("prose/c1 +10.0% [")
@@ -247,3 +247,30 @@ def test_verdicts_read_on_the_progress_line() -> None:
               "summary": "3/8 identical, first divergence at character 4"}
     assert format_event(greedy) == "s1/noop greedy: diverged: 3/8 identical, first divergence at character 4"
     assert format_event({**base, "kind": "quality_started"}) == "s1/noop quality checks"
+
+
+def test_greedy_replies_cut_inside_a_character_compare_by_their_token_ids() -> None:
+    """Byte-fallback tokens: a reply cut inside an emoji ends in bytes one server drops and
+    another shows as U+FFFD; the token ids decide where both sides have them (one stack)."""
+    def reply(text: str, ids: list[int]) -> dict[str, Any]:
+        return {"prompt": "p", "prompt_ids": [1], "text": text, "token_ids": ids}
+
+    same_ids = greedy_compare([reply("sea 🌊", [5, 10813, 230])], [reply("sea 🌊\ufffd", [5, 10813, 230])])
+    assert (same_ids["identical"], same_ids["first_divergence"]) == (1, None)
+    hidden = greedy_compare([reply("sea ", [5, 10813, 230])], [reply("sea ", [5, 10813, 231])])
+    assert (hidden["identical"], hidden["first_divergence"]) == (0, 4)
+    assert hidden["prompts"][0]["first_token_divergence"] == 2
+    across = greedy_compare([reply("sea ", [5, 10813, 230])], [reply("sea ", [5, 10813, 231])],
+                            by_ids=False)
+    assert across["identical"] == 1  # another stack's tokenizer: the text decides
+
+
+def test_a_position_the_server_could_not_score_is_left_out_and_counted() -> None:
+    item = Item("x", [1], [7, 8], [0, 1])
+    ref = [[{"t": 0, "top": [[7, -0.1], [9, -2.0]]}, {"t": 1, "top": [[8, -0.2], [3, -1.0]]}]]
+    win = [[{"t": 0, "top": [[7, -0.3], [9, -1.5]]},
+            {"t": 1, "top": [], "unscored": "llama-server gave no probabilities at this position"}]]
+    cmp = compare_scores([item], ref, win, 2)
+    assert (cmp["stats"]["n"], cmp["unscored"]) == (1, 1)
+    assert cmp["stats"]["max"] == pytest.approx(0.2)
+    assert compare_kl(ref, win, 2)["n"] == 1

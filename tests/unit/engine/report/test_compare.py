@@ -10,18 +10,27 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from engine.report import load_run
+from engine.record.figures import CSV_COLUMNS
+from engine.record.state import RunState
+from engine.report import RunView, load_run
 from engine.report.compare import (
+    Match,
     cmd_compare,
     comparison,
     conditions,
     differences,
+    match_rows,
     without_common_differences,
 )
+from engine.report.run import csv_row
 from tests.paths import FIXTURES
+from tests.unit.engine.report import compare_before
 
 RUNS = FIXTURES / "runs"
 A, B = RUNS / "compare-a", RUNS / "compare-b"
@@ -169,3 +178,102 @@ def test_differences_every_row_shares_are_said_once_above_the_table(
     assert without_common_differences(headers, alike) == (headers, alike, "")
     mixed = [["r1", "B: max_tokens 8 vs 64"], ["r2", "-"]]
     assert without_common_differences(headers, mixed) == (headers, mixed, "")
+
+
+# ------------------------------------------------------------------ the same rows as before, in linear time
+
+DEMO = RUNS / "demo-smollm2"
+ROW = st.fixed_dictionaries({
+    "session": st.sampled_from(["s1", "s2"]), "window": st.sampled_from(["control", "a", "b"]),
+    "axis": st.sampled_from(["", "one", "two"]), "class": st.sampled_from(["x", "y"]),
+    "load": st.sampled_from([("1", ""), ("4", ""), ("0", "0.5")]),
+})
+
+
+def view_of(rows: list[dict[str, Any]]) -> RunView:
+    """A run of these throughput.csv rows alone."""
+    return RunView(Path("run"), [], RunState(), [csv_row(dict.fromkeys(CSV_COLUMNS, "") | {
+        "session": r["session"], "window": r["window"], "class": r["class"],
+        "axis": "control" if r["window"] == "control" else r["axis"],
+        "concurrency": r["load"][0], "rate": r["load"][1], "status": "ok"}) for r in rows],
+        None, {}, "", {})
+
+
+def matched(matches: list[Match]) -> list[tuple[list[int | None], list[str]]]:
+    return [([id(r) if r is not None else None for r in m.rows], m.how) for m in matches]
+
+
+@settings(max_examples=300, deadline=None)
+@given(runs=st.lists(st.lists(ROW, max_size=14), min_size=2, max_size=3))
+def test_rows_match_as_the_scan_of_every_other_row_matched_them(runs: list[list[dict[str, Any]]]) -> None:
+    """Rows of few names, so that keys repeat and every rule (exact, window name, axis) and the
+    leftovers are reached: each baseline row gets the same row of each run as before."""
+    views = [view_of(rows) for rows in runs]
+    assert matched(match_rows(views)) == matched(compare_before.match_rows(views))
+
+
+def reorganised(tmp_path: Path) -> Path:
+    """The demo run with a window renamed (matched by its axis), its second session renamed
+    (matched by window name), rows left out and the rest in another order."""
+    run = tmp_path / "reorganised"
+    shutil.copytree(DEMO, run)
+    for name in ("throughput.csv", "journal.jsonl"):
+        text = (run / name).read_text()
+        for old, new in (('"ngram"', '"ngram2"'), (",ngram,", ",ngram2,"),
+                         ("windows/s1-ngram", "windows/s1-ngram2"), ('"s2"', '"s3"'),
+                         ("windows/s2-", "windows/s3-")):
+            text = text.replace(old, new)
+        if name == "throughput.csv":
+            head, *lines = text.splitlines(keepends=True)
+            text = head + "".join(x.replace("s2,", "s3,", 1) if x.startswith("s2,") else x
+                                  for x in lines[::-1] if ",code,4," not in x)
+        (run / name).write_text(text)
+    for d in (run / "windows").iterdir():
+        d.rename(d.with_name(d.name.replace("s2-", "s3-").replace("s1-ngram", "s1-ngram2")))
+    return run
+
+
+@pytest.mark.parametrize("runs", [("demo", "copy"), ("a", "b"), ("b", "a"), ("a", "b", "a"),
+                                  ("demo", "reorganised"), ("reorganised", "demo", "copy")])
+def test_rows_are_the_old_implementations(runs: tuple[str, ...], tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every row, match, figure and delta as the implementation before (compare_before), on
+    recorded runs; a difference it named, named the same, but "not recorded in either run" where
+    the run records it (an older journal's requests per rep: the frozen campaign's) or where
+    nothing was (a window with no row sends no prompts)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(DEMO, copy)
+    dirs = {"demo": DEMO, "copy": copy, "a": A, "b": B, "reorganised": reorganised(tmp_path)}
+    new = comparison([load_run(dirs[r]) for r in runs], allow_different=True)[2]
+    with compare_before.installed(monkeypatch):
+        old = comparison([load_run(dirs[r]) for r in runs], allow_different=True)[2]
+    assert [{k: v for k, v in rec.items() if k != "differences"} for rec in new] == [
+        {k: v for k, v in rec.items() if k != "differences"} for rec in old]
+    assert any(how not in ("exact", "") for rec in new for how in rec["matched_by"]) == (
+        "reorganised" in runs)
+    for rec, was in zip(new, old, strict=True):
+        for now, then in zip(rec["differences"], was["differences"], strict=True):
+            assert (now is None) == (then is None)
+            assert now is None or now.items() <= then.items()
+            assert now is None or all(then[k] == "not recorded in either run" for k in then.keys() - now)
+
+
+def test_a_missing_record_is_not_a_difference_when_both_runs_have_it(tmp_path: Path) -> None:
+    """The demo against a copy: before, every row was unlike ("requests per rep not recorded in
+    either run": the older journal's run_started has none, the frozen campaign says 4), and the
+    rejected window's stand-in row besides ("prompts () not recorded", "time scale": it sent no
+    request). A prompt changed in the copy is named on that class's rows only."""
+    copy = tmp_path / "copy"
+    shutil.copytree(DEMO, copy)
+    records = comparison([load_run(DEMO), load_run(copy)])[2]
+    assert [r["differences"][1] for r in records] == [{}] * 29
+    assert records[-1]["row"] == "s2-qv8 (window)"
+    assert conditions(load_run(DEMO), load_run(DEMO).rows[0])["requests per rep"] == 4
+    prompts = json.loads((copy / "prompts.json").read_text())
+    prompts["prose"][1] = "Describe the smell of snow."
+    (copy / "prompts.json").write_text(json.dumps(prompts))
+    records = comparison([load_run(DEMO), load_run(copy)])[2]
+    unlike = {r["row"]: r["differences"][1] for r in records if r["differences"][1]}
+    assert set(unlike) == {r["row"] for r in records if " prose " in r["row"]}
+    assert all(set(d) == {"prompts (prose)"} and d["prompts (prose)"].startswith("1 of 4 differ")
+               for d in unlike.values())

@@ -40,5 +40,5 @@ def test_a_full_disk_is_one_line_and_exit_1(tmp_path: Path, charts: bool,
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     name = "report-delta.png" if charts else "report.md"  # the first chart drawn
     assert err == (f"ruler report: cannot write {run / name}: No space left on device; make room, "
-                   f"then run ruler report again\n")
+                   f"then make the report again\n")
     assert not list(run.glob(".report*"))  # no temporary left behind

@@ -12,16 +12,18 @@ from pathlib import Path
 import pytest
 
 from engine.report import cmd_report
-from engine.report.html import blocks, inline
+from engine.report.html import Links, blocks, inline
 from tests.paths import FIXTURES
 
 DEMO = FIXTURES / "runs" / "demo-smollm2"
 
 
-def test_the_reports_markdown_becomes_html_and_nothing_else() -> None:
+def test_the_reports_markdown_becomes_html_and_nothing_else(tmp_path: Path) -> None:
+    (tmp_path / "windows" / "s1").mkdir(parents=True)
+    (tmp_path / "windows" / "s1" / "greedy.json").write_text("{}")
     assert inline("**void** at `-fa off` (*within noise*) [greedy.json](windows/s1/greedy.json)",
-                  {}) == ('<b>void</b> at <code>-fa off</code> (<i>within noise</i>) '
-                          '<a href="windows/s1/greedy.json">greedy.json</a>')
+                  {}, Links(tmp_path)) == ('<b>void</b> at <code>-fa off</code> (<i>within noise</i>) '
+                                           '<a href="windows/s1/greedy.json">greedy.json</a>')
     assert inline("<script>alert(1)</script> a \\| b, 2 * 3 * 4", {}) == (
         "&lt;script&gt;alert(1)&lt;/script&gt; a | b, 2 * 3 * 4")
     assert inline("`**not bold** <b>`", {}) == "<code>**not bold** &lt;b&gt;</code>"
@@ -34,6 +36,22 @@ def test_the_reports_markdown_becomes_html_and_nothing_else() -> None:
         "<thead><tr><th>window</th><th>Δ | x</th></tr></thead>", "<tbody>",
         "<tr><td>s1-a</td><td>+1.0 %</td></tr>", "</tbody></table>",
         "<ul>", "<li>one</li>", "<li>two</li>", "</ul>", "<p class=caption><i>A caption.</i></p>"]
+
+
+@pytest.mark.parametrize("target", [
+    "javascript:alert(1)", "JaVaScRiPt:alert(1)", "data:text/html,<script>alert(1)</script>",
+    "vbscript:x", "file:///etc/passwd", "/etc/passwd", "../other-run/journal.jsonl", "//evil.example/x",
+    "windows/s1/missing.json", "&#106;avascript:alert(1)"])
+def test_a_link_or_image_the_run_does_not_hold_is_text_not_a_link(tmp_path: Path, target: str) -> None:
+    """report.html makes a link only where ruler writes one: a receipt the run directory holds, or
+    an http(s) page; an image only of its own charts. Whatever else a line of the markdown says
+    (a campaign's or a server's text that reached it) is shown as the text it is."""
+    (tmp_path / "windows" / "s1").mkdir(parents=True)
+    for text in (f"[x]({target})", f"see [x]({target}) and ![i]({target})", f"| [x]({target}) |"):
+        said = inline(text, {}, Links(tmp_path))
+        assert "<a " not in said and "<img" not in said, said
+    assert inline("[x](https://example.org/a?b=1)", {}, Links(tmp_path)) == (
+        '<a href="https://example.org/a?b=1">x</a>')
 
 
 class Page(HTMLParser):
@@ -70,3 +88,22 @@ def test_the_page_holds_every_row_and_chart_and_fetches_nothing(tmp_path: Path) 
     assert "Content-Security-Policy" in text and "default-src 'none'" in text
     md = (run / "report.md").read_text()
     assert text.count("<h2") == md.count("\n## ") + 1  # the report's sections, then every row
+
+
+def test_the_report_opens_on_the_glance_table_and_the_delta_chart_tables_after(tmp_path: Path) -> None:
+    """What a reader looks for first is on the first screen: the run, the windows at a glance and
+    the delta chart; every table of figures comes after them (in a browser:
+    tests/integration/test_report.py)."""
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "run"
+    shutil.copytree(DEMO, run)
+    assert cmd_report(str(run), as_html=True) == 0
+    md = (run / "report.md").read_text()
+    heads = [line for line in md.splitlines() if line.startswith("## ")]
+    assert heads[:2] == ["## Windows at a glance", "## Charts"], heads
+    charts = md[md.index("## Charts"):md.index("## Controls")]
+    drawn = re.findall(r"\(report-([a-z-]+)\.png\)", charts)
+    assert drawn[0] == "delta" and len(drawn) == 4, drawn
+    text = (run / "report.html").read_text()
+    first_table_after = text.index("<table", text.index('id="charts"'))
+    assert text.index('id="charts"') < text.index("<img") < first_table_after

@@ -41,6 +41,6 @@ def test_a_row_beside_the_pool_is_read_against_it() -> None:
     quiet = [[2000.0 * (1 + d) for d in (0.0, 0.02, -0.02)] for _ in range(8)]
     run = state(*[row(f"w{i}", "prose", 8, RowStatus.OK, reps) for i, reps in enumerate(quiet)])
     policy = stats.LeakPolicy(min_concurrency=8, spread=0.10)
-    stall = [2202.1, 1192.9, 2000.3]  # 40 % below: alone within a 20 %-noise server's bar
+    stall = [2202.1, 1192.9, 2000.3]  # 40 % below: alone within a 10 %-noise server's bar (48 %)
     assert stats.classify(stall, 8, policy) == "noisy"
     assert stats.classify(stall, 8, policy, noise_pool(run, "s1-ctx/prose/c8", 8, None)) == "void"

@@ -21,7 +21,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.campaign.redact import MIN_SECRET_LEN, Redactor
+from engine.campaign.redact import Redactor
+from engine.campaign.secrets import MIN_SECRET_LEN
 from engine.record import results
 from engine.record.receipts import write_rep
 from engine.record.writer import JournalWriter

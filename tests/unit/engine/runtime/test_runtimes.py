@@ -21,7 +21,7 @@ def test_the_registry_knows_every_runtime_a_campaign_may_name() -> None:
 
 @pytest.mark.parametrize("name", ["process", "attach", "slurm"])
 def test_each_name_gives_its_runtime(name: str) -> None:
-    rt = get_runtime(name, secrets={"HF_TOKEN": "hf_abcdefghijklmnop"}, partition="gpu",
+    rt = get_runtime(name, secrets={"hf_abcdefghijklmnop": "HF_TOKEN"}, partition="gpu",
                      url="http://127.0.0.1:1")
     assert rt.name == name
 

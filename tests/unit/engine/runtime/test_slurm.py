@@ -190,7 +190,7 @@ def plan_for(path: Path, window: str = "ctx", node: str | None = "node7") -> Lau
         workdir=Path("/shared/results/run/windows") / f"s1-{window}", node=node))
 
 
-SECRETS = {"HF_TOKEN": TOKEN, "API_KEY": API_KEY}
+SECRETS = {TOKEN: "HF_TOKEN", API_KEY: "API_KEY"}  # value -> its variable
 
 
 def test_every_sbatch_line(tmp_path: Path) -> None:
@@ -517,7 +517,8 @@ def test_report_names_the_runtime_each_sessions_node_and_each_windows_job(tmp_pa
 
 def test_report_shows_slurms_record_of_a_rejected_window(tmp_path: Path) -> None:
     text = report_of(tmp_path)
-    qv8 = text[text.index("### s1-qv8"):text.index("## Charts")]
+    start = text.index("### s1-qv8")
+    qv8 = text[start:text.index("\n## ", start)]
     assert ("**Rejected at boot**: server exited during boot (exit code 1); Slurm job 7 FAILED "
             "(reason NonZeroExitCode, exit code 1:0, node vm)") in qv8
     assert ("Slurm's record of job 7: JobState `FAILED`, Reason `NonZeroExitCode`, ExitCode `1:0`, "

@@ -9,8 +9,10 @@ tests/integration/test_prune.py's.
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,6 +102,12 @@ def sleeper() -> Iterator[Any]:
     plan = LaunchPlan(name="ruler-c-s1-control-abcd1234", argv=["sleep", "60"], env={},
                       secret_env={}, host_port=9, labels=labels(THERE))
     server = ProcessRuntime().start(plan)
+    # Until the child has exec'd, its /proc environ is the test's: wait for it to be the server's.
+    environ = Path(f"/proc/{server.identity['pid']}/environ")
+    for _ in range(1000):
+        if f"RULER_CONTAINER={plan.name}".encode() in environ.read_bytes():
+            break
+        time.sleep(0.01)
     yield server
     server.stop()
 

@@ -48,11 +48,28 @@ def test_a_lead_byte_argmax_is_scored_with_a_whole_character_forced(fresh: bool)
     assert first["cache_prompt"] is (not fresh) and first["prompt"] == [1, 2, 3]
 
 
-def test_a_vocabulary_without_the_forced_token_is_an_error_that_says_so() -> None:
+def test_a_vocabulary_without_the_forced_token_answers_with_what_the_server_gave() -> None:
+    """No whole-character token to force: the position is kept with the server's own token and
+    why it has no distribution (left out of the comparisons), not an error that fails the check."""
     client, asked = _server([])
-    with pytest.raises(ValueError, match="without top_logprobs"):
-        get_adapter("llamacpp").next_token(client, [1], 2, True)
+    got = get_adapter("llamacpp").next_token(client, [1], 2, True)
+    assert got.top == [] and "no probabilities at this position (no token" in got.unscored
     assert [p for p, _ in asked] == ["/completion", "/tokenize"]
+
+
+def test_a_server_that_drops_the_probabilities_even_when_forced_is_answered_with_its_token() -> None:
+    """FAKED: a build that sends no probabilities for the forced token either (seen on an H200
+    with a random-weight model: "answered without top_logprobs" made greedy and teacher-forced
+    read "no reference" for the whole campaign): the position carries the token it sampled."""
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/tokenize":
+            return httpx.Response(200, json={"tokens": [A]})
+        return httpx.Response(200, json={"content": "", "tokens": [LEAD], "stop_type": "limit"})
+
+    client = httpx.Client(base_url="http://server", transport=httpx.MockTransport(answer))
+    got = get_adapter("llamacpp").next_token(client, [1, 2], 2, False)
+    assert got.top == [] and got.unscored.startswith(
+        f"llama-server gave no probabilities at this position (its token {LEAD}")
 
 
 def _chat(answer: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:

@@ -1,5 +1,5 @@
 """What ``ruler tune`` reads: the tune file (a base campaign, a search space of flags with their
-candidate values, an objective, a budget) and the campaign of each round it writes from them.
+candidate values, an objective, a budget), checked as a campaign is.
 
 A tune file::
 
@@ -17,14 +17,11 @@ Every problem is reported at file:line:col, as a campaign's are.
 
 from __future__ import annotations
 
-import copy
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 
-from engine.campaign import sweep
 from engine.campaign.load import MAX_CAMPAIGN_BYTES, SpecError, load_campaign
 from engine.campaign.prompts import NotUtf8, decode_text
 from engine.campaign.spec import Arg, Campaign
@@ -94,6 +91,14 @@ class Tune:
         assert goal is not None
         return goal.cls or next(iter(self.base.workload.classes))
 
+    def goal_load(self) -> tuple[int, float | None]:
+        """The objective's load as the workload measures it: (C, None) or (0, rate)."""
+        goal = self.spec.objective.tok_s
+        assert goal is not None
+        found = [(c, r) for c, r in self.base.workload.loads() if load_label(c, r) == goal.load]
+        assert found, f"load {goal.load} is checked against the workload's on load"
+        return found[0]
+
     def objective_text(self) -> str:
         if self.spec.objective.tok_s is not None:
             return f"tok/s of {self.goal_class()} at {self.spec.objective.tok_s.load}"
@@ -124,8 +129,12 @@ def load_tune(path: str | Path) -> Tune:
     try:
         spec = TuneSpec.model_validate(doc.data)
     except ValidationError as e:
-        raise SpecError(sorted({place(file, doc, schema_issue(err, TuneSpec)) for err in e.errors()})) \
-            from None
+        errors = e.errors()
+        # A list whose every item was refused is then empty too: said once, at its items.
+        errors = [err for err in errors if not (err["type"] == "too_short" and any(
+            len(o["loc"]) > len(err["loc"]) and o["loc"][:len(err["loc"])] == err["loc"] for o in errors))]
+        raise SpecError(sorted({place(file, doc, _as_written(doc.data, schema_issue(err, TuneSpec)))
+                                for err in errors})) from None
     base_path = (path.parent / spec.campaign)
     try:
         base = load_campaign(base_path)
@@ -138,6 +147,18 @@ def load_tune(path: str | Path) -> Tune:
     if issues:
         raise SpecError(sorted({place(file, doc, issue) for issue in issues}))
     return tune
+
+
+def _as_written(data: Any, issue: Issue) -> Issue:
+    """An issue of a candidate given as a bare list (``--flag: [3, 5]``) is where the list holds
+    it: the model reads the list as ``{values: [...]}``, a key the file does not have."""
+    path, on_key, message = issue
+    if len(path) >= 3 and path[0] == "space" and path[2] == "values":
+        space = data.get("space") if isinstance(data, dict) else None
+        if isinstance(space, dict) and isinstance(space.get(path[1]), list):
+            return (*path[:2], *path[3:]), on_key, message.replace(f"space.{path[1]}.values",
+                                                                   f"space.{path[1]}", 1)
+    return issue
 
 
 def _check(tune: Tune) -> list[Issue]:
@@ -171,49 +192,3 @@ def _check(tune: Tune) -> list[Issue]:
             issues.append((("space", flag), True, f"{flag}: every candidate is the control's value "
                                                   "already"))
     return issues
-
-
-# --- the campaign of a round -------------------------------------------------------------------
-
-def slug(flag: str) -> str:
-    """A flag as a sweep's name: ``--spec-draft-n-max`` -> ``spec-draft-n-max``."""
-    return sweep.label(flag).lstrip("-_")[:40] or "flag"
-
-
-FILE_KEYS = (("file",), ("dataset", "file"), ("trace", "file"), ("conversations", "file"))
-
-
-def _absolute(data: dict[str, Any], base_dir: Path) -> None:
-    """A round's campaign lives in the tune's directory: the base's relative files, made absolute."""
-    def fix(holder: Any, *keys: str) -> None:
-        for key in keys[:-1]:
-            holder = holder.get(key) if isinstance(holder, dict) else None
-        last = keys[-1]
-        if isinstance(holder, dict) and isinstance(holder.get(last), str):
-            value = holder[last]
-            if "${" not in value and not value.startswith("/"):
-                holder[last] = str((base_dir / value).resolve())
-
-    for spec in ((data.get("workload") or {}).get("classes") or {}).values():
-        for keys in FILE_KEYS:
-            fix(spec, *keys)
-    quality = data.get("quality") or {}
-    fix(quality, "greedy", "file")
-    fix(quality, "kl", "file")
-    fix(quality, "kl", "oracle", "receipt")
-
-
-def round_campaign(tune: Tune, number: int, incumbent: dict[str, Any],
-                   windows: list[dict[str, Any]], sessions: dict[str, list[str]] | None) -> dict[str, Any]:
-    """The base campaign with the incumbent as its control and the round's windows (and sessions:
-    None lets each sweep run in a session of its own)."""
-    data = copy.deepcopy(load_marked(tune.base.source_text).data)
-    name = re.sub(r"[^a-z0-9_-]", "-", f"{tune.name}-r{number}")[:64]
-    data["name"] = name
-    data["control"] = {**data["control"], "args": incumbent}
-    data["windows"] = windows
-    data.pop("sessions", None)
-    if sessions is not None:
-        data["sessions"] = sessions
-    _absolute(data, tune.base.source_path.parent)
-    return dict(data)

@@ -10,6 +10,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tui.core.verbs import help_rows
+
 
 class ConfirmAbort(ModalScreen[bool]):
     BINDINGS = [Binding("y", "answer(True)", "abort"), Binding("n", "answer(False)", "keep going"),
@@ -28,36 +30,6 @@ class ConfirmAbort(ModalScreen[bool]):
 
 HELP_INTRO = ("[b]ruler console[/b]: every key sends one command to the engine and shows its reply; "
               "[b]q[/b] quits the console and [b]the engine keeps running[/b].")
-
-# (key, what it does): a description wraps under its own column, never under the keys.
-HELP_KEYS = [
-    ("↑ ↓", "pick a window (or a row); a click picks too"),
-    ("enter", "everything about the window or row under the cursor: the whole reason, every rep, the "
-              "interval and how it was formed, the boot facts, the server command ([b]c[/b] copies "
-              "it), the receipts; [b]l[/b] its boot log in $PAGER; [b]esc[/b] back"),
-    ("tab", "windows list -> reps table -> log (the heavy line marks it)"),
-    ("/", "filter the windows: words of a name, status, axis or note ([b]!word[/b]: without it); on "
-          "the log, find a line ([b]enter[/b] next older match); [b]esc[/b] clears"),
-    (":", "command line: [b]rerun ROW[/b], [b]report[/b], [b]open ROW[/b], [b]filter WORDS[/b], "
-          "[b]sort COLUMN[/b], [b]advance s2[/b]...; tab completes"),
-    ("S D T P", "sort by status, delta (windows), tok/s, spread (reps); again: the other way; "
-                "[b]N[/b] campaign order; a click on a column's header sorts by it"),
-    ("a", "abort the campaign (asks first)"),
-    ("n", "advance: end the current window, go on with the next"),
-    ("w", "rewarm: a warm pass before the next rep"),
-    ("r", "rerun the void or failed row under the cursor (reps table), or every such row of the "
-          "window (windows list): its window boots again"),
-    ("p", "pause / resume between reps"),
-    ("f", "follow the log on / off"),
-    ("v", "the raw log, every line / the serving view: once the server is ready, errors, warnings "
-          "and the lines ruler reads; the rest folded"),
-    ("esc", "back to the live window and shape"),
-    ("ctrl+p", "command palette (every key is there too)"),
-    ("q", "quit the console: [b]the engine keeps running[/b];"),
-    ("", "reattach with [b]ruler attach RUN_DIR[/b]"),
-    ("", "once the run is over its keys are greyed and a banner says what to type next"),
-    ("t", "the sweep view: each swept value against the control, and the answer"),
-]
 
 HELP_MARKS = [
     ("4.5!", "a rep suspected of a leaked pass: while the row measures, one far below the reps "
@@ -95,6 +67,6 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(id="dialog") as dialog:
             dialog.border_subtitle = "↑ ↓ scroll · esc close"
             yield Static(HELP_INTRO, classes="para")
-            yield Static(help_grid(HELP_KEYS), classes="para")
+            yield Static(help_grid(help_rows()), classes="para")
             yield Static("[b]Marks[/b]")
             yield Static(help_grid(HELP_MARKS))

@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 from engine.campaign.load import SpecError
-from engine.commands.tune import Candidate, Round, after, next_plan, no_figure_why, quality_of, tune_md
-from engine.commands.tunespec import Tune, load_tune
 from engine.record.state import WindowState
-from engine.record.trade import Call
+from engine.record.trade import Call, Judged
+from engine.tune.judge import decision, no_figure_why, operator_argv, quality_of
+from engine.tune.rounds import Candidate, Round, after, next_plan
+from engine.tune.spec import Tune, load_tune
+from engine.tune.summary import summary, tune_md
 from engine.words import Check, Verdict, WindowStatus
 from tests.paths import REPO
 
@@ -181,3 +183,89 @@ def test_a_failed_windows_reason_is_inert_in_tune_md() -> None:
     assert "Owned" in text and "\n# Owned" not in text
     prose = re.sub(r"`[^`]*`", "", text)
     assert "<script>" not in prose and "](javascript:" not in prose and "| cell" not in prose
+
+
+def _tune_file(tmp_path: Path, space: str, extra: str = "") -> Path:
+    path = tmp_path / "t.yaml"
+    path.write_text(f"campaign: {REPO / 'campaigns' / 'demo-tune.yaml'}\nspace:\n{space}"
+                    f"objective: {{tok_s: {{class: prose, load: c1}}}}\n{extra}")
+    return path
+
+
+def test_two_flags_sharing_their_first_40_characters_sweep_apart(tmp_path: Path) -> None:
+    """Their sweeps' names (a flag cut to 40 characters) would be one: each gets its own, and
+    each value its own window, in the space's order every round."""
+    long = "--a-flag-name-long-enough-to-be-cut-at-forty-"
+    tune = load_tune(_tune_file(tmp_path, f"  {long}one: [1, 2]\n  {long}two: [3]\n"))
+    plan = next_plan(tune, dict(START), [])
+    assert plan is not None
+    windows = [(c.window, c.change) for c in plan.candidates]
+    assert len({w for w, _ in windows}) == 3 and len({c.session for c in plan.candidates}) == 2
+    assert [change for _, change in windows] == [{f"{long}one": 1}, {f"{long}one": 2}, {f"{long}two": 3}]
+    assert all(len(w) <= 64 for w, _ in windows)
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "[1, .nan]"])
+def test_a_candidate_that_is_no_finite_number_is_refused_where_it_is(tmp_path: Path, value: str) -> None:
+    with pytest.raises(SpecError) as info:
+        load_tune(_tune_file(tmp_path, f"  --spec-draft-n-max: [3, {value}]\n"))
+    [problem] = info.value.problems
+    assert (problem.line, problem.col) == (3, 27) and "a finite number" in problem.message, problem
+    with pytest.raises(SpecError) as info:  # its only value refused: said once, not "empty" too
+        load_tune(_tune_file(tmp_path, f"  --spec-draft-n-max: [{value}]\n"))
+    [problem] = info.value.problems
+    assert (problem.line, problem.col) == (3, 24) and "a finite number" in problem.message, problem
+
+
+def test_values_that_give_no_window_name_or_hold_a_secret_are_named_by_position(tmp_path: Path) -> None:
+    tune = load_tune(_tune_file(tmp_path, "  --api-key: [sk-live-0123456789abcdef]\n"
+                                          "  --draft: ['!!', '??']\n"))
+    plan = next_plan(tune, dict(START), [])
+    assert plan is not None
+    assert [c.window for c in plan.candidates] == ["api-key-v1", "draft-v1", "draft-v2"]
+    assert "0123456789" not in str(plan.windows) or all(
+        "0123456789" not in c.window and "0123456789" not in c.session for c in plan.candidates)
+
+
+def test_every_call_of_the_verdict_has_its_words() -> None:
+    """A candidate shown equivalent to the control is ruled out as such, not as "no figure ()"."""
+    for call in Call:
+        j = Judged(0.001 if call != Call.NO_FIGURE else None, -0.01, 0.012, call,
+                   "void row" if call == Call.NO_FIGURE else "")
+        said = decision(j, True, "")
+        assert said.startswith(("kept:", "ruled out:")) and "()" not in said, said
+    assert "equivalent" in decision(Judged(0.001, -0.01, 0.012, Call.EQUIVALENT), True, "")
+
+
+def test_the_recommended_command_is_the_operators_and_the_verdict_is_in_words(tune: Tune) -> None:
+    plan = {"argv": ["llama-server", "-m", "m.gguf", "--spec-draft-n-max", "7", "-lv", "4", "--host",
+                     "127.0.0.1", "--port", "4242"], "ruler_args": 6}
+    assert operator_argv(plan) == ["llama-server", "-m", "m.gguf", "--spec-draft-n-max", "7"]
+    rnd = Round(1, "axes", "run", dict(START), argv={"s1-control": operator_argv(plan)})
+    out = summary(tune, REPO, [rnd], dict(START), dict(START), "nothing separates from the incumbent")
+    assert out["command"] == "llama-server -m m.gguf --spec-draft-n-max 7"
+    text = tune_md(out)
+    assert "engine.record" not in text and "-lv 4" not in text
+    assert "Verdict: each candidate's delta on the objective against its session's control" in text
+
+
+def test_validate_on_a_tune_file_says_it_is_one_and_checks_it(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 48: `ruler validate` on a tune file checked it as a campaign (13 missing keys); it
+    checks it as `ruler tune` does, and `ruler run` on one says in a line what it is."""
+    from engine.campaign.load import load_campaign
+    from engine.commands.validate import cmd_validate
+
+    assert cmd_validate(str(TUNE)) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("OK: tune file: 2 flags (--spec-draft-n-max, --cache-type-k)"), out
+    assert "missing required key" not in out.err
+    bad = _tune_file(tmp_path, "  --spec-draft-n-max: [3, .nan]\n")
+    assert cmd_validate(str(bad)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{bad}:3:27: space.--spec-draft-n-max[1]: expected a finite number"), err
+    with pytest.raises(SpecError) as info:
+        load_campaign(TUNE)
+    assert [p.message for p in info.value.problems] == [
+        "a tune file (space, objective), not a campaign: `ruler tune FILE` runs it, "
+        "`ruler validate FILE` checks it"]

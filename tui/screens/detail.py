@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tui.core.detail import Detail
+from tui.screens.dialogs import HelpScreen
 from tui.widgets.panels import Panel
 from tui.widgets.text import to_text
 
@@ -30,6 +31,7 @@ class DetailScreen(Screen[None]):
         Binding("l", "log", "log in $PAGER"),
         Binding("c", "copy", "copy the server command"),
         Binding("r", "rerun", "rerun"),
+        Binding("question_mark", "help", "help"),
     ]
 
     def __init__(self, key: str, make: Callable[[], Detail | None], page: Callable[[str], None],
@@ -39,11 +41,13 @@ class DetailScreen(Screen[None]):
         self.key, self.make, self.page, self.rerun, self.tags = key, make, page, rerun, tags
         self.over = over
         self.detail: Detail | None = None
+        # Held: the run screen may redraw the detail before it is composed.
+        self.head, self.body = Panel(id="detail-head"), Static(id="detail-body")
 
     def compose(self) -> ComposeResult:
-        yield Panel(id="detail-head")
+        yield self.head
         with VerticalScroll(id="detail-scroll"):
-            yield Static(id="detail-body")
+            yield self.body
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -56,8 +60,7 @@ class DetailScreen(Screen[None]):
         if d is not None and d == self.detail:
             return
         self.detail = d
-        head = self.query_one("#detail-head", Panel)
-        body = self.query_one("#detail-body", Static)
+        head, body = self.head, self.body
         if d is None:
             head.set(Text(f"{self.key}: not in the journal", style="bold"))
             body.update("")
@@ -85,6 +88,9 @@ class DetailScreen(Screen[None]):
 
     def action_rerun(self) -> None:
         self.rerun(self.key)
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen())
 
     def action_copy(self) -> None:
         command = self.detail.command if self.detail else None

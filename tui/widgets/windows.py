@@ -1,0 +1,32 @@
+"""The windows list (#windows): a row per window of the campaign, those the filter keeps, in the
+order a sort asks for (tui.core.listing); its cursor on the window shown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tui.core.windows import WINDOW_COLS
+from tui.widgets.panels import retitle
+from tui.widgets.tables import FollowTable
+from tui.widgets.view import View, watched
+
+
+class WindowsList(FollowTable):
+    view = watched()
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(WINDOW_COLS, **kw)
+
+    def watch_view(self, view: View | None) -> None:
+        if view is None:
+            return
+        shown, sel = view.windows, view.sel
+        self.sync(shown.rows, view.tags)
+        self.show_key(sel.shown)
+        title = "windows"
+        if sel.filter:
+            title += f" · /{sel.filter} ({len(shown.rows)} of {shown.total}; esc clears)"
+        sort = sel.sorts.get("windows")
+        if sort:
+            title += f" · by {sort.column} {'↓' if sort.descending else '↑'} (N: campaign order)"
+        retitle(self, title)
