@@ -105,36 +105,17 @@ def _extract_source(root: Path, log: Log) -> Path:
     return src
 
 
-def _generator() -> list[str]:
-    """Ninja where it is installed (Debian's ninja-build; .ci/run installs it): it keeps both cores
-    compiling to the end, where make's recursive passes wait on each other."""
-    return ["-G", "Ninja"] if shutil.which("ninja") else []
-
-
-# A build line's progress: Ninja's "[12/210] Building ...", make's "[ 10%] Building ...".
-_PROGRESS = re.compile(r"\[\s*(?:(\d+)/(\d+)|(\d+)%)\]")
-
-
-def _percent(line: str) -> int | None:
-    m = _PROGRESS.match(line)
-    if not m:
-        return None
-    return int(m.group(3)) if m.group(3) else 100 * int(m.group(1)) // max(1, int(m.group(2)))
-
-
 def _build(root: Path, log: Log) -> Path:
     """Build llama-server and llama-quantize; the build tree under tmp/ is kept, so an
     interrupted build resumes where it stopped."""
     src = _extract_source(root, log)
     if not shutil.which("cmake"):
-        raise TestbedError("cmake is not installed (apt-get install -y cmake g++ ninja-build)")
-    generator = _generator()
-    # One tree per generator: cmake refuses to switch an existing tree to another one.
-    build = root / "tmp" / f"llama.cpp-{LLAMA_CPP_PYTHON}-build{'-ninja' if generator else ''}"
+        raise TestbedError("cmake is not installed (apt-get install -y cmake g++)")
+    build = root / "tmp" / f"llama.cpp-{LLAMA_CPP_PYTHON}-build"
     build.mkdir(parents=True, exist_ok=True)
     ggml_o3 = build / "ggml-O3.cmake"
     ggml_o3.write_text(_GGML_O3)
-    run(["cmake", *generator, "-S", str(src), "-B", str(build), *CMAKE_FLAGS,
+    run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS,
          f"-DCMAKE_PROJECT_ggml_INCLUDE={ggml_o3}"], log, "cmake configure")
     log("building llama-server and llama-quantize (about 8 minutes of CPU, the first time)")
     jobs = str(os.cpu_count() or 2)
@@ -145,9 +126,9 @@ def _build(root: Path, log: Log) -> Path:
         assert p.stdout is not None
         for line in p.stdout:
             tail = (tail + [line.rstrip()])[-20:]
-            done = _percent(line)
-            if done is not None and done >= last + 10:
-                last = done - done % 10
+            m = re.match(r"\[\s*(\d+)%\]", line)
+            if m and int(m.group(1)) >= last + 10:
+                last = int(m.group(1))
                 log(f"build {last}% ({time.monotonic() - started:.0f} s)")
     if p.returncode != 0:
         raise TestbedError("llama.cpp build failed:\n" + "\n".join(tail))

@@ -17,7 +17,7 @@ import pytest
 
 from engine import testbed as tb_mod
 from engine.commands.cli import main
-from engine.testbed import cache, images, llamacpp, steps
+from engine.testbed import cache, images, steps
 from engine.testbed import prepare as tb_prepare
 from engine.testbed import vllm as tb_vllm
 
@@ -154,17 +154,6 @@ def test_a_read_only_testbed_cache_is_exit_2_saying_so(
     err = capsys.readouterr().err
     assert err.startswith(f"ruler testbed: the testbed cache {tmp_path / 'ruler'} cannot be written (")
     assert "set XDG_CACHE_HOME" in err
-
-
-@pytest.mark.parametrize(("line", "percent"), [
-    ("[12/210] Building CXX object src/CMakeFiles/llama.dir/llama.cpp.o", 5),  # Ninja
-    ("[210/210] Linking CXX executable bin/llama-server", 100),
-    ("[ 10%] Building CXX object src/CMakeFiles/llama.dir/llama.cpp.o", 10),  # make
-    ("[100%] Built target llama-server", 100),
-    ("/src/llama.cpp:12:3: warning: unused [-Wunused]", None),
-])
-def test_the_build_s_progress_is_read_from_ninja_s_and_make_s_lines(line: str, percent: int | None) -> None:
-    assert llamacpp._percent(line) == percent
 
 
 def _fake_parts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, binaries: Any, venv: Any) -> None:
