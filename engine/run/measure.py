@@ -22,7 +22,7 @@ from engine.campaign.sources import conversations
 from engine.context import RunContext, WindowContext
 from engine.errors import WindowFailed
 from engine.method import acceptance, capacity, precision, sla, stats
-from engine.record.events import EventKind
+from engine.record.events import Capacity, EventKind, Shape
 from engine.record.judged import judgement
 from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
@@ -132,6 +132,14 @@ def _cache_delta(before: Scrape, after: Scrape) -> dict[str, float] | None:
         return None
     delta = {k: after.cache[k] - before.cache[k] for k in ("prompt", "cached")}
     return delta if min(delta.values()) >= 0 else None
+
+
+def shape_of(session: str, window: str, cls: str, c: int, rate: float | None = None) -> Shape:
+    """The fields every event of a row has: its shape (an open-loop row's rate last)."""
+    where: Shape = {"session": session, "window": window, "class": cls, "concurrency": c}
+    if rate:
+        where["rate"] = rate
+    return where
 
 
 def shape_files(wdir: Path, cls: str, c: int, attempt: int, rep: int | str,
@@ -250,10 +258,12 @@ class Measurement:
                                     criteria)
             answer = capacity.step(search, {x: capacity.Probe(p["probe"]) for x, p in probes.items()})
             if answer.next is None:
-                run.emit(EventKind.CAPACITY, session=ctx.session, window=ctx.window,
-                         **{"class": cls}, over=search.over, criteria=criteria.text(),
-                         found=str(answer.found), lo=answer.lo, hi=answer.hi,
-                         mixed=list(answer.mixed), probes=[probes[x] for x in sorted(probes)])
+                said: Capacity = {
+                    "session": ctx.session, "window": ctx.window, "class": cls, "over": search.over,
+                    "criteria": criteria.text(), "found": str(answer.found), "lo": answer.lo,
+                    "hi": answer.hi, "mixed": list(answer.mixed),
+                    "probes": [probes[x] for x in sorted(probes)]}
+                run.emit(EventKind.CAPACITY, **said)
                 return
             if search.whole:
                 self.shape(run, ctx, cls, int(answer.next))
@@ -269,9 +279,9 @@ class Measurement:
                 row = run.state.rows.get(row_key(ctx.session, ctx.window, cls, c, rate))
                 if row and row.row:
                     continue
-                run.emit(EventKind.ROW_DONE, session=ctx.session, window=ctx.window, **{"class": cls},
-                            concurrency=c, **({"rate": rate} if rate else {}), axis=run.axis(ctx.window),
-                            attempts=0, status=RowStatus.FAILED, reason=reason, source="")
+                run.emit(EventKind.ROW_DONE, **shape_of(ctx.session, ctx.window, cls, c, rate),
+                         axis=run.axis(ctx.window), attempts=0, status=RowStatus.FAILED, reason=reason,
+                         source="")
 
     def reruns(self, run: RunContext, ctx: WindowContext) -> None:
         prefix = f"{ctx.session}-{ctx.window}/"
@@ -366,7 +376,7 @@ class Measurement:
             summary["error"] = sampler.error
         return res, delta, cache_delta, {**summary, "file": side.name}
 
-    def _warm(self, run: RunContext, ctx: WindowContext, where: dict[str, Any], attempt: int,
+    def _warm(self, run: RunContext, ctx: WindowContext, where: Shape, attempt: int,
               label: str) -> None:
         cache = self._flush(run, ctx)  # a failed flush before a warm pass voids nothing: it is said
         c, rate = where["concurrency"], where.get("rate")
@@ -391,8 +401,7 @@ class Measurement:
     def shape(self, run: RunContext, ctx: WindowContext, cls: str, c: int,
               rerun: bool = False, rate: float | None = None) -> None:
         policy, ctl, slo = run.leak_policy, run.controls, slo_of(run)
-        where: dict[str, Any] = {"session": ctx.session, "window": ctx.window, "class": cls,
-                                 "concurrency": c, **({"rate": rate} if rate else {})}
+        where = shape_of(ctx.session, ctx.window, cls, c, rate)
         key = row_key(ctx.session, ctx.window, cls, c, rate)
         attempt, reps, paths = self._resumed(run, key)
         if rerun:
@@ -469,21 +478,23 @@ class Measurement:
         run.emit(EventKind.ROW_DONE, **where, axis=run.axis(ctx.window), attempts=attempt,
                     reason=reason, source=";".join(paths), **row, **acceptance_kind(run, where, row))
 
-    def _rep_done(self, run: RunContext, where: dict[str, Any], attempt: int, rep: int,
+    def _rep_done(self, run: RunContext, where: Shape, attempt: int, rep: int,
                   res: PassResult, path: str, reps: list[Rep], pool: stats.Pool) -> None:
         c, policy, header = where["concurrency"], run.leak_policy, reps[-1][0]
         fig = stats.rep_figures(res.records, c, slo_of(run))
         acc = stats.row_figures([(header, res.records)], c, policy)
         figures = gpu.per_rep(header.get("gpu"))
         progress = self._precision(run, where, reps)
+        turns = stats.turn_figures(res.records)
+        # The fields a rep has or not (as dict[str, Any]: engine.record.send says why).
+        held: dict[str, Any] = {"turns": turns} if turns else {}
+        held |= {"gpu": figures} if figures else {}
         run.emit(EventKind.REP_DONE, **where, attempt=attempt, rep=rep, **fig,
                  **({k: progress[k] for k in ("half_width", "precision_status")} if progress else {}),
-                    accept_len=acc["accept_len"], accept_rate=acc["accept_rate"],
-                    accept_per_pos=acc["rep_accept_per_pos"][0],
-                    cache_hit=stats.rep_cache(header, res.records)["hit"],
-                    client_bound=res.client_bound, lag_p99_ms=round(res.lag_p99_ms, 2), file=path,
-                    **({"turns": turns} if (turns := stats.turn_figures(res.records)) else {}),
-                    **({"gpu": figures} if figures else {}))
+                 accept_len=acc["accept_len"], accept_rate=acc["accept_rate"],
+                 accept_per_pos=acc["rep_accept_per_pos"][0],
+                 cache_hit=stats.rep_cache(header, res.records)["hit"],
+                 client_bound=res.client_bound, lag_p99_ms=round(res.lag_p99_ms, 2), file=path, **held)
         aggs = stats.headline([stats.rep_figures(r, c) for _, r in reps])[0]
         suspect = stats.suspect_rep(aggs, policy, pool)
         row = run.state.rows.get(row_key(where["session"], where["window"], where["class"], c,
@@ -495,10 +506,10 @@ class Measurement:
         if suspect is not None and not (row and (attempt, suspect + 1) in row.suspects):  # said once
             cause = stats.rep_cause([h for h, _ in reps], suspect)
             run.emit(EventKind.LEAK_SUSPECTED, **where, attempt=attempt, rep=suspect + 1,
-                        agg_tok_s=aggs[suspect], median=stats.median(aggs),
-                        **({"cause": stats.THROTTLED, "detail": cause} if cause else {}))
+                     agg_tok_s=aggs[suspect], median=stats.median(aggs),
+                     **({"cause": stats.THROTTLED, "detail": cause} if cause else {}))
 
-    def _wanted(self, run: RunContext, where: dict[str, Any], reps: list[Rep], pool: stats.Pool) -> int:
+    def _wanted(self, run: RunContext, where: Shape, reps: list[Rep], pool: stats.Pool) -> int:
         """The reps the row's attempt takes so far: the workload's reps, then (with a precision)
         one more while the rule says another narrows its interval towards it; none more for a
         row that is void as it stands (a leak-shaped row is rerun, not grown)."""
@@ -511,7 +522,7 @@ class Measurement:
         grow = self._precision(run, where, reps).get("precision_status") == precision.Progress.MORE
         return len(reps) + 1 if grow else len(reps)
 
-    def _precision(self, run: RunContext, where: dict[str, Any], reps: list[Rep]) -> dict[str, Any]:
+    def _precision(self, run: RunContext, where: Shape, reps: list[Rep]) -> dict[str, Any]:
         """The row's standing under the precision rule (engine.method.precision); {} without one."""
         wl = run.campaign.workload
         if wl.precision is None or not reps:
@@ -529,7 +540,7 @@ class Measurement:
                 **({"boot_half": round(step.boot_half, 5)} if step.boot_half is not None else {})}
 
     @staticmethod
-    def _control_reps(run: RunContext, where: dict[str, Any]) -> list[float] | None:
+    def _control_reps(run: RunContext, where: Shape) -> list[float] | None:
         """The reps of the session's control row of this shape, for a window's delta; None for
         the control itself, or when its row has no figure (the window is judged on its own)."""
         if where["window"] == CONTROL:
@@ -540,7 +551,7 @@ class Measurement:
             return None
         return list(ctl.row["rep_tok_s"])
 
-    def _aborted(self, run: RunContext, where: dict[str, Any], c: int, reps: list[Rep],
+    def _aborted(self, run: RunContext, where: Shape, c: int, reps: list[Rep],
                  paths: list[str], attempt: int, rerun: bool) -> None:
         window_status, why = run.controls.ending()
         if rerun:  # the void row stands as it was; the cut-short rerun is on record
@@ -555,7 +566,7 @@ class Measurement:
                        else RowStatus.ABORTED})
 
 
-def acceptance_kind(run: RunContext, where: dict[str, Any], row: dict[str, Any]) -> dict[str, str]:
+def acceptance_kind(run: RunContext, where: Shape, row: dict[str, Any]) -> dict[str, str]:
     """A row's ``acceptance``: simulated, and how, on a window whose server was told to simulate
     it; natural where the server measured its own; none without acceptance figures."""
     ws = run.state.windows.get(f"{where['session']}-{where['window']}")
@@ -603,7 +614,7 @@ def precision_text(row: dict[str, Any]) -> str:
     return f"precision +-{target:.1%}: {got} with {reps} reps"
 
 
-def _pause_point(run: RunContext, where: dict[str, Any], attempt: int, rep: int) -> None:
+def _pause_point(run: RunContext, where: Shape, attempt: int, rep: int) -> None:
     """Where a pause takes effect, between reps: it is said, then waited out."""
     if run.controls.paused.is_set():
         run.emit(EventKind.PAUSED, **where, attempt=attempt, rep=rep)
@@ -617,7 +628,7 @@ def _keep(run: RunContext, path: Path, rep: Rep, reps: list[Rep], paths: list[st
     paths.append(str(path.relative_to(run.run_dir)))
 
 
-def _condemn(run: RunContext, where: dict[str, Any], attempt: int, row: dict[str, Any],
+def _condemn(run: RunContext, where: Shape, attempt: int, row: dict[str, Any],
              reps: list[Rep], load: str, pool: stats.Pool) -> set[int]:
     """The reps of a void row its verdict condemns (indices among ``reps``), said in ROW_VOID."""
     policy = run.leak_policy

@@ -26,11 +26,12 @@ from engine.errors import EngineError, WindowFailed
 from engine.gpu import Gpus
 from engine.method.stats import LeakPolicy
 from engine.record import results
-from engine.record.events import FORMAT, EventKind, check
+from engine.record.events import FORMAT, EventKind, Workload, check
 from engine.record.journal import Event
 from engine.record.judged import baseline_record
 from engine.record.looks import take
 from engine.record.receipts import ThroughputWriter
+from engine.record.send import Emit
 from engine.record.snapshot import fold_journal
 from engine.record.state import RunState
 from engine.record.writer import JournalClosed, JournalWriter
@@ -100,6 +101,17 @@ def sweep_record(campaign: Campaign) -> dict[str, Any]:
         axis = windows[0].axes()[0]
         out[name] = {"axis": axis, "control": campaign.control_value(axis),
                      "windows": {w.name: w.change.value(axis) for w in windows}}
+    return out
+
+
+def workload_record(campaign: Campaign) -> Workload:
+    """The workload as run_started records it (events.Workload): what the console's ETA reads."""
+    wl = campaign.workload
+    out: Workload = {"classes": list(wl.classes), "concurrency": list(wl.concurrency), "reps": wl.reps,
+                     "requests": [wl.requests_for(n) for n in wl.concurrency], "max_tokens": wl.max_tokens}
+    if wl.rate:
+        out["rate"] = list(wl.rate)
+        out["rate_requests"] = [wl.requests_at(r) for r in wl.rate]
     return out
 
 
@@ -177,6 +189,7 @@ class Runner:
         self.items = frozen_items(campaign, run_dir, variables, self.redact)
         self.reboots: dict[str, int] = {}
         self._emit_lock = threading.RLock()
+        self.emit: Emit = self._send  # typed per kind at each send (engine.record.send)
         # Files derived from the fold (throughput.csv) follow the journal, event by event.
         self.listeners: list[Callable[[Event, RunState], None]] = [
             ThroughputWriter(run_dir, campaign.verdict.rule())]
@@ -206,7 +219,7 @@ class Runner:
 
     # ------------------------------------------------------------ plumbing
 
-    def emit(self, kind: EventKind, **data: Any) -> Event:
+    def _send(self, kind: EventKind, /, **data: Any) -> Event:
         with self._emit_lock:  # the runner and the control socket's thread both emit
             while self.controls.signals:
                 self._emit(EventKind.SIGNAL, {"signal": self.controls.signals.pop(0)})
@@ -234,19 +247,13 @@ class Runner:
             self.emit(EventKind.RUN_RESUMED, pid=os.getpid(), rows_done=sum(
                 r.complete for r in self.state.rows.values()))
         else:
+            # What a run has or not (as dict[str, Any]: engine.record.send says why).
+            held: dict[str, Any] = {"sweeps": sweeps} if (sweeps := sweep_record(c)) else {}
+            held |= {"baseline": self._baseline()} if self.baseline is not None else {}
             self.emit(EventKind.RUN_STARTED, format=FORMAT, campaign=c.name, run=self.run_id,
                       runtime=self.runtime, server=c.server, pid=os.getpid(),
                       sessions={s: c.windows_in(s) for s in c.sessions},
-                      axes={w.name: w.axis for w in c.windows},
-                      workload={"classes": list(c.workload.classes),
-                                "concurrency": list(c.workload.concurrency), "reps": c.workload.reps,
-                                "requests": [c.workload.requests_for(n) for n in c.workload.concurrency],
-                                "max_tokens": c.workload.max_tokens,
-                                **({"rate": list(c.workload.rate),
-                                    "rate_requests": [c.workload.requests_at(r) for r in c.workload.rate]}
-                                   if c.workload.rate else {})},
-                      **({"sweeps": sweeps} if (sweeps := sweep_record(c)) else {}),
-                      **({"baseline": self._baseline()} if self.baseline is not None else {}))
+                      axes={w.name: w.axis for w in c.windows}, workload=workload_record(c), **held)
         status = RunStatus.FINISHED
         try:
             try:
@@ -460,7 +467,8 @@ class Runner:
             except LaunchError as e:  # a place's host is down: its session says so as it begins
                 print(f"ruler: this run's servers were not looked for there: {e}", file=sys.stderr)
                 continue
-            for ident in stopped:
+            for found in stopped:
+                ident: dict[str, Any] = dict(found)  # an open kind: the runtime's own fields
                 self.emit(EventKind.STRAY_STOPPED, **ident)
 
     def _drain_reruns(self, lane: Lane) -> None:
@@ -536,7 +544,8 @@ class Runner:
             else:
                 self._reject(session, window, wdir, str(e), [])
             return
-        self.emit(EventKind.SERVER_STARTED, session=session, window=window, **server.identity)
+        ident: dict[str, Any] = dict(server.identity)  # an open kind: the runtime's own fields
+        self.emit(EventKind.SERVER_STARTED, session=session, window=window, **ident)
         pump = LogPump(server, adapter, wdir / f"boot{tag}.log",
                        self._on_fact(session, window), self.redact)
         pump.start()
