@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.campaign.sources.item import Item, plain_item
-from engine.run import loadgen
+from engine.run import loadgen, shards
 from engine.run.client import transport
 from engine.run.client.http import Response, Unreadable
 from engine.run.client.record import new_record
@@ -485,11 +485,11 @@ def test_shard_processes_serve_pass_after_pass(faulty: FaultyServer) -> None:
                                     {"temperature": 0}, {}, 30.0),
                            shards=2, stop=lambda: time.monotonic() - t0 > 1.0)
     assert any(r["error"] and r["error"].startswith("cancelled") for r in stopped.records)
-    pids = [p.pid for p in loadgen._pools.shards.procs]
+    pids = [p.pid for p in shards._pools.shards.procs]
     res = measure_pass(PassPlan(url, adapter, [plain_item("good")], 2, 6, 8, {"temperature": 0}, {}, 5.0),
                        shards=2)
-    assert [p.pid for p in loadgen._pools.shards.procs] == pids
-    assert all(p.is_alive() for p in loadgen._pools.shards.procs)
+    assert [p.pid for p in shards._pools.shards.procs] == pids
+    assert all(p.is_alive() for p in shards._pools.shards.procs)
     assert [(r["index"], r["error"], r["completion_tokens"]) for r in res.records] == \
            [(i, None, 2) for i in range(6)]
 
