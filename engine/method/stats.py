@@ -349,7 +349,8 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]
 
     The same function runs live and when a row is recomputed from its receipts. An open-loop row
     (``concurrency`` 0) meets the leak rule at the concurrency it kept in flight (its busiest rep).
-    ``pool`` is the run's other rows at this load, the leak rule's noise (engine.method.leak).
+    ``pool`` is the run's other rows of the class at this load, the leak rule's noise
+    (engine.method.leak).
     """
     # A void rep (its cache flush failed) has no figures: it voids the row, with its reason.
     voids = [f"rep {h.get('rep')}: {h['void']}" for h, _ in reps if h.get("void")]

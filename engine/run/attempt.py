@@ -46,12 +46,15 @@ def slo_of(run: RunContext) -> stats.Slo:
     return stats.Slo(slo.ttft_ms, slo.tpot_ms)
 
 
-def noise_pool(state: RunState, key: str, concurrency: int, rate: float | None) -> list[list[float]]:
-    """The leak rule's noise (engine.method.leak): the reps of the run's finished rows at this load
-    (any class, window or session), the most recent last, the row ``key`` itself left out. A void
-    row is left out too: its wide reps are what the rule condemned, not the server's noise."""
+def noise_pool(state: RunState, key: str, cls: str, concurrency: int,
+               rate: float | None) -> list[list[float]]:
+    """The leak rule's noise (engine.method.leak): the reps of the run's finished rows of this
+    class at this load (any window or session), the most recent last, the row ``key`` itself left
+    out. Noise differs by class (on an H100 prose C8 rows moved 1.5 % where code C8 moved 25 %):
+    a code row read against prose's noise is a noisy row voided. A void row is left out too: its
+    wide reps are what the rule condemned, not the server's noise."""
     return [list(r.row["rep_tok_s"]) for r in state.rows.values()
-            if r.key != key and r.concurrency == concurrency and r.rate == rate
+            if r.key != key and r.cls == cls and r.concurrency == concurrency and r.rate == rate
             and r.complete and r.row.get("status") in USABLE_ROWS and r.row.get("rep_tok_s")]
 
 
@@ -108,7 +111,7 @@ class Row:
         elif reps:
             self.run.emit(EventKind.SHAPE_RESUMED, **self.where, attempt=number, reps_kept=len(reps))
         # Fixed for the row, so its live checks, its stopping and its figures read alike.
-        self.pool = noise_pool(self.run.state, self.key, self.c, self.rate)
+        self.pool = noise_pool(self.run.state, self.key, self.where["class"], self.c, self.rate)
         attempt = Attempt(self, number, reps, paths) if reps else Attempt(self, number + 1, [], [], [])
         self.first = attempt.number
         return attempt
