@@ -207,19 +207,24 @@ class Runner:
 
     # ------------------------------------------------------------ the campaign
 
-    def run(self) -> str:
+    def _say_started(self) -> None:
+        """run_started, or run_resumed where the journal was there."""
         c = self.campaign
         if self.resuming:
             self.emit(EventKind.RUN_RESUMED, pid=os.getpid(), rows_done=sum(
                 r.complete for r in self.state.rows.values()))
-        else:
-            # What a run has or not (as dict[str, Any]: engine.record.send says why).
-            held: dict[str, Any] = {"sweeps": sweeps} if (sweeps := sweep_record(c)) else {}
-            held |= {"baseline": self._baseline()} if self.baseline is not None else {}
-            self.emit(EventKind.RUN_STARTED, format=FORMAT, campaign=c.name, run=self.run_id,
-                      runtime=self.runtime, server=c.server, pid=os.getpid(),
-                      sessions={s: c.windows_in(s) for s in c.sessions},
-                      axes={w.name: w.axis for w in c.windows}, workload=workload_record(c), **held)
+            return
+        # What a run has or not (as dict[str, Any]: engine.record.send says why).
+        held: dict[str, Any] = {"sweeps": sweeps} if (sweeps := sweep_record(c)) else {}
+        held |= {"baseline": self._baseline()} if self.baseline is not None else {}
+        self.emit(EventKind.RUN_STARTED, format=FORMAT, campaign=c.name, run=self.run_id,
+                  runtime=self.runtime, server=c.server, pid=os.getpid(),
+                  sessions={s: c.windows_in(s) for s in c.sessions},
+                  axes={w.name: w.axis for w in c.windows}, workload=workload_record(c), **held)
+
+    def run(self) -> str:
+        c = self.campaign
+        self._say_started()
         status = RunStatus.FINISHED
         try:
             try:
