@@ -211,6 +211,24 @@ def peer_tok_s(name: str, work: Path) -> tuple[float | None, int]:
         return None, 0
 
 
+def sampled(argv: list[str], env: dict[str, str], work: Path, cpus: set[int],
+            progress: Callable[[], float]) -> list[tuple[float, float, float]]:
+    """A peer's CLI run to its end, pinned to ``cpus``, its process tree sampled (its output in
+    ``work``/log); NotRun, with its last lines, when it fails."""
+    with open(work / "log", "w") as log:
+        proc = subprocess.Popen(argv, env=env, cwd=work, stdout=log, stderr=subprocess.STDOUT,
+                                preexec_fn=pin(cpus), start_new_session=True)
+        sampler = Sampler(proc.pid, progress)
+        try:
+            rc = proc.wait(timeout=1800)
+        finally:
+            samples = sampler.stop()
+    if rc != 0:
+        tail = (work / "log").read_text(errors="replace").strip().splitlines()[-3:]
+        raise NotRun(f"{Path(argv[0]).name} exited {rc}: " + " | ".join(tail))
+    return samples
+
+
 def run_peer(peers: Peers, name: str, url: str, c: int, n: int, max_tokens: int,
              cpus: set[int], progress: Callable[[], float]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"ruler-{name}-") as tmp:
@@ -222,18 +240,7 @@ def run_peer(peers: Peers, name: str, url: str, c: int, n: int, max_tokens: int,
         (hook / "sitecustomize.py").write_text(LAG_HOOK)
         full_env = {**os.environ, **env, "RULER_LAG_DIR": str(lags),
                     "PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])}
-        with open(work / "log", "w") as log:
-            proc = subprocess.Popen(argv, env=full_env, cwd=work, stdout=log,
-                                    stderr=subprocess.STDOUT, preexec_fn=pin(cpus),
-                                    start_new_session=True)
-            sampler = Sampler(proc.pid, progress)
-            try:
-                rc = proc.wait(timeout=1800)
-            finally:
-                samples = sampler.stop()
-        if rc != 0:
-            tail = (work / "log").read_text(errors="replace").strip().splitlines()[-3:]
-            raise NotRun(f"{Path(argv[0]).name} exited {rc}: " + " | ".join(tail))
+        samples = sampled(argv, full_env, work, cpus, progress)
         fig = steady(samples)
         if fig is None:
             raise NotRun("its run streamed too few chunks for a steady window")

@@ -8,7 +8,6 @@ import argparse
 import contextlib
 import multiprocessing as mp
 import os
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,11 +21,10 @@ from bench.client_common import (
     fmt,
     load_average,
     of,
-    pin,
     ratio,
     split_cpus,
 )
-from bench.client_peers import Peers, peer_argv, peer_tok_s
+from bench.client_peers import Peers, peer_argv, peer_tok_s, sampled
 
 
 class Busy:
@@ -68,18 +66,7 @@ def real_run(name: str, peers: Peers, base_url: str, c: int, n: int, max_tokens:
         with tempfile.TemporaryDirectory(prefix=f"ruler-{name}-") as tmp:
             work = Path(tmp)
             argv, env = peer_argv(peers, name, base_url, c, n, max_tokens, work, True)
-            with open(work / "log", "w") as log:
-                proc = subprocess.Popen(argv, env={**os.environ, **env}, cwd=work, stdout=log,
-                                        stderr=subprocess.STDOUT, preexec_fn=pin(cpus),
-                                        start_new_session=True)
-                sampler = Sampler(proc.pid, busy.poll)
-                try:
-                    rc = proc.wait(timeout=1800)
-                finally:
-                    samples = sampler.stop()
-            if rc != 0:
-                tail = (work / "log").read_text(errors="replace").strip().splitlines()[-3:]
-                raise NotRun(f"{Path(argv[0]).name} exited {rc}: " + " | ".join(tail))
+            samples = sampled(argv, {**os.environ, **env}, work, cpus, busy.poll)
             tok_s, failed = peer_tok_s(name, work)
             res = {"tok_s": tok_s, "failed": failed}
     tokens = busy.metrics()["llamacpp:tokens_predicted_total"] - before
