@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: help setup testbed demo test unit component lint fmt clean
 
-# Types: engine/, tui/ and tests/ ([tool.mypy] in pyproject.toml).
+# Types: engine/, tui/, bench/ and tests/ ([tool.mypy] in pyproject.toml).
 MYPY := $(BIN)/mypy
 
 help:  ## this list

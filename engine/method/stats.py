@@ -398,7 +398,7 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]
         "failed_requests": failed,
         # The commonest request error, so that a void row says why without opening its receipts.
         "error": errors.most_common(1)[0][0][:200] if errors else "",
-        # Metrics deltas discarded because the server's counters were bad data (see measure._delta).
+        # Metrics deltas discarded because the server's counters were bad data (engine.run.counters).
         "metrics_rejected": "; ".join(rejected)[:300],
         **gpu_figures(headers),
         "throttle_cause": cause or "",

@@ -1,11 +1,11 @@
-"""The leak rule's noise pool (engine.run.measure.noise_pool): the run's finished rows of a class at
+"""The leak rule's noise pool (engine.run.attempt.noise_pool): the run's finished rows of a class at
 a load."""
 
 from __future__ import annotations
 
 from engine.method import stats
 from engine.record.state import RowState, RunState
-from engine.run.measure import noise_pool
+from engine.run.attempt import noise_pool
 from engine.words import RowStatus
 
 
