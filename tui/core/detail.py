@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.method.verdict import Call, Rule
-from engine.record.judged import judgement
 from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
 from tui.core.fmt import Seg, fmt_curve, fmt_pct, fmt_tok
 from tui.core.plan import LeakRule
 from tui.core.reps import STATUS_WORD, leak_marks, why_text
 from tui.core.verdicts import verdict_seg
-from tui.core.versus import RowDelta, headline, reference, row_delta
+from tui.core.versus import RowDelta, headline, judged, reference, row_delta
 from tui.core.windows import window_rows, window_status
 
 Line = list[Seg]
@@ -163,9 +162,9 @@ def formed(state: RunState, d: RowDelta, rule: Rule) -> list[Line]:
     """How an interval was formed: the method as the engine words it, the noise between boots,
     the call's rule and figures."""
     how = [d.versus.method(), f"noise between boots: {d.versus.noise.how()}", rule.text()]
-    judged = judgement(state, rule).rows.get(d.row.key)
-    if judged is not None and not d.provisional:
-        how.append(f"{judged.call}: {judged.why()}")
+    call = judged(state, rule).rows.get(d.row.key)
+    if call is not None and not d.provisional:
+        how.append(f"{call.call}: {call.why()}")
     if d.provisional:
         how.append("~: a side is still measuring: its reps so far, no call yet")
     return [[("  how:" if i == 0 else "      ", "muted"), (text, "")] for i, text in enumerate(how)]

@@ -10,6 +10,27 @@ from tui.core.sessions import on_places, pause_seg, place_lines, sessions_text
 from tui.core.windows import live_row, phase, position, shape_segs
 
 
+class Left:
+    """The time left (engine.commands.eta), worked out once per change of the fold and second of
+    the clock: it reads every rep of the run (28,000 on a day-long one, tens of ms), and the header
+    is drawn at every key and every second; what is left only changes with an event or the clock."""
+
+    def __init__(self) -> None:
+        self._state: RunState | None = None
+        self._key: tuple[object, ...] = ()
+        self._left: float | None = None
+
+    def __call__(self, state: RunState, plan: LoadPlan, now: float) -> float | None:
+        key = (state.last_seq, len(state.rows), len(state.windows), state.status, plan, int(now))
+        if self._state is not state or self._key != key:
+            self._left = eta(state, plan, now)
+            self._state, self._key = state, key
+        return self._left
+
+
+left = Left()
+
+
 def damage_text(state: RunState) -> str:
     """The first damaged journal line, by position, and how many more (``ruler status`` lists them)."""
     first = min(state.damage, key=lambda d: d.line or 0)
@@ -38,7 +59,7 @@ def header_lines(state: RunState, plan: LoadPlan, shown: str | None, link: tuple
         line1 += [("·", "muted"), phase(state), *pause_seg(state)]
     line1 += [("·", "muted"), (fmt_secs(elapsed(state, now)), "")]
     if state.status == RunStatus.RUNNING:
-        line1.append(("~" + fmt_secs(eta(state, plan, now)) + " left", "muted"))
+        line1.append(("~" + fmt_secs(left(state, plan, now)) + " left", "muted"))
     line2: list[Seg] = [*link_segs(state, link)]
     row = live_row(state, cur.key if cur else None)
     if row:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tui.core.listing import Listed
 from tui.core.windows import WINDOW_COLS
 from tui.widgets.panels import retitle
 from tui.widgets.tables import FollowTable
@@ -16,12 +17,15 @@ class WindowsList(FollowTable):
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(WINDOW_COLS, **kw)
+        self._listed: Listed | None = None  # the list last drawn: the same again is nothing new
 
     def watch_view(self, view: View | None) -> None:
         if view is None:
             return
         shown, sel = view.windows, view.sel
-        self.sync(shown.rows, view.tags)
+        if shown is not self._listed or view.tags is not self._styles:
+            self._listed = shown
+            self.sync(shown.rows, view.tags)
         self.show_key(sel.shown)
         title = "windows"
         if sel.filter:
