@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from engine.record.journal import read_events
+from engine.record.judged import judgement
 from engine.record.state import apply, fold
 from tests.unit.tui.recorded import JOURNALS
-from tui.core import versus
 from tui.core.listing import listed
 from tui.core.plan import DEFAULT_RULE
 
@@ -21,13 +21,12 @@ def test_the_run_is_judged_once_per_change_of_the_fold(monkeypatch: pytest.Monke
     events = read_events(JOURNALS / "finished" / "journal.jsonl")
     state = fold(events[:-1])
     asked: list[int] = []
-    real = versus.judgement
 
     def counted(*a: Any, **kw: Any) -> Any:
         asked.append(1)
-        return real(*a, **kw)
+        return judgement(*a, **kw)
 
-    monkeypatch.setattr(versus, "judgement", counted)
+    monkeypatch.setattr("tui.core.versus.judgement", counted)
     first = listed(state, DEFAULT_RULE, "", None)
     assert len(first.rows) == len(state.order) and len(asked) == 1
     assert listed(state, DEFAULT_RULE, "", None) is first  # a key: nothing new to list

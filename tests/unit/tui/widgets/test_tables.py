@@ -12,9 +12,8 @@ from textual.app import App, ComposeResult
 
 from tui.core.fmt import Seg
 from tui.core.windows import WINDOW_COLS
-from tui.widgets import tables
 from tui.widgets.tables import FollowTable
-from tui.widgets.text import tag_styles
+from tui.widgets.text import tag_styles, to_text
 
 
 def rows(n: int, note: str = "") -> list[tuple[str, list[list[Seg]]]]:
@@ -34,13 +33,12 @@ class OneTable(App[None]):
 def made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many cells were made into text, counted as the table asks for them."""
     count = [0]
-    real = tables.to_text
 
     def counted(segs: Iterable[Seg], *a: Any, **kw: Any) -> Any:
         count[0] += 1
-        return real(segs, *a, **kw)
+        return to_text(segs, *a, **kw)
 
-    monkeypatch.setattr(tables, "to_text", counted)
+    monkeypatch.setattr("tui.widgets.tables.to_text", counted)
     return count
 
 
