@@ -25,7 +25,7 @@ from tui.core.fmt import Seg, fmt_curve, fmt_pct, fmt_tok
 from tui.core.plan import LeakRule
 from tui.core.reps import STATUS_WORD, leak_marks, why_text
 from tui.core.verdicts import verdict_seg
-from tui.core.versus import RowDelta, headline, judged, reference, row_delta
+from tui.core.versus import RowDelta, headline, judged, reference, row_delta, window_call
 from tui.core.windows import window_rows, window_status
 
 Line = list[Seg]
@@ -134,6 +134,9 @@ def window_deltas(state: RunState, ws: WindowState, rule: Rule) -> list[Line]:
                 [(f"  {ws.key} is the reference of session {ws.session}", "muted")]]
     what = f"drift against {ref.key}" if ws.window == CONTROL else f"against the control {ref.key}"
     out = [heading(f"Delta {what}")]
+    call = window_call(state, ws.key, rule)
+    if call[0]:
+        out.append([("  the window's call:", "muted"), call])
     pairs = [d for r in window_rows(state, ws.key) if (d := row_delta(state, r, rule)) is not None]
     if not pairs:
         return [*out, [("  no shape measured in both yet", "muted")]]

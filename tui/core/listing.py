@@ -1,5 +1,5 @@
 """The windows list as shown: each window's cells (its name with the live mark, status, delta and
-its interval, notes, axis), the windows the filter keeps, in the order a sort asks for."""
+its interval, the window's call, notes, axis), the windows the filter keeps, in the order a sort asks for."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from engine.method.verdict import Rule
 from engine.record.state import RunState
 from engine.words import UP_WINDOWS
 from tui.core.sorting import Row, Sort, filter_rows, sort_rows
-from tui.core.versus import delta_cells
+from tui.core.versus import delta_cells, window_call
 from tui.core.windows import WINDOW_COLUMNS, window_notes, window_status
 
 
@@ -32,7 +32,7 @@ def window_cells(state: RunState, rule: Rule) -> list[Row]:
         mark = "▶ " if key == state.current or ws.status in UP_WINDOWS else "  "
         delta, ci = delta_cells(state, key, rule)
         rows.append((key, [[(f"{mark}{ws.session} {ws.window}", "bold" if mark.strip() else "")],
-                           [window_status(state, key)], [delta], [ci],
+                           [window_status(state, key)], [delta], [ci], [window_call(state, key, rule)],
                            window_notes(state, key), [(ws.axis, "muted")]]))
     return rows
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from engine.method.verdict import Call, Rule, Versus, judge_one, versus
 from engine.record.judged import Judgement, judgement
 from engine.record.state import RowState, RunState, WindowState
-from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
+from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, is_control, row_key
 from tui.core.fmt import Seg, fmt_ci, fmt_pct, fmt_tok
 from tui.core.windows import window_rows
 
@@ -174,6 +174,20 @@ def delta_cells(state: RunState, wkey: str, rule: Rule) -> tuple[Seg, Seg]:
     iv = h.interval
     ci: Seg = ("", "") if iv is None else (fmt_ci(*iv), "muted")
     return interval_seg(h, with_ci=False), ci
+
+
+CALL_TAGS = {Call.EFFECT: "bold", Call.NONE: "", Call.UNDETERMINED: "muted"}
+
+
+def window_call(state: RunState, wkey: str, rule: Rule) -> Seg:
+    """The window's call: its one question (does it change tok/s at any of its shapes?) asked once
+    over its sessions, in the report's words (the glance table's "the window's call"); blank on a
+    control, and while none of its rows has landed."""
+    ws = state.windows[wkey]
+    asked = judged(state, rule).windows.get(ws.window)
+    if asked is None or is_control(ws.window):
+        return "", ""
+    return asked.text(), CALL_TAGS.get(asked.call, "")
 
 
 def interval_seg(d: RowDelta, beyond: str = "", with_ci: bool = True) -> Seg:

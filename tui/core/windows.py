@@ -153,7 +153,8 @@ def campaign_summary(state: RunState) -> str:
 
 
 # The delta and its interval always; a queued window's status carries Slurm's reason, which can be
-# long: it may be cut, like a name. The notes and the axis take what the screen's width leaves.
+# long: it may be cut, like a name. The window's call first of what the screen's width leaves (it
+# is what the run is read by; cut, the detail view has it whole), then the notes and the axis.
 WINDOW_COLS = [Col("window", 0, cut=10), Col("status", 0, cut=10), Col("Δ ctl", 0),
-               Col("95% CI", 0), Col("notes", 1, cut=8), Col("axis", 2, cut=8)]
+               Col("95% CI", 0), Col("call", 1, cut=12), Col("notes", 2, cut=8), Col("axis", 3, cut=8)]
 WINDOW_COLUMNS = [c.name for c in WINDOW_COLS]

@@ -42,6 +42,9 @@ HELP_MARKS = [
               "where there is room; coloured only beyond the noise (interval without 0, delta over "
               "leak.spread); [i]control void[/i] (or rejected, failed): the control has no figure "
               "to compare"),
+    ("call", "the window's call, as the report's glance table says it: its one question (does it "
+             "change tok/s at any of its shapes?) asked over its sessions; blank on a control"),
+    ("…", "a cell cut to fit: [b]enter[/b] on its row shows it whole (the detail view)"),
     ("▶", "a window the engine is on; [b]▸[/b] the place n, w, p act on"),
 ]
 

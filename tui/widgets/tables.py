@@ -14,6 +14,7 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Region, Size
 from textual.message import Message
+from textual.reactive import var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -23,6 +24,8 @@ from tui.core.fmt import Seg
 from tui.widgets.text import to_text
 
 Cells = tuple[tuple[Seg, ...], ...]  # a row's cells, each its segments, in column order
+# What a pane's title says while a cell of its table is cut: where the cell is whole.
+WHOLE = "… cut: enter shows it whole"
 
 
 class FollowTable(ScrollView, can_focus=True):
@@ -35,8 +38,7 @@ class FollowTable(ScrollView, can_focus=True):
 
     It shows the columns that fit its width (:func:`tui.core.columns.fit_columns`): dropped by rank,
     a long one cut with an ellipsis, never one over another. Where a cell is cut or a column with
-    something to say left out, :attr:`cut` is true: the pane says where it is whole (the detail
-    view, enter).
+    something to say left out, :attr:`cut` is true: its pane says where it is whole (:data:`WHOLE`).
 
     Cursor moves made by the operator post :class:`Picked`; moves the app makes to follow the
     campaign do not, so "the operator chose this row" is never confused with "the live row moved".
@@ -99,6 +101,8 @@ class FollowTable(ScrollView, can_focus=True):
     }
     """
 
+    cut = var(False)  # a cell is cut, or a column with something to say left out
+
     class Picked(Message):
         def __init__(self, table: FollowTable, key: str) -> None:
             super().__init__()
@@ -142,7 +146,6 @@ class FollowTable(ScrollView, can_focus=True):
         self._lines: dict[tuple[Any, ...], Strip] = {}  # a row's line, by what it shows
         self.cursor_row = 0
         self._hover: int | None = None  # the row under the mouse (-1: the header)
-        self.cut = False  # a cell is cut, or a column with something to say left out
 
     # ------------------------------------------------------------ what the panes and tests read
 
@@ -180,6 +183,7 @@ class FollowTable(ScrollView, can_focus=True):
         self._cells.clear()
         self._widths.clear()
         self.cursor_row = 0
+        self.cut = False
         self.refresh()
 
     def sync(self, rows: Sequence[tuple[str, list[list[Seg]]]], styles: dict[str, Style]) -> None:

@@ -605,7 +605,7 @@ async def test_the_panel_with_the_keys_shows_in_256_colours_and_without_colour(m
             return [next(r for r in rows if "windows" in r), next(r for r in rows if "reps ·" in r),
                     next(r for r in rows if "boot facts" in r)]
 
-        assert tops()[0].startswith("━windows━") and "━" not in tops()[1] + tops()[2]
+        assert tops()[0].startswith("━windows ") and "━" not in tops()[1] + tops()[2]
         ui = app.main.ui
         (_, focused), (_, blurred) = ui.windows.styles.border_top, ui.right.styles.border_top
         bits = [c.rich_color.downgrade(ColorSystem.EIGHT_BIT).number for c in (focused, blurred)]

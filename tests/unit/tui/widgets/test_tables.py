@@ -18,7 +18,8 @@ from tui.widgets.text import tag_styles, to_text
 
 def rows(n: int, note: str = "") -> list[tuple[str, list[list[Seg]]]]:
     return [(f"s{i}-w", [[(f"s{i} w", "bold")], [("done", "success")], [("+1.0%", "")],
-                         [("[+0,+2]", "muted")], [(note or "greedy 8/8", "")], [("a flag", "muted")]])
+                         [("[+0,+2]", "muted")], [("no observable effect", "")],
+                         [(note or "greedy 8/8", "")], [("a flag", "muted")]])
             for i in range(n)]
 
 
