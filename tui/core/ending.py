@@ -42,6 +42,13 @@ def outcome(state: RunState, engine_gone: bool, now: float) -> Seg:
     return f"campaign {state.status}", "muted"
 
 
+def ended() -> list[Seg]:
+    """The status line's word as the run ends while watched: the banner says how it ended (said
+    twice, on the banner and here, it read as two ends), this what it means for the keys."""
+    return [("run over:", "bold"), ("the engine's keys are greyed; the banner says what to type "
+                                    "next", "muted")]
+
+
 def next_commands(state: RunState, run_dir: Path, ruler: str, other: Path | None,
                   console: bool = True) -> list[Seg]:
     """What to type next: resume a run that stopped short, write the report, compare it with the

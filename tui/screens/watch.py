@@ -24,7 +24,7 @@ from engine.record.journal import Event
 from engine.record.state import RunState, apply
 from engine.servers import get_adapter
 from engine.words import RunStatus
-from tui.core.ending import is_over, outcome
+from tui.core.ending import ended, is_over
 from tui.core.fmt import Seg, steered
 from tui.core.follow import Follower, Link, engine_pid, pid_alive
 from tui.core.logview import LineClassifier, ServingView
@@ -174,7 +174,7 @@ class WatchScreen(Screen[None]):
             self._was_over = view.over
             self.app.refresh_bindings()
             if view.over and self.caught_up:  # it ended while the console watched
-                self.say([outcome(self.state, self.engine_gone, self.clock())])
+                self.say(ended())
         self.ui.banner.view = view
 
     def _watch_log(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -28,9 +29,11 @@ from engine.record import snapshot
 from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, fold, fold_read
 from engine.record.writer import JournalWriter
+from engine.report.export import summary_text, write_results
 from engine.servers import get_adapter
 from engine.words import RunStatus
 from tests.console import live_marked, screen_text, settled, table_text, type_in, until
+from tests.paths import FIXTURES
 from tests.unit.tui.recorded import JOURNALS, REPLIES, StandIn, append, last_ts, recorded, stable
 from tui.app import RulerConsole
 from tui.core.columns import fit_columns
@@ -627,13 +630,33 @@ def test_quitting_says_whether_the_engine_goes_on(tmp_path: Path) -> None:
     (run / "engine.pid").unlink()
     st.pid = None
     assert f"resume it with: {ruler} run --resume" in farewell(run, st)
-    # Over: the banner's next commands stay in the terminal once the console is gone.
+    # Over: the banner's next commands stay in the terminal once the console is gone (a run
+    # with no row to sum up has no summary table above them).
     done = fold(read_events(JOURNALS / "finished" / "journal.jsonl"))
-    assert farewell(run, done) == (f"campaign finished; next: {ruler} report {run} · "
-                                   f"{ruler} compare OTHER_RUN {run}")
+    said = farewell(run, done).splitlines()
+    assert said[-1] == f"campaign finished; next: {ruler} report {run} · {ruler} compare OTHER_RUN {run}"
     done.status = RunStatus.ABORTED
-    assert farewell(run, done).startswith(f"campaign aborted; next: {ruler} run --resume {run} · "
-                                          f"{ruler} report {run}")
+    assert farewell(run, done).splitlines()[-1].startswith(
+        f"campaign aborted; next: {ruler} run --resume {run} · {ruler} report {run}")
+
+
+def test_a_finished_runs_farewell_prints_the_summary_a_headless_run_prints(tmp_path: Path) -> None:
+    """Issue 48: under the console a run ended without the summary table a headless run prints
+    (the engine, detached, wrote it to engine.log). The engine writes results.json as the run ends;
+    the terminal the console leaves prints its table, then what to type next."""
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "runs" / "demo-smollm2", run)
+    state = fold(read_events(run / "journal.jsonl"))
+    path, doc = write_results(run)  # as the engine does once the run's last event is written
+    table = summary_text(doc)
+    assert table.splitlines()[0].strip("= ") == "demo-smollm2: finished" and "s1-ngram" in table
+    said = farewell(run, state)
+    assert said.startswith(table + f"results: {path}\n")
+    assert said.splitlines()[-1].startswith("campaign finished; next: ")
+    # An engine gone without writing it: the same table, made from the run's files, none written.
+    path.unlink()
+    said = farewell(run, state)
+    assert said.startswith(table) and "results: not written" in said and not path.exists()
 
 
 def test_without_a_terminal_attach_prints_progress_lines(tmp_path: Path) -> None:
