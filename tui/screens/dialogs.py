@@ -10,19 +10,28 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from engine.words import stop_keeps
 from tui.core.verbs import help_rows
 
 
 class ConfirmAbort(ModalScreen[bool]):
+    """``runtime``: the run's, whose stop is said as it is (engine.words.stop_keeps)."""
+
     BINDINGS = [Binding("y", "answer(True)", "abort"), Binding("n", "answer(False)", "keep going"),
                 Binding("escape", "answer(False)", "keep going")]
 
+    def __init__(self, runtime: str) -> None:
+        super().__init__()
+        self.runtime = runtime
+
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static("[b]Abort the campaign?[/b]\n\n"
-                         "The current server is stopped (a container is kept) and rows in flight "
-                         "become [i]aborted[/i]. Finished rows stay in the results.\n\n"
-                         "[b]y[/b] abort    [b]n[/b] / [b]esc[/b] keep going")
+            yield Static(Text.assemble(
+                ("Abort the campaign?", "bold"), "\n\nThe current server is stopped",
+                f": {keeps}" if (keeps := stop_keeps(self.runtime)) else "",
+                ". Rows in flight become ", ("aborted", "italic"),
+                ". Finished rows stay in the results.\n\n", ("y", "bold"), " abort    ",
+                ("n", "bold"), " / ", ("esc", "bold"), " keep going"))
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)

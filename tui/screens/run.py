@@ -172,7 +172,7 @@ class RunScreen(WatchScreen):
             else:
                 self.say([("abort cancelled: nothing sent", "muted")])
 
-        self.app.push_screen(ConfirmAbort(), answered)
+        self.app.push_screen(ConfirmAbort(self.state.runtime), answered)
 
     def action_advance(self) -> None:
         self.window_command("advance")

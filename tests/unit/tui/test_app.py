@@ -99,9 +99,13 @@ async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None
         await pilot.press("r")
         await until(pilot, lambda: engine.got[-1] == ("rerun", ["s2-control"]))
 
-        # a asks first: n keeps going and sends nothing, y aborts.
+        # a asks first: n keeps going and sends nothing, y aborts. It says what the run's runtime
+        # keeps of the server: a process run's has no container (issue 48: it promised one).
         await pilot.press("a")
         await until(pilot, lambda: "Abort the campaign?" in screen_text(app))
+        dialog = " ".join(screen_text(app).split())
+        assert "The current server is stopped: its process is ended; its log stays" in dialog
+        assert "container" not in dialog
         await pilot.press("n")
         await until(pilot, lambda: "abort cancelled" in screen_text(app))
         assert engine.got[-1][0] == "rerun"
