@@ -22,6 +22,7 @@ from engine.method.verdict import Call, Rule
 from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
 from tui.core.fmt import Seg, fmt_curve, fmt_pct, fmt_tok
+from tui.core.logview import overstruck
 from tui.core.plan import LeakRule
 from tui.core.reps import STATUS_WORD, leak_marks, why_text
 from tui.core.verdicts import verdict_seg
@@ -93,10 +94,11 @@ def window_detail(state: RunState, ws: WindowState, rule: Rule, files: list[str]
     out: list[Line] = [[(f"window {ws.key}", "bold"), ("·", "muted"), (word, tag),
                         ("·", "muted"), (f"session {ws.session}", "")],
                        [("axis:", "muted"), (ws.axis or "-", "")]]
+    # The reason and the errors quote the server's log: shown as its terminal would show them.
     if ws.reason:
-        out.append([("reason:", "muted"), (ws.reason, "error" if ws.status in (
+        out.append([("reason:", "muted"), (overstruck(ws.reason), "error" if ws.status in (
             WindowStatus.FAILED, WindowStatus.REJECTED) else "")])
-    out += [[(f"  {e}", "error")] for e in ws.errors]
+    out += [[(f"  {overstruck(e)}", "error")] for e in ws.errors]
     out += [[], *window_deltas(state, ws, rule)]
     if ws.verdicts:
         out += [[], heading("Verdicts")]

@@ -339,8 +339,9 @@ async def test_the_boot_log_follows_searches_and_stops_following(measuring) -> N
 
 
 async def test_a_log_line_with_escapes_is_shown_not_acted_on(measuring) -> None:
-    """A server's OSC would retitle the pane (under tmux), its CSI clear the screen, its CR start a
-    forged line: the pane shows them as escapes, one line as the file has it."""
+    """A server's OSC would retitle the pane (under tmux), its CSI clear the screen: the pane shows
+    them as escapes. Its CR goes back to the line's start, as a terminal's does (a progress bar
+    redrawn in place), and never starts a line of its own: one line, as the file has it."""
     run, _ = measuring
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -353,7 +354,7 @@ async def test_a_log_line_with_escapes_is_shown_not_acted_on(measuring) -> None:
         with open(run / "windows/s2-control/boot.log", "a") as f:
             f.write("9.99.000.001 E srv  hostile \x1b]0;TITLE\x07\x1b[2J\rforged: all ok\n")
         await until(pilot, lambda: log.line_count > n)
-        assert log.lines[n:] == ["9.99.000.001 E srv  hostile \\x1b]0;TITLE\\x07\\x1b[2J\\x0dforged: all ok"]
+        assert log.lines[n:] == ["forged: all ok srv  hostile \\x1b]0;TITLE\\x07\\x1b[2J"]
 
 
 async def test_past_the_ready_line_the_log_keeps_what_matters_and_folds_the_rest(measuring) -> None:
