@@ -108,6 +108,7 @@ def window_detail(state: RunState, ws: WindowState, rule: Rule, files: list[str]
                         ("·", "muted"), (str(v.get("summary") or ""), "")])
             if v.get("file"):
                 out.append([(f"    {v['file']}", "muted")])
+    out += parity_lines(ws)
     out += [[], *boot_lines(state, ws)]
     command = server_command(ws)
     out += [[], heading("Server command (c copies it)")]
@@ -126,6 +127,22 @@ def window_detail(state: RunState, ws: WindowState, rule: Rule, files: list[str]
     if ws.log:
         out.append([("  l opens", "muted"), (ws.log, ""), ("in $PAGER", "muted")])
     return Detail(f"window {ws.key}", out, command, ws.log or None)
+
+
+def parity_lines(ws: WindowState) -> list[Line]:
+    """A window on another stack: per class, whether the two stacks sent the same token ids (the
+    parity event's verdict); without it, its deltas are withheld (engine.record.judged)."""
+    if not ws.stack:
+        return []
+    out = [[], heading(f"Parity: {ws.stack} against the control's stack (the token ids of every "
+                       "prompt, each through its own template and tokenizer)")]
+    if not ws.parity:
+        out.append([("  not shown yet: this window's deltas are withheld until it is "
+                     "(verdict.allow_different gives them)", "muted")])
+    for cls, p in sorted(ws.parity.items()):
+        out.append([(f"  {cls}:", "bold"), (str(p.get("verdict") or "-"),
+                                            "success" if p.get("identical") else "warning")])
+    return out
 
 
 def window_deltas(state: RunState, ws: WindowState, rule: Rule) -> list[Line]:
