@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.method.acceptance import is_simulated
 from engine.method.verdict import Call, Rule
 from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
@@ -197,6 +198,8 @@ def row_detail(state: RunState, r: RowState, leak: LeakRule, rule: Rule) -> Deta
     final = r.row
     out: list[Line] = [[(f"row {r.key}", "bold"), ("·", "muted"), (word, tag),
                         ("·", "muted"), (f"attempt {r.attempt}", "warning" if r.attempt > 1 else "")]]
+    if r.key in state.reruns_waiting:
+        out.append([("rerun:", "muted"), (f"queued, waiting on {state.reruns_waiting[r.key]}", "warning")])
     why = why_text(r, leak)
     if why:
         out.append([("why:", "muted"), (why, "error" if r.status == RowStatus.VOID else "")])
@@ -259,9 +262,12 @@ def acceptance_lines(state: RunState, r: RowState) -> list[Line]:
         shares = " ".join(f"{float(x):.2f}" for x in text.split())
         return f"{shares} {fmt_curve(text)}" if text else "none from this server"
 
+    # Simulated: the server was told to accept drafts at a set rate (engine.method.acceptance).
+    how: Seg = ((str(final["acceptance"]), "warning") if is_simulated(final)
+                else (str(final.get("acceptance") or ""), ""))
     out: list[Line] = [[("acceptance", "muted"), (f"length {figure('accept_len', '.2f')}", "bold"),
                         ("rate", "muted"), (figure("accept_rate", ".3f"), ""),
-                        ("from", "muted"), (str(final.get("accept_source") or "-"), "")],
+                        ("from", "muted"), (str(final.get("accept_source") or "-"), ""), how],
                        [("  per draft position", "muted"), (curve(final), "")]]
     ref = reference(state, f"{r.session}-{r.window}")
     # Beside the control's (a control's: the previous session's control, its drift).

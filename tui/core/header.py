@@ -64,6 +64,11 @@ def header_lines(state: RunState, plan: LoadPlan, shown: str | None, link: tuple
     row = live_row(state, cur.key if cur else None)
     if row:
         line2 += [("·", "muted"), *shape_segs(row, plan)]
+    waiting = dict.fromkeys(state.reruns_waiting.values())
+    if waiting:  # the operator's reruns, queued: what each waits on, said as it changes
+        n = len(state.reruns_waiting)
+        line2 += [("·", "muted"), (f"{n} rerun{'s' if n > 1 else ''} queued, waiting on", "bold"),
+                  (" and ".join(waiting), "warning")]
     if state.error:
         line2 += [("·", "muted"), (f"engine error: {state.error}", "error")]
     if state.damage:

@@ -44,7 +44,10 @@ HELP_MARKS = [
     ("4.5!", "a rep suspected of a leaked pass: while the row measures, one far below the reps "
              "before it; once the row is done, the low rep of a leak-shaped row only"),
     ("VOID", "spread over the limit: error colour, the reason in [i]why[/i]"),
-    ("att", "the row's attempt: 2 and up, a rerun"),
+    ("att", "the row's attempt: 2 and up, a rerun; [i]rerun[/i] in its status: queued, [i]why[/i] "
+            "says what it waits on"),
+    ("sim", "beside an acceptance figure: the server was told to accept drafts at a set rate "
+            "(simulated, not measured)"),
     ("~", "provisional: the shape is still measuring"),
     ("≠", "a boot fact that differs from this session's control"),
     ("Δ ctl", "the median shape's window / control - 1, its 95 % interval beside it ([i]95% CI[/i]) "

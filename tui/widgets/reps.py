@@ -41,8 +41,9 @@ class RepsPane(Vertical):
         self._view, sel, table = view, view.sel, self.table
         rows = window_rows(view.state, sel.shown) if sel.shown else []
         reps = view.plan.reps
+        waiting = view.state.reruns_waiting
         cells = [(r.key, [c[col] for col in REP_COLUMNS])
-                 for r in rows for c in (row_cells(r, reps, view.leak),)]
+                 for r in rows for c in (row_cells(r, reps, view.leak, waiting.get(r.key, "")),)]
         table.sync(sort_rows(cells, REP_COLUMNS, sel.sorts.get("reps")), view.tags)
         if not sel.row_pinned:
             live = live_row(view.state, sel.shown)
