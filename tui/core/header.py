@@ -60,6 +60,7 @@ def header_lines(state: RunState, plan: LoadPlan, shown: str | None, link: tuple
     line1 += [("·", "muted"), (fmt_secs(elapsed(state, now)), "")]
     if state.status == RunStatus.RUNNING:
         line1.append(("~" + fmt_secs(left(state, plan, now)) + " left", "muted"))
+    line1 += look_segs(state)
     line2: list[Seg] = [*link_segs(state, link)]
     row = live_row(state, cur.key if cur else None)
     if row:
@@ -76,6 +77,17 @@ def header_lines(state: RunState, plan: LoadPlan, shown: str | None, link: tuple
     if where:
         line2 += [("·", "muted"), ("axis:", "muted"), (where.axis or "-", "")]
     return [line1, line2, *(place_lines(state, plan, shown) if places else [])]
+
+
+def look_segs(state: RunState) -> list[Seg]:
+    """Boots added until decided: the last look at the evidence and what came of it (its ``why``:
+    what was booted again, or why it was the last)."""
+    if not state.looks:
+        return []
+    last = state.looks[-1]
+    n = last.get("look", len(state.looks))
+    return [("·", "muted"), (f"look {n}{' (the last)' if last.get('final') else ''}:", "bold"),
+            (str(last.get("why") or ""), "")]
 
 
 def link_segs(state: RunState, link: tuple[bool, str] | None) -> list[Seg]:
