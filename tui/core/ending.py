@@ -12,10 +12,12 @@ from engine.words import OVER_RUNS, RunStatus, WindowStatus, plural
 from tui.core.fmt import Seg, fmt_secs
 
 
-def is_over(state: RunState, engine_gone: bool) -> bool:
+def is_over(state: RunState, engine_gone: bool, reading: bool = False) -> bool:
     """The run ended, or its engine is gone before the end (killed, the machine rebooted): either
-    way nothing the console sends can act any more."""
-    return state.status in OVER_RUNS or (state.status == RunStatus.RUNNING and engine_gone)
+    way nothing the console sends can act any more. While the journal's history is still being
+    read (``reading``), a gone engine says nothing yet: its end may say the run finished."""
+    return state.status in OVER_RUNS or (state.status == RunStatus.RUNNING and engine_gone
+                                         and not reading)
 
 
 def counted(words: list[str]) -> str:

@@ -39,10 +39,12 @@ def damage_text(state: RunState) -> str:
 
 
 def header_lines(state: RunState, plan: LoadPlan, shown: str | None, link: tuple[bool, str] | None,
-                 now: float) -> list[list[Seg]]:
+                 now: float, gone: bool = False, reading: int | None = None) -> list[list[Seg]]:
     """Two lines: where the campaign stands; then the engine link (first, so it is never cut
     off on a narrow terminal), the axis and the shape in flight. With sessions on places the
-    first counts the sessions and a line per place follows (:func:`place_lines`)."""
+    first counts the sessions and a line per place follows (:func:`place_lines`). ``gone``: no
+    engine process is left; ``reading``: the journal's events folded so far while its history is
+    read (None: read to its end)."""
     places = on_places(state)
     cur = None if places else state.windows.get(state.current or "")
     # Once the run is over the header is its final word, not the window under the cursor.
@@ -61,7 +63,7 @@ def header_lines(state: RunState, plan: LoadPlan, shown: str | None, link: tuple
     if state.status == RunStatus.RUNNING:
         line1.append(("~" + fmt_secs(left(state, plan, now)) + " left", "muted"))
     line1 += look_segs(state)
-    line2: list[Seg] = [*link_segs(state, link)]
+    line2: list[Seg] = [*link_segs(state, link, gone, reading)]
     row = live_row(state, cur.key if cur else None)
     if row:
         line2 += [("·", "muted"), *shape_segs(row, plan)]
@@ -90,7 +92,12 @@ def look_segs(state: RunState) -> list[Seg]:
             (str(last.get("why") or ""), "")]
 
 
-def link_segs(state: RunState, link: tuple[bool, str] | None) -> list[Seg]:
+def link_segs(state: RunState, link: tuple[bool, str] | None, gone: bool = False,
+              reading: int | None = None) -> list[Seg]:
+    """The engine link. No engine answering is said as what it is: a run over (its engine exited),
+    the journal still being read (its end may say the run is over: a finished run's header never
+    says disconnected), the engine's process gone before the run's end, or an engine that runs
+    and does not answer (retried)."""
     if link is None:
         return [("engine ?", "muted")]
     connected, _detail = link
@@ -98,4 +105,8 @@ def link_segs(state: RunState, link: tuple[bool, str] | None) -> list[Seg]:
         return [("● engine connected", "success")]
     if state.status in OVER_RUNS:
         return [("○ engine exited", "muted")]
+    if reading is not None:
+        return [(f"○ reading the journal: {reading:,} events so far", "muted")]
+    if gone:
+        return [("○ engine gone: it stopped before the run's end", "error")]
     return [("○ engine DISCONNECTED (retrying)", "error")]
