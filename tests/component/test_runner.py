@@ -248,8 +248,7 @@ def test_abort_cancels_the_pass_in_flight_and_a_resume_finishes(tmp: Path,
     assert r.run() == "aborted"
     hooks.check()
     run = r.run_dir
-    assert replies == ["aborting: the current server is stopped (a container is kept); rows in "
-                       "flight become aborted"]
+    assert replies == ["aborting: the current server is stopped; rows in flight become aborted"]
     row = events(run, "row_done", window="control")
     assert [(e["status"], e["reason"]) for e in row] == [("aborted", "operator abort after 1 rep")]
     assert row[0]["source"] == "windows/s1-control/reps/prose-c2-1-1.jsonl"
