@@ -36,11 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-import journal_bench  # noqa: E402
-import ui_bench  # noqa: E402
-
+from bench import journal_bench, ui_bench  # noqa: E402
 from engine.record.writer import JournalWriter  # noqa: E402
 
 DOWN, UP, TAB, PGDN, PGUP = b"\x1b[B", b"\x1b[A", b"\t", b"\x1b[6~", b"\x1b[5~"
