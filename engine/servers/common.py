@@ -168,25 +168,25 @@ class RenderedPrompts:
 class RenderingClient(ServerClient):
     """A server that renders a chat by its ``/tokenize`` and ``/detokenize`` endpoints (SGLang,
     vLLM): each rendering's ids are remembered, so ``tokenize(render_chat(...))`` answers the ids
-    its chat endpoint used. A subclass says what its ``/tokenize`` is sent (:meth:`render_body`)
-    and how its ``/detokenize`` answers (:meth:`detokenize`)."""
+    its chat endpoint used. A subclass says what its ``/tokenize`` is sent (:meth:`_render_body`)
+    and how its ``/detokenize`` answers (:meth:`_detokenize`)."""
 
     health_path = "/health"
 
     def __init__(self) -> None:
         self._rendered = RenderedPrompts()
 
-    def render_body(self, messages: list[dict[str, Any]], knobs: dict[str, Any]) -> dict[str, Any]:
+    def _render_body(self, messages: list[dict[str, Any]], knobs: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
 
-    def detokenize(self, client: Http, ids: list[int]) -> str:
+    def _detokenize(self, client: Http, ids: list[int]) -> str:
         raise NotImplementedError
 
     def render_chat(self, client: Http, messages: list[dict[str, Any]],
                     knobs: dict[str, Any]) -> str:
-        body = self.render_body(messages, knobs)
+        body = self._render_body(messages, knobs)
         ids = token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
-        text = self.detokenize(client, ids)
+        text = self._detokenize(client, ids)
         self._rendered.remember(text, ids)
         return text
 

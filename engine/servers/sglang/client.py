@@ -124,10 +124,10 @@ class SGLangClient(RenderingClient):
 
     # -- quality requests -----------------------------------------------------------------------
 
-    def render_body(self, messages: list[dict[str, Any]], knobs: dict[str, Any]) -> dict[str, Any]:
+    def _render_body(self, messages: list[dict[str, Any]], knobs: dict[str, Any]) -> dict[str, Any]:
         return {"messages": messages, **knobs}
 
-    def detokenize(self, client: Http, ids: list[int]) -> str:
+    def _detokenize(self, client: Http, ids: list[int]) -> str:
         body = {"tokens": ids, "skip_special_tokens": False}
         return as_text(post_json(client, "/detokenize", body)["text"], "/detokenize text")
 

@@ -128,7 +128,7 @@ class VLLMClient(RenderingClient):
 
     # -- quality requests -----------------------------------------------------------------------
 
-    def render_body(self, messages: list[dict[str, Any]], knobs: dict[str, Any]) -> dict[str, Any]:
+    def _render_body(self, messages: list[dict[str, Any]], knobs: dict[str, Any]) -> dict[str, Any]:
         # /tokenize renders with chat_template_kwargs and takes tools as the chat endpoint does;
         # other knobs ride along as the chat endpoint would merge them into the template variables.
         top = ("chat_template_kwargs", "tools")
@@ -137,7 +137,7 @@ class VLLMClient(RenderingClient):
         return {"messages": messages, "add_generation_prompt": True, "chat_template_kwargs": kwargs,
                 **({"tools": knobs["tools"]} if "tools" in knobs else {})}
 
-    def detokenize(self, client: Http, ids: list[int]) -> str:
+    def _detokenize(self, client: Http, ids: list[int]) -> str:
         return as_text(post_json(client, "/detokenize", {"tokens": ids})["prompt"], "/detokenize prompt")
 
     def chat_tokens(self, client: Http, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
