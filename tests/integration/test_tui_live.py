@@ -5,16 +5,25 @@ on recorded runs is tests/unit/tui/test_app.py.
 
 from __future__ import annotations
 
+import csv
+import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from engine import testbed as tb_mod
 from engine.errors import EXIT_STOPPED
 from engine.record.journal import read_events
+from engine.record.state import fold
+from tests.campaigns import testbed_campaign
 from tests.console import live_marked, screen_text, table_text, until
 from tui.app import RulerConsole
 from tui.widgets.log import BootLog
@@ -188,3 +197,88 @@ async def test_two_places_live_at_once_and_advance_goes_to_the_session_under_the
         if proc.poll() is None:
             proc.terminate()
             proc.wait(timeout=60)
+
+
+def kill_after_first_rep(run: Path, killed: list[int], stop: threading.Event) -> None:
+    """SIGKILL the victim window's server once the journal shows its first rep done: the fault the
+    operator then reruns from the console (a real kill from outside, timed by the engine's journal)."""
+    while not stop.is_set() and not killed:
+        events = read_events(run / "journal.jsonl")
+        pids = [e["pid"] for e in events if e["kind"] == "server_started" and e["window"] == "victim"]
+        if pids and any(e["kind"] == "rep_done" and e.get("window") == "victim" for e in events):
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+        time.sleep(0.05)
+
+
+@pytest.mark.timeout(900)
+async def test_r_on_a_row_whose_server_was_killed_reruns_it_with_its_windows_checks(
+        testbed: tb_mod.Testbed, tmp_path: Path) -> None:
+    """Issue 48's loop from the keyboard: the victim window's llama-server is killed mid-window,
+    its row fails; r on that row in the console queues it; the console says what the rerun waits
+    on; the window booted again after the next one ends runs its quality checks, so the window has
+    its verdicts (verdicts.csv, greedy.json, teacher-forced.json), not only its figure."""
+    spec = testbed_campaign(
+        "tui-rerun-live", {"victim": {"axis": "context 4096 (its server is killed after rep 1)",
+                                      "args": {"-c": 4096}},
+                           "after": {"axis": "context 1024", "args": {"-c": 1024}}},
+        {"s1": ["victim", "after"]}, model="Q4_1",
+        concurrency=[1], reps=3, requests_per_rep=2,
+        max_tokens=48,  # a rep long enough (seconds) that the kill lands inside the next one
+        quality={"greedy": {"n": 2, "max_tokens": 16}, "teacher_forced": {"positions": 2}},
+        boot=120)
+    spec["timeouts"]["request"] = 30
+    proc, run = start_engine(yaml.safe_dump(spec, sort_keys=False), tmp_path)
+    killed: list[int] = []
+    stop = threading.Event()
+    killer = threading.Thread(target=kill_after_first_rep, args=(run, killed, stop), daemon=True)
+    killer.start()
+    row = "s1-victim/prose/c1"
+    try:
+        app = RulerConsole(run, probe_interval=0.5)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await until(pilot, lambda: app.main.link is not None and app.main.link.connected, timeout=30)
+            await until(pilot, lambda: row in app.main.state.rows
+                        and app.main.state.rows[row].status == "failed", timeout=600)
+            assert killed
+            # The cursor onto the victim window, then r on its failed row in the reps table.
+            order = app.main.ui.windows.keys
+            while app.main.sel.shown != "s1-victim":
+                up = order.index(app.main.sel.shown or "") > order.index("s1-victim")
+                await pilot.press("up" if up else "down")
+                await pilot.pause(0.1)
+            await pilot.press("tab")
+            await until(pilot, lambda: app.focused is app.main.ui.reps
+                        and app.main.ui.reps.cursor_key() == row)
+            await pilot.press("r")
+            await until(pilot, lambda: f"queued {row}: its window will be booted again" in screen_text(app))
+            # What it waits on, said in the header from the engine's journal (rerun_waiting).
+            await until(pilot, lambda: "1 rerun queued, waiting on window s1-after to end"
+                        in screen_text(app))
+            await until(pilot, lambda: app.main.state.windows["s1-victim"].status == "done"
+                        and app.main.state.status == "finished", timeout=600)
+        assert proc.wait(timeout=120) == 0
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+    events = read_events(run / "journal.jsonl")
+    assert [(e["cmd"], e["args"]) for e in events if e["kind"] == "command"] == [("rerun", [row])]
+    assert [(e["window"], e["status"]) for e in events if e["kind"] == "window_finished"] == [
+        ("control", "done"), ("victim", "failed"), ("after", "done"), ("victim", "done")]
+    assert [(e["window"], e["waiting"]) for e in events if e["kind"] == "rerun_waiting"] == [
+        ("victim", "window s1-after to end"), ("victim", "the server of s1-after to stop")]
+    rows = {(r["window"], r["class"]): r for r in csv.DictReader((run / "throughput.csv").open())}
+    assert rows[("victim", "prose")]["status"] in ("ok", "noisy")
+    assert rows[("victim", "prose")]["attempts"] == "2"
+    # The window's verdicts, which its first boot (killed before its checks) never got.
+    verdicts = {v["window"]: v for v in csv.DictReader((run / "verdicts.csv").open())}
+    assert re.fullmatch(r"\d/2", verdicts["victim"]["greedy"]), verdicts["victim"]
+    assert verdicts["victim"]["reference"] == "s1-control"
+    assert verdicts["victim"]["dlogp_max"] != ""
+    window = run / "windows" / "s1-victim"
+    assert json.loads((window / "greedy.json").read_text())["reference"] == "s1-control"
+    assert (window / "teacher-forced.json").is_file()
+    assert fold(events).windows["s1-victim"].verdicts["greedy"]["summary"]
