@@ -124,7 +124,10 @@ TUNE_KEYS = ("space", "objective")
 
 
 def is_tune_file(data: object) -> bool:
-    return isinstance(data, dict) and all(k in data for k in TUNE_KEYS) and "server" not in data
+    """Whether ``data`` is a tune file: its own keys, or its base campaign (a key no campaign has),
+    so that one of its keys misspelt is reported as the tune file's, not as 13 campaign keys."""
+    return isinstance(data, dict) and "server" not in data and (
+        all(k in data for k in TUNE_KEYS) or "campaign" in data)
 
 
 def campaign_warnings(campaign: Campaign) -> list[Problem]:

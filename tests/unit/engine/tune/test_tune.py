@@ -275,3 +275,12 @@ def test_validate_on_a_tune_file_says_it_is_one_and_checks_it(tmp_path: Path,
     assert [p.message for p in info.value.problems] == [
         "a tune file (space, objective), not a campaign: `ruler tune FILE` runs it, "
         "`ruler validate FILE` checks it"]
+    # A tune file with one of its keys misspelt is still one: its base campaign (a key no
+    # campaign has) says so, and the problem named is the tune file's, not 13 campaign keys.
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(TUNE.read_text().replace("\nspace:", "\nspaec:").replace(
+        "campaign: ../demo-tune.yaml", f"campaign: {REPO / 'campaigns' / 'demo-tune.yaml'}"))
+    assert cmd_validate(str(typo)) == 2
+    err = capsys.readouterr().err
+    assert "missing required key 'control'" not in err, err
+    assert "spaec" in err and "space" in err.replace("spaec", ""), err
