@@ -48,6 +48,8 @@ def _rep_done(e: Event) -> str:
     acc = f" accept {e['accept_len']}/{e['accept_rate']}" if e.get("accept_rate") else ""
     if e.get("accept_per_pos"):  # per draft position (engine.method.acceptance)
         acc += " pos " + "/".join(f"{x:.2f}" for x in e["accept_per_pos"])
+    if acc and e.get("acceptance"):  # set by the server, not measured (docs/acceptance.md)
+        acc += f" {e['acceptance']}"
     flag = " CLIENT-BOUND?" if e.get("client_bound") else ""
     fail = f" {e['failed']} failed" if e.get("failed") else ""
     return (f"{_shape(e)} attempt {e['attempt']} rep {e['rep']}: {e['agg_tok_s']:.1f} tok/s"

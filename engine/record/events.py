@@ -328,6 +328,8 @@ class RepDone(Shape):
     turns: NotRequired[list[dict[str, Any]]]  # multi-turn: stats.turn_figures of this rep
     # engine.method.acceptance: per draft position, the share of verify steps that accepted it
     accept_per_pos: NotRequired[list[float]]
+    # Only on a window whose server simulates acceptance: "simulated (the setting)", as its rows
+    acceptance: NotRequired[str]
 
 
 class LeakSuspected(Shape):

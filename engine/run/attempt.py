@@ -235,6 +235,10 @@ class Attempt:
         # The fields a rep has or not (as dict[str, Any]: engine.record.send says why).
         held: dict[str, Any] = {"turns": turns} if turns else {}
         held |= {"gpu": figures} if figures else {}
+        # A rep's acceptance set by the server, not measured, says so as its row does (natural
+        # reps carry nothing: a rep_done is otherwise as it was).
+        kind = acceptance_kind(run, self.where, {"accept_len": acc["accept_len"]}).get("acceptance", "")
+        held |= {"acceptance": kind} if kind.startswith("simulated") else {}
         run.emit(EventKind.REP_DONE, **self.where, attempt=self.number, rep=rep, **fig,
                  **({k: progress[k] for k in ("half_width", "precision_status")} if progress else {}),
                  accept_len=acc["accept_len"], accept_rate=acc["accept_rate"],

@@ -715,3 +715,10 @@ def test_a_window_told_to_simulate_acceptance_says_so_everywhere_and_has_no_delt
     assert "simulated (--spec-synth-len 2.5)" in line
     [vllm] = [p for p in export(run, "vllm-bench") if "synth" in p.name]
     assert json.loads(vllm.read_text())["ruler_acceptance"] == "simulated (--spec-synth-len 2.5)"
+    # The headless line of each rep says it too (issue 48's walk: "accept 3.22/0.59" alone).
+    from engine.commands.progress import format_event
+    for rep in events(run, "rep_done", window="synth"):
+        assert "accept" in (format_event(rep) or "") and "simulated (--spec-synth-len 2.5)" in (
+            format_event(rep) or ""), format_event(rep)
+    assert all("simulated" not in (format_event(e) or "")
+               for e in events(run, "rep_done", window="control"))
