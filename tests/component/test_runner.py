@@ -722,3 +722,19 @@ def test_a_window_told_to_simulate_acceptance_says_so_everywhere_and_has_no_delt
             format_event(rep) or ""), format_event(rep)
     assert all("simulated" not in (format_event(e) or "")
                for e in events(run, "rep_done", window="control"))
+    # The console withholds it too: no Δ of its own beside the engine's withheld one (issue 48's
+    # walk: the windows list read "+29.1%" for a --spec-synth-len window).
+    from engine.record.journal import read_events
+    from engine.record.state import fold
+    from tui.core.plan import DEFAULT_RULE
+    from tui.core.sorting import cell_text
+    from tui.core.versus import delta_cells, row_delta
+    state = fold(read_events(run / "journal.jsonl"))
+    assert cell_text([delta_cells(state, "s1-synth", DEFAULT_RULE)[0]]) == "withheld"
+    assert row_delta(state, state.rows["s1-synth/prose/c2"], DEFAULT_RULE) is None
+    from tui.core.detail import detail
+    from tui.core.plan import DECLARED
+    shown = detail(state, "s1-synth", DECLARED, DEFAULT_RULE)
+    assert shown is not None
+    assert any("delta withheld: one row's acceptance is simulated (--spec-synth-len 2.5)" in
+               cell_text(line) for line in shown.lines)

@@ -27,7 +27,7 @@ from tui.core.logview import overstruck
 from tui.core.plan import LeakRule
 from tui.core.reps import STATUS_WORD, leak_marks, why_text
 from tui.core.verdicts import verdict_seg
-from tui.core.versus import RowDelta, headline, judged, reference, row_delta, window_call
+from tui.core.versus import RowDelta, headline, judged, reference, row_delta, window_call, withheld
 from tui.core.windows import window_rows, window_status
 
 Line = list[Seg]
@@ -159,7 +159,8 @@ def window_deltas(state: RunState, ws: WindowState, rule: Rule) -> list[Line]:
         out.append([("  the window's call:", "muted"), call])
     pairs = [d for r in window_rows(state, ws.key) if (d := row_delta(state, r, rule)) is not None]
     if not pairs:
-        return [*out, [("  no shape measured in both yet", "muted")]]
+        why = withheld(state, ws.key, rule)
+        return [*out, [(f"  {why or 'no shape measured in both yet'}", "warning" if why else "muted")]]
     h = headline(state, ws.key, rule)
     if h is not None:
         out.append([("  headline:", "muted"), interval_seg(h),

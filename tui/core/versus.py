@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from engine.method import acceptance
 from engine.method.verdict import Call, Rule, Versus, judge_one, versus
 from engine.record.judged import Judgement, judgement
 from engine.record.state import RowState, RunState, WindowState
@@ -125,6 +126,8 @@ def pair(state: RunState, r: RowState, theirs: RowState | None, rule: Rule) -> R
         return None
     provisional = here[1] or there[1]
     j = judged(state, rule)
+    if r.key in j.refused or simulated(state, r) != simulated(state, theirs):
+        return None  # withheld, as the engine withholds it (its why: the row's verdict_why)
     call, mine = j.rows.get(r.key), j.versus(r.key)
     if call is not None and mine is not None and not provisional:
         return RowDelta(r, theirs, here[0], there[0], mine, call.call.value, False)
@@ -133,6 +136,26 @@ def pair(state: RunState, r: RowState, theirs: RowState | None, rule: Rule) -> R
         return None
     word = "" if provisional or r.window != CONTROL else judge_one(v, rule).call.value
     return RowDelta(r, theirs, here[0], there[0], v, word, provisional)
+
+
+def simulated(state: RunState, r: RowState) -> bool:
+    """Whether the row's window was told to simulate acceptance: its tok/s is of draft tokens
+    nobody checked, so it has no delta against a measured one (engine.method.acceptance.unlike),
+    finished or still measuring."""
+    ws = state.windows.get(f"{r.session}-{r.window}")
+    return bool(ws is not None and ws.simulated)
+
+
+def withheld(state: RunState, wkey: str, rule: Rule) -> str:
+    """Why a window's deltas are withheld, in the engine's words (a row it refused: another
+    basis, a simulated acceptance, a stack not token-identical), or a simulated acceptance against
+    a measured one while its rows still measure; "" when they are not."""
+    why = next((w for k, w in judged(state, rule).refused.items() if k.startswith(f"{wkey}/")), "")
+    ws, ref = state.windows.get(wkey), reference(state, wkey)
+    if why or ws is None or ref is None:
+        return why
+    rows = [{"acceptance": acceptance.simulated_text(w.simulated)} if w.simulated else {} for w in (ws, ref)]
+    return acceptance.unlike(*rows) or ""
 
 
 def row_delta(state: RunState, r: RowState, rule: Rule) -> RowDelta | None:
@@ -170,6 +193,8 @@ def delta_cells(state: RunState, wkey: str, rule: Rule) -> tuple[Seg, Seg]:
         return ("ctl", "muted"), ("", "")
     h = headline(state, wkey, rule)
     if h is None:
+        if withheld(state, wkey, rule):
+            return ("withheld", "warning"), ("", "")  # the window's detail says why
         return no_delta(state, ws), ("", "")
     iv = h.interval
     ci: Seg = ("", "") if iv is None else (fmt_ci(*iv), "muted")
@@ -241,7 +266,8 @@ def bars_lines(state: RunState, wkey: str | None, rule: Rule, width: int = 10) -
     pairs = shape_pairs(state, ws.key)
     h = headline(state, ws.key, rule)
     if h is None:
-        return [[(f"{what}: no shape measured in both yet", "muted")]]
+        why = withheld(state, ws.key, rule)
+        return [[(f"{what}: {why or 'no shape measured in both yet'}", "warning" if why else "muted")]]
     # A control's delta is drift: past the noise it is a warning, not good or bad news.
     out = [[(f"{what} ", "bold"), interval_seg(h, "warning" if ws.window == CONTROL else ""),
             (f" (median of {len(pairs)} shapes, [95 % interval]; this │ ref)", "muted")]]
