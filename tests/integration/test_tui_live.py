@@ -23,7 +23,7 @@ from engine import testbed as tb_mod
 from engine.errors import EXIT_STOPPED
 from engine.record.journal import read_events
 from engine.record.state import fold
-from tests.campaigns import testbed_campaign
+from tests import campaigns
 from tests.console import live_marked, screen_text, table_text, until
 from tui.app import RulerConsole
 from tui.widgets.log import BootLog
@@ -218,7 +218,7 @@ async def test_r_on_a_row_whose_server_was_killed_reruns_it_with_its_windows_che
     its row fails; r on that row in the console queues it; the console says what the rerun waits
     on; the window booted again after the next one ends runs its quality checks, so the window has
     its verdicts (verdicts.csv, greedy.json, teacher-forced.json), not only its figure."""
-    spec = testbed_campaign(
+    spec = campaigns.testbed_campaign(
         "tui-rerun-live", {"victim": {"axis": "context 4096 (its server is killed after rep 1)",
                                       "args": {"-c": 4096}},
                            "after": {"axis": "context 1024", "args": {"-c": 1024}}},
