@@ -41,8 +41,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import testbed
+from engine.campaign.launch import WindowStart, plan_launch
 from engine.campaign.load import load_campaign
-from engine.campaign.plan import WindowStart, plan_launch
 from engine.campaign.sources.item import plain_item
 from engine.method import stats
 from engine.run.loadgen import PassPlan, measure_pass

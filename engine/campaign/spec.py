@@ -614,7 +614,7 @@ class ServerConfig(_Frozen):
     env: dict[str, str]
     image: str | None
     command: tuple[str, ...] | None  # None: the runtime section's own command
-    adapter: str = ""  # the server it boots (engine.servers)
+    server: str = ""  # the server it boots (engine.servers)
     # A window on another stack: its command and image are its own, never the runtime section's
     # (which are the control's stack's), and its container port is its adapter's unless given.
     own_stack: bool = False
@@ -717,7 +717,7 @@ class Campaign(_Frozen):
             own = window.server
             return ServerConfig(model=own.model, artifacts=dict(own.artifacts),
                                 args=_merge(own.args, {}), env=dict(own.env), image=own.image,
-                                command=own.command, adapter=own.adapter, own_stack=True,
+                                command=own.command, server=own.adapter, own_stack=True,
                                 container_port=own.container_port)
         change = Change() if window is None else window.change
         base = {"docker": self.docker.command, "process": self.process.command}.get(runtime or "")
@@ -728,10 +728,10 @@ class Campaign(_Frozen):
             env=_merge(self.control.env, change.env),
             image=self.docker.image if change.image is None else change.image,
             command=base if change.command is None else change.command,
-            adapter=self.server, container_port=self.docker.container_port,
+            server=self.server, container_port=self.docker.container_port,
         )
 
-    def adapter_for(self, window_name: str) -> str:
+    def server_for(self, window_name: str) -> str:
         """The server a window boots: its own stack's, else the campaign's."""
         if is_control(window_name):
             return self.server

@@ -114,7 +114,7 @@ class RunStarted(TypedDict):
     # of its windows' value, in the order of the values. Absent from a campaign without sweeps.
     sweeps: NotRequired[dict[str, Sweep]]
     # `ruler run --baseline RUN_DIR`: that run's noise between boots per shape, pooled with this
-    # run's by their degrees of freedom (engine.record.judged): {"run": name, "noise": [...]}
+    # run's by their degrees of freedom (engine.record.judgement): {"run": name, "noise": [...]}
     baseline: NotRequired[dict[str, Any]]
 
 

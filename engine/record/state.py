@@ -52,7 +52,7 @@ class WindowState:
     ended_ts: float | None = None  # window_finished or window_rejected
     quality: bool = False  # between quality_started and quality_done
     queue: str = ""  # a queued batch job: the scheduler's reason it waits (Resources, Priority...)
-    place: str = ""  # the node its batch job ran on
+    placed: str = ""  # the node the scheduler placed its batch job on (window_placed)
     stopping: bool = False  # its server's stop began and has not ended (server_stopping)
     simulated: str = ""  # how its server was told to simulate acceptance ("" : it measures its own)
 
@@ -68,7 +68,7 @@ class WindowState:
     @property
     def node(self) -> str:
         """The node its batch job ran on: where it was placed, else the job's boot fact."""
-        return self.place or str(self.facts.get("node") or "")
+        return self.placed or str(self.facts.get("node") or "")
 
 
 @dataclass
@@ -288,7 +288,7 @@ def _window_queued(state: RunState, e: Event) -> None:
 
 def _window_placed(state: RunState, e: Event) -> None:
     ws = _w(state, e)
-    ws.status, ws.queue, ws.place = WindowStatus.BOOTING, "", e["node"]
+    ws.status, ws.queue, ws.placed = WindowStatus.BOOTING, "", e["node"]
 
 
 def _boot_fact(state: RunState, e: Event) -> None:

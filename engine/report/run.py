@@ -86,7 +86,7 @@ class Row:
     delta: float | None
     delta_lo: float | None
     delta_hi: float | None
-    boot_noise: float | None  # from here to verdict_why: engine.record.judged, as written
+    boot_noise: float | None  # from here to verdict_why: engine.record.judgement, as written
     boot_noise_how: str
     p_value: float | None
     p_adjusted: float | None

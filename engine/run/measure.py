@@ -23,7 +23,7 @@ from engine.context import RunContext, WindowContext
 from engine.errors import WindowFailed
 from engine.method import acceptance, capacity, precision, sla, stats
 from engine.record.events import EventKind
-from engine.record.judged import judgement
+from engine.record.judgement import judgement
 from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
 from engine.record.results import DIR_MODE, write_jsonl
@@ -248,7 +248,7 @@ class Measurement:
         while not run.controls.stopping():
             probes = probe_verdicts(run.run_dir, run.state, ctx.session, ctx.window, cls, search,
                                     criteria)
-            answer = capacity.step(search, {x: capacity.Probe(p["probe"]) for x, p in probes.items()})
+            answer = capacity.step(search, {x: capacity.ProbeResult(p["probe"]) for x, p in probes.items()})
             if answer.next is None:
                 run.emit(EventKind.CAPACITY, session=ctx.session, window=ctx.window,
                          **{"class": cls}, over=search.over, criteria=criteria.text(),

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import files
-from engine.campaign.plan import WindowStart, campaign_items, plan_launch
+from engine.campaign.launch import WindowStart, campaign_items, plan_launch
 from engine.campaign.redact import Redactor, redactor_for
 from engine.campaign.sources import Item, chosen
 from engine.campaign.sources.item import plain_item
@@ -28,7 +28,7 @@ from engine.method.stats import LeakPolicy
 from engine.record import results
 from engine.record.events import FORMAT, EventKind, check
 from engine.record.journal import Event
-from engine.record.judged import baseline_record
+from engine.record.judgement import baseline_record
 from engine.record.looks import take
 from engine.record.receipts import ThroughputWriter
 from engine.record.snapshot import fold_journal
@@ -507,7 +507,7 @@ class Runner:
                    phases: list[Phase] | None = None, lane: Lane | None = None) -> None:
         lane = lane or self.lanes[0]
         config = self.campaign.config_for(window)
-        adapter = get_adapter(config.adapter)  # a window on another stack boots its own server
+        adapter = get_adapter(config.server)  # a window on another stack boots its own server
         wdir = results.window_dir(self.run_dir, session, window)
         try:
             plan = plan_launch(self.campaign, adapter, WindowStart(
@@ -521,7 +521,7 @@ class Runner:
         self.emit(EventKind.WINDOW_STARTED, session=session, window=window, axis=self.ctx.axis(window),
                   runtime=self.runtime, plan=plan.describe(), tag=tag,
                   log=str((wdir / f"boot{tag}.log").relative_to(self.run_dir)),
-                  **({"stack": config.adapter} if config.own_stack else {}),
+                  **({"stack": config.server} if config.own_stack else {}),
                   **({"simulated": how} if (how := adapter.simulated_acceptance(
                       plan.argv, {**plan.env, **plan.secret_env})) else {}))
         attach = self.campaign.attach.url if self.campaign.attach else None
@@ -584,7 +584,7 @@ class Runner:
         if lane.place and lane.place.node:
             return lane.place.node
         control = self.state.windows.get(f"{session}-{CONTROL}")
-        return control.place or None if control else None
+        return control.placed or None if control else None
 
     def _wait_placed(self, lane: Lane, session: str, window: str, server: Server,
                      pump: LogPump) -> str | None:
@@ -693,7 +693,7 @@ class Runner:
                 "its windows are compared on none" if window == CONTROL else "not compared with the control")
         if window != CONTROL and session in self.control_facts:
             mine = BootFacts() if whose else facts
-            ours, theirs = self.campaign.adapter_for(window), self.campaign.server
+            ours, theirs = self.campaign.server_for(window), self.campaign.server
             data["diff_vs_control"] = flag_free(
                 mine.diff(self.control_facts[session]) if ours == theirs and
                 self.campaign.window(window).server is None else

@@ -485,7 +485,7 @@ workload:
 
 
 def test_a_process_place_runs_its_server_on_its_own_gpus_only(tmp_path: Path) -> None:
-    from engine.campaign.plan import WindowStart, plan_launch
+    from engine.campaign.launch import WindowStart, plan_launch
     from engine.run.gpuwatch import window_gpus
     from engine.servers import get_adapter
 

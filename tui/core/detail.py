@@ -5,7 +5,7 @@ exact command, its receipts. A row: why it stands as it does, every rep of every
 whole), what became of each attempt, its delta against the control's row and how it was formed,
 its receipts.
 
-The delta, its interval and its call are the engine's (``engine.record.judged``, the same as
+The delta, its interval and its call are the engine's (``engine.record.judgement``, the same as
 throughput.csv's delta and verdict columns and the windows list), and so is its method's
 wording: when the rule changes there, this view follows.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.method.verdict import Call, Rule
-from engine.record.judged import judgement
+from engine.record.judgement import judgement
 from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
 from tui.core.fmt import Seg, fmt_curve, fmt_pct, fmt_tok

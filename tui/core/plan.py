@@ -49,7 +49,7 @@ DEFAULT_RULE = Rule(defaults.ERROR_RATE, defaults.CORRECTION, defaults.MARGIN, d
 
 def frozen_rule(campaign_yaml: Path) -> Rule:
     """The campaign's verdict rules from a run's frozen campaign.yaml (the defaults where left out
-    or unreadable): the Δ column's calls are the run's own (engine.record.judged)."""
+    or unreadable): the Δ column's calls are the run's own (engine.record.judgement)."""
     try:
         v = (frozen_yaml(campaign_yaml) or {}).get("verdict") or {}
         declared = v.get("boot_noise", defaults.BOOT_NOISE)

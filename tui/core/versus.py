@@ -6,7 +6,7 @@ import statistics
 from dataclasses import dataclass
 
 from engine.method.verdict import Call, Rule, Versus, judge_one, versus
-from engine.record.judged import judgement
+from engine.record.judgement import judgement
 from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
 from tui.core.fmt import Seg, fmt_ci, fmt_pct, fmt_tok
@@ -72,7 +72,7 @@ def row_reps(r: RowState | None) -> tuple[list[float], bool] | None:
 @dataclass(frozen=True)
 class RowDelta:
     """A row against its reference's row of the same shape: both sides' reps, the interval (the
-    noise between boots counted), the call (the run's own, engine.record.judged; none while a side
+    noise between boots counted), the call (the run's own, engine.record.judgement; none while a side
     is still measuring) and whether a side is still measuring."""
 
     row: RowState

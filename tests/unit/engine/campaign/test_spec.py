@@ -15,8 +15,8 @@ from pydantic import ValidationError
 
 from engine.campaign import defaults
 from engine.campaign.dryrun import dry_run
+from engine.campaign.launch import WindowStart, plan_launch
 from engine.campaign.load import SpecError, load_campaign
-from engine.campaign.plan import WindowStart, plan_launch
 from engine.campaign.prompts import RECEIPT_KEYS, read_prompts
 from engine.campaign.sources import SOURCES, class_items
 from engine.campaign.spec import Campaign, percent
