@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.campaign.frozen import GREEDY, KL
+from engine.campaign.machines import Place
 from engine.campaign.prompts import read_receipt
 from engine.campaign.secrets import is_secret
 from engine.campaign.sources import Item, class_items
-from engine.campaign.spec import Campaign, Place, ServerConfig
+from engine.campaign.spec import Campaign, ServerConfig
 from engine.campaign.variables import expand, render_args
 from engine.errors import EngineError
 from engine.runtime.base import (

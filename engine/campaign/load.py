@@ -23,17 +23,10 @@ from engine.campaign.prompts import (
 )
 from engine.campaign.redact import argv_warnings
 from engine.campaign.sources import SOURCES
-from engine.campaign.spec import (
-    MAX_CONCURRENCY,
-    MAX_RATE,
-    MAX_REP_REQUESTS,
-    MAX_SECONDS,
-    MIN_RATE,
-    OLD_TPOT_KEY,
-    Campaign,
-    PromptClass,
-    Window,
-)
+from engine.campaign.spec import Campaign
+from engine.campaign.values import MAX_CONCURRENCY, MAX_SECONDS
+from engine.campaign.windows import Window
+from engine.campaign.workload import MAX_RATE, MAX_REP_REQUESTS, MIN_RATE, OLD_TPOT_KEY, PromptClass
 from engine.campaign.yamlmarks import (
     Issue,
     MarkedDoc,

@@ -16,10 +16,11 @@ from typing import Any
 
 from engine import files
 from engine.campaign.launch import WindowStart, campaign_items, plan_launch
+from engine.campaign.machines import Place
 from engine.campaign.redact import Redactor, redactor_for
 from engine.campaign.sources import Item, chosen
 from engine.campaign.sources.item import plain_item
-from engine.campaign.spec import Campaign, Place, ServerConfig
+from engine.campaign.spec import Campaign, ServerConfig
 from engine.context import Controls, Phase, RunContext, WindowContext
 from engine.control import CommandRefused
 from engine.errors import EngineError, WindowFailed

@@ -676,7 +676,7 @@ def test_report_names_the_place_beside_the_node(tmp_path: Path) -> None:
 
 def test_a_place_with_a_gpu_count_is_its_sessions_share_of_the_node(tmp_path: Path) -> None:
     """Two sessions sharing an 8-GPU node: each place asks for its count on its node."""
-    from engine.campaign.spec import Place
+    from engine.campaign.machines import Place
 
     campaign = load_campaign(slurm_campaign(tmp_path, "process", gres="gpu:8", exclusive=False))
     half = Place(name="n7a", node="node7", gpus=4)
