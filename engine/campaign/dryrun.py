@@ -19,6 +19,7 @@ from pathlib import Path
 
 from engine import testbed
 from engine.campaign import defaults
+from engine.campaign.checks.warnings import campaign_warnings
 from engine.campaign.launch import (
     WindowStart,
     campaign_items,
@@ -26,7 +27,7 @@ from engine.campaign.launch import (
     plan_launch,
     resolve_runtime,
 )
-from engine.campaign.load import campaign_warnings, load_campaign
+from engine.campaign.load import load_campaign
 from engine.campaign.redact import redactor_for
 from engine.campaign.secrets import is_secret
 from engine.campaign.sources import Item, chosen, class_notes

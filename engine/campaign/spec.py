@@ -35,6 +35,7 @@ from engine.campaign.values import (
 from engine.campaign.variables import expand
 from engine.campaign.windows import Change, Control, ServerName, Window
 from engine.campaign.workload import WorkloadSpec
+from engine.campaign.yamlmarks import MarkedDoc
 from engine.method.design import control_boots, interleave
 from engine.method.verdict import Rule
 from engine.words import CONTROL, is_control
@@ -193,10 +194,17 @@ class Campaign(FrozenModel):
     # A run's own campaign.yaml: what that run froze (engine.campaign.frozen), which its classes'
     # items and its quality prompts are read from in place of the files it names.
     _frozen: Frozen | None = PrivateAttr(default=None)
+    # Where each of its values was written (its sweeps' windows at their sweep's entry): what its
+    # warnings are placed by, without reading the file again.
+    _marks: MarkedDoc = PrivateAttr(default_factory=lambda: MarkedDoc(None))
 
     @property
     def source_path(self) -> Path:
         return self._source_path
+
+    @property
+    def marks(self) -> MarkedDoc:
+        return self._marks
 
     @property
     def frozen(self) -> Frozen | None:
