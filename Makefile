@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: help setup testbed demo test unit component lint fmt clean
 
-# Types: engine/, tui/ and tests/ ([tool.mypy] in pyproject.toml).
+# Types: engine/, tui/, bench/ and tests/ ([tool.mypy] in pyproject.toml).
 MYPY := $(BIN)/mypy
 
 help:  ## this list
@@ -43,7 +43,8 @@ demo: setup  ## the llama.cpp testbed, then the demo campaign
 
 # The tiers in order: unit (in process, on three workers), component (the Runner on in-process fakes
 # and the commands end to end in forked children, on two workers), integration (real llama-server,
-# vLLM, Docker, Slurm, sockets; on two workers, a module per worker so module fixtures run once).
+# vLLM, Docker, Slurm, sockets; on two workers, a module per worker so module fixtures run once,
+# handed out in the order tests/integration/conftest.py gives, not by their count of tests).
 # A unit worker is idle a quarter of its time (a console test waits for the screen to settle after
 # each key), so three keep two cores busy: 83-87 s against 89-90 s on two here. The first two
 # tiers steal work: a worker that runs dry takes tests from another's queue, so a tier does not
@@ -53,7 +54,7 @@ demo: setup  ## the llama.cpp testbed, then the demo campaign
 TIERS := unit component integration
 tier_args_unit := -n 3 --dist worksteal
 tier_args_component := -n 2 --dist worksteal
-tier_args_integration := -n 2 --dist loadfile --durations=25
+tier_args_integration := -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 test: testbed  ## what CI runs: ruff, lint-imports, mypy, then every tier
 	$(BIN)/ruff check .

@@ -33,6 +33,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,9 @@ def start_server(plan: LaunchPlan, log: list[str]) -> rp.ProcessServer:
     raise SystemExit("llama-server did not become ready:\n" + "\n".join(log[-20:]))
 
 
-def per_request(records: list[dict[str, Any]]) -> list[dict[str, float]]:
+def per_request(records: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
+    """Each request's tok/s by ruler's clock and by the server's own timings (TimingsAdapter keeps
+    them under ``acceptance``)."""
     out = []
     for r in records:
         t = (r.get("acceptance") or {}).get("timings") or {}

@@ -57,10 +57,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-import ui_bench  # noqa: E402
-
+from bench import ui_bench  # noqa: E402
 from engine.record import results, snapshot  # noqa: E402
 from engine.record.snapshot import fold_journal  # noqa: E402
 from engine.record.writer import JournalWriter  # noqa: E402

@@ -107,13 +107,16 @@ def best_power(n: int, sigma: float, ratio: int, sims: int = 200_000) -> float:
 
     def log_lr(res: np.ndarray) -> np.ndarray:
         def dens(r: np.ndarray, var: float) -> np.ndarray:
-            return -(r ** 2).sum(axis=1) / (2 * var) - (n - 1) / 2 * math.log(var)
+            d: np.ndarray = -(r ** 2).sum(axis=1) / (2 * var) - (n - 1) / 2 * math.log(var)
+            return d
         slowed = []
         for j in range(n):
             mean = np.full(n, shift / n)
             mean[j] -= shift
             slowed.append(dens(res - mean, sigma ** 2))
-        return np.logaddexp.reduce(np.array(slowed), axis=0) - math.log(n) - dens(res, (ratio * sigma) ** 2)
+        lr: np.ndarray = (np.logaddexp.reduce(np.array(slowed), axis=0) - math.log(n)
+                          - dens(res, (ratio * sigma) ** 2))
+        return lr
 
     null = ratio * sigma * rng.standard_normal((sims, n))
     alt = sigma * rng.standard_normal((sims, n))

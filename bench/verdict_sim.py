@@ -51,6 +51,7 @@ NOISES: list[tuple[str, Noise]] = [
     ("t3 tails 3 %", Noise(boot=0.03, tails="t3")),
     ("session shift 5 %", Noise(boot=0.03, shift=0.05)),
     ("shapes correlated .7", Noise(boot=0.03, rho=0.7)),
+    ("loads 1 % / 2 % / 4 %", Noise(boot=0.01, by_load={8: 2.0, 32: 4.0})),
 ]
 # As seen on an H100 (../shared/gpu/README.md): C1 quiet, prose C8 about 1.5 %, code C8 about 10-25 %.
 GPU = Noise(boot={"prose": 0.01, "code": 0.02}, rep=0.02, by_load={8: 2.0, 32: 3.0})

@@ -14,29 +14,17 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
 
 from engine import gpu
 from engine.campaign.sources import Item
 from engine.campaign.spec import Campaign, ServerConfig
 from engine.method.stats import LeakPolicy
-from engine.record.events import EventKind
-from engine.record.journal import Event
+from engine.record.send import Emit
 from engine.record.state import RunState
 from engine.runtime.base import Server
 from engine.servers.adapter import ServerAdapter
 from engine.servers.logs import BootFacts
 from engine.words import CONTROL, WindowStatus, is_control
-
-
-class Emit(Protocol):
-    """Append one event to the journal (and fold it into the state); returns the event.
-
-    ``data`` is the kind's fields as ``engine.record.events`` defines them; anything else raises
-    ``MalformedEvent`` before the journal is touched.
-    """
-
-    def __call__(self, kind: EventKind, **data: Any) -> Event: ...
 
 
 @dataclass

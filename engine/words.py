@@ -40,6 +40,23 @@ FROZEN_ITEMS = "items.json"
 FROZEN_QUALITY = "quality.json"
 
 
+# What stopping a window's server leaves of it, per runtime (engine.runtime): said where an abort
+# is asked for and answered, so that no runtime is promised what another does.
+STOP_KEEPS = {
+    "process": "its process is ended; its log stays in the window's directory",
+    "docker": "its container is stopped and kept, for docker logs (removed where docker.keep is "
+              "false); its log stays in the window's directory",
+    "slurm": "its batch job is cancelled; the job's script, record and log stay in the window's "
+             "directory",
+    "attach": "it is left running: ruler attached to it and did not start it",
+}
+
+
+def stop_keeps(runtime: str) -> str:
+    """What stopping the server leaves on ``runtime``, in words ("" for a runtime not listed)."""
+    return STOP_KEEPS.get(runtime, "")
+
+
 class RunStatus(StrEnum):
     NEW = "new"  # no run_started folded yet
     RUNNING = "running"

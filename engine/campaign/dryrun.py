@@ -17,7 +17,6 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from engine import testbed
 from engine.campaign import defaults
 from engine.campaign.checks.warnings import campaign_warnings
 from engine.campaign.launch import (
@@ -38,35 +37,11 @@ from engine.runtime.slurm.script import job_script
 from engine.servers import get_adapter
 from engine.servers.adapter import ServerAdapter
 from engine.servers.client import request_body
+from engine.testbed import cached_variables
 from engine.words import CONTROL
 
 DRY_RUN_ID = "dry-run"  # the ruler.run label shown; a real run gets a dated, random one
 _VARIABLE = re.compile(r"\$\{([^}]+)\}")
-
-
-def cached_testbed() -> dict[str, str]:
-    """``${testbed.*}`` from the cache when a previous run already prepared it; never builds."""
-    root = testbed.cache_root()
-    binary = root / f"llama.cpp-{testbed.LLAMA_CPP_PYTHON}" / "bin" / "llama-server"
-    models = root / "models"
-    out: dict[str, str] = {}
-    if binary.is_file() and (binary.parent / "manifest.json").is_file():
-        out["testbed.llama_server"] = str(binary)
-        # The tag `ruler testbed` gives the image it imports from that build (whether it exists
-        # asks Docker): resolved where the model paths are, not left as ${testbed.image}.
-        out["testbed.image"] = f"{testbed.IMAGE_REPO}:{testbed.LLAMA_CPP_PYTHON}"
-    if (models / "manifest.json").is_file():
-        out["testbed.models"] = str(models)
-    venv = testbed.vllm_venv_dir(root)
-    if (venv / "manifest.json").is_file():
-        out["testbed.vllm_python"] = str(venv / "bin" / "python")
-        out["testbed.vllm_env"] = str(venv)
-        # The tag `ruler testbed` gives the image it imports (whether it exists asks Docker).
-        out["testbed.vllm_image"] = f"{testbed.VLLM_IMAGE_REPO}:{testbed.VLLM_CPU}"
-    model = testbed.vllm_model_dir(root)
-    if (model / "manifest.json").is_file():
-        out["testbed.vllm_model"] = str(model)
-    return out
 
 
 def dry_variables(campaign: Campaign, environ: Mapping[str, str],
@@ -445,7 +420,7 @@ def plan_text(campaign: Campaign, runtime: str | None, environ: Mapping[str, str
     chosen = runtime or campaign.runtime
     if chosen == "auto":
         chosen = resolve_runtime(campaign, None)
-    known = dict(cached_testbed() if testbed is None else testbed)
+    known = dict(cached_variables() if testbed is None else testbed)
     variables = dry_variables(campaign, env, known)
     # The directory `ruler run` would claim (results.new_run_dir), named as the run would name it.
     run_dir = Path(results_dir) / f"{(today or dt.date.today()).isoformat()}-{campaign.name}"
@@ -456,7 +431,7 @@ def classes_text(campaign: Campaign, environ: Mapping[str, str] | None = None,
                  testbed: Mapping[str, str] | None = None) -> str:
     """What each class sends (engine.campaign.sources.explain), its files read as a run reads them."""
     env = dict(os.environ if environ is None else environ)
-    variables = dry_variables(campaign, env, dict(cached_testbed() if testbed is None else testbed))
+    variables = dry_variables(campaign, env, dict(cached_variables() if testbed is None else testbed))
     items = campaign_items(campaign, variables)
     wl = campaign.workload
     out = [line for name, spec in wl.classes.items()

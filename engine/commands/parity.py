@@ -12,7 +12,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from engine.campaign.dryrun import cached_testbed
 from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.prompts import DataFileError
 from engine.campaign.variables import UnresolvedVariable
@@ -21,6 +20,7 @@ from engine.quality.parity import ClassParity, Parity, Stack, campaign_prompts, 
 from engine.sanitize import terminal
 from engine.servers import get_adapter, known_adapters
 from engine.servers.bounded import server_client
+from engine.testbed import cached_variables
 
 TIMEOUT_S = 60.0  # one rendering or tokenizing request; a loaded server may be slow to answer
 
@@ -70,7 +70,7 @@ def cmd_parity(campaign_path: str, stack_specs: Sequence[str], as_json: bool = F
         raise BadInput(f"ruler parity: --max-prompts must be at least 1 (got {max_prompts})")
     try:
         campaign = load_campaign(campaign_path)
-        classes = campaign_prompts(campaign, cached_testbed())
+        classes = campaign_prompts(campaign, cached_variables())
     except SpecError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)

@@ -68,7 +68,7 @@ RATIO = 2.0  # the noisiest row, against the pool's noise, the rule holds its ra
 TAILS = 3  # the heavier-tailed noise it holds for: Student's t with 3 degrees of freedom
 # The worlds the bar holds its rate in: (tails, the row's noise over the pool's); None: Gaussian.
 WORLDS: tuple[tuple[int | None, float], ...] = ((None, 1.0), (None, RATIO), (TAILS, 1.0))
-POOL_ROWS = 12  # the most recent other rows at the load that the noise is pooled over
+POOL_ROWS = 12  # the most recent other rows of the class at the load that the noise is pooled over
 SIMS = 100_000  # draws behind each bar: its percentile to about 0.05 % of the rows
 SEED = 34
 
@@ -174,7 +174,7 @@ def critical(reps: int, pool_df: int | None) -> float:
 def read(values: Sequence[float], floor: float,
          pool: Sequence[Sequence[float]] = ()) -> Reading:
     """The shape of a row's reps under the rule above; ``floor`` is ``leak.spread`` and ``pool``
-    the run's other rows at this load (their reps' tok/s), the most recent last."""
+    the run's other rows of its class at this load (their reps' tok/s), the most recent last."""
     if spread(values) <= floor:
         return Reading(Shape.CLEAN, "")
     n = len(values)
@@ -200,7 +200,8 @@ def read(values: Sequence[float], floor: float,
     gap = math.log(nearest / values[low]) if values[low] > 0 else math.inf
     noisiest = f"{-math.expm1(-ceiling):.1%} at {max(NOISE_MAX, noise):.0%} noise"
     lesser = (f"the lesser of {k:.1f} x the noise {noise:.1%} pooled over "
-              f"{plural(len(rows), 'other row')} at this load and the row's other reps, and {noisiest}"
+              f"{plural(len(rows), 'other row')} of its class at this load and the row's other reps, "
+              f"and {noisiest}"
               if df else f"no noise to pool: {noisiest}")
     against = f"the bar {bar:.1%} ({lesser}; at least leak.spread {floor * 100:g}%)"
     if gap > bar_log:

@@ -349,7 +349,8 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]
 
     The same function runs live and when a row is recomputed from its receipts. An open-loop row
     (``concurrency`` 0) meets the leak rule at the concurrency it kept in flight (its busiest rep).
-    ``pool`` is the run's other rows at this load, the leak rule's noise (engine.method.leak).
+    ``pool`` is the run's other rows of the class at this load, the leak rule's noise
+    (engine.method.leak).
     """
     # A void rep (its cache flush failed) has no figures: it voids the row, with its reason.
     voids = [f"rep {h.get('rep')}: {h['void']}" for h, _ in reps if h.get("void")]
@@ -397,7 +398,7 @@ def row_figures(reps: Sequence[tuple[dict[str, Any], Sequence[Mapping[str, Any]]
         "failed_requests": failed,
         # The commonest request error, so that a void row says why without opening its receipts.
         "error": errors.most_common(1)[0][0][:200] if errors else "",
-        # Metrics deltas discarded because the server's counters were bad data (see measure._delta).
+        # Metrics deltas discarded because the server's counters were bad data (engine.run.counters).
         "metrics_rejected": "; ".join(rejected)[:300],
         **gpu_figures(headers),
         "throttle_cause": cause or "",

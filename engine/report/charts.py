@@ -65,6 +65,13 @@ def _figure(width: float, height: float, rows: int = 1, cols: int = 1,
     return fig, axes
 
 
+def _on_grid(d: dict[str, Any], groups: int = 0) -> tuple[Any, Any]:
+    """The figure of a job whose panels sit on a grid (``grid``: rows and columns) at its ``size``."""
+    rows, cols = d["grid"]
+    width, height = d["size"]
+    return _figure(width, height, rows, cols, groups)
+
+
 def _width(groups: int, per: float, least: float) -> float:
     return min(MAX_WIDTH, max(least, per * groups + 2))
 
@@ -142,9 +149,7 @@ def _grouped(ax: Any, groups: Sequence[str], series: Sequence[str], bars: Sequen
 def draw_bars(job: Job) -> Path:
     """Grouped bars, a panel per ``data["panels"]`` entry, row by row of ``data["grid"]``."""
     d = job.data
-    rows, cols = d["grid"]
-    width, height = d["size"]
-    fig, axes = _figure(width, height, rows, cols, len(d["groups"]))
+    fig, axes = _on_grid(d, len(d["groups"]))
     for ax, panel in zip(axes.flat, d["panels"], strict=True):
         _grouped(ax, d["groups"], d["series"], panel["bars"], panel["title"], panel["ylabel"])
         for i, text in panel.get("gaps", []):  # a slot a label names
@@ -227,9 +232,7 @@ def curve_data(view: RunView) -> Data | None:
 
 def draw_curves(job: Job) -> Path:
     d = job.data
-    rows, cols = d["grid"]
-    width, height = d["size"]
-    fig, axes = _figure(width, height, rows, cols)
+    fig, axes = _on_grid(d)
     for ax, panel in zip(axes.flat, d["panels"], strict=False):
         others = 0
         for line in panel["lines"]:
@@ -390,9 +393,7 @@ def latency_data(view: RunView) -> Data | None:
 
 def draw_latency(job: Job) -> Path:
     d = job.data
-    rows, cols = d["grid"]
-    width, height = d["size"]
-    fig, axes = _figure(width, height, rows, cols)
+    fig, axes = _on_grid(d)
     for ax, panel in zip(axes.flat, d["panels"], strict=True):
         for j, line in enumerate(panel["lines"]):
             ax.plot(line["xs"], line["p50"], "o-", color=f"C{j % 10}", label=line["label"],

@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 
 from engine import gpu
 from engine.campaign.machines import Place
-from engine.context import Emit
 from engine.gpu import FREE_FACT, SETTLE_S, SLACK_MIB
 from engine.record.events import EventKind
+from engine.record.send import Emit
 from engine.runtime.base import LaunchPlan
 
 POLL_S = 0.5

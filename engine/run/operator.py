@@ -17,7 +17,7 @@ from engine.context import Controls, RunContext
 from engine.control import CommandRefused
 from engine.record.events import EventKind
 from engine.record.state import RunState
-from engine.words import RERUNNABLE_ROWS, UP_WINDOWS, RowStatus, RunStatus, WindowStatus
+from engine.words import RERUNNABLE_ROWS, UP_WINDOWS, RowStatus, RunStatus, WindowStatus, stop_keeps
 
 SESSION_COMMANDS = ("advance", "rewarm", "pause", "resume")  # act on one session's window
 
@@ -39,7 +39,8 @@ def handle(run: RunContext, cmd: str, args: list[str], who: dict[str, Any],
         raise CommandRefused(f"the campaign is {st.status}; nothing to {cmd}")
     if cmd == "abort":
         ctl.abort.set()
-        reply = ("aborting: the current server is stopped (a container is kept); "
+        keeps = stop_keeps(st.runtime)
+        reply = (f"aborting: the current server is stopped{f' ({keeps})' if keeps else ''}; "
                  "rows in flight become aborted")
     elif cmd == "advance":
         if not current or current.status not in UP_WINDOWS:

@@ -10,41 +10,40 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from engine import files
-from engine.campaign.launch import WindowStart, campaign_items, plan_launch
+from engine.campaign.launch import campaign_items
 from engine.campaign.machines import Place
 from engine.campaign.redact import Redactor, redactor_for
 from engine.campaign.sources import Item, chosen
 from engine.campaign.sources.item import plain_item
-from engine.campaign.spec import Campaign, ServerConfig
-from engine.context import Controls, Phase, RunContext, WindowContext
+from engine.campaign.spec import Campaign
+from engine.context import Controls, Phase, RunContext
 from engine.control import CommandRefused
-from engine.errors import EngineError, WindowFailed
-from engine.gpu import Gpus
+from engine.errors import EngineError
 from engine.method.stats import LeakPolicy
 from engine.record import results
-from engine.record.events import FORMAT, EventKind, check
+from engine.record.events import FORMAT, EventKind, Workload, check
 from engine.record.journal import Event
 from engine.record.judgement import baseline_record
 from engine.record.looks import take
 from engine.record.receipts import ThroughputWriter
+from engine.record.send import Emit
 from engine.record.snapshot import fold_journal
 from engine.record.state import RunState
 from engine.record.writer import JournalClosed, JournalWriter
-from engine.run.boot import BootOutcome, LogPump, wait_ready
-from engine.run.gpuwatch import GpuWatch, flag_free, window_gpus
+from engine.run.gpuwatch import GpuWatch
 from engine.run.measure import Measurement
-from engine.run.operator import handle, say_waiting, stopping_wait
+from engine.run.operator import handle
+from engine.run.window import Lane, Windows
 from engine.runtime import get_runtime
-from engine.runtime.base import BatchServer, LaunchError, Runtime, Server
+from engine.runtime.base import LaunchError, Runtime
 from engine.servers import get_adapter
-from engine.servers.adapter import ServerAdapter
-from engine.servers.logs import BootFacts, Fact, stack_diff
-from engine.words import COMPLETE_WINDOWS, CONTROL, RunStatus, WindowStatus
+from engine.servers.logs import BootFacts, Fact
+from engine.words import COMPLETE_WINDOWS, CONTROL, RunStatus
 
 
 def _classes_of(kind: type) -> Callable[[Any], bool]:
@@ -104,6 +103,17 @@ def sweep_record(campaign: Campaign) -> dict[str, Any]:
     return out
 
 
+def workload_record(campaign: Campaign) -> Workload:
+    """The workload as run_started records it (events.Workload): what the console's ETA reads."""
+    wl = campaign.workload
+    out: Workload = {"classes": list(wl.classes), "concurrency": list(wl.concurrency), "reps": wl.reps,
+                     "requests": [wl.requests_for(n) for n in wl.concurrency], "max_tokens": wl.max_tokens}
+    if wl.rate:
+        out["rate"] = list(wl.rate)
+        out["rate_requests"] = [wl.requests_at(r) for r in wl.rate]
+    return out
+
+
 def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str],
                 place: Place | None = None, cancelled: threading.Event | None = None) -> Runtime:
     """The runtime a resolved name stands for on a place. ``secrets``: a redacted value -> the
@@ -113,38 +123,6 @@ def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str],
                        docker_host=place.docker_host if place else None,
                        url=campaign.attach.url, connect_timeout=campaign.timeouts.connect,
                        cancelled=cancelled)
-
-
-@dataclass(frozen=True)
-class StartedWindow:
-    """A window whose server has started: what its boot and its phases are run with."""
-
-    session: str
-    window: str
-    dir: Path
-    server: Server
-    pump: LogPump  # the server's log, read for its boot facts and kept in boot{tag}.log
-    config: ServerConfig
-    tag: str
-    gpus: Gpus
-    adapter: ServerAdapter  # the server it boots: the campaign's, or the window's own stack's
-
-
-@dataclass
-class Lane:
-    """Where sessions run one after another: a place (None: the one place of a campaign that names
-    none), its runtime, and the controls and server of the window in flight there."""
-
-    place: Place | None
-    rt: Runtime
-    controls: Controls
-    ctx: RunContext
-    server: Server | None = None
-    session: str = ""  # the session it runs now
-
-    @property
-    def name(self) -> str:
-        return self.place.name if self.place else ""
 
 
 class Runner:
@@ -170,7 +148,6 @@ class Runner:
         # The run's label on its servers; a directory ruler run did not prepare: its name.
         self.run_id = results.run_id(run_dir) or run_dir.name
         self.control_facts: dict[str, BootFacts] = {}
-        self.unlogged_controls: set[str] = set()  # sessions whose control's log gave no boot fact
         # A journal already there means a resume: its fold is where the campaign stands. The
         # journal's writer folds each event it appends: that fold is the campaign's state.
         self.state = self.journal.state
@@ -178,6 +155,7 @@ class Runner:
         self.items = frozen_items(campaign, run_dir, variables, self.redact)
         self.reboots: dict[str, int] = {}
         self._emit_lock = threading.RLock()
+        self.emit: Emit = self._send  # typed per kind at each send (engine.record.send)
         # Files derived from the fold (throughput.csv) follow the journal, event by event.
         self.listeners: list[Callable[[Event, RunState], None]] = [
             ThroughputWriter(run_dir, campaign.verdict.rule())]
@@ -195,6 +173,7 @@ class Runner:
         self._pick = threading.Lock()
         self._working: set[str] = set()  # the places still taking sessions
         self.gpuwatch = GpuWatch(self.emit)
+        self.windows = Windows(self.ctx, self.runtime, self.adapter, self.redact, self.gpuwatch)
 
     def _lane(self, place: Place, runtime: str | Runtime, secrets: Mapping[str, str]) -> Lane:
         rt = runtime_for(self.campaign, runtime, secrets, place, self.controls.abort) \
@@ -207,7 +186,7 @@ class Runner:
 
     # ------------------------------------------------------------ plumbing
 
-    def emit(self, kind: EventKind, **data: Any) -> Event:
+    def _send(self, kind: EventKind, /, **data: Any) -> Event:
         with self._emit_lock:  # the runner and the control socket's thread both emit
             while self.controls.signals:
                 self._emit(EventKind.SIGNAL, {"signal": self.controls.signals.pop(0)})
@@ -229,25 +208,24 @@ class Runner:
 
     # ------------------------------------------------------------ the campaign
 
-    def run(self) -> str:
+    def _say_started(self) -> None:
+        """run_started, or run_resumed where the journal was there."""
         c = self.campaign
         if self.resuming:
             self.emit(EventKind.RUN_RESUMED, pid=os.getpid(), rows_done=sum(
                 r.complete for r in self.state.rows.values()))
-        else:
-            self.emit(EventKind.RUN_STARTED, format=FORMAT, campaign=c.name, run=self.run_id,
-                      runtime=self.runtime, server=c.server, pid=os.getpid(),
-                      sessions={s: c.windows_in(s) for s in c.sessions},
-                      axes={w.name: w.axis for w in c.windows},
-                      workload={"classes": list(c.workload.classes),
-                                "concurrency": list(c.workload.concurrency), "reps": c.workload.reps,
-                                "requests": [c.workload.requests_for(n) for n in c.workload.concurrency],
-                                "max_tokens": c.workload.max_tokens,
-                                **({"rate": list(c.workload.rate),
-                                    "rate_requests": [c.workload.requests_at(r) for r in c.workload.rate]}
-                                   if c.workload.rate else {})},
-                      **({"sweeps": sweeps} if (sweeps := sweep_record(c)) else {}),
-                      **({"baseline": self._baseline()} if self.baseline is not None else {}))
+            return
+        # What a run has or not (as dict[str, Any]: engine.record.send says why).
+        held: dict[str, Any] = {"sweeps": sweeps} if (sweeps := sweep_record(c)) else {}
+        held |= {"baseline": self._baseline()} if self.baseline is not None else {}
+        self.emit(EventKind.RUN_STARTED, format=FORMAT, campaign=c.name, run=self.run_id,
+                  runtime=self.runtime, server=c.server, pid=os.getpid(),
+                  sessions={s: c.windows_in(s) for s in c.sessions},
+                  axes={w.name: w.axis for w in c.windows}, workload=workload_record(c), **held)
+
+    def run(self) -> str:
+        c = self.campaign
+        self._say_started()
         status = RunStatus.FINISHED
         try:
             try:
@@ -360,10 +338,10 @@ class Runner:
                 self._reload_control_facts(session, window)
                 continue
             if "error" in host:  # asking again per window would wait on a dead host each time
-                self._reject(session, window, results.window_dir(self.run_dir, session, window),
-                             f"place {lane.name} did not answer as its session began: {host['error']}", [])
+                self.windows.reject(lane, session, window,
+                                    f"place {lane.name} did not answer as its session began: {host['error']}")
                 continue
-            self.run_window(session, window, lane=lane)
+            self.windows.run_window(lane, session, window, self.phases)
             self._drain_reruns(lane)
         lane.session = ""
         return "error" not in host
@@ -461,7 +439,8 @@ class Runner:
             except LaunchError as e:  # a place's host is down: its session says so as it begins
                 print(f"ruler: this run's servers were not looked for there: {e}", file=sys.stderr)
                 continue
-            for ident in stopped:
+            for found in stopped:
+                ident: dict[str, Any] = dict(found)  # an open kind: the runtime's own fields
                 self.emit(EventKind.STRAY_STOPPED, **ident)
 
     def _drain_reruns(self, lane: Lane) -> None:
@@ -479,8 +458,8 @@ class Runner:
             self.emit(EventKind.WINDOW_REBOOT, session=row.session, window=row.window, row=key,
                       reason=f"operator rerun of a {row.status} row", reboot=reboot)
             taken = ctl.reruns_taken[key]
-            self.run_window(row.session, row.window, tag=f"-rerun{reboot}",
-                            phases=self._rerun_phases(), lane=lane)
+            self.windows.run_window(lane, row.session, row.window, self._rerun_phases(),
+                                    tag=f"-rerun{reboot}")
             # A window that never measured it (rejected, stopped) drops the copy it booted for;
             # one queued again while it ran (its window stopping) stays, to boot it once more.
             if ctl.reruns_taken[key] == taken and key in ctl.reruns:
@@ -503,219 +482,3 @@ class Runner:
                                                       if lane.session})
         except JournalClosed as e:  # it raced the run's end: the journal has its last event
             raise CommandRefused(f"the run has ended (its journal is closed): nothing to {cmd}") from e
-
-    def run_window(self, session: str, window: str, tag: str = "",
-                   phases: list[Phase] | None = None, lane: Lane | None = None) -> None:
-        lane = lane or self.lanes[0]
-        config = self.campaign.config_for(window)
-        adapter = get_adapter(config.server)  # a window on another stack boots its own server
-        wdir = results.window_dir(self.run_dir, session, window)
-        try:
-            plan = plan_launch(self.campaign, adapter, WindowStart(
-                self.runtime, self.run_id, session, window, self.variables, tag=tag,
-                workdir=wdir.resolve(), node=self._node(session, lane), place=lane.place,
-                run_dir=self.run_dir.resolve(), run_dir_id=results.dir_identity(self.run_dir) or ""))
-        except KeyError as e:
-            self._reject(session, window, wdir, f"unresolved variable {e}", [])
-            return
-        lane.controls.start_window(self.campaign.timeouts.window)  # boot included
-        self.emit(EventKind.WINDOW_STARTED, session=session, window=window, axis=self.ctx.axis(window),
-                  runtime=self.runtime, plan=plan.describe(), tag=tag,
-                  log=str((wdir / f"boot{tag}.log").relative_to(self.run_dir)),
-                  **({"stack": config.server} if config.own_stack else {}),
-                  **({"simulated": how} if (how := adapter.simulated_acceptance(
-                      plan.argv, {**plan.env, **plan.secret_env})) else {}))
-        attach = self.campaign.attach.url if self.campaign.attach else None
-        gpus = window_gpus(self.runtime, plan, lane.place, attach)
-        at_boot = self.gpuwatch.before_boot(session, window, gpus, lane.controls.stopping)
-        try:
-            server = lane.rt.start(plan)
-        except LaunchError as e:
-            if lane.controls.abort.is_set():  # a start cut short (a place's host over ssh)
-                self.emit(EventKind.WINDOW_FINISHED, session=session, window=window,
-                          status=WindowStatus.ABORTED, reason=f"operator abort during its start: {e}")
-            else:
-                self._reject(session, window, wdir, str(e), [])
-            return
-        self.emit(EventKind.SERVER_STARTED, session=session, window=window, **server.identity)
-        pump = LogPump(server, adapter, wdir / f"boot{tag}.log",
-                       self._on_fact(session, window), self.redact)
-        pump.start()
-        for fact in pump.add_facts(at_boot, "nvml"):  # the free GPU memory at boot
-            self._on_fact(session, window)(fact)
-        lane.server = server
-        started = StartedWindow(session, window, wdir, server, pump, config, tag, gpus, adapter)
-        with results.after(lambda: self._stop_window(lane, started, plan.keep)):
-            self._boot_and_measure(lane, started, self.phases if phases is None else phases)
-        if pump.error:  # boot.log could not be written: the run stops rather than lose receipts
-            raise pump.error
-
-    def _stop_window(self, lane: Lane, started: StartedWindow, kept: bool) -> None:
-        """The window's server stopped and its stop recorded, however the window ended."""
-        server = started.server
-        lane.server, lane.controls.deadline = None, None
-        self._say_stopping(lane, started, server.alive())
-        server.stop()
-        started.pump.join(timeout=10)
-        record: dict[str, Any] = {}
-        if isinstance(server, BatchServer):
-            record = server.record()
-            # The node wrote boot.log unfiltered: secrets come out of it now, as from any record.
-            results.scrub_file(server.log_path, self.redact)
-        self.emit(EventKind.SERVER_STOPPED, session=started.session, window=started.window,
-                  exit_code=server.exit_code(), kept=kept, **({"record": record} if record else {}))
-
-    def _say_stopping(self, lane: Lane, started: StartedWindow, alive: bool) -> None:
-        """A server's stop is journaled as it begins (a server may take seconds to go, and the
-        console says so); a rerun queued on this place now waits on it."""
-        self.emit(EventKind.SERVER_STOPPING, session=started.session, window=started.window,
-                  alive=alive)
-        wait = stopping_wait(f"{started.session}-{started.window}").waiting
-        queued: dict[tuple[str, str], list[str]] = {}
-        for key in dict.fromkeys(lane.controls.reruns):
-            row = self.state.rows[key]
-            if self.state.session_places.get(row.session, "") == lane.name:
-                queued.setdefault((row.session, row.window), []).append(key)
-        for (session, window), keys in queued.items():
-            say_waiting(self.ctx, session, window, keys, wait)
-
-    def _node(self, session: str, lane: Lane) -> str | None:
-        """Every window of a session runs where its control ran, so each delta is within one box:
-        the place's node, else wherever the scheduler put the control."""
-        if lane.place and lane.place.node:
-            return lane.place.node
-        control = self.state.windows.get(f"{session}-{CONTROL}")
-        return control.placed or None if control else None
-
-    def _wait_placed(self, lane: Lane, session: str, window: str, server: Server,
-                     pump: LogPump) -> str | None:
-        """A batch job waits in its scheduler's queue: each new reason is journaled, and the boot
-        and window clocks start when it runs. Returns why it never ran, or None."""
-        if not isinstance(server, BatchServer):
-            return None
-        job = str(server.identity.get("job", ""))
-
-        def on_queue(state: str, reason: str) -> None:
-            self.emit(EventKind.WINDOW_QUEUED, session=session, window=window, job=job,
-                      state=state, reason=reason)
-
-        placed = server.wait_placed(self.campaign.timeouts.queue, lane.controls.stopping, on_queue)
-        if not placed.placed:
-            return placed.reason
-        lane.controls.start_window(self.campaign.timeouts.window)
-        self.emit(EventKind.WINDOW_PLACED, session=session, window=window, job=job,
-                  node=placed.facts.get("node", ""), url=server.base_url,
-                  queued_s=round(placed.waited_s, 2))
-        for fact in pump.add_facts(placed.facts, "slurm"):
-            self._on_fact(session, window)(fact)
-        return None
-
-    def _on_fact(self, session: str, window: str) -> Callable[[Fact], None]:
-        def on_fact(fact: Fact) -> None:
-            self.emit(EventKind.BOOT_FACT, session=session, window=window, key=fact.key, value=fact.value)
-        return on_fact
-
-    def _boot_and_measure(self, lane: Lane, started: StartedWindow, phases: list[Phase]) -> None:
-        session, window, wdir = started.session, started.window, started.dir
-        server, pump, ctl = started.server, started.pump, lane.controls
-        unplaced = self._wait_placed(lane, session, window, server, pump)
-        if unplaced is not None and not ctl.stopping():
-            self._reject(session, window, wdir, unplaced, [], pump)
-            return
-        boot = (BootOutcome(False, 0.0, "cancelled in the queue") if unplaced is not None else
-                wait_ready(server, started.adapter, pump, self.campaign.timeouts.boot,
-                           cancelled=ctl.stopping))
-        if not boot.ready and ctl.stopping():
-            status, why = ctl.ending()
-            ctl.advance.clear()
-            why = (f"{why} during its boot" if status == WindowStatus.FAILED
-                   else "the operator ended the window during its boot")
-            if status == WindowStatus.FAILED:
-                self._write_failure(wdir, pump, why)
-            self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status=status,
-                      reason=why)
-            return
-        if not boot.ready:
-            self._reject(session, window, wdir, self._with_end(boot.reason, server), boot.error_lines,
-                         pump, boot)
-            return
-        facts = pump.freeze()
-        self._record_boot(session, window, wdir, facts, boot, started.tag, pump.log_facts())
-        ctx = WindowContext(session, window, wdir, server, started.adapter, started.config, facts,
-                            started.gpus)
-        try:
-            for phase in phases:
-                if ctl.stopping():
-                    break
-                phase(lane.ctx, ctx)
-        except WindowFailed as e:
-            why = self._with_end(str(e), server)
-            self._write_failure(wdir, pump, why)
-            self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status=WindowStatus.FAILED,
-                      reason=why)
-            return
-        status, why = ctl.ending()
-        ctl.advance.clear()
-        if status == WindowStatus.FAILED:
-            self._write_failure(wdir, pump, why)
-        self.emit(EventKind.WINDOW_FINISHED, session=session, window=window, status=status,
-                  **({"reason": why} if status == WindowStatus.FAILED else {}))
-
-    @staticmethod
-    def _with_end(reason: str, server: Server) -> str:
-        """A batch job's end, as its scheduler records it, beside ruler's own reason."""
-        if not isinstance(server, BatchServer):
-            return reason
-        ended = server.ended_text()
-        return f"{reason}; {ended}" if ended else reason
-
-    def _write_failure(self, wdir: Path, pump: LogPump, reason: str) -> None:
-        if not pump.server.alive():
-            pump.join(timeout=5)  # let the dead server's last lines land
-        results.write_atomic(wdir / "failure.txt",
-                             f"reason: {reason}\n\nlast lines of the log:\n{pump.tail_text()}\n")
-
-    def _record_boot(self, session: str, window: str, wdir: Path, facts: BootFacts,
-                     boot: BootOutcome, tag: str = "", logged: bool = True) -> None:
-        """``logged``: the server's log gave boot facts. A window is compared on none when its
-        log or its control's gave none (the runtime's facts, a node or a job, say nothing of the
-        server booted)."""
-        data: dict[str, Any] = {"session": session, "window": window,
-                                "boot_seconds": round(boot.seconds, 2), **facts.as_json()}
-        if window == CONTROL:
-            self.control_facts[session] = facts
-            (self.unlogged_controls.discard if logged else self.unlogged_controls.add)(session)
-        whose = "its log" if not logged else "its control's log" if (
-            window != CONTROL and session in self.unlogged_controls) else ""
-        if self.runtime == "attach":
-            data["note"] = "attach runtime: no lifecycle and no boot log, so no boot facts"
-        elif whose:
-            data["note"] = f"no boot fact in {whose}: " + (
-                "its windows are compared on none" if window == CONTROL else "not compared with the control")
-        if window != CONTROL and session in self.control_facts:
-            mine = BootFacts() if whose else facts
-            ours, theirs = self.campaign.server_for(window), self.campaign.server
-            data["diff_vs_control"] = flag_free(
-                mine.diff(self.control_facts[session]) if ours == theirs and
-                self.campaign.window(window).server is None else
-                stack_diff(mine, get_adapter(ours), self.control_facts[session], self.adapter,
-                           (ours, theirs)))
-        results.write_json(wdir / f"boot-facts{tag}.json", data)
-        excerpt = [f.line for f in facts.facts.values()] + facts.warnings + facts.errors
-        results.write_atomic(wdir / f"boot-excerpt{tag}.txt", "\n".join(dict.fromkeys(excerpt)) + "\n")
-        self.emit(EventKind.WINDOW_READY, session=session, window=window, boot_s=round(boot.seconds, 2),
-                  facts={k: f.value for k, f in facts.facts.items()},
-                  diff=data.get("diff_vs_control"))
-
-    def _reject(self, session: str, window: str, wdir: Path, reason: str, errors: list[str],
-                pump: LogPump | None = None, boot: BootOutcome | None = None) -> None:
-        tail = pump.tail_text() if pump else ""
-        text = f"reason: {reason}\n\nerror lines (verbatim):\n" + "\n".join(errors or ["(none)"])
-        if tail:
-            text += f"\n\nlast lines of the log:\n{tail}"
-        results.write_atomic(wdir / "rejection.txt", text + "\n")
-        if pump:
-            results.write_json(wdir / "boot-facts.json", {
-                "session": session, "window": window, "rejected": True, **pump.facts.as_json()})
-        self.emit(EventKind.WINDOW_REJECTED, session=session, window=window, reason=reason,
-                  errors=[self.redact(e) for e in errors[:20]])

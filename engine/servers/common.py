@@ -1,6 +1,6 @@
 """Helpers more than one adapter uses: where the server listens, reading a log line, numbers as
 servers print them, boot-looking lines no pattern knows, the health probe's common answers, and
-the rendered-prompt memory.
+the rendered-prompt memory with the client that renders through it.
 
 An adapter package imports from here and from the part modules (:mod:`engine.servers.launch`,
 :mod:`~engine.servers.logs`, :mod:`~engine.servers.client`), never from another adapter, so that
@@ -13,8 +13,9 @@ import hashlib
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
-from engine.servers.client import Http, Readiness, post_json
+from engine.servers.client import Http, Readiness, ServerClient, post_json
 from engine.servers.data import token_ids
 from engine.servers.logs import Fact, FactValue, parse_number
 
@@ -162,3 +163,32 @@ class RenderedPrompts:
             return list(self._ids[text])
         body = {"prompt": text, "add_special_tokens": False}
         return token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
+
+
+class RenderingClient(ServerClient):
+    """A server that renders a chat by its ``/tokenize`` and ``/detokenize`` endpoints (SGLang,
+    vLLM): each rendering's ids are remembered, so ``tokenize(render_chat(...))`` answers the ids
+    its chat endpoint used. A subclass says what its ``/tokenize`` is sent (:meth:`_render_body`)
+    and how its ``/detokenize`` answers (:meth:`_detokenize`)."""
+
+    health_path = "/health"
+
+    def __init__(self) -> None:
+        self._rendered = RenderedPrompts()
+
+    def _render_body(self, messages: list[dict[str, Any]], knobs: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _detokenize(self, client: Http, ids: list[int]) -> str:
+        raise NotImplementedError
+
+    def render_chat(self, client: Http, messages: list[dict[str, Any]],
+                    knobs: dict[str, Any]) -> str:
+        body = self._render_body(messages, knobs)
+        ids = token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
+        text = self._detokenize(client, ids)
+        self._rendered.remember(text, ids)
+        return text
+
+    def tokenize(self, client: Http, text: str) -> list[int]:
+        return self._rendered.tokenize(client, text)

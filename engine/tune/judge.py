@@ -83,8 +83,9 @@ def _decision(j: Cell, holds: bool, bad: str) -> str:
             return f"ruled out: worse ({figure})"
         case Outcome.EQUIVALENT:
             return f"ruled out: no gain, equivalent to the control within the margin ({figure})"
-        case Outcome.UNDETERMINED:
-            return f"ruled out: no decision, the noise does not separate it ({figure})"
+        case Outcome.UNDETERMINED:  # the campaign's reason: not called, or not shown within the margin
+            why = f": {markdown(j.why)}" if j.why else ""
+            return f"ruled out: undetermined ({figure}{why})"
         case Outcome.NO_FIGURE:
             return f"ruled out: no figure ({markdown(j.why or 'no row to judge')})"
         case _:

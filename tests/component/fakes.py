@@ -1,12 +1,13 @@
 """A FAKE llama-server and a FAKE runtime, in-process, for the component tier's run-loop tests.
 
-Nothing here is llama.cpp: :class:`FakeLlama` is a ``ThreadingHTTPServer`` that answers what the
-engine asks of llama-server (engine/servers/llamacpp/client.py, engine/run/loadgen.py, engine/run/boot.py,
-engine/run/measure.py, engine/quality) with a toy deterministic "model", so that every path of the
-run loop (void, rerun, resume, advance, abort, a dying server, a boot that never becomes ready)
-runs in seconds and on cue. The behaviours a real server cannot be made to show on cue (a slow
-rep, a death mid-stream, a hang) are knobs on :class:`Behaviour`, flipped by a test the moment
-the engine journals an event (:class:`Hooks`). The real server is tested in tests/integration/.
+Nothing here is llama.cpp: :class:`FakeLlama` answers, on the one fake streaming server
+(tests/sse.py), what the engine asks of llama-server (engine/servers/llamacpp/client.py,
+engine/run/loadgen.py, engine/run/boot.py, engine/run/measure.py, engine/quality) with a toy
+deterministic "model", so that every path of the run loop (void, rerun, resume, advance, abort,
+a dying server, a boot that never becomes ready) runs in seconds and on cue. The behaviours a
+real server cannot be made to show on cue (a slow rep, a death mid-stream, a hang) are knobs on
+:class:`Behaviour`, flipped by a test the moment the engine journals an event (:class:`Hooks`).
+The real server is tested in tests/integration/.
 
 What the fake serves, and where the engine reads it:
 
@@ -31,6 +32,8 @@ same on every fake server for the same prompt, and teacher forcing agrees with i
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
 import threading
@@ -38,13 +41,13 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from engine.record.journal import Event
 from engine.runtime.base import Host, LaunchError, LaunchPlan, Placement, QueueReport, free_port
 from tests.paths import FIXTURES
+from tests.sse import DONE, Reply, Request, SseServer, event
 
 LOGS = FIXTURES / "logs"
 READY_LINE = "srv  update_slots: all slots are idle"  # the last line a booted server prints
@@ -149,171 +152,159 @@ def log_for(plan: LaunchPlan) -> Path:
 # ------------------------------------------------------------------ the HTTP side
 
 
-class FakeLlama(ThreadingHTTPServer):
-    """The fake server's HTTP side; ``handle`` is one :class:`FakeServer`."""
+async def on_a_thread(wait: Callable[[], object]) -> None:
+    """A blocking wait (the server's end, a barrier) on a thread of its own, while the loop serves
+    the other streams: a barrier's parties are in flight at once, more than a pool may hold."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
 
-    daemon_threads = True
+    def settle(error: BaseException | None) -> None:
+        if not done.done():
+            done.set_exception(error) if error is not None else done.set_result(None)
 
-    def __init__(self, port: int, handle: FakeServer) -> None:
-        super().__init__(("127.0.0.1", port), _Handler)
+    def run() -> None:
+        error: BaseException | None = None
+        try:
+            wait()
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting stream
+            error = e
+        with contextlib.suppress(RuntimeError):  # the loop closed first
+            loop.call_soon_threadsafe(settle, error)
+
+    threading.Thread(target=run, daemon=True).start()
+    await done
+
+
+class FakeLlama:
+    """The fake server's HTTP side, an answer of the one fake streaming server (tests/sse.py);
+    ``handle`` is one :class:`FakeServer`."""
+
+    def __init__(self, handle: FakeServer) -> None:
         self.handle = handle
 
-
-class _Handler(BaseHTTPRequestHandler):
-    server: FakeLlama
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # the stdlib's name
-        pass
-
-    def _json(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:  # the stdlib's name
-        s = self.server.handle
-        if self.path == "/health":
-            if s.booted.is_set() and s.behaviour.ready:
-                self._json(200, {"status": "ok"})
+    async def __call__(self, req: Request, reply: Reply) -> None:
+        s = self.handle
+        if req.method == "GET":
+            if req.path == "/health":
+                if s.booted.is_set() and s.behaviour.ready:
+                    reply.json(200, {"status": "ok"})
+                else:
+                    reply.json(503, {"error": {"message": "Loading model", "type": "unavailable_error",
+                                               "code": 503}})
+            elif req.path == "/metrics":
+                reply.send(200, s.metrics_text().encode(), "text/plain; version=0.0.4")
             else:
-                self._json(503, {"error": {"message": "Loading model", "type": "unavailable_error",
-                                           "code": 503}})
-        elif self.path == "/metrics":
-            data = s.metrics_text().encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        else:
-            self._json(404, {"error": {"message": "File Not Found", "code": 404}})
-
-    def do_POST(self) -> None:  # the stdlib's name
-        s = self.server.handle
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-        if self.path == "/v1/chat/completions":
+                reply.json(404, {"error": {"message": "File Not Found", "code": 404}})
+            return
+        body = req.json()
+        if req.path == "/v1/chat/completions":
             s.count("chat")
             s.chats.append(body)
             ids = tokenize(render(body["messages"], s.behaviour.after_role))
             salt = s.salt(body)
             if body.get("stream"):
-                self._stream(s, ids, int(body.get("max_tokens") or 16), salt,
-                             s.prompt(ids, body.get("cache_prompt", True) is not False))
+                await self._stream(reply, ids, int(body.get("max_tokens") or 16), salt,
+                                   s.prompt(ids, body.get("cache_prompt", True) is not False))
             else:
-                self._chat(ids, int(body.get("max_tokens") or 16), salt, bool(body.get("logprobs")),
+                self._chat(reply, ids, int(body.get("max_tokens") or 16), salt, bool(body.get("logprobs")),
                            bool(body.get("verbose") and body.get("return_tokens")))
-        elif self.path == "/apply-template":
-            self._json(200, {"prompt": render(body["messages"], s.behaviour.after_role)})
-        elif self.path == "/tokenize":
-            self._json(200, {"tokens": tokenize(body["content"])})
-        elif self.path == "/completion":
-            self._completion(body)
+        elif req.path == "/apply-template":
+            reply.json(200, {"prompt": render(body["messages"], s.behaviour.after_role)})
+        elif req.path == "/tokenize":
+            reply.json(200, {"tokens": tokenize(body["content"])})
+        elif req.path == "/completion":
+            self._completion(reply, body)
         else:
-            self._json(404, {"error": {"message": "File Not Found", "code": 404}})
+            reply.json(404, {"error": {"message": "File Not Found", "code": 404}})
 
-    def _chat(self, ids: list[int], max_tokens: int, salt: int, logprobs: bool, verbose: bool) -> None:
+    def _chat(self, reply: Reply, ids: list[int], max_tokens: int, salt: int, logprobs: bool,
+              verbose: bool) -> None:
         out = greedy(ids, max_tokens, salt)
-        text = self.server.handle.said("".join(piece(t) for t in out).strip())
+        text = self.handle.said("".join(piece(t) for t in out).strip())
         choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
                                   "finish_reason": "stop" if out[-1:] == [EOS] else "length"}
         if logprobs:
             choice["logprobs"] = {"content": [
                 {"id": t, "token": piece(t), "logprob": logprob(0),
                  "top_logprobs": [{"id": t, "token": piece(t), "logprob": logprob(0)}]} for t in out]}
-        self._json(200, {"choices": [choice], "object": "chat.completion",
+        reply.json(200, {"choices": [choice], "object": "chat.completion",
                          "usage": {"completion_tokens": len(out), "prompt_tokens": len(ids),
                                    "total_tokens": len(out) + len(ids)},
                          **({"__verbose": {"tokens": out, "content": text}} if verbose else {})})
 
-    def _event_stream(self) -> None:
-        """The head of a 200 event stream, to its end at the connection's close."""
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
-
-    def _stream(self, s: FakeServer, ids: list[int], max_tokens: int, salt: int,
-                cached: int) -> None:
-        b = s.behaviour
+    async def _stream(self, reply: Reply, ids: list[int], max_tokens: int, salt: int, cached: int) -> None:
+        s, b = self.handle, self.handle.behaviour
         if b.stream_status != 200 and b.error_body is not None:
-            self.send_response(b.stream_status)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(b.error_body)))
-            self.end_headers()
-            self.wfile.write(b.error_body)
+            reply.send(b.stream_status, b.error_body, "text/plain")
             return
         if b.stream_status != 200:
-            self._json(b.stream_status, {"error": {"message": "injected", "code": b.stream_status}})
+            reply.json(b.stream_status, {"error": {"message": "injected", "code": b.stream_status}})
             return
+        reply.stream()
         if b.endless_line:
-            self._event_stream()
             block = b"x" * (1 << 20)
-            self.wfile.write(b"data: ")
+            reply.write(b"data: ")
             for _ in range(b.endless_line // len(block)):
-                self.wfile.write(block)
-            self.wfile.flush()
+                reply.write(block)
+                await reply.drain()
             return
         if b.malformed_stream:
-            self._event_stream()
-            self.wfile.write(b"data: {not json\n\ndata: [DONE]\n\n")
-            self.wfile.flush()
+            reply.write(b"data: {not json\n\ndata: [DONE]\n\n")
             return
-        self._event_stream()
-        dies, b.die_mid_stream = b.die_mid_stream, False
         out = greedy(ids, max_tokens, salt, stop_at_eos=False)  # as a load request: max_tokens
-        gap = 1.0 / b.tok_s
-        for i, t in enumerate(out):
-            if i:
-                time.sleep(gap)
-            if s.ended.is_set():
-                return  # the server is gone: the stream stops mid-way, as a killed server's does
-            if dies and i == 2:
-                s.die()
-                return
-            if b.hang and i == 1:
-                s.ended.wait()
-                return
-            if b.together is not None and i == 1:
-                try:
-                    b.together.wait()
-                except threading.BrokenBarrierError:  # the server ended first
-                    return
-            if b.stream_error and i == 1:
-                self.wfile.write(b"data: " + json.dumps({"error": {"message": b.stream_error}}).encode()
-                                 + b"\n\n")
-                self.wfile.flush()
-                return
-            delta = {"choices": [{"index": 0, "delta": {"content": piece(t)}, "finish_reason": None}]}
-            self.wfile.write(b"data: " + json.dumps(delta).encode() + b"\n\n")
-            self.wfile.flush()
+        if not await self._tokens(reply, out):
+            return
         drafts, drafted, accepted = s.served(len(out), len(ids))
         last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
         usage = {"choices": [], "usage": {"completion_tokens": len(out), "prompt_tokens": len(ids),
                                           "total_tokens": len(out) + len(ids),
                                           "prompt_tokens_details": {"cached_tokens": cached}},
                  "timings": {"predicted_n": len(out), "draft_n": drafted, "draft_n_accepted": accepted}}
-        self.wfile.write(b"data: " + json.dumps(last).encode() + b"\n\n"
-                         + b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
-        self.wfile.flush()
+        reply.write(event(last) + event(usage) + DONE)
 
-    def _completion(self, body: dict[str, Any]) -> None:
+    async def _tokens(self, reply: Reply, out: list[int]) -> bool:
+        """The reply's tokens, paced; False when the stream stopped before its end (the server
+        gone, or a fault its behaviour injects)."""
+        s, b = self.handle, self.handle.behaviour
+        dies, b.die_mid_stream = b.die_mid_stream, False
+        gap = 1.0 / b.tok_s
+        for i, t in enumerate(out):
+            if i:
+                await asyncio.sleep(gap)
+            if s.ended.is_set():
+                return False  # the server is gone: the stream stops mid-way, as a killed server's does
+            if dies and i == 2:
+                s.die()
+                return False
+            if b.hang and i == 1:
+                await on_a_thread(s.ended.wait)
+                return False
+            if b.together is not None and i == 1:
+                try:
+                    await on_a_thread(b.together.wait)
+                except threading.BrokenBarrierError:  # the server ended first
+                    return False
+            if b.stream_error and i == 1:
+                reply.write(event({"error": {"message": b.stream_error}}))
+                return False
+            delta = {"choices": [{"index": 0, "delta": {"content": piece(t)}, "finish_reason": None}]}
+            reply.write(event(delta))
+            await reply.drain()
+        return True
+
+    def _completion(self, reply: Reply, body: dict[str, Any]) -> None:
         prompt = body["prompt"]
         ids = [int(t) for t in prompt] if isinstance(prompt, list) else tokenize(str(prompt))
         n_probs = int(body.get("n_probs") or 0)
         if n_probs:
             top = ranked(ids)[:n_probs]
-            self._json(200, {"content": piece(top[0]), "completion_probabilities": [{
+            reply.json(200, {"content": piece(top[0]), "completion_probabilities": [{
                 "id": top[0], "token": piece(top[0]), "logprob": logprob(0),
                 "top_logprobs": [{"id": t, "token": piece(t), "logprob": logprob(r)}
                                  for r, t in enumerate(top)]}]})
             return
         out = greedy(ids, int(body.get("n_predict") or 16))
-        self._json(200, {"content": self.server.handle.said("".join(piece(t) for t in out)), "tokens": out,
+        reply.json(200, {"content": self.handle.said("".join(piece(t) for t in out)), "tokens": out,
                          "stop_type": "eos" if out[-1:] == [EOS] else "limit"})
 
 
@@ -338,10 +329,7 @@ class FakeServer:
                           "drafts": 0, "drafted": 0, "accepted": 0}
         self._per_pos = [0, 0]  # verify steps that accepted the draft at position 0, 1
         self._cache: set[tuple[int, ...]] = set()  # prompts in the "prefix cache"
-        self.http = FakeLlama(self.port, self)
-        self._thread = threading.Thread(target=self.http.serve_forever, args=(0.05,), daemon=True,
-                                        name=f"fake-llama-{self.port}")
-        self._thread.start()
+        self.http = SseServer(FakeLlama(self), self.port).start()
 
     # -- what the engine calls
 
@@ -442,8 +430,7 @@ class FakeServer:
             self.ended.set()
         if self.behaviour.together is not None:
             self.behaviour.together.abort()  # a stream held there ends with the server
-        self.http.shutdown()
-        self.http.server_close()
+        self.http.stop()
 
 
 class FakeRuntime:

@@ -67,7 +67,7 @@ def test_a_failed_flush_voids_the_rep_and_it_alone_is_measured_again(
             raise FlushFailed('POST /reset_prefix_cache answered HTTP 200 {"success": false}')
         return real(self, client)
     monkeypatch.setattr(LlamaCppAdapter, "flush_cache", flaky)
-    monkeypatch.setattr("engine.run.measure.FLUSH_RETRY_S", 0.0)
+    monkeypatch.setattr("engine.run.passes.FLUSH_RETRY_S", 0.0)
     r = runner(tmp, cache_campaign("flaky", "flush"), fake)
     assert r.run() == "finished"
     [void] = events(r.run_dir, "row_void")

@@ -11,12 +11,8 @@ tests/integration/test_bad_server_campaign.py.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import itertools
-import json
 import os
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -26,17 +22,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.campaign.sources.item import Item, plain_item
-from engine.run import loadgen
+from engine.run import loadgen, shards
 from engine.run.client import transport
 from engine.run.client.http import Response, Unreadable
 from engine.run.client.record import new_record
 from engine.run.client.sse import sse_events as _events
 from engine.run.client.transport import BULK, Connection
 from engine.run.loadgen import PassPlan, PassResult, measure_pass, run_pass, shard_count
-from engine.runtime.base import free_port
 from engine.servers import get_adapter
 from engine.servers.client import request_body
 from engine.servers.llamacpp import LlamaCppAdapter
+from tests.sse import DONE, Reply, Request, SseServer, event
 
 
 def test_events_frame_sse_across_reads() -> None:
@@ -56,86 +52,52 @@ def test_request_body_is_explicit() -> None:
     assert body["messages"] == [{"role": "user", "content": "hi"}] and body["max_tokens"] == 16
 
 
-def _sse(obj: object) -> bytes:
-    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+GOOD = (event({"choices": [{"delta": {"content": "Hello"}}]})
+        + event({"choices": [{"delta": {"content": " world"}, "finish_reason": "length"}]})
+        + event({"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens": 3}}) + DONE)
+FAULTS = ["good", "http500", "malformed", "cut", "nousage", "hang", "usagestring", "usagehuge",
+          "choicesstring"]
 
 
-GOOD = (_sse({"choices": [{"delta": {"content": "Hello"}}]})
-        + _sse({"choices": [{"delta": {"content": " world"}, "finish_reason": "length"}]})
-        + _sse({"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens": 3}}) + b"data: [DONE]\n\n")
-
-
-class FaultyServer(threading.Thread):
-    """Answers each request with the fault its prompt names: good, HTTP 500, malformed chunk, cut
-    mid-stream, no usage, hang, a usage count that is a string or 10^12, choices not a list."""
-
-    FAULTS = ["good", "http500", "malformed", "cut", "nousage", "hang", "usagestring", "usagehuge",
-              "choicesstring"]
-
-    def __init__(self) -> None:
-        super().__init__(daemon=True)
-        self.port, self.n = free_port(), 0
-        self.ready = threading.Event()
-        self.loop = asyncio.new_event_loop()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n")
-                      if h.lower().startswith(b"content-length:"))
-        body = json.loads(await reader.readexactly(length))
-        fault = body["messages"][0]["content"]
-        ok = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-        if fault == "http500":
-            msg = b'{"error": "boom"}'
-            writer.write(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: %d\r\n"
-                         b"Connection: close\r\n\r\n%s" % (len(msg), msg))
-        elif fault == "malformed":
-            writer.write(ok + _sse({"choices": [{"delta": {"content": "a"}}]}) + b"data: {not json\n\n")
-        elif fault == "cut":
-            writer.write(ok + _sse({"choices": [{"delta": {"content": "a"}}]}))
-        elif fault == "nousage":
-            writer.write(ok + _sse({"choices": [{"delta": {"content": "a"}}]}) + b"data: [DONE]\n\n")
-        elif fault in ("usagestring", "usagehuge"):
-            tokens = "2" if fault == "usagestring" else 10**12
-            usage = _sse({"choices": [], "usage": {"completion_tokens": tokens}})
-            writer.write(ok + _sse({"choices": [{"delta": {"content": "a"}}]}) + usage + b"data: [DONE]\n\n")
-        elif fault == "choicesstring":
-            writer.write(ok + _sse({"choices": "oops"}) + b"data: [DONE]\n\n")
-        elif fault == "hang":
-            writer.write(ok + _sse({"choices": [{"delta": {"content": "a"}}]}))
-            await writer.drain()
-            await asyncio.sleep(30)
-        else:
-            writer.write(ok + GOOD)
-        await writer.drain()
-        writer.close()
-
-    def run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-
-        async def main() -> None:
-            server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
-            self.ready.set()
-            async with server:
-                await server.serve_forever()
-
-        with contextlib.suppress(RuntimeError, asyncio.CancelledError):  # stopped
-            self.loop.run_until_complete(main())
+async def faults(req: Request, reply: Reply) -> None:
+    """Answers each request with the fault its prompt names (FAULTS): good, HTTP 500, malformed
+    chunk, cut mid-stream, no usage, hang, a usage count that is a string or 10^12, choices not a
+    list; every stream to the connection's close."""
+    fault = req.json()["messages"][0]["content"]
+    first = event({"choices": [{"delta": {"content": "a"}}]})
+    if fault == "http500":
+        reply.send(500, b'{"error": "boom"}', close=True)
+        return
+    reply.stream()
+    if fault == "malformed":
+        reply.write(first + b"data: {not json\n\n")
+    elif fault == "cut":
+        reply.write(first)
+    elif fault == "nousage":
+        reply.write(first + DONE)
+    elif fault in ("usagestring", "usagehuge"):
+        tokens = "2" if fault == "usagestring" else 10**12
+        reply.write(first + event({"choices": [], "usage": {"completion_tokens": tokens}}) + DONE)
+    elif fault == "choicesstring":
+        reply.write(event({"choices": "oops"}) + DONE)
+    elif fault == "hang":
+        reply.write(first)
+        await reply.drain()
+        await asyncio.sleep(30)
+    else:
+        reply.write(GOOD)
 
 
 @pytest.fixture
-def faulty() -> Iterator[FaultyServer]:
-    server = FaultyServer()
-    server.start()
-    assert server.ready.wait(10)
+def faulty() -> Iterator[SseServer]:
+    server = SseServer(faults).start()
     yield server
-    for task in asyncio.all_tasks(server.loop):
-        server.loop.call_soon_threadsafe(task.cancel)
+    server.stop()
 
 
-def test_failures_are_recorded_per_request(faulty: FaultyServer) -> None:
-    prompts = FaultyServer.FAULTS
-    res = asyncio.run(run_pass(PassPlan(f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp"),
+def test_failures_are_recorded_per_request(faulty: SseServer) -> None:
+    prompts = FAULTS
+    res = asyncio.run(run_pass(PassPlan(faulty.url, get_adapter("llamacpp"),
                                         [plain_item(p) for p in prompts], concurrency=3,
                                         n_requests=len(prompts), max_tokens=8,
                                         sampling={"temperature": 0}, knobs={}, timeout=3.0)))
@@ -182,8 +144,8 @@ TOKENS = ["Hello", " wor", "ld", "!", " How", " are", " you", "?"]
 
 
 def _stream_body(line_end: bytes) -> bytes:
-    events = [_sse({"choices": [{"delta": {"content": t}}]}) for t in TOKENS]
-    events.append(_sse({"choices": [{"delta": {}, "finish_reason": "length"}],
+    events = [event({"choices": [{"delta": {"content": t}}]}) for t in TOKENS]
+    events.append(event({"choices": [{"delta": {}, "finish_reason": "length"}],
                         "usage": {"completion_tokens": len(TOKENS), "prompt_tokens": 3},
                         "timings": {"draft_n": 6, "draft_n_accepted": 4}}))
     events.append(b": a comment\n\n" + b"data: [DONE]\n\n")
@@ -213,8 +175,8 @@ def test_bulk_parse_gives_each_token_the_arrival_time_of_its_read(
     record = resp.record
     # The oracle: the time of the read holding the last byte of each token's event.
     ends, off = [], 0
-    for event in body.split(line_end * 2)[:len(TOKENS)]:
-        off += len(event) + 2 * len(line_end)
+    for one in body.split(line_end * 2)[:len(TOKENS)]:
+        off += len(one) + 2 * len(line_end)
         ends.append(float(read_of[where[off - 1]]))
     assert record["error"] is None and record["completion_tokens"] == len(TOKENS)
     assert record["chunks"] == len(TOKENS) + 1 and record["finish_reason"] == "length"
@@ -305,7 +267,7 @@ def test_streams_ending_together_are_parsed_in_turns(monkeypatch: pytest.MonkeyP
 
 
 def test_a_long_stream_is_parsed_in_bulk_not_held_whole() -> None:
-    events = b"".join(_sse({"choices": [{"delta": {"content": "x" * 100}}]}) for _ in range(600))
+    events = b"".join(event({"choices": [{"delta": {"content": "x" * 100}}]}) for _ in range(600))
     raw, _ = _chunked(events, list(range(0, len(events), 140)))
     conn = Connection()
     resp = Response(new_record(0, 0, 0), get_adapter("llamacpp"))
@@ -324,55 +286,26 @@ def test_a_long_stream_is_parsed_in_bulk_not_held_whole() -> None:
     assert most <= BULK + 200 and resp.events.chunks > 500  # parsed as it came, in bulk
 
 
-class KeepAliveServer(threading.Thread):
+class KeepAlive:
     """Streams GOOD, chunked, on connections it keeps (fault injection, as a real server cannot be
     made to close on cue here): or, with ``drop``, closes each one right after its stream without
     saying so (what llama-server does); or, with ``refuse``, reads the second request on each
     connection and closes it unanswered (a server's idle timeout meeting the next request)."""
 
     def __init__(self, fault: str) -> None:
-        super().__init__(daemon=True)
-        self.port, self.fault = free_port(), fault
-        self.connections = self.requests = self.refused = 0
-        self.ready = threading.Event()
-        self.loop = asyncio.new_event_loop()
+        self.fault = fault
+        self.requests = self.refused = 0
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        try:
-            for n in itertools.count():
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n")
-                              if h.lower().startswith(b"content-length:"))
-                await reader.readexactly(length)
-                if self.fault == "refuse" and n == 1:
-                    self.refused += 1
-                    break
-                self.requests += 1
-                raw, _ = _chunked(GOOD, [30, 90])
-                writer.write(raw)
-                await writer.drain()
-                if self.fault == "drop":
-                    break
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        writer.close()
-
-    def run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-
-        async def main() -> None:
-            server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
-            self.ready.set()
-            async with server:
-                await server.serve_forever()
-
-        with contextlib.suppress(RuntimeError, asyncio.CancelledError):
-            self.loop.run_until_complete(main())
-
-    def stop(self) -> None:
-        for task in asyncio.all_tasks(self.loop):
-            self.loop.call_soon_threadsafe(task.cancel)
+    async def __call__(self, req: Request, reply: Reply) -> None:
+        if self.fault == "refuse" and req.n == 1:
+            self.refused += 1
+            reply.close()
+            return
+        self.requests += 1
+        raw, _ = _chunked(GOOD, [30, 90])
+        reply.write(raw)
+        if self.fault == "drop":
+            reply.close()
 
 
 class _KeepAlive(LlamaCppAdapter):
@@ -382,11 +315,10 @@ class _KeepAlive(LlamaCppAdapter):
 @pytest.mark.parametrize("fault", ["none", "drop", "refuse"])
 def test_keep_alive_where_the_server_keeps_and_closed_kept_connections_cost_no_request(
         fault: str) -> None:
-    server = KeepAliveServer(fault)
-    server.start()
-    assert server.ready.wait(10)
+    kept = KeepAlive(fault)
+    server = SseServer(kept).start()
     try:
-        res = measure_pass(PassPlan(f"http://127.0.0.1:{server.port}", _KeepAlive(),
+        res = measure_pass(PassPlan(server.url, _KeepAlive(),
                                     [plain_item("a"), plain_item("b")], 3, 12, 8, {"temperature": 0}, {},
                                     10.0))
         assert [r["index"] for r in res.records] == list(range(12))
@@ -397,14 +329,14 @@ def test_keep_alive_where_the_server_keeps_and_closed_kept_connections_cost_no_r
         # the next request unread: each worker's first request answered on its first connection,
         # every later one refused once and answered on a fresh connection; none lost, none twice.
         assert server.connections == {"none": 3, "drop": 12, "refuse": 12}[fault]
-        assert server.refused == {"none": 0, "drop": 0, "refuse": 9}[fault]
-        assert server.requests == 12
+        assert kept.refused == {"none": 0, "drop": 0, "refuse": 9}[fault]
+        assert kept.requests == 12
         # llama-server's adapter never asks to keep one.
-        before, refused = server.connections, server.refused
-        closing = measure_pass(PassPlan(f"http://127.0.0.1:{server.port}", get_adapter("llamacpp"),
+        before, refused = server.connections, kept.refused
+        closing = measure_pass(PassPlan(server.url, get_adapter("llamacpp"),
                                         [plain_item("a")], 2, 4, 8, {"temperature": 0}, {}, 10.0))
         assert [r["error"] for r in closing.records] == [None] * 4
-        assert server.connections == before + 4 and server.refused == refused
+        assert server.connections == before + 4 and kept.refused == refused
     finally:
         server.stop()
 
@@ -421,12 +353,12 @@ def test_shard_count_follows_concurrency_rate_and_cores() -> None:
     assert shard_count(4096, 1, 1.0, 10**9) == min(4096, cores)
 
 
-def test_a_sharded_pass_merges_into_the_same_records(faulty: FaultyServer) -> None:
+def test_a_sharded_pass_merges_into_the_same_records(faulty: SseServer) -> None:
     """Two shard processes, three workers, seven requests: every request once, by index, the
     figures of each shard in the summary. The shards draw from one counter, so a shard that a busy
     host starts late may find the seven taken: no worker is promised a request."""
     prompts = ["good", "http500", "good"]
-    url = f"http://127.0.0.1:{faulty.port}"
+    url = faulty.url
     plan = PassPlan(url, get_adapter("llamacpp"), [plain_item(p) for p in prompts], 3, 7, 8,
                     {"temperature": 0}, {}, 5.0)
     one, two = measure_pass(plan), measure_pass(plan, shards=2)
@@ -466,40 +398,40 @@ def test_a_loop_that_stopped_for_seconds_is_client_bound() -> None:
     assert one_of_two.client_bound and one_of_two.summary()["shard_client_bound"] == [False, True]
 
 
-def test_a_stopped_sharded_pass_cancels_every_shard(faulty: FaultyServer) -> None:
+def test_a_stopped_sharded_pass_cancels_every_shard(faulty: SseServer) -> None:
     t0 = time.monotonic()
-    res = measure_pass(PassPlan(f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp"),
+    res = measure_pass(PassPlan(faulty.url, get_adapter("llamacpp"),
                                 [plain_item("hang")], 2, 4, 8, {"temperature": 0}, {}, 30.0), shards=2,
                        stop=lambda: time.monotonic() - t0 > 1.0)
     assert time.monotonic() - t0 < 10
     assert len(res.records) == 2 and all(str(r["error"]).startswith("cancelled") for r in res.records)
 
 
-def test_shard_processes_serve_pass_after_pass(faulty: FaultyServer) -> None:
+def test_shard_processes_serve_pass_after_pass(faulty: SseServer) -> None:
     """The shards of a thread are kept between passes (a fork and a loop per shard per pass
     cost more than a short pass's chunks); a stop that reached a shard after its pass had ended
     does not end the next one."""
-    url, adapter = f"http://127.0.0.1:{faulty.port}", get_adapter("llamacpp")
+    url, adapter = faulty.url, get_adapter("llamacpp")
     t0 = time.monotonic()
     stopped = measure_pass(PassPlan(url, adapter, [plain_item("hang"), plain_item("good")], 2, 4, 8,
                                     {"temperature": 0}, {}, 30.0),
                            shards=2, stop=lambda: time.monotonic() - t0 > 1.0)
     assert any(r["error"] and r["error"].startswith("cancelled") for r in stopped.records)
-    pids = [p.pid for p in loadgen._pools.shards.procs]
+    pids = [p.pid for p in shards._pools.shards.procs]
     res = measure_pass(PassPlan(url, adapter, [plain_item("good")], 2, 6, 8, {"temperature": 0}, {}, 5.0),
                        shards=2)
-    assert [p.pid for p in loadgen._pools.shards.procs] == pids
-    assert all(p.is_alive() for p in loadgen._pools.shards.procs)
+    assert [p.pid for p in shards._pools.shards.procs] == pids
+    assert all(p.is_alive() for p in shards._pools.shards.procs)
     assert [(r["index"], r["error"], r["completion_tokens"]) for r in res.records] == \
            [(i, None, 2) for i in range(6)]
 
 
 @pytest.mark.parametrize("shards", [1, 2])
 def test_a_rep_sized_by_time_gives_each_worker_the_same_items_every_rep(
-        faulty: FaultyServer, shards: int) -> None:
+        faulty: SseServer, shards: int) -> None:
     """Worker w's k-th request is index k x C + w, whatever the timing: two reps of 0.3 s send each
     worker one sequence of items, and differ only in how far they get."""
-    url = f"http://127.0.0.1:{faulty.port}"
+    url = faulty.url
     items = [plain_item(p) for p in ("a", "b", "c", "d", "e")]
     plan = PassPlan(url, get_adapter("llamacpp"), items, 3, 100_000, 8, {"temperature": 0}, {}, 5.0,
                     seconds=0.3)
@@ -515,7 +447,7 @@ def test_a_rep_sized_by_time_gives_each_worker_the_same_items_every_rep(
 
 
 def test_exact_output_sends_every_request_at_max_tokens_with_the_adapters_fields(
-        faulty: FaultyServer, monkeypatch: pytest.MonkeyPatch) -> None:
+        faulty: SseServer, monkeypatch: pytest.MonkeyPatch) -> None:
     sent: list[tuple[int, dict[str, Any]]] = []
     real = request_body
 
@@ -525,7 +457,7 @@ def test_exact_output_sends_every_request_at_max_tokens_with_the_adapters_fields
         return real(messages, max_tokens, sampling, knobs, extra)
 
     monkeypatch.setattr(loadgen, "request_body", spy)
-    url = f"http://127.0.0.1:{faulty.port}"
+    url = faulty.url
     items: list[Item] = [plain_item("a"), {**plain_item("b"), "max_tokens": 5}]
     plan = PassPlan(url, get_adapter("llamacpp"), items, 2, 2, 8, {"temperature": 0}, {}, 5.0)
     measure_pass(plan)

@@ -31,7 +31,8 @@ from engine.record import results
 from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep
 from engine.record.state import fold
-from engine.run import loadgen, measure
+from engine.run import loadgen
+from engine.run.attempt import CLIENT_STALL_RERUNS
 from engine.run.client.record import Events
 from engine.run.measure import Measurement, recompute_row
 from engine.words import RunStatus
@@ -247,8 +248,7 @@ def test_abort_cancels_the_pass_in_flight_and_a_resume_finishes(tmp: Path,
     assert r.run() == "aborted"
     hooks.check()
     run = r.run_dir
-    assert replies == ["aborting: the current server is stopped (a container is kept); rows in "
-                       "flight become aborted"]
+    assert replies == ["aborting: the current server is stopped; rows in flight become aborted"]
     row = events(run, "row_done", window="control")
     assert [(e["status"], e["reason"]) for e in row] == [("aborted", "operator abort after 1 rep")]
     assert row[0]["source"] == "windows/s1-control/reps/prose-c2-1-1.jsonl"
@@ -593,7 +593,7 @@ def test_a_client_that_stalls_every_attempt_ends_its_row_void_after_its_own_reru
 
     monkeypatch.setattr(Events, "feed", stalling_feed)
     hooks = Hooks()
-    for attempt in range(1, measure.CLIENT_STALL_RERUNS + 2):
+    for attempt in range(1, CLIENT_STALL_RERUNS + 2):
         hooks.on(lambda e: stall.set(), kind="warm_done", window="control", attempt=attempt)
     spec = campaign("starved", CTX, {"s1": ["ctx"]}, leak={**LEAKY, "max_reruns": 0}, max_tokens=16)
     r = runner(tmp, spec, fake, hooks)
@@ -601,10 +601,10 @@ def test_a_client_that_stalls_every_attempt_ends_its_row_void_after_its_own_reru
     hooks.check()
     # Each attempt but the last is voided and measured again; the last ends the row void.
     voids = events(r.run_dir, "row_void", window="control")
-    assert [v["attempt"] for v in voids] == list(range(1, measure.CLIENT_STALL_RERUNS + 1))
+    assert [v["attempt"] for v in voids] == list(range(1, CLIENT_STALL_RERUNS + 1))
     assert all("client stalled" in v["reason"] for v in voids)
     row = rows(r.run_dir)["s1-control/prose/c2"]
-    assert (row["status"], row["attempts"]) == ("void", str(measure.CLIENT_STALL_RERUNS + 1))
+    assert (row["status"], row["attempts"]) == ("void", str(CLIENT_STALL_RERUNS + 1))
     assert "client stalled" in row["reason"], row["reason"]
     assert rows(r.run_dir)["s1-ctx/prose/c2"]["status"] in ("ok", "noisy")
 

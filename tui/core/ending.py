@@ -12,10 +12,12 @@ from engine.words import OVER_RUNS, RunStatus, WindowStatus, plural
 from tui.core.fmt import Seg, fmt_secs
 
 
-def is_over(state: RunState, engine_gone: bool) -> bool:
+def is_over(state: RunState, engine_gone: bool, reading: bool = False) -> bool:
     """The run ended, or its engine is gone before the end (killed, the machine rebooted): either
-    way nothing the console sends can act any more."""
-    return state.status in OVER_RUNS or (state.status == RunStatus.RUNNING and engine_gone)
+    way nothing the console sends can act any more. While the journal's history is still being
+    read (``reading``), a gone engine says nothing yet: its end may say the run finished."""
+    return state.status in OVER_RUNS or (state.status == RunStatus.RUNNING and engine_gone
+                                         and not reading)
 
 
 def counted(words: list[str]) -> str:
@@ -40,6 +42,13 @@ def outcome(state: RunState, engine_gone: bool, now: float) -> Seg:
     if engine_gone:
         return f"■ the engine is gone and the campaign is not finished · {counts}", "error"
     return f"campaign {state.status}", "muted"
+
+
+def ended() -> list[Seg]:
+    """The status line's word as the run ends while watched: the banner says how it ended (said
+    twice, on the banner and here, it read as two ends), this what it means for the keys."""
+    return [("run over:", "bold"), ("the engine's keys are greyed; the banner says what to type "
+                                    "next", "muted")]
 
 
 def next_commands(state: RunState, run_dir: Path, ruler: str, other: Path | None,

@@ -8,6 +8,7 @@ from engine.record.state import RunState, WindowState
 from engine.servers import BootFacts
 from engine.words import CONTROL, WindowStatus
 from tui.core.fmt import Seg
+from tui.core.logview import overstruck
 from tui.core.windows import queued_text
 
 KEY_FACT_PREFIXES = ("kv.", "ctx.", "weights.", "compute.", "spec.", "slots.")
@@ -21,8 +22,8 @@ def facts_lines(state: RunState, wkey: str | None) -> list[Seg]:
         return [(f"{ws.key}: not booted yet", "muted")]
     out: list[Seg] = []
     if ws.status == WindowStatus.REJECTED:
-        out.append((f"REJECTED: {ws.reason}", "error"))
-        out += [(e, "error") for e in ws.errors[:4]]
+        out.append((f"REJECTED: {overstruck(ws.reason)}", "error"))
+        out += [(overstruck(e), "error") for e in ws.errors[:4]]  # the log's lines, as shown there
     boot = (f"ready in {ws.boot_s:.1f} s" if ws.boot_s is not None else
             queued_text(ws) if ws.status == WindowStatus.QUEUED else ws.status)
     out.append((f"{boot} · {len(ws.facts)} facts", "bold"))

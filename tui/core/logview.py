@@ -17,6 +17,19 @@ MARK = "[ruler: "  # the pane's own lines (folds, skips): never the server's
 _ZEROS = str.maketrans("123456789", "000000000")  # ASCII digits: what the patterns' \d meet here
 
 
+def overstruck(line: str) -> str:
+    """A line as a terminal shows it: each carriage return goes back to the line's start and what
+    follows writes over what was there (a progress bar redrawn in place: vLLM's weight loading
+    writes ``\\rLoading ... 0%\\rLoading ... 100%`` on one line). Shown raw, every CR was a
+    ``\\x0d`` between copies of the bar."""
+    if "\r" not in line:
+        return line
+    shown = ""
+    for part in line.split("\r"):
+        shown = part + shown[len(part):]
+    return shown
+
+
 def shape(line: str) -> str:
     """A line with every digit 0: the thousands of request lines that differ only in their
     numbers share one shape. The adapters' patterns match digit classes (``\\d``), never given

@@ -53,10 +53,14 @@ def frozen_rule(campaign_yaml: Path) -> Rule:
     try:
         v = (frozen_yaml(campaign_yaml) or {}).get("verdict") or {}
         declared = v.get("boot_noise", defaults.BOOT_NOISE)
+        boots, minutes = v.get("max_boots"), v.get("max_minutes")
+        # Boots added until decided: the calls are at each look's share of the error rate
+        # (engine.record.judgement), so the console's are the engine's only with the budget known.
         return Rule(float(v.get("error_rate", defaults.ERROR_RATE)),
                     str(v.get("correction", defaults.CORRECTION)),
                     float(v.get("margin", defaults.MARGIN)),
                     None if declared is None else float(declared),
-                    bool(v.get("allow_different", False)))
+                    bool(v.get("allow_different", False)), bool(v.get("until_decided", False)),
+                    None if boots is None else int(boots), None if minutes is None else float(minutes))
     except (OSError, yaml.YAMLError, AttributeError, TypeError, ValueError):
         return DEFAULT_RULE

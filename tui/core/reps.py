@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from engine.method.acceptance import is_simulated
 from engine.method.leak import spread_figure
 from engine.record.figures import FIGURES
 from engine.record.state import RowState, RunState
@@ -103,9 +104,24 @@ def why_text(r: RowState, leak: LeakRule) -> str:
     return why
 
 
-def row_cells(r: RowState, expected_reps: int | None,
-              leak: LeakRule = DECLARED) -> dict[str, list[Seg]]:
-    """Cells per column, each a list of segments; a void row is all error colour."""
+SIMULATED_FIGURES = ("accept_len", "accept_rate")  # what a server told to accept drafts sets
+
+
+def figure_cell(r: RowState, name: str) -> list[Seg]:
+    """A row figure's cell; an acceptance the server was told to simulate says so beside it
+    (engine.method.acceptance: its tok/s is of draft tokens nobody checked)."""
+    value = r.row.get(name)
+    cell: list[Seg] = [(FIGURES[name].short(value), "")]
+    if name in SIMULATED_FIGURES and value is not None and is_simulated(r.row):
+        cell.append(("sim", "warning"))
+    return cell
+
+
+def row_cells(r: RowState, expected_reps: int | None, leak: LeakRule = DECLARED,
+              waiting: str = "") -> dict[str, list[Seg]]:
+    """Cells per column, each a list of segments; a void row is all error colour. ``waiting``: what
+    the operator's rerun of this row waits on (the window's server to stop, the window up on its
+    place to end): the row says so rather than the figures of the attempt it reruns."""
     final = r.row
     live_reps = list(r.reps.get(r.attempt, {}).values())
     if final:
@@ -125,13 +141,17 @@ def row_cells(r: RowState, expected_reps: int | None,
         "status": [(word, style)],
         "att": [(str(r.attempt or "-"), "warning" if r.attempt > 1 else "")],
         # A figure the row lacks is "-": no SLO set (goodput), no speculation, or an older row.
-        **{FIGURES[n].column: [(FIGURES[n].short(final.get(n)), "")] for n in FIGURE_COLUMNS},
+        **{FIGURES[n].column: figure_cell(r, n) for n in FIGURE_COLUMNS},
         CURVE: [(fmt_curve(final.get("accept_per_pos")), "")],
         "why": [(why_text(r, leak), "error" if r.status == RowStatus.VOID else "muted")],
     }
     if r.status == RowStatus.VOID:
         cells = {k: [(t, "error" if s in ("", "muted", "bold") else s) for t, s in v]
                  for k, v in cells.items()}
+    if waiting:
+        cells["status"] = [("rerun", "warning")]
+        after = [seg for seg in cells["why"] if seg[0]]
+        cells["why"] = [(f"rerun queued, waits on {waiting}" + (";" if after else ""), "warning"), *after]
     return cells
 
 

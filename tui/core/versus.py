@@ -6,11 +6,34 @@ import statistics
 from dataclasses import dataclass
 
 from engine.method.verdict import Call, Rule, Versus, judge_one, versus
-from engine.record.judgement import judgement
+from engine.record.judgement import Judgement, judgement
 from engine.record.state import RowState, RunState, WindowState
-from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
+from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, is_control, row_key
 from tui.core.fmt import Seg, fmt_ci, fmt_pct, fmt_tok
 from tui.core.windows import window_rows
+
+
+class Judged:
+    """The run's judgement (engine.record.judgement) as the console asks it, once per change of the
+    fold: judgement() keys its own cache on every usable row's reps, a scan of a day-long run's
+    2,800 rows at each call, and the windows list asks for every window's every shape (11 million
+    rows read a frame, seconds of CPU a key). The fold only changes by an event, each with the next
+    seq, so the state's last seq (and its size, for a state built by hand) says when to ask again."""
+
+    def __init__(self) -> None:
+        self._state: RunState | None = None
+        self._key: tuple[object, ...] = ()
+        self._found: Judgement | None = None
+
+    def __call__(self, state: RunState, rule: Rule) -> Judgement:
+        key = (state.last_seq, len(state.rows), len(state.windows), len(state.looks), rule)
+        if self._found is None or self._state is not state or self._key != key:
+            self._found = judgement(state, rule)
+            self._state, self._key = state, key
+        return self._found
+
+
+judged = Judged()
 
 
 def row_value(r: RowState | None) -> tuple[float, bool] | None:
@@ -101,15 +124,15 @@ def pair(state: RunState, r: RowState, theirs: RowState | None, rule: Rule) -> R
     if theirs is None or not here or not there:
         return None
     provisional = here[1] or there[1]
-    j = judgement(state, rule)
-    judged, mine = j.rows.get(r.key), j.versus(r.key)
-    if judged is not None and mine is not None and not provisional:
-        return RowDelta(r, theirs, here[0], there[0], mine, judged.call.value, False)
+    j = judged(state, rule)
+    call, mine = j.rows.get(r.key), j.versus(r.key)
+    if call is not None and mine is not None and not provisional:
+        return RowDelta(r, theirs, here[0], there[0], mine, call.call.value, False)
     v = versus(here[0], [there[0]], j.noise_or_declared(r.cls, r.concurrency, r.rate))
     if v is None:
         return None
-    call = "" if provisional or r.window != CONTROL else judge_one(v, rule).call.value
-    return RowDelta(r, theirs, here[0], there[0], v, call, provisional)
+    word = "" if provisional or r.window != CONTROL else judge_one(v, rule).call.value
+    return RowDelta(r, theirs, here[0], there[0], v, word, provisional)
 
 
 def row_delta(state: RunState, r: RowState, rule: Rule) -> RowDelta | None:
@@ -151,6 +174,20 @@ def delta_cells(state: RunState, wkey: str, rule: Rule) -> tuple[Seg, Seg]:
     iv = h.interval
     ci: Seg = ("", "") if iv is None else (fmt_ci(*iv), "muted")
     return interval_seg(h, with_ci=False), ci
+
+
+CALL_TAGS = {Call.EFFECT: "bold", Call.NONE: "", Call.UNDETERMINED: "muted"}
+
+
+def window_call(state: RunState, wkey: str, rule: Rule) -> Seg:
+    """The window's call: its one question (does it change tok/s at any of its shapes?) asked once
+    over its sessions, in the report's words (the glance table's "the window's call"); blank on a
+    control, and while none of its rows has landed."""
+    ws = state.windows[wkey]
+    asked = judged(state, rule).windows.get(ws.window)
+    if asked is None or is_control(ws.window):
+        return "", ""
+    return asked.text(), CALL_TAGS.get(asked.call, "")
 
 
 def interval_seg(d: RowDelta, beyond: str = "", with_ci: bool = True) -> Seg:

@@ -83,6 +83,8 @@ def phase(state: RunState) -> Seg:
 
 
 def window_phase(state: RunState, ws: WindowState) -> Seg:
+    if ws.stopping:  # a server may take seconds to go (a dying one, fifteen): said, not a frozen rep
+        return "stopping its server", "warning"
     if ws.status == WindowStatus.QUEUED:
         return queued_text(ws), "warning"
     if ws.status == WindowStatus.BOOTING:
@@ -116,6 +118,8 @@ def window_status(state: RunState, wkey: str) -> Seg:
     voids = sum(r.status == RowStatus.VOID for r in window_rows(state, wkey))
     if ws.status in (WindowStatus.REJECTED, WindowStatus.FAILED):
         return ws.status.upper(), "error"
+    if ws.stopping:
+        return "stopping", "warning"
     if ws.ruler_suspect:
         return "ruler suspect", "error"
     if ws.status == WindowStatus.QUEUED:
@@ -141,7 +145,23 @@ def window_notes(state: RunState, wkey: str) -> list[Seg]:
         notes.insert(0, (f"{voids} void", "error"))
     if ws.status in (WindowStatus.REJECTED, WindowStatus.FAILED) and ws.reason:
         notes.append((ws.reason, "error"))
+    if ws.stopping:
+        notes.insert(0, ("server stopping", "warning"))
+    waits = reruns_waiting(state, wkey)
+    if waits:
+        notes.insert(0, (waits, "warning"))
+    if ws.simulated:  # every acceptance figure of it was set, not measured
+        notes.append(("simulated acceptance", "warning"))
     return notes
+
+
+def reruns_waiting(state: RunState, wkey: str) -> str:
+    """What the operator's reruns of a window's rows wait on, in words ("" when none waits)."""
+    waiting = [w for k, w in state.reruns_waiting.items() if k.startswith(f"{wkey}/")]
+    if not waiting:
+        return ""
+    n = len(waiting)
+    return f"{n} rerun{'s' if n > 1 else ''} queued, waiting on " + " and ".join(dict.fromkeys(waiting))
 
 
 def campaign_summary(state: RunState) -> str:
@@ -153,7 +173,8 @@ def campaign_summary(state: RunState) -> str:
 
 
 # The delta and its interval always; a queued window's status carries Slurm's reason, which can be
-# long: it may be cut, like a name. The notes and the axis take what the screen's width leaves.
+# long: it may be cut, like a name. The window's call first of what the screen's width leaves (it
+# is what the run is read by; cut, the detail view has it whole), then the notes and the axis.
 WINDOW_COLS = [Col("window", 0, cut=10), Col("status", 0, cut=10), Col("Δ ctl", 0),
-               Col("95% CI", 0), Col("notes", 1, cut=8), Col("axis", 2, cut=8)]
+               Col("95% CI", 0), Col("call", 1, cut=12), Col("notes", 2, cut=8), Col("axis", 3, cut=8)]
 WINDOW_COLUMNS = [c.name for c in WINDOW_COLS]

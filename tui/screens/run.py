@@ -14,7 +14,7 @@ from textual import on
 from textual.app import SuspendNotSupported
 from textual.binding import Binding, BindingType
 from textual.timer import Timer
-from textual.widgets import DataTable, Input
+from textual.widgets import Input
 
 from engine.sanitize import terminal
 from tui.core.detail import Detail, detail, pager_argv, receipts
@@ -90,12 +90,11 @@ class RunScreen(WatchScreen):
     def _row_picked(self, message: FollowTable.Picked) -> None:
         self.sel.pick_row(self.state, message.key)
 
-    @on(DataTable.RowSelected, "#windows")
-    @on(DataTable.RowSelected, "#reps")
-    def _opened(self, message: DataTable.RowSelected) -> None:
+    @on(FollowTable.Opened, "#windows")
+    @on(FollowTable.Opened, "#reps")
+    def _opened(self, message: FollowTable.Opened) -> None:
         """Enter on a window or a row (or a click on the one under the cursor): its detail."""
-        if message.row_key.value is not None:
-            self.open_detail(message.row_key.value)
+        self.open_detail(message.key)
 
     @on(Input.Changed, "#filter")
     def _filtered(self, message: Input.Changed) -> None:
@@ -117,11 +116,11 @@ class RunScreen(WatchScreen):
         except CommandError as e:
             self.say([(f":{message.value.strip()}", "bold"), (str(e), "warning")])
 
-    @on(DataTable.HeaderSelected)
-    def _header_clicked(self, message: DataTable.HeaderSelected) -> None:
+    @on(FollowTable.HeaderClicked)
+    def _header_clicked(self, message: FollowTable.HeaderClicked) -> None:
         """A click on a column's header sorts its table by it; again, the other way."""
-        name = "reps" if message.data_table is self.ui.reps else "windows"
-        self._sorted(sort_by(self.sel, name, str(message.column_key.value)))
+        name = "reps" if message.table is self.ui.reps else "windows"
+        self._sorted(sort_by(self.sel, name, message.column))
 
     # ------------------------------------------------------------ the verbs (keys, palette, : line)
 
@@ -173,7 +172,7 @@ class RunScreen(WatchScreen):
             else:
                 self.say([("abort cancelled: nothing sent", "muted")])
 
-        self.app.push_screen(ConfirmAbort(), answered)
+        self.app.push_screen(ConfirmAbort(self.state.runtime), answered)
 
     def action_advance(self) -> None:
         self.window_command("advance")

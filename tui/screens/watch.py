@@ -24,7 +24,7 @@ from engine.record.journal import Event
 from engine.record.state import RunState, apply
 from engine.servers import get_adapter
 from engine.words import RunStatus
-from tui.core.ending import is_over, outcome
+from tui.core.ending import ended, is_over
 from tui.core.fmt import Seg, steered
 from tui.core.follow import Follower, Link, engine_pid, pid_alive
 from tui.core.logview import LineClassifier, ServingView
@@ -45,6 +45,8 @@ from tui.widgets.tables import FollowTable
 from tui.widgets.text import tag_styles
 from tui.widgets.view import View
 from tui.widgets.windows import WindowsList
+
+HISTORY = 1000  # events in one batch that say the journal's history is being read
 
 
 @dataclass
@@ -85,7 +87,12 @@ class WatchScreen(Screen[None]):
         self.rule = frozen_rule(run_dir / "campaign.yaml")  # the Δ column's calls
         # The snapshot read before the first frame: that frame shows the run, where an empty one
         # was drawn while the follower read it, then drawn again.
-        self.state = follower.preload() or RunState()
+        preloaded = follower.preload()
+        self.state = preloaded or RunState()
+        # The events folded so far while the journal's history is read (None: read to its end):
+        # the header says so, and the panes wait for its end (each batch of a long history
+        # judged again took seconds a batch on a day-long run).
+        self.reading: int | None = None if preloaded else 0
         self.sel, self.logw = Selection(), LogWatch()
         self.link: Link | None = None
         self.caught_up = False  # the journal and the shown log were read to their end
@@ -131,7 +138,7 @@ class WatchScreen(Screen[None]):
     @property
     def over(self) -> bool:
         """Nothing the console sends can act any more: the run ended, or its engine is gone."""
-        return is_over(self.state, self.engine_gone)
+        return is_over(self.state, self.engine_gone, self.reading is not None)
 
     def say(self, segs: list[Seg]) -> None:
         self.ui.status.say(segs, self.tags)
@@ -143,7 +150,7 @@ class WatchScreen(Screen[None]):
 
     def snapshot(self) -> View:
         return View(self.state, self.sel, self.logw, self.leak, self.rule, self.link, self.engine_gone,
-                    self.run_dir, self.clock(), self.tags)
+                    self.run_dir, self.clock(), self.tags, self.reading)
 
     def render_all(self) -> None:
         """Every pane from one snapshot, in the order each one's selection needs."""
@@ -174,7 +181,7 @@ class WatchScreen(Screen[None]):
             self._was_over = view.over
             self.app.refresh_bindings()
             if view.over and self.caught_up:  # it ended while the console watched
-                self.say([outcome(self.state, self.engine_gone, self.clock())])
+                self.say(ended())
         self.ui.banner.view = view
 
     def _watch_log(self) -> None:
@@ -201,8 +208,17 @@ class WatchScreen(Screen[None]):
         self.state.damage += b.damage  # lines that are not events; apply() adds seq anomalies
         self._apply(zip(b.lines, b.events, strict=True))
         self._adapt()
+        # A long history being read: a batch of many events that is not the journal's end (a live
+        # run journals a few events a second; a batch is at most 0.1 s of them).
+        behind = not b.caught_up and len(b.events) >= HISTORY
         with self.app.batch_update():
-            if b.events or b.damage or new_base:
+            if behind:
+                self.reading = self.state.last_seq
+                self.say([("attaching:", "bold"), (f"{self.state.last_seq:,} journal events read, "
+                                                   "more to read", "muted")])
+                self._render_head()
+            elif b.events or b.damage or new_base or self.reading is not None:
+                self.reading = None
                 self.render_all()
             if b.log_gen == self.logw.gen:
                 if b.log_view != self.logw.view:

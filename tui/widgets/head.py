@@ -16,7 +16,8 @@ class Head(Panel):
         if view is None:
             return
         link = (view.link.connected, view.link.detail) if view.link else None
-        lines = header_lines(view.state, view.plan, view.sel.shown, link, view.now)
+        lines = header_lines(view.state, view.plan, view.sel.shown, link, view.now, view.engine_gone,
+                             view.reading)
         if self.styles.height is None or self.styles.height.value != len(lines):
             self.styles.height = len(lines)  # a line per place when sessions run on places
         text = to_text(lines[0], view.tags)

@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.message import Message
 
 from engine.sanitize import terminal
+from tui.core.logview import overstruck
 from tui.widgets._textual_hacks import NoLineMeasure, WheelBackHook
 
 
@@ -47,9 +48,10 @@ class BootLog(NoLineMeasure, WheelBackHook):
         self.highlighter = _LogHighlighter(self)
 
     def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> Self:
-        # A server's line is shown, never acted on: Log would keep ESC (an OSC retitles the
-        # terminal's pane) and split at a CR (a forged line of its own).
-        return super().write_lines((terminal(line) for line in lines), scroll_end)
+        # A server's line is shown as a terminal shows it (a progress bar's CRs write over it)
+        # and never acted on: Log would keep ESC (an OSC retitles the terminal's pane) and split
+        # at a CR (a forged line of its own).
+        return super().write_lines((terminal(overstruck(line)) for line in lines), scroll_end)
 
     def follow_tail(self) -> None:
         if self.auto_scroll:

@@ -1,5 +1,6 @@
 """The reps of the window shown (#right): a row per shape with its reps and figures
-(tui.core.reps), its cursor on the live row unless the operator picked one, the chart under them."""
+(tui.core.reps), its cursor on the live row unless the operator picked one, the chart under them;
+its title says where a cell cut to fit is whole (a row's why is cut at any width)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tui.core.sorting import sort_rows
 from tui.core.windows import live_row, window_rows
 from tui.widgets.chart import Chart
 from tui.widgets.panels import retitle
-from tui.widgets.tables import FollowTable
+from tui.widgets.tables import WHOLE, FollowTable
 from tui.widgets.view import View, watched
 
 
@@ -31,26 +32,36 @@ class RepsPane(Vertical):
         yield self.table
         yield self.chart
 
+    def on_mount(self) -> None:
+        self.watch(self.table, "cut", lambda: self._retitle(), init=False)
+
     def watch_view(self, view: View | None) -> None:
         if view is None:
             return
         self._view, sel, table = view, view.sel, self.table
         rows = window_rows(view.state, sel.shown) if sel.shown else []
         reps = view.plan.reps
+        waiting = view.state.reruns_waiting
         cells = [(r.key, [c[col] for col in REP_COLUMNS])
-                 for r in rows for c in (row_cells(r, reps, view.leak),)]
+                 for r in rows for c in (row_cells(r, reps, view.leak, waiting.get(r.key, "")),)]
         table.sync(sort_rows(cells, REP_COLUMNS, sel.sorts.get("reps")), view.tags)
         if not sel.row_pinned:
             live = live_row(view.state, sel.shown)
             table.show_key(live.key if live else (rows[-1].key if rows else None))
+        self._retitle()
+        self.chart.draw(view, table.cursor_key())
+
+    def _retitle(self) -> None:
+        if self._view is None:
+            return
+        sel = self._view.sel
         title = f"reps · {sel.shown or '-'}"
         if sel.pinned:
             title += " (picked; esc: live)"
         sort = sel.sorts.get("reps")
         if sort:
             title += f" · by {sort.column} {'↓' if sort.descending else '↑'} (N: campaign order)"
-        retitle(self, title)
-        self.chart.draw(view, table.cursor_key())
+        retitle(self, title + (f" · {WHOLE}" if self.table.cut else ""))
 
     @on(FollowTable.Picked, "#reps")
     def _row_picked(self) -> None:

@@ -34,11 +34,12 @@ class View:
     run_dir: Path
     now: float
     tags: dict[str, Style]  # the theme's colours per tag
+    reading: int | None = None  # the events folded so far while the journal's history is read
 
     @property
     def over(self) -> bool:
         """Nothing the console sends can act any more: the run ended, or its engine is gone."""
-        return is_over(self.state, self.engine_gone)
+        return is_over(self.state, self.engine_gone, self.reading is not None)
 
     @cached_property
     def plan(self) -> LoadPlan:

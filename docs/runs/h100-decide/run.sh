@@ -36,10 +36,8 @@ echo "campaign exit $?" >> $OUT/campaign.log
 pkill -f llama-server; sleep 1
 run=$(ls -d $HOME/res/*/ 2>/dev/null | head -1)
 if [ -n "$run" ]; then
-  if grep -q '"kind":"run_finished"' "$run/journal.jsonl"; then
-    timeout 60 python3 -m engine report "$run" > $OUT/report.log 2>&1
-    timeout 60 python3 -m engine plan campaigns/h100-decide.yaml --from "$run" > $OUT/plan.txt 2>&1
-  fi
+  grep -q '"kind":"run_finished"' "$run/journal.jsonl" && timeout 60 python3 -m engine report "$run" > $OUT/report.log 2>&1
+  timeout 60 python3 -m engine plan campaigns/h100-decide.yaml --from "$run" > $OUT/plan.txt 2>&1
   tar -C "$run" --exclude='boot*.log' -czf - . | split -b 15000000 - $OUT/run.tgz.
 fi
 tail -4 $OUT/campaign.log; ls -la $OUT

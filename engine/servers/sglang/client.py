@@ -32,11 +32,10 @@ from engine.servers.client import (
     Http,
     NextToken,
     Readiness,
-    ServerClient,
     Unsupported,
     post_json,
 )
-from engine.servers.common import RenderedPrompts, readiness
+from engine.servers.common import RenderingClient, readiness
 from engine.servers.data import acceptance, mapping, token_ids
 from engine.servers.data import text as as_text
 
@@ -48,12 +47,7 @@ _METRIC_PROMPT = "sglang:prompt_tokens_total"
 _METRIC_CACHED = "sglang:cached_tokens_total"
 
 
-class SGLangClient(ServerClient):
-    health_path = "/health"
-
-    def __init__(self) -> None:
-        self._rendered = RenderedPrompts()
-
+class SGLangClient(RenderingClient):
     def readiness(self, status: int | None, body: bytes) -> Readiness:
         # Refused until the tokenizer manager serves HTTP. An empty 503 while ServerStatus.Starting,
         # i.e. until SGLang's own warm-up request ends; a later health-check failure also answers
@@ -130,17 +124,12 @@ class SGLangClient(ServerClient):
 
     # -- quality requests -----------------------------------------------------------------------
 
-    def render_chat(self, client: Http, messages: list[dict[str, Any]],
-                    knobs: dict[str, Any]) -> str:
-        ids = token_ids(post_json(client, "/tokenize", {"messages": messages, **knobs})["tokens"],
-                        "/tokenize tokens")
-        body = {"tokens": ids, "skip_special_tokens": False}
-        text = as_text(post_json(client, "/detokenize", body)["text"], "/detokenize text")
-        self._rendered.remember(text, ids)
-        return text
+    def _render_body(self, messages: list[dict[str, Any]], knobs: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": messages, **knobs}
 
-    def tokenize(self, client: Http, text: str) -> list[int]:
-        return self._rendered.tokenize(client, text)
+    def _detokenize(self, client: Http, ids: list[int]) -> str:
+        body = {"tokens": ids, "skip_special_tokens": False}
+        return as_text(post_json(client, "/detokenize", body)["text"], "/detokenize text")
 
     def chat_tokens(self, client: Http, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
         # 0.5.23 returns the generated ids in sglext when asked (serving_chat.py); they include

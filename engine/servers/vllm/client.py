@@ -30,11 +30,10 @@ from engine.servers.client import (
     Http,
     NextToken,
     Readiness,
-    ServerClient,
     Unsupported,
     post_json,
 )
-from engine.servers.common import RenderedPrompts, readiness
+from engine.servers.common import RenderingClient, readiness
 from engine.servers.data import acceptance, mapping, number, token_ids
 from engine.servers.data import text as as_text
 from engine.servers.prometheus import per_position
@@ -54,12 +53,7 @@ _CACHE_METRICS = {"prompt": "vllm:prefix_cache_queries_total", "cached": "vllm:p
 _EXTERNAL_HITS = "vllm:external_prefix_cache_hits_total"
 
 
-class VLLMClient(ServerClient):
-    health_path = "/health"
-
-    def __init__(self) -> None:
-        self._rendered = RenderedPrompts()
-
+class VLLMClient(RenderingClient):
     def readiness(self, status: int | None, body: bytes) -> Readiness:
         # Refused until the engine is built (only then does the API server listen). 503 is
         # EngineDeadError (health.py); anything else is not a vLLM that will come up.
@@ -134,22 +128,17 @@ class VLLMClient(ServerClient):
 
     # -- quality requests -----------------------------------------------------------------------
 
-    def render_chat(self, client: Http, messages: list[dict[str, Any]],
-                    knobs: dict[str, Any]) -> str:
+    def _render_body(self, messages: list[dict[str, Any]], knobs: dict[str, Any]) -> dict[str, Any]:
         # /tokenize renders with chat_template_kwargs and takes tools as the chat endpoint does;
         # other knobs ride along as the chat endpoint would merge them into the template variables.
         top = ("chat_template_kwargs", "tools")
         kwargs = dict(knobs.get("chat_template_kwargs") or {})
         kwargs.update({k: v for k, v in knobs.items() if k not in top})
-        body = {"messages": messages, "add_generation_prompt": True, "chat_template_kwargs": kwargs,
+        return {"messages": messages, "add_generation_prompt": True, "chat_template_kwargs": kwargs,
                 **({"tools": knobs["tools"]} if "tools" in knobs else {})}
-        ids = token_ids(post_json(client, "/tokenize", body)["tokens"], "/tokenize tokens")
-        text = as_text(post_json(client, "/detokenize", {"tokens": ids})["prompt"], "/detokenize prompt")
-        self._rendered.remember(text, ids)
-        return text
 
-    def tokenize(self, client: Http, text: str) -> list[int]:
-        return self._rendered.tokenize(client, text)
+    def _detokenize(self, client: Http, ids: list[int]) -> str:
+        return as_text(post_json(client, "/detokenize", {"tokens": ids})["prompt"], "/detokenize prompt")
 
     def chat_tokens(self, client: Http, body: dict[str, Any]) -> tuple[ChatReply, list[int]]:
         # return_token_ids puts the generated ids on the choice (chat_completion/protocol.py).

@@ -18,10 +18,11 @@ from engine.control import CommandRefused, ControlServer
 from engine.record.journal import read_events
 from engine.record.state import fold
 from engine.record.writer import JournalWriter
+from engine.words import stop_keeps
 from tests.paths import FIXTURES
 
 JOURNALS = FIXTURES / "journals"
-REPLIES = {"abort": "aborting: the current server is stopped (a container is kept); rows in "
+REPLIES = {"abort": f"aborting: the current server is stopped ({stop_keeps('process')}); rows in "
                     "flight become aborted",
            "advance": "ending window s2/control; the campaign goes on with the next",
            "rewarm": "a warm pass runs before the next rep",

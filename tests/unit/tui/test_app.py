@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -28,9 +29,11 @@ from engine.record import snapshot
 from engine.record.journal import read_events, read_journal
 from engine.record.state import RunState, fold, fold_read
 from engine.record.writer import JournalWriter
+from engine.report.export import summary_text, write_results
 from engine.servers import get_adapter
 from engine.words import RunStatus
 from tests.console import live_marked, screen_text, settled, table_text, type_in, until
+from tests.paths import FIXTURES
 from tests.unit.tui.recorded import JOURNALS, REPLIES, StandIn, append, last_ts, recorded, stable
 from tui.app import RulerConsole
 from tui.core.columns import fit_columns
@@ -96,9 +99,13 @@ async def test_each_key_sends_its_command_and_shows_the_reply(measuring) -> None
         await pilot.press("r")
         await until(pilot, lambda: engine.got[-1] == ("rerun", ["s2-control"]))
 
-        # a asks first: n keeps going and sends nothing, y aborts.
+        # a asks first: n keeps going and sends nothing, y aborts. It says what the run's runtime
+        # keeps of the server: a process run's has no container (issue 48: it promised one).
         await pilot.press("a")
         await until(pilot, lambda: "Abort the campaign?" in screen_text(app))
+        dialog = " ".join(screen_text(app).split())
+        assert "The current server is stopped: its process is ended; its log stays" in dialog
+        assert "container" not in dialog
         await pilot.press("n")
         await until(pilot, lambda: "abort cancelled" in screen_text(app))
         assert engine.got[-1][0] == "rerun"
@@ -332,8 +339,9 @@ async def test_the_boot_log_follows_searches_and_stops_following(measuring) -> N
 
 
 async def test_a_log_line_with_escapes_is_shown_not_acted_on(measuring) -> None:
-    """A server's OSC would retitle the pane (under tmux), its CSI clear the screen, its CR start a
-    forged line: the pane shows them as escapes, one line as the file has it."""
+    """A server's OSC would retitle the pane (under tmux), its CSI clear the screen: the pane shows
+    them as escapes. Its CR goes back to the line's start, as a terminal's does (a progress bar
+    redrawn in place), and never starts a line of its own: one line, as the file has it."""
     run, _ = measuring
     app = RulerConsole(run, probe=None)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -346,7 +354,7 @@ async def test_a_log_line_with_escapes_is_shown_not_acted_on(measuring) -> None:
         with open(run / "windows/s2-control/boot.log", "a") as f:
             f.write("9.99.000.001 E srv  hostile \x1b]0;TITLE\x07\x1b[2J\rforged: all ok\n")
         await until(pilot, lambda: log.line_count > n)
-        assert log.lines[n:] == ["9.99.000.001 E srv  hostile \\x1b]0;TITLE\\x07\\x1b[2J\\x0dforged: all ok"]
+        assert log.lines[n:] == ["forged: all ok srv  hostile \\x1b]0;TITLE\\x07\\x1b[2J"]
 
 
 async def test_past_the_ready_line_the_log_keeps_what_matters_and_folds_the_rest(measuring) -> None:
@@ -469,6 +477,39 @@ async def test_a_lost_engine_shows_disconnected_and_comes_back(tmp_path: Path) -
         await pilot.press("n")
         await settled(pilot)
         assert app.main.ui.status.said == said
+        # Said in the header as what it is: no engine left, not one being retried.
+        head = screen_text(app).splitlines()[1]
+        assert "engine gone: it stopped before the run's end" in head and "DISCONNECTED" not in head
+
+
+async def test_a_finished_runs_header_never_says_disconnected_while_its_history_is_read(
+        tmp_path: Path) -> None:
+    """Issue 47: attached to a day-long finished run without its snapshot, the header said "engine
+    DISCONNECTED (retrying)" for the minutes its journal took to read. The journal is folded before
+    the first frame (Follower.preload): every frame drawn says the run is done and no frame says the
+    engine is gone or disconnected before the journal's end says the run finished."""
+    run = recorded("finished", tmp_path)
+    (run / "engine.pid").write_text(f"{unused_pid()}\n")  # no engine: the run is over
+    app = RulerConsole(run, probe=lambda *_: Link(False, "no engine answers"))
+    heads: list[tuple[str, bool]] = []
+
+    def recorded_after(draw: Any) -> Any:
+        def drawn() -> None:
+            draw()
+            if app.main.ui.head.text.plain:
+                heads.append((app.main.ui.head.text.plain.splitlines()[1], app.main.ui.banner.display))
+        return drawn
+
+    # Each frame's header as it is drawn, recorded.
+    app.main.render_all = recorded_after(app.main.render_all)  # type: ignore[method-assign]
+    app.main._render_head = recorded_after(app.main._render_head)  # type: ignore[method-assign]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        assert heads, "no frame drawn"
+        assert not any("DISCONNECTED" in h or "gone" in h for h, _ in heads), heads
+        lines = screen_text(app).splitlines()
+        assert "done" in lines[0] and lines[1].startswith(" ○ engine exited")
+        assert app.main.ui.banner.text.plain.startswith("■ campaign finished")
 
 
 async def test_detach_and_reattach_rebuild_the_same_picture(measuring) -> None:
@@ -605,7 +646,7 @@ async def test_the_panel_with_the_keys_shows_in_256_colours_and_without_colour(m
             return [next(r for r in rows if "windows" in r), next(r for r in rows if "reps ·" in r),
                     next(r for r in rows if "boot facts" in r)]
 
-        assert tops()[0].startswith("━windows━") and "━" not in tops()[1] + tops()[2]
+        assert tops()[0].startswith("━windows ") and "━" not in tops()[1] + tops()[2]
         ui = app.main.ui
         (_, focused), (_, blurred) = ui.windows.styles.border_top, ui.right.styles.border_top
         bits = [c.rich_color.downgrade(ColorSystem.EIGHT_BIT).number for c in (focused, blurred)]
@@ -627,13 +668,33 @@ def test_quitting_says_whether_the_engine_goes_on(tmp_path: Path) -> None:
     (run / "engine.pid").unlink()
     st.pid = None
     assert f"resume it with: {ruler} run --resume" in farewell(run, st)
-    # Over: the banner's next commands stay in the terminal once the console is gone.
+    # Over: the banner's next commands stay in the terminal once the console is gone (a run
+    # with no row to sum up has no summary table above them).
     done = fold(read_events(JOURNALS / "finished" / "journal.jsonl"))
-    assert farewell(run, done) == (f"campaign finished; next: {ruler} report {run} · "
-                                   f"{ruler} compare OTHER_RUN {run}")
+    said = farewell(run, done).splitlines()
+    assert said[-1] == f"campaign finished; next: {ruler} report {run} · {ruler} compare OTHER_RUN {run}"
     done.status = RunStatus.ABORTED
-    assert farewell(run, done).startswith(f"campaign aborted; next: {ruler} run --resume {run} · "
-                                          f"{ruler} report {run}")
+    assert farewell(run, done).splitlines()[-1].startswith(
+        f"campaign aborted; next: {ruler} run --resume {run} · {ruler} report {run}")
+
+
+def test_a_finished_runs_farewell_prints_the_summary_a_headless_run_prints(tmp_path: Path) -> None:
+    """Issue 48: under the console a run ended without the summary table a headless run prints
+    (the engine, detached, wrote it to engine.log). The engine writes results.json as the run ends;
+    the terminal the console leaves prints its table, then what to type next."""
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "runs" / "demo-smollm2", run)
+    state = fold(read_events(run / "journal.jsonl"))
+    path, doc = write_results(run)  # as the engine does once the run's last event is written
+    table = summary_text(doc)
+    assert table.splitlines()[0].strip("= ") == "demo-smollm2: finished" and "s1-ngram" in table
+    said = farewell(run, state)
+    assert said.startswith(table + f"results: {path}\n")
+    assert said.splitlines()[-1].startswith("campaign finished; next: ")
+    # An engine gone without writing it: the same table, made from the run's files, none written.
+    path.unlink()
+    said = farewell(run, state)
+    assert said.startswith(table) and "results: not written" in said and not path.exists()
 
 
 def test_without_a_terminal_attach_prints_progress_lines(tmp_path: Path) -> None:

@@ -338,7 +338,9 @@ async def test_a_run_that_ends_while_watched_says_so_and_greys_the_engines_keys(
         banner = app.main.ui.banner.text.plain
         assert banner.startswith("■ campaign stopped by the operator after")
         assert f"run --resume {run}" in banner and f"report {run}" in banner
-        assert "campaign stopped by the operator" in screen_text(app).splitlines()[-2]  # the status
+        # Issue 48: the end was said twice, on the banner and on the status line.
+        assert screen_text(app).count("campaign stopped by the operator") == 1
+        assert "run over: the engine's keys are greyed" in screen_text(app).splitlines()[-2]
         for action in ("abort", "advance", "rewarm", "rerun", "pause"):
             assert app.main.check_action(action, ()) is None, action  # greyed in the footer
         sent = len(engine.got)

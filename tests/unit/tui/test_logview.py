@@ -13,7 +13,7 @@ from engine.servers.logs import LogReader
 from tests.paths import FIXTURES
 from tests.unit.engine.servers.wordings import SGLANG, VLLM
 from tui.core.follow import Batch, Follower
-from tui.core.logview import MARK, LineClassifier, ServingView, shape
+from tui.core.logview import MARK, LineClassifier, ServingView, overstruck, shape
 
 SERVING = FIXTURES / "journals" / "finished" / "windows" / "s2-control" / "boot.log"
 
@@ -147,3 +147,19 @@ def test_a_huge_log_says_what_it_left_unread_and_serves_from_there(tmp_path: Pat
     assert shown[0].startswith(f"{MARK}the first ") and "MiB of this log are not shown" in shown[0]
     assert all(x.startswith(MARK) or "print_timing" in x for x in shown)
     assert sum("print_timing" in x for x in shown) > 30
+
+
+def test_a_progress_bar_redrawn_in_place_shows_as_a_terminal_shows_it() -> None:
+    """Issue 48: the vLLM boot log pane showed \\x0d: its weight loading's progress bar goes back
+    to the line's start (CR) and draws itself again. Read as the follower reads a log (lines end
+    at LF), each line is what a terminal would show: the last drawing over the ones before."""
+    raw = (FIXTURES / "logs" / "vllm_cpu_0320_boot.log").read_bytes().split(b"\n")
+    lines = [b.decode("utf-8", "replace").rstrip("\r") for b in raw]
+    assert any("\r" in line for line in lines)  # the recorded boot draws its bars with CRs
+    shown = [overstruck(line) for line in lines]
+    assert not any("\r" in line for line in shown)
+    assert "Loading safetensors checkpoint shards: 100% Completed | 1/1 [00:00<00:00,  2.14it/s]" in shown
+    bars = "\r".join(f"Loading shards: {p:3}% Completed | {p // 50}/2" for p in (0, 50, 100))
+    assert overstruck(bars) == "Loading shards: 100% Completed | 2/2"
+    assert overstruck("Loading shards: 100%\rdone") == "doneing shards: 100%"  # what a terminal shows
+    assert overstruck("ready\r") == "ready"

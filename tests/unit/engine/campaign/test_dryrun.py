@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.campaign.dryrun import cached_testbed, dry_run
+from engine.campaign.dryrun import dry_run
 from engine.campaign.machines import Timeouts
 from engine.commands.dryrun import cmd_dry_run
 from engine.commands.validate import cmd_validate
@@ -62,7 +62,7 @@ def test_a_cached_testbed_resolves_its_image_with_its_model_paths(tmp_path: Path
         (d / "manifest.json").write_text("{}")
     (built / "llama-server").write_text("")
     text = dry_run(str(ROOT / "campaigns" / "demo-smollm2.yaml"), None, environ=ENV,
-                   testbed=cached_testbed())
+                   testbed=testbed.cached_variables())
     assert "${testbed.image}" not in text  # a change as written keeps its ${testbed.models}
     assert f"{testbed.IMAGE_REPO}:{testbed.LLAMA_CPP_PYTHON} \\" in text and f"{models}/SmolLM2" in text
 

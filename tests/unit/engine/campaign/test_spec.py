@@ -25,7 +25,7 @@ from engine.campaign.yamlmarks import Problem
 from engine.commands.cli import main
 from engine.commands.validate import cmd_validate
 from engine.record import results
-from engine.run.measure import shape_files
+from engine.run.passes import shape_files
 from engine.servers import get_adapter
 from engine.words import row_key
 from tests.paths import FIXTURES

@@ -87,7 +87,7 @@ def test_only_what_the_verdict_condemns_is_measured_again() -> None:
 
 
 def test_a_void_reason_names_the_condemned_rep_and_the_bar() -> None:
-    from engine.run.measure import _void_reason
+    from engine.run.attempt import _void_reason
 
     row = {"failed_requests": 0, "rep_tok_s": [700.0, 135.0, 700.0]}
     assert _void_reason(row, POLICY, "C8", ()) == (

@@ -13,7 +13,7 @@ from engine.record.events import ENVELOPE, EventKind, MalformedEvent, check
 from engine.record.journal import read_events
 from engine.record.writer import JournalWriter
 from engine.run.runner import Runner
-from engine.words import RowStatus
+from engine.words import RowStatus, WindowStatus
 from tests.paths import FIXTURES
 
 RECORDED = sorted((FIXTURES / "journals").glob("*/journal.jsonl"))
@@ -37,13 +37,16 @@ def test_the_runner_refuses_a_malformed_event_before_it_reaches_the_journal(tmp_
     runner = Runner(load_campaign(FIXTURES / "journals" / "finished" / "campaign.yaml"), tmp_path,
                     "process", {}, None, [])
     runner.emit(EventKind.SESSION_STARTED, session="s1")
+    # Each is refused by mypy at the send too (engine.record.send); the run-time check is for what
+    # mypy cannot see, as here.
     with pytest.raises(MalformedEvent, match=r"^row_done event: missing attempts, axis, class, "
                                              r"reason, source, status$"):
-        runner.emit(EventKind.ROW_DONE, session="s1", window="ctx", concurrency=1)
+        runner.emit(EventKind.ROW_DONE, session="s1", window="ctx", concurrency=1)  # type: ignore[call-overload]  # the point
     with pytest.raises(MalformedEvent, match=r"^window_finished event: undefined reson$"):
-        runner.emit(EventKind.WINDOW_FINISHED, session="s1", window="ctx", status="done", reson="x")
+        runner.emit(EventKind.WINDOW_FINISHED, session="s1", window="ctx", status=WindowStatus.DONE,  # type: ignore[call-overload]  # the point
+                    reson="x")
     with pytest.raises(MalformedEvent, match=r"^unknown event kind 'window_finish'$"):
-        runner.emit("window_finish", session="s1", window="ctx")  # type: ignore[arg-type]  # no such kind: the point
+        runner.emit("window_finish", session="s1", window="ctx")  # type: ignore[call-overload]  # no such kind: the point
     assert [e["kind"] for e in read_events(tmp_path / "journal.jsonl")] == ["session_started"]
     assert runner.state.last_seq == 1 and not runner.state.rows
 

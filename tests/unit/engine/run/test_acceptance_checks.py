@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from engine.run.measure import Scrape, _delta, read_counters
+from engine.run.counters import Scrape, metrics_delta, read_counters
 from engine.servers import get_adapter
 from engine.servers.data import MAX_POSITIONS, BadServerData, acceptance
 
@@ -38,7 +38,7 @@ def test_a_position_accepted_in_more_steps_than_there_were_is_bad_data() -> None
     # Each scrape may hold, and only their change over the pass not.
     before = Scrape({"drafts": 10.0, "drafted": 30.0, "accepted": 5.0, "pos.0": 5.0}, None)
     after = Scrape({"drafts": 12.0, "drafted": 42.0, "accepted": 12.0, "pos.0": 10.0}, None)
-    counts, why, bad = _delta(before, after)
+    counts, why, bad = metrics_delta(before, after)
     assert counts is None and bad and "position 0 accepted in 5 verify steps of 2" in (why or "")
 
 

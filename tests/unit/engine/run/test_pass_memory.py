@@ -29,7 +29,7 @@ def test_garbage_from_before_a_pass_is_collected_not_frozen() -> None:
             alive.append(ref() is not None)
             return PassResult([], 0.0, 0.0, 0.0, 0.0)
 
-        loadgen._run(a_pass())
+        loadgen.run_on_loop(a_pass())
         assert alive == [False]
     finally:
         if enabled:

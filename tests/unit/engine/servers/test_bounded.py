@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from engine.quality.parity import Stack, render_all
-from engine.run.measure import scrape
+from engine.run.counters import scrape
 from engine.servers import get_adapter
 from engine.servers.bounded import MAX_ANSWER_BYTES, AnswerUnbounded, server_client
 

@@ -22,7 +22,7 @@ from engine.quality.probe import Probe
 from engine.record.request import RequestRecord
 from engine.run.client.record import Events, new_record, token_limit
 from engine.run.client.sse import sse_events
-from engine.run.measure import Scrape, _delta, read_counters
+from engine.run.counters import Scrape, metrics_delta, read_counters
 from engine.servers import get_adapter
 from engine.servers.client import Unsupported, chat_reply, request_body
 from engine.servers.data import BadServerData
@@ -210,9 +210,9 @@ def test_metrics_that_are_not_prometheus_text_are_rejected_with_the_reason() -> 
 
 def test_counters_that_go_backwards_give_no_delta() -> None:
     before = read_counters(ADAPTERS[0], 200, _metrics(100, 500, 300))
-    assert _delta(before, read_counters(ADAPTERS[0], 200, _metrics(110, 560, 330))) == (
+    assert metrics_delta(before, read_counters(ADAPTERS[0], 200, _metrics(110, 560, 330))) == (
         {"drafts": 10.0, "drafted": 60.0, "accepted": 30.0}, None, False)
-    assert _delta(before, read_counters(ADAPTERS[0], 200, _metrics(50, 560, 330))) == (
+    assert metrics_delta(before, read_counters(ADAPTERS[0], 200, _metrics(50, 560, 330))) == (
         None, "counters went backwards (drafts 100 -> 50): the server restarted or reset them", True)
 
 
@@ -223,7 +223,7 @@ def test_a_position_first_counted_during_the_rep_counts_from_zero() -> None:
     per_pos = 'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="%d"} %d\n'
     before = read_counters(ADAPTERS[0], 200, _metrics(0, 0, 0))
     after = read_counters(ADAPTERS[0], 200, _metrics(10, 40, 12) + per_pos % (0, 8) + per_pos % (1, 4))
-    assert _delta(before, after) == (
+    assert metrics_delta(before, after) == (
         {"drafts": 10.0, "drafted": 40.0, "accepted": 12.0, "pos.0": 8.0, "pos.1": 4.0}, None, False)
 
 

@@ -235,6 +235,12 @@ def test_every_call_of_the_verdict_has_its_words() -> None:
         said = decision(j, True, "")
         assert said.startswith(("kept:", "ruled out:")) and "()" not in said, said
     assert "equivalent" in decision(Cell(0.001, -0.01, 0.012, Outcome.EQUIVALENT), True, "")
+    # An interval clear of 0 that the campaign did not call: its reason, not "the noise does not
+    # separate it" (issue 45: a value at -16.6 % [-27.2, -4.5] was ruled out in those words).
+    why = "not called: p 0.004, adjusted 0.21 over 8 windows > 0.05"
+    said = decision(Cell(-0.166, -0.272, -0.045, Outcome.UNDETERMINED, why), True, "")
+    assert "undetermined" in said and "adjusted 0.21 over 8 windows" in said
+    assert "does not separate" not in said
 
 
 def test_the_recommended_command_is_the_operators_and_the_verdict_is_in_words(tune: Tune) -> None:

@@ -9,6 +9,7 @@ from textual.app import App, ComposeResult
 
 from engine.record.journal import read_events
 from engine.record.state import fold
+from tests.paths import FIXTURES
 from tests.unit.tui.recorded import last_ts, recorded
 from tui.core.follow import Link
 from tui.core.plan import DECLARED, DEFAULT_RULE
@@ -56,3 +57,19 @@ async def test_each_pane_draws_the_snapshot_it_is_handed(tmp_path: Path) -> None
         windows.view = View(state, sel, LogWatch(), DECLARED, DEFAULT_RULE, None, False, run, 0.0,
                             tag_styles({}))
         assert windows.keys == ["s1-ctx"] and "/ctx (1 of 4; esc clears)" in str(windows.border_title)
+
+
+async def test_the_banner_says_the_last_look_of_boots_added_until_decided(tmp_path: Path) -> None:
+    state = fold(read_events(FIXTURES / "fold" / "every-kind.jsonl"))  # ends aborted, after a look
+    sel = Selection()
+    sel.follow(state)
+    view = View(state, sel, LogWatch(), DECLARED, DEFAULT_RULE, None, False, tmp_path,
+                state.finished_ts or 0.0, tag_styles({}))
+    app = Panes()
+    async with app.run_test(size=(120, 40)) as pilot:
+        banner = app.query_one(Banner)
+        banner.view = view
+        await pilot.pause()
+        first = banner.text.plain.splitlines()[0]
+        assert first.startswith("■ campaign stopped by the operator")
+        assert first.endswith("look 1: 1 undecided, booted again: w")
