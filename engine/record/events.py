@@ -88,9 +88,30 @@ class Workload(TypedDict):
     rate_requests: NotRequired[list[int]]  # per pass, at each rate
 
 
-# The journal's format, run_started's ``format``: 2 carries the workload. An older journal's
-# events are read in this format's shape (engine.record.upgrade).
-FORMAT = 2
+# The journal's format, run_started's ``format``: 2 carries the workload, 3 the leak and verdict
+# rules. An older journal's events are read in this format's shape (engine.record.upgrade).
+FORMAT = 3
+
+
+class LeakRecord(TypedDict):
+    """The campaign's leak rule (its ``leak:``) as the console reads a row by it."""
+
+    spread: float  # the declared noise: a row within it is clean, the Δ column's floor
+    min_concurrency: int  # below it a leak-shaped row is noisy, not void
+
+
+class VerdictRecord(TypedDict):
+    """The campaign's verdict rule (its ``verdict:``, engine.method.verdict.Rule), whole: the calls
+    the console shows are the engine's only with the same rule."""
+
+    error_rate: float
+    correction: str
+    margin: float
+    boot_noise: float | None
+    allow_different: bool
+    until_decided: bool
+    max_boots: int | None
+    max_minutes: float | None
 
 
 class Sweep(TypedDict):
@@ -110,6 +131,10 @@ class RunStarted(TypedDict):
     axes: dict[str, str]  # window -> its axis label
     # Absent only from a format 1 journal whose frozen campaign.yaml cannot be read.
     workload: NotRequired[Workload]
+    # The rules the run's rows and windows are judged by. Absent only from an older journal whose
+    # frozen campaign.yaml cannot be read; an older one's hold the keys its campaign declared.
+    leak: NotRequired[LeakRecord]
+    verdict: NotRequired[VerdictRecord]
     # Each sweep (engine.campaign.sweep): the axis it varies, the control's value of it, and each
     # of its windows' value, in the order of the values. Absent from a campaign without sweeps.
     sweeps: NotRequired[dict[str, Sweep]]

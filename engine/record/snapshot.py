@@ -55,7 +55,7 @@ EVERY = 1000  # events between two snapshots: a reader folds fewer than this man
 FORMAT = 3  # 3: the CRC-32 of the covered bytes; 2: strict JSON, read by orjson (1 allowed NaN)
 CHUNK = 1 << 20  # bytes read at a time for the CRC of the covered bytes
 FOLD_MODULES = ("engine.record.events", "engine.record.figures", "engine.record.journal",
-                "engine.record.state", __name__)
+                "engine.record.state", "engine.record.upgrade", __name__)
 
 
 def path_of(journal: Path) -> Path:

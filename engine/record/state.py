@@ -127,6 +127,8 @@ class RunState:
     pause_held: bool = False  # the pause took effect: the engine waits between reps
     held_sessions: set[str] = field(default_factory=set)  # whose pause took effect (`paused`)
     workload: dict[str, Any] = field(default_factory=dict)  # run_started's (events.Workload)
+    leak: dict[str, Any] = field(default_factory=dict)  # run_started's (events.LeakRecord)
+    verdict: dict[str, Any] = field(default_factory=dict)  # run_started's (events.VerdictRecord)
     commands: list[dict[str, Any]] = field(default_factory=list)
     resumes: int = 0
     damage: list[Damage] = field(default_factory=list)  # journal lines that are not its next event
@@ -242,6 +244,7 @@ def _run_started(state: RunState, e: Event) -> None:
     state.status = RunStatus.RUNNING
     state.started_ts = state.started_ts or e["ts"]
     state.workload = e.get("workload") or {}
+    state.leak, state.verdict = e.get("leak") or {}, e.get("verdict") or {}
     state.sweeps = e.get("sweeps") or {}
     state.baseline = e.get("baseline") or {}
     for session, windows in e.get("sessions", {}).items():

@@ -24,8 +24,8 @@ from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
 from tui.core.fmt import Seg, fmt_curve, fmt_pct, fmt_tok
 from tui.core.logview import overstruck
-from tui.core.plan import LeakRule
 from tui.core.reps import STATUS_WORD, leak_marks, why_text
+from tui.core.rules import LeakRule
 from tui.core.verdicts import verdict_seg
 from tui.core.versus import RowDelta, headline, judged, reference, row_delta, window_call
 from tui.core.windows import window_rows, window_status

@@ -20,6 +20,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from engine.method.verdict import Rule
 from engine.record.journal import Event
 from engine.record.state import RunState, apply
 from engine.servers import get_adapter
@@ -29,7 +30,7 @@ from tui.core.fmt import Seg, steered
 from tui.core.follow import Follower, Link, engine_pid, pid_alive
 from tui.core.logview import LineClassifier, ServingView
 from tui.core.operator import attached
-from tui.core.plan import frozen_leak, frozen_rule
+from tui.core.rules import LeakRule, leak_rule, verdict_rule
 from tui.core.selection import LogWatch, Selection
 from tui.screens.detail import DetailScreen
 from tui.screens.messages import CaughtUp, Followed, Linked
@@ -83,8 +84,6 @@ class WatchScreen(Screen[None]):
                  max_log_lines: int) -> None:
         super().__init__()
         self.run_dir, self.follower, self.clock = run_dir, follower, clock
-        self.leak = frozen_leak(run_dir / "campaign.yaml")
-        self.rule = frozen_rule(run_dir / "campaign.yaml")  # the Δ column's calls
         # The snapshot read before the first frame: that frame shows the run, where an empty one
         # was drawn while the follower read it, then drawn again.
         preloaded = follower.preload()
@@ -134,6 +133,15 @@ class WatchScreen(Screen[None]):
         self.ui.windows.focus()  # arrows pick a window at once; enter opens its reps
         self.render_all()
         self.set_interval(1.0, self._render_head)
+
+    @property
+    def leak(self) -> LeakRule:
+        return leak_rule(self.state)
+
+    @property
+    def rule(self) -> Rule:
+        """The Δ column's calls: the run's own verdict rule, as run_started recorded it."""
+        return verdict_rule(self.state)
 
     @property
     def over(self) -> bool:

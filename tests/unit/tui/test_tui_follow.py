@@ -30,8 +30,8 @@ from tui.core.facts import facts_lines
 from tui.core.fmt import fmt_secs
 from tui.core.follow import Batch, Follower, Tail
 from tui.core.header import header_lines
-from tui.core.plan import DEFAULT_RULE
 from tui.core.reps import REP_COLS, REP_COLUMNS, row_cells
+from tui.core.rules import DEFAULT_RULE
 from tui.core.sessions import session_args, session_paused, sessions_text
 from tui.core.verdicts import VERDICT_SEGS, verdict_seg
 from tui.core.versus import delta_cells, headline, reference, shape_deltas

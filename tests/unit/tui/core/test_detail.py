@@ -7,7 +7,7 @@ from engine.record.journal import read_events
 from engine.record.state import fold
 from tests.paths import FIXTURES
 from tui.core.detail import Detail, detail
-from tui.core.plan import DECLARED, DEFAULT_RULE
+from tui.core.rules import DECLARED, DEFAULT_RULE
 
 EVERY = FIXTURES / "fold" / "every-kind.jsonl"
 
