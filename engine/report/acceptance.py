@@ -1,5 +1,5 @@
 """The report's acceptance per draft position: per class and load, each window's curve beside its
-session's control's (engine.method.acceptance defines the curve; the chart is charts.curve_data)."""
+session's control's (engine.method.acceptance defines the curve; the chart is chartdata.curve_data)."""
 
 from __future__ import annotations
 

@@ -96,26 +96,13 @@ import re
 
 from engine.servers import common
 from engine.servers.common import Add, line_facts
+from engine.servers.llamacpp import patterns as pat
 from engine.servers.logs import Fact, FactValue, LogReader, parse_number
-
-# "M.SS.mmm.uuu L " from common_log when prefix/timestamps are on (the default since
-# common_init()); a build with --no-log-timestamps keeps only the level letter.
-_PREFIX_RE = re.compile(r"^(?:\d+\.\d{2}\.\d{3}\.\d{3} +)?(?:(?P<level>[IWED]) )?")
-
-_NUM = r"[-+]?\d+(?:\.\d+)?"
-
-# Keys that describe one loaded model (target or drafter) and so take the scope prefix.
-_MODEL_LEVEL = ("model.", "weights.", "kv.", "ctx.", "compute.", "output.")
-
-_DRAFT_SCOPE = "draft."
-# kv sub-sections (SWA / indexer caches) ride in the scope after this separator, because the
-# adapter is stateless and the scope string is the only state BootFacts hands back.
-_KV_SEP = "|"
 
 
 def _split_prefix(line: str) -> tuple[str | None, str]:
     """Return (level letter or None, message without ANSI codes and log prefix)."""
-    m, msg = common.split_prefix(line, _PREFIX_RE)
+    m, msg = common.split_prefix(line, pat.PREFIX_RE)
     # Some wrappers indent what they relay (" llama_kv_cache_unified: size = ..."): drop that too.
     return m.group("level"), msg.lstrip()
 
@@ -132,148 +119,6 @@ def _buf_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]+", "_", name.strip()).strip("_") or "unknown"
 
 
-# --- model-level patterns --------------------------------------------------------------
-
-_KV_SIZE_RE = re.compile(
-    r"^llama_kv_cache\w*:\s+size\s*=\s*(?P<size>" + _NUM + r") MiB \(\s*(?P<cells>\d+) cells,"
-    r"\s*(?P<layers>\d+) layers,\s*(?P<seqs>\d+)(?:/\s*(?P<streams>\d+))? seqs\),"
-    r"\s*K \((?P<kt>[^)]+)\):\s*(?P<k>" + _NUM + r") MiB,"
-    r"\s*V \((?P<vt>[^)]+)\):\s*(?P<v>" + _NUM + r") MiB"
-)
-# 2024 builds: "llama_new_context_with_model: KV self size  =  256.00 MiB, K (f16): ..., V ..."
-_KV_SELF_RE = re.compile(
-    r"\bKV self size\s*=\s*(?P<size>" + _NUM + r") MiB,"
-    r"\s*K \((?P<kt>[^)]+)\):\s*(?P<k>" + _NUM + r") MiB,"
-    r"\s*V \((?P<vt>[^)]+)\):\s*(?P<v>" + _NUM + r") MiB"
-)
-_KV_BUF_RE = re.compile(
-    r"^llama_kv_cache\w*:\s+(?P<buf>\S.*?) KV buffer size\s*=\s*(?P<mib>" + _NUM + r") MiB"
-)
-_KV_ISWA_RE = re.compile(
-    r"^llama_kv_cache_iswa:\s+creating\s+(?P<which>non-SWA|SWA) KV cache, size = (?P<n>\d+) cells"
-)
-_KV_INDEXER_RE = re.compile(r"creating indexer KV cache, size = (?P<n>\d+) cells")
-_MODEL_BUF_RE = re.compile(
-    r"^(?:\w+:\s+)?(?P<buf>\S+) model buffer size\s*=\s*(?P<mib>" + _NUM + r") MiB"
-)
-_OLD_TENSOR_BUF_RE = re.compile(
-    r"^(?:llm_)?load_tensors:\s+(?P<buf>\S+) buffer size\s*=\s*(?P<mib>" + _NUM + r") MiB"
-)
-_OFFLOAD_RE = re.compile(r"^(?:llm_)?load_tensors: offloaded (?P<n>\d+)/(?P<of>\d+) layers to GPU")
-_META_RE = re.compile(
-    r"^(?:print_info|llm_load_print_meta):\s+(?P<k>\S(?:.*?\S)?)\s*=\s*(?P<v>.*?)\s*$"
-)
-_LOADER_RE = re.compile(
-    r"^llama_model_loader: loaded meta data with (?P<kv>\d+) key-value pairs and "
-    r"(?P<t>\d+) tensors from (?P<path>.+?) \(version"
-)
-_CTX_RE = re.compile(
-    r"^(?:llama_context|llama_new_context_with_model):\s+(?P<k>n_ctx|n_ctx_seq|n_ctx_per_seq|"
-    r"n_seq_max|n_batch|n_ubatch|flash_attn|kv_unified|causal_attn)\s*=\s*(?P<v>\S+)\s*$"
-)
-# "resolve_fused_ops: Flash Attention enabled" / "...: Flash Attention not supported, set to
-# disabled"; older builds: "llama_context: Flash Attention was auto, set to enabled".
-_FA_RESOLVED_RE = re.compile(
-    r"^\w+: Flash Attention (?:was \w+, set to (?P<a>\w+)|(?P<b>enabled)|not supported, set to"
-    r" (?P<c>\w+))\s*$"
-)
-_CTX_BUF_RE = re.compile(
-    r"^\w+:\s+(?P<buf>\S+)\s+(?P<kind>compute|output) buffer size\s*=\s*(?P<mib>" + _NUM + r") MiB"
-)
-
-_META_KEYS = {
-    "arch": "model.arch",
-    "n_ctx_train": "model.n_ctx_train",
-    "n_embd": "model.n_embd",
-    "n_layer": "model.n_layer",
-    "n_head": "model.n_head",
-    "n_head_kv": "model.n_head_kv",
-    "n_ff": "model.n_ff",
-    "n_expert": "model.n_expert",
-    "n_expert_used": "model.n_expert_used",
-    "model type": "model.type",
-    "model params": "model.params",
-    "general.name": "model.name",
-    "vocab type": "model.vocab_type",
-    "n_vocab": "model.n_vocab",
-    "file format": "model.file_format",
-    "file type": "model.file_type",
-    "model ftype": "model.file_type",  # llm_load_print_meta (2024)
-}
-_FILE_SIZE_RE = re.compile(
-    r"(?P<size>" + _NUM + r") (?P<unit>MiB|GiB) \((?P<bpw>" + _NUM + r") BPW\)"
-)
-
-# --- server-level patterns -------------------------------------------------------------
-
-_LOADING_MODEL_RE = re.compile(r"\bload_model: loading model '(?P<m>.*)'\s*$")
-_DRAFT_RE = re.compile(r"\bloading draft model '(?P<m>.*)'\s*$")
-_MTP_RE = re.compile(r"\bcreating MTP draft context against the target model '(?P<m>.*)'\s*$")
-_SLOTS_RE = re.compile(
-    r"\binitializing, n_slots = (?P<n>\d+), n_ctx_slot = (?P<ctx>\d+)"
-    r"(?:, kv_unified = '(?P<u>\w+)')?"
-)
-# Older builds: "srv          init: initializing slots, n_slots = 1" (no per-slot context).
-_OLD_SLOTS_RE = re.compile(r"\binitializing slots, n_slots = (?P<n>\d+)")
-_NEW_SLOT_RE = re.compile(r"\bnew slot,? n_ctx(?:_slot)? = (?P<n>\d+)")
-# Older builds print the template name (or its whole Jinja source, across many lines) first.
-_CHAT_TMPL_RE = re.compile(r"\bchat template, chat_template: (?P<t>.*?)(?:, example_format:.*)?$")
-_CHAT_THINK_RE = re.compile(r"\bchat template, thinking = (?P<t>\d)")
-_OLD_THINK_RE = re.compile(r"\binit: Enable thinking\? (?P<t>\d)")  # builds of late 2025
-# The example is multi-line and only its first line carries the log prefix; that line
-# ("<|im_start|>system") is enough to tell template families apart.
-_CHAT_EXAMPLE_RE = re.compile(r"\bexample_format: '(?P<t>.*)$")
-# This build prints "srv  llama_server: model loaded"; older ones "main: model loaded".
-_MODEL_LOADED_RE = re.compile(r"\b(?:main|llama_server): model loaded\s*$")
-# Not the pre-load "HTTP server is listening, hostname: ..." of older builds: that one has no
-# URL and comes before the model is loaded.
-_LISTENING_RE = re.compile(r"\blistening on (?P<url>(?:https?|unix)://\S+)")
-_EXITING_RE = re.compile(r"\bexiting due to (?P<why>.+?)\s*$")
-# common/arg.cpp throws these before any logging is set up and the process exits with status 1;
-# they are bare fprintf lines ("error: invalid argument: --foo",
-# 'error while handling argument "--spec-type": unknown speculative type: nonsense').
-_ARG_ERROR_RE = re.compile(
-    r"^(?:error: (?P<a>.+?)|(?P<b>error while handling argument \"(?P<arg>[^\"]+)\": .+?))\s*$"
-)
-_INVALID_ARG_RE = re.compile(r"^invalid argument: (?P<arg>\S+)")
-_SPEC_IMPL_RE = re.compile(r"\badding speculative implementation '(?P<t>[^']+)'")
-_SPEC_PARAMS_RE = re.compile(
-    r"\w+: - n_max=(?P<max>\d+), n_min=(?P<min>\d+), p_min=(?P<p>" + _NUM + r")"
-)
-# "spec common_specu: - gpu_layers=-1, cache_k=f16, cache_v=f16, ctx_tgt=yes, ctx_dft=yes, ..."
-_SPEC_DRAFT_CFG_RE = re.compile(r"\w+: - (?P<kv>gpu_layers=.*)$")
-# "spec common_specu: - size_n=2, size_m=3, min_hits=1": an n-gram implementation's lookup and
-# draft lengths (--spec-ngram-*-size-n/-m), after its "adding speculative implementation" line.
-_SPEC_NGRAM_RE = re.compile(r"\w+: - size_n=(?P<n>\d+), size_m=(?P<m>\d+), min_hits=(?P<hits>\d+)")
-_SPEC_NONE_RE = re.compile(r"\bno implementations specified for speculative decoding")
-_SPEC_CTX_OK_RE = re.compile(r"\bspeculative decoding context initialized")
-_ACC_POS_RE = re.compile(r"\|\s+acc per pos = \((?P<v>[^)]*)\)")
-# Lifetime counters of one speculative implementation, printed after every request.
-_SPEC_STATS_RE = re.compile(
-    r"\bstatistics\s+(?P<impl>\S+): .*?#gen drafts =\s*(?P<gd>\d+), #acc drafts =\s*(?P<ad>\d+),"
-    r" #gen tokens =\s*(?P<gt>\d+), #acc tokens =\s*(?P<at>\d+)"
-)
-_ACCEPT_RE = re.compile(
-    r"\bdraft acceptance(?: rate)? = (?P<rate>" + _NUM + r") \(\s*(?P<acc>\d+) accepted /"
-    r"\s*(?P<gen>\d+) generated\)(?:, mean len =\s*(?P<len>" + _NUM + r"))?"
-)
-_TIMING_RE = re.compile(
-    r"\bprint_timing.*?\b(?P<which>prompt eval|eval) time =\s*(?P<ms>" + _NUM + r") ms /"
-    r"\s*(?P<n>\d+) tokens \(\s*" + _NUM + r" ms per token,\s*(?P<tps>" + _NUM + r") tokens"
-)
-
-# --- error / warning wording for lines without a level letter ---------------------------
-
-_ERROR_RE = re.compile(
-    r"^error\b|\berror:|\berror while handling\b|\berror loading\b|\bexiting due to\b"
-    r"|\bfailed to\b|\bunknown argument\b|\binvalid argument\b|\bunknown value\b"
-    r"|\bunknown speculative type\b|\bcouldn't (?:bind|start)\b|GGML_ASSERT|terminate called"
-    r"|\bwhat\(\):|Segmentation fault|core dumped",
-    re.IGNORECASE,
-)
-_WARNING_RE = re.compile(r"^warn(?:ing)?\b|\bwarning\b|\bDEPRECATED\b|^notice:", re.IGNORECASE)
-
-
 def _bool(text: str) -> bool:
     return text.strip().strip("'\"").lower() in ("true", "1", "yes", "on", "enabled")
 
@@ -287,14 +132,14 @@ class LlamaCppLogs(LogReader):
 
     def scope(self, line: str, current: str) -> str | None:
         _, msg = _split_prefix(line)
-        if _DRAFT_RE.search(msg) or _MTP_RE.search(msg):
-            return _DRAFT_SCOPE  # a new model section; its kv sub-section starts empty
-        model, _, _ = current.partition(_KV_SEP)
-        m = _KV_ISWA_RE.search(msg)
+        if pat.DRAFT_RE.search(msg) or pat.MTP_RE.search(msg):
+            return pat.DRAFT_SCOPE  # a new model section; its kv sub-section starts empty
+        model, _, _ = current.partition(pat.KV_SEP)
+        m = pat.KV_ISWA_RE.search(msg)
         if m:
-            return model if m.group("which") == "non-SWA" else f"{model}{_KV_SEP}swa"
-        if _KV_INDEXER_RE.search(msg):
-            return f"{model}{_KV_SEP}indexer"
+            return model if m.group("which") == "non-SWA" else f"{model}{pat.KV_SEP}swa"
+        if pat.KV_INDEXER_RE.search(msg):
+            return f"{model}{pat.KV_SEP}indexer"
         return None
 
     # -- facts ------------------------------------------------------------------------
@@ -314,13 +159,13 @@ class LlamaCppLogs(LogReader):
     def parse_line(self, line: str, scope: str = "") -> list[Fact]:
         line = line.rstrip("\r\n")
         _, msg = _split_prefix(line)
-        model_prefix, _, kv_part = scope.partition(_KV_SEP)
+        model_prefix, _, kv_part = scope.partition(pat.KV_SEP)
         kv_prefix = f"kv.{kv_part}." if kv_part else "kv."
 
         def key(name: str) -> str:
             if name.startswith("kv."):
                 name = kv_prefix + name[len("kv.") :]
-            if name.startswith(_MODEL_LEVEL):
+            if name.startswith(pat.MODEL_LEVEL):
                 name = model_prefix + name
             return name
 
@@ -328,7 +173,7 @@ class LlamaCppLogs(LogReader):
                                       self._server, self._spec, self._ngram), key)
 
     def _kv(self, msg: str, add: Add) -> bool:
-        m = _KV_SIZE_RE.search(msg) or _KV_SELF_RE.search(msg)
+        m = pat.KV_SIZE_RE.search(msg) or pat.KV_SELF_RE.search(msg)
         if m:
             g = m.groupdict()
             add("kv.size_mib", parse_number(g["size"]))
@@ -348,27 +193,27 @@ class LlamaCppLogs(LogReader):
             add("kv.v_type", g["vt"].strip())
             add("kv.v_mib", parse_number(g["v"]))
             return True
-        m = _KV_BUF_RE.search(msg)
+        m = pat.KV_BUF_RE.search(msg)
         if m:
             add(f"kv.{_buf_name(m.group('buf'))}_mib", parse_number(m.group("mib")))
             return True
-        m = _KV_ISWA_RE.search(msg)
+        m = pat.KV_ISWA_RE.search(msg)
         if m:
             # The scope already moved on for the SWA line, so "kv.cells" lands in kv.swa.*.
             add("kv.base_cells" if m.group("which") == "non-SWA" else "kv.cells", int(m["n"]))
             return True
-        m = _KV_INDEXER_RE.search(msg)
+        m = pat.KV_INDEXER_RE.search(msg)
         if m:
             add("kv.cells", int(m["n"]))
             return True
         return False
 
     def _weights(self, msg: str, add: Add) -> bool:
-        m = _MODEL_BUF_RE.search(msg) or _OLD_TENSOR_BUF_RE.search(msg)
+        m = pat.MODEL_BUF_RE.search(msg) or pat.OLD_TENSOR_BUF_RE.search(msg)
         if m:
             add(f"weights.{_buf_name(m.group('buf'))}_mib", parse_number(m.group("mib")))
             return True
-        m = _OFFLOAD_RE.search(msg)
+        m = pat.OFFLOAD_RE.search(msg)
         if m:
             add("weights.offloaded_layers", int(m["n"]))
             add("weights.offloadable_layers", int(m["of"]))
@@ -376,22 +221,22 @@ class LlamaCppLogs(LogReader):
         return False
 
     def _model(self, msg: str, add: Add) -> bool:
-        m = _META_RE.search(msg)
+        m = pat.META_RE.search(msg)
         if m:
             k, v = m.group("k"), m.group("v")
             if k in ("file size", "model size"):
-                s = _FILE_SIZE_RE.search(v)
+                s = pat.FILE_SIZE_RE.search(v)
                 if s:
                     size = float(parse_number(s["size"]))
                     mib = round(size * 1024, 2) if s["unit"] == "GiB" else size
                     add("model.file_size_mib", mib)
                     add("model.bpw", float(parse_number(s["bpw"])))
-            elif k in _META_KEYS:
-                key = _META_KEYS[k]
+            elif k in pat.META_KEYS:
+                key = pat.META_KEYS[k]
                 # model.params keeps its unit ("134.52 M"); the rest become numbers when they are.
                 add(key, v if key == "model.params" else _num_or_str(v))
             return True
-        m = _LOADER_RE.search(msg)
+        m = pat.LOADER_RE.search(msg)
         if m:
             add("model.n_kv", int(m["kv"]))
             add("model.n_tensors", int(m["t"]))
@@ -400,18 +245,18 @@ class LlamaCppLogs(LogReader):
         return False
 
     def _ctx(self, msg: str, add: Add) -> bool:
-        m = _CTX_RE.search(msg)
+        m = pat.CTX_RE.search(msg)
         if m:
             k, v = m.group("k"), m.group("v")
             if k == "n_ctx_per_seq":  # older name of n_ctx_seq
                 k = "n_ctx_seq"
             add(f"ctx.{k}", _bool(v) if k == "kv_unified" else _num_or_str(v))
             return True
-        m = _FA_RESOLVED_RE.search(msg)
+        m = pat.FA_RESOLVED_RE.search(msg)
         if m:
             add("ctx.flash_attn_resolved", m["a"] or m["b"] or m["c"])
             return True
-        m = _CTX_BUF_RE.search(msg)
+        m = pat.CTX_BUF_RE.search(msg)
         if m:
             add(f"{m['kind']}.{_buf_name(m['buf'])}_mib", parse_number(m["mib"]))
             return True
@@ -420,36 +265,36 @@ class LlamaCppLogs(LogReader):
     def _server(self, msg: str, add: Add) -> bool:  # noqa: C901 - a flat table of the lines
         if "chat template, " in msg:
             # One line can hold both the template and the start of its example (older builds).
-            if m := _CHAT_TMPL_RE.search(msg):
+            if m := pat.CHAT_TMPL_RE.search(msg):
                 add("chat.template", m["t"])
-            if m := _CHAT_EXAMPLE_RE.search(msg):
+            if m := pat.CHAT_EXAMPLE_RE.search(msg):
                 add("chat.example_start", m["t"])
-            if m := _CHAT_THINK_RE.search(msg):
+            if m := pat.CHAT_THINK_RE.search(msg):
                 add("chat.thinking", m["t"] == "1")
-        elif m := _OLD_THINK_RE.search(msg):
+        elif m := pat.OLD_THINK_RE.search(msg):
             add("chat.thinking", m["t"] == "1")
-        elif m := _LOADING_MODEL_RE.search(msg):
+        elif m := pat.LOADING_MODEL_RE.search(msg):
             add("server.model", m["m"])
-        elif m := _SLOTS_RE.search(msg):
+        elif m := pat.SLOTS_RE.search(msg):
             add("slots.n", int(m["n"]))
             add("slots.n_ctx_slot", int(m["ctx"]))
             if m["u"] is not None:
                 add("slots.kv_unified", _bool(m["u"]))
-        elif m := _OLD_SLOTS_RE.search(msg):
+        elif m := pat.OLD_SLOTS_RE.search(msg):
             add("slots.n", int(m["n"]))
-        elif m := _NEW_SLOT_RE.search(msg):
+        elif m := pat.NEW_SLOT_RE.search(msg):
             add("slots.n_ctx", int(m["n"]))
-        elif _MODEL_LOADED_RE.search(msg):
+        elif pat.MODEL_LOADED_RE.search(msg):
             add("ready", True)
-        elif m := _LISTENING_RE.search(msg):
+        elif m := pat.LISTENING_RE.search(msg):
             add("server.url", m["url"].removesuffix(","))
             add("ready", True)
-        elif m := _EXITING_RE.search(msg):
+        elif m := pat.EXITING_RE.search(msg):
             add("exit.reason", m["why"])
-        elif m := _ARG_ERROR_RE.match(msg):
+        elif m := pat.ARG_ERROR_RE.match(msg):
             reason = m["a"] or m["b"]
             add("exit.reason", reason)
-            arg = m["arg"] or ((im := _INVALID_ARG_RE.match(reason)) and im["arg"])
+            arg = m["arg"] or ((im := pat.INVALID_ARG_RE.match(reason)) and im["arg"])
             if arg:
                 add("exit.bad_arg", arg)
         else:
@@ -458,7 +303,7 @@ class LlamaCppLogs(LogReader):
 
     @staticmethod
     def _ngram(msg: str, add: Add) -> bool:
-        if m := _SPEC_NGRAM_RE.search(msg):
+        if m := pat.SPEC_NGRAM_RE.search(msg):
             add("spec.ngram_size_n", int(m["n"]))
             add("spec.ngram_size_m", int(m["m"]))
             add("spec.ngram_min_hits", int(m["hits"]))
@@ -466,42 +311,42 @@ class LlamaCppLogs(LogReader):
         return False
 
     def _spec(self, msg: str, add: Add) -> bool:
-        if m := _DRAFT_RE.search(msg):
+        if m := pat.DRAFT_RE.search(msg):
             add("spec.draft_model", m["m"])
-        elif m := _MTP_RE.search(msg):
+        elif m := pat.MTP_RE.search(msg):
             add("spec.draft_model", m["m"])
             add("spec.mtp", True)
-        elif m := _SPEC_IMPL_RE.search(msg):
+        elif m := pat.SPEC_IMPL_RE.search(msg):
             add("spec.enabled", True)
             add(f"spec.impl.{m['t']}", True)
-        elif _SPEC_NONE_RE.search(msg):
+        elif pat.SPEC_NONE_RE.search(msg):
             add("spec.enabled", False)
-        elif _SPEC_CTX_OK_RE.search(msg):
+        elif pat.SPEC_CTX_OK_RE.search(msg):
             add("spec.ctx_initialized", True)
-        elif m := _SPEC_DRAFT_CFG_RE.search(msg):
+        elif m := pat.SPEC_DRAFT_CFG_RE.search(msg):
             for item in m["kv"].split(", "):
                 k, sep, v = item.partition("=")
                 if sep and re.fullmatch(r"\w+", k):
                     add(f"spec.draft_{k}", _num_or_str(v))
-        elif m := _ACC_POS_RE.search(msg):
+        elif m := pat.ACC_POS_RE.search(msg):
             add("spec.acc_per_pos", m["v"])
-        elif m := _SPEC_STATS_RE.search(msg):
+        elif m := pat.SPEC_STATS_RE.search(msg):
             pre = f"spec.lifetime.{m['impl']}"
             add(f"{pre}.gen_drafts", int(m["gd"]))
             add(f"{pre}.acc_drafts", int(m["ad"]))
             add(f"{pre}.gen_tokens", int(m["gt"]))
             add(f"{pre}.acc_tokens", int(m["at"]))
-        elif m := _SPEC_PARAMS_RE.search(msg):
+        elif m := pat.SPEC_PARAMS_RE.search(msg):
             add("spec.n_max", int(m["max"]))
             add("spec.n_min", int(m["min"]))
             add("spec.p_min", float(parse_number(m["p"])))
-        elif m := _ACCEPT_RE.search(msg):
+        elif m := pat.ACCEPT_RE.search(msg):
             add("spec.accept_rate", float(parse_number(m["rate"])))
             add("spec.accepted", int(m["acc"]))
             add("spec.generated", int(m["gen"]))
             if m["len"] is not None:
                 add("spec.mean_len", float(parse_number(m["len"])))
-        elif m := _TIMING_RE.search(msg):
+        elif m := pat.TIMING_RE.search(msg):
             which = "prompt" if m["which"] == "prompt eval" else "eval"
             add(f"timing.{which}_ms", float(parse_number(m["ms"])))
             add(f"timing.{which}_tokens", int(m["n"]))
@@ -518,14 +363,14 @@ class LlamaCppLogs(LogReader):
             # The level letter is the server's own judgement; wording can mislead (an INFO line
             # may mention "failed to" while describing a fallback).
             return level == "E"
-        return bool(_ERROR_RE.search(msg)) and not _WARNING_RE.search(msg)
+        return bool(pat.ERROR_RE.search(msg)) and not pat.WARNING_RE.search(msg)
 
     def is_warning(self, line: str) -> bool:
         level, msg = _split_prefix(line)
         if level is not None:
             return level == "W"
-        return bool(_WARNING_RE.search(msg))
+        return bool(pat.WARNING_RE.search(msg))
 
     def is_ready_line(self, line: str) -> bool:
         _, msg = _split_prefix(line)
-        return bool(_MODEL_LOADED_RE.search(msg) or _LISTENING_RE.search(msg))
+        return bool(pat.MODEL_LOADED_RE.search(msg) or pat.LISTENING_RE.search(msg))

@@ -7,7 +7,7 @@ import dataclasses
 import shutil
 from pathlib import Path
 
-from engine.report import acceptance, charts
+from engine.report import acceptance, chartdata, charts
 from engine.report.run import Row, RunView, load_run
 from engine.report.text import acceptance_text
 from engine.words import CONTROL
@@ -50,12 +50,12 @@ def test_no_section_without_a_curve(tmp_path: Path) -> None:
     run = tmp_path / "run"
     shutil.copytree(DEMO, run)
     view = load_run(run)
-    assert acceptance.section(view) == [] and charts.curve_data(view) is None
+    assert acceptance.section(view) == [] and chartdata.curve_data(view) is None
 
 
 def test_the_chart_has_a_panel_per_class_and_load_with_the_control_marked(tmp_path: Path) -> None:
     view = view_with_curves(tmp_path)
-    data = charts.curve_data(view)
+    data = chartdata.curve_data(view)
     assert data is not None
     shapes = {r.shape for r in view.rows if r.accept_per_pos}
     assert len(data["panels"]) == len(shapes)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from engine.record import results
-from engine.report import CHARTS_SKIPPED, REPORT, ReportError, charts, load_run, write_report
+from engine.report import CHARTS_SKIPPED, REPORT, ReportError, chartdata, charts, load_run, write_report
 from engine.report.text import verdict
 from tests.paths import FIXTURES
 
@@ -139,10 +139,10 @@ def test_the_first_chart_is_each_windows_delta_with_its_interval_then_latency_ag
     assert [j.name for j in charts.jobs(view)] == ["delta", "latency", "tok-s"]
     row = next(r for r in view.rows if r.window == "ctx")
     d = verdict(view, row)
-    delta = charts.delta_data(view)
+    delta = chartdata.delta_data(view)
     assert delta is not None and delta["groups"] == ["s1-ctx"] and delta["loads"] == ["C1"]
     assert delta["panels"][0]["series"] == [[[0, d.value, d.lo, d.hi, not d.effect]]]
-    latency = charts.latency_data(view)
+    latency = chartdata.latency_data(view)
     assert latency is not None
     ttft, tpot = latency["panels"]
     assert {x["label"]: (x["p50"], x["p99"]) for x in ttft["lines"]}["s1-ctx"] == (

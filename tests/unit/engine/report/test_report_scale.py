@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from engine.record.journal import read_events, read_journal, read_kinds
 from engine.record.state import fold_read
-from engine.report import charts
+from engine.report import chartdata, charts
 from engine.report.run import REPORTED, RunView, load_run
 from engine.report.windows import windows
 from tests.paths import FIXTURES, REPO
@@ -78,7 +78,7 @@ def test_a_chart_of_more_windows_than_it_labels_stays_a_screen_wide(tmp_path: Pa
     # Copies of the demo's windows enough for twice the labels a chart names: past every cap (the
     # width, the labels, the legend's lines); a chart drawn a slot per window would be far wider.
     windows = len({(r.session, r.window) for r in one.rows})
-    copies = math.ceil(2 * max(charts.MAX_LABELS, charts.MAX_LEGEND) / windows)
+    copies = math.ceil(2 * max(chartdata.MAX_LABELS, chartdata.MAX_LEGEND) / windows)
     rows = [dataclasses.replace(r, session=f"{r.session}r{k}", ttft_p50=40.0 + k, ttft_p99=90.0 + k,
                                 tpot_p50=30.0, tpot_p99=60.0,
                                 accept_per_pos="0.8 0.6 0.4" if r.accept_len else "")
@@ -88,7 +88,7 @@ def test_a_chart_of_more_windows_than_it_labels_stays_a_screen_wide(tmp_path: Pa
     assert [job.name for job in jobs] == [n for n in charts.CHARTS if n != "trade"]  # no sweep here
     for job in jobs:
         width, _ = Image.open(charts.draw(job)).size
-        assert width <= (charts.MAX_WIDTH + 1) * charts.DPI, job.name
+        assert width <= (chartdata.MAX_WIDTH + 1) * charts.DPI, job.name
 
 
 def test_the_report_imports_no_run_phase() -> None:
