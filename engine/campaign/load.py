@@ -90,15 +90,6 @@ def load_campaign(path: str | Path) -> Campaign:
     return parsed.campaign
 
 
-def read_schema(path: Path) -> Campaign:
-    """The campaign in ``path`` through its schema alone: a run's frozen copy, whose files are not
-    beside it, read for what it declared (the report's); a SpecError where the schema refuses it."""
-    parsed = parse(path)
-    if parsed.written or parsed.schema or parsed.campaign is None:
-        raise SpecError(parsed.problems([]))
-    return parsed.campaign
-
-
 def parse(path: Path) -> Parsed:
     """Read, decode and parse ``path``, expand its sweeps and validate the result; a file that is
     no campaign at all is NotACampaign."""
