@@ -23,7 +23,8 @@ from engine.method import acceptance
 from engine.record.journal import read_events
 from engine.record.liveness import engine_alive, read_pid
 from engine.run.counters import metrics_delta, scrape
-from engine.run.loadgen import PassPlan, measure_pass
+from engine.run.loadgen import PassPlan
+from engine.run.shards import measure_pass
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 from engine.servers.client import ServerClient
