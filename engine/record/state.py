@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from engine.method.steady import WHOLE
-from engine.record.events import ENVELOPE, EventKind, mistyped
+from engine.record.eventcheck import mistyped
+from engine.record.events import ENVELOPE, EventKind
 from engine.record.journal import Damage, Event, JournalRead, excerpt
 from engine.words import (
     COMPLETE_ROWS,

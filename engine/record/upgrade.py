@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from engine import files
-from engine.record.events import FORMAT, EventKind, Fields, LeakRecord, VerdictRecord
+from engine.record.eventcheck import Fields
+from engine.record.events import FORMAT, EventKind, LeakRecord, VerdictRecord
 
 Event = dict[str, Any]
 FIRST_FORMAT = 1  # a journal whose run_started names none

@@ -20,7 +20,8 @@ from engine import files
 from engine.campaign import sweep
 from engine.campaign.spec import Campaign
 from engine.record import figures, results
-from engine.record.events import EventKind, mistyped
+from engine.record.eventcheck import mistyped
+from engine.record.events import EventKind
 from engine.record.journal import Event, read_kinds
 from engine.record.receipts import read_rep, source_paths
 from engine.record.snapshot import fold_journal

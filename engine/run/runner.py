@@ -26,7 +26,8 @@ from engine.control import CommandRefused
 from engine.errors import EngineError
 from engine.method.stats import LeakPolicy
 from engine.record import results
-from engine.record.events import FORMAT, EventKind, LeakRecord, VerdictRecord, Workload, check
+from engine.record.eventcheck import check
+from engine.record.events import FORMAT, EventKind, LeakRecord, VerdictRecord, Workload
 from engine.record.journal import Event
 from engine.record.judgement import baseline_record
 from engine.record.looks import take

@@ -8,7 +8,8 @@ import shutil
 from pathlib import Path
 
 from engine.campaign.load import load_campaign
-from engine.record.events import FORMAT, EventKind, check
+from engine.record.eventcheck import check
+from engine.record.events import FORMAT, EventKind
 from engine.record.journal import read_events, read_journal, read_kinds
 from engine.record.snapshot import fold_journal
 from engine.record.upgrade import FIRST_FORMAT, frozen_campaign, frozen_workload, upgraded
