@@ -13,8 +13,8 @@ import yaml
 from engine.campaign.load import load_campaign
 from engine.commands.progress import format_event
 from engine.record.events import EventKind
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 from engine.report import load_run, render
 from engine.run import boot
 from engine.run.measure import Measurement

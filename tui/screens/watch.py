@@ -1,7 +1,7 @@
 """A run directory followed and drawn: the run screen's (tui.screens.run) first half, the one
 that needs no operator.
 
-It folds the journal batches the App's follower reads (engine.record.state.apply, the one way state
+It folds the journal batches the App's follower reads (engine.record.fold.apply, the one way state
 is derived), keeps what the operator looks at (tui.core.selection) and, after each change, hands
 each pane one snapshot of both (tui.widgets.view.View): the panes draw themselves (memray's live
 TUI: a thread reads, the screen snapshots, each pane watches its view).
@@ -21,8 +21,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from engine.method.verdict import Rule
+from engine.record.fold import apply
 from engine.record.journal import Event
-from engine.record.state import RunState, apply
+from engine.record.state import RunState
 from engine.servers import get_adapter
 from engine.words import RunStatus
 from tui.core.ending import ended, is_over

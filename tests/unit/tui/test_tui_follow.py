@@ -20,8 +20,9 @@ from engine.commands.eta import LoadPlan, _rates, eta, load_plan
 from engine.method import stats
 from engine.record import snapshot
 from engine.record.events import EventKind
+from engine.record.fold import apply, fold, fold_read
 from engine.record.journal import JournalRead, read_events, read_journal
-from engine.record.state import RunState, apply, fold, fold_read
+from engine.record.state import RunState
 from engine.record.writer import JournalWriter
 from engine.words import RowStatus, SessionStatus, Verdict, WindowStatus
 from tests.paths import FIXTURES

@@ -12,8 +12,9 @@ import pytest
 
 from engine.method.verdict import Rule
 from engine.record import judgement
+from engine.record.fold import apply, fold_read
 from engine.record.journal import read_journal
-from engine.record.state import RowState, RunState, apply, fold_read
+from engine.record.state import RowState, RunState
 from tests.paths import FIXTURES
 
 RULE = Rule(0.05, "holm", 0.05, 0.02)

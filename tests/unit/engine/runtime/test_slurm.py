@@ -28,8 +28,8 @@ from engine.campaign.launch import WindowStart, plan_launch
 from engine.campaign.load import SpecError, load_campaign
 from engine.commands.progress import format_event
 from engine.record.events import EventKind
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 from engine.report import load_run, render
 from engine.runtime.base import LaunchPlan
 from engine.runtime.slurm.commands import JobState, _exit_of, ended_line, parse_scontrol

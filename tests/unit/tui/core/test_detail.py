@@ -3,8 +3,8 @@ whole, and the server's words as its terminal would show them."""
 
 from __future__ import annotations
 
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 from tests.paths import FIXTURES
 from tui.core.detail import Detail, detail
 from tui.core.rules import DECLARED, DEFAULT_RULE

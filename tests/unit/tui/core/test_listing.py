@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from engine.record.fold import apply, fold
 from engine.record.journal import read_events
 from engine.record.judgement import judgement
-from engine.record.state import apply, fold
 from engine.report.run import load_run
 from engine.report.sections import summary
 from engine.words import is_control

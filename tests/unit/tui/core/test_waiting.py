@@ -13,8 +13,9 @@ import yaml
 from engine.campaign.spec import VerdictSpec
 from engine.commands.eta import load_plan
 from engine.record.events import FORMAT
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import RunState, fold
+from engine.record.state import RunState
 from engine.run.runner import verdict_record
 from tests.paths import FIXTURES
 from tui.core.detail import detail
