@@ -42,11 +42,12 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import testbed
+from engine.campaign.launch import WindowStart, plan_launch
 from engine.campaign.load import load_campaign
-from engine.campaign.plan import WindowStart, plan_launch
 from engine.campaign.sources.item import plain_item
 from engine.method import stats
-from engine.run.loadgen import PassPlan, measure_pass
+from engine.run.loadgen import PassPlan
+from engine.run.shards import measure_pass
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 from engine.servers.llamacpp import LlamaCppAdapter

@@ -109,8 +109,9 @@ def ruler_client(port: int, c: int, n: int, seconds: float, out: Any, cpus: set[
     if cpus:
         os.sched_setaffinity(0, cpus)
     from engine.campaign.sources.item import plain_item
-    from engine.campaign.spec import Shard
-    from engine.run.loadgen import PassPlan, chunk_rate, measure_pass, shard_count
+    from engine.campaign.workload import Shard
+    from engine.run.loadgen import PassPlan, chunk_rate, shard_count
+    from engine.run.shards import measure_pass
     from engine.servers import get_adapter
 
     # The bench server keeps connections alive properly, as vLLM and SGLang do.

@@ -85,7 +85,8 @@ def _ruler_real(base_url: str, c: int, n: int, max_tokens: int, out: Any, cpus: 
         os.sched_setaffinity(0, cpus)
     from engine.campaign.sources.item import plain_item
     from engine.method import stats
-    from engine.run.loadgen import PassPlan, measure_pass
+    from engine.run.loadgen import PassPlan
+    from engine.run.shards import measure_pass
     from engine.servers.llamacpp import LlamaCppAdapter
 
     res = measure_pass(PassPlan(base_url, LlamaCppAdapter(), [plain_item(p) for p in PROMPTS], c, n,
@@ -149,7 +150,8 @@ def real_table(args: argparse.Namespace) -> None:
 
 def _ruler_real_warm(base_url: str, c: int, max_tokens: int) -> None:
     from engine.campaign.sources.item import plain_item
-    from engine.run.loadgen import PassPlan, measure_pass
+    from engine.run.loadgen import PassPlan
+    from engine.run.shards import measure_pass
     from engine.servers.llamacpp import LlamaCppAdapter
 
     measure_pass(PassPlan(base_url, LlamaCppAdapter(), [plain_item(p) for p in PROMPTS], c, 2 * c,

@@ -67,7 +67,8 @@ def client(port: int, passes: int, unbounded: bool) -> None:
     from engine.campaign.sources.item import plain_item
     from engine.run import loadgen
     from engine.run.client import record
-    from engine.run.loadgen import PassPlan, measure_pass
+    from engine.run.loadgen import PassPlan
+    from engine.run.shards import measure_pass
     from engine.servers import get_adapter
 
     if unbounded:  # the client before the fix: no bound on an event, no collection before the freeze

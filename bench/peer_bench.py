@@ -60,7 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import testbed
 from engine.campaign.sources.item import plain_item
 from engine.method import stats
-from engine.run.loadgen import PassPlan, arrival_times, measure_pass
+from engine.run.loadgen import PassPlan, arrival_times
+from engine.run.shards import measure_pass
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 from engine.servers.prometheus import summed_samples

@@ -1,5 +1,5 @@
 """Simulation (not a test): the verdicts' error rates, power and what a decision costs in GPU time,
-by ruler's own judgement (engine.record.judged through engine.record.simulate) on synthetic
+by ruler's own judgement (engine.record.judgement through engine.record.simulate) on synthetic
 campaigns whose truth is known.
 
     .venv/bin/python bench/verdict_sim.py [errors|power|cost|all] [--campaigns 200]

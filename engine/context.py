@@ -99,7 +99,7 @@ class RunContext:
 
     def file_variables(self) -> dict[str, str]:
         """What a ${...} in a data file's path stands for: the environment, then the testbed's
-        (as engine.campaign.plan.campaign_items resolves a class's file)."""
+        (as engine.campaign.launch.campaign_items resolves a class's file)."""
         return dict(os.environ) | self.variables
 
     def axis(self, window: str) -> str:

@@ -1,7 +1,7 @@
 """The dry run's plan (``ruler run FILE --dry-run``): what a run would start, send and watch.
 
 The operator checks this before burning GPU hours, so the invocation comes from the very code
-that starts servers: :func:`engine.campaign.plan.plan_launch`, the runner's own planning, shown the
+that starts servers: :func:`engine.campaign.launch.plan_launch`, the runner's own planning, shown the
 way ``docker run`` would spell it. Nothing here builds the testbed, pulls an image or opens a
 port: ``${testbed.*}`` resolves from the cache when it is already there and otherwise stays
 unresolved in the output, like any variable the host does not define.
@@ -18,14 +18,15 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine.campaign import defaults
-from engine.campaign.load import campaign_warnings, load_campaign
-from engine.campaign.plan import (
+from engine.campaign.checks.warnings import campaign_warnings
+from engine.campaign.launch import (
     WindowStart,
     campaign_items,
     check_quality_files,
     plan_launch,
     resolve_runtime,
 )
+from engine.campaign.load import load_campaign
 from engine.campaign.redact import redactor_for
 from engine.campaign.secrets import is_secret
 from engine.campaign.sources import Item, chosen, class_notes
@@ -172,7 +173,7 @@ def job_script_lines(campaign: Campaign, adapter: ServerAdapter, variables: Mapp
     window = campaign.windows_in(session)[0]
     wdir = run_dir / "windows" / f"{session}-{window}"
     try:
-        plan = plan_launch(campaign, get_adapter(campaign.adapter_for(window)), WindowStart(
+        plan = plan_launch(campaign, get_adapter(campaign.server_for(window)), WindowStart(
             "slurm", DRY_RUN_ID, session, window, variables, environ, workdir=wdir,
             node=_session_node(campaign, session, window)))
     except KeyError:  # said in the window's own lines
@@ -371,16 +372,16 @@ def window_lines(campaign: Campaign, adapter: ServerAdapter, start: WindowStart,
     if w is not None and w.change.knobs:
         out.append(f"      request knobs: {json.dumps(campaign.knobs_for(window))}")
     config = campaign.config_for(window)
-    adapter = get_adapter(config.adapter)
+    adapter = get_adapter(config.server)
     if w is not None and w.server is not None:
-        out.append(f"      on another stack: {config.adapter} (the control's is {campaign.server}); "
+        out.append(f"      on another stack: {config.server} (the control's is {campaign.server}); "
                    f"{parity_note(campaign)}")
         wl = campaign.workload
         fields = adapter.exact_length_fields(wl.max_tokens) if wl.exact_output else {}
         out.append("      its requests: the same sampling; " + (
             f"exactly {wl.max_tokens} tokens ({json.dumps(fields)})" if fields else
             "output length a limit only (" + ("workload.exact_output is off" if not wl.exact_output
-                                              else f"{config.adapter} has no such field") + ")"))
+                                              else f"{config.server} has no such field") + ")"))
     try:
         plan = plan_launch(campaign, adapter, start)
     except KeyError as e:  # an unresolved ${...}: the real run rejects the window the same way

@@ -1,5 +1,5 @@
-"""Secrets: which variables hold one, the one filter every recorded string passes, and the warning
-for a secret put on a server's command line.
+"""Secrets: which variables hold one, and the one filter every recorded string passes (the warning
+for a secret put on a server's command line is engine.campaign.checks.warnings).
 
 Only values of secret-looking names are redacted. Redacting every passed-through value (``HF_HOME``,
 a model directory) would rewrite unrelated text wherever the value happens to occur: boot facts,
@@ -11,17 +11,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
 
 from engine.campaign.secrets import MIN_SECRET_LEN, is_secret, marker
 from engine.campaign.spec import Campaign
 from engine.campaign.sweep import label
 from engine.campaign.variables import expand
-from engine.campaign.yamlmarks import KeyPath, Problem, load_marked
 from engine.words import CONTROL
 
-_REFERENCE = re.compile(r"\$\{([^{}]*)\}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -173,49 +170,3 @@ def redactor_for(campaign: Campaign, environ: Mapping[str, str] | None = None) -
     env = dict(os.environ if environ is None else environ)
     return Redactor([*((k, v) for k, v in env.items() if is_secret(k)), *campaign_secrets(campaign, env)])
 
-
-def _argv_strings(raw: Mapping[Any, Any]) -> Iterator[tuple[KeyPath, str, str]]:
-    """(where, flag or "command", value) for every string that ends up on a server's argv."""
-    def args(path: KeyPath, mapping: object) -> Iterator[tuple[KeyPath, str, str]]:
-        for flag, value in mapping.items() if isinstance(mapping, dict) else []:
-            items = value if isinstance(value, list) else [value]
-            for i, item in enumerate(items):
-                if isinstance(item, str):
-                    yield (*path, flag, *((i,) if isinstance(value, list) else ())), str(flag), item
-
-    def command(path: KeyPath, items: object) -> Iterator[tuple[KeyPath, str, str]]:
-        for i, item in enumerate(items if isinstance(items, list) else []):
-            if isinstance(item, str):
-                yield (*path, i), "command", item
-
-    control = raw.get(CONTROL)  # the control's section of the campaign file
-    yield from args((CONTROL, "args"), control.get("args") if isinstance(control, dict) else None)
-    for section in ("docker", "process"):
-        part = raw.get(section)
-        yield from command((section, "command"), part.get("command") if isinstance(part, dict) else None)
-    windows = raw.get("windows")
-    for i, window in enumerate(windows if isinstance(windows, list) else []):
-        change = window.get("change") if isinstance(window, dict) else None
-        if isinstance(change, dict):
-            yield from args(("windows", i, "change", "args"), change.get("args"))
-            yield from command(("windows", i, "change", "command"), change.get("command"))
-
-
-def argv_warnings(campaign: Campaign) -> list[Problem]:
-    """A secret variable expanded into a server argument: ruler keeps its value out of every
-    record, but the host shows a command line to all its users (``ps``; ``docker inspect`` to
-    Docker users). Warned, not refused: some servers take a credential only as a flag."""
-    doc = load_marked(campaign.source_text)
-    if not isinstance(doc.data, dict):
-        return []
-    file = str(campaign.source_path)
-    out: list[Problem] = []
-    for path, flag, value in _argv_strings(doc.data):
-        for name in dict.fromkeys(n for n in _REFERENCE.findall(value) if is_secret(n)):
-            mark = doc.locate(path)
-            out.append(Problem(file, mark.line, mark.col, (
-                f"warning: {flag}: ${{{name}}} puts a secret on the server's command line, which "
-                "`ps` and `docker inspect` show to other users; ruler redacts it from its "
-                f"records, but prefer the environment (pass_env: [{name}]) if the server reads "
-                "it there")))
-    return out

@@ -132,6 +132,9 @@ class _SourcedDoc(MarkedDoc):
     def locate(self, path: KeyPath, *, key: bool = False) -> Mark:
         return super().locate(self._expansion.source(path), key=key)
 
+    def source(self, path: KeyPath) -> KeyPath:
+        return self._expansion.source(path)
+
 
 def expand(raw: Any) -> Expansion:
     """Every sweep entry of ``raw`` (a campaign's YAML data) expanded; ``raw`` is left as it is."""

@@ -79,6 +79,14 @@ class MarkedDoc:
                 return found
         return Mark(1, 1)
 
+    def source(self, path: KeyPath) -> KeyPath:
+        """Where a path of the data was written (the data is the file's own: where it is)."""
+        return path
+
+    def has_key(self, path: KeyPath) -> bool:
+        """Whether the file wrote the key at ``path``."""
+        return self.source(path) in self.keys
+
 
 class Refused(yaml.YAMLError):
     """Text ruler will not load although it may be YAML: past a limit, or a value it cannot hold."""

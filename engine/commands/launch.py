@@ -24,14 +24,15 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 from engine import __version__, files, gpu, testbed
-from engine.campaign.load import SpecError, campaign_warnings, load_campaign
-from engine.campaign.plan import (
+from engine.campaign.checks.warnings import campaign_warnings
+from engine.campaign.launch import (
     campaign_items,
     check_quality_files,
     images,
     quality_texts,
     resolve_runtime,
 )
+from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.prompts import DataFileError
 from engine.campaign.redact import redactor_for
 from engine.campaign.spec import Campaign

@@ -24,7 +24,7 @@ from engine.campaign.spec import Campaign
 from engine.errors import BadInput
 from engine.method.boots import BootNoise, declared
 from engine.method.design import best_reps, control_boots, sessions_needed
-from engine.record.judged import Shape, judgement
+from engine.record.judgement import Shape, judgement
 from engine.record.results import JOURNAL
 from engine.record.snapshot import fold_journal
 from engine.record.state import RunState

@@ -11,14 +11,13 @@ from typing import Any
 
 import yaml
 
+from engine.campaign.checks.warnings import campaign_warnings
 from engine.campaign.dryrun import classes_text, plan_text
-from engine.campaign.load import MAX_CAMPAIGN_BYTES, SpecError, campaign_warnings, is_tune_file, load_campaign
-from engine.campaign.prompts import DataFileError, NotUtf8, decode_text
+from engine.campaign.load import NotACampaign, SpecError, load_campaign
+from engine.campaign.prompts import DataFileError
 from engine.campaign.spec import Campaign, campaign_schema
-from engine.campaign.yamlmarks import load_marked
 from engine.commands.invocation import ruler_command
 from engine.errors import BadInput, EngineError
-from engine.files import Unreadable, read_bounded
 from engine.sanitize import terminal_lines
 from engine.tune.spec import load_tune
 from engine.words import plural
@@ -28,10 +27,14 @@ def cmd_validate(path: str, explain: bool = False, baseline: str | None = None) 
     """`ruler validate FILE`: a one-line summary and 0, or every problem on stderr and 2. With
     ``baseline`` (an earlier run's directory) it also warns of reps too short for a steady window,
     and ``explain`` estimates the reps and wall time the campaign's precision asks for."""
-    if _tune_file(path):
-        return validate_tune(path)
     try:
         campaign = load_campaign(path)
+    except NotACampaign as exc:
+        if exc.tune_file:
+            return validate_tune(path)
+        for problem in exc.problems:
+            print(terminal_lines(problem), file=sys.stderr)
+        return 2
     except SpecError as exc:
         for problem in exc.problems:  # each may quote the file or the name it was given
             print(terminal_lines(problem), file=sys.stderr)
@@ -66,15 +69,6 @@ def cmd_validate(path: str, explain: bool = False, baseline: str | None = None) 
     if rc == 0:
         print("\n" + base.plan_text(campaign, run_dir, seen), end="")
     return rc
-
-
-def _tune_file(path: str) -> bool:
-    """Whether ``path`` reads as a tune file; a file that cannot be read or parsed is the campaign
-    loader's to say so."""
-    try:
-        return is_tune_file(load_marked(decode_text(read_bounded(path, MAX_CAMPAIGN_BYTES))).data)
-    except (OSError, Unreadable, NotUtf8, yaml.YAMLError):
-        return False
 
 
 def validate_tune(path: str) -> int:

@@ -26,7 +26,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
-class Probe(StrEnum):
+class ProbeResult(StrEnum):
+    """What one probe of the search (a row at one load) found: its SLA held in every rep, in none,
+    in some; or nothing usable."""
+
     HOLDS = "holds"
     FAILS = "fails"
     MIXED = "mixed"  # its reps disagree: the edge is within the noise here
@@ -82,13 +85,13 @@ class Answer:
         return lo + ("" if self.hi is None else f", fails at {self.hi:g}")
 
 
-def step(search: Search, probes: Mapping[float, Probe]) -> Answer:
+def step(search: Search, probes: Mapping[float, ProbeResult]) -> Answer:
     """Where the search stands after ``probes`` (load -> verdict), and the next load to probe."""
-    fails = sorted(x for x, v in probes.items() if v == Probe.FAILS)
+    fails = sorted(x for x, v in probes.items() if v == ProbeResult.FAILS)
     hi = fails[0] if fails else None
-    holds = sorted(x for x, v in probes.items() if v == Probe.HOLDS and (hi is None or x < hi))
+    holds = sorted(x for x, v in probes.items() if v == ProbeResult.HOLDS and (hi is None or x < hi))
     lo = holds[-1] if holds else None
-    mixed = tuple(sorted(x for x, v in probes.items() if v == Probe.MIXED
+    mixed = tuple(sorted(x for x, v in probes.items() if v == ProbeResult.MIXED
                          and (lo is None or x > lo) and (hi is None or x < hi)))
     n = len(probes)
 
@@ -98,13 +101,13 @@ def step(search: Search, probes: Mapping[float, Probe]) -> Answer:
     low, high = search.tidy(search.low), search.tidy(search.high)
     if low not in probes:
         return answer(None, low) if n < search.max_probes else answer(Found.BUDGET)
-    if lo is None and probes[low] != Probe.VOID:
+    if lo is None and probes[low] != ProbeResult.VOID:
         return answer(Found.BELOW)  # the low end did not hold (failed, or mixed: the edge is there)
     if hi is None and high not in probes:
         return answer(None, high) if n < search.max_probes else answer(Found.BUDGET)
-    if hi is None and not mixed and probes[high] == Probe.HOLDS:
+    if hi is None and not mixed and probes[high] == ProbeResult.HOLDS:
         return answer(Found.ABOVE)
-    if lo is None and hi is None and not mixed and probes[low] == probes[high] == Probe.VOID:
+    if lo is None and hi is None and not mixed and probes[low] == probes[high] == ProbeResult.VOID:
         return answer(Found.NONE)  # neither end says anything: the middle would not either
     # The band: from lo (or the low end) to hi (or the high end), split by the mixed probes.
     points = [lo if lo is not None else low, *mixed, hi if hi is not None else high]

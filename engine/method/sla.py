@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.method.capacity import Probe
+from engine.method.capacity import ProbeResult
 from engine.method.stats import Slo, meets, tpot_ms, ttft_ms
 
 
@@ -59,9 +59,9 @@ def rep_figures(records: Sequence[Mapping[str, Any]], criteria: Criteria) -> dic
     return out
 
 
-def judge(reps: Sequence[Mapping[str, Any]]) -> Probe:
+def judge(reps: Sequence[Mapping[str, Any]]) -> ProbeResult:
     """A probe from its reps' :func:`rep_figures`: unanimous, or mixed."""
     if not reps:
-        return Probe.VOID
+        return ProbeResult.VOID
     held = sum(bool(r["holds"]) for r in reps)
-    return Probe.HOLDS if held == len(reps) else Probe.FAILS if held == 0 else Probe.MIXED
+    return ProbeResult.HOLDS if held == len(reps) else ProbeResult.FAILS if held == 0 else ProbeResult.MIXED

@@ -28,7 +28,7 @@ from engine.quality.reference import (
 )
 from engine.record import results
 from engine.record.events import EventKind
-from engine.record.judged import judgement
+from engine.record.judgement import judgement
 from engine.words import CONTROL, Check, Verdict
 
 

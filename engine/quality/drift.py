@@ -20,7 +20,7 @@ from engine.method import stats
 from engine.method.boots import BootNoise
 from engine.method.verdict import Rule, versus
 from engine.record import results
-from engine.record.judged import fallback_noise
+from engine.record.judgement import fallback_noise
 from engine.record.receipts import read_rep, source_paths
 from engine.record.state import earlier_sessions
 from engine.words import CONTROL, USABLE_ROWS, Verdict

@@ -17,7 +17,7 @@ from typing import Any
 
 from engine import files
 from engine.method.verdict import Call, Rule
-from engine.record.judged import Judgement, judgement
+from engine.record.judgement import Judgement, judgement
 from engine.record.state import RowState, RunState
 from engine.words import Check, Verdict, load_label
 
@@ -39,7 +39,7 @@ def fact_diff(window: dict[str, Any], control: dict[str, Any]) -> dict[str, Any]
 
 
 def rows_called(j: Judgement, rows: Iterable[RowState]) -> dict[str, Any]:
-    """Each of a window's rows with the campaign's call on it (engine.record.judged: against the
+    """Each of a window's rows with the campaign's call on it (engine.record.judgement: against the
     session's control boots, the noise between boots counted, the family every window row so
     far). A row without a figure on either side cannot be judged."""
     out: list[dict[str, Any]] = []

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from engine.campaign.plan import campaign_items
+from engine.campaign.launch import campaign_items
 from engine.campaign.sources.item import Message
 from engine.campaign.spec import Campaign
 from engine.servers.client import Http, ServerClient, Unsupported

@@ -9,7 +9,7 @@ session has both its control's renderings and a stack window's (whichever boots 
 so ``control_position: last`` is served too), the ids are compared prompt by prompt:
 ``parity.json`` beside the window's receipts and a ``parity`` event, per class "token-identical"
 or "differs on N of M prompts". The fold keeps it on the window (``WindowState.parity``);
-engine.record.judged withholds the delta of a class that is not token-identical unless the
+engine.record.judgement withholds the delta of a class that is not token-identical unless the
 campaign sets ``verdict.allow_different``.
 
 The record says what else both stacks were sent: the same sampling (the workload's, on every
@@ -104,7 +104,7 @@ def record(run: RunContext, session: str, window: str, classes: dict[str, list[l
            control: Rendered, theirs: Rendered) -> Parity:
     """Compare a stack window's renderings with its control's; write parity.json, emit the event."""
     c = run.campaign
-    ours, stack = c.server, c.adapter_for(window)
+    ours, stack = c.server, c.server_for(window)
     name = stack if stack != ours else f"{stack} ({window})"
     result = against(ours, control, [(name, theirs)], classes)
     wdir = results.window_dir(run.run_dir, session, window)
@@ -126,7 +126,7 @@ def same_requests(c: Campaign, window: str) -> dict[str, Any]:
     exact output length (none: its requests stop at its own end of sequence)."""
     wl = c.workload
     fields = {name: get_adapter(name).exact_length_fields(wl.max_tokens) if wl.exact_output else {}
-              for name in (c.server, c.adapter_for(window))}
+              for name in (c.server, c.server_for(window))}
     lengths = ("exactly max_tokens on both" if all(fields.values()) else
                "a limit only on " + ", ".join(n for n, f in fields.items() if not f)
                + (" (workload.exact_output is off)" if not wl.exact_output

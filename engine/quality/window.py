@@ -18,7 +18,7 @@ from engine.quality.reference import (
     same_items,
 )
 from engine.record import results
-from engine.record.judged import judgement
+from engine.record.judgement import judgement
 from engine.words import CONTROL, Check, Verdict, is_control
 
 TF_CLOSE = 0.05  # nats: a p99 |dlogp| at or below this is numeric noise, not a different model

@@ -3,20 +3,17 @@ hold (window, row, session and run statuses, checks, verdicts) are engine.words'
 
 An event on disk is one JSON object: ``seq``, ``ts``, ``kind`` and the fields of its kind's
 TypedDict below. ``EventKind`` is a ``StrEnum``: its members are the very strings the journal
-holds. The runner checks each event against its kind before it is written (:func:`check`): a
-ruler bug fails loudly, never as a malformed journal.
+holds. The runner checks each event against its kind before it is written
+(engine.record.eventcheck): a ruler bug fails loudly, never as a malformed journal.
 """
 
 # No ``from __future__ import annotations``: TypedDict reads NotRequired[...] only from evaluated
-# annotations, and __required_keys__ is what ``check`` relies on.
+# annotations, and __required_keys__ is what engine.record.eventcheck relies on.
 
 import types
-import typing
-from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import Any, NotRequired, TypedDict, is_typeddict
+from typing import Any, NotRequired, TypedDict
 
-from engine.errors import EngineError
 from engine.record import figures
 from engine.words import Check, QualityStatus, RunStatus, Verdict, WindowStatus
 
@@ -88,9 +85,30 @@ class Workload(TypedDict):
     rate_requests: NotRequired[list[int]]  # per pass, at each rate
 
 
-# The journal's format, run_started's ``format``: 2 carries the workload. An older journal's
-# events are read in this format's shape (engine.record.upgrade).
-FORMAT = 2
+# The journal's format, run_started's ``format``: 2 carries the workload, 3 the leak and verdict
+# rules. An older journal's events are read in this format's shape (engine.record.upgrade).
+FORMAT = 3
+
+
+class LeakRecord(TypedDict):
+    """The campaign's leak rule (its ``leak:``) as the console reads a row by it."""
+
+    spread: float  # the declared noise: a row within it is clean, the Δ column's floor
+    min_concurrency: int  # below it a leak-shaped row is noisy, not void
+
+
+class VerdictRecord(TypedDict):
+    """The campaign's verdict rule (its ``verdict:``, engine.method.verdict.Rule), whole: the calls
+    the console shows are the engine's only with the same rule."""
+
+    error_rate: float
+    correction: str
+    margin: float
+    boot_noise: float | None
+    allow_different: bool
+    until_decided: bool
+    max_boots: int | None
+    max_minutes: float | None
 
 
 class Sweep(TypedDict):
@@ -110,11 +128,15 @@ class RunStarted(TypedDict):
     axes: dict[str, str]  # window -> its axis label
     # Absent only from a format 1 journal whose frozen campaign.yaml cannot be read.
     workload: NotRequired[Workload]
+    # The rules the run's rows and windows are judged by. Absent only from an older journal whose
+    # frozen campaign.yaml cannot be read; an older one's hold the keys its campaign declared.
+    leak: NotRequired[LeakRecord]
+    verdict: NotRequired[VerdictRecord]
     # Each sweep (engine.campaign.sweep): the axis it varies, the control's value of it, and each
     # of its windows' value, in the order of the values. Absent from a campaign without sweeps.
     sweeps: NotRequired[dict[str, Sweep]]
     # `ruler run --baseline RUN_DIR`: that run's noise between boots per shape, pooled with this
-    # run's by their degrees of freedom (engine.record.judged): {"run": name, "noise": [...]}
+    # run's by their degrees of freedom (engine.record.judgement): {"run": name, "noise": [...]}
     baseline: NotRequired[dict[str, Any]]
 
 
@@ -448,161 +470,3 @@ FIELDS: dict[EventKind, type] = {
 }
 OPEN = frozenset({EventKind.SERVER_STARTED, EventKind.STRAY_STOPPED})  # + the runtime's identity
 ENVELOPE = frozenset({"seq", "ts", "kind"})  # what the journal adds to every event
-
-
-class MalformedEvent(EngineError):
-    """Ruler tried to journal an event its kind does not define: a bug in ruler, never input."""
-
-
-def check(kind: str, data: Mapping[str, Any]) -> EventKind:
-    """The kind, when ``data`` has every required field of it and no field it does not define."""
-    try:
-        known = EventKind(kind)
-    except ValueError:
-        raise MalformedEvent(f"unknown event kind {kind!r}") from None
-    spec = FIELDS[known]
-    required = spec.__required_keys__  # type: ignore[attr-defined]  # a TypedDict class has them
-    missing = required - data.keys()
-    defined = required | spec.__optional_keys__  # type: ignore[attr-defined]  # a TypedDict class has them
-    extra = set() if known in OPEN else data.keys() - defined
-    if missing or extra:
-        raise MalformedEvent(f"{known} event: " + "; ".join(
-            ([f"missing {', '.join(sorted(missing))}"] if missing else [])
-            + ([f"undefined {', '.join(sorted(extra))}"] if extra else [])))
-    return known
-
-
-# ---------------------------------------------------------------- reading: fields of the right type
-
-Fits = Callable[[Any], bool]
-_SCALARS: dict[Any, frozenset[type]] = {
-    bool: frozenset({bool}), int: frozenset({int}), float: frozenset({float, int}),
-    type(None): frozenset({type(None)}), str: frozenset({str})}
-
-
-def _types(tp: Any) -> frozenset[type] | None:
-    """The Python types of the JSON values a field of type ``tp`` takes, when its type alone
-    tells (a float field takes an integer, never a bool; a StrEnum field any string, so an older
-    journal's word still reads); None when the value must be looked into (a list of numbers)."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp in _SCALARS:
-        return _SCALARS[tp]
-    if isinstance(tp, type) and issubclass(tp, str):
-        return _SCALARS[str]
-    if origin is list and args[0] is Any:
-        return frozenset({list, tuple})  # a tuple: an event not yet written (the runner's own)
-    if origin is dict and args[1] is Any:
-        return frozenset({dict})
-    if origin in (typing.Union, types.UnionType):
-        each = [_types(a) for a in args]
-        return None if None in each else frozenset().union(*each)  # type: ignore[arg-type]
-    return None
-
-
-def _subtype(v: Any, allowed: frozenset[type]) -> bool:
-    """A value of a subclass of an allowed type: a StrEnum word or a numpy float in an event the
-    runner folds before it is written; never a bool where a number goes."""
-    return not isinstance(v, bool) and isinstance(v, tuple(allowed))
-
-
-def _fits(tp: Any) -> Fits:
-    """Whether a JSON value is of the annotated type, looked into."""
-    simple = _types(tp)
-    if simple is not None:
-        return lambda v: type(v) in simple or _subtype(v, simple)
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is Any:
-        return lambda v: True
-    if is_typeddict(tp):
-        inner = Fields(tp)
-        return lambda v: isinstance(v, dict) and inner.why_not(v) is None
-    if origin in (typing.Union, types.UnionType):
-        alts = [_fits(a) for a in args]
-        return lambda v: any(f(v) for f in alts)
-    if origin is list:
-        item = _fits(args[0])
-        return lambda v: isinstance(v, list | tuple) and all(map(item, v))
-    if origin is dict:
-        value = _fits(args[1])
-        return lambda v: isinstance(v, dict) and all(map(value, v.values()))
-    raise TypeError(f"no JSON check for {tp!r}")
-
-
-def _noun(tp: Any, many: bool = False) -> str:
-    """The type as a journal's reader says it: ``a number or null``, ``a list of strings``."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_noun(a, many) for a in args)
-    if origin is list:
-        word = "lists" if many else "a list"
-        return word + ("" if args[0] is Any else f" of {_noun(args[0], True)}")
-    if origin is dict:
-        word = "objects" if many else "an object"
-        return word + ("" if args[1] is Any else f" of {_noun(args[1], True)}")
-    if is_typeddict(tp):
-        return "objects" if many else "an object"
-    one, more = {bool: ("a boolean", "booleans"), int: ("an integer", "integers"),
-                 float: ("a number", "numbers"), type(None): ("null", "nulls")}.get(
-        tp, ("a string", "strings") if isinstance(tp, type) and issubclass(tp, str)
-        else ("any value", "values"))
-    return more if many else one
-
-
-def _json_noun(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, int | float):
-        return "a number"
-    if isinstance(v, str):
-        return "a string"
-    return "a list" if isinstance(v, list) else "an object"
-
-
-class Fields:
-    """The fields of one TypedDict as a journal's reader checks them (:meth:`why_not`). Only the
-    fields an event has are looked at, most by their type alone: the check runs on every event
-    of a full fold (a tenth of a day-long journal's fold time)."""
-
-    def __init__(self, spec: type, envelope: bool = False) -> None:
-        hints = typing.get_type_hints(spec) | ({"ts": float} if envelope else {})
-        self.types = {n: t for n, tp in hints.items() if (t := _types(tp)) is not None}
-        self.deep = {n: _fits(tp) for n, tp in hints.items() if n not in self.types and tp is not Any}
-        self.nested = {n: Fields(tp) for n, tp in hints.items() if is_typeddict(tp)}
-        self.nouns = {n: _noun(tp) for n, tp in hints.items()}
-
-        # One pass over the checked fields (not over the event's): the types in a tuple of pairs.
-        self._plain = tuple(self.types.items())
-        self._deep = tuple(self.deep.items())
-
-    def why_not(self, e: Mapping[str, Any], prefix: str = "") -> str | None:
-        get = e.get
-        for name, allowed in self._plain:
-            v = get(name, _ABSENT)
-            if v is not _ABSENT and type(v) not in allowed and not _subtype(v, allowed):
-                return self._said(name, v, prefix)
-        for name, fit in self._deep:
-            v = get(name, _ABSENT)
-            if v is not _ABSENT and not fit(v):
-                return self._said(name, v, prefix)
-        return None
-
-    def _said(self, name: str, v: Any, prefix: str) -> str:
-        inner = self.nested.get(name)
-        if inner is not None and type(v) is dict:
-            return inner.why_not(v, f"{prefix}{name}.") or ""
-        return f"'{prefix}{name}' is {_json_noun(v)}, not {self.nouns[name]}"
-
-
-_ABSENT = object()
-# Keyed by str, which each EventKind is: a journal's kind is looked up before it is known to be one.
-CHECKED: dict[str, Fields] = {kind: Fields(spec, envelope=True) for kind, spec in FIELDS.items()}
-
-
-def mistyped(e: Mapping[str, Any]) -> str | None:
-    """Why an event read from a journal holds a field its kind defines with a value of another
-    type (``'rate' is a string, not a number``), or None. A kind this version does not know is
-    not checked: a newer engine's events are on record only."""
-    fields = CHECKED.get(e.get("kind", ""))
-    return None if fields is None else fields.why_not(e)

@@ -120,7 +120,7 @@ ROW: tuple[Figure, ...] = (
            fmt=".1f %", cell=".1%",
            header="spread", column="spread"),
     # A window row against its session's control boots, with the noise between boots
-    # (engine.record.judged).
+    # (engine.record.judgement).
     Figure("delta", float | None, "(row - control) / control tok/s, the control boots' geometric "
            "mean", journal=WRITTEN, later=True),
     Figure("delta_lo", float | None, "... its 95 % interval's low end (the noise between boots in it)",

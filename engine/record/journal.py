@@ -113,7 +113,7 @@ def _event(raw: bytes, run_dir: Path | None, parse: Parse | None = None,
 class Reader:
     """The one parser of journal lines. Fed complete lines in file order (each with or without
     its newline), it numbers them, returns ``(line, event)`` for each event and keeps the rest in
-    :attr:`damage`. Sequence numbers are the fold's business (``engine.record.state.apply``).
+    :attr:`damage`. Sequence numbers are the fold's business (``engine.record.fold.apply``).
     ``run_dir``: the run directory, whose frozen campaign upgrades a format 1 journal."""
 
     def __init__(self, line: int = 0, run_dir: Path | None = None) -> None:

@@ -5,7 +5,7 @@ every window is decided or the budget (``verdict.max_boots``, ``verdict.max_minu
 passed by another session. A row or window decided at a look stays decided.
 
 The error rate is spent over the looks in proportion to the budget used since the one before
-(engine.record.judged.look_level), the last look spending what is left: the looks' levels add up
+(engine.record.judgement.look_level), the last look spending what is left: the looks' levels add up
 to the campaign's error rate, so by Bonferroni over them the family-wise rate holds however the
 looks fall and whichever windows they stop (Chromium's Pinpoint answers the same way: attempts
 added until the sides separate or a budget ends, then "no difference found" with the budget said).
@@ -22,7 +22,7 @@ from typing import Any
 
 from engine.method.design import control_boots, final_level, interleave
 from engine.method.verdict import Call, Rule
-from engine.record.judged import budget_fraction, budget_used, judgement
+from engine.record.judgement import budget_fraction, budget_used, judgement
 from engine.record.state import RunState
 from engine.words import CONTROL, is_control
 

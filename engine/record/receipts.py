@@ -13,7 +13,7 @@ from engine import files
 from engine.method.verdict import Rule
 from engine.record.events import EventKind
 from engine.record.figures import CSV_COLUMNS
-from engine.record.judged import judgement, row_columns
+from engine.record.judgement import judgement, row_columns
 from engine.record.request import RequestRecord
 from engine.record.results import THROUGHPUT, write_atomic, write_jsonl
 from engine.record.state import RunState
@@ -71,7 +71,7 @@ def source_paths(run_dir: Path, source: str) -> list[Path]:
 
 def throughput_rows(state: RunState, rule: Rule) -> list[dict[str, Any]]:
     """The finished rows, each with its delta against its session's control boots, the noise
-    between boots at its load and its call (engine.record.judged), and its window's ruler check
+    between boots at its load and its call (engine.record.judgement), and its window's ruler check
     verdict ("ruler suspect" loudly)."""
     def ruler(session: str, window: str) -> str:
         ws = state.windows.get(f"{session}-{window}")

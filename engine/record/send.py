@@ -1,8 +1,8 @@
 """The send, typed: each event kind's fields are its TypedDict's (engine.record.events), so strict
 mypy checks an event where it is sent, field by field. ``Emit`` is what a phase, an operator
 command and the runner send through (``RunContext.emit``, ``Runner.emit``); the journal's writer
-checks every event again at run time (``events.check``: the keys of a spread ``dict[str, Any]``
-are beyond mypy) and the journal's readers check the fields' types (``events.mistyped``).
+checks every event again at run time (``eventcheck.check``: the keys of a spread ``dict[str, Any]``
+are beyond mypy) and the journal's readers check the fields' types (``eventcheck.mistyped``).
 """
 
 from __future__ import annotations

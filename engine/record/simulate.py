@@ -1,4 +1,4 @@
-"""Synthetic campaigns for the verdicts' error rates: ruler's own judgement (engine.record.judged)
+"""Synthetic campaigns for the verdicts' error rates: ruler's own judgement (engine.record.judgement)
 on runs whose truth is known. Each session boots the control (as ``control_position`` places it)
 and its windows; every boot moves by its shape's ``boot`` noise (sd of log tok/s: per class, and
 per load where given; Gaussian or Student's t with 3 df scaled to the same sd; correlated across a
@@ -16,7 +16,7 @@ import numpy as np
 
 from engine.method.design import control_boots, interleave
 from engine.method.verdict import Call, Rule
-from engine.record.judged import judgement
+from engine.record.judgement import judgement
 from engine.record.looks import take
 from engine.record.state import RowState, RunState
 from engine.words import CONTROL, RowStatus, is_control

@@ -47,15 +47,17 @@ import orjson
 
 from engine import __version__, files
 from engine.record import results
+from engine.record.fold import fold_read
 from engine.record.journal import JournalRead, Reader, read_journal, wide
-from engine.record.state import RunState, fold_read
+from engine.record.state import RunState
 
 SNAPSHOT = "state.snapshot.json"
 EVERY = 1000  # events between two snapshots: a reader folds fewer than this many itself
 FORMAT = 3  # 3: the CRC-32 of the covered bytes; 2: strict JSON, read by orjson (1 allowed NaN)
 CHUNK = 1 << 20  # bytes read at a time for the CRC of the covered bytes
-FOLD_MODULES = ("engine.record.events", "engine.record.figures", "engine.record.journal",
-                "engine.record.state", __name__)
+FOLD_MODULES = ("engine.record.events", "engine.record.eventcheck", "engine.record.figures",
+                "engine.record.journal", "engine.record.state", "engine.record.fold",
+                "engine.record.upgrade", __name__)
 
 
 def path_of(journal: Path) -> Path:

@@ -3,7 +3,7 @@ with its interval, and the answer in words: one value wins everywhere; a trade (
 best at which value, by how much); or no value separates from the control.
 
 Every call is the campaign's verdict on a window row against its control row, asked of one
-function, :func:`judged`; nothing here decides an effect by a rule of its own. The table, its
+function, :func:`cell_of`; nothing here decides an effect by a rule of its own. The table, its
 words and ``ruler tune`` read the calls; the report, the console and tune.md print them. Pure
 functions of a run's state (run_started records each sweep: engine.record.events.Sweep), so the
 console computes it live without pydantic or numpy.
@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from engine.method.verdict import Call as Verdict
+from engine.method import verdict
 from engine.method.verdict import Rule
-from engine.record.judged import judgement, reps_of
+from engine.record.judgement import judgement, reps_of
 from engine.record.state import RunState
 from engine.words import CONTROL, load_text, row_key
 
 
-class Call(StrEnum):
+class Outcome(StrEnum):
     BETTER = "better"  # an effect, the window faster than the control
     WORSE = "worse"  # an effect, the window slower
     EQUIVALENT = "equivalent"  # shown to be within the campaign's margin of the control
@@ -31,18 +31,18 @@ class Call(StrEnum):
     NO_FIGURE = "no figure"  # a row missing, void or failed on either side
 
 
-SEPARATES = frozenset({Call.BETTER, Call.WORSE})
+SEPARATES = frozenset({Outcome.BETTER, Outcome.WORSE})
 
 
 @dataclass(frozen=True)
-class Judged:
+class Cell:
     """A window row against its control row: the delta (window / control - 1), its interval, and
-    the campaign's call on it."""
+    the campaign's call on it, as an outcome."""
 
     delta: float | None
     lo: float | None
     hi: float | None
-    call: Call
+    outcome: Outcome
     why: str = ""  # why there is no figure, or the campaign's reason for its call
     def text(self) -> str:
         if self.delta is None:
@@ -53,10 +53,10 @@ class Judged:
         return out
 
 
-def judged(state: RunState, rule: Rule, session: str, window: str, cls: str, concurrency: int,
-           rate: float | None = None) -> Judged:
+def cell_of(state: RunState, rule: Rule, session: str, window: str, cls: str, concurrency: int,
+            rate: float | None = None) -> Cell:
     """The campaign's verdict on one window row against its session's control boots
-    (engine.record.judged: the noise between boots counted, the error rate kept across the run's
+    (engine.record.judgement: the noise between boots counted, the error rate kept across the run's
     window rows): an effect is better or worse by its sign, "no observable effect" equivalent,
     the rest undetermined. The one place the trade table and the tuner ask it."""
     key = row_key(session, window, cls, concurrency, rate)
@@ -65,17 +65,18 @@ def judged(state: RunState, rule: Rule, session: str, window: str, cls: str, con
     if reps_of(mine) is None or reps_of(ctl) is None:
         side = "window" if reps_of(mine) is None else "control"
         row = mine if side == "window" else ctl
-        return Judged(None, None, None, Call.NO_FIGURE,
+        return Cell(None, None, None, Outcome.NO_FIGURE,
                       f"the {side}'s row is {row.status if row is not None else 'missing'}")
     found = judgement(state, rule)
     j, v = found.rows.get(key), found.versus(key)
     if j is None or v is None or j.versus is None:
-        return Judged(None, None, None, Call.NO_FIGURE, found.refused.get(key, "no positive rep"))
+        return Cell(None, None, None, Outcome.NO_FIGURE, found.refused.get(key, "no positive rep"))
     lo, hi = v.interval() or (None, None)
     # The call is the window's at this shape (its sessions pooled), its direction the pooled delta's.
-    call = (Call.EQUIVALENT if j.call == Verdict.NONE else Call.UNDETERMINED if j.call != Verdict.EFFECT
-            else Call.BETTER if j.versus.delta > 0 else Call.WORSE)
-    return Judged(v.delta, lo, hi, call, j.why())
+    outcome = (Outcome.EQUIVALENT if j.call == verdict.Call.NONE
+               else Outcome.UNDETERMINED if j.call != verdict.Call.EFFECT
+               else Outcome.BETTER if j.versus.delta > 0 else Outcome.WORSE)
+    return Cell(v.delta, lo, hi, outcome, j.why())
 
 
 Shape = tuple[str, int, float | None]  # class, concurrency, rate
@@ -111,7 +112,7 @@ class Trade:
     control: Any  # the control's value of the axis
     values: list[tuple[str, Any]]  # (window, value), in the sweep's order
     shapes: list[Shape]
-    cells: dict[tuple[str, Shape], Judged]  # (window, shape) -> its call
+    cells: dict[tuple[str, Shape], Cell]  # (window, shape) -> its call
     answer: Answer
     words: str
 
@@ -145,7 +146,7 @@ def trades(state: RunState, rule: Rule) -> list[Trade]:
 def trade(state: RunState, rule: Rule, sweep: str, session: str, windows: list[str]) -> Trade:
     spec = state.sweeps[sweep]
     shapes = shapes_of(state, session, windows)
-    cells = {(w, s): judged(state, rule, session, w, *s) for w in windows for s in shapes}
+    cells = {(w, s): cell_of(state, rule, session, w, *s) for w in windows for s in shapes}
     values = [(w, spec["windows"][w]) for w in windows]
     answer, words = say(spec["axis"], spec.get("control"), values, shapes, cells)
     return Trade(sweep, session, spec["axis"], spec.get("control"), values, shapes, cells, answer, words)
@@ -156,19 +157,19 @@ def _pct(x: float | None) -> str:
 
 
 def say(axis: str, control: Any, values: list[tuple[str, Any]], shapes: list[Shape],
-        cells: dict[tuple[str, Shape], Judged]) -> tuple[Answer, str]:
+        cells: dict[tuple[str, Shape], Cell]) -> tuple[Answer, str]:
     """The answer in words, from the calls alone: a value that is better than the control at
     every shape wins everywhere; some value better somewhere but none everywhere is a trade (per
     shape: the value best there, by how much, or the control's where none is better); values that
     only lose leave the control's value; no call at all: no value separates."""
     ctl = value_text(control)
     name = dict(values)
-    measured = [s for s in shapes if any(cells[(w, s)].call != Call.NO_FIGURE for w, _ in values)]
+    measured = [s for s in shapes if any(cells[(w, s)].outcome != Outcome.NO_FIGURE for w, _ in values)]
     if not measured:
         return Answer.NOT_YET, f"{axis}: no value has a row against the control yet"
-    everywhere = [w for w, _ in values if all(cells[(w, s)].call == Call.BETTER for s in measured)]
-    better = {s: [w for w, _ in values if cells[(w, s)].call == Call.BETTER] for s in measured}
-    worse = [(w, s) for w, _ in values for s in measured if cells[(w, s)].call == Call.WORSE]
+    everywhere = [w for w, _ in values if all(cells[(w, s)].outcome == Outcome.BETTER for s in measured)]
+    better = {s: [w for w, _ in values if cells[(w, s)].outcome == Outcome.BETTER] for s in measured}
+    worse = [(w, s) for w, _ in values for s in measured if cells[(w, s)].outcome == Outcome.WORSE]
     if everywhere:
         best = max(everywhere, key=lambda w: min(cells[(w, s)].delta or 0.0 for s in measured))
         gains = [cells[(best, s)].delta for s in measured]
@@ -186,7 +187,7 @@ def say(axis: str, control: Any, values: list[tuple[str, Any]], shapes: list[Sha
                 j = cells[(top, s)]
                 parts.append(f"{shape_text(s)} is best at {value_text(name[top])} ({j.text()})")
             else:
-                losers = [w for w, _ in values if cells[(w, s)].call == Call.WORSE]
+                losers = [w for w, _ in values if cells[(w, s)].outcome == Outcome.WORSE]
                 said = ", ".join(f"{value_text(name[w])} {_pct(cells[(w, s)].delta)}" for w in losers)
                 why = f"; {said}" if losers else ""
                 parts.append(f"{shape_text(s)} at the control's {ctl} (no value better{why})")

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.record import snapshot
+from engine.record.fold import apply
 from engine.record.journal import Damage, Event, damage_report
 from engine.record.results import open_append, scrub_data, scrub_for
-from engine.record.state import apply
 
 
 class JournalDamaged(ValueError):

@@ -213,7 +213,7 @@ def trade_data(view: RunView) -> Data | None:
                                          for c in cells)],
                           "his": [0.0, *(((c.hi if c.hi is not None else c.delta or 0) - (c.delta or 0)) * 100
                                          for c in cells)],
-                          "called": [False, *(c.call in SEPARATES for c in cells)]})
+                          "called": [False, *(c.outcome in SEPARATES for c in cells)]})
         panels.append({"title": f"{t.sweep} ({t.axis}), {t.session}: {t.answer}", "xs": xs,
                        "lines": lines})
     return {"panels": panels, "size": (_width(max(len(p["xs"]) for p in panels), 1.3, 6.0),

@@ -30,7 +30,7 @@ from typing import Any
 from engine.method import acceptance
 from engine.record.events import EventKind
 from engine.record.figures import CSV_COLUMNS
-from engine.record.judged import Judgement
+from engine.record.judgement import Judgement
 from engine.record.results import ITEMS, PROMPTS
 from engine.report import CONTROL, Delta, ReportError, Row, RunView, delta, load_run, pct, tok
 from engine.report.run import csv_row, read_json

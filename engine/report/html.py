@@ -182,7 +182,7 @@ def blocks(lines: list[str], images: dict[str, str], links: Links = NO_LINKS) ->
                 i += 1
             yield "</ul>"
         else:
-            para = []
+            para, i = [line], i + 1  # a line like a heading that heads nothing ("#x") is text too
             while i < len(lines) and lines[i].strip() and not lines[i].startswith(("#", "|", "- ")):
                 para.append(lines[i])
                 i += 1

@@ -20,7 +20,8 @@ from engine import files
 from engine.campaign import sweep
 from engine.campaign.spec import Campaign
 from engine.record import figures, results
-from engine.record.events import EventKind, mistyped
+from engine.record.eventcheck import mistyped
+from engine.record.events import EventKind
 from engine.record.journal import Event, read_kinds
 from engine.record.receipts import read_rep, source_paths
 from engine.record.snapshot import fold_journal
@@ -86,7 +87,7 @@ class Row:
     delta: float | None
     delta_lo: float | None
     delta_hi: float | None
-    boot_noise: float | None  # from here to verdict_why: engine.record.judged, as written
+    boot_noise: float | None  # from here to verdict_why: engine.record.judgement, as written
     boot_noise_how: str
     p_value: float | None
     p_adjusted: float | None

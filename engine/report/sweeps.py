@@ -4,14 +4,14 @@ each value's quality verdicts, and the answer in words."""
 
 from __future__ import annotations
 
-from engine.record.trade import SEPARATES, Call, Trade, shape_text, trades
+from engine.record.trade import SEPARATES, Outcome, Trade, shape_text, trades
 from engine.report.run import RunView
 from engine.report.text import rule_of, table
 from engine.sanitize import Md, markdown
 from engine.words import Check
 
-MARK = {Call.BETTER: " **better**", Call.WORSE: " **worse**", Call.EQUIVALENT: " equivalent",
-        Call.UNDETERMINED: "", Call.NO_FIGURE: ""}
+MARK = {Outcome.BETTER: " **better**", Outcome.WORSE: " **worse**", Outcome.EQUIVALENT: " equivalent",
+        Outcome.UNDETERMINED: "", Outcome.NO_FIGURE: ""}
 
 
 def quality_text(view: RunView, session: str, window: str) -> str:
@@ -30,7 +30,7 @@ def trade_lines(view: RunView, t: Trade) -> list[str]:
     for window, _ in t.values:
         # A cell: its figures (ruler's), the call in words, bold where it separates.
         rows.append([f"{t.label(window)} ({window})",
-                     *[Md(markdown(t.cells[(window, s)].text()) + MARK[t.cells[(window, s)].call])
+                     *[Md(markdown(t.cells[(window, s)].text()) + MARK[t.cells[(window, s)].outcome])
                        for s in t.shapes],
                      quality_text(view, t.session, window)])
     return [f"### {markdown(t.sweep)} ({markdown(t.axis)}), session {markdown(t.session)}", "",
@@ -50,6 +50,6 @@ def section(view: RunView) -> list[str]:
            "everywhere, a trade (which class is best at which value), or no value separates.", ""]
     for t in found:
         out += trade_lines(view, t)
-        calls = sum(j.call in SEPARATES for j in t.cells.values())
+        calls = sum(j.outcome in SEPARATES for j in t.cells.values())
         out += [f"{calls} of {len(t.cells)} cells separate from the control.", ""]
     return out

@@ -13,7 +13,7 @@ from engine.campaign.spec import VerdictSpec
 from engine.method import acceptance
 from engine.method.verdict import Call, Rule, Versus, judge_one, versus
 from engine.record.figures import FIGURES
-from engine.record.judged import Judgement, fallback_noise, judgement
+from engine.record.judgement import Judgement, fallback_noise, judgement
 from engine.record.state import RowState, RunState
 from engine.report.run import Row, RunView
 from engine.sanitize import Md, markdown
@@ -59,7 +59,7 @@ def rule_of(view: RunView) -> Rule:
 
 def judgement_of(view: RunView) -> Judgement:
     """The campaign's judgement of the report's rows: throughput.csv's, each rep's tok/s the
-    journal's or recomputed from its receipts (engine.record.judged on them). Once per view, kept
+    journal's or recomputed from its receipts (engine.record.judgement on them). Once per view, kept
     with it: a comparison asks each of its runs' for every row."""
     found = view.derived.get(judgement_of)
     if isinstance(found, Judgement):

@@ -16,7 +16,7 @@ from engine.context import RunContext
 from engine.errors import WindowFailed
 from engine.method import acceptance, precision, stats
 from engine.record.events import EventKind, Shape
-from engine.record.judged import judgement
+from engine.record.judgement import judgement
 from engine.record.receipts import read_rep, write_rep
 from engine.record.request import RequestRecord
 from engine.record.state import RunState

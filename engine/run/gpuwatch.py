@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine import gpu
-from engine.campaign.spec import Place
+from engine.campaign.machines import Place
 from engine.gpu import FREE_FACT, SETTLE_S, SLACK_MIB
 from engine.record.events import EventKind
 from engine.record.send import Emit

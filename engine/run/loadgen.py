@@ -354,22 +354,6 @@ async def run_pass(plan: PassPlan, *, stop: Callable[[], bool] = lambda: False,
     return await _Pass(plan, take).run(stop, workers)
 
 
-def measure_pass(plan: PassPlan, *, shards: int = 1,
-                 stop: Callable[[], bool] = lambda: False) -> PassResult:
-    """:func:`run_pass` from synchronous code: on its own uvloop event loop, or on ``shards``
-    worker processes, each with its own.
-
-    uvloop, not the default loop: its per-event cost is about half, and at C=64 the loop's lag is
-    what keeps the per-chunk timestamps honest (bench/client_bench.py prints both).
-    """
-    if shards <= 1:
-        return run_on_loop(run_pass(plan, stop=stop))
-    # Imported here: the shard processes run this module's passes (engine.run.shards imports it).
-    from engine.run.shards import sharded
-
-    return sharded(plan, shards, stop)
-
-
 _thread = threading.local()
 # Passes running in this process now (places run theirs on threads of one engine): a full collection
 # holds the interpreter for its whole length, so it is made only when no other pass's loop would

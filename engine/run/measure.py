@@ -80,7 +80,7 @@ class Measurement:
         while not run.controls.stopping():
             probes = probe_verdicts(run.run_dir, run.state, ctx.session, ctx.window, cls, search,
                                     criteria)
-            answer = capacity.step(search, {x: capacity.Probe(p["probe"]) for x, p in probes.items()})
+            answer = capacity.step(search, {x: capacity.ProbeResult(p["probe"]) for x, p in probes.items()})
             if answer.next is None:
                 said: Capacity = {
                     "session": ctx.session, "window": ctx.window, "class": cls, "over": search.over,

@@ -19,7 +19,8 @@ from engine.method import stats
 from engine.record.results import DIR_MODE, write_jsonl
 from engine.run.client.transport import connection_lost
 from engine.run.counters import cache_delta, metrics_delta, scrape
-from engine.run.loadgen import PassPlan, PassResult, arrival_times, chunk_rate, measure_pass, shard_count
+from engine.run.loadgen import PassPlan, PassResult, arrival_times, chunk_rate, shard_count
+from engine.run.shards import measure_pass
 from engine.runtime.base import Server
 from engine.servers.bounded import server_client
 from engine.servers.client import FlushFailed

@@ -15,19 +15,21 @@ from pathlib import Path
 from typing import Any
 
 from engine import files
-from engine.campaign.plan import campaign_items
+from engine.campaign.launch import campaign_items
+from engine.campaign.machines import Place
 from engine.campaign.redact import Redactor, redactor_for
 from engine.campaign.sources import Item, chosen
 from engine.campaign.sources.item import plain_item
-from engine.campaign.spec import Campaign, Place
+from engine.campaign.spec import Campaign, Leak, VerdictSpec
 from engine.context import Controls, Phase, RunContext
 from engine.control import CommandRefused
 from engine.errors import EngineError
 from engine.method.stats import LeakPolicy
 from engine.record import results
-from engine.record.events import FORMAT, EventKind, Workload, check
+from engine.record.eventcheck import check
+from engine.record.events import FORMAT, EventKind, LeakRecord, VerdictRecord, Workload
 from engine.record.journal import Event
-from engine.record.judged import baseline_record
+from engine.record.judgement import baseline_record
 from engine.record.looks import take
 from engine.record.receipts import ThroughputWriter
 from engine.record.send import Emit
@@ -111,6 +113,19 @@ def workload_record(campaign: Campaign) -> Workload:
         out["rate"] = list(wl.rate)
         out["rate_requests"] = [wl.requests_at(r) for r in wl.rate]
     return out
+
+
+def leak_record(leak: Leak) -> LeakRecord:
+    """The leak rule as run_started records it (events.LeakRecord)."""
+    return {"spread": leak.spread, "min_concurrency": leak.min_concurrency}
+
+
+def verdict_record(verdict: VerdictSpec) -> VerdictRecord:
+    """The verdict rule as run_started records it (events.VerdictRecord)."""
+    r = verdict.rule()
+    return {"error_rate": r.error_rate, "correction": r.correction, "margin": r.margin,
+            "boot_noise": r.boot_noise, "allow_different": r.allow_different,
+            "until_decided": r.until_decided, "max_boots": r.max_boots, "max_minutes": r.max_minutes}
 
 
 def runtime_for(campaign: Campaign, name: str, secrets: Mapping[str, str],
@@ -220,7 +235,8 @@ class Runner:
         self.emit(EventKind.RUN_STARTED, format=FORMAT, campaign=c.name, run=self.run_id,
                   runtime=self.runtime, server=c.server, pid=os.getpid(),
                   sessions={s: c.windows_in(s) for s in c.sessions},
-                  axes={w.name: w.axis for w in c.windows}, workload=workload_record(c), **held)
+                  axes={w.name: w.axis for w in c.windows}, workload=workload_record(c),
+                  leak=leak_record(c.leak), verdict=verdict_record(c.verdict), **held)
 
     def run(self) -> str:
         c = self.campaign

@@ -1,7 +1,8 @@
 """A pass on several worker processes (engine.run.loadgen.shard_count says how many), each with
 its own event loop and its share of the pass's workers: the shards, kept from pass to pass on the
 thread that runs them, draw the next request from one shared counter, start on one signal and
-send back their records, which merge into the pass's.
+send back their records, which merge into the pass's. :func:`measure_pass` is a pass from
+synchronous code, on one loop or on shards.
 """
 
 from __future__ import annotations
@@ -163,3 +164,16 @@ def sharded(plan: PassPlan, shards: int, stop: Callable[[], bool]) -> PassResult
     return PassResult(records, max(s.lag_p99_ms for s in parts), sum(s.client_cpu_s for s in parts),
                       wall, sum(s.achieved_concurrency * s.wall_s for s in parts) / wall if wall > 0
                       else 0.0, stall_s=max(s.stall_s for s in parts), shards=parts)
+
+
+def measure_pass(plan: PassPlan, *, shards: int = 1,
+                 stop: Callable[[], bool] = lambda: False) -> PassResult:
+    """:func:`run_pass` from synchronous code: on its own uvloop event loop, or on ``shards``
+    worker processes, each with its own.
+
+    uvloop, not the default loop: its per-event cost is about half, and at C=64 the loop's lag is
+    what keeps the per-chunk timestamps honest (bench/client_bench.py prints both).
+    """
+    if shards <= 1:
+        return run_on_loop(run_pass(plan, stop=stop))
+    return sharded(plan, shards, stop)

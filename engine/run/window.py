@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.campaign.plan import WindowStart, plan_launch
+from engine.campaign.launch import WindowStart, plan_launch
+from engine.campaign.machines import Place
 from engine.campaign.redact import Redactor
-from engine.campaign.spec import Place, ServerConfig
+from engine.campaign.spec import ServerConfig
 from engine.context import Controls, Phase, RunContext, WindowContext
 from engine.errors import WindowFailed
 from engine.gpu import Gpus
@@ -98,7 +99,7 @@ class Window:
 
     def live(self, phases: list[Phase]) -> None:
         config = self.run.campaign.config_for(self.window)
-        adapter = get_adapter(config.adapter)  # a window on another stack boots its own server
+        adapter = get_adapter(config.server)  # a window on another stack boots its own server
         plan = self._plan(adapter)
         if plan is None:
             return
@@ -130,7 +131,7 @@ class Window:
         self.run.emit(EventKind.WINDOW_STARTED, session=self.session, window=self.window,
                       axis=run.axis(self.window), runtime=self.windows.runtime, plan=plan.describe(),
                       tag=self.tag, log=str((self.dir / f"boot{self.tag}.log").relative_to(run.run_dir)),
-                      **({"stack": config.adapter} if config.own_stack else {}),
+                      **({"stack": config.server} if config.own_stack else {}),
                       **({"simulated": how} if (how := adapter.simulated_acceptance(
                           plan.argv, {**plan.env, **plan.secret_env})) else {}))
 
@@ -167,7 +168,7 @@ class Window:
         if place and place.node:
             return place.node
         control = self.run.state.windows.get(f"{self.session}-{CONTROL}")
-        return control.place or None if control else None
+        return control.placed or None if control else None
 
     def _on_fact(self, fact: Fact) -> None:
         self.run.emit(EventKind.BOOT_FACT, session=self.session, window=self.window, key=fact.key,
@@ -339,7 +340,7 @@ class Window:
                 "its windows are compared on none" if window == CONTROL else "not compared with the control")
         if window != CONTROL and session in control_facts:
             mine = BootFacts() if whose else facts
-            ours, theirs = campaign.adapter_for(window), campaign.server
+            ours, theirs = campaign.server_for(window), campaign.server
             data["diff_vs_control"] = flag_free(
                 mine.diff(control_facts[session]) if ours == theirs and
                 campaign.window(window).server is None else

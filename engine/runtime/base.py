@@ -131,7 +131,7 @@ class LaunchPlan:
     workdir: Path | None = None
     tag: str = ""
     slurm: SlurmJob | None = None
-    place: str | None = None  # the node a batch job must run on: its session's (sbatch --nodelist)
+    node: str | None = None  # the node a batch job must run on: its session's (sbatch --nodelist)
     cpus: str | None = None  # the CPU set of the session's place (docker --cpuset-cpus, taskset -c)
     # How many of argv's last arguments are ruler's own (its log verbosity, its listening
     # address): without them, argv is the command as the operator would run it.
@@ -155,7 +155,7 @@ class LaunchPlan:
             "ipc": self.ipc,
             **({"slurm": {k: v for k, v in vars(self.slurm).items() if v not in (None, ())}}
                if self.slurm else {}),
-            **({"place": self.place} if self.place else {}),
+            **({"place": self.node} if self.node else {}),  # the record's key since format 1
             **({"cpus": self.cpus} if self.cpus else {}),
         }
 

@@ -30,7 +30,7 @@ from engine.runtime.base import LaunchError
 
 T = TypeVar("T")
 ALIVE_COUNT = 3  # ServerAliveCountMax: unanswered keepalives before ssh gives the link up
-DEFAULT_CONNECT_S = 15.0  # timeouts.connect's default (engine.campaign.spec.Timeouts)
+DEFAULT_CONNECT_S = 15.0  # timeouts.connect's default (engine.campaign.machines.Timeouts)
 
 
 class Cut(LaunchError):

@@ -3,7 +3,7 @@
 Each round is an ordinary run (its own run directory under the tune's ``runs/``, its journal, the
 console by ``ruler attach``, ``--resume``, the campaign's places), whose control is the incumbent.
 An *axes* round tries every flag of the space alone; a value is kept when the campaign's verdict
-(engine.record.trade.judged) calls it better on the objective and its quality holds (lossless:
+(engine.record.trade.cell_of) calls it better on the objective and its quality holds (lossless:
 greedy identical and teacher-forced |dlogp| exact or close; lossy: KL mean at most ``kl_max``).
 A *combine* round, after two winners or more, puts them together over the best single change.
 It stops when an axes round keeps nothing, when the budget cannot pay for the next round, or after

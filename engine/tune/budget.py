@@ -8,7 +8,7 @@ from pathlib import Path
 
 from engine.record import results
 from engine.record.snapshot import fold_journal
-from engine.tune.rounds import Plan, Round
+from engine.tune.rounds import Round, RoundPlan
 from engine.tune.spec import Tune
 
 
@@ -20,7 +20,7 @@ def seconds_per_boot(run_dir: Path) -> float | None:
     return sum(spans) / len(spans) if spans else None
 
 
-def over_budget(tune: Tune, plan: Plan, spent: int, per_boot: float | None, done: list[Round]) -> str:
+def over_budget(tune: Tune, plan: RoundPlan, spent: int, per_boot: float | None, done: list[Round]) -> str:
     """Why the next round cannot be paid for ("" when it can)."""
     budget = tune.spec.budget
     if budget.windows is not None and spent + plan.boots > budget.windows:

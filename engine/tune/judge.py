@@ -1,5 +1,5 @@
 """A round judged from its run: each candidate's delta on the objective and the campaign's call on
-it (``engine.record.trade.judged``, the one verdict the trade tables use too), its quality
+it (``engine.record.trade.cell_of``, the one verdict the trade tables use too), its quality
 verdicts, and whether it is kept (better, and its quality holds) or ruled out, and why."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from engine.record.events import EventKind
 from engine.record.journal import read_kinds
 from engine.record.snapshot import fold_journal
 from engine.record.state import RunState, WindowState, capacity_key
-from engine.record.trade import Call, Judged, judged
+from engine.record.trade import Cell, Outcome, cell_of
 from engine.report.capacity import answer_of
 from engine.sanitize import Md, markdown
 from engine.tune.rounds import Candidate, Round
@@ -42,21 +42,21 @@ def quality_of(ws_verdicts: dict[str, dict[str, Any]], lossy: bool,
     return said, True, ""
 
 
-def objective_of(tune: Tune, state: RunState, session: str, window: str) -> Judged:
+def objective_of(tune: Tune, state: RunState, session: str, window: str) -> Cell:
     """The campaign's verdict on the window against its session's control, on the objective."""
     cls = tune.goal_class()
     goal = tune.spec.objective.tok_s
     if goal is not None:
         c, rate = tune.goal_load()
-        return judged(state, tune.base.verdict.rule(), session, window, cls, c, rate)
+        return cell_of(state, tune.base.verdict.rule(), session, window, cls, c, rate)
     mine = state.capacity.get(capacity_key(session, window, cls))
     ctl = state.capacity.get(capacity_key(session, CONTROL, cls))
     if mine is None or ctl is None:
-        return Judged(None, None, None, Call.NO_FIGURE, "no capacity answer")
+        return Cell(None, None, None, Outcome.NO_FIGURE, "no capacity answer")
     v = versus(answer_of(mine), answer_of(ctl))
-    call = (Call.BETTER if v.call.startswith("higher") else Call.WORSE if v.call.startswith("lower")
-            else Call.UNDETERMINED if v.delta is not None else Call.NO_FIGURE)
-    return Judged(v.delta, v.lo, v.hi, call, "" if v.delta is not None else v.call)
+    outcome = (Outcome.BETTER if v.call.startswith("higher") else Outcome.WORSE if v.call.startswith("lower")
+               else Outcome.UNDETERMINED if v.delta is not None else Outcome.NO_FIGURE)
+    return Cell(v.delta, v.lo, v.hi, outcome, "" if v.delta is not None else v.call)
 
 
 def no_figure_why(ws: WindowState | None) -> Md:
@@ -66,30 +66,30 @@ def no_figure_why(ws: WindowState | None) -> Md:
         f" ({markdown(ws.reason)})" if ws and ws.reason else ""))
 
 
-def decision(j: Judged, holds: bool, bad: str) -> Md:
+def decision(j: Cell, holds: bool, bad: str) -> Md:
     """A candidate's decision in words, for every call the verdict can make: markdown, ruler's
     words and figures, and what a run's record said (a quality verdict, why there is no figure)
     through markdown()."""
     return Md(_decision(j, holds, markdown(bad)))
 
 
-def _decision(j: Judged, holds: bool, bad: str) -> str:
+def _decision(j: Cell, holds: bool, bad: str) -> str:
     figure = j.text()
-    match j.call:
-        case Call.BETTER:
+    match j.outcome:
+        case Outcome.BETTER:
             return (f"kept: better on the objective ({figure}), quality holds" if holds else
                     f"ruled out: {bad} (better on the objective, {figure})")
-        case Call.WORSE:
+        case Outcome.WORSE:
             return f"ruled out: worse ({figure})"
-        case Call.EQUIVALENT:
+        case Outcome.EQUIVALENT:
             return f"ruled out: no gain, equivalent to the control within the margin ({figure})"
-        case Call.UNDETERMINED:  # the campaign's reason: not called, or not shown within the margin
+        case Outcome.UNDETERMINED:  # the campaign's reason: not called, or not shown within the margin
             why = f": {markdown(j.why)}" if j.why else ""
             return f"ruled out: undetermined ({figure}{why})"
-        case Call.NO_FIGURE:
+        case Outcome.NO_FIGURE:
             return f"ruled out: no figure ({markdown(j.why or 'no row to judge')})"
         case _:
-            assert_never(j.call)
+            assert_never(j.outcome)
 
 
 def judge_round(tune: Tune, rnd: Round, run_dir: Path, plan: list[Candidate]) -> None:
@@ -113,12 +113,12 @@ def judge_round(tune: Tune, rnd: Round, run_dir: Path, plan: list[Candidate]) ->
             rnd.candidates.append(cand)
             continue
         j = objective_of(tune, state, cand.session, cand.window)
-        cand.delta, cand.lo, cand.hi, cand.call = j.delta, j.lo, j.hi, str(j.call)
+        cand.delta, cand.lo, cand.hi, cand.call = j.delta, j.lo, j.hi, str(j.outcome)
         cand.quality, cand.quality_holds, bad = quality_of(ws.verdicts, cand.lossy, tune.spec.kl_max)
         cand.receipts = [f"windows/{ws.key}", f"throughput.csv {cand.session}-{cand.window}/{goal_row}"] + [
             v["file"] for c, v in ws.verdicts.items()
             if v.get("file") and c in (Check.GREEDY, Check.TEACHER_FORCED, Check.KL)]
-        cand.kept = j.call == Call.BETTER and cand.quality_holds
+        cand.kept = j.outcome == Outcome.BETTER and cand.quality_holds
         cand.why = decision(j, cand.quality_holds, bad)
         rnd.candidates.append(cand)
 

@@ -20,7 +20,7 @@ from engine.campaign import sweep
 from engine.campaign.secrets import is_secret
 from engine.campaign.yamlmarks import Issue, load_marked
 from engine.errors import BadInput
-from engine.record.trade import Call, value_text
+from engine.record.trade import Outcome, value_text
 from engine.tune.spec import Tune
 
 SWEEP_NAME = 40  # a sweep's name at most: its windows add a value's label to it, within 64
@@ -39,7 +39,7 @@ class Candidate:
     delta: float | None = None
     lo: float | None = None
     hi: float | None = None
-    call: str = Call.NO_FIGURE
+    call: str = Outcome.NO_FIGURE
     quality: dict[str, str] = field(default_factory=dict)  # check -> verdict (and KL mean)
     quality_holds: bool = False
     kept: bool = False
@@ -149,7 +149,9 @@ def combine_plan(others: list[Candidate], number: int) -> tuple[Windows, list[Ca
 
 
 @dataclass
-class Plan:
+class RoundPlan:
+    """A round before it runs: its control, its windows and sessions, the candidates it asks."""
+
     number: int
     kind: str
     control: dict[str, Any]
@@ -164,7 +166,7 @@ class Plan:
         return len(self.candidates) + len(sessions) * self.control_boots
 
 
-def next_plan(tune: Tune, incumbent: dict[str, Any], done: list[Round]) -> Plan | None:
+def next_plan(tune: Tune, incumbent: dict[str, Any], done: list[Round]) -> RoundPlan | None:
     """The round after those done: axes from the incumbent; combine when the last axes round had
     two winners or more; None when the last axes round kept nothing."""
     n = len(done) + 1
@@ -177,13 +179,13 @@ def next_plan(tune: Tune, incumbent: dict[str, Any], done: list[Round]) -> Plan 
         if len(found) >= 2:
             best, *others = found
             windows, plan = combine_plan(others, n)
-            return Plan(n, "combine", {**incumbent, **best.change}, windows, {"s1": ["combined"]}, plan,
+            return RoundPlan(n, "combine", {**incumbent, **best.change}, windows, {"s1": ["combined"]}, plan,
                         boots)
     windows, plan, issues = axes_plan(tune, incumbent, n, asked(done))
     if issues:  # the names are made to expand: a refusal here is ruler's to fix, said plainly
         raise BadInput(f"{tune.path}: round {n}'s sweeps cannot be made: "
                        + "; ".join(message for _, _, message in issues))
-    return Plan(n, "axes", dict(incumbent), windows, None, plan, boots) if plan else None
+    return RoundPlan(n, "axes", dict(incumbent), windows, None, plan, boots) if plan else None
 
 
 def winners(rnd: Round) -> list[Candidate]:

@@ -24,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, mode
 
 from engine.campaign.load import MAX_CAMPAIGN_BYTES, SpecError, load_campaign
 from engine.campaign.prompts import NotUtf8, decode_text
-from engine.campaign.spec import Arg, Campaign
+from engine.campaign.spec import Campaign
+from engine.campaign.values import Arg
 from engine.campaign.yamlmarks import Issue, Problem, load_marked, place, schema_issue, yaml_problem
 from engine.files import Unreadable, read_bounded
 from engine.words import load_label

@@ -19,9 +19,9 @@ import pytest
 
 from engine import gpu
 from engine.commands.progress import format_event
+from engine.record.fold import fold
 from engine.record.journal import read_events
 from engine.record.receipts import read_rep
-from engine.record.state import fold
 from tests.campaigns import CTX, LEAKY, campaign
 from tests.component.fakes import FakeGpu, FakeRuntime, Hooks
 from tests.component.helpers import events, rows, runner, slow_rep_two

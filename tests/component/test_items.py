@@ -13,9 +13,10 @@ from engine.campaign.sources.item import Item, plain_item
 from engine.method import stats
 from engine.quality import Quality
 from engine.record.receipts import read_rep
-from engine.run.loadgen import PassPlan, arrival_times, measure_pass
+from engine.run.loadgen import PassPlan, arrival_times
 from engine.run.measure import recompute_row
 from engine.run.runner import frozen_items
+from engine.run.shards import measure_pass
 from engine.runtime.base import LaunchPlan
 from engine.servers import get_adapter
 from tests.campaigns import campaign

@@ -28,7 +28,8 @@ from engine.run.client.http import Response, Unreadable
 from engine.run.client.record import new_record
 from engine.run.client.sse import sse_events as _events
 from engine.run.client.transport import BULK, Connection
-from engine.run.loadgen import PassPlan, PassResult, measure_pass, run_pass, shard_count
+from engine.run.loadgen import PassPlan, PassResult, run_pass, shard_count
+from engine.run.shards import measure_pass
 from engine.servers import get_adapter
 from engine.servers.client import request_body
 from engine.servers.llamacpp import LlamaCppAdapter

@@ -12,8 +12,9 @@ import pytest
 from engine.campaign.sources.item import plain_item
 from engine.method import stats
 from engine.record.receipts import read_rep
-from engine.run.loadgen import PassPlan, arrival_times, measure_pass
+from engine.run.loadgen import PassPlan, arrival_times
 from engine.run.measure import recompute_row
+from engine.run.shards import measure_pass
 from engine.runtime.base import LaunchPlan
 from engine.servers import get_adapter
 from engine.words import row_key

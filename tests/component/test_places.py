@@ -30,8 +30,8 @@ from engine.control import CommandRefused
 from engine.quality import Quality
 from engine.quality.drift import control_drift
 from engine.record.events import EventKind
+from engine.record.fold import fold
 from engine.record.journal import Event, read_events
-from engine.record.state import fold
 from engine.report import load_run, render
 from engine.run.measure import Measurement
 from engine.runtime.base import Host, LaunchError, LaunchPlan
@@ -485,7 +485,7 @@ workload:
 
 
 def test_a_process_place_runs_its_server_on_its_own_gpus_only(tmp_path: Path) -> None:
-    from engine.campaign.plan import WindowStart, plan_launch
+    from engine.campaign.launch import WindowStart, plan_launch
     from engine.run.gpuwatch import window_gpus
     from engine.servers import get_adapter
 
@@ -556,7 +556,8 @@ def test_the_headless_line_of_a_session_names_its_place_and_machine() -> None:
 
 def test_a_pause_is_per_session_in_the_fold() -> None:
     """`resume s1` while s2 is still paused leaves the run paused (one flag for the run did not)."""
-    from engine.record.state import RunState, apply
+    from engine.record.fold import apply
+    from engine.record.state import RunState
 
     st = RunState()
     seq = 0
@@ -671,7 +672,8 @@ def _pinned(r: Any, where: dict[str, str],
 def test_a_pause_takes_effect_per_session_in_the_fold() -> None:
     """`paused` (the engine waits between reps) held for the run: s1's pause in effect made the
     console say PAUSED for s2 too, and `resume s1` ended it for s2, still waiting."""
-    from engine.record.state import RunState, apply
+    from engine.record.fold import apply
+    from engine.record.state import RunState
 
     st = RunState()
     seq = 0

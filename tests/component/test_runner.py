@@ -28,9 +28,9 @@ from engine.control import CommandRefused
 from engine.method.stats import LeakPolicy
 from engine.quality import Quality
 from engine.record import results
+from engine.record.fold import fold
 from engine.record.journal import Event, read_events
 from engine.record.receipts import read_rep
-from engine.record.state import fold
 from engine.run import loadgen
 from engine.run.attempt import CLIENT_STALL_RERUNS
 from engine.run.client.record import Events

@@ -13,8 +13,8 @@ import yaml
 from engine.campaign.load import load_campaign
 from engine.commands.progress import format_event
 from engine.record.events import EventKind
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 from engine.report import load_run, render
 from engine.run import boot
 from engine.run.measure import Measurement
@@ -77,9 +77,9 @@ def test_a_queued_job_is_journaled_and_its_boot_clock_starts_when_it_runs(tmp_pa
     kinds = [e["kind"] for e in journal if e.get("window") == "control"]
     assert kinds.index(EventKind.WINDOW_PLACED) < kinds.index(EventKind.BOOT_FACT)
     # Every window of the session runs where its control ran: its job asks Slurm for that node.
-    assert [(window_of(p), p.place) for p in rt.plans] == [("control", None), ("ctx", "gpu-07")]
+    assert [(window_of(p), p.node) for p in rt.plans] == [("control", None), ("ctx", "gpu-07")]
     st = fold(journal)
-    assert {k: (w.status, w.place, w.facts["node"]) for k, w in st.windows.items()} == {
+    assert {k: (w.status, w.placed, w.facts["node"]) for k, w in st.windows.items()} == {
         "s1-control": ("done", "gpu-07", "gpu-07"), "s1-ctx": ("done", "gpu-07", "gpu-07")}
     assert (run / "windows" / "s1-control" / "boot.log").read_text().startswith(
         (LOGS / "llamacpp_c2048_np2.log").read_text().splitlines()[0])

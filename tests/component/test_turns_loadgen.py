@@ -15,7 +15,8 @@ import pytest
 
 from engine.campaign.sources import conversations as cv
 from engine.campaign.sources.item import Item
-from engine.run.loadgen import PassPlan, measure_pass
+from engine.run.loadgen import PassPlan
+from engine.run.shards import measure_pass
 from engine.runtime.base import LaunchPlan
 from engine.servers import get_adapter
 from tests.component.fakes import Behaviour, FakeServer

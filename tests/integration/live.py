@@ -23,7 +23,8 @@ from engine.method import acceptance
 from engine.record.journal import read_events
 from engine.record.liveness import engine_alive, read_pid
 from engine.run.counters import metrics_delta, scrape
-from engine.run.loadgen import PassPlan, measure_pass
+from engine.run.loadgen import PassPlan
+from engine.run.shards import measure_pass
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 from engine.servers.client import ServerClient
@@ -95,7 +96,10 @@ def during_rep_two(results: Path) -> Callable[[], bool]:
     return check
 
 
-HOLD = 5.0  # the slow rep's requests take about HOLD + 1 times as long
+# The slow rep's requests take about HOLD + 1 times as long: a rep at about a thirteenth of the
+# others (92 % below) clears the leak rule's bar while the other two reps disagree by up to about
+# 70 % (a loaded 2-core machine's, seen at 35 %), where a quarter's (75 % below) failed there.
+HOLD = 12.0
 
 
 class SlowingProxy(threading.Thread):

@@ -59,7 +59,7 @@ def test_a_capacity_search_brackets_the_slo_edge_with_ordinary_rows(
             assert rows[p["row"]]["source"], p
             assert again[p["load"]]["probe"] == p["probe"] and again[p["load"]]["held"] == p["held"]
         # The answer is the search's own on those verdicts: nothing else decided it.
-        replay = capacity.step(search, {x: capacity.Probe(v["probe"]) for x, v in again.items()})
+        replay = capacity.step(search, {x: capacity.ProbeResult(v["probe"]) for x, v in again.items()})
         assert (replay.next, str(replay.found), replay.lo, replay.hi) == (None, e["found"], e["lo"], e["hi"])
         # The band: what was shown to hold lies below what was shown to fail, and every rep of
         # the capacity's probe held its TTFT p99 at 400 ms or under.

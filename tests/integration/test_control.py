@@ -142,7 +142,7 @@ def test_kill_9_then_resume_keeps_every_finished_rep(testbed: tb_mod.Testbed,
         rows_after = list(csv.DictReader((run / "throughput.csv").open()))
         keyed = {(r["session"], r["window"], r["class"], r["concurrency"]): r for r in rows_after}
         # A finished row's own figures stay; its delta, noise between boots and call are the whole
-        # run's (engine.record.judged) and move as more boots land.
+        # run's (engine.record.judgement) and move as more boots land.
         judged = {"delta", "delta_lo", "delta_hi", "boot_noise", "boot_noise_how", "p_value",
                   "p_adjusted", "verdict", "verdict_why"}
         for r in rows_before:

@@ -23,8 +23,8 @@ from engine.errors import (
     EXIT_OK,
     EXIT_STOPPED,
 )
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 from tests.cli import RULER, closed_pipe_run, no_traceback, ruler, tmpfs
 
 # One window, one class, C1, one rep. COUNT asks for a long reply and the pass has many requests,

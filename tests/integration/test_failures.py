@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from engine import testbed as tb_mod
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 
 # Slow: a campaign on the real server, over ten seconds.
 pytestmark = pytest.mark.slow

@@ -20,7 +20,8 @@ from engine import testbed as tb_mod
 from engine.campaign.sources.item import plain_item
 from engine.run.client import transport
 from engine.run.client.http import Response
-from engine.run.loadgen import PassPlan, measure_pass
+from engine.run.loadgen import PassPlan
+from engine.run.shards import measure_pass
 from engine.runtime.base import LaunchPlan, free_port
 from engine.servers.llamacpp import LlamaCppAdapter
 from tests.integration.live import serve

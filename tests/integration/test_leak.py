@@ -3,8 +3,8 @@
 The slow rep is made by a slowing TCP proxy in front of the real llama-server (fault injection: a
 real server cannot be told to leak an autotune pass on cue). The proxy forwards every byte; a chat
 request that opens while the engine's own journal says rep 2 of the control's first attempt is under
-way (rep 1 done, rep 2 not) has its whole response held back, three times as long as the server took
-to give it, as a server stuck in an autotune pass would. Keying on the journal, not on a request
+way (rep 1 done, rep 2 not) has its whole response held back, twelve times as long as the server
+took to give it, as a server stuck in an autotune pass would. Keying on the journal, not on a request
 count, keeps the slow rep the same whatever else the engine sends (probes, warm passes, quality).
 """
 
@@ -50,9 +50,9 @@ workload:
   requests_per_rep: 8
   max_tokens: 16
 # The control's row is alone at its load: its bar is a 10 %-noise server's (48 %), or 6.6 times
-# the other two reps' sd past that, so a rep at a quarter of the others (75 % below) is caught
-# while they agree within about 30 %: four requests a worker keep a rep's figure steady on a loaded
-# machine.
+# the other two reps' sd past that, so the held rep (a thirteenth of the others, 92 % below) is
+# caught while they agree within about 70 %; four requests a worker keep a rep's figure steadier
+# on a loaded machine.
 leak: {{min_concurrency: 2, spread: 0.5, max_reruns: 1}}
 quality: {{enabled: false}}
 """

@@ -31,8 +31,8 @@ import pytest
 
 from engine import testbed as tb_mod
 from engine.errors import EXIT_OK, EXIT_STOPPED
+from engine.record.fold import fold
 from engine.record.journal import Event, read_events
-from engine.record.state import fold
 from tests.integration.live import journaled_receipts
 
 RULER = [sys.executable, "-m", "engine"]

@@ -23,8 +23,8 @@ from hypothesis import given, settings
 
 from engine.method.boots import CONTROL_CONFIG, Boot, fit
 from engine.method.verdict import versus
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 from engine.report import (
     CHARTS_SKIPPED,
     REPORT,

@@ -12,8 +12,8 @@ import pytest
 
 from engine import testbed as tb_mod
 from engine.method.stats import LeakPolicy
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 from engine.run.measure import recompute_row
 from tests.integration.live import serve
 

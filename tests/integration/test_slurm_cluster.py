@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 from engine import testbed as tb_mod
+from engine.record.fold import fold
 from engine.record.journal import read_events
 from engine.record.liveness import engine_alive, read_pid
 from engine.record.results import dir_identity
-from engine.record.state import fold
 from engine.runtime.base import stray_mark
 from engine.runtime.slurm import options
 

@@ -18,7 +18,7 @@ from engine import testbed as tb_mod
 from engine.campaign.spec import VerdictSpec
 from engine.record.journal import read_events
 from engine.record.snapshot import fold_journal
-from engine.record.trade import SEPARATES, Answer, Call, trades
+from engine.record.trade import SEPARATES, Answer, Outcome, trades
 from tests.paths import REPO
 
 pytestmark = pytest.mark.slow
@@ -59,13 +59,14 @@ def test_a_flag_swept_over_three_values_gives_its_trade_table(testbed: tb_mod.Te
         assert cell.lo == pytest.approx(float(row["delta_lo"]), abs=1e-4)
         assert cell.hi == pytest.approx(float(row["delta_hi"]), abs=1e-4)
         # The cell's call is throughput.csv's verdict: an effect by its sign, none as equivalent.
-        want = {"observable effect": Call.BETTER if cell.delta > 0 else Call.WORSE,
-                "no observable effect": Call.EQUIVALENT, "undetermined": Call.UNDETERMINED}[row["verdict"]]
-        assert cell.call == want, (window, row["verdict_why"])
+        want = {"observable effect": Outcome.BETTER if cell.delta > 0 else Outcome.WORSE,
+                "no observable effect": Outcome.EQUIVALENT,
+                "undetermined": Outcome.UNDETERMINED}[row["verdict"]]
+        assert cell.outcome == want, (window, row["verdict_why"])
         # One session: the control and the control again measure it, one degree of freedom.
         assert row["boot_noise_how"].startswith("measured: 5 boots in 1 session, 1 df")
-    calls = {c.call for c in t.cells.values()}
-    everywhere = any(t.cells[(w, s)].call == Call.BETTER for w, _ in t.values for s in t.shapes)
+    calls = {c.outcome for c in t.cells.values()}
+    everywhere = any(t.cells[(w, s)].outcome == Outcome.BETTER for w, _ in t.values for s in t.shapes)
     expected = (Answer.WINS if everywhere else Answer.NONE if not calls & SEPARATES
                 else Answer.CONTROL)  # one shape: better somewhere is better everywhere
     assert t.answer == expected, t.words

@@ -37,8 +37,9 @@ from engine.quality.tools import TEMPLATE_BLIND, tool_probe, tool_verdict
 from engine.record.journal import read_events
 from engine.record.liveness import engine_alive, read_pid
 from engine.record.receipts import read_rep
-from engine.run.loadgen import PassPlan, measure_pass
+from engine.run.loadgen import PassPlan
 from engine.run.measure import recompute_row
+from engine.run.shards import measure_pass
 from engine.runtime import process as rp
 from engine.runtime.base import LaunchPlan, free_port
 from engine.servers import Readiness, get_adapter

@@ -31,8 +31,9 @@ def top(mods: set[str]) -> set[str]:
 
 
 def test_the_console_takes_the_spec_defaults_without_the_schema() -> None:
-    """tui.core.plan reads a frozen campaign.yaml with the spec's defaults: from engine.campaign.defaults,
-    never the pydantic schema (pydantic alone adds tens of milliseconds to the console's start)."""
+    """tui.core.rules fills what an older journal's rules leave out with the spec's defaults:
+    from engine.campaign.defaults, never the pydantic schema (pydantic alone adds tens of
+    milliseconds to the console's start)."""
     mods = modules("import tui.app")
     assert "engine.campaign.defaults" in mods
     assert "pydantic" not in top(mods) and "engine.campaign.spec" not in mods

@@ -5,7 +5,7 @@ exact command, its receipts. A row: why it stands as it does, every rep of every
 whole), what became of each attempt, its delta against the control's row and how it was formed,
 its receipts.
 
-The delta, its interval and its call are the engine's (``engine.record.judged``, the same as
+The delta, its interval and its call are the engine's (``engine.record.judgement``, the same as
 throughput.csv's delta and verdict columns and the windows list), and so is its method's
 wording: when the rule changes there, this view follows.
 """
@@ -24,8 +24,8 @@ from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, row_key
 from tui.core.fmt import Seg, fmt_curve, fmt_pct, fmt_tok
 from tui.core.logview import overstruck
-from tui.core.plan import LeakRule
 from tui.core.reps import STATUS_WORD, leak_marks, why_text
+from tui.core.rules import LeakRule
 from tui.core.verdicts import verdict_seg
 from tui.core.versus import RowDelta, headline, judged, reference, row_delta, window_call, withheld
 from tui.core.windows import window_rows, window_status
@@ -132,7 +132,7 @@ def window_detail(state: RunState, ws: WindowState, rule: Rule, files: list[str]
 
 def parity_lines(ws: WindowState) -> list[Line]:
     """A window on another stack: per class, whether the two stacks sent the same token ids (the
-    parity event's verdict); without it, its deltas are withheld (engine.record.judged)."""
+    parity event's verdict); without it, its deltas are withheld (engine.record.judgement)."""
     if not ws.stack:
         return []
     out = [[], heading(f"Parity: {ws.stack} against the control's stack (the token ids of every "

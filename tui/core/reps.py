@@ -13,7 +13,7 @@ from engine.record.state import RowState, RunState
 from engine.words import LIVE_ROWS, RowStatus
 from tui.core.columns import Col
 from tui.core.fmt import Seg, fmt_curve, fmt_tok, fmt_turns
-from tui.core.plan import DECLARED, LeakRule
+from tui.core.rules import DECLARED, LeakRule
 from tui.core.windows import window_rows
 
 # The row figures shown after the row's status, in this order (their columns, formats:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from engine.method.verdict import Rule
 from engine.record.state import RunState
-from engine.record.trade import Call, Trade, shape_text, trades
+from engine.record.trade import Outcome, Trade, shape_text, trades
 from engine.words import CONTROL
 from tui.core.fmt import Seg
 
-TAGS = {Call.BETTER: "success", Call.WORSE: "error", Call.EQUIVALENT: "", Call.UNDETERMINED: "muted",
-        Call.NO_FIGURE: "muted"}
-MARKS = {Call.BETTER: " better", Call.WORSE: " worse", Call.EQUIVALENT: " equiv",
-         Call.UNDETERMINED: "", Call.NO_FIGURE: ""}
+TAGS = {Outcome.BETTER: "success", Outcome.WORSE: "error", Outcome.EQUIVALENT: "",
+        Outcome.UNDETERMINED: "muted", Outcome.NO_FIGURE: "muted"}
+MARKS = {Outcome.BETTER: " better", Outcome.WORSE: " worse", Outcome.EQUIVALENT: " equiv",
+         Outcome.UNDETERMINED: "", Outcome.NO_FIGURE: ""}
 
 
 def picked_sweep(state: RunState, wkey: str | None) -> str | None:
@@ -37,9 +37,10 @@ def trade_lines(state: RunState, t: Trade, width: int = 18) -> list[Seg]:
                        "")]
     for window, _ in t.values:
         cells = [t.cells[(window, s)] for s in t.shapes]
-        best = next((c.call for c in cells if c.call in (Call.BETTER, Call.WORSE)), Call.UNDETERMINED)
+        best = next((c.outcome for c in cells if c.outcome in (Outcome.BETTER, Outcome.WORSE)),
+                    Outcome.UNDETERMINED)
         text = f"{t.label(window):<{width}}" + "".join(
-            f"{(c.text() if c.delta is not None else status_of(state, t, window)) + MARKS[c.call]:>24}"
+            f"{(c.text() if c.delta is not None else status_of(state, t, window)) + MARKS[c.outcome]:>24}"
             for c in cells)
         out.append((text, TAGS[best]))
     return out + [(f"{t.answer}: {t.words}", "accent"), ("", "")]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from engine.method import acceptance
 from engine.method.verdict import Call, Rule, Versus, judge_one, versus
-from engine.record.judged import Judgement, judgement
+from engine.record.judgement import Judgement, judgement
 from engine.record.state import RowState, RunState, WindowState
 from engine.words import CONTROL, LIVE_ROWS, USABLE_ROWS, RowStatus, WindowStatus, is_control, row_key
 from tui.core.fmt import Seg, fmt_ci, fmt_pct, fmt_tok
@@ -15,7 +15,7 @@ from tui.core.windows import window_rows
 
 
 class Judged:
-    """The run's judgement (engine.record.judged) as the console asks it, once per change of the
+    """The run's judgement (engine.record.judgement) as the console asks it, once per change of the
     fold: judgement() keys its own cache on every usable row's reps, a scan of a day-long run's
     2,800 rows at each call, and the windows list asks for every window's every shape (11 million
     rows read a frame, seconds of CPU a key). The fold only changes by an event, each with the next
@@ -96,7 +96,7 @@ def row_reps(r: RowState | None) -> tuple[list[float], bool] | None:
 @dataclass(frozen=True)
 class RowDelta:
     """A row against its reference's row of the same shape: both sides' reps, the interval (the
-    noise between boots counted), the call (the run's own, engine.record.judged; none while a side
+    noise between boots counted), the call (the run's own, engine.record.judgement; none while a side
     is still measuring) and whether a side is still measuring."""
 
     row: RowState

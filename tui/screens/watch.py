@@ -1,7 +1,7 @@
 """A run directory followed and drawn: the run screen's (tui.screens.run) first half, the one
 that needs no operator.
 
-It folds the journal batches the App's follower reads (engine.record.state.apply, the one way state
+It folds the journal batches the App's follower reads (engine.record.fold.apply, the one way state
 is derived), keeps what the operator looks at (tui.core.selection) and, after each change, hands
 each pane one snapshot of both (tui.widgets.view.View): the panes draw themselves (memray's live
 TUI: a thread reads, the screen snapshots, each pane watches its view).
@@ -20,8 +20,10 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from engine.method.verdict import Rule
+from engine.record.fold import apply
 from engine.record.journal import Event
-from engine.record.state import RunState, apply
+from engine.record.state import RunState
 from engine.servers import get_adapter
 from engine.words import RunStatus
 from tui.core.ending import ended, is_over
@@ -29,7 +31,7 @@ from tui.core.fmt import Seg, steered
 from tui.core.follow import Follower, Link, engine_pid, pid_alive
 from tui.core.logview import LineClassifier, ServingView
 from tui.core.operator import attached
-from tui.core.plan import frozen_leak, frozen_rule
+from tui.core.rules import LeakRule, leak_rule, verdict_rule
 from tui.core.selection import LogWatch, Selection
 from tui.screens.detail import DetailScreen
 from tui.screens.messages import CaughtUp, Followed, Linked
@@ -83,8 +85,6 @@ class WatchScreen(Screen[None]):
                  max_log_lines: int) -> None:
         super().__init__()
         self.run_dir, self.follower, self.clock = run_dir, follower, clock
-        self.leak = frozen_leak(run_dir / "campaign.yaml")
-        self.rule = frozen_rule(run_dir / "campaign.yaml")  # the Δ column's calls
         # The snapshot read before the first frame: that frame shows the run, where an empty one
         # was drawn while the follower read it, then drawn again.
         preloaded = follower.preload()
@@ -134,6 +134,15 @@ class WatchScreen(Screen[None]):
         self.ui.windows.focus()  # arrows pick a window at once; enter opens its reps
         self.render_all()
         self.set_interval(1.0, self._render_head)
+
+    @property
+    def leak(self) -> LeakRule:
+        return leak_rule(self.state)
+
+    @property
+    def rule(self) -> Rule:
+        """The Δ column's calls: the run's own verdict rule, as run_started recorded it."""
+        return verdict_rule(self.state)
 
     @property
     def over(self) -> bool:

@@ -18,7 +18,7 @@ from engine.record.state import RunState
 from tui.core.ending import is_over
 from tui.core.follow import Link
 from tui.core.listing import Listed, listed
-from tui.core.plan import LeakRule
+from tui.core.rules import LeakRule
 from tui.core.selection import LogWatch, Selection
 
 

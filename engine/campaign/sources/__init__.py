@@ -19,7 +19,8 @@ from engine.campaign.variables import expand
 from engine.words import plural
 
 if TYPE_CHECKING:
-    from engine.campaign.spec import Campaign, PromptClass
+    from engine.campaign.spec import Campaign
+    from engine.campaign.workload import PromptClass
 
 SOURCES: dict[str, Source] = {s.key: s for s in (Inline(), PromptFile(), Dataset(), SharedPrefix(),
                                                  TraceSource(), ConversationsSource())}

@@ -78,7 +78,7 @@ def sbatch_options(plan: LaunchPlan, job: SlurmJob, workdir: Path) -> list[str]:
     if job.exclusive:
         opts.append("--exclusive")
     for flag, value in (("partition", job.partition), ("account", job.account), ("qos", job.qos),
-                        ("time", job.time), ("gres", job.gres), ("nodelist", plan.place)):
+                        ("time", job.time), ("gres", job.gres), ("nodelist", plan.node)):
         if value:
             opts.append(f"--{flag}={value}")
     return opts + list(job.sbatch)

@@ -45,7 +45,7 @@ from engine.sanitize import terminal
 from engine.servers import get_adapter
 from tests.paths import FIXTURES
 from tui.core.detail import detail, receipts
-from tui.core.plan import frozen_leak, frozen_rule
+from tui.core.rules import leak_rule, verdict_rule
 from tui.widgets.log import BootLog
 from tui.widgets.text import to_text
 
@@ -117,8 +117,7 @@ def hostile_run(tmp: Path, source: str, text: str) -> Path:
 def terminal_lines(run: Path, text: str) -> dict[str, list[str]]:
     """Every line each terminal path prints of the run, by path."""
     state = fold_journal(run / "journal.jsonl")
-    yaml = run / "campaign.yaml"
-    leak, rule = frozen_leak(yaml), frozen_rule(yaml)
+    leak, rule = leak_rule(state), verdict_rule(state)
     panes = []
     for key in [*state.windows, *state.rows]:
         d = detail(state, key, leak, rule, receipts(run, key) if key in state.windows else None)
@@ -146,7 +145,7 @@ def cells(path: Path) -> list[str]:
 def write_csvs(run: Path) -> None:
     """throughput.csv and verdicts.csv from the run's fold, as the engine writes them."""
     state = fold_journal(run / "journal.jsonl")
-    write_throughput(run, throughput_rows(state, frozen_rule(run / "campaign.yaml")))
+    write_throughput(run, throughput_rows(state, verdict_rule(state)))
     write_verdicts(run, [verdict_row(ws.session, ws.window, ws.axis, False, ws.verdicts)
                          for ws in state.windows.values()])
 

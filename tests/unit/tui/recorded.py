@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.control import CommandRefused, ControlServer
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 from engine.record.writer import JournalWriter
 from engine.words import stop_keeps
 from tests.paths import FIXTURES

@@ -26,8 +26,9 @@ from textual.pilot import Pilot
 
 from engine.commands.invocation import ruler_command
 from engine.record import snapshot
+from engine.record.fold import fold, fold_read
 from engine.record.journal import read_events, read_journal
-from engine.record.state import RunState, fold, fold_read
+from engine.record.state import RunState
 from engine.record.writer import JournalWriter
 from engine.report.export import summary_text, write_results
 from engine.servers import get_adapter

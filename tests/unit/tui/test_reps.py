@@ -5,8 +5,8 @@ from __future__ import annotations
 from engine.record.figures import FIGURES
 from engine.record.state import RowState
 from tui.core.fmt import fmt_ci
-from tui.core.plan import LeakRule
 from tui.core.reps import FIGURE_COLUMNS, REP_COLUMNS, row_cells
+from tui.core.rules import LeakRule
 
 
 def test_the_console_names_its_columns_and_formats_its_cells_by_the_declaration() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 from tests.paths import FIXTURES
 from tui.core.selection import LogWatch, Selection
 

@@ -20,8 +20,9 @@ from engine.commands.eta import LoadPlan, _rates, eta, load_plan
 from engine.method import stats
 from engine.record import snapshot
 from engine.record.events import EventKind
+from engine.record.fold import apply, fold, fold_read
 from engine.record.journal import JournalRead, read_events, read_journal
-from engine.record.state import RunState, apply, fold, fold_read
+from engine.record.state import RunState
 from engine.record.writer import JournalWriter
 from engine.words import RowStatus, SessionStatus, Verdict, WindowStatus
 from tests.paths import FIXTURES
@@ -30,8 +31,8 @@ from tui.core.facts import facts_lines
 from tui.core.fmt import fmt_secs
 from tui.core.follow import Batch, Follower, Tail
 from tui.core.header import header_lines
-from tui.core.plan import DEFAULT_RULE
 from tui.core.reps import REP_COLS, REP_COLUMNS, row_cells
+from tui.core.rules import DEFAULT_RULE
 from tui.core.sessions import session_args, session_paused, sessions_text
 from tui.core.verdicts import VERDICT_SEGS, verdict_seg
 from tui.core.versus import delta_cells, headline, reference, shape_deltas

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.campaign.dryrun import dry_run
-from engine.campaign.spec import Timeouts
+from engine.campaign.machines import Timeouts
 from engine.commands.dryrun import cmd_dry_run
 from engine.commands.validate import cmd_validate
 from tests.paths import FIXTURES, REPO

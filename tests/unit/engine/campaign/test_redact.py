@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.campaign.checks.warnings import argv_warnings
 from engine.campaign.dryrun import dry_run
 from engine.campaign.load import load_campaign
-from engine.campaign.redact import Redactor, argv_warnings, redactor_for
+from engine.campaign.redact import Redactor, redactor_for
 from engine.campaign.secrets import is_secret
 from engine.commands.validate import cmd_validate
 from engine.record.results import scrub_data

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 
 from engine.campaign import defaults
 from engine.campaign.dryrun import dry_run
+from engine.campaign.launch import WindowStart, plan_launch
 from engine.campaign.load import SpecError, load_campaign
-from engine.campaign.plan import WindowStart, plan_launch
 from engine.campaign.prompts import RECEIPT_KEYS, read_prompts
 from engine.campaign.sources import SOURCES, class_items
 from engine.campaign.spec import Campaign, percent
@@ -1117,3 +1117,26 @@ def test_the_smallest_sane_rates_and_reps_validate(tmp_path: Path) -> None:
     keys = "  rate: [0.01, 10000]\n  rep_seconds: 10\n  burstiness: 0.01\n"
     c = load_campaign(write(tmp_path, BASE + keys))
     assert c.workload.requests_at(10000) == 100_000
+
+
+def test_a_fixed_list_with_every_item_refused_is_said_once_not_a_traceback(tmp_path: Path) -> None:
+    # The checks read the model of what the schema accepted: both ends refused leave the range
+    # with no item, which the schema then says is missing (engine.campaign.checks.draft).
+    keys = "  capacity: {range: [w1, w1], holds: {ttft_p99_ms: 500}}\n"
+    assert problems(tmp_path, BASE + keys) == [
+        "22:22: workload.capacity.range[0]: expected a number, got 'w1'",
+        "22:26: workload.capacity.range[1]: expected a number, got 'w1'",
+    ]
+
+
+@pytest.mark.parametrize(("pair", "expected"), [
+    (("  command: [llama-server]", "  command: 0"), "5:12: process.command: expected a list, got 0"),
+    (("  s1: [block5]", "  s1: 0"), "16:7: sessions.s1: expected a list, got 0"),
+    (("  - name: block5", "  - name: [block5]"), "12:11: windows[0].name: expected a string, got a list"),
+])
+def test_a_value_the_schema_refused_is_said_once_not_again_by_a_check(
+        tmp_path: Path, pair: tuple[str, str], expected: str) -> None:
+    # The checks read what the schema accepted: a refused process.command is not also a runtime
+    # without one, a refused session list leaves no window "in no session", a refused window
+    # name no session naming an unknown window.
+    assert problems(tmp_path, edit(pair)) == [expected]

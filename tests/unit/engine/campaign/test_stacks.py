@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from engine.campaign.dryrun import describe
+from engine.campaign.launch import WindowStart, plan_launch
 from engine.campaign.load import SpecError, load_campaign
-from engine.campaign.plan import WindowStart, plan_launch
 from engine.campaign.spec import Campaign
 from engine.servers import get_adapter
 from engine.servers.logs import COMMON_FACTS, BootFacts, stack_diff
@@ -63,11 +63,11 @@ def test_a_window_on_another_stack_boots_its_own_server(tmp_path: Path) -> None:
     c = load(tmp_path, BASE)
     w = c.window("vllm")
     assert w.axes() == ["server"] and w.lossy  # lossy by nature, without saying so
-    assert c.adapter_for("vllm") == "vllm" and c.adapter_for("control") == "llamacpp"
+    assert c.server_for("vllm") == "vllm" and c.server_for("control") == "llamacpp"
     assert c.stack_windows() == ["vllm"]
     config = c.config_for("vllm")
     # Nothing of the control's server is inherited: not its model, flags or command.
-    assert config.model == "/models/smol" and config.adapter == "vllm" and config.own_stack
+    assert config.model == "/models/smol" and config.server == "vllm" and config.own_stack
     assert config.args == {"--model": "${model}", "--max-num-seqs": 2, "--enforce-eager": True}
     plan = plan_launch(c, get_adapter("vllm"), WindowStart("process", "r.1", "s1", "vllm"))
     assert plan.argv[:5] == ["python", "-m", "vllm.entrypoints.openai.api_server", "--model",

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from engine.commands.eta import BOOT_SLACK_S, eta, load_plan
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 from tests.paths import FIXTURES
 
 JOURNAL = FIXTURES / "journals" / "finished" / "journal.jsonl"

@@ -13,7 +13,7 @@ from engine.campaign.load import load_campaign
 from engine.commands.plan import cmd_plan
 from engine.errors import BadInput
 from engine.method.design import sessions_needed
-from engine.record.judged import judgement
+from engine.record.judgement import judgement
 from engine.record.snapshot import fold_journal
 from tests.paths import REPO as ROOT
 

@@ -57,7 +57,7 @@ def run_dir(parent: Path, name: str = "run") -> Path:
 
 
 def container_of(d: Path, **over: str) -> Container:
-    """Labelled as the runner labels a run's servers (engine.campaign.plan)."""
+    """Labelled as the runner labels a run's servers (engine.campaign.launch)."""
     labels = {"ruler.campaign": "c", "ruler.run": "run.abcd1234", "ruler.dir": str(d.resolve()),
               "ruler.dir.id": results.dir_identity(d) or ""}
     return Container({**labels, **over})

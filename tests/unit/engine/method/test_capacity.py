@@ -5,14 +5,16 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.method.capacity import Answer, Found, Probe, Search, step, versus
+from engine.method.capacity import Answer, Found, ProbeResult, Search, step, versus
 from engine.method.sla import Criteria, judge, rep_figures
 from engine.method.stats import Slo
 
+HOLDS, FAILS = ProbeResult.HOLDS, ProbeResult.FAILS
 
-def run(search: Search, truth: Callable[[float], Probe]) -> tuple[list[float], Answer]:
+
+def run(search: Search, truth: Callable[[float], ProbeResult]) -> tuple[list[float], Answer]:
     """The search driven to its end against a server whose verdict at each load is ``truth``."""
-    probes: dict[float, Probe] = {}
+    probes: dict[float, ProbeResult] = {}
     order: list[float] = []
     while True:
         answer = step(search, probes)
@@ -28,8 +30,8 @@ def band(answer: Answer) -> tuple[float, float]:
     return answer.lo, answer.hi
 
 
-def edge(at: float) -> Callable[[float], Probe]:
-    return lambda x: Probe.HOLDS if x <= at else Probe.FAILS
+def edge(at: float) -> Callable[[float], ProbeResult]:
+    return lambda x: ProbeResult.HOLDS if x <= at else ProbeResult.FAILS
 
 
 def test_the_band_closes_on_the_edge_within_the_resolution() -> None:
@@ -62,8 +64,8 @@ def test_the_budget_ends_the_search_with_the_band_it_has() -> None:
 
 def test_mixed_probes_stay_inside_the_band_and_split_it() -> None:
     # Between 8 and 12 the reps disagree: neither side of that zone is claimed.
-    def noisy(x: float) -> Probe:
-        return Probe.HOLDS if x < 8 else Probe.MIXED if x <= 12 else Probe.FAILS
+    def noisy(x: float) -> ProbeResult:
+        return ProbeResult.HOLDS if x < 8 else ProbeResult.MIXED if x <= 12 else ProbeResult.FAILS
     _, answer = run(Search("rate", 1, 64, resolution=0.1, max_probes=14), noisy)
     lo, hi = band(answer)
     assert lo < 8 and hi > 12
@@ -71,14 +73,14 @@ def test_mixed_probes_stay_inside_the_band_and_split_it() -> None:
 
 
 def test_a_hold_above_a_failure_is_noise_the_band_keeps() -> None:
-    answer = step(Search("rate", 1, 64), {1: Probe.HOLDS, 8: Probe.FAILS, 16: Probe.HOLDS, 64: Probe.FAILS})
+    answer = step(Search("rate", 1, 64), {1: HOLDS, 8: FAILS, 16: HOLDS, 64: FAILS})
     assert (answer.lo, answer.hi) == (1, 8)
     assert answer.next == pytest.approx(2.83)
 
 
 def test_a_void_probe_is_not_probed_again() -> None:
     order, answer = run(Search("rate", 1, 64, max_probes=10),
-                        lambda x: Probe.VOID if 5 < x < 9 else edge(20)(x))
+                        lambda x: ProbeResult.VOID if 5 < x < 9 else edge(20)(x))
     assert len(order) == len(set(order))
     assert answer.lo is not None and answer.lo <= 20
 
@@ -87,7 +89,7 @@ def test_a_void_probe_is_not_probed_again() -> None:
 def test_a_server_that_fails_every_request_has_no_capacity_found(over: str) -> None:
     """Issue 49: every probe void (no usable rep) says nothing of the edge: the search ends with
     no answer, not "bracketed" below the range, and probes no more than both ends."""
-    order, answer = run(Search(over, 1, 32, max_probes=8), lambda _: Probe.VOID)
+    order, answer = run(Search(over, 1, 32, max_probes=8), lambda _: ProbeResult.VOID)
     assert answer.found == Found.NONE and (answer.lo, answer.hi, answer.mixed) == (None, None, ())
     assert order == [1, 32]
 
@@ -119,16 +121,16 @@ def test_a_goodput_share_is_of_every_request_sent() -> None:
 
 
 def test_a_probe_holds_or_fails_only_when_its_reps_agree() -> None:
-    assert judge([{"holds": True}] * 3) == Probe.HOLDS
-    assert judge([{"holds": False}] * 3) == Probe.FAILS
-    assert judge([{"holds": True}, {"holds": False}, {"holds": True}]) == Probe.MIXED
-    assert judge([]) == Probe.VOID
+    assert judge([{"holds": True}] * 3) == ProbeResult.HOLDS
+    assert judge([{"holds": False}] * 3) == ProbeResult.FAILS
+    assert judge([{"holds": True}, {"holds": False}, {"holds": True}]) == ProbeResult.MIXED
+    assert judge([]) == ProbeResult.VOID
 
 
 def test_a_window_against_its_control_by_their_bands() -> None:
-    ctl = step(Search("rate", 1, 16), {1: Probe.HOLDS, 16: Probe.FAILS, 4: Probe.HOLDS, 8: Probe.FAILS})
-    better = step(Search("rate", 1, 16), {1: Probe.HOLDS, 16: Probe.FAILS, 8: Probe.HOLDS, 11: Probe.FAILS})
-    same = step(Search("rate", 1, 16), {1: Probe.HOLDS, 16: Probe.FAILS, 5: Probe.HOLDS, 7: Probe.FAILS})
+    ctl = step(Search("rate", 1, 16), {1: HOLDS, 16: FAILS, 4: HOLDS, 8: FAILS})
+    better = step(Search("rate", 1, 16), {1: HOLDS, 16: FAILS, 8: HOLDS, 11: FAILS})
+    same = step(Search("rate", 1, 16), {1: HOLDS, 16: FAILS, 5: HOLDS, 7: FAILS})
     v = versus(better, ctl)
     assert v.delta == pytest.approx(1.0) and v.call.startswith("higher")
     assert v.lo == pytest.approx(0.0) and v.hi == pytest.approx(11 / 4 - 1)

@@ -27,7 +27,7 @@ from engine.quality.maths import (
 )
 from engine.quality.reference import Item, Reference, compare_kl, compare_scores, load_reference
 from engine.quality.verdicts import verdict_row, write_verdicts
-from engine.record.judged import judgement
+from engine.record.judgement import judgement
 from engine.record.state import RowState, RunState
 from engine.servers.client import chat_reply, tool_arguments
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from engine.campaign.load import load_campaign
-from engine.record.events import ENVELOPE, EventKind, MalformedEvent, check
+from engine.record.eventcheck import MalformedEvent, check
+from engine.record.events import ENVELOPE, EventKind
 from engine.record.journal import read_events
 from engine.record.writer import JournalWriter
 from engine.run.runner import Runner

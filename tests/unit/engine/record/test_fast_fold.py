@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from engine.commands.status import format_summary, summary
 from engine.record import snapshot
+from engine.record.fold import apply
 from engine.record.journal import Damage, Parse, Reader, _event, excerpt, read_journal, wide
-from engine.record.state import RunState, apply
+from engine.record.state import RunState
 from tests.paths import FIXTURES
 from tests.unit.helpers import JOURNALS, plain
 

@@ -8,7 +8,8 @@ import typing
 from pathlib import Path
 
 from engine.record import figures
-from engine.record.events import RowDone, check
+from engine.record.eventcheck import check
+from engine.record.events import RowDone
 from engine.record.figures import FIGURES, ROW, Figure
 from engine.record.journal import read_events
 from engine.record.request import RequestRecord

@@ -25,8 +25,9 @@ import pytest
 from engine.commands.invocation import ruler_command
 from engine.commands.progress import format_event
 from engine.commands.status import format_summary, summary
+from engine.record.fold import apply
 from engine.record.journal import read_events
-from engine.record.state import RunState, apply
+from engine.record.state import RunState
 from tests.paths import FIXTURES
 from tests.unit.helpers import JOURNALS, plain
 

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from engine.commands.cli import main
 from engine.record import results
+from engine.record.fold import apply, fold
 from engine.record.journal import read_events
 from engine.record.snapshot import fold_journal
-from engine.record.state import RunState, apply, fold
+from engine.record.state import RunState
 from engine.record.writer import JournalDamaged, JournalWriter
 from tests.paths import FIXTURES
 

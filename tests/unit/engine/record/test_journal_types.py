@@ -19,10 +19,12 @@ from hypothesis import strategies as st
 
 from engine.commands.cli import main
 from engine.commands.status import format_summary, summary
-from engine.record.events import FIELDS, mistyped
+from engine.record.eventcheck import mistyped
+from engine.record.events import FIELDS
+from engine.record.fold import apply, fold_read
 from engine.record.journal import read_journal
 from engine.record.snapshot import fold_journal
-from engine.record.state import RunState, apply, fold_read
+from engine.record.state import RunState
 from engine.report import load_run, render
 from tests.paths import FIXTURES
 

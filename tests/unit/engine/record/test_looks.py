@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 
 from engine.method.verdict import Call, Rule
-from engine.record.judged import judgement
+from engine.record.judgement import judgement
 from engine.record.looks import take
 from engine.record.simulate import Design, Noise, campaign, sequential
 
@@ -54,7 +54,7 @@ def test_an_earlier_runs_noise_stands_in_where_this_run_measured_none() -> None:
     """A pilot of two sessions measured the noise; a run of one session with the control once
     measured none. With the pilot as its baseline (run_started's record), its deltas have
     intervals, and say whose noise they rest on."""
-    from engine.record.judged import baseline_record
+    from engine.record.judgement import baseline_record
 
     rule = Rule(0.05, "holm", 0.05, None)
     pilot = campaign(DESIGN, Noise(boot=0.02, rep=0.02), {}, np.random.default_rng(7))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from engine.record.state import fold
+from engine.record.fold import fold
 
 SHAPE = {"session": "s1", "window": "control", "class": "prose", "concurrency": 1}
 

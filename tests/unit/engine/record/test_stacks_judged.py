@@ -1,4 +1,4 @@
-"""A window on another stack's row against its control (engine.record.judged): its delta only where
+"""A window on another stack's row against its control (engine.record.judgement): its delta only where
 the parity event said both stacks were sent the same token ids, else withheld saying why, unless
 the campaign allows it (verdict.allow_different); and its progress line."""
 
@@ -8,8 +8,9 @@ from typing import Any
 
 from engine.commands.progress import format_event
 from engine.method.verdict import Rule
-from engine.record.judged import judgement, row_columns
-from engine.record.state import RunState, apply
+from engine.record.fold import apply
+from engine.record.judgement import judgement, row_columns
+from engine.record.state import RunState
 
 RULE = Rule(0.05, "holm", 0.05, 0.02)
 PARITY = {"kind": "parity", "session": "s1", "window": "vllm", "reference": "llamacpp",

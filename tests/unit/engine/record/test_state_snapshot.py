@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 
 from engine.commands.status import format_summary, summary
 from engine.record import snapshot
+from engine.record.fold import fold_read
 from engine.record.journal import Damage, read_journal
-from engine.record.state import RowState, RunState, WindowState, fold_read
+from engine.record.state import RowState, RunState, WindowState
 from engine.record.writer import JournalWriter
 from tests.paths import FIXTURES
 from tests.unit.helpers import JOURNALS, plain

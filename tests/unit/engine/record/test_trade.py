@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from engine.method.verdict import Rule
 from engine.record.state import RowState, RunState, WindowState
-from engine.record.trade import Answer, Call, judged, trades
+from engine.record.trade import Answer, Outcome, cell_of, trades
 from engine.words import CONTROL, RowStatus, row_key
 
 # The campaign's verdict: Holm at 0.05 over the run's window rows, TOST within ±5 %; one control
@@ -37,20 +37,20 @@ def state_of(deltas: dict[str, dict[str, float | None]]) -> RunState:
 
 def test_judged_calls_an_effect_better_or_worse_and_shown_none_equivalent() -> None:
     st = state_of({"block-5": {"prose": 0.005, "code": -0.12}})
-    assert judged(st, Rule(0.05, "holm", 0.05, 0.002),
-                  "s1", "block-5", "prose", 1).call == Call.EQUIVALENT  # +0.5 %, inside ±5 %
-    assert judged(st, Rule(0.05, "holm", 0.05, 0.002), "s1", "block-5", "code", 1).call == Call.WORSE
+    assert cell_of(st, Rule(0.05, "holm", 0.05, 0.002),
+                  "s1", "block-5", "prose", 1).outcome == Outcome.EQUIVALENT  # +0.5 %, inside ±5 %
+    assert cell_of(st, Rule(0.05, "holm", 0.05, 0.002), "s1", "block-5", "code", 1).outcome == Outcome.WORSE
 
 
 def test_judged_calls_a_delta_past_the_noise_and_leaves_the_rest_undetermined() -> None:
     st = state_of({"block-5": {"prose": 0.12, "code": -0.02}, "block-6": {"prose": None, "code": -0.2}})
-    up = judged(st, FLOOR, "s1", "block-5", "prose", 1)
-    assert up.call == Call.BETTER and up.delta is not None and abs(up.delta - 0.12) < 1e-9
+    up = cell_of(st, FLOOR, "s1", "block-5", "prose", 1)
+    assert up.outcome == Outcome.BETTER and up.delta is not None and abs(up.delta - 0.12) < 1e-9
     assert up.lo is not None and up.hi is not None and up.lo < 0.12 < up.hi
-    assert judged(st, FLOOR, "s1", "block-5", "code", 1).call == Call.UNDETERMINED
-    assert judged(st, FLOOR, "s1", "block-6", "code", 1).call == Call.WORSE
-    void = judged(st, FLOOR, "s1", "block-6", "prose", 1)
-    assert (void.call, void.delta, void.why) == (Call.NO_FIGURE, None, "the window's row is void")
+    assert cell_of(st, FLOOR, "s1", "block-5", "code", 1).outcome == Outcome.UNDETERMINED
+    assert cell_of(st, FLOOR, "s1", "block-6", "code", 1).outcome == Outcome.WORSE
+    void = cell_of(st, FLOOR, "s1", "block-6", "prose", 1)
+    assert (void.outcome, void.delta, void.why) == (Outcome.NO_FIGURE, None, "the window's row is void")
 
 
 def test_one_value_better_at_every_class_wins_everywhere() -> None:
@@ -69,7 +69,7 @@ def test_the_seeds_block_size_is_a_trade() -> None:
     assert "prose C1 is best at 5 (+10.0 %" in t.words
     assert "code C1 at the control's 7 (no value better; 5 -12.0 %)" in t.words
     assert [s for s in t.shapes] == [("prose", 1, None), ("code", 1, None)]
-    assert t.cells[("block-6", ("prose", 1, None))].call == Call.BETTER
+    assert t.cells[("block-6", ("prose", 1, None))].outcome == Outcome.BETTER
 
 
 def test_no_value_separates_from_the_control_is_no_decision() -> None:

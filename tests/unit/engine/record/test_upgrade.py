@@ -7,10 +7,15 @@ import json
 import shutil
 from pathlib import Path
 
-from engine.record.events import FORMAT, EventKind, check
-from engine.record.journal import read_journal, read_kinds
-from engine.record.upgrade import FIRST_FORMAT, frozen_workload, upgraded
+from engine.campaign.load import load_campaign
+from engine.record.eventcheck import check
+from engine.record.events import FORMAT, EventKind
+from engine.record.journal import read_events, read_journal, read_kinds
+from engine.record.snapshot import fold_journal
+from engine.record.upgrade import FIRST_FORMAT, frozen_campaign, frozen_workload, upgraded
+from engine.run.runner import Runner, leak_record, verdict_record
 from tui.core.follow import Follower
+from tui.core.rules import DEFAULT_RULE, LeakRule, leak_rule, verdict_rule
 
 FIXTURES = Path(__file__).parents[3] / "fixtures"
 FORMAT_1 = FIXTURES / "journals" / "booting"  # recorded before run_started carried the workload
@@ -51,7 +56,8 @@ def test_without_its_campaign_a_format_1_run_started_has_no_workload(tmp_path: P
     e = started([e for _, e in read_journal(tmp_path / "journal.jsonl").events])
     assert e["format"] == FIRST_FORMAT and "workload" not in e
     (tmp_path / "campaign.yaml").write_text("workload: {concurrency: [one]}\n")
-    assert frozen_workload(tmp_path / "campaign.yaml") is None
+    raw = frozen_campaign(tmp_path / "campaign.yaml")
+    assert raw is not None and frozen_workload(raw) is None
 
 
 def test_a_current_journal_is_read_as_written() -> None:
@@ -59,3 +65,38 @@ def test_a_current_journal_is_read_as_written() -> None:
     assert upgraded(dict(e), FORMAT_1) == e
     other = {"seq": 2, "ts": 1.0, "kind": "run_resumed", "pid": 1, "rows_done": 0}
     assert upgraded(dict(other), FORMAT_1) == other
+
+
+def test_the_rules_are_run_starteds_and_an_older_journals_are_its_frozen_campaigns(tmp_path: Path) -> None:
+    """The console judges by the leak and verdict rules run_started records; an older journal's
+    are read from its frozen campaign once, as the journal is read, and come out the same."""
+    finished = FIXTURES / "journals" / "finished"
+    older = started([e for _, e in read_journal(finished / "journal.jsonl").events])
+    assert older["format"] < FORMAT and older["leak"] == {"min_concurrency": 2, "spread": 0.10}
+    assert older["verdict"] == {}  # the campaign declares none: the spec's defaults
+    campaign = load_campaign(finished / "campaign.yaml")
+    runner = Runner(campaign, tmp_path, "process", {}, None, [])
+    runner.emit(EventKind.RUN_STARTED, format=FORMAT, campaign="c", run="r", runtime="process",
+                server="llamacpp", pid=1, sessions={}, axes={}, leak=leak_record(campaign.leak),
+                verdict=verdict_record(campaign.verdict))
+    recorded = started(read_events(tmp_path / "journal.jsonl"))
+    assert recorded["leak"] == {"spread": 0.10, "min_concurrency": 2}
+    now, then = runner.state, fold_journal(finished / "journal.jsonl")
+    assert leak_rule(now) == leak_rule(then) == LeakRule(0.10, 2)
+    assert verdict_rule(now) == verdict_rule(then) == campaign.verdict.rule() == DEFAULT_RULE
+
+
+def test_a_frozen_campaigns_rule_keeps_only_what_fits_the_record(tmp_path: Path) -> None:
+    (tmp_path / "campaign.yaml").write_text(
+        "leak: {spread: 0.2, min_concurrency: lots, max_reruns: 1}\nverdict: {boot_noise: null, margin: 1}\n")
+    e = upgraded({"kind": "run_started", "format": 2}, tmp_path)
+    assert e["leak"] == {"spread": 0.2} and e["verdict"] == {"boot_noise": None, "margin": 1}
+    none = {"kind": "run_started", "format": 2}
+    assert upgraded(dict(none), tmp_path / "gone") == none  # no campaign to read: left as it is
+
+
+def test_a_format_of_another_type_is_left_for_the_fold_to_say(tmp_path: Path) -> None:
+    (tmp_path / "campaign.yaml").write_text("leak: {spread: 0.2}\n")
+    for said in (None, "2", 2.0, True):
+        e = {"kind": "run_started", "format": said}
+        assert upgraded(dict(e), tmp_path) == e

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine.method import acceptance
-from engine.record.judged import Judgement
+from engine.record.judgement import Judgement
 from engine.record.results import ITEMS, PROMPTS
 from engine.report import compare, text
 from engine.report.compare import (

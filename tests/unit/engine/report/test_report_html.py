@@ -4,6 +4,7 @@ tests/integration/test_report.py)."""
 from __future__ import annotations
 
 import csv
+import itertools
 import re
 import shutil
 from html.parser import HTMLParser
@@ -36,6 +37,13 @@ def test_the_reports_markdown_becomes_html_and_nothing_else(tmp_path: Path) -> N
         "<thead><tr><th>window</th><th>Δ | x</th></tr></thead>", "<tbody>",
         "<tr><td>s1-a</td><td>+1.0 %</td></tr>", "</tbody></table>",
         "<ul>", "<li>one</li>", "<li>two</li>", "</ul>", "<p class=caption><i>A caption.</i></p>"]
+
+
+def test_a_line_that_starts_like_a_heading_but_is_none_is_a_paragraph() -> None:
+    """A "#" with no space after it, or seven of them, heads nothing: the line is text (it was
+    left unread, and the page grew by an empty paragraph for ever: a campaign's text can say it)."""
+    got = list(itertools.islice(blocks(["#x", "a", "####### seven", "#"], {}), 5))
+    assert got == ["<p>#x a</p>", "<p>####### seven</p>", "<p>#</p>"]
 
 
 @pytest.mark.parametrize("target", [

@@ -16,8 +16,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.record.fold import fold_read
 from engine.record.journal import read_events, read_journal, read_kinds
-from engine.record.state import fold_read
 from engine.report import chartdata, charts
 from engine.report.run import REPORTED, RunView, load_run
 from engine.report.windows import windows

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from engine.campaign.load import SpecError, load_campaign
-from engine.campaign.spec import SlurmSpec
+from engine.campaign.machines import SlurmSpec
 from engine.runtime.slurm import options
 from tests.paths import FIXTURES
 

@@ -24,12 +24,12 @@ import pytest
 import yaml
 
 from engine.campaign.dryrun import dry_run
+from engine.campaign.launch import WindowStart, plan_launch
 from engine.campaign.load import SpecError, load_campaign
-from engine.campaign.plan import WindowStart, plan_launch
 from engine.commands.progress import format_event
 from engine.record.events import EventKind
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 from engine.report import load_run, render
 from engine.runtime.base import LaunchPlan
 from engine.runtime.slurm.commands import JobState, _exit_of, ended_line, parse_scontrol
@@ -410,12 +410,12 @@ def test_the_fold_of_a_real_slurm_run_queued_then_placed() -> None:
     events = read_events(JOURNAL)
     upto = {e["seq"]: i for i, e in enumerate(events)}
     queued = fold(events[:upto[99] + 1]).windows["s1-ctx"]
-    assert (queued.status, queued.queue, queued.place) == (WindowStatus.QUEUED, "", "")
+    assert (queued.status, queued.queue, queued.placed) == (WindowStatus.QUEUED, "", "")
     assert queued.server["job"] == "6"
     placed = fold(events[:upto[100] + 1]).windows["s1-ctx"]
-    assert (placed.status, placed.queue, placed.place, placed.node) == (WindowStatus.BOOTING, "", "vm", "vm")
+    assert (placed.status, placed.queue, placed.placed, placed.node) == (WindowStatus.BOOTING, "", "vm", "vm")
     end = fold(events)
-    assert {k: (w.status, w.place) for k, w in end.windows.items()} == {
+    assert {k: (w.status, w.placed) for k, w in end.windows.items()} == {
         "s1-control": ("done", "vm"), "s1-ctx": ("done", "vm"), "s1-qv8": ("rejected", "vm")}
 
 
@@ -462,7 +462,7 @@ def test_a_session_node_falls_back_to_the_boot_fact() -> None:
     """A journal without window_placed (its events are newer than the run): the job's node fact."""
     events = [e for e in read_events(JOURNAL) if e["kind"] != EventKind.WINDOW_PLACED]
     control = fold(events).windows["s1-control"]
-    assert (control.place, control.node) == ("", "vm")
+    assert (control.placed, control.node) == ("", "vm")
 
 
 def test_the_console_shows_queued_with_slurms_reason_and_the_node() -> None:
@@ -676,7 +676,7 @@ def test_report_names_the_place_beside_the_node(tmp_path: Path) -> None:
 
 def test_a_place_with_a_gpu_count_is_its_sessions_share_of_the_node(tmp_path: Path) -> None:
     """Two sessions sharing an 8-GPU node: each place asks for its count on its node."""
-    from engine.campaign.spec import Place
+    from engine.campaign.machines import Place
 
     campaign = load_campaign(slurm_campaign(tmp_path, "process", gres="gpu:8", exclusive=False))
     half = Place(name="n7a", node="node7", gpus=4)

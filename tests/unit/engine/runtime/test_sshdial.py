@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.campaign.spec import Timeouts
+from engine.campaign.machines import Timeouts
 from engine.runtime.base import LaunchError
 from engine.runtime.docker import DockerRuntime
 from engine.runtime.sshdial import DEFAULT_CONNECT_S, Cut, SshDial, ssh_argv

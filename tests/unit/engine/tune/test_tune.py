@@ -13,7 +13,7 @@ import pytest
 
 from engine.campaign.load import SpecError
 from engine.record.state import WindowState
-from engine.record.trade import Call, Judged
+from engine.record.trade import Cell, Outcome
 from engine.tune.judge import decision, no_figure_why, operator_argv, quality_of
 from engine.tune.rounds import Candidate, Round, after, next_plan
 from engine.tune.spec import Tune, load_tune
@@ -38,7 +38,7 @@ def done(number: int, kind: str, control: dict[str, object], *cands: Cand) -> Ro
     rnd = Round(number, kind, "run", control)
     for flag, value, kept, delta in cands:
         rnd.candidates.append(Candidate(number, kind, "s", f"w{value}", {flag: value}, False, delta=delta,
-                                        call=Call.BETTER if kept else Call.UNDETERMINED, kept=kept))
+                                        call=Outcome.BETTER if kept else Outcome.UNDETERMINED, kept=kept))
     return rnd
 
 
@@ -229,16 +229,16 @@ def test_values_that_give_no_window_name_or_hold_a_secret_are_named_by_position(
 
 def test_every_call_of_the_verdict_has_its_words() -> None:
     """A candidate shown equivalent to the control is ruled out as such, not as "no figure ()"."""
-    for call in Call:
-        j = Judged(0.001 if call != Call.NO_FIGURE else None, -0.01, 0.012, call,
-                   "void row" if call == Call.NO_FIGURE else "")
+    for outcome in Outcome:
+        j = Cell(0.001 if outcome != Outcome.NO_FIGURE else None, -0.01, 0.012, outcome,
+                 "void row" if outcome == Outcome.NO_FIGURE else "")
         said = decision(j, True, "")
         assert said.startswith(("kept:", "ruled out:")) and "()" not in said, said
-    assert "equivalent" in decision(Judged(0.001, -0.01, 0.012, Call.EQUIVALENT), True, "")
+    assert "equivalent" in decision(Cell(0.001, -0.01, 0.012, Outcome.EQUIVALENT), True, "")
     # An interval clear of 0 that the campaign did not call: its reason, not "the noise does not
     # separate it" (issue 45: a value at -16.6 % [-27.2, -4.5] was ruled out in those words).
     why = "not called: p 0.004, adjusted 0.21 over 8 windows > 0.05"
-    said = decision(Judged(-0.166, -0.272, -0.045, Call.UNDETERMINED, why), True, "")
+    said = decision(Cell(-0.166, -0.272, -0.045, Outcome.UNDETERMINED, why), True, "")
     assert "undetermined" in said and "adjusted 0.21 over 8 windows" in said
     assert "does not separate" not in said
 

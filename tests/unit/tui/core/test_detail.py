@@ -3,11 +3,11 @@ whole, and the server's words as its terminal would show them."""
 
 from __future__ import annotations
 
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 from tests.paths import FIXTURES
 from tui.core.detail import Detail, detail
-from tui.core.plan import DECLARED, DEFAULT_RULE
+from tui.core.rules import DECLARED, DEFAULT_RULE
 
 EVERY = FIXTURES / "fold" / "every-kind.jsonl"
 

@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
+from engine.record.fold import apply, fold
 from engine.record.journal import read_events
-from engine.record.judged import judgement
-from engine.record.state import apply, fold
+from engine.record.judgement import judgement
 from engine.report.run import load_run
 from engine.report.sections import summary
 from engine.words import is_control
 from tests.paths import FIXTURES
 from tests.unit.tui.recorded import JOURNALS
 from tui.core.listing import listed
-from tui.core.plan import DEFAULT_RULE, frozen_rule
+from tui.core.rules import DEFAULT_RULE, verdict_rule
 from tui.core.sorting import cell_text
 from tui.core.windows import WINDOW_COLUMNS
 
@@ -52,7 +52,7 @@ def test_the_call_column_says_the_windows_call_as_the_reports_glance_table() -> 
             for line in glance[4:] if line.startswith("|")
             for cells in ([c.strip() for c in line.strip("|").split("|")],)}
     call = WINDOW_COLUMNS.index("call")
-    rows = dict(listed(state, frozen_rule(run / "campaign.yaml"), "", None).rows)
+    rows = dict(listed(state, verdict_rule(state), "", None).rows)
     assert set(said) < set(rows)
     for key, cells in rows.items():
         text = cell_text(cells[call])

@@ -5,20 +5,24 @@ rows queued to rerun; a look that added session more1)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
 
 from engine.campaign.spec import VerdictSpec
 from engine.commands.eta import load_plan
+from engine.record.events import FORMAT
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import RunState, fold
+from engine.record.state import RunState
+from engine.run.runner import verdict_record
 from tests.paths import FIXTURES
 from tui.core.detail import detail
 from tui.core.header import header_lines
 from tui.core.listing import listed
-from tui.core.plan import DECLARED, DEFAULT_RULE, frozen_rule
 from tui.core.reps import row_cells
+from tui.core.rules import DECLARED, DEFAULT_RULE, verdict_rule
 from tui.core.sorting import cell_text
 from tui.core.windows import WINDOW_COLUMNS, phase, window_notes, window_status
 
@@ -87,10 +91,19 @@ def test_the_last_look_is_said_and_an_added_sessions_windows_are_listed_under_it
 
 def test_the_console_judges_with_the_campaigns_own_rule_boots_added_until_decided_too(tmp_path: Path) -> None:
     """The console's calls are the engine's only with the same rule: a campaign whose boots are
-    added until decided calls at each look's share of the error rate."""
+    added until decided calls at each look's share of the error rate. The rule is run_started's;
+    an older journal's is its frozen campaign's, read once as the journal is read."""
     text = ("verdict:\n  error_rate: 0.01\n  until_decided: true\n  max_boots: 12\n"
             "  max_minutes: 90\n  allow_different: true\n")
-    (tmp_path / "campaign.yaml").write_text(text)
     declared = VerdictSpec.model_validate(yaml.safe_load(text)["verdict"]).rule()
-    assert frozen_rule(tmp_path / "campaign.yaml") == declared
     assert declared.until_decided and declared.max_boots == 12 and declared.max_minutes == 90
+    started = {"seq": 1, "ts": 1.0, "kind": "run_started", "format": FORMAT, "campaign": "c", "run": "r",
+               "runtime": "process", "server": "llamacpp", "pid": 1, "sessions": {}, "axes": {},
+               "verdict": verdict_record(VerdictSpec.model_validate(yaml.safe_load(text)["verdict"]))}
+    assert verdict_rule(fold([started])) == declared
+    older = {k: v for k, v in started.items() if k not in ("format", "verdict")}
+    (tmp_path / "journal.jsonl").write_text(json.dumps(older) + "\n")
+    (tmp_path / "campaign.yaml").write_text(text)
+    assert verdict_rule(fold(read_events(tmp_path / "journal.jsonl"))) == declared
+    (tmp_path / "campaign.yaml").unlink()  # none to read: the spec's defaults, as the console had
+    assert verdict_rule(fold(read_events(tmp_path / "journal.jsonl"))) == DEFAULT_RULE

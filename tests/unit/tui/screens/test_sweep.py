@@ -10,7 +10,7 @@ from engine.record.snapshot import fold_journal
 from tests.console import screen_text, settled, until
 from tests.paths import FIXTURES
 from tui.app import RulerConsole
-from tui.core.plan import DEFAULT_RULE
+from tui.core.rules import DEFAULT_RULE
 from tui.core.sweep import picked_sweep, sweep_lines
 
 SWEEP = FIXTURES / "sweep"

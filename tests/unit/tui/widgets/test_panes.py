@@ -7,12 +7,12 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult
 
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 from tests.paths import FIXTURES
 from tests.unit.tui.recorded import last_ts, recorded
 from tui.core.follow import Link
-from tui.core.plan import DECLARED, DEFAULT_RULE
+from tui.core.rules import DECLARED, DEFAULT_RULE
 from tui.core.selection import LogWatch, Selection
 from tui.widgets.banner import Banner
 from tui.widgets.facts import Facts

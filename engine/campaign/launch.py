@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.campaign.frozen import GREEDY, KL
+from engine.campaign.machines import Place
 from engine.campaign.prompts import read_receipt
 from engine.campaign.secrets import is_secret
 from engine.campaign.sources import Item, class_items
-from engine.campaign.spec import Campaign, Place, ServerConfig
+from engine.campaign.spec import Campaign, ServerConfig
 from engine.campaign.variables import expand, render_args
 from engine.errors import EngineError
 from engine.runtime.base import (
@@ -240,7 +241,7 @@ def _slurm_plan(campaign: Campaign, adapter: ServerAdapter, start: WindowStart,
         own = adapter.log_args() + adapter.listen_args("0.0.0.0", PORT_REF)
         return LaunchPlan(r.name, command + r.args + own, r.env, r.secret_env, 0, labels=r.labels,
                           mounts=r.mounts, slurm=job, workdir=start.workdir, tag=start.tag,
-                          place=start.node, ruler_args=len(own))
+                          node=start.node, ruler_args=len(own))
     d = campaign.docker
     command = [expand(c, r.v) for c in _command(r.config, d.command)]
     # pyxis runs the container in the node's network: the server itself listens on the job's port.
@@ -250,4 +251,4 @@ def _slurm_plan(campaign: Campaign, adapter: ServerAdapter, start: WindowStart,
                       mounts=r.mounts, ruler_args=len(own),
                       slurm=job, image=expand(_image(r.config, d.image), r.v),
                       shm_size=d.shm_size, ipc=d.ipc, volumes=[expand(x, r.v) for x in d.volumes],
-                      keep=False, workdir=start.workdir, tag=start.tag, place=start.node)
+                      keep=False, workdir=start.workdir, tag=start.tag, node=start.node)

@@ -101,7 +101,7 @@ def reps_of(r: RowState | None) -> tuple[float, ...] | None:
 
 _CACHE: dict[Any, Judgement] = {}
 # The last state judged (held weakly), its seq and rule, and its judgement. The fold changes a
-# state only as its seq moves (engine.record.state.apply): a state asked again at the same seq
+# state only as its seq moves (engine.record.fold.apply): a state asked again at the same seq
 # has the judgement it had, found without its key built again over every row (the console asks
 # once per shape it draws, thousands of times a screen on a day-long run). A state at seq 0 was
 # not folded from a journal (made by hand, as the report makes one of throughput.csv's rows):
