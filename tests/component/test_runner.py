@@ -39,7 +39,11 @@ from engine.words import RunStatus
 from tests.campaigns import CTX, LEAKY, campaign
 from tests.component.fakes import LOGS, Behaviour, FakeRuntime, FakeServer, Hooks, by_window
 from tests.component.helpers import PACE, WHO, events, rows, runner, slow_rep_two
+from tui.core.detail import detail
 from tui.core.header import header_lines
+from tui.core.rules import DECLARED, DEFAULT_RULE
+from tui.core.sorting import cell_text
+from tui.core.versus import delta_cells, row_delta
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -724,16 +728,9 @@ def test_a_window_told_to_simulate_acceptance_says_so_everywhere_and_has_no_delt
                for e in events(run, "rep_done", window="control"))
     # The console withholds it too: no Δ of its own beside the engine's withheld one (issue 48's
     # walk: the windows list read "+29.1%" for a --spec-synth-len window).
-    from engine.record.journal import read_events
-    from engine.record.state import fold
-    from tui.core.plan import DEFAULT_RULE
-    from tui.core.sorting import cell_text
-    from tui.core.versus import delta_cells, row_delta
     state = fold(read_events(run / "journal.jsonl"))
     assert cell_text([delta_cells(state, "s1-synth", DEFAULT_RULE)[0]]) == "withheld"
     assert row_delta(state, state.rows["s1-synth/prose/c2"], DEFAULT_RULE) is None
-    from tui.core.detail import detail
-    from tui.core.plan import DECLARED
     shown = detail(state, "s1-synth", DECLARED, DEFAULT_RULE)
     assert shown is not None
     assert any("delta withheld: one row's acceptance is simulated (--spec-synth-len 2.5)" in

@@ -21,8 +21,8 @@ import yaml
 
 from engine import testbed as tb_mod
 from engine.errors import EXIT_STOPPED
+from engine.record.fold import fold
 from engine.record.journal import read_events
-from engine.record.state import fold
 from tests import campaigns
 from tests.console import live_marked, screen_text, table_text, until
 from tui.app import RulerConsole
