@@ -83,8 +83,10 @@ lint: setup  ## ruff, lint-imports, mypy
 	$(BIN)/lint-imports
 	$(MYPY)
 
-# Fixes what ruff can (import order, upgrades, simplifications); the code's layout is its own,
-# not a formatter's, so there is no `ruff format`.
+# Fixes what ruff can (import order, upgrades, simplifications). No `ruff format`: at this
+# line length it reflows 402 of 506 files, the engine and console from 36,039 lines to 41,080
+# (a call's arguments one per line), six modules past the 500 lines a module keeps to; the
+# layout stays hand-set, held by `ruff check`.
 fmt: setup  ## ruff's fixes in place (imports sorted and the like)
 	$(BIN)/ruff check --fix .
 
