@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
@@ -176,11 +177,13 @@ class RenderingClient(ServerClient):
     def __init__(self) -> None:
         self._rendered = RenderedPrompts()
 
+    @abstractmethod
     def _render_body(self, messages: list[dict[str, Any]], knobs: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+        """The body of ``/tokenize`` that renders ``messages`` with the chat template."""
 
+    @abstractmethod
     def _detokenize(self, client: Http, ids: list[int]) -> str:
-        raise NotImplementedError
+        """The text of ``ids``, as the server's ``/detokenize`` answers it."""
 
     def render_chat(self, client: Http, messages: list[dict[str, Any]],
                     knobs: dict[str, Any]) -> str:
