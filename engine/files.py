@@ -22,12 +22,13 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
 
 
 class Unreadable(ValueError):
-    """A file :func:`read_bounded` will not read: the problem, without the path; ``size`` the
-    bytes it has where that is the problem (None: it is not a regular file)."""
+    """A file :func:`read_bounded` will not read: the problem, without the path (a caller says it
+    its own way); ``size`` the bytes it has where that is the problem (None: it is not a regular
+    file); ``path`` the file, where it was opened here."""
 
-    def __init__(self, problem: str, size: int | None = None) -> None:
+    def __init__(self, problem: str, size: int | None = None, path: str | Path | None = None) -> None:
         super().__init__(problem)
-        self.size = size
+        self.size, self.path = size, path
 
 
 def size_text(n: int) -> str:
@@ -50,16 +51,21 @@ def open_fd(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o600) -> in
         fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     except OSError as e:
         if e.errno == errno.ENXIO:  # a FIFO opened for writing, with no reader
-            raise Unreadable(f"not a regular file (a FIFO); ruler {use} regular files only") from None
+            raise Unreadable(f"not a regular file (a FIFO); ruler {use} regular files only",
+                             path=path) from None
         if e.errno == errno.EISDIR:
-            raise Unreadable(f"not a regular file (a directory); ruler {use} regular files only") from None
+            raise Unreadable(f"not a regular file (a directory); ruler {use} regular files only",
+                             path=path) from None
+        if e.errno == errno.ELOOP:
+            raise Unreadable("a symbolic link that loops (too many levels of symbolic links); "
+                             f"ruler {use} regular files only", path=path) from None
         raise
     st = os.fstat(fd)
     kind = next((name for test, name in _KINDS if test(st.st_mode)), None)
     if kind is not None or not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise Unreadable(f"not a regular file ({kind or 'a special file'}); ruler {use} "
-                         + ("files only" if reading else "regular files only"))
+                         + ("files only" if reading else "regular files only"), path=path)
     os.set_blocking(fd, True)  # a regular file: what a blocking write of it means (a full one)
     return fd
 
@@ -80,7 +86,7 @@ def open_bounded(path: str | Path, limit: int = MAX_RUN_FILE_BYTES) -> Iterator[
         size = os.fstat(f.fileno()).st_size
         if size > limit:
             raise Unreadable(f"{size_text(size)} ({size} bytes), more than the "
-                             f"{size_text(limit)} ruler reads", size)
+                             f"{size_text(limit)} ruler reads", size, path)
         yield f
 
 
@@ -99,7 +105,7 @@ def read_bounded(path: str | Path, limit: int = MAX_RUN_FILE_BYTES, start: int =
             total += len(chunk)
         data = b"".join(chunks)
     if len(data) > limit:
-        raise Unreadable(f"more than the {size_text(limit)} ruler reads", len(data))
+        raise Unreadable(f"more than the {size_text(limit)} ruler reads", len(data), path)
     return data
 
 

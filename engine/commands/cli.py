@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine import __version__
+from engine import __version__, files
 from engine.errors import EXIT_BAD_INPUT, EXIT_CODES, EXIT_ENGINE, BadInput, EngineError
 from engine.sanitize import terminal, terminal_lines
 
@@ -368,6 +368,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInput as e:  # any command: the message names the problem and where
         # Its lines may quote a file or a server: shown, never acted on.
         print(terminal_lines(e), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except files.Unreadable as e:  # a run directory's or a named file replaced (a FIFO, a loop)
+        where = f"{e.path}: " if e.path is not None else ""
+        print(terminal(f"ruler {args.command}: {where}{e}"), file=sys.stderr)
         return EXIT_BAD_INPUT
     except EngineError as e:  # ruler itself failed: said in one line, no traceback
         print(terminal(f"ruler {args.command}: {e}"), file=sys.stderr)

@@ -49,11 +49,13 @@ def objective_of(tune: Tune, state: RunState, session: str, window: str) -> Cell
     if goal is not None:
         c, rate = tune.goal_load()
         return cell_of(state, tune.base.verdict.rule(), session, window, cls, c, rate)
-    mine = state.capacity.get(capacity_key(session, window, cls))
-    ctl = state.capacity.get(capacity_key(session, CONTROL, cls))
+    mine_event = state.capacity.get(capacity_key(session, window, cls))
+    ctl_event = state.capacity.get(capacity_key(session, CONTROL, cls))
+    mine = answer_of(mine_event) if mine_event is not None else None
+    ctl = answer_of(ctl_event) if ctl_event is not None else None
     if mine is None or ctl is None:
         return Cell(None, None, None, Outcome.NO_FIGURE, "no capacity answer")
-    v = versus(answer_of(mine), answer_of(ctl))
+    v = versus(mine, ctl)
     outcome = (Outcome.BETTER if v.call.startswith("higher") else Outcome.WORSE if v.call.startswith("lower")
                else Outcome.UNDETERMINED if v.delta is not None else Outcome.NO_FIGURE)
     return Cell(v.delta, v.lo, v.hi, outcome, "" if v.delta is not None else v.call)

@@ -6,6 +6,7 @@ tests/integration/test_exits.py's."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 from pathlib import Path
@@ -130,3 +131,42 @@ def test_compare_on_a_malformed_throughput_csv_is_bad_input(tmp_path: Path) -> N
         assert out.stderr.strip() == said
     out = ruler("compare", str(good), str(good))
     assert out.returncode == EXIT_OK, out.stderr
+
+
+def test_a_journal_replaced_by_a_looping_symlink_is_bad_input_naming_it(tmp_path: Path) -> None:
+    """Issue 49's repeat: a run's journal made a symbolic link to itself gave export and compare a
+    traceback (OSError, too many levels of symbolic links); each says which file, exit 2."""
+    run, other = tmp_path / "run", tmp_path / "other"
+    shutil.copytree(FIXTURES / "runs" / "demo-smollm2", run)
+    shutil.copytree(FIXTURES / "runs" / "demo-smollm2", other)
+    journal = run / "journal.jsonl"
+    journal.unlink()
+    (run / "state.snapshot.json").unlink(missing_ok=True)
+    journal.symlink_to("journal.jsonl")
+    for args in (("export", str(run), "--format", "json"), ("compare", str(other), str(run))):
+        out = ruler(*args)
+        no_traceback(out)
+        assert out.returncode == EXIT_BAD_INPUT, out.stderr
+        assert f"{journal}: a symbolic link that loops" in out.stderr, out.stderr
+
+
+def test_a_capacity_event_with_no_answer_ruler_knows_is_a_row_that_says_so(tmp_path: Path) -> None:
+    """Issue 49's repeat: a hand-edited capacity event (a search answer no ruler writes, a probe's
+    load not a number) made `ruler report` a traceback; the report is written, its row says why."""
+    run = tmp_path / "run"
+    shutil.copytree(FINISHED, run)
+    (run / "state.snapshot.json").unlink(missing_ok=True)
+    journal = run / "journal.jsonl"
+    last = json.loads(journal.read_text().splitlines()[-1])
+    event = {"seq": last["seq"] + 1, "ts": last["ts"], "kind": "capacity", "session": "s1",
+             "window": "control", "class": "prose", "over": "concurrency", "criteria": "x",
+             "found": "bogus", "lo": 1, "hi": 4, "mixed": [],
+             "probes": [{"load": "x", "probe": "held", "held": 1, "reps": 1}]}
+    with journal.open("a") as f:
+        f.write(json.dumps(event) + "\n")
+    out = ruler("report", str(run))
+    no_traceback(out)
+    assert out.returncode == 0, out.stderr
+    text = (run / "report.md").read_text()
+    assert "unreadable: the journal's capacity event holds no search answer" in text
+    assert "a probe this ruler cannot read" in text
