@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from engine.campaign.secrets import MIN_SECRET_LEN, is_secret, marker
 from engine.campaign.spec import Campaign
@@ -148,9 +148,11 @@ def campaign_secrets(campaign: Campaign, environ: Mapping[str, str]) -> list[tup
     window on another stack's own ``server``; a sweep's windows each with its value), literal
     or expanded from ``${...}`` (a variable whose own name looks like no secret included)."""
     out: list[tuple[str, str]] = []
+    commands = [campaign.process.command, campaign.docker.command]
     for window in [CONTROL, *(w.name for w in campaign.windows)]:
         config = campaign.config_for(window)
-        for name, value in [*config.env.items(), *config.args.items()]:
+        commands.append(config.command)
+        for name, value in [*config.env.items(), *config.args.items(), *_argv_flags(commands[-1])]:
             if not is_secret(name):
                 continue
             for item in value if isinstance(value, tuple | list) else [value]:
@@ -160,6 +162,27 @@ def campaign_secrets(campaign: Campaign, environ: Mapping[str, str]) -> list[tup
                     out.append((name, expand(item, environ)))
                 except KeyError:
                     continue  # an unset ${...}: nothing to hide, and the window is rejected for it
+    for name, value in (f for c in commands[:2] for f in _argv_flags(c)):
+        try:
+            out.append((name, expand(value, environ)))
+        except KeyError:
+            continue
+    return out
+
+
+def _argv_flags(argv: Sequence[str] | None) -> list[tuple[str, str]]:
+    """(flag, value) of each secret-looking flag written in a command itself (``--api-key K`` or
+    ``--api-key=K`` inside ``command:``), as its ``args:`` would give it."""
+    out: list[tuple[str, str]] = []
+    items = list(argv or ())
+    for i, item in enumerate(items):
+        name, eq, value = item.partition("=")
+        if not name.startswith("-") or not is_secret(name):
+            continue
+        if eq:
+            out.append((name, value))
+        elif i + 1 < len(items):
+            out.append((name, items[i + 1]))
     return out
 
 

@@ -15,8 +15,12 @@ SECRET_NAME = re.compile(r"KEY|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|TOKEN(?!S
 MIN_SECRET_LEN = 8
 
 
+# The short forms of secret flags, whose own names say nothing (llama-server's -hft is --hf-token).
+SECRET_SHORT_FLAGS = frozenset({"-hft"})
+
+
 def is_secret(name: str) -> bool:
-    return bool(SECRET_NAME.search(name))
+    return name in SECRET_SHORT_FLAGS or bool(SECRET_NAME.search(name))
 
 
 def marker(name: str) -> str:

@@ -219,3 +219,20 @@ def test_a_sweep_over_a_secret_names_its_windows_by_position(tmp_path: Path) -> 
     swept = [w for w in campaign.windows if w.sweep == "sw"]
     assert [w.name for w in swept] == ["sw-1", "sw-2"]
     assert [w.axis for w in swept] == ["the token swept: value 1", "the token swept: value 2"]
+
+
+def test_a_secret_under_a_short_flag_or_inside_the_command_is_redacted(tmp_path: Path) -> None:
+    """Issue 49's repeat: a token given as llama-server's -hft (--hf-token's short form), and an
+    --api-key written inside process.command, were in clear in the journal, the boot log and the
+    frozen campaign, where the same under args: was redacted."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(BASE.replace('command: ["/usr/bin/llama-server"]',
+                                 'command: ["/usr/bin/llama-server", "--api-key", "sk-in-command-1234",'
+                                 ' "--api-key=sk-in-command-5678"]')
+                    .replace("--hf-token: ${HF_TOKEN}", "-hft: hf_shortFlagToken0123"))
+    campaign = load_campaign(spec)
+    redact = redactor_for(campaign, {})
+    text = redact(campaign.source_text)
+    for value in ("sk-in-command-1234", "sk-in-command-5678", "hf_shortFlagToken0123"):
+        assert value not in text and value.upper() not in redact(value.upper())
+    assert "<redacted:--api-key>" in text and "<redacted:-hft>" in text
