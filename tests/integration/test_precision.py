@@ -32,7 +32,10 @@ from tests.integration.live import SlowingProxy, serve
 # Slow: a campaign on the real server, over ten seconds.
 pytestmark = pytest.mark.slow
 
-PRECISION = 0.5
+# Wide enough that a loaded machine's noise on top of the proxy's (reps at 22-72 tok/s, a log sd
+# of 0.53, seen at load 6) stays within max_reps of it, narrow enough that the proxy's own spread
+# (a log sd of about 0.34) keeps the first stage of four reps short of it.
+PRECISION = 0.7
 CAMPAIGN = """\
 name: precision
 server: llamacpp
@@ -55,7 +58,7 @@ workload:
   concurrency: [2]
   reps: 4
   precision: {precision}
-  max_reps: 30
+  max_reps: 40
   requests_per_rep: 8
   max_tokens: 16
 leak: {{min_concurrency: 64, spread: 0.02, max_reruns: 0}}
