@@ -28,6 +28,26 @@ Cells = tuple[tuple[Seg, ...], ...]  # a row's cells, each its segments, in colu
 WHOLE = "… cut: enter shows it whole"
 
 
+class _TableMessage(Message):
+    """A message a FollowTable posts: its ``control`` is the table (``@on(..., "#id")``)."""
+
+    def __init__(self, table: FollowTable) -> None:
+        super().__init__()
+        self.table = table
+
+    @property
+    def control(self) -> FollowTable:
+        return self.table
+
+
+class _RowMessage(_TableMessage):
+    """A message about one of the table's rows, by its key."""
+
+    def __init__(self, table: FollowTable, key: str) -> None:
+        super().__init__(table)
+        self.key = key
+
+
 class FollowTable(ScrollView, can_focus=True):
     """A table virtualised as the day-long run needs it: its rows are kept as segments (the cells
     tui.core gives), and a row becomes text and a line on screen only while it is on screen.
@@ -103,34 +123,16 @@ class FollowTable(ScrollView, can_focus=True):
 
     cut = var(False)  # a cell is cut, or a column with something to say left out
 
-    class Picked(Message):
-        def __init__(self, table: FollowTable, key: str) -> None:
-            super().__init__()
-            self.table, self.key = table, key
+    class Picked(_RowMessage):
+        """The operator moved the cursor onto a row."""
 
-        @property
-        def control(self) -> FollowTable:
-            return self.table
-
-    class Opened(Message):
+    class Opened(_RowMessage):
         """Enter on a row, or a click on the row under the cursor: its detail."""
 
-        def __init__(self, table: FollowTable, key: str) -> None:
-            super().__init__()
-            self.table, self.key = table, key
-
-        @property
-        def control(self) -> FollowTable:
-            return self.table
-
-    class HeaderClicked(Message):
+    class HeaderClicked(_TableMessage):
         def __init__(self, table: FollowTable, column: str) -> None:
-            super().__init__()
-            self.table, self.column = table, column
-
-        @property
-        def control(self) -> FollowTable:
-            return self.table
+            super().__init__(table)
+            self.column = column
 
     def __init__(self, columns: Sequence[Col], **kw: Any) -> None:
         super().__init__(**kw)
