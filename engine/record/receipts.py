@@ -56,13 +56,16 @@ def read_rep(path: Path) -> tuple[dict[str, Any], list[RequestRecord]]:
 def source_paths(run_dir: Path, source: str) -> list[Path]:
     """The rep receipts a row's ``source`` names (``;``-separated, relative to its run), each
     inside ``run_dir``: one that resolves outside it (an absolute path, ``..``, a link out) is a
-    ReceiptError, never opened."""
+    ReceiptError, never opened; so is one that is a link that loops."""
     root = run_dir.resolve()
     out = []
     for p in source.split(";"):
         if not p:
             continue
-        path = (run_dir / p).resolve()
+        try:
+            path = files.resolve(run_dir / p)
+        except files.Unreadable as exc:
+            raise ReceiptError(f"{run_dir / p}: {exc}") from None
         if not path.is_relative_to(root):
             raise ReceiptError(f"a row's source {p!r} is outside the run ({path})")
         out.append(path)

@@ -38,9 +38,10 @@ def link_to_zero(path: Path) -> Path:
     return path
 
 
-def cli_in_child(argv: list[str], env: dict[str, str], out: Path) -> tuple[int | None, str]:
+def cli_in_child(argv: list[str], env: dict[str, str], out: Path,
+                 hang_s: float = HANG_S) -> tuple[int | None, str]:
     """``main(argv)`` in a forked child under an address-space limit, its stdout and stderr in
-    ``out``: (its exit code, or None if it hung and was killed; what it wrote)."""
+    ``out``: (its exit code, or None if it ran past ``hang_s`` and was killed; what it wrote)."""
     with open("/proc/self/status") as f:
         inherited = int(next(x for x in f if x.startswith("VmSize:")).split()[1]) * 1024
     pid = os.fork()
@@ -61,7 +62,7 @@ def cli_in_child(argv: list[str], env: dict[str, str], out: Path) -> tuple[int |
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-    for _ in range(HANG_S * 10):
+    for _ in range(int(hang_s * 10)):
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return os.waitstatus_to_exitcode(status), out.read_text(errors="replace")

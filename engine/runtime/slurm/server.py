@@ -75,13 +75,14 @@ class SlurmServer:
             raise LaunchError("runtime slurm: the plan has no window directory or slurm section")
         self._plan = plan
         wdir = plan.workdir
-        wdir.mkdir(parents=True, exist_ok=True)
+        wdir.parent.mkdir(parents=True, exist_ok=True)
+        files.make_dir(wdir)
         self.script_path = wdir / f"job{plan.tag}.sh"
         self.log_path = wdir / f"boot{plan.tag}.log"
         self.place_path = wdir / f"job{plan.tag}.place"
         self.record_path = wdir / f"job{plan.tag}.record.txt"
         for stale in (self.place_path, self.record_path):  # a resumed window's earlier attempt
-            stale.unlink(missing_ok=True)
+            files.clear(stale)
         _write_owner_only(self.script_path, job_script(plan, wdir, secrets))
         # The secrets reach the job through sbatch's exported environment, never through job.sh.
         env = {**os.environ, **plan.secret_env}
