@@ -147,6 +147,7 @@ def test_every_command_is_whole_on_the_run_as_made(finished: tuple[Path, list[st
             assert "would remove 1 container(s), left 0" in said, said
 
 
+@pytest.mark.slow  # each: the run's 39 paths, each a copy of the run and a command in a child
 @pytest.mark.parametrize("command", list(_commands(Path("run"), Path("good"))))
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_every_run_path_replaced_is_read_or_refused_by_name(
