@@ -158,6 +158,27 @@ objective: {{tok_s: {{class: code, load: c8}}}}
         "4:40: load 'c8' is not one the workload measures (c1)"], said
 
 
+def test_a_candidate_given_twice_is_refused_where_it_is(tmp_path: Path) -> None:
+    # [3, 3, 3] was read as three candidates, each a window of its own measuring the same argv;
+    # "3" and 3 are one argv too, and so are false and null (the flag left out).
+    (tmp_path / "t.yaml").write_text(f"""\
+campaign: {REPO / 'campaigns' / 'demo-tune.yaml'}
+space:
+  --spec-draft-n-max: [3, 3, 3]
+  -ub: {{values: [512, "512", 1024], lossy: true}}
+  --no-mmap: [false, null, true]
+objective: {{tok_s: {{class: prose, load: c1}}}}
+""")
+    with pytest.raises(SpecError) as info:
+        load_tune(tmp_path / "t.yaml")
+    said = [f"{p.line}:{p.col}: {p.message}" for p in info.value.problems]
+    assert said == [
+        "3:27: --spec-draft-n-max: candidate 3 is candidate 1 again (the same argv): each is measured once",
+        "3:30: --spec-draft-n-max: candidate 3 is candidate 1 again (the same argv): each is measured once",
+        "4:23: -ub: candidate '512' is candidate 1 again (the same argv): each is measured once",
+        "5:22: --no-mmap: candidate null is candidate 1 again (the same argv): each is measured once"], said
+
+
 @pytest.mark.timeout(60)  # a tune file read the plain way blocks on a FIFO with no writer
 def test_a_tune_file_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "t.yaml")
