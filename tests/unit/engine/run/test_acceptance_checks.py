@@ -19,11 +19,13 @@ from engine.servers.data import MAX_POSITIONS, BadServerData, acceptance
 VLLM = get_adapter("vllm")
 
 
-def metrics(drafts: int, drafted: int, accepted: int, per_pos: list[int]) -> str:
-    lines = [f"vllm:spec_decode_num_drafts_total {drafts}",
-             f"vllm:spec_decode_num_draft_tokens_total {drafted}",
-             f"vllm:spec_decode_num_accepted_tokens_total {accepted}"]
-    lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {n}'
+def metrics(drafts: int, drafted: int | str, accepted: int | str, per_pos: list[int],
+            server: str = "vllm") -> str:
+    """A /metrics answer with these counters, each written as given (llama-server's 1.23456e+06)."""
+    lines = [f"{server}:spec_decode_num_drafts_total {drafts}",
+             f"{server}:spec_decode_num_draft_tokens_total {drafted}",
+             f"{server}:spec_decode_num_accepted_tokens_total {accepted}"]
+    lines += [f'{server}:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {n}'
               for i, n in enumerate(per_pos)]
     return "\n".join(lines) + "\n"
 
@@ -75,37 +77,25 @@ def test_more_accepted_a_step_than_there_are_positions_is_bad_data() -> None:
         acceptance(5000, 10, 2, "r")
 
 
-def llamacpp_metrics(drafts: int, drafted: str, accepted: str, per_pos: list[int]) -> str:
-    lines = [f"llamacpp:spec_decode_num_draft_tokens_total {drafted}",
-             f"llamacpp:spec_decode_num_accepted_tokens_total {accepted}",
-             f"llamacpp:spec_decode_num_drafts_total {drafts}"]
-    lines += [f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {n}'
-              for i, n in enumerate(per_pos)]
-    return "\n".join(lines) + "\n"
-
-
 def test_llama_server_counters_rounded_to_six_digits_are_not_refused() -> None:
     # llama-server prints its counters as a C++ stream prints a double, to 6 significant digits,
     # and its per-position counts exactly (server-task.cpp).
-    llamacpp = get_adapter("llamacpp")
+    def scrape(drafts: int, drafted: str, accepted: str, per_pos: list[int]) -> Scrape:
+        return read_counters(get_adapter("llamacpp"), 200, metrics(drafts, drafted, accepted, per_pos,
+                                                                    "llamacpp"))
+
     # 1,234,564 accepted prints as 1.23456e+06, below the exact sum of its positions.
-    got = read_counters(llamacpp, 200, llamacpp_metrics(
-        400_000, "2.46913e+06", "1.23456e+06", [400_000, 400_000, 300_000, 134_564]))
+    got = scrape(400_000, "2.46913e+06", "1.23456e+06", [400_000, 400_000, 300_000, 134_564])
     assert not got.rejected and got.counters is not None, got
     # Every draft of 7 accepted in 700,007 steps: 4,900,049 prints as 4.90005e+06, past 7 a step.
-    before = read_counters(llamacpp, 200, llamacpp_metrics(700_007, "4.90005e+06", "4.90005e+06",
-                                                           [700_007] * 7))
+    before = scrape(700_007, "4.90005e+06", "4.90005e+06", [700_007] * 7)
     assert not before.rejected, before
     # 7 steps more, every draft accepted: 4,900,098 prints as 4.9001e+06, a change of 50 for 49.
-    after = read_counters(llamacpp, 200, llamacpp_metrics(700_014, "4.9001e+06", "4.9001e+06",
-                                                          [700_014] * 7))
-    counts, why, bad = metrics_delta(before, after)
+    counts, why, bad = metrics_delta(before, scrape(700_014, "4.9001e+06", "4.9001e+06", [700_014] * 7))
     assert counts is not None and not bad, why
     # But not past what the rounding explains: 1,050 accepted in 7 steps, each scrape consistent.
-    before = read_counters(llamacpp, 200, llamacpp_metrics(700_000, "4.9e+06", "2.8e+06",
-                                                           [700_000] * 4 + [0] * 3))
-    after = read_counters(llamacpp, 200, llamacpp_metrics(700_007, "4.90105e+06", "2.80105e+06",
-                                                          [700_007] * 4 + [0] * 3))
+    before = scrape(700_000, "4.9e+06", "2.8e+06", [700_000] * 4 + [0] * 3)
+    after = scrape(700_007, "4.90105e+06", "2.80105e+06", [700_007] * 4 + [0] * 3)
     assert not before.rejected and not after.rejected, (before, after)
     counts, why, bad = metrics_delta(before, after)
     assert counts is None and bad and why == (
