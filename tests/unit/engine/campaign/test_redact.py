@@ -269,3 +269,86 @@ def test_a_secret_under_a_short_flag_or_inside_the_command_is_redacted(tmp_path:
     for value in ("sk-in-command-1234", "sk-in-command-5678", "hf_shortFlagToken0123"):
         assert value not in text and value.upper() not in redact(value.upper())
     assert "<redacted:--api-key>" in text and "<redacted:-hft>" in text
+
+
+BY_VALUE = """\
+name: sec
+server: llamacpp
+runtime: process
+process:
+  command: ["/usr/bin/llama-server", "--header", "x-auth: ghp_InTheCommand0123456789abcdefghijklmn",
+            "--mirror=https://u:pwInTheCommand1234@m.example"]
+control:
+  model: /models/hf_cache/SmolLM2.gguf
+  args:
+    -m: ${model}
+    --hf-endpoint: https://user:pwInTheArgs12345@hf.example
+  env:
+    GITHUB_PAT: ghp_HeldByAPatName0123456789abcdefghij
+    HF_ENDPOINT: https://user:pwSecretInUrl9988@hf.example
+    HF_HUB_ENABLE_HF_TRANSFER: hf_transfer
+windows:
+  - name: mirror
+    axis: another mirror
+    change:
+      env: {MIRROR: "${PLAIN_VAR}"}
+  - name: stack
+    axis: vllm
+    server:
+      adapter: vllm
+      command: [vllm, serve]
+      args: {--served-model-name: "Bearer sk0123456789abcdefghij"}
+      env: {UPLOAD_TO: "AKIAIOSFODNN7EXAMPLE"}
+  - name: sw
+    axis: the endpoint swept
+    sweep: {env: {HF_ENDPOINT: ["https://u:pwSweptAAAA1111@h.example", "https://u:pwSweptBBBB2222@h.example"]}}
+sessions:
+  s1: [mirror, stack, sw]
+workload:
+  classes:
+    prose: {prompts: ["Say hi."]}
+  concurrency: [1]
+  reps: 1
+"""
+BY_VALUE_SECRETS = ["ghp_InTheCommand0123456789abcdefghijklmn", "pwInTheCommand1234", "pwInTheArgs12345",
+                    "ghp_HeldByAPatName0123456789abcdefghij", "pwSecretInUrl9988", "pwFromAPlainVariable77",
+                    "sk0123456789abcdefghij", "AKIAIOSFODNN7EXAMPLE", "pwSweptAAAA1111", "pwSweptBBBB2222",
+                    "pwOfTheHostsProxy555"]
+
+
+def test_a_secret_by_its_value_is_redacted_from_every_source(tmp_path: Path) -> None:
+    """Issue 49's repeat: a credential under a plain name (a URL's password, a token of a known
+    shape), wherever the campaign gives it (the control's env and args, a window's change, a
+    stack window's server, a command, a sweep, a ${VAR} of a plain name, the host's own
+    environment), is redacted in each of its forms; the URL stays readable, and a benchmark's own
+    values (the model's path, hf_transfer) stay as they are."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(BY_VALUE)
+    campaign = load_campaign(spec)
+    redact = redactor_for(campaign, {"PLAIN_VAR": "https://u:pwFromAPlainVariable77@h.example",
+                                     "HTTPS_PROXY": "http://proxy:pwOfTheHostsProxy555@proxy:3128"})
+    for secret in BY_VALUE_SECRETS:
+        for form in (secret, secret.lower(), secret.upper()):
+            said = redact(f"boot: {form} ok")
+            assert secret.lower() not in said.lower(), (form, said)
+    frozen = redact(campaign.source_text)
+    assert not any(secret in frozen for secret in BY_VALUE_SECRETS), frozen
+    assert "HF_ENDPOINT: https://user:<redacted:HF_ENDPOINT>@hf.example" in frozen
+    assert "GITHUB_PAT: <redacted:GITHUB_PAT>" in frozen
+    assert "/models/hf_cache/SmolLM2.gguf" in frozen and "hf_transfer" in frozen
+    assert [w.name for w in campaign.windows if w.sweep == "sw"] == ["sw-1", "sw-2"]
+
+
+def test_the_dry_run_says_no_secret_the_file_writes(tmp_path: Path) -> None:
+    """A literal under a secret's name and a credential under a plain one, printed as the run's
+    records would hold them; a plain variable whose value holds one is shown as its reference."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(BY_VALUE)
+    text = dry_run(str(spec), "process", testbed={},
+                   environ={"PLAIN_VAR": "https://u:pwFromAPlainVariable77@h.example"})
+    assert not any(secret.lower() in text.lower() for secret in BY_VALUE_SECRETS), text
+    assert "--hf-endpoint https://user:<redacted:--hf-endpoint>@hf.example" in text
+    assert "'MIRROR=${PLAIN_VAR}'" in text and "# + passed through: GITHUB_PAT, HF_ENDPOINT" in text
+    spec.write_text(STACKED)
+    text = dry_run(str(spec), "process", environ={}, testbed={})
+    assert "sk-stack-literal-flag-0001" not in text and "vllm serve --api-key <redacted:--api-key>" in text
