@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
-from engine.campaign.secrets import MIN_SECRET_LEN, held, holds_secret, marker
+from engine.campaign.secrets import MIN_SECRET_LEN, command_words, held, holds_secret, marker
 from engine.campaign.spec import Campaign
 from engine.campaign.sweep import label
 from engine.campaign.variables import expand
@@ -150,7 +150,7 @@ def _given(campaign: Campaign, environ: Mapping[str, str]) -> list[tuple[str, st
     """(name, value, whether it is an environment variable's) of each string the campaign gives a
     server, expanded: every window as it boots (the control's, a window's change over it, a window
     on another stack's own ``server``; a sweep's windows each with its value), its env, args,
-    model and artifacts, and each word of its command (:func:`_argv_words`)."""
+    model and artifacts, and each word of its command (engine.campaign.secrets.command_words)."""
     out: list[tuple[str, str, bool]] = []
     commands = [campaign.process.command, campaign.docker.command]
     for window in [CONTROL, *(w.name for w in campaign.windows)]:
@@ -161,7 +161,7 @@ def _given(campaign: Campaign, environ: Mapping[str, str]) -> list[tuple[str, st
             for name, value in entries:
                 for item in value if isinstance(value, tuple | list) else [value]:
                     out += _expanded(name, item, environ, env)
-    for name, word in (w for command in commands for w in _argv_words(command)):
+    for _, name, word in (w for command in commands for w in command_words(command)):
         out += _expanded(name, word, environ, False)
     return out
 
@@ -173,22 +173,6 @@ def _expanded(name: str, value: object, environ: Mapping[str, str], env: bool) -
         return [(name, expand(value, environ), env)]
     except KeyError:
         return []  # an unset ${...}: nothing to hide, and the window is rejected for it
-
-
-def _argv_words(argv: Sequence[str] | None) -> list[tuple[str, str]]:
-    """(name, word) of each word of a command that is no flag of its own: a flag's value (``--api-key
-    K`` or ``--api-key=K``) by that flag, as its ``args:`` would give it, any other word by
-    ``command``."""
-    out: list[tuple[str, str]] = []
-    items = list(argv or ())
-    for i, item in enumerate(items):
-        name, eq, value = item.partition("=")
-        if name.startswith("-") and eq:
-            out.append((name, value))
-        elif not item.startswith("-"):
-            before = items[i - 1] if i else ""
-            out.append((before if before.startswith("-") and "=" not in before else "command", item))
-    return out
 
 
 def redactor_for(campaign: Campaign, environ: Mapping[str, str] | None = None) -> Redactor:

@@ -7,6 +7,7 @@ over a secret is named by its position, never by its value). A value is secret b
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import NamedTuple
 from urllib.parse import unquote
 
@@ -115,3 +116,19 @@ def holds_secret(name: str, value: object) -> bool:
     """Whether ``value``, given under ``name``, is or holds a secret: a sweep's windows over it
     are named by position, an environment entry is passed by name and never recorded."""
     return is_secret(name) or (isinstance(value, str) and bool(credentials(value)))
+
+
+def command_words(argv: Sequence[str] | None) -> list[tuple[int, str, str]]:
+    """(index, name, word) of each word of a command that is no flag of its own: a flag's value
+    (``--api-key K`` or ``--api-key=K``) named by that flag, as its ``args:`` would give it, any
+    other word by ``command``."""
+    out: list[tuple[int, str, str]] = []
+    items = list(argv or ())
+    for i, item in enumerate(items):
+        name, eq, value = item.partition("=")
+        if name.startswith("-") and eq:
+            out.append((i, name, value))
+        elif not item.startswith("-"):
+            before = items[i - 1] if i else ""
+            out.append((i, before if before.startswith("-") and "=" not in before else "command", item))
+    return out

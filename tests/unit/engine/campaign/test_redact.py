@@ -352,3 +352,30 @@ def test_the_dry_run_says_no_secret_the_file_writes(tmp_path: Path) -> None:
     spec.write_text(STACKED)
     text = dry_run(str(spec), "process", environ={}, testbed={})
     assert "sk-stack-literal-flag-0001" not in text and "vllm serve --api-key <redacted:--api-key>" in text
+
+
+def test_validate_says_which_values_it_will_redact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each value the file writes that ruler redacts, where it is written: by its name, or by its
+    shape under a plain name (a sweep's value once, at the sweep); a ${...} is known at run time."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(BY_VALUE)
+    assert cmd_validate(str(spec)) == 0
+    notes = [line.removeprefix(f"{spec.resolve()}:") for line in capsys.readouterr().err.splitlines()
+             if ": note: " in line]
+    tail = ", a secret under any name: ruler redacts it wherever it writes"
+    assert notes == [
+        f"5:50: note: --header: its value holds a GitHub token{tail} (x-auth: <redacted:--header>)",
+        f"6:13: note: --mirror: its value holds a password in a URL{tail} "
+        "(https://u:<redacted:--mirror>@m.example)",
+        f"11:20: note: --hf-endpoint: its value holds a password in a URL{tail} "
+        "(https://user:<redacted:--hf-endpoint>@hf.example)",
+        "13:17: note: GITHUB_PAT: a secret by its name: ruler writes <redacted:GITHUB_PAT> for its value",
+        f"14:18: note: HF_ENDPOINT: its value holds a password in a URL{tail} "
+        "(https://user:<redacted:HF_ENDPOINT>@hf.example)",
+        f"26:35: note: --served-model-name: its value holds a bearer token{tail} "
+        "(Bearer <redacted:--served-model-name>)",
+        f"27:24: note: UPLOAD_TO: its value holds an AWS access key id{tail} (<redacted:UPLOAD_TO>)",
+        f"30:33: note: HF_ENDPOINT: its value holds a password in a URL{tail} "
+        "(https://u:<redacted:HF_ENDPOINT>@h.example)",
+        f"30:72: note: HF_ENDPOINT: its value holds a password in a URL{tail} "
+        "(https://u:<redacted:HF_ENDPOINT>@h.example)"]
