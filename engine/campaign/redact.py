@@ -1,9 +1,11 @@
-"""Secrets: which variables hold one, and the one filter every recorded string passes (the warning
-for a secret put on a server's command line is engine.campaign.checks.warnings).
+"""Secrets: what the campaign and the host give a server that is one (engine.campaign.secrets
+says what is), and the one filter every recorded string passes (the warning for a secret put on a
+server's command line, and `ruler validate`'s notes, are engine.campaign.checks.warnings's).
 
-Only values of secret-looking names are redacted. Redacting every passed-through value (``HF_HOME``,
-a model directory) would rewrite unrelated text wherever the value happens to occur: boot facts,
-the frozen campaign (``server: <redacted>cpp``).
+Only secrets are redacted: values of secret-looking names, and credentials by their shape under
+any name. Redacting every passed-through value (``HF_HOME``, a model directory) would rewrite
+unrelated text wherever the value happens to occur: boot facts, the frozen campaign
+(``server: <redacted>cpp``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from engine.campaign.secrets import MIN_SECRET_LEN, command_words, held, holds_s
 from engine.campaign.spec import Campaign
 from engine.campaign.sweep import label
 from engine.campaign.variables import expand
+from engine.runtime.slurm.script import SECRET_VARIABLE
 from engine.words import CONTROL
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -185,10 +188,14 @@ def redactor_for(campaign: Campaign, environ: Mapping[str, str] | None = None) -
 
 
 def references(campaign: Campaign, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Each value of an environment variable that is or holds a secret -> that variable (of this
-    host, or of a window's env): what a Slurm job script writes as ``${NAME}`` instead of the value,
-    whole (a flag's name is no variable, and a URL whose password alone is secret is named by the
-    variable that holds all of it)."""
+    """Each secret a server is given -> the variable a Slurm job script writes as ``${NAME}``
+    instead of it: a value of an environment variable (of this host, or of a window's env) that
+    is or holds a secret, whole, by that variable (a URL whose password alone is secret by the
+    variable that holds all of it); any other secret (a flag's literal value, a password inside
+    an argument) by a variable of its own (engine.runtime.slurm.script.SECRET_VARIABLE), which
+    the job's environment carries."""
     env = dict(os.environ if environ is None else environ)
-    given = [(k, v) for k, v in env.items()] + [(k, v) for k, v, is_env in _given(campaign, env) if is_env]
-    return {value: name for name, value in sorted(given) if holds_secret(name, value)}
+    given = [*env.items(), *((k, v) for k, v, is_env in _given(campaign, env) if is_env)]
+    named = {value: name for name, value in sorted(given) if holds_secret(name, value)}
+    rest = sorted({secret for _, secret in campaign_secrets(campaign, env)} - set(named))
+    return named | {secret: f"{SECRET_VARIABLE}{i}" for i, secret in enumerate(rest, 1)}
