@@ -205,7 +205,7 @@ def test_a_secret_by_its_name_or_its_value_is_in_no_file_and_no_name(
     written = {p.relative_to(run_dir).as_posix(): p.read_text(errors="replace") for p in paths if p.is_file()}
     boot = written["windows/s1-control/boot.log"]
     assert "srv  main: env GITHUB_PAT=<redacted:GITHUB_PAT>" in boot  # the server did echo them
-    assert f"srv  main: env HF_ENDPOINT=https://user:<redacted:HF_ENDPOINT>@hf.example" in boot
+    assert "srv  main: env HF_ENDPOINT=https://user:<redacted:HF_ENDPOINT>@hf.example" in boot
     assert "--header Authorization: Bearer <redacted:--header>" in boot
     assert "HF_ENDPOINT: https://user:<redacted:HF_ENDPOINT>@hf.example" in written["campaign.yaml"]
     assert {"windows/s1-sw-1", "windows/s1-sw-2", "windows/s1-mirror"} <= {

@@ -35,7 +35,7 @@ SHAPES = {
                               max_size=4)),
 }
 # Text around a credential, and what ends it there: a space, a quote, an '=' or a ','...
-AROUND = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
+AROUND = st.text(st.characters(codec="utf-8"), max_size=30)
 SEPARATOR = st.sampled_from([" ", "=", ": ", '"', "'", ",", ";", "\n", "\t", "(", ")"])
 USER = st.from_regex(r"[A-Za-z0-9._-]{0,12}", fullmatch=True)
 PASSWORD = st.from_regex(r"[A-Za-z0-9._~!$&'()*+,;=%:-]{1,30}", fullmatch=True)
@@ -112,7 +112,8 @@ BENIGN = st.one_of(
                      "--kv-cache-dtype", "--tokenizer", "max_tokens", "ngram-simple", "sk-learn",
                      "task-oriented-dialogue", "draft-simple", "0.9", "AKIA", "eyJ", "Bearer",
                      "-----BEGIN PUBLIC KEY-----", "-----BEGIN CERTIFICATE-----"]),
-    st.builds(lambda parts, snap, leaf: f"/models/hf_cache/models--{'--'.join(parts)}/snapshots/{snap}/{leaf}",
+    st.builds(lambda parts, snap, leaf: (f"/models/hf_cache/models--{'--'.join(parts)}"
+                                         f"/snapshots/{snap}/{leaf}"),
               st.lists(WORD, min_size=1, max_size=3), st.from_regex(r"[0-9a-f]{40}", fullmatch=True),
               st.from_regex(r"[A-Za-z0-9_.-]{1,30}\.gguf", fullmatch=True)),
     st.builds(lambda scheme, user, host, path: f"{scheme}://{user}{host}{path}", SCHEME,

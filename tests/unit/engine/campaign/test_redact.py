@@ -354,7 +354,8 @@ def test_the_dry_run_says_no_secret_the_file_writes(tmp_path: Path) -> None:
     assert "sk-stack-literal-flag-0001" not in text and "vllm serve --api-key <redacted:--api-key>" in text
 
 
-def test_validate_says_which_values_it_will_redact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_says_which_values_it_will_redact(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """Each value the file writes that ruler redacts, where it is written: by its name, or by its
     shape under a plain name (a sweep's value once, at the sweep); a ${...} is known at run time."""
     spec = tmp_path / "sec.yaml"
