@@ -239,10 +239,12 @@ def test_a_candidate_that_is_no_finite_number_is_refused_where_it_is(tmp_path: P
 
 def test_values_that_give_no_window_name_or_hold_a_secret_are_named_by_position(tmp_path: Path) -> None:
     tune = load_tune(_tune_file(tmp_path, "  --api-key: [sk-live-0123456789abcdef]\n"
-                                          "  --draft: ['!!', '??']\n"))
+                                          "  --draft: ['!!', '??']\n"
+                                          "  --hf-endpoint: ['https://u:pwInATune12345@h.example']\n"))
     plan = next_plan(tune, dict(START), [])
     assert plan is not None
-    assert [c.window for c in plan.candidates] == ["api-key-v1", "draft-v1", "draft-v2"]
+    assert [c.window for c in plan.candidates] == ["api-key-v1", "draft-v1", "draft-v2", "hf-endpoint-v1"]
+    assert not any("pwinatune" in c.window.lower() for c in plan.candidates)
     assert "0123456789" not in str(plan.windows) or all(
         "0123456789" not in c.window and "0123456789" not in c.session for c in plan.candidates)
 
