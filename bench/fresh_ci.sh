@@ -59,16 +59,16 @@ marks = [(t, m) for t, rest in lines if (m := mark(rest))]
 rows, bg = [], None
 first = marks[0][0] if marks else end
 rows.append(("before make (.ci/install, dockerd and slurm-up when CI)", start, first))
-serial = [(t, name) for t, name in marks if not name.startswith("testbed") or name == "testbed"]
+# The background testbed's start and end are no step of make's own; the integration tier's wait
+# for it is.
+serial = [(t, "the integration tier waiting for the testbed" if n.startswith("testbed: waiting") else n)
+          for t, n in marks if not n.startswith(("testbed, in the background", "testbed: done"))]
 for i, (t, name) in enumerate(serial):
     rows.append((name, t, serial[i + 1][0] if i + 1 < len(serial) else end))
 tb_start = next((t for t, n in marks if n.startswith("testbed, in the background")), None)
-tb_wait = next((t for t, n in marks if n.startswith("testbed: waiting")), None)
 tb_done = next((t for t, n in marks if n.startswith("testbed: done")), None)
 if tb_start is not None and tb_done is not None:
-    rows.append(("testbed (background, from its start)", tb_start, tb_done))
-    if tb_wait is not None:
-        rows.append(("  of which the integration tier waited", tb_wait, tb_done))
+    rows.append(("testbed, in the background (from its start to its end)", tb_start, tb_done))
 print(f"\n{title}")
 print(f"{'phase':<72} {'wall s':>8} {'load':>10}")
 for name, a, b in rows:
