@@ -56,17 +56,18 @@ tier_args_unit := -n 3 --dist worksteal
 tier_args_component := -n 2 --dist worksteal
 tier_args_integration := -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
-# Only the integration tier needs the testbed: `ruler testbed` runs in the background, niced, from
-# the start (vLLM's environment is mostly downloads, llama.cpp's build takes what CPU the lint and
-# the first two tiers leave: mypy runs on one core, a unit worker idles a quarter of its time), and
-# the integration tier waits for it. Its log is printed then; a testbed that failed fails the
-# target there, by name, with its exit status. Leaving early (a failed step, ^C) stops it: an
-# interrupted build resumes where it stopped next time. Each step begins with a line "== STEP"
-# (bench/fresh_ci.sh times them).
+# Only the integration tier needs the testbed: `ruler testbed` runs in the background from the
+# start, at nice 19 (vLLM's environment is mostly downloads; llama.cpp's build takes only the CPU
+# the lint and the first two tiers leave idle: mypy runs on one core, a unit worker idles a quarter
+# of its time; a component test on fakes times its fake server, and calls a row noisy when the
+# machine is busy enough), and the integration tier waits for it. Its log is printed then; a
+# testbed that failed fails the target there, by name, with its exit status. Leaving early (a
+# failed step, ^C) stops it: an interrupted build resumes where it stopped next time. Each step
+# begins with a line "== STEP" (bench/fresh_ci.sh times them).
 test: setup  ## what CI runs: the testbed beside ruff, lint-imports, mypy, unit, component; then integration
 	@rc=0; recap=""; failed=""; tblog=$$(mktemp); \
 	echo "== testbed, in the background (niced) until the integration tier"; \
-	nice -n 10 setsid -w $(BIN)/ruler testbed >$$tblog 2>&1 </dev/null & tb=$$!; \
+	nice -n 19 setsid -w $(BIN)/ruler testbed >$$tblog 2>&1 </dev/null & tb=$$!; \
 	trap 'kill -- -'$$tb' 2>/dev/null; rm -f '$$tblog EXIT; \
 	echo "== lint"; \
 	$(BIN)/ruff check . && $(BIN)/lint-imports && $(MYPY) || { rc=1; failed=lint; }; \
