@@ -1,9 +1,11 @@
-"""Secrets: which variables hold one, and the one filter every recorded string passes (the warning
-for a secret put on a server's command line is engine.campaign.checks.warnings).
+"""Secrets: what the campaign and the host give a server that is one (engine.campaign.secrets
+says what is), and the one filter every recorded string passes (the warning for a secret put on a
+server's command line, and `ruler validate`'s notes, are engine.campaign.checks.warnings's).
 
-Only values of secret-looking names are redacted. Redacting every passed-through value (``HF_HOME``,
-a model directory) would rewrite unrelated text wherever the value happens to occur: boot facts,
-the frozen campaign (``server: <redacted>cpp``).
+Only secrets are redacted: values of secret-looking names, and credentials by their shape under
+any name. Redacting every passed-through value (``HF_HOME``, a model directory) would rewrite
+unrelated text wherever the value happens to occur: boot facts, the frozen campaign
+(``server: <redacted>cpp``).
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
-from engine.campaign.secrets import MIN_SECRET_LEN, is_secret, marker
+from engine.campaign.secrets import MIN_SECRET_LEN, command_words, held, holds_secret, marker
 from engine.campaign.spec import Campaign
 from engine.campaign.sweep import label
 from engine.campaign.variables import expand
+from engine.runtime.slurm.script import SECRET_VARIABLE
 from engine.words import CONTROL
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -59,11 +62,6 @@ class Redactor:
             if names.count(name) == 1 and marker(name) in text:
                 text = text.replace(marker(name), value)
         return text
-
-    def references(self) -> dict[str, str]:
-        """Each secret value held by an environment variable -> that variable: what a Slurm job
-        script writes as ``${NAME}`` instead of the value (a flag's name is no variable)."""
-        return {value: name for value, name in self.secrets if _ENV_NAME.fullmatch(name)}
 
     def __call__(self, text: str) -> str:
         for value, name in self.needles:
@@ -143,53 +141,61 @@ def _forms(value: str) -> list[str]:
 
 
 def campaign_secrets(campaign: Campaign, environ: Mapping[str, str]) -> list[tuple[str, str]]:
-    """(name, value) of every secret the campaign gives a server: each secret-looking ``env``
-    entry and flag of every window as it boots (the control's, a window's change over it, a
-    window on another stack's own ``server``; a sweep's windows each with its value), literal
-    or expanded from ``${...}`` (a variable whose own name looks like no secret included)."""
-    out: list[tuple[str, str]] = []
+    """(name, value) of every secret the campaign gives a server (engine.campaign.secrets.held):
+    of each ``env`` entry, flag, command word and model or artifact path of every window as it
+    boots (:func:`_given`), what is secret by its name or by its shape (a credential under any
+    name), literal or expanded from ``${...}`` (a variable whose own name looks like no secret
+    included)."""
+    return [(name, secret) for name, value, _ in _given(campaign, environ) for secret in held(name, value)]
+
+
+def _given(campaign: Campaign, environ: Mapping[str, str]) -> list[tuple[str, str, bool]]:
+    """(name, value, whether it is an environment variable's) of each string the campaign gives a
+    server, expanded: every window as it boots (the control's, a window's change over it, a window
+    on another stack's own ``server``; a sweep's windows each with its value), its env, args,
+    model and artifacts, and each word of its command (engine.campaign.secrets.command_words)."""
+    out: list[tuple[str, str, bool]] = []
     commands = [campaign.process.command, campaign.docker.command]
     for window in [CONTROL, *(w.name for w in campaign.windows)]:
         config = campaign.config_for(window)
         commands.append(config.command)
-        for name, value in [*config.env.items(), *config.args.items(), *_argv_flags(commands[-1])]:
-            if not is_secret(name):
-                continue
-            for item in value if isinstance(value, tuple | list) else [value]:
-                if not isinstance(item, str):
-                    continue
-                try:
-                    out.append((name, expand(item, environ)))
-                except KeyError:
-                    continue  # an unset ${...}: nothing to hide, and the window is rejected for it
-    for name, value in (f for c in commands[:2] for f in _argv_flags(c)):
-        try:
-            out.append((name, expand(value, environ)))
-        except KeyError:
-            continue
+        places = [("model", config.model), *config.artifacts.items()]
+        for entries, env in ((config.env.items(), True), ([*config.args.items(), *places], False)):
+            for name, value in entries:
+                for item in value if isinstance(value, tuple | list) else [value]:
+                    out += _expanded(name, item, environ, env)
+    for _, name, word in (w for command in commands for w in command_words(command)):
+        out += _expanded(name, word, environ, False)
     return out
 
 
-def _argv_flags(argv: Sequence[str] | None) -> list[tuple[str, str]]:
-    """(flag, value) of each secret-looking flag written in a command itself (``--api-key K`` or
-    ``--api-key=K`` inside ``command:``), as its ``args:`` would give it."""
-    out: list[tuple[str, str]] = []
-    items = list(argv or ())
-    for i, item in enumerate(items):
-        name, eq, value = item.partition("=")
-        if not name.startswith("-") or not is_secret(name):
-            continue
-        if eq:
-            out.append((name, value))
-        elif i + 1 < len(items):
-            out.append((name, items[i + 1]))
-    return out
+def _expanded(name: str, value: object, environ: Mapping[str, str], env: bool) -> list[tuple[str, str, bool]]:
+    if not isinstance(value, str):
+        return []
+    try:
+        return [(name, expand(value, environ), env)]
+    except KeyError:
+        return []  # an unset ${...}: nothing to hide, and the window is rejected for it
 
 
 def redactor_for(campaign: Campaign, environ: Mapping[str, str] | None = None) -> Redactor:
-    """The one filter of a run: the secret-looking variables of this host (a process server
-    inherits them all, and an argument may expand any of them) and every secret the campaign
-    gives a server (:func:`campaign_secrets`), each in every form a record may hold it."""
+    """The one filter of a run: the secrets of this host's variables (a process server inherits
+    them all, and an argument may expand any of them) and every secret the campaign gives a server
+    (:func:`campaign_secrets`), each in every form a record may hold it."""
     env = dict(os.environ if environ is None else environ)
-    return Redactor([*((k, v) for k, v in env.items() if is_secret(k)), *campaign_secrets(campaign, env)])
+    return Redactor([*((k, secret) for k, v in env.items() for secret in held(k, v)),
+                     *campaign_secrets(campaign, env)])
 
+
+def references(campaign: Campaign, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Each secret a server is given -> the variable a Slurm job script writes as ``${NAME}``
+    instead of it: a value of an environment variable (of this host, or of a window's env) that
+    is or holds a secret, whole, by that variable (a URL whose password alone is secret by the
+    variable that holds all of it); any other secret (a flag's literal value, a password inside
+    an argument) by a variable of its own (engine.runtime.slurm.script.SECRET_VARIABLE), which
+    the job's environment carries."""
+    env = dict(os.environ if environ is None else environ)
+    given = [*env.items(), *((k, v) for k, v, is_env in _given(campaign, env) if is_env)]
+    named = {value: name for name, value in sorted(given) if holds_secret(name, value)}
+    rest = sorted({secret for _, secret in campaign_secrets(campaign, env)} - set(named))
+    return named | {secret: f"{SECRET_VARIABLE}{i}" for i, secret in enumerate(rest, 1)}

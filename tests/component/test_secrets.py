@@ -162,3 +162,54 @@ def test_a_prompt_holding_a_secret_is_frozen_as_its_marker_and_sent_whole(
     finally:
         fake.close()
     assert sent and set(sent) == {f"Repeat {TOKEN} back."}
+
+
+PAT = "ghp_GithubPatValue0123456789abcdefghijkl"
+URL_PASSWORD = "pwSecretInUrl9988"
+SWEPT = ["pwSweptEndpointAAAA1111", "pwSweptEndpointBBBB2222"]
+IN_COMMAND = "sk-InTheCommand0123456789ABCDEF"
+FROM_HOST = "pwFromAPlainVariable77"
+
+
+def test_a_secret_by_its_name_or_its_value_is_in_no_file_and_no_name(
+        tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49's repeat: GITHUB_PAT (a name the rule missed) and a URL's password under a plain
+    name (HF_ENDPOINT) were in clear in the journal's env, the state snapshot and the boot log.
+    Here with a sweep over such URLs, a token inside the command, and a plain ${VAR} whose host
+    value holds a password: every server echoes all it was given (argv and environment) into its
+    log. No file under the run directory, and no file's or directory's name, holds any of them in
+    any case; the URL keeps its user and host."""
+    from engine.commands.launch import prepare
+    from tests.campaigns import write
+
+    monkeypatch.setenv("PLAIN_VAR", f"https://mirror:{FROM_HOST}@mirror.example")
+
+    def echoing(plan: Any) -> Behaviour:
+        given = {**plan.env, **plan.secret_env}
+        return Behaviour(echo=(f"srv  main: argv {' '.join(plan.argv)}",
+                               *(f"srv  main: env {k}={v}" for k, v in sorted(given.items()))))
+
+    spec = campaign("sec", {"mirror": {"axis": "another mirror", "env": {"HF_MIRROR": "${PLAIN_VAR}"}}},
+                    {"s1": ["mirror", "sw"]}, reps=1, requests_per_rep=1)
+    spec["process"] = {"command": ["llama-server", "--header", f"Authorization: Bearer {IN_COMMAND}"]}
+    spec["control"]["env"] = {"GITHUB_PAT": PAT, "HF_ENDPOINT": f"https://user:{URL_PASSWORD}@hf.example"}
+    spec["windows"].append({"name": "sw", "axis": "the endpoint", "sweep": {"env": {
+        "HF_ENDPOINT": [f"https://user:{p}@hf.example" for p in SWEPT]}}})
+    run_dir = prepare(str(write(tmp, spec)), str(tmp / "results"), None)
+    fake = FakeRuntime(echoing)
+    try:
+        runner(tmp, spec, fake, run_dir=run_dir).run()
+    finally:
+        fake.close()
+    paths = [p for p in run_dir.rglob("*") if p.name != "engine.lock"]
+    written = {p.relative_to(run_dir).as_posix(): p.read_text(errors="replace") for p in paths if p.is_file()}
+    boot = written["windows/s1-control/boot.log"]
+    assert "srv  main: env GITHUB_PAT=<redacted:GITHUB_PAT>" in boot  # the server did echo them
+    assert "srv  main: env HF_ENDPOINT=https://user:<redacted:HF_ENDPOINT>@hf.example" in boot
+    assert "--header Authorization: Bearer <redacted:--header>" in boot
+    assert "HF_ENDPOINT: https://user:<redacted:HF_ENDPOINT>@hf.example" in written["campaign.yaml"]
+    assert {"windows/s1-sw-1", "windows/s1-sw-2", "windows/s1-mirror"} <= {
+        p.relative_to(run_dir).as_posix() for p in paths if p.is_dir()}
+    for secret in (s.lower() for s in [PAT, URL_PASSWORD, *SWEPT, IN_COMMAND, FROM_HOST]):
+        assert not [p for p in paths if secret in p.relative_to(run_dir).as_posix().lower()], secret
+        assert not [name for name, text in written.items() if secret in text.lower()], secret

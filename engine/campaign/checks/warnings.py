@@ -1,13 +1,15 @@
 """What `ruler validate`, the run and the dry run warn of in a campaign that loads: an old key
 name, a change runtime attach cannot make, a knob YAML reads as a string (`1e-3`), places sharing
-CPUs, a secret on a server's command line. Each at file:line:col, from the campaign and its marks."""
+CPUs, a secret on a server's command line; and what `ruler validate` notes: each value the file
+writes that ruler will redact. Each at file:line:col, from the campaign and its marks."""
 
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from engine.campaign.checks.knobs import knob_values
-from engine.campaign.secrets import is_secret
+from engine.campaign.redact import Redactor
+from engine.campaign.secrets import MIN_SECRET_LEN, command_words, credentials, is_secret
 from engine.campaign.spec import Campaign
 from engine.campaign.workload import OLD_TPOT_KEY
 from engine.campaign.yamlmarks import Issue, KeyPath, Problem, describe, dotted, place, string_number
@@ -135,3 +137,63 @@ def _argv_strings(campaign: Campaign) -> Iterator[tuple[KeyPath, str, str]]:
             continue  # a sweep's window: its change is written once, as the sweep's values
         yield from args((*change, "args"), window.change.args)
         yield from command((*change, "command"), window.change.command)
+
+
+def secret_notes(campaign: Campaign) -> list[Problem]:
+    """Each value the file gives a server that ruler redacts wherever it writes: a literal under a
+    secret's name, and, under any name, a part that is a credential by its shape (a URL's
+    password, a token), said as the records will hold it. A ``${...}`` is known only at run time."""
+    marks = campaign.marks
+    if marks.data is None:
+        return []
+    out: list[Problem] = []
+    seen: set[KeyPath] = set()
+    for path, name, value in _given_strings(marks.data):
+        if marks.source(path) in seen:
+            continue  # a sweep's value, written once
+        seen.add(marks.source(path))
+        literal = REFERENCE.sub("", value)
+        if is_secret(name) and len(literal) >= MIN_SECRET_LEN:
+            note = f"{name}: a secret by its name: ruler writes <redacted:{name}> for its value"
+        elif found := credentials(value):
+            shown = Redactor([(name, c.text) for c in found])(value)
+            said = f" ({shown})" if "\n" not in shown and len(shown) <= 120 else ""
+            what = ", ".join(dict.fromkeys(c.what for c in found))
+            note = (f"{name}: its value holds {what}, a secret under any name: ruler redacts it "
+                    f"wherever it writes{said}")
+        else:
+            continue
+        out.append(place(str(campaign.source_path), marks, (path, False, f"note: {note}")))
+    return sorted(out, key=lambda p: (p.line, p.col))
+
+
+def _given_strings(data: Any) -> Iterator[tuple[KeyPath, str, str]]:
+    """(where, name, value) of each string the campaign's data gives a server: the control's, each
+    window's change and each stack window's server: env, args, model, artifacts, command words."""
+    def config(path: KeyPath, section: Any) -> Iterator[tuple[KeyPath, str, str]]:
+        if not isinstance(section, dict):
+            return
+        for key in ("env", "args", "artifacts"):
+            entries = section.get(key)
+            for name, value in entries.items() if isinstance(entries, dict) else ():
+                many = isinstance(value, list)
+                for j, item in enumerate(value if many else [value]):
+                    if isinstance(item, str):
+                        yield (*path, key, name, *((j,) if many else ())), str(name), item
+        if isinstance(section.get("model"), str):
+            yield (*path, "model"), "model", section["model"]
+        words = section.get("command")
+        if isinstance(words, list) and all(isinstance(w, str) for w in words):
+            for i, name, word in command_words(words):
+                yield (*path, "command", i), name, word
+
+    if not isinstance(data, dict):
+        return
+    yield from config((CONTROL,), data.get(CONTROL))
+    for runtime in ("process", "docker"):
+        yield from config((runtime,), data.get(runtime))
+    windows = data.get("windows")
+    for i, window in enumerate(windows if isinstance(windows, list) else []):
+        if isinstance(window, dict):
+            yield from config(("windows", i, "change"), window.get("change"))
+            yield from config(("windows", i, "server"), window.get("server"))

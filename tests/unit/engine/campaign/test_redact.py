@@ -48,15 +48,48 @@ workload:
 
 @pytest.mark.parametrize("name", ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY",
                                   "OPENAI_KEY", "MY_KEY_FILE", "AWS_SECRET_ACCESS_KEY",
-                                  "DB_PASSWORD", "GCP_CREDENTIALS", "HF_AUTH"])
+                                  "DB_PASSWORD", "GCP_CREDENTIALS", "HF_AUTH", "AWS_SESSION_TOKEN",
+                                  "GITHUB_PAT", "GH_PAT", "PAT", "--github-pat", "SESSION_COOKIE",
+                                  "--token", "SLACK_BOT_TOKEN", "GITHUBTOKEN", "-hft"])
 def test_secret_names(name: str) -> None:
     assert is_secret(name)
 
 
-@pytest.mark.parametrize("name", ["HF_HOME", "MAX_TOKENS", "TOKENIZERS_PARALLELISM",
-                                  "CUDA_VISIBLE_DEVICES", "LLAMA_ARG_CTX_SIZE"])
+@pytest.mark.parametrize("name", ["HF_HOME", "MAX_TOKENS", "max_tokens", "TOKENIZERS_PARALLELISM",
+                                  "CUDA_VISIBLE_DEVICES", "LLAMA_ARG_CTX_SIZE", "PATH", "PYTHONPATH",
+                                  "LD_LIBRARY_PATH", "--patience", "COMPAT_MODE", "--kv-cache-dtype",
+                                  "--tokenizer", "EOS_TOKEN_ID", "--long-prefill-token-threshold",
+                                  "--return-tokens-as-token-ids", "--bucket-time-to-first-token",
+                                  "--kt-max-deferred-experts-per-token", "SGLANG_MM_AVOID_RETOKENIZE",
+                                  "HF_HUB_ENABLE_HF_TRANSFER"])
 def test_not_secret_names(name: str) -> None:
     assert not is_secret(name)
+
+
+NAMES = Path(__file__).parents[3] / "fixtures" / "names"
+# The secrets among every flag and environment variable each server reads
+# (tests/fixtures/names/README.md): each other name is a server's knob, whose value a record keeps
+# and a sweep names its windows by. The CORS switches and sglang's graph-key switch are booleans,
+# which no redaction touches.
+SERVER_SECRETS = {
+    "llamacpp": {"--api-key", "--api-key-file", "--hf-token", "-hft", "--ssl-key-file",
+                 "--cors-credentials", "--no-cors-credentials", "HF_TOKEN", "LLAMA_API_KEY",
+                 "LLAMA_ARG_API_KEY_FILE", "LLAMA_ARG_SSL_KEY_FILE", "LLAMA_ARG_CORS_CREDENTIALS"},
+    "vllm": {"--api-key", "--hf-token", "--ssl-keyfile", "--allow-credentials",
+             "--no-allow-credentials", "VLLM_API_KEY", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY"},
+    "sglang": {"--api-key", "--admin-api-key", "--ssl-keyfile", "--ssl-keyfile-password",
+               "--watermark-key", "--watermark-key-b", "EXA_API_KEY", "SGLANG_LOG_DECODE_GRAPH_KEY"},
+}
+
+
+@pytest.mark.parametrize("server", sorted(SERVER_SECRETS))
+def test_the_real_names_of_each_server_that_are_secret(server: str) -> None:
+    """Issue 49: a name rule too wide hides a benchmark's knob (vLLM's
+    --long-prefill-token-threshold was secret: its sweep's windows named 1, 2...); too narrow, it
+    leaks. Every flag and variable of llama-server, vLLM and SGLang is checked."""
+    names = (NAMES / f"{server}.txt").read_text().split()
+    assert len(names) > 500 and "--api-key" in names
+    assert {name for name in names if is_secret(name)} == SERVER_SECRETS[server]
 
 
 def test_only_secret_values_are_redacted_and_named(tmp_path: Path) -> None:
@@ -236,3 +269,114 @@ def test_a_secret_under_a_short_flag_or_inside_the_command_is_redacted(tmp_path:
     for value in ("sk-in-command-1234", "sk-in-command-5678", "hf_shortFlagToken0123"):
         assert value not in text and value.upper() not in redact(value.upper())
     assert "<redacted:--api-key>" in text and "<redacted:-hft>" in text
+
+
+BY_VALUE = """\
+name: sec
+server: llamacpp
+runtime: process
+process:
+  command: ["/usr/bin/llama-server", "--header", "x-auth: ghp_InTheCommand0123456789abcdefghijklmn",
+            "--mirror=https://u:pwInTheCommand1234@m.example"]
+control:
+  model: /models/hf_cache/SmolLM2.gguf
+  args:
+    -m: ${model}
+    --hf-endpoint: https://user:pwInTheArgs12345@hf.example
+  env:
+    GITHUB_PAT: ghp_HeldByAPatName0123456789abcdefghij
+    HF_ENDPOINT: https://user:pwSecretInUrl9988@hf.example
+    HF_HUB_ENABLE_HF_TRANSFER: hf_transfer
+windows:
+  - name: mirror
+    axis: another mirror
+    change:
+      env: {MIRROR: "${PLAIN_VAR}"}
+  - name: stack
+    axis: vllm
+    server:
+      adapter: vllm
+      command: [vllm, serve]
+      args: {--served-model-name: "Bearer sk0123456789abcdefghij"}
+      env: {UPLOAD_TO: "AKIAIOSFODNN7EXAMPLE"}
+  - name: sw
+    axis: the endpoint swept
+    sweep: {env: {HF_ENDPOINT: ["https://u:pwSweptAAAA1111@h.example", "https://u:pwSweptBBBB2222@h.example"]}}
+sessions:
+  s1: [mirror, stack, sw]
+workload:
+  classes:
+    prose: {prompts: ["Say hi."]}
+  concurrency: [1]
+  reps: 1
+"""
+BY_VALUE_SECRETS = ["ghp_InTheCommand0123456789abcdefghijklmn", "pwInTheCommand1234", "pwInTheArgs12345",
+                    "ghp_HeldByAPatName0123456789abcdefghij", "pwSecretInUrl9988", "pwFromAPlainVariable77",
+                    "sk0123456789abcdefghij", "AKIAIOSFODNN7EXAMPLE", "pwSweptAAAA1111", "pwSweptBBBB2222",
+                    "pwOfTheHostsProxy555"]
+
+
+def test_a_secret_by_its_value_is_redacted_from_every_source(tmp_path: Path) -> None:
+    """Issue 49's repeat: a credential under a plain name (a URL's password, a token of a known
+    shape), wherever the campaign gives it (the control's env and args, a window's change, a
+    stack window's server, a command, a sweep, a ${VAR} of a plain name, the host's own
+    environment), is redacted in each of its forms; the URL stays readable, and a benchmark's own
+    values (the model's path, hf_transfer) stay as they are."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(BY_VALUE)
+    campaign = load_campaign(spec)
+    redact = redactor_for(campaign, {"PLAIN_VAR": "https://u:pwFromAPlainVariable77@h.example",
+                                     "HTTPS_PROXY": "http://proxy:pwOfTheHostsProxy555@proxy:3128"})
+    for secret in BY_VALUE_SECRETS:
+        for form in (secret, secret.lower(), secret.upper()):
+            said = redact(f"boot: {form} ok")
+            assert secret.lower() not in said.lower(), (form, said)
+    frozen = redact(campaign.source_text)
+    assert not any(secret in frozen for secret in BY_VALUE_SECRETS), frozen
+    assert "HF_ENDPOINT: https://user:<redacted:HF_ENDPOINT>@hf.example" in frozen
+    assert "GITHUB_PAT: <redacted:GITHUB_PAT>" in frozen
+    assert "/models/hf_cache/SmolLM2.gguf" in frozen and "hf_transfer" in frozen
+    assert [w.name for w in campaign.windows if w.sweep == "sw"] == ["sw-1", "sw-2"]
+
+
+def test_the_dry_run_says_no_secret_the_file_writes(tmp_path: Path) -> None:
+    """A literal under a secret's name and a credential under a plain one, printed as the run's
+    records would hold them; a plain variable whose value holds one is shown as its reference."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(BY_VALUE)
+    text = dry_run(str(spec), "process", testbed={},
+                   environ={"PLAIN_VAR": "https://u:pwFromAPlainVariable77@h.example"})
+    assert not any(secret.lower() in text.lower() for secret in BY_VALUE_SECRETS), text
+    assert "--hf-endpoint https://user:<redacted:--hf-endpoint>@hf.example" in text
+    assert "'MIRROR=${PLAIN_VAR}'" in text and "# + passed through: GITHUB_PAT, HF_ENDPOINT" in text
+    spec.write_text(STACKED)
+    text = dry_run(str(spec), "process", environ={}, testbed={})
+    assert "sk-stack-literal-flag-0001" not in text and "vllm serve --api-key <redacted:--api-key>" in text
+
+
+def test_validate_says_which_values_it_will_redact(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Each value the file writes that ruler redacts, where it is written: by its name, or by its
+    shape under a plain name (a sweep's value once, at the sweep); a ${...} is known at run time."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(BY_VALUE)
+    assert cmd_validate(str(spec)) == 0
+    notes = [line.removeprefix(f"{spec.resolve()}:") for line in capsys.readouterr().err.splitlines()
+             if ": note: " in line]
+    tail = ", a secret under any name: ruler redacts it wherever it writes"
+    assert notes == [
+        f"5:50: note: --header: its value holds a GitHub token{tail} (x-auth: <redacted:--header>)",
+        f"6:13: note: --mirror: its value holds a password in a URL{tail} "
+        "(https://u:<redacted:--mirror>@m.example)",
+        f"11:20: note: --hf-endpoint: its value holds a password in a URL{tail} "
+        "(https://user:<redacted:--hf-endpoint>@hf.example)",
+        "13:17: note: GITHUB_PAT: a secret by its name: ruler writes <redacted:GITHUB_PAT> for its value",
+        f"14:18: note: HF_ENDPOINT: its value holds a password in a URL{tail} "
+        "(https://user:<redacted:HF_ENDPOINT>@hf.example)",
+        f"26:35: note: --served-model-name: its value holds a bearer token{tail} "
+        "(Bearer <redacted:--served-model-name>)",
+        f"27:24: note: UPLOAD_TO: its value holds an AWS access key id{tail} (<redacted:UPLOAD_TO>)",
+        f"30:33: note: HF_ENDPOINT: its value holds a password in a URL{tail} "
+        "(https://u:<redacted:HF_ENDPOINT>@h.example)",
+        f"30:72: note: HF_ENDPOINT: its value holds a password in a URL{tail} "
+        "(https://u:<redacted:HF_ENDPOINT>@h.example)"]
