@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import resource
+import select
 import signal
 import sys
 import traceback
@@ -62,11 +63,13 @@ def cli_in_child(argv: list[str], env: dict[str, str], out: Path,
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-    for _ in range(int(hang_s * 10)):
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status), out.read_text(errors="replace")
-        signal.sigtimedwait([signal.SIGCHLD], 0.1)
+    # Readable the moment the child ends (a poll every 0.1 s cost each child 0.1 s).
+    ended = os.pidfd_open(pid)
+    try:
+        if select.select([ended], [], [], hang_s)[0]:
+            return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), out.read_text(errors="replace")
+    finally:
+        os.close(ended)
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     return None, out.read_text(errors="replace")
