@@ -232,10 +232,15 @@ def send(run_dir: Path, cmd: str, args: list[str] | None = None,
         s.settimeout(timeout)
         with addressable(Path(run_dir) / SOCKET) as address:
             s.connect(address)
-        s.sendall(json.dumps({"cmd": cmd, "args": args or []}).encode() + b"\n")
+        # A server that is busy says so and closes before it reads: its reason is still there to read.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            s.sendall(json.dumps({"cmd": cmd, "args": args or []}).encode() + b"\n")
         buf = b""
         while not buf.endswith(b"\n"):
-            chunk = s.recv(65536)
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                break
             if not chunk:
                 break
             buf += chunk

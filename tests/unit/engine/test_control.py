@@ -220,6 +220,8 @@ def test_idle_half_line_connections_are_bounded_and_timed_out(
                 extra.connect(address)
                 extra.settimeout(30)
                 assert json.loads(extra.makefile("rb").readline())["error"].startswith("busy: 4 ")
+            for _ in range(20):  # `ruler ctl` and the console are told so too (its write may fail first)
+                assert control.send(tmp_path, "status")["error"].startswith("busy: 4 ")
             for s in idle:  # the server closes each once its deadline has passed, saying so
                 assert _until_closed(s).startswith(b'{"ok": false, "error": "closed: a request must')
             with socket.socket(socket.AF_UNIX) as again:
