@@ -15,6 +15,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,16 @@ def test_a_run_directory_too_deep_for_a_socket_address_still_serves(tmp_path: Pa
     assert not (deep / control.SOCKET).exists()
 
 
+@contextlib.contextmanager
+def _client(run: Path) -> Iterator[Any]:
+    """A connection to ``run``'s socket, as a file of lines."""
+    with socket.socket(socket.AF_UNIX) as s:
+        with control.addressable(run / control.SOCKET) as address:
+            s.connect(address)
+        s.settimeout(30)
+        yield s.makefile("rwb")
+
+
 def _did(cmd: str, args: list[str], who: dict[str, Any]) -> str:
     return f"did {cmd} {' '.join(args)}".rstrip()
 
@@ -90,11 +101,7 @@ def test_a_nested_or_over_long_request_gets_one_error_and_the_connection_stays_u
     the connection are under test, not the commands."""
     server = control.ControlServer(tmp_path, _did)
     try:
-        with socket.socket(socket.AF_UNIX) as s:
-            with control.addressable(tmp_path / control.SOCKET) as address:
-                s.connect(address)
-            s.settimeout(30)
-            f = s.makefile("rwb")
+        with _client(tmp_path) as f:
             f.write(b"[" * 60_000 + b"\n" + b'{"cmd": "status"}\n')
             f.flush()
             assert json.loads(f.readline()) == {"ok": False,
@@ -289,11 +296,7 @@ def test_lines_sent_in_time_on_one_connection_are_each_answered(
     monkeypatch.setattr(control._Conn, "timeout", 0.5)
     server = control.ControlServer(tmp_path, _did)
     try:
-        with socket.socket(socket.AF_UNIX) as s:
-            with control.addressable(tmp_path / control.SOCKET) as address:
-                s.connect(address)
-            s.settimeout(30)
-            f = s.makefile("rwb")
+        with _client(tmp_path) as f:
             for n in range(20):
                 f.write(json.dumps({"cmd": "status", "args": [str(n)]}).encode() + b"\n")
                 f.flush()
