@@ -156,8 +156,8 @@ def make_dir(path: str | Path, mode: int = 0o700) -> Path:
 
 
 def clear(path: str | Path) -> None:
-    """Make room at ``path`` for a file ruler makes anew (a socket, a temporary): whatever file or
-    link a dead process or a person left there is removed; a directory (or a link to one), which
+    """Make room at ``path`` for a file ruler makes anew (a socket): whatever file or link a dead
+    process or a person left there is removed (a link, never what it leads to); a directory, which
     may hold anything, is Unwritable, named."""
     path = Path(path)
     _in_a_directory(path)
