@@ -40,6 +40,25 @@ def run_and_read(tmp: Path, spec: dict[str, Any], fake: FakeRuntime, phases: lis
             for p in r.run_dir.rglob("*") if p.is_file() and p.name != "engine.lock"}
 
 
+def prepared_run(tmp: Path, spec: dict[str, Any],
+                 behaviour: Any) -> tuple[Path, list[Path], dict[str, str]]:
+    """The campaign prepared as `ruler run` does (its frozen campaign.yaml) and run against a
+    fake of ``behaviour``: the run directory, every path under it (but the lock) and every
+    file's text by its path in it."""
+    from engine.commands.launch import prepare
+    from tests.campaigns import write
+
+    run_dir = prepare(str(write(tmp, spec)), str(tmp / "results"), None)
+    fake = FakeRuntime(behaviour)
+    try:
+        runner(tmp, spec, fake, run_dir=run_dir).run()
+    finally:
+        fake.close()
+    paths = [p for p in run_dir.rglob("*") if p.name != "engine.lock"]
+    written = {p.relative_to(run_dir).as_posix(): p.read_text(errors="replace") for p in paths if p.is_file()}
+    return run_dir, paths, written
+
+
 def test_what_a_server_echoes_of_its_secrets_is_in_no_file(
         tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", TOKEN)
@@ -179,9 +198,6 @@ def test_a_secret_by_its_name_or_its_value_is_in_no_file_and_no_name(
     value holds a password: every server echoes all it was given (argv and environment) into its
     log. No file under the run directory, and no file's or directory's name, holds any of them in
     any case; the URL keeps its user and host."""
-    from engine.commands.launch import prepare
-    from tests.campaigns import write
-
     monkeypatch.setenv("PLAIN_VAR", f"https://mirror:{FROM_HOST}@mirror.example")
 
     def echoing(plan: Any) -> Behaviour:
@@ -195,14 +211,7 @@ def test_a_secret_by_its_name_or_its_value_is_in_no_file_and_no_name(
     spec["control"]["env"] = {"GITHUB_PAT": PAT, "HF_ENDPOINT": f"https://user:{URL_PASSWORD}@hf.example"}
     spec["windows"].append({"name": "sw", "axis": "the endpoint", "sweep": {"env": {
         "HF_ENDPOINT": [f"https://user:{p}@hf.example" for p in SWEPT]}}})
-    run_dir = prepare(str(write(tmp, spec)), str(tmp / "results"), None)
-    fake = FakeRuntime(echoing)
-    try:
-        runner(tmp, spec, fake, run_dir=run_dir).run()
-    finally:
-        fake.close()
-    paths = [p for p in run_dir.rglob("*") if p.name != "engine.lock"]
-    written = {p.relative_to(run_dir).as_posix(): p.read_text(errors="replace") for p in paths if p.is_file()}
+    run_dir, paths, written = prepared_run(tmp, spec, echoing)
     boot = written["windows/s1-control/boot.log"]
     assert "srv  main: env GITHUB_PAT=<redacted:GITHUB_PAT>" in boot  # the server did echo them
     assert "srv  main: env HF_ENDPOINT=https://user:<redacted:HF_ENDPOINT>@hf.example" in boot
@@ -229,9 +238,6 @@ def test_a_secret_in_a_flags_name_a_number_a_shell_string_or_a_knob_is_in_no_fil
     characters: every server echoes its argv and environment. No file under the run directory
     (the frozen campaign.yaml included), and no file's or directory's name, holds any of them in
     any case, nor a piece of one."""
-    from engine.commands.launch import prepare
-    from tests.campaigns import write
-
     s = IN_WORDS
 
     def echoing(plan: Any) -> Behaviour:
@@ -248,14 +254,7 @@ def test_a_secret_in_a_flags_name_a_number_a_shell_string_or_a_knob_is_in_no_fil
         "adapter": "llamacpp", "command": ["other-build"],
         "args": {"-c": 2048, "--metrics": True, "-hft": s["STACK_HFT"],
                  f"--hf-token={s['STACK_EQ']}": True}}})
-    run_dir = prepare(str(write(tmp, spec)), str(tmp / "results"), None)
-    fake = FakeRuntime(echoing)
-    try:
-        runner(tmp, spec, fake, run_dir=run_dir).run()
-    finally:
-        fake.close()
-    paths = [p for p in run_dir.rglob("*") if p.name != "engine.lock"]
-    written = {p.relative_to(run_dir).as_posix(): p.read_text(errors="replace") for p in paths if p.is_file()}
+    run_dir, paths, written = prepared_run(tmp, spec, echoing)
     boot = written["windows/s1-control/boot.log"]
     assert "--hf-token=<redacted:--hf-token>" in boot and "-hft=<redacted:-hft>" in boot  # it did echo them
     assert "--api-key <redacted:--api-key>" in boot

@@ -354,15 +354,20 @@ def test_the_dry_run_says_no_secret_the_file_writes(tmp_path: Path) -> None:
     assert "sk-stack-literal-flag-0001" not in text and "vllm serve --api-key <redacted:--api-key>" in text
 
 
+def validate_notes(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """`ruler validate`'s notes on a campaign file of ``text``, each from its line:col on."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(text)
+    assert cmd_validate(str(spec)) == 0
+    return [line.removeprefix(f"{spec.resolve()}:") for line in capsys.readouterr().err.splitlines()
+            if ": note: " in line]
+
+
 def test_validate_says_which_values_it_will_redact(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Each value the file writes that ruler redacts, where it is written: by its name, or by its
     shape under a plain name (a sweep's value once, at the sweep); a ${...} is known at run time."""
-    spec = tmp_path / "sec.yaml"
-    spec.write_text(BY_VALUE)
-    assert cmd_validate(str(spec)) == 0
-    notes = [line.removeprefix(f"{spec.resolve()}:") for line in capsys.readouterr().err.splitlines()
-             if ": note: " in line]
+    notes = validate_notes(tmp_path, BY_VALUE, capsys)
     tail = ", a secret under any name: ruler redacts it wherever it writes"
     assert notes == [
         f"5:50: note: --header: its value holds a GitHub token{tail} (x-auth: <redacted:--header>)",
@@ -426,11 +431,7 @@ def test_a_secret_in_a_flags_own_name_a_number_a_shell_string_a_knob_or_the_atta
 
 def test_validate_notes_each_secret_in_a_flags_name_a_shell_string_a_knob_or_the_attach_url(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    spec = tmp_path / "sec.yaml"
-    spec.write_text(IN_WORDS)
-    assert cmd_validate(str(spec)) == 0
-    notes = [line.removeprefix(f"{spec.resolve()}:") for line in capsys.readouterr().err.splitlines()
-             if ": note: " in line]
+    notes = validate_notes(tmp_path, IN_WORDS, capsys)
     by_name = "a secret by its name: ruler writes <redacted:{0}> for its value"
     assert notes == [f"{at}: note: {name}: {by_name.format(name)}" if name != "attach.url" else
                      f"{at}: note: attach.url: its value holds a password in a URL, a secret under any "
