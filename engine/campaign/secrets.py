@@ -7,7 +7,8 @@ over a secret is named by its position, never by its value). A value is secret b
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import shlex
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 from urllib.parse import unquote
 
@@ -121,14 +122,59 @@ def holds_secret(name: str, value: object) -> bool:
 def command_words(argv: Sequence[str] | None) -> list[tuple[int, str, str]]:
     """(index, name, word) of each word of a command that is no flag of its own: a flag's value
     (``--api-key K`` or ``--api-key=K``) named by that flag, as its ``args:`` would give it, any
-    other word by ``command``."""
+    other word by ``command``; and after each, what is given inside it (:func:`inner`): an
+    assignment (``env HF_TOKEN=K``, ``--env=HF_TOKEN=K``), a shell string's flags
+    (``sh -c "exec server --api-key K"``), at the same index."""
     out: list[tuple[int, str, str]] = []
     items = list(argv or ())
     for i, item in enumerate(items):
         name, eq, value = item.partition("=")
         if name.startswith("-") and eq:
             out.append((i, name, value))
+            out += [(i, n, v) for n, v in inner(value)]
         elif not item.startswith("-"):
             before = items[i - 1] if i else ""
             out.append((i, before if before.startswith("-") and "=" not in before else "command", item))
+            out += [(i, n, v) for n, v in inner(item)]
     return out
+
+
+def entry(name: str, value: object) -> list[tuple[str, str]]:
+    """(name, text) of each value an entry ``name: value`` of an ``env``, ``args`` or ``knobs``
+    gives: its value as the server is given it (a number as its text; true, false and null give
+    none), under the flag its name is (``--hf-token=K: true`` gives ``K`` under ``--hf-token``),
+    and what is given inside either (:func:`inner`)."""
+    out: list[tuple[str, str]] = []
+    flag, eq, given = name.partition("=")
+    if eq and (flag.startswith("-") or _ENV_NAME.fullmatch(flag)):
+        out += [(flag, given), *inner(given)]
+    else:
+        flag = name
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        text = str(value)
+        out += [(flag, text), *inner(text)]
+    return out
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def inner(text: str, depth: int = 2) -> Iterator[tuple[str, str]]:
+    """(name, value) of each flag's or variable's value given inside a word or a text of words
+    (a shell string, split as the shell would, else at whitespace): ``--api-key K``,
+    ``--api-key=K``, ``-hft K``, ``HF_TOKEN=K``, and inside an assignment's value, the same
+    (``--env=HF_TOKEN=K``; ``--export=ALL,HF_TOKEN=K``, a list at its commas)."""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    for i, word in enumerate(words):
+        for piece in dict.fromkeys([word, *(word.split(",") if "," in word else [])]):
+            name, eq, value = piece.partition("=")
+            if eq and (name.startswith("-") or _ENV_NAME.fullmatch(name)):
+                yield name, value
+                if depth > 1:
+                    yield from inner(value, depth - 1)
+        following = words[i + 1] if i + 1 < len(words) else ""
+        if word.startswith("-") and "=" not in word and following and not following.startswith("-"):
+            yield word, following

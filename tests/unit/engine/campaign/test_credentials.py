@@ -9,7 +9,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from engine.campaign.redact import Redactor
-from engine.campaign.secrets import credentials, held
+from engine.campaign.secrets import command_words, credentials, entry, held
 from engine.campaign.sweep import label
 
 # One strategy per shape: each as its issuer writes it.
@@ -131,3 +131,23 @@ def test_a_benchmarks_own_values_are_no_credential(value: str) -> None:
     assert credentials(value) == []
     redact = Redactor([("LLAMA_ARG_MODEL", found) for found in held("LLAMA_ARG_MODEL", value)])
     assert redact(f"boot: {value} ok") == f"boot: {value} ok"
+
+
+SECRET_VALUE = st.from_regex(r"[A-Za-z0-9_-]{8,30}", fullmatch=True).filter(lambda v: not v.startswith("-"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=SECRET_VALUE, flag=st.sampled_from(["--api-key", "--hf-token", "-hft"]),
+       variable=st.sampled_from(["HF_TOKEN", "WANDB_API_KEY", "GITHUB_PAT"]))
+def test_a_secret_given_inside_a_word_is_found_under_its_name(value: str, flag: str, variable: str) -> None:
+    """Issue 49, round 5 (H5): the value in a flag's own name (an args key), an assignment word
+    (``env NAME=V``, ``docker --env=NAME=V``, ``--export=ALL,NAME=V``) and a shell string's
+    ``--flag V``: each is the value of a secret's name, as its args: entry would give it."""
+    assert (flag, value) in entry(f"{flag}={value}", True)
+    assert (flag, value) in entry(flag, value)
+    assert (flag, str(12345678912)) in entry(flag, 12345678912) and entry(flag, True) == []
+    argv = ["env", f"{variable}={value}", "sh", "-c", f"exec server {flag} {value} \"$@\"",
+            f"--env={variable}={value}", f"--export=ALL,{variable}={value}", f"{flag}={value}"]
+    found = {(name, word) for _, name, word in command_words(argv)}
+    assert {(variable, value), (flag, value)} <= found
+    assert all(held(name, word) == [word] for name, word in found if word == value)

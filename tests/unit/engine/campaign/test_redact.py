@@ -354,15 +354,20 @@ def test_the_dry_run_says_no_secret_the_file_writes(tmp_path: Path) -> None:
     assert "sk-stack-literal-flag-0001" not in text and "vllm serve --api-key <redacted:--api-key>" in text
 
 
+def validate_notes(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """`ruler validate`'s notes on a campaign file of ``text``, each from its line:col on."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(text)
+    assert cmd_validate(str(spec)) == 0
+    return [line.removeprefix(f"{spec.resolve()}:") for line in capsys.readouterr().err.splitlines()
+            if ": note: " in line]
+
+
 def test_validate_says_which_values_it_will_redact(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Each value the file writes that ruler redacts, where it is written: by its name, or by its
     shape under a plain name (a sweep's value once, at the sweep); a ${...} is known at run time."""
-    spec = tmp_path / "sec.yaml"
-    spec.write_text(BY_VALUE)
-    assert cmd_validate(str(spec)) == 0
-    notes = [line.removeprefix(f"{spec.resolve()}:") for line in capsys.readouterr().err.splitlines()
-             if ": note: " in line]
+    notes = validate_notes(tmp_path, BY_VALUE, capsys)
     tail = ", a secret under any name: ruler redacts it wherever it writes"
     assert notes == [
         f"5:50: note: --header: its value holds a GitHub token{tail} (x-auth: <redacted:--header>)",
@@ -380,3 +385,95 @@ def test_validate_says_which_values_it_will_redact(tmp_path: Path,
         "(https://u:<redacted:HF_ENDPOINT>@h.example)",
         f"30:72: note: HF_ENDPOINT: its value holds a password in a URL{tail} "
         "(https://u:<redacted:HF_ENDPOINT>@h.example)"]
+
+
+IN_WORDS = BASE.replace('command: ["/usr/bin/llama-server"]', """command: [
+            env, HF_TOKEN=hf_envAssignSecretDDDD4444, sh, -c,
+            "exec llama-server --api-key sk-shellSecretCCCC3333 \\
+              -hft hf_shellHftSecret0000 \\"$@\\"",
+            llama-server, "--env=WANDB_API_KEY=wandbEnvFlagSecret1"]
+attach: {url: "http://ruler:pwAttachSecretKKKK1111@127.0.0.1:9/v1"}""").replace("""    -c: 1024
+""", """    -c: 1024
+    --hf-token=hf_eqFormSecretAAAA1111: true
+    -hft=hf_shortEqSecretBBBB2222: true
+    --api-key: 987654321098765
+""").replace("""  reps: 1
+""", """  reps: 1
+  knobs: {api_key: sk-knobSecretHHHH8888, extra_headers: {Authorization: Bearer knobBearerJJJJ0000}}
+""")
+IN_WORDS_SECRETS = {  # each secret -> the name its marker says
+    "hf_envAssignSecretDDDD4444": "HF_TOKEN", "sk-shellSecretCCCC3333": "--api-key",
+    "hf_shellHftSecret0000": "-hft", "wandbEnvFlagSecret1": "WANDB_API_KEY",
+    "pwAttachSecretKKKK1111": "attach.url", "hf_eqFormSecretAAAA1111": "--hf-token",
+    "hf_shortEqSecretBBBB2222": "-hft", "987654321098765": "--api-key",
+    "sk-knobSecretHHHH8888": "api_key", "Bearer knobBearerJJJJ0000": "Authorization"}
+
+
+def test_a_secret_in_a_flags_own_name_a_number_a_shell_string_a_knob_or_the_attach_url_is_redacted(
+        tmp_path: Path) -> None:
+    """Issue 49, round 5 (H5): ``--hf-token=K: true`` and ``-hft=K: true`` as an args key, an
+    unquoted number under --api-key, ``env HF_TOKEN=K`` and ``sh -c "... --api-key K"`` in a
+    command, a request knob and a header under a secret's name, and attach.url's password were in
+    clear in the journal, the boot logs and the frozen campaign."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(IN_WORDS)
+    campaign = load_campaign(spec)
+    redact = redactor_for(campaign, {})
+    frozen = redact(campaign.source_text)
+    for secret, name in IN_WORDS_SECRETS.items():
+        assert secret not in frozen, (secret, frozen)
+        for form in (secret, secret.lower(), secret.upper()):
+            said = redact(f"argv {form} ok")
+            assert said == f"argv <redacted:{name}> ok", (form, said)
+    assert "http://ruler:<redacted:attach.url>@127.0.0.1:9/v1" in frozen
+    assert "--hf-token=<redacted:--hf-token>: true" in frozen
+
+
+def test_validate_notes_each_secret_in_a_flags_name_a_shell_string_a_knob_or_the_attach_url(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    notes = validate_notes(tmp_path, IN_WORDS, capsys)
+    by_name = "a secret by its name: ruler writes <redacted:{0}> for its value"
+    assert notes == [f"{at}: note: {name}: {by_name.format(name)}" if name != "attach.url" else
+                     f"{at}: note: attach.url: its value holds a password in a URL, a secret under any "
+                     "name: ruler redacts it wherever it writes (http://ruler:<redacted:attach.url>@127.0.0.1:9/v1)"
+                     for at, name in [("6:18", "HF_TOKEN"), ("7:13", "--api-key"), ("7:13", "-hft"),
+                                      ("9:27", "WANDB_API_KEY"), ("10:15", "attach.url"),
+                                      ("17:5", "--hf-token"), ("18:5", "-hft"), ("19:16", "--api-key"),
+                                      ("33:20", "api_key"), ("33:74", "Authorization")]], notes
+
+
+def test_two_secrets_that_share_their_start_leave_no_piece_of_either() -> None:
+    """Two secrets with their first 8 characters in common: a piece of the shorter was cut where
+    the longer's start stopped matching, and the rest of it (16 of 24 characters) kept."""
+    longer, shorter = "hf_stackHftSecretEEEE5555", "hf_stackEqSecretIIII9999"
+    redact = Redactor({"-hft": longer, "--hf-token": shorter})
+    assert redact(f"--hf-token={shorter}") == "--hf-token=<redacted:--hf-token>"
+    for cut in (shorter[:20], longer[:20]):
+        said = redact(f'error: "{cut}..."')
+        assert said.startswith('error: "<redacted:') and said.endswith('>..."'), said
+    said = redact(f"tail {shorter[-12:]} and {longer[-12:]}")
+    assert said == "tail <redacted:--hf-token> and <redacted:-hft>", said
+
+
+def test_a_secret_echoed_in_base64_is_redacted() -> None:
+    """A server that echoes a key as a Basic header carries it, or encoded: at any offset the
+    encoding puts it at, no more than the two groups its neighbours share stay."""
+    import base64
+    key = "sk-echoedKeyNN1234567890"
+    redact = Redactor({"--api-key": key})
+    for before in ("", "a", "ab", "user:"):
+        text = base64.b64encode(f"{before}{key}".encode()).decode()
+        said = redact(f"echo {text}")
+        kept = len(said) - len("echo <redacted:--api-key>") - len(base64.b64encode(before.encode()))
+        assert "<redacted:--api-key>" in said and kept <= 8, said
+
+
+def test_a_secret_in_an_sbatch_option_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An #SBATCH line can name no variable: the secret would stand in job.sh, kept in the run."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(BASE.replace("runtime: process", "runtime: slurm\nslurm:\n"
+                                 "  sbatch: ['--export=ALL,HF_TOKEN=hf_sbatchSecretLLLL2222', --mem=0]"))
+    assert cmd_validate(str(spec)) == 2
+    err = capsys.readouterr().err
+    assert f"{spec.resolve()}:5:12: slurm.sbatch[0]: --export gives HF_TOKEN a secret" in err, err
+    assert "hf_sbatchSecretLLLL2222" not in err
