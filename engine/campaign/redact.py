@@ -317,8 +317,11 @@ def frozen_copy(text: str, redact: Redactor) -> str:
 
 
 def _shapes(text: str) -> str:
+    """``text`` with each credential by its shape replaced, but a marker (a URL's password the
+    filter already replaced is a password by its shape still)."""
     for found in sorted(credentials(text), key=lambda c: len(c.text), reverse=True):
-        text = text.replace(found.text, marker(CREDENTIAL))
+        if "<redacted:" not in found.text:
+            text = text.replace(found.text, marker(CREDENTIAL))
     return text
 
 

@@ -50,9 +50,9 @@ def prepared_run(tmp: Path, spec: dict[str, Any], behaviour: Any,
     from tests.campaigns import write
 
     path = write(tmp, spec)
-    for written, spelling in (spelled or {}).items():
-        assert written in path.read_text(), written
-        path.write_text(path.read_text().replace(written, spelling))
+    for dumped, spelling in (spelled or {}).items():
+        assert dumped in path.read_text(), dumped
+        path.write_text(path.read_text().replace(dumped, spelling))
     run_dir = prepare(str(path), str(tmp / "results"), None)
     fake = FakeRuntime(behaviour)
     try:
@@ -295,10 +295,11 @@ def test_a_secret_however_the_campaign_spells_it_is_in_no_file(tmp: Path) -> Non
 
     spec = campaign("sec", CTX, {"s1": ["ctx", "other"]}, reps=1, requests_per_rep=1)
     spec["process"] = {"command": ["llama-server", "--api-key", s["DASH"]]}
-    spec["control"]["env"] = {"HEXKEY_API_KEY": s["HEX"], "FOLD_API_KEY": s["FOLD"], "QUOTE_API_KEY": s["QUOTE"]}
+    spec["control"]["env"] = {"HEXKEY_API_KEY": s["HEX"], "FOLD_API_KEY": s["FOLD"],
+                              "QUOTE_API_KEY": s["QUOTE"]}
+    shell = ["sh", "-c", f'exec other-build --api-key {s["DASH_SH"]} "$@"', "other-build"]
     spec["windows"].append({"name": "other", "axis": "another build", "server": {
-        "adapter": "llamacpp", "command": ["sh", "-c", f'exec other-build --api-key {s["DASH_SH"]} "$@"',
-                                           "other-build"], "args": {"-c": 2048, "--metrics": True}}})
+        "adapter": "llamacpp", "command": shell, "args": {"-c": 2048, "--metrics": True}}})
     hex_escaped = "".join(f"\\x{ord(c):02x}" for c in s["HEX"])
     # The run is given the values; its source file spells them so.
     spelled = {f"HEXKEY_API_KEY: {s['HEX']}": f'HEXKEY_API_KEY: "{hex_escaped}"',

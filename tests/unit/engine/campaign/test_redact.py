@@ -536,3 +536,10 @@ def test_the_frozen_campaign_holds_no_secret_however_its_text_spells_it(form: st
         assert leak not in frozen, (leak, frozen)
     assert frozen.startswith(DUMPED) == (form != "comment")  # a comment alone keeps the text
     assert frozen_copy(text, Redactor(secrets)) == frozen  # what --resume compares
+
+
+def test_the_frozen_campaign_keeps_a_urls_password_marker_by_its_name() -> None:
+    """The value rule over the whole text reads a marker in a URL as a password; it is one already."""
+    text = "name: sec\ncontrol:\n  env:\n    HF_ENDPOINT: https://user:pwSecretInUrl9988@hf.example\n"
+    frozen = frozen_copy(text, Redactor([("HF_ENDPOINT", "pwSecretInUrl9988")]))
+    assert frozen == text.replace("pwSecretInUrl9988", "<redacted:HF_ENDPOINT>")
