@@ -289,8 +289,6 @@ def references(campaign: Campaign, environ: Mapping[str, str] | None = None) -> 
 
 # What stands for a credential found by its shape where no name gave it (a comment).
 CREDENTIAL = "credential"
-# A comment's ``name: value`` or ``name=value`` (a line that held a secret, commented out).
-_COMMENTED = re.compile(r"(?:^|(?<=\s))#[\s#-]*(?P<name>[^\s:=#'\"]+)\s*(?::\s+|=)\s*(?P<value>.*?)\s*$")
 DUMPED = ("# ruler: the campaign as ruler parsed it, each secret replaced: a secret its source text\n"
           "# spells otherwise than its value (YAML escapes, a scalar split or folded over lines, a\n"
           "# quote doubled) cannot be cut from the text, so this copy's lines and comments are not\n"
@@ -299,15 +297,14 @@ DUMPED = ("# ruler: the campaign as ruler parsed it, each secret replaced: a sec
 
 def frozen_copy(text: str, redact: Redactor) -> str:
     """The run's copy of a campaign whose source is ``text``: the text, each secret cut
-    (:meth:`Redactor.__call__`), and over all of it, comments included, each credential by its
-    shape (engine.campaign.secrets.credentials) and a secret name's value in a comment
-    (``# --api-key: K``, a line commented out) -- when that text parses to the source's
+    (:meth:`Redactor.__call__`), each credential by its shape (engine.campaign.secrets.credentials)
+    and no comment (:func:`_uncommented`) -- when that text parses to the source's
     document with each of its strings so filtered (:func:`_scrubbed`). Where it does not (a secret
     the text spells otherwise than its value, so not cut: YAML escapes, a scalar split over lines;
     or a cut that broke the YAML: a quote doubled), that document dumped, with a header saying
     why its lines are not the source's. Either way, every scalar the copy gives holds no secret."""
     want = _scrubbed(load_marked(text).data, redact)
-    cut = _commented(_shapes(redact(text)))
+    cut = _uncommented(_shapes(redact(text)))
     try:
         if load_marked(cut).data == want:
             return cut
@@ -325,13 +322,23 @@ def _shapes(text: str) -> str:
     return text
 
 
-def _commented(text: str) -> str:
+def _uncommented(text: str) -> str:
+    """``text`` with every comment's text removed, its line kept (a file:line still points at the
+    source's line): a comment is free text, where a secret can be spelt in any form (a command
+    commented out, ``export HF_TOKEN=K``, prose), so none is copied. A ``#`` inside quotes or
+    not after a space is no comment; one this reading gets wrong changes the document, and the
+    copy is then dumped (:func:`frozen_copy`)."""
     lines = text.split("\n")
     for i, line in enumerate(lines):
-        m = _COMMENTED.search(line)
-        value = m["value"].strip("'\"") if m else ""
-        if m and is_secret(m["name"]) and len(value) >= MIN_SECRET_LEN and not value.startswith("<redacted:"):
-            lines[i] = line[:m.start("value")] + marker(m["name"])
+        quote = ""
+        for j, ch in enumerate(line):
+            if quote:
+                quote = "" if ch == quote else quote
+            elif ch in "'\"" and (j == 0 or line[j - 1] in " \t:[{,-"):
+                quote = ch
+            elif ch == "#" and (j == 0 or line[j - 1] in " \t"):
+                lines[i] = line[:j].rstrip()
+                break
     return "\n".join(lines)
 
 

@@ -142,11 +142,16 @@ def command_words(argv: Sequence[str] | None) -> list[tuple[int, str, str]]:
     any other flag, a word that starts with ``-`` is the next flag."""
     out: list[tuple[int, str, str]] = []
     flag = ""  # the flag the next word may be the value of
+    secret = ""  # the secret flag whose values the words at hand are
     for i, item in enumerate(argv or ()):
         name, eq, value = item.partition("=")
-        if flag and takes_secret(flag):
-            out.append((i, flag, item))  # all of it secret: nothing inside it to name
-            flag = ""
+        if secret and not looks_like_flag(name):
+            out.append((i, secret, item))  # all of it secret: nothing inside it to name
+            continue
+        secret = ""
+        if flag and takes_secret(flag) and not looks_like_flag(name):
+            out.append((i, flag, item))
+            secret, flag = flag, ""
         elif flag and not item.startswith("-"):
             out += [(i, flag, item), *((i, n, v) for n, v in inner(item))]
             flag = ""
@@ -157,6 +162,19 @@ def command_words(argv: Sequence[str] | None) -> list[tuple[int, str, str]]:
             out += [(i, "command", item), *((i, n, v) for n, v in inner(item))]
             flag = item if item.startswith("-") else ""
     return out
+
+
+# A flag's shape: a dash or two, a letter, then lower-case words (``-ngl``, ``--api-key``, ``-hft``,
+# ``-Cr``, ``--max-model-len``). A key that starts with a dash (a URL-safe one may) has capitals
+# or other characters past its first letter: it is a secret flag's value, not the next flag.
+_FLAG = re.compile(r"-{1,2}[A-Za-z][a-z0-9]*(?:[-_.][a-z0-9]+)*")
+
+
+def looks_like_flag(word: str) -> bool:
+    """Whether a word after a secret flag is the next flag rather than one of its values: a secret
+    flag may take none (vLLM's ``--hf-token`` alone reads the cached login), one, or several
+    (vLLM's ``--api-key K1 K2``), so its values are every word up to the next flag."""
+    return bool(_FLAG.fullmatch(word))
 
 
 def entry(name: str, value: object) -> list[tuple[str, str]]:
@@ -189,11 +207,11 @@ def inner(text: str, depth: int = 2) -> Iterator[tuple[str, str]]:
         words = shlex.split(text)
     except ValueError:
         words = text.split()
-    value_of = ""  # the secret flag the word at hand is the value of
+    value_of = ""  # the secret flag the words at hand are the values of
     for i, word in enumerate(words):
-        if value_of:
-            value_of = ""
+        if value_of and not looks_like_flag(word.partition("=")[0]):
             continue  # a secret flag's value, given above: nothing inside it to name
+        value_of = ""
         for piece in dict.fromkeys([word, *(word.split(",") if "," in word else [])]):
             name, eq, value = piece.partition("=")
             if eq and (name.startswith("-") or _ENV_NAME.fullmatch(name)):
@@ -201,7 +219,11 @@ def inner(text: str, depth: int = 2) -> Iterator[tuple[str, str]]:
                 if depth > 1:
                     yield from inner(value, depth - 1)
         following = words[i + 1] if i + 1 < len(words) else ""
-        if word.startswith("-") and "=" not in word and following and (
-                takes_secret(word) or not following.startswith("-")):
+        if word.startswith("-") and "=" not in word and takes_secret(word):
+            value_of = word
+            for later in words[i + 1:]:
+                if looks_like_flag(later.partition("=")[0]):
+                    break
+                yield word, later
+        elif word.startswith("-") and "=" not in word and following and not following.startswith("-"):
             yield word, following
-            value_of = word if takes_secret(word) else ""

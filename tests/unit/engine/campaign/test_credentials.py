@@ -177,3 +177,17 @@ def test_a_secret_flag_that_takes_no_value_leaves_the_next_flag_a_flag() -> None
     found = command_words(["vllm", "serve", "--allow-credentials", "--max-model-len", "4096"])
     assert not any(held(name, word) for _, name, word in found)
     assert (4, "--max-model-len", "4096") in found
+
+
+@pytest.mark.parametrize("argv", [
+    # vLLM's --hf-token may be given alone (the cached login): the next flag is a flag.
+    ["vllm", "serve", "m", "--hf-token", "--api-key", "PlainApiKeyAfterBareSwitch9"],
+    ["llama-server", "-hft", "--api-key", "PlainApiKeyAfterBareSwitch9"],
+    # vLLM's --api-key takes one key or several: each is a secret.
+    ["vllm", "serve", "m", "--api-key", "FirstOfTwoKeysAAAA1", "PlainApiKeyAfterBareSwitch9", "-tp", "1"],
+    ["sh", "-c", "exec vllm serve m --hf-token --api-key K1aaaaaaaa PlainApiKeyAfterBareSwitch9 \"$@\""],
+])
+def test_a_secret_flag_takes_every_value_up_to_the_next_flag(argv: list[str]) -> None:
+    secrets = {word for _, name, word in command_words(argv) if name == "--api-key"}
+    assert "PlainApiKeyAfterBareSwitch9" in secrets
+    assert not {"-tp", "1", "m", "--api-key"} & secrets  # the next flag and its value are not

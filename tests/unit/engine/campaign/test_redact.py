@@ -543,3 +543,18 @@ def test_the_frozen_campaign_keeps_a_urls_password_marker_by_its_name() -> None:
     text = "name: sec\ncontrol:\n  env:\n    HF_ENDPOINT: https://user:pwSecretInUrl9988@hf.example\n"
     frozen = frozen_copy(text, Redactor([("HF_ENDPOINT", "pwSecretInUrl9988")]))
     assert frozen == text.replace("pwSecretInUrl9988", "<redacted:HF_ENDPOINT>")
+
+
+def test_no_comment_is_copied_into_the_frozen_campaign() -> None:
+    """A comment is free text: a secret can be spelt there in any form, so none is copied (the
+    line kept, so that a file:line still points at the source's)."""
+    text = ("name: x\ncontrol:\n  args: {-c: 2048}  # the context\n  env: {A: \"x # y\"}\n"
+            "# process: {command: [llama-server, --api-key, CommentedCmdSecretHHHH7777]}\n"
+            "# export HF_TOKEN=ExportStyleSecret777\n#--api-key   DashSpacedSecret9999\n"
+            "# password hunter2hunter2\n")
+    copy = frozen_copy(text, Redactor([]))
+    for secret in ("CommentedCmdSecretHHHH7777", "ExportStyleSecret777", "DashSpacedSecret9999",
+                   "hunter2hunter2", "the context"):
+        assert secret not in copy
+    assert copy.count("\n") == text.count("\n") and "x # y" in copy
+    assert yaml.safe_load(copy) == yaml.safe_load(text)
