@@ -26,7 +26,6 @@ from engine.campaign.secrets import (
     entry,
     held,
     holds_secret,
-    is_secret,
     marker,
 )
 from engine.campaign.spec import Campaign
