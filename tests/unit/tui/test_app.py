@@ -567,7 +567,8 @@ async def test_a_snapshot_of_the_fold_gives_the_same_picture(name: str, tmp_path
 async def test_the_first_frame_shows_the_run_its_snapshot_holds(tmp_path: Path) -> None:
     """The console reads the snapshot before its first frame (issue 17: an empty screen was drawn
     while the follower read it, then everything drawn again): with no batch from the follower at
-    all, the windows and reps on screen are those of the whole journal."""
+    all, the windows and reps on screen are those of the whole journal, each window's delta and
+    call "…" until the run is judged behind that frame (issue 47), then the same as ever."""
     run = recorded("finished", tmp_path)
     JournalWriter(run / "journal.jsonl").close()  # the snapshot the engine leaves when it stops
     link, now = Link(True, "recorded"), last_ts(run) + 5
@@ -584,6 +585,13 @@ async def test_the_first_frame_shows_the_run_its_snapshot_holds(tmp_path: Path) 
     app.follower.run = lambda cancelled: asked.set()  # type: ignore[method-assign]  # never hands one
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, asked.is_set)
+        first = table_text(app, "#windows")
+        assert table_text(app, "#reps") == want[1]
+        for row, whole in zip(first, want[0], strict=True):  # name, status, Δ, CI, call, notes, axis
+            calls = ["ctl ", " ", " "] if whole[2] == "ctl " else ["… ", " ", "… "]
+            assert row == [*whole[:2], *calls, *whole[5:]]
+        await until(pilot, lambda: app.main.judged)  # no batch: JUDGE_AFTER after that frame
+        await pilot.pause()
         assert (table_text(app, "#windows"), table_text(app, "#reps")) == want
         assert not app.main.caught_up
 
