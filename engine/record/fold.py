@@ -359,9 +359,11 @@ def fold(events: Iterable[Event], state: RunState | None = None) -> RunState:
 
 
 def fold_read(read: JournalRead, state: RunState | None = None) -> RunState:
-    """The lines read folded onto ``state``: a snapshot's fold of the lines before them, or none."""
+    """The lines read folded onto ``state``: a snapshot's fold of the lines before them, or none;
+    the events already folded into it as they were read (read_journal's ``fold``: fold_lines) when
+    ``read`` kept none. The damaged lines the read found join the fold's, in line order."""
     state = RunState() if state is None else state
-    _fold_lines(state, read.events)
+    fold_lines(state, read.events)
     state.damage = sorted(read.damage + state.damage, key=lambda d: d.line or 0)
     return state
 
@@ -371,7 +373,7 @@ _KNOWN: dict[str, tuple[Callable[[Event], str | None], Handler | None]] = {
     kind: (fields.why_not, HANDLERS.get(kind)) for kind, fields in CHECKED.items()}
 
 
-def _fold_lines(state: RunState, events: Iterable[tuple[int, Event]]) -> None:
+def fold_lines(state: RunState, events: Iterable[tuple[int, Event]]) -> None:
     """:func:`apply` over a journal's lines, its common case in one loop: the next seq, a kind
     this version knows, its fields of their types (a day-long journal's hundred thousand events,
     where each call and lookup apply makes costs tens of milliseconds). Any other event is
