@@ -36,7 +36,7 @@ from engine.words import RunStatus
 from tests.console import live_marked, screen_text, settled, table_text, type_in, until
 from tests.paths import FIXTURES
 from tests.unit.tui.recorded import JOURNALS, REPLIES, StandIn, append, last_ts, recorded, stable
-from tui.app import RulerConsole
+from tui.app import RulerConsole, one_blas_thread
 from tui.core.columns import fit_columns
 from tui.core.follow import Link
 from tui.core.logview import ServingView
@@ -594,6 +594,14 @@ async def test_the_first_frame_shows_the_run_its_snapshot_holds(tmp_path: Path) 
         await pilot.pause()
         assert (table_text(app, "#windows"), table_text(app, "#reps")) == want
         assert not app.main.caught_up
+
+
+def test_the_console_judges_on_one_blas_thread_unless_told_otherwise() -> None:
+    """Set before numpy is imported, which the console does only to judge (a BLAS's thread pool
+    tripled a day-long run's first judgement); an operator's own count is kept."""
+    env = {"OMP_NUM_THREADS": "4"}
+    one_blas_thread(env)
+    assert env == {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "1"}
 
 
 async def test_no_color_keeps_every_mark_in_the_text(measuring, monkeypatch: pytest.MonkeyPatch) -> None:
