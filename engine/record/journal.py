@@ -162,13 +162,13 @@ class Reader:
         not one, and they are read one by one, each damaged line said."""
         try:
             events = list(map(_loads, lines))
+            # A value orjson reads that is not an object has no "seq": a TypeError.
             seqs, kinds = list(map(_SEQ, events)), list(map(_KIND, events))
-        except (_Invalid, KeyError, TypeError, IndexError):  # not JSON, no seq or kind, not an object
+        except (_Invalid, KeyError, TypeError):  # not JSON, no seq or kind, not an object
             return None
         if not events:
             return []
-        if (set(map(type, events)) != {dict} or set(map(type, seqs)) != {int} or min(seqs) < 1
-                or set(map(type, kinds)) != {str}):
+        if set(map(type, seqs)) != {int} or min(seqs) < 1 or set(map(type, kinds)) != {str}:
             return None
         at = -1
         with contextlib.suppress(ValueError):  # list.index: no (further) run_started
