@@ -21,7 +21,7 @@ from engine.method import stats
 from engine.record import snapshot
 from engine.record.events import EventKind
 from engine.record.fold import apply, fold, fold_read
-from engine.record.journal import JournalRead, read_events, read_journal
+from engine.record.journal import Event, JournalRead, read_events, read_journal
 from engine.record.state import RunState
 from engine.record.writer import JournalWriter
 from engine.words import RowStatus, SessionStatus, Verdict, WindowStatus
@@ -309,11 +309,13 @@ def test_the_follower_starts_from_the_snapshot_and_folds_only_the_events_after_i
         out.write(b"".join([recorded[250], b"[1]\n"] + recorded[300:320]))  # after the snapshot
     folded: list[int] = []  # the lines each fold read itself
 
-    def counted(read: JournalRead, state: RunState | None = None) -> RunState:
-        folded.append(len(read.events) + len(read.damage))
-        return fold_read(read, state)
+    def counted(path: Path, start: int = 0, line: int = 0, crc: int | None = None,
+                fold: Callable[[list[tuple[int, Event]]], object] | None = None) -> JournalRead:
+        read = read_journal(path, start, line, crc, fold)
+        folded.append(read.lines - line)
+        return read
 
-    monkeypatch.setattr(snapshot, "fold_read", counted)
+    monkeypatch.setattr(snapshot, "read_journal", counted)
     got = Catcher()
     f = acking(run, got, interval=0.02)
     t, stop = run_follower(f)
