@@ -157,9 +157,9 @@ class Reader:
 
     def _whole(self, lines: list[bytes]) -> list[tuple[int, Event]] | None:
         """Every line read at once when each is an event (the common journal: no damage, no wide
-        integer), the checks of :func:`_event` made over them all by C loops (a day-long journal's
-        hundred thousand lines in a tenth of the time a Python loop takes); None when some line is
-        not one, and they are read one by one, each damaged line said."""
+        integer), the checks of :func:`_event` made over them all by C loops, no Python step a
+        line; None when some line is not one, and they are read one by one, each damaged line
+        said."""
         try:
             events = list(map(_loads, lines))
             # A value orjson reads that is not an object has no "seq": a TypeError.
