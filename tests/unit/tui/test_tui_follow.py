@@ -236,6 +236,26 @@ def test_follower_switches_logs_by_generation(tmp_path: Path) -> None:
         t.join(timeout=5)
 
 
+def test_the_first_whole_screen_is_handed_over_at_once(tmp_path: Path) -> None:
+    """The batch that first reads both files to their end (the console's "attached") goes out as
+    soon as it is read and the one before it acknowledged, not an interval after that one: a
+    log longer than a turn's read makes the first batch partial."""
+    run = tmp_path / "run"
+    (run / "windows/s1-control").mkdir(parents=True)
+    (run / "journal.jsonl").write_bytes((JOURNALS / "booting/journal.jsonl").read_bytes())
+    (run / "windows/s1-control/boot.log").write_text(("y" * 99 + "\n") * 4000)  # 400 kB
+    got = Catcher()
+    f = acking(run, got, interval=8.0)  # past the wait below; its turns sleep a quarter of it
+    f.watch_log("windows/s1-control/boot.log")
+    t, stop = run_follower(f)
+    try:
+        got.wait(lambda bs: bool(bs) and bs[-1].caught_up)  # within 5 s, never 8
+    finally:
+        stop.set()
+        t.join(timeout=5)
+    assert [b.caught_up for b in got.batches] == [False, True]
+
+
 def test_follower_names_a_damaged_line_and_keeps_every_event_after_it(tmp_path: Path) -> None:
     """A garbage line is reported with its number (it used to be skipped in silence); a repeated
     seq appended later is reported by the fold; the console's header says so."""
