@@ -48,7 +48,7 @@ demo: setup  ## the llama.cpp testbed, then the demo campaign
 # A unit worker is idle a quarter of its time (a console test waits for the screen to settle after
 # each key), so three keep two cores busy: 83-87 s against 89-90 s on two here. The first two
 # tiers steal work: a worker that runs dry takes tests from another's queue, so a tier does not
-# end on one worker finishing a long test while the others idle. A failing tier stops the ones
+# end on one worker finishing a long test while the others idle. A failing step stops the ones
 # after it. Each tier's pytest summary and time is printed again at the end. A tier that collects
 # no test exits 5 and fails the target.
 TIERS := unit component integration
@@ -56,14 +56,33 @@ tier_args_unit := -n 3 --dist worksteal
 tier_args_component := -n 2 --dist worksteal
 tier_args_integration := -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
-test: testbed  ## what CI runs: ruff, lint-imports, mypy, then every tier
-	$(BIN)/ruff check .
-	$(BIN)/lint-imports
-	$(MYPY)
-	@rc=0; recap=""; failed=""; \
+# Only the integration tier needs the testbed: `ruler testbed` runs in the background from the
+# start, at nice 19 (vLLM's environment is mostly downloads; llama.cpp's build takes only the CPU
+# the lint and the first two tiers leave idle: mypy runs on one core, a unit worker idles a quarter
+# of its time; a component test on fakes times its fake server, and calls a row noisy when the
+# machine is busy enough), and the integration tier waits for it. Its log is printed then; a
+# testbed that failed fails the target there, by name, with its exit status. Leaving early (a
+# failed step, ^C) stops it: an interrupted build resumes where it stopped next time. Each step
+# begins with a line "== STEP" (bench/fresh_ci.sh times them).
+test: setup  ## what CI runs: the testbed beside ruff, lint-imports, mypy, unit, component; then integration
+	@rc=0; recap=""; failed=""; tblog=$$(mktemp); \
+	echo "== testbed, in the background (niced) until the integration tier"; \
+	nice -n 19 setsid -w $(BIN)/ruler testbed >$$tblog 2>&1 </dev/null & tb=$$!; \
+	trap 'kill -- -'$$tb' 2>/dev/null; rm -f '$$tblog EXIT; \
+	echo "== lint"; \
+	$(BIN)/ruff check . && $(BIN)/lint-imports && $(MYPY) || { rc=1; failed=lint; }; \
 	for tier in $(TIERS); do \
-	  if [ $$rc -ne 0 ]; then recap+="$$tier tier: not run (the $$failed tier failed)"$$'\n'; continue; fi; \
-	  log=$$(mktemp); \
+	  if [ $$rc -ne 0 ]; then recap+="$$tier tier: not run (the $$failed step failed)"$$'\n'; continue; fi; \
+	  if [ $$tier = integration ]; then \
+	    echo "== testbed: waiting for it"; wait $$tb; tbrc=$$?; cat $$tblog; \
+	    echo "== testbed: done (exit $$tbrc)"; \
+	    if [ $$tbrc -ne 0 ]; then \
+	      rc=$$tbrc; failed=testbed; \
+	      recap+="integration tier: not run (ruler testbed failed, exit $$tbrc: its log is above)"$$'\n'; \
+	      continue; \
+	    fi; \
+	  fi; \
+	  echo "== $$tier tier"; log=$$(mktemp); \
 	  case $$tier in unit) args="$(tier_args_unit)";; component) args="$(tier_args_component)";; \
 	    *) args="$(tier_args_integration)";; esac; \
 	  $(BIN)/pytest -q -ra $$args tests/$$tier 2>&1 | tee $$log; rc=$${PIPESTATUS[0]}; \

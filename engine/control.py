@@ -18,6 +18,7 @@ import socket
 import socketserver
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,12 @@ from engine.sanitize import terminal
 
 SOCKET = "control.sock"
 MAX_LINE = 64 * 1024
-# A connection is a thread: a client that connects and sends nothing (or half a line) would hold
-# one for good. Each waits this long for its next line, and no more than MAX_CONNECTIONS at once
-# (the console and a few `ruler ctl` need a handful).
-READ_TIMEOUT = 60.0
+# A connection is a thread: a client that connects and sends nothing, half a line, or a byte now
+# and then would hold one for good. Each request line must arrive whole within this long of the
+# connection or of the reply before it (`ruler ctl` and the console send theirs at once), else the
+# connection is closed; and no more than MAX_CONNECTIONS are served at once (the console and a few
+# `ruler ctl` need a handful).
+REQUEST_S = 5.0
 MAX_CONNECTIONS = 32
 
 Handler = Callable[[str, list[str], dict[str, Any]], str]  # raises CommandRefused when it does not apply
@@ -90,9 +93,37 @@ def dispatch(raw: bytes, who: dict[str, Any], handler: Handler) -> dict[str, Any
         return {"ok": False, "error": f"internal error: {type(e).__name__}: {e}"}
 
 
+class _Deadline(io.RawIOBase):
+    """A connection's bytes, read against one deadline a request: each read waits only for what
+    is left of it (a per-read timeout would let a byte every few seconds hold the connection for
+    good); past it, TimeoutError. :meth:`restart` gives the next request its time."""
+
+    def __init__(self, sock: socket.socket, seconds: float) -> None:
+        self.sock, self.seconds = sock, seconds
+        self.restart()
+
+    def restart(self) -> None:
+        self.by = time.monotonic() + self.seconds
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.by - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        self.sock.settimeout(left)
+        return self.sock.recv_into(buffer)
+
+
 class _Conn(socketserver.StreamRequestHandler):
     server: _Server
-    timeout = READ_TIMEOUT  # set on the socket by setup(): a read waits no longer
+    timeout = REQUEST_S  # the deadline of each request line (_Deadline), not of each read
+
+    def setup(self) -> None:
+        super().setup()
+        self.deadline = _Deadline(self.connection, self.timeout)
+        self.rfile = io.BufferedReader(self.deadline)
 
     def handle(self) -> None:
         who = peer(self.request)
@@ -102,10 +133,15 @@ class _Conn(socketserver.StreamRequestHandler):
         try:
             for reply in replies(self.rfile, lambda raw: dispatch(raw, who, self.server.handler)):
                 self._send(reply)
-        except OSError:  # the client sent nothing for READ_TIMEOUT, or went away mid-line
+                self.deadline.restart()
+        except TimeoutError:  # its line not whole in time: its slot goes to the next client
+            self._send({"ok": False, "error": f"closed: a request must arrive whole within "
+                        f"{self.timeout:g} s of the connection or of the reply before it"})
+        except OSError:  # the client went away mid-line
             return
 
     def _send(self, obj: dict[str, Any]) -> None:
+        self.connection.settimeout(self.timeout)  # a client that reads no reply holds no slot
         try:
             self.wfile.write(json.dumps(obj).encode() + b"\n")
             self.wfile.flush()
@@ -196,10 +232,15 @@ def send(run_dir: Path, cmd: str, args: list[str] | None = None,
         s.settimeout(timeout)
         with addressable(Path(run_dir) / SOCKET) as address:
             s.connect(address)
-        s.sendall(json.dumps({"cmd": cmd, "args": args or []}).encode() + b"\n")
+        # A server that is busy says so and closes before it reads: its reason is still there to read.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            s.sendall(json.dumps({"cmd": cmd, "args": args or []}).encode() + b"\n")
         buf = b""
         while not buf.endswith(b"\n"):
-            chunk = s.recv(65536)
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                break
             if not chunk:
                 break
             buf += chunk

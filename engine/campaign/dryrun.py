@@ -27,8 +27,8 @@ from engine.campaign.launch import (
     resolve_runtime,
 )
 from engine.campaign.load import load_campaign
-from engine.campaign.redact import redactor_for
-from engine.campaign.secrets import is_secret
+from engine.campaign.redact import redactor_for, references
+from engine.campaign.secrets import holds_secret
 from engine.campaign.sources import Item, chosen, class_notes
 from engine.campaign.sources.explain import class_lines
 from engine.campaign.spec import Campaign, percent
@@ -56,7 +56,8 @@ def dry_variables(campaign: Campaign, environ: Mapping[str, str],
         if name == "model" or name.startswith("artifacts."):
             continue
         reference = f"${{{name}}}"
-        out[name] = reference if is_secret(name) else known.get(name, environ.get(name, reference))
+        value = known.get(name, environ.get(name, reference))
+        out[name] = reference if holds_secret(name, value) else value
     return out
 
 
@@ -98,7 +99,7 @@ def docker_lines(plan: LaunchPlan, pass_env: list[str], environ: Mapping[str, st
     for name in sorted(pass_env):
         opts.append(f"-e {name}")
         state = "set on this host" if name in environ else "NOT set on this host"
-        kept = ("its value is never recorded" if is_secret(name) else
+        kept = ("its value is never recorded" if holds_secret(name, environ.get(name)) else
                 "not a secret's name, so its value is not redacted where it appears")
         notes.append(f"{name} is passed through by name; {kept} ({state})")
     for name in sorted(set(plan.secret_env) - set(pass_env)):
@@ -148,9 +149,9 @@ def job_secrets(campaign: Campaign, variables: Mapping[str, str],
                 environ: Mapping[str, str]) -> dict[str, str]:
     """What job.sh names by its variable: the host's secret values, and (the dry run keeps a secret
     its reference, ``${HF_TOKEN}``) each secret's reference, so the script reads as the run's."""
-    return redactor_for(campaign, environ).references() | {
+    return references(campaign, environ) | {
         f"${{{name}}}": name for name, value in variables.items()
-        if is_secret(name) and value == f"${{{name}}}"}
+        if value == f"${{{name}}}" and holds_secret(name, environ.get(name, value))}
 
 
 def _session_node(campaign: Campaign, session: str, window: str) -> str | None:
@@ -424,7 +425,9 @@ def plan_text(campaign: Campaign, runtime: str | None, environ: Mapping[str, str
     variables = dry_variables(campaign, env, known)
     # The directory `ruler run` would claim (results.new_run_dir), named as the run would name it.
     run_dir = Path(results_dir) / f"{(today or dt.date.today()).isoformat()}-{campaign.name}"
-    return "\n".join(describe(campaign, variables, chosen, env, run_dir)) + "\n"
+    # Pasted into tickets and chats: a secret the file itself writes (a literal under a secret's
+    # name, a URL's password) is said as the run's records say it.
+    return redactor_for(campaign, env)("\n".join(describe(campaign, variables, chosen, env, run_dir)) + "\n")
 
 
 def classes_text(campaign: Campaign, environ: Mapping[str, str] | None = None,

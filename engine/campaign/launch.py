@@ -14,7 +14,7 @@ from pathlib import Path
 from engine.campaign.frozen import GREEDY, KL
 from engine.campaign.machines import Place
 from engine.campaign.prompts import read_receipt
-from engine.campaign.secrets import is_secret
+from engine.campaign.secrets import holds_secret
 from engine.campaign.sources import Item, class_items
 from engine.campaign.spec import Campaign, ServerConfig
 from engine.campaign.variables import expand, render_args
@@ -170,7 +170,7 @@ def plan_launch(campaign: Campaign, adapter: ServerAdapter, start: WindowStart) 
     v = window_vars(config, start.variables, environ)
     args = render_args(config.args, v)
     env = {k: expand(str(val), v) for k, val in config.env.items() if val is not None}
-    secret = {k: val for k, val in env.items() if is_secret(k)}
+    secret = {k: val for k, val in env.items() if holds_secret(k, val)}  # passed, never recorded
     env = {k: val for k, val in env.items() if k not in secret}
     secret_env = {**{k: environ[k] for k in campaign.pass_env if k in environ}, **secret}
     port = campaign.host_port or free_port()

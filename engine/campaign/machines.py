@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, PlainValidator, Strict
 from pydantic_core import PydanticCustomError
 
+from engine.campaign.secrets import MIN_SECRET_LEN, held, inner
 from engine.campaign.values import (
     Argv,
     Bool,
@@ -58,6 +59,15 @@ def _check_sbatch_option(value: str) -> str:
     why = sbatch_options.refusal(value)
     if why:
         raise PydanticCustomError("sbatch", why)
+    flag, _, given = value.partition("=")
+    secret = [name for name, text in [(flag, given), *inner(given)]
+              if any(len(s) >= MIN_SECRET_LEN for s in held(name, text))]
+    if secret:
+        # An #SBATCH line can name no variable: the secret would stand in job.sh, a receipt.
+        raise PydanticCustomError("sbatch_secret", f"{flag} gives {secret[0]} a secret, which the "
+                                                   "job's script (job.sh, kept in the run directory) "
+                                                   "would hold in clear: give it in env or pass_env, "
+                                                   "which reach the job by name")
     return value
 
 

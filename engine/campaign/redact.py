@@ -1,22 +1,26 @@
-"""Secrets: which variables hold one, and the one filter every recorded string passes (the warning
-for a secret put on a server's command line is engine.campaign.checks.warnings).
+"""Secrets: what the campaign and the host give a server that is one (engine.campaign.secrets
+says what is), and the one filter every recorded string passes (the warning for a secret put on a
+server's command line, and `ruler validate`'s notes, are engine.campaign.checks.warnings's).
 
-Only values of secret-looking names are redacted. Redacting every passed-through value (``HF_HOME``,
-a model directory) would rewrite unrelated text wherever the value happens to occur: boot facts,
-the frozen campaign (``server: <redacted>cpp``).
+Only secrets are redacted: values of secret-looking names, and credentials by their shape under
+any name. Redacting every passed-through value (``HF_HOME``, a model directory) would rewrite
+unrelated text wherever the value happens to occur: boot facts, the frozen campaign
+(``server: <redacted>cpp``).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
-from engine.campaign.secrets import MIN_SECRET_LEN, is_secret, marker
+from engine.campaign.secrets import MIN_SECRET_LEN, command_words, entry, held, holds_secret, marker
 from engine.campaign.spec import Campaign
 from engine.campaign.sweep import label
 from engine.campaign.variables import expand
+from engine.runtime.slurm.script import SECRET_VARIABLE
 from engine.words import CONTROL
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -60,11 +64,6 @@ class Redactor:
                 text = text.replace(marker(name), value)
         return text
 
-    def references(self) -> dict[str, str]:
-        """Each secret value held by an environment variable -> that variable: what a Slurm job
-        script writes as ``${NAME}`` instead of the value (a flag's name is no variable)."""
-        return {value: name for value, name in self.secrets if _ENV_NAME.fullmatch(name)}
-
     def __call__(self, text: str) -> str:
         for value, name in self.needles:
             if value in text:
@@ -74,9 +73,26 @@ class Redactor:
         return "".join(self._cut(line) for line in text.splitlines(keepends=True))
 
     def _cut(self, line: str) -> str:
-        for value, name in self.needles:
-            line = _last_piece(_first_piece(line, value, name), value, name)
-        return line
+        """``line`` with every piece of a secret in it replaced, each run of overlapping pieces
+        whole (by the name of its longest): two secrets that share their start give two pieces
+        over one place, and the shorter replaced alone would leave the rest of the longer."""
+        spans = sorted(span for value, name in self.needles
+                       for span in [*_first_pieces(line, value, name), *_last_pieces(line, value, name)])
+        if not spans:
+            return line
+        runs: list[list[tuple[int, int, str]]] = []
+        for span in spans:
+            if runs and span[0] < max(end for _, end, _ in runs[-1]):
+                runs[-1].append(span)
+            else:
+                runs.append([span])
+        out, at = [], 0
+        for run in runs:
+            start, end = run[0][0], max(end for _, end, _ in run)
+            longest = max(run, key=lambda s: s[1] - s[0])
+            out += [line[at:start], marker(longest[2])]
+            at = end
+        return "".join([*out, line[at:]])
 
 
 # A secret cut in two: by a line break (a server that wraps a long value, then goes on after a
@@ -86,38 +102,39 @@ class Redactor:
 # characters, and replacing it would corrupt unrelated text.
 
 
-def _first_piece(line: str, value: str, name: str) -> str:
-    """``line`` with each start of ``value`` in it (its first MIN_SECRET_LEN characters and as
-    many of those after as the line shares) replaced. A value that is a place (an absolute path,
-    a URL: a socket under a secret-looking name) starts as any other path or URL on the host
-    does: its start is replaced only where it ends the line, as a cut leaves it."""
+def _first_pieces(line: str, value: str, name: str) -> list[tuple[int, int, str]]:
+    """(start, end, name) of each start of ``value`` in ``line`` (its first MIN_SECRET_LEN
+    characters and as many of those after as the line shares). A value that is a place (an
+    absolute path, a URL: a socket under a secret-looking name) starts as any other path or URL
+    on the host does: its start counts only where it ends the line, as a cut leaves it."""
     first = value[:MIN_SECRET_LEN]
     place = value.startswith("/") or "://" in value[:MIN_SECRET_LEN + 4]
+    out: list[tuple[int, int, str]] = []
     i = line.find(first)
     while i >= 0:
         end = i + MIN_SECRET_LEN
         while end < len(line) and end - i < len(value) - 1 and line[end] == value[end - i]:
             end += 1
         if not place or not line[end:].strip():
-            line = line[:i] + marker(name) + line[end:]
-            end = i + len(marker(name))
+            out.append((i, end, name))
         i = line.find(first, end)
-    return line
+    return out
 
 
-def _last_piece(line: str, value: str, name: str) -> str:
-    """``line`` with each end of ``value`` in it (its last MIN_SECRET_LEN characters and as many
-    of those before as the line shares) replaced."""
+def _last_pieces(line: str, value: str, name: str) -> list[tuple[int, int, str]]:
+    """(start, end, name) of each end of ``value`` in ``line`` (its last MIN_SECRET_LEN
+    characters and as many of those before as the line shares)."""
     last = value[-MIN_SECRET_LEN:]
+    out: list[tuple[int, int, str]] = []
     i = line.find(last)
     while i >= 0:
         end = i + MIN_SECRET_LEN
         start = i
         while start > 0 and end - start < len(value) - 1 and line[start - 1] == value[-(end - start) - 1]:
             start -= 1
-        line = line[:start] + marker(name) + line[end:]
-        i = line.find(last, start + len(marker(name)))
-    return line
+        out.append((start, end, name))
+        i = line.find(last, end)
+    return out
 
 
 def _forms(value: str) -> list[str]:
@@ -127,7 +144,7 @@ def _forms(value: str) -> list[str]:
     (a PEM key) that a log holds a line at a time, or that a server prints with a prefix on each
     line; and each of those as a JSON string holds it (a newline, a quote or a non-ASCII
     character escaped), for a record serialised before it is written, and as Python's repr writes
-    it, for a text quoted in an error (``{payload!r}``)."""
+    it, for a text quoted in an error (``{payload!r}``); and in base64 (:func:`_base64`)."""
     lines = [line.strip() for line in value.splitlines()]
     derived = [value.lower(), value.upper(), label(value)]
     plain = [value, *(line for line in [*lines, *derived] if len(line) >= MIN_SECRET_LEN and line != value)]
@@ -139,57 +156,100 @@ def _forms(value: str) -> list[str]:
         for text in escaped:
             if len(text) >= MIN_SECRET_LEN:
                 out.setdefault(text)
+    for text in _base64(value):
+        out.setdefault(text)
+    return list(out)
+
+
+def _base64(value: str) -> list[str]:
+    """``value`` in base64 (a server that echoes a key as it sent it in a Basic header, or
+    encoded): at each of the three offsets from the start of what was encoded that it may sit
+    at, the characters its own bytes alone decide (a group that holds a byte before or after it
+    differs with those bytes), in the standard and the URL-safe alphabet."""
+    raw = value.encode()
+    out: dict[str, None] = {}
+    for k in range(3):
+        text = base64.b64encode(b"\0" * k + raw).decode().rstrip("=")
+        whole = text[4 if k else 0:len(text) - len(text) % 4]
+        if len(whole) >= MIN_SECRET_LEN:
+            out.update(dict.fromkeys([whole, whole.replace("+", "-").replace("/", "_")]))
     return list(out)
 
 
 def campaign_secrets(campaign: Campaign, environ: Mapping[str, str]) -> list[tuple[str, str]]:
-    """(name, value) of every secret the campaign gives a server: each secret-looking ``env``
-    entry and flag of every window as it boots (the control's, a window's change over it, a
-    window on another stack's own ``server``; a sweep's windows each with its value), literal
-    or expanded from ``${...}`` (a variable whose own name looks like no secret included)."""
-    out: list[tuple[str, str]] = []
+    """(name, value) of every secret the campaign gives a server (engine.campaign.secrets.held):
+    of each ``env`` entry, flag, command word and model or artifact path of every window as it
+    boots (:func:`_given`), what is secret by its name or by its shape (a credential under any
+    name), literal or expanded from ``${...}`` (a variable whose own name looks like no secret
+    included)."""
+    return [(name, secret) for name, value, _ in _given(campaign, environ) for secret in held(name, value)]
+
+
+def _given(campaign: Campaign, environ: Mapping[str, str]) -> list[tuple[str, str, bool]]:
+    """(name, value, whether it is an environment variable's) of each string the campaign gives a
+    server or sends it, expanded: every window as it boots (the control's, a window's change over
+    it, a window on another stack's own ``server``; a sweep's windows each with its value), its
+    env, args, model and artifacts (engine.campaign.secrets.entry), and each word of its command
+    (engine.campaign.secrets.command_words); the requests' knobs; the attached server's url."""
+    out: list[tuple[str, str, bool]] = []
     commands = [campaign.process.command, campaign.docker.command]
+    knobs: list[tuple[str, object]] = [*_knobs(campaign.workload.knobs)]
     for window in [CONTROL, *(w.name for w in campaign.windows)]:
         config = campaign.config_for(window)
         commands.append(config.command)
-        for name, value in [*config.env.items(), *config.args.items(), *_argv_flags(commands[-1])]:
-            if not is_secret(name):
-                continue
-            for item in value if isinstance(value, tuple | list) else [value]:
-                if not isinstance(item, str):
-                    continue
-                try:
-                    out.append((name, expand(item, environ)))
-                except KeyError:
-                    continue  # an unset ${...}: nothing to hide, and the window is rejected for it
-    for name, value in (f for c in commands[:2] for f in _argv_flags(c)):
-        try:
-            out.append((name, expand(value, environ)))
-        except KeyError:
-            continue
+        places = [("model", config.model), *config.artifacts.items()]
+        for entries, env in ((config.env.items(), True), ([*config.args.items(), *places], False)):
+            for name, value in entries:
+                for item in value if isinstance(value, tuple | list) else [value]:
+                    out += [(n, v, env and n == name) for n, v in entry(name, _expanded(item, environ))]
+        if window != CONTROL:
+            knobs += _knobs(campaign.window(window).change.knobs)
+    for command in commands:
+        words = [w if isinstance(w, str) else "" for w in (_expanded(c, environ) for c in command or ())]
+        out += [(name, word, False) for _, name, word in command_words(words)]
+    out += [(name, v, False) for key, value in knobs for name, v in entry(key, value)]
+    out += [(n, v, False) for n, v in entry("attach.url", campaign.attach.url)]
     return out
 
 
-def _argv_flags(argv: Sequence[str] | None) -> list[tuple[str, str]]:
-    """(flag, value) of each secret-looking flag written in a command itself (``--api-key K`` or
-    ``--api-key=K`` inside ``command:``), as its ``args:`` would give it."""
-    out: list[tuple[str, str]] = []
-    items = list(argv or ())
-    for i, item in enumerate(items):
-        name, eq, value = item.partition("=")
-        if not name.startswith("-") or not is_secret(name):
-            continue
-        if eq:
-            out.append((name, value))
-        elif i + 1 < len(items):
-            out.append((name, items[i + 1]))
+def _knobs(knobs: Mapping[str, object]) -> list[tuple[str, object]]:
+    """(name, value) of each scalar a request's knobs hold, a nested one (a header) by its own key."""
+    out: list[tuple[str, object]] = []
+    for key, value in knobs.items():
+        for item in value if isinstance(value, list | tuple) else [value]:
+            out += _knobs(item) if isinstance(item, Mapping) else [(str(key), item)]
     return out
+
+
+def _expanded(value: object, environ: Mapping[str, str]) -> object:
+    """A string as the server is given it, its ``${...}`` expanded; an unset one gives nothing to
+    hide (the window is rejected for it); any other value as it is."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return expand(value, environ)
+    except KeyError:
+        return None
 
 
 def redactor_for(campaign: Campaign, environ: Mapping[str, str] | None = None) -> Redactor:
-    """The one filter of a run: the secret-looking variables of this host (a process server
-    inherits them all, and an argument may expand any of them) and every secret the campaign
-    gives a server (:func:`campaign_secrets`), each in every form a record may hold it."""
+    """The one filter of a run: the secrets of this host's variables (a process server inherits
+    them all, and an argument may expand any of them) and every secret the campaign gives a server
+    (:func:`campaign_secrets`), each in every form a record may hold it."""
     env = dict(os.environ if environ is None else environ)
-    return Redactor([*((k, v) for k, v in env.items() if is_secret(k)), *campaign_secrets(campaign, env)])
+    return Redactor([*((k, secret) for k, v in env.items() for secret in held(k, v)),
+                     *campaign_secrets(campaign, env)])
 
+
+def references(campaign: Campaign, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Each secret a server is given -> the variable a Slurm job script writes as ``${NAME}``
+    instead of it: a value of an environment variable (of this host, or of a window's env) that
+    is or holds a secret, whole, by that variable (a URL whose password alone is secret by the
+    variable that holds all of it); any other secret (a flag's literal value, a password inside
+    an argument) by a variable of its own (engine.runtime.slurm.script.SECRET_VARIABLE), which
+    the job's environment carries."""
+    env = dict(os.environ if environ is None else environ)
+    given = [*env.items(), *((k, v) for k, v, is_env in _given(campaign, env) if is_env)]
+    named = {value: name for name, value in sorted(given) if holds_secret(name, value)}
+    rest = sorted({secret for _, secret in campaign_secrets(campaign, env)} - set(named))
+    return named | {secret: f"{SECRET_VARIABLE}{i}" for i, secret in enumerate(rest, 1)}

@@ -26,7 +26,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.campaign.secrets import is_secret
+from engine.campaign.secrets import holds_secret
 from engine.campaign.yamlmarks import Issue, KeyPath, Mark, MarkedDoc, describe
 
 # What a sweep may vary, in the order a window's change lists them. A section of keys (one key
@@ -197,10 +197,12 @@ def _generate(i: int, entry: Mapping[Any, Any]) -> tuple[list[tuple[dict[Any, An
             return [], issues + [((*where, section), True, f"sweep {name!r}: the swept key must be "
                                   f"a string, got {describe(key)}")]
     at: KeyPath = (*where, section) + ((key,) if key is not None else ())
-    secret = key is not None and is_secret(key)
+    # A secret's value never names a window: its name is in directories, the journal and every
+    # receipt, past any redaction (and lower-cased, past one that matches its case). A secret by
+    # its name, or by its shape under any name (a URL's password, a token).
+    given = values.values() if isinstance(values, dict) else values if isinstance(values, list) else []
+    secret = key is not None and any(holds_secret(key, v) for v in [None, *given])
     if isinstance(values, list):
-        # A secret's value never names a window: its name is in directories, the journal and
-        # every receipt, past any redaction (and lower-cased, past one that matches its case).
         pairs = [(j, str(j + 1) if secret else label(v), v) for j, v in enumerate(values)]
         how = "; give {label: value} to name the windows yourself"
     elif isinstance(values, dict):

@@ -369,8 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Its lines may quote a file or a server: shown, never acted on.
         print(terminal_lines(e), file=sys.stderr)
         return EXIT_BAD_INPUT
-    except files.Unreadable as e:  # a run directory's or a named file replaced (a FIFO, a loop)
-        where = f"{e.path}: " if e.path is not None else ""
+    except (files.Unreadable, files.Unwritable) as e:  # a run directory's or a named file replaced
+        where = f"{e.path}: " if e.path is not None else ""  # (a FIFO, a directory, a loop)
         print(terminal(f"ruler {args.command}: {where}{e}"), file=sys.stderr)
         return EXIT_BAD_INPUT
     except EngineError as e:  # ruler itself failed: said in one line, no traceback

@@ -214,9 +214,12 @@ def run_engine(run_dir: Path, echo: bool) -> int:
             k in d for k in ("campaign_source", "runtime", "variables")))
         campaign = _campaign_for(run_dir, info)
         results.write_atomic(run_dir / PID, f"{os.getpid()}\n")
+        files.clear(run_dir / SOCKET)  # a dead engine's socket, or what else was put there
         runner = Runner(campaign, run_dir, info["runtime"], info["variables"],
                         printer() if echo else None, default_phases(info.get("baseline")),
                         baseline=Path(info["baseline"]) if info.get("baseline") else None)
+    except files.Unwritable:  # said as it is: the path and what is there
+        raise
     except OSError as e:
         raise BadInput(f"{run_dir}: cannot use the run directory "
                        f"({e.strerror or e}{f': {e.filename}' if e.filename else ''})") from e

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from engine.campaign.checks.warnings import campaign_warnings
+from engine.campaign.checks.warnings import campaign_warnings, secret_notes
 from engine.campaign.dryrun import classes_text, plan_text
 from engine.campaign.load import NotACampaign, SpecError, load_campaign
 from engine.campaign.prompts import DataFileError
@@ -47,8 +47,8 @@ def cmd_validate(path: str, explain: bool = False, baseline: str | None = None) 
                        + ([f"rate {list(workload.rate)} req/s"] if workload.rate else [])) + ", "
         f"{workload.reps} reps"
     )
-    for warning in campaign_warnings(campaign):
-        print(warning, file=sys.stderr)
+    for warning in campaign_warnings(campaign) + secret_notes(campaign):
+        print(terminal_lines(str(warning)), file=sys.stderr)
     if baseline is None:
         return explain_campaign(path, campaign) if explain else 0
     from engine.commands import baseline as base  # the fold and the receipts: only for a baseline
@@ -86,8 +86,8 @@ def validate_tune(path: str) -> int:
         f"{plural(sum(len(c.values) for c in space.values()), 'candidate value')} over the control "
         f"of {tune.base.source_path.name} ({tune.base.name}); objective: {tune.objective_text()}; "
         f"`{ruler_command()} tune {path}` runs it"))
-    for warning in campaign_warnings(tune.base):
-        print(warning, file=sys.stderr)
+    for warning in campaign_warnings(tune.base) + secret_notes(tune.base):
+        print(terminal_lines(str(warning)), file=sys.stderr)
     return 0
 
 

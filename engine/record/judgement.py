@@ -41,6 +41,8 @@ class Judgement:
     # the same (verdict.allow_different)
     apart: dict[str, str] = field(default_factory=dict)
     windows: dict[str, WindowJudged] = field(default_factory=dict)  # window -> its one question
+    # shape -> why its rows are compared over their whole reps (some rows had no steady window)
+    whole: dict[Shape, str] = field(default_factory=dict)
 
     def noise_of(self, cls: str, concurrency: int, rate: float | None) -> BootNoise | None:
         return self.noise.get((cls, concurrency, rate))
@@ -92,11 +94,26 @@ def fallback_noise(rule: Rule) -> BootNoise:
     return declared(rule.boot_noise) if rule.boot_noise is not None else unmeasured()
 
 
-def reps_of(r: RowState | None) -> tuple[float, ...] | None:
-    if r is None or r.status not in USABLE_ROWS or not r.row.get("rep_tok_s"):
+def reps_of(r: RowState | None, whole: bool = False) -> tuple[float, ...] | None:
+    """A usable row's reps' tok/s over its basis, or over the whole reps (``whole``)."""
+    key = "rep_whole_tok_s" if whole else "rep_tok_s"
+    if r is None or r.status not in USABLE_ROWS or not r.row.get(key):
         return None
-    reps = tuple(float(x) for x in r.row["rep_tok_s"])
+    reps = tuple(float(x) for x in r.row[key])
     return reps if min(reps) > 0 else None
+
+
+def _whole_basis(rows: list[RowState]) -> str | None:
+    """Why a shape's rows are compared over their whole reps, or None: some were measured over a
+    steady window and some over whole reps (a rep with no steady window: short reps, a slow
+    window), and a steady figure against a whole one reads the ramp and the tail as the change.
+    Every row keeps its whole reps' tok/s, so the shape is compared on that common basis rather
+    than losing the rows (where a row has none, an older journal's, same_basis refuses it)."""
+    bases = {row.row.get("basis") or WHOLE for row in rows}
+    if len(bases) < 2 or any(reps_of(r, whole=True) is None for r in rows):
+        return None
+    return ("over the whole reps: some rows at this shape had no steady window, and a steady "
+            "figure against a whole one is no delta")
 
 
 _CACHE: dict[Any, Judgement] = {}
@@ -129,7 +146,8 @@ def judgement(state: RunState, rule: Rule, baseline: Mapping[Shape, BootNoise] |
     stacks = tuple((k, tuple((c, str(p.get("verdict")), bool(p.get("identical")))
                              for c, p in ws.parity.items()))
                    for k, ws in state.windows.items() if ws.stack)
-    key = (rule, tuple((k, reps, r.row.get("basis"), r.row.get("acceptance"), r.session)
+    key = (rule, tuple((k, reps, reps_of(r, whole=True), r.row.get("basis"), r.row.get("acceptance"),
+                        r.session)
                        for k, (r, reps) in usable.items()),
            tuple(state.rows), stacks, tuple((baseline or {}).items()), baseline_name, len(state.looks))
     found = _CACHE.get(key)
@@ -183,21 +201,24 @@ def _judge(state: RunState, usable: Mapping[str, RowState], rule: Rule,
             fitted.setdefault(_shape(r), []).append(r)
     noise: dict[Shape, BootNoise] = {}
     fits: dict[Shape, Fit] = {}
+    whole: dict[Shape, str] = {}
     for shape, rows in fitted.items():
-        ref = _reference(rows)
+        if (why_whole := _whole_basis(rows)) is not None:
+            whole[shape] = why_whole
+        ref = _reference(rows) if why_whole is None else {**_reference(rows), "basis": WHOLE}
         on = []
         for r in rows:
-            if (why := same_basis(r.row, ref)) is not None:
+            if (why := same_basis({**r.row, "basis": WHOLE} if why_whole else r.row, ref)) is not None:
                 if not is_control(r.window):
                     refused[r.key] = why
                 continue
             on.append(r)
-        boots = [Boot(r.session, CONTROL_CONFIG if is_control(r.window) else r.window, reps_of(r) or ())
-                 for r in on]
+        boots = [Boot(r.session, CONTROL_CONFIG if is_control(r.window) else r.window,
+                      reps_of(r, shape in whole) or ()) for r in on]
         fits[shape] = found = fit(boots, rule.boot_noise)
         noise[shape] = found.noise.with_baseline(baseline.get(shape), baseline_name)
         fitted[shape] = on
-    per_row = _per_row(fitted, noise)
+    per_row = _per_row(fitted, noise, whole)
     family: dict[str, dict[Shape, Versus | None]] = {}
     for shape, rows in fitted.items():
         controls = sum(is_control(r.window) for r in rows)
@@ -215,7 +236,7 @@ def _judge(state: RunState, usable: Mapping[str, RowState], rule: Rule,
              if r.row and not is_control(r.window) and k not in refused}
     windows = dict(verdicts.windows)
     _keep_decided(state, calls, windows)
-    return Judgement(rule, noise, calls, per_row, refused, apart, windows)
+    return Judgement(rule, noise, calls, per_row, refused, apart, windows, whole)
 
 
 def _keep_decided(state: RunState, calls: dict[str, Judged], windows: dict[str, WindowJudged]) -> None:
@@ -257,9 +278,10 @@ def look_level(state: RunState, rule: Rule) -> float:
     return interim_level(rule.error_rate, budget_fraction(state, rule), before)
 
 
-def _per_row(fitted: Mapping[Shape, list[RowState]], noise: Mapping[Shape, BootNoise]) -> dict[str, Versus]:
+def _per_row(fitted: Mapping[Shape, list[RowState]], noise: Mapping[Shape, BootNoise],
+             whole: Mapping[Shape, str]) -> dict[str, Versus]:
     """Each row's own delta against its session's control boots at its shape (a later control
-    boot against the session's first)."""
+    boot against the session's first), over the whole reps at a shape in ``whole``."""
     out: dict[str, Versus] = {}
     for shape, rows in fitted.items():
         by_session: dict[str, list[RowState]] = {}
@@ -272,7 +294,8 @@ def _per_row(fitted: Mapping[Shape, list[RowState]], noise: Mapping[Shape, BootN
                 continue
             if is_control(r.window):
                 ctls = [c for c in ctls if c.window == CONTROL]
-            if ctls and (v := versus(reps_of(r) or (), [reps_of(c) or () for c in ctls],
+            w = shape in whole
+            if ctls and (v := versus(reps_of(r, w) or (), [reps_of(c, w) or () for c in ctls],
                                      noise[shape])) is not None:
                 out[r.key] = v
     return out
@@ -308,6 +331,7 @@ def row_columns(j: Judgement, r: RowState) -> dict[str, Any]:
     call = j.rows.get(r.key)
     apart = (f"given across stacks not sent the same tokens (verdict.allow_different: "
              f"{j.apart[r.key]}); " if r.key in j.apart else "")
+    apart += f"{j.whole[_shape(r)]}; " if _shape(r) in j.whole else ""
     if call is not None:
         out |= {"p_adjusted": pct(call.p_adjusted), "verdict": call.call.value,
                 "verdict_why": apart + call.why()}

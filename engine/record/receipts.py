@@ -56,13 +56,16 @@ def read_rep(path: Path) -> tuple[dict[str, Any], list[RequestRecord]]:
 def source_paths(run_dir: Path, source: str) -> list[Path]:
     """The rep receipts a row's ``source`` names (``;``-separated, relative to its run), each
     inside ``run_dir``: one that resolves outside it (an absolute path, ``..``, a link out) is a
-    ReceiptError, never opened."""
+    ReceiptError, never opened; so is one that is a link that loops."""
     root = run_dir.resolve()
     out = []
     for p in source.split(";"):
         if not p:
             continue
-        path = (run_dir / p).resolve()
+        try:
+            path = files.resolve(run_dir / p)
+        except files.Unreadable as exc:
+            raise ReceiptError(f"{run_dir / p}: {exc}") from None
         if not path.is_relative_to(root):
             raise ReceiptError(f"a row's source {p!r} is outside the run ({path})")
         out.append(path)
@@ -94,13 +97,14 @@ def write_throughput(run_dir: Path, rows: list[dict[str, Any]]) -> None:
 
 
 class ThroughputWriter:
-    """A journal listener: throughput.csv is rewritten when a row lands or a ruler-check verdict
-    changes its ``ruler_check`` column, so the file on disk always matches the fold."""
+    """A journal listener: throughput.csv is rewritten when a row lands, a ruler-check verdict
+    changes its ``ruler_check`` column or a look changes the level its calls are made at (the last
+    look spends what is left of the error rate), so the file on disk always matches the fold."""
 
     def __init__(self, run_dir: Path, rule: Rule) -> None:
         self.run_dir, self.rule = run_dir, rule
 
     def __call__(self, event: dict[str, Any], state: RunState) -> None:
-        if event["kind"] == EventKind.ROW_DONE or (event["kind"] == EventKind.VERDICT
-                                                   and event.get("check") == Check.KNOBS):
+        if event["kind"] in (EventKind.ROW_DONE, EventKind.VERDICT_LOOK) or (
+                event["kind"] == EventKind.VERDICT and event.get("check") == Check.KNOBS):
             write_throughput(self.run_dir, throughput_rows(state, self.rule))

@@ -142,20 +142,16 @@ def new_run_dir(results_root: Path, campaign: str, today: dt.date | None = None)
 
 def window_dir(run_dir: Path, session: str, window: str) -> Path:
     d = run_dir / "windows" / f"{session}-{window}"
-    d.parent.mkdir(mode=DIR_MODE, exist_ok=True)
-    d.mkdir(mode=DIR_MODE, exist_ok=True)
-    return d
+    files.make_dir(d.parent, DIR_MODE)
+    return files.make_dir(d, DIR_MODE)
 
 
 def open_append(path: Path, text: bool = False) -> IO[Any]:
     """A file appended to (journal, logs, lock), created owner-only like every other receipt;
     as text it is line-buffered, so a follower sees each line as it is written. A FIFO, a device
-    or a directory put there in its place is BadInput naming it (files.open_fd), never waited on."""
-    try:
-        fd = files.open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
-    except files.Unreadable as exc:
-        raise BadInput(f"{path}: {exc}; move it away (ruler made that file; someone replaced it)") \
-            from None
+    or a directory put there in its place is files.Unwritable naming it (files.open_fd), never
+    waited on."""
+    fd = files.open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
     if text:
         return os.fdopen(fd, "a", encoding="utf-8", buffering=1)
     return os.fdopen(fd, "ab")
@@ -215,8 +211,11 @@ def after(cleanup: Callable[[], object]) -> Iterator[None]:
 @contextlib.contextmanager
 def atomic_file(path: Path, fsync: bool = True) -> Iterator[IO[bytes]]:
     """A binary file that becomes ``path`` when the block ends, owner-only; readers (the console,
-    a crash, the next report) see the old file or the new one, never half of one. The stale
-    temporaries for ``path`` (of processes that are gone) are removed first."""
+    a crash, the next report) see the old file or the new one, never half of one. What is at
+    ``path`` is looked at first: a directory, a FIFO, a device or a link that loops there is
+    files.Unwritable naming it, before anything is written. The stale temporaries for ``path``
+    (of processes that are gone) are removed first."""
+    files.check_file(path)
     remove_stale(path)
     try:
         fd, tmp = temporary_for(path)

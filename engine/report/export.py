@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import __version__
+from engine import __version__, files
 from engine.method import acceptance, stats
 from engine.record import results
 from engine.record.receipts import ReceiptError, read_rep, source_paths
@@ -413,14 +413,11 @@ def summary_csv(doc: Mapping[str, Any]) -> str:
 
 def export(run_dir: Path, fmt: str) -> list[Path]:
     """Write the run's results in ``fmt`` under ``RUN_DIR/export/``: the paths written."""
+    if fmt == "json":  # beside the journal, where the run's end wrote it
+        return [write_results(Path(run_dir))[0]]
     view = load_run(run_dir)
     reqs = requests_of(view)
-    folder = view.dir / EXPORT
-    for d in (folder, folder / "vllm-bench")[:2 if fmt == "vllm-bench" else 1]:
-        d.mkdir(mode=results.DIR_MODE, exist_ok=True)
-    if fmt == "json":
-        path, _ = write_results(view.dir)
-        return [path]
+    folder = files.make_dir(view.dir / EXPORT, results.DIR_MODE)
     if fmt == "csv":
         path = folder / SUMMARY_CSV
         results.write_atomic(path, summary_csv(results_document(view, reqs)))
@@ -429,6 +426,7 @@ def export(run_dir: Path, fmt: str) -> list[Path]:
         path = folder / GUIDELLM_FILE
         results.write_json(path, guidellm_report(view, reqs))
         return [path]
+    files.make_dir(folder / "vllm-bench", results.DIR_MODE)
     out = []
     for row in view.rows:
         name = f"{row.session}-{row.window}-{row.cls}-{load_text(row.concurrency, row.rate)}"

@@ -11,6 +11,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from engine.errors import EXIT_ENGINE
+from engine.files import Unwritable, check_file
 from engine.record import results
 from engine.report import acceptance, capacity, charts, html, stacks, steady, sweeps
 from engine.report.methods import files, methods
@@ -148,6 +149,8 @@ def write_report(run_dir: str | Path, as_html: bool = False) -> tuple[Path, list
             drawing = None
         elif todo and not drawing:
             drawing = Drawing()
+        for job in todo:  # a directory where a chart goes: said here, by name, before any drawing
+            check_file(job.path)
         if drawing:
             drawing.draw(todo)
         parts = tables(view)
@@ -171,6 +174,8 @@ def cmd_report(run_dir: str, as_html: bool = False) -> int:
     except ReportError as e:  # it may quote the run's files, which ruler may not have written
         print(terminal(e), file=sys.stderr)
         return 2
+    except Unwritable:  # a directory or a FIFO where the report goes: said by ruler's main
+        raise
     except OSError as e:  # writing its own files (each is whole, or the one before it)
         print(f"ruler report: cannot write {e.filename or run_dir}: {e.strerror or e}; make room, "
               f"then make the report again", file=sys.stderr)

@@ -125,6 +125,7 @@ class Row:
     e2el_mean: float | None = None
     acceptance: str = ""  # natural | simulated (how) | "" (engine.method.acceptance)
     rep_tok_s: list[float] = field(default_factory=list)
+    rep_whole_tok_s: list[float] = field(default_factory=list)  # each rep's over the whole rep
 
     @property
     def curve(self) -> list[float]:
@@ -156,7 +157,8 @@ class Row:
 
 
 PARSE: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float | None": _num}
-TYPES = {f.name: str(f.type) for f in fields(Row) if f.name != "rep_tok_s"}  # the columns Row holds
+# The columns Row holds (the reps' figures are the journal's or the receipts', not columns).
+TYPES = {f.name: str(f.type) for f in fields(Row) if f.name not in ("rep_tok_s", "rep_whole_tok_s")}
 
 
 def csv_row(r: dict[str, str]) -> Row:
@@ -244,10 +246,16 @@ def _row(run_dir: Path, state: RunState, r: dict[str, str]) -> Row:
     row = csv_row(r)
     c = row.concurrency
     journal = state.rows.get(row_key(row.session, row.window, row.cls, c, row.rate))
-    reps = journal.row.get("rep_tok_s") if journal and journal.row.get(
-        "source") == row.source else None
+    same = journal is not None and journal.row.get("source") == row.source
+    reps = journal.row.get("rep_tok_s") if journal and same else None
     row.rep_tok_s = (list(reps) if reps is not None
                      else receipt_rep_tok_s(run_dir, row.source, c, row.basis))
+    if (row.basis or "whole") == "whole":
+        row.rep_whole_tok_s = row.rep_tok_s
+    elif reps is not None:  # the journal's, as the engine judged it (none in an older journal's)
+        row.rep_whole_tok_s = list(journal.row.get("rep_whole_tok_s") or []) if journal else []
+    else:
+        row.rep_whole_tok_s = receipt_rep_tok_s(run_dir, row.source, c, "whole")
     return row
 
 

@@ -68,7 +68,8 @@ def judgement_of(view: RunView) -> Judgement:
                   added=dict(view.state.added), baseline=dict(view.state.baseline))
     for r in view.rows:
         rs = RowState(r.session, r.window, r.cls, r.concurrency, r.rate, status=r.status,
-                      row={"rep_tok_s": r.rep_tok_s, "stage_reps": r.stage_reps or None,
+                      row={"rep_tok_s": r.rep_tok_s, "rep_whole_tok_s": r.rep_whole_tok_s,
+                           "stage_reps": r.stage_reps or None,
                            "basis": r.basis, "acceptance": r.acceptance})
         st.rows[rs.key] = rs
     j = view.derived[judgement_of] = judgement(st, rule_of(view))

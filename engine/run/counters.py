@@ -35,7 +35,7 @@ def read_counters(adapter: ServerClient, status: int, body: str) -> Scrape:
             counters = adapter.spec_counters(samples)
             if counters is not None:
                 counters = {k: counter(v, k) for k, v in counters.items()}
-                consistent(counters, "its speculative-decoding counters")
+                consistent(counters, "its speculative-decoding counters", printed_from=counters)
             cache = adapter.cache_counters(samples)
             if cache is not None:
                 cache = {k: counter(v, k) for k, v in cache.items()}
@@ -80,7 +80,8 @@ def metrics_delta(before: Scrape, after: Scrape) -> tuple[dict[str, float] | Non
         return None, f"counters went backwards ({', '.join(back)}): the server restarted or reset them", True
     delta = {k: after.counters[k] - was[k] for k in common}
     try:
-        consistent(delta, "the metrics counters' change over the pass")
+        consistent(delta, "the metrics counters' change over the pass",
+                   printed_from={k: after.counters[k] + was[k] for k in common})
     except BadServerData as e:
         return None, str(e), True
     return delta, None, False

@@ -20,6 +20,7 @@ from engine.record.state import RunState
 from engine.words import RERUNNABLE_ROWS, UP_WINDOWS, RowStatus, RunStatus, WindowStatus, stop_keeps
 
 SESSION_COMMANDS = ("advance", "rewarm", "pause", "resume")  # act on one session's window
+WORDLESS = ("abort", "status", *SESSION_COMMANDS)  # nothing after the session a command names
 
 
 def handle(run: RunContext, cmd: str, args: list[str], who: dict[str, Any],
@@ -29,10 +30,15 @@ def handle(run: RunContext, cmd: str, args: list[str], who: dict[str, Any],
     st, ctl = run.state, run.controls
     current = st.windows.get(st.current or "")
     said = list(args)  # journaled as given: the session a command named stays on record
-    if cmd in SESSION_COMMANDS and live:
+    if cmd in SESSION_COMMANDS and live is not None and (live or args):  # one named must be running
         session, args = _session_of(cmd, args, live) if len(live) > 1 or args else (next(iter(live)), args)
         ctl = live[session]
         current = next((w for w in st.live if w.session == session), None)
+    if cmd in WORDLESS and args:  # `advance s1 w2` ended s1's window, whatever w2 meant
+        takes = (f"only the session it acts on, as in `{cmd} s1`" if cmd in SESSION_COMMANDS
+                 else "no argument")
+        raise CommandRefused(f"not understood: {' '.join(map(repr, args))} ({cmd} takes {takes}); "
+                             "nothing done")
     if cmd == "status":
         return status_line(run)
     if st.status != RunStatus.RUNNING:
@@ -74,7 +80,8 @@ def _session_of(cmd: str, args: list[str], live: Mapping[str, Controls]) -> tupl
         raise CommandRefused(f"sessions {', '.join(sorted(live))} run in parallel: "
                              f"say which ({cmd} {sorted(live)[0]})")
     if args[0] not in live:
-        raise CommandRefused(f"session {args[0]!r} is not running; running: {', '.join(sorted(live))}")
+        raise CommandRefused(f"session {args[0]!r} is not running; running: "
+                             f"{', '.join(sorted(live)) or 'none'}")
     return args[0], args[1:]
 
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from engine import gpu
+from engine import files, gpu
 from engine.campaign import defaults
 from engine.campaign.sources import conversations
 from engine.context import RunContext, WindowContext
@@ -60,8 +60,7 @@ class Load(NamedTuple):
 
 def shape_files(wdir: Path, cls: str, c: int, attempt: int, rep: int | str,
                 rate: float | None = None) -> Path:
-    d = wdir / "reps"
-    d.mkdir(mode=DIR_MODE, exist_ok=True)
+    d = files.make_dir(wdir / "reps", DIR_MODE)
     return d / f"{cls}-{load_label(c, rate)}-{attempt}-{rep}.jsonl"
 
 

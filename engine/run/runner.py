@@ -17,7 +17,7 @@ from typing import Any
 from engine import files
 from engine.campaign.launch import campaign_items
 from engine.campaign.machines import Place
-from engine.campaign.redact import Redactor, redactor_for
+from engine.campaign.redact import Redactor, redactor_for, references
 from engine.campaign.sources import Item, chosen
 from engine.campaign.sources.item import plain_item
 from engine.campaign.spec import Campaign, Leak, VerdictSpec
@@ -149,7 +149,7 @@ class Runner:
         self.redact = redactor_for(campaign)
         # Whatever part of the run writes a file under run_dir writes it through the redactor.
         results.guard(run_dir, self.redact)
-        secrets = self.redact.references()
+        secrets = references(campaign)
         # A name from the campaign or the command line; tests hand a Runtime of their own.
         self.rt = runtime_for(campaign, runtime, secrets) if isinstance(runtime, str) else runtime
         self.runtime = self.rt.name

@@ -5,15 +5,26 @@ error naming the request and the bound, never memory without end or a wait witho
 load generator's streams have their own bounds: engine.run.client.)
 
 httpx bounds the wait for each read and not the whole: its ``timeout`` here is each answer's
-whole time as well. Answers are asked uncompressed (a body's bytes are what is counted) and one
+whole time as well, from the connection to the body's last byte. Each read from the socket (the
+status line and headers as much as the body) waits at most what is left of that time, so a server
+that sends its head a byte at a time, each within the read timeout, holds ruler no longer than one
+slow to send its body. Answers are asked uncompressed (a body's bytes are what is counted) and one
 sent compressed anyway is refused: a few kilobytes of gzip can stand for gigabytes.
+
+httpx takes no network backend of its own (httpcore's pool does): :data:`RELIES_ON` names the
+private members used to hand it one, :func:`missing` checks them on the installed httpx
+(tests/unit/engine/servers/test_bounded.py fails naming the one gone).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
+from typing import Any
 
+import httpcore
 import httpx
 
 from engine.files import size_text
@@ -30,6 +41,111 @@ class AnswerUnbounded(httpx.ReadError):
     that stopped answering, with this message."""
 
 
+# When the answer being read must end (time.monotonic()), set by the transport around each step
+# that reads from the socket: the pool's connections outlive a request, so the deadline cannot be
+# theirs, and the read happens in the caller's thread, so its context carries it.
+_DEADLINE: ContextVar[float | None] = ContextVar("answer_deadline", default=None)
+
+
+@contextlib.contextmanager
+def _until(deadline: float) -> Iterator[None]:
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _left(timeout: float | None, past: type[httpcore.TimeoutException]) -> float | None:
+    """``timeout`` cut to what is left of the answer's time; ``past`` raised once none is left
+    (a socket given no time would still hand over what has already come)."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise past("past the answer's time")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every wait is cut to what is left of the answer's time."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self.inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self.inner.start_tls(ssl_context, server_hostname,
+                                                     _left(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self.inner = inner
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self.inner.connect_tcp(
+            host, port, _left(timeout, httpcore.ConnectTimeout), local_address, socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self.inner.connect_unix_socket(
+            path, _left(timeout, httpcore.ConnectTimeout), socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self.inner.sleep(seconds)
+
+
+# (dotted private member of an httpx.HTTPTransport, the type it must be): what _bounded_transport
+# relies on to hand httpcore's pool its network backend.
+RELIES_ON: tuple[tuple[str, type[Any]], ...] = (
+    ("_pool", httpcore.ConnectionPool),
+    ("_pool._network_backend", httpcore.NetworkBackend),
+)
+
+
+def missing(transport: httpx.HTTPTransport | None = None) -> list[str]:
+    """Each member of :data:`RELIES_ON` an ``httpx.HTTPTransport`` lacks, or has of another type,
+    as ``HTTPTransport.member`` and what differs; empty when the head's bound holds."""
+    out = []
+    transport = transport if transport is not None else httpx.HTTPTransport()
+    for member, kind in RELIES_ON:
+        obj: Any = transport
+        for part in member.split("."):
+            obj = getattr(obj, part, None)
+        if not isinstance(obj, kind):
+            out.append(f"HTTPTransport.{member}: {type(obj).__name__}, not {kind.__name__}")
+    return out
+
+
+def _bounded_transport() -> httpx.HTTPTransport:
+    transport = httpx.HTTPTransport(verify=tls_context())
+    if not missing(transport):
+        pool = transport._pool  # private: RELIES_ON
+        pool._network_backend = _DeadlineBackend(pool._network_backend)  # private: RELIES_ON
+    return transport
+
+
+def _past(what: str, seconds: float, so_far: str) -> AnswerUnbounded:
+    return AnswerUnbounded(f"{what} was still answering after {seconds:g} s ({so_far}): ruler waits "
+                           "no longer")
+
+
 class _Capped(httpx.SyncByteStream):
     def __init__(self, inner: httpx.SyncByteStream, what: str, limit: int, deadline: float,
                  seconds: float) -> None:
@@ -37,14 +153,23 @@ class _Capped(httpx.SyncByteStream):
 
     def __iter__(self) -> Iterator[bytes]:
         got = 0
-        for chunk in self.inner:
+        chunks = iter(self.inner)
+        while True:
+            try:
+                with _until(self.deadline):
+                    chunk = next(chunks)
+            except StopIteration:
+                return
+            except httpx.TimeoutException as e:
+                if time.monotonic() < self.deadline:
+                    raise
+                raise _past(self.what, self.seconds, f"{size_text(got)} so far") from e
             got += len(chunk)
             if got > self.limit:
                 raise AnswerUnbounded(f"{self.what} answered more than {size_text(self.limit)}: "
                                       "ruler reads no more of it")
             if time.monotonic() > self.deadline:
-                raise AnswerUnbounded(f"{self.what} was still answering after {self.seconds:g} s "
-                                      f"({size_text(got)} so far): ruler waits no longer")
+                raise _past(self.what, self.seconds, f"{size_text(got)} so far")
             yield chunk
 
     def close(self) -> None:
@@ -53,13 +178,19 @@ class _Capped(httpx.SyncByteStream):
 
 class _Bounded(httpx.BaseTransport):
     def __init__(self, limit: int, seconds: float) -> None:
-        self.inner = httpx.HTTPTransport(verify=tls_context())
+        self.inner = _bounded_transport()
         self.limit, self.seconds = limit, seconds
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         what = f"{request.method} {request.url.path}"
         deadline = time.monotonic() + self.seconds
-        response = self.inner.handle_request(request)
+        try:
+            with _until(deadline):
+                response = self.inner.handle_request(request)
+        except (httpx.ReadTimeout, httpx.WriteTimeout) as e:
+            if time.monotonic() < deadline:
+                raise
+            raise _past(what, self.seconds, "its head not yet whole") from e
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             response.close()

@@ -203,9 +203,14 @@ class ServerClient(ABC):
         It reads only the chunk's :attr:`acceptance_fields`."""
         return None
 
+    # The metric families :meth:`spec_counters`, :meth:`cache_counters` and
+    # :meth:`missing_metrics` read, each by the start of its sample names; empty: every family.
+    metric_families: tuple[str, ...] = ()
+
     def metric_samples(self, text: str) -> dict[str, float]:
-        """Samples of one scrape of :attr:`metrics_path` as :meth:`spec_counters` reads them."""
-        return summed_samples(text)
+        """Samples of one scrape of :attr:`metrics_path` as :meth:`spec_counters` reads them
+        (those of :attr:`metric_families` only)."""
+        return summed_samples(text, self.metric_families)
 
     def missing_metrics(self, status: int | None, samples: dict[str, float] | None) -> str | None:
         """Why a rep's acceptance cannot come from the metrics delta, naming the flag; None if it can."""

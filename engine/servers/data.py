@@ -118,23 +118,82 @@ def pos_key(i: int) -> str:
 MAX_POSITIONS = 1024
 
 
-def consistent(counts: Mapping[str, float], where: str) -> None:
+# How far a counter a server printed may be from its count, as a share of it: llama-server writes
+# its counters as a C++ stream writes a double, to 6 significant digits (1,234,564 as
+# "1.23456e+06"; server-task.cpp), and its per-position counts exactly. Every check below allows
+# each side that much, so a long-running server's rounding is never read as bad data.
+PRINTED = 5e-6
+
+
+def consistent(counts: Mapping[str, float], where: str,
+               printed_from: Mapping[str, float] | None = None) -> None:
     """Speculative counts as they can be, from whichever source (a /metrics scrape or its delta
-    over a rep, a request's own): no more accepted than drafted, no position accepted in more
-    verify steps than there were (where the steps are counted), no more positions than a drafter
-    has. Else BadServerData naming what does not hold: never a rate of 3.0 or a curve above 1."""
+    over a rep, a request's own), else BadServerData naming the counts and the rule broken.
+
+    A verify step accepts a prefix of its draft: position i is accepted in a step only if every
+    position before it is, so per position the steps never rise with i, no more than there were
+    steps; their sum is the accepted tokens (llama-server counts no position past its drafter's
+    maximum, so at most them); a step accepts no more tokens than there are positions; none
+    accepts more than was drafted; no drafter proposes more than :data:`MAX_POSITIONS` a step.
+    These hold for vLLM's, SGLang's and llama-server's counters alike (vLLM's SpecDecodingStats
+    .observe_draft, llama-server's server-context.cpp, SGLang's acceptance histogram). Drafted
+    tokens are bounded by :data:`MAX_POSITIONS` a step and not by the positions: a request's
+    positions come from the longest prefix it had accepted, not from its drafter's length.
+
+    ``printed_from``: the printed counters ``counts`` come from (a scrape's own, or the sum of
+    the two a delta is taken between), each allowed :data:`PRINTED` of itself for its rounding.
+    """
+    def slack(*keys: str) -> float:
+        return sum(PRINTED * abs(printed_from.get(k, 0.0)) for k in keys) if printed_from else 0.0
+
     drafted, accepted, steps = counts.get("drafted"), counts.get("accepted"), counts.get("drafts")
-    if drafted is not None and accepted is not None and accepted > drafted:
-        raise BadServerData(f"{where}: {accepted:g} tokens accepted of {drafted:g} drafted")
+    if drafted is not None and accepted is not None and accepted > drafted + slack("drafted", "accepted"):
+        raise BadServerData(f"{where}: {_n(accepted)} tokens accepted of {_n(drafted)} drafted")
     positions = {k: v for k, v in counts.items() if k.startswith(POS)}
     if len(positions) > MAX_POSITIONS:
         raise BadServerData(f"{where}: {len(positions)} draft positions, more than the "
                             f"{MAX_POSITIONS} any drafter proposes")
+    curve = [positions.get(pos_key(i), 0.0) for i in range(_length(positions))]
     if steps:
-        over = sorted((k for k, v in positions.items() if v > steps), key=lambda k: int(k[len(POS):]))
-        if over:
-            raise BadServerData(f"{where}: position {over[0][len(POS):]} accepted in "
-                                f"{positions[over[0]]:g} verify steps of {steps:g}")
+        for i, n in enumerate(curve):
+            if n > steps + slack(pos_key(i), "drafts"):
+                raise BadServerData(f"{where}: position {i} accepted in {_n(n)} verify steps of {_n(steps)}")
+    for i in range(1, len(curve)):
+        if curve[i] > curve[i - 1] + slack(pos_key(i), pos_key(i - 1)):
+            raise BadServerData(f"{where}: position {i} accepted in {_n(curve[i])} verify steps, more "
+                                f"than position {i - 1} ({_n(curve[i - 1])}): a draft token is accepted "
+                                "only after every one before it")
+    if accepted is not None and curve and sum(curve) > accepted + slack("accepted", *positions):
+        raise BadServerData(f"{where}: the per-position counts sum to {_n(sum(curve))} accepted tokens, "
+                            f"more than the {_n(accepted)} accepted")
+    if steps:
+        _per_step(accepted, "accepted", steps, len(curve), where,
+                  slack("accepted") + len(curve) * slack("drafts"))
+        _per_step(drafted, "drafted", steps, 0, where, slack("drafted") + MAX_POSITIONS * slack("drafts"))
+
+
+def _n(count: float) -> str:
+    """A count as a count (1234564, not 1.23456e+06: a rounding is what the rules allow for)."""
+    return f"{count:.0f}" if float(count).is_integer() and abs(count) < 1e15 else f"{count:g}"
+
+
+def _length(positions: Mapping[str, float]) -> int:
+    return 1 + max(int(k[len(POS):]) for k in positions) if positions else 0
+
+
+def _per_step(tokens: float | None, what: str, steps: float, positions: int, where: str,
+              slack: float) -> None:
+    """``tokens`` at most ``positions`` a verify step (the curve's length; where there is none,
+    the most any drafter has)."""
+    most = positions or MAX_POSITIONS
+    if tokens is None or tokens <= steps * most + slack:
+        return
+    if positions:
+        raise BadServerData(f"{where}: {_n(tokens)} tokens {what} in {_n(steps)} verify steps, more than the "
+                            f"{most} draft positions allow a step (a length of {1 + tokens / steps:.4g} "
+                            f"where at most {most + 1} can be)")
+    raise BadServerData(f"{where}: {_n(tokens)} tokens {what} in {_n(steps)} verify steps, more than "
+                        f"{most} a step: no drafter has more draft positions")
 
 
 def acceptance(drafted: Any, accepted: Any, drafts: Any, where: str,

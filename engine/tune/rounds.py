@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.campaign import sweep
-from engine.campaign.secrets import is_secret
+from engine.campaign.secrets import holds_secret
 from engine.campaign.yamlmarks import Issue, load_marked
 from engine.errors import BadInput
 from engine.record.trade import Outcome, value_text
@@ -83,13 +83,13 @@ def sweep_names(flags: list[str]) -> dict[str, str]:
 
 def value_labels(flag: str, name: str, values: list[Any]) -> list[str]:
     """The label of each value's window (``{name}-{label}``): the value as a name (``5``,
-    ``q8_0``), unless two values share one, one gives no window name, or the flag holds a secret (a
-    window's name is in directory names, the journal and every receipt, past any redaction): then
-    ``v1``, ``v2``... by position."""
+    ``q8_0``), unless two values share one, one gives no window name, or a value is a secret, by
+    the flag's name or its own shape (a window's name is in directory names, the journal and every
+    receipt, past any redaction): then ``v1``, ``v2``... by position."""
     labels = [sweep.label(v) for v in values]
     fits = all(t and sweep.WINDOW_NAME.match(f"{name}-{t}") and len(f"{name}-{t}") <= sweep.MAX_NAME
                for t in labels)
-    if is_secret(flag) or not fits or len(set(labels)) < len(labels):
+    if any(holds_secret(flag, v) for v in [None, *values]) or not fits or len(set(labels)) < len(labels):
         return [f"v{i}" for i in range(1, len(values) + 1)]
     return labels
 

@@ -26,7 +26,15 @@ from engine.campaign.load import MAX_CAMPAIGN_BYTES, SpecError, load_campaign
 from engine.campaign.prompts import NotUtf8, decode_text
 from engine.campaign.spec import Campaign
 from engine.campaign.values import Arg
-from engine.campaign.yamlmarks import Issue, Problem, load_marked, place, schema_issue, yaml_problem
+from engine.campaign.yamlmarks import (
+    Issue,
+    Problem,
+    describe,
+    load_marked,
+    place,
+    schema_issue,
+    yaml_problem,
+)
 from engine.files import Unreadable, read_bounded
 from engine.words import load_label
 
@@ -146,7 +154,7 @@ def load_tune(path: str | Path) -> Tune:
     tune = Tune(spec, path.resolve(), text, base)
     issues = _check(tune)
     if issues:
-        raise SpecError(sorted({place(file, doc, issue) for issue in issues}))
+        raise SpecError(sorted({place(file, doc, _as_written(doc.data, issue)) for issue in issues}))
     return tune
 
 
@@ -192,4 +200,20 @@ def _check(tune: Tune) -> list[Issue]:
         if all(v == control.get(flag) for v in cand.values):
             issues.append((("space", flag), True, f"{flag}: every candidate is the control's value "
                                                   "already"))
+        first: dict[tuple[str, ...] | None, int] = {}
+        for i, v in enumerate(cand.values):
+            j = first.setdefault(_argv(v), i)
+            if j != i:
+                issues.append((("space", flag, "values", i), False, f"{flag}: candidate {describe(v)} "
+                               f"is candidate {j + 1} again (the same argv): each is measured once"))
     return issues
+
+
+def _argv(value: Any) -> tuple[str, ...] | None:
+    """A candidate as the server is given it (engine.campaign.variables.render_args): "3" and 3
+    alike, false and null alike (the flag left out)."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return ()
+    return tuple(str(v) for v in (value if isinstance(value, tuple | list) else (value,)))

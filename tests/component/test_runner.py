@@ -332,6 +332,38 @@ def test_advance_while_paused_ends_the_window_at_once_and_the_pause_holds_on(
     assert got["s1-other/prose/c2"]["status"] == "ok"
 
 
+def test_a_command_with_a_word_it_does_not_take_is_refused_and_nothing_done(
+        tmp: Path, fake: FakeRuntime) -> None:
+    """Issue 49 (class 7): `advance s1 nowindow` ended s1's running window, the word it did not
+    take ignored. Said while the window is held paused (so nothing else ends it): refused, naming
+    the word, and the window measures on to its end; so is `abort now`."""
+    hooks = Hooks()
+    refused: list[str] = []
+    hooks.on(lambda e: r.command("pause", [], WHO), kind="rep_done", window="ctx", rep=1)
+
+    def held(_: Event) -> None:
+        for cmd, args in (("advance", ["s1", "nowindow"]), ("abort", ["now"]), ("status", ["x"])):
+            with pytest.raises(CommandRefused) as no:
+                r.command(cmd, args, WHO)
+            refused.append(str(no.value))
+        r.command("resume", [], WHO)
+
+    hooks.on(held, kind="paused", window="ctx")
+    r = runner(tmp, campaign("extra-word", CTX, {"s1": ["ctx"]}), fake, hooks)
+    assert r.run() == "finished"
+    hooks.check()
+    assert refused == [
+        "not understood: 'nowindow' (advance takes only the session it acts on, as in `advance s1`); "
+        "nothing done",
+        "not understood: 'now' (abort takes no argument); nothing done",
+        "not understood: 'x' (status takes no argument); nothing done"]
+    st = fold(read_events(r.run_dir / "journal.jsonl"))
+    assert [c["cmd"] for c in st.commands] == ["pause", "resume"]  # the refused ones not journaled
+    assert {e["window"]: e["status"] for e in events(r.run_dir, "window_finished")} == {
+        "control": "done", "ctx": "done"}
+    assert rows(r.run_dir)["s1-ctx/prose/c2"]["status"] == "ok"
+
+
 def test_an_abort_while_paused_leaves_no_pause_on_record(tmp: Path, fake: FakeRuntime) -> None:
     """Issue 26 item 10: pause then abort showed "aborted PAUSED" (ruler status) and "ABORTED ·
     pausing after this rep" (the console): the pause ends with the run."""

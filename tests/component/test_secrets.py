@@ -40,6 +40,25 @@ def run_and_read(tmp: Path, spec: dict[str, Any], fake: FakeRuntime, phases: lis
             for p in r.run_dir.rglob("*") if p.is_file() and p.name != "engine.lock"}
 
 
+def prepared_run(tmp: Path, spec: dict[str, Any],
+                 behaviour: Any) -> tuple[Path, list[Path], dict[str, str]]:
+    """The campaign prepared as `ruler run` does (its frozen campaign.yaml) and run against a
+    fake of ``behaviour``: the run directory, every path under it (but the lock) and every
+    file's text by its path in it."""
+    from engine.commands.launch import prepare
+    from tests.campaigns import write
+
+    run_dir = prepare(str(write(tmp, spec)), str(tmp / "results"), None)
+    fake = FakeRuntime(behaviour)
+    try:
+        runner(tmp, spec, fake, run_dir=run_dir).run()
+    finally:
+        fake.close()
+    paths = [p for p in run_dir.rglob("*") if p.name != "engine.lock"]
+    written = {p.relative_to(run_dir).as_posix(): p.read_text(errors="replace") for p in paths if p.is_file()}
+    return run_dir, paths, written
+
+
 def test_what_a_server_echoes_of_its_secrets_is_in_no_file(
         tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", TOKEN)
@@ -162,3 +181,86 @@ def test_a_prompt_holding_a_secret_is_frozen_as_its_marker_and_sent_whole(
     finally:
         fake.close()
     assert sent and set(sent) == {f"Repeat {TOKEN} back."}
+
+
+PAT = "ghp_GithubPatValue0123456789abcdefghijkl"
+URL_PASSWORD = "pwSecretInUrl9988"
+SWEPT = ["pwSweptEndpointAAAA1111", "pwSweptEndpointBBBB2222"]
+IN_COMMAND = "sk-InTheCommand0123456789ABCDEF"
+FROM_HOST = "pwFromAPlainVariable77"
+
+
+def test_a_secret_by_its_name_or_its_value_is_in_no_file_and_no_name(
+        tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49's repeat: GITHUB_PAT (a name the rule missed) and a URL's password under a plain
+    name (HF_ENDPOINT) were in clear in the journal's env, the state snapshot and the boot log.
+    Here with a sweep over such URLs, a token inside the command, and a plain ${VAR} whose host
+    value holds a password: every server echoes all it was given (argv and environment) into its
+    log. No file under the run directory, and no file's or directory's name, holds any of them in
+    any case; the URL keeps its user and host."""
+    monkeypatch.setenv("PLAIN_VAR", f"https://mirror:{FROM_HOST}@mirror.example")
+
+    def echoing(plan: Any) -> Behaviour:
+        given = {**plan.env, **plan.secret_env}
+        return Behaviour(echo=(f"srv  main: argv {' '.join(plan.argv)}",
+                               *(f"srv  main: env {k}={v}" for k, v in sorted(given.items()))))
+
+    spec = campaign("sec", {"mirror": {"axis": "another mirror", "env": {"HF_MIRROR": "${PLAIN_VAR}"}}},
+                    {"s1": ["mirror", "sw"]}, reps=1, requests_per_rep=1)
+    spec["process"] = {"command": ["llama-server", "--header", f"Authorization: Bearer {IN_COMMAND}"]}
+    spec["control"]["env"] = {"GITHUB_PAT": PAT, "HF_ENDPOINT": f"https://user:{URL_PASSWORD}@hf.example"}
+    spec["windows"].append({"name": "sw", "axis": "the endpoint", "sweep": {"env": {
+        "HF_ENDPOINT": [f"https://user:{p}@hf.example" for p in SWEPT]}}})
+    run_dir, paths, written = prepared_run(tmp, spec, echoing)
+    boot = written["windows/s1-control/boot.log"]
+    assert "srv  main: env GITHUB_PAT=<redacted:GITHUB_PAT>" in boot  # the server did echo them
+    assert "srv  main: env HF_ENDPOINT=https://user:<redacted:HF_ENDPOINT>@hf.example" in boot
+    assert "--header Authorization: Bearer <redacted:--header>" in boot
+    assert "HF_ENDPOINT: https://user:<redacted:HF_ENDPOINT>@hf.example" in written["campaign.yaml"]
+    assert {"windows/s1-sw-1", "windows/s1-sw-2", "windows/s1-mirror"} <= {
+        p.relative_to(run_dir).as_posix() for p in paths if p.is_dir()}
+    for secret in (s.lower() for s in [PAT, URL_PASSWORD, *SWEPT, IN_COMMAND, FROM_HOST]):
+        assert not [p for p in paths if secret in p.relative_to(run_dir).as_posix().lower()], secret
+        assert not [name for name, text in written.items() if secret in text.lower()], secret
+
+
+IN_WORDS = {  # issue 49, round 5 (H5): each secret, given in a form the walk missed
+    "EQ_KEY": "hf_eqFormSecretAAAA1111", "EQ_SHORT": "hf_shortEqSecretBBBB2222", "NUMBER": "987654321098765",
+    "SHELL": "sk-shellSecretCCCC3333", "ASSIGN": "hf_envAssignSecretDDDD4444",
+    "KNOB": "sk-knobSecretHHHH8888",
+    "STACK_HFT": "hf_stackHftSecretEEEE5555", "STACK_EQ": "hf_stackEqSecretIIII9999"}
+
+
+def test_a_secret_in_a_flags_name_a_number_a_shell_string_or_a_knob_is_in_no_file(tmp: Path) -> None:
+    """``--hf-token=K: true`` and ``-hft=K: true`` as args keys, an unquoted number under
+    --api-key, ``env HF_TOKEN=K`` and ``sh -c "... --api-key K"`` in the command, a request knob
+    under a secret's name, and a stack window's two flags whose values share their first 8
+    characters: every server echoes its argv and environment. No file under the run directory
+    (the frozen campaign.yaml included), and no file's or directory's name, holds any of them in
+    any case, nor a piece of one."""
+    s = IN_WORDS
+
+    def echoing(plan: Any) -> Behaviour:
+        return Behaviour(echo=(f"srv  main: argv {' '.join(plan.argv)}",
+                               f"srv  main: env {json.dumps({**plan.env, **plan.secret_env})}"))
+
+    spec = campaign("sec", CTX, {"s1": ["ctx", "other"]}, reps=1, requests_per_rep=1)
+    spec["control"]["args"] |= {f"--hf-token={s['EQ_KEY']}": True, f"-hft={s['EQ_SHORT']}": True,
+                                "--api-key": int(s["NUMBER"])}
+    spec["process"] = {"command": ["env", f"HF_TOKEN={s['ASSIGN']}", "sh", "-c",
+                                   f"exec llama-server --api-key {s['SHELL']} \"$@\"", "llama-server"]}
+    spec["workload"]["knobs"] = {"api_key": s["KNOB"]}
+    spec["windows"].append({"name": "other", "axis": "another build", "server": {
+        "adapter": "llamacpp", "command": ["other-build"],
+        "args": {"-c": 2048, "--metrics": True, "-hft": s["STACK_HFT"],
+                 f"--hf-token={s['STACK_EQ']}": True}}})
+    run_dir, paths, written = prepared_run(tmp, spec, echoing)
+    boot = written["windows/s1-control/boot.log"]
+    assert "--hf-token=<redacted:--hf-token>" in boot and "-hft=<redacted:-hft>" in boot  # it did echo them
+    assert "--api-key <redacted:--api-key>" in boot
+    assert "--hf-token=<redacted:--hf-token>" in written["windows/s1-other/boot.log"]
+    assert "api_key: <redacted:api_key>" in written["campaign.yaml"]
+    for secret in s.values():
+        for piece in {secret, secret[:12], secret[-12:]}:
+            assert not [p for p in paths if piece.lower() in p.relative_to(run_dir).as_posix().lower()], piece
+            assert not [name for name, text in written.items() if piece.lower() in text.lower()], piece

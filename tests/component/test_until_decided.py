@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 
+from engine.record.figures import CSV_COLUMNS
 from engine.record.looks import Look, session_order
+from engine.record.receipts import throughput_rows
 from engine.record.snapshot import fold_journal
 from engine.run.runner import Runner
+from engine.sanitize import csv_document
 from tests.campaigns import CTX, campaign
 from tests.component.fakes import FakeRuntime
 from tests.component.helpers import events, rows, runner
@@ -27,15 +30,16 @@ SPEC = campaign("more", {**CTX, "same": {"axis": "inert", "args": {"--alias": "x
                 verdict={"until_decided": True, "max_boots": 20})
 
 
-def scripted(looks: list[tuple[bool, list[str]]]) -> Any:
-    """A stand-in for engine.record.looks.take that says, look by look, which windows are left."""
+def scripted(looks: list[tuple[bool, list[str]]], level: float = 0.001) -> Any:
+    """A stand-in for engine.record.looks.take that says, look by look, which windows are left
+    (each look at ``level``)."""
     said = iter(looks)
 
     def take(state: Any, rule: Any, position: str, windows: Any, sessions: Any) -> Look:
         final, undecided = next(said)
         number = len(state.looks) + 1
         name = f"more{number}"
-        return Look(number, 0.001, 1.0 if final else 0.5, final, 0, 0.0, {}, {},
+        return Look(number, level, 1.0 if final else 0.5, final, 0, 0.0, {}, {},
                     [] if final else undecided, "scripted", "" if final else name,
                     [] if final else session_order(undecided, position))
     return take
@@ -85,3 +89,19 @@ def test_a_resume_goes_on_with_the_added_session_and_the_looks(
     started = [e["session"] + "-" + e["window"] for e in events(r.run_dir, "window_started")]
     assert started[4:] == ["more1-control", "more1-ctx", "more1-same", "more1-control-again"]
     assert [(e["look"], e["final"]) for e in events(r.run_dir, "verdict_look")] == [(1, False), (2, True)]
+
+
+def test_throughput_csv_is_written_again_at_each_look(
+        tmp: Path, fake: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last look spends what is left of the error rate: the rows' calls and their words change
+    with it, so the file the report reads is the fold's after the look, not after the last row."""
+    # A level no real look takes, so that the calls it makes differ from the ones before it.
+    monkeypatch.setattr("engine.run.runner.take", scripted([(True, [])], level=0.999))
+    r = runner(tmp, SPEC, fake)
+    assert r.run() == "finished"
+    state = fold_journal(r.run_dir / "journal.jsonl")
+    assert state.looks and state.looks[-1]["level"] == 0.999
+    written = (r.run_dir / "throughput.csv").read_text()
+    assert written == csv_document(CSV_COLUMNS, throughput_rows(state, r.campaign.verdict.rule()))
+    calls = {row["window"]: row["verdict"] for row in rows(r.run_dir).values()}
+    assert calls["ctx"] not in ("", "undetermined"), calls

@@ -115,7 +115,8 @@ def testbed() -> tb_mod.Testbed:
 
 @pytest.fixture(scope="session")
 def vllm_testbed() -> tb_mod.VLLMTestbed:
-    """vLLM's CPU build and SmolLM2 as safetensors (`ruler testbed`, which `make test` runs first)."""
+    """vLLM's CPU build and SmolLM2 as safetensors (`ruler testbed`, which `make test` has run
+    before the integration tier)."""
     try:
         tb = tb_mod.ensure(log=print, with_image=False, with_vllm=True)
     except tb_mod.TestbedError as e:

@@ -22,6 +22,8 @@ from engine.report import cmd_report
 from engine.run.measure import Measurement
 
 TOKEN = "hf_rulerFakeToken0123456789abcdef"
+PAT = "ghp_rulerFakePat0123456789abcdefghijklmn"
+URL_PASSWORD = "pwSecretInUrl9988"
 
 
 RUN = """\
@@ -30,12 +32,14 @@ server: llamacpp
 runtime: process
 process:
   # The wrapper prints the token the way a chatty server would, then becomes llama-server.
-  command: ["/bin/sh", "-c", "echo \\"hf token from env: $HF_TOKEN\\"; exec \\"$0\\" \\"$@\\"",
-            "${{testbed.llama_server}}"]
-pass_env: [HF_TOKEN, HF_HOME]
+  command: ["/bin/sh", "-c", "echo \\"hf token from env: $HF_TOKEN\\"; echo \\"pat: $GITHUB_PAT\\";
+             echo \\"endpoint: $HF_ENDPOINT\\"; exec \\"$0\\" \\"$@\\"", "${{testbed.llama_server}}"]
+pass_env: [HF_TOKEN, HF_HOME, GITHUB_PAT]
 control:
   model: {models}/SmolLM2-135M-Instruct.Q4_1.gguf
   args: {{-m: "${{model}}", -c: 1024, -np: 1, -t: 1}}
+  # A password inside a URL, under a name that looks like no secret (issue 49's repeat).
+  env: {{HF_ENDPOINT: "${{MIRROR_URL}}"}}
 windows:
   - name: flag
     axis: the token as a flag (llama-server's --hf-token; unused with a local -m)
@@ -64,6 +68,8 @@ def test_a_run_records_no_token_and_every_other_value_as_is(
     # campaign and in the server's log) must stay as it is everywhere.
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     monkeypatch.setenv("HF_HOME", models)
+    monkeypatch.setenv("GITHUB_PAT", PAT)
+    monkeypatch.setenv("MIRROR_URL", f"https://user:{URL_PASSWORD}@hf.example")
     spec = tmp_path / "sec.yaml"
     spec.write_text(RUN.format(suffix=uuid.uuid4().hex[:8], models=models))
     run = prepare(str(spec), str(tmp_path / "results"), None)
@@ -85,14 +91,19 @@ def test_a_run_records_no_token_and_every_other_value_as_is(
     assert TOKEN.encode() not in cmdlines["control"]  # passed as env: not on the command line
     assert TOKEN.encode() in cmdlines["flag"]  # as a flag it is: hence the warning
     for path in run.rglob("*"):
+        assert not any(s.lower() in str(path).lower() for s in (TOKEN, PAT, URL_PASSWORD)), path
         if path.is_file():
-            assert TOKEN not in path.read_text(errors="replace"), path
+            text = path.read_text(errors="replace").lower()
+            assert not any(s.lower() in text for s in (TOKEN, PAT, URL_PASSWORD)), path
     for name in ("journal.jsonl", "campaign.yaml", "report.md", "windows/s1-control/boot.log",
                  "windows/s1-flag/boot.log"):
         assert (run / name).is_file(), name
 
     # The server printed the token: its log says which secret stood there.
-    assert "hf token from env: <redacted:HF_TOKEN>" in (run / "windows/s1-control/boot.log").read_text()
+    boot = (run / "windows/s1-control/boot.log").read_text()
+    assert "hf token from env: <redacted:HF_TOKEN>" in boot
+    assert "pat: <redacted:GITHUB_PAT>" in boot
+    assert "endpoint: https://user:<redacted:HF_ENDPOINT>@hf.example" in boot
     started = {e["window"]: e for e in read_events(run / "journal.jsonl") if e["kind"] == "window_started"}
     argv = started["flag"]["plan"]["argv"]
     assert argv[argv.index("--hf-token") + 1] == "<redacted:HF_TOKEN>"

@@ -731,3 +731,30 @@ def test_a_results_directory_with_a_space_runs_its_slurm_windows(jobs: Jobs, tmp
                        output=f'"{wdir}/\\\\boot.log"')
     # Written where ruler reads it, not where the pattern %j would have put it.
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["odd dir #1 %j", f"{name}.yaml"])
+
+
+def test_a_secret_no_variable_holds_reaches_the_job_and_never_job_sh(jobs: Jobs, tmp_path: Path) -> None:
+    """Issue 49's repeat: a flag's literal secret (--hf-token) and a URL's password in a plain flag
+    (--alias, a string llama-server only repeats) were written into job.sh, a receipt, in clear.
+    job.sh names each by a variable of its own; the job has it from sbatch's environment: the
+    server, which prints its argv here, was given the value (its log, filtered, says so)."""
+    name = f"slk-{jobs.token[:4]}"
+    spec = write_campaign(tmp_path, name, "ctx")
+    token, password = "hf_literalSlurmToken0123456789", "pwInAnAlias1234"
+    spec.write_text(spec.read_text().replace(
+        'command: ["${testbed.llama_server}"]',
+        'command: ["/bin/sh", "-c", "echo \\"argv: $*\\"; exec \\"$0\\" \\"$@\\"",'
+        ' "${testbed.llama_server}"]',
+    ).replace("--metrics: true}", f'--metrics: true, --hf-token: {token}, '
+                                  f'--alias: "https://u:{password}@x.example"}}'))
+    proc = run_headless(spec, jobs.results)
+    assert proc.returncode == 0, proc.stderr
+    run = only_run(jobs.results)
+    assert fold(events(run)).status == "finished"
+    script = (run / "windows" / "s1-control" / "job.sh").read_text()
+    assert '--hf-token "${RULER_SECRET_' in script and 'https://u:"${RULER_SECRET_' in script
+    log = (run / "windows" / "s1-control" / "boot.log").read_text()
+    assert "--hf-token <redacted:--hf-token>" in log and "https://u:<redacted:--alias>@x.example" in log
+    for path in run.rglob("*"):
+        text = path.read_text(errors="replace").lower() if path.is_file() else ""
+        assert token.lower() not in text and password.lower() not in text, path

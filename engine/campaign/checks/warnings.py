@@ -1,13 +1,15 @@
 """What `ruler validate`, the run and the dry run warn of in a campaign that loads: an old key
 name, a change runtime attach cannot make, a knob YAML reads as a string (`1e-3`), places sharing
-CPUs, a secret on a server's command line. Each at file:line:col, from the campaign and its marks."""
+CPUs, a secret on a server's command line; and what `ruler validate` notes: each value the file
+writes that ruler will redact. Each at file:line:col, from the campaign and its marks."""
 
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from engine.campaign.checks.knobs import knob_values
-from engine.campaign.secrets import is_secret
+from engine.campaign.redact import Redactor
+from engine.campaign.secrets import MIN_SECRET_LEN, command_words, credentials, entry, is_secret
 from engine.campaign.spec import Campaign
 from engine.campaign.workload import OLD_TPOT_KEY
 from engine.campaign.yamlmarks import Issue, KeyPath, Problem, describe, dotted, place, string_number
@@ -135,3 +137,81 @@ def _argv_strings(campaign: Campaign) -> Iterator[tuple[KeyPath, str, str]]:
             continue  # a sweep's window: its change is written once, as the sweep's values
         yield from args((*change, "args"), window.change.args)
         yield from command((*change, "command"), window.change.command)
+
+
+def secret_notes(campaign: Campaign) -> list[Problem]:
+    """Each value the file gives a server that ruler redacts wherever it writes: a literal under a
+    secret's name, and, under any name, a part that is a credential by its shape (a URL's
+    password, a token), said as the records will hold it. A ``${...}`` is known only at run time."""
+    marks = campaign.marks
+    if marks.data is None:
+        return []
+    out: list[Problem] = []
+    seen: set[tuple[KeyPath, str, str]] = set()
+    for path, on_key, name, value in _given_strings(marks.data):
+        if (marks.source(path), name, value) in seen:
+            continue  # a sweep's value, written once
+        seen.add((marks.source(path), name, value))
+        literal = REFERENCE.sub("", value)
+        if is_secret(name) and len(literal) >= MIN_SECRET_LEN:
+            note = f"{name}: a secret by its name: ruler writes <redacted:{name}> for its value"
+        elif found := credentials(value):
+            shown = Redactor([(name, c.text) for c in found])(value)
+            said = f" ({shown})" if "\n" not in shown and len(shown) <= 120 else ""
+            what = ", ".join(dict.fromkeys(c.what for c in found))
+            note = (f"{name}: its value holds {what}, a secret under any name: ruler redacts it "
+                    f"wherever it writes{said}")
+        else:
+            continue
+        out.append(place(str(campaign.source_path), marks, (path, on_key, f"note: {note}")))
+    return sorted(out, key=lambda p: (p.line, p.col))
+
+
+def _entries(path: KeyPath, name: Any, value: Any) -> Iterator[tuple[KeyPath, bool, str, str]]:
+    """What one entry gives (engine.campaign.secrets.entry), a value in its name at its key."""
+    if isinstance(value, dict):  # a knob's nested mapping (a header)
+        for key, item in value.items():
+            yield from _entries((*path, key), key, item)
+        return
+    many = isinstance(value, list)
+    for j, item in enumerate(value if many else [value]):
+        at = (*path, *((j,) if many else ()))
+        in_key = entry(str(name), None)
+        yield from ((path, True, n, text) for n, text in in_key)
+        yield from ((at, False, n, text) for n, text in entry(str(name), item) if (n, text) not in in_key)
+
+
+def _config(path: KeyPath, section: Any) -> Iterator[tuple[KeyPath, bool, str, str]]:
+    if not isinstance(section, dict):
+        return
+    for key in ("env", "args", "artifacts", "knobs"):
+        given = section.get(key)
+        for name, value in given.items() if isinstance(given, dict) else ():
+            yield from _entries((*path, key, name), name, value)
+    if isinstance(section.get("model"), str):
+        yield (*path, "model"), False, "model", section["model"]
+    words = section.get("command")
+    if isinstance(words, list) and all(isinstance(w, str) for w in words):
+        for i, name, word in command_words(words):
+            yield (*path, "command", i), False, name, word
+
+
+def _given_strings(data: Any) -> Iterator[tuple[KeyPath, bool, str, str]]:
+    """(where, whether at its key, name, value) of each value the campaign's data gives a server
+    or sends it (engine.campaign.redact's walk, over the file): the control's, each window's
+    change and each stack window's server: env, args, model, artifacts (a value in a flag's own
+    name at its key: ``--hf-token=K: true``), command words and what is inside them; the
+    requests' knobs; the attached server's url."""
+    if not isinstance(data, dict):
+        return
+    yield from _config((CONTROL,), data.get(CONTROL))
+    for section in ("process", "docker", "workload"):
+        yield from _config((section,), data.get(section))
+    attach = data.get("attach")
+    if isinstance(attach, dict) and isinstance(attach.get("url"), str):
+        yield ("attach", "url"), False, "attach.url", attach["url"]
+    windows = data.get("windows")
+    for i, window in enumerate(windows if isinstance(windows, list) else []):
+        if isinstance(window, dict):
+            yield from _config(("windows", i, "change"), window.get("change"))
+            yield from _config(("windows", i, "server"), window.get("server"))

@@ -11,6 +11,9 @@ from engine.runtime.slurm.options import CONTROL, SPECIAL
 
 # What a job's server listens on: its node picks the port, so the plan names it by reference.
 PORT_REF = "${RULER_PORT}"
+# The variables that carry a secret no variable of the campaign or the host holds whole (a flag's
+# literal value, a URL's password) to the job: numbered from 1, in sbatch's exported environment.
+SECRET_VARIABLE = "RULER_SECRET_"
 
 
 def _word(text: str, secrets: Mapping[str, str]) -> str:

@@ -31,7 +31,7 @@ from engine.runtime.slurm.commands import (
     squeue,
 )
 from engine.runtime.slurm.options import CONTROL
-from engine.runtime.slurm.script import job_name, job_script
+from engine.runtime.slurm.script import SECRET_VARIABLE, job_name, job_script
 
 # squeue --json, and the JSON of the jobs it lists, need Slurm 21.08 or newer.
 MIN_VERSION = (21, 8)
@@ -75,16 +75,19 @@ class SlurmServer:
             raise LaunchError("runtime slurm: the plan has no window directory or slurm section")
         self._plan = plan
         wdir = plan.workdir
-        wdir.mkdir(parents=True, exist_ok=True)
+        wdir.parent.mkdir(parents=True, exist_ok=True)
+        files.make_dir(wdir)
         self.script_path = wdir / f"job{plan.tag}.sh"
         self.log_path = wdir / f"boot{plan.tag}.log"
         self.place_path = wdir / f"job{plan.tag}.place"
         self.record_path = wdir / f"job{plan.tag}.record.txt"
         for stale in (self.place_path, self.record_path):  # a resumed window's earlier attempt
-            stale.unlink(missing_ok=True)
+            files.clear(stale)
         _write_owner_only(self.script_path, job_script(plan, wdir, secrets))
-        # The secrets reach the job through sbatch's exported environment, never through job.sh.
-        env = {**os.environ, **plan.secret_env}
+        # The secrets reach the job through sbatch's exported environment, never through job.sh:
+        # those no variable held whole under the variables job.sh names them by.
+        carried = {name: value for value, name in secrets.items() if name.startswith(SECRET_VARIABLE)}
+        env = {**os.environ, **plan.secret_env, **carried}
         self.job = sbatch(self.script_path, env)
         self.base_url = ""  # the job's node and port, once it has said them
         self.identity: dict[str, object] = {

@@ -78,6 +78,8 @@ class LlamaCppClient(ServerClient):
 
     # -- speculative-decoding counters --------------------------------------------------
 
+    metric_families = (*_SPEC_METRICS.values(), _PER_POS, _PROMPT_METRIC, _CACHED_METRIC)
+
     def spec_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
         if not all(name in samples for name in _SPEC_METRICS.values()):
             return None  # started without --metrics, or a build without these counters

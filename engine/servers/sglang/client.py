@@ -57,6 +57,8 @@ class SGLangClient(RenderingClient):
 
     # -- acceptance ---------------------------------------------------------------------------
 
+    metric_families = (_METRIC_GEN, _METRIC_VERIFY, _METRIC_BLOCK, _METRIC_PROMPT, _METRIC_CACHED)
+
     def spec_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
         if _METRIC_GEN not in samples or _METRIC_VERIFY not in samples:
             return None

@@ -61,6 +61,8 @@ class VLLMClient(RenderingClient):
 
     # -- acceptance ---------------------------------------------------------------------------
 
+    metric_families = (*_METRICS.values(), _PER_POS, *_CACHE_METRICS.values(), _EXTERNAL_HITS)
+
     def spec_counters(self, samples: dict[str, float]) -> dict[str, float] | None:
         if not all(name in samples for name in _METRICS.values()):
             return None

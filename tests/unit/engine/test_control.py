@@ -5,13 +5,17 @@ parsing and the connection are under test; the commands are tests/integration/te
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +81,16 @@ def test_a_run_directory_too_deep_for_a_socket_address_still_serves(tmp_path: Pa
     assert not (deep / control.SOCKET).exists()
 
 
+@contextlib.contextmanager
+def _client(run: Path) -> Iterator[Any]:
+    """A connection to ``run``'s socket, as a file of lines."""
+    with socket.socket(socket.AF_UNIX) as s:
+        with control.addressable(run / control.SOCKET) as address:
+            s.connect(address)
+        s.settimeout(30)
+        yield s.makefile("rwb")
+
+
 def _did(cmd: str, args: list[str], who: dict[str, Any]) -> str:
     return f"did {cmd} {' '.join(args)}".rstrip()
 
@@ -87,11 +101,7 @@ def test_a_nested_or_over_long_request_gets_one_error_and_the_connection_stays_u
     the connection are under test, not the commands."""
     server = control.ControlServer(tmp_path, _did)
     try:
-        with socket.socket(socket.AF_UNIX) as s:
-            with control.addressable(tmp_path / control.SOCKET) as address:
-                s.connect(address)
-            s.settimeout(30)
-            f = s.makefile("rwb")
+        with _client(tmp_path) as f:
             f.write(b"[" * 60_000 + b"\n" + b'{"cmd": "status"}\n')
             f.flush()
             assert json.loads(f.readline()) == {"ok": False,
@@ -187,11 +197,21 @@ def test_a_command_or_argument_with_a_control_character_is_refused_before_the_ha
     assert not seen
 
 
+def _until_closed(s: socket.socket) -> bytes:
+    """What the server sends on ``s`` until it closes it."""
+    s.settimeout(30)
+    received = b""
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := s.recv(1000):
+            received += chunk
+    return received
+
+
 def test_idle_half_line_connections_are_bounded_and_timed_out(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     """Clients that connect and send half a line each held a thread for good (3000 of them, 3000
     threads): at most ``max_connections`` are served at once (one more is told it is busy, and
-    no thread starts for it), and each idle one is closed after the read timeout."""
+    no thread starts for it), and each idle one is closed at its request's deadline."""
     monkeypatch.setattr(control._Conn, "timeout", 0.5)
     monkeypatch.setattr(control._Server, "max_connections", 4)
     server = control.ControlServer(tmp_path, _did)
@@ -207,9 +227,10 @@ def test_idle_half_line_connections_are_bounded_and_timed_out(
                 extra.connect(address)
                 extra.settimeout(30)
                 assert json.loads(extra.makefile("rb").readline())["error"].startswith("busy: 4 ")
-            for s in idle:  # the server closes each once its read times out: EOF
-                s.settimeout(30)
-                assert s.recv(100) == b""
+            for _ in range(20):  # `ruler ctl` and the console are told so too (its write may fail first)
+                assert control.send(tmp_path, "status")["error"].startswith("busy: 4 ")
+            for s in idle:  # the server closes each once its deadline has passed, saying so
+                assert _until_closed(s).startswith(b'{"ok": false, "error": "closed: a request must')
             with socket.socket(socket.AF_UNIX) as again:
                 again.connect(address)
                 again.settimeout(30)
@@ -222,3 +243,63 @@ def test_idle_half_line_connections_are_bounded_and_timed_out(
             s.close()
         server.close()
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_clients_trickling_a_byte_at_a_time_are_closed_at_the_request_deadline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49 (class 7): a timeout per read let a client that sends one byte a little faster than
+    it hold its connection for good, and ``max_connections`` of them locked the console out
+    ("busy"). The FAULT injected: clients that each send a byte of a request (never its end) every
+    0.02 s, a hundred times faster than the (shortened) timeout, for as long as they are let. Each
+    is closed once its request has not arrived whole in time, told why, and a new client is
+    answered."""
+    monkeypatch.setattr(control._Conn, "timeout", 2.0)
+    monkeypatch.setattr(control._Server, "max_connections", 4)
+    server = control.ControlServer(tmp_path, _did)
+    stop = threading.Event()
+    said: list[bytes] = []
+
+    def trickle(s: socket.socket) -> None:
+        with contextlib.suppress(OSError):  # the server closes it: EPIPE or a reset
+            while not stop.is_set() and not select.select([s], [], [], 0)[0]:  # it has said nothing
+                s.sendall(b"{")
+                stop.wait(0.02)  # the pace of the trickle, not a wait on the server
+        said.append(_until_closed(s))
+
+    clients = [socket.socket(socket.AF_UNIX) for _ in range(4)]
+    try:
+        with control.addressable(tmp_path / control.SOCKET) as address:
+            for s in clients:
+                s.connect(address)
+            threads = [threading.Thread(target=trickle, args=(s,), daemon=True) for s in clients]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)  # the server ends each: a hang bound, far past the deadline
+            assert not any(t.is_alive() for t in threads), "a trickling client still holds its slot"
+            for reply in said:
+                assert json.loads(reply.decode().splitlines()[0])["error"] == (
+                    "closed: a request must arrive whole within 2 s of the connection or of the "
+                    "reply before it"), reply
+            assert control.send(tmp_path, "status") == {"ok": True, "reply": "did status"}
+    finally:
+        stop.set()
+        for s in clients:
+            s.close()
+        server.close()
+
+
+def test_lines_sent_in_time_on_one_connection_are_each_answered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deadline is a request's, not the connection's: a client that sends each line whole,
+    one after another's reply, is served for as long as it does."""
+    monkeypatch.setattr(control._Conn, "timeout", 0.5)
+    server = control.ControlServer(tmp_path, _did)
+    try:
+        with _client(tmp_path) as f:
+            for n in range(20):
+                f.write(json.dumps({"cmd": "status", "args": [str(n)]}).encode() + b"\n")
+                f.flush()
+                assert json.loads(f.readline()) == {"ok": True, "reply": f"did status {n}"}
+    finally:
+        server.close()

@@ -335,6 +335,9 @@ async def test_a_run_that_ends_while_watched_says_so_and_greys_the_engines_keys(
                       "status": "aborted"},
                      {"kind": "run_finished", "status": "aborted"}])
         await until(pilot, lambda: app.main.ui.banner.display)
+        # The banner shown is a widget's state; the screen is painted after it: wait for the paint.
+        await until(pilot, lambda: "campaign stopped by the operator" in screen_text(app)
+                    and "run over" in screen_text(app))
         banner = app.main.ui.banner.text.plain
         assert banner.startswith("■ campaign stopped by the operator after")
         assert f"run --resume {run}" in banner and f"report {run}" in banner

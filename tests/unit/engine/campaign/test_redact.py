@@ -48,15 +48,48 @@ workload:
 
 @pytest.mark.parametrize("name", ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY",
                                   "OPENAI_KEY", "MY_KEY_FILE", "AWS_SECRET_ACCESS_KEY",
-                                  "DB_PASSWORD", "GCP_CREDENTIALS", "HF_AUTH"])
+                                  "DB_PASSWORD", "GCP_CREDENTIALS", "HF_AUTH", "AWS_SESSION_TOKEN",
+                                  "GITHUB_PAT", "GH_PAT", "PAT", "--github-pat", "SESSION_COOKIE",
+                                  "--token", "SLACK_BOT_TOKEN", "GITHUBTOKEN", "-hft"])
 def test_secret_names(name: str) -> None:
     assert is_secret(name)
 
 
-@pytest.mark.parametrize("name", ["HF_HOME", "MAX_TOKENS", "TOKENIZERS_PARALLELISM",
-                                  "CUDA_VISIBLE_DEVICES", "LLAMA_ARG_CTX_SIZE"])
+@pytest.mark.parametrize("name", ["HF_HOME", "MAX_TOKENS", "max_tokens", "TOKENIZERS_PARALLELISM",
+                                  "CUDA_VISIBLE_DEVICES", "LLAMA_ARG_CTX_SIZE", "PATH", "PYTHONPATH",
+                                  "LD_LIBRARY_PATH", "--patience", "COMPAT_MODE", "--kv-cache-dtype",
+                                  "--tokenizer", "EOS_TOKEN_ID", "--long-prefill-token-threshold",
+                                  "--return-tokens-as-token-ids", "--bucket-time-to-first-token",
+                                  "--kt-max-deferred-experts-per-token", "SGLANG_MM_AVOID_RETOKENIZE",
+                                  "HF_HUB_ENABLE_HF_TRANSFER"])
 def test_not_secret_names(name: str) -> None:
     assert not is_secret(name)
+
+
+NAMES = Path(__file__).parents[3] / "fixtures" / "names"
+# The secrets among every flag and environment variable each server reads
+# (tests/fixtures/names/README.md): each other name is a server's knob, whose value a record keeps
+# and a sweep names its windows by. The CORS switches and sglang's graph-key switch are booleans,
+# which no redaction touches.
+SERVER_SECRETS = {
+    "llamacpp": {"--api-key", "--api-key-file", "--hf-token", "-hft", "--ssl-key-file",
+                 "--cors-credentials", "--no-cors-credentials", "HF_TOKEN", "LLAMA_API_KEY",
+                 "LLAMA_ARG_API_KEY_FILE", "LLAMA_ARG_SSL_KEY_FILE", "LLAMA_ARG_CORS_CREDENTIALS"},
+    "vllm": {"--api-key", "--hf-token", "--ssl-keyfile", "--allow-credentials",
+             "--no-allow-credentials", "VLLM_API_KEY", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY"},
+    "sglang": {"--api-key", "--admin-api-key", "--ssl-keyfile", "--ssl-keyfile-password",
+               "--watermark-key", "--watermark-key-b", "EXA_API_KEY", "SGLANG_LOG_DECODE_GRAPH_KEY"},
+}
+
+
+@pytest.mark.parametrize("server", sorted(SERVER_SECRETS))
+def test_the_real_names_of_each_server_that_are_secret(server: str) -> None:
+    """Issue 49: a name rule too wide hides a benchmark's knob (vLLM's
+    --long-prefill-token-threshold was secret: its sweep's windows named 1, 2...); too narrow, it
+    leaks. Every flag and variable of llama-server, vLLM and SGLang is checked."""
+    names = (NAMES / f"{server}.txt").read_text().split()
+    assert len(names) > 500 and "--api-key" in names
+    assert {name for name in names if is_secret(name)} == SERVER_SECRETS[server]
 
 
 def test_only_secret_values_are_redacted_and_named(tmp_path: Path) -> None:
@@ -236,3 +269,211 @@ def test_a_secret_under_a_short_flag_or_inside_the_command_is_redacted(tmp_path:
     for value in ("sk-in-command-1234", "sk-in-command-5678", "hf_shortFlagToken0123"):
         assert value not in text and value.upper() not in redact(value.upper())
     assert "<redacted:--api-key>" in text and "<redacted:-hft>" in text
+
+
+BY_VALUE = """\
+name: sec
+server: llamacpp
+runtime: process
+process:
+  command: ["/usr/bin/llama-server", "--header", "x-auth: ghp_InTheCommand0123456789abcdefghijklmn",
+            "--mirror=https://u:pwInTheCommand1234@m.example"]
+control:
+  model: /models/hf_cache/SmolLM2.gguf
+  args:
+    -m: ${model}
+    --hf-endpoint: https://user:pwInTheArgs12345@hf.example
+  env:
+    GITHUB_PAT: ghp_HeldByAPatName0123456789abcdefghij
+    HF_ENDPOINT: https://user:pwSecretInUrl9988@hf.example
+    HF_HUB_ENABLE_HF_TRANSFER: hf_transfer
+windows:
+  - name: mirror
+    axis: another mirror
+    change:
+      env: {MIRROR: "${PLAIN_VAR}"}
+  - name: stack
+    axis: vllm
+    server:
+      adapter: vllm
+      command: [vllm, serve]
+      args: {--served-model-name: "Bearer sk0123456789abcdefghij"}
+      env: {UPLOAD_TO: "AKIAIOSFODNN7EXAMPLE"}
+  - name: sw
+    axis: the endpoint swept
+    sweep: {env: {HF_ENDPOINT: ["https://u:pwSweptAAAA1111@h.example", "https://u:pwSweptBBBB2222@h.example"]}}
+sessions:
+  s1: [mirror, stack, sw]
+workload:
+  classes:
+    prose: {prompts: ["Say hi."]}
+  concurrency: [1]
+  reps: 1
+"""
+BY_VALUE_SECRETS = ["ghp_InTheCommand0123456789abcdefghijklmn", "pwInTheCommand1234", "pwInTheArgs12345",
+                    "ghp_HeldByAPatName0123456789abcdefghij", "pwSecretInUrl9988", "pwFromAPlainVariable77",
+                    "sk0123456789abcdefghij", "AKIAIOSFODNN7EXAMPLE", "pwSweptAAAA1111", "pwSweptBBBB2222",
+                    "pwOfTheHostsProxy555"]
+
+
+def test_a_secret_by_its_value_is_redacted_from_every_source(tmp_path: Path) -> None:
+    """Issue 49's repeat: a credential under a plain name (a URL's password, a token of a known
+    shape), wherever the campaign gives it (the control's env and args, a window's change, a
+    stack window's server, a command, a sweep, a ${VAR} of a plain name, the host's own
+    environment), is redacted in each of its forms; the URL stays readable, and a benchmark's own
+    values (the model's path, hf_transfer) stay as they are."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(BY_VALUE)
+    campaign = load_campaign(spec)
+    redact = redactor_for(campaign, {"PLAIN_VAR": "https://u:pwFromAPlainVariable77@h.example",
+                                     "HTTPS_PROXY": "http://proxy:pwOfTheHostsProxy555@proxy:3128"})
+    for secret in BY_VALUE_SECRETS:
+        for form in (secret, secret.lower(), secret.upper()):
+            said = redact(f"boot: {form} ok")
+            assert secret.lower() not in said.lower(), (form, said)
+    frozen = redact(campaign.source_text)
+    assert not any(secret in frozen for secret in BY_VALUE_SECRETS), frozen
+    assert "HF_ENDPOINT: https://user:<redacted:HF_ENDPOINT>@hf.example" in frozen
+    assert "GITHUB_PAT: <redacted:GITHUB_PAT>" in frozen
+    assert "/models/hf_cache/SmolLM2.gguf" in frozen and "hf_transfer" in frozen
+    assert [w.name for w in campaign.windows if w.sweep == "sw"] == ["sw-1", "sw-2"]
+
+
+def test_the_dry_run_says_no_secret_the_file_writes(tmp_path: Path) -> None:
+    """A literal under a secret's name and a credential under a plain one, printed as the run's
+    records would hold them; a plain variable whose value holds one is shown as its reference."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(BY_VALUE)
+    text = dry_run(str(spec), "process", testbed={},
+                   environ={"PLAIN_VAR": "https://u:pwFromAPlainVariable77@h.example"})
+    assert not any(secret.lower() in text.lower() for secret in BY_VALUE_SECRETS), text
+    assert "--hf-endpoint https://user:<redacted:--hf-endpoint>@hf.example" in text
+    assert "'MIRROR=${PLAIN_VAR}'" in text and "# + passed through: GITHUB_PAT, HF_ENDPOINT" in text
+    spec.write_text(STACKED)
+    text = dry_run(str(spec), "process", environ={}, testbed={})
+    assert "sk-stack-literal-flag-0001" not in text and "vllm serve --api-key <redacted:--api-key>" in text
+
+
+def validate_notes(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """`ruler validate`'s notes on a campaign file of ``text``, each from its line:col on."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(text)
+    assert cmd_validate(str(spec)) == 0
+    return [line.removeprefix(f"{spec.resolve()}:") for line in capsys.readouterr().err.splitlines()
+            if ": note: " in line]
+
+
+def test_validate_says_which_values_it_will_redact(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Each value the file writes that ruler redacts, where it is written: by its name, or by its
+    shape under a plain name (a sweep's value once, at the sweep); a ${...} is known at run time."""
+    notes = validate_notes(tmp_path, BY_VALUE, capsys)
+    tail = ", a secret under any name: ruler redacts it wherever it writes"
+    assert notes == [
+        f"5:50: note: --header: its value holds a GitHub token{tail} (x-auth: <redacted:--header>)",
+        f"6:13: note: --mirror: its value holds a password in a URL{tail} "
+        "(https://u:<redacted:--mirror>@m.example)",
+        f"11:20: note: --hf-endpoint: its value holds a password in a URL{tail} "
+        "(https://user:<redacted:--hf-endpoint>@hf.example)",
+        "13:17: note: GITHUB_PAT: a secret by its name: ruler writes <redacted:GITHUB_PAT> for its value",
+        f"14:18: note: HF_ENDPOINT: its value holds a password in a URL{tail} "
+        "(https://user:<redacted:HF_ENDPOINT>@hf.example)",
+        f"26:35: note: --served-model-name: its value holds a bearer token{tail} "
+        "(Bearer <redacted:--served-model-name>)",
+        f"27:24: note: UPLOAD_TO: its value holds an AWS access key id{tail} (<redacted:UPLOAD_TO>)",
+        f"30:33: note: HF_ENDPOINT: its value holds a password in a URL{tail} "
+        "(https://u:<redacted:HF_ENDPOINT>@h.example)",
+        f"30:72: note: HF_ENDPOINT: its value holds a password in a URL{tail} "
+        "(https://u:<redacted:HF_ENDPOINT>@h.example)"]
+
+
+IN_WORDS = BASE.replace('command: ["/usr/bin/llama-server"]', """command: [
+            env, HF_TOKEN=hf_envAssignSecretDDDD4444, sh, -c,
+            "exec llama-server --api-key sk-shellSecretCCCC3333 \\
+              -hft hf_shellHftSecret0000 \\"$@\\"",
+            llama-server, "--env=WANDB_API_KEY=wandbEnvFlagSecret1"]
+attach: {url: "http://ruler:pwAttachSecretKKKK1111@127.0.0.1:9/v1"}""").replace("""    -c: 1024
+""", """    -c: 1024
+    --hf-token=hf_eqFormSecretAAAA1111: true
+    -hft=hf_shortEqSecretBBBB2222: true
+    --api-key: 987654321098765
+""").replace("""  reps: 1
+""", """  reps: 1
+  knobs: {api_key: sk-knobSecretHHHH8888, extra_headers: {Authorization: Bearer knobBearerJJJJ0000}}
+""")
+IN_WORDS_SECRETS = {  # each secret -> the name its marker says
+    "hf_envAssignSecretDDDD4444": "HF_TOKEN", "sk-shellSecretCCCC3333": "--api-key",
+    "hf_shellHftSecret0000": "-hft", "wandbEnvFlagSecret1": "WANDB_API_KEY",
+    "pwAttachSecretKKKK1111": "attach.url", "hf_eqFormSecretAAAA1111": "--hf-token",
+    "hf_shortEqSecretBBBB2222": "-hft", "987654321098765": "--api-key",
+    "sk-knobSecretHHHH8888": "api_key", "Bearer knobBearerJJJJ0000": "Authorization"}
+
+
+def test_a_secret_in_a_flags_own_name_a_number_a_shell_string_a_knob_or_the_attach_url_is_redacted(
+        tmp_path: Path) -> None:
+    """Issue 49, round 5 (H5): ``--hf-token=K: true`` and ``-hft=K: true`` as an args key, an
+    unquoted number under --api-key, ``env HF_TOKEN=K`` and ``sh -c "... --api-key K"`` in a
+    command, a request knob and a header under a secret's name, and attach.url's password were in
+    clear in the journal, the boot logs and the frozen campaign."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(IN_WORDS)
+    campaign = load_campaign(spec)
+    redact = redactor_for(campaign, {})
+    frozen = redact(campaign.source_text)
+    for secret, name in IN_WORDS_SECRETS.items():
+        assert secret not in frozen, (secret, frozen)
+        for form in (secret, secret.lower(), secret.upper()):
+            said = redact(f"argv {form} ok")
+            assert said == f"argv <redacted:{name}> ok", (form, said)
+    assert "http://ruler:<redacted:attach.url>@127.0.0.1:9/v1" in frozen
+    assert "--hf-token=<redacted:--hf-token>: true" in frozen
+
+
+def test_validate_notes_each_secret_in_a_flags_name_a_shell_string_a_knob_or_the_attach_url(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    notes = validate_notes(tmp_path, IN_WORDS, capsys)
+    by_name = "a secret by its name: ruler writes <redacted:{0}> for its value"
+    assert notes == [f"{at}: note: {name}: {by_name.format(name)}" if name != "attach.url" else
+                     f"{at}: note: attach.url: its value holds a password in a URL, a secret under any "
+                     "name: ruler redacts it wherever it writes (http://ruler:<redacted:attach.url>@127.0.0.1:9/v1)"
+                     for at, name in [("6:18", "HF_TOKEN"), ("7:13", "--api-key"), ("7:13", "-hft"),
+                                      ("9:27", "WANDB_API_KEY"), ("10:15", "attach.url"),
+                                      ("17:5", "--hf-token"), ("18:5", "-hft"), ("19:16", "--api-key"),
+                                      ("33:20", "api_key"), ("33:74", "Authorization")]], notes
+
+
+def test_two_secrets_that_share_their_start_leave_no_piece_of_either() -> None:
+    """Two secrets with their first 8 characters in common: a piece of the shorter was cut where
+    the longer's start stopped matching, and the rest of it (16 of 24 characters) kept."""
+    longer, shorter = "hf_stackHftSecretEEEE5555", "hf_stackEqSecretIIII9999"
+    redact = Redactor({"-hft": longer, "--hf-token": shorter})
+    assert redact(f"--hf-token={shorter}") == "--hf-token=<redacted:--hf-token>"
+    for cut in (shorter[:20], longer[:20]):
+        said = redact(f'error: "{cut}..."')
+        assert said.startswith('error: "<redacted:') and said.endswith('>..."'), said
+    said = redact(f"tail {shorter[-12:]} and {longer[-12:]}")
+    assert said == "tail <redacted:--hf-token> and <redacted:-hft>", said
+
+
+def test_a_secret_echoed_in_base64_is_redacted() -> None:
+    """A server that echoes a key as a Basic header carries it, or encoded: at any offset the
+    encoding puts it at, no more than the two groups its neighbours share stay."""
+    import base64
+    key = "sk-echoedKeyNN1234567890"
+    redact = Redactor({"--api-key": key})
+    for before in ("", "a", "ab", "user:"):
+        text = base64.b64encode(f"{before}{key}".encode()).decode()
+        said = redact(f"echo {text}")
+        kept = len(said) - len("echo <redacted:--api-key>") - len(base64.b64encode(before.encode()))
+        assert "<redacted:--api-key>" in said and kept <= 8, said
+
+
+def test_a_secret_in_an_sbatch_option_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An #SBATCH line can name no variable: the secret would stand in job.sh, kept in the run."""
+    spec = tmp_path / "sec.yaml"
+    spec.write_text(BASE.replace("runtime: process", "runtime: slurm\nslurm:\n"
+                                 "  sbatch: ['--export=ALL,HF_TOKEN=hf_sbatchSecretLLLL2222', --mem=0]"))
+    assert cmd_validate(str(spec)) == 2
+    err = capsys.readouterr().err
+    assert f"{spec.resolve()}:5:12: slurm.sbatch[0]: --export gives HF_TOKEN a secret" in err, err
+    assert "hf_sbatchSecretLLLL2222" not in err

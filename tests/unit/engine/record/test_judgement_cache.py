@@ -34,10 +34,10 @@ def looked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     reps_of = judgement.reps_of
 
-    def counted(r: RowState | None) -> Any:
-        if r is not None:
+    def counted(r: RowState | None, whole: bool = False) -> Any:
+        if r is not None and not whole:  # its whole reps are the same row looked at
             seen.append(r.key)
-        return reps_of(r)
+        return reps_of(r, whole)
 
     monkeypatch.setattr(judgement, "reps_of", counted)
     return seen

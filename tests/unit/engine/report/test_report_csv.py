@@ -33,13 +33,14 @@ ROW: dict[str, Any] = {"session": "s1", "window": "w", "axis": "one flag", "clas
 def test_every_row_field_is_a_throughput_column_and_reads_back(tmp_path: Path) -> None:
     receipts.write_throughput(tmp_path, [ROW])
     [row] = read_rows(tmp_path, RunState())
-    assert row == Row(cls="prose", rep_tok_s=[], **{k: v for k, v in ROW.items()
+    assert row == Row(cls="prose", rep_tok_s=[], rep_whole_tok_s=[], **{k: v for k, v in ROW.items()
                                                    if k not in ("class", "ruler_check", "rep_tok_s")})
 
 
 def test_the_row_is_the_throughput_schema() -> None:
     """Row holds every column figures.CSV_COLUMNS writes but the window's ruler_check, and no other."""
-    fields = {"class" if f.name == "cls" else f.name for f in dataclasses.fields(Row)} - {"rep_tok_s"}
+    reps = {"rep_tok_s", "rep_whole_tok_s"}
+    fields = {"class" if f.name == "cls" else f.name for f in dataclasses.fields(Row)} - reps
     assert fields == set(figures.CSV_COLUMNS) - {"ruler_check"}
 
 

@@ -295,6 +295,35 @@ def test_a_secret_is_a_reference_never_its_value(tmp_path: Path, start: str) -> 
     assert "export LLAMA_LOG_COLORS=off" in script
 
 
+@pytest.mark.parametrize("start", ["process", "docker", "pyxis"])
+def test_a_secret_no_variable_holds_reaches_the_job_by_a_variable_of_its_own(
+        tmp_path: Path, start: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A literal under a secret flag's name, and a URL's password in an argument, were written into
+    job.sh in clear (a receipt under the run directory): each is named by a variable of its own,
+    which sbatch's environment carries to the job, the rest of the URL kept as it is."""
+    from engine.campaign.redact import references
+    from engine.runtime.slurm import server
+
+    spec = yaml.safe_load(slurm_campaign(tmp_path, start).read_text())
+    spec["control"]["args"] |= {"-hft": "hf_literalInTheFile0123456789",
+                                "--hf-endpoint": "https://u:pwInTheArgs1234@h.example"}
+    path = tmp_path / "slurm.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    campaign = load_campaign(path)
+    plan = plan_launch(campaign, get_adapter(campaign.server), WindowStart(
+        "slurm", "2026-12-01-sltry.abcd1234", "s1", "ctx", VARS, {"HF_TOKEN": TOKEN, "API_KEY": API_KEY},
+        workdir=tmp_path / "windows" / "s1-ctx", node="node7"))
+    sent: dict[str, str] = {}
+    monkeypatch.setattr(server, "sbatch", lambda script, env: sent.update(env) or "42")
+    server.SlurmServer(plan, references(campaign, {"HF_TOKEN": TOKEN, "API_KEY": API_KEY}))
+    script = (tmp_path / "windows" / "s1-ctx" / "job.sh").read_text()
+    assert "hf_literalInTheFile0123456789" not in script and "pwInTheArgs1234" not in script
+    [hft] = [k for k, v in sent.items() if v == "hf_literalInTheFile0123456789"]
+    [password] = [k for k, v in sent.items() if v == "pwInTheArgs1234"]
+    assert f'-hft "${{{hft}}}"' in script and f'https://u:"${{{password}}}"@h.example' in script
+    assert '--api-key "${API_KEY}"' in script  # a variable's value: by that variable
+
+
 def server_line(script: str) -> str:
     lines = script.splitlines()
     return lines[lines.index("server=$!") - 1]

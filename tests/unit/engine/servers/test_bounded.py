@@ -1,6 +1,7 @@
 """Issue 49: every read from a server is bounded in bytes and time, with an error that says so. A
 FAKE server on a socket of the test's own answers /metrics without end, a body past the bound, a
-body a byte at a time, a compressed one, and /tokenize with more ids than its text has bytes."""
+body a byte at a time, a status line or headers a little at a time, a compressed one, and /tokenize
+with more ids than its text has bytes."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ import httpx
 import pytest
 
 from engine.quality.parity import Stack, render_all
+from engine.run import counters
 from engine.run.counters import scrape
-from engine.servers import get_adapter
+from engine.servers import bounded, get_adapter
 from engine.servers.bounded import MAX_ANSWER_BYTES, AnswerUnbounded, server_client
 
 pytestmark = pytest.mark.timeout(120)  # an unbounded read runs until memory or this runs out
@@ -39,6 +41,39 @@ def trickle(conn: socket.socket, _: str) -> None:
     while True:
         conn.sendall(b"a")
         threading.Event().wait(0.05)
+
+
+class Drip:
+    """A FAULT: an answer whose head comes a piece every 0.3 s, each well within the read timeout,
+    30 s in all before its body; ``hung_up`` is set once a piece finds the client gone, ``done``
+    once the whole answer was sent."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+        self.hung_up, self.done = threading.Event(), threading.Event()
+
+    def __call__(self, conn: socket.socket, _: str) -> None:
+        try:
+            for piece in self.pieces:
+                conn.sendall(piece)
+                if self.hung_up.wait(0.3):
+                    return
+            conn.sendall(b"Connection: close\r\nContent-Length: 2\r\n\r\nok")
+            self.done.set()
+        except OSError:
+            self.hung_up.set()
+            raise
+
+
+def status_line_drip() -> Drip:
+    """The status line a byte at a time: its reason phrase is 100 bytes long."""
+    line = b"HTTP/1.1 200 " + b"O" * 100 + b"\r\n"
+    return Drip([line[i:i + 1] for i in range(len(line))])
+
+
+def header_drip() -> Drip:
+    """The status line at once, then one header line at a time, 100 of them."""
+    return Drip([b"HTTP/1.1 200 OK\r\n", *(b"X-Drip-%d: %d\r\n" % (i, i) for i in range(100))])
 
 
 def compressed(conn: socket.socket, _: str) -> None:
@@ -101,6 +136,30 @@ def test_a_body_a_byte_at_a_time_is_given_up_at_the_requests_time() -> None:
         client.get("/x")
 
 
+@pytest.mark.parametrize("drip", [status_line_drip, header_drip])
+def test_a_head_a_little_at_a_time_is_given_up_at_the_requests_time(drip: Callable[[], Drip]) -> None:
+    # Each piece comes well within the read timeout: only the whole answer's bound ends the wait,
+    # and it does so long before the 30 s the server would take to finish its head.
+    fake = drip()
+    with serving(fake) as url, server_client(url, timeout=1.0) as client:
+        with pytest.raises(AnswerUnbounded, match=r"^GET /x was still answering after 1 s \(its head "
+                           r"not yet whole\): ruler waits no longer$"):
+            client.get("/x")
+        assert fake.hung_up.wait(10), "the server never saw the client hang up"
+    assert not fake.done.is_set()
+
+
+def test_a_metrics_head_a_little_at_a_time_is_no_figure_saying_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(counters, "METRICS_S", 1.0)
+    fake = header_drip()
+    with serving(fake) as url:
+        got = scrape(url, get_adapter("vllm"))
+    assert got.counters is None and got.rejected
+    assert got.why == ("GET /metrics was still answering after 1 s (its head not yet whole): ruler "
+                       "waits no longer")
+    assert not fake.done.is_set()
+
+
 def test_a_compressed_answer_is_refused_before_it_is_read() -> None:
     with (serving(compressed) as url, server_client(url) as client,
           pytest.raises(AnswerUnbounded, match="gzip-compressed, though asked for no compression")):
@@ -122,3 +181,14 @@ def test_an_answer_within_its_bounds_is_read_whole() -> None:
     with serving(fine) as url, server_client(url) as client:
         assert client.get("/x").text == "ok"
     assert issubclass(AnswerUnbounded, httpx.TransportError)
+
+
+def test_the_private_httpx_members_the_heads_bound_relies_on_are_there() -> None:
+    # The canary: an httpx that moved them would leave the head unbounded (the drip tests above
+    # say so too, more slowly); this names the member gone.
+    assert bounded.missing() == []
+
+
+def test_a_private_member_gone_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bounded, "RELIES_ON", (*bounded.RELIES_ON, ("_pool._no_such", int)))
+    assert bounded.missing() == ["HTTPTransport._pool._no_such: NoneType, not int"]

@@ -129,8 +129,16 @@ def test_tune_md_says_the_recommendation_and_every_ruled_out_value() -> None:
             "(+2.0 % [-5.0, +9.0])") in text
 
 
+def problems(tmp_path: Path, text: str) -> list[str]:
+    """What loading ``text`` as a tune file says, each problem as ``line:col: message``."""
+    (tmp_path / "t.yaml").write_text(text)
+    with pytest.raises(SpecError) as info:
+        load_tune(tmp_path / "t.yaml")
+    return [f"{p.line}:{p.col}: {p.message}" for p in info.value.problems]
+
+
 def test_a_bad_tune_file_is_reported_where_it_is(tmp_path: Path) -> None:
-    (tmp_path / "t.yaml").write_text(f"""\
+    said = problems(tmp_path, f"""\
 campaign: {REPO / 'campaigns' / 'demo-tune.yaml'}
 space:
   --spec-draft-n-max: [7]
@@ -138,24 +146,36 @@ space:
 objective: {{tok_s: {{class: code, load: c8}}}}
 budget: {{windows: 1}}
 """)
-    with pytest.raises(SpecError) as info:
-        load_tune(tmp_path / "t.yaml")
-    said = [f"{p.line}:{p.col}: {p.message}" for p in info.value.problems]
     assert said == ["4:17: space.-ub.values: must not be empty",
                     "6:19: budget.windows: must be at least 2, got 1"], said
-    (tmp_path / "t.yaml").write_text(f"""\
+    said = problems(tmp_path, f"""\
 campaign: {REPO / 'campaigns' / 'demo-tune.yaml'}
 space:
   --spec-draft-n-max: [7]
 objective: {{tok_s: {{class: code, load: c8}}}}
 """)
-    with pytest.raises(SpecError) as info:
-        load_tune(tmp_path / "t.yaml")
-    said = [f"{p.line}:{p.col}: {p.message}" for p in info.value.problems]
     assert said == [
         "3:3: --spec-draft-n-max: every candidate is the control's value already",
         "4:1: the objective's class 'code' is not a class of the campaign (prose)",
         "4:40: load 'c8' is not one the workload measures (c1)"], said
+
+
+def test_a_candidate_given_twice_is_refused_where_it_is(tmp_path: Path) -> None:
+    # [3, 3, 3] was read as three candidates, each a window of its own measuring the same argv;
+    # "3" and 3 are one argv too, and so are false and null (the flag left out).
+    said = problems(tmp_path, f"""\
+campaign: {REPO / 'campaigns' / 'demo-tune.yaml'}
+space:
+  --spec-draft-n-max: [3, 3, 3]
+  -ub: {{values: [512, "512", 1024], lossy: true}}
+  --no-mmap: [false, null, true]
+objective: {{tok_s: {{class: prose, load: c1}}}}
+""")
+    assert said == [
+        "3:27: --spec-draft-n-max: candidate 3 is candidate 1 again (the same argv): each is measured once",
+        "3:30: --spec-draft-n-max: candidate 3 is candidate 1 again (the same argv): each is measured once",
+        "4:23: -ub: candidate '512' is candidate 1 again (the same argv): each is measured once",
+        "5:22: --no-mmap: candidate null is candidate 1 again (the same argv): each is measured once"], said
 
 
 @pytest.mark.timeout(60)  # a tune file read the plain way blocks on a FIFO with no writer
@@ -219,10 +239,12 @@ def test_a_candidate_that_is_no_finite_number_is_refused_where_it_is(tmp_path: P
 
 def test_values_that_give_no_window_name_or_hold_a_secret_are_named_by_position(tmp_path: Path) -> None:
     tune = load_tune(_tune_file(tmp_path, "  --api-key: [sk-live-0123456789abcdef]\n"
-                                          "  --draft: ['!!', '??']\n"))
+                                          "  --draft: ['!!', '??']\n"
+                                          "  --hf-endpoint: ['https://u:pwInATune12345@h.example']\n"))
     plan = next_plan(tune, dict(START), [])
     assert plan is not None
-    assert [c.window for c in plan.candidates] == ["api-key-v1", "draft-v1", "draft-v2"]
+    assert [c.window for c in plan.candidates] == ["api-key-v1", "draft-v1", "draft-v2", "hf-endpoint-v1"]
+    assert not any("pwinatune" in c.window.lower() for c in plan.candidates)
     assert "0123456789" not in str(plan.windows) or all(
         "0123456789" not in c.window and "0123456789" not in c.session for c in plan.candidates)
 
