@@ -15,11 +15,24 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
-from engine.campaign.secrets import MIN_SECRET_LEN, command_words, entry, held, holds_secret, marker
+import yaml
+
+from engine.campaign.secrets import (
+    MIN_SECRET_LEN,
+    command_words,
+    credentials,
+    entry,
+    held,
+    holds_secret,
+    is_secret,
+    marker,
+)
 from engine.campaign.spec import Campaign
 from engine.campaign.sweep import label
 from engine.campaign.variables import expand
+from engine.campaign.yamlmarks import load_marked
 from engine.runtime.slurm.script import SECRET_VARIABLE
 from engine.words import CONTROL
 
@@ -99,7 +112,25 @@ class Redactor:
 # prefix of its own) or by a truncation (an error quoted up to so many characters, then marked as
 # cut: "...", a closing quote). Its first piece and its last piece are replaced wherever they are,
 # when at least MIN_SECRET_LEN long: a shorter piece is no more telling than any other few
-# characters, and replacing it would corrupt unrelated text.
+# characters, and replacing it would corrupt unrelated text. A piece counts only where its cut
+# side is one: the first piece's end at the line's end or before a mark of a cut (any space,
+# then "...", a quote, a bracket: " (truncated)", " [...]"), the last piece's start at the line's
+# start or after a space, an opening quote or bracket, or an ellipsis (a wrapped line's prefix,
+# "srv  env: "). A secret that starts "llama-se" then leaves "llama-server listening" and
+# "started llama-server, pid 7" as they are: text goes on past the cut.
+_AFTER_CUT = frozenset(".\u2026'\"`)]}>([{<")
+_BEFORE_CUT = frozenset("\u2026'\"`([{<")
+
+
+def _cut_after(line: str, at: int) -> bool:
+    """Whether a first piece that ends at ``at`` was cut there."""
+    rest = line[at:].lstrip()
+    return not rest or rest[0] in _AFTER_CUT
+
+
+def _cut_before(line: str, at: int) -> bool:
+    """Whether a last piece that starts at ``at`` was cut there."""
+    return at == 0 or line[at - 1].isspace() or line[at - 1] in _BEFORE_CUT
 
 
 def _first_pieces(line: str, value: str, name: str) -> list[tuple[int, int, str]]:
@@ -115,7 +146,7 @@ def _first_pieces(line: str, value: str, name: str) -> list[tuple[int, int, str]
         end = i + MIN_SECRET_LEN
         while end < len(line) and end - i < len(value) - 1 and line[end] == value[end - i]:
             end += 1
-        if not place or not line[end:].strip():
+        if (not line[end:].strip() if place else _cut_after(line, end)):
             out.append((i, end, name))
         i = line.find(first, end)
     return out
@@ -132,7 +163,8 @@ def _last_pieces(line: str, value: str, name: str) -> list[tuple[int, int, str]]
         start = i
         while start > 0 and end - start < len(value) - 1 and line[start - 1] == value[-(end - start) - 1]:
             start -= 1
-        out.append((start, end, name))
+        if _cut_before(line, start):
+            out.append((start, end, name))
         i = line.find(last, end)
     return out
 
@@ -253,3 +285,62 @@ def references(campaign: Campaign, environ: Mapping[str, str] | None = None) -> 
     named = {value: name for name, value in sorted(given) if holds_secret(name, value)}
     rest = sorted({secret for _, secret in campaign_secrets(campaign, env)} - set(named))
     return named | {secret: f"{SECRET_VARIABLE}{i}" for i, secret in enumerate(rest, 1)}
+
+
+# What stands for a credential found by its shape where no name gave it (a comment).
+CREDENTIAL = "credential"
+# A comment's ``name: value`` or ``name=value`` (a line that held a secret, commented out).
+_COMMENTED = re.compile(r"(?:^|(?<=\s))#[\s#-]*(?P<name>[^\s:=#'\"]+)\s*(?::\s+|=)\s*(?P<value>.*?)\s*$")
+DUMPED = ("# ruler: the campaign as ruler parsed it, each secret replaced: a secret its source text\n"
+          "# spells otherwise than its value (YAML escapes, a scalar split or folded over lines, a\n"
+          "# quote doubled) cannot be cut from the text, so this copy's lines and comments are not\n"
+          "# the source's.\n")
+
+
+def frozen_copy(text: str, redact: Redactor) -> str:
+    """The run's copy of a campaign whose source is ``text``: the text, each secret cut
+    (:meth:`Redactor.__call__`), and over all of it, comments included, each credential by its
+    shape (engine.campaign.secrets.credentials) and a secret name's value in a comment
+    (``# --api-key: K``, a line commented out) -- when that text parses to the source's
+    document with each of its strings so filtered (:func:`_scrubbed`). Where it does not (a secret
+    the text spells otherwise than its value, so not cut: YAML escapes, a scalar split over lines;
+    or a cut that broke the YAML: a quote doubled), that document dumped, with a header saying
+    why its lines are not the source's. Either way, every scalar the copy gives holds no secret."""
+    want = _scrubbed(load_marked(text).data, redact)
+    cut = _commented(_shapes(redact(text)))
+    try:
+        if load_marked(cut).data == want:
+            return cut
+    except yaml.YAMLError:
+        pass
+    return DUMPED + yaml.safe_dump(want, allow_unicode=True, sort_keys=False, width=2**20)
+
+
+def _shapes(text: str) -> str:
+    """``text`` with each credential by its shape replaced, but a marker (a URL's password the
+    filter already replaced is a password by its shape still)."""
+    for found in sorted(credentials(text), key=lambda c: len(c.text), reverse=True):
+        if "<redacted:" not in found.text:
+            text = text.replace(found.text, marker(CREDENTIAL))
+    return text
+
+
+def _commented(text: str) -> str:
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        m = _COMMENTED.search(line)
+        value = m["value"].strip("'\"") if m else ""
+        if m and is_secret(m["name"]) and len(value) >= MIN_SECRET_LEN and not value.startswith("<redacted:"):
+            lines[i] = line[:m.start("value")] + marker(m["name"])
+    return "\n".join(lines)
+
+
+def _scrubbed(data: Any, redact: Redactor) -> Any:
+    """``data`` with each string in it, keys too, filtered as the copy's text is."""
+    if isinstance(data, str):
+        return _shapes(redact(data))
+    if isinstance(data, dict):
+        return {_scrubbed(k, redact): _scrubbed(v, redact) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_scrubbed(item, redact) for item in data]
+    return data

@@ -43,6 +43,18 @@ def is_secret(name: str) -> bool:
         len(words) == 1 or words[-1] != "TOKEN" or words[-2] not in TEXT_TOKEN)
 
 
+# The secret flags the servers read that take no value (tests/fixtures/names): after any other,
+# the next word is its value whatever it starts with.
+BARE_SECRET_FLAGS = frozenset({"--cors-credentials", "--no-cors-credentials", "--allow-credentials",
+                               "--no-allow-credentials"})
+
+
+def takes_secret(flag: str) -> bool:
+    """Whether the word after ``flag`` on a command line is a secret, whatever it starts with:
+    ``flag`` is a secret flag (:func:`is_secret`) that takes a value."""
+    return flag.startswith("-") and "=" not in flag and flag not in BARE_SECRET_FLAGS and is_secret(flag)
+
+
 def marker(name: str) -> str:
     """What a secret's value is replaced with: it names the variable and stays valid plain YAML."""
     return f"<redacted:{name}>"
@@ -120,22 +132,30 @@ def holds_secret(name: str, value: object) -> bool:
 
 
 def command_words(argv: Sequence[str] | None) -> list[tuple[int, str, str]]:
-    """(index, name, word) of each word of a command that is no flag of its own: a flag's value
-    (``--api-key K`` or ``--api-key=K``) named by that flag, as its ``args:`` would give it, any
-    other word by ``command``; and after each, what is given inside it (:func:`inner`): an
-    assignment (``env HF_TOKEN=K``, ``--env=HF_TOKEN=K``), a shell string's flags
-    (``sh -c "exec server --api-key K"``), at the same index."""
+    """(index, name, word) of each word of a command: a flag's value (``--api-key K`` or
+    ``--api-key=K``) named by that flag, as its ``args:`` would give it, any other word (a flag's
+    own name among them, which only a credential's shape makes secret) by ``command``; and after
+    each, what is given inside it (:func:`inner`): an assignment (``env HF_TOKEN=K``,
+    ``--env=HF_TOKEN=K``), a shell string's flags (``sh -c "exec server --api-key K"``), at the
+    same index. The word after a secret flag that takes a value (:func:`takes_secret`) is its
+    value whatever it starts with (``--api-key -K``: a URL-safe key may start with ``-``); after
+    any other flag, a word that starts with ``-`` is the next flag."""
     out: list[tuple[int, str, str]] = []
-    items = list(argv or ())
-    for i, item in enumerate(items):
+    flag = ""  # the flag the next word may be the value of
+    for i, item in enumerate(argv or ()):
         name, eq, value = item.partition("=")
-        if name.startswith("-") and eq:
-            out.append((i, name, value))
-            out += [(i, n, v) for n, v in inner(value)]
-        elif not item.startswith("-"):
-            before = items[i - 1] if i else ""
-            out.append((i, before if before.startswith("-") and "=" not in before else "command", item))
-            out += [(i, n, v) for n, v in inner(item)]
+        if flag and takes_secret(flag):
+            out.append((i, flag, item))  # all of it secret: nothing inside it to name
+            flag = ""
+        elif flag and not item.startswith("-"):
+            out += [(i, flag, item), *((i, n, v) for n, v in inner(item))]
+            flag = ""
+        elif name.startswith("-") and eq:
+            out += [(i, name, value), *((i, n, v) for n, v in inner(value))]
+            flag = ""
+        else:
+            out += [(i, "command", item), *((i, n, v) for n, v in inner(item))]
+            flag = item if item.startswith("-") else ""
     return out
 
 
@@ -162,13 +182,18 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def inner(text: str, depth: int = 2) -> Iterator[tuple[str, str]]:
     """(name, value) of each flag's or variable's value given inside a word or a text of words
     (a shell string, split as the shell would, else at whitespace): ``--api-key K``,
-    ``--api-key=K``, ``-hft K``, ``HF_TOKEN=K``, and inside an assignment's value, the same
+    ``--api-key=K``, ``-hft K`` (the word after a secret flag whatever it starts with:
+    :func:`takes_secret`), ``HF_TOKEN=K``, and inside an assignment's value, the same
     (``--env=HF_TOKEN=K``; ``--export=ALL,HF_TOKEN=K``, a list at its commas)."""
     try:
         words = shlex.split(text)
     except ValueError:
         words = text.split()
+    value_of = ""  # the secret flag the word at hand is the value of
     for i, word in enumerate(words):
+        if value_of:
+            value_of = ""
+            continue  # a secret flag's value, given above: nothing inside it to name
         for piece in dict.fromkeys([word, *(word.split(",") if "," in word else [])]):
             name, eq, value = piece.partition("=")
             if eq and (name.startswith("-") or _ENV_NAME.fullmatch(name)):
@@ -176,5 +201,7 @@ def inner(text: str, depth: int = 2) -> Iterator[tuple[str, str]]:
                 if depth > 1:
                     yield from inner(value, depth - 1)
         following = words[i + 1] if i + 1 < len(words) else ""
-        if word.startswith("-") and "=" not in word and following and not following.startswith("-"):
+        if word.startswith("-") and "=" not in word and following and (
+                takes_secret(word) or not following.startswith("-")):
             yield word, following
+            value_of = word if takes_secret(word) else ""

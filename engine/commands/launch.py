@@ -34,7 +34,7 @@ from engine.campaign.launch import (
 )
 from engine.campaign.load import SpecError, load_campaign
 from engine.campaign.prompts import DataFileError
-from engine.campaign.redact import redactor_for
+from engine.campaign.redact import frozen_copy, redactor_for
 from engine.campaign.spec import Campaign
 from engine.campaign.variables import UnresolvedVariable
 from engine.commands.console import open_console
@@ -133,7 +133,8 @@ def prepare(file: str, results_dir: str, runtime_override: str | None,
         frozen_items(campaign, run_dir, variables)
         if texts := quality_texts(campaign, variables):  # the campaign's copy reads them back
             results.write_json(run_dir / results.QUALITY, texts)
-        results.write_atomic(run_dir / results.CAMPAIGN, redactor_for(campaign)(campaign.source_text))
+        frozen = frozen_copy(campaign.source_text, redactor_for(campaign))  # no secret, however written
+        results.write_atomic(run_dir / results.CAMPAIGN, frozen)
         results.write_json(run_dir / results.ENV, env_facts(
             runtime, images(campaign, variables) if runtime == "docker" else [],
             {"testbed": variables}))
@@ -185,7 +186,8 @@ def _campaign_for(run_dir: Path, info: dict[str, Any]) -> Campaign:
     """The campaign as it was frozen: a source edited since then is refused, not silently used."""
     source = Path(info["campaign_source"])
     campaign = _load(source)
-    if redactor_for(campaign)(campaign.source_text) != files.read_text(run_dir / results.CAMPAIGN):
+    frozen = files.read_text(run_dir / results.CAMPAIGN)
+    if frozen_copy(campaign.source_text, redactor_for(campaign)) != frozen:
         raise BadInput(f"{source} changed since the run started; the run's frozen copy is "
                        f"{run_dir / results.CAMPAIGN}: restore the source to resume")
     return campaign

@@ -40,15 +40,20 @@ def run_and_read(tmp: Path, spec: dict[str, Any], fake: FakeRuntime, phases: lis
             for p in r.run_dir.rglob("*") if p.is_file() and p.name != "engine.lock"}
 
 
-def prepared_run(tmp: Path, spec: dict[str, Any],
-                 behaviour: Any) -> tuple[Path, list[Path], dict[str, str]]:
+def prepared_run(tmp: Path, spec: dict[str, Any], behaviour: Any,
+                 spelled: dict[str, str] | None = None) -> tuple[Path, list[Path], dict[str, str]]:
     """The campaign prepared as `ruler run` does (its frozen campaign.yaml) and run against a
     fake of ``behaviour``: the run directory, every path under it (but the lock) and every
-    file's text by its path in it."""
+    file's text by its path in it. ``spelled``: text of the written file -> what it is replaced
+    with (a value spelled as YAML allows, a comment)."""
     from engine.commands.launch import prepare
     from tests.campaigns import write
 
-    run_dir = prepare(str(write(tmp, spec)), str(tmp / "results"), None)
+    path = write(tmp, spec)
+    for dumped, spelling in (spelled or {}).items():
+        assert dumped in path.read_text(), dumped
+        path.write_text(path.read_text().replace(dumped, spelling))
+    run_dir = prepare(str(path), str(tmp / "results"), None)
     fake = FakeRuntime(behaviour)
     try:
         runner(tmp, spec, fake, run_dir=run_dir).run()
@@ -264,3 +269,54 @@ def test_a_secret_in_a_flags_name_a_number_a_shell_string_or_a_knob_is_in_no_fil
         for piece in {secret, secret[:12], secret[-12:]}:
             assert not [p for p in paths if piece.lower() in p.relative_to(run_dir).as_posix().lower()], piece
             assert not [name for name, text in written.items() if piece.lower() in text.lower()], piece
+
+
+SPELLED = {  # issue 49c: H7, a key that starts with '-'; H8, a secret the source text spells otherwise
+    "DASH": "-DashLeadingKeyQ7w8E9r0T1", "DASH_SH": "-DashInShellKeyZ9x8C7v6",
+    "COMMENTED": "hf_CommentedOutTokenAAAAAAAAAAAAAAAAAAAA1", "COMMENTED_PLAIN": "commentedPlainSecret12345",
+    "HEX": "hexSecretValue12", "FOLD": "firstPartSecretAAAAMIDDLEPARTSECRETBBBBBBBBBBlastPartSecretCCCC",
+    "QUOTE": "it's-my-quoted-secretVALUE9"}
+
+
+def test_a_secret_however_the_campaign_spells_it_is_in_no_file(tmp: Path) -> None:
+    """A key that starts with '-' after --api-key in the command and in a shell string; a line
+    commented out that held a token and a secret flag's value; a secret written with YAML escapes,
+    split over lines with escaped line breaks, and with a doubled quote: every server echoes its
+    argv and environment. No file under the run directory (the frozen campaign.yaml included),
+    nor any file's or directory's name, holds any of them in any case, as written in the source or
+    as its value, nor a piece of one; the frozen copy loads as the campaign it froze."""
+    from engine.campaign.load import load_campaign
+
+    s = SPELLED
+
+    def echoing(plan: Any) -> Behaviour:
+        return Behaviour(echo=(f"srv  main: argv {' '.join(plan.argv)}",
+                               f"srv  main: env {json.dumps({**plan.env, **plan.secret_env})}"))
+
+    spec = campaign("sec", CTX, {"s1": ["ctx", "other"]}, reps=1, requests_per_rep=1)
+    spec["process"] = {"command": ["llama-server", "--api-key", s["DASH"]]}
+    spec["control"]["env"] = {"HEXKEY_API_KEY": s["HEX"], "FOLD_API_KEY": s["FOLD"],
+                              "QUOTE_API_KEY": s["QUOTE"]}
+    shell = ["sh", "-c", f'exec other-build --api-key {s["DASH_SH"]} "$@"', "other-build"]
+    spec["windows"].append({"name": "other", "axis": "another build", "server": {
+        "adapter": "llamacpp", "command": shell, "args": {"-c": 2048, "--metrics": True}}})
+    hex_escaped = "".join(f"\\x{ord(c):02x}" for c in s["HEX"])
+    # The run is given the values; its source file spells them so.
+    spelled = {f"HEXKEY_API_KEY: {s['HEX']}": f'HEXKEY_API_KEY: "{hex_escaped}"',
+               f"FOLD_API_KEY: {s['FOLD']}": ('FOLD_API_KEY: "firstPartSecretAAAA\\\n      '
+                                              'MIDDLEPARTSECRETBBBBBBBBBB\\\n      lastPartSecretCCCC"'),
+               f"QUOTE_API_KEY: {s['QUOTE']}": "QUOTE_API_KEY: 'it''s-my-quoted-secretVALUE9'",
+               "\nwindows:": (f"\n# --hf-token: {s['COMMENTED']}\n# --api-key: {s['COMMENTED_PLAIN']}\n"
+                              "windows:")}
+    run_dir, paths, written = prepared_run(tmp, spec, echoing, spelled)
+    assert "--api-key <redacted:--api-key>" in written["windows/s1-control/boot.log"]  # it did echo them
+    assert "--api-key <redacted:--api-key>" in written["windows/s1-other/boot.log"]
+    assert '"HEXKEY_API_KEY": "<redacted:HEXKEY_API_KEY>"' in written["windows/s1-control/boot.log"]
+    leaks = [*s.values(), hex_escaped, "MIDDLEPARTSECRET", "it''s-my"]
+    for secret in leaks:
+        for piece in {secret, secret[:12], secret[-12:]}:
+            assert not [p for p in paths if piece.lower() in p.relative_to(run_dir).as_posix().lower()], piece
+            assert not [name for name, text in written.items() if piece.lower() in text.lower()], piece
+    frozen = load_campaign(run_dir / "campaign.yaml")
+    assert frozen.config_for("control").env["QUOTE_API_KEY"] == "<redacted:QUOTE_API_KEY>"
+    assert [w.name for w in frozen.windows] == ["ctx", "other"]

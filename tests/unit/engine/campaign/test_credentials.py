@@ -79,7 +79,8 @@ def test_a_password_in_a_url_never_survives_and_the_url_stays_readable(
             assert password.lower() not in said
             # (unless the URL shares the password's first or last 8 characters: a cut secret's)
             rest = f"{scheme}://{user}@{host}{path}".lower()
-            assume(password[:8].lower() not in rest and password[-8:].lower() not in rest)
+            assume(not any(form[:8] in rest or form[-8:] in rest  # its window-name form's too
+                           for form in (password.lower(), label(password).lower())))
             assert f"{scheme}://{user}:<redacted:hf_endpoint>@{host}{path}".lower() in said
 
 
@@ -133,7 +134,7 @@ def test_a_benchmarks_own_values_are_no_credential(value: str) -> None:
     assert redact(f"boot: {value} ok") == f"boot: {value} ok"
 
 
-SECRET_VALUE = st.from_regex(r"[A-Za-z0-9_-]{8,30}", fullmatch=True).filter(lambda v: not v.startswith("-"))
+SECRET_VALUE = st.from_regex(r"[A-Za-z0-9_-]{8,30}", fullmatch=True)  # "-" first too (H7)
 
 
 @settings(max_examples=60, deadline=None)
@@ -151,3 +152,28 @@ def test_a_secret_given_inside_a_word_is_found_under_its_name(value: str, flag: 
     found = {(name, word) for _, name, word in command_words(argv)}
     assert {(variable, value), (flag, value)} <= found
     assert all(held(name, word) == [word] for name, word in found if word == value)
+
+
+@pytest.mark.parametrize("flag", ["--api-key", "--hf-token", "-hft", "--ssl-keyfile-password"])
+def test_a_secret_flags_value_that_starts_with_a_dash_is_its_value(flag: str) -> None:
+    """Issue 49c, H7: a URL-safe key may start with '-' (token_urlsafe gives one in 64); the word
+    after a secret flag that takes a value is that value whatever it starts with, on a command
+    line and inside a shell string; the word after it is no value of the key (its marker would
+    name the key)."""
+    key = "-DashLeadingKeyQ7w8E9r0T1"
+    found = command_words(["llama-server", flag, key, "--port", "8080", "x"])
+    assert (2, flag, key) in found
+    assert (4, "--port", "8080") in found and (5, "command", "x") in found
+    assert all(key not in name for _, name, _ in found)
+    shell = command_words(["sh", "-c", f'exec llama-server {flag} {key} --alias y "$@"', "llama-server"])
+    assert (2, flag, key) in shell and (2, "--alias", "y") in shell
+    assert all(key not in name for _, name, _ in shell)
+    redact = Redactor([(n, s) for _, n, w in found + shell for s in held(n, w)])
+    assert key not in redact(f"argv: llama-server {flag} {key} --port 8080")
+
+
+def test_a_secret_flag_that_takes_no_value_leaves_the_next_flag_a_flag() -> None:
+    """vLLM's --allow-credentials is a switch (tests/fixtures/names): the flag after it is no secret."""
+    found = command_words(["vllm", "serve", "--allow-credentials", "--max-model-len", "4096"])
+    assert not any(held(name, word) for _, name, word in found)
+    assert (4, "--max-model-len", "4096") in found

@@ -7,11 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from engine.campaign.checks.warnings import argv_warnings
 from engine.campaign.dryrun import dry_run
 from engine.campaign.load import load_campaign
-from engine.campaign.redact import Redactor, redactor_for
+from engine.campaign.redact import DUMPED, Redactor, frozen_copy, redactor_for
 from engine.campaign.secrets import is_secret
 from engine.commands.validate import cmd_validate
 from engine.record.results import scrub_data
@@ -179,10 +180,11 @@ def test_a_secret_cut_in_two_is_redacted_piece_by_piece() -> None:
     assert redact(f"{TOKEN[:7]} and {TOKEN[-7:]} mid-line") == f"{TOKEN[:7]} and {TOKEN[-7:]} mid-line"
 
 
-@pytest.mark.parametrize("suffix", ["...", "\u2026", "'", '" (truncated)', " mid-line"])
+@pytest.mark.parametrize("suffix", ["...", "\u2026", "'", '" (truncated)', " [...]", " (cut)"])
 def test_a_truncated_secret_followed_by_more_text_is_redacted(suffix: str) -> None:
     """An error quoted up to so many characters, then marked as cut (``text[:77] + "..."``), or
-    written as its repr (``f"{payload[:200]!r}"``): the secret's first piece ends no line."""
+    written as its repr (``f"{payload[:200]!r}"``): the secret's first piece ends no line, a mark
+    that is no part of a word follows it."""
     redact = Redactor({"HF_TOKEN": TOKEN})
     assert redact(f"chunk: {TOKEN[:12]}{suffix}") == f"chunk: <redacted:HF_TOKEN>{suffix}"
     payload = "x" * 180 + TOKEN
@@ -477,3 +479,67 @@ def test_a_secret_in_an_sbatch_option_is_refused(tmp_path: Path, capsys: pytest.
     err = capsys.readouterr().err
     assert f"{spec.resolve()}:5:12: slurm.sbatch[0]: --export gives HF_TOKEN a secret" in err, err
     assert "hf_sbatchSecretLLLL2222" not in err
+
+
+def test_a_secrets_piece_inside_a_word_of_other_text_is_left_as_it_is() -> None:
+    """Issue 49c: a secret's first or last 8 characters were replaced wherever they stood, so a
+    key that starts "llama-se" turned every "llama-server" of a boot log into a marker. A piece
+    is a secret cut short only where the cut is one: the line's edge, a mark of a cut ("...", a
+    quote), or a wrapped line's prefix ("srv  env: ")."""
+    redact = Redactor([("LLAMA_API_KEY", "llama-server-key-01"), ("--api-key", "secret-key-for-testing-2024"),
+                       ("DB_PASSWORD", "pw-12345678")])
+    for text in ("main: llama-server listening on 8080", "started llama-server, pid 7",
+                 "the secret-keys are kept", "path /0/12345678 and 1765112345678.25"):
+        assert redact(text) == text
+    # A cut one: truncated at the line's end or before a mark, wrapped after a prefix of its own.
+    assert redact("argv: llama-server-k") == "argv: <redacted:LLAMA_API_KEY>"
+    assert redact("bad key 'secret-key-fo...'") == "bad key '<redacted:--api-key>...'"
+    assert redact("srv  env: key-for-testing-2024 (from env)") == "srv  env: <redacted:--api-key> (from env)"
+
+
+SPELLED = {
+    # A line commented out: a token of a known shape, and a secret name's value.
+    "comment": ("  # --hf-token: hf_CommentedOutTokenAAAAAAAAAAAAAAAAAAAA1\n"
+                "  # --api-key: commentedPlainSecret12345\n", []),
+    # YAML escapes: the text spells the value otherwise.
+    "escapes": ('    HEXKEY_API_KEY: "\\x68\\x65\\x78\\x53\\x65\\x63\\x72\\x65\\x74\\x56\\x61\\x6c"\n',
+                [("HEXKEY_API_KEY", "hexSecretVal")]),
+    # Escaped line breaks: the value is the lines joined, no space between.
+    "split": ('    FOLD_API_KEY: "firstPartSecretAAAA\\\n      MIDDLEPARTSECRETBBBBBBBBBB\\\n'
+              '      lastPartSecretCCCC"\n',
+              [("FOLD_API_KEY", "firstPartSecretAAAAMIDDLEPARTSECRETBBBBBBBBBBlastPartSecretCCCC")]),
+    # A quote doubled: cut from the text, the rest is no YAML.
+    "quote": ("    QUOTE_API_KEY: 'it''s-my-quoted-secretVALUE9'\n",
+              [("QUOTE_API_KEY", "it's-my-quoted-secretVALUE9")]),
+}
+
+
+@pytest.mark.parametrize("form", sorted(SPELLED))
+def test_the_frozen_campaign_holds_no_secret_however_its_text_spells_it(form: str) -> None:
+    """Issue 49c, H8: the frozen campaign.yaml was the source text with the parsed values cut out,
+    so a commented-out token, an escaped or a split secret stayed readable, and a doubled quote's
+    cut broke the YAML. The copy parses to the source's document with markers for secrets, and
+    no secret is left in its text, as written or decoded."""
+    lines, secrets = SPELLED[form]
+    text = f"name: sec\ncontrol:\n  args: {{-c: 2048}}\n{lines}  env:\n    PLAIN: 1\n" if form == "comment" \
+        else f"name: sec\ncontrol:\n  env:\n{lines}    PLAIN: 1\n"
+    source = yaml.safe_load(text)
+    for name, value in secrets:
+        assert source["control"]["env"][name] == value  # the form is the one meant
+    frozen = frozen_copy(text, Redactor(secrets))
+    copy = yaml.safe_load(frozen)
+    for name, _ in secrets:
+        assert copy["control"]["env"][name] == f"<redacted:{name}>"
+    assert copy["control"]["env"]["PLAIN"] == 1 and copy["name"] == "sec"
+    for leak in ["CommentedOutToken", "commentedPlain", "\\x68", "hexSecret", "PartSecret", "MIDDLEPART",
+                 "quoted-secret", *(value for _, value in secrets)]:
+        assert leak not in frozen, (leak, frozen)
+    assert frozen.startswith(DUMPED) == (form != "comment")  # a comment alone keeps the text
+    assert frozen_copy(text, Redactor(secrets)) == frozen  # what --resume compares
+
+
+def test_the_frozen_campaign_keeps_a_urls_password_marker_by_its_name() -> None:
+    """The value rule over the whole text reads a marker in a URL as a password; it is one already."""
+    text = "name: sec\ncontrol:\n  env:\n    HF_ENDPOINT: https://user:pwSecretInUrl9988@hf.example\n"
+    frozen = frozen_copy(text, Redactor([("HF_ENDPOINT", "pwSecretInUrl9988")]))
+    assert frozen == text.replace("pwSecretInUrl9988", "<redacted:HF_ENDPOINT>")
