@@ -30,13 +30,13 @@ async def until(pilot: Pilot[Any], cond: Callable[[], object], timeout: float = 
 
 async def settled(pilot: Pilot[Any], timeout: float = 60.0) -> None:
     """Until the picture is final, by what is on screen rather than by time: the journal and the
-    log read to their end, the engine link known, then idle frames until two in a row are the same
-    (a refresh queued behind the last batch lands in between; a fixed pause did not always cover
-    it on a loaded CPU)."""
+    log read to their end, the calls judged, the engine link known, then idle frames until two in
+    a row are the same (a refresh queued behind the last batch lands in between; a fixed pause did
+    not always cover it on a loaded CPU)."""
     app = pilot.app
     assert isinstance(app, RulerConsole)
-    await until(pilot, lambda: app.main.caught_up and (app.probe is None or app.main.link is not None),
-                timeout)
+    await until(pilot, lambda: app.main.caught_up and app.main.judged
+                and (app.probe is None or app.main.link is not None), timeout)
     deadline = time.monotonic() + timeout
     before = None
     while True:

@@ -136,15 +136,15 @@ class Fields:
         self.nested = {n: Fields(tp) for n, tp in hints.items() if is_typeddict(tp)}
         self.nouns = {n: _noun(tp) for n, tp in hints.items()}
 
-        # One pass over the checked fields (not over the event's): the types in a tuple of pairs.
-        self._plain = tuple(self.types.items())
+        # One pass over the checked fields (not over the event's): each with a value of a type it
+        # takes, which stands in for it when the event lacks it (one test a field, not two).
+        self._plain = tuple((n, _EXAMPLES[min(t, key=str)], t) for n, t in self.types.items())
         self._deep = tuple(self.deep.items())
 
     def why_not(self, e: Mapping[str, Any], prefix: str = "") -> str | None:
         get = e.get
-        for name, allowed in self._plain:
-            v = get(name, _ABSENT)
-            if v is not _ABSENT and type(v) not in allowed and not _subtype(v, allowed):
+        for name, absent, allowed in self._plain:
+            if type(get(name, absent)) not in allowed and not _subtype(v := e[name], allowed):
                 return self._said(name, v, prefix)
         for name, fit in self._deep:
             v = get(name, _ABSENT)
@@ -160,6 +160,9 @@ class Fields:
 
 
 _ABSENT = object()
+# A value of each type a field's value may be of (the types _types gives): never changed.
+_EXAMPLES: dict[type, Any] = {bool: False, int: 0, float: 0.0, type(None): None, str: "", list: [],
+                              tuple: (), dict: {}}
 # Keyed by str, which each EventKind is: a journal's kind is looked up before it is known to be one.
 CHECKED: dict[str, Fields] = {kind: Fields(spec, envelope=True) for kind, spec in FIELDS.items()}
 

@@ -8,10 +8,12 @@ skips it, says where it is, and nothing ever cuts it away: the file is the run's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from engine.record.upgrade import upgraded
 
 Event = dict[str, Any]
 EXCERPT = 60  # characters of a damaged line worth showing
+BLOCK = 256 * 1024  # bytes of lines read a time by a fold (read_journal)
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ class Parse:
 
 _loads, _Invalid = orjson.loads, orjson.JSONDecodeError
 _UPGRADED = EventKind.RUN_STARTED.value  # the one kind engine.record.upgrade may change
+_SEQ, _KIND = itemgetter("seq"), itemgetter("kind")
 
 
 def _event(raw: bytes, run_dir: Path | None, parse: Parse | None = None,
@@ -125,6 +129,11 @@ class Reader:
     def feed(self, lines: Iterable[bytes], careful: bool | None = None) -> list[tuple[int, Event]]:
         """``careful``: whether the lines may hold an integer wider than 64 bits (:func:`wide`):
         None to look at each line, False when the caller found none in them all."""
+        if careful is False:
+            lines = lines if isinstance(lines, list) else list(lines)
+            whole = self._whole(lines)
+            if whole is not None:
+                return whole
         out: list[tuple[int, Event]] = []
         append, run_dir, parse, n = out.append, self.run_dir, self.parse, self.line
         for raw in lines:
@@ -146,6 +155,30 @@ class Reader:
         self.line = n
         return out
 
+    def _whole(self, lines: list[bytes]) -> list[tuple[int, Event]] | None:
+        """Every line read at once when each is an event (the common journal: no damage, no wide
+        integer), the checks of :func:`_event` made over them all by C loops, no Python step a
+        line; None when some line is not one, and they are read one by one, each damaged line
+        said."""
+        try:
+            events = list(map(_loads, lines))
+            # A value orjson reads that is not an object has no "seq": a TypeError.
+            seqs, kinds = list(map(_SEQ, events)), list(map(_KIND, events))
+        except (_Invalid, KeyError, TypeError):  # not JSON, no seq or kind, not an object
+            return None
+        if not events:
+            return []
+        if set(map(type, seqs)) != {int} or min(seqs) < 1 or set(map(type, kinds)) != {str}:
+            return None
+        at = -1
+        with contextlib.suppress(ValueError):  # list.index: no (further) run_started
+            while True:
+                at = kinds.index(_UPGRADED, at + 1)
+                events[at] = upgraded(events[at], self.run_dir)
+        out = list(zip(range(self.line + 1, self.line + 1 + len(events)), events, strict=True))
+        self.line += len(events)
+        return out
+
 
 @dataclass
 class JournalRead:
@@ -160,10 +193,13 @@ class JournalRead:
 
 
 def read_journal(path: str | Path, start: int = 0, line: int = 0, crc: int | None = None,
-                 ) -> JournalRead:
+                 fold: Callable[[list[tuple[int, Event]]], object] | None = None) -> JournalRead:
     """The complete lines from byte ``start`` on, numbered after ``line`` (the lines before it);
     with ``crc``, that of the bytes before ``start``, the CRC-32 of every complete line's bytes
-    too (a snapshot vouches for them: engine.record.snapshot)."""
+    too (a snapshot vouches for them: engine.record.snapshot). With ``fold``, the events are
+    handed to it a block of lines at a time, in order, and not kept (``events`` stays empty): a
+    day-long journal's hundred thousand events are never in memory at once, each block's made
+    where the one before was (half the page faults, and the fold's peak memory halved)."""
     try:
         data = files.read_bounded(path, start=start)
     except FileNotFoundError:
@@ -171,15 +207,24 @@ def read_journal(path: str | Path, start: int = 0, line: int = 0, crc: int | Non
     except files.Unreadable as exc:  # a FIFO, /dev/zero, a sparse file: never waited on or read
         raise BadInput(f"{path}: {exc}") from None
     complete = data.rfind(b"\n") + 1
-    raws = data.split(b"\n")
-    raws.pop()  # a last line without its newline never completed (b"" after the last newline)
     reader = Reader(line, Path(path).parent)
-    events = reader.feed(raws, careful=None if wide(data) else False)
+    careful = None if wide(data) else False
+    events: list[tuple[int, Event]] = []
+    at = 0
+    while at < complete:
+        # Whole lines of about a block (a longer line: to its end), split without their newlines.
+        end = data.rfind(b"\n", at, at + BLOCK) + 1 or data.index(b"\n", at) + 1
+        got = reader.feed(data[at:end - 1].split(b"\n"), careful)
+        if fold is None:
+            events += got
+        else:
+            fold(got)
+        at = end
     if crc is not None:
         crc = zlib.crc32(memoryview(data)[:complete], crc)
-    return JournalRead(events, reader.damage, start + complete, complete < len(data),
-                       line + len(raws), raws[-1] + b"\n" if raws else b"", crc,
-                       reader.parse.finite)
+    last = data[data.rfind(b"\n", 0, complete - 1) + 1:complete] if complete else b""
+    return JournalRead(events, reader.damage, start + complete, complete < len(data), reader.line,
+                       last, crc, reader.parse.finite)
 
 
 def read_kinds(path: str | Path, kinds: Iterable[str]) -> list[Event]:

@@ -195,17 +195,19 @@ class RunState:
 
     def row(self, e: Event) -> RowState:
         key = row_key(e["session"], e["window"], e["class"], e["concurrency"], e.get("rate"))
-        if key not in self.rows:
-            self.rows[key] = RowState(e["session"], e["window"], e["class"], e["concurrency"],
-                                      e.get("rate"))
-        return self.rows[key]
+        r = self.rows.get(key)
+        if r is None:
+            r = self.rows[key] = RowState(e["session"], e["window"], e["class"], e["concurrency"],
+                                          e.get("rate"))
+        return r
 
     def window(self, session: str, window: str) -> WindowState:
         key = f"{session}-{window}"
-        if key not in self.windows:
-            self.windows[key] = WindowState(session, window)
+        ws = self.windows.get(key)
+        if ws is None:
+            ws = self.windows[key] = WindowState(session, window)
             self.order.append(key)
-        return self.windows[key]
+        return ws
 
 
 def earlier_sessions(order: Sequence[str], places: Mapping[str, str], session: str) -> list[str]:

@@ -239,8 +239,7 @@ class Follower:
         was = gc.isenabled()
         gc.disable()  # no collection between the fold and the freeze: each would scan it all
         try:
-            # Its snapshot is kept once the first batch is handed over (run), not before the
-            # first screen.
+            # Its snapshot is kept after the first whole screen (run, _keep), not before it.
             folded = snapshot.read_folded(self.run_dir / JOURNAL, keep=False)
             gc.freeze()
         except BadInput:
@@ -296,14 +295,16 @@ class Follower:
         pending = Batch()
         self._start_journal(pending)
         last_post = float("-inf")
-        told_caught_up = False
+        told_caught_up = attached = False
         try:
             while not cancelled():
                 got = self._read(pending)
                 now = time.monotonic()
                 full = len(pending.events) >= self.max_events
                 has = not pending.empty() or bool(self._lines)
-                due = now - last_post >= self.interval or full
+                # The first time both files are read to their end is the console's first whole
+                # screen ("attached"): handed over at once, not an interval after the batch before.
+                due = now - last_post >= self.interval or full or (pending.caught_up and not attached)
                 news = has or (pending.caught_up and not told_caught_up)
                 if news and due and self._acked.is_set():
                     pending.log = list(self._lines)
@@ -313,20 +314,29 @@ class Follower:
                     self._lines.clear()
                     self._acked.clear()
                     told_caught_up = pending.caught_up
+                    attached = attached or told_caught_up
                     self.post(pending)
                     last_post = now
                     pending = Batch(log_gen=self._gen)
-                    if self._unkept is not None:  # the fold's snapshot, for the next reader
-                        snapshot.keep_fold(self.run_dir / JOURNAL, self._unkept)
-                        self._unkept = None
                 elif not got:
+                    if attached and now - last_post >= self.interval:
+                        self._keep()
                     time.sleep(self.interval / 4)
                 if not pending.caught_up:
                     told_caught_up = False
         finally:
+            self._keep()
             self._journal.close()
             if self._log:
                 self._log.close()
+
+    def _keep(self) -> None:
+        """The snapshot of a fold made here, for the next reader: once the console's first whole
+        screen was handed over and the follower is idle an interval after it (written at once, it
+        held that screen a tenth of a second back on a day-long run), else as the follower stops."""
+        if self._unkept is not None:
+            snapshot.keep_fold(self.run_dir / JOURNAL, self._unkept)
+            self._unkept = None
 
 
 def out_of_sight() -> None:

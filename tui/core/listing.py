@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from engine.method.verdict import Rule
 from engine.record.state import RunState
-from engine.words import UP_WINDOWS
+from engine.words import CONTROL, UP_WINDOWS, is_control
+from tui.core.fmt import Seg
 from tui.core.sorting import Row, Sort, filter_rows, sort_rows
 from tui.core.versus import delta_cells, window_call
 from tui.core.windows import WINDOW_COLUMNS, window_notes, window_status
@@ -23,16 +24,24 @@ class Listed:
         return [k for k, _ in self.rows]
 
 
-def window_cells(state: RunState, rule: Rule) -> list[Row]:
-    """Every window's row, in the campaign's order."""
+JUDGING: Seg = ("…", "muted")  # a window's delta and call before the run is judged
+
+
+def window_cells(state: RunState, rule: Rule | None) -> list[Row]:
+    """Every window's row, in the campaign's order; without its delta and call while ``rule`` is
+    None (not judged yet)."""
     rows = []
     for key in state.order:
         ws = state.windows[key]
         # Every window up now: one per place when sessions run on places.
         mark = "▶ " if key == state.current or ws.status in UP_WINDOWS else "  "
-        delta, ci = delta_cells(state, key, rule)
+        if rule is None:
+            delta, ci = (("ctl", "muted"), ("", "")) if ws.window == CONTROL else (JUDGING, ("", ""))
+            call = ("", "") if is_control(ws.window) else JUDGING
+        else:
+            (delta, ci), call = delta_cells(state, key, rule), window_call(state, key, rule)
         rows.append((key, [[(f"{mark}{ws.session} {ws.window}", "bold" if mark.strip() else "")],
-                           [window_status(state, key)], [delta], [ci], [window_call(state, key, rule)],
+                           [window_status(state, key)], [delta], [ci], [call],
                            window_notes(state, key), [(ws.axis, "muted")]]))
     return rows
 
@@ -47,7 +56,7 @@ class Cells:
         self._key: tuple[object, ...] = ()
         self._rows: list[Row] = []
 
-    def __call__(self, state: RunState, rule: Rule) -> list[Row]:
+    def __call__(self, state: RunState, rule: Rule | None) -> list[Row]:
         key = (state.last_seq, len(state.rows), len(state.windows), state.current, rule)
         if self._state is not state or self._key != key:
             self._rows = window_cells(state, rule)
@@ -61,7 +70,7 @@ cells = Cells()
 _last: tuple[list[Row], str, Sort | None, Listed] | None = None
 
 
-def listed(state: RunState, rule: Rule, query: str, sort: Sort | None) -> Listed:
+def listed(state: RunState, rule: Rule | None, query: str, sort: Sort | None) -> Listed:
     """The windows shown; the same object again while nothing it is made of changed (the list
     then has nothing to draw)."""
     global _last

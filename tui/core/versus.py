@@ -254,8 +254,9 @@ def bar(frac: float, width: int) -> str:
     return ("█" * full + part).ljust(width)
 
 
-def bars_lines(state: RunState, wkey: str | None, rule: Rule, width: int = 10) -> list[list[Seg]]:
-    """Window-versus-control bars: the headline first, then one pair of bars per shape."""
+def bars_lines(state: RunState, wkey: str | None, rule: Rule | None, width: int = 10) -> list[list[Seg]]:
+    """Window-versus-control bars: the headline first, then one pair of bars per shape (``rule``
+    None: the run not judged yet, the headline to come)."""
     ws = state.windows.get(wkey or "")
     if ws is None:
         return []
@@ -263,6 +264,8 @@ def bars_lines(state: RunState, wkey: str | None, rule: Rule, width: int = 10) -
     if ref is None:
         return [[(f"{ws.key}: the reference of session {ws.session}", "muted")]]
     what = f"drift vs {ref.session} control" if ws.window == CONTROL else "vs control"
+    if rule is None:
+        return [[(f"{what}: …", "muted")]]
     pairs = shape_pairs(state, ws.key)
     h = headline(state, ws.key, rule)
     if h is None:

@@ -49,6 +49,7 @@ from tui.widgets.view import View
 from tui.widgets.windows import WindowsList
 
 HISTORY = 1000  # events in one batch that say the journal's history is being read
+JUDGE_AFTER = 1.0  # seconds after the first frame by which the calls are judged (WatchScreen.judged)
 
 
 @dataclass
@@ -96,6 +97,11 @@ class WatchScreen(Screen[None]):
         self.sel, self.logw = Selection(), LogWatch()
         self.link: Link | None = None
         self.caught_up = False  # the journal and the shown log were read to their end
+        # The run's calls judged (its deltas and each window's call, engine.record.judgement): not
+        # before the first screen is up and read to its end, or JUDGE_AFTER seconds after it at
+        # the latest (a log too busy to reach its end): a day-long run's first judgement, scipy
+        # imported, takes half a second. The panes say "…" for them until then.
+        self.judged = False
         self.engine_gone = False  # the probe found no engine and no process: it will not answer
         self.classify = LineClassifier()
         self._adapter_name = ""  # the server whose patterns self.classify uses
@@ -134,6 +140,7 @@ class WatchScreen(Screen[None]):
         self.ui.windows.focus()  # arrows pick a window at once; enter opens its reps
         self.render_all()
         self.set_interval(1.0, self._render_head)
+        self.set_timer(JUDGE_AFTER, self._judge)
 
     @property
     def leak(self) -> LeakRule:
@@ -158,8 +165,8 @@ class WatchScreen(Screen[None]):
     # ------------------------------------------------------------ drawing
 
     def snapshot(self) -> View:
-        return View(self.state, self.sel, self.logw, self.leak, self.rule, self.link, self.engine_gone,
-                    self.run_dir, self.clock(), self.tags, self.reading)
+        return View(self.state, self.sel, self.logw, self.leak, self.rule if self.judged else None,
+                    self.link, self.engine_gone, self.run_dir, self.clock(), self.tags, self.reading)
 
     def render_all(self) -> None:
         """Every pane from one snapshot, in the order each one's selection needs."""
@@ -240,7 +247,14 @@ class WatchScreen(Screen[None]):
             self.post_message(CaughtUp())
             if self.ui.status.said[0][0].startswith("attaching"):
                 self.say(attached(self.state, self.over))
+            if not self.judged:
+                self.call_after_refresh(self._judge)  # once that screen is drawn
         self.follower.ack()
+
+    def _judge(self) -> None:
+        if not self.judged:
+            self.judged = True
+            self.render_all()
 
     def _adapt(self) -> None:
         """The log pane reads the shown window's log in its server's words: the campaign's

@@ -28,7 +28,9 @@ class View:
     sel: Selection
     logw: LogWatch
     leak: LeakRule
-    rule: Rule  # the Δ column's calls
+    # The Δ column's calls; None before they are judged: the first frame is drawn without them
+    # (a day-long run's judgement takes half a second), which fill in right after it.
+    rule: Rule | None
     link: Link | None
     engine_gone: bool  # the probe found no engine and no process: it will not answer
     run_dir: Path

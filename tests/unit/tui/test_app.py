@@ -36,7 +36,7 @@ from engine.words import RunStatus
 from tests.console import live_marked, screen_text, settled, table_text, type_in, until
 from tests.paths import FIXTURES
 from tests.unit.tui.recorded import JOURNALS, REPLIES, StandIn, append, last_ts, recorded, stable
-from tui.app import RulerConsole
+from tui.app import RulerConsole, one_blas_thread
 from tui.core.columns import fit_columns
 from tui.core.follow import Link
 from tui.core.logview import ServingView
@@ -567,7 +567,8 @@ async def test_a_snapshot_of_the_fold_gives_the_same_picture(name: str, tmp_path
 async def test_the_first_frame_shows_the_run_its_snapshot_holds(tmp_path: Path) -> None:
     """The console reads the snapshot before its first frame (issue 17: an empty screen was drawn
     while the follower read it, then everything drawn again): with no batch from the follower at
-    all, the windows and reps on screen are those of the whole journal."""
+    all, the windows and reps on screen are those of the whole journal, each window's delta and
+    call "…" until the run is judged behind that frame (issue 47), then the same as ever."""
     run = recorded("finished", tmp_path)
     JournalWriter(run / "journal.jsonl").close()  # the snapshot the engine leaves when it stops
     link, now = Link(True, "recorded"), last_ts(run) + 5
@@ -584,8 +585,23 @@ async def test_the_first_frame_shows_the_run_its_snapshot_holds(tmp_path: Path) 
     app.follower.run = lambda cancelled: asked.set()  # type: ignore[method-assign]  # never hands one
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, asked.is_set)
+        first = table_text(app, "#windows")
+        assert table_text(app, "#reps") == want[1]
+        for row, whole in zip(first, want[0], strict=True):  # name, status, Δ, CI, call, notes, axis
+            calls = ["ctl ", " ", " "] if whole[2] == "ctl " else ["… ", " ", "… "]
+            assert row == [*whole[:2], *calls, *whole[5:]]
+        await until(pilot, lambda: app.main.judged)  # no batch: JUDGE_AFTER after that frame
+        await pilot.pause()
         assert (table_text(app, "#windows"), table_text(app, "#reps")) == want
         assert not app.main.caught_up
+
+
+def test_the_console_judges_on_one_blas_thread_unless_told_otherwise() -> None:
+    """Set before numpy is imported, which the console does only to judge (a BLAS's thread pool
+    tripled a day-long run's first judgement); an operator's own count is kept."""
+    env = {"OMP_NUM_THREADS": "4"}
+    one_blas_thread(env)
+    assert env == {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "1"}
 
 
 async def test_no_color_keeps_every_mark_in_the_text(measuring, monkeypatch: pytest.MonkeyPatch) -> None:

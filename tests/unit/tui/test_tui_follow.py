@@ -21,7 +21,7 @@ from engine.method import stats
 from engine.record import snapshot
 from engine.record.events import EventKind
 from engine.record.fold import apply, fold, fold_read
-from engine.record.journal import JournalRead, read_events, read_journal
+from engine.record.journal import Event, JournalRead, read_events, read_journal
 from engine.record.state import RunState
 from engine.record.writer import JournalWriter
 from engine.words import RowStatus, SessionStatus, Verdict, WindowStatus
@@ -236,6 +236,26 @@ def test_follower_switches_logs_by_generation(tmp_path: Path) -> None:
         t.join(timeout=5)
 
 
+def test_the_first_whole_screen_is_handed_over_at_once(tmp_path: Path) -> None:
+    """The batch that first reads both files to their end (the console's "attached") goes out as
+    soon as it is read and the one before it acknowledged, not an interval after that one: a
+    log longer than a turn's read makes the first batch partial."""
+    run = tmp_path / "run"
+    (run / "windows/s1-control").mkdir(parents=True)
+    (run / "journal.jsonl").write_bytes((JOURNALS / "booting/journal.jsonl").read_bytes())
+    (run / "windows/s1-control/boot.log").write_text(("y" * 99 + "\n") * 4000)  # 400 kB
+    got = Catcher()
+    f = acking(run, got, interval=8.0)  # past the wait below; its turns sleep a quarter of it
+    f.watch_log("windows/s1-control/boot.log")
+    t, stop = run_follower(f)
+    try:
+        got.wait(lambda bs: bool(bs) and bs[-1].caught_up)  # within 5 s, never 8
+    finally:
+        stop.set()
+        t.join(timeout=5)
+    assert [b.caught_up for b in got.batches] == [False, True]
+
+
 def test_follower_names_a_damaged_line_and_keeps_every_event_after_it(tmp_path: Path) -> None:
     """A garbage line is reported with its number (it used to be skipped in silence); a repeated
     seq appended later is reported by the fold; the console's header says so."""
@@ -309,11 +329,13 @@ def test_the_follower_starts_from_the_snapshot_and_folds_only_the_events_after_i
         out.write(b"".join([recorded[250], b"[1]\n"] + recorded[300:320]))  # after the snapshot
     folded: list[int] = []  # the lines each fold read itself
 
-    def counted(read: JournalRead, state: RunState | None = None) -> RunState:
-        folded.append(len(read.events) + len(read.damage))
-        return fold_read(read, state)
+    def counted(path: Path, start: int = 0, line: int = 0, crc: int | None = None,
+                fold: Callable[[list[tuple[int, Event]]], object] | None = None) -> JournalRead:
+        read = read_journal(path, start, line, crc, fold)
+        folded.append(read.lines - line)
+        return read
 
-    monkeypatch.setattr(snapshot, "fold_read", counted)
+    monkeypatch.setattr(snapshot, "read_journal", counted)
     got = Catcher()
     f = acking(run, got, interval=0.02)
     t, stop = run_follower(f)

@@ -11,13 +11,14 @@ import math
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.commands.status import format_summary, summary
-from engine.record import snapshot
+from engine.record import journal, snapshot
 from engine.record.fold import apply
 from engine.record.journal import Damage, Parse, Reader, _event, excerpt, read_journal, wide
 from engine.record.state import RunState
@@ -116,10 +117,12 @@ def test_a_reader_keeps_the_fold_and_the_next_folds_only_what_follows(data: st.D
     """The snapshot a reader leaves is taken by the next one, which folds the lines after it: the
     state is the whole journal's fold as the standard parser reads it, damage and its line
     numbers included, whatever odd values the lines hold (a fold holding one that strict JSON
-    cannot carry exactly is not kept: the next reader folds it all)."""
+    cannot carry exactly is not kept: the next reader folds it all). The lines are read and
+    folded a block at a time: blocks of any size, a line longer than one included."""
     lines = hostile(data, data.draw(st.sampled_from(sorted(ALL)), label="journal"))
     cut = data.draw(st.integers(1, len(lines)), label="read after line")
-    with tempfile.TemporaryDirectory() as d:
+    block = data.draw(st.sampled_from([journal.BLOCK, 1, 150, 4096]), label="block")
+    with tempfile.TemporaryDirectory() as d, mock.patch.object(journal, "BLOCK", block):
         path = Path(d) / "journal.jsonl"
         path.write_bytes(b"".join(lines[:cut]))
         first = snapshot.read_folded(path)
