@@ -324,21 +324,13 @@ def _shapes(text: str) -> str:
 def _uncommented(text: str) -> str:
     """``text`` with every comment's text removed, its line kept (a file:line still points at the
     source's line): a comment is free text, where a secret can be spelt in any form (a command
-    commented out, ``export HF_TOKEN=K``, prose), so none is copied. A ``#`` inside quotes or
-    not after a space is no comment; one this reading gets wrong changes the document, and the
-    copy is then dumped (:func:`frozen_copy`)."""
-    lines = text.split("\n")
-    for i, line in enumerate(lines):
-        quote = ""
-        for j, ch in enumerate(line):
-            if quote:
-                quote = "" if ch == quote else quote
-            elif ch in "'\"" and (j == 0 or line[j - 1] in " \t:[{,-"):
-                quote = ch
-            elif ch == "#" and (j == 0 or line[j - 1] in " \t"):
-                lines[i] = line[:j].rstrip()
-                break
-    return "\n".join(lines)
+    commented out, ``export HF_TOKEN=K``, prose), so none is copied. Every ``#`` at a line's start
+    or after a space is cut, quotes or not: one inside a quoted or block scalar changes the
+    document, and the copy is then dumped (:func:`frozen_copy`), never a comment kept."""
+    return "\n".join(_COMMENT.sub("", line) for line in text.split("\n"))
+
+
+_COMMENT = re.compile(r"(?:^|\s+)#.*")
 
 
 def _scrubbed(data: Any, redact: Redactor) -> Any:

@@ -142,15 +142,15 @@ def command_words(argv: Sequence[str] | None) -> list[tuple[int, str, str]]:
     any other flag, a word that starts with ``-`` is the next flag."""
     out: list[tuple[int, str, str]] = []
     flag = ""  # the flag the next word may be the value of
-    secret = ""  # the secret flag whose values the words at hand are
+    secret = ""  # the secret flag whose further values the words at hand may be
     for i, item in enumerate(argv or ()):
         name, eq, value = item.partition("=")
-        if secret and not looks_like_flag(name):
-            out.append((i, secret, item))  # all of it secret: nothing inside it to name
+        if secret and more_value(item):
+            out.append((i, secret, item))
             continue
         secret = ""
-        if flag and takes_secret(flag) and not looks_like_flag(name):
-            out.append((i, flag, item))
+        if flag and takes_secret(flag) and not is_secret_flag(name):
+            out.append((i, flag, item))  # all of it secret: nothing inside it to name
             secret, flag = flag, ""
         elif flag and not item.startswith("-"):
             out += [(i, flag, item), *((i, n, v) for n, v in inner(item))]
@@ -164,17 +164,30 @@ def command_words(argv: Sequence[str] | None) -> list[tuple[int, str, str]]:
     return out
 
 
-# A flag's shape: a dash or two, a letter, then lower-case words (``-ngl``, ``--api-key``, ``-hft``,
-# ``-Cr``, ``--max-model-len``). A key that starts with a dash (a URL-safe one may) has capitals
-# or other characters past its first letter: it is a secret flag's value, not the next flag.
-_FLAG = re.compile(r"-{1,2}[A-Za-z][a-z0-9]*(?:[-_.][a-z0-9]+)*")
+# The secret flags llama-server, vLLM and SGLang take (tests/fixtures/names: the test pins them).
+SERVER_SECRET_FLAGS = frozenset({
+    "--admin-api-key", "--api-key", "--api-key-file", "--hf-token", "--ssl-key-file", "--ssl-keyfile",
+    "--ssl-keyfile-password", "--watermark-key", "--watermark-key-b", "-hft"})
 
 
-def looks_like_flag(word: str) -> bool:
-    """Whether a word after a secret flag is the next flag rather than one of its values: a secret
-    flag may take none (vLLM's ``--hf-token`` alone reads the cached login), one, or several
-    (vLLM's ``--api-key K1 K2``), so its values are every word up to the next flag."""
-    return bool(_FLAG.fullmatch(word))
+def is_secret_flag(word: str) -> bool:
+    """Whether the word after a secret flag is the next secret flag of a server rather than its
+    value: vLLM's ``--hf-token`` may take no value (the cached login), ``--hf-token --api-key K``.
+    Any other word is its value whatever it looks like (``--api-key -K``, ``--api-key
+    --lower-case-secret``: llama-server takes the next word as the value whatever it is)."""
+    return word in BARE_SECRET_FLAGS or word in SERVER_SECRET_FLAGS
+
+
+# A further key: vLLM's --api-key takes several (--api-key K1 K2). Only a word shaped like a
+# key (letters and a digit, no shell syntax, no path) counts as one: after a key, a shell string
+# goes on with its own words ("$@", 2>&1, | tee run.log), which must not become secrets (each
+# secret's text is cut from every record, a journal's keys included).
+_MORE_KEY = re.compile(r"(?=\S*[0-9])(?=\S*[A-Za-z])[A-Za-z0-9_+=~-]{8,}")
+
+
+def more_value(word: str) -> bool:
+    """Whether a word after a secret flag's value is another value of it (:data:`_MORE_KEY`)."""
+    return not word.startswith("-") and bool(_MORE_KEY.fullmatch(word))
 
 
 def entry(name: str, value: object) -> list[tuple[str, str]]:
@@ -209,9 +222,9 @@ def inner(text: str, depth: int = 2) -> Iterator[tuple[str, str]]:
         words = text.split()
     value_of = ""  # the secret flag the words at hand are the values of
     for i, word in enumerate(words):
-        if value_of and not looks_like_flag(word.partition("=")[0]):
+        if value_of:
+            value_of = value_of if more_value(words[i + 1] if i + 1 < len(words) else "") else ""
             continue  # a secret flag's value, given above: nothing inside it to name
-        value_of = ""
         for piece in dict.fromkeys([word, *(word.split(",") if "," in word else [])]):
             name, eq, value = piece.partition("=")
             if eq and (name.startswith("-") or _ENV_NAME.fullmatch(name)):
@@ -220,10 +233,12 @@ def inner(text: str, depth: int = 2) -> Iterator[tuple[str, str]]:
                     yield from inner(value, depth - 1)
         following = words[i + 1] if i + 1 < len(words) else ""
         if word.startswith("-") and "=" not in word and takes_secret(word):
-            value_of = word
-            for later in words[i + 1:]:
-                if looks_like_flag(later.partition("=")[0]):
-                    break
-                yield word, later
+            if following and not is_secret_flag(following):
+                yield word, following
+                value_of = word
+                for later in words[i + 2:]:
+                    if not more_value(later):
+                        break
+                    yield word, later
         elif word.startswith("-") and "=" not in word and following and not following.startswith("-"):
             yield word, following

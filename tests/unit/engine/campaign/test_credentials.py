@@ -191,3 +191,33 @@ def test_a_secret_flag_takes_every_value_up_to_the_next_flag(argv: list[str]) ->
     secrets = {word for _, name, word in command_words(argv) if name == "--api-key"}
     assert "PlainApiKeyAfterBareSwitch9" in secrets
     assert not {"-tp", "1", "m", "--api-key"} & secrets  # the next flag and its value are not
+
+
+def test_the_servers_secret_flags_are_the_ones_ruler_knows() -> None:
+    """The word after a secret flag is its value unless it is another secret flag of a server."""
+    from pathlib import Path
+
+    from engine.campaign.secrets import SERVER_SECRET_FLAGS, takes_secret
+    names = Path(__file__).parents[3] / "fixtures" / "names"
+    found = {w for f in names.glob("*.txt") for w in f.read_text().split()
+             if w.startswith("-") and takes_secret(w)}
+    assert found == SERVER_SECRET_FLAGS
+
+
+@pytest.mark.parametrize("argv, secret", [
+    (["llama-server", "--api-key", "--lowercase-secret-value-zz", "--port", "8"],
+     "--lowercase-secret-value-zz"),
+    (["llama-server", "-hft", "-Secret1234abcd", "--port", "8"], "-Secret1234abcd"),
+    (["sh", "-c", "exec llama-server -hft -Secret1234abcd --port 8"], "-Secret1234abcd"),
+])
+def test_a_secret_flags_value_is_the_next_word_whatever_its_shape(argv: list[str], secret: str) -> None:
+    assert secret in {word for _, name, word in command_words(argv) if name in ("--api-key", "-hft")}
+
+
+def test_the_shell_words_after_a_key_are_not_secrets() -> None:
+    """Each secret's text is cut from every record, a journal's keys included: a shell string's
+    own words after a key ("$@", | tee concurrency.log, || echo finished) must not be secrets."""
+    argv = ["sh", "-c", "exec llama-server --api-key K1xxxxxxxx9 \"$@\" 2>&1 | tee concurrency.log "
+            "|| echo finished"]
+    secrets = {word for _, name, word in command_words(argv) if name == "--api-key"}
+    assert secrets == {"K1xxxxxxxx9"}

@@ -548,7 +548,7 @@ def test_the_frozen_campaign_keeps_a_urls_password_marker_by_its_name() -> None:
 def test_no_comment_is_copied_into_the_frozen_campaign() -> None:
     """A comment is free text: a secret can be spelt there in any form, so none is copied (the
     line kept, so that a file:line still points at the source's)."""
-    text = ("name: x\ncontrol:\n  args: {-c: 2048}  # the context\n  env: {A: \"x # y\"}\n"
+    text = ("name: x\ncontrol:\n  args: {-c: 2048}  # the context\n  env: {A: \"x#y\"}\n"
             "# process: {command: [llama-server, --api-key, CommentedCmdSecretHHHH7777]}\n"
             "# export HF_TOKEN=ExportStyleSecret777\n#--api-key   DashSpacedSecret9999\n"
             "# password hunter2hunter2\n")
@@ -556,5 +556,17 @@ def test_no_comment_is_copied_into_the_frozen_campaign() -> None:
     for secret in ("CommentedCmdSecretHHHH7777", "ExportStyleSecret777", "DashSpacedSecret9999",
                    "hunter2hunter2", "the context"):
         assert secret not in copy
-    assert copy.count("\n") == text.count("\n") and "x # y" in copy
+    assert copy.count("\n") == text.count("\n") and "x#y" in copy
+    assert yaml.safe_load(copy) == yaml.safe_load(text)
+    # A '#' after a space inside quotes is cut as any other: the document changed, so the copy is
+    # the parsed document dumped, which holds it whole.
+    quoted = frozen_copy("name: x\nenv: {A: \"x # y\"}  # a note\n", Redactor([]))
+    assert quoted.startswith(DUMPED) and yaml.safe_load(quoted) == {"name": "x", "env": {"A": "x # y"}}
+
+
+def test_a_comment_after_an_unbalanced_quote_is_not_copied() -> None:
+    text = ("name: x\ndescription: rock 'n roll # --api-key QuotedCommentSecret1234\n"
+            "control:\n  args: {-c: 2048}\n")
+    copy = frozen_copy(text, Redactor([]))
+    assert "QuotedCommentSecret1234" not in copy
     assert yaml.safe_load(copy) == yaml.safe_load(text)
