@@ -450,7 +450,7 @@ def test_scancel_mid_rep_fails_the_window_and_the_campaign_goes_on(jobs: Jobs,
     assert f"*** JOB {job} ON {node} CANCELLED AT " in failure
     ctx_rows = kinds(evs, "row_done", "ctx")
     assert [r["status"] for r in ctx_rows] == ["failed"]
-    assert re.match(r"the server failed after [01] reps: server died during a pass",
+    assert re.match(r"the server failed after (0 reps|1 rep): server died during a pass",
                     ctx_rows[0]["reason"]), ctx_rows[0]["reason"]
     assert kinds(evs, "server_stopped", "ctx")[-1]["record"]["JobState"] == "CANCELLED"
     # The campaign went on: the next window booted its own job and measured.
