@@ -3,7 +3,7 @@ through the window's own server spec, their renderings of every prompt are compa
 window measures (engine.quality.stacks), and the row carries the verdict: the delta when the
 stacks are token-identical, withheld (saying why) when a FAKE planted template difference makes
 them differ, given all the same under verdict.allow_different. The real pair (llama.cpp and vLLM):
-tests/integration/test_stacks_live.py."""
+tests/integration/test_vllm_live.py's process campaign."""
 
 from __future__ import annotations
 

@@ -6,10 +6,12 @@ server for the module (ngram speculation, ``VLLM_SERVER_DEV_MODE=1`` for the cac
 tool parser, per-request acceptance) serves the adapter's own calls and two campaigns attached to
 it (``runtime: attach``: their windows cost no boot): one killed with SIGKILL and resumed, one at
 open-loop rates with SLOs and the tool-call probe; one campaign on the process runtime boots a
-control and a window, for the boot-fact diff and for what a stop leaves behind. ``--enforce-eager``
-everywhere: without it every boot spends most of its time in torch.compile. ``ruler parity`` runs
-between the module's server and the testbed's llama-server on the same SmolLM2 (and between two
-llama-servers, one with a planted template).
+control and a window, for the boot-fact diff and for what a stop leaves behind, and under that
+control two windows on another stack (the testbed's llama-server, one with a planted template),
+for the parity verdict on the row. ``--enforce-eager`` everywhere: without it every boot spends
+most of its time in torch.compile. ``ruler parity`` runs between the module's server and the
+testbed's llama-server on the same SmolLM2 (and between two llama-servers, one with a planted
+template).
 """
 
 from __future__ import annotations
@@ -441,7 +443,7 @@ workload:
     repeat: {{prompts: ["{repeat}"]}}
     prose: {{prompts: ["Write one sentence about the sea.", "Name three colours."]}}
   concurrency: [1, 2]
-  reps: 3
+  reps: 2
   requests_per_rep: 2
   max_tokens: 32
   cache: flush
@@ -450,7 +452,7 @@ workload:
     chat_template_kwargs: {{enable_thinking: false}}
 leak: {{spread: 0.5, max_reruns: 0}}
 quality:
-  greedy: {{n: 4, max_tokens: 16}}
+  greedy: {{n: 2, max_tokens: 16}}
   teacher_forced: {{top_k: 10, positions: 3}}
 timeouts: {{boot: 120, request: 120}}
 """
@@ -534,7 +536,7 @@ def test_flush_shows_no_cache_hits(attached_run: tuple[Path, list[dict[str, Any]
 def test_quality_on_the_same_server_is_exact(attached_run: tuple[Path, list[dict[str, Any]]]) -> None:
     run, _ = attached_run
     v = {(e["window"], e["check"]): e for e in kinds(events(run), "verdict")}
-    assert v[("again", "greedy")]["summary"] == "4/4 identical"
+    assert v[("again", "greedy")]["summary"] == "2/2 identical"
     tf = v[("again", "teacher_forced")]
     assert tf["verdict"] == "exact" and tf["figures"]["max"] == 0, tf
 
@@ -570,7 +572,7 @@ control_position: first
 workload:
   classes:
     repeat: {{prompts: ["{repeat}"]}}
-  rate: [1, 16]
+  rate: [4, 16]
   reps: 2
   requests_per_rep: 6
   max_tokens: 24
@@ -581,7 +583,7 @@ leak: {{min_concurrency: 64, spread: 0.5, max_reruns: 0}}
 quality:
   greedy: {{n: 2, max_tokens: 8}}
   teacher_forced: {{top_k: 5, positions: 2}}
-  tool_probe: {{n: 3, max_tokens: 48}}
+  tool_probe: {{n: 3, max_tokens: 24}}
 timeouts: {{boot: 120, request: 120}}
 """
 RATES_SLO = stats.Slo(1000, 200)
@@ -605,7 +607,7 @@ def test_goodput_at_open_loop_rates_from_the_receipts(rates_run: Path) -> None:
     print(json.dumps({f"{w} {k}": {c: r[c] for c in ("achieved_rps", "goodput_rps", "ttft_p50",
                                                       "tpot_p50", "accept_rate")}
                       for (w, k), r in rows.items()}, indent=1))
-    assert sorted(rows) == [("again", "1.0"), ("again", "16.0"), ("control", "1.0"), ("control", "16.0")]
+    assert sorted(rows) == [("again", "16.0"), ("again", "4.0"), ("control", "16.0"), ("control", "4.0")]
     for row in rows.values():
         assert row["concurrency"] == "0" and row["status"] in ("ok", "noisy"), row
         assert 0 <= float(row["goodput_rps"]) <= float(row["achieved_rps"]), row
@@ -644,41 +646,48 @@ def test_the_tool_probe_in_a_campaign_names_the_template(rates_run: Path) -> Non
 
 # ---------------------------------------------------------------- its own servers
 
-PROCESS = """\
-name: vllm-process
-server: vllm
-runtime: process
-process:
-  command: ["${{testbed.vllm_python}}", "-m", "vllm.entrypoints.openai.api_server"]
-control:
-  model: ${{testbed.vllm_model}}
-  env: {{VLLM_CPU_KVCACHE_SPACE: "1", VLLM_SERVER_DEV_MODE: "1"}}
-  args:
-    --model: ${{model}}
-    --max-model-len: 2048
-    --dtype: bfloat16
-    --enforce-eager: true
-    --speculative-config: '{spec3}'
-windows:
-  - name: k5
-    axis: 5 speculative tokens
-    change:
-      args: {{--speculative-config: '{spec5}'}}
-sessions:
-  s1: [k5]
-control_position: first
-workload:
-  classes:
-    repeat: {{prompts: ["{repeat}"]}}
-  concurrency: [1]
-  reps: 2
-  requests_per_rep: 2
-  max_tokens: 24
-  sampling: {{temperature: 0, seed: 1234}}
-leak: {{spread: 0.5, max_reruns: 0}}
-quality: {{enabled: false}}
-timeouts: {{boot: 600, request: 120}}
-"""
+# The module's process campaign: vLLM's control (3 speculative tokens) and a window on 5, for the
+# boot-fact diff and for what a stop leaves behind; and, under that one control, two windows on
+# another stack (the testbed's llama-server): one as SmolLM2's GGUF gives it, one whose chat
+# template has a space planted after each turn's role (the GGUF's own template, as vLLM's model
+# folder carries it, through --jinja --chat-template-file). Each row's parity verdict must be what
+# the two stacks' own tokenizations (each boot's renderings.json) say; the llama.cpp row has its
+# delta when token-identical, the planted row its delta withheld, the difference found at the
+# planted space. Both vLLM boots serve both purposes: a third would cost minutes of both cores.
+STACK_PROMPTS = ["Name three colours.", REPEAT]
+ROLE = "message['role'] + '\n'"  # SmolLM2's template: a newline right after each turn's role
+
+
+def llama_window(name: str, axis: str, *args: tuple[str, Any]) -> dict[str, Any]:
+    return {"name": name, "axis": axis, "server": {
+        "adapter": "llamacpp", "command": ["${testbed.llama_server}"],
+        "model": "${testbed.models}/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "args": {"-m": "${model}", "-c": 2048, "-np": 1, "-t": 1, "--metrics": True, **dict(args)}}}
+
+
+def process_campaign(template: Path) -> dict[str, Any]:
+    spec = campaign("vllm-process", {}, {"s1": ["k5", "llama", "planted"]},
+                    classes={"chat": {"prompts": STACK_PROMPTS}}, concurrency=[1], reps=2,
+                    requests_per_rep=2, max_tokens=24, exact_output=True,
+                    sampling={"temperature": 0, "seed": 1234},
+                    leak={"min_concurrency": 2, "spread": 0.5, "max_reruns": 0})
+    spec["server"] = "vllm"
+    spec["process"] = {"command": ["${testbed.vllm_python}", "-m", "vllm.entrypoints.openai.api_server"]}
+    spec["control"] = {"model": "${testbed.vllm_model}",
+                       "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_SERVER_DEV_MODE": "1"},
+                       "args": {"--model": "${model}", "--max-model-len": 2048, "--dtype": "bfloat16",
+                                "--enforce-eager": True, "--speculative-config": json.dumps(SPEC)}}
+    spec["windows"] = [
+        {"name": "k5", "axis": "5 speculative tokens", "change": {"args": {
+            "--speculative-config": json.dumps({**SPEC, "num_speculative_tokens": 5})}}},
+        llama_window("llama", "llama-server on the GGUF vLLM's model was converted from"),
+        llama_window("planted", "llama-server with one space planted in its chat template",
+                     ("--jinja", True), ("--chat-template-file", str(template)))]
+    # One control boot: the noise between boots cannot be measured in this run, so a stack row's
+    # interval rests on a declared value (without one its delta has no interval, rightly).
+    spec["verdict"] = {"boot_noise": 0.05}
+    spec["timeouts"] = {"boot": 600, "request": 120}
+    return spec
 
 
 def alive_with(names: set[str]) -> list[int]:
@@ -699,14 +708,17 @@ def alive_with(names: set[str]) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def process_run(vllm_testbed: tb_mod.VLLMTestbed, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def process_run(vllm_testbed: tb_mod.VLLMTestbed, testbed: tb_mod.Testbed,
+                tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("vllm-process")
-    spec = tmp / "process.yaml"
-    spec.write_text(PROCESS.format(repeat=REPEAT, spec3=json.dumps(SPEC),
-                                   spec5=json.dumps({**SPEC, "num_speculative_tokens": 5})))
+    template = (vllm_testbed.model / "chat_template.jinja").read_text()
+    assert template.count(ROLE) == 1, template
+    planted = tmp / "smollm2-spaced.jinja"
+    planted.write_text(template.replace(ROLE, "message['role'] + ' \n'"))
+    spec = write(tmp, process_campaign(planted))
     out = subprocess.run([*RULER, "run", str(spec), "--headless", "--results-dir", str(tmp / "results")],
                          capture_output=True, text=True, timeout=1500)
-    print(out.stdout[-3000:], out.stderr[-2000:])
+    print(out.stdout[-4000:], out.stderr[-2000:])
     assert out.returncode == 0, out.stderr
     return next((tmp / "results").iterdir())
 
@@ -720,16 +732,61 @@ def test_boot_fact_diff_names_the_speculative_tokens(process_run: Path) -> None:
     changed = json.dumps(diff)
     assert "num_spec_tokens=5" in changed and "num_spec_tokens=3" in changed, diff
     rows = {r["window"]: r for r in csv.DictReader((process_run / "throughput.csv").open())}
-    assert {r["accept_source"] for r in rows.values()} == {"metrics"}
-    assert all(float(r["accept_len"]) >= 1 for r in rows.values())
+    vllm_rows = [rows["control"], rows["k5"]]
+    assert {r["accept_source"] for r in vllm_rows} == {"metrics"}
+    assert all(float(r["accept_len"]) >= 1 for r in vllm_rows)
 
 
 def test_stop_leaves_no_process(process_run: Path) -> None:
     evs = events(process_run)
     started = kinds(evs, "server_started")
-    assert len(started) == 2
+    assert [e["window"] for e in started] == ["control", "k5", "llama", "planted"]
     names = {str(e["name"]) for e in started}
-    assert alive_with(names) == [], "a vLLM process (API server, engine core, worker) outlived its window"
+    assert alive_with(names) == [], "a server (vLLM's API server, engine core, worker) outlived its window"
     for e in started:
         with pytest.raises(ProcessLookupError):
             os.kill(e["pid"], 0)
+
+
+def kept(run: Path, window: str) -> list[dict[str, Any]]:
+    """A boot's renderings of the class, as its own server rendered and tokenized them."""
+    return list(json.loads((run / "windows" / f"s1-{window}" / "renderings.json").read_text())
+                ["classes"]["chat"])
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    if a == b:
+        return None
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def test_the_row_carries_the_stacks_parity_and_withholds_a_delta_across_a_difference(
+        process_run: Path) -> None:
+    parity = {e["window"]: e for e in kinds(events(process_run), "parity")}
+    assert set(parity) == {"llama", "planted"}  # k5 is on the control's stack: nothing to compare
+    control = kept(process_run, "control")
+    table = {r["window"]: r for r in csv.DictReader((process_run / "throughput.csv").open())}
+    for window in ("llama", "planted"):
+        theirs = kept(process_run, window)
+        differing = [i for i, (a, b) in enumerate(zip(control, theirs, strict=True))
+                     if first_difference(a["ids"], b["ids"]) is not None]
+        expected = ("token-identical" if not differing
+                    else f"differs on {len(differing)} of {len(STACK_PROMPTS)} prompts")
+        assert parity[window]["classes"]["chat"]["verdict"] == expected
+        assert table[window]["parity"] == expected
+    # vLLM renders the GGUF's template with its own engine and tokenizer: token-identical (the
+    # finding of docs/parity.md), so the llama.cpp row is compared with vLLM's control.
+    assert table["llama"]["parity"] == "token-identical"
+    assert table["llama"]["delta"] != "" and table["llama"]["delta_lo"] != ""
+    # The planted space: every prompt differs, the delta is withheld and the row says why.
+    assert table["planted"]["parity"] == f"differs on {len(STACK_PROMPTS)} of {len(STACK_PROMPTS)} prompts"
+    assert table["planted"]["delta"] == ""
+    assert table["planted"]["verdict_why"].startswith("delta withheld: llamacpp against the "
+                                                      "control's stack on class chat: differs")
+    receipt = json.loads((process_run / "windows" / "s1-planted" / "parity.json").read_text())
+    d = receipt["classes"][0]["per_prompt"][0]["divergence"]
+    text = control[0]["text"]
+    cut = text.index("<|im_start|>user") + len("<|im_start|>user")
+    assert d["char"] == cut  # right after the user turn's role, where the space was planted
+    assert d["position"] == first_difference(control[0]["ids"], kept(process_run, "planted")[0]["ids"])
+    assert "user\\n" in d["reference_text"] and "user \\n" in d["text"]
