@@ -6,6 +6,7 @@ import csv
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from engine.method.stats import LeakPolicy
 from engine.record.fold import fold
 from engine.record.journal import read_events
 from engine.run.measure import recompute_row
+from engine.runtime.base import LaunchPlan, free_port
 from tests.integration.live import serve
 
 # Slow: each test runs a campaign on the real server, over ten seconds.
@@ -55,7 +57,7 @@ workload:
   classes:
     prose: {{prompts: ["Write one sentence about the sea.", "Name three colours."]}}
     code: {{prompts: ["Write a Python function that adds two numbers."]}}
-  concurrency: [1, 2]
+  concurrency: [2]  # C1 is every other campaign's: this one is about the runtimes
   reps: 2
   requests_per_rep: 2
   max_tokens: 12
@@ -111,7 +113,7 @@ def check_run(run: Path, proc: subprocess.CompletedProcess[str]) -> None:
 
     # Every throughput row is recomputed from the receipts it names.
     rows = list(csv.DictReader((run / "throughput.csv").open()))
-    assert len(rows) == 2 * 2 * 3  # 2 classes x 2 concurrencies x 3 measured windows
+    assert len(rows) == 2 * 3  # 2 classes x 3 measured windows
     policy = LeakPolicy(8, 0.10, 1)
     for row in rows:
         again = recompute_row(run, row["source"], int(row["concurrency"]), policy)
@@ -188,27 +190,31 @@ quality: {{greedy: {{n: 2, max_tokens: 4}}, teacher_forced: {{positions: 1}}}}  
 """
 
 
-@pytest.mark.parametrize("suffix", ["/v1", "/v1/", ""])
-def test_attach_never_sends_v1_twice_and_records_no_secret(
-        testbed: tb_mod.Testbed, tmp_path: Path, suffix: str,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.runtime.base import LaunchPlan, free_port
-
+@pytest.fixture(scope="module")
+def attach_target(testbed: tb_mod.Testbed) -> Iterator[str]:
+    """One llama-server the three spellings of its URL attach to, in turn (one server thread:
+    two spin against every other busy process on two cores)."""
     port = free_port()
     server = serve(LaunchPlan("attach-target", [
-        str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "1024",
+        str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "1024", "-t", "1",
         "--host", "127.0.0.1", "--port", str(port)], {}, {}, port))
-    secret = "hf_ruler_test_secret_value_1234"
-    monkeypatch.setenv("HF_TOKEN", secret)
     try:
-        spec = tmp_path / "attach.yaml"
-        spec.write_text(ATTACH.format(url=f"http://127.0.0.1:{port}{suffix}"))
-        proc = subprocess.run([sys.executable, "-m", "engine", "run", str(spec), "--headless",
-                               "--results-dir", str(tmp_path / "results")],
-                              capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("suffix", ["/v1", "/v1/", ""])
+def test_attach_never_sends_v1_twice_and_records_no_secret(
+        attach_target: str, tmp_path: Path, suffix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "hf_ruler_test_secret_value_1234"
+    monkeypatch.setenv("HF_TOKEN", secret)
+    spec = tmp_path / "attach.yaml"
+    spec.write_text(ATTACH.format(url=attach_target + suffix))
+    proc = subprocess.run([sys.executable, "-m", "engine", "run", str(spec), "--headless",
+                           "--results-dir", str(tmp_path / "results")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
     run = next((tmp_path / "results").iterdir())
     rows = list(csv.DictReader((run / "throughput.csv").open()))
     # A doubled /v1 answers 404 on llama-server: every request would fail and void the rows.
