@@ -57,8 +57,8 @@ workload:
     code: {prompts: ["Write a Python function that adds two numbers."]}
   concurrency: [1]
   reps: 3
-  requests_per_rep: 3
-  max_tokens: 48   # a rep long enough (seconds) that the kill lands in the next one
+  requests_per_rep: 2
+  max_tokens: 48   # a rep long enough (a second or more) that the kill lands in the next one
 quality:
   greedy: {n: 2, max_tokens: 16}
   teacher_forced: {positions: 2}
