@@ -86,7 +86,7 @@ def test_image_boots_in_docker_and_answers(testbed: tb_mod.Testbed, testbed_imag
 def test_testbed_boots_as_a_process(testbed: tb_mod.Testbed) -> None:
     port = free_port()
     plan = LaunchPlan(name="ruler-test-process", argv=[
-        str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "1024",
+        str(testbed.llama_server), "-m", str(testbed.models["Q4_1"]), "-c", "1024", "-t", "1",
         "--host", "127.0.0.1", "--port", str(port)], env={}, secret_env={}, host_port=port)
     server = serve(plan)
     try:
