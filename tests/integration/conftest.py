@@ -33,13 +33,17 @@ DOCKER_FIXTURES = frozenset({"docker_client", "testbed_image", "vllm_image"})
 SHARED_RUNS = ("test_report.py", "test_compare.py")
 # The tier hands out its modules longest first (`make test` passes --no-loadscope-reorder, which
 # would hand them out by their count of tests), so it does not end on one worker running a long
-# module while the other idles; the rest follow in file order. The order is that of the "time by
-# module" list below from a whole tier (2 workers, load 5-13).
-LONGEST_FIRST = ("test_vllm_live.py", *SHARED_RUNS, "test_quality.py", "test_run.py",
-                 "test_workloads.py", "test_control.py", "test_slurm_cluster.py", "test_capacity.py",
-                 "test_openloop.py", "test_testbed.py", "test_aa.py", "test_tune.py", "test_cache.py",
-                 "test_precision.py", "test_exits.py", "test_failures.py", "test_two_runs.py",
-                 "test_leak.py")
+# module while the other idles: every module is named, the shortest last, so that the worker that
+# frees first near the end takes only short ones. The order is that of the "time by module" list
+# below from a whole tier (2 workers, load 2-10), with the modules cut since then at their new times.
+LONGEST_FIRST = ("test_vllm_live.py", *SHARED_RUNS, "test_quality.py", "test_slurm_cluster.py",
+                 "test_workloads.py", "test_openloop.py", "test_tune.py", "test_capacity.py",
+                 "test_run.py", "test_aa.py", "test_exits.py", "test_precision.py", "test_control.py",
+                 "test_vllm_docker.py", "test_sweep.py", "test_cache.py", "test_failures.py",
+                 "test_testbed.py", "test_leak.py", "test_tui_live.py", "test_replay.py",
+                 "test_places_live.py", "test_client_stall.py", "test_two_runs.py", "test_shards.py",
+                 "test_prune.py", "test_boot_log.py", "test_acceptance_live.py", "test_keep_alive.py",
+                 "test_bad_server_campaign.py", "test_secrets.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -64,6 +68,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             module = super()._split_scope(nodeid)
             return " + ".join(SHARED_RUNS) if Path(module).name in SHARED_RUNS else module
+
+        def _reschedule(self, node: Any) -> None:
+            """The next module only once the worker is on its last test: a worker must hold the
+            test after the one it runs (pytest's teardown looks ahead), but xdist hands the next
+            module over at two tests left, tying it to a worker still busy with a long test while
+            the other worker may run dry first."""
+            if (not node.shutting_down and self.workqueue
+                    and self._pending_of(self.assigned_work[node]) > 1):
+                return
+            super()._reschedule(node)
 
     return SharedRuns(config, log)
 
