@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import Any, TypeVar
 
+import msgspec
+
 from engine.method.steady import WHOLE
-from engine.record.eventcheck import CHECKED, mistyped
+from engine.record.eventcheck import CHECKED, TYPED, decode_typed, mistyped, to_event
 from engine.record.events import ENVELOPE, EventKind
-from engine.record.journal import Damage, Event, JournalRead, excerpt
+from engine.record.journal import Damage, Event, JournalRead, Reader, excerpt
 from engine.record.state import RunState, WindowState, capacity_key
 from engine.words import (
     CONTROL,
@@ -390,3 +393,52 @@ def fold_lines(state: RunState, events: Iterable[tuple[int, Event]]) -> None:
                 taken[1](state, e)
             except _UNUSABLE as ex:
                 state.damage.append(_unusable(e, ex, line))
+
+
+# The kinds whose handler keeps the event itself (_fields): it is folded as read, its keys in the
+# order the line has them and any field its kind does not define kept (fold_typed).
+AS_READ = frozenset({EventKind.SERVER_STARTED, EventKind.VERDICT, EventKind.ROW_DONE,
+                     EventKind.CAPACITY, EventKind.COMMAND, EventKind.VERDICT_LOOK})
+# Each kind's Struct: its handler, whether its event is folded as the reader reads it, and
+# whether the Struct checked its fields.
+_TYPED: dict[type, tuple[Handler | None, bool, bool]] = {
+    cls: (HANDLERS.get(kind), not strict or kind in AS_READ, strict)
+    for cls, (kind, strict) in TYPED.items()}
+_SEQ_OF = attrgetter("seq")
+
+
+def fold_typed(state: RunState, lines: list[bytes], reader: Reader) -> bool:
+    """A block of a journal's lines folded onto ``state`` when each is an event of a kind this
+    version knows, of its fields' types (engine.record.eventcheck.decode_typed, in C), and their
+    seqs follow the state's: a day-long journal's common block, folded here with no check a line
+    in Python. False, nothing folded, when some line is not: the reader reads them, and
+    :func:`fold_lines` says what is wrong with which."""
+    try:
+        typed = list(map(decode_typed, lines))
+    except msgspec.DecodeError:  # and its ValidationError
+        return False
+    first = state.last_seq + 1
+    if list(map(_SEQ_OF, typed)) != list(range(first, first + len(typed))):
+        return False
+    plan, n = _TYPED, reader.line
+    for raw, t in zip(lines, typed, strict=True):
+        n += 1
+        handler, as_read, checked = plan[type(t)]
+        if as_read:
+            e = reader.one(raw, n)
+            if e is None:
+                continue
+            if not checked:  # its fields are checked as a journal's reader checks them
+                fold_lines(state, [(n, e)])
+                continue
+        else:
+            e = None
+        state.last_seq = t.seq
+        if handler is not None:
+            try:
+                handler(state, to_event(t) if e is None else e)
+            except _UNUSABLE as ex:  # said of the event as read (its excerpt: the line's order)
+                e = e or reader.one(raw, n)
+                state.damage.append(_unusable(e if e is not None else to_event(t), ex, n))
+    reader.line = n
+    return True

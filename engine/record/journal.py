@@ -126,6 +126,15 @@ class Reader:
         self.damage: list[Damage] = []
         self.parse = Parse()  # its ``finite``: every float read was finite
 
+    def one(self, raw: bytes, line: int) -> Event | None:
+        """The event on one line numbered ``line`` (not counted: the caller numbers its lines),
+        or None, its damage kept."""
+        got = _event(raw, self.run_dir, self.parse, wide(raw))
+        if isinstance(got, str):
+            self.damage.append(Damage(line, got, excerpt(raw)))
+            return None
+        return got
+
     def feed(self, lines: Iterable[bytes], careful: bool | None = None) -> list[tuple[int, Event]]:
         """``careful``: whether the lines may hold an integer wider than 64 bits (:func:`wide`):
         None to look at each line, False when the caller found none in them all."""
@@ -193,13 +202,16 @@ class JournalRead:
 
 
 def read_journal(path: str | Path, start: int = 0, line: int = 0, crc: int | None = None,
-                 fold: Callable[[list[tuple[int, Event]]], object] | None = None) -> JournalRead:
+                 fold: Callable[[list[tuple[int, Event]]], object] | None = None,
+                 typed: Callable[[list[bytes], Reader], bool] | None = None) -> JournalRead:
     """The complete lines from byte ``start`` on, numbered after ``line`` (the lines before it);
     with ``crc``, that of the bytes before ``start``, the CRC-32 of every complete line's bytes
     too (a snapshot vouches for them: engine.record.snapshot). With ``fold``, the events are
     handed to it a block of lines at a time, in order, and not kept (``events`` stays empty): a
     day-long journal's hundred thousand events are never in memory at once, each block's made
-    where the one before was (half the page faults, and the fold's peak memory halved)."""
+    where the one before was (half the page faults, and the fold's peak memory halved). With
+    ``typed`` too, each block is offered to it first (the lines and the reader, which numbers them):
+    True when it folded them all itself (engine.record.fold.fold_typed), else they are read here."""
     try:
         data = files.read_bounded(path, start=start)
     except FileNotFoundError:
@@ -208,13 +220,17 @@ def read_journal(path: str | Path, start: int = 0, line: int = 0, crc: int | Non
         raise BadInput(f"{path}: {exc}") from None
     complete = data.rfind(b"\n") + 1
     reader = Reader(line, Path(path).parent)
-    careful = None if wide(data) else False
     events: list[tuple[int, Event]] = []
     at = 0
     while at < complete:
         # Whole lines of about a block (a longer line: to its end), split without their newlines.
         end = data.rfind(b"\n", at, at + BLOCK) + 1 or data.index(b"\n", at) + 1
-        got = reader.feed(data[at:end - 1].split(b"\n"), careful)
+        block = data[at:end - 1]
+        lines = block.split(b"\n")
+        if typed is not None and typed(lines, reader):
+            at = end
+            continue
+        got = reader.feed(lines, None if wide(block) else False)
         if fold is None:
             events += got
         else:
