@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from itertools import groupby
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -405,6 +406,22 @@ _TYPED: dict[type, tuple[Handler | None, bool, bool]] = {
     cls: (HANDLERS.get(kind), not strict or kind in AS_READ, strict)
     for cls, (kind, strict) in TYPED.items()}
 _SEQ_OF = attrgetter("seq")
+_FACT = next(cls for cls, (kind, strict) in TYPED.items() if kind == EventKind.BOOT_FACT and strict)
+_FACT_FIELDS = attrgetter("session", "window", "key", "value")
+
+
+def _boot_facts(state: RunState, run: list[Any]) -> bool:
+    """A run of boot facts (three in four events of a day-long journal) folded as
+    :func:`_boot_fact` folds each, at once: True when they are of one window and none lacks a
+    field (else they are folded one by one)."""
+    sessions, windows, keys, values = zip(*map(_FACT_FIELDS, run), strict=True)
+    unset = msgspec.UNSET  # a field absent (a JSON value is never equal to it)
+    if (len(set(sessions)) != 1 or len(set(windows)) != 1 or unset in (sessions[0], windows[0])
+            or unset in keys or unset in values):
+        return False
+    state.window(sessions[0], windows[0]).facts.update(zip(keys, values, strict=True))
+    state.last_seq = run[-1].seq
+    return True
 
 
 def fold_typed(state: RunState, lines: list[bytes], reader: Reader) -> bool:
@@ -421,24 +438,30 @@ def fold_typed(state: RunState, lines: list[bytes], reader: Reader) -> bool:
     if list(map(_SEQ_OF, typed)) != list(range(first, first + len(typed))):
         return False
     plan, n = _TYPED, reader.line
-    for raw, t in zip(lines, typed, strict=True):
-        n += 1
-        handler, as_read, checked = plan[type(t)]
-        if as_read:
-            e = reader.one(raw, n)
-            if e is None:
-                continue
-            if not checked:  # its fields are checked as a journal's reader checks them
-                fold_lines(state, [(n, e)])
-                continue
-        else:
-            e = None
-        state.last_seq = t.seq
-        if handler is not None:
-            try:
-                handler(state, to_event(t) if e is None else e)
-            except _UNUSABLE as ex:  # said of the event as read (its excerpt: the line's order)
-                e = e or reader.one(raw, n)
-                state.damage.append(_unusable(e if e is not None else to_event(t), ex, n))
+    at = n + 1  # the number of the block's first line
+    for cls, group in groupby(typed, type):
+        run = list(group)
+        if cls is _FACT and _boot_facts(state, run):
+            n += len(run)
+            continue
+        handler, as_read, checked = plan[cls]
+        for t in run:
+            n += 1
+            if as_read:
+                e = reader.one(lines[n - at], n)
+                if e is None:
+                    continue
+                if not checked:  # its fields are checked as a journal's reader checks them
+                    fold_lines(state, [(n, e)])
+                    continue
+            else:
+                e = None
+            state.last_seq = t.seq
+            if handler is not None:
+                try:
+                    handler(state, to_event(t) if e is None else e)
+                except _UNUSABLE as ex:  # said of the event as read (its excerpt: the line's order)
+                    e = e or reader.one(lines[n - at], n)
+                    state.damage.append(_unusable(e if e is not None else to_event(t), ex, n))
     reader.line = n
     return True
