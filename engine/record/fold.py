@@ -16,7 +16,7 @@ import msgspec
 
 from engine.method.steady import WHOLE
 from engine.record.eventcheck import CHECKED, TYPED, decode_typed, mistyped, to_event
-from engine.record.events import ENVELOPE, EventKind
+from engine.record.events import ENVELOPE, OPEN, EventKind
 from engine.record.journal import Damage, Event, JournalRead, Reader, excerpt
 from engine.record.state import RunState, WindowState, capacity_key
 from engine.words import (
@@ -397,9 +397,9 @@ def fold_lines(state: RunState, events: Iterable[tuple[int, Event]]) -> None:
 
 
 # The kinds whose handler keeps the event itself (_fields): it is folded as read, its keys in the
-# order the line has them and any field its kind does not define kept (fold_typed).
+# order the line has them and, of an open kind, the fields its Struct leaves out (fold_typed).
 AS_READ = frozenset({EventKind.SERVER_STARTED, EventKind.VERDICT, EventKind.ROW_DONE,
-                     EventKind.CAPACITY, EventKind.COMMAND, EventKind.VERDICT_LOOK})
+                     EventKind.CAPACITY, EventKind.COMMAND, EventKind.VERDICT_LOOK}) | OPEN
 # Each kind's Struct: its handler, whether its event is folded as the reader reads it, and
 # whether the Struct checked its fields.
 _TYPED: dict[type, tuple[Handler | None, bool, bool]] = {
@@ -432,7 +432,7 @@ def fold_typed(state: RunState, lines: list[bytes], reader: Reader) -> bool:
     :func:`fold_lines` says what is wrong with which."""
     try:
         typed = list(map(decode_typed, lines))
-    except msgspec.DecodeError:  # and its ValidationError
+    except (msgspec.DecodeError, RecursionError):  # RecursionError: nested past the parser's depth
         return False
     first = state.last_seq + 1
     if list(map(_SEQ_OF, typed)) != list(range(first, first + len(typed))):
