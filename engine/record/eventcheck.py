@@ -219,7 +219,7 @@ def _struct(kind: str, spec: type) -> tuple[type[msgspec.Struct], bool]:
         fields, strict = [("seq", int)], False
     # A field named like a keyword ("class"): its attribute is renamed, its JSON name kept.
     rename = {f"{name}_": name for name, *_ in fields if keyword.iskeyword(name)}
-    fields = [(f"{f[0]}_", *f[1:]) if keyword.iskeyword(f[0]) else f for f in fields]  # type: ignore[misc]
+    fields = [(f"{f[0]}_", *f[1:]) if keyword.iskeyword(f[0]) else f for f in fields]
     cls = msgspec.defstruct(f"Typed_{kind}", fields, tag_field="kind", tag=str(kind), kw_only=True,
                             rename=rename or None, gc=False,
                             forbid_unknown_fields=strict and kind not in OPEN)
