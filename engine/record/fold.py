@@ -406,6 +406,7 @@ _TYPED: dict[type, tuple[Handler | None, bool, bool]] = {
     cls: (HANDLERS.get(kind), not strict or kind in AS_READ, strict)
     for cls, (kind, strict) in TYPED.items()}
 _SEQ_OF = attrgetter("seq")
+_as_read = msgspec.json.Decoder().decode
 _FACT = next(cls for cls, (kind, strict) in TYPED.items() if kind == EventKind.BOOT_FACT and strict)
 _FACT_FIELDS = attrgetter("session", "window", "key", "value")
 
@@ -447,21 +448,19 @@ def fold_typed(state: RunState, lines: list[bytes], reader: Reader) -> bool:
         handler, as_read, checked = plan[cls]
         for t in run:
             n += 1
-            if as_read:
+            if as_read and not checked:  # read and checked as the journal's reader does
                 e = reader.one(lines[n - at], n)
-                if e is None:
-                    continue
-                if not checked:  # its fields are checked as a journal's reader checks them
+                if e is not None:
                     fold_lines(state, [(n, e)])
-                    continue
-            else:
-                e = None
+                continue
+            # Its Struct took the line: it reads as the standard parser reads it (wide integers
+            # exact), the last of a repeated key kept.
+            e = _as_read(lines[n - at]) if as_read else None
             state.last_seq = t.seq
             if handler is not None:
                 try:
                     handler(state, to_event(t) if e is None else e)
                 except _UNUSABLE as ex:  # said of the event as read (its excerpt: the line's order)
-                    e = e or reader.one(lines[n - at], n)
-                    state.damage.append(_unusable(e if e is not None else to_event(t), ex, n))
+                    state.damage.append(_unusable(_as_read(lines[n - at]), ex, n))
     reader.line = n
     return True
