@@ -17,7 +17,7 @@ import msgspec
 from engine.method.steady import WHOLE
 from engine.record.eventcheck import CHECKED, TYPED, decode_typed, mistyped, to_event
 from engine.record.events import ENVELOPE, OPEN, EventKind
-from engine.record.journal import Damage, Event, JournalRead, Reader, excerpt
+from engine.record.journal import BlockFold, Damage, Event, JournalRead, Reader, excerpt
 from engine.record.state import RunState, WindowState, capacity_key
 from engine.words import (
     CONTROL,
@@ -464,3 +464,17 @@ def fold_typed(state: RunState, lines: list[bytes], reader: Reader) -> bool:
                     state.damage.append(_unusable(_as_read(lines[n - at]), ex, n))
     reader.line = n
     return True
+
+
+class Folding(BlockFold):
+    """The fold of a journal file's lines onto ``state`` (read_journal's ``fold``): each block by
+    :func:`fold_typed` where it takes it, else as read, by :func:`fold_lines`."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    def __call__(self, events: list[tuple[int, Event]]) -> None:
+        fold_lines(self.state, events)
+
+    def block(self, lines: list[bytes], reader: Reader) -> bool:
+        return fold_typed(self.state, lines, reader)
