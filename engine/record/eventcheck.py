@@ -5,10 +5,13 @@ journal's reader takes one (a field of another type is said, not folded).
 
 # No ``from __future__ import annotations``: the checks read the TypedDicts' evaluated annotations.
 
+import keyword
 import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, is_typeddict
+
+import msgspec
 
 from engine.errors import EngineError
 from engine.record.events import FIELDS, OPEN, EventKind
@@ -173,3 +176,59 @@ def mistyped(e: Mapping[str, Any]) -> str | None:
     not checked: a newer engine's events are on record only."""
     fields = CHECKED.get(e.get("kind", ""))
     return None if fields is None else fields.why_not(e)
+
+
+# ---------------------------------------------------------------- reading: the same checks, in C
+#
+# A full fold checks a hundred thousand events: each kind's fields as a msgspec Struct made from
+# its TypedDict (no second schema), decoded and checked in C as the line is parsed. A Struct takes
+# only what :class:`Fields` takes, decoded as the standard parser decodes it (an integer in a
+# float field stays an integer, a wide one exact), and no field its kind does not define (but for
+# an open kind): whatever it refuses is read and checked as above, which says what is wrong.
+
+
+def _typed(tp: Any) -> Any:
+    """The msgspec type of the JSON values ``_fits(tp)`` takes; TypeError for one it cannot say
+    (a nested TypedDict: Fields checks its fields only where they are present)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any or tp in (bool, int, str, type(None)):
+        return tp
+    if tp is float:
+        return int | float
+    if isinstance(tp, type) and issubclass(tp, str):
+        return str  # a StrEnum field takes any word: an older journal's still reads
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union[tuple(_typed(a) for a in args)]  # noqa: UP007  # a union built at run time
+    if origin is list:
+        return list[_typed(args[0])]  # type: ignore[misc]  # a type built at run time
+    if origin is dict and args[0] is str:
+        return dict[str, _typed(args[1])]  # type: ignore[misc]  # a type built at run time
+    raise TypeError(f"no msgspec type for {tp!r}")
+
+
+def _struct(kind: str, spec: type) -> tuple[type[msgspec.Struct], bool]:
+    """The Struct of one kind, tagged by ``kind``, and whether it checks every field (else it
+    checks only the envelope: the event is read and checked as :class:`Fields` does)."""
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = [("seq", int)]
+    try:
+        # Every field may be absent, as Fields takes it (a handler says one it needs is not there).
+        fields += [(name, _typed(tp) | msgspec.UnsetType, msgspec.UNSET)
+                   for name, tp in (typing.get_type_hints(spec) | {"ts": float}).items()]
+        strict = True
+    except TypeError:
+        fields, strict = [("seq", int)], False
+    # A field named like a keyword ("class"): its attribute is renamed, its JSON name kept.
+    rename = {f"{name}_": name for name, *_ in fields if keyword.iskeyword(name)}
+    fields = [(f"{f[0]}_", *f[1:]) if keyword.iskeyword(f[0]) else f for f in fields]
+    cls = msgspec.defstruct(f"Typed_{kind}", fields, tag_field="kind", tag=str(kind), kw_only=True,
+                            rename=rename or None, gc=False,
+                            forbid_unknown_fields=strict and kind not in OPEN)
+    return cls, strict
+
+
+TYPED: dict[type[msgspec.Struct], tuple[str, bool]] = {
+    cls: (str(kind), strict) for kind, spec in FIELDS.items() for cls, strict in [_struct(kind, spec)]}
+# The event on one line, as a Struct of its kind, checked; msgspec.DecodeError when it is not one
+# (not JSON, a kind this version does not know, a field of another type, absent or undefined).
+decode_typed = msgspec.json.Decoder(typing.Union[tuple(TYPED)]).decode  # noqa: UP007
+to_event = msgspec.to_builtins  # its fields as the event's dict (the absent ones left out)

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from itertools import groupby
+from operator import attrgetter
 from typing import Any, TypeVar
 
+import msgspec
+
 from engine.method.steady import WHOLE
-from engine.record.eventcheck import CHECKED, mistyped
-from engine.record.events import ENVELOPE, EventKind
-from engine.record.journal import Damage, Event, JournalRead, excerpt
+from engine.record.eventcheck import CHECKED, TYPED, decode_typed, mistyped, to_event
+from engine.record.events import ENVELOPE, OPEN, EventKind
+from engine.record.journal import BlockFold, Damage, Event, JournalRead, Reader, excerpt
 from engine.record.state import RunState, WindowState, capacity_key
 from engine.words import (
     CONTROL,
@@ -390,3 +394,87 @@ def fold_lines(state: RunState, events: Iterable[tuple[int, Event]]) -> None:
                 taken[1](state, e)
             except _UNUSABLE as ex:
                 state.damage.append(_unusable(e, ex, line))
+
+
+# The kinds whose handler keeps the event itself (_fields): it is folded as read, its keys in the
+# order the line has them and, of an open kind, the fields its Struct leaves out (fold_typed).
+AS_READ = frozenset({EventKind.SERVER_STARTED, EventKind.VERDICT, EventKind.ROW_DONE,
+                     EventKind.CAPACITY, EventKind.COMMAND, EventKind.VERDICT_LOOK}) | OPEN
+# Each kind's Struct: its handler, whether its event is folded as the reader reads it, and
+# whether the Struct checked its fields.
+_TYPED: dict[type, tuple[Handler | None, bool, bool]] = {
+    cls: (HANDLERS.get(kind), not strict or kind in AS_READ, strict)
+    for cls, (kind, strict) in TYPED.items()}
+_SEQ_OF = attrgetter("seq")
+_as_read = msgspec.json.Decoder().decode
+_FACT = next(cls for cls, (kind, strict) in TYPED.items() if kind == EventKind.BOOT_FACT and strict)
+_FACT_FIELDS = attrgetter("session", "window", "key", "value")
+
+
+def _boot_facts(state: RunState, run: list[Any]) -> bool:
+    """A run of boot facts (three in four events of a day-long journal) folded as
+    :func:`_boot_fact` folds each, at once: True when they are of one window and none lacks a
+    field (else they are folded one by one)."""
+    sessions, windows, keys, values = zip(*map(_FACT_FIELDS, run), strict=True)
+    unset = msgspec.UNSET  # a field absent (a JSON value is never equal to it)
+    if (len(set(sessions)) != 1 or len(set(windows)) != 1 or unset in (sessions[0], windows[0])
+            or unset in keys or unset in values):
+        return False
+    state.window(sessions[0], windows[0]).facts.update(zip(keys, values, strict=True))
+    state.last_seq = run[-1].seq
+    return True
+
+
+def fold_typed(state: RunState, lines: list[bytes], reader: Reader) -> bool:
+    """A block of a journal's lines folded onto ``state`` when each is an event of a kind this
+    version knows, of its fields' types (engine.record.eventcheck.decode_typed, in C), and their
+    seqs follow the state's: a day-long journal's common block, folded here with no check a line
+    in Python. False, nothing folded, when some line is not: the reader reads them, and
+    :func:`fold_lines` says what is wrong with which."""
+    try:
+        typed = list(map(decode_typed, lines))
+    except (msgspec.DecodeError, RecursionError):  # RecursionError: nested past the parser's depth
+        return False
+    first = state.last_seq + 1
+    if list(map(_SEQ_OF, typed)) != list(range(first, first + len(typed))):
+        return False
+    plan, n = _TYPED, reader.line
+    at = n + 1  # the number of the block's first line
+    for cls, group in groupby(typed, type):
+        run = list(group)
+        if cls is _FACT and _boot_facts(state, run):
+            n += len(run)
+            continue
+        handler, as_read, checked = plan[cls]
+        for t in run:
+            n += 1
+            if as_read and not checked:  # read and checked as the journal's reader does
+                e = reader.one(lines[n - at], n)
+                if e is not None:
+                    fold_lines(state, [(n, e)])
+                continue
+            # Its Struct took the line: it reads as the standard parser reads it (wide integers
+            # exact), the last of a repeated key kept.
+            e = _as_read(lines[n - at]) if as_read else None
+            state.last_seq = t.seq
+            if handler is not None:
+                try:
+                    handler(state, to_event(t) if e is None else e)
+                except _UNUSABLE as ex:  # said of the event as read (its excerpt: the line's order)
+                    state.damage.append(_unusable(_as_read(lines[n - at]), ex, n))
+    reader.line = n
+    return True
+
+
+class Folding(BlockFold):
+    """The fold of a journal file's lines onto ``state`` (read_journal's ``fold``): each block by
+    :func:`fold_typed` where it takes it, else as read, by :func:`fold_lines`."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    def __call__(self, events: list[tuple[int, Event]]) -> None:
+        fold_lines(self.state, events)
+
+    def block(self, lines: list[bytes], reader: Reader) -> bool:
+        return fold_typed(self.state, lines, reader)

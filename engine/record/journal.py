@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import zlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import itemgetter
@@ -126,6 +127,15 @@ class Reader:
         self.damage: list[Damage] = []
         self.parse = Parse()  # its ``finite``: every float read was finite
 
+    def one(self, raw: bytes, line: int) -> Event | None:
+        """The event on one line numbered ``line`` (not counted: the caller numbers its lines),
+        or None, its damage kept."""
+        got = _event(raw, self.run_dir, self.parse, wide(raw))
+        if isinstance(got, str):
+            self.damage.append(Damage(line, got, excerpt(raw)))
+            return None
+        return got
+
     def feed(self, lines: Iterable[bytes], careful: bool | None = None) -> list[tuple[int, Event]]:
         """``careful``: whether the lines may hold an integer wider than 64 bits (:func:`wide`):
         None to look at each line, False when the caller found none in them all."""
@@ -192,6 +202,19 @@ class JournalRead:
     finite: bool = True  # no event read holds a NaN or an infinity
 
 
+class BlockFold(ABC):
+    """A fold of a journal's events (called with them, as read_journal's ``fold``) that may fold
+    a block of lines itself first (engine.record.fold.Folding)."""
+
+    @abstractmethod
+    def __call__(self, events: list[tuple[int, Event]]) -> object:
+        """The events read, in order."""
+
+    @abstractmethod
+    def block(self, lines: list[bytes], reader: Reader) -> bool:
+        """True when it folded these lines itself (``reader`` numbers them); else they are read."""
+
+
 def read_journal(path: str | Path, start: int = 0, line: int = 0, crc: int | None = None,
                  fold: Callable[[list[tuple[int, Event]]], object] | None = None) -> JournalRead:
     """The complete lines from byte ``start`` on, numbered after ``line`` (the lines before it);
@@ -199,7 +222,8 @@ def read_journal(path: str | Path, start: int = 0, line: int = 0, crc: int | Non
     too (a snapshot vouches for them: engine.record.snapshot). With ``fold``, the events are
     handed to it a block of lines at a time, in order, and not kept (``events`` stays empty): a
     day-long journal's hundred thousand events are never in memory at once, each block's made
-    where the one before was (half the page faults, and the fold's peak memory halved)."""
+    where the one before was (half the page faults, and the fold's peak memory halved). A
+    :class:`BlockFold` is offered each block's lines first, and those it folds are not read here."""
     try:
         data = files.read_bounded(path, start=start)
     except FileNotFoundError:
@@ -208,13 +232,18 @@ def read_journal(path: str | Path, start: int = 0, line: int = 0, crc: int | Non
         raise BadInput(f"{path}: {exc}") from None
     complete = data.rfind(b"\n") + 1
     reader = Reader(line, Path(path).parent)
-    careful = None if wide(data) else False
     events: list[tuple[int, Event]] = []
+    block_fold = fold.block if isinstance(fold, BlockFold) else None
     at = 0
     while at < complete:
         # Whole lines of about a block (a longer line: to its end), split without their newlines.
         end = data.rfind(b"\n", at, at + BLOCK) + 1 or data.index(b"\n", at) + 1
-        got = reader.feed(data[at:end - 1].split(b"\n"), careful)
+        block = data[at:end - 1]
+        lines = block.split(b"\n")
+        if block_fold is not None and block_fold(lines, reader):
+            at = end
+            continue
+        got = reader.feed(lines, None if wide(block) else False)
         if fold is None:
             events += got
         else:

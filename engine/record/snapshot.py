@@ -47,7 +47,7 @@ import orjson
 
 from engine import __version__, files
 from engine.record import results
-from engine.record.fold import fold_lines, fold_read
+from engine.record.fold import Folding, fold_read
 from engine.record.journal import JournalRead, Reader, read_journal, wide
 from engine.record.state import RunState
 
@@ -345,7 +345,7 @@ def read_folded(journal: str | Path, keep: bool = True) -> Folded:
     start, lines, crc = (prefix.length, prefix.lines, prefix.crc) if prefix else (0, 0, 0)
     state = prefix.state if prefix else RunState()
     with _no_collections():  # a hundred thousand events, none in a cycle: see _no_collections
-        read = read_journal(journal, start, lines, crc, functools.partial(fold_lines, state))
+        read = read_journal(journal, start, lines, crc, Folding(state))
         state = fold_read(read, state)  # its damage
     folded = Folded(state, read, prefix, why)
     if keep:

@@ -1,0 +1,118 @@
+"""A full fold checks each block's events in C (engine.record.fold.fold_typed, on the msgspec
+Structs engine.record.eventcheck makes from the events' TypedDicts): the Structs take exactly the
+events the journal's reader takes (Fields), as it reads them, and the fold of any journal, its
+lines damaged in every way a field can be, is the fold of its lines read one by one as the
+standard parser reads them, damage, its line numbers and excerpts included."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import msgspec
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.record import journal, snapshot
+from engine.record.eventcheck import CHECKED, TYPED, decode_typed, mistyped, to_event
+from engine.record.events import OPEN
+from tests.unit.engine.record.test_fast_fold import ALL, LINES, same, standard_fold
+
+# A value of each JSON type, and of the ones a reader could read apart (wide, negative zero).
+VALUE = st.sampled_from([
+    None, True, False, 0, -1, 7, 2**53 + 1, 2**64 + 3, -(2**70), 1.5, -0.0, 1e300, "", "x",
+    "ok", [], [1, 2.5], [[1, 2]], ["a"], [None], [{"a": 1}], {}, {"a": 1}, {"a": "b"},
+    {"a": {"b": "c"}}, {"a": 1.5}, {"a": [1]}])
+EVENTS = [orjson.loads(raw) for name in sorted(ALL) for raw in LINES[name] if raw.strip()]
+CHECKED_KINDS = {kind for kind, strict in TYPED.values() if strict}
+
+
+def typed(e: dict[str, Any]) -> dict[str, Any] | None:
+    """The event as its Struct reads it, or None when it refuses it."""
+    try:
+        return to_event(decode_typed(json.dumps(e, separators=(",", ":")).encode()))
+    except (msgspec.DecodeError, TypeError):
+        return None
+
+
+def test_every_kind_but_the_upgraded_one_is_checked_in_c() -> None:
+    assert {kind for kind, strict in TYPED.values() if not strict} == {"run_started"}
+
+
+@settings(max_examples=600, deadline=None)
+@given(e=st.sampled_from(EVENTS), data=st.data())
+def test_a_struct_takes_what_the_reader_takes_as_the_reader_reads_it(
+        e: dict[str, Any], data: st.DataObject) -> None:
+    """A field set to a value of any type, one taken away, one its kind does not define: the
+    Struct of its kind reads the event, unchanged, exactly when Fields finds no field mistyped
+    (and, but for an open kind, none undefined)."""
+    e = dict(e)
+    if e["kind"] not in CHECKED_KINDS:
+        return
+    fields = sorted(set(e) - {"kind"})
+    for _ in range(data.draw(st.integers(0, 3), label="changes")):
+        name = data.draw(st.sampled_from([*fields, "undefined"]), label="field")
+        if data.draw(st.booleans(), label="remove"):
+            e.pop(name, None)
+        else:
+            e[name] = data.draw(VALUE, label="value")
+    if "seq" not in e or type(e["seq"]) is not int:  # the reader's, before any check
+        return
+    defined = {"seq", "kind", *CHECKED[e["kind"]].nouns}
+    got = typed(e)
+    assert (got is not None) == (mistyped(e) is None and (e["kind"] in OPEN or e.keys() <= defined))
+    # An open kind's other fields (the runtime's identity) are left out: it is folded as read.
+    want = {k: v for k, v in e.items() if k in defined}
+    assert got is None or repr(sorted(got.items())) == repr(sorted(want.items()))
+
+
+def mutated(data: st.DataObject, name: str) -> list[bytes]:
+    """A recorded journal with some events changed in a field (of another type, taken away, one
+    its kind does not define), their keys in another order, lines repeated or dropped."""
+    lines = list(LINES[name])
+    for _ in range(data.draw(st.integers(0, 6), label="changes")):
+        at = data.draw(st.integers(0, len(lines) - 1), label="at")
+        change = data.draw(st.sampled_from(["field", "remove", "undefined", "reorder", "repeat",
+                                            "drop"]), label="change")
+        if change == "repeat":
+            lines.insert(at, lines[at])
+            continue
+        if change == "drop":
+            del lines[at]
+            continue
+        try:
+            e = orjson.loads(lines[at])
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(e, dict):
+            continue
+        keys = sorted(set(e) - {"seq", "kind"})
+        if change == "reorder":
+            e = dict(reversed(list(e.items())))
+        elif change == "undefined":
+            e["undefined"] = data.draw(VALUE, label="value")
+        elif keys and change == "remove":
+            del e[data.draw(st.sampled_from(keys), label="field")]
+        elif keys:
+            e[data.draw(st.sampled_from(keys), label="field")] = data.draw(VALUE, label="value")
+        lines[at] = json.dumps(e, separators=(",", ":")).encode() + b"\n"
+    return lines
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_fold_in_c_is_the_fold_of_the_lines_read_one_by_one(data: st.DataObject) -> None:
+    lines = mutated(data, data.draw(st.sampled_from(sorted(ALL)), label="journal"))
+    block = data.draw(st.sampled_from([journal.BLOCK, 1, 150, 4096]), label="block")
+    with tempfile.TemporaryDirectory() as d, mock.patch.object(journal, "BLOCK", block):
+        path = Path(d) / "journal.jsonl"
+        path.write_bytes(b"".join(lines))
+        got = snapshot.read_folded(path, keep=False).state
+        want = standard_fold(path.read_bytes())
+    assert same(got) == same(want)
