@@ -267,10 +267,14 @@ class FakeLlama:
         gone, or a fault its behaviour injects)."""
         s, b = self.handle, self.handle.behaviour
         dies, b.die_mid_stream = b.die_mid_stream, False
-        gap = 1.0 / b.tok_s
+        # Each token at its own time from the first (not a gap after the last): a wake-up a busy
+        # host delays is made up at the next token, so a rep lasts what its pace says, where gaps
+        # slept one after another would add every delay and spread the reps of a loaded machine.
+        gap, loop = 1.0 / b.tok_s, asyncio.get_running_loop()
+        start = loop.time()
         for i, t in enumerate(out):
             if i:
-                await asyncio.sleep(gap)
+                await asyncio.sleep(max(0.0, start + i * gap - loop.time()))
             if s.ended.is_set():
                 return False  # the server is gone: the stream stops mid-way, as a killed server's does
             if dies and i == 2:
