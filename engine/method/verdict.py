@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import sys
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -38,6 +39,7 @@ from typing import Generic, TypeVar
 from engine.method.boots import BootNoise, Effect, Source
 from engine.method.delta import t_cdf, t_quantile, t_sf
 
+LOG_MAX = math.log(sys.float_info.max)  # the largest log-ratio whose ratio is a float
 CORRECTION_TEXT = {"holm": "closed test: Bonferroni across windows, Simes across a window's shapes "
                            "(family-wise error rate)",
                    "bh": "Benjamini-Hochberg over every window row (false discovery rate)"}
@@ -102,7 +104,9 @@ class Versus:
         if self.se == 0:
             return self.delta, self.delta
         half = t_quantile(0.5 + level / 2, self.df) * self.se
-        return math.expm1(self.log_delta - half), math.expm1(self.log_delta + half)
+        # A t of a fraction of a degree of freedom at a look's small share of the error rate puts
+        # the upper end past the float range: it is as far as a float goes, the interval unbounded.
+        return math.expm1(self.log_delta - half), math.expm1(min(self.log_delta + half, LOG_MAX))
 
     def p(self) -> float | None:
         """The two-sided p-value of "no difference"."""

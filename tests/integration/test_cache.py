@@ -46,13 +46,10 @@ process:
 control:
   model: ${{testbed.models}}/SmolLM2-135M-Instruct.Q8_0.gguf
   args: {{-m: "${{model}}", -c: 2048, -np: 2, -t: 1, --metrics: true}}
-windows:
-  - name: ctx
-    axis: context 4096
-    change:
-      args: {{-c: 4096}}
+# The control alone: the policy is the workload's, the same for every window a run boots.
+windows: []
 sessions:
-  s1: [ctx]
+  s1: []
 control_position: first
 workload:
   classes:
@@ -91,21 +88,21 @@ def test_keep_shows_hits_after_the_warm_pass_flush_shows_none_and_ttft_rises(
         run, _ = run_campaign(tmp_path, CAMPAIGN.format(name=f"cache-{cache}-{tag}", cache=cache,
                                                         prompt=json.dumps(PROMPT)), cache)
         got[cache] = run, {r["window"]: r for r in csv.DictReader((run / "throughput.csv").open())}
-    for window in ("control", "ctx"):
-        (krun, keep), (frun, flush) = got["keep"], got["flush"]
-        k, f = keep[window], flush[window]
-        assert (k["cache"], f["cache"]) == ("keep", "flush")
-        # keep: after the warm pass every request is served from the cache but for its last token
-        # (llama-server always computes one); the server's own counters over each rep say so.
-        for req in requests_of(krun, k):
-            assert req["cached_tokens"] == (req["prompt_tokens"] or 0) - 1, req
-        assert float(k["cache_hit"]) > 0.95, k
-        header = read_rep(krun / k["source"].split(";")[0])[0]
-        assert header["cache"]["metrics"]["cached"] > 0
-        # flush: nothing reused, every prompt computed, and the first token comes later.
-        assert {req["cached_tokens"] for req in requests_of(frun, f)} == {0}
-        assert float(f["cache_hit"]) == 0.0
-        assert float(f["ttft_ms"]) > 1.5 * float(k["ttft_ms"]), (f["ttft_ms"], k["ttft_ms"])
+    (krun, keep), (frun, flush) = got["keep"], got["flush"]
+    assert list(keep) == list(flush) == ["control"]
+    k, f = keep["control"], flush["control"]
+    assert (k["cache"], f["cache"]) == ("keep", "flush")
+    # keep: after the warm pass every request is served from the cache but for its last token
+    # (llama-server always computes one); the server's own counters over each rep say so.
+    for req in requests_of(krun, k):
+        assert req["cached_tokens"] == (req["prompt_tokens"] or 0) - 1, req
+    assert float(k["cache_hit"]) > 0.95, k
+    header = read_rep(krun / k["source"].split(";")[0])[0]
+    assert header["cache"]["metrics"]["cached"] > 0
+    # flush: nothing reused, every prompt computed, and the first token comes later.
+    assert {req["cached_tokens"] for req in requests_of(frun, f)} == {0}
+    assert float(f["cache_hit"]) == 0.0
+    assert float(f["ttft_ms"]) > 1.5 * float(k["ttft_ms"]), (f["ttft_ms"], k["ttft_ms"])
 
 
 VLLM_FACE = """\

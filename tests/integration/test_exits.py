@@ -80,6 +80,13 @@ def running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has stopped, just not been reaped
 
 
+def said(stderr: str) -> str:
+    """What a run said on stderr, less the testbed's timing of a step that took a second or more
+    (``[testbed] gguf models: 1.3 s``: resolving ``${testbed.*}`` on a busy machine, seen)."""
+    return "".join(line for line in stderr.splitlines(keepends=True)
+                   if not line.startswith("[testbed] "))
+
+
 def only_run(results: Path) -> Path:
     runs = sorted(results.iterdir())
     assert len(runs) == 1, runs
@@ -117,8 +124,8 @@ def test_a_run_whose_output_reader_went_away_still_runs_to_its_end(testbed: tb_m
     results = tmp_path / "results"
     out = closed_pipe_run("run", str(spec), "--headless", "--results-dir", str(results))
     # The one line a run that measured nothing ends with, and no broken pipe's complaint.
-    assert out.stderr.startswith("ruler run: measured nothing: every window was rejected or failed")
-    assert out.stderr.count("\n") == 1 and "Broken pipe" not in out.stderr
+    assert said(out.stderr).startswith("ruler run: measured nothing: every window was rejected or failed")
+    assert said(out.stderr).count("\n") == 1 and "Broken pipe" not in out.stderr
     assert out.returncode == EXIT_NOTHING_MEASURED  # the run's own code, not the pipe's
     assert fold(read_events(only_run(results) / "journal.jsonl")).status == "finished"
 
@@ -146,7 +153,9 @@ def test_window_timeout_during_boot_fails_each_window_and_the_campaign_goes_on(
 
 @pytest.mark.slow
 def test_window_timeout_cuts_the_shape_in_flight(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
-    window = 20.0
+    # Ten seconds: a boot of the small model is a second or two even on a busy machine (the
+    # assertion below says so if not), and the window's rest is cut in its warm pass.
+    window = 10.0
     # 40 long replies in the warm pass alone: minutes at one thread, far past the window.
     spec = real_campaign(tmp_path, window=window, requests=40, max_tokens=400, prompt=COUNT)
     results = tmp_path / "results"
@@ -161,19 +170,19 @@ def test_window_timeout_cuts_the_shape_in_flight(testbed: tb_mod.Testbed, tmp_pa
     for key in ("s1-control", "s1-ctx"):
         ws = state.windows[key]
         assert ws.boot_s is not None, f"{key} never became ready: the timeout is too short here"
-        assert (ws.status, ws.reason) == ("failed", "window timeout after 20 s")
+        assert (ws.status, ws.reason) == ("failed", f"window timeout after {window:g} s")
         assert ws.started_ts is not None and ws.ended_ts is not None
         # Cut at the deadline, not when the pass would have ended (the pass polls every 0.1 s).
         assert window - 0.5 <= ws.ended_ts - ws.started_ts < window + 5
         row = state.rows[f"{key}/count/c1"]
         assert row.status == "failed"
-        assert row.row["reason"] == "window timeout after 20 s (0 reps done)"
+        assert row.row["reason"] == f"window timeout after {window:g} s (0 reps done)"
         assert (run / "windows" / key / "failure.txt").read_text().startswith(
-            "reason: window timeout after 20 s\n")
+            f"reason: window timeout after {window:g} s\n")
     warm = [e for e in events if e["kind"] == "warm_done"]
     assert len(warm) == 2  # each window's warm pass was cut and recorded; no rep followed
     assert not [e for e in events if e["kind"] == "rep_done"]
-    assert "count C1 row failed: window timeout after 20 s (0 reps done)" in out.stdout
+    assert f"count C1 row failed: window timeout after {window:g} s (0 reps done)" in out.stdout
 
 
 def test_an_operator_stop_exits_3(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
@@ -207,7 +216,9 @@ def test_an_operator_stop_exits_3(testbed: tb_mod.Testbed, tmp_path: Path) -> No
 def test_results_disk_full_mid_run_stops_with_a_message(testbed: tb_mod.Testbed,
                                                         tmp_path: Path) -> None:
     # Short requests: the warm pass ends within seconds and its receipt is the next file written.
-    spec = real_campaign(tmp_path, window=3600, requests=40, max_tokens=8)
+    # A dozen of them outlast the wait for the filler by far (it is written within the 0.1 s
+    # poll of window_ready), and the resumed run has four such passes to measure, not 40-request ones.
+    spec = real_campaign(tmp_path, window=3600, requests=12, max_tokens=8)
     with tmpfs(tmp_path / "results", "size=1m") as results:
         proc = subprocess.Popen([*RULER, "run", str(spec), "--headless", "--results-dir",
                                  str(results)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -232,7 +243,7 @@ def test_results_disk_full_mid_run_stops_with_a_message(testbed: tb_mod.Testbed,
         assert "Traceback" not in stderr
         assert proc.returncode == EXIT_ENGINE
         run = journals[0].parent
-        assert stderr.strip().startswith("ruler run: the run stopped: cannot write ")
+        assert said(stderr).strip().startswith("ruler run: the run stopped: cannot write ")
         assert "(No space left on device)" in stderr
         # ruler named as found: `ruler` on the PATH, else this environment's script
         assert re.search(rf"continue with: \S*ruler run --resume {re.escape(str(run))}$", stderr.strip())

@@ -1,5 +1,5 @@
 """A sweep on the real testbed: campaigns/demo-sweep.yaml (the draft block, a llama.cpp flag, over
-3, 5 and 10 against the control's 7), its workload cut to one class and short passes. Whatever
+3, 5 and 10 against the control's 7), its workload cut to one class and two short reps. Whatever
 the machine's noise decides, every cell of the trade table is the run's own delta against the
 control (throughput.csv's), called only where the campaign's rule calls it, and the answer is
 said in words; the report draws it."""
@@ -31,7 +31,7 @@ def test_a_flag_swept_over_three_values_gives_its_trade_table(testbed: tb_mod.Te
     spec = yaml.safe_load(DEMO.read_text())
     spec["workload"].update({"classes": {"prose": {"prompts": ["Write one sentence about the sea.",
                                                                "Name three colours."]}},
-                             "requests_per_rep": 2, "max_tokens": 12})
+                             "reps": 2, "requests_per_rep": 2, "max_tokens": 8})
     spec["quality"]["greedy"] = {"prompts": ["Say hello.", "Count to three."], "n": 2, "max_tokens": 8}
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))

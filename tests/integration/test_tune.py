@@ -1,8 +1,9 @@
 """``ruler tune`` on the real testbed over two llama.cpp flags (campaigns/tune/smollm2.yaml's space,
-its budget cut to the first round and a combine round): killed with -9 in the middle of its first
-round, resumed, and carried to its recommendation. Whatever the noise of the machine decides, the
-tune must keep a value only where the verdict called it better and its quality held, lose no rep
-the killed engine had recorded, and say in tune.md what it recommends and what it ruled out."""
+its budget cut to the first round, its base campaigns/demo-tune.yaml to short passes): killed with
+-9 in the middle of its first round, resumed, and carried to its recommendation. Whatever the noise
+of the machine decides, the tune must keep a value only where the verdict called it better and its
+quality held, lose no rep the killed engine had recorded, and say in tune.md what it recommends and
+what it ruled out."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from engine import testbed as tb_mod
 from engine.record.journal import read_events
@@ -22,8 +24,8 @@ from tests.paths import REPO
 
 pytestmark = pytest.mark.slow
 
-TUNE = f"""\
-campaign: {REPO / "campaigns" / "demo-tune.yaml"}
+TUNE = """\
+campaign: {campaign}
 space:
   --spec-draft-n-max: [3, 10]
   --cache-type-k: {{values: [q8_0], lossy: true}}
@@ -32,6 +34,21 @@ kl_max: 0.05
 budget: {{windows: 7}}
 max_rounds: 3
 """
+
+
+def short_base(directory: Path) -> Path:
+    """campaigns/demo-tune.yaml with its passes cut (two reps of two 8-token requests, two greedy
+    prompts): the tune's rounds, kill and resume are the subject, not the figures, and every stage
+    a window runs (warm pass, reps, greedy, teacher forcing, KL) still runs. Its prompt files by
+    their paths in the repository, as the copy is written elsewhere."""
+    base = yaml.safe_load((REPO / "campaigns" / "demo-tune.yaml").read_text())
+    prompts = REPO / "campaigns" / "prompts"
+    base["workload"].update({"classes": {"prose": {"file": str(prompts / "prose.txt")}},
+                             "reps": 2, "requests_per_rep": 2, "max_tokens": 8})
+    base["quality"]["greedy"] = {"file": str(prompts / "greedy.txt"), "n": 2, "max_tokens": 8}
+    path = directory / "demo-tune.yaml"
+    path.write_text(yaml.safe_dump(base, sort_keys=False))
+    return path
 
 
 def round_run(results: Path) -> Path | None:
@@ -54,7 +71,7 @@ def reps_of(run: Path) -> set[tuple[str, str, int, int]]:
 
 def test_a_tune_killed_mid_round_resumes_and_recommends(testbed: tb_mod.Testbed, tmp_path: Path) -> None:
     spec = tmp_path / "tune.yaml"
-    spec.write_text(TUNE)
+    spec.write_text(TUNE.format(campaign=short_base(tmp_path)))
     # Started from one directory with a relative --results-dir, resumed from another (issue 49:
     # the journal held the rounds' paths relative to the first).
     first_cwd, other_cwd = tmp_path / "first", tmp_path / "other"

@@ -75,12 +75,14 @@ def passes(run: Path, row: dict[str, str]) -> list[tuple[dict[str, Any], list[Re
     return [read_rep(p) for p in [warm, *reps]]
 
 
-DATASETS = """\
+# Each pass asks for every sampled record at least once (5 chat, 4 code).
+DATASET_REQUESTS = 5
+DATASETS = f"""\
   classes:
-    chat: {dataset: {file: data/chat-sharegpt.json, sample: 5, seed: 7}}
-    code: {dataset: {file: data/requests.jsonl, category: code, sample: 4, seed: 7}}
+    chat: {{dataset: {{file: data/chat-sharegpt.json, sample: 5, seed: 7}}}}
+    code: {{dataset: {{file: data/requests.jsonl, category: code, sample: 4, seed: 7}}}}
   concurrency: [2]
-  requests_per_rep: 10
+  requests_per_rep: {DATASET_REQUESTS}
   max_tokens: 64
 """
 
@@ -98,7 +100,7 @@ def test_dataset_classes_are_answered_at_the_data_s_lengths_and_sampled_alike_in
             assert row["status"] in ("ok", "noisy"), row
             items = frozen[0][cls]
             for _, records in passes(run, row):
-                assert len(records) == 10 and not any(r["error"] for r in records)
+                assert len(records) == DATASET_REQUESTS and not any(r["error"] for r in records)
                 for r in records:
                     # The server's own count: exactly the record's length, at its limit.
                     assert r["completion_tokens"] == items[r["prompt_index"]]["max_tokens"], r
@@ -118,7 +120,7 @@ PREFIX = """\
     unshared: {shared_prefix: {groups: 8, prompts_per_group: 1, system_tokens: 256,
                                question_tokens: 32, output_tokens: 2}}
   concurrency: [1]
-  requests_per_rep: 16
+  requests_per_rep: 8
   max_tokens: 2
   cache: keep
 """
@@ -159,12 +161,14 @@ def test_shared_prefixes_are_served_from_the_cache_where_unshared_prompts_are_no
     assert hit["prefix"] > 0.15 > 0.05 > hit["unshared"], hit
 
 
-BURSTS = """\
+# A pass of 100 arrivals at 20 a second: five seconds of the schedule, its bursts among them.
+BURST_REQUESTS = 100
+BURSTS = f"""\
   classes:
-    short: {prompts: ["Say yes.", "Say no.", "Name a colour."]}
+    short: {{prompts: ["Say yes.", "Say no.", "Name a colour."]}}
   rate: [20]
   burstiness: 0.25
-  requests_per_rep: 400
+  requests_per_rep: {BURST_REQUESTS}
   max_tokens: 1
 """
 
@@ -176,12 +180,15 @@ def test_gamma_arrivals_go_out_on_their_schedule_with_the_rate_s_mean_and_the_sh
     is on a busy machine is bench/client_bench.py's to measure (its lag figures), not a test's."""
     run = run_campaign(tmp_path, "bursts", BURSTS, slots=4)
     (row,) = rows(run).values()
-    schedule = arrival_times(20.0, 400, 1234, 0.25)
-    gaps = [b - a for a, b in zip(schedule, schedule[1:], strict=False)]
     # Shape 0.25: gaps of mean 1/rate and a coefficient of variation 1/sqrt(0.25) = 2 (Poisson's
-    # is 1); 400 gaps of a heavy-tailed draw come within 20 % of both.
+    # is 1); 400 gaps of a heavy-tailed draw come within 20 % of both. The pass sends the first
+    # of them: the same seeded draw, cut short.
+    longer = arrival_times(20.0, 400, 1234, 0.25)
+    gaps = [b - a for a, b in zip(longer, longer[1:], strict=False)]
     assert statistics.fmean(gaps) == pytest.approx(1 / 20, rel=0.2)
     assert statistics.stdev(gaps) / statistics.fmean(gaps) == pytest.approx(2.0, rel=0.2)
+    schedule = arrival_times(20.0, BURST_REQUESTS, 1234, 0.25)
+    assert schedule == longer[:BURST_REQUESTS]
     for _, records in passes(run, row):
         assert [r["index"] for r in records] == list(range(len(schedule)))
         t0 = records[0]["scheduled"]

@@ -230,3 +230,14 @@ def test_a_real_ten_percent_drop_is_called_at_low_noise() -> None:
     r = rates(Design(windows=4, sessions=2, loads=(1, 8)), RULE, Noise(boot=0.01, rep=0.02), -0.10, 40,
               seed=4, changed=1)
     assert r.power >= 0.75 and r.windows_found >= 0.9, r
+
+
+def test_an_interval_past_the_float_range_is_as_wide_as_a_float_goes() -> None:
+    """A t of half a degree of freedom (heavy tails) at a look's small share of the error rate is
+    astronomically large: its upper end was an OverflowError, which took ``ruler run`` down with a
+    traceback when throughput.csv's row was written (an A/A campaign, until_decided, at load 9)."""
+    v = _v(0.0, 1.0, df=0.5)
+    lo, hi = v.interval(1 - 2e-5) or (None, None)
+    assert lo == pytest.approx(-1.0) and hi is not None and math.isfinite(hi) and hi > 1e300
+    judged = judge({"w": {"sh": v}}, Rule(1e-5, "holm", 0.05, None))
+    assert judged.rows[("w", "sh")].call == Call.UNDETERMINED and judged.rows[("w", "sh")].why()
