@@ -10,8 +10,11 @@ against its control also counts the noise between boots (engine.method.verdict).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+LOG_MAX = math.log(sys.float_info.max)  # the largest log-ratio whose ratio is a float
 
 LEVEL = 0.95
 METHOD = "Welch's t on log tok/s of the reps, 95 %"
@@ -57,7 +60,7 @@ def relative_delta(window: Sequence[float], control: Sequence[float],
     nu = (min(len(sw), len(sc)) - 1 if stage else
           (vw + vc) ** 2 / (vw ** 2 / (len(sw) - 1) + vc ** 2 / (len(sc) - 1)))
     half = t_quantile(1 - (1 - level) / 2, nu) * se
-    return Interval(point, math.expm1(d - half), math.expm1(d + half))
+    return Interval(point, math.expm1(d - half), math.expm1(min(d + half, LOG_MAX)))
 
 
 def _mean(xs: Sequence[float]) -> float:

@@ -30,16 +30,14 @@ from __future__ import annotations
 
 import bisect
 import math
-import sys
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Generic, TypeVar
 
 from engine.method.boots import BootNoise, Effect, Source
-from engine.method.delta import t_cdf, t_quantile, t_sf
+from engine.method.delta import LOG_MAX, t_cdf, t_quantile, t_sf
 
-LOG_MAX = math.log(sys.float_info.max)  # the largest log-ratio whose ratio is a float
 CORRECTION_TEXT = {"holm": "closed test: Bonferroni across windows, Simes across a window's shapes "
                            "(family-wise error rate)",
                    "bh": "Benjamini-Hochberg over every window row (false discovery rate)"}

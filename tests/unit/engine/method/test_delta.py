@@ -105,3 +105,11 @@ def test_steins_interval_takes_the_first_stages_variance_and_n0_minus_1_df() -> 
     d, half = lw.mean() - lc.mean(), t_quantile(0.975, 2) * se
     assert relative_delta(w, c, stage=3) == Interval(near(math.expm1(d)), near(math.expm1(d - half)),
                                                       near(math.expm1(d + half)))
+
+
+def test_a_delta_past_the_float_range_is_as_wide_as_a_float_goes() -> None:
+    """Reps a factor e^300 apart on one side, at the 99.999 % level: the upper end of exp(d + half)
+    is past the largest float, and was an OverflowError rather than an interval."""
+    iv = relative_delta([1.0, 1e300, 1.0], [1.0, 1.0, 1.0], level=1 - 1e-5)
+    assert iv is not None and iv.lo is not None and iv.hi is not None
+    assert math.isfinite(iv.hi) and iv.hi > 1e300 and iv.lo < 0
