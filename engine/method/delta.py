@@ -60,7 +60,14 @@ def relative_delta(window: Sequence[float], control: Sequence[float],
     nu = (min(len(sw), len(sc)) - 1 if stage else
           (vw + vc) ** 2 / (vw ** 2 / (len(sw) - 1) + vc ** 2 / (len(sc) - 1)))
     half = t_quantile(1 - (1 - level) / 2, nu) * se
-    return Interval(point, math.expm1(d - half), math.expm1(min(d + half, LOG_MAX)))
+    return Interval(point, *ratio_bounds(d, half))
+
+
+def ratio_bounds(log_delta: float, half: float) -> tuple[float, float]:
+    """(window / control) - 1 at both ends of a log-ratio interval. A t of a fraction of a degree
+    of freedom at a small share of the error rate puts the upper end past the float range: it is
+    as far as a float goes, the interval unbounded."""
+    return math.expm1(log_delta - half), math.expm1(min(log_delta + half, LOG_MAX))
 
 
 def _mean(xs: Sequence[float]) -> float:

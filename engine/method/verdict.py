@@ -36,7 +36,7 @@ from enum import StrEnum
 from typing import Generic, TypeVar
 
 from engine.method.boots import BootNoise, Effect, Source
-from engine.method.delta import LOG_MAX, t_cdf, t_quantile, t_sf
+from engine.method.delta import ratio_bounds, t_cdf, t_quantile, t_sf
 
 CORRECTION_TEXT = {"holm": "closed test: Bonferroni across windows, Simes across a window's shapes "
                            "(family-wise error rate)",
@@ -102,9 +102,7 @@ class Versus:
         if self.se == 0:
             return self.delta, self.delta
         half = t_quantile(0.5 + level / 2, self.df) * self.se
-        # A t of a fraction of a degree of freedom at a look's small share of the error rate puts
-        # the upper end past the float range: it is as far as a float goes, the interval unbounded.
-        return math.expm1(self.log_delta - half), math.expm1(min(self.log_delta + half, LOG_MAX))
+        return ratio_bounds(self.log_delta, half)
 
     def p(self) -> float | None:
         """The two-sided p-value of "no difference"."""
