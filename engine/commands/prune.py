@@ -138,8 +138,7 @@ def cmd_prune(run_dirs: list[str], older_than: str | None, dry_run: bool, result
     from engine.runtime import docker as rd
 
     try:
-        dc = rd.client()
-        containers = dc.containers.list(all=True, filters={"label": LABEL_CAMPAIGN})
+        containers = rd.labelled(LABEL_CAMPAIGN)
     except docker.errors.DockerException as e:
         print(f"ruler prune: the Docker engine does not answer ({e})", file=sys.stderr)
         return EXIT_ENGINE

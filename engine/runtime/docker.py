@@ -286,6 +286,13 @@ class DockerRuntime:
         return self._call(stop, "stopping the run's strays")
 
 
+def labelled(label: str, dc: docker.DockerClient | None = None) -> list[Any]:
+    """Every container carrying this label (``key`` or ``key=value``), running or not. One removed
+    between Docker's list and its inspect (another run's cleanup) is left out, not an error: the
+    SDK's default raises NotFound for it."""
+    return list((dc or client()).containers.list(all=True, filters={"label": label}, ignore_removed=True))
+
+
 def containers_of_run(run_id: str, dc: docker.DockerClient | None = None) -> list[Any]:
     """Every container carrying this run's label, running or not (resume finds the dead engine's)."""
-    return list((dc or client()).containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}))
+    return labelled(f"{LABEL_RUN}={run_id}", dc)
