@@ -28,6 +28,7 @@ from engine.record.upgrade import upgraded
 Event = dict[str, Any]
 EXCERPT = 60  # characters of a damaged line worth showing
 BLOCK = 256 * 1024  # bytes of lines read a time by a fold (read_journal)
+PIECE = 1 << 20  # bytes read from the file at a time by read_journal, cut into blocks
 
 
 @dataclass(frozen=True)
@@ -222,38 +223,48 @@ def read_journal(path: str | Path, start: int = 0, line: int = 0, crc: int | Non
     too (a snapshot vouches for them: engine.record.snapshot). With ``fold``, the events are
     handed to it a block of lines at a time, in order, and not kept (``events`` stays empty): a
     day-long journal's hundred thousand events are never in memory at once, each block's made
-    where the one before was (half the page faults, and the fold's peak memory halved). A
-    :class:`BlockFold` is offered each block's lines first, and those it folds are not read here."""
-    try:
-        data = files.read_bounded(path, start=start)
-    except FileNotFoundError:
-        data = b""
-    except files.Unreadable as exc:  # a FIFO, /dev/zero, a sparse file: never waited on or read
-        raise BadInput(f"{path}: {exc}") from None
-    complete = data.rfind(b"\n") + 1
+    where the one before was (half the page faults, and the fold's peak memory halved); nor are
+    its bytes, read a piece at a time. A :class:`BlockFold` is offered each block's lines first,
+    and those it folds are not read here."""
     reader = Reader(line, Path(path).parent)
     events: list[tuple[int, Event]] = []
     block_fold = fold.block if isinstance(fold, BlockFold) else None
-    at = 0
-    while at < complete:
-        # Whole lines of about a block (a longer line: to its end), split without their newlines.
-        end = data.rfind(b"\n", at, at + BLOCK) + 1 or data.index(b"\n", at) + 1
-        block = data[at:end - 1]
-        lines = block.split(b"\n")
-        if block_fold is not None and block_fold(lines, reader):
-            at = end
-            continue
-        got = reader.feed(lines, None if wide(block) else False)
-        if fold is None:
-            events += got
-        else:
-            fold(got)
-        at = end
-    if crc is not None:
-        crc = zlib.crc32(memoryview(data)[:complete], crc)
-    last = data[data.rfind(b"\n", 0, complete - 1) + 1:complete] if complete else b""
-    return JournalRead(events, reader.damage, start + complete, complete < len(data), reader.line,
-                       last, crc, reader.parse.finite)
+    length, last, pending = start, b"", list[bytes]()  # pending: a line not yet complete
+    try:
+        for piece in files.read_pieces(path, start, PIECE):
+            cut = piece.rfind(b"\n") + 1
+            if not cut:  # a line longer than a piece
+                pending.append(piece)
+                continue
+            data = piece if cut == len(piece) else piece[:cut]
+            if pending:
+                data = b"".join((*pending, data))
+            pending = [piece[cut:]] if cut < len(piece) else []
+            at, complete = 0, len(data)  # data: whole lines, from a line's start
+            while at < complete:
+                # Whole lines of about a block (a longer line: to its end), split without their
+                # newlines.
+                end = data.rfind(b"\n", at, at + BLOCK) + 1 or data.index(b"\n", at) + 1
+                block = data[at:end - 1]
+                lines = block.split(b"\n")
+                at = end
+                if block_fold is not None and block_fold(lines, reader):
+                    continue
+                got = reader.feed(lines, None if wide(block) else False)
+                if fold is None:
+                    events += got
+                else:
+                    fold(got)
+            if crc is not None:
+                crc = zlib.crc32(data, crc)
+            length += complete
+            last = data[data.rfind(b"\n", 0, complete - 1) + 1:]
+    except FileNotFoundError:
+        pass
+    except files.Unreadable as exc:  # a FIFO, /dev/zero, a sparse file: never waited on or read
+        raise BadInput(f"{path}: {exc}") from None
+    return JournalRead(events, reader.damage, length, any(pending), reader.line, last, crc,
+                       reader.parse.finite)
 
 
 def read_kinds(path: str | Path, kinds: Iterable[str]) -> list[Event]:

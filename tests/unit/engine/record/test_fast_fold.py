@@ -118,11 +118,14 @@ def test_a_reader_keeps_the_fold_and_the_next_folds_only_what_follows(data: st.D
     state is the whole journal's fold as the standard parser reads it, damage and its line
     numbers included, whatever odd values the lines hold (a fold holding one that strict JSON
     cannot carry exactly is not kept: the next reader folds it all). The lines are read and
-    folded a block at a time: blocks of any size, a line longer than one included."""
+    folded a block at a time, read a piece at a time: blocks and pieces of any size, a line
+    longer than either included."""
     lines = hostile(data, data.draw(st.sampled_from(sorted(ALL)), label="journal"))
     cut = data.draw(st.integers(1, len(lines)), label="read after line")
     block = data.draw(st.sampled_from([journal.BLOCK, 1, 150, 4096]), label="block")
-    with tempfile.TemporaryDirectory() as d, mock.patch.object(journal, "BLOCK", block):
+    piece = data.draw(st.sampled_from([journal.PIECE, 7, 300, 5000]), label="piece read")
+    with (tempfile.TemporaryDirectory() as d, mock.patch.object(journal, "BLOCK", block),
+          mock.patch.object(journal, "PIECE", piece)):
         path = Path(d) / "journal.jsonl"
         path.write_bytes(b"".join(lines[:cut]))
         first = snapshot.read_folded(path)

@@ -110,7 +110,9 @@ def mutated(data: st.DataObject, name: str) -> list[bytes]:
 def test_a_fold_in_c_is_the_fold_of_the_lines_read_one_by_one(data: st.DataObject) -> None:
     lines = mutated(data, data.draw(st.sampled_from(sorted(ALL)), label="journal"))
     block = data.draw(st.sampled_from([journal.BLOCK, 1, 150, 4096]), label="block")
-    with tempfile.TemporaryDirectory() as d, mock.patch.object(journal, "BLOCK", block):
+    piece = data.draw(st.sampled_from([journal.PIECE, 7, 300, 5000]), label="piece read")
+    with (tempfile.TemporaryDirectory() as d, mock.patch.object(journal, "BLOCK", block),
+          mock.patch.object(journal, "PIECE", piece)):
         path = Path(d) / "journal.jsonl"
         path.write_bytes(b"".join(lines))
         got = snapshot.read_folded(path, keep=False).state
