@@ -115,11 +115,21 @@ def _cmd_status(args: argparse.Namespace) -> int:
     import gc
 
     from engine.commands.status import print_status
+    from engine.record import results, snapshot
 
     # One fold read, printed, and the process ends: a collection would only scan the fold just
     # read (a tenth of the command's time on a day-long run).
     gc.disable()
-    print_status(run_dir_arg(args.run_dir), args.json)
+    run_dir = run_dir_arg(args.run_dir)
+    folded = print_status(run_dir, args.json)
+    if args.program:
+        # A process of its own, its answer given: a child writes the snapshot for the next reader,
+        # and this one ends without freeing a day-long fold (together, a sixth of its time).
+        snapshot.keep_fold_behind(run_dir / results.JOURNAL, folded)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    snapshot.keep_fold(run_dir / results.JOURNAL, folded)
     return 0
 
 
@@ -363,6 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (sys.stderr.isatty() or isinstance(sys.stderr, ReaderGone)):
         sys.stderr = ReaderGone(sys.stderr)
     args = build_parser().parse_args(argv)
+    args.program = argv is None  # ruler itself, not a caller in its process (a test)
     try:
         return int(args.func(args))
     except BadInput as e:  # any command: the message names the problem and where

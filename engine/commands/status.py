@@ -13,14 +13,14 @@ from engine.commands.invocation import ruler_command
 from engine.record import results
 from engine.record.journal import Damage, damage_report
 from engine.record.liveness import lock_state, read_pid
-from engine.record.snapshot import fold_journal
+from engine.record.snapshot import Folded, read_folded
 from engine.record.state import RowState, RunState
 from engine.sanitize import terminal
 from engine.words import CONTROL, LIVE_ROWS, RowStatus, RunStatus, WindowStatus
 
 
-def summary(run_dir: Path) -> dict[str, Any]:
-    st = fold_journal(run_dir / results.JOURNAL)
+def summary(run_dir: Path, folded: Folded | None = None) -> dict[str, Any]:
+    st = (folded or read_folded(run_dir / results.JOURNAL)).state
     rows = list(st.rows.values())
     # In flight: a row begun and not complete while the engine runs (after a kill: where it stopped).
     live = [r for r in rows if not r.complete and r.attempt]
@@ -144,7 +144,11 @@ def format_summary(s: dict[str, Any]) -> str:
     return "\n".join(map(terminal, lines))
 
 
-def print_status(run_dir: Path, as_json: bool) -> None:
-    s = summary(run_dir)
+def print_status(run_dir: Path, as_json: bool) -> Folded:
+    """The run's status printed; the fold it was read from, its snapshot not yet kept (the
+    caller's to keep: said first, the snapshot for the next reader after)."""
+    folded = read_folded(run_dir / results.JOURNAL, keep=False)
+    s = summary(run_dir, folded)
     # Its lines quote the journal (a server's errors, an operator's arguments): shown, not acted on.
     print(json.dumps(s, indent=2) if as_json else format_summary(s))
+    return folded

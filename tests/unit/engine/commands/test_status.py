@@ -4,13 +4,20 @@ how long it has left (the stopped and finished runs' text: tests/fixtures/fold/*
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
+import pytest
+
+from engine.commands.cli import main
 from engine.commands.status import format_summary, summary
+from engine.record import results, snapshot
 from engine.record.liveness import LOCK, PID
+from tests.cli import ruler
 from tests.paths import FIXTURES
 
 
@@ -31,3 +38,40 @@ def test_a_running_run_says_where_it_is_its_time_so_far_and_left(tmp_path: Path)
                         r"[\d:]+ so far, ~[\d:]+ left", head), head
     assert "  now     window s2-control  shape s2-control/code/c1  attempt 1 reps done 2" in lines
     assert not any(x.lstrip().startswith("resume") for x in lines)  # its engine goes on
+
+
+def without_snapshot(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the recorded demo run (1,057 lines, past snapshot.EVERY) without its snapshot,
+    as a copied run or an older ruler's is: and where its snapshot goes."""
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "runs" / "demo-smollm2", run)
+    kept = snapshot.path_of(run / results.JOURNAL)
+    kept.unlink()
+    return run, kept
+
+
+def test_status_answers_and_ends_and_its_child_keeps_the_snapshot_after(tmp_path: Path) -> None:
+    """``ruler status`` as a process of its own answers, and ends, before the snapshot of its fold
+    is written: a child writes it, holding none of its streams (this pipe reaches its end when
+    status does), and the next reader takes it."""
+    run, kept = without_snapshot(tmp_path)
+    out = ruler("status", "--json", str(run))
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    said = json.loads(out.stdout)
+    deadline = time.monotonic() + 60
+    while not kept.exists():  # the child's rename: the event waited for
+        assert time.monotonic() < deadline, "no snapshot written behind ruler status"
+        time.sleep(0.01)
+    folded = snapshot.read_folded(run / results.JOURNAL, keep=False)
+    assert folded.why == "" and folded.prefix is not None and folded.prefix.lines == 1057
+    assert summary(run, folded) | {"elapsed_s": None} == said | {"elapsed_s": None}
+
+
+def test_status_called_in_its_callers_process_keeps_the_snapshot_before_it_returns(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A caller in its own process (a test, a tool) is never forked nor ended: the snapshot is
+    there when main returns."""
+    run, kept = without_snapshot(tmp_path)
+    assert main(["status", "--json", str(run)]) == 0
+    assert json.loads(capsys.readouterr().out)["campaign"] == "demo-smollm2"
+    assert kept.exists() and snapshot.load(run / results.JOURNAL)[0] is not None
