@@ -85,6 +85,9 @@ def running_sessions(st: RunState, rows: list[RowState]) -> list[dict[str, Any]]
     return out
 
 
+SAID = 8  # windows a line names before it counts the rest (a day-long run has hundreds)
+
+
 def fmt_secs(s: float) -> str:
     s = max(0, int(s))
     h, rem = divmod(s, 3600)
@@ -127,8 +130,9 @@ def format_summary(s: dict[str, Any]) -> str:
                      + (f" ({q['reason']})" if q["reason"] else ""))
     if s["nodes"]:
         lines.append("  nodes   " + "  ".join(f"{sess} on {node}" for sess, node in s["nodes"].items()))
-    if s["ruler_suspect"]:
-        lines.append(f"  RULER SUSPECT (a request knob is inert): {', '.join(s['ruler_suspect'])}")
+    if suspect := s["ruler_suspect"]:
+        more = f", and {len(suspect) - SAID} more (--json lists them)" if len(suspect) > SAID else ""
+        lines.append(f"  RULER SUSPECT (a request knob is inert): {', '.join(suspect[:SAID])}{more}")
     if s["journal_damage"]:
         damage = [Damage(**d) for d in s["journal_damage"]]
         path = f"{s['run_dir']}/{results.JOURNAL}"

@@ -75,3 +75,29 @@ def test_status_called_in_its_callers_process_keeps_the_snapshot_before_it_retur
     assert main(["status", "--json", str(run)]) == 0
     assert json.loads(capsys.readouterr().out)["campaign"] == "demo-smollm2"
     assert kept.exists() and snapshot.load(run / results.JOURNAL)[0] is not None
+
+
+def test_a_day_long_run_names_its_first_suspect_windows_and_counts_the_rest(tmp_path: Path) -> None:
+    """Every window of the recorded demo run is ruler suspect (its knobs were inert): ten copies
+    of its sessions make 70 such windows, which one line names eight of, the rest counted."""
+    run, _ = without_snapshot(tmp_path)
+    journal = run / results.JOURNAL
+    said = summary(run)
+    assert len(said["ruler_suspect"]) == 7
+    lines = journal.read_bytes().splitlines(keepends=True)
+    copies = [lines[0]]
+    seq = 1
+    for n in range(10):  # each copy's sessions renamed, as bench/journal_bench.py builds them
+        for raw in lines[1:]:
+            e = json.loads(raw)
+            seq += 1
+            e["seq"] = seq
+            if "session" in e:
+                e["session"] = f"{e['session']}r{n}"
+            copies.append(json.dumps(e).encode() + b"\n")
+    journal.write_bytes(b"".join(copies))
+    text = format_summary(summary(run))
+    line = next(x for x in text.splitlines() if "RULER SUSPECT" in x)
+    named = line.split(": ", 1)[1].split(", and ")[0].split(", ")
+    assert len(named) == 8 and line.endswith(", and 62 more (--json lists them)"), line
+    assert len(summary(run)["ruler_suspect"]) == 70
