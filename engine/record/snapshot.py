@@ -358,23 +358,25 @@ def keep_fold(journal: Path, folded: Folded) -> None:
     itself, where the run directory takes it (a reader that has something better to do first
     asks for it later: the console, after its first screen)."""
     read = folded.read
-    if read.lines - (folded.prefix.lines if folded.prefix else 0) >= EVERY:
+    if _folded_here(folded) >= EVERY:
         with contextlib.suppress(OSError):  # a run directory this reader may not write to
             write(journal, folded.state, read.length, read.lines, read.last, read.crc, read.finite)
 
 
+def _folded_here(folded: Folded) -> int:
+    """The lines the reader folded itself, past its snapshot."""
+    return folded.read.lines - (folded.prefix.lines if folded.prefix else 0)
+
+
 def keep_fold_behind(journal: Path, folded: Folded) -> None:
-    """:func:`keep_fold` by a process of its own, once the caller has said what it had to: a
-    one-shot command (``ruler status``) ends without waiting for a day-long state's snapshot (a
-    sixth of its time). The fold is the child's by fork, copied only where written; the child
-    is a grandchild, so nothing waits on it, and it holds none of the caller's streams (a reader
-    of its pipe sees the end at once). Where fork is refused, the snapshot is written here."""
-    read = folded.read
-    if read.lines - (folded.prefix.lines if folded.prefix else 0) < EVERY:
+    """:func:`keep_fold` by a process of its own: a one-shot command (``ruler status``) ends
+    without waiting for a day-long state's snapshot (0.05 s of its 0.4). The fold is the child's
+    by fork, copied only where written; the child is a grandchild, so nothing waits on it, and it
+    holds none of the caller's streams (a reader of its pipe sees the end when the caller ends;
+    what the caller has not flushed is never written twice: the child ends by os._exit). Where
+    fork is refused, the snapshot is written here."""
+    if _folded_here(folded) < EVERY:
         return
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a reader gone: said by the caller's exit
-            stream.flush()
     try:
         child = os.fork()
     except OSError:
