@@ -202,27 +202,17 @@ def open_bounded(path: str | Path, limit: int = MAX_RUN_FILE_BYTES) -> Iterator[
 
 def read_bounded(path: str | Path, limit: int = MAX_RUN_FILE_BYTES, start: int = 0) -> bytes:
     """A regular file's bytes from ``start`` on, at most ``limit`` of them in all
-    (:func:`open_bounded`)."""
-    with open_bounded(path, limit) as f:
-        if start:
-            f.seek(start)
-        # In pieces, never more than limit + 1 in all: one read(limit + 1) would allocate the
-        # whole limit for a file of a few bytes.
-        chunks: list[bytes] = []
-        total = 0
-        while total <= limit and (chunk := f.read(min(1 << 24, limit + 1 - total))):
-            chunks.append(chunk)
-            total += len(chunk)
-        data = b"".join(chunks)
-    if len(data) > limit:
-        raise Unreadable(f"more than the {size_text(limit)} ruler reads", len(data), path)
-    return data
+    (:func:`open_bounded`): :func:`read_pieces` joined. In pieces of 16 MiB, never more than
+    limit + 1 in all: one read(limit + 1) would allocate the whole limit for a file of a few
+    bytes."""
+    return b"".join(read_pieces(path, start, 1 << 24, limit))
 
 
 def read_pieces(path: str | Path, start: int = 0, piece: int = 1 << 20,
                 limit: int = MAX_RUN_FILE_BYTES) -> Iterator[bytes]:
-    """:func:`read_bounded`'s bytes a piece at a time, for a reader that is done with each before
-    the next (a day-long journal folded: its 20 MB never in memory at once, nor paged in fresh)."""
+    """A regular file's bytes from ``start`` on, at most ``limit`` of them in all
+    (:func:`open_bounded`; Unreadable past it), a piece at a time: a reader done with each before
+    the next (a day-long journal folded) never holds its 20 MB at once."""
     with open_bounded(path, limit) as f:
         if start:
             f.seek(start)
