@@ -408,19 +408,22 @@ _TYPED: dict[type, tuple[Handler | None, bool, bool]] = {
 _SEQ_OF = attrgetter("seq")
 _as_read = msgspec.json.Decoder().decode
 _FACT = next(cls for cls, (kind, strict) in TYPED.items() if kind == EventKind.BOOT_FACT and strict)
-_FACT_FIELDS = attrgetter("session", "window", "key", "value")
 
 
 def _boot_facts(state: RunState, run: list[Any]) -> bool:
     """A run of boot facts (three in four events of a day-long journal) folded as
     :func:`_boot_fact` folds each, at once: True when they are of one window and none lacks a
     field (else they are folded one by one)."""
-    sessions, windows, keys, values = zip(*map(_FACT_FIELDS, run), strict=True)
-    unset = msgspec.UNSET  # a field absent (a JSON value is never equal to it)
-    if (len(set(sessions)) != 1 or len(set(windows)) != 1 or unset in (sessions[0], windows[0])
-            or unset in keys or unset in values):
+    unset = msgspec.UNSET  # a field absent (a JSON value is never it)
+    session, window = run[0].session, run[0].window
+    if session is unset or window is unset:
         return False
-    state.window(sessions[0], windows[0]).facts.update(zip(keys, values, strict=True))
+    for t in run:
+        if t.session != session or t.window != window or t.key is unset or t.value is unset:
+            return False
+    facts = state.window(session, window).facts
+    for t in run:
+        facts[t.key] = t.value
     state.last_seq = run[-1].seq
     return True
 

@@ -118,3 +118,30 @@ def test_a_fold_in_c_is_the_fold_of_the_lines_read_one_by_one(data: st.DataObjec
         got = snapshot.read_folded(path, keep=False).state
         want = standard_fold(path.read_bytes())
     assert same(got) == same(want)
+
+
+def test_boot_facts_of_two_windows_in_one_run_are_each_their_windows(tmp_path: Path) -> None:
+    """Two places booting at once interleave their windows' boot facts: a run of facts in a block
+    is of one window only when each fact says so, and a fact without its value is damage."""
+    facts = [("s1", "control", "a", 1), ("s1", "control", "b", "x"), ("s1", "block5", "a", 2),
+             ("s1", "control", "c", [3]), None, ("s1", "control", "d", 5),
+             ("s2", "control", "b", None), None, ("s1", "block5", "c", 4),
+             ("s1", "block5", "z", ...)]
+    lines = []
+    for seq, fact in enumerate(facts, 1):
+        e: dict[str, Any] = {"seq": seq, "ts": 1.0, "kind": "quality_started", "session": "s1",
+                             "window": "control"}  # between two runs of facts
+        if fact is not None:
+            session, window, key, value = fact
+            e.update(kind="boot_fact", session=session, window=window, key=key)
+            if value is not ...:
+                e["value"] = value
+        lines.append(json.dumps(e).encode() + b"\n")
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(b"".join(lines))
+    got = snapshot.read_folded(path, keep=False).state
+    assert got.windows["s1-control"].facts == {"a": 1, "b": "x", "c": [3], "d": 5}
+    assert got.windows["s1-block5"].facts == {"a": 2, "c": 4}
+    assert got.windows["s2-control"].facts == {"b": None}
+    assert [d.line for d in got.damage] == [10]
+    assert same(got) == same(standard_fold(path.read_bytes()))
