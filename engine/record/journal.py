@@ -27,8 +27,8 @@ from engine.record.upgrade import upgraded
 
 Event = dict[str, Any]
 EXCERPT = 60  # characters of a damaged line worth showing
-BLOCK = 256 * 1024  # bytes of lines read a time by a fold (read_journal)
-PIECE = 1 << 20  # bytes read from the file at a time by read_journal, cut into blocks
+BLOCK = 1024  # lines handed to a fold at a time (read_journal)
+PIECE = 1 << 20  # bytes read from the file at a time by read_journal, its lines cut into blocks
 
 
 @dataclass(frozen=True)
@@ -232,33 +232,30 @@ def read_journal(path: str | Path, start: int = 0, line: int = 0, crc: int | Non
     length, last, pending = start, b"", list[bytes]()  # pending: a line not yet complete
     try:
         for piece in files.read_pieces(path, start, PIECE):
-            cut = piece.rfind(b"\n") + 1
-            if not cut:  # a line longer than a piece
+            # Split where it lies: no copy of the piece, nor of a block, is made to split it.
+            lines = piece.split(b"\n")
+            tail = lines.pop()  # what follows the piece's last newline: a line not yet complete
+            if not lines:  # a line longer than a piece
                 pending.append(piece)
                 continue
-            data = piece if cut == len(piece) else piece[:cut]
+            if crc is not None:
+                for done in pending:
+                    crc = zlib.crc32(done, crc)
+                crc = zlib.crc32(memoryview(piece)[:len(piece) - len(tail)], crc)
+            length += sum(map(len, pending)) + len(piece) - len(tail)
             if pending:
-                data = b"".join((*pending, data))
-            pending = [piece[cut:]] if cut < len(piece) else []
-            at, complete = 0, len(data)  # data: whole lines, from a line's start
-            while at < complete:
-                # Whole lines of about a block (a longer line: to its end), split without their
-                # newlines.
-                end = data.rfind(b"\n", at, at + BLOCK) + 1 or data.index(b"\n", at) + 1
-                block = data[at:end - 1]
-                lines = block.split(b"\n")
-                at = end
-                if block_fold is not None and block_fold(lines, reader):
+                lines[0] = b"".join((*pending, lines[0]))
+            pending = [tail] if tail else []
+            last = lines[-1] + b"\n"
+            for at in range(0, len(lines), BLOCK):
+                block = lines[at:at + BLOCK] if len(lines) > BLOCK else lines
+                if block_fold is not None and block_fold(block, reader):
                     continue
-                got = reader.feed(lines, None if wide(block) else False)
+                got = reader.feed(block, None if wide(b"\n".join(block)) else False)
                 if fold is None:
                     events += got
                 else:
                     fold(got)
-            if crc is not None:
-                crc = zlib.crc32(data, crc)
-            length += complete
-            last = data[data.rfind(b"\n", 0, complete - 1) + 1:]
     except FileNotFoundError:
         pass
     except files.Unreadable as exc:  # a FIFO, /dev/zero, a sparse file: never waited on or read
