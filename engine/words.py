@@ -7,6 +7,7 @@ carry them: engine.record.events), so the campaign, the record, the run, quality
 the console speak one vocabulary without importing one another.
 """
 
+import functools
 from enum import StrEnum
 
 CONTROL = "control"  # the window every session boots first; every other window is a delta to it
@@ -171,6 +172,7 @@ def load_text(concurrency: int, rate: float | None = None) -> str:
     return f"{rate:g} req/s" if rate else f"C{concurrency}" if concurrency else TRACE_LOAD
 
 
+@functools.lru_cache(maxsize=1 << 14, typed=True)  # a fold asks it of each rep's event: a few rows
 def row_key(session: str, window: str, cls: str, concurrency: int, rate: float | None = None) -> str:
     return f"{session}-{window}/{cls}/{load_label(concurrency, rate)}"
 
