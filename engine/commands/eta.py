@@ -4,7 +4,6 @@ same."""
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +122,8 @@ def _rates(state: RunState) -> dict[int, float]:
     """Tok/s per concurrency over every rep so far, as a harmonic mean: the time a pass takes is
     tokens / rate, and the mean of those times is tokens / the harmonic mean of the rates (one slow
     rep costs more time than one fast rep saves; a median ignored both)."""
+    import statistics  # here, not at the top: `ruler status` imports this module (5 ms)
+
     seen: dict[int, list[float]] = {}
     for r in state.rows.values():
         for reps in r.reps.values():
@@ -131,6 +132,8 @@ def _rates(state: RunState) -> dict[int, float]:
 
 
 def _eta_from_plan(state: RunState, plan: LoadPlan, now: float) -> float | None:
+    import statistics  # here, not at the top: `ruler status` imports this module (5 ms)
+
     rates = _rates(state)
     if not rates or not plan.classes or plan.rates or not all(plan.pass_tokens(c) for c in plan.concurrency):
         return None  # an open-loop pass lasts as its arrivals and the server's queue: by the spans
@@ -187,6 +190,8 @@ def _eta_from_plan(state: RunState, plan: LoadPlan, now: float) -> float | None:
 
 def _eta_from_spans(state: RunState, now: float) -> float | None:
     """The mean measured window times the windows left, minus the current one's age."""
+    import statistics  # here, not at the top: `ruler status` imports this module (5 ms)
+
     spans = [w.ended_ts - w.started_ts for w in state.windows.values()
              if w.status in (WindowStatus.DONE, WindowStatus.ADVANCED)
              and w.started_ts is not None and w.ended_ts is not None]

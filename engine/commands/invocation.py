@@ -5,12 +5,13 @@ ruler on the PATH, else the path of this environment's script (``make demo`` lea
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
 
 def ruler_command() -> str:
+    import shutil  # here, not at the top: `ruler status` imports this module and rarely asks it
+
     mine = Path(sys.executable).parent / "ruler"
     found = shutil.which("ruler")
     if not mine.exists() or (found and Path(found).resolve() == mine.resolve()):

@@ -30,7 +30,6 @@ long run's in the simulation): the row is then over the whole reps (``stats.head
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -101,6 +100,8 @@ def _open(records: Sequence[Mapping[str, Any]]) -> Window | None:
     durations = [r["end"] - r["start"] for r in records if not r.get("error")]
     if not durations:
         return None
+    import statistics  # here, not at the top: the fold reads this module's words
+
     started = first + statistics.median(durations)
     ended = max(r["start"] for r in records)
     return Window(started, ended) if ended > started else None

@@ -31,7 +31,6 @@ import contextlib
 import dataclasses
 import functools
 import gc
-import hashlib
 import json
 import os
 import sys
@@ -64,29 +63,32 @@ def path_of(journal: Path) -> Path:
     return journal.with_name(SNAPSHOT)
 
 
-def _hash(data: bytes) -> str:
-    return hashlib.sha1(data, usedforsecurity=False).hexdigest()
+def _sha1(*parts: bytes | memoryview) -> str:
+    """The SHA-1 of the parts, one after the other. hashlib is imported here, not at the top: a
+    journal without a snapshot is read without it (OpenSSL's start, 3 ms of `ruler status`)."""
+    import hashlib
+
+    h = hashlib.sha1(usedforsecurity=False)
+    for part in parts:
+        h.update(part)  # not concatenated: a day-long state is megabytes, each copy milliseconds
+    return h.hexdigest()
 
 
 def _check(head: dict[str, Any], body: bytes | memoryview) -> str:
     """The hash of the whole snapshot: its header (but this hash) and its state."""
     fields = {k: v for k, v in head.items() if k != "check"}
-    h = hashlib.sha1(json.dumps(fields, sort_keys=True).encode() + b"\n", usedforsecurity=False)
-    h.update(body)  # not concatenated: a day-long state is megabytes, each copy milliseconds
-    return h.hexdigest()
+    return _sha1(json.dumps(fields, sort_keys=True).encode() + b"\n", body)
 
 
 @functools.cache
 def fingerprint() -> str | None:
     """The fold that writes and reads snapshots: ruler's version and the source of its modules.
     None when a source cannot be read: then no snapshot is written or read."""
-    h = hashlib.sha1(f"{FORMAT} {__version__}".encode(), usedforsecurity=False)
-    for name in FOLD_MODULES:
-        try:
-            h.update(Path(sys.modules[name].__file__ or "").read_bytes())
-        except (OSError, KeyError):
-            return None
-    return h.hexdigest()
+    try:
+        sources = [Path(sys.modules[name].__file__ or "").read_bytes() for name in FOLD_MODULES]
+    except (OSError, KeyError):
+        return None
+    return _sha1(f"{FORMAT} {__version__}".encode(), *sources)
 
 
 # ------------------------------------------------------------------ the state, field by field
@@ -255,8 +257,8 @@ def write(journal: Path, state: RunState, length: int, lines: int, last: bytes,
         if crc is None:
             crc = covered_crc(f, length)
     head: dict[str, Any] = {"format": FORMAT, "fold": fold, "seq": state.last_seq, "length": length,
-                            "lines": lines, "first": _hash(first), "last_len": len(last),
-                            "last": _hash(last), "crc": crc}
+                            "lines": lines, "first": _sha1(first), "last_len": len(last),
+                            "last": _sha1(last), "crc": crc}
     head["check"] = _check(head, body)
     # A cache (its hash tells a torn one): not fsync'd. The temporaries a killed writer left go.
     with results.atomic_file(path_of(journal), fsync=False) as f:
@@ -303,7 +305,7 @@ def load(journal: Path) -> tuple[Prefix | None, str]:
         return None, "snapshot corrupt (its header)"
     last = edge[-last_len:] if last_len else b""
     lone = length == last_len
-    if (_hash(first) != head.get("first") or _hash(last) != head.get("last")
+    if (_sha1(first) != head.get("first") or _sha1(last) != head.get("last")
             or not last.endswith(b"\n") or not (lone or edge[:1] == b"\n")):
         return None, "journal rewritten since the snapshot"
     if changed:
