@@ -5,6 +5,7 @@ journal's reader takes one (a field of another type is said, not folded).
 
 # No ``from __future__ import annotations``: the checks read the TypedDicts' evaluated annotations.
 
+import functools
 import keyword
 import types
 import typing
@@ -166,15 +167,21 @@ _ABSENT = object()
 # A value of each type a field's value may be of (the types _types gives): never changed.
 _EXAMPLES: dict[type, Any] = {bool: False, int: 0, float: 0.0, type(None): None, str: "", list: [],
                               tuple: (), dict: {}}
-# Keyed by str, which each EventKind is: a journal's kind is looked up before it is known to be one.
-CHECKED: dict[str, Fields] = {kind: Fields(spec, envelope=True) for kind, spec in FIELDS.items()}
+@functools.cache
+def checked(kind: str) -> Fields | None:
+    """The check of a kind's fields, None for a kind this version does not know (a str, which each
+    EventKind is: a journal's kind is looked up before it is known to be one). Each is made when
+    first asked: a journal read without damage asks it of one kind, run_started (a third of
+    this module's import, made for the other kinds, went unused)."""
+    spec = FIELDS.get(kind)  # type: ignore[call-overload]  # any str: a kind this version may not know
+    return None if spec is None else Fields(spec, envelope=True)
 
 
 def mistyped(e: Mapping[str, Any]) -> str | None:
     """Why an event read from a journal holds a field its kind defines with a value of another
     type (``'rate' is a string, not a number``), or None. A kind this version does not know is
     not checked: a newer engine's events are on record only."""
-    fields = CHECKED.get(e.get("kind", ""))
+    fields = checked(e.get("kind", ""))
     return None if fields is None else fields.why_not(e)
 
 

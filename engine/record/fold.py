@@ -6,6 +6,7 @@ A journal file's state: ``engine.record.snapshot.fold_journal`` (this fold, from
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable
 from itertools import groupby
@@ -15,7 +16,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from engine.method.steady import WHOLE
-from engine.record.eventcheck import CHECKED, TYPED, decode_typed, mistyped, to_event
+from engine.record.eventcheck import TYPED, checked, decode_typed, mistyped, to_event
 from engine.record.events import ENVELOPE, OPEN, EventKind
 from engine.record.journal import BlockFold, Damage, Event, JournalRead, Reader, excerpt
 from engine.record.state import RunState, WindowState, capacity_key
@@ -372,9 +373,11 @@ def fold_read(read: JournalRead, state: RunState | None = None) -> RunState:
     return state
 
 
-# Each kind this version knows: its fields' check and its handler (None: on record only).
-_KNOWN: dict[str, tuple[Callable[[Event], str | None], Handler | None]] = {
-    kind: (fields.why_not, HANDLERS.get(kind)) for kind, fields in CHECKED.items()}
+@functools.cache
+def _known(kind: str) -> tuple[Callable[[Event], str | None], Handler | None] | None:
+    """A kind this version knows: its fields' check and its handler (None: on record only)."""
+    fields = checked(kind)
+    return None if fields is None else (fields.why_not, HANDLERS.get(kind))
 
 
 def fold_lines(state: RunState, events: Iterable[tuple[int, Event]]) -> None:
@@ -382,9 +385,9 @@ def fold_lines(state: RunState, events: Iterable[tuple[int, Event]]) -> None:
     this version knows, its fields of their types (a day-long journal's hundred thousand events,
     where each call and lookup apply makes costs tens of milliseconds). Any other event is
     apply's, which says what is wrong with it."""
-    known = _KNOWN
+    known = _known
     for line, e in events:
-        taken = known.get(e["kind"])
+        taken = known(e["kind"])
         if taken is None or e["seq"] != state.last_seq + 1 or taken[0](e) is not None:
             apply(state, e, line)
             continue

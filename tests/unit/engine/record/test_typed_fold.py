@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.record import journal, snapshot
-from engine.record.eventcheck import CHECKED, TYPED, decode_typed, mistyped, to_event
+from engine.record.eventcheck import TYPED, checked, decode_typed, mistyped, to_event
 from engine.record.events import OPEN
 from tests.unit.engine.record.test_fast_fold import ALL, LINES, same, standard_fold
 
@@ -63,7 +63,9 @@ def test_a_struct_takes_what_the_reader_takes_as_the_reader_reads_it(
             e[name] = data.draw(VALUE, label="value")
     if "seq" not in e or type(e["seq"]) is not int:  # the reader's, before any check
         return
-    defined = {"seq", "kind", *CHECKED[e["kind"]].nouns}
+    check = checked(e["kind"])
+    assert check is not None
+    defined = {"seq", "kind", *check.nouns}
     got = typed(e)
     assert (got is not None) == (mistyped(e) is None and (e["kind"] in OPEN or e.keys() <= defined))
     # An open kind's other fields (the runtime's identity) are left out: it is folded as read.
