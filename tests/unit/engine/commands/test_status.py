@@ -4,6 +4,7 @@ how long it has left (the stopped and finished runs' text: tests/fixtures/fold/*
 from __future__ import annotations
 
 import fcntl
+import gc
 import json
 import os
 import re
@@ -72,9 +73,11 @@ def test_status_called_in_its_callers_process_keeps_the_snapshot_before_it_retur
     """A caller in its own process (a test, a tool) is never forked nor ended: the snapshot is
     there when main returns."""
     run, kept = without_snapshot(tmp_path)
+    assert gc.isenabled()
     assert main(["status", "--json", str(run)]) == 0
     assert json.loads(capsys.readouterr().out)["campaign"] == "demo-smollm2"
     assert kept.exists() and snapshot.load(run / results.JOURNAL)[0] is not None
+    assert gc.isenabled()  # the collector it stopped for its fold, back on for its caller
 
 
 def test_a_day_long_run_names_its_first_suspect_windows_and_counts_the_rest(tmp_path: Path) -> None:
