@@ -348,6 +348,21 @@ def flooded(sized: Sized, seconds: float, rate: int, size: tuple[int, int]) -> N
           f"second-half mean {statistics.fmean(rss[half:]) / 1024:.1f}  (target: flat)")
 
 
+def pace() -> str:
+    """How fast the box runs now, best of five: a bare interpreter's start and a fixed loop. The
+    same box has run a figure 1.5 times apart an hour apart, idle both times: read each figure
+    against the pace said beside it."""
+    starts, loops = [], []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        starts.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        sum(range(10**7))
+        loops.append(time.perf_counter() - t0)
+    return f"a bare interpreter starts in {min(starts):.3f} s, 10**7 additions take {min(loops):.3f} s"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--times", default="1,10,100", help="sizes: repeats of the recorded run's sessions")
@@ -366,7 +381,8 @@ def main() -> int:
     cols, lines = (int(x) for x in args.size.split("x"))
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ruler-journal-bench-"))
     print(f"box: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start "
-          "(every figure is wall time: a busy box makes it longer; CPU seconds in parentheses)")
+          "(every figure is wall time: a busy box makes it longer; CPU seconds in parentheses); "
+          f"{pace()}", flush=True)
     sizes: list[Sized] = []
     try:
         for times in (int(x) for x in args.times.split(",")):
@@ -387,7 +403,7 @@ def main() -> int:
         if args.flood:
             print(f"flood on the {sizes[-1].times}x run:")
             flooded(sizes[-1], args.flood, args.rate, (cols, lines))
-        print(f"box: load average {os.getloadavg()[0]:.1f} at the end")
+        print(f"box: load average {os.getloadavg()[0]:.1f} at the end; {pace()}")
         return 0
     finally:
         if not args.keep:
