@@ -61,7 +61,9 @@ def test_a_cached_testbed_resolves_its_image_with_its_model_paths(tmp_path: Path
         d.mkdir(parents=True)
         (d / "manifest.json").write_text("{}")
     (built / "llama-server").write_text("")
-    text = dry_run(str(ROOT / "campaigns" / "demo-smollm2.yaml"), None, environ=ENV,
+    # The Docker runtime named: the campaign's auto would take a local process where no daemon
+    # answers, and that runs no image.
+    text = dry_run(str(ROOT / "campaigns" / "demo-smollm2.yaml"), "docker", environ=ENV,
                    testbed=testbed.cached_variables())
     assert "${testbed.image}" not in text  # a change as written keeps its ${testbed.models}
     assert f"{testbed.IMAGE_REPO}:{testbed.LLAMA_CPP_PYTHON} \\" in text and f"{models}/SmolLM2" in text
