@@ -371,12 +371,12 @@ def _folded_here(folded: Folded) -> int:
 
 
 def keep_fold_behind(journal: Path, folded: Folded) -> None:
-    """:func:`keep_fold` by a process of its own: a one-shot command (``ruler status``) ends
-    without waiting for a day-long state's snapshot (0.05 s of its 0.4). The fold is the child's
-    by fork, copied only where written; the child is a grandchild, so nothing waits on it, and it
-    holds none of the caller's streams (a reader of its pipe sees the end when the caller ends;
-    what the caller has not flushed is never written twice: the child ends by os._exit). Where
-    fork is refused, the snapshot is written here."""
+    """:func:`keep_fold` by a process of its own, for a one-shot command (``ruler status``) that
+    ends next, without waiting for a day-long state's snapshot (0.05 s of its 0.4). The fold is
+    the child's by fork, copied only where written; nothing waits on the child (the caller's end
+    leaves it to init), and it holds none of the caller's streams (a reader of its pipe sees the
+    end when the caller ends; what the caller has not flushed is never written twice: the child
+    ends by os._exit). Where fork is refused, the snapshot is written here."""
     if _folded_here(folded) < EVERY:
         return
     try:
@@ -385,15 +385,12 @@ def keep_fold_behind(journal: Path, folded: Folded) -> None:
         keep_fold(journal, folded)
         return
     if child:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(child, 0)
         return
-    try:  # the child: the snapshot's writer forked from it, then gone
+    try:  # the child: the snapshot's writer, then gone
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
-        if os.fork() == 0:
-            keep_fold(journal, folded)
+        keep_fold(journal, folded)
     finally:
         os._exit(0)
 
