@@ -239,12 +239,27 @@ def covered_crc(f: typing.BinaryIO, length: int, start: int = 0, crc: int = 0) -
     return crc
 
 
+Stamp = tuple[int, int, int]  # a journal's inode, size and modification time (ns)
+
+
+def stamp(journal: Path) -> Stamp | None:
+    """The journal as it stands now, None where there is none to stat."""
+    try:
+        st = os.stat(journal)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def write(journal: Path, state: RunState, length: int, lines: int, last: bytes,
-          crc: int | None = None, finite: bool = True) -> None:
+          crc: int | None = None, finite: bool = True, read_at: Stamp | None = None) -> None:
     """The snapshot of ``state``, the fold of the journal's first ``lines`` lines (``length``
     bytes, the last of them ``last``, ``crc`` the CRC-32 of them all: read from the journal when
-    not given; ``finite`` as :func:`encode` takes it). Atomic, not fsync'd: a snapshot lost to a
-    crash is missed, never misread (its hash), and the journal still holds everything."""
+    not given; ``finite`` as :func:`encode` takes it). ``read_at``: the journal's stamp before
+    the fold read it, when the CRC is read here: none is written unless the journal still stands
+    so, to its file system's clock (a journal written to since, appended or edited in place, may
+    no longer hold the bytes the fold read). Atomic, not fsync'd: a snapshot lost to a crash is
+    missed, never misread (its hash), and the journal still holds everything."""
     fold = fingerprint()
     if fold is None or not lines:
         return
@@ -256,6 +271,8 @@ def write(journal: Path, state: RunState, length: int, lines: int, last: bytes,
         first = f.readline()
         if crc is None:
             crc = covered_crc(f, length)
+            if read_at is not None and stamp(journal) != read_at:
+                return
     head: dict[str, Any] = {"format": FORMAT, "fold": fold, "seq": state.last_seq, "length": length,
                             "lines": lines, "first": _sha1(first), "last_len": len(last),
                             "last": _sha1(last), "crc": crc}
@@ -330,6 +347,7 @@ class Folded:
     read: JournalRead  # the lines folded here (all of them without a snapshot), less their events
     prefix: Prefix | None
     why: str  # why no snapshot was used ("" when one was)
+    read_at: Stamp | None = None  # the journal before the read, where its CRC was not taken
 
     @property
     def last(self) -> bytes:
@@ -341,15 +359,20 @@ def read_folded(journal: str | Path, keep: bool = True) -> Folded:
     """The journal's state: its snapshot's when one matches, and the lines after it folded here.
     With ``keep``, when this folded ``EVERY`` lines or more itself (a run an older ruler wrote, a
     snapshot refused, a run that stopped without one), their fold is kept as the snapshot for the
-    next reader, where the run directory takes it: a day-long journal is folded once."""
+    next reader, where the run directory takes it: a day-long journal is folded once. Without
+    ``keep``, the read takes no CRC of the bytes it folds (a tenth of `ruler status`'s fold): the
+    snapshot kept later, if any, reads it then, and is kept only if the journal was not written to
+    since (:func:`write`'s ``read_at``)."""
     journal = Path(journal)
     prefix, why = load(journal)
-    start, lines, crc = (prefix.length, prefix.lines, prefix.crc) if prefix else (0, 0, 0)
+    start, lines = (prefix.length, prefix.lines) if prefix else (0, 0)
+    crc = (prefix.crc if prefix else 0) if keep else None
+    read_at = None if keep else stamp(journal)
     state = prefix.state if prefix else RunState()
     with _no_collections():  # a hundred thousand events, none in a cycle: see _no_collections
         read = read_journal(journal, start, lines, crc, Folding(state))
         state = fold_read(read, state)  # its damage
-    folded = Folded(state, read, prefix, why)
+    folded = Folded(state, read, prefix, why, read_at)
     if keep:
         keep_fold(journal, folded)
     return folded
@@ -362,7 +385,8 @@ def keep_fold(journal: Path, folded: Folded) -> None:
     read = folded.read
     if _folded_here(folded) >= EVERY:
         with contextlib.suppress(OSError):  # a run directory this reader may not write to
-            write(journal, folded.state, read.length, read.lines, read.last, read.crc, read.finite)
+            write(journal, folded.state, read.length, read.lines, read.last, read.crc, read.finite,
+                  folded.read_at)
 
 
 def _folded_here(folded: Folded) -> int:

@@ -59,9 +59,11 @@ class JournalWriter:
         self._since = folded.read.lines - (folded.prefix.lines if folded.prefix else 0)
         self._length, self._lines, self._last = folded.read.length, folded.read.lines, folded.last
         # The CRC-32 of every byte written, kept as lines are appended: the snapshot vouches for
-        # them (the snapshot's, then the lines after it, as they were read).
-        assert folded.read.crc is not None  # read_folded asks for it
-        self._crc = folded.read.crc
+        # them (the snapshot's, then the lines after it), read here: a journal has this one
+        # writer (its engine holds the run's lock).
+        start, crc = (folded.prefix.length, folded.prefix.crc) if folded.prefix else (0, 0)
+        with open(self.path, "rb") as journal:
+            self._crc = snapshot.covered_crc(journal, folded.read.length, start, crc)
         self._finite = folded.read.finite  # every line this writer appends is finite (allow_nan)
 
     def append(self, kind: str, **data: Any) -> Event:

@@ -8,6 +8,7 @@ by the journal's writer as the engine leaves it.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -76,3 +77,42 @@ def test_a_snapshot_the_writer_takes_while_appending_still_matches(run: Path) ->
     assert folded.prefix.length == journal.stat().st_size
     with journal.open("rb") as f:
         assert folded.prefix.crc == snapshot.covered_crc(f, folded.prefix.length)
+
+
+def without_snapshot(run: Path) -> Path:
+    journal = run / "journal.jsonl"
+    snapshot.path_of(journal).unlink()
+    return journal
+
+
+def test_a_fold_kept_later_vouches_for_the_bytes_it_read(run: Path) -> None:
+    """A reader that keeps its fold later (``ruler status``'s child, the console after its first
+    screen) read no CRC as it folded: the CRC is read when the snapshot is written, over the
+    same bytes, and the next reader takes the snapshot."""
+    journal = without_snapshot(run)
+    folded = snapshot.read_folded(journal, keep=False)
+    assert folded.read.crc is None and folded.read_at is not None
+    snapshot.keep_fold(journal, folded)
+    again = snapshot.read_folded(journal, keep=False)
+    assert again.why == "" and again.prefix is not None and again.prefix.lines == folded.read.lines
+    with journal.open("rb") as f:
+        assert again.prefix.crc == snapshot.covered_crc(f, again.prefix.length)
+
+
+@pytest.mark.parametrize("change", ["edited in place", "appended"])
+def test_a_journal_written_to_after_the_fold_keeps_no_snapshot_of_it(run: Path, change: str) -> None:
+    """Between the fold and its snapshot, the journal was written to: a line edited in place
+    (same size: the CRC read then would vouch for bytes the fold never read) or a line appended
+    (a live run's engine). No snapshot is kept; the next reader folds the journal as it is."""
+    journal = without_snapshot(run)
+    folded = snapshot.read_folded(journal, keep=False)
+    if change == "edited in place":
+        overwrite_line(journal, 40, b" ")
+    else:
+        with journal.open("ab") as f:
+            f.write(folded.last.replace(b'"seq":', b'"was":', 1))
+    # The file system's clock a tick on: a coarse one could stamp the copy and this write alike.
+    os.utime(journal, ns=(journal.stat().st_atime_ns, journal.stat().st_mtime_ns + 1))
+    snapshot.keep_fold(journal, folded)
+    assert not snapshot.path_of(journal).exists()
+    assert snapshot.read_folded(journal, keep=False).why == "no snapshot"
