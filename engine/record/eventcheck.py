@@ -239,3 +239,39 @@ TYPED: dict[type[msgspec.Struct], tuple[str, bool]] = {
 # (not JSON, a kind this version does not know, a field of another type, absent or undefined).
 decode_typed = msgspec.json.Decoder(typing.Union[tuple(TYPED)]).decode  # noqa: UP007
 to_event = msgspec.to_builtins  # its fields as the event's dict (the absent ones left out)
+
+
+def _object(tp: Any) -> bool:
+    """Whether a field of type ``tp`` may hold an object (``dict[str, Any] | None``)."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return any(map(_object, typing.get_args(tp)))
+    return typing.get_origin(tp) is dict
+
+
+def _carries_objects(spec: type) -> bool:
+    """Whether every event of the kind carries an object (a window_ready's boot facts)."""
+    hints = typing.get_type_hints(spec)
+    required = spec.__required_keys__  # type: ignore[attr-defined]  # a TypedDict class has them
+    return any(_object(hints[name]) for name in required)
+
+
+def _shallow(cls: type[msgspec.Struct]) -> Callable[[Any], dict[str, Any]]:
+    """:data:`to_event` but for the values, which are the Struct's own (a decoded line holds only
+    JSON's values, which to_builtins would copy: a window_ready's hundred boot facts)."""
+    tag, kind = cls.__struct_config__.tag_field, cls.__struct_config__.tag
+    names, unset, values = cls.__struct_encode_fields__, msgspec.UNSET, msgspec.structs.astuple
+
+    def event(t: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {tag: kind}  # type: ignore[dict-item]  # a tagged Struct has both
+        for name, v in zip(names, values(t), strict=True):
+            if v is not unset:
+                out[name] = v
+        return out
+
+    return event
+
+
+# Each Struct's event as a dict: copied by to_builtins in C, but where each event carries an object.
+EVENT_OF: dict[type[msgspec.Struct], Callable[[Any], dict[str, Any]]] = {
+    cls: _shallow(cls) if strict and _carries_objects(FIELDS[EventKind(kind)]) else to_event
+    for cls, (kind, strict) in TYPED.items()}

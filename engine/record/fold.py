@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from engine.method.steady import WHOLE
-from engine.record.eventcheck import TYPED, checked, decode_typed, mistyped, to_event
+from engine.record.eventcheck import EVENT_OF, TYPED, checked, decode_typed, mistyped
 from engine.record.events import ENVELOPE, OPEN, EventKind
 from engine.record.journal import BlockFold, Damage, Event, JournalRead, Reader, excerpt
 from engine.record.state import RunState, WindowState, capacity_key
@@ -403,10 +403,10 @@ def fold_lines(state: RunState, events: Iterable[tuple[int, Event]]) -> None:
 # order the line has them and, of an open kind, the fields its Struct leaves out (fold_typed).
 AS_READ = frozenset({EventKind.SERVER_STARTED, EventKind.VERDICT, EventKind.ROW_DONE,
                      EventKind.CAPACITY, EventKind.COMMAND, EventKind.VERDICT_LOOK}) | OPEN
-# Each kind's Struct: its handler, whether its event is folded as the reader reads it, and
-# whether the Struct checked its fields.
-_TYPED: dict[type, tuple[Handler | None, bool, bool]] = {
-    cls: (HANDLERS.get(kind), not strict or kind in AS_READ, strict)
+# Each kind's Struct: its handler, whether its event is folded as the reader reads it, whether
+# the Struct checked its fields, and its event as a dict.
+_TYPED: dict[type, tuple[Handler | None, bool, bool, Callable[[Any], Event]]] = {
+    cls: (HANDLERS.get(kind), not strict or kind in AS_READ, strict, EVENT_OF[cls])
     for cls, (kind, strict) in TYPED.items()}
 _SEQ_OF = attrgetter("seq")
 _as_read = msgspec.json.Decoder().decode
@@ -451,7 +451,7 @@ def fold_typed(state: RunState, lines: list[bytes], reader: Reader) -> bool:
         if cls is _FACT and _boot_facts(state, run):
             n += len(run)
             continue
-        handler, as_read, checked = plan[cls]
+        handler, as_read, checked, event = plan[cls]
         for t in run:
             n += 1
             if as_read and not checked:  # read and checked as the journal's reader does
@@ -465,7 +465,7 @@ def fold_typed(state: RunState, lines: list[bytes], reader: Reader) -> bool:
             state.last_seq = t.seq
             if handler is not None:
                 try:
-                    handler(state, to_event(t) if e is None else e)
+                    handler(state, event(t) if e is None else e)
                 except _UNUSABLE as ex:  # said of the event as read (its excerpt: the line's order)
                     state.damage.append(_unusable(_as_read(lines[n - at]), ex, n))
     reader.line = n

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.record import journal, snapshot
-from engine.record.eventcheck import TYPED, checked, decode_typed, mistyped, to_event
+from engine.record.eventcheck import EVENT_OF, TYPED, checked, decode_typed, mistyped, to_event
 from engine.record.events import OPEN
 from tests.unit.engine.record.test_fast_fold import ALL, LINES, same, standard_fold
 
@@ -147,3 +147,20 @@ def test_boot_facts_of_two_windows_in_one_run_are_each_their_windows(tmp_path: P
     assert got.windows["s2-control"].facts == {"b": None}
     assert [d.line for d in got.damage] == [10]
     assert same(got) == same(standard_fold(path.read_bytes()))
+
+
+def test_each_structs_event_is_its_dict_as_to_builtins_makes_it() -> None:
+    """A Struct whose events carry objects gives its own values (none copied): the same event,
+    its keys in the same order, as msgspec.to_builtins gives."""
+    shallow = {cls for cls, event in EVENT_OF.items() if event is not to_event}
+    assert {TYPED[cls][0] for cls in shallow} >= {"window_ready"}
+    seen = set()
+    for e in EVENTS:
+        try:
+            t = decode_typed(json.dumps(e).encode())
+        except msgspec.DecodeError:
+            continue
+        got = EVENT_OF[type(t)](t)
+        assert list(got.items()) == list(to_event(t).items())
+        seen.add(type(t))
+    assert seen & shallow
