@@ -157,6 +157,9 @@ COMPLETE_WINDOWS = frozenset({WindowStatus.DONE, WindowStatus.ADVANCED, WindowSt
 OVER_RUNS = frozenset({RunStatus.FINISHED, RunStatus.ABORTED, RunStatus.ERROR})
 
 
+# A row's basis (engine.method.steady): its tok/s over the steady windows, or over the whole reps.
+STEADY, WHOLE = "steady", "whole"
+
 # A trace class's one load: open loop at its requests' own times (no workers, no rate of ruler's).
 TRACE_LOAD = "trace"
 

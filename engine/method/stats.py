@@ -13,6 +13,8 @@ import numpy as np
 from engine import gpu
 from engine.method import acceptance, leak, steady
 from engine.method.leak import spread, spread_figure
+from engine.words import STEADY as STEADY  # a row's basis (stats.WHOLE, as its readers say it)
+from engine.words import WHOLE as WHOLE
 from engine.words import RowStatus
 
 # A slow rep the GPU telemetry explains (a power or thermal reason, an SM clock drop): journaled as
@@ -149,7 +151,6 @@ def rep_figures(records: Sequence[Mapping[str, Any]], concurrency: int,
     }
 
 
-STEADY, WHOLE = steady.STEADY, steady.WHOLE
 
 
 def per_user(tok_s: float, users: float) -> float:

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-STEADY, WHOLE = "steady", "whole"  # a row's basis: its tok/s over the steady windows, or the whole reps
+from engine.words import WHOLE
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from engine.method.steady import WHOLE
 from engine.record.eventcheck import EVENT_OF, TYPED, checked, decode_typed, mistyped
 from engine.record.events import ENVELOPE, OPEN, EventKind
 from engine.record.journal import BlockFold, Damage, Event, JournalRead, Reader, excerpt
 from engine.record.state import RunState, WindowState, capacity_key
 from engine.words import (
     CONTROL,
+    WHOLE,
     RowStatus,
     RunStatus,
     WindowStatus,

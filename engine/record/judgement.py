@@ -19,10 +19,10 @@ from typing import Any
 
 from engine.method.boots import CONTROL_CONFIG, Boot, BootNoise, Fit, Source, declared, fit, unmeasured
 from engine.method.design import interim_level
-from engine.method.steady import WHOLE, same_basis
+from engine.method.steady import same_basis
 from engine.method.verdict import Call, Judged, Rule, Versus, WindowJudged, from_effect, judge, versus
 from engine.record.state import RowState, RunState, WindowState
-from engine.words import CONTROL, USABLE_ROWS, is_control
+from engine.words import CONTROL, USABLE_ROWS, WHOLE, is_control
 
 Shape = tuple[str, int, float | None]  # class, concurrency, rate
 
