@@ -171,8 +171,8 @@ _EXAMPLES: dict[type, Any] = {bool: False, int: 0, float: 0.0, type(None): None,
 def checked(kind: str) -> Fields | None:
     """The check of a kind's fields, None for a kind this version does not know (a str, which each
     EventKind is: a journal's kind is looked up before it is known to be one). Each is made when
-    first asked: a journal read without damage asks it of one kind, run_started (a third of
-    this module's import, made for the other kinds, went unused)."""
+    first asked: a journal read without damage asks it of one kind, run_started, and the others
+    (a third of this module's import) are never made."""
     spec = FIELDS.get(kind)  # type: ignore[call-overload]  # any str: a kind this version may not know
     return None if spec is None else Fields(spec, envelope=True)
 
