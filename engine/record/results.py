@@ -16,7 +16,6 @@ import glob
 import json
 import os
 import platform
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -117,6 +116,8 @@ def writable_dir(path: Path, what: str) -> None:
     there = next(p for p in [path, *path.parents] if p.exists())
     if not there.is_dir():
         raise BadInput(f"{what} {path}: {there} is a file, not a directory")
+    import tempfile  # here, as in each writer below: `ruler status` reads with this module (3 ms)
+
     try:
         with tempfile.TemporaryFile(dir=there) as f:
             f.write(b"\0" * 4096)
@@ -160,6 +161,8 @@ def open_append(path: Path, text: bool = False) -> IO[Any]:
 def temporary_for(path: Path) -> tuple[int, str]:
     """An owner-only temporary beside ``path`` that becomes it by ``os.replace``: named
     ``.<name>.<pid>.<random>``, so that one a killed process left is known (:func:`remove_stale`)."""
+    import tempfile
+
     return tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.")
 
 
@@ -256,6 +259,8 @@ def scrub_file(path: Path, scrub: Callable[[str], str]) -> bool:
                 return False
     except (FileNotFoundError, files.Unreadable):  # gone, or no file a node wrote: nothing to filter
         return False
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out, \
