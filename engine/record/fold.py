@@ -18,7 +18,7 @@ import msgspec
 from engine.record.eventcheck import EVENT_OF, TYPED, checked, decode_typed, mistyped
 from engine.record.events import ENVELOPE, OPEN, EventKind
 from engine.record.journal import BlockFold, Damage, Event, JournalRead, Reader, excerpt
-from engine.record.state import RunState, WindowState, capacity_key
+from engine.record.state import RowState, RunState, WindowState, capacity_key
 from engine.words import (
     CONTROL,
     WHOLE,
@@ -180,13 +180,33 @@ def _warm_done(state: RunState, e: Event) -> None:
 
 
 def _rep_done(state: RunState, e: Event) -> None:
-    r = state.row(e)
-    # A rep's headline: over its steady window when it has one (a rep from before it: whole).
-    r.reps.setdefault(e["attempt"], {})[e["rep"]] = e.get("steady_tok_s") or e["agg_tok_s"]
-    r.whole.setdefault(e["attempt"], {})[e["rep"]] = e["agg_tok_s"]
-    r.files.setdefault(e["attempt"], {})[e["rep"]] = e["file"]
-    if e.get("gpu"):
-        r.gpu.setdefault(e["attempt"], {})[e["rep"]] = e["gpu"]
+    _rep(state.row(e), e["attempt"], e["rep"], e.get("steady_tok_s"), e["agg_tok_s"], e["file"],
+         e.get("gpu"))
+
+
+def _rep(r: RowState, attempt: int, rep: int, steady: float | None, agg: float, file: str,
+         gpu: dict[str, Any] | None) -> None:
+    """A rep landed: its headline over its steady window when it has one (a rep from before it:
+    whole), its tok/s over the whole rep, its receipt and its GPU's figures."""
+    r.reps.setdefault(attempt, {})[rep] = steady or agg
+    r.whole.setdefault(attempt, {})[rep] = agg
+    r.files.setdefault(attempt, {})[rep] = file
+    if gpu:
+        r.gpu.setdefault(attempt, {})[rep] = gpu
+
+
+def _rep_done_typed(state: RunState, t: Any) -> bool:
+    """:func:`_rep_done` of its Struct as decoded (a day-long journal's rep_done events, folded
+    without a dict made of each): False, nothing folded, when a field it needs is absent (the
+    event's dict, folded then, says which)."""
+    need = (t.session, t.window, t.class_, t.concurrency, t.attempt, t.rep, t.agg_tok_s, t.file)
+    if msgspec.UNSET in need:
+        return False
+    # An absent optional field is UNSET, which is falsy: as the dict's get gives None.
+    _rep(state.row_of(t.session, t.window, t.class_, t.concurrency,
+                      None if t.rate is msgspec.UNSET else t.rate),
+         t.attempt, t.rep, t.steady_tok_s or None, t.agg_tok_s, t.file, t.gpu or None)
+    return True
 
 
 def _leak_suspected(state: RunState, e: Event) -> None:
@@ -403,10 +423,15 @@ def fold_lines(state: RunState, events: Iterable[tuple[int, Event]]) -> None:
 # order the line has them and, of an open kind, the fields its Struct leaves out (fold_typed).
 AS_READ = frozenset({EventKind.SERVER_STARTED, EventKind.VERDICT, EventKind.ROW_DONE,
                      EventKind.CAPACITY, EventKind.COMMAND, EventKind.VERDICT_LOOK}) | OPEN
+# The kinds folded from their Struct itself where it has every field they need (a third of a
+# day-long journal's events that are not boot facts): each its handler's twin on the Struct.
+TypedHandler = Callable[[RunState, Any], bool]
+_ON_STRUCT: dict[str, TypedHandler] = {EventKind.REP_DONE: _rep_done_typed}
 # Each kind's Struct: its handler, whether its event is folded as the reader reads it, whether
-# the Struct checked its fields, and its event as a dict.
-_TYPED: dict[type, tuple[Handler | None, bool, bool, Callable[[Any], Event]]] = {
-    cls: (HANDLERS.get(kind), not strict or kind in AS_READ, strict, EVENT_OF[cls])
+# the Struct checked its fields, its event as a dict, and its handler on the Struct, if any.
+_TYPED: dict[type, tuple[Handler | None, bool, bool, Callable[[Any], Event], TypedHandler | None]] = {
+    cls: (HANDLERS.get(kind), not strict or kind in AS_READ, strict, EVENT_OF[cls],
+          _ON_STRUCT.get(kind) if strict else None)
     for cls, (kind, strict) in TYPED.items()}
 _SEQ_OF = attrgetter("seq")
 _as_read = msgspec.json.Decoder().decode
@@ -451,9 +476,12 @@ def fold_typed(state: RunState, lines: list[bytes], reader: Reader) -> bool:
         if cls is _FACT and _boot_facts(state, run):
             n += len(run)
             continue
-        handler, as_read, checked, event = plan[cls]
+        handler, as_read, checked, event, on_struct = plan[cls]
         for t in run:
             n += 1
+            if on_struct is not None and on_struct(state, t):
+                state.last_seq = t.seq
+                continue
             if as_read and not checked:  # read and checked as the journal's reader does
                 e = reader.one(lines[n - at], n)
                 if e is not None:

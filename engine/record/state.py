@@ -194,11 +194,14 @@ class RunState:
         return out
 
     def row(self, e: Event) -> RowState:
-        key = row_key(e["session"], e["window"], e["class"], e["concurrency"], e.get("rate"))
+        return self.row_of(e["session"], e["window"], e["class"], e["concurrency"], e.get("rate"))
+
+    def row_of(self, session: str, window: str, cls: str, concurrency: int,
+               rate: float | None = None) -> RowState:
+        key = row_key(session, window, cls, concurrency, rate)
         r = self.rows.get(key)
         if r is None:
-            r = self.rows[key] = RowState(e["session"], e["window"], e["class"], e["concurrency"],
-                                          e.get("rate"))
+            r = self.rows[key] = RowState(session, window, cls, concurrency, rate)
         return r
 
     def window(self, session: str, window: str) -> WindowState:

@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.record import journal, snapshot
+from engine.record import fold, journal, snapshot
 from engine.record.eventcheck import EVENT_OF, TYPED, checked, decode_typed, mistyped, to_event
 from engine.record.events import OPEN
+from engine.record.state import RunState
 from tests.unit.engine.record.test_fast_fold import ALL, LINES, same, standard_fold
 
 # A value of each JSON type, and of the ones a reader could read apart (wide, negative zero).
@@ -164,3 +165,25 @@ def test_each_structs_event_is_its_dict_as_to_builtins_makes_it() -> None:
         assert list(got.items()) == list(to_event(t).items())
         seen.add(type(t))
     assert seen & shallow
+
+
+def test_a_kind_folded_on_its_struct_folds_as_its_handler_does() -> None:
+    """rep_done, folded from its Struct where it has every field it needs, changes the state as
+    its handler does with the event's dict; where a field it needs is absent it folds nothing and
+    says so (the dict, folded then, names the field)."""
+    recorded = [e for e in EVENTS if e["kind"] == "rep_done"]
+    assert recorded
+    # Each also with a steady window's figure and the GPU's, and an open-loop rate.
+    reps = recorded + [{**e, "steady_tok_s": e["agg_tok_s"] / 2, "gpu": {"power_w": 350.0},
+                        "rate": 2.5} for e in recorded]
+    for e in reps:
+        for drop in [None, *sorted(set(e) - {"seq", "kind"})]:
+            event = {k: v for k, v in e.items() if k != drop}
+            on_struct, on_dict = RunState(), RunState()
+            folded = fold._rep_done_typed(on_struct, decode_typed(json.dumps(event).encode()))
+            try:
+                fold._rep_done(on_dict, event)
+            except KeyError:
+                assert not folded and same(on_struct) == same(RunState())
+                continue
+            assert folded and same(on_struct) == same(on_dict), drop
