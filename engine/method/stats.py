@@ -151,8 +151,6 @@ def rep_figures(records: Sequence[Mapping[str, Any]], concurrency: int,
     }
 
 
-
-
 def per_user(tok_s: float, users: float) -> float:
     """Per user, the one definition (the seed's "732 agg / 91.5 per user" at C8): tok/s over the
     users that made it, C closed-loop workers (open loop: the requests in flight on average).

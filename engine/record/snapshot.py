@@ -355,19 +355,20 @@ class Folded:
         return self.read.last or (self.prefix.last if self.prefix else b"")
 
 
-def read_folded(journal: str | Path, keep: bool = True) -> Folded:
+def read_folded(journal: str | Path, keep: bool = True, vouch: bool = False) -> Folded:
     """The journal's state: its snapshot's when one matches, and the lines after it folded here.
     With ``keep``, when this folded ``EVERY`` lines or more itself (a run an older ruler wrote, a
     snapshot refused, a run that stopped without one), their fold is kept as the snapshot for the
     next reader, where the run directory takes it: a day-long journal is folded once. Without
     ``keep``, the read takes no CRC of the bytes it folds (a tenth of `ruler status`'s fold): the
     snapshot kept later, if any, reads it then, and is kept only if the journal was not written to
-    since (:func:`write`'s ``read_at``)."""
+    since (:func:`write`'s ``read_at``). ``vouch``: the CRC taken as it reads all the same, for a
+    reader that keeps snapshots of its own (the journal's writer)."""
     journal = Path(journal)
     prefix, why = load(journal)
     start, lines = (prefix.length, prefix.lines) if prefix else (0, 0)
-    crc = (prefix.crc if prefix else 0) if keep else None
-    read_at = None if keep else stamp(journal)
+    crc = (prefix.crc if prefix else 0) if keep or vouch else None
+    read_at = None if crc is not None else stamp(journal)
     state = prefix.state if prefix else RunState()
     with _no_collections():  # a hundred thousand events, none in a cycle: see _no_collections
         read = read_journal(journal, start, lines, crc, Folding(state))

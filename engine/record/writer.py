@@ -44,7 +44,7 @@ class JournalWriter:
     def __init__(self, path: str | Path, snapshot_every: int = snapshot.EVERY) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        folded = snapshot.read_folded(self.path, keep=False)  # its own snapshots follow
+        folded = snapshot.read_folded(self.path, keep=False, vouch=True)  # its own snapshots follow
         if folded.state.damage:  # lines that are not events, and seqs out of sequence
             raise JournalDamaged(self.path, folded.state.damage)
         self.state = folded.state
@@ -59,11 +59,9 @@ class JournalWriter:
         self._since = folded.read.lines - (folded.prefix.lines if folded.prefix else 0)
         self._length, self._lines, self._last = folded.read.length, folded.read.lines, folded.last
         # The CRC-32 of every byte written, kept as lines are appended: the snapshot vouches for
-        # them (the snapshot's, then the lines after it), read here: a journal has this one
-        # writer (its engine holds the run's lock).
-        start, crc = (folded.prefix.length, folded.prefix.crc) if folded.prefix else (0, 0)
-        with open(self.path, "rb") as journal:
-            self._crc = snapshot.covered_crc(journal, folded.read.length, start, crc)
+        # them (the snapshot's, then the lines after it, as they were read).
+        assert folded.read.crc is not None  # read_folded vouches for them
+        self._crc = folded.read.crc
         self._finite = folded.read.finite  # every line this writer appends is finite (allow_nan)
 
     def append(self, kind: str, **data: Any) -> Event:
