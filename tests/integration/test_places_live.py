@@ -486,9 +486,14 @@ def test_kill_9_with_two_sessions_in_flight_then_resume_loses_no_finished_rep(
     done_before = [e for e in before if e["kind"] == "rep_done"]
     assert {e["session"] for e in done_before} == {"s1", "s2"}
     stopped = {(e["session"], e["window"]) for e in before if e["kind"] == "server_stopped"}
-    live = {e["pid"] for e in before
-            if e["kind"] == "server_started" and (e["session"], e["window"]) not in stopped}
-    assert live, "no server was up at the kill"
+    # A server whose stop had begun (server_stopping journaled, the kill before server_stopped)
+    # had its SIGTERM and may be gone by the resume: seen, a window done a moment before the kill.
+    going = {(e["session"], e["window"]) for e in before if e["kind"] == "server_stopping"}
+    started = [e for e in before if e["kind"] == "server_started"
+               and (e["session"], e["window"]) not in stopped]
+    live = {e["pid"] for e in started if (e["session"], e["window"]) not in going}
+    ending = {e["pid"] for e in started if (e["session"], e["window"]) in going}
+    assert live | ending, "no server was up at the kill"
     for pid in live:  # the servers outlived their engine
         os.kill(pid, 0)
 
@@ -499,9 +504,10 @@ def test_kill_9_with_two_sessions_in_flight_then_resume_loses_no_finished_rep(
     after = journal(run)
     assert after[:len(before)] == before  # the journal was only appended to
     resumed = after[next(i for i, e in enumerate(after) if e["kind"] == "run_resumed"):]
-    # The killed engine's servers were found and stopped.
-    assert {e["pid"] for e in resumed if e["kind"] == "stray_stopped"} == live
-    for pid in live:
+    # The killed engine's servers were found and stopped (one already stopping, if still there).
+    strays = {e["pid"] for e in resumed if e["kind"] == "stray_stopped"}
+    assert live <= strays <= live | ending, (strays, live, ending)
+    for pid in live | ending:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     # Each session went on on its own place, with that place's CPU set.
